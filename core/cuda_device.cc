@@ -1,0 +1,87 @@
+// CUDA build: thin checked wrappers over the CUDA runtime.
+#include "core/cuda_device.h"
+
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace mt {
+namespace cuda {
+
+namespace {
+absl::Status CudaError(cudaError_t err, const char* what, const char* file, int line) {
+  return absl::InternalError(absl::StrCat(file, ":", line, ": ", what, " failed: ",
+                                          cudaGetErrorName(err), " (", cudaGetErrorString(err),
+                                          ")"));
+}
+#define MT_CUDA_RETURN_IF_ERROR(expr)                                               \
+  do {                                                                              \
+    cudaError_t mt_err_ = (expr);                                                   \
+    if (mt_err_ != cudaSuccess) return CudaError(mt_err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+}  // namespace
+
+bool BuiltWithCuda() { return true; }
+
+int DeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // Clear the sticky "no driver / no device" error.
+    return 0;
+  }
+  return n;
+}
+
+std::string Describe() {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::StrCat("no CUDA device: ", cudaGetErrorString(err));
+  }
+  if (n == 0) return "no CUDA device";
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, i) == cudaSuccess) {
+      absl::StrAppend(&out, i ? "; " : "", "cuda:", i, " ", prop.name, " (sm_", prop.major,
+                      prop.minor, ", ", prop.totalGlobalMem >> 20, " MiB)");
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<void*> Malloc(int device, size_t nbytes) {
+  MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, nbytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cuda:", device, " out of memory allocating ", nbytes, " bytes"));
+  }
+  if (err != cudaSuccess) return CudaError(err, "cudaMalloc", __FILE__, __LINE__);
+  return p;
+}
+
+void Free(int device, void* ptr) {
+  cudaSetDevice(device);
+  cudaFree(ptr);
+}
+
+absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind) {
+  const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
+                                                             : cudaMemcpyDeviceToDevice;
+  MT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, nbytes, k));
+  return absl::OkStatus();
+}
+
+absl::Status Synchronize(int device) {
+  MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  MT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  return absl::OkStatus();
+}
+
+}  // namespace cuda
+}  // namespace mt

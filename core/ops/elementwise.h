@@ -1,0 +1,70 @@
+// Element-wise ops: bias add, GeLU, residual add, scaling, dtype conversion, fill, dropout.
+//
+// Unless stated otherwise: float tensors (f32, bf16, f16) with math in f32; inputs and outputs
+// contiguous, same device, same dtype and same shape; an output may alias an input of the same
+// shape (in-place). Errors: InvalidArgument for shape/contiguity/device mismatches, Unimplemented
+// for dtypes or devices without a kernel.
+#ifndef MT_CORE_OPS_ELEMENTWISE_H_
+#define MT_CORE_OPS_ELEMENTWISE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/exec_context.h"
+#include "core/tensor.h"
+
+namespace mt {
+namespace ops {
+
+// y[..., n] = x[..., n] + bias[n].  x, y: [..., N]; bias: [N].
+absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
+                     const TensorView& y);
+// dbias[n] = sum over all leading indices of dy[..., n]; overwrites dbias. Sums in f32.
+absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias);
+
+// y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the GPT-2 / Megatron approximation.
+absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y);
+// dx = dy * GeLU'(x); overwrites dx (may alias dy).
+absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
+                          const TensorView& dx);
+
+// out = a + b (residual connections).
+absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+                 const TensorView& out);
+// y = alpha * x.
+absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y);
+// y = x converted to y's dtype (any float dtype to any float dtype; round to nearest even).
+// Shapes must match; dtypes may differ.
+absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorView& y);
+// Every element of x set to `value` (float dtypes), or to (int64)value for integer dtypes.
+absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value);
+
+// Dropout with a counter-based mask (core/philox.h): element i is kept iff
+// PhiloxUniform(seed, stream, key(i)) >= p, and kept elements are scaled by 1 / (1 - p).
+// key(i) = key_base + (i / key_inner) * key_outer_stride + (i % key_inner), which lets a tensor-
+// parallel rank holding a slice of a larger logical tensor use the slice's GLOBAL indices, so that
+// the mask does not depend on the TP degree. The defaults give key(i) = i.
+struct DropoutArgs {
+  float p = 0.0f;         // Drop probability in [0, 1).
+  uint64_t seed = 0;
+  uint64_t stream = 0;    // Distinguishes the call sites of one step (layer, position in layer).
+  int64_t key_base = 0;
+  int64_t key_inner = 0;  // 0 means "the whole tensor" (no wrap).
+  int64_t key_outer_stride = 0;
+};
+// The element key for index i (exposed so that tests and CUDA kernels use the same definition).
+inline int64_t DropoutKey(const DropoutArgs& args, int64_t i) {
+  if (args.key_inner <= 0) return args.key_base + i;
+  return args.key_base + (i / args.key_inner) * args.key_outer_stride + (i % args.key_inner);
+}
+// y = mask(x) * x / (1 - p). p = 0 copies. InvalidArgument if p is outside [0, 1).
+absl::Status Dropout(const ExecContext& ctx, const TensorView& x, const DropoutArgs& args,
+                     const TensorView& y);
+// dx = mask * dy / (1 - p), regenerating the same mask from args (nothing is stored).
+absl::Status DropoutBackward(const ExecContext& ctx, const TensorView& dy, const DropoutArgs& args,
+                             const TensorView& dx);
+
+}  // namespace ops
+}  // namespace mt
+
+#endif  // MT_CORE_OPS_ELEMENTWISE_H_

@@ -1,0 +1,154 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/cuda_device.h"
+
+namespace mt {
+
+int64_t NumElements(absl::Span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+Shape ContiguousStrides(absl::Span<const int64_t> shape) {
+  Shape strides(shape.size());
+  int64_t s = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+TensorView::TensorView(void* data, Shape shape, DType dtype, Device device)
+    : data(data), shape(std::move(shape)), dtype(dtype), device(device) {
+  strides = ContiguousStrides(this->shape);
+}
+
+bool TensorView::IsContiguous() const {
+  int64_t s = 1;
+  for (int i = rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != s) return false;
+    s *= shape[i];
+  }
+  return true;
+}
+
+TensorView TensorView::Slice(int64_t begin, int64_t end) const {
+  CHECK_GE(rank(), 1);
+  CHECK(0 <= begin && begin <= end && end <= shape[0])
+      << "slice [" << begin << ", " << end << ") of " << DebugString();
+  TensorView v = *this;
+  v.shape[0] = end - begin;
+  v.data = static_cast<char*>(data) + begin * strides[0] * static_cast<int64_t>(DTypeSize(dtype));
+  return v;
+}
+
+absl::StatusOr<TensorView> TensorView::Reshape(Shape new_shape) const {
+  if (!IsContiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape non-contiguous ", DebugString()));
+  }
+  if (NumElements(new_shape) != numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", DebugString(), " to ",
+                                                   ShapeToString(new_shape)));
+  }
+  return TensorView(data, std::move(new_shape), dtype, device);
+}
+
+TensorView TensorView::Flatten2D() const {
+  CHECK_GE(rank(), 1);
+  CHECK(IsContiguous()) << DebugString();
+  const int64_t last = shape.back();
+  return TensorView(data, Shape{last == 0 ? 0 : numel() / last, last}, dtype, device);
+}
+
+std::string TensorView::DebugString() const {
+  return absl::StrCat(DTypeName(dtype), ShapeToString(shape), " on ", device.ToString());
+}
+
+absl::StatusOr<Buffer> Buffer::Allocate(Device device, size_t nbytes) {
+  Buffer b;
+  b.device_ = device;
+  b.nbytes_ = nbytes;
+  if (nbytes == 0) return b;
+  if (device.is_cpu()) {
+    // 64-byte alignment for vector loads; aligned_alloc wants a multiple of the alignment.
+    b.data_ = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    if (b.data_ == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("host out of memory allocating ", nbytes,
+                                                       " bytes"));
+    }
+    return b;
+  }
+  auto ptr = cuda::Malloc(device.index, nbytes);
+  if (!ptr.ok()) return ptr.status();
+  b.data_ = *ptr;
+  return b;
+}
+
+Buffer::~Buffer() { Release(); }
+
+void Buffer::Release() {
+  if (data_ == nullptr) return;
+  if (device_.is_cpu()) {
+    std::free(data_);
+  } else {
+    cuda::Free(device_.index, data_);
+  }
+  data_ = nullptr;
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      nbytes_(std::exchange(other.nbytes_, 0)),
+      device_(other.device_) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    Release();
+    data_ = std::exchange(other.data_, nullptr);
+    nbytes_ = std::exchange(other.nbytes_, 0);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device) {
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("negative dimension in shape ",
+                                                     ShapeToString(shape)));
+    }
+  }
+  Tensor t;
+  const size_t nbytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
+  auto buffer = Buffer::Allocate(device, nbytes);
+  if (!buffer.ok()) return buffer.status();
+  t.buffer_ = std::move(*buffer);
+  t.view_ = TensorView(t.buffer_.data(), std::move(shape), dtype, device);
+  return t;
+}
+
+Tensor Tensor::Host(Shape shape, DType dtype) {
+  auto t = Empty(std::move(shape), dtype, Device::Cpu());
+  CHECK(t.ok()) << t.status();
+  return std::move(*t);
+}
+
+Tensor Tensor::Zeros(Shape shape, DType dtype) {
+  Tensor t = Host(std::move(shape), dtype);
+  if (t.nbytes() > 0) std::memset(t.data(), 0, t.nbytes());
+  return t;
+}
+
+}  // namespace mt

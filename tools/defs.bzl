@@ -1,0 +1,135 @@
+"""Build wrappers: the one place that sets compiler options for the project's own code.
+
+mt_cc_library / mt_cc_binary / mt_cc_test inject the project's warnings (as errors) and language
+level; mt_cuda_library compiles .cu files with nvcc into a static archive that a cc_library can
+depend on, and collapses to an empty library when CUDA is absent or --config=cpu_only is set.
+"""
+
+load("@local_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
+
+MT_COPTS = [
+    "-std=c++17",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wno-unused-parameter",
+    "-Wno-sign-compare",
+    "-Wno-missing-field-initializers",
+]
+
+# GPU architectures: SASS for A100 (sm_80) and H100/H200 (sm_90), plus PTX for newer cards.
+CUDA_GENCODE = [
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90,code=[sm_90,compute_90]",
+]
+
+def if_cuda(if_true, if_false = []):
+    """`if_true` in CUDA builds (toolkit found, no --config=cpu_only), else `if_false`."""
+    if not CUDA_FOUND:
+        return if_false
+    return select({
+        "//third_party/cuda:cpu_only": if_false,
+        "//conditions:default": if_true,
+    })
+
+def mt_cc_library(name, copts = [], **kwargs):
+    native.cc_library(name = name, copts = MT_COPTS + copts, **kwargs)
+
+def mt_cc_binary(name, copts = [], **kwargs):
+    native.cc_binary(name = name, copts = MT_COPTS + copts, **kwargs)
+
+def mt_cc_test(name, copts = [], deps = [], size = "small", **kwargs):
+    """A GoogleTest test. Every test states its size (and so its timeout)."""
+    native.cc_test(
+        name = name,
+        copts = MT_COPTS + copts,
+        deps = deps + ["@gtest//:gtest_main"],
+        size = size,
+        **kwargs
+    )
+
+def _cuda_archive_impl(ctx):
+    cc_infos = [d[CcInfo] for d in ctx.attr.deps if CcInfo in d]
+    headers = depset(ctx.files.hdrs, transitive = [c.compilation_context.headers for c in cc_infos])
+    flags = ["-I."]
+    for c in cc_infos:
+        cc = c.compilation_context
+        flags += ["-I" + p for p in cc.includes.to_list() + cc.quote_includes.to_list()]
+        flags += ["-isystem " + p for p in cc.system_includes.to_list()]
+        flags += ["-D" + d for d in cc.defines.to_list()]
+    flags += [
+        "-I" + ctx.bin_dir.path,
+        "-std=c++17",
+        "-O3",
+        "--expt-relaxed-constexpr",
+        "-Xcompiler=-fPIC",
+        "-Xcompiler=-Wall",
+        "-Werror=all-warnings",
+    ] + CUDA_GENCODE + ctx.attr.nvcc_flags
+    objs = []
+    for src in ctx.files.srcs:
+        obj = ctx.actions.declare_file("_nvcc/%s/%s.o" % (ctx.label.name, src.basename))
+        ctx.actions.run_shell(
+            command = "%s %s -c %s -o %s" % (NVCC, " ".join(flags), src.path, obj.path),
+            inputs = depset([src], transitive = [headers]),
+            outputs = [obj],
+            mnemonic = "Nvcc",
+            progress_message = "Compiling CUDA %s" % src.short_path,
+            use_default_shell_env = True,
+        )
+        objs.append(obj)
+    archive = ctx.actions.declare_file("_nvcc/lib%s.a" % ctx.label.name)
+    ctx.actions.run_shell(
+        command = "rm -f %s && ar rcs %s %s" % (archive.path, archive.path, " ".join([o.path for o in objs])),
+        inputs = objs,
+        outputs = [archive],
+        mnemonic = "NvccArchive",
+        use_default_shell_env = True,
+    )
+    return [DefaultInfo(files = depset([archive]))]
+
+cuda_archive = rule(
+    implementation = _cuda_archive_impl,
+    attrs = {
+        "srcs": attr.label_list(allow_files = [".cu"]),
+        "hdrs": attr.label_list(allow_files = [".h", ".cuh"]),
+        "deps": attr.label_list(providers = [CcInfo]),
+        "nvcc_flags": attr.string_list(),
+    },
+    doc = "Compiles .cu files with nvcc (position-independent) into one static archive.",
+)
+
+def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts = [], **kwargs):
+    """CUDA kernels (srcs, .cu via nvcc) plus host code (cc_srcs, via the C++ toolchain).
+
+    Dependents see `MT_WITH_CUDA=1` defined when the library is real. Without a CUDA toolkit, or
+    under --config=cpu_only, the library is empty and defines nothing.
+    """
+    if not CUDA_FOUND:
+        native.cc_library(name = name, hdrs = hdrs, **kwargs)
+        return
+    cuda_archive(
+        name = name + "_kernels",
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cuda_headers"],
+    )
+    native.cc_library(
+        name = name,
+        hdrs = hdrs,
+        srcs = select({
+            "//third_party/cuda:cpu_only": [],
+            "//conditions:default": [":" + name + "_kernels"] + cc_srcs,
+        }),
+        copts = MT_COPTS + copts,
+        defines = select({
+            "//third_party/cuda:cpu_only": [],
+            "//conditions:default": ["MT_WITH_CUDA=1"],
+        }),
+        deps = deps + select({
+            "//third_party/cuda:cpu_only": [],
+            "//conditions:default": ["@local_cuda//:cudart", "@local_cuda//:cublas"],
+        }),
+        alwayslink = 1,
+        **kwargs
+    )
