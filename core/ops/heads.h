@@ -1,0 +1,44 @@
+// Data movement between the token-major layout of linear layers and the head-major layout of
+// attention. Pure permutations: results are exact in every dtype.
+//
+//   SplitQkv:  qkv [B, T, NH, 3, D]  ->  q, k, v [B, NH, T, D]
+//              (the fused QKV projection's columns are ordered (head, {q,k,v}, d), so that a
+//               contiguous tensor-parallel split of the columns gives each rank whole heads)
+//   MergeQkv:  the inverse (the backward of SplitQkv): dq, dk, dv -> dqkv
+//   MergeHeads: x [B, NH, T, D] -> y [B, T, NH, D]   (attention output back to tokens)
+//   SplitHeads: the inverse (the backward of MergeHeads)
+//
+// Views are contiguous; any dtype; shapes as above (qkv may be given as [B, T, NH * 3 * D] and y
+// as [B, T, NH * D]: only the element count and the explicit dims B, T, NH, D matter).
+#ifndef MT_CORE_OPS_HEADS_H_
+#define MT_CORE_OPS_HEADS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/exec_context.h"
+#include "core/tensor.h"
+
+namespace mt {
+namespace ops {
+
+struct HeadsShape {
+  int64_t batch = 0;   // B
+  int64_t seq = 0;     // T
+  int64_t heads = 0;   // NH (this rank's heads)
+  int64_t head_dim = 0;  // D
+};
+
+absl::Status SplitQkv(const ExecContext& ctx, const HeadsShape& s, const TensorView& qkv,
+                      const TensorView& q, const TensorView& k, const TensorView& v);
+absl::Status MergeQkv(const ExecContext& ctx, const HeadsShape& s, const TensorView& q,
+                      const TensorView& k, const TensorView& v, const TensorView& qkv);
+absl::Status MergeHeads(const ExecContext& ctx, const HeadsShape& s, const TensorView& x,
+                        const TensorView& y);
+absl::Status SplitHeads(const ExecContext& ctx, const HeadsShape& s, const TensorView& y,
+                        const TensorView& x);
+
+}  // namespace ops
+}  // namespace mt
+
+#endif  // MT_CORE_OPS_HEADS_H_

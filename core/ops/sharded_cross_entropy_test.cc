@@ -1,0 +1,146 @@
+#include "core/ops/sharded_cross_entropy.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/ops/cross_entropy.h"
+#include "core/ops/testutil.h"
+#include "gtest/gtest.h"
+
+namespace mt {
+namespace ops {
+namespace {
+
+using ::mt::testing::AllClose;
+using ::mt::testing::NumericalGradient;
+using ::mt::testing::RandomTensor;
+using ::mt::testing::ToDoubles;
+
+// float64 cross-entropy over the first `valid` columns of full logits [N, V].
+std::vector<double> ReferenceLosses(const std::vector<double>& l, int64_t N, int64_t V,
+                                    int64_t valid, const std::vector<int64_t>& t) {
+  std::vector<double> out(N);
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[n] == kIgnoreIndex) continue;
+    double mx = -1e300;
+    for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, l[n * V + j]);
+    double s = 0;
+    for (int64_t j = 0; j < valid; ++j) s += std::exp(l[n * V + j] - mx);
+    out[n] = std::log(s) + mx - l[n * V + t[n]];
+  }
+  return out;
+}
+
+// Runs the four phases over `shards` column shards of full logits, combining partial results as
+// the all-reduces would, and returns (losses, full dlogits).
+void RunSharded(const Tensor& full, int64_t valid, const Tensor& targets, const Tensor& dlosses,
+                int shards, std::vector<double>* losses, std::vector<double>* dlogits) {
+  ThreadPool pool(3);
+  ExecContext ctx;
+  ctx.pool = &pool;
+  const int64_t N = full.shape()[0], V = full.shape()[1], Vs = V / shards;
+  const auto all = ToDoubles(full.view());
+  std::vector<Tensor> parts;
+  for (int r = 0; r < shards; ++r) {
+    std::vector<double> v(N * Vs);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < Vs; ++j) v[n * Vs + j] = all[n * V + r * Vs + j];
+    parts.push_back(::mt::testing::FromDoubles({N, Vs}, DType::kF32, v));
+  }
+  Tensor mx = Tensor::Zeros({N}, DType::kF32), tmp = Tensor::Zeros({N}, DType::kF32);
+  for (int n = 0; n < N; ++n) mx.data_as<float>()[n] = -INFINITY;
+  for (int r = 0; r < shards; ++r) {
+    ASSERT_TRUE(ShardedRowMax(ctx, parts[r].view(), {r * Vs, valid}, tmp.view()).ok());
+    for (int n = 0; n < N; ++n)
+      mx.data_as<float>()[n] = std::max(mx.data_as<float>()[n], tmp.data_as<float>()[n]);
+  }
+  Tensor partials = Tensor::Zeros({N, 2}, DType::kF32), p = Tensor::Zeros({N, 2}, DType::kF32);
+  for (int r = 0; r < shards; ++r) {
+    ASSERT_TRUE(ShardedTargetAndSumExp(ctx, parts[r].view(), targets.view(), {r * Vs, valid},
+                                       mx.view(), p.view())
+                    .ok());
+    for (int i = 0; i < 2 * N; ++i) partials.data_as<float>()[i] += p.data_as<float>()[i];
+  }
+  Tensor out = Tensor::Zeros({N}, DType::kF32);
+  ASSERT_TRUE(ShardedLoss(ctx, targets.view(), mx.view(), partials.view(), out.view()).ok());
+  *losses = ToDoubles(out.view());
+  dlogits->assign(N * V, 0.0);
+  for (int r = 0; r < shards; ++r) {
+    Tensor d = Tensor::Zeros({N, Vs}, DType::kF32);
+    ASSERT_TRUE(ShardedCrossEntropyBackward(ctx, parts[r].view(), targets.view(), {r * Vs, valid},
+                                            mx.view(), partials.view(), dlosses.view(), d.view())
+                    .ok());
+    const auto dv = ToDoubles(d.view());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < Vs; ++j) (*dlogits)[n * V + r * Vs + j] = dv[n * Vs + j];
+  }
+}
+
+TEST(ShardedCrossEntropyTest, MatchesFloat64ForEveryShardingAndMasksPadding) {
+  const int64_t N = 7, V = 24, valid = 21;  // Three padded columns.
+  Tensor logits = RandomTensor({N, V}, DType::kF32, 5, -4, 4);
+  std::vector<int64_t> t = {0, 20, 5, kIgnoreIndex, 13, 7, 20};
+  Tensor targets = Tensor::Host({N}, DType::kI64);
+  for (int n = 0; n < N; ++n) targets.data_as<int64_t>()[n] = t[n];
+  Tensor dlosses = RandomTensor({N}, DType::kF32, 6, 0.1, 1.0);
+  const auto l = ToDoubles(logits.view());
+  const auto ref = ReferenceLosses(l, N, V, valid, t);
+  const auto dl = ToDoubles(dlosses.view());
+  // Gradient of sum_n dl[n] * loss[n] by central differences of the float64 reference.
+  const auto numeric = NumericalGradient(
+      [&](const std::vector<double>& x) {
+        const auto ls = ReferenceLosses(x, N, V, valid, t);
+        double s = 0;
+        for (int n = 0; n < N; ++n) s += dl[n] * ls[n];
+        return s;
+      },
+      l);
+  std::vector<double> baseline_losses, baseline_grads;
+  for (int shards : {1, 2, 3, 4}) {
+    std::vector<double> losses, grads;
+    RunSharded(logits, valid, targets, dlosses, shards, &losses, &grads);
+    EXPECT_TRUE(AllClose(losses, ref, 1e-5, 1e-6)) << shards;
+    EXPECT_TRUE(AllClose(grads, numeric, 1e-4, 1e-6)) << shards;
+    for (int n = 0; n < N; ++n) {
+      for (int64_t j = valid; j < V; ++j) EXPECT_EQ(grads[n * V + j], 0.0);
+    }
+  }
+}
+
+TEST(ShardedCrossEntropyTest, OneShardWithoutPaddingEqualsSerialCrossEntropy) {
+  const int64_t N = 5, V = 11;
+  Tensor logits = RandomTensor({N, V}, DType::kF32, 9, -3, 3);
+  Tensor targets = ::mt::testing::RandomInts({N}, DType::kI32, 10, 0, V);
+  Tensor dlosses = RandomTensor({N}, DType::kF32, 11, 0.5, 1.5);
+  std::vector<double> losses, grads;
+  RunSharded(logits, V, targets, dlosses, 1, &losses, &grads);
+  ExecContext ctx;
+  Tensor serial = Tensor::Zeros({N}, DType::kF32), dserial = Tensor::Zeros({N, V}, DType::kF32);
+  ASSERT_TRUE(CrossEntropy(ctx, logits.view(), targets.view(), serial.view()).ok());
+  ASSERT_TRUE(
+      CrossEntropyBackward(ctx, logits.view(), targets.view(), dlosses.view(), dserial.view()).ok());
+  EXPECT_TRUE(AllClose(losses, ToDoubles(serial.view()), 1e-6, 1e-6));
+  EXPECT_TRUE(AllClose(grads, ToDoubles(dserial.view()), 1e-5, 1e-7));
+}
+
+TEST(ShardedCrossEntropyTest, BadInputsAreRejected) {
+  ExecContext ctx;
+  Tensor logits = RandomTensor({2, 4}, DType::kF32, 1);
+  Tensor mx = Tensor::Zeros({2}, DType::kF32), partials = Tensor::Zeros({2, 2}, DType::kF32);
+  Tensor targets = Tensor::Zeros({2}, DType::kI32);
+  targets.data_as<int32_t>()[1] = 9;
+  EXPECT_EQ(ShardedTargetAndSumExp(ctx, logits.view(), targets.view(), {0, 8}, mx.view(),
+                                   partials.view())
+                .code(),
+            absl::StatusCode::kOutOfRange);
+  Tensor wrong = Tensor::Zeros({3}, DType::kF32);
+  EXPECT_EQ(ShardedRowMax(ctx, logits.view(), {0, 4}, wrong.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+  Tensor bf = Tensor::Zeros({2, 4}, DType::kBF16);
+  EXPECT_EQ(ShardedRowMax(ctx, bf.view(), {0, 4}, mx.view()).code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace ops
+}  // namespace mt

@@ -1,0 +1,143 @@
+#include "models/gpt2/gpt2.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/cross_entropy.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+#include "core/status.h"
+
+namespace mt {
+namespace models {
+
+namespace {
+constexpr int kEmbeddingDropoutLayer = 4095;  // A dropout "layer" index no transformer layer uses.
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& config,
+                                                           nn::ParameterStore* store,
+                                                           nn::Recompute recompute) {
+  RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
+  std::unique_ptr<GptModel> m(new GptModel());
+  m->config_ = config;
+  ASSIGN_OR_RETURN(m->word_, nn::VocabParallelEmbedding::Create(
+                                 store, "embedding.word", config.vocab_size,
+                                 config.PaddedVocab(store->tp_size()), config.hidden_size,
+                                 config.init_std));
+  if (config.position_embeddings) {
+    ASSIGN_OR_RETURN(m->position_, nn::ReplicatedEmbedding::Create(
+                                       store, "embedding.position",
+                                       config.max_position_embeddings, config.hidden_size,
+                                       config.init_std));
+  }
+  nn::TransformerLayerConfig lc;
+  lc.hidden = config.hidden_size;
+  lc.heads = config.num_attention_heads;
+  lc.ffn = config.ffn();
+  lc.norm = config.norm;
+  lc.causal = ops::CausalMask::kYes;
+  lc.hidden_dropout = config.hidden_dropout;
+  lc.attention_dropout = config.attention_dropout;
+  lc.layernorm_eps = config.layernorm_eps;
+  lc.init_std = config.init_std;
+  lc.output_init_std = config.init_std / std::sqrt(2.0 * config.num_layers);
+  lc.recompute = recompute;
+  ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
+  ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm",
+                                                             config.hidden_size,
+                                                             config.layernorm_eps));
+  return m;
+}
+
+ops::DropoutArgs GptModel::EmbeddingDropout(const nn::StepContext& sc, int64_t T) const {
+  ops::DropoutArgs d;
+  d.p = sc.training() ? config_.hidden_dropout : 0.0f;
+  d.seed = sc.dropout_seed;
+  d.stream = sc.DropoutStream(kEmbeddingDropoutLayer, 0);
+  d.key_base = sc.sample_offset * T * config_.hidden_size;
+  return d;
+}
+
+absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& tokens) {
+  if (tokens.rank() != 2 || tokens.dtype != DType::kI32) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT-2: tokens ", tokens.DebugString(),
+                                                   " must be i32 [B, T]"));
+  }
+  const int64_t B = tokens.dim(0), T = tokens.dim(1), H = config_.hidden_size;
+  if (T > config_.max_position_embeddings || T < 1 || B < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT-2: sequence length ", T,
+                                                   " must be in [1, max_position_embeddings = ",
+                                                   config_.max_position_embeddings, "]"));
+  }
+  const ExecContext& ec = *sc.exec;
+  if (B != B_ || T != T_) {
+    B_ = B;
+    T_ = T;
+    positions_ = Tensor::Host({B * T}, DType::kI32);
+    for (int64_t i = 0; i < B * T; ++i) positions_.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
+    emb_ = Tensor::Host({B, T, H}, DType::kF32);
+    pos_emb_ = Tensor::Host({B * T, H}, DType::kF32);
+    final_ = Tensor::Host({B * T, H}, DType::kF32);
+    logits_ = Tensor::Host({B * T, word_.local_vocab()}, DType::kF32);
+    losses_ = Tensor::Host({B * T}, DType::kF32);
+  }
+  tokens_ = tokens;
+  ASSIGN_OR_RETURN(TensorView emb2, emb_.view().Reshape({B * T, H}));
+  RETURN_IF_ERROR(word_.Forward(sc, tokens, emb2));
+  if (config_.position_embeddings) {
+    RETURN_IF_ERROR(position_.Forward(sc, positions_.view(), pos_emb_.view()));
+    RETURN_IF_ERROR(ops::Add(ec, emb2, pos_emb_.view(), emb2));
+  }
+  RETURN_IF_ERROR(ops::Dropout(ec, emb2, EmbeddingDropout(sc, T), emb2));
+  ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, emb_.view(), /*padding_mask=*/nullptr));
+  ASSIGN_OR_RETURN(TensorView h2, h.Reshape({B * T, H}));
+  RETURN_IF_ERROR(final_ln_.Forward(sc, h2, final_.view()));
+  return word_.LogitsForward(sc, final_.view(), logits_.view());
+}
+
+absl::StatusOr<double> GptModel::ForwardBackward(const nn::StepContext& sc,
+                                                 const TensorView& tokens,
+                                                 const TensorView& labels, bool compute_grad) {
+  if (labels.shape != tokens.shape || labels.dtype != DType::kI32) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT-2: labels ", labels.DebugString(),
+                                                   " must be i32 with the shape of the tokens ",
+                                                   tokens.DebugString()));
+  }
+  RETURN_IF_ERROR(Forward(sc, tokens));
+  const int64_t N = B_ * T_, H = config_.hidden_size;
+  const ExecContext& ec = *sc.exec;
+  ASSIGN_OR_RETURN(TensorView labels1, labels.Reshape({N}));
+  const ops::VocabShard shard{word_.vocab_start(sc), config_.vocab_size};
+  RETURN_IF_ERROR(loss_.Forward(sc, logits_.view(), labels1, shard, losses_.view()));
+  int64_t count = 0;
+  const int32_t* lab = labels1.data_as<int32_t>();
+  for (int64_t i = 0; i < N; ++i) count += lab[i] != ops::kIgnoreIndex;
+  if (count == 0) return absl::InvalidArgumentError("GPT-2: every label is ignored");
+  ASSIGN_OR_RETURN(double total, ops::Sum(ec, losses_.view()));
+  const double loss = total / static_cast<double>(count);
+  if (!compute_grad) return loss;
+
+  Tensor dlosses = Tensor::Host({N}, DType::kF32);
+  RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), 1.0 / static_cast<double>(count)));
+  RETURN_IF_ERROR(loss_.Backward(sc, dlosses.view(), logits_.view()));  // dlogits in place.
+  Tensor dfinal = Tensor::Host({N, H}, DType::kF32);
+  RETURN_IF_ERROR(word_.LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));
+  Tensor dh = Tensor::Host({B_, T_, H}, DType::kF32);
+  ASSIGN_OR_RETURN(TensorView dh2, dh.view().Reshape({N, H}));
+  RETURN_IF_ERROR(final_ln_.Backward(sc, dfinal.view(), dh2));
+  RETURN_IF_ERROR(stack_->Backward(sc, dh.view(), dh.view()));
+  RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc, T_), dh2));
+  RETURN_IF_ERROR(word_.Backward(sc, tokens_, dh2));
+  if (config_.position_embeddings) RETURN_IF_ERROR(position_.Backward(sc, positions_.view(), dh2));
+  return loss;
+}
+
+absl::Status GptModel::Logits(const nn::StepContext& sc, const TensorView& tokens,
+                              const TensorView& full) {
+  RETURN_IF_ERROR(Forward(sc, tokens));
+  return nn::GatherLogits(sc, logits_.view(), full);
+}
+
+}  // namespace models
+}  // namespace mt

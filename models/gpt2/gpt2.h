@@ -1,0 +1,71 @@
+// GPT-2 language model with Megatron tensor parallelism: vocab-parallel word embedding + learned
+// positions -> dropout -> N pre-norm TransformerLayers (causal) -> final LayerNorm -> logits from
+// the word embedding (tied) -> vocab-parallel cross-entropy. The same object serves TP = 1 (null
+// communicator) and TP > 1; every rank of a TP group calls it with the same tokens.
+#ifndef MT_MODELS_GPT2_GPT2_H_
+#define MT_MODELS_GPT2_GPT2_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "models/config.h"
+#include "nn/context.h"
+#include "nn/cross_entropy.h"
+#include "nn/embedding.h"
+#include "nn/parameter.h"
+#include "nn/transformer.h"
+
+namespace mt {
+namespace models {
+
+class GptModel {
+ public:
+  // Declares every parameter in `store` (whose tp_size is the TP degree); does not allocate, so
+  // it also serves to count the parameters of large configs. InvalidArgument for configs that
+  // fail ValidateParallel(store->tp_size()).
+  static absl::StatusOr<std::unique_ptr<GptModel>> Create(const ModelConfig& config,
+                                                          nn::ParameterStore* store,
+                                                          nn::Recompute recompute = nn::Recompute::kNo);
+
+  // tokens, labels: i32 [B, T] with T <= max_position_embeddings; a label of ops::kIgnoreIndex is
+  // not scored. Returns the mean cross-entropy (nats) over the scored labels; with compute_grad
+  // ACCUMULATES d(mean loss)/d(parameters) into the store's gradients.
+  absl::StatusOr<double> ForwardBackward(const nn::StepContext& sc, const TensorView& tokens,
+                                         const TensorView& labels, bool compute_grad);
+
+  // Full logits [B * T, padded_vocab] (gathered across TP ranks) for generation; columns at or past
+  // the real vocabulary are padding and should be ignored.
+  absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens, const TensorView& full);
+
+  const ModelConfig& config() const { return config_; }
+  const nn::TransformerStack& stack() const { return *stack_; }
+  int64_t padded_vocab() const { return word_.padded_vocab(); }
+
+ private:
+  GptModel() = default;
+  absl::Status Forward(const nn::StepContext& sc, const TensorView& tokens);
+  ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc, int64_t T) const;
+
+  ModelConfig config_;
+  nn::VocabParallelEmbedding word_;
+  nn::ReplicatedEmbedding position_;
+  std::unique_ptr<nn::TransformerStack> stack_;
+  nn::LayerNormModule final_ln_;
+  nn::VocabParallelCrossEntropy loss_;
+  // Activations of the last Forward.
+  int64_t B_ = 0, T_ = 0;
+  TensorView tokens_;
+  Tensor positions_;  // i32 [B * T]
+  Tensor emb_;        // [B, T, H]
+  Tensor pos_emb_;    // [B * T, H]
+  Tensor final_;      // [B * T, H] after the final LayerNorm
+  Tensor logits_;     // [B * T, V_pad / tp]
+  Tensor losses_;     // [B * T]
+};
+
+}  // namespace models
+}  // namespace mt
+
+#endif  // MT_MODELS_GPT2_GPT2_H_

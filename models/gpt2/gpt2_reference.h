@@ -1,0 +1,27 @@
+// A float64 GPT-2 forward written independently of nn/ and core/ops (plain loops), used by the
+// tests as the reference for losses and, through finite differences, for gradients. Parameters are
+// looked up by the names GptModel declares, in their GLOBAL (serial) layout. No dropout.
+#ifndef MT_MODELS_GPT2_GPT2_REFERENCE_H_
+#define MT_MODELS_GPT2_GPT2_REFERENCE_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+
+namespace mt {
+namespace models {
+namespace testing {
+
+using ParamMap = std::map<std::string, std::vector<double>>;
+
+// Mean cross-entropy over labels != -100; tokens/labels are [B, T] row-major.
+double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
+                        const std::vector<int>& tokens, const std::vector<int>& labels);
+
+}  // namespace testing
+}  // namespace models
+}  // namespace mt
+
+#endif  // MT_MODELS_GPT2_GPT2_REFERENCE_H_

@@ -1,0 +1,180 @@
+// Tensor-parallel invariance of GPT-2 (run under mpirun with 1, 2 and 4 ranks; every rank is one
+// TP rank): with the same seed, the TP model holds the serial model's weight slices, and gives the
+// serial model's loss and gradients within float32 rounding, with dropout on; a transformer layer
+// costs exactly two all-reduces forward and two backward.
+#include <cmath>
+#include <cstring>
+
+#include "comm/mpi_testutil.h"
+#include "core/ops/testutil.h"
+#include "gtest/gtest.h"
+#include "models/gpt2/gpt2.h"
+
+namespace mt {
+namespace models {
+namespace {
+
+using ::mt::comm::testing::MpiTest;
+
+ModelConfig SmallConfig(int layers) {
+  ModelConfig c;
+  c.num_layers = layers;
+  c.hidden_size = 16;
+  c.num_attention_heads = 4;
+  c.vocab_size = 37;
+  c.make_vocab_size_divisible_by = 8;  // Padded to 40 (TP 1), 48 (TP 2), 64 (TP 4).
+  c.max_position_embeddings = 8;
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  c.init_std = 0.2;
+  return c;
+}
+
+struct Run {
+  double loss = 0;
+  std::unique_ptr<nn::ParameterStore> store;
+  std::unique_ptr<GptModel> model;
+};
+
+void MakeBatch(int B, int T, int V, Tensor* tokens, Tensor* labels) {
+  *tokens = Tensor::Host({B, T}, DType::kI32);
+  *labels = Tensor::Host({B, T}, DType::kI32);
+  for (int i = 0; i < B * T; ++i) {
+    tokens->data_as<int32_t>()[i] = (i * 11 + 2) % V;
+    labels->data_as<int32_t>()[i] = (i * 13 + 5) % V;
+  }
+}
+
+nn::StepContext Context(const ExecContext* ec, comm::Communicator* tp) {
+  nn::StepContext sc;
+  sc.exec = ec;
+  sc.tp = tp;
+  sc.dropout_seed = 1234;
+  sc.micro_step = 3;
+  sc.sample_offset = 0;
+  return sc;
+}
+
+TEST_F(MpiTest, TensorParallelGptMatchesSerialWithDropout) {
+  const int tp = comm_->size(), rank = comm_->rank();
+  const ModelConfig c = SmallConfig(2);
+  const int B = 3, T = 7;
+  Tensor tokens, labels;
+  MakeBatch(B, T, static_cast<int>(c.vocab_size), &tokens, &labels);
+  ExecContext ec;
+
+  // The serial model, on every rank.
+  nn::ParameterStore serial_store(0, 1);
+  auto serial = GptModel::Create(c, &serial_store);
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  ASSERT_TRUE(serial_store.Allocate(7).ok());
+  nn::StepContext ssc = Context(&ec, nullptr);
+  auto serial_loss = (*serial)->ForwardBackward(ssc, tokens.view(), labels.view(), true);
+  ASSERT_TRUE(serial_loss.ok()) << serial_loss.status();
+
+  // The TP model over all ranks.
+  nn::ParameterStore store(rank, tp);
+  auto model = GptModel::Create(c, &store);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(store.Allocate(7).ok());
+  nn::StepContext sc = Context(&ec, comm_.get());
+  auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_NEAR(*loss, *serial_loss, 1e-5 * std::fabs(*serial_loss)) << "tp=" << tp;
+
+  // Every local value and gradient is the serial one's slice (real vocabulary rows only).
+  for (int i = 0; i < store.size(); ++i) {
+    const nn::ParamSpec& spec = store.spec(i);
+    auto si = serial_store.Find(spec.name);
+    ASSERT_TRUE(si.ok()) << spec.name;
+    const TensorView lv = store.value(i), lg = store.grad(i);
+    const TensorView sv = serial_store.value(*si), sg = serial_store.grad(*si);
+    const int64_t inner = spec.split_dim < 0 ? 0 : [&] {
+      int64_t n = 1;
+      for (int d = spec.split_dim + 1; d < lv.rank(); ++d) n *= lv.shape[d];
+      return n;
+    }();
+    double gmax = 0;
+    for (int64_t j = 0; j < sg.numel(); ++j) gmax = std::max(gmax, std::fabs(double{sg.data_as<float>()[j]}));
+    int mismatched_values = 0, mismatched_grads = 0;
+    for (int64_t j = 0; j < lv.numel(); ++j) {
+      int64_t sj = j;
+      if (spec.split_dim >= 0) {
+        const int64_t local_extent = lv.shape[spec.split_dim];
+        const int64_t outer = j / (local_extent * inner), mid = (j / inner) % local_extent;
+        sj = (outer * sv.shape[spec.split_dim] + rank * local_extent + mid) * inner + j % inner;
+      }
+      if (spec.name == "embedding.word.weight" && sj / c.hidden_size >= c.vocab_size) continue;
+      if (sj >= sv.numel()) continue;
+      if (lv.data_as<float>()[j] != sv.data_as<float>()[sj]) ++mismatched_values;
+      if (std::fabs(lg.data_as<float>()[j] - sg.data_as<float>()[sj]) > 1e-5 * gmax + 1e-9) {
+        ++mismatched_grads;
+      }
+    }
+    EXPECT_EQ(mismatched_values, 0) << spec.name << " tp=" << tp;
+    EXPECT_EQ(mismatched_grads, 0) << spec.name << " tp=" << tp << " (max |g| " << gmax << ")";
+  }
+}
+
+TEST_F(MpiTest, TwoAllReducesForwardAndTwoBackwardPerLayer) {
+  const int tp = comm_->size(), rank = comm_->rank();
+  if (tp == 1) GTEST_SKIP() << "counts need TP > 1";
+  const int B = 2, T = 5;
+  int64_t forward[3] = {0, 0, 0}, backward[3] = {0, 0, 0};
+  for (int layers : {1, 2}) {
+    const ModelConfig c = SmallConfig(layers);
+    Tensor tokens, labels;
+    MakeBatch(B, T, static_cast<int>(c.vocab_size), &tokens, &labels);
+    nn::ParameterStore store(rank, tp);
+    auto model = GptModel::Create(c, &store);
+    ASSERT_TRUE(model.ok());
+    ASSERT_TRUE(store.Allocate(1).ok());
+    ExecContext ec;
+    nn::StepContext sc = Context(&ec, comm_.get());
+    comm_->ResetCounters();
+    ASSERT_TRUE((*model)->ForwardBackward(sc, tokens.view(), labels.view(), false).ok());
+    const comm::CommCounters f = comm_->ResetCounters();
+    ASSERT_TRUE((*model)->ForwardBackward(sc, tokens.view(), labels.view(), true).ok());
+    const comm::CommCounters fb = comm_->ResetCounters();
+    forward[layers] = f.all_reduce;
+    backward[layers] = fb.all_reduce - f.all_reduce;
+    EXPECT_EQ(f.all_gather + f.reduce_scatter + f.broadcast + f.send + f.recv, 0);
+  }
+  // Per layer: exactly two each way.
+  EXPECT_EQ(forward[2] - forward[1], 2);
+  EXPECT_EQ(backward[2] - backward[1], 2);
+  // Whole model: embedding (1) + 2 per layer + cross-entropy (max, then [target, sum-exp]) forward;
+  // 2 per layer + the tied output layer's input gradient (1) backward.
+  EXPECT_EQ(forward[2], 1 + 2 * 2 + 2);
+  EXPECT_EQ(backward[2], 2 * 2 + 1);
+}
+
+TEST_F(MpiTest, GatheredLogitsMatchSerial) {
+  const int tp = comm_->size(), rank = comm_->rank();
+  const ModelConfig c = SmallConfig(1);
+  Tensor tokens, labels;
+  MakeBatch(2, 4, static_cast<int>(c.vocab_size), &tokens, &labels);
+  ExecContext ec;
+  nn::ParameterStore serial_store(0, 1), store(rank, tp);
+  auto serial = GptModel::Create(c, &serial_store);
+  auto model = GptModel::Create(c, &store);
+  ASSERT_TRUE(serial.ok() && model.ok());
+  ASSERT_TRUE(serial_store.Allocate(5).ok() && store.Allocate(5).ok());
+  nn::StepContext ssc = Context(&ec, nullptr), sc = Context(&ec, comm_.get());
+  ssc.mode = sc.mode = nn::Mode::kEval;
+  Tensor full_serial = Tensor::Zeros({8, (*serial)->padded_vocab()}, DType::kF32);
+  Tensor full = Tensor::Zeros({8, (*model)->padded_vocab()}, DType::kF32);
+  ASSERT_TRUE((*serial)->Logits(ssc, tokens.view(), full_serial.view()).ok());
+  ASSERT_TRUE((*model)->Logits(sc, tokens.view(), full.view()).ok());
+  for (int n = 0; n < 8; ++n) {
+    for (int v = 0; v < c.vocab_size; ++v) {
+      const float a = full.data_as<float>()[n * (*model)->padded_vocab() + v];
+      const float b = full_serial.data_as<float>()[n * (*serial)->padded_vocab() + v];
+      EXPECT_NEAR(a, b, 1e-5 * (1 + std::fabs(b))) << n << " " << v;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace models
+}  // namespace mt

@@ -1,0 +1,184 @@
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
+#include "core/ops/heads.h"
+#include "core/status.h"
+
+namespace mt {
+namespace nn {
+
+namespace {
+constexpr int kProbsDropoutSite = 1;
+
+TensorView As(const Tensor& t, Shape shape) {
+  return TensorView(t.data(), std::move(shape), t.dtype(), t.device());
+}
+}  // namespace
+
+absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(
+    ParameterStore* store, const std::string& prefix, const AttentionConfig& config) {
+  const int tp = store->tp_size();
+  if (config.hidden <= 0 || config.heads <= 0 || config.hidden % config.heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attention: hidden size ", config.hidden,
+                                                   " is not divisible by the number of heads ",
+                                                   config.heads));
+  }
+  if (config.heads % tp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attention: ", config.heads,
+                                                   " heads are not divisible by the "
+                                                   "tensor-parallel size ",
+                                                   tp));
+  }
+  ParallelSelfAttention a;
+  a.config_ = config;
+  a.local_heads_ = config.heads / tp;
+  a.head_dim_ = config.hidden / config.heads;
+  ASSIGN_OR_RETURN(a.qkv_, ColumnParallelLinear::Create(store, prefix + ".qkv", config.hidden,
+                                                        3 * config.hidden, Bias::kYes,
+                                                        config.init_std));
+  ASSIGN_OR_RETURN(a.proj_, RowParallelLinear::Create(store, prefix + ".proj", config.hidden,
+                                                      config.hidden, Bias::kYes,
+                                                      config.output_init_std));
+  return a;
+}
+
+absl::Status ParallelSelfAttention::EnsureBuffers(int64_t B, int64_t T) {
+  if (B == B_ && T == T_ && qkv_out_.numel() > 0) return absl::OkStatus();
+  const int64_t NH = local_heads_, D = head_dim_;
+  B_ = B;
+  T_ = T;
+  qkv_out_ = Tensor::Host({B, T, 3 * NH * D}, DType::kF32);
+  q_ = Tensor::Host({B, NH, T, D}, DType::kF32);
+  k_ = Tensor::Host({B, NH, T, D}, DType::kF32);
+  v_ = Tensor::Host({B, NH, T, D}, DType::kF32);
+  probs_ = Tensor::Host({B, NH, T, T}, DType::kF32);
+  dropped_ = config_.dropout > 0 ? Tensor::Host({B, NH, T, T}, DType::kF32) : Tensor();
+  ctx_heads_ = Tensor::Host({B, NH, T, D}, DType::kF32);
+  ctx_ = Tensor::Host({B, T, NH * D}, DType::kF32);
+  return absl::OkStatus();
+}
+
+void ParallelSelfAttention::Release() {
+  qkv_out_ = Tensor();
+  q_ = Tensor();
+  k_ = Tensor();
+  v_ = Tensor();
+  probs_ = Tensor();
+  dropped_ = Tensor();
+  ctx_heads_ = Tensor();
+  ctx_ = Tensor();
+  B_ = T_ = 0;
+}
+
+int64_t ParallelSelfAttention::ActivationBytes() const {
+  int64_t n = 0;
+  for (const Tensor* t : {&qkv_out_, &q_, &k_, &v_, &probs_, &dropped_, &ctx_heads_, &ctx_}) {
+    n += t->nbytes();
+  }
+  return n;
+}
+
+ops::DropoutArgs ParallelSelfAttention::ProbsDropout(const StepContext& sc) const {
+  // Local probs [B, NH_local, T, T] are heads [tp_rank * NH_local, ...) of the global
+  // [B_global, NH, T, T] tensor; key each element by its global index.
+  const int64_t block = local_heads_ * T_ * T_;
+  ops::DropoutArgs d;
+  d.p = config_.dropout;
+  d.seed = sc.dropout_seed;
+  d.stream = sc.DropoutStream(config_.layer_index, kProbsDropoutSite);
+  d.key_inner = block;
+  d.key_outer_stride = config_.heads * T_ * T_;
+  d.key_base = sc.sample_offset * d.key_outer_stride + sc.tp_rank() * block;
+  return d;
+}
+
+absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorView& x,
+                                            const TensorView* padding_mask, const TensorView& y) {
+  if (x.rank() != 3 || x.dim(2) != config_.hidden) {
+    return absl::InvalidArgumentError(absl::StrCat("attention: input ", x.DebugString(),
+                                                   " must be [B, T, ", config_.hidden, "]"));
+  }
+  const int64_t B = x.dim(0), T = x.dim(1), NH = local_heads_, D = head_dim_;
+  RETURN_IF_ERROR(EnsureBuffers(B, T));
+  x_ = x;
+  has_padding_mask_ = padding_mask != nullptr;
+  if (has_padding_mask_) padding_mask_ = *padding_mask;
+  const ops::HeadsShape hs{B, T, NH, D};
+  const ExecContext& ec = *sc.exec;
+
+  ASSIGN_OR_RETURN(TensorView x2, x.Reshape({B * T, config_.hidden}));
+  RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(qkv_out_, {B * T, 3 * NH * D})));
+  RETURN_IF_ERROR(ops::SplitQkv(ec, hs, qkv_out_.view(), q_.view(), k_.view(), v_.view()));
+  // scores = q k^T, written into probs_ and normalised in place by the softmax.
+  ops::GemmOptions nt;
+  nt.transpose_b = ops::Transpose::kYes;
+  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(q_, {B * NH, T, D}), As(k_, {B * NH, T, D}),
+                                   As(probs_, {B * NH, T, T}), nt));
+  ops::SoftmaxOptions so;
+  so.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  so.causal = config_.causal;
+  so.padding_mask = padding_mask;
+  RETURN_IF_ERROR(ops::Softmax(ec, probs_.view(), probs_.view(), so));
+  const Tensor* used = &probs_;
+  if (config_.dropout > 0 && sc.training()) {
+    RETURN_IF_ERROR(ops::Dropout(ec, probs_.view(), ProbsDropout(sc), dropped_.view()));
+    used = &dropped_;
+  }
+  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(*used, {B * NH, T, T}), As(v_, {B * NH, T, D}),
+                                   As(ctx_heads_, {B * NH, T, D})));
+  RETURN_IF_ERROR(ops::MergeHeads(ec, hs, ctx_heads_.view(), ctx_.view()));
+  ASSIGN_OR_RETURN(TensorView y2, y.Reshape({B * T, config_.hidden}));
+  return proj_.Forward(sc, As(ctx_, {B * T, NH * D}), y2);
+}
+
+absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const TensorView& dy,
+                                             const TensorView& dx) {
+  const int64_t B = B_, T = T_, NH = local_heads_, D = head_dim_;
+  if (qkv_out_.numel() == 0) {
+    return absl::FailedPreconditionError("attention: Backward without a saved Forward");
+  }
+  const ops::HeadsShape hs{B, T, NH, D};
+  const ExecContext& ec = *sc.exec;
+  // Scratch for gradients: reuse shapes of the saved activations.
+  Tensor dctx = Tensor::Host({B, T, NH * D}, DType::kF32);
+  ASSIGN_OR_RETURN(TensorView dy2, dy.Reshape({B * T, config_.hidden}));
+  RETURN_IF_ERROR(proj_.Backward(sc, As(ctx_, {B * T, NH * D}), dy2, As(dctx, {B * T, NH * D})));
+  Tensor dctx_heads = Tensor::Host({B, NH, T, D}, DType::kF32);
+  RETURN_IF_ERROR(ops::SplitHeads(ec, hs, dctx.view(), dctx_heads.view()));
+
+  const bool dropped = config_.dropout > 0 && sc.training();
+  const Tensor& used = dropped ? dropped_ : probs_;
+  Tensor dprobs = Tensor::Host({B, NH, T, T}, DType::kF32);
+  ops::GemmOptions nt, tn;
+  nt.transpose_b = ops::Transpose::kYes;
+  tn.transpose_a = ops::Transpose::kYes;
+  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dctx_heads, {B * NH, T, D}), As(v_, {B * NH, T, D}),
+                                   As(dprobs, {B * NH, T, T}), nt));
+  Tensor dv = Tensor::Host({B, NH, T, D}, DType::kF32);
+  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(used, {B * NH, T, T}), As(dctx_heads, {B * NH, T, D}),
+                                   As(dv, {B * NH, T, D}), tn));
+  if (dropped) {
+    RETURN_IF_ERROR(ops::DropoutBackward(ec, dprobs.view(), ProbsDropout(sc), dprobs.view()));
+  }
+  // dscores (in place in dprobs).
+  RETURN_IF_ERROR(ops::SoftmaxBackward(ec, probs_.view(), dprobs.view(), dprobs.view(),
+                                       1.0f / std::sqrt(static_cast<float>(D))));
+  Tensor dq = Tensor::Host({B, NH, T, D}, DType::kF32);
+  Tensor dk = Tensor::Host({B, NH, T, D}, DType::kF32);
+  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dprobs, {B * NH, T, T}), As(k_, {B * NH, T, D}),
+                                   As(dq, {B * NH, T, D})));
+  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dprobs, {B * NH, T, T}), As(q_, {B * NH, T, D}),
+                                   As(dk, {B * NH, T, D}), tn));
+  Tensor dqkv = Tensor::Host({B, T, 3 * NH * D}, DType::kF32);
+  RETURN_IF_ERROR(ops::MergeQkv(ec, hs, dq.view(), dk.view(), dv.view(), dqkv.view()));
+  ASSIGN_OR_RETURN(TensorView x2, x_.Reshape({B * T, config_.hidden}));
+  ASSIGN_OR_RETURN(TensorView dx2, dx.Reshape({B * T, config_.hidden}));
+  return qkv_.Backward(sc, x2, As(dqkv, {B * T, 3 * NH * D}), dx2);
+}
+
+}  // namespace nn
+}  // namespace mt

@@ -1,0 +1,82 @@
+// ParallelSelfAttention: multi-head self-attention with the heads split across TP ranks.
+//
+//   qkv = ColumnParallel(x)            [B, T, NH_local * 3 * D]  (columns ordered (head, q|k|v, d))
+//   q, k, v = SplitQkv(qkv)            [B, NH_local, T, D]
+//   probs = softmax(q k^T / sqrt(D))   [B, NH_local, T, T]  causal (GPT) or padding-masked (BERT)
+//   probs = dropout(probs)             mask keyed by the GLOBAL head index
+//   ctx = MergeHeads(probs v)          [B, T, NH_local * D]
+//   y = RowParallel(ctx)               [B, T, H]  (one all-reduce; bias added once)
+//
+// One all-reduce forward (in the output projection) and one backward (in the QKV projection's f).
+// The module owns the activations it saves for backward (reallocated only when B or T change);
+// Release() frees them (activation checkpointing).
+#ifndef MT_NN_ATTENTION_H_
+#define MT_NN_ATTENTION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/softmax.h"
+#include "core/tensor.h"
+#include "nn/context.h"
+#include "nn/linear.h"
+#include "nn/parameter.h"
+
+namespace mt {
+namespace nn {
+
+struct AttentionConfig {
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  ops::CausalMask causal = ops::CausalMask::kYes;
+  float dropout = 0.0f;
+  double init_std = 0.02;
+  double output_init_std = 0.02;  // The paper scales output projections by 1/sqrt(2 * layers).
+  int layer_index = 0;            // For dropout streams.
+};
+
+class ParallelSelfAttention {
+ public:
+  ParallelSelfAttention() = default;
+  // InvalidArgument if hidden % heads != 0 or heads % tp != 0.
+  static absl::StatusOr<ParallelSelfAttention> Create(ParameterStore* store,
+                                                      const std::string& prefix,
+                                                      const AttentionConfig& config);
+  // x: [B, T, H] f32 (kept by the caller until Backward); padding_mask: null or i32 [B, T]
+  // (0 = padding); y: [B, T, H].
+  absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView* padding_mask,
+                       const TensorView& y);
+  // dy: [B, T, H]; dx: [B, T, H] (complete: all-reduced over TP).
+  absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx);
+  // Frees the saved activations.
+  void Release();
+  // Bytes of activations currently held.
+  int64_t ActivationBytes() const;
+
+ private:
+  absl::Status EnsureBuffers(int64_t B, int64_t T);
+  ops::DropoutArgs ProbsDropout(const StepContext& sc) const;
+
+  AttentionConfig config_;
+  int64_t local_heads_ = 0, head_dim_ = 0;
+  ColumnParallelLinear qkv_;
+  RowParallelLinear proj_;
+  int64_t B_ = 0, T_ = 0;
+  TensorView x_;  // The forward input (owned by the caller).
+  TensorView padding_mask_;
+  bool has_padding_mask_ = false;
+  Tensor qkv_out_;  // [B, T, 3 * H_local]
+  Tensor q_, k_, v_;  // [B, NH_local, T, D]
+  Tensor probs_;      // [B, NH_local, T, T] softmax output
+  Tensor dropped_;    // [B, NH_local, T, T] after dropout (aliases probs_ when no dropout)
+  Tensor ctx_heads_;  // [B, NH_local, T, D]
+  Tensor ctx_;        // [B, T, H_local]
+};
+
+}  // namespace nn
+}  // namespace mt
+
+#endif  // MT_NN_ATTENTION_H_

@@ -1,0 +1,108 @@
+#include "nn/linear.h"
+
+#include "absl/strings/str_cat.h"
+#include "comm/mappings.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
+#include "core/status.h"
+
+namespace mt {
+namespace nn {
+
+absl::Status FBackward(const StepContext& sc, const TensorView& dx) {
+  if (sc.tp == nullptr) return absl::OkStatus();
+  return comm::CopyToTensorParallelRegionBackward(*sc.tp, dx);
+}
+
+absl::Status GForward(const StepContext& sc, const TensorView& y) {
+  if (sc.tp == nullptr) return absl::OkStatus();
+  return comm::ReduceFromTensorParallelRegionForward(*sc.tp, y);
+}
+
+absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy,
+                                const TensorView& grad, Tensor* scratch) {
+  if (scratch->numel() != grad.numel()) *scratch = Tensor::Zeros(grad.shape, DType::kF32);
+  RETURN_IF_ERROR(ops::BiasGrad(*sc.exec, dy, scratch->view()));
+  return ops::Add(*sc.exec, grad, scratch->view(), grad);
+}
+
+absl::StatusOr<ColumnParallelLinear> ColumnParallelLinear::Create(ParameterStore* store,
+                                                                  const std::string& prefix,
+                                                                  int64_t in, int64_t out,
+                                                                  Bias bias, double init_std) {
+  ColumnParallelLinear l;
+  l.store_ = store;
+  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight", {in, out}, /*split_dim=*/1,
+                                          Init::kNormal, init_std, /*weight_decay=*/true}));
+  if (bias == Bias::kYes) {
+    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias", {out}, /*split_dim=*/0, Init::kZeros,
+                                          0.0, /*weight_decay=*/false}));
+  }
+  l.in_ = in;
+  l.local_out_ = out / store->tp_size();
+  return l;
+}
+
+absl::Status ColumnParallelLinear::Forward(const StepContext& sc, const TensorView& x,
+                                           const TensorView& y) const {
+  // f forward is the identity: x is already complete on every TP rank.
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->value(weight_), y));
+  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->value(bias_), y));
+  return absl::OkStatus();
+}
+
+absl::Status ColumnParallelLinear::Backward(const StepContext& sc, const TensorView& x,
+                                            const TensorView& dy, const TensorView& dx) {
+  ops::GemmOptions accumulate;
+  accumulate.transpose_a = ops::Transpose::kYes;
+  accumulate.beta = 1.0f;
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, dy, store_->grad(weight_), accumulate));
+  if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
+  ops::GemmOptions nt;
+  nt.transpose_b = ops::Transpose::kYes;
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, dy, store_->value(weight_), dx, nt));
+  // f backward: each rank holds the contribution of its output columns; sum them.
+  return FBackward(sc, dx);
+}
+
+absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* store,
+                                                            const std::string& prefix, int64_t in,
+                                                            int64_t out, Bias bias,
+                                                            double init_std) {
+  RowParallelLinear l;
+  l.store_ = store;
+  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight", {in, out}, /*split_dim=*/0,
+                                          Init::kNormal, init_std, /*weight_decay=*/true}));
+  if (bias == Bias::kYes) {
+    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias", {out}, /*split_dim=*/-1, Init::kZeros,
+                                          0.0, /*weight_decay=*/false}));
+  }
+  l.local_in_ = in / store->tp_size();
+  l.out_ = out;
+  return l;
+}
+
+absl::Status RowParallelLinear::Forward(const StepContext& sc, const TensorView& x,
+                                        const TensorView& y) const {
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->value(weight_), y));
+  // g forward: sum the partial products of the TP ranks, then add the bias once.
+  RETURN_IF_ERROR(GForward(sc, y));
+  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->value(bias_), y));
+  return absl::OkStatus();
+}
+
+absl::Status RowParallelLinear::Backward(const StepContext& sc, const TensorView& x,
+                                         const TensorView& dy, const TensorView& dx) {
+  // g backward is the identity: dy is complete and identical on every TP rank.
+  ops::GemmOptions accumulate;
+  accumulate.transpose_a = ops::Transpose::kYes;
+  accumulate.beta = 1.0f;
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, dy, store_->grad(weight_), accumulate));
+  if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
+  ops::GemmOptions nt;
+  nt.transpose_b = ops::Transpose::kYes;
+  return ops::Gemm(*sc.exec, dy, store_->value(weight_), dx, nt);
+}
+
+}  // namespace nn
+}  // namespace mt

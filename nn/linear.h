@@ -1,0 +1,85 @@
+// Tensor-parallel linear layers (Megatron's ColumnParallelLinear and RowParallelLinear).
+//
+// Weights are stored [in, out] (y = x W + b) with the GLOBAL shape declared in the ParameterStore:
+//   ColumnParallelLinear: W [in, out] split on dim 1, b [out] split on dim 0. Input replicated on
+//     the TP ranks, output partitioned: y_r = x W_r + b_r. Its input passes through f (identity
+//     forward, all-reduce of the input gradient backward).
+//   RowParallelLinear: W [in, out] split on dim 0, b [out] replicated. Input partitioned along its
+//     last dim, output replicated: y = g(x_r W_r) + b, g = all-reduce forward, identity backward;
+//     the bias is added ONCE, after the all-reduce.
+// Activations are 2-D [N, features]; the caller owns all activation buffers and keeps the forward
+// input alive until Backward. Backward ACCUMULATES into the parameter gradients.
+#ifndef MT_NN_LINEAR_H_
+#define MT_NN_LINEAR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "nn/context.h"
+#include "nn/parameter.h"
+
+namespace mt {
+namespace nn {
+
+enum class Bias { kNo, kYes };
+
+class ColumnParallelLinear {
+ public:
+  ColumnParallelLinear() = default;
+  // Declares "<prefix>.weight" [in, out] and "<prefix>.bias" [out].
+  static absl::StatusOr<ColumnParallelLinear> Create(ParameterStore* store,
+                                                     const std::string& prefix, int64_t in,
+                                                     int64_t out, Bias bias, double init_std);
+  // x: [N, in]; y: [N, out / tp].
+  absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y) const;
+  // dy: [N, out / tp]; x: the forward input; dx: [N, in], all-reduced over TP (complete).
+  absl::Status Backward(const StepContext& sc, const TensorView& x, const TensorView& dy,
+                        const TensorView& dx);
+  int64_t in() const { return in_; }
+  int64_t local_out() const { return local_out_; }
+
+ private:
+  ParameterStore* store_ = nullptr;
+  int weight_ = -1, bias_ = -1;
+  int64_t in_ = 0, local_out_ = 0;
+  Tensor bias_scratch_;
+};
+
+class RowParallelLinear {
+ public:
+  RowParallelLinear() = default;
+  // Declares "<prefix>.weight" [in, out] and "<prefix>.bias" [out].
+  static absl::StatusOr<RowParallelLinear> Create(ParameterStore* store, const std::string& prefix,
+                                                  int64_t in, int64_t out, Bias bias,
+                                                  double init_std);
+  // x: [N, in / tp]; y: [N, out], identical on all TP ranks (one all-reduce).
+  absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y) const;
+  // dy: [N, out] (replicated); x: the forward input; dx: [N, in / tp].
+  absl::Status Backward(const StepContext& sc, const TensorView& x, const TensorView& dy,
+                        const TensorView& dx);
+  int64_t local_in() const { return local_in_; }
+  int64_t out() const { return out_; }
+
+ private:
+  ParameterStore* store_ = nullptr;
+  int weight_ = -1, bias_ = -1;
+  int64_t local_in_ = 0, out_ = 0;
+  Tensor bias_scratch_;
+};
+
+// The f backward (all-reduce of an input gradient) and g forward (all-reduce of a partial output)
+// over sc.tp, through comm/mappings.h; no-ops when sc.tp is null (TP = 1).
+absl::Status FBackward(const StepContext& sc, const TensorView& dx);
+absl::Status GForward(const StepContext& sc, const TensorView& y);
+
+// Accumulates the column sums of dy [N, C] into grad [C] through scratch [C].
+absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy,
+                                const TensorView& grad, Tensor* scratch);
+
+}  // namespace nn
+}  // namespace mt
+
+#endif  // MT_NN_LINEAR_H_

@@ -1,0 +1,137 @@
+#include "nn/parameter.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/philox.h"
+#include "core/status.h"
+#include "glog/logging.h"
+
+namespace mt {
+namespace nn {
+
+absl::StatusOr<Shape> LocalShape(const ParamSpec& spec, int tp_size) {
+  Shape shape = spec.global_shape;
+  if (spec.split_dim < 0) return shape;
+  if (spec.split_dim >= static_cast<int>(shape.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter ", spec.name, ": split_dim ",
+                                                   spec.split_dim, " out of range for shape ",
+                                                   ShapeToString(shape)));
+  }
+  if (tp_size < 1 || shape[spec.split_dim] % tp_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameter ", spec.name, " ", ShapeToString(shape), ": dimension ", spec.split_dim,
+        " is not divisible by the tensor-parallel size ", tp_size));
+  }
+  shape[spec.split_dim] /= tp_size;
+  return shape;
+}
+
+uint64_t NameHash(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+absl::Status InitializeSlice(const ParamSpec& spec, int tp_rank, int tp_size, uint64_t seed,
+                             const TensorView& local) {
+  ASSIGN_OR_RETURN(Shape local_shape, LocalShape(spec, tp_size));
+  if (local.shape != local_shape || local.dtype != DType::kF32 || !local.device.is_cpu() ||
+      !local.IsContiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat("InitializeSlice: ", spec.name, " expects f32",
+                                                   ShapeToString(local_shape), " on cpu, got ",
+                                                   local.DebugString()));
+  }
+  float* out = local.data_as<float>();
+  const int64_t n = local.numel();
+  if (spec.init == Init::kZeros || spec.init == Init::kOnes) {
+    const float v = spec.init == Init::kOnes ? 1.0f : 0.0f;
+    for (int64_t i = 0; i < n; ++i) out[i] = v;
+    return absl::OkStatus();
+  }
+  // Map each local element to its global row-major index: the split dimension is offset by
+  // tp_rank * local extent; every other dimension is unchanged.
+  const Shape& g = spec.global_shape;
+  const int rank = static_cast<int>(g.size());
+  const int sd = spec.split_dim;
+  int64_t inner = 1;  // Elements after the split dimension (global == local there).
+  for (int d = sd + 1; d < rank && sd >= 0; ++d) inner *= g[d];
+  const int64_t local_extent = sd >= 0 ? local_shape[sd] : 0;
+  const int64_t global_extent = sd >= 0 ? g[sd] : 0;
+  const uint64_t stream = NameHash(spec.name);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t gi = i;
+    if (sd >= 0) {
+      const int64_t outer = i / (local_extent * inner);
+      const int64_t mid = (i / inner) % local_extent;
+      const int64_t in = i % inner;
+      gi = (outer * global_extent + tp_rank * local_extent + mid) * inner + in;
+    }
+    // Box-Muller on two independent uniforms of this element; u1 in (0, 1].
+    const double u1 = 1.0 - PhiloxUniform(seed, stream, 2 * static_cast<uint64_t>(gi));
+    const double u2 = PhiloxUniform(seed, stream, 2 * static_cast<uint64_t>(gi) + 1);
+    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    out[i] = static_cast<float>(spec.init_std * z);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
+  CHECK(!allocated_) << "ParameterStore::Add after Allocate";
+  for (const ParamSpec& s : specs_) {
+    if (s.name == spec.name) {
+      return absl::InvalidArgumentError(absl::StrCat("duplicate parameter name ", spec.name));
+    }
+  }
+  ASSIGN_OR_RETURN(Shape local, LocalShape(spec, tp_size_));
+  specs_.push_back(spec);
+  local_shapes_.push_back(std::move(local));
+  return static_cast<int>(specs_.size()) - 1;
+}
+
+absl::Status ParameterStore::Allocate(uint64_t seed) {
+  CHECK(!allocated_) << "ParameterStore::Allocate twice";
+  const int64_t total = NumLocalElements();
+  value_buffer_ = Tensor::Zeros({total}, DType::kF32);
+  grad_buffer_ = Tensor::Zeros({total}, DType::kF32);
+  int64_t offset = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const int64_t n = NumElements(local_shapes_[i]);
+    values_.emplace_back(value_buffer_.data_as<float>() + offset, local_shapes_[i], DType::kF32);
+    grads_.emplace_back(grad_buffer_.data_as<float>() + offset, local_shapes_[i], DType::kF32);
+    RETURN_IF_ERROR(InitializeSlice(specs_[i], tp_rank_, tp_size_, seed, values_.back()));
+    offset += n;
+  }
+  allocated_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ParameterStore::Find(const std::string& name) const {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (specs_[i].name == name) return static_cast<int>(i);
+  }
+  return absl::NotFoundError(absl::StrCat("no parameter named ", name));
+}
+
+int64_t ParameterStore::NumLocalElements() const {
+  int64_t n = 0;
+  for (const Shape& s : local_shapes_) n += NumElements(s);
+  return n;
+}
+
+int64_t ParameterStore::NumGlobalElements() const {
+  int64_t n = 0;
+  for (const ParamSpec& s : specs_) n += NumElements(s.global_shape);
+  return n;
+}
+
+void ParameterStore::ZeroGrads() {
+  if (grad_buffer_.nbytes() > 0) std::memset(grad_buffer_.data(), 0, grad_buffer_.nbytes());
+}
+
+}  // namespace nn
+}  // namespace mt

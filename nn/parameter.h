@@ -1,0 +1,94 @@
+// Parameters with tensor-parallel partition metadata, and the store that owns them.
+//
+// Every parameter is declared by a ParamSpec holding its GLOBAL (serial-model) shape and which
+// dimension is split across the tensor-parallel ranks (or none). A rank holds the contiguous slice
+// [tp_rank * n / tp, (tp_rank + 1) * n / tp) of the split dimension. Initial values are a pure
+// function of (seed, the parameter's name, the GLOBAL element index), so a TP-sharded model built
+// from a seed holds exactly the slices of the serial model built from the same seed.
+//
+// ParameterStore allocates all values in one f32 buffer and all gradients in another (so that
+// data-parallel all-reduce and checkpointing see one contiguous region each). Modules declare their
+// parameters with Add() at construction; Allocate() then creates the buffers; only after it may
+// value()/grad() be used.
+#ifndef MT_NN_PARAMETER_H_
+#define MT_NN_PARAMETER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+
+namespace mt {
+namespace nn {
+
+enum class Init { kNormal, kZeros, kOnes };
+
+struct ParamSpec {
+  std::string name;        // Unique, dotted: "layers.3.attention.qkv.weight".
+  Shape global_shape;      // Shape in the serial model.
+  int split_dim = -1;      // Dimension split across TP ranks; -1 = replicated on every TP rank.
+  Init init = Init::kNormal;
+  double init_std = 0.02;  // For Init::kNormal.
+  bool weight_decay = true;  // False for biases and LayerNorm parameters.
+};
+
+// The local shape of `spec` on one of `tp_size` ranks; InvalidArgument if the split dimension is
+// not divisible by tp_size.
+absl::StatusOr<Shape> LocalShape(const ParamSpec& spec, int tp_size);
+
+// Fills `local` (f32, this rank's slice, contiguous CPU) with the spec's initial values.
+// Normal values come from Philox keyed by (seed, hash of the name, global element index) through
+// a Box-Muller transform; they do not depend on tp_size.
+absl::Status InitializeSlice(const ParamSpec& spec, int tp_rank, int tp_size, uint64_t seed,
+                             const TensorView& local);
+
+// A stable 64-bit hash of a parameter name (FNV-1a), used as the RNG stream of its values.
+uint64_t NameHash(const std::string& name);
+
+class ParameterStore {
+ public:
+  ParameterStore(int tp_rank, int tp_size) : tp_rank_(tp_rank), tp_size_(tp_size) {}
+  ParameterStore(const ParameterStore&) = delete;
+  ParameterStore& operator=(const ParameterStore&) = delete;
+
+  // Declares a parameter; returns its handle. InvalidArgument for a duplicate name or an
+  // indivisible split. Only before Allocate().
+  absl::StatusOr<int> Add(const ParamSpec& spec);
+  // Allocates values and gradients (zeroed) and initialises every value from `seed`.
+  absl::Status Allocate(uint64_t seed);
+
+  int size() const { return static_cast<int>(specs_.size()); }
+  const ParamSpec& spec(int handle) const { return specs_[handle]; }
+  const TensorView& value(int handle) const { return values_[handle]; }
+  const TensorView& grad(int handle) const { return grads_[handle]; }
+  // All values / all gradients as one flat f32 tensor [NumLocalElements()].
+  TensorView flat_values() const { return value_buffer_.view(); }
+  TensorView flat_grads() const { return grad_buffer_.view(); }
+  // Handle of a name, or NotFound.
+  absl::StatusOr<int> Find(const std::string& name) const;
+
+  // Elements held by this rank / in the serial model.
+  int64_t NumLocalElements() const;
+  int64_t NumGlobalElements() const;
+  // Sets every gradient to zero (start of a step: backward passes accumulate).
+  void ZeroGrads();
+
+  int tp_rank() const { return tp_rank_; }
+  int tp_size() const { return tp_size_; }
+
+ private:
+  int tp_rank_, tp_size_;
+  std::vector<ParamSpec> specs_;
+  std::vector<Shape> local_shapes_;
+  std::vector<TensorView> values_, grads_;
+  Tensor value_buffer_, grad_buffer_;
+  bool allocated_ = false;
+};
+
+}  // namespace nn
+}  // namespace mt
+
+#endif  // MT_NN_PARAMETER_H_

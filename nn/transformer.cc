@@ -1,0 +1,289 @@
+#include "nn/transformer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/layernorm.h"
+#include "core/status.h"
+
+namespace mt {
+namespace nn {
+
+namespace {
+constexpr int kAttentionOutputDropoutSite = 2;
+constexpr int kMlpOutputDropoutSite = 3;
+
+absl::StatusOr<TensorView> As2D(const TensorView& t) {
+  if (t.rank() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("expected [B, T, H], got ", t.DebugString()));
+  }
+  return t.Reshape({t.dim(0) * t.dim(1), t.dim(2)});
+}
+}  // namespace
+
+// ---------------------------------------------------------------- LayerNormModule
+
+absl::StatusOr<LayerNormModule> LayerNormModule::Create(ParameterStore* store,
+                                                        const std::string& prefix, int64_t hidden,
+                                                        float eps) {
+  LayerNormModule m;
+  m.store_ = store;
+  m.eps_ = eps;
+  ASSIGN_OR_RETURN(m.gamma_, store->Add({prefix + ".weight", {hidden}, -1, Init::kOnes, 0.0,
+                                         /*weight_decay=*/false}));
+  ASSIGN_OR_RETURN(m.beta_, store->Add({prefix + ".bias", {hidden}, -1, Init::kZeros, 0.0,
+                                        /*weight_decay=*/false}));
+  return m;
+}
+
+absl::Status LayerNormModule::Forward(const StepContext& sc, const TensorView& x,
+                                      const TensorView& y) {
+  const int64_t rows = x.numel() / x.dim(-1);
+  if (mean_.numel() != rows) {
+    mean_ = Tensor::Host({rows}, DType::kF32);
+    rstd_ = Tensor::Host({rows}, DType::kF32);
+  }
+  x_ = x;
+  return ops::LayerNorm(*sc.exec, x, store_->value(gamma_), store_->value(beta_), eps_, y,
+                        mean_.view(), rstd_.view());
+}
+
+absl::Status LayerNormModule::Backward(const StepContext& sc, const TensorView& dy,
+                                       const TensorView& dx) {
+  const int64_t H = x_.dim(-1);
+  if (dgamma_.numel() != H) {
+    dgamma_ = Tensor::Host({H}, DType::kF32);
+    dbeta_ = Tensor::Host({H}, DType::kF32);
+  }
+  RETURN_IF_ERROR(ops::LayerNormBackward(*sc.exec, x_, store_->value(gamma_), mean_.view(),
+                                         rstd_.view(), dy, dx, dgamma_.view(), dbeta_.view()));
+  RETURN_IF_ERROR(ops::Add(*sc.exec, store_->grad(gamma_), dgamma_.view(), store_->grad(gamma_)));
+  return ops::Add(*sc.exec, store_->grad(beta_), dbeta_.view(), store_->grad(beta_));
+}
+
+void LayerNormModule::Release() {
+  mean_ = Tensor();
+  rstd_ = Tensor();
+}
+
+// ---------------------------------------------------------------- TransformerLayer
+
+absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
+    ParameterStore* store, const std::string& prefix, int layer_index,
+    const TransformerLayerConfig& config) {
+  std::unique_ptr<TransformerLayer> l(new TransformerLayer());
+  l->config_ = config;
+  if (l->config_.ffn == 0) l->config_.ffn = 4 * config.hidden;
+  l->layer_index_ = layer_index;
+  ASSIGN_OR_RETURN(l->ln1_, LayerNormModule::Create(store, prefix + ".ln1", config.hidden,
+                                                    config.layernorm_eps));
+  AttentionConfig ac;
+  ac.hidden = config.hidden;
+  ac.heads = config.heads;
+  ac.causal = config.causal;
+  ac.dropout = config.attention_dropout;
+  ac.init_std = config.init_std;
+  ac.output_init_std = config.output_init_std;
+  ac.layer_index = layer_index;
+  ASSIGN_OR_RETURN(l->attention_, ParallelSelfAttention::Create(store, prefix + ".attention", ac));
+  ASSIGN_OR_RETURN(l->ln2_, LayerNormModule::Create(store, prefix + ".ln2", config.hidden,
+                                                    config.layernorm_eps));
+  ASSIGN_OR_RETURN(l->mlp_, ParallelMLP::Create(store, prefix + ".mlp", config.hidden,
+                                                l->config_.ffn, config.init_std,
+                                                config.output_init_std));
+  return l;
+}
+
+ops::DropoutArgs TransformerLayer::HiddenDropout(const StepContext& sc, int site) const {
+  ops::DropoutArgs d;
+  d.p = sc.training() ? config_.hidden_dropout : 0.0f;
+  d.seed = sc.dropout_seed;
+  d.stream = sc.DropoutStream(layer_index_, site);
+  d.key_base = sc.sample_offset * T_ * config_.hidden;
+  return d;
+}
+
+absl::Status TransformerLayer::Forward(const StepContext& sc, const TensorView& x,
+                                       const TensorView* padding_mask, const TensorView& y) {
+  if (x.rank() != 3 || x.dim(2) != config_.hidden) {
+    return absl::InvalidArgumentError(absl::StrCat("transformer layer ", layer_index_, ": input ",
+                                                   x.DebugString(), " must be [B, T, ",
+                                                   config_.hidden, "]"));
+  }
+  x_ = x;
+  padding_mask_ = nullptr;
+  if (padding_mask != nullptr) {
+    padding_mask_copy_ = *padding_mask;
+    padding_mask_ = &padding_mask_copy_;
+  }
+  RETURN_IF_ERROR(ForwardImpl(sc, y));
+  if (config_.recompute == Recompute::kYes) ReleaseAll();
+  return absl::OkStatus();
+}
+
+absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorView& y) {
+  const TensorView& x = x_;
+  const int64_t B = x.dim(0), T = x.dim(1), H = config_.hidden;
+  B_ = B;
+  T_ = T;
+  auto ensure = [&](Tensor* t) {
+    if (t->numel() != B * T * H) *t = Tensor::Host({B, T, H}, DType::kF32);
+  };
+  const ExecContext& ec = *sc.exec;
+  ASSIGN_OR_RETURN(TensorView x2, As2D(x));
+  ASSIGN_OR_RETURN(TensorView y2, As2D(y));
+  ensure(&x1_);
+  ensure(&branch_);
+  ASSIGN_OR_RETURN(TensorView x1, As2D(x1_.view()));
+  ASSIGN_OR_RETURN(TensorView branch, As2D(branch_.view()));
+  if (config_.norm == NormPosition::kPreNorm) {
+    ensure(&ln1_out_);
+    ensure(&ln2_out_);
+    ASSIGN_OR_RETURN(TensorView ln1, As2D(ln1_out_.view()));
+    ASSIGN_OR_RETURN(TensorView ln2, As2D(ln2_out_.view()));
+    RETURN_IF_ERROR(ln1_.Forward(sc, x2, ln1));
+    RETURN_IF_ERROR(attention_.Forward(sc, ln1_out_.view(), padding_mask_, branch_.view()));
+    RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kAttentionOutputDropoutSite), branch));
+    RETURN_IF_ERROR(ops::Add(ec, x2, branch, x1));
+    RETURN_IF_ERROR(ln2_.Forward(sc, x1, ln2));
+    RETURN_IF_ERROR(mlp_.Forward(sc, ln2, branch));
+    RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kMlpOutputDropoutSite), branch));
+    RETURN_IF_ERROR(ops::Add(ec, x1, branch, y2));
+  } else {
+    ensure(&s1_);
+    ensure(&s2_);
+    ASSIGN_OR_RETURN(TensorView s1, As2D(s1_.view()));
+    ASSIGN_OR_RETURN(TensorView s2, As2D(s2_.view()));
+    RETURN_IF_ERROR(attention_.Forward(sc, x, padding_mask_, branch_.view()));
+    RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kAttentionOutputDropoutSite), branch));
+    RETURN_IF_ERROR(ops::Add(ec, x2, branch, s1));
+    RETURN_IF_ERROR(ln1_.Forward(sc, s1, x1));
+    RETURN_IF_ERROR(mlp_.Forward(sc, x1, branch));
+    RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kMlpOutputDropoutSite), branch));
+    RETURN_IF_ERROR(ops::Add(ec, x1, branch, s2));
+    RETURN_IF_ERROR(ln2_.Forward(sc, s2, y2));
+  }
+  saved_ = true;
+  return absl::OkStatus();
+}
+
+void TransformerLayer::ReleaseAll() {
+  attention_.Release();
+  mlp_.Release();
+  ln1_.Release();
+  ln2_.Release();
+  for (Tensor* t : {&ln1_out_, &x1_, &ln2_out_, &s1_, &s2_, &branch_}) *t = Tensor();
+  saved_ = false;
+}
+
+int64_t TransformerLayer::ActivationBytes() const {
+  int64_t n = attention_.ActivationBytes() + mlp_.ActivationBytes() + ln1_.ActivationBytes() +
+              ln2_.ActivationBytes();
+  for (const Tensor* t : {&ln1_out_, &x1_, &ln2_out_, &s1_, &s2_, &branch_}) n += t->nbytes();
+  return n;
+}
+
+absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView& dy,
+                                        const TensorView& dx) {
+  if (!saved_) {
+    // Activation checkpointing: recompute this layer's forward (same masks) into scratch.
+    Tensor scratch = Tensor::Host(x_.shape, DType::kF32);
+    RETURN_IF_ERROR(ForwardImpl(sc, scratch.view()));
+  }
+  backward_peak_bytes_ = ActivationBytes();
+  const ExecContext& ec = *sc.exec;
+  const int64_t B = B_, T = T_, H = config_.hidden;
+  ASSIGN_OR_RETURN(TensorView dy2, As2D(dy));
+  ASSIGN_OR_RETURN(TensorView dx2, As2D(dx));
+  Tensor d_a = Tensor::Host({B, T, H}, DType::kF32);  // Gradient of the running residual.
+  Tensor d_b = Tensor::Host({B, T, H}, DType::kF32);  // Gradient inside a branch.
+  Tensor d_c = Tensor::Host({B, T, H}, DType::kF32);
+  ASSIGN_OR_RETURN(TensorView da, As2D(d_a.view()));
+  ASSIGN_OR_RETURN(TensorView db, As2D(d_b.view()));
+  ASSIGN_OR_RETURN(TensorView dc, As2D(d_c.view()));
+  if (config_.norm == NormPosition::kPreNorm) {
+    // y = x1 + drop(mlp(LN2(x1))): dx1 = dy + LN2'(mlp'(drop'(dy))).
+    RETURN_IF_ERROR(ops::DropoutBackward(ec, dy2, HiddenDropout(sc, kMlpOutputDropoutSite), db));
+    RETURN_IF_ERROR(mlp_.Backward(sc, db, dc));
+    RETURN_IF_ERROR(ln2_.Backward(sc, dc, db));
+    RETURN_IF_ERROR(ops::Add(ec, dy2, db, da));  // da = dx1
+    // x1 = x + drop(attn(LN1(x))): dx = dx1 + LN1'(attn'(drop'(dx1))).
+    RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
+    RETURN_IF_ERROR(attention_.Backward(sc, d_b.view(), d_c.view()));
+    RETURN_IF_ERROR(ln1_.Backward(sc, dc, db));
+    RETURN_IF_ERROR(ops::Add(ec, da, db, dx2));
+  } else {
+    // y = LN2(s2), s2 = x1 + drop(mlp(x1)).
+    RETURN_IF_ERROR(ln2_.Backward(sc, dy2, da));  // da = ds2
+    RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kMlpOutputDropoutSite), db));
+    RETURN_IF_ERROR(mlp_.Backward(sc, db, dc));
+    RETURN_IF_ERROR(ops::Add(ec, da, dc, db));  // db = dx1
+    // x1 = LN1(s1), s1 = x + drop(attn(x)).
+    RETURN_IF_ERROR(ln1_.Backward(sc, db, da));  // da = ds1
+    RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
+    RETURN_IF_ERROR(attention_.Backward(sc, d_b.view(), d_c.view()));
+    RETURN_IF_ERROR(ops::Add(ec, da, dc, dx2));
+  }
+  if (config_.recompute == Recompute::kYes) ReleaseAll();
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- TransformerStack
+
+absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
+    ParameterStore* store, const std::string& prefix, int num_layers,
+    const TransformerLayerConfig& config) {
+  if (num_layers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("num_layers must be >= 1, got ", num_layers));
+  }
+  std::unique_ptr<TransformerStack> s(new TransformerStack());
+  for (int i = 0; i < num_layers; ++i) {
+    ASSIGN_OR_RETURN(auto layer,
+                     TransformerLayer::Create(store, absl::StrCat(prefix, ".", i), i, config));
+    s->layers_.push_back(std::move(layer));
+  }
+  return s;
+}
+
+absl::StatusOr<TensorView> TransformerStack::Forward(const StepContext& sc, const TensorView& x,
+                                                     const TensorView* padding_mask) {
+  const int L = num_layers();
+  if (hidden_.size() != static_cast<size_t>(L + 1) || hidden_[0].shape() != x.shape) {
+    hidden_.clear();
+    for (int i = 0; i <= L; ++i) hidden_.push_back(Tensor::Host(x.shape, DType::kF32));
+  }
+  std::memcpy(hidden_[0].data(), x.data, x.nbytes());
+  for (int i = 0; i < L; ++i) {
+    RETURN_IF_ERROR(layers_[i]->Forward(sc, hidden_[i].view(), padding_mask, hidden_[i + 1].view()));
+  }
+  return hidden_[L].view();
+}
+
+absl::Status TransformerStack::Backward(const StepContext& sc, const TensorView& dy,
+                                        const TensorView& dx) {
+  Tensor grad = Tensor::Host(dy.shape, DType::kF32);
+  Tensor next = Tensor::Host(dy.shape, DType::kF32);
+  std::memcpy(grad.data(), dy.data, dy.nbytes());
+  peak_backward_extra_ = 0;
+  for (int i = num_layers() - 1; i >= 0; --i) {
+    const int64_t before = layers_[i]->ActivationBytes();
+    RETURN_IF_ERROR(layers_[i]->Backward(sc, grad.view(), next.view()));
+    std::swap(grad, next);
+    peak_backward_extra_ =
+        std::max(peak_backward_extra_, layers_[i]->backward_peak_bytes() - before);
+  }
+  std::memcpy(dx.data, grad.data(), grad.nbytes());
+  return absl::OkStatus();
+}
+
+int64_t TransformerStack::HeldActivationBytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers_) n += l->ActivationBytes();
+  for (const Tensor& h : hidden_) n += h.nbytes();
+  return n;
+}
+
+}  // namespace nn
+}  // namespace mt
