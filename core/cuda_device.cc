@@ -77,6 +77,15 @@ absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind) {
   return absl::OkStatus();
 }
 
+absl::Status Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                      size_t height, CopyKind kind) {
+  const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
+                                                             : cudaMemcpyDeviceToDevice;
+  MT_CUDA_RETURN_IF_ERROR(cudaMemcpy2D(dst, dpitch, src, spitch, width, height, k));
+  return absl::OkStatus();
+}
+
 absl::Status Synchronize(int device) {
   MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   MT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());

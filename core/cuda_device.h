@@ -27,6 +27,10 @@ void Free(int device, void* ptr);
 enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // Synchronous copy on the default stream.
 absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind);
+// Synchronous strided copy of `height` rows of `width` bytes: row i goes from src + i * spitch to
+// dst + i * dpitch (cudaMemcpy2D). Used to split or assemble a tensor along its last dimension.
+absl::Status Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                      size_t height, CopyKind kind);
 absl::Status Synchronize(int device);
 
 }  // namespace cuda

@@ -18,6 +18,9 @@ std::string Describe() { return "no CUDA device: built without CUDA"; }
 absl::StatusOr<void*> Malloc(int, size_t) { return NoCuda(); }
 void Free(int, void*) {}
 absl::Status Memcpy(void*, const void*, size_t, CopyKind) { return NoCuda(); }
+absl::Status Memcpy2D(void*, size_t, const void*, size_t, size_t, size_t, CopyKind) {
+  return NoCuda();
+}
 absl::Status Synchronize(int) { return NoCuda(); }
 
 }  // namespace cuda

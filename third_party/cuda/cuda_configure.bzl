@@ -11,7 +11,8 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp"]),
+    # include/nv/ holds extensionless headers (nv/target) that cuda_fp16.h, and so nccl.h, include.
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/nv/**"]),
     includes = ["include"],
 )
 

@@ -1,0 +1,221 @@
+#include "comm/communicator.h"
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/check.h"
+#include "core/status.h"
+#include "glog/logging.h"
+
+namespace mt {
+namespace comm {
+
+namespace {
+
+// Dtypes every call accepts, and those that can be reduced.
+constexpr std::initializer_list<DType> kMoveDTypes = {DType::kF32, DType::kBF16, DType::kF16,
+                                                      DType::kI32, DType::kI64,  DType::kU16};
+constexpr std::initializer_list<DType> kReduceDTypes = {DType::kF32, DType::kBF16, DType::kF16,
+                                                        DType::kI32, DType::kI64};
+
+bool Overlap(const TensorView& a, const TensorView& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0 || a.device != b.device) return false;
+  const char* a0 = static_cast<const char*>(a.data);
+  const char* b0 = static_cast<const char*>(b.data);
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// in/out pairs: both contiguous, one dtype, one device, disjoint.
+absl::Status CheckPair(absl::string_view op, const TensorView& in, const TensorView& out,
+                       std::initializer_list<DType> dtypes) {
+  RETURN_IF_ERROR(ops::CheckContiguous(op, "in", in));
+  RETURN_IF_ERROR(ops::CheckContiguous(op, "out", out));
+  RETURN_IF_ERROR(ops::CheckDType(op, "in", in, dtypes));
+  RETURN_IF_ERROR(ops::CheckSameDType(op, {&in, &out}));
+  RETURN_IF_ERROR(ops::CheckSameDevice(op, {&in, &out}));
+  if (Overlap(in, out)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": in (", in.DebugString(), ") and out (",
+                                                   out.DebugString(), ") overlap"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::string_view ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMax:
+      return "max";
+  }
+  return "?";
+}
+
+int64_t CommCounters::calls() const {
+  return all_reduce + all_gather + reduce_scatter + broadcast + barrier + send + recv;
+}
+
+std::string CommCounters::DebugString() const {
+  return absl::StrCat("all_reduce=", all_reduce, " all_gather=", all_gather,
+                      " reduce_scatter=", reduce_scatter, " broadcast=", broadcast,
+                      " barrier=", barrier, " send=", send, " recv=", recv, " bytes=", bytes);
+}
+
+bool operator==(const CommCounters& a, const CommCounters& b) {
+  return a.all_reduce == b.all_reduce && a.all_gather == b.all_gather &&
+         a.reduce_scatter == b.reduce_scatter && a.broadcast == b.broadcast &&
+         a.barrier == b.barrier && a.send == b.send && a.recv == b.recv && a.bytes == b.bytes;
+}
+
+Communicator::Communicator(int rank, int size, std::string name)
+    : rank_(rank), size_(size), name_(std::move(name)) {
+  CHECK_GE(size_, 1);
+  CHECK(0 <= rank_ && rank_ < size_) << "rank " << rank_ << " of " << size_;
+}
+
+std::string Communicator::DebugString() const {
+  return absl::StrCat(backend(), " communicator", name_.empty() ? "" : " '", name_,
+                      name_.empty() ? "" : "'", " (rank ", rank_, " of ", size_, ")");
+}
+
+std::string Communicator::OpLabel(absl::string_view op) const {
+  return absl::StrCat("Communicator::", op, " (", backend(), name_.empty() ? "" : " '", name_,
+                      name_.empty() ? "" : "'", ", rank ", rank_, " of ", size_, ")");
+}
+
+CommCounters Communicator::ResetCounters() {
+  CommCounters old = counters_;
+  counters_ = CommCounters();
+  return old;
+}
+
+absl::Status Communicator::AllReduce(const TensorView& t, ReduceOp op) {
+  const std::string label = OpLabel("AllReduce");
+  RETURN_IF_ERROR(ops::CheckContiguous(label, "t", t));
+  RETURN_IF_ERROR(ops::CheckDType(label, "t", t, kReduceDTypes));
+  ++counters_.all_reduce;
+  counters_.bytes += t.nbytes();
+  if (t.numel() == 0) return absl::OkStatus();
+  return DoAllReduce(t, op);
+}
+
+absl::Status Communicator::AllGather(const TensorView& in, const TensorView& out, GatherAxis axis) {
+  const std::string label = OpLabel("AllGather");
+  RETURN_IF_ERROR(CheckPair(label, in, out, kMoveDTypes));
+  if (in.rank() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": in (", in.DebugString(), ") must have rank >= 1"));
+  }
+  Shape expected = in.shape;
+  const int d = axis == GatherAxis::kFirst ? 0 : in.rank() - 1;
+  expected[d] *= size_;
+  RETURN_IF_ERROR(ops::CheckShape(label, "out", out, expected));
+  ++counters_.all_gather;
+  counters_.bytes += in.nbytes();
+  if (in.numel() == 0) return absl::OkStatus();
+  // A gather along the last dimension of a tensor with one row is a gather along the first.
+  if (axis == GatherAxis::kFirst || in.numel() == in.dim(-1)) return DoAllGather(in, out);
+  return DoAllGatherLastDim(in, out);
+}
+
+absl::Status Communicator::ReduceScatter(const TensorView& in, const TensorView& out, ReduceOp op) {
+  const std::string label = OpLabel("ReduceScatter");
+  RETURN_IF_ERROR(CheckPair(label, in, out, kReduceDTypes));
+  if (out.rank() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": out (", out.DebugString(), ") must have rank >= 1"));
+  }
+  Shape expected = out.shape;
+  expected[0] *= size_;
+  RETURN_IF_ERROR(ops::CheckShape(label, "in", in, expected));
+  ++counters_.reduce_scatter;
+  counters_.bytes += in.nbytes();
+  if (out.numel() == 0) return absl::OkStatus();
+  return DoReduceScatter(in, out, op);
+}
+
+absl::Status Communicator::Broadcast(const TensorView& t, int root) {
+  const std::string label = OpLabel("Broadcast");
+  RETURN_IF_ERROR(ops::CheckContiguous(label, "t", t));
+  RETURN_IF_ERROR(ops::CheckDType(label, "t", t, kMoveDTypes));
+  if (root < 0 || root >= size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": root ", root, " is not a rank of this group (size ", size_, ")"));
+  }
+  ++counters_.broadcast;
+  counters_.bytes += t.nbytes();
+  if (t.numel() == 0) return absl::OkStatus();
+  return DoBroadcast(t, root);
+}
+
+absl::Status Communicator::Barrier() {
+  ++counters_.barrier;
+  return DoBarrier();
+}
+
+namespace {
+absl::Status CheckPeer(absl::string_view label, int peer, int tag, int rank, int size) {
+  if (peer < 0 || peer >= size || peer == rank) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": peer ", peer,
+                                                   " must be another rank of this group (size ",
+                                                   size, ", this rank ", rank, ")"));
+  }
+  if (tag < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": tag ", tag, " must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status Communicator::Send(const TensorView& t, int peer, int tag) {
+  const std::string label = OpLabel("Send");
+  RETURN_IF_ERROR(ops::CheckContiguous(label, "t", t));
+  RETURN_IF_ERROR(ops::CheckDType(label, "t", t, kMoveDTypes));
+  RETURN_IF_ERROR(CheckPeer(label, peer, tag, rank_, size_));
+  ++counters_.send;
+  counters_.bytes += t.nbytes();
+  return DoSend(t, peer, tag);
+}
+
+absl::Status Communicator::Recv(const TensorView& t, int peer, int tag) {
+  const std::string label = OpLabel("Recv");
+  RETURN_IF_ERROR(ops::CheckContiguous(label, "t", t));
+  RETURN_IF_ERROR(ops::CheckDType(label, "t", t, kMoveDTypes));
+  RETURN_IF_ERROR(CheckPeer(label, peer, tag, rank_, size_));
+  ++counters_.recv;
+  counters_.bytes += t.nbytes();
+  return DoRecv(t, peer, tag);
+}
+
+namespace internal {
+
+void InterleaveGatheredRows(const void* src, void* dst, int size, int64_t rows, size_t row_bytes) {
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+  const size_t out_row = row_bytes * size;
+  for (int r = 0; r < size; ++r) {
+    const char* block = s + static_cast<size_t>(r) * rows * row_bytes;
+    for (int64_t i = 0; i < rows; ++i) {
+      std::memcpy(d + i * out_row + r * row_bytes, block + i * row_bytes, row_bytes);
+    }
+  }
+}
+
+void* HostScratch::Get(size_t nbytes) {
+  if (nbytes > capacity_) {
+    constexpr size_t kAlign = 64;
+    owned_.reset(new char[nbytes + kAlign]);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(owned_.get());
+    data_ = reinterpret_cast<void*>((p + kAlign - 1) & ~(kAlign - 1));
+    capacity_ = nbytes;
+  }
+  return data_;
+}
+
+}  // namespace internal
+
+}  // namespace comm
+}  // namespace mt

@@ -1,0 +1,190 @@
+// Communicator: collectives and point-to-point messages over a fixed group of ranks.
+//
+// A Communicator is an object (never a global): the world communicator comes from a backend
+// (MpiRuntime::World() in comm/mpi_communicator.h), sub-communicators from Split(). Every call is
+// COLLECTIVE over the group unless it says otherwise: all ranks of the group must make the same
+// calls in the same order with matching shapes and dtypes. A mismatch BETWEEN ranks (different
+// sizes on different ranks) cannot always be detected and may hang or corrupt data; everything a
+// rank can check locally is checked before any data moves and returned as a Status:
+//
+//   InvalidArgument  a view that is not contiguous, has no data, has the wrong shape for the call,
+//                    mixes dtypes or devices, or a root/peer that is not a rank of the group;
+//   Unimplemented    a dtype the call does not support (u16 sums), a device the backend cannot
+//                    reach (CUDA tensors in a CPU-only build);
+//   Internal         the backend failed (the MPI or NCCL error text is included);
+//   DeadlineExceeded a backend wait ran past its timeout (NCCL); the communicator is then aborted
+//                    and every later call returns FailedPrecondition.
+//
+// A failed call has done nothing this rank can rely on; the process should end the job through a
+// clean abort path (MpiRuntime::Abort), because its peers may be blocked in the same collective.
+//
+// Dtypes: f32, bf16, f16, i32 and i64 for every call; u16 for the calls that only move data
+// (gathers, broadcast, send/recv). Reductions (kSum, kMax) of bf16 and f16 are computed in f32 and
+// rounded once to the 16-bit type at the end by the MPI backend (convert, reduce, convert back),
+// so a sum over n ranks has relative error about u16 + (n-1) * u32; NCCL reduces natively in the
+// 16-bit type (error up to about (n-1) * u16). Integer sums are exact (wrapping on overflow).
+//
+// All calls are synchronous: when a call returns, its output is complete and its input may be
+// reused. Views on the CPU and on CUDA devices are accepted by both backends (see their headers
+// for how each one moves the data). A Communicator is not thread-safe: one thread at a time.
+//
+// Every communicator counts the calls it has issued, per kind (counters()); nn/ tests assert on
+// them (a transformer layer performs exactly two all-reduces forward and two backward). A call is
+// counted when its arguments have been validated and it is handed to the backend, so calls
+// rejected with InvalidArgument/Unimplemented are not counted. Counters belong to one
+// communicator; sub-communicators from Split() start at zero.
+#ifndef MT_COMM_COMMUNICATOR_H_
+#define MT_COMM_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/tensor.h"
+
+namespace mt {
+namespace comm {
+
+enum class ReduceOp { kSum, kMax };
+// "sum", "max".
+absl::string_view ReduceOpName(ReduceOp op);
+
+// Which dimension AllGather concatenates along.
+enum class GatherAxis {
+  kFirst,  // in [m, ...] -> out [size * m, ...]: rank r's rows land at [r * m, (r + 1) * m).
+  kLast,   // in [..., c] -> out [..., size * c]: rank r's columns land at [r * c, (r + 1) * c).
+};
+
+// Per-kind call counts of one communicator (see the file comment for what is counted).
+struct CommCounters {
+  int64_t all_reduce = 0;
+  int64_t all_gather = 0;
+  int64_t reduce_scatter = 0;
+  int64_t broadcast = 0;
+  int64_t barrier = 0;
+  int64_t send = 0;
+  int64_t recv = 0;
+  // Payload bytes of this rank's inputs over all counted calls (an all-gather counts its input,
+  // a reduce-scatter its whole input, a barrier nothing).
+  int64_t bytes = 0;
+
+  // Number of calls of all kinds.
+  int64_t calls() const;
+  // "all_reduce=2 all_gather=0 ... bytes=96".
+  std::string DebugString() const;
+  friend bool operator==(const CommCounters& a, const CommCounters& b);
+  friend bool operator!=(const CommCounters& a, const CommCounters& b) { return !(a == b); }
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // This rank's index in the group, in [0, size()).
+  int rank() const { return rank_; }
+  // Number of ranks in the group (>= 1).
+  int size() const { return size_; }
+  // The backend: "mpi" or "nccl".
+  virtual absl::string_view backend() const = 0;
+  // The label given at creation ("world", "tp", ...; may be empty), used in error messages.
+  const std::string& name() const { return name_; }
+  // "mpi communicator 'tp' (rank 1 of 2)".
+  std::string DebugString() const;
+
+  // t <- op over ranks of t, in place, on every rank. t: any shape.
+  absl::Status AllReduce(const TensorView& t, ReduceOp op);
+
+  // out <- the concatenation of every rank's `in` in rank order, along `axis`:
+  //   kFirst: in [m, d1, ...], out [size * m, d1, ...];
+  //   kLast:  in [d0, ..., c], out [d0, ..., size * c] (what tensor-parallel gathers need).
+  // in: rank >= 1; out: same dtype and device, must not overlap in.
+  absl::Status AllGather(const TensorView& in, const TensorView& out,
+                         GatherAxis axis = GatherAxis::kFirst);
+
+  // out <- rows [rank * m, (rank + 1) * m) of (op over ranks of in).
+  // in [size * m, d1, ...], out [m, d1, ...]; same dtype and device, not overlapping.
+  absl::Status ReduceScatter(const TensorView& in, const TensorView& out,
+                             ReduceOp op = ReduceOp::kSum);
+
+  // t <- root's t on every rank. root in [0, size()).
+  absl::Status Broadcast(const TensorView& t, int root);
+
+  // Returns once every rank of the group has entered the barrier.
+  absl::Status Barrier();
+
+  // Point-to-point (NOT collective: only the two ranks involved take part). Send blocks until `t`
+  // may be reused; Recv blocks until `t` holds the message. The receiver's view must have the
+  // sender's byte size (a mismatch is an error on the receiver, or a truncation error). Messages
+  // between one pair with the same tag arrive in order; tag >= 0. peer != rank().
+  absl::Status Send(const TensorView& t, int peer, int tag = 0);
+  absl::Status Recv(const TensorView& t, int peer, int tag = 0);
+
+  // A communicator over the ranks of this group that pass the same `color` (>= 0), ordered by
+  // `key` (ties by rank in this group), with its own counters; the same backend as this one.
+  // Collective over this group. `name` labels the new communicator.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key,
+                                                              absl::string_view name) = 0;
+
+  const CommCounters& counters() const { return counters_; }
+  // Returns the counters and zeroes them.
+  CommCounters ResetCounters();
+
+ protected:
+  Communicator(int rank, int size, std::string name);
+
+  // The backend. Arguments have been validated and counted: shapes consistent, views contiguous
+  // and non-null (unless empty), in/out with one dtype and one device and not overlapping, the
+  // dtype allowed for the call, root/peer in range. Backends must also handle size() == 1 and
+  // empty tensors, and check the device themselves (which devices they reach is theirs to say).
+  virtual absl::Status DoAllReduce(const TensorView& t, ReduceOp op) = 0;
+  // Gathers along the first dimension (equivalently: concatenates the flat byte ranges).
+  virtual absl::Status DoAllGather(const TensorView& in, const TensorView& out) = 0;
+  // Gathers along the last dimension: in viewed as [rows, c], out as [rows, size * c].
+  virtual absl::Status DoAllGatherLastDim(const TensorView& in, const TensorView& out) = 0;
+  virtual absl::Status DoReduceScatter(const TensorView& in, const TensorView& out,
+                                       ReduceOp op) = 0;
+  virtual absl::Status DoBroadcast(const TensorView& t, int root) = 0;
+  virtual absl::Status DoBarrier() = 0;
+  virtual absl::Status DoSend(const TensorView& t, int peer, int tag) = 0;
+  virtual absl::Status DoRecv(const TensorView& t, int peer, int tag) = 0;
+
+  // "Communicator::AllReduce (mpi 'tp', rank 1 of 2)": the prefix of every error message.
+  std::string OpLabel(absl::string_view op) const;
+
+ private:
+  int rank_;
+  int size_;
+  std::string name_;
+  CommCounters counters_;
+};
+
+// Host-side helpers shared by the backends.
+namespace internal {
+
+// Rearranges a dim-0 gather of `size` blocks of [rows, row_bytes] (src, contiguous) into a
+// last-dim gather [rows, size * row_bytes] (dst). src and dst must not overlap.
+void InterleaveGatheredRows(const void* src, void* dst, int size, int64_t rows, size_t row_bytes);
+
+// A grow-only host buffer reused across calls (so that steady-state collectives do not allocate).
+class HostScratch {
+ public:
+  // At least `nbytes` bytes, 64-byte aligned; the contents are undefined after growth.
+  void* Get(size_t nbytes);
+
+ private:
+  std::unique_ptr<char[]> owned_;
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+}  // namespace internal
+
+}  // namespace comm
+}  // namespace mt
+
+#endif  // MT_COMM_COMMUNICATOR_H_

@@ -1,0 +1,305 @@
+#include "comm/mpi_communicator.h"
+
+// The C API only: OpenMPI's deprecated C++ bindings would need libmpi_cxx (unoptimised builds
+// fail to link without it).
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/cuda_device.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "glog/logging.h"
+
+namespace mt {
+namespace comm {
+
+namespace {
+
+std::string MpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return absl::StrCat("MPI error ", code);
+  return std::string(text, len);
+}
+
+absl::Status MpiError(int code, absl::string_view what, const char* file, int line) {
+  return absl::InternalError(
+      absl::StrCat(file, ":", line, ": ", what, " failed: ", MpiErrorText(code)));
+}
+
+#define MT_MPI_RETURN_IF_ERROR(expr)                                                         \
+  do {                                                                                       \
+    const int mt_mpi_err_ = (expr);                                                          \
+    if (mt_mpi_err_ != MPI_SUCCESS) return MpiError(mt_mpi_err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+// The MPI datatype that carries one element. 16-bit floats travel as uint16 when data only moves;
+// reductions convert them to f32 first.
+MPI_Datatype MpiType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return MPI_FLOAT;
+    case DType::kI32:
+      return MPI_INT32_T;
+    case DType::kI64:
+      return MPI_INT64_T;
+    case DType::kBF16:
+    case DType::kF16:
+    case DType::kU16:
+      return MPI_UINT16_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op MpiOp(ReduceOp op) { return op == ReduceOp::kSum ? MPI_SUM : MPI_MAX; }
+
+bool IsHalf(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
+
+absl::StatusOr<int> MpiCount(int64_t n, absl::string_view what) {
+  if (n > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", n, " elements exceed MPI's int count; split the tensor into smaller calls"));
+  }
+  return static_cast<int>(n);
+}
+
+void HalfToF32(const void* src, DType dtype, float* dst, int64_t n) {
+  if (dtype == DType::kBF16) {
+    const bf16* s = static_cast<const bf16*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(s[i]);
+  } else {
+    const f16* s = static_cast<const f16*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(s[i]);
+  }
+}
+
+void F32ToHalf(const float* src, DType dtype, void* dst, int64_t n) {
+  if (dtype == DType::kBF16) {
+    bf16* d = static_cast<bf16*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = FloatToBf16(src[i]);
+  } else {
+    f16* d = static_cast<f16*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(src[i]);
+  }
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, int rank, int size, std::string name)
+      : Communicator(rank, size, std::move(name)), comm_(comm) {}
+
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  // Wraps `comm` (owned from now on), returning MPI errors on it instead of aborting.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Wrap(MPI_Comm comm, absl::string_view name) {
+    MT_MPI_RETURN_IF_ERROR(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    int rank = 0, size = 0;
+    MT_MPI_RETURN_IF_ERROR(MPI_Comm_rank(comm, &rank));
+    MT_MPI_RETURN_IF_ERROR(MPI_Comm_size(comm, &size));
+    return std::unique_ptr<Communicator>(new MpiCommunicator(comm, rank, size, std::string(name)));
+  }
+
+  absl::string_view backend() const override { return "mpi"; }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key,
+                                                      absl::string_view name) override {
+    if (color < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(OpLabel("Split"), ": color ", color, " must be >= 0"));
+    }
+    MPI_Comm sub = MPI_COMM_NULL;
+    MT_MPI_RETURN_IF_ERROR(MPI_Comm_split(comm_, color, key, &sub));
+    return Wrap(sub, name);
+  }
+
+ protected:
+  absl::Status DoAllReduce(const TensorView& t, ReduceOp op) override {
+    ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), OpLabel("AllReduce")));
+    ASSIGN_OR_RETURN(void* host, StageIn(t, &stage_a_));
+    if (IsHalf(t.dtype)) {
+      float* f = static_cast<float*>(f32_a_.Get(n * sizeof(float)));
+      HalfToF32(host, t.dtype, f, n);
+      MT_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, f, n, MPI_FLOAT, MpiOp(op), comm_));
+      F32ToHalf(f, t.dtype, host, n);
+    } else {
+      MT_MPI_RETURN_IF_ERROR(
+          MPI_Allreduce(MPI_IN_PLACE, host, n, MpiType(t.dtype), MpiOp(op), comm_));
+    }
+    return StageOut(host, t);
+  }
+
+  absl::Status DoAllGather(const TensorView& in, const TensorView& out) override {
+    ASSIGN_OR_RETURN(const int n, MpiCount(in.numel(), OpLabel("AllGather")));
+    ASSIGN_OR_RETURN(void* host_in, StageIn(in, &stage_a_));
+    void* host_out = HostFor(out, &stage_b_);
+    MT_MPI_RETURN_IF_ERROR(
+        MPI_Allgather(host_in, n, MpiType(in.dtype), host_out, n, MpiType(in.dtype), comm_));
+    return StageOut(host_out, out);
+  }
+
+  absl::Status DoAllGatherLastDim(const TensorView& in, const TensorView& out) override {
+    ASSIGN_OR_RETURN(const int n, MpiCount(in.numel(), OpLabel("AllGather")));
+    ASSIGN_OR_RETURN(void* host_in, StageIn(in, &stage_a_));
+    void* gathered = gather_.Get(out.nbytes());
+    MT_MPI_RETURN_IF_ERROR(
+        MPI_Allgather(host_in, n, MpiType(in.dtype), gathered, n, MpiType(in.dtype), comm_));
+    void* host_out = HostFor(out, &stage_b_);
+    const int64_t c = in.dim(-1);
+    internal::InterleaveGatheredRows(gathered, host_out, size(), in.numel() / c,
+                                     c * DTypeSize(in.dtype));
+    return StageOut(host_out, out);
+  }
+
+  absl::Status DoReduceScatter(const TensorView& in, const TensorView& out, ReduceOp op) override {
+    ASSIGN_OR_RETURN(const int n, MpiCount(out.numel(), OpLabel("ReduceScatter")));
+    RETURN_IF_ERROR(MpiCount(in.numel(), OpLabel("ReduceScatter")).status());
+    ASSIGN_OR_RETURN(void* host_in, StageIn(in, &stage_a_));
+    void* host_out = HostFor(out, &stage_b_);
+    if (IsHalf(in.dtype)) {
+      float* fin = static_cast<float*>(f32_a_.Get(in.numel() * sizeof(float)));
+      float* fout = static_cast<float*>(f32_b_.Get(out.numel() * sizeof(float)));
+      HalfToF32(host_in, in.dtype, fin, in.numel());
+      MT_MPI_RETURN_IF_ERROR(MPI_Reduce_scatter_block(fin, fout, n, MPI_FLOAT, MpiOp(op), comm_));
+      F32ToHalf(fout, out.dtype, host_out, n);
+    } else {
+      MT_MPI_RETURN_IF_ERROR(
+          MPI_Reduce_scatter_block(host_in, host_out, n, MpiType(in.dtype), MpiOp(op), comm_));
+    }
+    return StageOut(host_out, out);
+  }
+
+  absl::Status DoBroadcast(const TensorView& t, int root) override {
+    ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), OpLabel("Broadcast")));
+    void* host = nullptr;
+    if (rank() == root) {
+      ASSIGN_OR_RETURN(host, StageIn(t, &stage_a_));
+    } else {
+      host = HostFor(t, &stage_a_);
+    }
+    MT_MPI_RETURN_IF_ERROR(MPI_Bcast(host, n, MpiType(t.dtype), root, comm_));
+    if (rank() == root) return absl::OkStatus();
+    return StageOut(host, t);
+  }
+
+  absl::Status DoBarrier() override {
+    MT_MPI_RETURN_IF_ERROR(MPI_Barrier(comm_));
+    return absl::OkStatus();
+  }
+
+  absl::Status DoSend(const TensorView& t, int peer, int tag) override {
+    ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), OpLabel("Send")));
+    ASSIGN_OR_RETURN(void* host, StageIn(t, &stage_a_));
+    MT_MPI_RETURN_IF_ERROR(MPI_Send(host, n, MpiType(t.dtype), peer, tag, comm_));
+    return absl::OkStatus();
+  }
+
+  absl::Status DoRecv(const TensorView& t, int peer, int tag) override {
+    ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), OpLabel("Recv")));
+    void* host = HostFor(t, &stage_a_);
+    MPI_Status status;
+    MT_MPI_RETURN_IF_ERROR(MPI_Recv(host, n, MpiType(t.dtype), peer, tag, comm_, &status));
+    int received = 0;
+    MT_MPI_RETURN_IF_ERROR(MPI_Get_count(&status, MpiType(t.dtype), &received));
+    if (received != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          OpLabel("Recv"), ": received ", received, " elements from rank ", peer, " (tag ", tag,
+          "), expected ", n, " for t (", t.DebugString(), "); sender and receiver must agree"));
+    }
+    return StageOut(host, t);
+  }
+
+ private:
+  // Host memory holding t's contents: t itself on the CPU, else a copy in `stage`.
+  absl::StatusOr<void*> StageIn(const TensorView& t, internal::HostScratch* stage) {
+    if (t.device.is_cpu()) return t.data;
+    void* host = stage->Get(t.nbytes());
+    RETURN_IF_ERROR(cuda::Memcpy(host, t.data, t.nbytes(), cuda::CopyKind::kDeviceToHost));
+    return host;
+  }
+  // Host memory to receive t's new contents: t itself on the CPU, else `stage`.
+  void* HostFor(const TensorView& t, internal::HostScratch* stage) {
+    return t.device.is_cpu() ? t.data : stage->Get(t.nbytes());
+  }
+  // Completes a call whose result is in `host` (from StageIn/HostFor for t).
+  absl::Status StageOut(const void* host, const TensorView& t) {
+    if (t.device.is_cpu()) return absl::OkStatus();
+    return cuda::Memcpy(t.data, host, t.nbytes(), cuda::CopyKind::kHostToDevice);
+  }
+
+  MPI_Comm comm_;
+  // Reused host buffers: staging of CUDA inputs/outputs, f32 copies of 16-bit floats, the
+  // dim-0 result of a last-dim gather.
+  internal::HostScratch stage_a_, stage_b_, f32_a_, f32_b_, gather_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
+  int initialized = 0;
+  MT_MPI_RETURN_IF_ERROR(MPI_Initialized(&initialized));
+  if (initialized) {
+    return absl::FailedPreconditionError(
+        "MpiRuntime::Init: MPI is already initialised in this process; create one MpiRuntime "
+        "in main() and pass its communicators down");
+  }
+  int provided = 0;
+  MT_MPI_RETURN_IF_ERROR(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  if (provided < MPI_THREAD_SERIALIZED) {
+    LOG(WARNING) << "MPI provides thread level " << provided
+                 << " < MPI_THREAD_SERIALIZED: call communicators from the main thread only";
+  }
+  std::unique_ptr<MpiRuntime> rt(new MpiRuntime());
+  MT_MPI_RETURN_IF_ERROR(MPI_Comm_rank(MPI_COMM_WORLD, &rt->world_rank_));
+  MT_MPI_RETURN_IF_ERROR(MPI_Comm_size(MPI_COMM_WORLD, &rt->world_size_));
+  MPI_Comm local = MPI_COMM_NULL;
+  MT_MPI_RETURN_IF_ERROR(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->world_rank_,
+                                             MPI_INFO_NULL, &local));
+  MT_MPI_RETURN_IF_ERROR(MPI_Comm_rank(local, &rt->local_rank_));
+  MT_MPI_RETURN_IF_ERROR(MPI_Comm_size(local, &rt->local_size_));
+  MT_MPI_RETURN_IF_ERROR(MPI_Comm_free(&local));
+  char host[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MT_MPI_RETURN_IF_ERROR(MPI_Get_processor_name(host, &len));
+  rt->host_name_.assign(host, len);
+  return rt;
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> MpiRuntime::World(absl::string_view name) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  MT_MPI_RETURN_IF_ERROR(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+  return MpiCommunicator::Wrap(dup, name);
+}
+
+void MpiRuntime::Abort(const absl::Status& status, int exit_code) {
+  if (exit_code == 0) exit_code = 1;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  const bool live = initialized && !finalized;
+  int rank = -1;
+  if (live) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "[rank %d] fatal: %s; aborting the job\n", rank, status.ToString().c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (live) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+}  // namespace comm
+}  // namespace mt

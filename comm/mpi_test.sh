@@ -1,0 +1,30 @@
+#!/bin/bash
+# Runs a multi-process test binary under mpirun on this machine:
+#   mpi_test.sh NP TIMEOUT_S BINARY [ARGS...]
+# Works as root (CI containers), oversubscribed (more ranks than cores) and inside Bazel's
+# sandbox: OpenMPI keeps its session directory and sockets under $TMPDIR, which must be writable
+# and short (Unix socket paths are limited to 108 bytes), so a short directory under /tmp is used
+# when $TEST_TMPDIR is long. The whole job is bounded by TIMEOUT_S seconds: a
+# hang fails the test (exit code 124) instead of running into Bazel's timeout. The exit code is
+# mpirun's: 0 only if every rank exited 0.
+set -euo pipefail
+np="$1"
+limit="$2"
+bin="$3"
+shift 3
+
+tmp="${TEST_TMPDIR:-${TMPDIR:-/tmp}}"
+if [[ ${#tmp} -gt 60 ]]; then
+  tmp="$(mktemp -d /tmp/mt_mpi.XXXXXX)"
+  trap 'rm -rf "$tmp"' EXIT
+fi
+export TMPDIR="$tmp"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Under --config=asan: OpenMPI leaks at exit from its dlopen'd (and unloaded, so unnamed) plugins,
+# which LeakSanitizer cannot suppress by module; keep ASan's other checks, drop leak detection.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+# Every rank would write the same gtest XML file; Bazel writes its own summary instead.
+unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
+
+timeout "$limit" mpirun --oversubscribe --bind-to none -np "$np" \
+  --mca btl self,vader --mca mpi_yield_when_idle 1 "$bin" "$@"

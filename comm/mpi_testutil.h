@@ -1,0 +1,52 @@
+// Test support for multi-process tests: a gtest main() that owns the MpiRuntime, fresh
+// communicators per test, failure agreement across ranks, and per-rank random data. testonly.
+//
+// A test binary that links :mpi_testutil runs its tests on every rank (launch it with
+// comm/mpi_test.sh, which wraps mpirun). Ranks must execute the same collectives in the same order:
+// use EXPECT_* around data checks and ASSERT_* only for conditions that hold on every rank alike
+// (e.g. the status of a collective). MpiTest::TearDown makes a failure on any rank fail the test on
+// every rank, so rank 0's log shows it.
+#ifndef MT_COMM_MPI_TESTUTIL_H_
+#define MT_COMM_MPI_TESTUTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/mpi_communicator.h"
+#include "core/tensor.h"
+#include "gtest/gtest.h"
+
+namespace mt {
+namespace comm {
+namespace testing {
+
+// The runtime created by this binary's main().
+MpiRuntime& Runtime();
+// A new communicator over every rank (counters at zero).
+std::unique_ptr<Communicator> NewWorld();
+
+// Fixture: comm_ is a fresh world communicator; TearDown agrees on failure across ranks.
+class MpiTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  std::unique_ptr<Communicator> comm_;
+};
+
+// Rank r's data for a test: a host tensor of `shape`/`dtype` from a seed derived from (seed, r),
+// so every rank can regenerate every other rank's data. Floats uniform in [-1, 1); i32 in
+// [-2^20, 2^20); i64 in [-2^40, 2^40) (sums of a few stay exact in double); u16 in [0, 65535).
+Tensor RankData(const Shape& shape, DType dtype, uint64_t seed, int r);
+
+// EXPECTs |actual[i] - expected[i]| <= bound[i] for all i; names the worst element and `what`.
+void ExpectWithin(const std::vector<double>& actual, const std::vector<double>& expected,
+                  const std::vector<double>& bound, const std::string& what);
+
+}  // namespace testing
+}  // namespace comm
+}  // namespace mt
+
+#endif  // MT_COMM_MPI_TESTUTIL_H_

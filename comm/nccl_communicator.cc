@@ -1,0 +1,433 @@
+// CUDA builds: the NCCL backend (see nccl_communicator.h).
+#include "comm/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "glog/logging.h"
+
+namespace mt {
+namespace comm {
+
+namespace {
+
+absl::Status CudaError(cudaError_t err, const char* what, const char* file, int line) {
+  return absl::InternalError(absl::StrCat(file, ":", line, ": ", what,
+                                          " failed: ", cudaGetErrorName(err), " (",
+                                          cudaGetErrorString(err), ")"));
+}
+
+#define MT_CUDA_RETURN_IF_ERROR(expr)                                                           \
+  do {                                                                                          \
+    const cudaError_t mt_cuda_err_ = (expr);                                                    \
+    if (mt_cuda_err_ != cudaSuccess) return CudaError(mt_cuda_err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+absl::Status NcclError(ncclResult_t res, ncclComm_t comm, const char* what, const char* file,
+                       int line) {
+  const char* detail = comm != nullptr ? ncclGetLastError(comm) : "";
+  return absl::InternalError(absl::StrCat(file, ":", line, ": ", what,
+                                          " failed: ", ncclGetErrorString(res),
+                                          detail && *detail ? absl::StrCat(" (", detail, ")") : "",
+                                          "; run with NCCL_DEBUG=WARN for details"));
+}
+
+// For calls that start work (ncclInProgress is success-so-far in non-blocking mode).
+#define MT_NCCL_RETURN_IF_ERROR(comm, expr)                              \
+  do {                                                                   \
+    const ncclResult_t mt_nccl_res_ = (expr);                            \
+    if (mt_nccl_res_ != ncclSuccess && mt_nccl_res_ != ncclInProgress) { \
+      return NcclError(mt_nccl_res_, comm, #expr, __FILE__, __LINE__);   \
+    }                                                                    \
+  } while (0)
+
+ncclDataType_t NcclType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kI32:
+      return ncclInt32;
+    case DType::kI64:
+      return ncclInt64;
+    case DType::kU16:
+      return ncclUint8;  // Only moved, as bytes (counts are then in bytes).
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMax; }
+
+using Clock = std::chrono::steady_clock;
+
+class NcclCommunicator final : public Communicator {
+ public:
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(Communicator& bootstrap, int device,
+                                                              const NcclOptions& options,
+                                                              absl::string_view name);
+
+  ~NcclCommunicator() override {
+    if (comm_ != nullptr) {
+      // Flush and tear down; a peer that is gone cannot make this hang past the timeout.
+      cudaSetDevice(device_);
+      const ncclResult_t res = ncclCommFinalize(comm_);
+      absl::Status s = res == ncclSuccess || res == ncclInProgress
+                           ? WaitForComm("ncclCommFinalize", Clock::now() + Timeout())
+                           : NcclError(res, comm_, "ncclCommFinalize", __FILE__, __LINE__);
+      if (comm_ != nullptr) {
+        if (s.ok()) {
+          ncclCommDestroy(comm_);
+        } else {
+          LOG(WARNING) << DebugString() << ": " << s << "; aborting the NCCL communicator";
+          ncclCommAbort(comm_);
+        }
+      }
+    }
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (ready_ != nullptr) cudaEventDestroy(ready_);
+    if (scratch_ != nullptr) cudaFree(scratch_);
+  }
+
+  absl::string_view backend() const override { return "nccl"; }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key,
+                                                      absl::string_view name) override {
+    if (color < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(OpLabel("Split"), ": color ", color, " must be >= 0"));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Communicator> sub, bootstrap_->Split(color, key, name));
+    return Create(*sub, device_, options_, name);
+  }
+
+ protected:
+  absl::Status DoAllReduce(const TensorView& t, ReduceOp op) override {
+    const std::string label = OpLabel("AllReduce");
+    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
+    if (!gpu) return bootstrap_->AllReduce(t, op);
+    RETURN_IF_ERROR(Begin(label));
+    MT_NCCL_RETURN_IF_ERROR(comm_, ncclAllReduce(t.data, t.data, t.numel(), NcclType(t.dtype),
+                                                 NcclOp(op), comm_, stream_));
+    return Finish(label);
+  }
+
+  absl::Status DoAllGather(const TensorView& in, const TensorView& out) override {
+    const std::string label = OpLabel("AllGather");
+    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, in));
+    if (!gpu) return bootstrap_->AllGather(in, out);
+    RETURN_IF_ERROR(Begin(label));
+    MT_NCCL_RETURN_IF_ERROR(
+        comm_, ncclAllGather(in.data, out.data, in.nbytes(), ncclUint8, comm_, stream_));
+    return Finish(label);
+  }
+
+  absl::Status DoAllGatherLastDim(const TensorView& in, const TensorView& out) override {
+    const std::string label = OpLabel("AllGather");
+    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, in));
+    if (!gpu) return bootstrap_->AllGather(in, out, GatherAxis::kLast);
+    ASSIGN_OR_RETURN(void* gathered, Scratch(out.nbytes()));
+    RETURN_IF_ERROR(Begin(label));
+    MT_NCCL_RETURN_IF_ERROR(
+        comm_, ncclAllGather(in.data, gathered, in.nbytes(), ncclUint8, comm_, stream_));
+    // A non-blocking communicator may still be enqueueing the gather: the copies below must be
+    // queued after it on the stream.
+    RETURN_IF_ERROR(WaitForComm(label, Clock::now() + Timeout()));
+    // Rank r's block [rows, c] goes to columns [r c, (r + 1) c) of out [rows, size c].
+    const size_t width = in.dim(-1) * DTypeSize(in.dtype);
+    const size_t rows = in.numel() / in.dim(-1);
+    for (int r = 0; r < size(); ++r) {
+      MT_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy2DAsync(static_cast<char*>(out.data) + r * width, width * size(),
+                            static_cast<const char*>(gathered) + r * rows * width, width, width,
+                            rows, cudaMemcpyDeviceToDevice, stream_));
+    }
+    return Finish(label);
+  }
+
+  absl::Status DoReduceScatter(const TensorView& in, const TensorView& out, ReduceOp op) override {
+    const std::string label = OpLabel("ReduceScatter");
+    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, in));
+    if (!gpu) return bootstrap_->ReduceScatter(in, out, op);
+    RETURN_IF_ERROR(Begin(label));
+    MT_NCCL_RETURN_IF_ERROR(
+        comm_, ncclReduceScatter(in.data, out.data, out.numel(), NcclType(in.dtype), NcclOp(op),
+                                 comm_, stream_));
+    return Finish(label);
+  }
+
+  absl::Status DoBroadcast(const TensorView& t, int root) override {
+    const std::string label = OpLabel("Broadcast");
+    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
+    if (!gpu) return bootstrap_->Broadcast(t, root);
+    RETURN_IF_ERROR(Begin(label));
+    MT_NCCL_RETURN_IF_ERROR(
+        comm_, ncclBroadcast(t.data, t.data, t.nbytes(), ncclUint8, root, comm_, stream_));
+    return Finish(label);
+  }
+
+  absl::Status DoBarrier() override {
+    // A one-element all-reduce through NCCL: returns once every rank's NCCL stream got there.
+    const std::string label = OpLabel("Barrier");
+    ASSIGN_OR_RETURN(void* flag, Scratch(sizeof(float)));
+    RETURN_IF_ERROR(Begin(label));
+    MT_NCCL_RETURN_IF_ERROR(comm_,
+                            ncclAllReduce(flag, flag, 1, ncclFloat32, ncclSum, comm_, stream_));
+    return Finish(label);
+  }
+
+  absl::Status DoSend(const TensorView& t, int peer, int tag) override {
+    const std::string label = OpLabel("Send");
+    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
+    if (!gpu) return bootstrap_->Send(t, peer, tag);
+    RETURN_IF_ERROR(Begin(label));
+    MT_NCCL_RETURN_IF_ERROR(comm_, ncclSend(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_));
+    return Finish(label);
+  }
+
+  absl::Status DoRecv(const TensorView& t, int peer, int tag) override {
+    const std::string label = OpLabel("Recv");
+    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
+    if (!gpu) return bootstrap_->Recv(t, peer, tag);
+    RETURN_IF_ERROR(Begin(label));
+    MT_NCCL_RETURN_IF_ERROR(comm_, ncclRecv(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_));
+    return Finish(label);
+  }
+
+ private:
+  NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int device, NcclOptions options,
+                   std::string name)
+      : Communicator(bootstrap->rank(), bootstrap->size(), std::move(name)),
+        bootstrap_(std::move(bootstrap)),
+        device_(device),
+        options_(options) {}
+
+  Clock::duration Timeout() const { return absl::ToChronoNanoseconds(options_.timeout); }
+
+  // True for a CUDA view on our device, false for a CPU view; InvalidArgument otherwise.
+  absl::StatusOr<bool> OnDevice(const std::string& label, const TensorView& t) const {
+    if (t.device.is_cpu()) return false;
+    if (t.device.index != device_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": tensor (", t.DebugString(),
+                       ") is not on this communicator's device cuda:", device_));
+    }
+    return true;
+  }
+
+  // Ready to enqueue: usable, on our device, ordered after the compute stream's queued work.
+  absl::Status Begin(const std::string& label) {
+    if (comm_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(label,
+                       ": the NCCL communicator was aborted after an earlier error or "
+                       "timeout; end the job (MpiRuntime::Abort) and restart it"));
+    }
+    MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    MT_CUDA_RETURN_IF_ERROR(
+        cudaEventRecord(ready_, static_cast<cudaStream_t>(options_.compute_stream)));
+    MT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, ready_, 0));
+    return absl::OkStatus();
+  }
+
+  // Aborts the NCCL communicator; later calls return FailedPrecondition.
+  void AbortComm() {
+    if (comm_ == nullptr) return;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+  // Polls until the communicator's pending host-side operation (non-blocking init, enqueue,
+  // finalize) is done; aborts on error or at `deadline`.
+  absl::Status WaitForComm(const std::string& label, Clock::time_point deadline) {
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t res = ncclCommGetAsyncError(comm_, &state);
+      if (res != ncclSuccess) state = res;
+      if (state == ncclSuccess) return absl::OkStatus();
+      if (state != ncclInProgress) {
+        absl::Status s = NcclError(state, comm_, label.c_str(), __FILE__, __LINE__);
+        AbortComm();
+        return s;
+      }
+      if (Clock::now() > deadline) {
+        AbortComm();
+        return TimeoutError(label);
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  absl::Status TimeoutError(const std::string& label) const {
+    return absl::DeadlineExceededError(absl::StrCat(
+        label, ": NCCL did not finish within ", absl::FormatDuration(options_.timeout),
+        " (a peer may have failed or stopped calling collectives); the communicator was "
+        "aborted with ncclCommAbort; end the job with MpiRuntime::Abort"));
+  }
+
+  // Waits until the enqueued work has finished on the GPU, bounded by the timeout.
+  absl::Status Finish(const std::string& label) {
+    const Clock::time_point deadline = Clock::now() + Timeout();
+    RETURN_IF_ERROR(WaitForComm(label, deadline));
+    while (true) {
+      const cudaError_t q = cudaStreamQuery(stream_);
+      if (q == cudaSuccess) return absl::OkStatus();
+      if (q != cudaErrorNotReady) {
+        AbortComm();
+        return CudaError(q, "cudaStreamQuery", __FILE__, __LINE__);
+      }
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        absl::Status s = NcclError(state, comm_, label.c_str(), __FILE__, __LINE__);
+        AbortComm();
+        return s;
+      }
+      if (Clock::now() > deadline) {
+        AbortComm();
+        return TimeoutError(label);
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  // Device scratch of at least nbytes (grow-only; reallocation waits for pending work).
+  absl::StatusOr<void*> Scratch(size_t nbytes) {
+    if (nbytes > scratch_bytes_) {
+      MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+      if (scratch_ != nullptr) {
+        MT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+        MT_CUDA_RETURN_IF_ERROR(cudaFree(scratch_));
+        scratch_ = nullptr;
+        scratch_bytes_ = 0;
+      }
+      MT_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, nbytes));
+      scratch_bytes_ = nbytes;
+    }
+    return scratch_;
+  }
+
+  std::unique_ptr<Communicator> bootstrap_;  // A duplicate of the creator's bootstrap.
+  int device_;
+  NcclOptions options_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Create(Communicator& bootstrap,
+                                                                       int device,
+                                                                       const NcclOptions& options,
+                                                                       absl::string_view name) {
+  const std::string label = absl::StrCat("CreateNcclCommunicator (rank ", bootstrap.rank(), " of ",
+                                         bootstrap.size(), ", cuda:", device, ")");
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": timeout must be positive"));
+  }
+  // Local checks first; then all ranks learn whether everyone can proceed, so that no rank waits
+  // in NCCL initialisation for a peer that already gave up.
+  std::string local_error;
+  int count = 0;
+  cudaDeviceProp prop = {};
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    count = 0;
+  }
+  if (device < 0 || device >= count) {
+    local_error =
+        absl::StrCat("device cuda:", device, " does not exist (", count, " CUDA devices visible)");
+  } else if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    local_error = absl::StrCat("cannot query cuda:", device);
+  }
+  int64_t failed = local_error.empty() ? 0 : 1;
+  RETURN_IF_ERROR(bootstrap.AllReduce(TensorView(&failed, Shape{1}, DType::kI64), ReduceOp::kMax));
+  if (failed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        label, ": ", local_error.empty() ? "another rank could not use its device" : local_error));
+  }
+  // One GPU per rank: every rank compares all device UUIDs, so all reach the same verdict.
+  const int n = bootstrap.size();
+  std::vector<uint16_t> uuids(8 * n);
+  uint16_t mine[8];
+  static_assert(sizeof(prop.uuid.bytes) == sizeof(mine), "CUDA UUIDs are 16 bytes");
+  std::memcpy(mine, prop.uuid.bytes, sizeof mine);
+  RETURN_IF_ERROR(bootstrap.AllGather(TensorView(mine, Shape{8}, DType::kU16),
+                                      TensorView(uuids.data(), Shape{8 * n}, DType::kU16)));
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      if (std::memcmp(&uuids[8 * a], &uuids[8 * b], sizeof mine) == 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            label, ": ranks ", a, " and ", b,
+            " use the same GPU; NCCL needs one GPU per rank: "
+            "launch at most as many ranks per host as GPUs, or use the MPI backend (which "
+            "stages CUDA tensors through the host) to share a GPU"));
+      }
+    }
+  }
+  // Rank 0 makes the unique id; whether that worked, then the id (64 u16 values), travel over
+  // the bootstrap.
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  static_assert(sizeof(id) % 2 == 0, "ncclUniqueId has an odd size");
+  ncclResult_t id_res = ncclSuccess;
+  if (bootstrap.rank() == 0) id_res = ncclGetUniqueId(&id);
+  int64_t id_failed = id_res == ncclSuccess ? 0 : 1;
+  RETURN_IF_ERROR(bootstrap.Broadcast(TensorView(&id_failed, Shape{1}, DType::kI64), 0));
+  if (id_failed) {
+    if (bootstrap.rank() == 0)
+      return NcclError(id_res, nullptr, "ncclGetUniqueId", __FILE__, __LINE__);
+    return absl::FailedPreconditionError(
+        absl::StrCat(label, ": rank 0 could not create the NCCL unique id"));
+  }
+  RETURN_IF_ERROR(bootstrap.Broadcast(
+      TensorView(&id, Shape{static_cast<int64_t>(sizeof(id) / 2)}, DType::kU16), 0));
+
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> dup,
+                   bootstrap.Split(0, bootstrap.rank(), absl::StrCat(name, ".bootstrap")));
+  std::unique_ptr<NcclCommunicator> c(
+      new NcclCommunicator(std::move(dup), device, options, std::string(name)));
+  MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  MT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
+  MT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&c->ready_, cudaEventDisableTiming));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // Returns at once; WaitForComm bounds the wait and can abort.
+  const ncclResult_t res = ncclCommInitRankConfig(&c->comm_, c->size(), id, c->rank(), &config);
+  if (res != ncclSuccess && res != ncclInProgress) {
+    absl::Status s = NcclError(res, c->comm_, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    c->AbortComm();
+    return s;
+  }
+  RETURN_IF_ERROR(c->WaitForComm(label, Clock::now() + c->Timeout()));
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+}  // namespace
+
+bool NcclAvailable() { return true; }
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Communicator& bootstrap,
+                                                                     int device,
+                                                                     const NcclOptions& options,
+                                                                     absl::string_view name) {
+  return NcclCommunicator::Create(bootstrap, device, options, name);
+}
+
+}  // namespace comm
+}  // namespace mt
