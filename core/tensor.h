@@ -114,7 +114,8 @@ class Tensor {
 
  private:
   Buffer buffer_;
-  TensorView view_;
+  // Default-constructed: shape [0] (numel 0, nbytes 0, empty()), not a rank-0 scalar of 1 element.
+  TensorView view_{nullptr, Shape{0}, DType::kF32};
 };
 
 }  // namespace mt

@@ -78,7 +78,10 @@ def _cuda_archive_impl(ctx):
             use_default_shell_env = True,
         )
         objs.append(obj)
-    archive = ctx.actions.declare_file("_nvcc/lib%s.a" % ctx.label.name)
+    # ".lo": an always-link archive. Bazel puts a cc_library's precompiled archives on the link
+    # line before its own objects, so a plain ".a" would be scanned before the host code (cc_srcs)
+    # that calls its launchers, leaving them undefined.
+    archive = ctx.actions.declare_file("_nvcc/lib%s.lo" % ctx.label.name)
     ctx.actions.run_shell(
         command = "rm -f %s && ar rcs %s %s" % (archive.path, archive.path, " ".join([o.path for o in objs])),
         inputs = objs,

@@ -5,7 +5,16 @@
 //   kAdamW (decoupled): p -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)
 //   kAdamL2 (classic):  g += weight_decay * p before the moments, then p -= lr * m_hat / (...)
 // grad_scale multiplies g first (e.g. 1 / loss_scale, or a clipping coefficient).
-// param, grad, m, v: same shape, f32, contiguous, same device. step >= 1.
+// param, grad, m, v: same shape, f32, contiguous, same device; m and v are updated in place.
+//
+// The bias corrections 1 - beta^step are computed in double (at small steps 1 - beta2^step is a
+// difference of nearly equal numbers) and then rounded to f32; every per-element operation runs
+// in f32, in the order written above. Elements are independent, so the result is bitwise
+// identical for every thread count.
+//
+// Errors: InvalidArgument for step < 1, beta1 or beta2 outside [0, 1), a negative or non-finite
+// lr, eps or weight_decay, shape mismatches, non-contiguous views or mixed devices; Unimplemented
+// for dtypes other than f32 and for CUDA.
 #ifndef MT_CORE_OPS_ADAM_H_
 #define MT_CORE_OPS_ADAM_H_
 

@@ -44,7 +44,8 @@ absl::Status CheckDType(absl::string_view op, absl::string_view name, const Tens
   }
   return absl::UnimplementedError(absl::StrCat(
       op, ": ", name, " has unsupported dtype ", DTypeName(t.dtype), "; supported: ",
-      absl::StrJoin(dtypes, ", ", [](std::string* out, DType d) { out->append(DTypeName(d)); })));
+      absl::StrJoin(dtypes, ", ",
+                    [](std::string* out, DType d) { absl::StrAppend(out, DTypeName(d)); })));
 }
 
 absl::Status CheckSameDevice(absl::string_view op, std::initializer_list<const TensorView*> ts) {

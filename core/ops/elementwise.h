@@ -2,8 +2,10 @@
 //
 // Unless stated otherwise: float tensors (f32, bf16, f16) with math in f32; inputs and outputs
 // contiguous, same device, same dtype and same shape; an output may alias an input of the same
-// shape (in-place). Errors: InvalidArgument for shape/contiguity/device mismatches, Unimplemented
-// for dtypes or devices without a kernel.
+// shape (in-place). Errors: InvalidArgument for shape/contiguity/device/dtype mismatches between
+// the operands, Unimplemented for dtypes or devices without a kernel. CPU kernels split the work
+// over ctx.pool; results do not depend on the number of threads (bitwise).
+// Devices: CPU for all ops; CUDA for BiasAdd in CUDA builds.
 #ifndef MT_CORE_OPS_ELEMENTWISE_H_
 #define MT_CORE_OPS_ELEMENTWISE_H_
 
@@ -16,10 +18,11 @@
 namespace mt {
 namespace ops {
 
-// y[..., n] = x[..., n] + bias[n].  x, y: [..., N]; bias: [N].
+// y[..., n] = x[..., n] + bias[n].  x, y: [..., N] (rank >= 1); bias: [N], x's dtype.
 absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
                      const TensorView& y);
-// dbias[n] = sum over all leading indices of dy[..., n]; overwrites dbias. Sums in f32.
+// dbias[n] = sum over all leading indices of dy[..., n]; overwrites dbias (dy's dtype). Sums in
+// f32 over fixed row blocks, then over the blocks in order (deterministic for any pool).
 absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias);
 
 // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the GPT-2 / Megatron approximation.
@@ -34,16 +37,21 @@ absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& 
 // y = alpha * x.
 absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y);
 // y = x converted to y's dtype (any float dtype to any float dtype; round to nearest even).
-// Shapes must match; dtypes may differ.
+// Shapes must match; dtypes may differ. y may alias x only when the dtypes are equal (then it is a
+// no-op); overlapping x and y of different dtypes are InvalidArgument.
 absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorView& y);
-// Every element of x set to `value` (float dtypes), or to (int64)value for integer dtypes.
+// Every element of x set to `value` rounded once to x's float dtype (nearest even), or, for
+// integer dtypes (i32, i64, u16), to value truncated toward zero; InvalidArgument if that integer
+// (or NaN/inf) is not representable in x's dtype.
 absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value);
 
 // Dropout with a counter-based mask (core/philox.h): element i is kept iff
 // PhiloxUniform(seed, stream, key(i)) >= p, and kept elements are scaled by 1 / (1 - p).
 // key(i) = key_base + (i / key_inner) * key_outer_stride + (i % key_inner), which lets a tensor-
 // parallel rank holding a slice of a larger logical tensor use the slice's GLOBAL indices, so that
-// the mask does not depend on the TP degree. The defaults give key(i) = i.
+// the mask does not depend on the TP degree. The defaults give key(i) = i. Requires key_base >= 0,
+// key_inner >= 0 and, when key_inner > 0, key_outer_stride >= key_inner (distinct elements get
+// distinct keys); InvalidArgument otherwise.
 struct DropoutArgs {
   float p = 0.0f;         // Drop probability in [0, 1).
   uint64_t seed = 0;
@@ -57,7 +65,8 @@ inline int64_t DropoutKey(const DropoutArgs& args, int64_t i) {
   if (args.key_inner <= 0) return args.key_base + i;
   return args.key_base + (i / args.key_inner) * args.key_outer_stride + (i % args.key_inner);
 }
-// y = mask(x) * x / (1 - p). p = 0 copies. InvalidArgument if p is outside [0, 1).
+// y = mask(x) * x / (1 - p) (dropped elements are exactly 0, even where x is inf or NaN). p = 0
+// copies. InvalidArgument if p is outside [0, 1) or NaN.
 absl::Status Dropout(const ExecContext& ctx, const TensorView& x, const DropoutArgs& args,
                      const TensorView& y);
 // dx = mask * dy / (1 - p), regenerating the same mask from args (nothing is stored).

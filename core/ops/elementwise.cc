@@ -1,0 +1,457 @@
+#include "core/ops/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/ops/check.h"
+#include "core/philox.h"
+#include "core/status.h"
+#include "glog/logging.h"
+
+#if defined(MT_WITH_CUDA)
+#include "core/cuda/ops_cuda.h"
+#endif
+
+namespace mt {
+namespace ops {
+namespace {
+
+// Elements per ParallelFor chunk: large enough that scheduling costs nothing next to the work.
+constexpr int64_t kGrain = 1 << 14;
+
+// BiasGrad sums rows in fixed blocks (a function of the row count only, never of the thread
+// count), each block sequentially, then the blocks in order: the result is bitwise the same for
+// any pool, and the f32 error grows with rows / blocks + blocks rather than with rows.
+constexpr int64_t kMaxRowBlocks = 128;
+constexpr int64_t kMinRowsPerBlock = 16;
+// Columns per BiasGrad task, so that a few rows of a very wide tensor still spread over threads.
+constexpr int64_t kColumnChunk = 1024;
+
+constexpr std::initializer_list<DType> kFloatTypes = {DType::kF32, DType::kBF16, DType::kF16};
+
+// Calls fn(T{}) with T the C++ type of a float dtype.
+template <typename Fn>
+void DispatchFloat(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      fn(float{});
+      return;
+    case DType::kBF16:
+      fn(bf16{});
+      return;
+    case DType::kF16:
+      fn(f16{});
+      return;
+    default:
+      LOG(FATAL) << "not a float dtype: " << DTypeName(dtype);
+  }
+}
+
+struct Named {
+  absl::string_view name;
+  const TensorView* t;
+};
+
+// Every tensor contiguous, of a float dtype, and on the device of the first.
+absl::Status CheckFloatOperands(absl::string_view op, std::initializer_list<Named> ts) {
+  const TensorView& first = *ts.begin()->t;
+  for (const Named& n : ts) {
+    RETURN_IF_ERROR(CheckContiguous(op, n.name, *n.t));
+    RETURN_IF_ERROR(CheckDType(op, n.name, *n.t, kFloatTypes));
+    if (n.t->device != first.device) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " is on ",
+                                                     n.t->device.ToString(), ", expected ",
+                                                     first.device.ToString(), " (the device of ",
+                                                     ts.begin()->name, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Additionally: the dtype and shape of the first.
+absl::Status CheckElementwise(absl::string_view op, std::initializer_list<Named> ts) {
+  RETURN_IF_ERROR(CheckFloatOperands(op, ts));
+  const Named& first = *ts.begin();
+  for (const Named& n : ts) {
+    if (n.t->dtype != first.t->dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " has dtype ",
+                                                     DTypeName(n.t->dtype), ", expected ",
+                                                     DTypeName(first.t->dtype), " (the dtype of ",
+                                                     first.name, ")"));
+    }
+    RETURN_IF_ERROR(CheckShape(op, n.name, *n.t, first.t->shape));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDropoutArgs(absl::string_view op, const DropoutArgs& args) {
+  if (!(args.p >= 0.0f && args.p < 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": drop probability p = ", args.p, " is outside [0, 1)"));
+  }
+  if (args.key_base < 0 || args.key_inner < 0 ||
+      (args.key_inner > 0 && args.key_outer_stride < args.key_inner)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": bad key mapping (key_base ", args.key_base, ", key_inner ", args.key_inner,
+        ", key_outer_stride ", args.key_outer_stride,
+        "); need key_base >= 0, key_inner >= 0 and key_outer_stride >= key_inner"));
+  }
+  return absl::OkStatus();
+}
+
+// y[i] = FromFloat(fn(ToFloat(x[i]))) over all elements, in parallel. y may alias x.
+template <typename T, typename Fn>
+void MapUnary(const ExecContext& ctx, const TensorView& x, const TensorView& y, Fn fn) {
+  const T* px = x.data_as<T>();
+  T* py = y.data_as<T>();
+  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<T>(fn(ToFloat(px[i])));
+  });
+}
+
+// ---- Kernels ----
+
+template <typename T>
+void BiasAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
+                const TensorView& y) {
+  const int64_t N = bias.numel();
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  std::vector<float> b(N);
+  const T* pbias = bias.data_as<T>();
+  for (int64_t c = 0; c < N; ++c) b[c] = ToFloat(pbias[c]);
+  const T* px = x.data_as<T>();
+  T* py = y.data_as<T>();
+  ParallelFor(ctx.pool, n, kGrain, [&](int64_t begin, int64_t end) {
+    int64_t c = begin % N;
+    for (int64_t i = begin; i < end; ++i) {
+      py[i] = FromFloat<T>(ToFloat(px[i]) + b[c]);
+      if (++c == N) c = 0;
+    }
+  });
+}
+
+template <typename T>
+void BiasGradCpu(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias) {
+  const int64_t N = dbias.numel();
+  const int64_t R = N == 0 ? 0 : dy.numel() / N;
+  T* out = dbias.data_as<T>();
+  if (N == 0) return;
+  if (R == 0) {
+    for (int64_t c = 0; c < N; ++c) out[c] = FromFloat<T>(0.0f);
+    return;
+  }
+  const int64_t blocks = std::min(kMaxRowBlocks, (R + kMinRowsPerBlock - 1) / kMinRowsPerBlock);
+  const int64_t rows_per_block = (R + blocks - 1) / blocks;
+  const int64_t col_chunks = (N + kColumnChunk - 1) / kColumnChunk;
+  std::vector<float> partial(blocks * N);  // [blocks, N]
+  const T* pdy = dy.data_as<T>();
+  const int64_t grain = std::max<int64_t>(1, kGrain / (rows_per_block * std::min(N, kColumnChunk)));
+  ParallelFor(ctx.pool, blocks * col_chunks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t blk = task / col_chunks;
+      const int64_t c0 = (task % col_chunks) * kColumnChunk;
+      const int64_t c1 = std::min(N, c0 + kColumnChunk);
+      const int64_t r0 = blk * rows_per_block;
+      const int64_t r1 = std::min(R, r0 + rows_per_block);
+      float* acc = partial.data() + blk * N;
+      for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0f;
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* row = pdy + r * N;
+        for (int64_t c = c0; c < c1; ++c) acc[c] += ToFloat(row[c]);
+      }
+    }
+  });
+  ParallelFor(ctx.pool, N, kGrain / blocks + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      float s = 0.0f;
+      for (int64_t blk = 0; blk < blocks; ++blk) s += partial[blk * N + c];
+      out[c] = FromFloat<T>(s);
+    }
+  });
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+inline float GeluForward(float x) {
+  const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(u));
+}
+
+inline float GeluDerivative(float x) {
+  const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  const float t = std::tanh(u);
+  const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+template <typename T>
+void GeluBackwardCpu(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
+                     const TensorView& dx) {
+  const T* px = x.data_as<T>();
+  const T* pdy = dy.data_as<T>();
+  T* pdx = dx.data_as<T>();
+  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      pdx[i] = FromFloat<T>(ToFloat(pdy[i]) * GeluDerivative(ToFloat(px[i])));
+    }
+  });
+}
+
+template <typename T>
+void AddCpu(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+            const TensorView& out) {
+  const T* pa = a.data_as<T>();
+  const T* pb = b.data_as<T>();
+  T* po = out.data_as<T>();
+  ParallelFor(ctx.pool, a.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = FromFloat<T>(ToFloat(pa[i]) + ToFloat(pb[i]));
+  });
+}
+
+template <typename From, typename To>
+void ConvertCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
+  const From* px = x.data_as<From>();
+  To* py = y.data_as<To>();
+  // Widening to f32 is exact, so the one rounding is FromFloat's (nearest even).
+  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<To>(ToFloat(px[i]));
+  });
+}
+
+// Rounds a double to f32 with "round to odd" (truncate, then set the last bit if inexact). A
+// second rounding of that f32 to bf16/f16 (nearest even) then equals a single rounding of the
+// double, since f32 keeps more than two extra bits.
+float RoundToOddF32(double v) {
+  float f = static_cast<float>(v);
+  if (std::isnan(v) || static_cast<double>(f) == v) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  return BitsToFloat(FloatBits(f) | 1u);
+}
+
+template <typename T>
+void FillCpu(const ExecContext& ctx, const TensorView& x, T value) {
+  T* p = static_cast<T*>(x.data);
+  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) p[i] = value;
+  });
+}
+
+// The project's Philox element convention (core/philox.h) evaluated four keys at a time: a run
+// of consecutive keys reuses one Philox block instead of computing it once per element.
+class DropoutMask {
+ public:
+  explicit DropoutMask(const DropoutArgs& args) : args_(args) {}
+  bool Keep(int64_t i) {
+    const uint64_t key = static_cast<uint64_t>(DropoutKey(args_, i));
+    const uint64_t block = key >> 2;
+    if (!valid_ || block != block_) {
+      const uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                               static_cast<uint32_t>(args_.stream),
+                               static_cast<uint32_t>(args_.stream >> 32)};
+      const uint32_t k[2] = {static_cast<uint32_t>(args_.seed),
+                             static_cast<uint32_t>(args_.seed >> 32)};
+      out_ = Philox4x32_10(ctr, k);
+      block_ = block;
+      valid_ = true;
+    }
+    // Same expression as PhiloxUniform, so the comparison with p is identical.
+    const float u = static_cast<float>(out_.v[key & 3] >> 8) * (1.0f / 16777216.0f);
+    return u >= args_.p;
+  }
+
+ private:
+  const DropoutArgs& args_;
+  Philox4x32Output out_{};
+  uint64_t block_ = 0;
+  bool valid_ = false;
+};
+
+template <typename T>
+void DropoutCpu(const ExecContext& ctx, const TensorView& x, const DropoutArgs& args,
+                const TensorView& y) {
+  const T* px = x.data_as<T>();
+  T* py = y.data_as<T>();
+  const float scale = 1.0f / (1.0f - args.p);
+  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    DropoutMask mask(args);
+    for (int64_t i = begin; i < end; ++i) {
+      py[i] = FromFloat<T>(mask.Keep(i) ? ToFloat(px[i]) * scale : 0.0f);
+    }
+  });
+}
+
+absl::Status DropoutImpl(absl::string_view op, const ExecContext& ctx, const TensorView& x,
+                         absl::string_view x_name, const DropoutArgs& args, const TensorView& y,
+                         absl::string_view y_name) {
+  RETURN_IF_ERROR(CheckElementwise(op, {{x_name, &x}, {y_name, &y}}));
+  RETURN_IF_ERROR(CheckDropoutArgs(op, args));
+  if (!x.device.is_cpu()) return UnsupportedDevice(op, x.device);
+  if (args.p == 0.0f) {
+    if (x.data != y.data) std::memmove(y.data, x.data, x.nbytes());
+    return absl::OkStatus();
+  }
+  DispatchFloat(x.dtype, [&](auto tag) { DropoutCpu<decltype(tag)>(ctx, x, args, y); });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
+                     const TensorView& y) {
+  constexpr absl::string_view kOp = "BiasAdd";
+  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"y", &y}}));
+  RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"x", &x}, {"bias", &bias}}));
+  RETURN_IF_ERROR(CheckSameDType(kOp, {&x, &bias}));
+  if (x.rank() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": x (", x.DebugString(), ") must have rank >= 1"));
+  }
+  RETURN_IF_ERROR(CheckShape(kOp, "bias", bias, {x.dim(-1)}));
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) return cuda::BiasAdd(ctx, x, bias, y);
+#endif
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) { BiasAddCpu<decltype(tag)>(ctx, x, bias, y); });
+  return absl::OkStatus();
+}
+
+absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias) {
+  constexpr absl::string_view kOp = "BiasGrad";
+  RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"dy", &dy}, {"dbias", &dbias}}));
+  RETURN_IF_ERROR(CheckSameDType(kOp, {&dy, &dbias}));
+  if (dy.rank() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": dy (", dy.DebugString(), ") must have rank >= 1"));
+  }
+  RETURN_IF_ERROR(CheckShape(kOp, "dbias", dbias, {dy.dim(-1)}));
+  if (!dy.device.is_cpu()) return UnsupportedDevice(kOp, dy.device);
+  DispatchFloat(dy.dtype, [&](auto tag) { BiasGradCpu<decltype(tag)>(ctx, dy, dbias); });
+  return absl::OkStatus();
+}
+
+absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
+  constexpr absl::string_view kOp = "Gelu";
+  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"y", &y}}));
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) { MapUnary<decltype(tag)>(ctx, x, y, GeluForward); });
+  return absl::OkStatus();
+}
+
+absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
+                          const TensorView& dx) {
+  constexpr absl::string_view kOp = "GeluBackward";
+  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}}));
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) { GeluBackwardCpu<decltype(tag)>(ctx, x, dy, dx); });
+  return absl::OkStatus();
+}
+
+absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+                 const TensorView& out) {
+  constexpr absl::string_view kOp = "Add";
+  RETURN_IF_ERROR(CheckElementwise(kOp, {{"a", &a}, {"b", &b}, {"out", &out}}));
+  if (!a.device.is_cpu()) return UnsupportedDevice(kOp, a.device);
+  DispatchFloat(a.dtype, [&](auto tag) { AddCpu<decltype(tag)>(ctx, a, b, out); });
+  return absl::OkStatus();
+}
+
+absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y) {
+  constexpr absl::string_view kOp = "Scale";
+  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"y", &y}}));
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) {
+    MapUnary<decltype(tag)>(ctx, x, y, [alpha](float v) { return alpha * v; });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
+  constexpr absl::string_view kOp = "Convert";
+  RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"x", &x}, {"y", &y}}));
+  RETURN_IF_ERROR(CheckShape(kOp, "y", y, x.shape));
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  if (x.dtype == y.dtype) {
+    if (x.data != y.data) std::memmove(y.data, x.data, x.nbytes());
+    return absl::OkStatus();
+  }
+  const char* xb = static_cast<const char*>(x.data);
+  const char* yb = static_cast<const char*>(y.data);
+  if (x.numel() > 0 && xb < yb + y.nbytes() && yb < xb + x.nbytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": x (", x.DebugString(), ") and y (", y.DebugString(),
+        ") overlap; converting in place needs equal dtypes"));
+  }
+  DispatchFloat(x.dtype, [&](auto from) {
+    DispatchFloat(y.dtype,
+                  [&](auto to) { ConvertCpu<decltype(from), decltype(to)>(ctx, x, y); });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value) {
+  constexpr absl::string_view kOp = "Fill";
+  RETURN_IF_ERROR(CheckContiguous(kOp, "x", x));
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  if (IsInteger(x.dtype)) {
+    double lo = 0, hi = 0;  // The integers representable in x's dtype are [lo, hi).
+    switch (x.dtype) {
+      case DType::kI32:
+        lo = -2147483648.0, hi = 2147483648.0;
+        break;
+      case DType::kI64:
+        lo = -9223372036854775808.0, hi = 9223372036854775808.0;
+        break;
+      default:  // kU16.
+        lo = 0.0, hi = 65536.0;
+        break;
+    }
+    const double t = std::trunc(value);
+    if (!(t >= lo && t < hi)) {
+      return absl::InvalidArgumentError(absl::StrCat(kOp, ": value ", value,
+                                                     " is out of range for ", DTypeName(x.dtype)));
+    }
+    const int64_t v = static_cast<int64_t>(t);
+    switch (x.dtype) {
+      case DType::kI32:
+        FillCpu<int32_t>(ctx, x, static_cast<int32_t>(v));
+        break;
+      case DType::kI64:
+        FillCpu<int64_t>(ctx, x, v);
+        break;
+      default:
+        FillCpu<uint16_t>(ctx, x, static_cast<uint16_t>(v));
+        break;
+    }
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(CheckDType(kOp, "x", x, kFloatTypes));
+  const float f = RoundToOddF32(value);
+  DispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    // f32 takes the correctly rounded value; the 16-bit formats round the round-to-odd f32.
+    FillCpu<T>(ctx, x, FromFloat<T>(std::is_same<T, float>::value ? static_cast<float>(value)
+                                                                    : f));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Dropout(const ExecContext& ctx, const TensorView& x, const DropoutArgs& args,
+                     const TensorView& y) {
+  return DropoutImpl("Dropout", ctx, x, "x", args, y, "y");
+}
+
+absl::Status DropoutBackward(const ExecContext& ctx, const TensorView& dy, const DropoutArgs& args,
+                             const TensorView& dx) {
+  return DropoutImpl("DropoutBackward", ctx, dy, "dy", args, dx, "dx");
+}
+
+}  // namespace ops
+}  // namespace mt

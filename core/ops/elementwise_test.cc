@@ -1,0 +1,518 @@
+#include "core/ops/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "core/cuda_device.h"
+#include "core/ops/testutil.h"
+#include "core/philox.h"
+#include "core/thread_pool.h"
+
+namespace mt {
+namespace ops {
+namespace {
+
+using ::mt::testing::AllClose;
+using ::mt::testing::FromDoubles;
+using ::mt::testing::NumericalGradient;
+using ::mt::testing::RandomTensor;
+using ::mt::testing::ToDoubles;
+using ::mt::testing::UnitRoundoff;
+using ::testing::HasSubstr;
+
+const DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+const double kU32 = UnitRoundoff(DType::kF32);
+
+// Odd shapes, from a single element to one large enough (> 2^14 elements) to be split over the
+// pool's threads.
+const Shape kShapes[] = {{1}, {3, 17}, {2, 5, 129}, {257, 129}};
+
+// Bitwise equality of two host tensors.
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+double GeluRef(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+// The dropout mask, straight from the Philox convention.
+bool RefKeep(const DropoutArgs& args, int64_t i) {
+  return PhiloxUniform(args.seed, args.stream, static_cast<uint64_t>(DropoutKey(args, i))) >=
+         args.p;
+}
+
+class ElementwiseTest : public ::testing::Test {
+ protected:
+  ThreadPool pool_{3};
+  // Every op runs on the calling thread alone and on a pool of three.
+  std::vector<ExecContext> Contexts() { return {ExecContext{}, ExecContext{&pool_}}; }
+};
+
+TEST_F(ElementwiseTest, BiasAddMatchesReference) {
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      for (const Shape& shape : kShapes) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
+                                  ctx.num_threads()));
+        const int64_t N = shape.back();
+        Tensor x = RandomTensor(shape, dt, 1);
+        Tensor bias = RandomTensor({N}, dt, 2);
+        Tensor y = Tensor::Host(shape, dt);
+        ASSERT_TRUE(BiasAdd(ctx, x.view(), bias.view(), y.view()).ok());
+        const std::vector<double> xd = ToDoubles(x.view()), bd = ToDoubles(bias.view());
+        std::vector<double> want(xd.size());
+        for (size_t i = 0; i < xd.size(); ++i) want[i] = xd[i] + bd[i % N];
+        // One f32 rounding of the sum, one rounding to the dtype (f16 subnormals: absolute).
+        EXPECT_TRUE(AllClose(y.view(), want, UnitRoundoff(dt) + 2 * kU32, 1e-7));
+        // In place.
+        ASSERT_TRUE(BiasAdd(ctx, x.view(), bias.view(), x.view()).ok());
+        EXPECT_TRUE(SameBits(x, y));
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, BiasGradMatchesReferenceAndFiniteDifferences) {
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{2, 5, 129}, Shape{2000, 129}}) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
+                                  ctx.num_threads()));
+        const int64_t N = shape.back();
+        const int64_t R = NumElements(shape) / N;
+        Tensor dy = RandomTensor(shape, dt, 3);
+        Tensor dbias = RandomTensor({N}, dt, 4);  // Garbage: must be overwritten.
+        ASSERT_TRUE(BiasGrad(ctx, dy.view(), dbias.view()).ok());
+        const std::vector<double> dyd = ToDoubles(dy.view());
+        std::vector<double> want(N, 0.0);
+        for (size_t i = 0; i < dyd.size(); ++i) want[i % N] += dyd[i];
+        // f32 partial sums over at most R terms (|dy| <= 1), then one rounding to the dtype.
+        EXPECT_TRUE(AllClose(dbias.view(), want, UnitRoundoff(dt), 2 * R * kU32));
+
+        if (dt == DType::kF32 && R * N < 1000) {
+          // BiasGrad is the gradient of L(bias) = sum(dy * BiasAdd(x, bias)) with respect to bias.
+          const std::vector<double> xd = ToDoubles(RandomTensor(shape, dt, 5).view());
+          auto loss = [&](const std::vector<double>& b) {
+            double l = 0;
+            for (size_t i = 0; i < xd.size(); ++i) l += dyd[i] * (xd[i] + b[i % N]);
+            return l;
+          };
+          const std::vector<double> b0 = ToDoubles(RandomTensor({N}, dt, 6).view());
+          EXPECT_TRUE(AllClose(dbias.view(), NumericalGradient(loss, b0), 1e-6, 1e-6));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, GeluMatchesReference) {
+  // Hand-computed values of the tanh approximation (not the erf GeLU: gelu(1) = 0.84134...).
+  Tensor x = FromDoubles({4}, DType::kF32, {1.0, -1.0, 2.0, -0.5});
+  Tensor y = Tensor::Host({4}, DType::kF32);
+  ASSERT_TRUE(Gelu(ExecContext{}, x.view(), y.view()).ok());
+  EXPECT_TRUE(AllClose(
+      y.view(), {0.8411919906082768, -0.15880800939172324, 1.954597694087775, -0.15428599017485606},
+      4 * kU32, 0));
+
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      for (const Shape& shape : kShapes) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
+                                  ctx.num_threads()));
+        Tensor x = RandomTensor(shape, dt, 7, -4.0, 4.0);
+        Tensor y = Tensor::Host(shape, dt);
+        ASSERT_TRUE(Gelu(ctx, x.view(), y.view()).ok());
+        std::vector<double> want = ToDoubles(x.view());
+        for (double& v : want) v = GeluRef(v);
+        // tanh in f32 is good to a few ulps; 1 + tanh cancels for x < 0, where the absolute
+        // error is about |x| ulps of 1.
+        EXPECT_TRUE(AllClose(y.view(), want, UnitRoundoff(dt) + 8 * kU32, 32 * kU32));
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, GeluBackwardMatchesFiniteDifferences) {
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{5, 129}}) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
+                                  ctx.num_threads()));
+        Tensor x = RandomTensor(shape, dt, 8, -4.0, 4.0);
+        Tensor dy = RandomTensor(shape, dt, 9);
+        Tensor dx = Tensor::Host(shape, dt);
+        ASSERT_TRUE(GeluBackward(ctx, x.view(), dy.view(), dx.view()).ok());
+        const std::vector<double> dyd = ToDoubles(dy.view());
+        auto loss = [&](const std::vector<double>& xs) {
+          double l = 0;
+          for (size_t i = 0; i < xs.size(); ++i) l += dyd[i] * GeluRef(xs[i]);
+          return l;
+        };
+        // Each element of the loss is separable, so the numerical gradient of the sum is the
+        // element-wise derivative times dy.
+        const std::vector<double> want = NumericalGradient(loss, ToDoubles(x.view()));
+        EXPECT_TRUE(AllClose(dx.view(), want, UnitRoundoff(dt) + 16 * kU32, 64 * kU32 + 1e-7));
+        // dx may alias dy.
+        ASSERT_TRUE(GeluBackward(ctx, x.view(), dy.view(), dy.view()).ok());
+        EXPECT_TRUE(SameBits(dy, dx));
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, AddAndScaleMatchReference) {
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      for (const Shape& shape : kShapes) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
+                                  ctx.num_threads()));
+        Tensor a = RandomTensor(shape, dt, 10);
+        Tensor b = RandomTensor(shape, dt, 11);
+        Tensor out = Tensor::Host(shape, dt);
+        ASSERT_TRUE(Add(ctx, a.view(), b.view(), out.view()).ok());
+        const std::vector<double> ad = ToDoubles(a.view()), bd = ToDoubles(b.view());
+        std::vector<double> want(ad.size());
+        for (size_t i = 0; i < ad.size(); ++i) want[i] = ad[i] + bd[i];
+        EXPECT_TRUE(AllClose(out.view(), want, UnitRoundoff(dt) + 2 * kU32, 1e-7));
+
+        const float alpha = -1.7f;
+        ASSERT_TRUE(Scale(ctx, a.view(), alpha, out.view()).ok());
+        for (size_t i = 0; i < ad.size(); ++i) want[i] = alpha * ad[i];
+        EXPECT_TRUE(AllClose(out.view(), want, UnitRoundoff(dt) + 2 * kU32, 1e-7));
+
+        // In place: a += b.
+        Tensor sum = Tensor::Host(shape, dt);
+        ASSERT_TRUE(Add(ctx, a.view(), b.view(), sum.view()).ok());
+        ASSERT_TRUE(Add(ctx, a.view(), b.view(), a.view()).ok());
+        EXPECT_TRUE(SameBits(a, sum));
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, ConvertRoundsToNearestEven) {
+  const ExecContext serial;
+  // Hand-picked ties: 1 + 2^-8 lies halfway between bf16 neighbours 1 and 1 + 2^-7 (ties to 1);
+  // 1 + 3 * 2^-8 halfway between 1 + 2^-7 and 1 + 2^-6 (ties to the even 1 + 2^-6). f16: the
+  // same with 2^-11; 65520 is halfway between 65504 and 2^16 and overflows to infinity.
+  Tensor x = FromDoubles({3}, DType::kF32, {1 + std::ldexp(1, -8), 1 + 3 * std::ldexp(1, -8), -3});
+  Tensor y = Tensor::Host({3}, DType::kBF16);
+  ASSERT_TRUE(Convert(serial, x.view(), y.view()).ok());
+  EXPECT_EQ(ToDoubles(y.view()), (std::vector<double>{1.0, 1 + std::ldexp(1, -6), -3}));
+  Tensor xh = FromDoubles({3}, DType::kF32, {1 + std::ldexp(1, -11), 65520.0, -65504.0});
+  Tensor yh = Tensor::Host({3}, DType::kF16);
+  ASSERT_TRUE(Convert(serial, xh.view(), yh.view()).ok());
+  EXPECT_EQ(ToDoubles(yh.view()), (std::vector<double>{1.0, INFINITY, -65504.0}));
+
+  // Every pair of float dtypes: the result is the source value rounded once to the target.
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType from : kFloatTypes) {
+      for (DType to : kFloatTypes) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(from), " -> ", DTypeName(to), " threads ",
+                                  ctx.num_threads()));
+        const Shape shape = {257, 129};
+        Tensor x = RandomTensor(shape, from, 12, -100.0, 100.0);
+        Tensor y = Tensor::Host(shape, to);
+        ASSERT_TRUE(Convert(ctx, x.view(), y.view()).ok());
+        // FromDoubles rounds via f32, which is exact for values that come from a float dtype.
+        Tensor want = FromDoubles(shape, to, ToDoubles(x.view()));
+        EXPECT_TRUE(SameBits(y, want));
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, FillRoundsOnceAndTruncatesIntegers) {
+  for (const ExecContext& ctx : Contexts()) {
+    SCOPED_TRACE(absl::StrCat("threads ", ctx.num_threads()));
+    // Just above a bf16 tie: rounding through f32 would land on the tie and round down to 1.
+    Tensor b = Tensor::Host({3, 17}, DType::kBF16);
+    ASSERT_TRUE(Fill(ctx, b.view(), 1 + std::ldexp(1, -8) + std::ldexp(1, -30)).ok());
+    EXPECT_EQ(ToDoubles(b.view()), std::vector<double>(51, 1 + std::ldexp(1, -7)));
+    Tensor h = Tensor::Host({257, 129}, DType::kF16);
+    ASSERT_TRUE(Fill(ctx, h.view(), -(1 + std::ldexp(1, -11) + std::ldexp(1, -30))).ok());
+    EXPECT_EQ(ToDoubles(h.view()), std::vector<double>(257 * 129, -(1 + std::ldexp(1, -10))));
+    Tensor f = Tensor::Host({5}, DType::kF32);
+    ASSERT_TRUE(Fill(ctx, f.view(), 0.1).ok());
+    EXPECT_EQ(ToDoubles(f.view()), std::vector<double>(5, static_cast<float>(0.1)));
+
+    Tensor i32 = Tensor::Host({7}, DType::kI32);
+    ASSERT_TRUE(Fill(ctx, i32.view(), -7.9).ok());
+    EXPECT_EQ(ToDoubles(i32.view()), std::vector<double>(7, -7.0));
+    Tensor i64 = Tensor::Host({3}, DType::kI64);
+    ASSERT_TRUE(Fill(ctx, i64.view(), std::ldexp(1, 40) + 0.5).ok());
+    EXPECT_EQ(i64.data_as<int64_t>()[2], int64_t{1} << 40);
+    Tensor u16 = Tensor::Host({3}, DType::kU16);
+    ASSERT_TRUE(Fill(ctx, u16.view(), 65535.0).ok());
+    EXPECT_EQ(u16.data_as<uint16_t>()[1], 65535);
+
+    EXPECT_EQ(Fill(ctx, i32.view(), 3e9).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(Fill(ctx, u16.view(), -1.0).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(Fill(ctx, i64.view(), NAN).code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_F(ElementwiseTest, DropoutMaskIsPhiloxAndScalesKeptElements) {
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      for (float p : {0.1f, 0.5f, 0.9f}) {
+        const Shape shape = {3, 17, 129};
+        SCOPED_TRACE(absl::StrCat(DTypeName(dt), " p ", p, " threads ", ctx.num_threads()));
+        DropoutArgs args;
+        args.p = p;
+        args.seed = 0x1234567890abcdefull;
+        args.stream = 77;
+        args.key_base = 5;  // Not a multiple of 4: blocks of the generator straddle elements.
+        Tensor x = RandomTensor(shape, dt, 13, 0.5, 1.5);  // Nonzero, so drops are visible.
+        Tensor y = Tensor::Host(shape, dt);
+        ASSERT_TRUE(Dropout(ctx, x.view(), args, y.view()).ok());
+        const std::vector<double> xd = ToDoubles(x.view()), yd = ToDoubles(y.view());
+        std::vector<double> want(xd.size());
+        for (size_t i = 0; i < xd.size(); ++i) {
+          const bool keep = RefKeep(args, static_cast<int64_t>(i));
+          want[i] = keep ? xd[i] / (1.0 - p) : 0.0;
+          ASSERT_EQ(yd[i] != 0.0, keep) << i;
+        }
+        EXPECT_TRUE(AllClose(yd, want, UnitRoundoff(dt) + 4 * kU32, 0));
+        // The backward applies the same mask to dy.
+        Tensor dx = Tensor::Host(shape, dt);
+        ASSERT_TRUE(DropoutBackward(ctx, x.view(), args, dx.view()).ok());
+        EXPECT_TRUE(SameBits(dx, y));
+      }
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, DropoutKeepRateIsOneMinusP) {
+  const int64_t n = 1000000;
+  const float p = 0.3f;
+  Tensor x = Tensor::Host({1000, 1000}, DType::kF32);
+  for (const ExecContext& ctx : Contexts()) {
+    ASSERT_TRUE(Fill(ctx, x.view(), 1.0).ok());
+    DropoutArgs args;
+    args.p = p;
+    args.seed = 42;
+    ASSERT_TRUE(Dropout(ctx, x.view(), args, x.view()).ok());  // In place.
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; ++i) kept += x.data_as<float>()[i] != 0.0f;
+    const double sigma = std::sqrt(n * p * (1.0 - p));
+    EXPECT_LE(std::fabs(kept - n * (1.0 - p)), 5 * sigma) << kept;
+  }
+}
+
+TEST_F(ElementwiseTest, DropoutBackwardMatchesFiniteDifferences) {
+  const ExecContext ctx{&pool_};
+  const Shape shape = {5, 33};
+  DropoutArgs args;
+  args.p = 0.25f;
+  args.seed = 9;
+  args.stream = 3;
+  Tensor x = RandomTensor(shape, DType::kF32, 14);
+  Tensor dy = RandomTensor(shape, DType::kF32, 15);
+  Tensor dx = Tensor::Host(shape, DType::kF32);
+  ASSERT_TRUE(DropoutBackward(ctx, dy.view(), args, dx.view()).ok());
+  const std::vector<double> dyd = ToDoubles(dy.view());
+  // Dropout is linear in x with the reference mask.
+  auto loss = [&](const std::vector<double>& xs) {
+    double l = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (RefKeep(args, static_cast<int64_t>(i))) l += dyd[i] * xs[i] / (1.0 - args.p);
+    }
+    return l;
+  };
+  EXPECT_TRUE(AllClose(dx.view(), NumericalGradient(loss, ToDoubles(x.view())), 4 * kU32, 1e-7));
+}
+
+TEST_F(ElementwiseTest, DropoutOnATensorParallelSliceMatchesTheWholeTensor) {
+  // A [2, 6, 8] logical tensor; a rank holds the second half along dim 1, [2, 3, 8]. With keys
+  // mapped to the slice's global indices its mask is the corresponding slice of the whole mask.
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dt), " threads ", ctx.num_threads()));
+      DropoutArgs args;
+      args.p = 0.5f;
+      args.seed = 2024;
+      args.stream = 1;
+      Tensor full = RandomTensor({2, 6, 8}, dt, 16);
+      Tensor full_y = Tensor::Host({2, 6, 8}, dt);
+      ASSERT_TRUE(Dropout(ctx, full.view(), args, full_y.view()).ok());
+
+      Tensor part = Tensor::Host({2, 3, 8}, dt);
+      Tensor want = Tensor::Host({2, 3, 8}, dt);
+      const size_t row = 3 * 8 * DTypeSize(dt);
+      for (int b = 0; b < 2; ++b) {
+        const size_t src = (b * 6 + 3) * 8 * DTypeSize(dt);
+        std::memcpy(static_cast<char*>(part.data()) + b * row,
+                    static_cast<char*>(full.data()) + src, row);
+        std::memcpy(static_cast<char*>(want.data()) + b * row,
+                    static_cast<char*>(full_y.data()) + src, row);
+      }
+      DropoutArgs local = args;
+      local.key_base = 3 * 8;          // Global index of the slice's first element.
+      local.key_inner = 3 * 8;         // Contiguous run of the slice per leading index.
+      local.key_outer_stride = 6 * 8;  // Distance between runs in the whole tensor.
+      Tensor part_y = Tensor::Host({2, 3, 8}, dt);
+      ASSERT_TRUE(Dropout(ctx, part.view(), local, part_y.view()).ok());
+      EXPECT_TRUE(SameBits(part_y, want));
+      // Without the key mapping the masks differ.
+      ASSERT_TRUE(Dropout(ctx, part.view(), args, part_y.view()).ok());
+      EXPECT_FALSE(SameBits(part_y, want));
+    }
+  }
+}
+
+TEST_F(ElementwiseTest, DropoutArguments) {
+  const ExecContext ctx;
+  Tensor x = RandomTensor({3, 5}, DType::kF32, 17);
+  Tensor y = Tensor::Host({3, 5}, DType::kF32);
+  DropoutArgs args;
+  ASSERT_TRUE(Dropout(ctx, x.view(), args, y.view()).ok());  // p = 0 copies.
+  EXPECT_TRUE(SameBits(x, y));
+  for (float p : {-0.1f, 1.0f, 1.5f, NAN}) {
+    args.p = p;
+    const absl::Status s = Dropout(ctx, x.view(), args, y.view());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << p;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("Dropout"));
+    EXPECT_EQ(DropoutBackward(ctx, x.view(), args, y.view()).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  args.p = 0.5f;
+  args.key_inner = 8;
+  args.key_outer_stride = 4;  // Overlapping runs: two elements would share a key.
+  EXPECT_EQ(Dropout(ctx, x.view(), args, y.view()).code(), absl::StatusCode::kInvalidArgument);
+  args.key_outer_stride = 8;
+  args.key_base = -1;
+  EXPECT_EQ(Dropout(ctx, x.view(), args, y.view()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ElementwiseTest, ResultsDoNotDependOnTheThreadCount) {
+  const Shape shape = {2001, 129};  // Many chunks for the pool.
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(DTypeName(dt));
+    Tensor x = RandomTensor(shape, dt, 18);
+    Tensor b = RandomTensor({129}, dt, 19);
+    DropoutArgs args;
+    args.p = 0.2f;
+    args.seed = 5;
+    std::vector<Tensor> outs;
+    for (const ExecContext& ctx : Contexts()) {
+      Tensor y = Tensor::Host(shape, dt), g = Tensor::Host(shape, dt);
+      Tensor d = Tensor::Host(shape, dt), db = Tensor::Host({129}, dt);
+      ASSERT_TRUE(BiasAdd(ctx, x.view(), b.view(), y.view()).ok());
+      ASSERT_TRUE(Gelu(ctx, y.view(), g.view()).ok());
+      ASSERT_TRUE(Dropout(ctx, g.view(), args, d.view()).ok());
+      ASSERT_TRUE(BiasGrad(ctx, d.view(), db.view()).ok());
+      outs.push_back(std::move(d));
+      outs.push_back(std::move(db));
+    }
+    EXPECT_TRUE(SameBits(outs[0], outs[2]));
+    EXPECT_TRUE(SameBits(outs[1], outs[3]));
+  }
+}
+
+TEST_F(ElementwiseTest, BadArgumentsAreReported) {
+  const ExecContext ctx;
+  Tensor a = RandomTensor({3, 4}, DType::kF32, 20);
+  Tensor b = RandomTensor({3, 5}, DType::kF32, 21);
+  Tensor h = RandomTensor({3, 4}, DType::kBF16, 22);
+  Tensor i = Tensor::Zeros({3, 4}, DType::kI32);
+  Tensor bias = RandomTensor({5}, DType::kF32, 23);
+
+  absl::Status s = Add(ctx, a.view(), b.view(), a.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Add: b has shape [3, 5]"));
+
+  s = Gelu(ctx, i.view(), i.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Gelu: x has unsupported dtype i32"));
+
+  s = Gelu(ctx, a.view(), h.view());  // Mixed dtypes.
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("y has dtype bf16"));
+
+  TensorView strided = b.view();  // Every other column of a [3, 5]: not contiguous.
+  strided.shape = {3, 2};
+  strided.strides = {5, 2};
+  s = Scale(ctx, strided, 2.0f, strided);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("must be contiguous"));
+
+  s = BiasAdd(ctx, a.view(), bias.view(), a.view());  // bias [5] for x [3, 4].
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("BiasAdd: bias has shape [5]"));
+  EXPECT_EQ(BiasAdd(ctx, a.view(), h.view().Flatten2D().Slice(0, 1), a.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BiasGrad(ctx, a.view(), bias.view()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GeluBackward(ctx, a.view(), b.view(), a.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Convert(ctx, a.view(), b.view()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Convert(ctx, a.view(), i.view()).code(), absl::StatusCode::kUnimplemented);
+  // Converting in place across dtypes would overwrite unread input.
+  TensorView a_as_bf16(a.data(), {3, 4}, DType::kBF16);
+  EXPECT_EQ(Convert(ctx, a.view(), a_as_bf16).code(), absl::StatusCode::kInvalidArgument);
+
+  // Devices: mixed devices are InvalidArgument; a CUDA tensor for an op without a CUDA kernel is
+  // Unimplemented. These views are never dereferenced.
+  TensorView on_gpu(a.data(), {3, 4}, DType::kF32, Device::Cuda(0));
+  s = Add(ctx, a.view(), on_gpu, a.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("b is on cuda:0"));
+  TensorView bias_gpu(bias.data(), {4}, DType::kF32, Device::Cuda(0));
+  EXPECT_EQ(BiasAdd(ctx, a.view(), bias_gpu, a.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+  s = Gelu(ctx, on_gpu, on_gpu);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Gelu: not implemented for cuda:0"));
+}
+
+// BiasAdd on the GPU (the CUDA kernel in core/cuda) against the CPU kernel.
+TEST_F(ElementwiseTest, BiasAddCudaMatchesCpu) {
+  if (cuda::DeviceCount() == 0) GTEST_SKIP() << cuda::Describe();
+  const ExecContext ctx;
+  auto to_gpu = [](const Tensor& host) {
+    absl::StatusOr<Tensor> t = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(0));
+    CHECK(t.ok()) << t.status();
+    const absl::Status s =
+        cuda::Memcpy(t->data(), host.data(), host.nbytes(), cuda::CopyKind::kHostToDevice);
+    CHECK(s.ok()) << s;
+    return std::move(t).value();
+  };
+  auto to_host = [](const Tensor& dev) {
+    Tensor t = Tensor::Host(dev.shape(), dev.dtype());
+    const absl::Status s =
+        cuda::Memcpy(t.data(), dev.data(), dev.nbytes(), cuda::CopyKind::kDeviceToHost);
+    CHECK(s.ok()) << s;
+    return t;
+  };
+  for (DType dt : kFloatTypes) {
+    for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{5, 7, 129}, Shape{257, 1023}}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape)));
+      Tensor x = RandomTensor(shape, dt, 24);
+      Tensor bias = RandomTensor({shape.back()}, dt, 25);
+      Tensor y_cpu = Tensor::Host(shape, dt);
+      ASSERT_TRUE(BiasAdd(ctx, x.view(), bias.view(), y_cpu.view()).ok());
+
+      Tensor x_gpu = to_gpu(x), bias_gpu = to_gpu(bias);
+      Tensor y_gpu = to_gpu(y_cpu);  // Overwritten.
+      ASSERT_TRUE(BiasAdd(ctx, x_gpu.view(), bias_gpu.view(), y_gpu.view()).ok());
+      // Both add in f32 and round once to the dtype (nearest even): they should agree to the bit;
+      // allow one rounding of slack in case the device contracts differently.
+      EXPECT_TRUE(AllClose(to_host(y_gpu).view(), ToDoubles(y_cpu.view()), UnitRoundoff(dt), 0));
+      // In place on the device.
+      ASSERT_TRUE(BiasAdd(ctx, x_gpu.view(), bias_gpu.view(), x_gpu.view()).ok());
+      EXPECT_TRUE(AllClose(to_host(x_gpu).view(), ToDoubles(y_cpu.view()), UnitRoundoff(dt), 0));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ops
+}  // namespace mt

@@ -1,0 +1,272 @@
+#include "core/ops/gemm.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "core/ops/check.h"
+#include "core/status.h"
+#include "glog/logging.h"
+
+// OpenBLAS, through its Fortran ABI (the routine Eigen's EIGEN_USE_BLAS backend calls). We declare
+// it ourselves instead of defining EIGEN_USE_BLAS: that macro changes what Eigen's inline templates
+// compile to, and one binary that mixes TUs with and without it violates the ODR. Debian's
+// libopenblas uses 32-bit integers (the 64-bit-index build is libopenblas64).
+extern "C" {
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+            const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+            const float* beta, float* c, const int* ldc);
+void openblas_set_num_threads(int num_threads);
+}
+
+namespace mt {
+namespace ops {
+namespace {
+
+// OpenBLAS beats Eigen on the machines we measured (docs/perf/gemm.md).
+constexpr CpuGemmBackend kFastestCpuBackend = CpuGemmBackend::kOpenBlas;
+
+// Elements per chunk when widening/narrowing bf16 and f16 operands on the pool.
+constexpr int64_t kConvertGrain = 1 << 16;
+
+CpuGemmBackend Resolve(CpuGemmBackend backend) {
+  return backend == CpuGemmBackend::kDefault ? kFastestCpuBackend : backend;
+}
+
+// One validated problem: `batch` independent products C[M, N] = op(A) op(B), op(A) [M, K].
+struct GemmShape {
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  bool trans_a = false;
+  bool trans_b = false;
+};
+
+std::string Described(const TensorView& t, bool transposed) {
+  return absl::StrCat(DTypeName(t.dtype), ShapeToString(t.shape), transposed ? " (transposed)" : "");
+}
+
+bool Overlap(const TensorView& x, const TensorView& y) {
+  if (x.numel() == 0 || y.numel() == 0) return false;
+  const char* x0 = static_cast<const char*>(x.data);
+  const char* y0 = static_cast<const char*>(y.data);
+  return x0 < y0 + y.nbytes() && y0 < x0 + x.nbytes();
+}
+
+// Everything a caller can get wrong, for both Gemm (rank 2) and BatchedGemm (rank 3).
+absl::StatusOr<GemmShape> Validate(const char* op, int rank, const TensorView& a,
+                                   const TensorView& b, const TensorView& c,
+                                   const GemmOptions& options) {
+  RETURN_IF_ERROR(CheckRank(op, "A", a, rank));
+  RETURN_IF_ERROR(CheckRank(op, "B", b, rank));
+  RETURN_IF_ERROR(CheckRank(op, "C", c, rank));
+  RETURN_IF_ERROR(CheckSameDevice(op, {&a, &b, &c}));
+  RETURN_IF_ERROR(CheckDType(op, "A", a, {DType::kF32, DType::kBF16, DType::kF16}));
+  if (b.dtype != a.dtype || c.dtype != a.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": A, B and C must share one dtype, got A ", DTypeName(a.dtype), ", B ",
+        DTypeName(b.dtype), ", C ", DTypeName(c.dtype)));
+  }
+  RETURN_IF_ERROR(CheckContiguous(op, "A", a));
+  RETURN_IF_ERROR(CheckContiguous(op, "B", b));
+  RETURN_IF_ERROR(CheckContiguous(op, "C", c));
+
+  GemmShape s;
+  s.trans_a = options.transpose_a == Transpose::kYes;
+  s.trans_b = options.transpose_b == Transpose::kYes;
+  const int r = rank - 2;  // Index of the matrix rows.
+  if (rank == 3) {
+    s.batch = a.dim(0);
+    if (b.dim(0) != s.batch || c.dim(0) != s.batch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": batch sizes differ: A is ", Described(a, false), ", B is ", Described(b, false),
+          ", C is ", Described(c, false)));
+    }
+  }
+  s.m = s.trans_a ? a.dim(r + 1) : a.dim(r);
+  s.k = s.trans_a ? a.dim(r) : a.dim(r + 1);
+  const int64_t k_b = s.trans_b ? b.dim(r + 1) : b.dim(r);
+  s.n = s.trans_b ? b.dim(r) : b.dim(r + 1);
+  if (k_b != s.k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": A is ", Described(a, s.trans_a), " and B is ",
+                     Described(b, s.trans_b), ": inner dimensions ", s.k, " and ", k_b, " differ"));
+  }
+  Shape expected_c = rank == 3 ? Shape{s.batch, s.m, s.n} : Shape{s.m, s.n};
+  if (c.shape != expected_c) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": C is ", Described(c, false), ", expected ", ShapeToString(expected_c),
+        " for A ", Described(a, s.trans_a), " times B ", Described(b, s.trans_b)));
+  }
+  if (Overlap(c, a) || Overlap(c, b)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": C overlaps ", Overlap(c, a) ? "A" : "B",
+        " in memory; write the product to a separate tensor"));
+  }
+  return s;
+}
+
+// ---- f32 kernels: one [M, K] x [K, N] product, C = alpha op(A) op(B) + beta C. ----
+
+using RowMajorMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+void EigenGemm(const GemmShape& s, int num_threads, float alpha, const float* a, const float* b,
+               float beta, float* c) {
+  // Process-wide (OpenMP); Eigen only splits products that are large enough.
+  Eigen::setNbThreads(num_threads);
+  Eigen::Map<const RowMajorMatrix> a_mat(a, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k);
+  Eigen::Map<const RowMajorMatrix> b_mat(b, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n);
+  Eigen::Map<RowMajorMatrix> c_mat(c, s.m, s.n);
+  // Transposed maps are free: Eigen's GEMM reads them through the other storage order.
+  auto run = [&](const auto& op_a, const auto& op_b) {
+    if (beta == 0.0f) {
+      c_mat.noalias() = alpha * op_a * op_b;  // Overwrites C: NaNs in it do not propagate.
+    } else {
+      if (beta != 1.0f) c_mat *= beta;
+      c_mat.noalias() += alpha * op_a * op_b;
+    }
+  };
+  if (!s.trans_a && !s.trans_b) {
+    run(a_mat, b_mat);
+  } else if (!s.trans_a && s.trans_b) {
+    run(a_mat, b_mat.transpose());
+  } else if (s.trans_a && !s.trans_b) {
+    run(a_mat.transpose(), b_mat);
+  } else {
+    run(a_mat.transpose(), b_mat.transpose());
+  }
+}
+
+void OpenBlasGemm(const GemmShape& s, int num_threads, float alpha, const float* a,
+                  const float* b, float beta, float* c) {
+  openblas_set_num_threads(num_threads);
+  // BLAS is column-major, and a row-major [R, C] buffer is the column-major [C, R] transpose, so
+  // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B first, then A, with
+  // their own transpose flags, and the leading dimensions of their row-major rows.
+  const char trans_b = s.trans_b ? 'T' : 'N';
+  const char trans_a = s.trans_a ? 'T' : 'N';
+  const int m = static_cast<int>(s.n);
+  const int n = static_cast<int>(s.m);
+  const int k = static_cast<int>(s.k);
+  const int ld_b = static_cast<int>(std::max<int64_t>(1, s.trans_b ? s.k : s.n));
+  const int ld_a = static_cast<int>(std::max<int64_t>(1, s.trans_a ? s.m : s.k));
+  const int ld_c = static_cast<int>(std::max<int64_t>(1, s.n));
+  // BLAS treats beta = 0 as "C is output only", so NaNs in C do not propagate.
+  sgemm_(&trans_b, &trans_a, &m, &n, &k, &alpha, b, &ld_b, a, &ld_a, &beta, c, &ld_c);
+}
+
+// All batch entries in f32. Degenerate problems are handled here so both backends agree: with
+// K = 0 or alpha = 0 the product is zero and A and B are not read (as in BLAS).
+void GemmF32(CpuGemmBackend backend, const GemmShape& s, int num_threads, float alpha,
+             const float* a, const float* b, float beta, float* c) {
+  if (s.m == 0 || s.n == 0) return;
+  const int64_t size_a = s.m * s.k;
+  const int64_t size_b = s.k * s.n;
+  const int64_t size_c = s.m * s.n;
+  if (s.k == 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < s.batch * size_c; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  for (int64_t i = 0; i < s.batch; ++i) {
+    if (backend == CpuGemmBackend::kEigen) {
+      EigenGemm(s, num_threads, alpha, a + i * size_a, b + i * size_b, beta, c + i * size_c);
+    } else {
+      OpenBlasGemm(s, num_threads, alpha, a + i * size_a, b + i * size_b, beta, c + i * size_c);
+    }
+  }
+}
+
+template <typename T>
+void Widen(ThreadPool* pool, const T* src, int64_t n, float* dst) {
+  ParallelFor(pool, n, kConvertGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = ToFloat<T>(src[i]);
+  });
+}
+
+template <typename T>
+void Narrow(ThreadPool* pool, const float* src, int64_t n, T* dst) {
+  ParallelFor(pool, n, kConvertGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = FromFloat<T>(src[i]);
+  });
+}
+
+// f32 runs in place; bf16 and f16 are widened to f32 scratch, multiplied with f32 accumulation,
+// and rounded back once.
+template <typename T>
+void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
+             const GemmOptions& options, const TensorView& a, const TensorView& b,
+             const TensorView& c) {
+  if constexpr (std::is_same_v<T, float>) {
+    GemmF32(backend, s, ctx.num_threads(), options.alpha, a.data_as<float>(), b.data_as<float>(),
+            options.beta, c.data_as<float>());
+  } else {
+    std::vector<float> a32(a.numel()), b32(b.numel()), c32(c.numel());
+    Widen(ctx.pool, a.data_as<T>(), a.numel(), a32.data());
+    Widen(ctx.pool, b.data_as<T>(), b.numel(), b32.data());
+    // With beta = 0, C is output only (and may hold NaNs or garbage): do not read it.
+    if (options.beta != 0.0f) Widen(ctx.pool, c.data_as<T>(), c.numel(), c32.data());
+    GemmF32(backend, s, ctx.num_threads(), options.alpha, a32.data(), b32.data(), options.beta,
+            c32.data());
+    Narrow(ctx.pool, c32.data(), c.numel(), c.data_as<T>());
+  }
+}
+
+absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorView& a,
+                 const TensorView& b, const TensorView& c, const GemmOptions& options) {
+  ASSIGN_OR_RETURN(GemmShape s, Validate(op, rank, a, b, c, options));
+  if (!a.device.is_cpu()) return UnsupportedDevice(op, a.device);
+  const CpuGemmBackend backend = Resolve(options.cpu_backend);
+  if (backend == CpuGemmBackend::kOpenBlas &&
+      std::max({s.m, s.n, s.k}) > static_cast<int64_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": M = ", s.m, ", N = ", s.n, ", K = ", s.k,
+        " exceed OpenBLAS's 32-bit dimensions; split the product or use CpuGemmBackend::kEigen"));
+  }
+  switch (a.dtype) {
+    case DType::kF32:
+      GemmCpu<float>(ctx, backend, s, options, a, b, c);
+      break;
+    case DType::kBF16:
+      GemmCpu<bf16>(ctx, backend, s, options, a, b, c);
+      break;
+    case DType::kF16:
+      GemmCpu<f16>(ctx, backend, s, options, a, b, c);
+      break;
+    default:
+      LOG(FATAL) << op << ": dtype " << DTypeName(a.dtype) << " passed validation";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Gemm(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+                  const TensorView& c, const GemmOptions& options) {
+  return Run("Gemm", 2, ctx, a, b, c, options);
+}
+
+absl::Status BatchedGemm(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+                         const TensorView& c, const GemmOptions& options) {
+  return Run("BatchedGemm", 3, ctx, a, b, c, options);
+}
+
+const char* CpuGemmBackendName(CpuGemmBackend backend) {
+  switch (Resolve(backend)) {
+    case CpuGemmBackend::kEigen:
+      return "eigen";
+    case CpuGemmBackend::kOpenBlas:
+      return "openblas";
+    case CpuGemmBackend::kDefault:
+      break;
+  }
+  LOG(FATAL) << "unresolved CPU GEMM backend";
+  return "";
+}
+
+}  // namespace ops
+}  // namespace mt

@@ -1,0 +1,445 @@
+#include "core/ops/gemm.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/testutil.h"
+#include "core/thread_pool.h"
+#include "gtest/gtest.h"
+
+namespace mt {
+namespace ops {
+namespace {
+
+using ::mt::testing::FromDoubles;
+using ::mt::testing::RandomTensor;
+using ::mt::testing::ToDoubles;
+using ::mt::testing::UnitRoundoff;
+using ::mt::testing::WriteDoubles;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// One product to check. batch = 0 means Gemm on rank-2 tensors, otherwise BatchedGemm.
+struct Case {
+  int64_t batch = 0;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  Transpose ta = Transpose::kNo;
+  Transpose tb = Transpose::kNo;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  DType dtype = DType::kF32;
+  CpuGemmBackend backend = CpuGemmBackend::kDefault;
+  ThreadPool* pool = nullptr;
+  uint64_t seed = 0;
+
+  std::string ToString() const {
+    return absl::StrCat("batch=", batch, " M=", m, " N=", n, " K=", k,
+                        " ta=", ta == Transpose::kYes, " tb=", tb == Transpose::kYes,
+                        " alpha=", alpha, " beta=", beta, " dtype=", DTypeName(dtype),
+                        " backend=", CpuGemmBackendName(backend),
+                        " threads=", pool == nullptr ? 1 : pool->num_threads());
+  }
+};
+
+// The exact result in float64 and, per element, |alpha| (|op(A)| |op(B)|)_ij + |beta| |C_ij|: the
+// scale that bounds the rounding error of any summation order.
+struct Reference {
+  std::vector<double> value;
+  std::vector<double> magnitude;
+};
+
+Reference ReferenceGemm(const Case& cs, const std::vector<double>& a, const std::vector<double>& b,
+                        const std::vector<double>& c) {
+  const int64_t batches = cs.batch == 0 ? 1 : cs.batch;
+  const int64_t m = cs.m, n = cs.n, k = cs.k;
+  const bool ta = cs.ta == Transpose::kYes, tb = cs.tb == Transpose::kYes;
+  Reference ref;
+  ref.value.resize(batches * m * n);
+  ref.magnitude.resize(batches * m * n);
+  for (int64_t bt = 0; bt < batches; ++bt) {
+    const double* a_bt = a.data() + bt * m * k;
+    const double* b_bt = b.data() + bt * k * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, abs_sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = ta ? a_bt[p * m + i] : a_bt[i * k + p];
+          const double y = tb ? b_bt[j * k + p] : b_bt[p * n + j];
+          sum += x * y;
+          abs_sum += std::fabs(x * y);
+        }
+        const int64_t idx = (bt * m + i) * n + j;
+        const double alpha = cs.alpha, beta = cs.beta;
+        // beta = 0 must ignore C entirely, NaNs included.
+        ref.value[idx] = alpha * sum + (beta == 0 ? 0.0 : beta * c[idx]);
+        ref.magnitude[idx] = std::fabs(alpha) * abs_sum + (beta == 0 ? 0.0 : std::fabs(beta * c[idx]));
+      }
+    }
+  }
+  return ref;
+}
+
+// f32 accumulation over K terms (c sqrt(K) u_f32, the statistical bound for rounding errors of
+// random sign) plus one rounding of the result to the output dtype, relative to the magnitude.
+// f16 results can be subnormal, where the rounding error is absolute: up to half of 2^-24.
+::testing::AssertionResult WithinBound(const std::vector<double>& actual, const Reference& ref,
+                                       int64_t k, DType dtype) {
+  const double rel = UnitRoundoff(dtype) +
+                     4.0 * std::sqrt(static_cast<double>(k) + 2.0) * UnitRoundoff(DType::kF32);
+  const double abs = dtype == DType::kF16 ? std::ldexp(1.0, -25) : 0.0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double err = std::fabs(actual[i] - ref.value[i]);
+    if (!(err <= rel * ref.magnitude[i] + abs)) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << actual[i] << ", expected " << ref.value[i]
+             << " (error " << err << " > bound " << rel * ref.magnitude[i] + abs << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Shape MatShape(int64_t batch, int64_t rows, int64_t cols) {
+  return batch == 0 ? Shape{rows, cols} : Shape{batch, rows, cols};
+}
+
+// Random A, B and C; C is NaN when beta = 0 (it must not be read). Runs the op and checks it.
+void RunCase(const Case& cs) {
+  SCOPED_TRACE(cs.ToString());
+  const bool ta = cs.ta == Transpose::kYes, tb = cs.tb == Transpose::kYes;
+  Tensor a = RandomTensor(MatShape(cs.batch, ta ? cs.k : cs.m, ta ? cs.m : cs.k), cs.dtype,
+                          3 * cs.seed + 1);
+  Tensor b = RandomTensor(MatShape(cs.batch, tb ? cs.n : cs.k, tb ? cs.k : cs.n), cs.dtype,
+                          3 * cs.seed + 2);
+  Tensor c = RandomTensor(MatShape(cs.batch, cs.m, cs.n), cs.dtype, 3 * cs.seed + 3);
+  if (cs.beta == 0.0f) WriteDoubles(std::vector<double>(c.numel(), kNaN), c.view());
+  const Reference ref =
+      ReferenceGemm(cs, ToDoubles(a.view()), ToDoubles(b.view()), ToDoubles(c.view()));
+
+  ExecContext ctx;
+  ctx.pool = cs.pool;
+  GemmOptions options;
+  options.transpose_a = cs.ta;
+  options.transpose_b = cs.tb;
+  options.alpha = cs.alpha;
+  options.beta = cs.beta;
+  options.cpu_backend = cs.backend;
+  const absl::Status status = cs.batch == 0 ? Gemm(ctx, a.view(), b.view(), c.view(), options)
+                                            : BatchedGemm(ctx, a.view(), b.view(), c.view(), options);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(WithinBound(ToDoubles(c.view()), ref, cs.k, cs.dtype));
+}
+
+// (alpha, beta): plain product over a NaN C, accumulation, general scaling, scaled overwrite.
+constexpr float kAlphaBeta[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.75f, 0.5f}, {2.5f, 0.0f}};
+constexpr Transpose kTransposes[] = {Transpose::kNo, Transpose::kYes};
+
+using SweepParam = std::tuple<DType, CpuGemmBackend>;
+
+class GemmSweepTest : public ::testing::TestWithParam<SweepParam> {};
+
+// Every (M, K, N) in {1, 3, 17, 65, 130}^3, all four transpose combinations, alpha/beta cycling.
+TEST_P(GemmSweepTest, MatchesFloat64ReferenceOnOddSizes) {
+  const auto [dtype, backend] = GetParam();
+  const int64_t sizes[] = {1, 3, 17, 65, 130};
+  int index = 0;
+  for (int64_t m : sizes) {
+    for (int64_t k : sizes) {
+      for (int64_t n : sizes) {
+        for (Transpose ta : kTransposes) {
+          for (Transpose tb : kTransposes) {
+            Case cs;
+            cs.m = m;
+            cs.n = n;
+            cs.k = k;
+            cs.ta = ta;
+            cs.tb = tb;
+            cs.alpha = kAlphaBeta[index % 4][0];
+            cs.beta = kAlphaBeta[index % 4][1];
+            cs.dtype = dtype;
+            cs.backend = backend;
+            cs.seed = index++;
+            RunCase(cs);
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Sizes at which both backends split the work over threads; a null pool and two threads must
+// both agree with the reference.
+TEST_P(GemmSweepTest, ThreadCountDoesNotChangeTheResult) {
+  const auto [dtype, backend] = GetParam();
+  ThreadPool pool(2);
+  const int64_t shapes[][3] = {{129, 257, 190}, {300, 65, 515}};  // M, N, K
+  int index = 0;
+  for (const auto& shape : shapes) {
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      for (Transpose ta : kTransposes) {
+        for (Transpose tb : kTransposes) {
+          Case cs;
+          cs.m = shape[0];
+          cs.n = shape[1];
+          cs.k = shape[2];
+          cs.ta = ta;
+          cs.tb = tb;
+          cs.alpha = kAlphaBeta[index % 4][0];
+          cs.beta = kAlphaBeta[index % 4][1];
+          cs.dtype = dtype;
+          cs.backend = backend;
+          cs.pool = p;
+          cs.seed = 1000 + index++;
+          RunCase(cs);
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(GemmSweepTest, BatchedMatchesFloat64Reference) {
+  const auto [dtype, backend] = GetParam();
+  ThreadPool pool(2);
+  const int64_t shapes[][4] = {{1, 3, 17, 65}, {3, 65, 17, 130}, {4, 17, 1, 3}, {2, 130, 129, 33}};
+  int index = 0;
+  for (const auto& shape : shapes) {
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      for (Transpose ta : kTransposes) {
+        for (Transpose tb : kTransposes) {
+          Case cs;
+          cs.batch = shape[0];
+          cs.m = shape[1];
+          cs.n = shape[2];
+          cs.k = shape[3];
+          cs.ta = ta;
+          cs.tb = tb;
+          cs.alpha = kAlphaBeta[index % 4][0];
+          cs.beta = kAlphaBeta[index % 4][1];
+          cs.dtype = dtype;
+          cs.backend = backend;
+          cs.pool = p;
+          cs.seed = 2000 + index++;
+          RunCase(cs);
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllDTypesAndBackends, GemmSweepTest,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                       ::testing::Values(CpuGemmBackend::kEigen, CpuGemmBackend::kOpenBlas,
+                                         CpuGemmBackend::kDefault)),
+    [](const ::testing::TestParamInfo<SweepParam>& info) {
+      const CpuGemmBackend backend = std::get<1>(info.param);
+      return absl::StrCat(DTypeName(std::get<0>(info.param)), "_",
+                          backend == CpuGemmBackend::kDefault ? "default"
+                                                              : CpuGemmBackendName(backend));
+    });
+
+constexpr CpuGemmBackend kBackends[] = {CpuGemmBackend::kEigen, CpuGemmBackend::kOpenBlas,
+                                        CpuGemmBackend::kDefault};
+
+TEST(GemmTest, HandComputedProduct) {
+  // [[1, 2, 3], [4, 5, 6]] x [[7, 8], [9, 10], [11, 12]] = [[58, 64], [139, 154]]; then
+  // alpha = 2, beta = -1 over C = [[1, 2], [3, 4]]. Exact in f32; one rounding to the dtype (bf16
+  // holds 275 as 276).
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (CpuGemmBackend backend : kBackends) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", CpuGemmBackendName(backend)));
+      Tensor a = FromDoubles({2, 3}, dtype, {1, 2, 3, 4, 5, 6});
+      Tensor b = FromDoubles({3, 2}, dtype, {7, 8, 9, 10, 11, 12});
+      Tensor c = FromDoubles({2, 2}, dtype, {1, 2, 3, 4});
+      GemmOptions options;
+      options.cpu_backend = backend;
+      options.alpha = 2.0f;
+      options.beta = -1.0f;
+      ASSERT_TRUE(Gemm(ExecContext{}, a.view(), b.view(), c.view(), options).ok());
+      EXPECT_EQ(ToDoubles(c.view()), ToDoubles(FromDoubles({2, 2}, dtype, {115, 126, 275, 304})
+                                                   .view()));
+
+      // The same product from transposed storage: A^T stored as [3, 2], B^T as [2, 3].
+      Tensor at = FromDoubles({3, 2}, dtype, {1, 4, 2, 5, 3, 6});
+      Tensor bt = FromDoubles({2, 3}, dtype, {7, 9, 11, 8, 10, 12});
+      options = GemmOptions{};
+      options.cpu_backend = backend;
+      options.transpose_a = Transpose::kYes;
+      options.transpose_b = Transpose::kYes;
+      ASSERT_TRUE(Gemm(ExecContext{}, at.view(), bt.view(), c.view(), options).ok());
+      EXPECT_EQ(ToDoubles(c.view()), (std::vector<double>{58, 64, 139, 154}));
+    }
+  }
+}
+
+TEST(GemmTest, EmptyInnerDimensionAndZeroAlphaScaleC) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (CpuGemmBackend backend : kBackends) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", CpuGemmBackendName(backend)));
+      GemmOptions options;
+      options.cpu_backend = backend;
+      options.beta = 0.5f;
+      // K = 0: C = beta * C.
+      Tensor a = Tensor::Host({2, 0}, dtype);
+      Tensor b = Tensor::Host({0, 3}, dtype);
+      Tensor c = FromDoubles({2, 3}, dtype, {1, -2, 3, -4, 5, -6});
+      ASSERT_TRUE(Gemm(ExecContext{}, a.view(), b.view(), c.view(), options).ok());
+      EXPECT_EQ(ToDoubles(c.view()), (std::vector<double>{0.5, -1, 1.5, -2, 2.5, -3}));
+      // alpha = 0: A and B are not read, so their NaNs do not reach C.
+      Tensor an = FromDoubles({2, 1}, dtype, {kNaN, kNaN});
+      Tensor bn = FromDoubles({1, 3}, dtype, {kNaN, 1, 2});
+      options.alpha = 0.0f;
+      ASSERT_TRUE(Gemm(ExecContext{}, an.view(), bn.view(), c.view(), options).ok());
+      EXPECT_EQ(ToDoubles(c.view()), (std::vector<double>{0.25, -0.5, 0.75, -1, 1.25, -1.5}));
+      // beta = 0 with K = 0 overwrites a NaN C with zeros.
+      options.beta = 0.0f;
+      WriteDoubles(std::vector<double>(6, kNaN), c.view());
+      ASSERT_TRUE(Gemm(ExecContext{}, a.view(), b.view(), c.view(), options).ok());
+      EXPECT_EQ(ToDoubles(c.view()), std::vector<double>(6, 0.0));
+      // M = 0: nothing to do.
+      Tensor a0 = Tensor::Host({0, 4}, dtype);
+      Tensor b0 = FromDoubles({4, 1}, dtype, {1, 2, 3, 4});
+      Tensor c0 = Tensor::Host({0, 1}, dtype);
+      EXPECT_TRUE(Gemm(ExecContext{}, a0.view(), b0.view(), c0.view(), options).ok());
+    }
+  }
+}
+
+TEST(GemmTest, BackendNames) {
+  EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kEigen), "eigen");
+  EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kOpenBlas), "openblas");
+  // The measured winner (docs/perf/gemm.md).
+  EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kDefault), "openblas");
+}
+
+absl::Status GemmOf(const Tensor& a, const Tensor& b, const Tensor& c,
+                    const GemmOptions& options = {}) {
+  return Gemm(ExecContext{}, a.view(), b.view(), c.view(), options);
+}
+
+TEST(GemmTest, BadShapesAreInvalidArgument) {
+  Tensor a = RandomTensor({3, 4}, DType::kF32, 1);
+  Tensor b = RandomTensor({5, 6}, DType::kF32, 2);
+  Tensor c = RandomTensor({3, 6}, DType::kF32, 3);
+  absl::Status s = GemmOf(a, b, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Gemm: A is f32[3, 4] and B is f32[5, 6]: inner dimensions 4 and 5 differ");
+
+  GemmOptions transposed;
+  transposed.transpose_a = Transpose::kYes;
+  s = GemmOf(a, b, c, transposed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "Gemm: A is f32[3, 4] (transposed) and B is f32[5, 6]: inner dimensions 3 and 5 "
+            "differ");
+
+  Tensor b46 = RandomTensor({4, 6}, DType::kF32, 4);
+  Tensor c35 = RandomTensor({3, 5}, DType::kF32, 5);
+  s = GemmOf(a, b46, c35);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Gemm: C is f32[3, 5], expected [3, 6] for A f32[3, 4] times B f32[4, 6]");
+
+  Tensor a3 = RandomTensor({2, 3, 4}, DType::kF32, 6);
+  s = GemmOf(a3, b46, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("Gemm: A has shape [2, 3, 4] (rank 3), expected rank 2"),
+            std::string::npos)
+      << s;
+
+  // BatchedGemm: rank 3 and equal batch sizes.
+  Tensor b3 = RandomTensor({3, 4, 6}, DType::kF32, 7);
+  Tensor c3 = RandomTensor({2, 3, 6}, DType::kF32, 8);
+  s = BatchedGemm(ExecContext{}, a3.view(), b3.view(), c3.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "BatchedGemm: batch sizes differ: A is f32[2, 3, 4], B is f32[3, 4, 6], C is "
+            "f32[2, 3, 6]");
+  s = BatchedGemm(ExecContext{}, a.view(), b46.view(), c.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("BatchedGemm: A has shape [3, 4] (rank 2), expected rank 3"),
+            std::string::npos)
+      << s;
+}
+
+TEST(GemmTest, NonContiguousOverlappingAndMixedInputsAreInvalidArgument) {
+  Tensor a = RandomTensor({3, 4}, DType::kF32, 1);
+  Tensor b = RandomTensor({4, 6}, DType::kF32, 2);
+  Tensor c = RandomTensor({3, 6}, DType::kF32, 3);
+  ASSERT_TRUE(GemmOf(a, b, c).ok());
+
+  TensorView strided = b.view();  // Columns 0..2 of each row of B: [4, 3] with row stride 6.
+  strided.shape = {4, 3};
+  Tensor c33 = RandomTensor({3, 3}, DType::kF32, 4);
+  absl::Status s = Gemm(ExecContext{}, a.view(), strided, c33.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("Gemm: B (f32[4, 3] on cpu) must be contiguous"), std::string::npos)
+      << s;
+
+  Tensor b_bf16 = RandomTensor({4, 6}, DType::kBF16, 5);
+  s = GemmOf(a, b_bf16, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Gemm: A, B and C must share one dtype, got A f32, B bf16, C f32");
+
+  TensorView on_gpu = c.view();
+  on_gpu.device = Device::Cuda(0);
+  s = Gemm(ExecContext{}, a.view(), b.view(), on_gpu);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("Gemm: tensors on different devices"), std::string::npos) << s;
+
+  // C aliasing an input: [3, 3] products with C on top of A.
+  Tensor sq = RandomTensor({3, 3}, DType::kF32, 6);
+  Tensor sq2 = RandomTensor({3, 3}, DType::kF32, 7);
+  s = Gemm(ExecContext{}, sq.view(), sq2.view(), sq.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("Gemm: C overlaps A"), std::string::npos) << s;
+  s = Gemm(ExecContext{}, sq.view(), sq2.view(), sq2.view());
+  EXPECT_NE(s.message().find("Gemm: C overlaps B"), std::string::npos) << s;
+}
+
+TEST(GemmTest, UnsupportedDTypesAndDevicesAreUnimplemented) {
+  Tensor a = Tensor::Zeros({2, 2}, DType::kI32);
+  Tensor b = Tensor::Zeros({2, 2}, DType::kI32);
+  Tensor c = Tensor::Zeros({2, 2}, DType::kI32);
+  absl::Status s = GemmOf(a, b, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("Gemm: A has unsupported dtype i32"), std::string::npos) << s;
+
+  // CUDA views (never dereferenced): no CUDA kernel yet.
+  Tensor x = RandomTensor({2, 2}, DType::kF32, 1);
+  Tensor y = RandomTensor({2, 2}, DType::kF32, 2);
+  Tensor z = RandomTensor({2, 2}, DType::kF32, 3);
+  TensorView xa = x.view(), ya = y.view(), za = z.view();
+  xa.device = ya.device = za.device = Device::Cuda(0);
+  s = Gemm(ExecContext{}, xa, ya, za);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("Gemm: not implemented for cuda:0"), std::string::npos) << s;
+}
+
+TEST(GemmTest, OpenBlasRejectsDimensionsAbove32Bits) {
+  // Views of a [1, 2^31] x [2^31, 1] product at addresses nothing is mapped at (2^44, 2^45; user
+  // space starts its heap and stacks far above). Only their metadata is used: the check comes
+  // before any data is read, and C does not overlap them.
+  const int64_t k = int64_t{1} << 31;
+  float c_value = 0;
+  TensorView a(reinterpret_cast<void*>(uintptr_t{1} << 44), {1, k}, DType::kF32);
+  TensorView b(reinterpret_cast<void*>(uintptr_t{1} << 45), {k, 1}, DType::kF32);
+  TensorView c(&c_value, {1, 1}, DType::kF32);
+  GemmOptions options;
+  options.cpu_backend = CpuGemmBackend::kOpenBlas;
+  absl::Status s = Gemm(ExecContext{}, a, b, c, options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("exceed OpenBLAS's 32-bit dimensions"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace ops
+}  // namespace mt

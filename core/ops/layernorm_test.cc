@@ -1,0 +1,337 @@
+#include "core/ops/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "core/ops/testutil.h"
+#include "core/thread_pool.h"
+
+namespace mt {
+namespace ops {
+namespace {
+
+using ::mt::testing::AllClose;
+using ::mt::testing::FromDoubles;
+using ::mt::testing::NumericalGradient;
+using ::mt::testing::RandomTensor;
+using ::mt::testing::ToDoubles;
+using ::mt::testing::UnitRoundoff;
+using ::testing::HasSubstr;
+
+const DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+const double kU32 = UnitRoundoff(DType::kF32);
+constexpr float kEps = 1e-5f;
+
+double MaxAbs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// The float64 reference: y, and the per-row mean and rstd.
+struct LnRef {
+  std::vector<double> y, mean, rstd;
+};
+LnRef LayerNormRef(const std::vector<double>& x, const std::vector<double>& gamma,
+                   const std::vector<double>& beta, double eps) {
+  const size_t C = gamma.size(), R = x.size() / C;
+  LnRef out{std::vector<double>(x.size()), std::vector<double>(R), std::vector<double>(R)};
+  for (size_t r = 0; r < R; ++r) {
+    double mean = 0, var = 0;
+    for (size_t c = 0; c < C; ++c) mean += x[r * C + c];
+    mean /= C;
+    for (size_t c = 0; c < C; ++c) var += (x[r * C + c] - mean) * (x[r * C + c] - mean);
+    var /= C;
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    for (size_t c = 0; c < C; ++c) {
+      out.y[r * C + c] = (x[r * C + c] - mean) * rstd * gamma[c] + beta[c];
+    }
+    out.mean[r] = mean;
+    out.rstd[r] = rstd;
+  }
+  return out;
+}
+
+double Dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+Shape Leading(const Shape& shape) { return Shape(shape.begin(), shape.end() - 1); }
+
+class LayerNormTest : public ::testing::Test {
+ protected:
+  ThreadPool pool_{3};
+  std::vector<ExecContext> Contexts() { return {ExecContext{}, ExecContext{&pool_}}; }
+};
+
+TEST_F(LayerNormTest, HandComputedRow) {
+  // x = [1, 2, 3, 4]: mean 2.5, variance 1.25, rstd 1 / sqrt(1.25).
+  Tensor x = FromDoubles({1, 4}, DType::kF32, {1, 2, 3, 4});
+  Tensor gamma = FromDoubles({4}, DType::kF32, {1, 1, 2, 1});
+  Tensor beta = FromDoubles({4}, DType::kF32, {0, 0, 0, 10});
+  Tensor y = Tensor::Host({1, 4}, DType::kF32);
+  Tensor mean = Tensor::Host({1}, DType::kF32), rstd = Tensor::Host({1}, DType::kF32);
+  ASSERT_TRUE(LayerNorm(ExecContext{}, x.view(), gamma.view(), beta.view(), 0.0f, y.view(),
+                        mean.view(), rstd.view())
+                  .ok());
+  EXPECT_TRUE(AllClose(y.view(), {-1.3416407864998738, -0.4472135954999579, 0.8944271909999159,
+                                  11.341640786499874},
+                       4 * kU32, 0));
+  EXPECT_TRUE(AllClose(mean.view(), {2.5}, 0, 0));
+  EXPECT_TRUE(AllClose(rstd.view(), {0.8944271909999159}, 2 * kU32, 0));
+}
+
+TEST_F(LayerNormTest, ForwardMatchesReference) {
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      for (DType pt : {DType::kF32, dt}) {
+        for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{2, 5, 129}, Shape{300, 129}}) {
+          SCOPED_TRACE(absl::StrCat("x ", DTypeName(dt), ShapeToString(shape), " params ",
+                                    DTypeName(pt), " threads ", ctx.num_threads()));
+          const int64_t C = shape.back();
+          // An offset mean, so that a one-pass variance would lose digits.
+          Tensor x = RandomTensor(shape, dt, 1, -1.0, 3.0);
+          Tensor gamma = RandomTensor({C}, pt, 2, 0.5, 1.5);
+          Tensor beta = RandomTensor({C}, pt, 3);
+          Tensor y = Tensor::Host(shape, dt);
+          Tensor mean = Tensor::Host(Leading(shape), DType::kF32);  // Like x without C.
+          Tensor rstd = Tensor::Host({NumElements(shape) / C}, DType::kF32);  // Flat [R].
+          ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, y.view(),
+                                mean.view(), rstd.view())
+                          .ok());
+          const LnRef want = LayerNormRef(ToDoubles(x.view()), ToDoubles(gamma.view()),
+                                          ToDoubles(beta.view()), kEps);
+          // f32 statistics: sums of C terms with eight accumulators, then one rounding of y to
+          // the dtype.
+          const double f32_err = (16 + C / 4.0) * kU32;
+          EXPECT_TRUE(AllClose(y.view(), want.y, UnitRoundoff(dt), f32_err * MaxAbs(want.y)));
+          EXPECT_TRUE(AllClose(mean.view(), want.mean, f32_err, f32_err * 3.0));
+          EXPECT_TRUE(AllClose(rstd.view(), want.rstd, f32_err, 0));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(LayerNormTest, BackwardMatchesFiniteDifferences) {
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      for (DType pt : {DType::kF32, dt}) {
+        for (const Shape& shape : {Shape{1, 1}, Shape{3, 17}, Shape{2, 3, 33}}) {
+          SCOPED_TRACE(absl::StrCat("x ", DTypeName(dt), ShapeToString(shape), " params ",
+                                    DTypeName(pt), " threads ", ctx.num_threads()));
+          const int64_t C = shape.back();
+          const int64_t R = NumElements(shape) / C;
+          Tensor x = RandomTensor(shape, dt, 4, -1.0, 3.0);
+          Tensor gamma = RandomTensor({C}, pt, 5, 0.5, 1.5);
+          Tensor beta = RandomTensor({C}, pt, 6);
+          Tensor dy = RandomTensor(shape, dt, 7);
+          Tensor y = Tensor::Host(shape, dt);
+          Tensor mean = Tensor::Host({R}, DType::kF32), rstd = Tensor::Host({R}, DType::kF32);
+          ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, y.view(),
+                                mean.view(), rstd.view())
+                          .ok());
+          Tensor dx = Tensor::Host(shape, dt);
+          Tensor dgamma = RandomTensor({C}, pt, 8, 5, 6);  // Garbage: must be overwritten.
+          Tensor dbeta = RandomTensor({C}, pt, 9, 5, 6);
+          ASSERT_TRUE(LayerNormBackward(ctx, x.view(), gamma.view(), mean.view(), rstd.view(),
+                                        dy.view(), dx.view(), dgamma.view(), dbeta.view())
+                          .ok());
+
+          const std::vector<double> xd = ToDoubles(x.view()), gd = ToDoubles(gamma.view()),
+                                    bd = ToDoubles(beta.view()), dyd = ToDoubles(dy.view());
+          // L = sum(dy * LayerNorm(x, gamma, beta)); its gradients are the backward's outputs.
+          const std::vector<double> want_dx = NumericalGradient(
+              [&](const std::vector<double>& v) {
+                return Dot(dyd, LayerNormRef(v, gd, bd, kEps).y);
+              },
+              xd);
+          const std::vector<double> want_dgamma = NumericalGradient(
+              [&](const std::vector<double>& v) {
+                return Dot(dyd, LayerNormRef(xd, v, bd, kEps).y);
+              },
+              gd);
+          const std::vector<double> want_dbeta = NumericalGradient(
+              [&](const std::vector<double>& v) {
+                return Dot(dyd, LayerNormRef(xd, gd, v, kEps).y);
+              },
+              bd);
+          // dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma: f32 sums of C terms,
+          // each of size about rstd |g| |xhat|; then one rounding to the dtype.
+          const double rstd_max = MaxAbs(ToDoubles(rstd.view()));
+          const double f32_err = (16 + C) * kU32;
+          EXPECT_TRUE(AllClose(dx.view(), want_dx, UnitRoundoff(dt),
+                               f32_err * rstd_max * 1.5 * 4 + 1e-7));
+          // dgamma, dbeta: f32 sums over R rows of terms below 1 * 4, one rounding to pt.
+          EXPECT_TRUE(AllClose(dgamma.view(), want_dgamma, UnitRoundoff(pt),
+                               (16 + C + R) * kU32 * 4 * R + 1e-7));
+          EXPECT_TRUE(AllClose(dbeta.view(), want_dbeta, UnitRoundoff(pt),
+                               (16 + R) * kU32 * R + 1e-7));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(LayerNormTest, ResultsDoNotDependOnTheThreadCountAndMayRunInPlace) {
+  const Shape shape = {2001, 129};  // Many row blocks for the pool.
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(DTypeName(dt));
+    const int64_t C = 129, R = 2001;
+    Tensor x = RandomTensor(shape, dt, 10, -1.0, 3.0);
+    Tensor gamma = RandomTensor({C}, DType::kF32, 11, 0.5, 1.5);
+    Tensor beta = RandomTensor({C}, DType::kF32, 12);
+    Tensor dy = RandomTensor(shape, dt, 13);
+    std::vector<std::vector<Tensor>> results;
+    for (const ExecContext& ctx : Contexts()) {
+      std::vector<Tensor> r;
+      r.push_back(Tensor::Host(shape, dt));           // y
+      r.push_back(Tensor::Host({R}, DType::kF32));    // mean
+      r.push_back(Tensor::Host({R}, DType::kF32));    // rstd
+      r.push_back(Tensor::Host(shape, dt));           // dx
+      r.push_back(Tensor::Host({C}, DType::kF32));    // dgamma
+      r.push_back(Tensor::Host({C}, DType::kF32));    // dbeta
+      ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, r[0].view(),
+                            r[1].view(), r[2].view())
+                      .ok());
+      ASSERT_TRUE(LayerNormBackward(ctx, x.view(), gamma.view(), r[1].view(), r[2].view(),
+                                    dy.view(), r[3].view(), r[4].view(), r[5].view())
+                      .ok());
+      results.push_back(std::move(r));
+    }
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      EXPECT_TRUE(SameBits(results[0][i], results[1][i])) << "output " << i;
+    }
+    // The reduction over many row blocks against float64 sums.
+    const std::vector<double> xd = ToDoubles(x.view()), dyd = ToDoubles(dy.view());
+    const LnRef ref = LayerNormRef(xd, ToDoubles(gamma.view()), ToDoubles(beta.view()), kEps);
+    std::vector<double> want_dgamma(C), want_dbeta(C), abs_sum(C);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t c = 0; c < C; ++c) {
+        const double xhat = (xd[r * C + c] - ref.mean[r]) * ref.rstd[r];
+        want_dgamma[c] += dyd[r * C + c] * xhat;
+        want_dbeta[c] += dyd[r * C + c];
+        abs_sum[c] += std::fabs(dyd[r * C + c]) * (1 + std::fabs(xhat));
+      }
+    }
+    // f32 sums: 16 rows per block, then up to 128 blocks; xhat good to about C ulps.
+    const double atol = (16 + 128 + C) * kU32 * MaxAbs(abs_sum);
+    EXPECT_TRUE(AllClose(results[0][4].view(), want_dgamma, 0, atol));
+    EXPECT_TRUE(AllClose(results[0][5].view(), want_dbeta, 0, atol));
+
+    // In place: y over x, dx over dy.
+    const ExecContext ctx{&pool_};
+    Tensor mean = Tensor::Host({R}, DType::kF32), rstd = Tensor::Host({R}, DType::kF32);
+    Tensor dgamma = Tensor::Host({C}, DType::kF32), dbeta = Tensor::Host({C}, DType::kF32);
+    ASSERT_TRUE(LayerNormBackward(ctx, x.view(), gamma.view(), results[0][1].view(),
+                                  results[0][2].view(), dy.view(), dy.view(), dgamma.view(),
+                                  dbeta.view())
+                    .ok());
+    EXPECT_TRUE(SameBits(dy, results[0][3]));
+    ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, x.view(), mean.view(),
+                          rstd.view())
+                    .ok());
+    EXPECT_TRUE(SameBits(x, results[0][0]));
+  }
+}
+
+TEST_F(LayerNormTest, BadArgumentsAreReported) {
+  const ExecContext ctx;
+  Tensor x = RandomTensor({3, 4}, DType::kBF16, 14);
+  Tensor y = Tensor::Host({3, 4}, DType::kBF16);
+  Tensor gamma = RandomTensor({4}, DType::kF32, 15);
+  Tensor beta = RandomTensor({4}, DType::kF32, 16);
+  Tensor mean = Tensor::Host({3}, DType::kF32), rstd = Tensor::Host({3}, DType::kF32);
+  auto forward = [&](const TensorView& x, const TensorView& g, const TensorView& b, float eps,
+                     const TensorView& y, const TensorView& m, const TensorView& r) {
+    return LayerNorm(ctx, x, g, b, eps, y, m, r);
+  };
+  ASSERT_TRUE(forward(x.view(), gamma.view(), beta.view(), kEps, y.view(), mean.view(),
+                      rstd.view())
+                  .ok());
+
+  Tensor y_bad = Tensor::Host({3, 5}, DType::kBF16);
+  absl::Status s = forward(x.view(), gamma.view(), beta.view(), kEps, y_bad.view(), mean.view(),
+                           rstd.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("LayerNorm: y has shape [3, 5]"));
+
+  Tensor g5 = RandomTensor({5}, DType::kF32, 17);
+  s = forward(x.view(), g5.view(), beta.view(), kEps, y.view(), mean.view(), rstd.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("gamma has shape [5]"));
+
+  Tensor m4 = Tensor::Host({4}, DType::kF32);
+  s = forward(x.view(), gamma.view(), beta.view(), kEps, y.view(), m4.view(), rstd.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("mean has shape [4]"));
+
+  Tensor g16 = RandomTensor({4}, DType::kF16, 18);  // Neither f32 nor x's bf16.
+  s = forward(x.view(), g16.view(), beta.view(), kEps, y.view(), mean.view(), rstd.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("gamma has dtype f16, expected f32 or bf16"));
+  Tensor b16 = RandomTensor({4}, DType::kBF16, 19);  // gamma f32, beta bf16.
+  EXPECT_EQ(forward(x.view(), gamma.view(), b16.view(), kEps, y.view(), mean.view(), rstd.view())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
+  for (float eps : {-1.0f, NAN, INFINITY}) {
+    EXPECT_EQ(forward(x.view(), gamma.view(), beta.view(), eps, y.view(), mean.view(),
+                      rstd.view())
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+
+  TensorView strided = x.view();
+  strided.shape = {3, 2};
+  strided.strides = {4, 2};
+  TensorView g2(gamma.data(), {2}, DType::kF32), b2(beta.data(), {2}, DType::kF32);
+  s = forward(strided, g2, b2, kEps, y.view().Flatten2D(), mean.view(), rstd.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("x (bf16[3, 2] on cpu) must be contiguous"));
+
+  Tensor xi = Tensor::Zeros({3, 4}, DType::kI32);
+  s = forward(xi.view(), gamma.view(), beta.view(), kEps, xi.view(), mean.view(), rstd.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("x has unsupported dtype i32"));
+
+  // Backward: dx of the wrong shape, dgamma of another dtype than gamma.
+  Tensor dx = Tensor::Host({3, 4}, DType::kBF16), dx_bad = Tensor::Host({4, 3}, DType::kBF16);
+  Tensor dgamma = Tensor::Host({4}, DType::kF32), dbeta = Tensor::Host({4}, DType::kF32);
+  Tensor dgamma_bf16 = Tensor::Host({4}, DType::kBF16);
+  EXPECT_EQ(LayerNormBackward(ctx, x.view(), gamma.view(), mean.view(), rstd.view(), y.view(),
+                              dx_bad.view(), dgamma.view(), dbeta.view())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  s = LayerNormBackward(ctx, x.view(), gamma.view(), mean.view(), rstd.view(), y.view(),
+                        dx.view(), dgamma_bf16.view(), dbeta.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("LayerNormBackward: dgamma has dtype bf16"));
+
+  // Devices: a CUDA view mixed with CPU ones, and all-CUDA views (no kernel yet). Never read.
+  TensorView x_gpu(x.data(), {3, 4}, DType::kBF16, Device::Cuda(0));
+  s = forward(x.view(), gamma.view(), beta.view(), kEps, x_gpu, mean.view(), rstd.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("y is on cuda:0"));
+  TensorView g_gpu(gamma.data(), {4}, DType::kF32, Device::Cuda(0));
+  TensorView b_gpu(beta.data(), {4}, DType::kF32, Device::Cuda(0));
+  TensorView m_gpu(mean.data(), {3}, DType::kF32, Device::Cuda(0));
+  TensorView r_gpu(rstd.data(), {3}, DType::kF32, Device::Cuda(0));
+  EXPECT_EQ(forward(x_gpu, g_gpu, b_gpu, kEps, x_gpu, m_gpu, r_gpu).code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace ops
+}  // namespace mt

@@ -1,0 +1,187 @@
+#include "core/ops/softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/ops/check.h"
+#include "core/status.h"
+#include "glog/logging.h"
+
+namespace mt {
+namespace ops {
+namespace {
+
+// Elements per ParallelFor chunk.
+constexpr int64_t kGrain = 1 << 14;
+
+// Calls fn(T{}) with T the C++ type of a float dtype.
+template <typename Fn>
+void DispatchFloat(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      fn(float{});
+      return;
+    case DType::kBF16:
+      fn(bf16{});
+      return;
+    case DType::kF16:
+      fn(f16{});
+      return;
+    default:
+      LOG(FATAL) << "not a float dtype: " << DTypeName(dtype);
+  }
+}
+
+template <typename T>
+void SoftmaxCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y,
+                const SoftmaxOptions& options) {
+  const int64_t Tk = x.dim(-1);
+  const int64_t Tq = x.dim(-2);
+  const int64_t R = Tk == 0 ? 0 : x.numel() / Tk;
+  const T* px = x.data_as<T>();
+  T* py = y.data_as<T>();
+  const int32_t* mask =
+      options.padding_mask == nullptr ? nullptr : options.padding_mask->data_as<int32_t>();
+  // Rows per leading index b (the padding mask's row).
+  const int64_t rows_per_b = (mask == nullptr || R == 0) ? 1 : R / x.dim(0);
+  const bool causal = options.causal == CausalMask::kYes;
+  const float scale = options.scale;
+  ParallelFor(ctx.pool, R, std::max<int64_t>(1, kGrain / std::max<int64_t>(Tk, 1)),
+              [&](int64_t begin, int64_t end) {
+                std::vector<float> s(Tk);
+                std::vector<char> visible(Tk);
+                for (int64_t r = begin; r < end; ++r) {
+                  const T* in = px + r * Tk;
+                  T* out = py + r * Tk;
+                  // Keys [0, kend) pass the causal mask; the padding mask removes more.
+                  int64_t kend = Tk;
+                  if (causal) kend = std::clamp<int64_t>(r % Tq + (Tk - Tq) + 1, 0, Tk);
+                  const int32_t* m = mask == nullptr ? nullptr : mask + (r / rows_per_b) * Tk;
+                  float mx = -std::numeric_limits<float>::infinity();
+                  for (int64_t j = 0; j < Tk; ++j) {
+                    visible[j] = j < kend && (m == nullptr || m[j] != 0);
+                    s[j] = scale * ToFloat(in[j]);
+                    if (visible[j]) mx = std::max(mx, s[j]);
+                  }
+                  if (mx == -std::numeric_limits<float>::infinity()) {
+                    // Nothing to attend to (every key masked, or every score -inf).
+                    for (int64_t j = 0; j < Tk; ++j) out[j] = FromFloat<T>(0.0f);
+                    continue;
+                  }
+                  float sum = 0.0f;
+                  for (int64_t j = 0; j < Tk; ++j) {
+                    s[j] = visible[j] ? std::exp(s[j] - mx) : 0.0f;
+                    sum += s[j];
+                  }
+                  const float inv = 1.0f / sum;
+                  for (int64_t j = 0; j < Tk; ++j) out[j] = FromFloat<T>(s[j] * inv);
+                }
+              });
+}
+
+template <typename T>
+void SoftmaxBackwardCpu(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
+                        const TensorView& dx, float scale) {
+  const int64_t Tk = y.dim(-1);
+  const int64_t R = Tk == 0 ? 0 : y.numel() / Tk;
+  const T* py = y.data_as<T>();
+  const T* pdy = dy.data_as<T>();
+  T* pdx = dx.data_as<T>();
+  ParallelFor(ctx.pool, R, std::max<int64_t>(1, kGrain / std::max<int64_t>(Tk, 1)),
+              [&](int64_t begin, int64_t end) {
+                std::vector<float> yr(Tk), dyr(Tk);
+                for (int64_t r = begin; r < end; ++r) {
+                  float dot = 0.0f;
+                  for (int64_t j = 0; j < Tk; ++j) {
+                    yr[j] = ToFloat(py[r * Tk + j]);
+                    dyr[j] = ToFloat(pdy[r * Tk + j]);
+                    dot += yr[j] * dyr[j];
+                  }
+                  T* out = pdx + r * Tk;
+                  for (int64_t j = 0; j < Tk; ++j) {
+                    out[j] = FromFloat<T>(scale * yr[j] * (dyr[j] - dot));
+                  }
+                }
+              });
+}
+
+struct Named {
+  absl::string_view name;
+  const TensorView* t;
+};
+
+// Contiguous float tensors of x's dtype, shape and device, rank >= 2, and a finite scale.
+absl::Status CheckSoftmaxOperands(absl::string_view op, std::initializer_list<Named> ts,
+                                  float scale) {
+  const Named& first = *ts.begin();
+  for (const Named& n : ts) {
+    RETURN_IF_ERROR(CheckContiguous(op, n.name, *n.t));
+    RETURN_IF_ERROR(CheckDType(op, n.name, *n.t, {DType::kF32, DType::kBF16, DType::kF16}));
+    if (n.t->device != first.t->device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": ", n.name, " is on ", n.t->device.ToString(), ", expected ",
+          first.t->device.ToString(), " (the device of ", first.name, ")"));
+    }
+    if (n.t->dtype != first.t->dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " has dtype ",
+                                                     DTypeName(n.t->dtype), ", expected ",
+                                                     DTypeName(first.t->dtype), " (the dtype of ",
+                                                     first.name, ")"));
+    }
+    RETURN_IF_ERROR(CheckShape(op, n.name, *n.t, first.t->shape));
+  }
+  if (first.t->rank() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", first.name, " (",
+                                                   first.t->DebugString(),
+                                                   ") must have rank >= 2 ([..., Tq, Tk])"));
+  }
+  if (!std::isfinite(scale)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": scale = ", scale, " is not finite"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorView& y,
+                     const SoftmaxOptions& options) {
+  constexpr absl::string_view kOp = "Softmax";
+  RETURN_IF_ERROR(CheckSoftmaxOperands(kOp, {{"x", &x}, {"y", &y}}, options.scale));
+  if (options.padding_mask != nullptr) {
+    const TensorView& mask = *options.padding_mask;
+    RETURN_IF_ERROR(CheckContiguous(kOp, "padding_mask", mask));
+    RETURN_IF_ERROR(CheckDType(kOp, "padding_mask", mask, {DType::kI32}));
+    if (mask.device != x.device) {
+      return absl::InvalidArgumentError(absl::StrCat(kOp, ": padding_mask is on ",
+                                                     mask.device.ToString(), ", expected ",
+                                                     x.device.ToString(), " (the device of x)"));
+    }
+    if (x.rank() < 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": a padding mask needs x of rank >= 3 ([B, ..., Tq, Tk]), got ",
+                       x.DebugString()));
+    }
+    RETURN_IF_ERROR(CheckShape(kOp, "padding_mask", mask, {x.dim(0), x.dim(-1)}));
+  }
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) { SoftmaxCpu<decltype(tag)>(ctx, x, y, options); });
+  return absl::OkStatus();
+}
+
+absl::Status SoftmaxBackward(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
+                             const TensorView& dx, float scale) {
+  constexpr absl::string_view kOp = "SoftmaxBackward";
+  RETURN_IF_ERROR(CheckSoftmaxOperands(kOp, {{"y", &y}, {"dy", &dy}, {"dx", &dx}}, scale));
+  if (!y.device.is_cpu()) return UnsupportedDevice(kOp, y.device);
+  DispatchFloat(y.dtype,
+                [&](auto tag) { SoftmaxBackwardCpu<decltype(tag)>(ctx, y, dy, dx, scale); });
+  return absl::OkStatus();
+}
+
+}  // namespace ops
+}  // namespace mt

@@ -1,0 +1,110 @@
+#include "core/ops/tanh.h"
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/dtype.h"
+#include "core/ops/check.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "glog/logging.h"
+
+namespace mt {
+namespace ops {
+namespace {
+
+// Elements per ParallelFor chunk (as elementwise.cc): scheduling costs nothing next to the work.
+constexpr int64_t kGrain = 1 << 14;
+
+using Named = std::pair<absl::string_view, const TensorView*>;
+
+// Every operand contiguous, of a float dtype, and of the first's dtype, shape and device.
+absl::Status CheckOperands(absl::string_view op, std::initializer_list<Named> ts) {
+  const Named& first = *ts.begin();
+  for (const Named& n : ts) {
+    const TensorView& t = *n.second;
+    RETURN_IF_ERROR(CheckContiguous(op, n.first, t));
+    RETURN_IF_ERROR(CheckDType(op, n.first, t, {DType::kF32, DType::kBF16, DType::kF16}));
+    if (t.device != first.second->device) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.first, " is on ",
+                                                     t.device.ToString(), ", expected ",
+                                                     first.second->device.ToString(),
+                                                     " (the device of ", first.first, ")"));
+    }
+    if (t.dtype != first.second->dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.first, " has dtype ",
+                                                     DTypeName(t.dtype), ", expected ",
+                                                     DTypeName(first.second->dtype),
+                                                     " (the dtype of ", first.first, ")"));
+    }
+    RETURN_IF_ERROR(CheckShape(op, n.first, t, first.second->shape));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Fn>
+void DispatchFloat(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      fn(float{});
+      return;
+    case DType::kBF16:
+      fn(bf16{});
+      return;
+    case DType::kF16:
+      fn(f16{});
+      return;
+    default:
+      LOG(FATAL) << "not a float dtype: " << DTypeName(dtype);
+  }
+}
+
+template <typename T>
+void TanhCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
+  const T* px = x.data_as<T>();
+  T* py = y.data_as<T>();
+  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<T>(std::tanh(ToFloat(px[i])));
+  });
+}
+
+template <typename T>
+void TanhBackwardCpu(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
+                     const TensorView& dx) {
+  const T* py = y.data_as<T>();
+  const T* pdy = dy.data_as<T>();
+  T* pdx = dx.data_as<T>();
+  ParallelFor(ctx.pool, y.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float t = ToFloat(py[i]);
+      // (1 - t)(1 + t) rather than 1 - t^2: no cancellation error where |t| is close to 1.
+      pdx[i] = FromFloat<T>(ToFloat(pdy[i]) * ((1.0f - t) * (1.0f + t)));
+    }
+  });
+}
+
+}  // namespace
+
+absl::Status Tanh(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
+  constexpr absl::string_view kOp = "Tanh";
+  RETURN_IF_ERROR(CheckOperands(kOp, {{"x", &x}, {"y", &y}}));
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) { TanhCpu<decltype(tag)>(ctx, x, y); });
+  return absl::OkStatus();
+}
+
+absl::Status TanhBackward(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
+                          const TensorView& dx) {
+  constexpr absl::string_view kOp = "TanhBackward";
+  RETURN_IF_ERROR(CheckOperands(kOp, {{"y", &y}, {"dy", &dy}, {"dx", &dx}}));
+  if (!y.device.is_cpu()) return UnsupportedDevice(kOp, y.device);
+  DispatchFloat(y.dtype, [&](auto tag) { TanhBackwardCpu<decltype(tag)>(ctx, y, dy, dx); });
+  return absl::OkStatus();
+}
+
+}  // namespace ops
+}  // namespace mt
