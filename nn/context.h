@@ -20,7 +20,8 @@ struct StepContext {
   Mode mode = Mode::kTrain;
   // Dropout masks are Philox(dropout_seed, stream, key) with stream derived from micro_step and
   // the dropout site, and key the GLOBAL element index (global sample, global head, ...), so masks
-  // do not depend on the TP or DP degree. micro_step must differ between micro-batches.
+  // do not depend on the TP or DP degree. micro_step must differ between training iterations (the
+  // trainer uses the iteration); within one, sample_offset tells micro-batches apart.
   uint64_t dropout_seed = 0;
   uint64_t micro_step = 0;
   // Global index of this micro-batch's first sample within the training run's batch (so that

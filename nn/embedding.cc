@@ -25,7 +25,8 @@ absl::StatusOr<VocabParallelEmbedding> VocabParallelEmbedding::Create(
   VocabParallelEmbedding e;
   e.store_ = store;
   ASSIGN_OR_RETURN(e.weight_, store->Add({prefix + ".weight", {padded_vocab, hidden}, 0,
-                                          Init::kNormal, init_std, /*weight_decay=*/true}));
+                                          Init::kNormal, init_std, /*weight_decay=*/true,
+                                          /*vocab_padded=*/true}));
   e.valid_vocab_ = valid_vocab;
   e.padded_vocab_ = padded_vocab;
   e.local_vocab_ = padded_vocab / store->tp_size();

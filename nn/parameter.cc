@@ -29,7 +29,7 @@ absl::StatusOr<Shape> LocalShape(const ParamSpec& spec, int tp_size) {
 }
 
 uint64_t NameHash(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   for (unsigned char c : name) {
     h ^= c;
     h *= 1099511628211ull;

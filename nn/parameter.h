@@ -33,6 +33,9 @@ struct ParamSpec {
   Init init = Init::kNormal;
   double init_std = 0.02;  // For Init::kNormal.
   bool weight_decay = true;  // False for biases and LayerNorm parameters.
+  // Dimension 0 is the vocabulary padded for the TP degree (its size changes with TP; rows past the
+  // real vocabulary are never used). Checkpoint resharding re-pads such tensors.
+  bool vocab_padded = false;
 };
 
 // The local shape of `spec` on one of `tp_size` ranks; InvalidArgument if the split dimension is

@@ -1,0 +1,341 @@
+// Tests of parameter partition metadata, sharded initialisation and the parameter store:
+// LocalShape's divisibility errors; a TP-sharded initialisation holds exactly the slices of the
+// serial (TP = 1) one for every split dimension; the normal initialisation has the requested mean
+// and standard deviation; the store lays values and gradients out in one flat buffer each.
+#include "nn/parameter.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/ops/testutil.h"
+#include "gtest/gtest.h"
+
+namespace mt {
+namespace nn {
+namespace {
+
+using ::mt::testing::ToDoubles;
+
+ParamSpec Spec(const std::string& name, Shape shape, int split_dim, Init init = Init::kNormal,
+               double init_std = 0.02) {
+  ParamSpec s;
+  s.name = name;
+  s.global_shape = std::move(shape);
+  s.split_dim = split_dim;
+  s.init = init;
+  s.init_std = init_std;
+  return s;
+}
+
+// The serial model's values of `spec` (TP = 1).
+std::vector<float> FullValues(const ParamSpec& spec, uint64_t seed) {
+  Tensor t = Tensor::Host(spec.global_shape, DType::kF32);
+  absl::Status s = InitializeSlice(spec, /*tp_rank=*/0, /*tp_size=*/1, seed, t.view());
+  EXPECT_TRUE(s.ok()) << s;
+  return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
+}
+
+// Row-major global index of local element `local_index` of rank `rank`'s slice, computed by
+// unravelling the local multi-index (independently of parameter.cc's arithmetic).
+int64_t GlobalIndexOf(const ParamSpec& spec, const Shape& local, int rank, int64_t local_index) {
+  const int nd = static_cast<int>(local.size());
+  std::vector<int64_t> idx(nd);
+  int64_t rest = local_index;
+  for (int d = nd - 1; d >= 0; --d) {
+    idx[d] = rest % local[d];
+    rest /= local[d];
+  }
+  if (spec.split_dim >= 0) idx[spec.split_dim] += rank * local[spec.split_dim];
+  int64_t g = 0;
+  for (int d = 0; d < nd; ++d) g = g * spec.global_shape[d] + idx[d];
+  return g;
+}
+
+TEST(LocalShapeTest, SplitsTheSplitDimensionOnly) {
+  ParamSpec s = Spec("w", {6, 8}, 0);
+  auto l = LocalShape(s, 2);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(*l, (Shape{3, 8}));
+  l = LocalShape(s, 1);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(*l, (Shape{6, 8}));
+  s.split_dim = 1;
+  l = LocalShape(s, 4);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(*l, (Shape{6, 2}));
+  s.split_dim = -1;  // Replicated: any TP size, even one that divides nothing.
+  l = LocalShape(s, 5);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(*l, (Shape{6, 8}));
+}
+
+TEST(LocalShapeTest, RejectsIndivisibleSplitsAndBadDims) {
+  ParamSpec s = Spec("layers.0.qkv.weight", {6, 8}, 0);
+  auto l = LocalShape(s, 4);  // 6 % 4 != 0.
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("layers.0.qkv.weight"), std::string::npos) << l.status();
+  EXPECT_NE(l.status().message().find("not divisible"), std::string::npos) << l.status();
+  s.split_dim = 1;
+  EXPECT_EQ(LocalShape(s, 3).status().code(), absl::StatusCode::kInvalidArgument);  // 8 % 3.
+  EXPECT_EQ(LocalShape(s, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  s.split_dim = 2;  // Out of range for a 2-D shape.
+  l = LocalShape(s, 1);
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("out of range"), std::string::npos) << l.status();
+}
+
+struct SliceCase {
+  Shape shape;
+  int split_dim;
+};
+
+class InitializeSliceTest : public ::testing::TestWithParam<SliceCase> {};
+
+TEST_P(InitializeSliceTest, ShardsAreExactSlicesOfTheSerialInitialisation) {
+  const SliceCase& c = GetParam();
+  const ParamSpec spec = Spec("layers.1.mlp.fc1.weight", c.shape, c.split_dim, Init::kNormal, 0.3);
+  const uint64_t seed = 1234;
+  const std::vector<float> full = FullValues(spec, seed);
+  // Not trivially zero / constant.
+  double sum_abs = 0;
+  for (float v : full) sum_abs += std::fabs(v);
+  EXPECT_GT(sum_abs / full.size(), 0.1);
+  for (int tp : {2, 4}) {
+    std::vector<int> covered(full.size(), 0);
+    for (int r = 0; r < tp; ++r) {
+      auto local = LocalShape(spec, tp);
+      ASSERT_TRUE(local.ok()) << local.status();
+      Tensor t = Tensor::Host(*local, DType::kF32);
+      ASSERT_TRUE(InitializeSlice(spec, r, tp, seed, t.view()).ok());
+      int mismatches = 0;
+      for (int64_t j = 0; j < t.numel(); ++j) {
+        const int64_t g = GlobalIndexOf(spec, *local, r, j);
+        ASSERT_LT(g, static_cast<int64_t>(full.size()));
+        ++covered[g];
+        // Bitwise equality: the value is a function of the global index only.
+        if (std::memcmp(&t.data_as<float>()[j], &full[g], sizeof(float)) != 0) ++mismatches;
+      }
+      EXPECT_EQ(mismatches, 0) << "tp=" << tp << " rank=" << r << " split_dim=" << c.split_dim;
+    }
+    // Split: the ranks' slices tile the global tensor exactly once; replicated: each rank has all.
+    const int expected = c.split_dim < 0 ? tp : 1;
+    for (size_t g = 0; g < covered.size(); ++g) {
+      ASSERT_EQ(covered[g], expected) << "global element " << g << " tp=" << tp;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Splits, InitializeSliceTest,
+                         ::testing::Values(SliceCase{{8, 12}, -1}, SliceCase{{8, 12}, 0},
+                                           SliceCase{{8, 12}, 1}, SliceCase{{4, 8, 12}, -1},
+                                           SliceCase{{4, 8, 12}, 0}, SliceCase{{4, 8, 12}, 1},
+                                           SliceCase{{4, 8, 12}, 2}, SliceCase{{20}, 0}));
+
+TEST(InitializeSliceTest, NormalValuesHaveTheRequestedMeanAndStd) {
+  for (double init_std : {0.02, 1.0}) {
+    const ParamSpec spec = Spec("embedding.word.weight", {400, 500}, 0, Init::kNormal, init_std);
+    const std::vector<float> v = FullValues(spec, 77);
+    const double n = static_cast<double>(v.size());
+    double sum = 0, sum_sq = 0, sum_q = 0, lag = 0;
+    int64_t within_one = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double z = v[i] / init_std;
+      sum += z;
+      sum_sq += z * z;
+      sum_q += z * z * z * z;
+      if (std::fabs(z) < 1.0) ++within_one;
+      if (i > 0) lag += z * (v[i - 1] / init_std);
+    }
+    const double mean = sum / n;
+    const double std = std::sqrt(sum_sq / n - mean * mean);
+    // Six standard errors of each statistic of n independent standard normals.
+    EXPECT_LT(std::fabs(mean), 6 / std::sqrt(n)) << init_std;
+    EXPECT_LT(std::fabs(std - 1), 6 / std::sqrt(2 * n)) << init_std;  // SE of s is ~1/sqrt(2n).
+    const double p1 = 0.682689492137086;  // P(|z| < 1).
+    EXPECT_LT(std::fabs(within_one / n - p1), 6 * std::sqrt(p1 * (1 - p1) / n)) << init_std;
+    EXPECT_LT(std::fabs(sum_q / n - 3), 6 * std::sqrt(96 / n)) << init_std;  // Var(z^4) = 96.
+    // Neighbouring elements are independent (their uniforms come from distinct Philox keys).
+    EXPECT_LT(std::fabs(lag / (n - 1)), 6 / std::sqrt(n)) << init_std;
+  }
+}
+
+TEST(InitializeSliceTest, ValuesDependOnSeedAndNameAndScaleWithStd) {
+  const ParamSpec a = Spec("a.weight", {64, 33}, -1, Init::kNormal, 0.5);
+  ParamSpec b = a;
+  b.name = "b.weight";
+  ParamSpec a_big = a;
+  a_big.init_std = 2.0;
+  const std::vector<float> va = FullValues(a, 5), va_again = FullValues(a, 5);
+  const std::vector<float> vb = FullValues(b, 5), va_seed = FullValues(a, 6);
+  const std::vector<float> va_big = FullValues(a_big, 5);
+  EXPECT_EQ(va, va_again);  // Deterministic.
+  int same_name = 0, same_seed = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    same_name += va[i] == vb[i];
+    same_seed += va[i] == va_seed[i];
+    // Same normal draw, scaled by a power of two: values are float(std * z), exactly.
+    EXPECT_EQ(va_big[i], 4.0f * va[i]) << i;
+  }
+  EXPECT_EQ(same_name, 0);
+  EXPECT_EQ(same_seed, 0);
+}
+
+TEST(InitializeSliceTest, ConstantInits) {
+  for (Init init : {Init::kZeros, Init::kOnes}) {
+    const ParamSpec spec = Spec("ln.weight", {12}, 0, init);
+    Tensor t = ::mt::testing::RandomTensor({6}, DType::kF32, 3);  // Overwritten entirely.
+    ASSERT_TRUE(InitializeSlice(spec, 1, 2, 9, t.view()).ok());
+    for (double v : ToDoubles(t.view())) EXPECT_EQ(v, init == Init::kOnes ? 1.0 : 0.0);
+  }
+}
+
+TEST(InitializeSliceTest, RejectsBadDestinations) {
+  const ParamSpec spec = Spec("w", {8, 6}, 1);
+  Tensor wrong_shape = Tensor::Host({8, 6}, DType::kF32);  // Local is [8, 3] at TP 2.
+  absl::Status s = InitializeSlice(spec, 0, 2, 1, wrong_shape.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("InitializeSlice"), std::string::npos) << s;
+  Tensor wrong_dtype = Tensor::Host({8, 3}, DType::kF16);
+  EXPECT_EQ(InitializeSlice(spec, 0, 2, 1, wrong_dtype.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+  Tensor big = Tensor::Host({8, 6}, DType::kF32);
+  TensorView strided = big.view();
+  strided.shape = {8, 3};  // Every other column: not contiguous.
+  strided.strides = {6, 2};
+  EXPECT_EQ(InitializeSlice(spec, 0, 2, 1, strided).code(), absl::StatusCode::kInvalidArgument);
+  Tensor ok = Tensor::Host({8, 2}, DType::kF32);
+  EXPECT_EQ(InitializeSlice(spec, 0, 4, 1, ok.view()).code(),  // 6 % 4 != 0.
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ParameterStoreTest, AddAllocateFindAndFlatViews) {
+  ParameterStore store(/*tp_rank=*/1, /*tp_size=*/2);
+  const ParamSpec a = Spec("a.weight", {6, 4}, 0, Init::kNormal, 0.1);
+  const ParamSpec b = Spec("a.gamma", {6}, -1, Init::kOnes);
+  const ParamSpec c = Spec("c.weight", {4, 6}, 1, Init::kNormal, 0.2);
+  const ParamSpec z = Spec("c.bias", {6}, 0, Init::kZeros);
+  auto ha = store.Add(a);
+  auto hb = store.Add(b);
+  auto hc = store.Add(c);
+  auto hz = store.Add(z);
+  ASSERT_TRUE(ha.ok() && hb.ok() && hc.ok() && hz.ok());
+  EXPECT_EQ(*ha, 0);
+  EXPECT_EQ(*hb, 1);
+  EXPECT_EQ(*hc, 2);
+  EXPECT_EQ(*hz, 3);
+
+  // Rejected declarations leave the store unchanged.
+  auto dup = store.Add(Spec("a.weight", {2}, -1));
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(dup.status().message().find("duplicate"), std::string::npos) << dup.status();
+  EXPECT_NE(dup.status().message().find("a.weight"), std::string::npos) << dup.status();
+  auto odd = store.Add(Spec("d.weight", {5, 4}, 0));  // 5 rows over 2 ranks.
+  EXPECT_EQ(odd.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.size(), 4);
+  EXPECT_EQ(store.NumLocalElements(), 12 + 6 + 12 + 3);
+  EXPECT_EQ(store.NumGlobalElements(), 24 + 6 + 24 + 6);
+
+  ASSERT_TRUE(store.Allocate(/*seed=*/9).ok());
+  EXPECT_EQ(store.value(0).shape, (Shape{3, 4}));
+  EXPECT_EQ(store.value(1).shape, (Shape{6}));
+  EXPECT_EQ(store.value(2).shape, (Shape{4, 3}));
+  EXPECT_EQ(store.grad(2).shape, (Shape{4, 3}));
+  EXPECT_EQ(store.spec(2).name, "c.weight");
+
+  // One flat buffer each, in declaration order, without gaps.
+  const TensorView fv = store.flat_values(), fg = store.flat_grads();
+  EXPECT_EQ(fv.shape, (Shape{store.NumLocalElements()}));
+  EXPECT_EQ(fg.shape, (Shape{store.NumLocalElements()}));
+  EXPECT_EQ(fv.dtype, DType::kF32);
+  int64_t offset = 0;
+  for (int i = 0; i < store.size(); ++i) {
+    EXPECT_EQ(store.value(i).data_as<float>(), fv.data_as<float>() + offset) << i;
+    EXPECT_EQ(store.grad(i).data_as<float>(), fg.data_as<float>() + offset) << i;
+    EXPECT_TRUE(store.value(i).IsContiguous());
+    offset += store.value(i).numel();
+  }
+
+  // Values: this rank's slices of the initialisation; gradients zero.
+  for (int i : {0, 2}) {
+    Tensor expect = Tensor::Host(store.value(i).shape, DType::kF32);
+    ASSERT_TRUE(InitializeSlice(store.spec(i), 1, 2, 9, expect.view()).ok());
+    EXPECT_EQ(ToDoubles(store.value(i)), ToDoubles(expect.view())) << store.spec(i).name;
+  }
+  for (double v : ToDoubles(store.value(1))) EXPECT_EQ(v, 1.0);
+  for (double v : ToDoubles(store.value(3))) EXPECT_EQ(v, 0.0);
+  for (double v : ToDoubles(fg)) EXPECT_EQ(v, 0.0);
+
+  auto found = store.Find("c.weight");
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(*found, 2);
+  auto missing = store.Find("c.weigh");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("c.weigh"), std::string::npos);
+
+  // Writes through the per-parameter views are seen through the flat views and vice versa;
+  // ZeroGrads clears every gradient and no value.
+  const std::vector<double> values_before = ToDoubles(fv);
+  for (int64_t j = 0; j < fg.numel(); ++j) fg.data_as<float>()[j] = 0.5f + j;
+  EXPECT_EQ(store.grad(2).data_as<float>()[1], 0.5f + 12 + 6 + 1);
+  store.grad(3).data_as<float>()[2] = -3.0f;
+  EXPECT_EQ(fg.data_as<float>()[12 + 6 + 12 + 2], -3.0f);
+  store.ZeroGrads();
+  for (double v : ToDoubles(fg)) EXPECT_EQ(v, 0.0);
+  EXPECT_EQ(ToDoubles(fv), values_before);
+}
+
+TEST(ParameterStoreTest, SerialAndShardedStoresHoldTheSameGlobalValues) {
+  const std::vector<ParamSpec> specs = {Spec("p.w", {4, 6}, 1, Init::kNormal, 0.3),
+                                        Spec("p.b", {6}, 0, Init::kNormal, 0.3),
+                                        Spec("q.w", {6, 4}, 0, Init::kNormal, 0.3),
+                                        Spec("q.b", {4}, -1, Init::kNormal, 0.3)};
+  ParameterStore serial(0, 1);
+  for (const ParamSpec& s : specs) ASSERT_TRUE(serial.Add(s).ok());
+  ASSERT_TRUE(serial.Allocate(31).ok());
+  for (int tp : {2, 3}) {
+    for (int r = 0; r < tp; ++r) {
+      ParameterStore store(r, tp);
+      for (const ParamSpec& s : specs) ASSERT_TRUE(store.Add(s).ok());
+      ASSERT_TRUE(store.Allocate(31).ok());
+      for (int i = 0; i < store.size(); ++i) {
+        const TensorView lv = store.value(i);
+        const float* full = serial.value(i).data_as<float>();
+        for (int64_t j = 0; j < lv.numel(); ++j) {
+          ASSERT_EQ(lv.data_as<float>()[j], full[GlobalIndexOf(specs[i], lv.shape, r, j)])
+              << specs[i].name << " tp=" << tp << " rank=" << r << " j=" << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(ParameterStoreDeathTest, AddAfterAllocateIsAProgrammerError) {
+  ParameterStore store(0, 1);
+  ASSERT_TRUE(store.Add(Spec("w", {2, 2}, -1)).ok());
+  ASSERT_TRUE(store.Allocate(1).ok());
+  EXPECT_DEATH((void)store.Add(Spec("v", {2}, -1)), "Add after Allocate");
+}
+
+TEST(NameHashTest, StableAndDistinct) {
+  EXPECT_EQ(NameHash("layers.1.w"), NameHash(std::string("layers.1.w")));
+  EXPECT_NE(NameHash("layers.1.w"), NameHash("layers.2.w"));
+  EXPECT_NE(NameHash("a.weight"), NameHash("a.bias"));
+  EXPECT_NE(NameHash(""), NameHash("a"));
+}
+
+// parameter.h documents NameHash as FNV-1a, but parameter.cc starts from 1469598103934665603
+// (the 64-bit offset basis 14695981039346656037 with its last digit dropped), so it is a stable
+// hash but not FNV-1a. Disabled until the lead decides on the one-line fix (which changes every
+// initial value); run with --gtest_also_run_disabled_tests to see it fail.
+TEST(NameHashTest, IsFnv1a64) {
+  // Published FNV-1a 64 values: "" hashes to the offset basis.
+  EXPECT_EQ(NameHash(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(NameHash("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(NameHash("foobar"), 0x85944171f73967e8ull);
+}
+
+}  // namespace
+}  // namespace nn
+}  // namespace mt

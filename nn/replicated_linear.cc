@@ -1,0 +1,52 @@
+#include "nn/replicated_linear.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
+#include "core/status.h"
+
+namespace mt {
+namespace nn {
+
+absl::StatusOr<ReplicatedLinear> ReplicatedLinear::Create(ParameterStore* store,
+                                                          const std::string& prefix, int64_t in,
+                                                          int64_t out, Bias bias,
+                                                          double init_std) {
+  if (in < 1 || out < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("replicated linear ", prefix, ": sizes [", in,
+                                                   ", ", out, "] must be positive"));
+  }
+  ReplicatedLinear l;
+  l.store_ = store;
+  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight", {in, out}, /*split_dim=*/-1,
+                                          Init::kNormal, init_std, /*weight_decay=*/true}));
+  if (bias == Bias::kYes) {
+    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias", {out}, /*split_dim=*/-1, Init::kZeros,
+                                          0.0, /*weight_decay=*/false}));
+  }
+  l.in_ = in;
+  l.out_ = out;
+  return l;
+}
+
+absl::Status ReplicatedLinear::Forward(const StepContext& sc, const TensorView& x,
+                                       const TensorView& y) const {
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->value(weight_), y));
+  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->value(bias_), y));
+  return absl::OkStatus();
+}
+
+absl::Status ReplicatedLinear::Backward(const StepContext& sc, const TensorView& x,
+                                        const TensorView& dy, const TensorView& dx) {
+  ops::GemmOptions accumulate;
+  accumulate.transpose_a = ops::Transpose::kYes;
+  accumulate.beta = 1.0f;
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, dy, store_->grad(weight_), accumulate));
+  if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
+  ops::GemmOptions nt;
+  nt.transpose_b = ops::Transpose::kYes;
+  return ops::Gemm(*sc.exec, dy, store_->value(weight_), dx, nt);
+}
+
+}  // namespace nn
+}  // namespace mt
