@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 #include "nn/embedding.h"
 
 namespace mt {
@@ -70,6 +71,27 @@ std::string ModelConfig::DebugString() const {
       position_embeddings ? "true" : "false", num_token_types,
       norm == nn::NormPosition::kPreNorm ? "pre" : "post", hidden_dropout, attention_dropout,
       layernorm_eps, init_std);
+}
+
+std::string ModelConfig::ToJson() const {
+  nlohmann::json j = {
+      {"family", family == Family::kGpt2 ? "gpt2" : "bert"},
+      {"num_layers", num_layers},
+      {"hidden_size", hidden_size},
+      {"num_attention_heads", num_attention_heads},
+      {"ffn_hidden_size", ffn()},
+      {"vocab_size", vocab_size},
+      {"make_vocab_size_divisible_by", make_vocab_size_divisible_by},
+      {"max_position_embeddings", max_position_embeddings},
+      {"position_embeddings", position_embeddings},
+      {"num_token_types", num_token_types},
+      {"norm", norm == nn::NormPosition::kPreNorm ? "pre" : "post"},
+      {"hidden_dropout", hidden_dropout},
+      {"attention_dropout", attention_dropout},
+      {"layernorm_eps", layernorm_eps},
+      {"init_std", init_std},
+  };
+  return j.dump();
 }
 
 }  // namespace models

@@ -39,6 +39,8 @@ struct ModelConfig {
   int64_t PaddedVocab(int tp) const;
   // Multi-line "key: value" description.
   std::string DebugString() const;
+  // Every field as a JSON object (stored in checkpoints and compared on load).
+  std::string ToJson() const;
 };
 
 }  // namespace models

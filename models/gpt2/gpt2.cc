@@ -98,7 +98,8 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
 
 absl::StatusOr<double> GptModel::ForwardBackward(const nn::StepContext& sc,
                                                  const TensorView& tokens,
-                                                 const TensorView& labels, bool compute_grad) {
+                                                 const TensorView& labels, bool compute_grad,
+                                                 double loss_scale) {
   if (labels.shape != tokens.shape || labels.dtype != DType::kI32) {
     return absl::InvalidArgumentError(absl::StrCat("GPT-2: labels ", labels.DebugString(),
                                                    " must be i32 with the shape of the tokens ",
@@ -119,7 +120,7 @@ absl::StatusOr<double> GptModel::ForwardBackward(const nn::StepContext& sc,
   if (!compute_grad) return loss;
 
   Tensor dlosses = Tensor::Host({N}, DType::kF32);
-  RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), 1.0 / static_cast<double>(count)));
+  RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), loss_scale / static_cast<double>(count)));
   RETURN_IF_ERROR(loss_.Backward(sc, dlosses.view(), logits_.view()));  // dlogits in place.
   Tensor dfinal = Tensor::Host({N, H}, DType::kF32);
   RETURN_IF_ERROR(word_.LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));

@@ -31,9 +31,11 @@ class GptModel {
 
   // tokens, labels: i32 [B, T] with T <= max_position_embeddings; a label of ops::kIgnoreIndex is
   // not scored. Returns the mean cross-entropy (nats) over the scored labels; with compute_grad
-  // ACCUMULATES d(mean loss)/d(parameters) into the store's gradients.
+  // ACCUMULATES loss_scale * d(mean loss)/d(parameters) into the store's gradients (loss_scale is
+  // the dynamic loss scale of mixed-precision training; 1 otherwise).
   absl::StatusOr<double> ForwardBackward(const nn::StepContext& sc, const TensorView& tokens,
-                                         const TensorView& labels, bool compute_grad);
+                                         const TensorView& labels, bool compute_grad,
+                                         double loss_scale = 1.0);
 
   // Full logits [B * T, padded_vocab] (gathered across TP ranks) for generation; columns at or past
   // the real vocabulary are padding and should be ignored.

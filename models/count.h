@@ -1,0 +1,26 @@
+// Parameter counts of a model config, computed by declaring the real model's parameters (no
+// memory is allocated), so the count is exactly what training would hold.
+#ifndef MT_MODELS_COUNT_H_
+#define MT_MODELS_COUNT_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "models/config.h"
+
+namespace mt {
+namespace models {
+
+struct ParameterCount {
+  int64_t total = 0;     // In the serial model, including the vocabulary padding for tp.
+  int64_t per_rank = 0;  // Held by one TP rank (replicated parameters counted on every rank).
+  int64_t padded_vocab = 0;
+};
+
+// InvalidArgument if the config is invalid for `tp`.
+absl::StatusOr<ParameterCount> CountParameters(const ModelConfig& config, int tp);
+
+}  // namespace models
+}  // namespace mt
+
+#endif  // MT_MODELS_COUNT_H_
