@@ -1,0 +1,112 @@
+#include "train/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/adam.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+#include "core/status.h"
+
+namespace mt {
+namespace train {
+
+absl::Status OptimizerConfig::Validate() const {
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps > 0)) {
+    return absl::InvalidArgumentError("adam betas must be in [0, 1) and eps > 0");
+  }
+  if (!(weight_decay >= 0)) return absl::InvalidArgumentError("weight_decay must be >= 0");
+  if (dp_bucket_elements < 1) return absl::InvalidArgumentError("dp bucket must be >= 1 element");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
+                                            const OptimizerConfig& config) {
+  RETURN_IF_ERROR(config.Validate());
+  Optimizer o;
+  o.store_ = store;
+  o.config_ = config;
+  o.m_ = Tensor::Zeros({store->NumLocalElements()}, DType::kF32);
+  o.v_ = Tensor::Zeros({store->NumLocalElements()}, DType::kF32);
+  return o;
+}
+
+namespace {
+int64_t Offset(const nn::ParameterStore& store, int handle) {
+  return store.value(handle).data_as<float>() - store.flat_values().data_as<float>();
+}
+}  // namespace
+
+TensorView Optimizer::exp_avg(int handle) const {
+  return TensorView(m_.data_as<float>() + Offset(*store_, handle), store_->value(handle).shape,
+                    DType::kF32);
+}
+
+TensorView Optimizer::exp_avg_sq(int handle) const {
+  return TensorView(v_.data_as<float>() + Offset(*store_, handle), store_->value(handle).shape,
+                    DType::kF32);
+}
+
+absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
+                                                    comm::Communicator* tp) const {
+  const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
+  double local = 0;
+  for (int i = 0; i < store_->size(); ++i) {
+    if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
+    ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, store_->grad(i)));
+    local += s;
+  }
+  if (tp == nullptr || tp->size() == 1) return local;
+  // The communicator reduces f32: the TP-summed square norm is exact to f32 rounding, which is
+  // ample for clipping and logging.
+  Tensor part = Tensor::Host({1}, DType::kF32);
+  part.data_as<float>()[0] = static_cast<float>(local);
+  RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
+  return static_cast<double>(part.data_as<float>()[0]);
+}
+
+absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communicator* tp,
+                                          comm::Communicator* dp, double lr, double grad_divisor) {
+  if (!(grad_divisor > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("grad_divisor must be > 0, got ", grad_divisor));
+  }
+  const TensorView flat = store_->flat_grads();
+  if (dp != nullptr && dp->size() > 1) {
+    for (int64_t begin = 0; begin < flat.numel(); begin += config_.dp_bucket_elements) {
+      const int64_t end = std::min(flat.numel(), begin + config_.dp_bucket_elements);
+      RETURN_IF_ERROR(dp->AllReduce(flat.Slice(begin, end), comm::ReduceOp::kSum));
+    }
+  }
+  RETURN_IF_ERROR(ops::Scale(ctx, flat, static_cast<float>(1.0 / grad_divisor), flat));
+  ASSIGN_OR_RETURN(double norm_sq, GlobalNormSquared(ctx, tp));
+  StepStats stats;
+  stats.grad_norm = std::sqrt(norm_sq);
+  if (!std::isfinite(stats.grad_norm)) {
+    stats.skipped = true;
+    return stats;
+  }
+  float clip = 1.0f;
+  if (config_.clip_grad > 0) {
+    const double coeff = config_.clip_grad / (stats.grad_norm + 1e-6);
+    if (coeff < 1.0) clip = static_cast<float>(coeff);
+  }
+  ++step_;
+  for (int i = 0; i < store_->size(); ++i) {
+    ops::AdamArgs a;
+    a.lr = static_cast<float>(lr);
+    a.beta1 = config_.beta1;
+    a.beta2 = config_.beta2;
+    a.eps = config_.eps;
+    a.weight_decay = store_->spec(i).weight_decay ? config_.weight_decay : 0.0f;
+    a.mode = ops::WeightDecayMode::kAdamW;
+    a.step = step_;
+    a.grad_scale = clip;
+    RETURN_IF_ERROR(ops::AdamUpdate(ctx, store_->value(i), store_->grad(i), exp_avg(i),
+                                    exp_avg_sq(i), a));
+  }
+  return stats;
+}
+
+}  // namespace train
+}  // namespace mt

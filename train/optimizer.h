@@ -1,0 +1,74 @@
+// The optimizer step of data- and tensor-parallel training: data-parallel gradient all-reduce
+// (bucketed), gradient unscaling, inf/NaN detection (agreed by every rank), the global gradient
+// L2 norm counted correctly across TP ranks (replicated parameters once), clipping, and AdamW with
+// decoupled weight decay on the parameters whose spec asks for it (not biases or LayerNorm).
+//
+// Parameters, gradients and the Adam moments are f32 (the master weights). The moments use the
+// ParameterStore's flat layout, so checkpoints can save them next to the values.
+#ifndef MT_TRAIN_OPTIMIZER_H_
+#define MT_TRAIN_OPTIMIZER_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/exec_context.h"
+#include "core/tensor.h"
+#include "nn/parameter.h"
+
+namespace mt {
+namespace train {
+
+struct OptimizerConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+  double clip_grad = 1.0;  // <= 0 disables clipping.
+  int64_t dp_bucket_elements = 1 << 22;  // Elements per data-parallel all-reduce.
+  absl::Status Validate() const;
+};
+
+struct StepStats {
+  double grad_norm = 0;  // Global L2 norm after unscaling, before clipping (NaN/inf if found).
+  bool skipped = false;  // inf/NaN found: parameters untouched.
+};
+
+class Optimizer {
+ public:
+  // The store must be allocated.
+  static absl::StatusOr<Optimizer> Create(nn::ParameterStore* store, const OptimizerConfig& config);
+
+  // Completes one step from the gradients accumulated in the store:
+  //   grads <- DP-sum(grads) / grad_divisor        (grad_divisor = dp_size x micro-batches x loss
+  //                                                  scale, so grads become d(mean loss)/dθ)
+  //   norm  <- sqrt(TP-sum(split ||g||^2 + [tp_rank == 0] replicated ||g||^2))
+  //   skip if norm is not finite; else clip by clip_grad / (norm + 1e-6) and AdamW with `lr`.
+  // tp/dp may be null (size 1). Collective over both groups.
+  absl::StatusOr<StepStats> Step(const ExecContext& ctx, comm::Communicator* tp,
+                                 comm::Communicator* dp, double lr, double grad_divisor);
+
+  // Adam steps taken (skipped steps excluded).
+  int64_t step() const { return step_; }
+  void set_step(int64_t step) { step_ = step; }
+  // Moments in the store's flat layout, and per-parameter views of them.
+  TensorView exp_avg() const { return m_.view(); }
+  TensorView exp_avg_sq() const { return v_.view(); }
+  TensorView exp_avg(int handle) const;
+  TensorView exp_avg_sq(int handle) const;
+
+ private:
+  Optimizer() = default;
+  absl::StatusOr<double> GlobalNormSquared(const ExecContext& ctx, comm::Communicator* tp) const;
+
+  nn::ParameterStore* store_ = nullptr;
+  OptimizerConfig config_;
+  Tensor m_, v_;
+  int64_t step_ = 0;
+};
+
+}  // namespace train
+}  // namespace mt
+
+#endif  // MT_TRAIN_OPTIMIZER_H_
