@@ -1,6 +1,7 @@
 #include "models/count.h"
 
 #include "core/status.h"
+#include "models/bert/bert.h"
 #include "models/gpt2/gpt2.h"
 #include "nn/parameter.h"
 
@@ -16,8 +17,12 @@ absl::StatusOr<ParameterCount> CountParameters(const ModelConfig& config, int tp
       (void)model;
       break;
     }
-    case Family::kBert:
-      return absl::UnimplementedError("BERT parameter counting comes with models/bert");
+    case Family::kBert: {
+      // Pretraining heads (MLM + SOP), as the paper counts BERT.
+      ASSIGN_OR_RETURN(auto model, BertModel::Create(config, &store));
+      (void)model;
+      break;
+    }
   }
   ParameterCount c;
   c.total = store.NumGlobalElements();

@@ -1,0 +1,189 @@
+// BERT with Megatron tensor parallelism (REFERENCE.md sections 1-3).
+//
+// Encoder: vocab-parallel word embedding + learned positions + token-type embeddings, summed
+// -> (post-norm only: embedding LayerNorm) -> dropout -> N bidirectional TransformerLayers with a
+// padding mask -> (pre-norm only: final LayerNorm). Pre-norm is Megatron's BERT (the one that
+// scales past 336M); post-norm is the original BERT.
+//
+// Heads, on the encoder output `seq` [B * T, H]:
+//   MLM:      at the scored positions only: dense H->H, GeLU, LayerNorm, logits from the word
+//             embedding (tied decoder) + an output bias [padded_vocab] split across the TP ranks
+//             like the logits, vocab-parallel cross-entropy (never gathers the logits).
+//   pooler:   dense H->H + tanh on position 0 ([CLS]) of every sequence.
+//   SOP:      Linear(H->2) on the pooled output, serial cross-entropy with labels {0, 1}.
+//   multiple choice (RACE): pooled -> dropout -> Linear(H->1) -> scores [questions, choices]
+//             -> cross-entropy over the choices.
+// The heads are replicated on every TP rank (nn::ReplicatedLinear), except the tied decoder and
+// its bias. Initialisation: N(0, init_std), the layers' output projections N(0, init_std /
+// sqrt(2 * layers)); biases zero, LayerNorm gamma one.
+//
+// Parameter names (GLOBAL shapes; V = padded vocab):
+//   embedding.word.weight [V, H] (split dim 0), embedding.position.weight [P, H] (if
+//   position_embeddings), embedding.token_type.weight [num_token_types, H],
+//   embedding.layernorm.{weight,bias} [H] (post-norm only), layers.<i>.* (nn/transformer.h),
+//   final_layernorm.{weight,bias} [H] (pre-norm only), pooler.dense.{weight [H, H], bias [H]},
+//   and per head set:
+//   kPretraining: lm_head.dense.{weight [H, H], bias [H]}, lm_head.layernorm.{weight,bias} [H],
+//                 lm_head.bias [V] (split dim 0), sop_head.{weight [H, 2], bias [2]};
+//   kMultipleChoice: multiple_choice_head.{weight [H, 1], bias [1]} (as Megatron; the bias adds
+//                 the same constant to every choice, so its gradient is zero up to rounding).
+//
+// Dropout masks are keyed by global element indices (sc.sample_offset counts sequences, i.e. rows
+// of `tokens`), so they do not depend on the TP degree. The same object serves TP = 1 (null
+// communicator) and TP > 1; every rank of a TP group calls it with the same inputs. A pretraining
+// step costs, in the TP group: forward 1 (embedding) + 2 per layer + 2 (MLM cross-entropy)
+// all-reduces; backward 2 per layer + 1 (tied decoder input gradient). A multiple-choice step:
+// forward 1 + 2 per layer, backward 2 per layer. The pooler, SOP and multiple-choice heads
+// communicate nothing.
+#ifndef MT_MODELS_BERT_BERT_H_
+#define MT_MODELS_BERT_BERT_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/ops/elementwise.h"
+#include "core/tensor.h"
+#include "models/config.h"
+#include "nn/context.h"
+#include "nn/cross_entropy.h"
+#include "nn/embedding.h"
+#include "nn/parameter.h"
+#include "nn/replicated_linear.h"
+#include "nn/transformer.h"
+
+namespace mt {
+namespace models {
+
+// Which task heads the model declares (the encoder and the pooler are always there).
+enum class BertHeads {
+  kPretraining,     // MLM + sentence-order prediction (Megatron's BertModel).
+  kMultipleChoice,  // RACE (Megatron's MultipleChoice model).
+  kAll,             // Both (e.g. to fine-tune a pretrained checkpoint in one store).
+};
+
+struct BertPretrainingLosses {
+  double total = 0;  // mlm + sop.
+  double mlm = 0;    // Mean cross-entropy over the scored (label != -100) positions.
+  double sop = 0;    // Mean cross-entropy over the sequences.
+};
+
+struct MultipleChoiceResult {
+  double loss = 0;               // Mean cross-entropy over the questions.
+  std::vector<int> predictions;  // [questions]: argmax of the scores (lowest index on ties).
+};
+
+class BertModel {
+ public:
+  // Declares every parameter in `store` (whose tp_size is the TP degree); does not allocate, so it
+  // also serves to count the parameters of large configs. InvalidArgument if the config is not a
+  // BERT config (family kBert, num_token_types >= 1) or fails ValidateParallel(store->tp_size()).
+  static absl::StatusOr<std::unique_ptr<BertModel>> Create(
+      const ModelConfig& config, nn::ParameterStore* store,
+      BertHeads heads = BertHeads::kPretraining, nn::Recompute recompute = nn::Recompute::kNo);
+
+  // Pretraining step. tokens, token_types, padding_mask, mlm_labels: i32 [B, T] with
+  // T <= max_position_embeddings; token_types in [0, num_token_types); padding_mask 0 at padded
+  // positions (never attended to), nonzero elsewhere; mlm_labels the original token at masked
+  // positions and ops::kIgnoreIndex (-100) elsewhere (at least one must be scored); sop_labels:
+  // i32 [B] in {0, 1}. Returns the losses; with compute_grad ACCUMULATES
+  // loss_scale * d(total)/d(parameters) into the store's gradients.
+  // Errors: InvalidArgument (shapes, dtypes, no scored label, a SOP label outside {0, 1}),
+  // OutOfRange (a token, token type or MLM label outside its vocabulary), FailedPrecondition if
+  // the model has no pretraining heads.
+  absl::StatusOr<BertPretrainingLosses> ForwardBackward(
+      const nn::StepContext& sc, const TensorView& tokens, const TensorView& token_types,
+      const TensorView& padding_mask, const TensorView& mlm_labels, const TensorView& sop_labels,
+      bool compute_grad, double loss_scale = 1.0);
+
+  // Multiple-choice step (RACE): tokens, token_types, padding_mask: i32 [Q * C, T], the C choices
+  // of question q in rows q * C .. q * C + C - 1; labels: i32 [Q] in [0, C). Returns the mean
+  // cross-entropy over the questions and each question's predicted choice; with compute_grad
+  // ACCUMULATES loss_scale * d(loss)/d(parameters). In eval mode (sc.mode) no dropout.
+  // Errors: as ForwardBackward (InvalidArgument if tokens' rows are not a multiple of Q, OutOfRange
+  // for a label outside [0, C)); FailedPrecondition without the multiple-choice head.
+  absl::StatusOr<MultipleChoiceResult> MultipleChoiceForwardBackward(
+      const nn::StepContext& sc, const TensorView& tokens, const TensorView& token_types,
+      const TensorView& padding_mask, const TensorView& labels, bool compute_grad,
+      double loss_scale = 1.0);
+
+  const ModelConfig& config() const { return config_; }
+  BertHeads heads() const { return heads_; }
+  const nn::TransformerStack& stack() const { return *stack_; }
+  int64_t padded_vocab() const { return word_.padded_vocab(); }
+
+ private:
+  BertModel() = default;
+  bool has_pretraining_heads() const { return heads_ != BertHeads::kMultipleChoice; }
+  bool has_multiple_choice_head() const { return heads_ != BertHeads::kPretraining; }
+
+  // Embeddings -> stack -> (final LayerNorm); leaves the output in seq_ [B * T, H].
+  absl::Status EncoderForward(const nn::StepContext& sc, const TensorView& tokens,
+                              const TensorView& token_types, const TensorView& padding_mask);
+  // dseq: [B * T, H], the gradient of seq_ (overwritten as scratch).
+  absl::Status EncoderBackward(const nn::StepContext& sc, const TensorView& dseq);
+  // pooled_ [B, H] = tanh(dense(seq_[position 0 of each sequence])).
+  absl::Status PoolerForward(const nn::StepContext& sc);
+  // Accumulates the gradient of pooled_ (dpooled [B, H], overwritten) into dseq.
+  absl::Status PoolerBackward(const nn::StepContext& sc, const TensorView& dpooled,
+                              const TensorView& dseq);
+  ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc) const;
+  ops::DropoutArgs MultipleChoiceDropout(const nn::StepContext& sc) const;
+
+  ModelConfig config_;
+  BertHeads heads_ = BertHeads::kPretraining;
+  nn::VocabParallelEmbedding word_;
+  nn::ReplicatedEmbedding position_, token_type_;
+  nn::LayerNormModule embedding_ln_;  // Post-norm only.
+  std::unique_ptr<nn::TransformerStack> stack_;
+  nn::LayerNormModule final_ln_;  // Pre-norm only.
+  nn::ReplicatedLinear pooler_;
+  // Pretraining heads.
+  nn::ReplicatedLinear lm_dense_;
+  nn::LayerNormModule lm_ln_;
+  int lm_bias_ = -1;  // Handle of lm_head.bias [V_pad] (this rank's [V_pad / tp] slice).
+  Tensor lm_bias_scratch_;
+  nn::VocabParallelCrossEntropy mlm_loss_;
+  nn::ReplicatedLinear sop_head_;
+  // Multiple-choice head.
+  nn::ReplicatedLinear mc_head_;
+  nn::ParameterStore* store_ = nullptr;
+
+  // Activations of the last forward. Buffers are reallocated only when B, T or M change.
+  int64_t B_ = 0, T_ = 0;
+  TensorView tokens_, token_types_, padding_mask_;
+  Tensor positions_;    // i32 [B * T]
+  Tensor cls_rows_;     // i32 [B]: b * T, the rows of seq_ holding position 0.
+  Tensor emb_sum_;      // [B * T, H] word + position + type (post-norm: the LayerNorm input)
+  Tensor emb_part_;     // [B * T, H] scratch for one embedding term
+  Tensor emb_;          // [B, T, H] the stack's input (after dropout)
+  Tensor final_out_;    // [B * T, H] pre-norm: the final LayerNorm's output
+  TensorView seq_;      // [B * T, H] the encoder output: final_out_ (pre-norm) or the stack's
+                        // output buffer (post-norm)
+  Tensor cls_;          // [B, H] seq_ at position 0
+  Tensor pooled_pre_;   // [B, H] pooler dense output
+  Tensor pooled_;       // [B, H] tanh
+  // MLM head, on the M scored positions.
+  int64_t M_ = 0;
+  Tensor mlm_rows_;     // i32 [M]: rows of seq_ with a label
+  Tensor mlm_targets_;  // i32 [M]
+  Tensor mlm_in_;       // [M, H] seq_ at those rows
+  Tensor mlm_dense_;    // [M, H] dense output
+  Tensor mlm_gelu_;     // [M, H]
+  Tensor mlm_ln_;       // [M, H]
+  Tensor mlm_logits_;   // [M, V_pad / tp]
+  Tensor mlm_losses_;   // [M]
+  Tensor sop_logits_;   // [B, 2]
+  Tensor sop_losses_;   // [B]
+  // Multiple-choice head.
+  Tensor mc_dropped_;   // [Q * C, H] pooled after dropout
+  Tensor mc_scores_;    // [Q * C, 1] == [Q, C]
+  Tensor mc_losses_;    // [Q]
+};
+
+}  // namespace models
+}  // namespace mt
+
+#endif  // MT_MODELS_BERT_BERT_H_

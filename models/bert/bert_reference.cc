@@ -1,0 +1,210 @@
+#include "models/bert/bert_reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace mt {
+namespace models {
+namespace testing {
+
+namespace {
+using Mat = std::vector<double>;  // Row-major.
+
+const Mat& Get(const ParamMap& p, const std::string& name) { return p.at(name); }
+
+// y[n, o] = sum_i x[n, i] w[i, o] + b[o]
+Mat Linear(const Mat& x, int N, int I, const Mat& w, const Mat& b, int O) {
+  Mat y(N * O);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) {
+      double s = b[o];
+      for (int i = 0; i < I; ++i) s += x[n * I + i] * w[i * O + o];
+      y[n * O + o] = s;
+    }
+  return y;
+}
+
+Mat LayerNorm(const Mat& x, int N, int H, const Mat& g, const Mat& b, double eps) {
+  Mat y(N * H);
+  for (int n = 0; n < N; ++n) {
+    double mean = 0, var = 0;
+    for (int h = 0; h < H; ++h) mean += x[n * H + h];
+    mean /= H;
+    for (int h = 0; h < H; ++h) var += (x[n * H + h] - mean) * (x[n * H + h] - mean);
+    var /= H;
+    const double rstd = 1 / std::sqrt(var + eps);
+    for (int h = 0; h < H; ++h) y[n * H + h] = (x[n * H + h] - mean) * rstd * g[h] + b[h];
+  }
+  return y;
+}
+
+double Gelu(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+// -log softmax(logits)[target].
+double CrossEntropy(const std::vector<double>& logits, int target) {
+  double mx = -1e300;
+  for (double l : logits) mx = std::max(mx, l);
+  double z = 0;
+  for (double l : logits) z += std::exp(l - mx);
+  return std::log(z) + mx - logits[target];
+}
+
+// The encoder output [rows * T, H]: embeddings, layers (bidirectional, padded keys masked) and,
+// for pre-norm, the final LayerNorm.
+Mat Encoder(const ModelConfig& c, const ParamMap& p, const BertInputs& in) {
+  const int H = static_cast<int>(c.hidden_size), NH = c.num_attention_heads, D = H / NH;
+  const int F = static_cast<int>(c.ffn()), B = in.rows, T = in.T, N = B * T;
+  const double eps = c.layernorm_eps;
+  const bool prenorm = c.norm == nn::NormPosition::kPreNorm;
+  Mat x(N * H);
+  const Mat& wte = Get(p, "embedding.word.weight");
+  const Mat& tte = Get(p, "embedding.token_type.weight");
+  for (int n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h) {
+      double v = wte[in.tokens[n] * H + h] + tte[in.token_types[n] * H + h];
+      if (c.position_embeddings) v += Get(p, "embedding.position.weight")[(n % T) * H + h];
+      x[n * H + h] = v;
+    }
+  if (!prenorm) {
+    x = LayerNorm(x, N, H, Get(p, "embedding.layernorm.weight"),
+                  Get(p, "embedding.layernorm.bias"), eps);
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string pre = absl::StrCat("layers.", l, ".");
+    auto attention = [&](const Mat& a) {
+      Mat qkv = Linear(a, N, H, Get(p, pre + "attention.qkv.weight"),
+                       Get(p, pre + "attention.qkv.bias"), 3 * H);
+      Mat ctx(N * H);
+      for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h)
+          for (int i = 0; i < T; ++i) {
+            // Columns ordered (head, q|k|v, d).
+            auto at = [&](int t, int slot, int d) {
+              return qkv[(b * T + t) * 3 * H + (h * 3 + slot) * D + d];
+            };
+            std::vector<double> w(T, 0.0);
+            double mx = -1e300;
+            for (int j = 0; j < T; ++j) {
+              if (in.padding_mask[b * T + j] == 0) continue;
+              double dot = 0;
+              for (int d = 0; d < D; ++d) dot += at(i, 0, d) * at(j, 1, d);
+              w[j] = dot / std::sqrt(static_cast<double>(D));
+              mx = std::max(mx, w[j]);
+            }
+            double z = 0;
+            for (int j = 0; j < T; ++j) {
+              w[j] = in.padding_mask[b * T + j] == 0 ? 0.0 : std::exp(w[j] - mx);
+              z += w[j];
+            }
+            for (int d = 0; d < D; ++d) {
+              double acc = 0;
+              for (int j = 0; j < T; ++j) acc += w[j] / z * at(j, 2, d);
+              ctx[(b * T + i) * H + h * D + d] = acc;
+            }
+          }
+      return Linear(ctx, N, H, Get(p, pre + "attention.proj.weight"),
+                    Get(p, pre + "attention.proj.bias"), H);
+    };
+    auto mlp = [&](const Mat& a) {
+      Mat u = Linear(a, N, H, Get(p, pre + "mlp.fc1.weight"), Get(p, pre + "mlp.fc1.bias"), F);
+      for (double& v : u) v = Gelu(v);
+      return Linear(u, N, F, Get(p, pre + "mlp.fc2.weight"), Get(p, pre + "mlp.fc2.bias"), H);
+    };
+    const Mat& g1 = Get(p, pre + "ln1.weight");
+    const Mat& b1 = Get(p, pre + "ln1.bias");
+    const Mat& g2 = Get(p, pre + "ln2.weight");
+    const Mat& b2 = Get(p, pre + "ln2.bias");
+    if (prenorm) {
+      Mat a = attention(LayerNorm(x, N, H, g1, b1, eps));
+      for (int i = 0; i < N * H; ++i) x[i] += a[i];
+      Mat m = mlp(LayerNorm(x, N, H, g2, b2, eps));
+      for (int i = 0; i < N * H; ++i) x[i] += m[i];
+    } else {
+      Mat a = attention(x);
+      for (int i = 0; i < N * H; ++i) a[i] += x[i];
+      x = LayerNorm(a, N, H, g1, b1, eps);
+      Mat m = mlp(x);
+      for (int i = 0; i < N * H; ++i) m[i] += x[i];
+      x = LayerNorm(m, N, H, g2, b2, eps);
+    }
+  }
+  if (prenorm) {
+    x = LayerNorm(x, N, H, Get(p, "final_layernorm.weight"), Get(p, "final_layernorm.bias"), eps);
+  }
+  return x;
+}
+
+// tanh(dense(seq[position 0])) for every row: [rows, H].
+Mat Pooled(const ModelConfig& c, const ParamMap& p, const BertInputs& in, const Mat& seq) {
+  const int H = static_cast<int>(c.hidden_size);
+  Mat cls(in.rows * H);
+  for (int b = 0; b < in.rows; ++b)
+    for (int h = 0; h < H; ++h) cls[b * H + h] = seq[(b * in.T) * H + h];
+  Mat pooled = Linear(cls, in.rows, H, Get(p, "pooler.dense.weight"), Get(p, "pooler.dense.bias"), H);
+  for (double& v : pooled) v = std::tanh(v);
+  return pooled;
+}
+}  // namespace
+
+ReferenceBertLosses ReferenceBertPretrainingLoss(const ModelConfig& c, const ParamMap& p,
+                                                 const BertInputs& in,
+                                                 const std::vector<int>& mlm_labels,
+                                                 const std::vector<int>& sop_labels) {
+  const int H = static_cast<int>(c.hidden_size), V = static_cast<int>(c.vocab_size);
+  const int N = in.rows * in.T;
+  const double eps = c.layernorm_eps;
+  const Mat seq = Encoder(c, p, in);
+  // MLM head, applied to every position (only the scored ones enter the loss).
+  Mat d = Linear(seq, N, H, Get(p, "lm_head.dense.weight"), Get(p, "lm_head.dense.bias"), H);
+  for (double& v : d) v = Gelu(v);
+  const Mat t = LayerNorm(d, N, H, Get(p, "lm_head.layernorm.weight"),
+                          Get(p, "lm_head.layernorm.bias"), eps);
+  const Mat& wte = Get(p, "embedding.word.weight");
+  const Mat& bias = Get(p, "lm_head.bias");
+  ReferenceBertLosses out;
+  int count = 0;
+  for (int n = 0; n < N; ++n) {
+    if (mlm_labels[n] == -100) continue;
+    std::vector<double> logits(V);
+    for (int v = 0; v < V; ++v) {
+      double s = bias[v];
+      for (int h = 0; h < H; ++h) s += t[n * H + h] * wte[v * H + h];
+      logits[v] = s;
+    }
+    out.mlm += CrossEntropy(logits, mlm_labels[n]);
+    ++count;
+  }
+  out.mlm /= count;
+  const Mat pooled = Pooled(c, p, in, seq);
+  const Mat sop = Linear(pooled, in.rows, H, Get(p, "sop_head.weight"), Get(p, "sop_head.bias"), 2);
+  for (int b = 0; b < in.rows; ++b) {
+    out.sop += CrossEntropy({sop[2 * b], sop[2 * b + 1]}, sop_labels[b]);
+  }
+  out.sop /= in.rows;
+  out.total = out.mlm + out.sop;
+  return out;
+}
+
+double ReferenceBertMultipleChoiceLoss(const ModelConfig& c, const ParamMap& p,
+                                       const BertInputs& in, const std::vector<int>& labels,
+                                       std::vector<double>* scores) {
+  const int H = static_cast<int>(c.hidden_size);
+  const int Q = static_cast<int>(labels.size()), C = in.rows / Q;
+  const Mat pooled = Pooled(c, p, in, Encoder(c, p, in));
+  const Mat s = Linear(pooled, in.rows, H, Get(p, "multiple_choice_head.weight"),
+                       Get(p, "multiple_choice_head.bias"), 1);
+  if (scores != nullptr) *scores = s;
+  double loss = 0;
+  for (int q = 0; q < Q; ++q) {
+    loss += CrossEntropy(std::vector<double>(s.begin() + q * C, s.begin() + (q + 1) * C), labels[q]);
+  }
+  return loss / Q;
+}
+
+}  // namespace testing
+}  // namespace models
+}  // namespace mt

@@ -1,0 +1,414 @@
+// Serial (TP = 1) tests of the BERT model: losses and every parameter gradient against central
+// differences of a float64 reference (pre-norm and post-norm, pretraining and multiple-choice
+// heads), with padding in the batch; padding invariance; activation checkpointing; bad configs and
+// inputs.
+#include "models/bert/bert.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/ops/testutil.h"
+#include "core/thread_pool.h"
+#include "gtest/gtest.h"
+#include "models/bert/bert_reference.h"
+
+namespace mt {
+namespace models {
+namespace {
+
+using ::mt::testing::AllClose;
+using ::mt::testing::NumericalGradient;
+using ::mt::testing::ToDoubles;
+
+ModelConfig TinyConfig(nn::NormPosition norm) {
+  ModelConfig c;
+  c.family = Family::kBert;
+  c.num_layers = 2;
+  c.hidden_size = 8;
+  c.num_attention_heads = 2;
+  c.vocab_size = 11;
+  c.make_vocab_size_divisible_by = 4;  // Padded to 12: one padded column exercises the mask.
+  c.max_position_embeddings = 6;
+  c.num_token_types = 2;
+  c.norm = norm;
+  c.hidden_dropout = 0;
+  c.attention_dropout = 0;
+  c.init_std = 0.3;  // Large enough that attention is far from uniform.
+  return c;
+}
+
+Tensor I32(const std::vector<int>& v, Shape shape) {
+  Tensor t = Tensor::Host(shape, DType::kI32);
+  for (size_t i = 0; i < v.size(); ++i) t.data_as<int32_t>()[i] = v[i];
+  return t;
+}
+
+// A batch of `rows` sequences of length T; row r has r % 3 padded positions at its end (so
+// that some rows are padded and some are not); segment B (token type 1) starts at T / 2.
+struct Batch {
+  testing::BertInputs in;
+  std::vector<int> mlm_labels, sop_labels;
+  Tensor tokens, types, mask, mlm, sop;
+};
+
+Batch MakeBatch(int rows, int T, int V) {
+  Batch b;
+  b.in.rows = rows;
+  b.in.T = T;
+  for (int r = 0; r < rows; ++r) {
+    const int real = T - r % 3;
+    for (int t = 0; t < T; ++t) {
+      const int i = r * T + t;
+      b.in.tokens.push_back((i * 7 + 3) % V);
+      b.in.token_types.push_back(t >= T / 2 ? 1 : 0);
+      b.in.padding_mask.push_back(t < real ? 1 : 0);
+      // Score about half the real positions (position 0, the [CLS], never).
+      b.mlm_labels.push_back(t > 0 && t < real && (i % 2 == 1 || t == 1) ? (i * 5 + 1) % V : -100);
+    }
+    b.sop_labels.push_back(r % 2);
+  }
+  b.tokens = I32(b.in.tokens, {rows, T});
+  b.types = I32(b.in.token_types, {rows, T});
+  b.mask = I32(b.in.padding_mask, {rows, T});
+  b.mlm = I32(b.mlm_labels, {rows, T});
+  b.sop = I32(b.sop_labels, {rows});
+  return b;
+}
+
+// The store's values as a name -> doubles map, the padded vocabulary rows/entries cut off.
+testing::ParamMap ToParamMap(const nn::ParameterStore& store, const ModelConfig& c) {
+  testing::ParamMap m;
+  for (int i = 0; i < store.size(); ++i) {
+    std::vector<double> v = ToDoubles(store.value(i));
+    const std::string& name = store.spec(i).name;
+    if (name == "embedding.word.weight") v.resize(c.vocab_size * c.hidden_size);
+    if (name == "lm_head.bias") v.resize(c.vocab_size);
+    m[name] = v;
+  }
+  return m;
+}
+
+// Non-trivial LayerNorm parameters and biases (they start at ones / zeros).
+void RandomizeNonNormal(nn::ParameterStore* store) {
+  for (int i = 0; i < store->size(); ++i) {
+    if (store->spec(i).init != nn::Init::kNormal) {
+      Tensor r = ::mt::testing::RandomTensor(store->value(i).shape, DType::kF32, 7 + i, 0.5, 1.5);
+      std::memcpy(store->value(i).data, r.data(), r.nbytes());
+    }
+  }
+}
+
+// Compares every gradient in `store` with central differences of `loss` (a function of the
+// ParamMap); the padded vocabulary entries must have exactly zero gradient.
+void ExpectGradientsMatch(const nn::ParameterStore& store, const ModelConfig& c,
+                          const testing::ParamMap& ref,
+                          const std::function<double(const testing::ParamMap&)>& loss) {
+  for (int i = 0; i < store.size(); ++i) {
+    const std::string& name = store.spec(i).name;
+    auto f = [&](const std::vector<double>& x) {
+      testing::ParamMap q = ref;
+      q[name] = x;
+      return loss(q);
+    };
+    const std::vector<double> numeric = NumericalGradient(f, ref.at(name), 1e-5);
+    std::vector<double> got = ToDoubles(store.grad(i));
+    if (got.size() > numeric.size()) {  // Padded vocabulary rows / bias entries.
+      for (size_t j = numeric.size(); j < got.size(); ++j) EXPECT_EQ(got[j], 0.0) << name;
+      got.resize(numeric.size());
+    }
+    EXPECT_TRUE(AllClose(got, numeric, 2e-3, 2e-5)) << name;
+  }
+}
+
+nn::StepContext Context(const ExecContext* ec) {
+  nn::StepContext sc;
+  sc.exec = ec;
+  return sc;
+}
+
+class BertGradientTest : public ::testing::TestWithParam<nn::NormPosition> {};
+
+TEST_P(BertGradientTest, PretrainingLossAndAllGradientsMatchFloat64Reference) {
+  const ModelConfig c = TinyConfig(GetParam());
+  nn::ParameterStore store(0, 1);
+  auto model = BertModel::Create(c, &store);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(store.Allocate(/*seed=*/42).ok());
+  RandomizeNonNormal(&store);
+  const bool post = GetParam() == nn::NormPosition::kPostNorm;
+  EXPECT_EQ(store.Find("embedding.layernorm.weight").ok(), post);
+  EXPECT_EQ(store.Find("final_layernorm.weight").ok(), !post);
+  EXPECT_FALSE(store.Find("multiple_choice_head.weight").ok());
+
+  Batch b = MakeBatch(/*rows=*/3, /*T=*/5, static_cast<int>(c.vocab_size));
+  ThreadPool pool(2);
+  ExecContext ec;
+  ec.pool = &pool;
+  nn::StepContext sc = Context(&ec);
+  auto losses = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                          b.mlm.view(), b.sop.view(), /*compute_grad=*/true);
+  ASSERT_TRUE(losses.ok()) << losses.status();
+  const testing::ParamMap ref = ToParamMap(store, c);
+  const testing::ReferenceBertLosses want =
+      testing::ReferenceBertPretrainingLoss(c, ref, b.in, b.mlm_labels, b.sop_labels);
+  EXPECT_NEAR(losses->mlm, want.mlm, 1e-5);
+  EXPECT_NEAR(losses->sop, want.sop, 1e-5);
+  EXPECT_NEAR(losses->total, want.total, 2e-5);
+  EXPECT_DOUBLE_EQ(losses->total, losses->mlm + losses->sop);
+  ExpectGradientsMatch(store, c, ref, [&](const testing::ParamMap& q) {
+    return testing::ReferenceBertPretrainingLoss(c, q, b.in, b.mlm_labels, b.sop_labels).total;
+  });
+}
+
+TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference) {
+  const ModelConfig c = TinyConfig(GetParam());
+  nn::ParameterStore store(0, 1);
+  auto model = BertModel::Create(c, &store, BertHeads::kMultipleChoice);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(store.Allocate(/*seed=*/43).ok());
+  RandomizeNonNormal(&store);
+  EXPECT_FALSE(store.Find("lm_head.bias").ok());
+  EXPECT_FALSE(store.Find("sop_head.weight").ok());
+
+  const int Q = 2, C = 3, T = 4;
+  Batch b = MakeBatch(Q * C, T, static_cast<int>(c.vocab_size));
+  const std::vector<int> labels = {2, 0};
+  Tensor lab = I32(labels, {Q});
+  ExecContext ec;
+  nn::StepContext sc = Context(&ec);
+  auto result = (*model)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
+                                                        b.mask.view(), lab.view(), true);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const testing::ParamMap ref = ToParamMap(store, c);
+  std::vector<double> scores;
+  EXPECT_NEAR(result->loss,
+              testing::ReferenceBertMultipleChoiceLoss(c, ref, b.in, labels, &scores), 1e-5);
+  ASSERT_EQ(result->predictions.size(), static_cast<size_t>(Q));
+  for (int q = 0; q < Q; ++q) {
+    int best = 0;
+    for (int k = 1; k < C; ++k) best = scores[q * C + k] > scores[q * C + best] ? k : best;
+    EXPECT_EQ(result->predictions[q], best) << "question " << q;
+  }
+  ExpectGradientsMatch(store, c, ref, [&](const testing::ParamMap& q) {
+    return testing::ReferenceBertMultipleChoiceLoss(c, q, b.in, labels);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Norms, BertGradientTest,
+                         ::testing::Values(nn::NormPosition::kPreNorm,
+                                           nn::NormPosition::kPostNorm));
+
+TEST(BertModelTest, PaddedPositionsDoNotInfluenceTheLoss) {
+  const ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);
+  nn::ParameterStore store(0, 1);
+  auto model = BertModel::Create(c, &store);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE(store.Allocate(5).ok());
+  ExecContext ec;
+  nn::StepContext sc = Context(&ec);
+  Batch b = MakeBatch(3, 5, static_cast<int>(c.vocab_size));
+  auto before = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                          b.mlm.view(), b.sop.view(), false);
+  ASSERT_TRUE(before.ok());
+  // Change the tokens and types at the padded positions of row 1 (its last position).
+  b.tokens.data_as<int32_t>()[1 * 5 + 4] = 9;
+  b.types.data_as<int32_t>()[1 * 5 + 4] = 0;
+  auto after = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                         b.mlm.view(), b.sop.view(), false);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(before->total, after->total);
+  // Unmasking that position changes the loss: the mask is what hides it.
+  b.mask.data_as<int32_t>()[1 * 5 + 4] = 1;
+  auto unmasked = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                            b.mlm.view(), b.sop.view(), false);
+  ASSERT_TRUE(unmasked.ok());
+  EXPECT_GT(std::fabs(unmasked->total - before->total), 1e-6);
+}
+
+TEST(BertModelTest, EvalModeTurnsDropoutOffAndTrainingModeUsesIt) {
+  ModelConfig c = TinyConfig(nn::NormPosition::kPostNorm);
+  c.hidden_dropout = 0.2f;
+  c.attention_dropout = 0.2f;
+  nn::ParameterStore store(0, 1);
+  auto model = BertModel::Create(c, &store, BertHeads::kAll);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE(store.Allocate(6).ok());
+  ExecContext ec;
+  nn::StepContext sc = Context(&ec);
+  sc.dropout_seed = 17;
+  Batch b = MakeBatch(3, 5, static_cast<int>(c.vocab_size));
+  const testing::ParamMap ref = ToParamMap(store, c);
+  const double want =
+      testing::ReferenceBertPretrainingLoss(c, ref, b.in, b.mlm_labels, b.sop_labels).total;
+  sc.mode = nn::Mode::kEval;
+  auto eval = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                        b.mlm.view(), b.sop.view(), false);
+  ASSERT_TRUE(eval.ok());
+  EXPECT_NEAR(eval->total, want, 2e-5);
+  sc.mode = nn::Mode::kTrain;
+  auto train = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                         b.mlm.view(), b.sop.view(), false);
+  ASSERT_TRUE(train.ok());
+  EXPECT_GT(std::fabs(train->total - want), 1e-4);
+  // The same masks again: the same loss, bit for bit.
+  auto again = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                         b.mlm.view(), b.sop.view(), false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(train->total, again->total);
+}
+
+TEST(BertModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndLossScaleScales) {
+  ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);
+  c.num_layers = 3;
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  Batch b = MakeBatch(3, 6, static_cast<int>(c.vocab_size));
+  Tensor mc_labels = I32({1}, {1});
+  ExecContext ec;
+  std::vector<float> grads[3];
+  double losses[3];
+  for (int r = 0; r < 3; ++r) {
+    nn::ParameterStore store(0, 1);
+    auto model = BertModel::Create(c, &store, BertHeads::kAll,
+                                   r == 1 ? nn::Recompute::kYes : nn::Recompute::kNo);
+    ASSERT_TRUE(model.ok());
+    ASSERT_TRUE(store.Allocate(3).ok());
+    nn::StepContext sc = Context(&ec);
+    sc.dropout_seed = 99;
+    sc.micro_step = 5;
+    const double scale = r == 2 ? 8.0 : 1.0;  // A power of two: scaling is exact.
+    auto loss = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                          b.mlm.view(), b.sop.view(), true, scale);
+    ASSERT_TRUE(loss.ok());
+    losses[r] = loss->total;
+    auto mc = (*model)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
+                                                      b.mask.view(), mc_labels.view(), true,
+                                                      scale);
+    ASSERT_TRUE(mc.ok()) << mc.status();
+    const float* g = store.flat_grads().data_as<float>();
+    grads[r].assign(g, g + store.NumLocalElements());
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)), 0);
+  EXPECT_EQ(losses[0], losses[2]);
+  int mismatches = 0;
+  for (size_t i = 0; i < grads[0].size(); ++i) mismatches += grads[2][i] != 8.0f * grads[0][i];
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(BertModelTest, BadConfigsAreRejected) {
+  ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);
+  c.hidden_size = 10;  // Not divisible by 4 heads.
+  c.num_attention_heads = 4;
+  nn::ParameterStore s1(0, 1);
+  auto m1 = BertModel::Create(c, &s1);
+  EXPECT_EQ(m1.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m1.status().message().find("not divisible by num_attention_heads"), std::string::npos);
+
+  c = TinyConfig(nn::NormPosition::kPreNorm);  // 2 heads on 4 TP ranks.
+  nn::ParameterStore s4(0, 4);
+  auto m4 = BertModel::Create(c, &s4);
+  EXPECT_EQ(m4.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m4.status().message().find("tensor_model_parallel_size 4"), std::string::npos);
+
+  c = TinyConfig(nn::NormPosition::kPreNorm);
+  c.num_token_types = 0;
+  nn::ParameterStore s2(0, 1);
+  auto m2 = BertModel::Create(c, &s2);
+  EXPECT_EQ(m2.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m2.status().message().find("num_token_types"), std::string::npos);
+
+  c = TinyConfig(nn::NormPosition::kPreNorm);
+  c.family = Family::kGpt2;
+  nn::ParameterStore s3(0, 1);
+  auto m3 = BertModel::Create(c, &s3);
+  EXPECT_EQ(m3.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m3.status().message().find("kBert"), std::string::npos);
+}
+
+TEST(BertModelTest, BadInputsAreRejected) {
+  const ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);
+  nn::ParameterStore store(0, 1);
+  auto model = BertModel::Create(c, &store);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE(store.Allocate(1).ok());
+  ExecContext ec;
+  nn::StepContext sc = Context(&ec);
+  Batch b = MakeBatch(2, 5, static_cast<int>(c.vocab_size));
+  BertModel& m = **model;
+  auto run = [&](const Tensor& tokens, const Tensor& types, const Tensor& mask, const Tensor& mlm,
+                 const Tensor& sop) {
+    return m.ForwardBackward(sc, tokens.view(), types.view(), mask.view(), mlm.view(), sop.view(),
+                             true)
+        .status();
+  };
+  ASSERT_TRUE(run(b.tokens, b.types, b.mask, b.mlm, b.sop).ok());
+
+  Tensor short_types = I32({0, 0, 0, 0}, {2, 2});
+  absl::Status s = run(b.tokens, short_types, b.mask, b.mlm, b.sop);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("token_types"), std::string::npos) << s;
+
+  Tensor f32_mask = Tensor::Zeros({2, 5}, DType::kF32);
+  s = run(b.tokens, b.types, f32_mask, b.mlm, b.sop);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("padding_mask"), std::string::npos) << s;
+
+  Tensor bad_sop = I32({0, 2}, {2});
+  s = run(b.tokens, b.types, b.mask, b.mlm, bad_sop);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("sop_labels[1] = 2"), std::string::npos) << s;
+
+  Tensor none = I32(std::vector<int>(10, -100), {2, 5});
+  s = run(b.tokens, b.types, b.mask, none, b.sop);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("every MLM label is ignored"), std::string::npos) << s;
+
+  Tensor long_tokens = I32(std::vector<int>(14, 1), {2, 7});  // T = 7 > 6 positions.
+  Tensor long_other = I32(std::vector<int>(14, 1), {2, 7});
+  s = run(long_tokens, long_other, long_other, long_other, b.sop);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("max_position_embeddings = 6"), std::string::npos) << s;
+
+  Tensor bad_types = I32(std::vector<int>(10, 2), {2, 5});  // Only types 0 and 1 exist.
+  EXPECT_EQ(run(b.tokens, bad_types, b.mask, b.mlm, b.sop).code(), absl::StatusCode::kOutOfRange);
+  std::vector<int> bad_labels = b.mlm_labels;
+  bad_labels[1] = static_cast<int>(c.vocab_size);  // The padded column is no real token.
+  EXPECT_EQ(run(b.tokens, b.types, b.mask, I32(bad_labels, {2, 5}), b.sop).code(),
+            absl::StatusCode::kOutOfRange);
+
+  // Multiple choice on a pretraining-only model, and the reverse.
+  Tensor mc_labels = I32({0}, {1});
+  EXPECT_EQ(m.MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                            mc_labels.view(), false)
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  nn::ParameterStore mc_store(0, 1);
+  auto mc = BertModel::Create(c, &mc_store, BertHeads::kMultipleChoice);
+  ASSERT_TRUE(mc.ok());
+  ASSERT_TRUE(mc_store.Allocate(2).ok());
+  EXPECT_EQ((*mc)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                   b.mlm.view(), b.sop.view(), false)
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  Tensor three = I32({0, 1, 0}, {3});  // 2 rows are not 3 questions.
+  EXPECT_EQ((*mc)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
+                                                 b.mask.view(), three.view(), false)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  Tensor out_of_range = I32({2}, {1});  // One question with 2 choices: label 2 is no choice.
+  EXPECT_EQ((*mc)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
+                                                 b.mask.view(), out_of_range.view(), false)
+                .status()
+                .code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace models
+}  // namespace mt
