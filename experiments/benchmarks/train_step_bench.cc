@@ -1,0 +1,157 @@
+// Training-step benchmark on the CPU: tokens/s and model TFLOP/s (REFERENCE.md's formula) of full
+// GPT-2 training steps (forward, backward, optimizer), with the ratio to this machine's own f32
+// GEMM rate measured in the same run with the same threads. Run under mpirun for TP > 1:
+//
+//   bazel-bin/experiments/benchmarks/train_step_bench --hidden_size=512 --num_layers=4
+//   mpirun -np 2 bazel-bin/experiments/benchmarks/train_step_bench --tensor_model_parallel_size=2
+//
+// Every rank uses --threads threads (default: cores / ranks).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "comm/parallel_context.h"
+#include "core/ops/gemm.h"
+#include "core/thread_pool.h"
+#include "gflags/gflags.h"
+#include "models/gpt2/gpt2.h"
+#include "train/flops.h"
+#include "train/optimizer.h"
+
+DEFINE_int32(num_layers, 4, "Layers.");
+DEFINE_int32(hidden_size, 512, "Hidden size.");
+DEFINE_int32(num_attention_heads, 8, "Heads.");
+DEFINE_int32(seq_length, 256, "Sequence length.");
+DEFINE_int32(micro_batch_size, 4, "Samples per step.");
+DEFINE_int32(vocab_size, 50257, "Vocabulary.");
+DEFINE_int32(tensor_model_parallel_size, 1, "TP degree (= ranks).");
+DEFINE_int32(steps, 5, "Timed steps (after one warm-up step).");
+DEFINE_int32(threads, 0, "Threads per rank (0: cores / ranks).");
+DEFINE_bool(recompute, false, "Activation checkpointing.");
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point a) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+}
+
+// f32 GEMM rate of this rank's threads: best of 3 runs of a 2048^3 product.
+double GemmGflops(const mt::ExecContext& ec) {
+  const int64_t n = 2048;
+  mt::Tensor a = mt::Tensor::Zeros({n, n}, mt::DType::kF32), b = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
+             c = mt::Tensor::Zeros({n, n}, mt::DType::kF32);
+  std::mt19937 rng(1);
+  for (int64_t i = 0; i < n * n; ++i) {
+    a.data_as<float>()[i] = static_cast<float>(rng() % 100) / 100.0f;
+    b.data_as<float>()[i] = static_cast<float>(rng() % 100) / 100.0f;
+  }
+  double best = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    auto t = std::chrono::steady_clock::now();
+    CHECK(mt::ops::Gemm(ec, a.view(), b.view(), c.view()).ok());
+    best = std::min(best, Seconds(t));
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
+  if (!runtime.ok()) {
+    std::fprintf(stderr, "train_step_bench: error: %s\n", std::string(runtime.status().message()).c_str());
+    return 1;
+  }
+  auto world = (*runtime)->World();
+  if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
+  mt::models::ModelConfig mc;
+  mc.num_layers = FLAGS_num_layers;
+  mc.hidden_size = FLAGS_hidden_size;
+  mc.num_attention_heads = FLAGS_num_attention_heads;
+  mc.vocab_size = FLAGS_vocab_size;
+  mc.max_position_embeddings = FLAGS_seq_length;
+  mt::comm::ParallelConfig pc;
+  pc.tensor_parallel = FLAGS_tensor_model_parallel_size;
+  auto parallel = mt::comm::ParallelContext::Create(**world, pc, mc.num_attention_heads);
+  if (!parallel.ok()) mt::comm::MpiRuntime::Abort(parallel.status());
+  const int ranks = (*world)->size();
+  const int threads = FLAGS_threads > 0
+                          ? FLAGS_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
+  mt::ThreadPool pool(threads);
+  mt::ExecContext ec;
+  ec.pool = &pool;
+
+  // Measure every rank's GEMM rate at once (they share the machine as in training).
+  const double gemm = GemmGflops(ec);
+
+  mt::nn::ParameterStore store((*parallel)->tp_rank(), (*parallel)->tp_size());
+  auto model = mt::models::GptModel::Create(
+      mc, &store, FLAGS_recompute ? mt::nn::Recompute::kYes : mt::nn::Recompute::kNo);
+  if (!model.ok()) mt::comm::MpiRuntime::Abort(model.status());
+  if (auto s = store.Allocate(1); !s.ok()) mt::comm::MpiRuntime::Abort(s);
+  auto opt = mt::train::Optimizer::Create(&store, mt::train::OptimizerConfig{});
+  if (!opt.ok()) mt::comm::MpiRuntime::Abort(opt.status());
+  const int64_t B = FLAGS_micro_batch_size, T = FLAGS_seq_length;
+  mt::Tensor tokens = mt::Tensor::Host({B, T}, mt::DType::kI32), labels = mt::Tensor::Host({B, T}, mt::DType::kI32);
+  std::mt19937 rng(7);
+  for (int64_t i = 0; i < B * T; ++i) {
+    tokens.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % mc.vocab_size);
+    labels.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % mc.vocab_size);
+  }
+  mt::nn::StepContext sc;
+  sc.exec = &ec;
+  sc.tp = (*parallel)->tp_size() > 1 ? &(*parallel)->tp() : nullptr;
+  sc.dropout_seed = 1;
+  std::vector<double> times;
+  for (int step = 0; step <= FLAGS_steps; ++step) {
+    if (auto s = (*world)->Barrier(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
+    auto t = std::chrono::steady_clock::now();
+    sc.micro_step = step;
+    store.ZeroGrads();
+    auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
+    if (!loss.ok()) mt::comm::MpiRuntime::Abort(loss.status());
+    auto stats = opt->Step(ec, sc.tp, nullptr, 1e-4, 1.0);
+    if (!stats.ok()) mt::comm::MpiRuntime::Abort(stats.status());
+    if (auto s = (*world)->Barrier(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
+    if (step > 0) times.push_back(Seconds(t));
+  }
+  // Activation memory of the transformer stack: held between forward and backward, plus the
+  // transient of one recomputed layer during backward (activation checkpointing).
+  auto fwd = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), false);
+  if (!fwd.ok()) mt::comm::MpiRuntime::Abort(fwd.status());
+  const int64_t held = (*model)->stack().HeldActivationBytes();
+  store.ZeroGrads();
+  auto fb = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
+  if (!fb.ok()) mt::comm::MpiRuntime::Abort(fb.status());
+  const int64_t extra = (*model)->stack().peak_backward_extra_bytes();
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double flops = mt::train::ModelFlopsPerIteration(B, T, mc.num_layers, mc.hidden_size,
+                                                         (*model)->padded_vocab(), FLAGS_recompute);
+  const double per_rank_gflops = flops / median / ranks / 1e9;
+  if ((*world)->rank() == 0) {
+    std::printf(
+        "config: layers=%d hidden=%d heads=%d seq=%lld batch=%lld vocab=%lld (padded %lld) "
+        "tp=%d ranks=%d threads/rank=%d recompute=%s\n",
+        mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
+        static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(mc.vocab_size),
+        static_cast<long long>((*model)->padded_vocab()), (*parallel)->tp_size(), ranks, threads,
+        FLAGS_recompute ? "yes" : "no");
+    std::printf("parameters: %lld\n", static_cast<long long>(store.NumGlobalElements()));
+    std::printf("f32 GEMM rate per rank (2048^3, %d threads): %.1f GFLOP/s\n", threads, gemm);
+    std::printf("step time (median of %d): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
+                "ratio to GEMM rate: %.1f%%\n",
+                FLAGS_steps, median, B * T / median, per_rank_gflops / 1e3,
+                100.0 * per_rank_gflops / gemm);
+    std::printf("transformer activations per rank: held after forward %.1f MiB, recompute "
+                "transient in backward %.1f MiB, peak %.1f MiB\n",
+                held / 1048576.0, extra / 1048576.0, (held + extra) / 1048576.0);
+  }
+  return 0;
+}

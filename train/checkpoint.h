@@ -1,0 +1,147 @@
+// Sharded training checkpoints: one directory per iteration, one shard per tensor-parallel rank.
+//
+//   <dir>/latest_checkpointed_iteration.txt        "100\n": the newest complete checkpoint
+//   <dir>/iter_0000100/mp_rank_00/model_optim.safetensors   this rank's tensors (safetensors
+//   format,
+//                                                            readable by other tools)
+//   <dir>/iter_0000100/mp_rank_00/metadata.json    model config, parallel layout, iteration,
+//                                                  consumed samples, trainer state, and per tensor
+//                                                  its global shape and partitioning
+//   <dir>/iter_0000100/mp_rank_01/...
+//
+// Saving is crash-safe at every point:
+//   1. every TP rank (of data-parallel rank 0) calls SaveShard(), which writes its shard into a
+//      hidden temporary directory, fsyncs the files and the directory, and renames it to
+//      mp_rank_RR, so a shard directory either is complete or does not exist;
+//   2. after a barrier, one process calls CommitCheckpoint(), which checks that all shards exist,
+//      atomically replaces latest_checkpointed_iteration.txt, and deletes old iterations.
+// Until step 2 finishes the pointer names the previous checkpoint, which stays intact: a process
+// killed at any moment leaves at worst an uncommitted iteration directory (ignored by loading, and
+// overwritten or deleted by later saves) or hidden temporaries.
+//
+// Tensors are recorded with the partition metadata of nn::ParamSpec (global shape, split
+// dimension), so ReshardCheckpoint() can rebuild each global tensor and split it for another TP
+// degree. Vocabulary-padded tensors (the word embedding [padded_vocab, H], a BERT output bias
+// [padded_vocab]) have their padded vocabulary on dimension 0, split across TP ranks; rows at or
+// past the real vocabulary are padding and are zeroed by resharding.
+//
+// None of these functions is thread-safe with respect to another call on the same directory, except
+// SaveShard for different tp_ranks of the same iteration (which is how ranks use it).
+#ifndef MT_TRAIN_CHECKPOINT_H_
+#define MT_TRAIN_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+
+namespace mt {
+namespace train {
+
+constexpr char kLatestIterationFile[] = "latest_checkpointed_iteration.txt";
+constexpr char kShardTensorsFile[] = "model_optim.safetensors";
+constexpr char kShardMetadataFile[] = "metadata.json";
+
+// "iter_0000100" (seven digits, more when needed).
+std::string IterationDirName(int64_t iteration);
+// "<dir>/iter_0000100" and "<dir>/iter_0000100/mp_rank_01".
+std::string IterationDir(const std::string& dir, int64_t iteration);
+std::string ShardDir(const std::string& dir, int64_t iteration, int tp_rank);
+
+// One tensor of a shard: this rank's slice `local` of a tensor whose serial-model shape is
+// `global_shape`. With split_dim d >= 0, rank r of tp holds the contiguous slice
+// [r * n / tp, (r + 1) * n / tp) of dimension d (n = global_shape[d], divisible by tp); with
+// split_dim -1 every rank holds the whole tensor. `local` is a contiguous CPU view of any dtype
+// (parameters, fp32 master weights, optimizer moments, integer counters).
+// vocab_padded: dimension 0 is the padded vocabulary (requires split_dim 0).
+struct TensorRecord {
+  std::string name;
+  Shape global_shape;
+  int split_dim = -1;
+  bool vocab_padded = false;
+  TensorView local;
+};
+
+struct CheckpointMetadata {
+  // The model's configuration as a JSON object. LoadShard compares it key by key with the run's;
+  // the reshard tool reads "vocab_size" and "make_vocab_size_divisible_by" from it. Returned by
+  // LoadShard in canonical form (compact, keys sorted).
+  std::string model_config_json;
+  int tp_size = 1;
+  int tp_rank = 0;
+  int dp_size = 1;
+  int64_t iteration = 0;
+  int64_t consumed_samples = 0;
+  // Opaque to this layer (optimizer step, loss scale, RNG state, schedule): stored and returned
+  // byte for byte. Must be UTF-8 (JSON is the intended content).
+  std::string trainer_state_json;
+};
+
+// Writes this rank's shard of checkpoint meta.iteration under save_dir (created if needed),
+// atomically as described above; an existing shard of the same iteration and rank is replaced
+// atomically. Call from one process per TP rank (data-parallel rank 0).
+// InvalidArgument for bad metadata (tp_rank outside [0, tp_size), negative iteration, a model
+// config that is not a JSON object) or a bad record (naming the tensor: split_dim out of range,
+// global dimension not divisible by tp_size, local shape not the rank's slice, vocab_padded with
+// split_dim != 0, non-contiguous or non-CPU view, duplicate name); errno-derived statuses naming
+// the path for file-system errors (ResourceExhausted for a full disk).
+absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& meta,
+                       const std::vector<TensorRecord>& tensors);
+
+// Marks iteration `iteration` complete: checks that shards mp_rank_00 .. mp_rank_{tp_size-1} all
+// exist and agree (iteration, tp_size, model config, file sizes), atomically rewrites
+// latest_checkpointed_iteration.txt, then deletes the oldest iter_* directories below `iteration`
+// so that keep_last directories remain (keep_last <= 0 keeps all). Newer iter_* directories (left
+// by a run that crashed before committing them) are left alone. Call once, after every rank's
+// SaveShard has returned (barrier).
+// FailedPrecondition naming the missing or inconsistent shard; DataLoss for an unreadable shard;
+// errno-derived statuses for file-system errors.
+absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, int tp_size,
+                              int keep_last);
+
+// The iteration named by load_dir/latest_checkpointed_iteration.txt, after checking that its
+// directory holds every shard. NotFound if load_dir or the pointer file does not exist (no
+// checkpoint yet); DataLoss if the pointer is not a number or names a missing or incomplete
+// directory.
+absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir);
+
+// The metadata of one saved shard (model_config_json in canonical form). NotFound if the shard
+// does not exist; DataLoss if its metadata.json is malformed.
+absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir, int64_t iteration,
+                                                     int tp_rank);
+
+// Loads shard tp_rank of checkpoint `iteration` into `into` (each record's local view is filled;
+// names, global shapes, split_dim, vocab_padded and dtypes must match the checkpoint's exactly) and
+// returns its metadata in *meta (may be null).
+// FailedPrecondition, before anything is written into `into`, when the checkpoint does not fit
+// this run: saved with another tensor_model_parallel_size (the message says to run the reshard
+// tool), a different model config (the message lists the differing keys), a tensor missing from
+// the checkpoint or from `into`, or a tensor whose shape, partitioning or dtype differs (named).
+// NotFound if the shard does not exist; DataLoss for corrupt files; InvalidArgument for a bad
+// `into` (non-contiguous view, local shape not the rank's slice, expected config not JSON).
+absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_rank, int tp_size,
+                       const std::string& expected_model_config_json,
+                       const std::vector<TensorRecord>& into, CheckpointMetadata* meta);
+
+// Converts checkpoint `iteration` of src_dir (any TP degree) into a committed checkpoint of the
+// same iteration in dst_dir with new_tp_size shards. Each tensor's global value is reassembled from
+// the source slices and re-split; vocab_padded tensors keep their first real_vocab rows and are
+// zero-padded (or truncated) to new_padded_vocab rows. Metadata is copied with tp_size and tp_rank
+// changed (every new rank gets source rank 0's trainer state and replicated tensors).
+// Holds the whole model in memory, plus one new shard.
+// InvalidArgument for bad arguments (new_tp_size < 1, real_vocab larger than a source tensor's
+// padded vocabulary or than new_padded_vocab, new_padded_vocab not divisible by new_tp_size, a
+// split dimension not divisible by new_tp_size (naming the tensor), dst_dir equal to src_dir);
+// AlreadyExists if dst_dir already holds that iteration; NotFound / DataLoss / FailedPrecondition
+// for a missing, corrupt or incomplete source.
+absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
+                               const std::string& dst_dir, int new_tp_size, int64_t real_vocab,
+                               int64_t new_padded_vocab);
+
+}  // namespace train
+}  // namespace mt
+
+#endif  // MT_TRAIN_CHECKPOINT_H_

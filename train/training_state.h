@@ -1,0 +1,57 @@
+// Saving and restoring everything a training run needs to continue bit-identically: parameters
+// (f32 master weights), Adam moments, the optimizer step, the loss scaler, the LR schedule, the
+// consumed-samples count and the skipped-step count. Dropout needs no RNG state: its masks are a
+// pure function of (seed, iteration, global sample index).
+//
+// Tensors: "<param>", "optimizer.exp_avg.<param>", "optimizer.exp_avg_sq.<param>", each with its
+// parameter's partitioning. Only data-parallel rank 0 of each TP group writes its shard; global
+// rank 0 commits after a barrier over the world.
+#ifndef MT_TRAIN_TRAINING_STATE_H_
+#define MT_TRAIN_TRAINING_STATE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "comm/parallel_context.h"
+#include "models/config.h"
+#include "nn/parameter.h"
+#include "train/checkpoint.h"
+#include "train/loss_scaler.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+
+namespace mt {
+namespace train {
+
+struct TrainingCounters {
+  int64_t iteration = 0;
+  int64_t consumed_samples = 0;
+  int64_t skipped_iterations = 0;
+  uint64_t seed = 0;
+};
+
+// The records of every parameter and its Adam moments.
+std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
+                                          const Optimizer& optimizer);
+
+// Collective over the world: saves iteration counters.iteration under save_dir and commits it,
+// keeping the last keep_last checkpoints.
+absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
+                               comm::ParallelContext& parallel, const models::ModelConfig& config,
+                               const nn::ParameterStore& store, const Optimizer& optimizer,
+                               const LossScaler& scaler, const LrSchedule& schedule,
+                               const TrainingCounters& counters);
+
+// Loads the latest checkpoint under load_dir into this rank's state. NotFound if there is none;
+// FailedPrecondition for a mismatched config or TP degree (with what to do).
+absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContext& parallel,
+                               const models::ModelConfig& config, nn::ParameterStore* store,
+                               Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
+                               TrainingCounters* counters);
+
+}  // namespace train
+}  // namespace mt
+
+#endif  // MT_TRAIN_TRAINING_STATE_H_
