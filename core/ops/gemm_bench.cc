@@ -43,13 +43,13 @@ std::vector<BenchShape> LayerShapes(int64_t h) {
     const char* name;
     int64_t in, out;
   };
-  const Linear linears[] = {{"qkv", h, 3 * h}, {"attn-out", h, h}, {"mlp-up", h, 4 * h},
-                            {"mlp-down", 4 * h, h}};
+  const Linear linears[] = {
+      {"qkv", h, 3 * h}, {"attn-out", h, h}, {"mlp-up", h, 4 * h}, {"mlp-down", 4 * h, h}};
   std::vector<BenchShape> shapes;
   for (const Linear& l : linears) {
     const std::string prefix = absl::StrCat("h", h, " ", l.name);
-    shapes.push_back({absl::StrCat(prefix, " Y=X W"), kTokens, l.out, l.in, Transpose::kNo,
-                      Transpose::kNo});
+    shapes.push_back(
+        {absl::StrCat(prefix, " Y=X W"), kTokens, l.out, l.in, Transpose::kNo, Transpose::kNo});
     shapes.push_back({absl::StrCat(prefix, " dX=dY W^T"), kTokens, l.in, l.out, Transpose::kNo,
                       Transpose::kYes});
     shapes.push_back({absl::StrCat(prefix, " dW=X^T dY"), l.in, l.out, kTokens, Transpose::kYes,
@@ -106,12 +106,14 @@ int Main() {
   ThreadPool pool(FLAGS_threads);
   ExecContext ctx;
   ctx.pool = &pool;
-  std::printf("gemm_bench: f32 row-major C[M,N] = op(A)[M,K] op(B)[K,N]; threads=%d reps=%d "
-              "(best of reps after 1 warm-up, backends alternating); kDefault = %s\n",
-              FLAGS_threads, FLAGS_reps, CpuGemmBackendName(CpuGemmBackend::kDefault));
-  std::printf("tokens B*T = %lld; weights stored [in, out]: Y=X W is NN, dX=dY W^T is NT, "
-              "dW=X^T dY is TN\n\n",
-              static_cast<long long>(kTokens));
+  std::printf(
+      "gemm_bench: f32 row-major C[M,N] = op(A)[M,K] op(B)[K,N]; threads=%d reps=%d "
+      "(best of reps after 1 warm-up, backends alternating); kDefault = %s\n",
+      FLAGS_threads, FLAGS_reps, CpuGemmBackendName(CpuGemmBackend::kDefault));
+  std::printf(
+      "tokens B*T = %lld; weights stored [in, out]: Y=X W is NN, dX=dY W^T is NT, "
+      "dW=X^T dY is TN\n\n",
+      static_cast<long long>(kTokens));
 
   std::vector<BenchShape> shapes = {
       {"square 2048", 2048, 2048, 2048, Transpose::kNo, Transpose::kNo}};
@@ -120,8 +122,8 @@ int Main() {
   }
   const std::vector<CpuGemmBackend> backends = {CpuGemmBackend::kEigen, CpuGemmBackend::kOpenBlas};
 
-  std::printf("%-28s %6s %6s %6s %3s %13s %13s %14s\n", "shape", "M", "N", "K", "op",
-              "eigen GF/s", "openblas GF/s", "eigen/openblas");
+  std::printf("%-28s %6s %6s %6s %3s %13s %13s %14s\n", "shape", "M", "N", "K", "op", "eigen GF/s",
+              "openblas GF/s", "eigen/openblas");
   double total_flops = 0;
   double total_seconds[2] = {0, 0};
   double peak = 0;
@@ -148,8 +150,8 @@ int Main() {
   }
   const double eigen_rate = total_flops / total_seconds[0] * 1e-9;
   const double openblas_rate = total_flops / total_seconds[1] * 1e-9;
-  std::printf("%-28s %6s %6s %6s %3s %13.1f %13.1f %14.2f\n", "GPT-2 layers (all 24 GEMMs)", "",
-              "", "", "", eigen_rate, openblas_rate, eigen_rate / openblas_rate);
+  std::printf("%-28s %6s %6s %6s %3s %13.1f %13.1f %14.2f\n", "GPT-2 layers (all 24 GEMMs)", "", "",
+              "", "", eigen_rate, openblas_rate, eigen_rate / openblas_rate);
   std::printf("\npeak f32 GEMM rate: %.1f GFLOP/s (%s)\n", peak, peak_backend);
   std::printf("eigen/openblas: %.2f (total time of the GPT-2 layer GEMMs, %.0f GFLOP)\n",
               eigen_rate / openblas_rate, total_flops * 1e-9);
