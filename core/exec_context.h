@@ -1,5 +1,5 @@
-// What an op needs besides its tensors: the CPU thread pool and the CUDA stream. Created by the
-// caller (a test, a trainer) and passed to every op; never global.
+// What an op needs besides its tensors: the CPU thread pool, the CUDA stream and the CUDA device
+// resources. Created by the caller (a test, a trainer) and passed to every op; never global.
 #ifndef MT_CORE_EXEC_CONTEXT_H_
 #define MT_CORE_EXEC_CONTEXT_H_
 
@@ -7,11 +7,19 @@
 
 namespace mt {
 
+namespace cuda {
+class DeviceContext;  // core/cuda/device_context.h
+}  // namespace cuda
+
 struct ExecContext {
   // CPU kernels split their work over this pool; null runs them on the calling thread.
   ThreadPool* pool = nullptr;
   // CUDA kernels are launched on this cudaStream_t (null: the default stream).
   void* cuda_stream = nullptr;
+  // cuBLASLt handle, workspace and scratch for the CUDA ops that need them (GEMMs, reductions,
+  // ops that check ids on the device; core/cuda/device_context.h lists them): one DeviceContext
+  // for the tensors' device, used only with cuda_stream. Unused for CPU tensors.
+  cuda::DeviceContext* cuda = nullptr;
 
   int num_threads() const { return pool == nullptr ? 1 : pool->num_threads(); }
 };

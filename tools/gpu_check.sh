@@ -17,8 +17,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="$root/gpu_bundle"
 PER_BINARY_TIMEOUT=${PER_BINARY_TIMEOUT:-180}
 
-# GPU benchmarks: "package:target args...". Empty until the CUDA backend adds them.
-GPU_BENCHMARKS=()
+# GPU benchmarks: "package:target args...".
+GPU_BENCHMARKS=(
+  "core/ops:ops_cuda_bench --iters=20"  # per-op bandwidth vs d2d copy; cuBLASLt bf16 GEMM rates
+)
 
 do_bundle() {
   cd "$root"

@@ -8,6 +8,10 @@
 #include "core/ops/check.h"
 #include "core/status.h"
 
+#if defined(MT_WITH_CUDA)
+#include "core/cuda/ops_cuda.h"
+#endif
+
 namespace mt {
 namespace ops {
 namespace {
@@ -77,6 +81,26 @@ absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const T
   RETURN_IF_ERROR(CheckContiguous(kOp, "m", m));
   RETURN_IF_ERROR(CheckContiguous(kOp, "v", v));
   RETURN_IF_ERROR(CheckHyperparameters(args));
+#if defined(MT_WITH_CUDA)
+  if (param.device.is_cuda()) {
+    // The same f32 constants as AdamCpu, so the kernel's update is the CPU's.
+    cuda::AdamParams p;
+    p.lr = args.lr;
+    p.beta1 = args.beta1;
+    p.beta2 = args.beta2;
+    p.one_minus_beta1 = 1.0f - args.beta1;
+    p.one_minus_beta2 = 1.0f - args.beta2;
+    p.eps = args.eps;
+    p.weight_decay = args.weight_decay;
+    p.grad_scale = args.grad_scale;
+    p.bias_correction1 =
+        static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta1), args.step));
+    p.bias_correction2 =
+        static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), args.step));
+    p.decoupled = args.mode == WeightDecayMode::kAdamW;
+    return cuda::AdamUpdate(ctx, param, grad, m, v, p);
+  }
+#endif
   if (!param.device.is_cpu()) return UnsupportedDevice(kOp, param.device);
   AdamCpu(ctx.pool, param.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
           v.data_as<float>(), param.numel(), args);

@@ -14,7 +14,8 @@
 //
 // Errors: InvalidArgument for step < 1, beta1 or beta2 outside [0, 1), a negative or non-finite
 // lr, eps or weight_decay, shape mismatches, non-contiguous views or mixed devices; Unimplemented
-// for dtypes other than f32 and for CUDA.
+// for dtypes other than f32 (and CUDA tensors in CPU-only builds or without a device). The CUDA
+// kernel performs the same f32 roundings, in the same order.
 #ifndef MT_CORE_OPS_ADAM_H_
 #define MT_CORE_OPS_ADAM_H_
 

@@ -9,6 +9,10 @@
 #include "core/ops/check.h"
 #include "core/status.h"
 
+#if defined(MT_WITH_CUDA)
+#include "core/cuda/ops_cuda.h"
+#endif
+
 namespace mt {
 namespace ops {
 namespace {
@@ -30,19 +34,32 @@ absl::Status CheckArgs(absl::string_view op, const TensorView& logits, const Ten
   return CheckContiguous(op, per_row_name, per_row);
 }
 
+absl::Status TargetOutOfRange(absl::string_view op, int64_t n, int64_t t, int64_t V) {
+  return absl::OutOfRangeError(absl::StrCat(op, ": targets[", n, "] = ", t,
+                                            " is outside the vocabulary [0, ", V,
+                                            ") and is not kIgnoreIndex (", kIgnoreIndex, ")"));
+}
+
 template <typename I>
 absl::Status CheckTargetsT(absl::string_view op, const I* targets, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = static_cast<int64_t>(targets[n]);
     if (t == kIgnoreIndex) continue;
-    if (t < 0 || t >= V) {
-      return absl::OutOfRangeError(absl::StrCat(op, ": targets[", n, "] = ", t,
-                                                " is outside the vocabulary [0, ", V,
-                                                ") and is not kIgnoreIndex (", kIgnoreIndex, ")"));
-    }
+    if (t < 0 || t >= V) return TargetOutOfRange(op, n, t, V);
   }
   return absl::OkStatus();
 }
+
+#if defined(MT_WITH_CUDA)
+// CheckTargets for targets in device memory: a device-side search, then the same error.
+absl::Status CheckTargetsCuda(absl::string_view op, const ExecContext& ctx,
+                              const TensorView& targets, int64_t V) {
+  ASSIGN_OR_RETURN(const cuda::BadId bad, cuda::FindBadId(op, ctx, "targets", targets, 0, V,
+                                                          /*allow_ignore=*/true));
+  if (bad.position >= 0) return TargetOutOfRange(op, bad.position, bad.value, V);
+  return absl::OkStatus();
+}
+#endif
 
 absl::Status CheckTargets(absl::string_view op, const TensorView& targets, int64_t V) {
   const int64_t N = targets.numel();
@@ -143,6 +160,12 @@ absl::Status CrossEntropy(const ExecContext& ctx, const TensorView& logits,
                           const TensorView& targets, const TensorView& losses) {
   constexpr absl::string_view kOp = "CrossEntropy";
   RETURN_IF_ERROR(CheckArgs(kOp, logits, targets, losses, "losses"));
+#if defined(MT_WITH_CUDA)
+  if (logits.device.is_cuda()) {
+    RETURN_IF_ERROR(CheckTargetsCuda(kOp, ctx, targets, logits.shape[1]));
+    return cuda::CrossEntropy(ctx, logits, targets, losses);
+  }
+#endif
   if (!logits.device.is_cpu()) return UnsupportedDevice(kOp, logits.device);
   RETURN_IF_ERROR(CheckTargets(kOp, targets, logits.shape[1]));
   switch (logits.dtype) {
@@ -174,6 +197,12 @@ absl::Status CrossEntropyBackward(const ExecContext& ctx, const TensorView& logi
   }
   RETURN_IF_ERROR(CheckShape(kOp, "dlogits", dlogits, logits.shape));
   RETURN_IF_ERROR(CheckContiguous(kOp, "dlogits", dlogits));
+#if defined(MT_WITH_CUDA)
+  if (logits.device.is_cuda()) {
+    RETURN_IF_ERROR(CheckTargetsCuda(kOp, ctx, targets, logits.shape[1]));
+    return cuda::CrossEntropyBackward(ctx, logits, targets, dlosses, dlogits);
+  }
+#endif
   if (!logits.device.is_cpu()) return UnsupportedDevice(kOp, logits.device);
   RETURN_IF_ERROR(CheckTargets(kOp, targets, logits.shape[1]));
   switch (logits.dtype) {

@@ -7,7 +7,9 @@
 // A target equal to kIgnoreIndex contributes loss 0 and gradient 0 (a zero row of dlogits); any
 // other target outside [0, V) is an error (OutOfRange naming the row and the value), found before
 // anything is written. Other errors: InvalidArgument (shapes, contiguity, mixed devices, dlogits'
-// dtype differing from logits'), Unimplemented (other dtypes; CUDA for now).
+// dtype differing from logits'), Unimplemented (other dtypes; CUDA tensors in CPU-only builds or
+// without a device). CUDA tensors need ctx.cuda: their targets are checked on the device, which
+// synchronizes the stream.
 #ifndef MT_CORE_OPS_CROSS_ENTROPY_H_
 #define MT_CORE_OPS_CROSS_ENTROPY_H_
 

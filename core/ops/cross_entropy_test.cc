@@ -286,8 +286,10 @@ TEST(CrossEntropyTest, BadArgumentsAreErrors) {
   // Devices: a CUDA view is rejected before its memory is touched; mixed devices are invalid.
   TensorView cx = logits.view(), ct = targets.view(), cl = losses.view(), cd = dx.view();
   cx.device = ct.device = cl.device = cd.device = Device::Cuda(0);
-  EXPECT_EQ(fwd(cx, ct, cl), kUnimpl);
-  EXPECT_EQ(bwd(cx, ct, cl, cd), kUnimpl);
+  EXPECT_TRUE(::mt::testing::RejectsFakeCudaViews(
+      CrossEntropy(ExecContext{}, cx, ct, cl)));
+  EXPECT_TRUE(::mt::testing::RejectsFakeCudaViews(
+      CrossEntropyBackward(ExecContext{}, cx, ct, cl, cd)));
   EXPECT_EQ(fwd(cx, targets.view(), losses.view()), kInvalid);
   EXPECT_EQ(bwd(logits.view(), targets.view(), losses.view(), cd), kInvalid);
   // No rows: nothing to do.

@@ -137,14 +137,15 @@ void BiasAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView& b
   });
 }
 
-template <typename T>
+// T: dy's element type; Out: dbias's (T, or float for mixed precision).
+template <typename T, typename Out>
 void BiasGradCpu(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias) {
   const int64_t N = dbias.numel();
   const int64_t R = N == 0 ? 0 : dy.numel() / N;
-  T* out = dbias.data_as<T>();
+  Out* out = dbias.data_as<Out>();
   if (N == 0) return;
   if (R == 0) {
-    for (int64_t c = 0; c < N; ++c) out[c] = FromFloat<T>(0.0f);
+    for (int64_t c = 0; c < N; ++c) out[c] = FromFloat<Out>(0.0f);
     return;
   }
   const int64_t blocks = std::min(kMaxRowBlocks, (R + kMinRowsPerBlock - 1) / kMinRowsPerBlock);
@@ -172,7 +173,7 @@ void BiasGradCpu(const ExecContext& ctx, const TensorView& dy, const TensorView&
     for (int64_t c = begin; c < end; ++c) {
       float s = 0.0f;
       for (int64_t blk = 0; blk < blocks; ++blk) s += partial[blk * N + c];
-      out[c] = FromFloat<T>(s);
+      out[c] = FromFloat<Out>(s);
     }
   });
 }
@@ -288,11 +289,46 @@ void DropoutCpu(const ExecContext& ctx, const TensorView& x, const DropoutArgs& 
   });
 }
 
+// Converting between dtypes in place would overwrite unread input.
+absl::Status CheckConvertOverlap(absl::string_view op, const TensorView& x, const TensorView& y) {
+  const char* xb = static_cast<const char*>(x.data);
+  const char* yb = static_cast<const char*>(y.data);
+  if (x.numel() > 0 && xb < yb + y.nbytes() && yb < xb + x.nbytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": x (", x.DebugString(), ") and y (", y.DebugString(),
+        ") overlap; converting in place needs equal dtypes"));
+  }
+  return absl::OkStatus();
+}
+
+// Fills x with `value` on its device.
+template <typename T>
+absl::Status FillTyped(const ExecContext& ctx, const TensorView& x, T value) {
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) return cuda::Fill(ctx, x, &value, sizeof(T));
+#endif
+  FillCpu<T>(ctx, x, value);
+  return absl::OkStatus();
+}
+
 absl::Status DropoutImpl(absl::string_view op, const ExecContext& ctx, const TensorView& x,
                          absl::string_view x_name, const DropoutArgs& args, const TensorView& y,
                          absl::string_view y_name) {
   RETURN_IF_ERROR(CheckElementwise(op, {{x_name, &x}, {y_name, &y}}));
   RETURN_IF_ERROR(CheckDropoutArgs(op, args));
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) {
+    cuda::DropoutParams params;
+    params.p = args.p;
+    params.scale = 1.0f / (1.0f - args.p);  // As DropoutCpu computes it.
+    params.seed = args.seed;
+    params.stream_id = args.stream;
+    params.key_base = args.key_base;
+    params.key_inner = args.key_inner;
+    params.key_outer_stride = args.key_outer_stride;
+    return cuda::Dropout(op, ctx, x, params, y);
+  }
+#endif
   if (!x.device.is_cpu()) return UnsupportedDevice(op, x.device);
   if (args.p == 0.0f) {
     if (x.data != y.data) std::memmove(y.data, x.data, x.nbytes());
@@ -326,20 +362,37 @@ absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorVi
 absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias) {
   constexpr absl::string_view kOp = "BiasGrad";
   RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"dy", &dy}, {"dbias", &dbias}}));
-  RETURN_IF_ERROR(CheckSameDType(kOp, {&dy, &dbias}));
+  if (dbias.dtype != dy.dtype && dbias.dtype != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": dbias has dtype ",
+                                                   DTypeName(dbias.dtype), ", expected ",
+                                                   DTypeName(dy.dtype), " (the dtype of dy) or f32"));
+  }
   if (dy.rank() < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": dy (", dy.DebugString(), ") must have rank >= 1"));
   }
   RETURN_IF_ERROR(CheckShape(kOp, "dbias", dbias, {dy.dim(-1)}));
+#if defined(MT_WITH_CUDA)
+  if (dy.device.is_cuda()) return cuda::BiasGrad(ctx, dy, dbias);
+#endif
   if (!dy.device.is_cpu()) return UnsupportedDevice(kOp, dy.device);
-  DispatchFloat(dy.dtype, [&](auto tag) { BiasGradCpu<decltype(tag)>(ctx, dy, dbias); });
+  DispatchFloat(dy.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (dbias.dtype == dy.dtype) {
+      BiasGradCpu<T, T>(ctx, dy, dbias);
+    } else {
+      BiasGradCpu<T, float>(ctx, dy, dbias);
+    }
+  });
   return absl::OkStatus();
 }
 
 absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
   constexpr absl::string_view kOp = "Gelu";
   RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"y", &y}}));
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) return cuda::Gelu(ctx, x, y);
+#endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
   DispatchFloat(x.dtype, [&](auto tag) { MapUnary<decltype(tag)>(ctx, x, y, GeluForward); });
   return absl::OkStatus();
@@ -349,6 +402,9 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
                           const TensorView& dx) {
   constexpr absl::string_view kOp = "GeluBackward";
   RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}}));
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) return cuda::GeluBackward(ctx, x, dy, dx);
+#endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
   DispatchFloat(x.dtype, [&](auto tag) { GeluBackwardCpu<decltype(tag)>(ctx, x, dy, dx); });
   return absl::OkStatus();
@@ -358,6 +414,9 @@ absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& 
                  const TensorView& out) {
   constexpr absl::string_view kOp = "Add";
   RETURN_IF_ERROR(CheckElementwise(kOp, {{"a", &a}, {"b", &b}, {"out", &out}}));
+#if defined(MT_WITH_CUDA)
+  if (a.device.is_cuda()) return cuda::Add(ctx, a, b, out);
+#endif
   if (!a.device.is_cpu()) return UnsupportedDevice(kOp, a.device);
   DispatchFloat(a.dtype, [&](auto tag) { AddCpu<decltype(tag)>(ctx, a, b, out); });
   return absl::OkStatus();
@@ -366,6 +425,9 @@ absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& 
 absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y) {
   constexpr absl::string_view kOp = "Scale";
   RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"y", &y}}));
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) return cuda::Scale(ctx, x, alpha, y);
+#endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
   DispatchFloat(x.dtype, [&](auto tag) {
     MapUnary<decltype(tag)>(ctx, x, y, [alpha](float v) { return alpha * v; });
@@ -377,18 +439,18 @@ absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorVi
   constexpr absl::string_view kOp = "Convert";
   RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"x", &x}, {"y", &y}}));
   RETURN_IF_ERROR(CheckShape(kOp, "y", y, x.shape));
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) {
+    if (x.dtype != y.dtype) RETURN_IF_ERROR(CheckConvertOverlap(kOp, x, y));
+    return cuda::Convert(ctx, x, y);
+  }
+#endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
   if (x.dtype == y.dtype) {
     if (x.data != y.data) std::memmove(y.data, x.data, x.nbytes());
     return absl::OkStatus();
   }
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  if (x.numel() > 0 && xb < yb + y.nbytes() && yb < xb + x.nbytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": x (", x.DebugString(), ") and y (", y.DebugString(),
-        ") overlap; converting in place needs equal dtypes"));
-  }
+  RETURN_IF_ERROR(CheckConvertOverlap(kOp, x, y));
   DispatchFloat(x.dtype, [&](auto from) {
     DispatchFloat(y.dtype,
                   [&](auto to) { ConvertCpu<decltype(from), decltype(to)>(ctx, x, y); });
@@ -399,7 +461,12 @@ absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorVi
 absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value) {
   constexpr absl::string_view kOp = "Fill";
   RETURN_IF_ERROR(CheckContiguous(kOp, "x", x));
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+#if defined(MT_WITH_CUDA)
+  const bool has_kernel = x.device.is_cpu() || x.device.is_cuda();
+#else
+  const bool has_kernel = x.device.is_cpu();
+#endif
+  if (!has_kernel) return UnsupportedDevice(kOp, x.device);
   if (IsInteger(x.dtype)) {
     double lo = 0, hi = 0;  // The integers representable in x's dtype are [lo, hi).
     switch (x.dtype) {
@@ -421,26 +488,23 @@ absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value) {
     const int64_t v = static_cast<int64_t>(t);
     switch (x.dtype) {
       case DType::kI32:
-        FillCpu<int32_t>(ctx, x, static_cast<int32_t>(v));
-        break;
+        return FillTyped<int32_t>(ctx, x, static_cast<int32_t>(v));
       case DType::kI64:
-        FillCpu<int64_t>(ctx, x, v);
-        break;
+        return FillTyped<int64_t>(ctx, x, v);
       default:
-        FillCpu<uint16_t>(ctx, x, static_cast<uint16_t>(v));
-        break;
+        return FillTyped<uint16_t>(ctx, x, static_cast<uint16_t>(v));
     }
-    return absl::OkStatus();
   }
   RETURN_IF_ERROR(CheckDType(kOp, "x", x, kFloatTypes));
   const float f = RoundToOddF32(value);
+  absl::Status status;
   DispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     // f32 takes the correctly rounded value; the 16-bit formats round the round-to-odd f32.
-    FillCpu<T>(ctx, x, FromFloat<T>(std::is_same<T, float>::value ? static_cast<float>(value)
-                                                                    : f));
+    status = FillTyped<T>(
+        ctx, x, FromFloat<T>(std::is_same<T, float>::value ? static_cast<float>(value) : f));
   });
-  return absl::OkStatus();
+  return status;
 }
 
 absl::Status Dropout(const ExecContext& ctx, const TensorView& x, const DropoutArgs& args,

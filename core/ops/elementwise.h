@@ -5,7 +5,7 @@
 // shape (in-place). Errors: InvalidArgument for shape/contiguity/device/dtype mismatches between
 // the operands, Unimplemented for dtypes or devices without a kernel. CPU kernels split the work
 // over ctx.pool; results do not depend on the number of threads (bitwise).
-// Devices: CPU for all ops; CUDA for BiasAdd in CUDA builds.
+// Devices: CPU, and CUDA in CUDA builds (core/cuda); BiasGrad on CUDA needs ctx.cuda.
 #ifndef MT_CORE_OPS_ELEMENTWISE_H_
 #define MT_CORE_OPS_ELEMENTWISE_H_
 
@@ -21,8 +21,9 @@ namespace ops {
 // y[..., n] = x[..., n] + bias[n].  x, y: [..., N] (rank >= 1); bias: [N], x's dtype.
 absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
                      const TensorView& y);
-// dbias[n] = sum over all leading indices of dy[..., n]; overwrites dbias (dy's dtype). Sums in
-// f32 over fixed row blocks, then over the blocks in order (deterministic for any pool).
+// dbias[n] = sum over all leading indices of dy[..., n]; overwrites dbias (dy's dtype, or f32 for a
+// bf16/f16 dy: mixed-precision bias gradients keep the f32 sum without rounding it to 16 bits).
+// Sums in f32 over fixed row blocks, then over the blocks in order (deterministic for any pool).
 absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias);
 
 // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the GPT-2 / Megatron approximation.

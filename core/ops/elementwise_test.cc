@@ -96,6 +96,16 @@ TEST_F(ElementwiseTest, BiasGradMatchesReferenceAndFiniteDifferences) {
         for (size_t i = 0; i < dyd.size(); ++i) want[i % N] += dyd[i];
         // f32 partial sums over at most R terms (|dy| <= 1), then one rounding to the dtype.
         EXPECT_TRUE(AllClose(dbias.view(), want, UnitRoundoff(dt), 2 * R * kU32));
+        if (dt != DType::kF32) {
+          // Mixed precision: an f32 dbias keeps the f32 sums (no rounding to dy's dtype), and is
+          // bitwise what the 16-bit output rounds from.
+          Tensor dbias32 = RandomTensor({N}, DType::kF32, 4);
+          ASSERT_TRUE(BiasGrad(ctx, dy.view(), dbias32.view()).ok());
+          EXPECT_TRUE(AllClose(dbias32.view(), want, 0, 2 * R * kU32));
+          Tensor rounded = Tensor::Host({N}, dt);
+          ASSERT_TRUE(Convert(ctx, dbias32.view(), rounded.view()).ok());
+          EXPECT_TRUE(SameBits(rounded, dbias));
+        }
 
         if (dt == DType::kF32 && R * N < 1000) {
           // BiasGrad is the gradient of L(bias) = sum(dy * BiasAdd(x, bias)) with respect to bias.
@@ -451,6 +461,19 @@ TEST_F(ElementwiseTest, BadArgumentsAreReported) {
   EXPECT_EQ(BiasAdd(ctx, a.view(), h.view().Flatten2D().Slice(0, 1), a.view()).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BiasGrad(ctx, a.view(), bias.view()).code(), absl::StatusCode::kInvalidArgument);
+  {
+    // dbias may be f32 for a 16-bit dy, but not 16-bit for an f32 dy, nor another 16-bit type.
+    Tensor dy16 = RandomTensor({3, 4}, DType::kBF16, 1);
+    Tensor db16 = Tensor::Host({4}, DType::kF16);
+    Tensor db_bf16 = Tensor::Host({4}, DType::kBF16);
+    Tensor dy32 = RandomTensor({3, 4}, DType::kF32, 2);
+    s = BiasGrad(ctx, dy16.view(), db16.view());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("BiasGrad: dbias has dtype f16, expected bf16 (the dtype of dy) or f32"));
+    EXPECT_EQ(BiasGrad(ctx, dy32.view(), db_bf16.view()).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
   EXPECT_EQ(GeluBackward(ctx, a.view(), b.view(), a.view()).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Convert(ctx, a.view(), b.view()).code(), absl::StatusCode::kInvalidArgument);
@@ -459,8 +482,9 @@ TEST_F(ElementwiseTest, BadArgumentsAreReported) {
   TensorView a_as_bf16(a.data(), {3, 4}, DType::kBF16);
   EXPECT_EQ(Convert(ctx, a.view(), a_as_bf16).code(), absl::StatusCode::kInvalidArgument);
 
-  // Devices: mixed devices are InvalidArgument; a CUDA tensor for an op without a CUDA kernel is
-  // Unimplemented. These views are never dereferenced.
+  // Devices: mixed devices are InvalidArgument; a CUDA view is Unimplemented without a CUDA
+  // device (or build) and InvalidArgument with one (its memory is on the host). These views are
+  // never dereferenced.
   TensorView on_gpu(a.data(), {3, 4}, DType::kF32, Device::Cuda(0));
   s = Add(ctx, a.view(), on_gpu, a.view());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -469,8 +493,14 @@ TEST_F(ElementwiseTest, BadArgumentsAreReported) {
   EXPECT_EQ(BiasAdd(ctx, a.view(), bias_gpu, a.view()).code(),
             absl::StatusCode::kInvalidArgument);
   s = Gelu(ctx, on_gpu, on_gpu);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("Gelu: not implemented for cuda:0"));
+  if (cuda::DeviceCount() == 0) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("Gelu: not implemented for cuda:0"));
+  } else {
+    // With a GPU, the CUDA kernel refuses a view whose memory is really on the host.
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("points to host memory"));
+  }
 }
 
 // BiasAdd on the GPU (the CUDA kernel in core/cuda) against the CPU kernel.

@@ -9,6 +9,10 @@
 #include "core/ops/check.h"
 #include "core/status.h"
 
+#if defined(MT_WITH_CUDA)
+#include "core/cuda/ops_cuda.h"
+#endif
+
 namespace mt {
 namespace ops {
 namespace {
@@ -55,20 +59,34 @@ absl::Status CheckArgs(absl::string_view op, const TensorView& ids, const Tensor
   return absl::OkStatus();
 }
 
+absl::Status IdOutOfRange(absl::string_view op, const TensorView& ids, int64_t i, int64_t id,
+                          int64_t vocab) {
+  return absl::OutOfRangeError(absl::StrCat(op, ": ids element ", i, " (flat index into ids ",
+                                            ShapeToString(ids.shape), ") is ", id,
+                                            ", outside the vocabulary [0, ", vocab, ")"));
+}
+
 template <typename I>
 absl::Status CheckIdsInVocab(absl::string_view op, const TensorView& ids, int64_t vocab) {
   const I* p = ids.data_as<I>();
   const int64_t n = ids.numel();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = static_cast<int64_t>(p[i]);
-    if (id < 0 || id >= vocab) {
-      return absl::OutOfRangeError(absl::StrCat(op, ": ids element ", i, " (flat index into ids ",
-                                                ShapeToString(ids.shape), ") is ", id,
-                                                ", outside the vocabulary [0, ", vocab, ")"));
-    }
+    if (id < 0 || id >= vocab) return IdOutOfRange(op, ids, i, id, vocab);
   }
   return absl::OkStatus();
 }
+
+#if defined(MT_WITH_CUDA)
+// CheckIds for ids in device memory: a device-side search, then the same error.
+absl::Status CheckIdsCuda(absl::string_view op, const ExecContext& ctx, const TensorView& ids,
+                          int64_t vocab) {
+  ASSIGN_OR_RETURN(const cuda::BadId bad,
+                   cuda::FindBadId(op, ctx, "ids", ids, 0, vocab, /*allow_ignore=*/false));
+  if (bad.position >= 0) return IdOutOfRange(op, ids, bad.position, bad.value, vocab);
+  return absl::OkStatus();
+}
+#endif
 
 absl::Status CheckIds(absl::string_view op, const TensorView& ids, int64_t vocab) {
   return ids.dtype == DType::kI32 ? CheckIdsInVocab<int32_t>(op, ids, vocab)
@@ -167,6 +185,12 @@ absl::Status Embedding(const ExecContext& ctx, const TensorView& ids, const Tens
                        const TensorView& out, const EmbeddingRange& range) {
   constexpr absl::string_view kOp = "Embedding";
   RETURN_IF_ERROR(CheckArgs(kOp, ids, table, "table", out, "out", range));
+#if defined(MT_WITH_CUDA)
+  if (ids.device.is_cuda()) {
+    RETURN_IF_ERROR(CheckIdsCuda(kOp, ctx, ids, GlobalVocab(range, table)));
+    return cuda::Embedding(ctx, ids, table, out, range.vocab_start);
+  }
+#endif
   if (!ids.device.is_cpu()) return UnsupportedDevice(kOp, ids.device);
   RETURN_IF_ERROR(CheckIds(kOp, ids, GlobalVocab(range, table)));
   const int64_t N = ids.numel(), V = table.shape[0];
@@ -186,6 +210,12 @@ absl::Status EmbeddingBackward(const ExecContext& ctx, const TensorView& ids,
                                const EmbeddingRange& range) {
   constexpr absl::string_view kOp = "EmbeddingBackward";
   RETURN_IF_ERROR(CheckArgs(kOp, ids, dtable, "dtable", dout, "dout", range));
+#if defined(MT_WITH_CUDA)
+  if (ids.device.is_cuda()) {
+    RETURN_IF_ERROR(CheckIdsCuda(kOp, ctx, ids, GlobalVocab(range, dtable)));
+    return cuda::EmbeddingBackward(ctx, ids, dout, dtable, range.vocab_start);
+  }
+#endif
   if (!ids.device.is_cpu()) return UnsupportedDevice(kOp, ids.device);
   RETURN_IF_ERROR(CheckIds(kOp, ids, GlobalVocab(range, dtable)));
   switch (dtable.dtype) {

@@ -12,9 +12,11 @@
 //     {0, global_vocab}: vocab_start alone cannot tell a shard from a whole table.
 //
 // Errors: InvalidArgument (shapes, dtypes of out/dout vs table, contiguity, mixed devices, a range
-// with vocab_start < 0 or vocab_start + V > global_vocab), Unimplemented (other dtypes; CUDA for
-// now), OutOfRange for an id outside the vocabulary, naming its flat position in ids and its value.
-// Ids are checked before anything is written.
+// with vocab_start < 0 or vocab_start + V > global_vocab), Unimplemented (other dtypes; CUDA
+// tensors in CPU-only builds or without a device), OutOfRange for an id outside the vocabulary,
+// naming its flat position in ids and its value. Ids are checked before anything is written (on
+// CUDA, on the device: that needs ctx.cuda and synchronizes the stream; the CUDA backward sums in
+// the same order as the CPU kernel, so it gives the same bits).
 #ifndef MT_CORE_OPS_EMBEDDING_H_
 #define MT_CORE_OPS_EMBEDDING_H_
 

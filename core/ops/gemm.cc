@@ -12,6 +12,10 @@
 #include "core/status.h"
 #include "glog/logging.h"
 
+#if defined(MT_WITH_CUDA)
+#include "core/cuda/ops_cuda.h"
+#endif
+
 // OpenBLAS, through its Fortran ABI (the routine Eigen's EIGEN_USE_BLAS backend calls). We declare
 // it ourselves instead of defining EIGEN_USE_BLAS: that macro changes what Eigen's inline templates
 // compile to, and one binary that mixes TUs with and without it violates the ODR. Debian's
@@ -48,7 +52,8 @@ struct GemmShape {
 };
 
 std::string Described(const TensorView& t, bool transposed) {
-  return absl::StrCat(DTypeName(t.dtype), ShapeToString(t.shape), transposed ? " (transposed)" : "");
+  return absl::StrCat(DTypeName(t.dtype), ShapeToString(t.shape),
+                      transposed ? " (transposed)" : "");
 }
 
 bool Overlap(const TensorView& x, const TensorView& y) {
@@ -67,10 +72,10 @@ absl::StatusOr<GemmShape> Validate(const char* op, int rank, const TensorView& a
   RETURN_IF_ERROR(CheckRank(op, "C", c, rank));
   RETURN_IF_ERROR(CheckSameDevice(op, {&a, &b, &c}));
   RETURN_IF_ERROR(CheckDType(op, "A", a, {DType::kF32, DType::kBF16, DType::kF16}));
-  if (b.dtype != a.dtype || c.dtype != a.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": A, B and C must share one dtype, got A ", DTypeName(a.dtype), ", B ",
-        DTypeName(b.dtype), ", C ", DTypeName(c.dtype)));
+  if (b.dtype != a.dtype || (c.dtype != a.dtype && c.dtype != DType::kF32)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": A and B must share one dtype and C must have it or be f32, got A ",
+                     DTypeName(a.dtype), ", B ", DTypeName(b.dtype), ", C ", DTypeName(c.dtype)));
   }
   RETURN_IF_ERROR(CheckContiguous(op, "A", a));
   RETURN_IF_ERROR(CheckContiguous(op, "B", b));
@@ -83,9 +88,9 @@ absl::StatusOr<GemmShape> Validate(const char* op, int rank, const TensorView& a
   if (rank == 3) {
     s.batch = a.dim(0);
     if (b.dim(0) != s.batch || c.dim(0) != s.batch) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": batch sizes differ: A is ", Described(a, false), ", B is ", Described(b, false),
-          ", C is ", Described(c, false)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": batch sizes differ: A is ", Described(a, false), ", B is ",
+                       Described(b, false), ", C is ", Described(c, false)));
     }
   }
   s.m = s.trans_a ? a.dim(r + 1) : a.dim(r);
@@ -94,19 +99,19 @@ absl::StatusOr<GemmShape> Validate(const char* op, int rank, const TensorView& a
   s.n = s.trans_b ? b.dim(r) : b.dim(r + 1);
   if (k_b != s.k) {
     return absl::InvalidArgumentError(
-        absl::StrCat(op, ": A is ", Described(a, s.trans_a), " and B is ",
-                     Described(b, s.trans_b), ": inner dimensions ", s.k, " and ", k_b, " differ"));
+        absl::StrCat(op, ": A is ", Described(a, s.trans_a), " and B is ", Described(b, s.trans_b),
+                     ": inner dimensions ", s.k, " and ", k_b, " differ"));
   }
   Shape expected_c = rank == 3 ? Shape{s.batch, s.m, s.n} : Shape{s.m, s.n};
   if (c.shape != expected_c) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": C is ", Described(c, false), ", expected ", ShapeToString(expected_c),
-        " for A ", Described(a, s.trans_a), " times B ", Described(b, s.trans_b)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": C is ", Described(c, false), ", expected ", ShapeToString(expected_c),
+                     " for A ", Described(a, s.trans_a), " times B ", Described(b, s.trans_b)));
   }
   if (Overlap(c, a) || Overlap(c, b)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": C overlaps ", Overlap(c, a) ? "A" : "B",
-        " in memory; write the product to a separate tensor"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": C overlaps ", Overlap(c, a) ? "A" : "B",
+                     " in memory; write the product to a separate tensor"));
   }
   return s;
 }
@@ -142,8 +147,8 @@ void EigenGemm(const GemmShape& s, int num_threads, float alpha, const float* a,
   }
 }
 
-void OpenBlasGemm(const GemmShape& s, int num_threads, float alpha, const float* a,
-                  const float* b, float beta, float* c) {
+void OpenBlasGemm(const GemmShape& s, int num_threads, float alpha, const float* a, const float* b,
+                  float beta, float* c) {
   openblas_set_num_threads(num_threads);
   // BLAS is column-major, and a row-major [R, C] buffer is the column-major [C, R] transpose, so
   // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B first, then A, with
@@ -196,7 +201,7 @@ void Narrow(ThreadPool* pool, const float* src, int64_t n, T* dst) {
 }
 
 // f32 runs in place; bf16 and f16 are widened to f32 scratch, multiplied with f32 accumulation,
-// and rounded back once.
+// and rounded back once (or, for an f32 C, written and accumulated in place without rounding).
 template <typename T>
 void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
              const GemmOptions& options, const TensorView& a, const TensorView& b,
@@ -205,9 +210,15 @@ void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
     GemmF32(backend, s, ctx.num_threads(), options.alpha, a.data_as<float>(), b.data_as<float>(),
             options.beta, c.data_as<float>());
   } else {
-    std::vector<float> a32(a.numel()), b32(b.numel()), c32(c.numel());
+    std::vector<float> a32(a.numel()), b32(b.numel());
     Widen(ctx.pool, a.data_as<T>(), a.numel(), a32.data());
     Widen(ctx.pool, b.data_as<T>(), b.numel(), b32.data());
+    if (c.dtype == DType::kF32) {
+      GemmF32(backend, s, ctx.num_threads(), options.alpha, a32.data(), b32.data(), options.beta,
+              c.data_as<float>());
+      return;
+    }
+    std::vector<float> c32(c.numel());
     // With beta = 0, C is output only (and may hold NaNs or garbage): do not read it.
     if (options.beta != 0.0f) Widen(ctx.pool, c.data_as<T>(), c.numel(), c32.data());
     GemmF32(backend, s, ctx.num_threads(), options.alpha, a32.data(), b32.data(), options.beta,
@@ -219,6 +230,20 @@ void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
 absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorView& a,
                  const TensorView& b, const TensorView& c, const GemmOptions& options) {
   ASSIGN_OR_RETURN(GemmShape s, Validate(op, rank, a, b, c, options));
+#if defined(MT_WITH_CUDA)
+  if (a.device.is_cuda()) {
+    cuda::GemmDims dims;
+    dims.batch = s.batch;
+    dims.m = s.m;
+    dims.n = s.n;
+    dims.k = s.k;
+    dims.trans_a = s.trans_a;
+    dims.trans_b = s.trans_b;
+    dims.alpha = options.alpha;
+    dims.beta = options.beta;
+    return cuda::Gemm(op, ctx, a, b, c, dims);
+  }
+#endif
   if (!a.device.is_cpu()) return UnsupportedDevice(op, a.device);
   const CpuGemmBackend backend = Resolve(options.cpu_backend);
   if (backend == CpuGemmBackend::kOpenBlas &&

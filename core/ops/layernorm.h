@@ -4,7 +4,8 @@
 // x, y, dy, dx: [..., C] (C >= 1) in f32/bf16/f16 (same dtype); gamma, beta, dgamma, dbeta: [C],
 // all in f32 or all in x's dtype (mixed precision may keep the parameters in f32); mean, rstd: f32
 // with R = numel / C elements, shaped [R] or like x without its last dim (saved by the forward for
-// the backward). All contiguous, on one device (CPU kernels only for now). y may alias x; dx may
+// the backward). All contiguous, on one device (CPU, or CUDA: the CUDA backward needs ctx.cuda).
+// y may alias x; dx may
 // alias dy or x. eps must be finite and >= 0.
 // Statistics and gradients are accumulated in f32 (two-pass mean and variance). dgamma and dbeta
 // are OVERWRITTEN; their sums over rows use a fixed partition of the rows, so results are bitwise

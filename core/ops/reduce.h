@@ -8,7 +8,9 @@
 // NaN: any NaN element makes every reduction NaN (Max included, unlike std::max). Infinities
 // follow IEEE arithmetic (a sum holding +inf and -inf is NaN).
 // Max of an empty tensor is -inf; sums of an empty tensor are 0.
-// Errors: InvalidArgument for a non-contiguous view; Unimplemented for other dtypes and for CUDA.
+// Errors: InvalidArgument for a non-contiguous view; Unimplemented for other dtypes. CUDA tensors
+// (f64 accumulation in a fixed tree, so also deterministic) need ctx.cuda, and the call waits for
+// the stream to read the result back.
 #ifndef MT_CORE_OPS_REDUCE_H_
 #define MT_CORE_OPS_REDUCE_H_
 

@@ -7,7 +7,7 @@
 // x (x is [B, ..., Tq, Tk]); 0 marks a padded key (never attended), nonzero a real one. A row with
 // every key masked yields all zeros (and zero gradient), as does a row whose unmasked scores are
 // all -inf. The row max is subtracted before exp (no overflow for any finite input).
-// All tensors contiguous and on one device (CPU kernels only for now); y may alias x and dx may
+// All tensors contiguous and on one device (CPU or CUDA); y may alias x and dx may
 // alias dy or y. A padding mask needs rank(x) >= 3.
 // Errors: InvalidArgument for mismatched shapes/dtypes/devices, non-contiguous views, rank < 2, a
 // non-finite scale or a bad padding mask shape; Unimplemented for other dtypes (the mask: not

@@ -13,6 +13,10 @@
 #include "core/thread_pool.h"
 #include "glog/logging.h"
 
+#if defined(MT_WITH_CUDA)
+#include "core/cuda/ops_cuda.h"
+#endif
+
 namespace mt {
 namespace ops {
 namespace {
@@ -92,6 +96,9 @@ void TanhBackwardCpu(const ExecContext& ctx, const TensorView& y, const TensorVi
 absl::Status Tanh(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
   constexpr absl::string_view kOp = "Tanh";
   RETURN_IF_ERROR(CheckOperands(kOp, {{"x", &x}, {"y", &y}}));
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) return cuda::Tanh(ctx, x, y);
+#endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
   DispatchFloat(x.dtype, [&](auto tag) { TanhCpu<decltype(tag)>(ctx, x, y); });
   return absl::OkStatus();
@@ -101,6 +108,9 @@ absl::Status TanhBackward(const ExecContext& ctx, const TensorView& y, const Ten
                           const TensorView& dx) {
   constexpr absl::string_view kOp = "TanhBackward";
   RETURN_IF_ERROR(CheckOperands(kOp, {{"y", &y}, {"dy", &dy}, {"dx", &dx}}));
+#if defined(MT_WITH_CUDA)
+  if (y.device.is_cuda()) return cuda::TanhBackward(ctx, y, dy, dx);
+#endif
   if (!y.device.is_cpu()) return UnsupportedDevice(kOp, y.device);
   DispatchFloat(y.dtype, [&](auto tag) { TanhBackwardCpu<decltype(tag)>(ctx, y, dy, dx); });
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/cuda_device.h"
 #include "glog/logging.h"
 
 namespace mt {
@@ -132,6 +133,14 @@ double UnitRoundoff(DType dtype) {
 ::testing::AssertionResult AllClose(const TensorView& actual, const std::vector<double>& expected,
                                     double rtol, double atol) {
   return AllClose(ToDoubles(actual), expected, rtol, atol);
+}
+
+::testing::AssertionResult RejectsFakeCudaViews(const absl::Status& status) {
+  if (status.ok()) return ::testing::AssertionFailure() << "accepted host memory labelled cuda:0";
+  if (cuda::DeviceCount() == 0 && status.code() != absl::StatusCode::kUnimplemented) {
+    return ::testing::AssertionFailure() << "expected Unimplemented without a GPU, got " << status;
+  }
+  return ::testing::AssertionSuccess();
 }
 
 std::vector<double> NumericalGradient(const std::function<double(const std::vector<double>&)>& f,

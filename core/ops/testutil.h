@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "core/tensor.h"
 
@@ -34,6 +35,11 @@ double UnitRoundoff(DType dtype);
                                     const std::vector<double>& expected, double rtol, double atol);
 ::testing::AssertionResult AllClose(const TensorView& actual, const std::vector<double>& expected,
                                     double rtol, double atol);
+
+// For views labelled cuda:0 that point to host memory (tests of the dispatch): without a CUDA
+// device the op must return Unimplemented; with one, its CUDA branch must reject the host pointer
+// (or the missing DeviceContext) with some error. Never OK.
+::testing::AssertionResult RejectsFakeCudaViews(const absl::Status& status);
 
 // Central differences of a scalar function of x: g[i] = (f(x + h e_i) - f(x - h e_i)) / 2h.
 std::vector<double> NumericalGradient(const std::function<double(const std::vector<double>&)>& f,

@@ -1,0 +1,212 @@
+// GEMM through cuBLASLt: f32/bf16/f16 operands, C of their dtype or f32 (mixed-precision weight
+// gradients), f32 accumulation and scaling.
+//
+// cuBLASLt is column-major, and a row-major [R, C] buffer is the column-major [C, R] transpose, so
+// row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B is passed as cuBLASLt's
+// first operand and A as its second, each with its own transpose flag (as gemm.cc does for
+// OpenBLAS). Plans (descriptors plus the heuristic's first algorithm) are cached per shape and
+// pointer alignment in the DeviceContext, so steady-state calls only enqueue the matmul. Shapes or
+// alignments cuBLASLt has no kernel for go to cuBLAS's cublasGemmStridedBatchedEx instead (same
+// f32 accumulation), so every valid op call runs.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/cuda/op_util.h"
+#include "core/cuda/ops_cuda.h"
+#include "core/status.h"
+
+namespace mt {
+namespace cuda {
+namespace {
+
+using internal::GemmPlan;
+using internal::GemmPlanKey;
+
+// Plans kept before the cache is cleared (a guard against unbounded shape churn).
+constexpr size_t kMaxPlans = 4096;
+
+cudaDataType_t DataType(DType dtype) {
+  return dtype == DType::kBF16 ? CUDA_R_16BF : (dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_32F);
+}
+
+// The largest power of two (at most 256) dividing the address, and the batch stride in bytes
+// when there are several matrices: what cuBLASLt may assume about every matrix of the batch.
+int Alignment(const void* p, int64_t batch, int64_t stride_bytes) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256u;
+  if (batch > 1) bits |= static_cast<uint64_t>(stride_bytes);
+  return static_cast<int>(bits & (~bits + 1));  // Lowest set bit.
+}
+
+// Frees a matmul preference on every path.
+struct PreferenceDeleter {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
+};
+
+absl::Status SetLayout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int64_t rows,
+                       int64_t cols, int64_t batch) {
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(layout, type, static_cast<uint64_t>(rows),
+                                                       static_cast<uint64_t>(cols), rows));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    const int64_t stride = rows * cols;
+    MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+        *layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+        *layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(absl::string_view op,
+                                                   internal::DeviceContextState& st,
+                                                   const GemmPlanKey& key) {
+  auto plan = std::make_unique<GemmPlan>();
+  const auto type = static_cast<cudaDataType_t>(key.dtype);
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // cuBLASLt's A is our B and its B is our A (see the top of the file).
+  const cublasOperation_t op_first = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  const int64_t M = key.m, N = key.n, K = key.k;
+  // Column-major shapes of the stored buffers: B is [N, K] (or [K, N] transposed), A is [K, M]
+  // (or [M, K]), C is [N, M].
+  RETURN_IF_ERROR(SetLayout(&plan->a, type, key.trans_b ? K : N, key.trans_b ? N : K, key.batch));
+  RETURN_IF_ERROR(SetLayout(&plan->b, type, key.trans_a ? M : K, key.trans_a ? K : M, key.batch));
+  RETURN_IF_ERROR(
+      SetLayout(&plan->c, static_cast<cudaDataType_t>(key.c_dtype), N, M, key.batch));
+
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&raw_pref));
+  std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter> pref(raw_pref);
+  const uint64_t workspace = st.workspace_bytes;
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+  const uint32_t align_first = static_cast<uint32_t>(key.align_b);  // cuBLASLt's A = our B.
+  const uint32_t align_second = static_cast<uint32_t>(key.align_a);
+  const uint32_t align_c = static_cast<uint32_t>(key.align_c);
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_first, sizeof(align_first)));
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_second, sizeof(align_second)));
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(st.blas, plan->desc, plan->a, plan->b,
+                                                           plan->c, plan->c, raw_pref, 1, &result,
+                                                           &found));
+  if (found == 0) {
+    plan->legacy = true;  // No cuBLASLt kernel for this shape or alignment: use cuBLAS.
+  } else {
+    plan->algo = result.algo;
+  }
+  return plan;
+}
+
+// The same product through cublasGemmStridedBatchedEx (32-bit sizes).
+absl::Status LegacyGemm(absl::string_view op, internal::DeviceContextState& st,
+                        const GemmPlanKey& key, const void* a, const void* b, void* c, float alpha,
+                        float beta, cudaStream_t stream) {
+  const int64_t M = key.m, N = key.n, K = key.k;
+  for (int64_t v : {M, N, K, key.batch}) {
+    if (v > INT_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": cuBLASLt has no algorithm for batch ", key.batch, " of [", M, ", ", K, "] x [",
+          K, ", ", N, "] and the cuBLAS fallback takes only 32-bit sizes; align the tensors to "
+          "16 bytes or split the product"));
+    }
+  }
+  const auto type = static_cast<cudaDataType_t>(key.dtype);
+  const auto c_type = static_cast<cudaDataType_t>(key.c_dtype);
+  MT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(st.blas_legacy, stream));
+  MT_CUBLAS_RETURN_IF_ERROR(cublasGemmStridedBatchedEx(
+      st.blas_legacy, key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+      static_cast<int>(K), &alpha, b, type, static_cast<int>(key.trans_b ? K : N), K * N, a, type,
+      static_cast<int>(key.trans_a ? M : K), M * K, &beta, c, c_type, static_cast<int>(N), M * N,
+      static_cast<int>(key.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Gemm(absl::string_view op, const ExecContext& ctx, const TensorView& a,
+                  const TensorView& b, const TensorView& c, const GemmDims& dims) {
+  RETURN_IF_ERROR(internal::Enter(op, ctx, c.device, {{"A", &a}, {"B", &b}, {"C", &c}},
+                                  internal::Needs::kDeviceContext));
+  if (dims.batch == 0 || dims.m == 0 || dims.n == 0) return absl::OkStatus();
+  const int64_t c_elems = dims.batch * dims.m * dims.n;
+  if (dims.k == 0 || dims.alpha == 0.0f) {
+    // The product is zero and A and B are not read (as in BLAS): C = beta C.
+    if (dims.beta == 0.0f) {
+      const uint64_t zero = 0;  // All-zero bits are +0 in every float dtype.
+      return internal::LaunchStatus(op, LaunchFill(&zero, static_cast<int>(DTypeSize(c.dtype)),
+                                                   c.data, c_elems, ctx.cuda_stream));
+    }
+    if (dims.beta == 1.0f) return absl::OkStatus();
+    return internal::LaunchStatus(op, LaunchUnary(internal::Elem(c.dtype), UnaryOp::kScale,
+                                                  c.data, c.data, c_elems, dims.beta,
+                                                  ctx.cuda_stream));
+  }
+  if (dims.batch > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": batch ", dims.batch, " exceeds cuBLASLt's 32-bit batch count; split the batch"));
+  }
+  internal::DeviceContextState& st = ctx.cuda->state();
+  const int64_t elem = static_cast<int64_t>(DTypeSize(a.dtype));
+  const int64_t c_elem = static_cast<int64_t>(DTypeSize(c.dtype));
+  GemmPlanKey key;
+  key.dtype = static_cast<int>(DataType(a.dtype));
+  key.c_dtype = static_cast<int>(DataType(c.dtype));
+  key.batch = dims.batch;
+  key.m = dims.m;
+  key.n = dims.n;
+  key.k = dims.k;
+  key.trans_a = dims.trans_a;
+  key.trans_b = dims.trans_b;
+  key.align_a = Alignment(a.data, dims.batch, dims.m * dims.k * elem);
+  key.align_b = Alignment(b.data, dims.batch, dims.k * dims.n * elem);
+  key.align_c = Alignment(c.data, dims.batch, dims.m * dims.n * c_elem);
+  auto it = st.gemm_plans.find(key);
+  if (it == st.gemm_plans.end()) {
+    absl::StatusOr<std::unique_ptr<GemmPlan>> plan = MakePlan(op, st, key);
+    if (!plan.ok()) return internal::WithOp(op, plan.status());
+    if (st.gemm_plans.size() >= kMaxPlans) st.gemm_plans.clear();
+    it = st.gemm_plans.emplace(key, std::move(*plan)).first;
+  }
+  GemmPlan& plan = *it->second;
+  const float alpha = dims.alpha, beta = dims.beta;
+  if (plan.legacy) {
+    return internal::WithOp(
+        op, LegacyGemm(op, st, key, a.data, b.data, c.data, alpha, beta, internal::Stream(ctx)));
+  }
+  const cublasStatus_t status = cublasLtMatmul(
+      st.blas, plan.desc, &alpha, b.data, plan.a, a.data, plan.b, &beta, c.data, plan.c, c.data,
+      plan.c, &plan.algo, st.workspace, st.workspace_bytes, internal::Stream(ctx));
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // The heuristic's choice turned the problem down: remember it and take the cuBLAS route.
+    plan.legacy = true;
+    return internal::WithOp(
+        op, LegacyGemm(op, st, key, a.data, b.data, c.data, alpha, beta, internal::Stream(ctx)));
+  }
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    return internal::WithOp(
+        op, internal::CublasCallError(status, "cublasLtMatmul", __FILE__, __LINE__));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cuda
+}  // namespace mt

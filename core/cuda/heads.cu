@@ -1,0 +1,73 @@
+// The heads permutations (core/ops/heads.h): one thread per element of the token-major tensor, so
+// its reads (SplitQkv, SplitHeads) or writes (MergeQkv, MergeHeads) are contiguous, and the
+// head-major side moves whole D-element rows.
+#include "core/cuda/kernel_util.cuh"
+
+namespace mt {
+namespace cuda {
+namespace {
+
+using internal::GlobalThread;
+using internal::GridFor;
+using internal::GridStride;
+using internal::kThreads;
+
+template <typename U>
+__global__ void HeadsPermuteKernel(U* token_major, U* hm0, U* hm1, U* hm2, int64_t t, int64_t nh,
+                                   int64_t d, int slots, bool to_heads, int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GridStride()) {
+    // i indexes token-major [B, T, NH, slots, D].
+    const int64_t col = i % d;
+    int64_t rest = i / d;
+    const int slot = static_cast<int>(rest % slots);
+    rest /= slots;
+    const int64_t h = rest % nh;
+    const int64_t bt = rest / nh;
+    const int64_t b = bt / t;
+    const int64_t pos = bt - b * t;
+    U* hm = slot == 0 ? hm0 : (slot == 1 ? hm1 : hm2);
+    const int64_t j = ((b * nh + h) * t + pos) * d + col;  // Head-major [B, NH, T, D].
+    if (to_heads) {
+      hm[j] = token_major[i];
+    } else {
+      token_major[i] = hm[j];
+    }
+  }
+}
+
+template <typename U>
+LaunchResult Launch(int64_t b, int64_t t, int64_t nh, int64_t d, int slots, void* token_major,
+                    void* const head_major[3], bool to_heads, cudaStream_t stream) {
+  const int64_t total = b * t * nh * d * slots;
+  U* hm0 = static_cast<U*>(head_major[0]);
+  U* hm1 = slots > 1 ? static_cast<U*>(head_major[1]) : hm0;
+  U* hm2 = slots > 2 ? static_cast<U*>(head_major[2]) : hm0;
+  HeadsPermuteKernel<U><<<GridFor(total), kThreads, 0, stream>>>(
+      static_cast<U*>(token_major), hm0, hm1, hm2, t, nh, d, slots, to_heads, total);
+  MT_CHECK_LAUNCH();
+  return {};
+}
+
+}  // namespace
+
+LaunchResult LaunchHeadsPermute(int elem_bytes, int64_t b, int64_t t, int64_t nh, int64_t d,
+                                int slots, void* token_major, void* const head_major[3],
+                                bool to_heads, void* stream) {
+  if (b * t * nh * d == 0) return {};
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (elem_bytes) {
+    case 1:
+      return Launch<uint8_t>(b, t, nh, d, slots, token_major, head_major, to_heads, s);
+    case 2:
+      return Launch<uint16_t>(b, t, nh, d, slots, token_major, head_major, to_heads, s);
+    case 4:
+      return Launch<uint32_t>(b, t, nh, d, slots, token_major, head_major, to_heads, s);
+    case 8:
+      return Launch<uint64_t>(b, t, nh, d, slots, token_major, head_major, to_heads, s);
+    default:
+      return LaunchResult{static_cast<int>(cudaErrorInvalidValue), __FILE__, __LINE__};
+  }
+}
+
+}  // namespace cuda
+}  // namespace mt

@@ -1,0 +1,72 @@
+// Shared plumbing of the CUDA op implementations (ops_cuda.cc, gemm_cuda.cc); internal to
+// core/cuda. Includes CUDA headers.
+#ifndef MT_CORE_CUDA_OP_UTIL_H_
+#define MT_CORE_CUDA_OP_UTIL_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <initializer_list>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/cuda/device_context.h"
+#include "core/cuda/device_context_internal.h"
+#include "core/cuda/launchers.h"
+#include "core/exec_context.h"
+#include "core/tensor.h"
+
+namespace mt {
+namespace cuda {
+namespace internal {
+
+struct Operand {
+  absl::string_view name;
+  const TensorView* t;  // Null: an absent optional operand, skipped.
+};
+
+enum class Needs { kNothing, kDeviceContext };
+
+// The entry check of every CUDA op: makes `device` current; Unimplemented ("<op>: not implemented
+// for cuda:N here: no CUDA device ...") when the machine has no usable CUDA device,
+// InvalidArgument for a device index it does not have; with kDeviceContext, FailedPrecondition
+// without ctx.cuda and InvalidArgument when ctx.cuda serves another device; InvalidArgument for a
+// non-empty operand whose memory is not on `device` (host memory, another GPU).
+absl::Status Enter(absl::string_view op, const ExecContext& ctx, Device device,
+                   std::initializer_list<Operand> operands, Needs needs);
+
+// OK, or the launcher's failure as a Status naming the op, the source line and what to do.
+absl::Status LaunchStatus(absl::string_view op, const LaunchResult& result);
+
+// `status` with "<op>: " in front of its message.
+absl::Status WithOp(absl::string_view op, const absl::Status& status);
+
+// Copies `bytes` (at most kHostScratchBytes) from device memory to `host` through ctx.cuda's
+// pinned buffer and waits for the stream.
+absl::Status ReadBack(absl::string_view op, const ExecContext& ctx, const void* device_ptr,
+                      size_t bytes, void* host);
+
+inline cudaStream_t Stream(const ExecContext& ctx) {
+  return static_cast<cudaStream_t>(ctx.cuda_stream);
+}
+
+// The launcher's element type of a float dtype (f32, bf16, f16).
+ElemType Elem(DType dtype);
+// The launcher's id type of an integer dtype (i32, i64).
+IdType Id(DType dtype);
+
+}  // namespace internal
+}  // namespace cuda
+}  // namespace mt
+
+// A CUDA runtime call inside an op: on failure, the call's Status with the op's name in front.
+#define MT_OP_CUDA_CALL(op, expr)                                                               \
+  do {                                                                                          \
+    const cudaError_t mt_op_err_ = (expr);                                                      \
+    if (mt_op_err_ != cudaSuccess) {                                                            \
+      return ::mt::cuda::internal::WithOp(                                                      \
+          op, ::mt::cuda::internal::CudaCallError(mt_op_err_, #expr, __FILE__, __LINE__));      \
+    }                                                                                           \
+  } while (0)
+
+#endif  // MT_CORE_CUDA_OP_UTIL_H_
