@@ -35,6 +35,7 @@ absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(
   }
   ParallelSelfAttention a;
   a.config_ = config;
+  a.dtype_ = store->compute_dtype();
   a.local_heads_ = config.heads / tp;
   a.head_dim_ = config.hidden / config.heads;
   ASSIGN_OR_RETURN(a.qkv_, ColumnParallelLinear::Create(store, prefix + ".qkv", config.hidden,
@@ -51,14 +52,14 @@ absl::Status ParallelSelfAttention::EnsureBuffers(int64_t B, int64_t T) {
   const int64_t NH = local_heads_, D = head_dim_;
   B_ = B;
   T_ = T;
-  qkv_out_ = Tensor::Host({B, T, 3 * NH * D}, DType::kF32);
-  q_ = Tensor::Host({B, NH, T, D}, DType::kF32);
-  k_ = Tensor::Host({B, NH, T, D}, DType::kF32);
-  v_ = Tensor::Host({B, NH, T, D}, DType::kF32);
-  probs_ = Tensor::Host({B, NH, T, T}, DType::kF32);
-  dropped_ = config_.dropout > 0 ? Tensor::Host({B, NH, T, T}, DType::kF32) : Tensor();
-  ctx_heads_ = Tensor::Host({B, NH, T, D}, DType::kF32);
-  ctx_ = Tensor::Host({B, T, NH * D}, DType::kF32);
+  qkv_out_ = Tensor::Host({B, T, 3 * NH * D}, dtype_);
+  q_ = Tensor::Host({B, NH, T, D}, dtype_);
+  k_ = Tensor::Host({B, NH, T, D}, dtype_);
+  v_ = Tensor::Host({B, NH, T, D}, dtype_);
+  probs_ = Tensor::Host({B, NH, T, T}, dtype_);
+  dropped_ = config_.dropout > 0 ? Tensor::Host({B, NH, T, T}, dtype_) : Tensor();
+  ctx_heads_ = Tensor::Host({B, NH, T, D}, dtype_);
+  ctx_ = Tensor::Host({B, T, NH * D}, dtype_);
   return absl::OkStatus();
 }
 
@@ -98,9 +99,10 @@ ops::DropoutArgs ParallelSelfAttention::ProbsDropout(const StepContext& sc) cons
 
 absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorView& x,
                                             const TensorView* padding_mask, const TensorView& y) {
-  if (x.rank() != 3 || x.dim(2) != config_.hidden) {
+  if (x.rank() != 3 || x.dim(2) != config_.hidden || x.dtype != dtype_) {
     return absl::InvalidArgumentError(absl::StrCat("attention: input ", x.DebugString(),
-                                                   " must be [B, T, ", config_.hidden, "]"));
+                                                   " must be ", DTypeName(dtype_), "[B, T, ",
+                                                   config_.hidden, "] (the compute dtype)"));
   }
   const int64_t B = x.dim(0), T = x.dim(1), NH = local_heads_, D = head_dim_;
   RETURN_IF_ERROR(EnsureBuffers(B, T));
@@ -144,21 +146,21 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   const ops::HeadsShape hs{B, T, NH, D};
   const ExecContext& ec = *sc.exec;
   // Scratch for gradients: reuse shapes of the saved activations.
-  Tensor dctx = Tensor::Host({B, T, NH * D}, DType::kF32);
+  Tensor dctx = Tensor::Host({B, T, NH * D}, dtype_);
   ASSIGN_OR_RETURN(TensorView dy2, dy.Reshape({B * T, config_.hidden}));
   RETURN_IF_ERROR(proj_.Backward(sc, As(ctx_, {B * T, NH * D}), dy2, As(dctx, {B * T, NH * D})));
-  Tensor dctx_heads = Tensor::Host({B, NH, T, D}, DType::kF32);
+  Tensor dctx_heads = Tensor::Host({B, NH, T, D}, dtype_);
   RETURN_IF_ERROR(ops::SplitHeads(ec, hs, dctx.view(), dctx_heads.view()));
 
   const bool dropped = config_.dropout > 0 && sc.training();
   const Tensor& used = dropped ? dropped_ : probs_;
-  Tensor dprobs = Tensor::Host({B, NH, T, T}, DType::kF32);
+  Tensor dprobs = Tensor::Host({B, NH, T, T}, dtype_);
   ops::GemmOptions nt, tn;
   nt.transpose_b = ops::Transpose::kYes;
   tn.transpose_a = ops::Transpose::kYes;
   RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dctx_heads, {B * NH, T, D}), As(v_, {B * NH, T, D}),
                                    As(dprobs, {B * NH, T, T}), nt));
-  Tensor dv = Tensor::Host({B, NH, T, D}, DType::kF32);
+  Tensor dv = Tensor::Host({B, NH, T, D}, dtype_);
   RETURN_IF_ERROR(ops::BatchedGemm(ec, As(used, {B * NH, T, T}), As(dctx_heads, {B * NH, T, D}),
                                    As(dv, {B * NH, T, D}), tn));
   if (dropped) {
@@ -167,13 +169,13 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   // dscores (in place in dprobs).
   RETURN_IF_ERROR(ops::SoftmaxBackward(ec, probs_.view(), dprobs.view(), dprobs.view(),
                                        1.0f / std::sqrt(static_cast<float>(D))));
-  Tensor dq = Tensor::Host({B, NH, T, D}, DType::kF32);
-  Tensor dk = Tensor::Host({B, NH, T, D}, DType::kF32);
+  Tensor dq = Tensor::Host({B, NH, T, D}, dtype_);
+  Tensor dk = Tensor::Host({B, NH, T, D}, dtype_);
   RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dprobs, {B * NH, T, T}), As(k_, {B * NH, T, D}),
                                    As(dq, {B * NH, T, D})));
   RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dprobs, {B * NH, T, T}), As(q_, {B * NH, T, D}),
                                    As(dk, {B * NH, T, D}), tn));
-  Tensor dqkv = Tensor::Host({B, T, 3 * NH * D}, DType::kF32);
+  Tensor dqkv = Tensor::Host({B, T, 3 * NH * D}, dtype_);
   RETURN_IF_ERROR(ops::MergeQkv(ec, hs, dq.view(), dk.view(), dv.view(), dqkv.view()));
   ASSIGN_OR_RETURN(TensorView x2, x_.Reshape({B * T, config_.hidden}));
   ASSIGN_OR_RETURN(TensorView dx2, dx.Reshape({B * T, config_.hidden}));

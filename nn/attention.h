@@ -8,8 +8,9 @@
 //   y = RowParallel(ctx)               [B, T, H]  (one all-reduce; bias added once)
 //
 // One all-reduce forward (in the output projection) and one backward (in the QKV projection's f).
-// The module owns the activations it saves for backward (reallocated only when B or T change);
-// Release() frees them (activation checkpointing).
+// Activations are in the store's compute dtype (scores and probabilities too; the softmax computes
+// in f32 internally). The module owns the activations it saves for backward (reallocated only when
+// B or T change); Release() frees them (activation checkpointing).
 #ifndef MT_NN_ATTENTION_H_
 #define MT_NN_ATTENTION_H_
 
@@ -45,8 +46,8 @@ class ParallelSelfAttention {
   static absl::StatusOr<ParallelSelfAttention> Create(ParameterStore* store,
                                                       const std::string& prefix,
                                                       const AttentionConfig& config);
-  // x: [B, T, H] f32 (kept by the caller until Backward); padding_mask: null or i32 [B, T]
-  // (0 = padding); y: [B, T, H].
+  // x: [B, T, H] in the compute dtype (kept by the caller until Backward); padding_mask: null or
+  // i32 [B, T] (0 = padding); y: [B, T, H]. InvalidArgument for another shape or dtype.
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView* padding_mask,
                        const TensorView& y);
   // dy: [B, T, H]; dx: [B, T, H] (complete: all-reduced over TP).
@@ -61,6 +62,7 @@ class ParallelSelfAttention {
   ops::DropoutArgs ProbsDropout(const StepContext& sc) const;
 
   AttentionConfig config_;
+  DType dtype_ = DType::kF32;  // The store's compute dtype.
   int64_t local_heads_ = 0, head_dim_ = 0;
   ColumnParallelLinear qkv_;
   RowParallelLinear proj_;

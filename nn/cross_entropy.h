@@ -4,6 +4,10 @@
 // loss = log(sum exp) + max - target logit; backward = (softmax - onehot) * dloss, no
 // communication. Padded vocabulary columns are masked out, so the loss does not depend on the
 // padding (nor on the TP degree). GatherLogits assembles full logits for generation.
+//
+// The loss runs in f32 on f32 logits whatever the compute dtype: mixed-precision models produce
+// their logits in f32 (a compute-dtype GEMM with f32 output, nn::VocabParallelEmbedding) as
+// Megatron casts them with logits.float() before its vocab-parallel cross-entropy.
 #ifndef MT_NN_CROSS_ENTROPY_H_
 #define MT_NN_CROSS_ENTROPY_H_
 

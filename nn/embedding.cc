@@ -1,6 +1,7 @@
 #include "nn/embedding.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
 #include "core/ops/gemm.h"
 #include "core/status.h"
@@ -8,6 +9,21 @@
 
 namespace mt {
 namespace nn {
+
+namespace {
+
+// The embedding gradient accumulates into the f32 table gradient: a 16-bit dout is widened to f32
+// scratch first (exactly), so that the scatter-add runs in f32 with one f32 rounding per sum.
+absl::Status AccumulateTableGrad(const StepContext& sc, const TensorView& ids,
+                                 const TensorView& dout, const TensorView& grad,
+                                 const ops::EmbeddingRange& range) {
+  if (dout.dtype == grad.dtype) return ops::EmbeddingBackward(*sc.exec, ids, dout, grad, range);
+  Tensor wide = Tensor::Host(dout.shape, grad.dtype);
+  RETURN_IF_ERROR(ops::Convert(*sc.exec, dout, wide.view()));
+  return ops::EmbeddingBackward(*sc.exec, ids, wide.view(), grad, range);
+}
+
+}  // namespace
 
 int64_t PaddedVocabSize(int64_t vocab, int64_t multiple, int tp_size) {
   const int64_t m = multiple * tp_size;
@@ -39,7 +55,7 @@ absl::Status VocabParallelEmbedding::Forward(const StepContext& sc, const Tensor
   // Ids must be real tokens: check against the unpadded vocabulary via the range's global size.
   ops::EmbeddingRange range;
   if (sc.tp_size() > 1) range = {vocab_start(sc), padded_vocab_};
-  RETURN_IF_ERROR(ops::Embedding(*sc.exec, ids, store_->value(weight_), out, range));
+  RETURN_IF_ERROR(ops::Embedding(*sc.exec, ids, store_->compute_value(weight_), out, range));
   return GForward(sc, out);
 }
 
@@ -47,24 +63,32 @@ absl::Status VocabParallelEmbedding::Backward(const StepContext& sc, const Tenso
                                               const TensorView& dout) {
   ops::EmbeddingRange range;
   if (sc.tp_size() > 1) range = {vocab_start(sc), padded_vocab_};
-  return ops::EmbeddingBackward(*sc.exec, ids, dout, store_->grad(weight_), range);
+  return AccumulateTableGrad(sc, ids, dout, store_->grad(weight_), range);
 }
 
 absl::Status VocabParallelEmbedding::LogitsForward(const StepContext& sc, const TensorView& h,
                                                    const TensorView& logits_shard) const {
   ops::GemmOptions nt;
   nt.transpose_b = ops::Transpose::kYes;
-  return ops::Gemm(*sc.exec, h, store_->value(weight_), logits_shard, nt);
+  return ops::Gemm(*sc.exec, h, store_->compute_value(weight_), logits_shard, nt);
 }
 
 absl::Status VocabParallelEmbedding::LogitsBackward(const StepContext& sc, const TensorView& h,
                                                     const TensorView& dlogits_shard,
                                                     const TensorView& dh) {
+  // The GEMMs run in the compute dtype (h's): f32 logit gradients are rounded to it once.
+  TensorView dlogits = dlogits_shard;
+  Tensor narrow;
+  if (dlogits_shard.dtype != h.dtype) {
+    narrow = Tensor::Host(dlogits_shard.shape, h.dtype);
+    RETURN_IF_ERROR(ops::Convert(*sc.exec, dlogits_shard, narrow.view()));
+    dlogits = narrow.view();
+  }
   ops::GemmOptions tn;
   tn.transpose_a = ops::Transpose::kYes;
   tn.beta = 1.0f;
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, dlogits_shard, h, store_->grad(weight_), tn));
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, dlogits_shard, store_->value(weight_), dh));
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, dlogits, h, store_->grad(weight_), tn));
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, dlogits, store_->compute_value(weight_), dh));
   return FBackward(sc, dh);
 }
 
@@ -82,12 +106,12 @@ absl::StatusOr<ReplicatedEmbedding> ReplicatedEmbedding::Create(ParameterStore* 
 
 absl::Status ReplicatedEmbedding::Forward(const StepContext& sc, const TensorView& ids,
                                           const TensorView& out) const {
-  return ops::Embedding(*sc.exec, ids, store_->value(weight_), out);
+  return ops::Embedding(*sc.exec, ids, store_->compute_value(weight_), out);
 }
 
 absl::Status ReplicatedEmbedding::Backward(const StepContext& sc, const TensorView& ids,
                                            const TensorView& dout) {
-  return ops::EmbeddingBackward(*sc.exec, ids, dout, store_->grad(weight_));
+  return AccumulateTableGrad(sc, ids, dout, store_->grad(weight_), ops::EmbeddingRange{});
 }
 
 }  // namespace nn

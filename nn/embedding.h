@@ -6,6 +6,12 @@
 // 128 * tp... (see PaddedVocabSize). Lookup gives zero rows for ids outside the rank's range, then
 // an all-reduce (g) completes the embedding. Its transpose produces this rank's logits shard
 // (the output layer tied to the input embedding), whose input passes through f.
+//
+// Precision: lookups copy rows of the compute-dtype table (ParameterStore::compute_value) into
+// outputs of the compute dtype; gradients (any float dtype) are accumulated into the f32 table
+// gradient in f32. The logits may be produced in f32 directly from compute-dtype inputs (as the
+// vocab-parallel cross-entropy wants them; no 16-bit rounding of the logits) or in the compute
+// dtype.
 #ifndef MT_NN_EMBEDDING_H_
 #define MT_NN_EMBEDDING_H_
 
@@ -33,16 +39,20 @@ class VocabParallelEmbedding {
                                                        const std::string& prefix,
                                                        int64_t valid_vocab, int64_t padded_vocab,
                                                        int64_t hidden, double init_std);
-  // ids: [N] (any shape) i32; out: [N, H] complete on every rank (one all-reduce when TP > 1).
+  // ids: [N] (any shape) i32; out: [N, H] in the compute dtype, complete on every rank (one
+  // all-reduce when TP > 1).
   absl::Status Forward(const StepContext& sc, const TensorView& ids, const TensorView& out) const;
-  // Accumulates dout [N, H] (identical on all ranks) into this rank's rows of the table gradient.
+  // Accumulates dout [N, H] (identical on all ranks; any float dtype, widened to f32 first) into
+  // this rank's rows of the table gradient.
   absl::Status Backward(const StepContext& sc, const TensorView& ids, const TensorView& dout);
 
-  // Output layer tied to the table: logits_shard [N, V_pad / tp] = h [N, H] E_r^T.
+  // Output layer tied to the table: logits_shard [N, V_pad / tp] = h [N, H] E_r^T. h in the compute
+  // dtype; logits_shard in the compute dtype or f32 (accumulated and kept in f32).
   absl::Status LogitsForward(const StepContext& sc, const TensorView& h,
                              const TensorView& logits_shard) const;
-  // dlogits_shard [N, V_pad / tp]: accumulates into the table gradient and writes dh [N, H]
-  // (complete: all-reduced over TP, the f backward).
+  // dlogits_shard [N, V_pad / tp] (f32 or the compute dtype; f32 is rounded to the compute dtype
+  // first, as Megatron's backward of logits.float()): accumulates into the table gradient and
+  // writes dh [N, H] in the compute dtype (complete: all-reduced over TP, the f backward).
   absl::Status LogitsBackward(const StepContext& sc, const TensorView& h,
                               const TensorView& dlogits_shard, const TensorView& dh);
 
@@ -64,7 +74,8 @@ class ReplicatedEmbedding {
   static absl::StatusOr<ReplicatedEmbedding> Create(ParameterStore* store,
                                                     const std::string& prefix, int64_t rows,
                                                     int64_t hidden, double init_std);
-  // out [N, H] = table[ids]; ids must lie in [0, rows).
+  // out [N, H] = table[ids] (compute dtype); ids must lie in [0, rows). Backward: dout of any
+  // float dtype, accumulated in f32 into the f32 table gradient.
   absl::Status Forward(const StepContext& sc, const TensorView& ids, const TensorView& out) const;
   absl::Status Backward(const StepContext& sc, const TensorView& ids, const TensorView& dout);
   int64_t rows() const { return rows_; }

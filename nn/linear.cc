@@ -21,7 +21,9 @@ absl::Status GForward(const StepContext& sc, const TensorView& y) {
 
 absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy,
                                 const TensorView& grad, Tensor* scratch) {
-  if (scratch->numel() != grad.numel()) *scratch = Tensor::Zeros(grad.shape, DType::kF32);
+  if (scratch->numel() != grad.numel() || scratch->dtype() != grad.dtype) {
+    *scratch = Tensor::Zeros(grad.shape, grad.dtype);
+  }
   RETURN_IF_ERROR(ops::BiasGrad(*sc.exec, dy, scratch->view()));
   return ops::Add(*sc.exec, grad, scratch->view(), grad);
 }
@@ -46,8 +48,8 @@ absl::StatusOr<ColumnParallelLinear> ColumnParallelLinear::Create(ParameterStore
 absl::Status ColumnParallelLinear::Forward(const StepContext& sc, const TensorView& x,
                                            const TensorView& y) const {
   // f forward is the identity: x is already complete on every TP rank.
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->value(weight_), y));
-  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->value(bias_), y));
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y));
+  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->compute_value(bias_), y));
   return absl::OkStatus();
 }
 
@@ -60,7 +62,7 @@ absl::Status ColumnParallelLinear::Backward(const StepContext& sc, const TensorV
   if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
   ops::GemmOptions nt;
   nt.transpose_b = ops::Transpose::kYes;
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, dy, store_->value(weight_), dx, nt));
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, dy, store_->compute_value(weight_), dx, nt));
   // f backward: each rank holds the contribution of its output columns; sum them.
   return FBackward(sc, dx);
 }
@@ -84,10 +86,10 @@ absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* stor
 
 absl::Status RowParallelLinear::Forward(const StepContext& sc, const TensorView& x,
                                         const TensorView& y) const {
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->value(weight_), y));
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y));
   // g forward: sum the partial products of the TP ranks, then add the bias once.
   RETURN_IF_ERROR(GForward(sc, y));
-  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->value(bias_), y));
+  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->compute_value(bias_), y));
   return absl::OkStatus();
 }
 
@@ -101,7 +103,7 @@ absl::Status RowParallelLinear::Backward(const StepContext& sc, const TensorView
   if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
   ops::GemmOptions nt;
   nt.transpose_b = ops::Transpose::kYes;
-  return ops::Gemm(*sc.exec, dy, store_->value(weight_), dx, nt);
+  return ops::Gemm(*sc.exec, dy, store_->compute_value(weight_), dx, nt);
 }
 
 }  // namespace nn

@@ -7,8 +7,11 @@
 //   RowParallelLinear: W [in, out] split on dim 0, b [out] replicated. Input partitioned along its
 //     last dim, output replicated: y = g(x_r W_r) + b, g = all-reduce forward, identity backward;
 //     the bias is added ONCE, after the all-reduce.
-// Activations are 2-D [N, features]; the caller owns all activation buffers and keeps the forward
-// input alive until Backward. Backward ACCUMULATES into the parameter gradients.
+// Activations are 2-D [N, features] in the store's compute dtype (f32, bf16 or f16); the caller
+// owns all activation buffers and keeps the forward input alive until Backward. Forward and
+// Backward read the compute-dtype weights (ParameterStore::compute_value); Backward ACCUMULATES
+// into the f32 parameter gradients in f32 (mixed-precision GEMM and bias sums, no 16-bit
+// rounding of the gradients).
 #ifndef MT_NN_LINEAR_H_
 #define MT_NN_LINEAR_H_
 
@@ -75,7 +78,8 @@ class RowParallelLinear {
 absl::Status FBackward(const StepContext& sc, const TensorView& dx);
 absl::Status GForward(const StepContext& sc, const TensorView& y);
 
-// Accumulates the column sums of dy [N, C] into grad [C] through scratch [C].
+// Accumulates the column sums of dy [N, C] (any float dtype) into grad [C] (f32, or dy's dtype)
+// through scratch [C] of grad's dtype; the sums are formed in f32.
 absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy,
                                 const TensorView& grad, Tensor* scratch);
 

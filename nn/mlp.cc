@@ -16,6 +16,7 @@ absl::StatusOr<ParallelMLP> ParallelMLP::Create(ParameterStore* store, const std
                                                    store->tp_size()));
   }
   ParallelMLP m;
+  m.dtype_ = store->compute_dtype();
   ASSIGN_OR_RETURN(m.fc1_, ColumnParallelLinear::Create(store, prefix + ".fc1", hidden, ffn,
                                                         Bias::kYes, init_std));
   ASSIGN_OR_RETURN(m.fc2_, RowParallelLinear::Create(store, prefix + ".fc2", ffn, hidden,
@@ -27,8 +28,8 @@ absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
                                   const TensorView& y) {
   const int64_t N = x.dim(0), F = fc1_.local_out();
   if (pre_.numel() != N * F) {
-    pre_ = Tensor::Host({N, F}, DType::kF32);
-    act_ = Tensor::Host({N, F}, DType::kF32);
+    pre_ = Tensor::Host({N, F}, dtype_);
+    act_ = Tensor::Host({N, F}, dtype_);
   }
   x_ = x;
   RETURN_IF_ERROR(fc1_.Forward(sc, x, pre_.view()));
@@ -39,7 +40,7 @@ absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
 absl::Status ParallelMLP::Backward(const StepContext& sc, const TensorView& dy,
                                    const TensorView& dx) {
   if (pre_.numel() == 0) return absl::FailedPreconditionError("mlp: Backward without Forward");
-  Tensor dact = Tensor::Host(pre_.shape(), DType::kF32);
+  Tensor dact = Tensor::Host(pre_.shape(), dtype_);
   RETURN_IF_ERROR(fc2_.Backward(sc, act_.view(), dy, dact.view()));
   RETURN_IF_ERROR(ops::GeluBackward(*sc.exec, pre_.view(), dact.view(), dact.view()));
   return fc1_.Backward(sc, x_, dact.view(), dx);

@@ -1,6 +1,7 @@
 // ParallelMLP: y = RowParallel(GeLU(ColumnParallel(x))), hidden width ffn (4H by default) split
 // across TP ranks. One all-reduce forward (g in the second projection) and one backward (f in the
-// first). Owns its saved activations; Release() frees them.
+// first). Activations in the store's compute dtype. Owns its saved activations; Release() frees
+// them.
 #ifndef MT_NN_MLP_H_
 #define MT_NN_MLP_H_
 
@@ -32,6 +33,7 @@ class ParallelMLP {
   int64_t ActivationBytes() const { return pre_.nbytes() + act_.nbytes(); }
 
  private:
+  DType dtype_ = DType::kF32;  // The store's compute dtype.
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
   TensorView x_;

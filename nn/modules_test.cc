@@ -8,6 +8,8 @@
 // (same results up to float rounding), and calling Backward a second time must double every
 // parameter gradient (Backward accumulates) while rewriting the input gradient (which is
 // pre-filled with NaN: it must be overwritten, never read). Dropout is off (p = 0).
+// Mixed precision (bf16/f16 compute): outputs round once to the compute dtype and parameter
+// gradients accumulate in f32 (float64 references on the rounded operands, at f32 accuracy).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -821,6 +823,211 @@ TEST(GatherLogitsTest, SerialGatherCopies) {
   EXPECT_EQ(GatherLogits(sc, shard.view(), wrong.view()).code(),
             absl::StatusCode::kInvalidArgument);
 }
+
+
+// ---- Mixed precision (bf16/f16 compute, f32 master weights and gradients).
+
+namespace mixed {
+
+struct Mat {
+  int64_t rows, cols;
+  Vec v;
+  double at(int64_t r, int64_t c) const { return v[r * cols + c]; }
+};
+
+// Forward outputs are rounded once to the compute dtype from an f32 computation on the
+// compute-dtype operands; parameter gradients are accumulated in f32 from the compute-dtype
+// activations, so they match a float64 reference on those same (rounded) operands to f32 accuracy,
+// far below the compute dtype's unit roundoff. Checks ColumnParallelLinear, RowParallelLinear (TP
+// = 1), the tied logits of VocabParallelEmbedding (f32 logits) and ReplicatedEmbedding.
+class MixedPrecisionModulesTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MixedPrecisionModulesTest, OutputsRoundOnceAndGradientsAccumulateInF32) {
+  const DType dt = GetParam();
+  const double u = ::mt::testing::UnitRoundoff(dt);
+  const int64_t N = 17, in = 13, out = 9, rows = 7;
+  ParameterStore store(0, 1, dt);
+  auto col = ColumnParallelLinear::Create(&store, "col", in, out, Bias::kYes, 0.5);
+  auto row = RowParallelLinear::Create(&store, "row", out, in, Bias::kYes, 0.5);
+  auto word = VocabParallelEmbedding::Create(&store, "word", rows, rows, in, 0.5);
+  auto pos = ReplicatedEmbedding::Create(&store, "pos", rows, in, 0.5);
+  ASSERT_TRUE(col.ok() && row.ok() && word.ok() && pos.ok());
+  ASSERT_TRUE(store.Allocate(5).ok());
+  RandomizeParameters(&store, 6);  // Non-zero biases.
+  ThreadPool pool(3);
+  ExecContext ec;
+  ec.pool = &pool;
+  ASSERT_TRUE(store.RefreshComputeWeights(ec).ok());
+  StepContext sc;
+  sc.exec = &ec;
+  auto W = [&](const std::string& name) {
+    const int h = *store.Find(name);
+    const TensorView c = store.compute_value(h);
+    EXPECT_EQ(c.dtype, dt);
+    return Mat{c.rank() == 2 ? c.dim(0) : 1, c.dim(-1), ToDoubles(c)};
+  };
+  auto G = [&](const std::string& name) { return ToDoubles(store.grad(*store.Find(name))); };
+  // Bounds: f32 accumulation over K terms relative to sum |terms| (4 sqrt(K + 2) u_f32), plus one
+  // rounding to the output dtype where the output is 16-bit.
+  auto bound = [&](int64_t k, double out_u) { return out_u + 4 * std::sqrt(k + 2.0) * kU; };
+  auto check = [&](const Vec& got, const Vec& want, const Vec& magnitude, double rel,
+                   const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_LE(std::fabs(got[i] - want[i]), rel * magnitude[i] + 1e-30) << what << " " << i;
+    }
+  };
+
+  // Column then row linear layer, forward and backward twice (accumulating).
+  Tensor x = RandomTensor({N, in}, dt, 11);
+  Tensor h = Tensor::Host({N, out}, dt), y = Tensor::Host({N, in}, dt);
+  ASSERT_TRUE(col->Forward(sc, x.view(), h.view()).ok());
+  ASSERT_TRUE(row->Forward(sc, h.view(), y.view()).ok());
+  const Mat xm{N, in, ToDoubles(x.view())}, hm{N, out, ToDoubles(h.view())};
+  const Mat wc = W("col.weight"), bc = W("col.bias"), wr = W("row.weight"), br = W("row.bias");
+  Vec want(N * out), mag(N * out);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t j = 0; j < out; ++j) {
+      double s = bc.v[j], a = std::fabs(bc.v[j]);
+      for (int64_t i = 0; i < in; ++i) {
+        s += xm.at(n, i) * wc.at(i, j);
+        a += std::fabs(xm.at(n, i) * wc.at(i, j));
+      }
+      want[n * out + j] = s;
+      mag[n * out + j] = a;
+    }
+  }
+  check(hm.v, want, mag, bound(in + 1, u), "column forward");
+  Tensor dy = RandomTensor({N, in}, dt, 12);
+  Tensor dh = Tensor::Host({N, out}, dt), dx = Tensor::Host({N, in}, dt);
+  for (int pass = 0; pass < 2; ++pass) {
+    ASSERT_TRUE(row->Backward(sc, h.view(), dy.view(), dh.view()).ok());
+    ASSERT_TRUE(col->Backward(sc, x.view(), dh.view(), dx.view()).ok());
+  }
+  EXPECT_EQ(dh.dtype(), dt);
+  const Mat dym{N, in, ToDoubles(dy.view())}, dhm{N, out, ToDoubles(dh.view())};
+  // dh = dy W_row^T (16-bit output).
+  want.assign(N * out, 0);
+  mag.assign(N * out, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t j = 0; j < out; ++j) {
+      for (int64_t i = 0; i < in; ++i) {
+        want[n * out + j] += dym.at(n, i) * wr.at(j, i);
+        mag[n * out + j] += std::fabs(dym.at(n, i) * wr.at(j, i));
+      }
+    }
+  }
+  check(dhm.v, want, mag, bound(in, u), "row input gradient");
+  // Weight and bias gradients: 2 x (activation^T gradient) accumulated in f32: no 16-bit rounding.
+  auto weight_grad = [&](const Mat& a, const Mat& d, Vec* w, Vec* m) {
+    w->assign(a.cols * d.cols, 0);
+    m->assign(a.cols * d.cols, 0);
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t i = 0; i < a.cols; ++i) {
+        for (int64_t j = 0; j < d.cols; ++j) {
+          (*w)[i * d.cols + j] += 2 * a.at(n, i) * d.at(n, j);
+          (*m)[i * d.cols + j] += 2 * std::fabs(a.at(n, i) * d.at(n, j));
+        }
+      }
+    }
+  };
+  auto bias_grad = [&](const Mat& d, Vec* w, Vec* m) {
+    w->assign(d.cols, 0);
+    m->assign(d.cols, 0);
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t j = 0; j < d.cols; ++j) {
+        (*w)[j] += 2 * d.at(n, j);
+        (*m)[j] += 2 * std::fabs(d.at(n, j));
+      }
+    }
+  };
+  weight_grad(hm, dym, &want, &mag);
+  check(G("row.weight"), want, mag, bound(2 * N, 0), "row weight gradient");
+  bias_grad(dym, &want, &mag);
+  check(G("row.bias"), want, mag, bound(2 * N, 0), "row bias gradient");
+  weight_grad(xm, dhm, &want, &mag);
+  check(G("col.weight"), want, mag, bound(2 * N, 0), "column weight gradient");
+  bias_grad(dhm, &want, &mag);
+  check(G("col.bias"), want, mag, bound(2 * N, 0), "column bias gradient");
+
+  // Tied logits in f32 from the 16-bit hidden state and table; f32 logit gradients are rounded to
+  // the compute dtype once (logits.float()'s backward), then accumulate into the f32 table grad.
+  Tensor logits = Tensor::Host({N, rows}, DType::kF32);
+  ASSERT_TRUE(word->LogitsForward(sc, x.view(), logits.view()).ok());
+  const Mat e = W("word.weight");
+  want.assign(N * rows, 0);
+  mag.assign(N * rows, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < in; ++i) {
+        want[n * rows + r] += xm.at(n, i) * e.at(r, i);
+        mag[n * rows + r] += std::fabs(xm.at(n, i) * e.at(r, i));
+      }
+    }
+  }
+  check(ToDoubles(logits.view()), want, mag, bound(in, 0), "f32 logits");
+  Tensor dlogits = RandomTensor({N, rows}, DType::kF32, 13);
+  ASSERT_TRUE(word->LogitsBackward(sc, x.view(), dlogits.view(), dx.view()).ok());
+  const Mat dl{N, rows, ToDoubles(FromDoubles({N, rows}, dt, ToDoubles(dlogits.view())).view())};
+  want.assign(rows * in, 0);
+  mag.assign(rows * in, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < in; ++i) {
+        want[r * in + i] += dl.at(n, r) * xm.at(n, i);
+        mag[r * in + i] += std::fabs(dl.at(n, r) * xm.at(n, i));
+      }
+    }
+  }
+  check(G("word.weight"), want, mag, bound(N, 0), "tied table gradient");
+
+  // Embedding lookups copy 16-bit rows; a 16-bit gradient scatter-adds into the f32 table grad.
+  Tensor ids = FromDoubles({N}, DType::kI32, [&] {
+    Vec v(N);
+    for (int64_t n = 0; n < N; ++n) v[n] = static_cast<double>((n * 5 + 1) % rows);
+    return v;
+  }());
+  Tensor rows_out = Tensor::Host({N, in}, dt);
+  ASSERT_TRUE(pos->Forward(sc, ids.view(), rows_out.view()).ok());
+  const Mat p = W("pos.weight");
+  const Vec got_rows = ToDoubles(rows_out.view());
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t i = 0; i < in; ++i) {
+      ASSERT_EQ(got_rows[n * in + i], p.at((n * 5 + 1) % rows, i)) << n << " " << i;
+    }
+  }
+  ASSERT_TRUE(pos->Backward(sc, ids.view(), dy.view()).ok());
+  want.assign(rows * in, 0);
+  mag.assign(rows * in, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t i = 0; i < in; ++i) {
+      want[((n * 5 + 1) % rows) * in + i] += dym.at(n, i);
+      mag[((n * 5 + 1) % rows) * in + i] += std::fabs(dym.at(n, i));
+    }
+  }
+  check(G("pos.weight"), want, mag, bound(N, 0), "embedding gradient");
+
+  // Activations of another dtype than the compute dtype are refused with a clear error.
+  Tensor x32 = RandomTensor({2, 3, in}, DType::kF32, 14);
+  AttentionConfig ac;
+  ac.hidden = in;
+  ac.heads = 1;
+  ParameterStore other(0, 1, dt);
+  auto att = ParallelSelfAttention::Create(&other, "att", ac);
+  ASSERT_TRUE(att.ok() && other.Allocate(1).ok());
+  Tensor y32 = Tensor::Host({2, 3, in}, DType::kF32);
+  const absl::Status s = att->Forward(sc, x32.view(), nullptr, y32.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("(the compute dtype)"), std::string::npos) << s;
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfTypes, MixedPrecisionModulesTest,
+                         ::testing::Values(DType::kBF16, DType::kF16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+}  // namespace mixed
 
 }  // namespace
 }  // namespace nn

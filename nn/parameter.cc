@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/elementwise.h"
 #include "core/philox.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -80,6 +81,12 @@ absl::Status InitializeSlice(const ParamSpec& spec, int tp_rank, int tp_size, ui
   return absl::OkStatus();
 }
 
+ParameterStore::ParameterStore(int tp_rank, int tp_size, DType compute_dtype)
+    : tp_rank_(tp_rank), tp_size_(tp_size), compute_dtype_(compute_dtype) {
+  CHECK(IsFloating(compute_dtype)) << "ParameterStore: compute dtype " << DTypeName(compute_dtype)
+                                   << " is not f32, bf16 or f16";
+}
+
 absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
   CHECK(!allocated_) << "ParameterStore::Add after Allocate";
   for (const ParamSpec& s : specs_) {
@@ -98,16 +105,29 @@ absl::Status ParameterStore::Allocate(uint64_t seed) {
   const int64_t total = NumLocalElements();
   value_buffer_ = Tensor::Zeros({total}, DType::kF32);
   grad_buffer_ = Tensor::Zeros({total}, DType::kF32);
+  const bool copies = compute_dtype_ != DType::kF32;
+  if (copies) compute_buffer_ = Tensor::Zeros({total}, compute_dtype_);
+  const size_t compute_size = DTypeSize(compute_dtype_);
   int64_t offset = 0;
   for (size_t i = 0; i < specs_.size(); ++i) {
     const int64_t n = NumElements(local_shapes_[i]);
     values_.emplace_back(value_buffer_.data_as<float>() + offset, local_shapes_[i], DType::kF32);
     grads_.emplace_back(grad_buffer_.data_as<float>() + offset, local_shapes_[i], DType::kF32);
+    if (copies) {
+      compute_values_.emplace_back(static_cast<char*>(compute_buffer_.data()) + offset * compute_size,
+                                   local_shapes_[i], compute_dtype_);
+    }
     RETURN_IF_ERROR(InitializeSlice(specs_[i], tp_rank_, tp_size_, seed, values_.back()));
     offset += n;
   }
   allocated_ = true;
-  return absl::OkStatus();
+  return RefreshComputeWeights(ExecContext{});
+}
+
+absl::Status ParameterStore::RefreshComputeWeights(const ExecContext& ctx) {
+  CHECK(allocated_) << "ParameterStore::RefreshComputeWeights before Allocate";
+  if (compute_dtype_ == DType::kF32) return absl::OkStatus();
+  return ops::Convert(ctx, value_buffer_.view(), compute_buffer_.view());
 }
 
 absl::StatusOr<int> ParameterStore::Find(const std::string& name) const {

@@ -10,6 +10,15 @@
 // data-parallel all-reduce and checkpointing see one contiguous region each). Modules declare their
 // parameters with Add() at construction; Allocate() then creates the buffers; only after it may
 // value()/grad() be used.
+//
+// Mixed precision (Megatron's fp32 master weights): the store has a compute dtype (f32, bf16 or
+// f16). value() is always the f32 MASTER weight, which the optimizer updates and checkpoints save;
+// compute_value() is the copy that modules read in Forward/Backward, in the compute dtype. With an
+// f32 compute dtype it IS value() (same memory, no copy); otherwise it lives in a third flat buffer
+// that RefreshComputeWeights() fills by rounding the masters (nearest even). Allocate() refreshes
+// once; whoever changes the masters afterwards (the optimizer after every applied step, checkpoint
+// loading, tests) must refresh again. Gradients stay f32 ("main grads") whatever the compute dtype:
+// modules accumulate their compute-dtype backward products into them in f32.
 #ifndef MT_NN_PARAMETER_H_
 #define MT_NN_PARAMETER_H_
 
@@ -19,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace mt {
@@ -53,23 +63,40 @@ uint64_t NameHash(const std::string& name);
 
 class ParameterStore {
  public:
-  ParameterStore(int tp_rank, int tp_size) : tp_rank_(tp_rank), tp_size_(tp_size) {}
+  // compute_dtype must be f32, bf16 or f16 (CHECK-fails otherwise: validate user input first, e.g.
+  // with IsFloating()).
+  ParameterStore(int tp_rank, int tp_size, DType compute_dtype = DType::kF32);
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
   // Declares a parameter; returns its handle. InvalidArgument for a duplicate name or an
   // indivisible split. Only before Allocate().
   absl::StatusOr<int> Add(const ParamSpec& spec);
-  // Allocates values and gradients (zeroed) and initialises every value from `seed`.
+  // Allocates values and gradients (zeroed) and initialises every value from `seed`; then the
+  // compute copies (RefreshComputeWeights on the calling thread).
   absl::Status Allocate(uint64_t seed);
+  // Rounds every f32 master value to its compute-dtype copy (a no-op for f32 compute). Call after
+  // changing the masters. Errors: those of ops::Convert (none for an allocated store).
+  absl::Status RefreshComputeWeights(const ExecContext& ctx);
 
   int size() const { return static_cast<int>(specs_.size()); }
   const ParamSpec& spec(int handle) const { return specs_[handle]; }
+  // The f32 master weight.
   const TensorView& value(int handle) const { return values_[handle]; }
+  // The weight in the compute dtype, as of the last refresh (value(handle) itself for f32).
+  const TensorView& compute_value(int handle) const {
+    return compute_dtype_ == DType::kF32 ? values_[handle] : compute_values_[handle];
+  }
+  // The f32 gradient.
   const TensorView& grad(int handle) const { return grads_[handle]; }
-  // All values / all gradients as one flat f32 tensor [NumLocalElements()].
+  // All values / all gradients as one flat f32 tensor [NumLocalElements()]; all compute copies as
+  // one flat tensor of the compute dtype (flat_values() for f32).
   TensorView flat_values() const { return value_buffer_.view(); }
   TensorView flat_grads() const { return grad_buffer_.view(); }
+  TensorView flat_compute_values() const {
+    return compute_dtype_ == DType::kF32 ? value_buffer_.view() : compute_buffer_.view();
+  }
+  DType compute_dtype() const { return compute_dtype_; }
   // Handle of a name, or NotFound.
   absl::StatusOr<int> Find(const std::string& name) const;
 
@@ -84,10 +111,11 @@ class ParameterStore {
 
  private:
   int tp_rank_, tp_size_;
+  DType compute_dtype_;
   std::vector<ParamSpec> specs_;
   std::vector<Shape> local_shapes_;
-  std::vector<TensorView> values_, grads_;
-  Tensor value_buffer_, grad_buffer_;
+  std::vector<TensorView> values_, grads_, compute_values_;  // compute_values_: non-f32 only.
+  Tensor value_buffer_, grad_buffer_, compute_buffer_;
   bool allocated_ = false;
 };
 

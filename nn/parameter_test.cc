@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/ops/testutil.h"
+#include "core/thread_pool.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -309,6 +310,84 @@ TEST(ParameterStoreTest, SerialAndShardedStoresHoldTheSameGlobalValues) {
       }
     }
   }
+}
+
+TEST(ParameterStoreTest, F32ComputeWeightsAreTheMasterWeights) {
+  ParameterStore store(0, 1);
+  ASSERT_TRUE(store.Add(Spec("w", {3, 5}, -1, Init::kNormal, 0.5)).ok());
+  ASSERT_TRUE(store.Add(Spec("b", {5}, -1, Init::kOnes)).ok());
+  ASSERT_TRUE(store.Allocate(4).ok());
+  EXPECT_EQ(store.compute_dtype(), DType::kF32);
+  for (int i = 0; i < store.size(); ++i) {
+    EXPECT_EQ(store.compute_value(i).data, store.value(i).data);  // No copy.
+    EXPECT_EQ(store.compute_value(i).dtype, DType::kF32);
+  }
+  EXPECT_EQ(store.flat_compute_values().data, store.flat_values().data);
+  EXPECT_TRUE(store.RefreshComputeWeights(ExecContext{}).ok());
+}
+
+class ComputeDTypeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ComputeDTypeTest, ComputeCopiesAreRoundedMastersUntilTheNextRefresh) {
+  const DType dt = GetParam();
+  ParameterStore store(/*tp_rank=*/1, /*tp_size=*/2, dt);
+  ASSERT_TRUE(store.Add(Spec("w", {4, 6}, 1, Init::kNormal, 0.7)).ok());
+  ASSERT_TRUE(store.Add(Spec("g", {5}, -1, Init::kOnes)).ok());
+  ASSERT_TRUE(store.Add(Spec("v", {6, 3}, 0, Init::kNormal, 0.01)).ok());
+  ASSERT_TRUE(store.Allocate(8).ok());
+  EXPECT_EQ(store.compute_dtype(), dt);
+  EXPECT_EQ(store.flat_values().dtype, DType::kF32);  // Masters and gradients stay f32.
+  EXPECT_EQ(store.flat_grads().dtype, DType::kF32);
+  const TensorView flat = store.flat_compute_values();
+  EXPECT_EQ(flat.dtype, dt);
+  EXPECT_EQ(flat.shape, (Shape{store.NumLocalElements()}));
+  // Each copy is its master rounded to nearest (relative error <= u; the masters are normal
+  // numbers well inside both formats' ranges), laid out like the masters in one flat buffer.
+  const double u = ::mt::testing::UnitRoundoff(dt);
+  int64_t offset = 0;
+  for (int i = 0; i < store.size(); ++i) {
+    const TensorView cv = store.compute_value(i);
+    EXPECT_EQ(cv.dtype, dt);
+    EXPECT_EQ(cv.shape, store.value(i).shape);
+    EXPECT_EQ(static_cast<const char*>(cv.data),
+              static_cast<const char*>(flat.data) + offset * DTypeSize(dt));
+    const std::vector<double> master = ToDoubles(store.value(i));
+    const std::vector<double> copy = ToDoubles(cv);
+    bool any_inexact = false;
+    for (size_t j = 0; j < master.size(); ++j) {
+      EXPECT_LE(std::fabs(copy[j] - master[j]), u * std::fabs(master[j])) << i << " " << j;
+      any_inexact |= copy[j] != master[j];
+    }
+    if (store.spec(i).init == Init::kNormal) {
+      EXPECT_TRUE(any_inexact) << "the copies are rounded";
+    }
+    offset += cv.numel();
+  }
+  // Changing a master does not touch its copy until the refresh; then the copy follows it.
+  store.value(0).data_as<float>()[2] = 3.0f;
+  store.value(1).data_as<float>()[0] = -0.5f;
+  EXPECT_NE(ToDoubles(store.compute_value(0))[2], 3.0);
+  ThreadPool pool(3);
+  ExecContext ctx;
+  ctx.pool = &pool;
+  ASSERT_TRUE(store.RefreshComputeWeights(ctx).ok());
+  EXPECT_EQ(ToDoubles(store.compute_value(0))[2], 3.0);
+  EXPECT_EQ(ToDoubles(store.compute_value(1))[0], -0.5);
+  // Values too large for f16 overflow to infinity, as a cast would.
+  if (dt == DType::kF16) {
+    store.value(2).data_as<float>()[0] = 1e6f;
+    ASSERT_TRUE(store.RefreshComputeWeights(ExecContext{}).ok());
+    EXPECT_TRUE(std::isinf(ToDoubles(store.compute_value(2))[0]));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfTypes, ComputeDTypeTest, ::testing::Values(DType::kBF16, DType::kF16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+TEST(ParameterStoreDeathTest, NonFloatComputeDTypeIsAProgrammerError) {
+  EXPECT_DEATH(ParameterStore(0, 1, DType::kI32), "compute dtype i32");
 }
 
 TEST(ParameterStoreDeathTest, AddAfterAllocateIsAProgrammerError) {

@@ -31,8 +31,8 @@ absl::StatusOr<ReplicatedLinear> ReplicatedLinear::Create(ParameterStore* store,
 
 absl::Status ReplicatedLinear::Forward(const StepContext& sc, const TensorView& x,
                                        const TensorView& y) const {
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->value(weight_), y));
-  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->value(bias_), y));
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y));
+  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->compute_value(bias_), y));
   return absl::OkStatus();
 }
 
@@ -45,7 +45,7 @@ absl::Status ReplicatedLinear::Backward(const StepContext& sc, const TensorView&
   if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
   ops::GemmOptions nt;
   nt.transpose_b = ops::Transpose::kYes;
-  return ops::Gemm(*sc.exec, dy, store_->value(weight_), dx, nt);
+  return ops::Gemm(*sc.exec, dy, store_->compute_value(weight_), dx, nt);
 }
 
 }  // namespace nn

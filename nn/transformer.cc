@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
     const TransformerLayerConfig& config) {
   std::unique_ptr<TransformerLayer> l(new TransformerLayer());
   l->config_ = config;
+  l->dtype_ = store->compute_dtype();
   if (l->config_.ffn == 0) l->config_.ffn = 4 * config.hidden;
   l->layer_index_ = layer_index;
   ASSIGN_OR_RETURN(l->ln1_, LayerNormModule::Create(store, prefix + ".ln1", config.hidden,
@@ -107,10 +108,11 @@ ops::DropoutArgs TransformerLayer::HiddenDropout(const StepContext& sc, int site
 
 absl::Status TransformerLayer::Forward(const StepContext& sc, const TensorView& x,
                                        const TensorView* padding_mask, const TensorView& y) {
-  if (x.rank() != 3 || x.dim(2) != config_.hidden) {
+  if (x.rank() != 3 || x.dim(2) != config_.hidden || x.dtype != dtype_) {
     return absl::InvalidArgumentError(absl::StrCat("transformer layer ", layer_index_, ": input ",
-                                                   x.DebugString(), " must be [B, T, ",
-                                                   config_.hidden, "]"));
+                                                   x.DebugString(), " must be ", DTypeName(dtype_),
+                                                   "[B, T, ", config_.hidden,
+                                                   "] (the compute dtype)"));
   }
   x_ = x;
   padding_mask_ = nullptr;
@@ -129,7 +131,7 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
   B_ = B;
   T_ = T;
   auto ensure = [&](Tensor* t) {
-    if (t->numel() != B * T * H) *t = Tensor::Host({B, T, H}, DType::kF32);
+    if (t->numel() != B * T * H) *t = Tensor::Host({B, T, H}, dtype_);
   };
   const ExecContext& ec = *sc.exec;
   ASSIGN_OR_RETURN(TensorView x2, As2D(x));
@@ -189,7 +191,7 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
                                         const TensorView& dx) {
   if (!saved_) {
     // Activation checkpointing: recompute this layer's forward (same masks) into scratch.
-    Tensor scratch = Tensor::Host(x_.shape, DType::kF32);
+    Tensor scratch = Tensor::Host(x_.shape, dtype_);
     RETURN_IF_ERROR(ForwardImpl(sc, scratch.view()));
   }
   backward_peak_bytes_ = ActivationBytes();
@@ -197,9 +199,9 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
   const int64_t B = B_, T = T_, H = config_.hidden;
   ASSIGN_OR_RETURN(TensorView dy2, As2D(dy));
   ASSIGN_OR_RETURN(TensorView dx2, As2D(dx));
-  Tensor d_a = Tensor::Host({B, T, H}, DType::kF32);  // Gradient of the running residual.
-  Tensor d_b = Tensor::Host({B, T, H}, DType::kF32);  // Gradient inside a branch.
-  Tensor d_c = Tensor::Host({B, T, H}, DType::kF32);
+  Tensor d_a = Tensor::Host({B, T, H}, dtype_);  // Gradient of the running residual.
+  Tensor d_b = Tensor::Host({B, T, H}, dtype_);  // Gradient inside a branch.
+  Tensor d_c = Tensor::Host({B, T, H}, dtype_);
   ASSIGN_OR_RETURN(TensorView da, As2D(d_a.view()));
   ASSIGN_OR_RETURN(TensorView db, As2D(d_b.view()));
   ASSIGN_OR_RETURN(TensorView dc, As2D(d_c.view()));
@@ -250,9 +252,10 @@ absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
 absl::StatusOr<TensorView> TransformerStack::Forward(const StepContext& sc, const TensorView& x,
                                                      const TensorView* padding_mask) {
   const int L = num_layers();
-  if (hidden_.size() != static_cast<size_t>(L + 1) || hidden_[0].shape() != x.shape) {
+  if (hidden_.size() != static_cast<size_t>(L + 1) || hidden_[0].shape() != x.shape ||
+      hidden_[0].dtype() != x.dtype) {
     hidden_.clear();
-    for (int i = 0; i <= L; ++i) hidden_.push_back(Tensor::Host(x.shape, DType::kF32));
+    for (int i = 0; i <= L; ++i) hidden_.push_back(Tensor::Host(x.shape, x.dtype));
   }
   std::memcpy(hidden_[0].data(), x.data, x.nbytes());
   for (int i = 0; i < L; ++i) {
@@ -263,8 +266,8 @@ absl::StatusOr<TensorView> TransformerStack::Forward(const StepContext& sc, cons
 
 absl::Status TransformerStack::Backward(const StepContext& sc, const TensorView& dy,
                                         const TensorView& dx) {
-  Tensor grad = Tensor::Host(dy.shape, DType::kF32);
-  Tensor next = Tensor::Host(dy.shape, DType::kF32);
+  Tensor grad = Tensor::Host(dy.shape, dy.dtype);
+  Tensor next = Tensor::Host(dy.shape, dy.dtype);
   std::memcpy(grad.data(), dy.data, dy.nbytes());
   peak_backward_extra_ = 0;
   for (int i = num_layers() - 1; i >= 0; --i) {

@@ -7,6 +7,11 @@
 // replicated [B, T, H] stream with masks keyed by the global element index (sample_offset * T * H
 // + i), identical on the TP ranks and independent of the TP and DP degrees.
 //
+// Precision: activations (the residual stream included) are in the store's compute dtype (f32,
+// bf16 or f16). LayerNorm computes its statistics in f32 and reads gamma/beta as the f32 MASTER
+// weights (ParameterStore::value, which the op accepts next to a 16-bit x), accumulating their
+// gradients in f32: unlike Megatron, which casts them to the compute dtype, they are never rounded.
+//
 // Activation checkpointing (Recompute::kYes): after Forward a layer keeps only its input (owned by
 // the stack) and frees everything else; Backward first re-runs Forward, with the same dropout
 // masks, then back-propagates. Gradients are bit-identical to the stored-activation path; the
@@ -35,7 +40,8 @@ namespace nn {
 enum class NormPosition { kPreNorm, kPostNorm };
 enum class Recompute { kNo, kYes };
 
-// LayerNorm over the last dim with replicated gamma (ones) and beta (zeros), no weight decay.
+// LayerNorm over the last dim with replicated gamma (ones) and beta (zeros), no weight decay; x and
+// y in any float dtype, gamma/beta read as f32 masters, statistics and gradients in f32.
 class LayerNormModule {
  public:
   LayerNormModule() = default;
@@ -75,10 +81,11 @@ class TransformerLayer {
   static absl::StatusOr<std::unique_ptr<TransformerLayer>> Create(
       ParameterStore* store, const std::string& prefix, int layer_index,
       const TransformerLayerConfig& config);
-  // x: [B, T, H], kept alive by the caller until Backward; y: [B, T, H].
+  // x: [B, T, H] in the compute dtype, kept alive by the caller until Backward; y: [B, T, H].
+  // InvalidArgument for another shape or dtype.
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView* padding_mask,
                        const TensorView& y);
-  // dy: [B, T, H]; dx: [B, T, H].
+  // dy: [B, T, H]; dx: [B, T, H] (compute dtype).
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx);
   // Bytes of activations this layer holds now (excluding its input).
   int64_t ActivationBytes() const;
@@ -92,6 +99,7 @@ class TransformerLayer {
   ops::DropoutArgs HiddenDropout(const StepContext& sc, int site) const;
 
   TransformerLayerConfig config_;
+  DType dtype_ = DType::kF32;  // The store's compute dtype.
   int layer_index_ = 0;
   LayerNormModule ln1_, ln2_;
   ParallelSelfAttention attention_;
@@ -112,7 +120,8 @@ class TransformerStack {
   static absl::StatusOr<std::unique_ptr<TransformerStack>> Create(
       ParameterStore* store, const std::string& prefix, int num_layers,
       const TransformerLayerConfig& config);
-  // x: [B, T, H]; returns a view of the stack's output buffer (valid until the next Forward).
+  // x: [B, T, H] in the compute dtype; returns a view of the stack's output buffer (valid until
+  // the next Forward).
   absl::StatusOr<TensorView> Forward(const StepContext& sc, const TensorView& x,
                                      const TensorView* padding_mask);
   // dy: [B, T, H]; dx: [B, T, H] (may alias dy).

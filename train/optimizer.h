@@ -4,7 +4,9 @@
 // decoupled weight decay on the parameters whose spec asks for it (not biases or LayerNorm).
 //
 // Parameters, gradients and the Adam moments are f32 (the master weights). The moments use the
-// ParameterStore's flat layout, so checkpoints can save them next to the values.
+// ParameterStore's flat layout, so checkpoints can save them next to the values. With a bf16/f16
+// compute dtype (mixed precision) an applied step ends by refreshing the store's compute-dtype
+// weight copies from the updated masters; a skipped step leaves masters and copies untouched.
 #ifndef MT_TRAIN_OPTIMIZER_H_
 #define MT_TRAIN_OPTIMIZER_H_
 
@@ -44,7 +46,8 @@ class Optimizer {
   //   grads <- DP-sum(grads) / grad_divisor        (grad_divisor = dp_size x micro-batches x loss
   //                                                  scale, so grads become d(mean loss)/dθ)
   //   norm  <- sqrt(TP-sum(split ||g||^2 + [tp_rank == 0] replicated ||g||^2))
-  //   skip if norm is not finite; else clip by clip_grad / (norm + 1e-6) and AdamW with `lr`.
+  //   skip if norm is not finite; else clip by clip_grad / (norm + 1e-6), AdamW with `lr`, and
+  //   store->RefreshComputeWeights (a no-op for f32 compute).
   // tp/dp may be null (size 1). Collective over both groups.
   absl::StatusOr<StepStats> Step(const ExecContext& ctx, comm::Communicator* tp,
                                  comm::Communicator* dp, double lr, double grad_divisor);

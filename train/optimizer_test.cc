@@ -83,6 +83,46 @@ TEST(OptimizerTest, InfOrNanSkipsTheStepAndLeavesParametersAlone) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Mixed precision: an applied step refreshes the compute-dtype copies from the new f32 masters; a
+// skipped step leaves masters and copies as they were.
+TEST(OptimizerTest, AppliedStepsRefreshComputeWeightsAndSkippedStepsDoNot) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    nn::ParameterStore store(0, 1, dt);
+    ASSERT_TRUE(store.Add({"w", {3, 5}, -1, nn::Init::kNormal, 0.5, true}).ok());
+    ASSERT_TRUE(store.Add({"b", {5}, -1, nn::Init::kNormal, 0.5, false}).ok());
+    ASSERT_TRUE(store.Allocate(3).ok());
+    auto opt = Optimizer::Create(&store, OptimizerConfig{});
+    ASSERT_TRUE(opt.ok());
+    ExecContext ec;
+    const int64_t n = store.NumLocalElements();
+    auto copies = [&] { return ::mt::testing::ToDoubles(store.flat_compute_values()); };
+    auto masters = [&] { return ::mt::testing::ToDoubles(store.flat_values()); };
+    // The copies are the rounded masters, and differ from them (bf16/f16 drop bits).
+    auto rounded = [&](const std::vector<double>& m) {
+      return ::mt::testing::ToDoubles(::mt::testing::FromDoubles({n}, dt, m).view());
+    };
+    EXPECT_EQ(copies(), rounded(masters()));
+    EXPECT_NE(copies(), masters());
+
+    Tensor g = ::mt::testing::RandomTensor({n}, DType::kF32, 7, -1, 1);
+    std::memcpy(store.flat_grads().data, g.data(), g.nbytes());
+    const std::vector<double> before = masters();
+    auto stats = opt->Step(ec, nullptr, nullptr, /*lr=*/0.05, /*grad_divisor=*/1.0);
+    ASSERT_TRUE(stats.ok() && !stats->skipped);
+    EXPECT_NE(masters(), before);
+    EXPECT_EQ(copies(), rounded(masters()));
+
+    const std::vector<double> masters_now = masters(), copies_now = copies();
+    store.ZeroGrads();
+    store.grad(0).data_as<float>()[4] = std::numeric_limits<float>::infinity();
+    stats = opt->Step(ec, nullptr, nullptr, 0.05, 1.0);
+    ASSERT_TRUE(stats.ok() && stats->skipped);
+    EXPECT_EQ(masters(), masters_now);
+    EXPECT_EQ(copies(), copies_now);
+  }
+}
+
 }  // namespace
 }  // namespace train
 }  // namespace mt

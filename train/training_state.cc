@@ -1,6 +1,7 @@
 #include "train/training_state.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/exec_context.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
 
@@ -65,6 +66,8 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   CheckpointMetadata meta;
   RETURN_IF_ERROR(LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(),
                             config.ToJson(), TrainingRecords(*store, *optimizer), &meta));
+  // The masters changed: the modules' compute-dtype copies must follow (no-op for f32 compute).
+  RETURN_IF_ERROR(store->RefreshComputeWeights(ExecContext{}));
   nlohmann::json state = nlohmann::json::parse(meta.trainer_state_json, nullptr, false);
   if (state.is_discarded() || !state.contains("optimizer_step") ||
       !state.contains("loss_scaler") || !state.contains("lr_schedule_samples")) {

@@ -44,7 +44,8 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const LossScaler& scaler, const LrSchedule& schedule,
                                const TrainingCounters& counters);
 
-// Loads the latest checkpoint under load_dir into this rank's state. NotFound if there is none;
+// Loads the latest checkpoint under load_dir into this rank's state (f32 master weights, then the
+// store's compute-dtype copies are refreshed from them). NotFound if there is none;
 // FailedPrecondition for a mismatched config or TP degree (with what to do).
 absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContext& parallel,
                                const models::ModelConfig& config, nn::ParameterStore* store,

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <system_error>
 
 #include "absl/strings/match.h"
@@ -67,11 +69,13 @@ absl::StatusOr<std::string> FileLine(absl::string_view kind, const std::string& 
 
 // The part of a stamp that describes the inputs and settings.
 absl::StatusOr<std::string> InputsDescription(const DatasetSpec& spec,
-                                              const std::vector<std::string>& corpus) {
+                                              const std::vector<std::string>& corpus,
+                                              bool shuffle, uint64_t seed) {
   std::string out =
       absl::StrCat("megatron-cpp default data v", kDefaultDataVersion, "\n",
                    "settings tokenizer=", spec.tokenizer, " append_eod=", spec.append_eod,
-                   " split_sentences=", spec.split_sentences, " separator=", kSeparator, "\n");
+                   " split_sentences=", spec.split_sentences, " separator=", kSeparator,
+                   " shuffle=", shuffle, " seed=", seed, "\n");
   ASSIGN_OR_RETURN(std::vector<std::string> assets, TokenizerAssets(spec.tokenizer));
   for (const std::string& path : assets) {
     ASSIGN_OR_RETURN(std::string line, FileLine("asset", path));
@@ -98,6 +102,40 @@ absl::StatusOr<std::string> OutputsDescription(const std::string& prefix) {
 
 std::string StampPath(const std::string& prefix) { return prefix + ".stamp"; }
 
+// Rewrites the dataset at `from` to `to` with its documents in a seeded random order (Fisher-Yates
+// over std::mt19937_64 with modulo-free rejection), then removes `from`.
+absl::Status ShuffleDocuments(const std::string& from, const std::string& to, uint64_t seed) {
+  ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> in, IndexedDataset::Open(from));
+  std::vector<int64_t> order(in->num_documents());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed);
+  for (int64_t i = static_cast<int64_t>(order.size()) - 1; i > 0; --i) {
+    const uint64_t bound = static_cast<uint64_t>(i) + 1;
+    const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t r;
+    do {
+      r = rng();
+    } while (r >= limit);
+    std::swap(order[i], order[static_cast<int64_t>(r % bound)]);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<IndexedDatasetWriter> out,
+                   IndexedDatasetWriter::Create(to, in->dtype()));
+  std::vector<int64_t> tokens;
+  for (int64_t d : order) {
+    for (int64_t s = in->document_index(d); s < in->document_index(d + 1); ++s) {
+      tokens = in->sequence(s).ToVector();
+      RETURN_IF_ERROR(out->AddSequence(tokens));
+    }
+    RETURN_IF_ERROR(out->EndDocument());
+  }
+  RETURN_IF_ERROR(out->Finalize());
+  in.reset();
+  std::error_code ec;
+  std::filesystem::remove(BinPath(from), ec);
+  std::filesystem::remove(IndexPath(from), ec);
+  return absl::OkStatus();
+}
+
 bool UpToDate(const std::string& prefix, const std::string& inputs) {
   std::ifstream in(StampPath(prefix), std::ios::binary);
   if (!in) return false;
@@ -120,7 +158,8 @@ absl::Status WriteStamp(const std::string& prefix, const std::string& inputs) {
 absl::StatusOr<bool> MakeOne(const DatasetSpec& spec, const std::vector<std::string>& corpus,
                              const DefaultDataConfig& config, const std::string& prefix,
                              const ProgressCallback& progress, PreprocessStats* stats) {
-  ASSIGN_OR_RETURN(std::string inputs, InputsDescription(spec, corpus));
+  ASSIGN_OR_RETURN(std::string inputs, InputsDescription(spec, corpus, config.shuffle_documents,
+                                                         config.shuffle_seed));
   if (!config.force && UpToDate(prefix, inputs)) return false;
   // Remove the old stamp first: if the build fails or is interrupted, nothing claims the old (or
   // a mixed) dataset is current.
@@ -131,11 +170,14 @@ absl::StatusOr<bool> MakeOne(const DatasetSpec& spec, const std::vector<std::str
   pc.inputs = corpus;
   pc.input_format = InputFormat::kText;
   pc.document_separator = kSeparator;
-  pc.output_prefix = prefix;
+  pc.output_prefix = config.shuffle_documents ? prefix + ".ordered" : prefix;
   pc.append_eod = spec.append_eod;
   pc.split_sentences = spec.split_sentences;
   pc.workers = config.workers;
   ASSIGN_OR_RETURN(*stats, Preprocess(pc, *tokenizer, progress));
+  if (config.shuffle_documents) {
+    RETURN_IF_ERROR(ShuffleDocuments(pc.output_prefix, prefix, config.shuffle_seed));
+  }
   RETURN_IF_ERROR(WriteStamp(prefix, inputs));
   return true;
 }

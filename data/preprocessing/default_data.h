@@ -10,6 +10,7 @@
 //   fortunes_gpt2_text_document.{bin,idx}   GPT-2 BPE, <|endoftext|> after each document
 //   fortunes_bert_text_sentence.{bin,idx}   BERT WordPiece, one sequence per sentence
 //                                           (sentence_splitter.h), no EOD
+// (documents shuffled with a fixed seed unless DefaultDataConfig::shuffle_documents is false),
 // each with a stamp file (<prefix>.stamp) that records what it was made from: a format version,
 // the preprocessing settings, the tokenizer's asset files and every corpus file (path, size,
 // modification time in ns), then the output files' sizes. A dataset is rebuilt unless its stamp
@@ -31,7 +32,7 @@
 namespace mt {
 namespace data {
 
-inline constexpr int kDefaultDataVersion = 1;
+inline constexpr int kDefaultDataVersion = 2;
 inline constexpr char kDefaultCorpusDir[] = "/usr/share/games/fortunes";
 inline constexpr char kGpt2DefaultDataName[] = "fortunes_gpt2_text_document";
 inline constexpr char kBertDefaultDataName[] = "fortunes_bert_text_sentence";
@@ -51,6 +52,11 @@ struct DefaultDataConfig {
   std::string output_dir = DefaultDataDir();  // Created if missing.
   int workers = 0;                            // Preprocessing threads; 0 = hardware concurrency.
   bool force = false;                         // Rebuild even when up to date.
+  // Shuffle the documents with a fixed seed after preprocessing. The corpus files are topics in
+  // name order ("art" ... "zippy"), and Megatron splits train/valid/test by contiguous document
+  // ranges, so without shuffling the validation split would be whole unseen topics.
+  bool shuffle_documents = true;
+  uint64_t shuffle_seed = 1234;
 };
 
 struct DefaultData {

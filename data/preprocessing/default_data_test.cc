@@ -106,6 +106,7 @@ class DefaultDataTest : public ::testing::Test {
     config_.corpus_dir = corpus_;
     config_.output_dir = root_ + "/out/data";  // Created by MakeDefaultData.
     config_.workers = 2;
+    config_.shuffle_documents = false;  // Exact document order; shuffling has its own test.
   }
 
   DefaultData MustMake() {
@@ -144,6 +145,31 @@ TEST_F(DefaultDataTest, BuildsBothDatasetsExactly) {
   EXPECT_EQ(ReadDataset(data.bert_prefix), bert);
   EXPECT_EQ(data.gpt2_stats.documents, 3);
   EXPECT_EQ(data.bert_stats.sequences, 7);
+}
+
+TEST_F(DefaultDataTest, ShufflesDocumentsDeterministically) {
+  config_.shuffle_documents = true;
+  const DefaultData data = MustMake();
+  std::vector<Doc> shuffled = ReadDataset(data.gpt2_prefix);
+  std::vector<Doc> ordered = Gpt2Docs(fortunes_);
+  EXPECT_FALSE(std::filesystem::exists(data.gpt2_prefix + ".ordered.bin"));
+  // A permutation of the ordered documents...
+  std::vector<Doc> a = shuffled, b = ordered;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+  // ...identical when rebuilt with the same seed, different with another.
+  config_.force = true;
+  MustMake();
+  EXPECT_EQ(ReadDataset(data.gpt2_prefix), shuffled);
+  std::vector<std::vector<Doc>> orders;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    config_.shuffle_seed = seed;
+    MustMake();
+    orders.push_back(ReadDataset(data.gpt2_prefix));
+  }
+  std::sort(orders.begin(), orders.end());
+  EXPECT_GT(std::unique(orders.begin(), orders.end()) - orders.begin(), 1);  // 3! = 6 orders.
 }
 
 TEST_F(DefaultDataTest, SkipsWorkWhenUpToDate) {

@@ -47,6 +47,10 @@ absl::Status PretrainGptConfig::Validate(int world_size) const {
   if (t.log_interval < 1) return absl::InvalidArgumentError("log_interval must be >= 1");
   if (data_path.empty()) return absl::InvalidArgumentError("--data_path is required");
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
+  if (!IsFloating(compute_dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("compute dtype ", DTypeName(compute_dtype),
+                                                   " must be f32, bf16 (--bf16) or f16 (--fp16)"));
+  }
   return absl::OkStatus();
 }
 
@@ -66,7 +70,9 @@ std::string PretrainGptConfig::DebugString() const {
           : lr.style == train::DecayStyle::kLinear ? "linear"
                                                    : "constant",
           weight_decay, clip_grad, t.recompute ? "true" : "false", t.seed, data_path, split, save,
-          load, save_interval, t.eval_interval, t.eval_iters, t.log_interval));
+          load, save_interval, t.eval_interval, t.eval_iters, t.log_interval),
+      absl::StrFormat("compute_dtype: %s\nloss_scale: %s\n", DTypeName(compute_dtype),
+                      compute_dtype == DType::kF16 ? "dynamic" : "1"));
 }
 
 namespace {
@@ -150,7 +156,7 @@ absl::StatusOr<PretrainResult> RunPretrainGpt(const PretrainGptConfig& c,
   ec.pool = &pool;
 
   // Model, optimizer, schedule.
-  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size());
+  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(), c.compute_dtype);
   ASSIGN_OR_RETURN(auto model, models::GptModel::Create(c.model, &store,
                                                         c.trainer.recompute ? nn::Recompute::kYes
                                                                             : nn::Recompute::kNo));
@@ -160,7 +166,9 @@ absl::StatusOr<PretrainResult> RunPretrainGpt(const PretrainGptConfig& c,
   oc.clip_grad = c.clip_grad;
   ASSIGN_OR_RETURN(train::Optimizer optimizer, train::Optimizer::Create(&store, oc));
   train::LrSchedule schedule(c.lr);
-  train::LossScaler scaler(train::LossScalerConfig{});
+  train::LossScalerConfig scaler_config;
+  scaler_config.dynamic = c.compute_dtype == DType::kF16;  // bf16 and f32 need no loss scaling.
+  train::LossScaler scaler(scaler_config);
   train::TrainingCounters counters;
   counters.seed = c.trainer.seed;
   if (!c.load.empty()) {

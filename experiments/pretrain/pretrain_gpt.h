@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
+#include "core/dtype.h"
 #include "models/config.h"
 #include "train/gpt_trainer.h"
 #include "train/lr_schedule.h"
@@ -24,6 +25,9 @@ struct PretrainGptConfig {
   double weight_decay = 0.01;
   double clip_grad = 1.0;
   int tensor_model_parallel_size = 1;
+  // Mixed precision (f32 master weights and gradients either way): f32, bf16 (--bf16, loss scale 1)
+  // or f16 (--fp16, with dynamic loss scaling from 2^32).
+  DType compute_dtype = DType::kF32;
   std::string data_path;         // Indexed dataset prefix (.bin/.idx).
   std::string split = "969,30,1";
   std::string save;              // Checkpoint directory; empty: no checkpoints.

@@ -13,6 +13,7 @@
 #include "comm/mpi_communicator.h"
 #include "experiments/pretrain/pretrain_gpt.h"
 #include "gflags/gflags.h"
+#include "glog/logging.h"
 #include "models/registry.h"
 
 DEFINE_string(model, "", "A registered model (see //models:describe); other model flags override.");
@@ -35,8 +36,8 @@ DEFINE_int64(lr_decay_samples, 0, "Samples at which decay ends (0: train_iters x
 DEFINE_string(lr_decay_style, "cosine", "constant, linear or cosine.");
 DEFINE_int32(train_iters, 100, "Optimizer steps.");
 DEFINE_int32(tensor_model_parallel_size, 1, "Tensor-parallel degree (divides the heads).");
-DEFINE_bool(fp16, false, "f16 compute with dynamic loss scaling (not yet available).");
-DEFINE_bool(bf16, false, "bf16 compute (not yet available).");
+DEFINE_bool(fp16, false, "f16 compute (f32 master weights) with dynamic loss scaling.");
+DEFINE_bool(bf16, false, "bf16 compute (f32 master weights), no loss scaling.");
 DEFINE_double(clip_grad, 1.0, "Clip the global gradient L2 norm to this (0: off).");
 DEFINE_double(weight_decay, 0.01, "Decoupled weight decay (not on biases or LayerNorm).");
 DEFINE_string(save, "", "Checkpoint directory.");
@@ -95,10 +96,10 @@ absl::StatusOr<mt::experiments::PretrainGptConfig> ConfigFromFlags() {
   }
   m.ffn_hidden_size = FLAGS_ffn_hidden_size;
   m.make_vocab_size_divisible_by = FLAGS_make_vocab_size_divisible_by;
-  if (FLAGS_fp16 || FLAGS_bf16) {
-    return absl::UnimplementedError(
-        "--fp16/--bf16: mixed-precision compute is not available yet; train in f32 (the default)");
+  if (FLAGS_fp16 && FLAGS_bf16) {
+    return absl::InvalidArgumentError("--fp16 and --bf16 are exclusive; pick one (or neither: f32)");
   }
+  c.compute_dtype = FLAGS_fp16 ? mt::DType::kF16 : FLAGS_bf16 ? mt::DType::kBF16 : mt::DType::kF32;
   if (!FLAGS_vocab_file.empty() || !FLAGS_merge_file.empty()) {
     return absl::UnimplementedError(
         "--vocab_file/--merge_file: only the installed GPT-2 assets are supported "
@@ -141,6 +142,9 @@ absl::StatusOr<mt::experiments::PretrainGptConfig> ConfigFromFlags() {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("GPT pretraining with tensor and data parallelism (Megatron-LM flags).");
+  FLAGS_minloglevel = 1;  // Library INFO logs (dataset index caching) only with --minloglevel=0.
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
   if (!runtime.ok()) {

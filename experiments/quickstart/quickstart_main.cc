@@ -1,248 +1,189 @@
-// Quickstart: the end-to-end demo of what the stack has today. Trains a byte-level MLP language
-// model (char_lm.h), built only from core ops, on the embedded default corpus (the Debian
-// `fortunes` package that ./bazelw installs), reports the falling training loss, the validation
-// loss against the unigram baseline, and prints a generated sample.
+// The README's main job:  ./bazelw run //experiments/quickstart
 //
-//   ./bazelw run //experiments/quickstart -- [--steps=N] [--hidden=H] [--threads=T] ...
-//
-// When the transformer (nn/, models/) and the trainer (train/) land, this binary becomes the
-// TP=2 GPT-2 quickstart that the README describes.
-#include <algorithm>
-#include <chrono>
+// On the embedded default corpus (the Debian fortunes text), tokenised into a GPT-2 indexed
+// dataset if needed, trains a small GPT-2 with tensor parallelism over MPI ranks (it relaunches
+// itself under mpirun), reports the falling loss and the validation perplexity against the unigram
+// baseline, saves a checkpoint, and prints a generated sample.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <random>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "core/thread_pool.h"
-#include "experiments/quickstart/char_lm.h"
+#include "comm/mpi_communicator.h"
+#include "core/status.h"
+#include "data/gpt_dataset/gpt_dataset.h"
+#include "data/indexed/indexed_dataset.h"
+#include "data/preprocessing/default_data.h"
+#include "experiments/pretrain/pretrain_gpt.h"
 #include "gflags/gflags.h"
+#include "glog/logging.h"
 
-DEFINE_string(corpus_dir, "/usr/share/games/fortunes",
-              "Directory of plain-text files (the Debian fortunes package by default).");
-DEFINE_int32(steps, 3000, "Training steps.");
-DEFINE_int32(batch, 128, "Examples per step.");
-DEFINE_int32(context, 16, "Bytes of context per prediction.");
-DEFINE_int32(embed, 24, "Embedding width per byte.");
-DEFINE_int32(hidden, 384, "Hidden width.");
-DEFINE_double(lr, 2e-3, "Adam learning rate.");
-DEFINE_int32(threads, 0, "CPU threads (0: all cores).");
-DEFINE_int32(log_interval, 250, "Steps between log lines.");
-DEFINE_int32(eval_positions, 20000, "Validation positions scored at each evaluation.");
-DEFINE_int32(sample_bytes, 400, "Bytes to generate at the end.");
-DEFINE_uint64(seed, 1234, "Seed for initialisation, batches and sampling.");
+DEFINE_int32(tensor_model_parallel_size, 2, "Tensor-parallel degree = MPI ranks launched.");
+DEFINE_int32(train_iters, 200, "Optimizer steps.");
+DEFINE_int32(num_layers, 4, "Transformer layers.");
+DEFINE_int32(hidden_size, 128, "Hidden size.");
+DEFINE_int32(num_attention_heads, 4, "Attention heads.");
+DEFINE_int32(seq_length, 128, "Tokens per sample.");
+DEFINE_int32(micro_batch_size, 4, "Samples per micro-batch.");
+DEFINE_int32(global_batch_size, 8, "Samples per step.");
+DEFINE_double(lr, 3e-3, "Peak learning rate.");
+DEFINE_int32(threads, 0, "CPU threads per rank (0: cores / ranks).");
+DEFINE_string(save, "", "Checkpoint directory (default: next to the data, quickstart_checkpoints).");
+DEFINE_string(prompt, "The best way to", "Prompt of the generated sample.");
 
-namespace mt {
-namespace quickstart {
 namespace {
 
-absl::StatusOr<std::string> ReadCorpus(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat(
-        "corpus directory ", dir, " not found; run ./bazelw once (tools/setup.sh installs the "
-        "Debian fortunes package) or pass --corpus_dir"));
+// Relaunches this binary under mpirun with `np` ranks, forwarding the arguments.
+int Relaunch(int np, int argc, char** argv) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "quickstart: error: cannot find this binary's path to relaunch it\n");
+    return 1;
   }
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const fs::path& p = entry.path();
-    if (!entry.is_regular_file() || p.extension() == ".dat" || p.extension() == ".u8") continue;
-    files.push_back(p);
-  }
-  std::sort(files.begin(), files.end());
-  std::string text;
-  for (const auto& p : files) {
-    std::ifstream in(p, std::ios::binary);
-    text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  if (text.size() < 100000) {
-    return absl::FailedPreconditionError(absl::StrCat("corpus in ", dir, " has only ", text.size(),
-                                                      " bytes; need at least 100000"));
-  }
-  return text;
+  self[n] = '\0';
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  std::vector<std::string> args = {"mpirun", "--oversubscribe", "--bind-to", "none", "--mca",
+                                   "btl", "self,vader", "--mca", "mpi_yield_when_idle", "1",
+                                   "-np", std::to_string(np), self};
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  std::printf("quickstart: launching %d ranks: mpirun -np %d %s\n", np, np, self);
+  std::fflush(stdout);
+  execvp("mpirun", cargs.data());
+  std::fprintf(stderr,
+               "quickstart: error: cannot run mpirun (install openmpi-bin; ./bazelw does), or "
+               "pass --tensor_model_parallel_size=1\n");
+  return 1;
 }
 
-// Cross-entropy (nats/byte) of `valid` under the add-one-smoothed byte unigram of `train`.
-double UnigramBaseline(const std::string& train, const std::string& valid) {
-  std::vector<double> counts(256, 1.0);
-  for (unsigned char c : train) counts[c] += 1;
-  const double total = train.size() + 256.0;
+// Cross-entropy (nats/token) of the validation documents under the add-one-smoothed unigram
+// distribution of the training documents: the loss a model that ignores context would reach.
+absl::StatusOr<double> UnigramBaseline(const std::string& prefix, const std::string& split,
+                                       int64_t vocab) {
+  ASSIGN_OR_RETURN(auto data, mt::data::IndexedDataset::Open(prefix));
+  ASSIGN_OR_RETURN(auto bounds, mt::data::SplitDocuments(split, data->num_documents()));
+  std::vector<double> counts(vocab, 1.0);
+  double total = static_cast<double>(vocab);
+  for (int64_t d = bounds[0]; d < bounds[1]; ++d) {
+    const auto doc = data->document(d);
+    for (int64_t i = 0; i < doc.size(); ++i) {
+      counts[doc[i]] += 1;
+      total += 1;
+    }
+  }
   double nll = 0;
-  for (unsigned char c : valid) nll -= std::log(counts[c] / total);
-  return nll / valid.size();
+  int64_t n = 0;
+  for (int64_t d = bounds[1]; d < bounds[2]; ++d) {
+    const auto doc = data->document(d);
+    for (int64_t i = 0; i < doc.size(); ++i, ++n) nll -= std::log(counts[doc[i]] / total);
+  }
+  if (n == 0) return absl::FailedPreconditionError("no validation tokens");
+  return nll / static_cast<double>(n);
 }
 
-struct Batch {
-  Tensor contexts;  // i32 [B, K]
-  Tensor targets;   // i32 [B]
-};
-
-void FillBatch(const std::string& text, const std::vector<int64_t>& positions, int K,
-               Batch* batch) {
-  int32_t* ctx = batch->contexts.data_as<int32_t>();
-  int32_t* tgt = batch->targets.data_as<int32_t>();
-  for (size_t b = 0; b < positions.size(); ++b) {
-    const int64_t t = positions[b];
-    for (int k = 0; k < K; ++k) ctx[b * K + k] = static_cast<unsigned char>(text[t - K + k]);
-    tgt[b] = static_cast<unsigned char>(text[t]);
+absl::Status Run(mt::comm::Communicator& world) {
+  // Data: rank 0 tokenises the corpus if needed; the others wait for it.
+  mt::data::DefaultData data;
+  if (world.rank() == 0) {
+    mt::data::DefaultDataConfig dc;
+    ASSIGN_OR_RETURN(data, mt::data::MakeDefaultData(dc));
+    std::printf("quickstart: corpus %s -> %s (%s)\n", dc.corpus_dir.c_str(),
+                data.gpt2_prefix.c_str(), data.gpt2_built ? "tokenised now" : "up to date");
   }
-}
-
-absl::StatusOr<double> Evaluate(CharLm& model, const ExecContext& ctx, const std::string& valid,
-                                int positions) {
-  const int K = model.config().context, B = model.config().batch;
-  const int64_t usable = static_cast<int64_t>(valid.size()) - K;
-  positions = static_cast<int>(std::min<int64_t>(positions, usable));
-  double total = 0;
-  int done = 0;
-  Batch batch{Tensor::Host({B, K}, DType::kI32), Tensor::Host({B}, DType::kI32)};
-  std::vector<int64_t> pos;
-  while (done < positions) {
-    const int rows = std::min(B, positions - done);
-    pos.clear();
-    // Evenly spaced positions over the whole validation text.
-    for (int r = 0; r < rows; ++r) pos.push_back(K + (done + r) * usable / positions);
-    FillBatch(valid, pos, K, &batch);
-    auto loss = model.ForwardBackward(ctx, batch.contexts.view().Slice(0, rows),
-                                      batch.targets.view().Slice(0, rows),
-                                      /*compute_grad=*/false);
-    if (!loss.ok()) return loss.status();
-    total += *loss * rows;
-    done += rows;
+  RETURN_IF_ERROR(world.Barrier());
+  if (world.rank() != 0) {
+    data.gpt2_prefix = mt::data::DefaultDataDir() + "/" + mt::data::kGpt2DefaultDataName;
   }
-  return total / positions;
-}
 
-std::string Printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) out += (c == '\n' || c == '\t' || (c >= 32 && c < 127) || c >= 128) ? c : '?';
-  return out;
-}
+  mt::experiments::PretrainGptConfig c;
+  mt::models::ModelConfig& m = c.model;
+  m.num_layers = FLAGS_num_layers;
+  m.hidden_size = FLAGS_hidden_size;
+  m.num_attention_heads = FLAGS_num_attention_heads;
+  m.vocab_size = 50257;
+  m.max_position_embeddings = FLAGS_seq_length;
+  m.hidden_dropout = 0.1f;
+  m.attention_dropout = 0.1f;
+  mt::train::TrainerConfig& t = c.trainer;
+  t.micro_batch_size = FLAGS_micro_batch_size;
+  t.global_batch_size = FLAGS_global_batch_size;
+  t.seq_length = FLAGS_seq_length;
+  t.train_iters = FLAGS_train_iters;
+  t.log_interval = std::max(1, FLAGS_train_iters / 12);
+  t.eval_interval = std::max(1, FLAGS_train_iters / 3);
+  t.eval_iters = 8;
+  t.seed = 1234;
+  c.lr.max_lr = FLAGS_lr;
+  c.lr.min_lr = FLAGS_lr / 10;
+  c.lr.warmup_samples = static_cast<int64_t>(FLAGS_train_iters) * FLAGS_global_batch_size / 10;
+  c.lr.decay_samples = static_cast<int64_t>(FLAGS_train_iters) * FLAGS_global_batch_size;
+  c.lr.style = mt::train::DecayStyle::kCosine;
+  c.weight_decay = 0.01;
+  c.clip_grad = 1.0;
+  c.tensor_model_parallel_size = FLAGS_tensor_model_parallel_size;
+  c.data_path = data.gpt2_prefix;
+  c.split = "949,50,1";
+  c.save = FLAGS_save.empty() ? mt::data::DefaultDataDir() + "/quickstart_checkpoints" : FLAGS_save;
+  c.keep_last = 1;
+  c.threads = FLAGS_threads;
+  c.generate_prompt = FLAGS_prompt;
+  c.generate_tokens = 40;
 
-absl::Status Run() {
-  CharLmConfig config;
-  config.context = FLAGS_context;
-  config.embed = FLAGS_embed;
-  config.hidden = FLAGS_hidden;
-  config.batch = FLAGS_batch;
-  config.lr = static_cast<float>(FLAGS_lr);
-  config.seed = FLAGS_seed;
-  if (FLAGS_steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
-  if (FLAGS_log_interval < 1) return absl::InvalidArgumentError("--log_interval must be >= 1");
-  auto model_or = CharLm::Create(config);
-  if (!model_or.ok()) return model_or.status();
-  CharLm& model = **model_or;
-
-  auto corpus = ReadCorpus(FLAGS_corpus_dir);
-  if (!corpus.ok()) return corpus.status();
-  const size_t split = corpus->size() * 9 / 10;
-  const std::string train = corpus->substr(0, split), valid = corpus->substr(split);
-
-  ThreadPool pool(FLAGS_threads);
-  ExecContext ctx;
-  ctx.pool = &pool;
-
-  const double baseline = UnigramBaseline(train, valid);
-  std::printf("quickstart: byte-level MLP language model on %s\n", FLAGS_corpus_dir.c_str());
-  std::printf("config: context=%d embed=%d hidden=%d batch=%d lr=%g steps=%d threads=%d seed=%llu\n",
-              config.context, config.embed, config.hidden, config.batch, config.lr, FLAGS_steps,
-              pool.num_threads(), static_cast<unsigned long long>(config.seed));
-  std::printf("corpus: %zu bytes (train %zu, valid %zu); parameters: %lld\n", corpus->size(),
-              train.size(), valid.size(), static_cast<long long>(model.NumParameters()));
-  std::printf("unigram baseline on valid: %.4f nats/byte (%.3f bits/byte)\n", baseline,
-              baseline / std::log(2.0));
-
-  auto initial = Evaluate(model, ctx, valid, FLAGS_eval_positions);
-  if (!initial.ok()) return initial.status();
-  std::printf("step %6d | valid loss %.4f\n", 0, *initial);
-
-  std::mt19937_64 rng(config.seed);
-  std::uniform_int_distribution<int64_t> pick(config.context, static_cast<int64_t>(train.size()) - 1);
-  Batch batch{Tensor::Host({config.batch, config.context}, DType::kI32),
-              Tensor::Host({config.batch}, DType::kI32)};
-  std::vector<int64_t> pos(config.batch);
-  double interval_loss = 0;
-  auto interval_start = std::chrono::steady_clock::now();
-  double valid_loss = *initial;
-  for (int step = 1; step <= FLAGS_steps; ++step) {
-    for (auto& p : pos) p = pick(rng);
-    FillBatch(train, pos, config.context, &batch);
-    auto loss = model.ForwardBackward(ctx, batch.contexts.view(), batch.targets.view(),
-                                      /*compute_grad=*/true);
-    if (!loss.ok()) return loss.status();
-    if (!std::isfinite(*loss)) return absl::InternalError(absl::StrCat("loss is ", *loss, " at step ", step));
-    absl::Status st = model.AdamStep(ctx, step);
-    if (!st.ok()) return st;
-    interval_loss += *loss;
-    if (step % FLAGS_log_interval == 0 || step == FLAGS_steps) {
-      const int n = step % FLAGS_log_interval == 0 ? FLAGS_log_interval : step % FLAGS_log_interval;
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                        interval_start).count();
-      std::printf("step %6d | train loss %.4f | %.2f ms/step | %.0f bytes/s\n", step,
-                  interval_loss / n, 1e3 * secs / n, n * config.batch / secs);
-      std::fflush(stdout);
-      interval_loss = 0;
-      interval_start = std::chrono::steady_clock::now();
-    }
-    if (step % (FLAGS_log_interval * 4) == 0 || step == FLAGS_steps) {
-      auto v = Evaluate(model, ctx, valid, FLAGS_eval_positions);
-      if (!v.ok()) return v.status();
-      valid_loss = *v;
-      std::printf("step %6d | valid loss %.4f | perplexity %.2f per byte | %.3f bits/byte\n", step,
-                  valid_loss, std::exp(valid_loss), valid_loss / std::log(2.0));
-    }
+  double baseline = 0;
+  if (world.rank() == 0) {
+    ASSIGN_OR_RETURN(baseline, UnigramBaseline(data.gpt2_prefix, c.split, m.vocab_size));
+    std::printf("quickstart: unigram baseline on the validation documents: %.4f nats/token "
+                "(perplexity %.1f)\n",
+                baseline, std::exp(baseline));
   }
-  std::printf("final valid loss %.4f vs unigram baseline %.4f: %.1f%% lower\n", valid_loss,
-              baseline, 100.0 * (1.0 - valid_loss / baseline));
-
-  // Sample with temperature 0.8 from a prompt taken from the validation text.
-  std::string text = valid.substr(valid.size() / 2, config.context);
-  std::uniform_real_distribution<double> unif(0.0, 1.0);
-  for (int i = 0; i < FLAGS_sample_bytes; ++i) {
-    std::vector<int32_t> ctx_bytes;
-    for (int k = 0; k < config.context; ++k) {
-      ctx_bytes.push_back(static_cast<unsigned char>(text[text.size() - config.context + k]));
+  ASSIGN_OR_RETURN(mt::experiments::PretrainResult r, mt::experiments::RunPretrainGpt(c, world, nullptr));
+  if (world.rank() == 0) {
+    std::printf(
+        "quickstart: training loss %.3f -> %.3f; validation loss %.3f (perplexity %.1f) vs the "
+        "unigram baseline %.3f (perplexity %.1f): %.1f%% lower; checkpoint in %s\n",
+        r.first_loss, r.last_loss, r.valid_loss, r.valid_perplexity, baseline, std::exp(baseline),
+        100.0 * (1.0 - r.valid_loss / baseline), c.save.c_str());
+    if (!(r.valid_loss < baseline)) {
+      return absl::InternalError("the validation loss did not fall below the unigram baseline");
     }
-    auto probs = model.NextByteProbs(ctx, ctx_bytes);
-    if (!probs.ok()) return probs.status();
-    double z = 0;
-    for (double& p : *probs) z += (p = std::pow(p, 1.0 / 0.8));
-    double r = unif(rng) * z;
-    int next = 255;
-    for (int v = 0; v < 256; ++v) {
-      if ((r -= (*probs)[v]) <= 0) {
-        next = v;
-        break;
-      }
-    }
-    text.push_back(static_cast<char>(next));
-  }
-  std::printf("--- sample (prompt: first %d bytes) ---\n%s\n---\n", config.context,
-              Printable(text).c_str());
-  if (!(valid_loss < baseline)) {
-    return absl::InternalError("validation loss did not fall below the unigram baseline");
   }
   return absl::OkStatus();
 }
 
 }  // namespace
-}  // namespace quickstart
-}  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Trains a byte-level language model on the embedded corpus.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  absl::Status status = mt::quickstart::Run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "quickstart: error: %s\n", status.ToString().c_str());
+  gflags::SetUsageMessage("Trains a small tensor-parallel GPT-2 on the embedded corpus.");
+  FLAGS_minloglevel = 1;  // Library INFO logs (dataset index caching) only with --minloglevel=0.
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
+  const int tp = FLAGS_tensor_model_parallel_size;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && tp > 1) return Relaunch(tp, argc, argv);
+  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
+  if (!runtime.ok()) {
+    std::fprintf(stderr, "quickstart: error: %s\n", std::string(runtime.status().message()).c_str());
     return 1;
   }
+  auto world = (*runtime)->World();
+  if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
+  if ((*world)->size() != tp) {
+    if ((*world)->rank() == 0) {
+      std::fprintf(stderr, "quickstart: error: launched with %d ranks for "
+                   "--tensor_model_parallel_size=%d; run it without mpirun and it launches the "
+                   "ranks itself\n", (*world)->size(), tp);
+    }
+    return 1;
+  }
+  absl::Status s = Run(**world);
+  if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
   return 0;
 }

@@ -43,6 +43,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   m->config_ = config;
   m->heads_ = heads;
   m->store_ = store;
+  m->dtype_ = store->compute_dtype();
   const int64_t H = config.hidden_size;
   const double init_std = config.init_std;
   const int64_t padded_vocab = config.PaddedVocab(store->tp_size());
@@ -140,13 +141,13 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const TensorVi
     for (int64_t i = 0; i < N; ++i) positions_.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
     cls_rows_ = Tensor::Host({B}, DType::kI32);
     for (int64_t b = 0; b < B; ++b) cls_rows_.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
-    emb_sum_ = Tensor::Host({N, H}, DType::kF32);
-    emb_part_ = Tensor::Host({N, H}, DType::kF32);
-    emb_ = Tensor::Host({B, T, H}, DType::kF32);
-    if (config_.norm == nn::NormPosition::kPreNorm) final_out_ = Tensor::Host({N, H}, DType::kF32);
-    cls_ = Tensor::Host({B, H}, DType::kF32);
-    pooled_pre_ = Tensor::Host({B, H}, DType::kF32);
-    pooled_ = Tensor::Host({B, H}, DType::kF32);
+    emb_sum_ = Tensor::Host({N, H}, dtype_);
+    emb_part_ = Tensor::Host({N, H}, dtype_);
+    emb_ = Tensor::Host({B, T, H}, dtype_);
+    if (config_.norm == nn::NormPosition::kPreNorm) final_out_ = Tensor::Host({N, H}, dtype_);
+    cls_ = Tensor::Host({B, H}, dtype_);
+    pooled_pre_ = Tensor::Host({B, H}, dtype_);
+    pooled_ = Tensor::Host({B, H}, dtype_);
   }
   tokens_ = tokens;
   token_types_ = token_types;
@@ -184,7 +185,7 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
   Tensor dh_pre_norm;
   TensorView dh2 = dseq;
   if (config_.norm == nn::NormPosition::kPreNorm) {
-    dh_pre_norm = Tensor::Host({N, H}, DType::kF32);
+    dh_pre_norm = Tensor::Host({N, H}, dtype_);
     dh2 = dh_pre_norm.view();
     RETURN_IF_ERROR(final_ln_.Backward(sc, dseq, dh2));
   }
@@ -212,7 +213,7 @@ absl::Status BertModel::PoolerBackward(const nn::StepContext& sc, const TensorVi
                                        const TensorView& dseq) {
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(ops::TanhBackward(ec, pooled_.view(), dpooled, dpooled));
-  Tensor dcls = Tensor::Host(cls_.shape(), DType::kF32);
+  Tensor dcls = Tensor::Host(cls_.shape(), dtype_);
   RETURN_IF_ERROR(pooler_.Backward(sc, cls_.view(), dpooled, dcls.view()));
   // Scatter-adds the [CLS] rows' gradient into dseq.
   return ops::EmbeddingBackward(ec, cls_rows_.view(), dcls.view(), dseq);
@@ -253,10 +254,10 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
     M_ = M;
     mlm_rows_ = Tensor::Host({M}, DType::kI32);
     mlm_targets_ = Tensor::Host({M}, DType::kI32);
-    mlm_in_ = Tensor::Host({M, H}, DType::kF32);
-    mlm_dense_ = Tensor::Host({M, H}, DType::kF32);
-    mlm_gelu_ = Tensor::Host({M, H}, DType::kF32);
-    mlm_ln_ = Tensor::Host({M, H}, DType::kF32);
+    mlm_in_ = Tensor::Host({M, H}, dtype_);
+    mlm_dense_ = Tensor::Host({M, H}, dtype_);
+    mlm_gelu_ = Tensor::Host({M, H}, dtype_);
+    mlm_ln_ = Tensor::Host({M, H}, dtype_);
     mlm_logits_ = Tensor::Host({M, word_.local_vocab()}, DType::kF32);
     mlm_losses_ = Tensor::Host({M}, DType::kF32);
   }
@@ -271,6 +272,8 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
   RETURN_IF_ERROR(ops::Gelu(ec, mlm_dense_.view(), mlm_gelu_.view()));
   RETURN_IF_ERROR(lm_ln_.Forward(sc, mlm_gelu_.view(), mlm_ln_.view()));
   RETURN_IF_ERROR(word_.LogitsForward(sc, mlm_ln_.view(), mlm_logits_.view()));
+  // The logits are f32 (nn::VocabParallelEmbedding::LogitsForward), so the output bias is added
+  // as its f32 master value.
   RETURN_IF_ERROR(
       ops::BiasAdd(ec, mlm_logits_.view(), store_->value(lm_bias_), mlm_logits_.view()));
   const ops::VocabShard shard{word_.vocab_start(sc), config_.vocab_size};
@@ -283,7 +286,7 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
   // Sentence-order prediction on the pooled [CLS] output.
   RETURN_IF_ERROR(PoolerForward(sc));
   if (sop_logits_.numel() != B * 2) {
-    sop_logits_ = Tensor::Host({B, 2}, DType::kF32);
+    sop_logits_ = Tensor::Host({B, 2}, dtype_);
     sop_losses_ = Tensor::Host({B}, DType::kF32);
   }
   RETURN_IF_ERROR(sop_head_.Forward(sc, pooled_.view(), sop_logits_.view()));
@@ -293,7 +296,7 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
   losses.total = losses.mlm + losses.sop;
   if (!compute_grad) return losses;
 
-  Tensor dseq = Tensor::Zeros({N, H}, DType::kF32);
+  Tensor dseq = Tensor::Zeros({N, H}, dtype_);
   // MLM backward.
   {
     Tensor dl = Tensor::Host({M}, DType::kF32);
@@ -301,7 +304,7 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
     RETURN_IF_ERROR(mlm_loss_.Backward(sc, dl.view(), mlm_logits_.view()));  // dlogits in place.
     RETURN_IF_ERROR(nn::AccumulateBiasGrad(sc, mlm_logits_.view(), store_->grad(lm_bias_),
                                            &lm_bias_scratch_));
-    Tensor d1 = Tensor::Host({M, H}, DType::kF32), d2 = Tensor::Host({M, H}, DType::kF32);
+    Tensor d1 = Tensor::Host({M, H}, dtype_), d2 = Tensor::Host({M, H}, dtype_);
     RETURN_IF_ERROR(word_.LogitsBackward(sc, mlm_ln_.view(), mlm_logits_.view(), d1.view()));
     RETURN_IF_ERROR(lm_ln_.Backward(sc, d1.view(), d2.view()));
     RETURN_IF_ERROR(ops::GeluBackward(ec, mlm_dense_.view(), d2.view(), d2.view()));
@@ -314,7 +317,7 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
     RETURN_IF_ERROR(ops::Fill(ec, dl.view(), loss_scale / static_cast<double>(B)));
     RETURN_IF_ERROR(ops::CrossEntropyBackward(ec, sop_logits_.view(), sop_labels, dl.view(),
                                               sop_logits_.view()));
-    Tensor dpooled = Tensor::Host({B, H}, DType::kF32);
+    Tensor dpooled = Tensor::Host({B, H}, dtype_);
     RETURN_IF_ERROR(sop_head_.Backward(sc, pooled_.view(), sop_logits_.view(), dpooled.view()));
     RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
   }
@@ -342,8 +345,8 @@ absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoiceForwardBackward(
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(PoolerForward(sc));
   if (mc_scores_.numel() != B || mc_losses_.numel() != Q) {
-    mc_dropped_ = Tensor::Host({B, H}, DType::kF32);
-    mc_scores_ = Tensor::Host({B, 1}, DType::kF32);
+    mc_dropped_ = Tensor::Host({B, H}, dtype_);
+    mc_scores_ = Tensor::Host({B, 1}, dtype_);
     mc_losses_ = Tensor::Host({Q}, DType::kF32);
   }
   RETURN_IF_ERROR(ops::Dropout(ec, pooled_.view(), MultipleChoiceDropout(sc), mc_dropped_.view()));
@@ -353,7 +356,9 @@ absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoiceForwardBackward(
   MultipleChoiceResult result;
   ASSIGN_OR_RETURN(const double total, ops::Sum(ec, mc_losses_.view()));
   result.loss = total / static_cast<double>(Q);
-  const float* s = mc_scores_.data_as<float>();
+  Tensor scores32 = Tensor::Host(mc_scores_.shape(), DType::kF32);
+  RETURN_IF_ERROR(ops::Convert(ec, mc_scores_.view(), scores32.view()));
+  const float* s = scores32.data_as<float>();
   for (int64_t q = 0; q < Q; ++q) {
     int best = 0;
     for (int64_t c = 1; c < C; ++c) {
@@ -366,11 +371,11 @@ absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoiceForwardBackward(
   Tensor dl = Tensor::Host({Q}, DType::kF32);
   RETURN_IF_ERROR(ops::Fill(ec, dl.view(), loss_scale / static_cast<double>(Q)));
   RETURN_IF_ERROR(ops::CrossEntropyBackward(ec, scores, labels, dl.view(), scores));
-  Tensor dpooled = Tensor::Host({B, H}, DType::kF32);
+  Tensor dpooled = Tensor::Host({B, H}, dtype_);
   RETURN_IF_ERROR(mc_head_.Backward(sc, mc_dropped_.view(), mc_scores_.view(), dpooled.view()));
   RETURN_IF_ERROR(ops::DropoutBackward(ec, dpooled.view(), MultipleChoiceDropout(sc),
                                        dpooled.view()));
-  Tensor dseq = Tensor::Zeros({N, H}, DType::kF32);
+  Tensor dseq = Tensor::Zeros({N, H}, dtype_);
   RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
   RETURN_IF_ERROR(EncoderBackward(sc, dseq.view()));
   return result;

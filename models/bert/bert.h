@@ -35,6 +35,13 @@
 // all-reduces; backward 2 per layer + 1 (tied decoder input gradient). A multiple-choice step:
 // forward 1 + 2 per layer, backward 2 per layer. The pooler, SOP and multiple-choice heads
 // communicate nothing.
+//
+// Mixed precision: the model computes in the store's compute dtype (nn::ParameterStore; f32, bf16
+// or f16) with f32 master weights and f32 gradients. Activations are in the compute dtype
+// (including the SOP logits and the multiple-choice scores, whose cross-entropy computes in f32);
+// LayerNorms compute in f32 with their f32 master gamma/beta; the MLM logits are f32 (a GEMM with
+// f32 output from the compute-dtype tied embedding) plus the f32 master of lm_head.bias, and the
+// vocab-parallel cross-entropy computes in f32.
 #ifndef MT_MODELS_BERT_BERT_H_
 #define MT_MODELS_BERT_BERT_H_
 
@@ -133,6 +140,7 @@ class BertModel {
   ops::DropoutArgs MultipleChoiceDropout(const nn::StepContext& sc) const;
 
   ModelConfig config_;
+  DType dtype_ = DType::kF32;  // The store's compute dtype.
   BertHeads heads_ = BertHeads::kPretraining;
   nn::VocabParallelEmbedding word_;
   nn::ReplicatedEmbedding position_, token_type_;
@@ -173,7 +181,7 @@ class BertModel {
   Tensor mlm_dense_;    // [M, H] dense output
   Tensor mlm_gelu_;     // [M, H]
   Tensor mlm_ln_;       // [M, H]
-  Tensor mlm_logits_;   // [M, V_pad / tp]
+  Tensor mlm_logits_;   // [M, V_pad / tp] f32
   Tensor mlm_losses_;   // [M]
   Tensor sop_logits_;   // [B, 2]
   Tensor sop_losses_;   // [B]

@@ -4,8 +4,12 @@
 // inputs.
 #include "models/bert/bert.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/ops/testutil.h"
@@ -297,6 +301,119 @@ TEST(BertModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndLossScal
   for (size_t i = 0; i < grads[0].size(); ++i) mismatches += grads[2][i] != 8.0f * grads[0][i];
   EXPECT_EQ(mismatches, 0);
 }
+
+// ---- Mixed precision: bf16/f16 compute with f32 master weights against the f32 model holding the
+// same masters, both task heads, dropout on (its masks do not depend on the dtype).
+
+struct Outcome {
+  double pretraining = 0, multiple_choice = 0;
+  std::vector<int> predictions;
+  std::vector<std::vector<double>> grads;  // Per parameter, divided by the loss scale.
+  std::vector<std::string> names;
+};
+
+Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale) {
+  Outcome out;
+  nn::ParameterStore store(0, 1, dtype);
+  auto model = BertModel::Create(c, &store, BertHeads::kAll);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return out;
+  EXPECT_TRUE(store.Allocate(/*seed=*/44).ok());
+  RandomizeNonNormal(&store);
+  ThreadPool pool(3);
+  ExecContext ec;
+  ec.pool = &pool;
+  EXPECT_TRUE(store.RefreshComputeWeights(ec).ok());
+  nn::StepContext sc = Context(&ec);
+  sc.dropout_seed = 23;
+  sc.micro_step = 4;
+  Batch b = MakeBatch(/*rows=*/6, /*T=*/6, static_cast<int>(c.vocab_size));
+  auto losses = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
+                                          b.mlm.view(), b.sop.view(), true, loss_scale);
+  EXPECT_TRUE(losses.ok()) << losses.status();
+  Tensor labels = I32({2, 0}, {2});  // 2 questions of 3 choices.
+  auto mc = (*model)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
+                                                    b.mask.view(), labels.view(), true,
+                                                    loss_scale);
+  EXPECT_TRUE(mc.ok()) << mc.status();
+  if (!losses.ok() || !mc.ok()) return out;
+  out.pretraining = losses->total;
+  out.multiple_choice = mc->loss;
+  out.predictions = mc->predictions;
+  for (int i = 0; i < store.size(); ++i) {
+    std::vector<double> g = ToDoubles(store.grad(i));
+    for (double& x : g) x /= loss_scale;
+    out.grads.push_back(std::move(g));
+    out.names.push_back(store.spec(i).name);
+  }
+  return out;
+}
+
+// ||a - b|| / ||b||.
+double RelativeError(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    d += (a[i] - b[i]) * (a[i] - b[i]);
+    n += b[i] * b[i];
+  }
+  return std::sqrt(d / n);
+}
+
+using PrecisionParam = std::tuple<DType, nn::NormPosition>;
+class BertMixedPrecisionTest : public ::testing::TestWithParam<PrecisionParam> {};
+
+TEST_P(BertMixedPrecisionTest, LossesAndGradientsTrackTheF32ModelWithinUnitRoundoff) {
+  const auto [dtype, norm] = GetParam();
+  ModelConfig c = TinyConfig(norm);
+  c.hidden_size = 16;
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  const Outcome ref = RunPrecision(c, DType::kF32, 1.0);
+  const double scale = dtype == DType::kF16 ? 1024.0 : 1.0;  // f16 runs with a loss scale.
+  const Outcome got = RunPrecision(c, dtype, scale);
+  ASSERT_EQ(got.grads.size(), ref.grads.size());
+  const double u = ::mt::testing::UnitRoundoff(dtype);
+  // As for GPT-2 (models/gpt2/gpt2_test.cc): a few dozen roundings of random sign on every path,
+  // so 16 u for the losses and 32 u for each gradient tensor (norm-wise), about 3x the worst
+  // measured errors (bf16: 1.5 u and 12 u; f16: 1.1 u and 7.5 u).
+  const double pre_err = std::fabs(got.pretraining - ref.pretraining) / ref.pretraining;
+  const double mc_err = std::fabs(got.multiple_choice - ref.multiple_choice) / ref.multiple_choice;
+  double worst = 0;
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    double norm_ref = 0;
+    for (double x : ref.grads[i]) norm_ref += x * x;
+    // The multiple-choice bias gets the same constant for every choice: its gradient is zero up
+    // to rounding (bert.h), so only an absolute bound applies.
+    if (ref.names[i] == "multiple_choice_head.bias") {
+      EXPECT_LE(std::fabs(got.grads[i][0]), 32 * u);
+      continue;
+    }
+    // A gradient that is a small sum of larger terms of both signs (the SOP bias: the batch sum of
+    // (softmax - onehot) / B) loses relative accuracy by cancellation: the bound is relative to
+    // max(||g||, 0.05), 0.05 being below the size of such terms.
+    const double e = RelativeError(got.grads[i], ref.grads[i]) *
+                     std::sqrt(norm_ref) / std::max(std::sqrt(norm_ref), 0.05);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, 32 * u) << ref.names[i];
+  }
+  std::printf("%s %s: relative loss errors %.3g (%.2f u) pretraining, %.3g (%.2f u) multiple "
+              "choice; worst relative gradient error %.3g (%.2f u)\n",
+              std::string(DTypeName(dtype)).c_str(),
+              norm == nn::NormPosition::kPreNorm ? "pre-norm" : "post-norm", pre_err,
+              pre_err / u, mc_err, mc_err / u, worst, worst / u);
+  EXPECT_LE(pre_err, 16 * u);
+  EXPECT_LE(mc_err, 16 * u);
+  EXPECT_GT(worst, 64 * ::mt::testing::UnitRoundoff(DType::kF32));  // Really lower precision.
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HalfTypes, BertMixedPrecisionTest,
+    ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                       ::testing::Values(nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm)),
+    [](const ::testing::TestParamInfo<PrecisionParam>& info) {
+      return std::string(DTypeName(std::get<0>(info.param))) +
+             (std::get<1>(info.param) == nn::NormPosition::kPreNorm ? "_pre" : "_post");
+    });
 
 TEST(BertModelTest, BadConfigsAreRejected) {
   ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);

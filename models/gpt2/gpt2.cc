@@ -21,6 +21,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
   std::unique_ptr<GptModel> m(new GptModel());
   m->config_ = config;
+  m->dtype_ = store->compute_dtype();
   ASSIGN_OR_RETURN(m->word_, nn::VocabParallelEmbedding::Create(
                                  store, "embedding.word", config.vocab_size,
                                  config.PaddedVocab(store->tp_size()), config.hidden_size,
@@ -76,9 +77,9 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
     T_ = T;
     positions_ = Tensor::Host({B * T}, DType::kI32);
     for (int64_t i = 0; i < B * T; ++i) positions_.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
-    emb_ = Tensor::Host({B, T, H}, DType::kF32);
-    pos_emb_ = Tensor::Host({B * T, H}, DType::kF32);
-    final_ = Tensor::Host({B * T, H}, DType::kF32);
+    emb_ = Tensor::Host({B, T, H}, dtype_);
+    pos_emb_ = Tensor::Host({B * T, H}, dtype_);
+    final_ = Tensor::Host({B * T, H}, dtype_);
     logits_ = Tensor::Host({B * T, word_.local_vocab()}, DType::kF32);
     losses_ = Tensor::Host({B * T}, DType::kF32);
   }
@@ -122,9 +123,9 @@ absl::StatusOr<double> GptModel::ForwardBackward(const nn::StepContext& sc,
   Tensor dlosses = Tensor::Host({N}, DType::kF32);
   RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), loss_scale / static_cast<double>(count)));
   RETURN_IF_ERROR(loss_.Backward(sc, dlosses.view(), logits_.view()));  // dlogits in place.
-  Tensor dfinal = Tensor::Host({N, H}, DType::kF32);
+  Tensor dfinal = Tensor::Host({N, H}, dtype_);
   RETURN_IF_ERROR(word_.LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));
-  Tensor dh = Tensor::Host({B_, T_, H}, DType::kF32);
+  Tensor dh = Tensor::Host({B_, T_, H}, dtype_);
   ASSIGN_OR_RETURN(TensorView dh2, dh.view().Reshape({N, H}));
   RETURN_IF_ERROR(final_ln_.Backward(sc, dfinal.view(), dh2));
   RETURN_IF_ERROR(stack_->Backward(sc, dh.view(), dh.view()));

@@ -2,6 +2,14 @@
 // positions -> dropout -> N pre-norm TransformerLayers (causal) -> final LayerNorm -> logits from
 // the word embedding (tied) -> vocab-parallel cross-entropy. The same object serves TP = 1 (null
 // communicator) and TP > 1; every rank of a TP group calls it with the same tokens.
+//
+// Mixed precision: the model computes in the store's compute dtype (nn::ParameterStore; f32, bf16
+// or f16) with f32 master weights and f32 gradients. Activations, the residual stream included,
+// are in the compute dtype; LayerNorm statistics, softmax and the loss are computed in f32; the
+// logits are produced in f32 from the compute-dtype final hidden state and tied embedding (a GEMM
+// with f32 output), so the vocab-parallel cross-entropy sees unrounded logits. With f16 the
+// scaled loss gradient (loss_scale) can overflow when the logit gradients are rounded to f16:
+// the gradients then hold inf/NaN and the optimizer skips the step.
 #ifndef MT_MODELS_GPT2_GPT2_H_
 #define MT_MODELS_GPT2_GPT2_H_
 
@@ -51,6 +59,7 @@ class GptModel {
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc, int64_t T) const;
 
   ModelConfig config_;
+  DType dtype_ = DType::kF32;  // The store's compute dtype.
   nn::VocabParallelEmbedding word_;
   nn::ReplicatedEmbedding position_;
   std::unique_ptr<nn::TransformerStack> stack_;
@@ -60,11 +69,11 @@ class GptModel {
   int64_t B_ = 0, T_ = 0;
   TensorView tokens_;
   Tensor positions_;  // i32 [B * T]
-  Tensor emb_;        // [B, T, H]
-  Tensor pos_emb_;    // [B * T, H]
-  Tensor final_;      // [B * T, H] after the final LayerNorm
-  Tensor logits_;     // [B * T, V_pad / tp]
-  Tensor losses_;     // [B * T]
+  Tensor emb_;        // [B, T, H] compute dtype
+  Tensor pos_emb_;    // [B * T, H] compute dtype
+  Tensor final_;      // [B * T, H] compute dtype, after the final LayerNorm
+  Tensor logits_;     // [B * T, V_pad / tp] f32
+  Tensor losses_;     // [B * T] f32
 };
 
 }  // namespace models

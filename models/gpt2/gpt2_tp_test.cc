@@ -1,8 +1,11 @@
 // Tensor-parallel invariance of GPT-2 (run under mpirun with 1, 2 and 4 ranks; every rank is one
 // TP rank): with the same seed, the TP model holds the serial model's weight slices, and gives the
 // serial model's loss and gradients within float32 rounding, with dropout on; a transformer layer
-// costs exactly two all-reduces forward and two backward.
+// costs exactly two all-reduces forward and two backward. In bf16 compute (f32 masters), the TP
+// model gives the serial bf16 model's loss and gradients within bf16 rounding.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "comm/mpi_testutil.h"
@@ -113,6 +116,73 @@ TEST_F(MpiTest, TensorParallelGptMatchesSerialWithDropout) {
     }
     EXPECT_EQ(mismatched_values, 0) << spec.name << " tp=" << tp;
     EXPECT_EQ(mismatched_grads, 0) << spec.name << " tp=" << tp << " (max |g| " << gmax << ")";
+  }
+}
+
+// Index in the serial tensor of element j of this rank's slice of `spec`.
+int64_t SerialIndex(const nn::ParamSpec& spec, const TensorView& local, const TensorView& serial,
+                    int rank, int64_t j) {
+  if (spec.split_dim < 0) return j;
+  int64_t inner = 1;
+  for (int d = spec.split_dim + 1; d < local.rank(); ++d) inner *= local.shape[d];
+  const int64_t local_extent = local.shape[spec.split_dim];
+  const int64_t outer = j / (local_extent * inner), mid = (j / inner) % local_extent;
+  return (outer * serial.shape[spec.split_dim] + rank * local_extent + mid) * inner + j % inner;
+}
+
+TEST_F(MpiTest, TensorParallelBf16GptMatchesSerialBf16WithDropout) {
+  const int tp = comm_->size(), rank = comm_->rank();
+  const ModelConfig c = SmallConfig(2);
+  const int B = 3, T = 7;
+  Tensor tokens, labels;
+  MakeBatch(B, T, static_cast<int>(c.vocab_size), &tokens, &labels);
+  ExecContext ec;
+  nn::ParameterStore serial_store(0, 1, DType::kBF16), store(rank, tp, DType::kBF16);
+  auto serial = GptModel::Create(c, &serial_store);
+  auto model = GptModel::Create(c, &store);
+  ASSERT_TRUE(serial.ok() && model.ok());
+  ASSERT_TRUE(serial_store.Allocate(7).ok() && store.Allocate(7).ok());
+  nn::StepContext ssc = Context(&ec, nullptr), sc = Context(&ec, comm_.get());
+  auto serial_loss = (*serial)->ForwardBackward(ssc, tokens.view(), labels.view(), true);
+  auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
+  ASSERT_TRUE(serial_loss.ok() && loss.ok());
+  // The TP model rounds different partial results to bf16 (each rank's share of a row-parallel
+  // product before the all-reduce, the embedding's zero-padded shards...), so it agrees with the
+  // serial bf16 model to a few bf16 roundings: 8 u relative for the loss, 32 u (norm-wise) for
+  // each gradient slice.
+  const double u = ::mt::testing::UnitRoundoff(DType::kBF16);
+  const double loss_err = std::fabs(*loss - *serial_loss) / std::fabs(*serial_loss);
+  EXPECT_LE(loss_err, 8 * u) << "tp=" << tp;
+  double worst = 0;
+  for (int i = 0; i < store.size(); ++i) {
+    const nn::ParamSpec& spec = store.spec(i);
+    auto si = serial_store.Find(spec.name);
+    ASSERT_TRUE(si.ok()) << spec.name;
+    const TensorView lv = store.value(i), lg = store.grad(i), lc = store.compute_value(i);
+    const TensorView sv = serial_store.value(*si), sg = serial_store.grad(*si);
+    const TensorView scv = serial_store.compute_value(*si);
+    double diff = 0, norm = 0;
+    int mismatched_values = 0;
+    for (int64_t j = 0; j < lv.numel(); ++j) {
+      const int64_t sj = SerialIndex(spec, lv, sv, rank, j);
+      if (spec.name == "embedding.word.weight" && sj / c.hidden_size >= c.vocab_size) continue;
+      if (sj >= sv.numel()) continue;
+      // Masters and their bf16 copies are the serial model's slices, bit for bit.
+      if (lv.data_as<float>()[j] != sv.data_as<float>()[sj]) ++mismatched_values;
+      if (lc.data_as<bf16>()[j].bits != scv.data_as<bf16>()[sj].bits) ++mismatched_values;
+      const double g = lg.data_as<float>()[j], want = sg.data_as<float>()[sj];
+      diff += (g - want) * (g - want);
+      norm += want * want;
+    }
+    EXPECT_EQ(mismatched_values, 0) << spec.name << " tp=" << tp;
+    const double err = std::sqrt(diff / std::max(norm, 1e-300));
+    worst = std::max(worst, err);
+    EXPECT_LE(err, 32 * u) << spec.name << " tp=" << tp;
+  }
+  if (rank == 0) {
+    std::printf("bf16 TP=%d vs serial bf16: relative loss error %.3g (%.2f u), worst relative "
+                "gradient error %.3g (%.2f u)\n",
+                tp, loss_err, loss_err / u, worst, worst / u);
   }
 }
 

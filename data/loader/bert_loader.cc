@@ -1,0 +1,65 @@
+#include "data/loader/bert_loader.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace mt {
+namespace data {
+
+absl::StatusOr<std::unique_ptr<BertLoader>> BertLoader::Create(
+    std::shared_ptr<const BertDataset> dataset, const LoaderConfig& config) {
+  if (dataset == nullptr) return absl::InvalidArgumentError("BertLoader: dataset is null");
+  LoaderConfig c = config;
+  c.prefetch_depth = 0;
+  RETURN_IF_ERROR(c.Validate());
+  if (c.consumed_samples > dataset->num_samples()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BertLoader: consumed_samples ", c.consumed_samples, " exceeds the dataset's ",
+        dataset->num_samples(), " samples"));
+  }
+  return std::unique_ptr<BertLoader>(new BertLoader(std::move(dataset), c));
+}
+
+BertLoader::BertLoader(std::shared_ptr<const BertDataset> dataset, const LoaderConfig& config)
+    : dataset_(std::move(dataset)), config_(config) {
+  samples_per_step_ = config_.micro_batch_size * config_.data_parallel_size;
+  accumulation_steps_ = config_.global_batch_size / samples_per_step_;
+  end_samples_ = dataset_->num_samples() / config_.global_batch_size * config_.global_batch_size;
+  next_step_ = config_.consumed_samples / samples_per_step_;
+}
+
+std::optional<BertMicroBatch> BertLoader::Next() {
+  const int64_t start = next_step_ * samples_per_step_;
+  if (start + samples_per_step_ > end_samples_) return std::nullopt;
+  const int64_t B = config_.micro_batch_size;
+  const int64_t T = dataset_->seq_len();
+  BertMicroBatch mb;
+  mb.iteration = start / config_.global_batch_size;
+  mb.micro_step = next_step_ % accumulation_steps_;
+  mb.consumed_samples = start + samples_per_step_;
+  mb.tokens = Tensor::Host({B, T}, DType::kI32);
+  mb.token_types = Tensor::Host({B, T}, DType::kI32);
+  mb.padding_mask = Tensor::Host({B, T}, DType::kI32);
+  mb.mlm_labels = Tensor::Host({B, T}, DType::kI32);
+  mb.sop_labels = Tensor::Host({B}, DType::kI32);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t i = start + config_.data_parallel_rank * B + b;
+    mb.sample_indices.push_back(i);
+    dataset_->GetSample(i, &scratch_);
+    std::copy(scratch_.tokens.begin(), scratch_.tokens.end(), mb.tokens.data_as<int32_t>() + b * T);
+    std::copy(scratch_.token_types.begin(), scratch_.token_types.end(),
+              mb.token_types.data_as<int32_t>() + b * T);
+    std::copy(scratch_.padding_mask.begin(), scratch_.padding_mask.end(),
+              mb.padding_mask.data_as<int32_t>() + b * T);
+    std::copy(scratch_.labels.begin(), scratch_.labels.end(),
+              mb.mlm_labels.data_as<int32_t>() + b * T);
+    mb.sop_labels.data_as<int32_t>()[b] = scratch_.sop_label;
+  }
+  ++next_step_;
+  return mb;
+}
+
+}  // namespace data
+}  // namespace mt

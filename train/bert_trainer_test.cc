@@ -1,0 +1,247 @@
+// BERT training-level golden tests (run under mpirun with 2 ranks): TP=2 and DP=2 training curves
+// (MLM and SOP losses, gradient norms) equal the serial curve over 16 steps within float32
+// rounding with dropout on, and the model learns; the BERT loader slices each global batch over
+// the DP ranks like the GPT loader and resumes from a consumed-samples count.
+#include "train/bert_trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "comm/mpi_testutil.h"
+#include "comm/parallel_context.h"
+#include "data/bert_dataset/bert_dataset.h"
+#include "data/bert_dataset/bert_vocab.h"
+#include "data/indexed/indexed_dataset.h"
+#include "gtest/gtest.h"
+
+namespace mt {
+namespace train {
+namespace {
+
+using ::mt::comm::testing::MpiTest;
+
+constexpr int kVocab = 64;
+constexpr int kSeq = 32;
+constexpr int kFirstWord = 5;  // 0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK], then words.
+constexpr int kWords = 16;
+
+data::BertVocab TestVocab() {
+  std::vector<std::string> t = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (int i = kFirstWord; i < kVocab; ++i) t.push_back(absl::StrCat("w", i));
+  auto v = data::BertVocab::FromTokens(t);
+  EXPECT_TRUE(v.ok()) << v.status();
+  return *v;
+}
+
+// A learnable sentence corpus over the first kWords words of the vocabulary (the others never
+// occur): within a document, word w is followed by (3 * w + 1) mod kWords, with some noise;
+// documents of 3-6 sentences of 4-12 words.
+std::string MakeCorpus(int rank) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string prefix =
+      std::string(tmp ? tmp : "/tmp") + "/bert_corpus_rank" + std::to_string(rank);
+  auto w = data::IndexedDatasetWriter::CreateForVocab(prefix, kVocab);
+  EXPECT_TRUE(w.ok()) << w.status();
+  const int words = kWords;
+  std::mt19937_64 rng(7);
+  for (int d = 0; d < 80; ++d) {
+    int t = static_cast<int>(rng() % words);
+    const int sentences = 3 + static_cast<int>(rng() % 4);
+    for (int s = 0; s < sentences; ++s) {
+      std::vector<int32_t> sentence;
+      const int len = 4 + static_cast<int>(rng() % 9);
+      for (int i = 0; i < len; ++i) {
+        sentence.push_back(kFirstWord + t);
+        t = (rng() % 10 == 0) ? static_cast<int>(rng() % words) : (3 * t + 1) % words;
+      }
+      EXPECT_TRUE((*w)->AddSequence(sentence).ok());
+    }
+    EXPECT_TRUE((*w)->EndDocument().ok());
+  }
+  EXPECT_TRUE((*w)->Finalize().ok());
+  return prefix;
+}
+
+std::shared_ptr<const data::BertDataset> MakeDataset(const std::string& prefix,
+                                                     int64_t num_samples) {
+  auto data = data::IndexedDataset::Open(prefix);
+  EXPECT_TRUE(data.ok()) << data.status();
+  data::BertDatasetConfig dc;
+  dc.split = "1";
+  dc.seq_len = kSeq;
+  dc.num_samples = num_samples;
+  dc.seed = 3;
+  auto ds = data::BertDataset::Create(std::shared_ptr<const data::IndexedDataset>(std::move(*data)),
+                                      data::Split::kTrain, dc, TestVocab());
+  EXPECT_TRUE(ds.ok()) << ds.status();
+  return std::shared_ptr<const data::BertDataset>(std::move(*ds));
+}
+
+models::ModelConfig TinyBert() {
+  models::ModelConfig c;
+  c.family = models::Family::kBert;
+  c.num_token_types = 2;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.num_attention_heads = 4;
+  c.vocab_size = kVocab;
+  c.make_vocab_size_divisible_by = 8;
+  c.max_position_embeddings = kSeq;
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  return c;
+}
+
+struct Result {
+  std::vector<double> losses, lm, sop, grad_norms;
+};
+
+Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, int iters,
+             const std::string& prefix) {
+  Result out;
+  comm::ParallelConfig pc;
+  pc.tensor_parallel = tp;
+  const models::ModelConfig mc = TinyBert();
+  auto parallel = comm::ParallelContext::Create(world, pc, mc.num_attention_heads);
+  EXPECT_TRUE(parallel.ok()) << parallel.status();
+  if (!parallel.ok()) return out;
+  data::LoaderConfig lc;
+  lc.micro_batch_size = micro;
+  lc.global_batch_size = global;
+  lc.data_parallel_size = (*parallel)->dp_size();
+  lc.data_parallel_rank = (*parallel)->dp_rank();
+  auto loader = data::BertLoader::Create(MakeDataset(prefix, global * iters), lc);
+  EXPECT_TRUE(loader.ok()) << loader.status();
+  if (!loader.ok()) return out;
+
+  nn::ParameterStore store((*parallel)->tp_rank(), tp);
+  auto model = models::BertModel::Create(mc, &store);
+  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(store.Allocate(17).ok());
+  OptimizerConfig oc;
+  auto opt = Optimizer::Create(&store, oc);
+  EXPECT_TRUE(opt.ok()) << opt.status();
+  LrScheduleConfig sc;
+  sc.max_lr = 1e-2;
+  sc.min_lr = 1e-3;
+  sc.warmup_samples = global * 2;
+  sc.decay_samples = global * iters;
+  LrSchedule schedule(sc);
+  LossScaler scaler(LossScalerConfig{});
+  ExecContext ec;
+  TrainerConfig tc;
+  tc.micro_batch_size = micro;
+  tc.global_batch_size = global;
+  tc.seq_length = kSeq;
+  tc.train_iters = iters;
+  tc.quiet = true;
+  BertTrainer trainer(tc, parallel->get(), &ec, model->get(), &store, &*opt, &schedule, &scaler);
+  absl::Status st = trainer.Train(loader->get(), nullptr, 0, nullptr, nullptr);
+  EXPECT_TRUE(st.ok()) << st;
+  for (const BertLogRecord& r : trainer.history()) {
+    out.losses.push_back(r.loss);
+    out.lm.push_back(r.lm_loss);
+    out.sop.push_back(r.sop_loss);
+    out.grad_norms.push_back(r.grad_norm);
+  }
+  return out;
+}
+
+TEST_F(MpiTest, BertTensorAndDataParallelCurvesMatchSerial) {
+  ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
+  const std::string prefix = MakeCorpus(comm_->rank());
+  auto self = comm_->Split(/*color=*/comm_->rank(), 0, "self");
+  ASSERT_TRUE(self.ok());
+  const int iters = 16;
+  // Serial reference on each rank: global batch 8 as 2 micro-batches of 4.
+  Result serial = Train(**self, 1, 4, 8, iters, prefix);
+  Result tp2 = Train(*comm_, 2, 4, 8, iters, prefix);
+  Result dp2 = Train(*comm_, 1, 4, 8, iters, prefix);
+  ASSERT_EQ(serial.losses.size(), static_cast<size_t>(iters));
+  ASSERT_EQ(tp2.losses.size(), static_cast<size_t>(iters));
+  ASSERT_EQ(dp2.losses.size(), static_cast<size_t>(iters));
+  double worst_tp = 0, worst_dp = 0;
+  for (int i = 0; i < iters; ++i) {
+    for (const auto& [got, want] :
+         {std::make_pair(&tp2.lm, &serial.lm), std::make_pair(&tp2.sop, &serial.sop)}) {
+      worst_tp = std::max(worst_tp, std::fabs((*got)[i] - (*want)[i]) / (*want)[i]);
+    }
+    for (const auto& [got, want] :
+         {std::make_pair(&dp2.lm, &serial.lm), std::make_pair(&dp2.sop, &serial.sop)}) {
+      worst_dp = std::max(worst_dp, std::fabs((*got)[i] - (*want)[i]) / (*want)[i]);
+    }
+    EXPECT_NEAR(tp2.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
+    EXPECT_NEAR(dp2.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
+    EXPECT_NEAR(serial.losses[i], serial.lm[i] + serial.sop[i], 1e-12 * serial.losses[i]) << i;
+  }
+  if (comm_->rank() == 0) {
+    std::printf("BERT %d-step curves: worst relative lm/sop loss difference TP=2 %.3g, DP=2 %.3g; "
+                "lm loss %.4f -> %.4f, sop loss %.4f -> %.4f\n",
+                iters, worst_tp, worst_dp, serial.lm.front(), serial.lm.back(),
+                serial.sop.front(), serial.sop.back());
+  }
+  EXPECT_LT(worst_tp, 1e-5);
+  EXPECT_LT(worst_dp, 1e-5);
+  EXPECT_LT(serial.lm.back(), serial.lm.front() - 0.5);  // It learns.
+}
+
+TEST_F(MpiTest, BertLoaderSlicesGlobalBatchesLikeTheGptLoaderAndResumes) {
+  const std::string prefix = MakeCorpus(comm_->rank());
+  auto ds = MakeDataset(prefix, 48);
+  const int64_t n = ds->num_samples();
+  for (int dp_rank = 0; dp_rank < 2; ++dp_rank) {
+    data::LoaderConfig lc;
+    lc.micro_batch_size = 3;
+    lc.global_batch_size = 12;
+    lc.data_parallel_size = 2;
+    lc.data_parallel_rank = dp_rank;
+    auto loader = data::BertLoader::Create(ds, lc);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_EQ((*loader)->accumulation_steps(), 2);
+    int64_t step = 0;
+    std::vector<std::vector<int64_t>> seen;
+    while (auto mb = (*loader)->Next()) {
+      ASSERT_EQ(mb->sample_indices.size(), 3u);
+      for (int b = 0; b < 3; ++b) {
+        EXPECT_EQ(mb->sample_indices[b], step * 6 + dp_rank * 3 + b);
+        const data::BertSample s = ds->Sample(mb->sample_indices[b]);
+        for (int t = 0; t < kSeq; ++t) {
+          ASSERT_EQ(mb->tokens.data_as<int32_t>()[b * kSeq + t], s.tokens[t]);
+          ASSERT_EQ(mb->token_types.data_as<int32_t>()[b * kSeq + t], s.token_types[t]);
+          ASSERT_EQ(mb->padding_mask.data_as<int32_t>()[b * kSeq + t], s.padding_mask[t]);
+          ASSERT_EQ(mb->mlm_labels.data_as<int32_t>()[b * kSeq + t], s.labels[t]);
+        }
+        EXPECT_EQ(mb->sop_labels.data_as<int32_t>()[b], s.sop_label);
+      }
+      EXPECT_EQ(mb->iteration, step / 2);
+      EXPECT_EQ(mb->micro_step, step % 2);
+      EXPECT_EQ(mb->consumed_samples, (step + 1) * 6);
+      seen.push_back(mb->sample_indices);
+      ++step;
+    }
+    EXPECT_EQ(step, n / 12 * 2);  // Only complete global batches.
+    // Resuming after two global batches yields the rest.
+    lc.consumed_samples = 24;
+    auto resumed = data::BertLoader::Create(ds, lc);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    for (size_t i = 4; i < seen.size(); ++i) {
+      auto mb = (*resumed)->Next();
+      ASSERT_TRUE(mb.has_value());
+      EXPECT_EQ(mb->sample_indices, seen[i]);
+    }
+    EXPECT_FALSE((*resumed)->Next().has_value());
+  }
+  data::LoaderConfig bad;
+  bad.micro_batch_size = 3;
+  bad.global_batch_size = 12;
+  bad.consumed_samples = n + 12;
+  EXPECT_EQ(data::BertLoader::Create(ds, bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace train
+}  // namespace mt
