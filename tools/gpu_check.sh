@@ -49,6 +49,8 @@ do_bundle() {
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done
+  # Symbols are not needed there; stripping keeps the bundle under the 64 MiB a device call carries.
+  strip --strip-unneeded "$bundle"/bin/* "$bundle"/lib/* 2>/dev/null || true
   du -sh "$bundle"
 }
 
