@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/status.h"
+#include "train/stop_request.h"
 #include "nlohmann/json.hpp"
 #include "train/flops.h"
 
@@ -100,15 +101,7 @@ absl::Status GptTrainer::Train(data::Loader* train, data::Loader* valid, int64_t
   double interval_loss = 0, interval_ms = 0;
   int interval_steps = 0;
   for (iteration_ = start_iteration; iteration_ < config_.train_iters;) {
-    // The stop request (SIGTERM) may reach some ranks only, or at different iterations: agree on
-    // it across the whole job so that every rank stops after the same iteration.
-    bool stop_now = false;
-    if (stop != nullptr) {
-      Tensor flag = Tensor::Host({1}, DType::kI32);
-      flag.data_as<int32_t>()[0] = stop->load() ? 1 : 0;
-      RETURN_IF_ERROR(parallel_->world().AllReduce(flag.view(), comm::ReduceOp::kMax));
-      stop_now = flag.data_as<int32_t>()[0] != 0;
-    }
+    ASSIGN_OR_RETURN(const bool stop_now, AgreeToStop(parallel_->world(), stop));
     if (stop_now) {
       stopped_early_ = true;
       return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/philox.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -35,23 +36,7 @@ constexpr int64_t kColumnChunk = 1024;
 
 constexpr std::initializer_list<DType> kFloatTypes = {DType::kF32, DType::kBF16, DType::kF16};
 
-// Calls fn(T{}) with T the C++ type of a float dtype.
-template <typename Fn>
-void DispatchFloat(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kF32:
-      fn(float{});
-      return;
-    case DType::kBF16:
-      fn(bf16{});
-      return;
-    case DType::kF16:
-      fn(f16{});
-      return;
-    default:
-      LOG(FATAL) << "not a float dtype: " << DTypeName(dtype);
-  }
-}
+using internal::DispatchFloat;
 
 struct Named {
   absl::string_view name;

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -27,23 +28,7 @@ constexpr int64_t kGrain = 1 << 14;
 constexpr int64_t kMaxRowBlocks = 128;
 constexpr int64_t kMinRowsPerBlock = 16;
 
-// Calls fn(T{}) with T the C++ type of a float dtype.
-template <typename Fn>
-void DispatchFloat(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kF32:
-      fn(float{});
-      return;
-    case DType::kBF16:
-      fn(bf16{});
-      return;
-    case DType::kF16:
-      fn(f16{});
-      return;
-    default:
-      LOG(FATAL) << "not a float dtype: " << DTypeName(dtype);
-  }
-}
+using internal::DispatchFloat;
 
 // Sum with eight interleaved accumulators: vectorisable, and its rounding error grows with n / 8.
 float Sum(const float* v, int64_t n) {

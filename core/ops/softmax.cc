@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -23,23 +24,7 @@ namespace {
 // Elements per ParallelFor chunk.
 constexpr int64_t kGrain = 1 << 14;
 
-// Calls fn(T{}) with T the C++ type of a float dtype.
-template <typename Fn>
-void DispatchFloat(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kF32:
-      fn(float{});
-      return;
-    case DType::kBF16:
-      fn(bf16{});
-      return;
-    case DType::kF16:
-      fn(f16{});
-      return;
-    default:
-      LOG(FATAL) << "not a float dtype: " << DTypeName(dtype);
-  }
-}
+using internal::DispatchFloat;
 
 template <typename T>
 void SoftmaxCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y,

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "core/dtype.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "glog/logging.h"
@@ -50,22 +51,7 @@ absl::Status CheckOperands(absl::string_view op, std::initializer_list<Named> ts
   return absl::OkStatus();
 }
 
-template <typename Fn>
-void DispatchFloat(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kF32:
-      fn(float{});
-      return;
-    case DType::kBF16:
-      fn(bf16{});
-      return;
-    case DType::kF16:
-      fn(f16{});
-      return;
-    default:
-      LOG(FATAL) << "not a float dtype: " << DTypeName(dtype);
-  }
-}
+using internal::DispatchFloat;
 
 template <typename T>
 void TanhCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
