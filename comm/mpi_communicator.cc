@@ -292,12 +292,22 @@ void MpiRuntime::Abort(const absl::Status& status, int exit_code) {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   const bool live = initialized && !finalized;
-  int rank = -1;
-  if (live) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rank = -1, size = 1;
+  if (live) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  if (size == 1) {
+    // Nobody to tell: a one-line error and the exit code, without OpenMPI's MPI_ABORT banner.
+    std::fprintf(stderr, "fatal: %s\n", status.ToString().c_str());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(exit_code);
+  }
   std::fprintf(stderr, "[rank %d] fatal: %s; aborting the job\n", rank, status.ToString().c_str());
   std::fflush(stdout);
   std::fflush(stderr);
-  if (live) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -52,6 +53,10 @@ absl::Status PretrainBertConfig::Validate(int world_size) const {
   if (t.train_iters < 1) return absl::InvalidArgumentError("train_iters must be >= 1");
   if (t.log_interval < 1) return absl::InvalidArgumentError("log_interval must be >= 1");
   if (data_path.empty()) return absl::InvalidArgumentError("--data_path is required");
+  if (std::error_code ec; !std::filesystem::exists(data_path + ".idx", ec)) {
+    return absl::NotFoundError(absl::StrCat("--data_path ", data_path, ": ", data_path,
+                                            ".idx does not exist (make one with //data:preprocess)"));
+  }
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
   if (!(mask_prob > 0 && mask_prob <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("mask_prob ", mask_prob, " must be in (0, 1]"));

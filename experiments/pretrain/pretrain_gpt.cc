@@ -1,6 +1,7 @@
 #include "experiments/pretrain/pretrain_gpt.h"
 
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -46,6 +47,10 @@ absl::Status PretrainGptConfig::Validate(int world_size) const {
   if (t.train_iters < 1) return absl::InvalidArgumentError("train_iters must be >= 1");
   if (t.log_interval < 1) return absl::InvalidArgumentError("log_interval must be >= 1");
   if (data_path.empty()) return absl::InvalidArgumentError("--data_path is required");
+  if (std::error_code ec; !std::filesystem::exists(data_path + ".idx", ec)) {
+    return absl::NotFoundError(absl::StrCat("--data_path ", data_path, ": ", data_path,
+                                            ".idx does not exist (make one with //data:preprocess)"));
+  }
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
   if (!IsFloating(compute_dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("compute dtype ", DTypeName(compute_dtype),

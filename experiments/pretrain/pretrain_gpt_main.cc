@@ -5,167 +5,37 @@
 //
 // (one process without mpirun is a world of one). SIGTERM saves a checkpoint (with --save) and
 // exits cleanly; any error ends every rank with a one-line message and a non-zero exit.
-#include <atomic>
-#include <csignal>
-#include <cstdio>
-
-#include "absl/strings/str_cat.h"
-#include "comm/mpi_communicator.h"
 #include "experiments/pretrain/pretrain_gpt.h"
+#include "experiments/pretrain/pretrain_flags.h"
 #include "gflags/gflags.h"
-#include "glog/logging.h"
-#include "models/registry.h"
 
-DEFINE_string(model, "", "A registered model (see //models:describe); other model flags override.");
-DEFINE_int32(num_layers, 4, "Transformer layers.");
-DEFINE_int32(hidden_size, 128, "Hidden size.");
-DEFINE_int32(num_attention_heads, 4, "Attention heads.");
-DEFINE_int32(ffn_hidden_size, 0, "MLP width (0: 4 x hidden_size).");
-DEFINE_int32(max_position_embeddings, 0, "Learned positions (0: seq_length).");
 DEFINE_int32(vocab_size, 50257, "Vocabulary size (GPT-2 BPE: 50257).");
-DEFINE_int32(make_vocab_size_divisible_by, 128, "Pad the vocabulary to a multiple of this x TP.");
-DEFINE_double(hidden_dropout, 0.1, "Dropout on the residual stream.");
-DEFINE_double(attention_dropout, 0.1, "Dropout on attention probabilities.");
-DEFINE_int32(seq_length, 128, "Tokens per sample.");
-DEFINE_int32(micro_batch_size, 4, "Samples per micro-batch per data-parallel rank.");
-DEFINE_int32(global_batch_size, 8, "Samples per optimizer step over all ranks.");
-DEFINE_double(lr, 1.5e-4, "Peak learning rate.");
-DEFINE_double(min_lr, 1e-5, "Final learning rate.");
-DEFINE_int64(lr_warmup_samples, 0, "Samples of linear warmup.");
-DEFINE_int64(lr_decay_samples, 0, "Samples at which decay ends (0: train_iters x global batch).");
-DEFINE_string(lr_decay_style, "cosine", "constant, linear or cosine.");
-DEFINE_int32(train_iters, 100, "Optimizer steps.");
-DEFINE_int32(tensor_model_parallel_size, 1, "Tensor-parallel degree (divides the heads).");
-DEFINE_bool(fp16, false, "f16 compute (f32 master weights) with dynamic loss scaling.");
-DEFINE_bool(bf16, false, "bf16 compute (f32 master weights), no loss scaling.");
-DEFINE_double(clip_grad, 1.0, "Clip the global gradient L2 norm to this (0: off).");
-DEFINE_double(weight_decay, 0.01, "Decoupled weight decay (not on biases or LayerNorm).");
-DEFINE_string(save, "", "Checkpoint directory.");
-DEFINE_string(load, "", "Resume from the latest checkpoint in this directory.");
-DEFINE_int32(save_interval, 0, "Iterations between checkpoints (0: at the end and on SIGTERM).");
-DEFINE_int32(keep_last, 2, "Checkpoints to keep.");
-DEFINE_int32(eval_interval, 0, "Iterations between validation runs (0: only at the end).");
-DEFINE_int32(eval_iters, 4, "Validation micro-batches per evaluation.");
-DEFINE_int32(log_interval, 10, "Iterations between log lines.");
-DEFINE_string(log_jsonl, "", "Append the log lines as JSON objects to this file.");
-DEFINE_string(data_path, "", "Indexed dataset prefix (PREFIX.bin / PREFIX.idx).");
-DEFINE_string(split, "969,30,1", "Train/valid/test document split weights.");
 DEFINE_string(vocab_file, "", "GPT-2 encoder.json (generation only; default: installed assets).");
 DEFINE_string(merge_file, "", "GPT-2 vocab.bpe (generation only; default: installed assets).");
-DEFINE_uint64(seed, 1234, "Seed for initialisation, data order and dropout.");
-DEFINE_bool(recompute, false, "Activation checkpointing: recompute each layer in backward.");
-DEFINE_int32(threads, 0, "CPU threads per rank (0: cores / ranks).");
 DEFINE_string(generate, "", "After training, print a sample continuing this prompt.");
 
 namespace {
-std::atomic<bool> g_stop{false};
-void OnSigterm(int) { g_stop.store(true); }
 
 absl::StatusOr<mt::experiments::PretrainGptConfig> ConfigFromFlags() {
   mt::experiments::PretrainGptConfig c;
-  mt::models::ModelConfig& m = c.model;
-  if (!FLAGS_model.empty()) {
-    auto r = mt::models::FindModel(FLAGS_model);
-    if (!r.ok()) return r.status();
-    if (r->config.family != mt::models::Family::kGpt2) {
-      return absl::InvalidArgumentError(absl::StrCat("--model=", FLAGS_model, " is not a GPT model"));
-    }
-    m = r->config;
-  }
-  auto set = [](const char* flag, auto value, auto* field) {
-    if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) *field = value;
-  };
-  if (FLAGS_model.empty()) {
-    m.num_layers = FLAGS_num_layers;
-    m.hidden_size = FLAGS_hidden_size;
-    m.num_attention_heads = FLAGS_num_attention_heads;
-    m.vocab_size = FLAGS_vocab_size;
-    m.hidden_dropout = static_cast<float>(FLAGS_hidden_dropout);
-    m.attention_dropout = static_cast<float>(FLAGS_attention_dropout);
-    m.max_position_embeddings = FLAGS_max_position_embeddings > 0 ? FLAGS_max_position_embeddings
-                                                                  : FLAGS_seq_length;
-  } else {
-    set("num_layers", FLAGS_num_layers, &m.num_layers);
-    set("hidden_size", int64_t{FLAGS_hidden_size}, &m.hidden_size);
-    set("num_attention_heads", FLAGS_num_attention_heads, &m.num_attention_heads);
-    set("vocab_size", int64_t{FLAGS_vocab_size}, &m.vocab_size);
-    set("hidden_dropout", static_cast<float>(FLAGS_hidden_dropout), &m.hidden_dropout);
-    set("attention_dropout", static_cast<float>(FLAGS_attention_dropout), &m.attention_dropout);
-    set("max_position_embeddings", int64_t{FLAGS_max_position_embeddings},
-        &m.max_position_embeddings);
-  }
-  m.ffn_hidden_size = FLAGS_ffn_hidden_size;
-  m.make_vocab_size_divisible_by = FLAGS_make_vocab_size_divisible_by;
-  if (FLAGS_fp16 && FLAGS_bf16) {
-    return absl::InvalidArgumentError("--fp16 and --bf16 are exclusive; pick one (or neither: f32)");
-  }
-  c.compute_dtype = FLAGS_fp16 ? mt::DType::kF16 : FLAGS_bf16 ? mt::DType::kBF16 : mt::DType::kF32;
+  absl::Status s =
+      mt::experiments::ApplyCommonFlags(mt::models::Family::kGpt2, FLAGS_vocab_size, &c);
+  if (!s.ok()) return s;
   if (!FLAGS_vocab_file.empty() || !FLAGS_merge_file.empty()) {
     return absl::UnimplementedError(
         "--vocab_file/--merge_file: only the installed GPT-2 assets are supported "
         "(set MT_ASSETS_DIR to point elsewhere)");
   }
-  mt::train::TrainerConfig& t = c.trainer;
-  t.micro_batch_size = FLAGS_micro_batch_size;
-  t.global_batch_size = FLAGS_global_batch_size;
-  t.seq_length = FLAGS_seq_length;
-  t.train_iters = FLAGS_train_iters;
-  t.log_interval = FLAGS_log_interval;
-  t.eval_interval = FLAGS_eval_interval;
-  t.eval_iters = FLAGS_eval_iters;
-  t.seed = FLAGS_seed;
-  t.recompute = FLAGS_recompute;
-  t.log_jsonl = FLAGS_log_jsonl;
-  auto style = mt::train::ParseDecayStyle(FLAGS_lr_decay_style);
-  if (!style.ok()) return style.status();
-  c.lr.style = *style;
-  c.lr.max_lr = FLAGS_lr;
-  c.lr.min_lr = FLAGS_min_lr;
-  c.lr.warmup_samples = FLAGS_lr_warmup_samples;
-  c.lr.decay_samples = FLAGS_lr_decay_samples > 0
-                           ? FLAGS_lr_decay_samples
-                           : static_cast<int64_t>(FLAGS_train_iters) * FLAGS_global_batch_size;
-  c.weight_decay = FLAGS_weight_decay;
-  c.clip_grad = FLAGS_clip_grad;
-  c.tensor_model_parallel_size = FLAGS_tensor_model_parallel_size;
-  c.data_path = FLAGS_data_path;
-  c.split = FLAGS_split;
-  c.save = FLAGS_save;
-  c.load = FLAGS_load;
-  c.save_interval = FLAGS_save_interval;
-  c.keep_last = FLAGS_keep_last;
-  c.threads = FLAGS_threads;
   c.generate_prompt = FLAGS_generate;
   return c;
 }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("GPT pretraining with tensor and data parallelism (Megatron-LM flags).");
-  FLAGS_minloglevel = 1;  // Library INFO logs (dataset index caching) only with --minloglevel=0.
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
-  if (!runtime.ok()) {
-    std::fprintf(stderr, "pretrain_gpt: error: %s\n", std::string(runtime.status().message()).c_str());
-    return 1;
-  }
-  auto world = (*runtime)->World();
-  if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
-  auto config = ConfigFromFlags();
-  if (!config.ok()) {
-    if ((*world)->rank() == 0) {
-      std::fprintf(stderr, "pretrain_gpt: error: %s\n",
-                   std::string(config.status().message()).c_str());
-    }
-    return 1;  // Every rank fails the same way: no collective was started.
-  }
-  std::signal(SIGTERM, OnSigterm);
-  auto result = mt::experiments::RunPretrainGpt(*config, **world, &g_stop);
-  if (!result.ok()) mt::comm::MpiRuntime::Abort(result.status());
-  if (result->stopped_by_signal && (*world)->rank() == 0) {
-    std::printf("stopped by SIGTERM at iteration %lld\n", static_cast<long long>(result->iterations));
-  }
-  return 0;
+  return mt::experiments::PretrainMain<mt::experiments::PretrainGptConfig,
+                                       mt::experiments::PretrainResult>(
+      argc, argv, "pretrain_gpt",
+      "GPT pretraining with tensor and data parallelism (Megatron-LM flags).", ConfigFromFlags,
+      mt::experiments::RunPretrainGpt);
 }
