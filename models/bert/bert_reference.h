@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "models/config.h"
+#include "models/testing/reference_math.h"
 
 namespace mt {
 namespace models {
 namespace testing {
 
-using ParamMap = std::map<std::string, std::vector<double>>;
 
 struct BertInputs {
   int rows = 0, T = 0;

@@ -3,46 +3,11 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "models/testing/reference_math.h"
 
 namespace mt {
 namespace models {
 namespace testing {
-
-namespace {
-using Mat = std::vector<double>;  // Row-major.
-
-const Mat& Get(const ParamMap& p, const std::string& name) { return p.at(name); }
-
-// y[n, o] = sum_i x[n, i] w[i, o] + b[o]
-Mat Linear(const Mat& x, int N, int I, const Mat& w, const Mat& b, int O) {
-  Mat y(N * O);
-  for (int n = 0; n < N; ++n)
-    for (int o = 0; o < O; ++o) {
-      double s = b[o];
-      for (int i = 0; i < I; ++i) s += x[n * I + i] * w[i * O + o];
-      y[n * O + o] = s;
-    }
-  return y;
-}
-
-Mat LayerNorm(const Mat& x, int N, int H, const Mat& g, const Mat& b, double eps) {
-  Mat y(N * H);
-  for (int n = 0; n < N; ++n) {
-    double mean = 0, var = 0;
-    for (int h = 0; h < H; ++h) mean += x[n * H + h];
-    mean /= H;
-    for (int h = 0; h < H; ++h) var += (x[n * H + h] - mean) * (x[n * H + h] - mean);
-    var /= H;
-    const double rstd = 1 / std::sqrt(var + eps);
-    for (int h = 0; h < H; ++h) y[n * H + h] = (x[n * H + h] - mean) * rstd * g[h] + b[h];
-  }
-  return y;
-}
-
-double Gelu(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-}
-}  // namespace
 
 double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
                         const std::vector<int>& tokens, const std::vector<int>& labels) {

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "models/config.h"
+#include "models/testing/reference_math.h"
 
 namespace mt {
 namespace models {
 namespace testing {
 
-using ParamMap = std::map<std::string, std::vector<double>>;
 
 // Mean cross-entropy over labels != -100; tokens/labels are [B, T] row-major.
 double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
