@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/testing/reference_math.h"
+#include "models/testing/reference_transformer.h"
 
 namespace mt {
 namespace models {
@@ -23,8 +24,7 @@ double CrossEntropy(const std::vector<double>& logits, int target) {
 // The encoder output [rows * T, H]: embeddings, layers (bidirectional, padded keys masked) and,
 // for pre-norm, the final LayerNorm.
 Mat Encoder(const ModelConfig& c, const ParamMap& p, const BertInputs& in) {
-  const int H = static_cast<int>(c.hidden_size), NH = c.num_attention_heads, D = H / NH;
-  const int F = static_cast<int>(c.ffn()), B = in.rows, T = in.T, N = B * T;
+  const int H = static_cast<int>(c.hidden_size), B = in.rows, T = in.T, N = B * T;
   const double eps = c.layernorm_eps;
   const bool prenorm = c.norm == nn::NormPosition::kPreNorm;
   Mat x(N * H);
@@ -40,65 +40,9 @@ Mat Encoder(const ModelConfig& c, const ParamMap& p, const BertInputs& in) {
     x = LayerNorm(x, N, H, Get(p, "embedding.layernorm.weight"),
                   Get(p, "embedding.layernorm.bias"), eps);
   }
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string pre = absl::StrCat("layers.", l, ".");
-    auto attention = [&](const Mat& a) {
-      Mat qkv = Linear(a, N, H, Get(p, pre + "attention.qkv.weight"),
-                       Get(p, pre + "attention.qkv.bias"), 3 * H);
-      Mat ctx(N * H);
-      for (int b = 0; b < B; ++b)
-        for (int h = 0; h < NH; ++h)
-          for (int i = 0; i < T; ++i) {
-            // Columns ordered (head, q|k|v, d).
-            auto at = [&](int t, int slot, int d) {
-              return qkv[(b * T + t) * 3 * H + (h * 3 + slot) * D + d];
-            };
-            std::vector<double> w(T, 0.0);
-            double mx = -1e300;
-            for (int j = 0; j < T; ++j) {
-              if (in.padding_mask[b * T + j] == 0) continue;
-              double dot = 0;
-              for (int d = 0; d < D; ++d) dot += at(i, 0, d) * at(j, 1, d);
-              w[j] = dot / std::sqrt(static_cast<double>(D));
-              mx = std::max(mx, w[j]);
-            }
-            double z = 0;
-            for (int j = 0; j < T; ++j) {
-              w[j] = in.padding_mask[b * T + j] == 0 ? 0.0 : std::exp(w[j] - mx);
-              z += w[j];
-            }
-            for (int d = 0; d < D; ++d) {
-              double acc = 0;
-              for (int j = 0; j < T; ++j) acc += w[j] / z * at(j, 2, d);
-              ctx[(b * T + i) * H + h * D + d] = acc;
-            }
-          }
-      return Linear(ctx, N, H, Get(p, pre + "attention.proj.weight"),
-                    Get(p, pre + "attention.proj.bias"), H);
-    };
-    auto mlp = [&](const Mat& a) {
-      Mat u = Linear(a, N, H, Get(p, pre + "mlp.fc1.weight"), Get(p, pre + "mlp.fc1.bias"), F);
-      for (double& v : u) v = Gelu(v);
-      return Linear(u, N, F, Get(p, pre + "mlp.fc2.weight"), Get(p, pre + "mlp.fc2.bias"), H);
-    };
-    const Mat& g1 = Get(p, pre + "ln1.weight");
-    const Mat& b1 = Get(p, pre + "ln1.bias");
-    const Mat& g2 = Get(p, pre + "ln2.weight");
-    const Mat& b2 = Get(p, pre + "ln2.bias");
-    if (prenorm) {
-      Mat a = attention(LayerNorm(x, N, H, g1, b1, eps));
-      for (int i = 0; i < N * H; ++i) x[i] += a[i];
-      Mat m = mlp(LayerNorm(x, N, H, g2, b2, eps));
-      for (int i = 0; i < N * H; ++i) x[i] += m[i];
-    } else {
-      Mat a = attention(x);
-      for (int i = 0; i < N * H; ++i) a[i] += x[i];
-      x = LayerNorm(a, N, H, g1, b1, eps);
-      Mat m = mlp(x);
-      for (int i = 0; i < N * H; ++i) m[i] += x[i];
-      x = LayerNorm(m, N, H, g2, b2, eps);
-    }
-  }
+  x = ReferenceTransformerLayers(
+      c, p, B, T, std::move(x),
+      [&](int b, int, int j) { return in.padding_mask[b * T + j] != 0; });  // Padded keys hidden.
   if (prenorm) {
     x = LayerNorm(x, N, H, Get(p, "final_layernorm.weight"), Get(p, "final_layernorm.bias"), eps);
   }

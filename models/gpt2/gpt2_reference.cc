@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/testing/reference_math.h"
+#include "models/testing/reference_transformer.h"
 
 namespace mt {
 namespace models {
@@ -11,8 +12,7 @@ namespace testing {
 
 double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
                         const std::vector<int>& tokens, const std::vector<int>& labels) {
-  const int H = static_cast<int>(c.hidden_size), NH = c.num_attention_heads, D = H / NH;
-  const int F = static_cast<int>(c.ffn()), N = B * T, V = static_cast<int>(c.vocab_size);
+  const int H = static_cast<int>(c.hidden_size), N = B * T, V = static_cast<int>(c.vocab_size);
   const double eps = c.layernorm_eps;
   Mat x(N * H);
   const Mat& wte = Get(p, "embedding.word.weight");
@@ -21,62 +21,8 @@ double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
       x[n * H + h] = wte[tokens[n] * H + h];
       if (c.position_embeddings) x[n * H + h] += Get(p, "embedding.position.weight")[(n % T) * H + h];
     }
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string pre = absl::StrCat("layers.", l, ".");
-    const bool prenorm = c.norm == nn::NormPosition::kPreNorm;
-    auto attention = [&](const Mat& in) {
-      Mat qkv = Linear(in, N, H, Get(p, pre + "attention.qkv.weight"),
-                       Get(p, pre + "attention.qkv.bias"), 3 * H);
-      Mat ctx(N * H);
-      for (int b = 0; b < B; ++b)
-        for (int h = 0; h < NH; ++h)
-          for (int i = 0; i < T; ++i) {
-            // Columns ordered (head, q|k|v, d).
-            auto at = [&](int t, int slot, int d) {
-              return qkv[(b * T + t) * 3 * H + (h * 3 + slot) * D + d];
-            };
-            std::vector<double> s(i + 1);
-            double mx = -1e300;
-            for (int j = 0; j <= i; ++j) {
-              double dot = 0;
-              for (int d = 0; d < D; ++d) dot += at(i, 0, d) * at(j, 1, d);
-              s[j] = dot / std::sqrt(static_cast<double>(D));
-              mx = std::max(mx, s[j]);
-            }
-            double z = 0;
-            for (double& v : s) z += (v = std::exp(v - mx));
-            for (int d = 0; d < D; ++d) {
-              double acc = 0;
-              for (int j = 0; j <= i; ++j) acc += s[j] / z * at(j, 2, d);
-              ctx[(b * T + i) * H + h * D + d] = acc;
-            }
-          }
-      return Linear(ctx, N, H, Get(p, pre + "attention.proj.weight"),
-                    Get(p, pre + "attention.proj.bias"), H);
-    };
-    auto mlp = [&](const Mat& in) {
-      Mat a = Linear(in, N, H, Get(p, pre + "mlp.fc1.weight"), Get(p, pre + "mlp.fc1.bias"), F);
-      for (double& v : a) v = Gelu(v);
-      return Linear(a, N, F, Get(p, pre + "mlp.fc2.weight"), Get(p, pre + "mlp.fc2.bias"), H);
-    };
-    const Mat& g1 = Get(p, pre + "ln1.weight");
-    const Mat& b1 = Get(p, pre + "ln1.bias");
-    const Mat& g2 = Get(p, pre + "ln2.weight");
-    const Mat& b2 = Get(p, pre + "ln2.bias");
-    if (prenorm) {
-      Mat a = attention(LayerNorm(x, N, H, g1, b1, eps));
-      for (int i = 0; i < N * H; ++i) x[i] += a[i];
-      Mat m = mlp(LayerNorm(x, N, H, g2, b2, eps));
-      for (int i = 0; i < N * H; ++i) x[i] += m[i];
-    } else {
-      Mat a = attention(x);
-      for (int i = 0; i < N * H; ++i) a[i] += x[i];
-      x = LayerNorm(a, N, H, g1, b1, eps);
-      Mat m = mlp(x);
-      for (int i = 0; i < N * H; ++i) m[i] += x[i];
-      x = LayerNorm(m, N, H, g2, b2, eps);
-    }
-  }
+  x = ReferenceTransformerLayers(c, p, B, T, std::move(x),
+                                 [](int, int i, int j) { return j <= i; });  // Causal.
   Mat f = LayerNorm(x, N, H, Get(p, "final_layernorm.weight"), Get(p, "final_layernorm.bias"), eps);
   double total = 0;
   int count = 0;
