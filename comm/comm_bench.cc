@@ -1,9 +1,11 @@
 // Collective benchmark in the style of nccl-tests: time per call, algorithm bandwidth and bus
-// bandwidth of all-reduce (sum) and all-gather over message sizes, for one backend.
+// bandwidth of all-reduce (sum) and all-gather over message sizes, for one backend; and how much
+// of an all-reduce a non-blocking call hides behind host computation (--ops=overlap).
 //
 //   mpirun -np 4 bazel-bin/comm/comm_bench [--backend=mpi|nccl] [--device=cpu|cuda]
 //       [--min_bytes=8] [--max_bytes=67108864] [--step_factor=2] [--iters=20] [--warmup=5]
-//       [--dtype=f32] [--ops=all_reduce,all_gather]
+//       [--dtype=f32] [--ops=all_reduce,all_gather,overlap] [--overlap_mib=1,4,16]
+//       [--overlap_chunks=50]
 //
 // Definitions (as nccl-tests): `size` is the whole buffer in bytes (all-reduce: the reduced
 // buffer; all-gather: the gathered output, each rank contributing size / n). time is the mean per
@@ -11,7 +13,21 @@
 // busbw = algbw * 2(n-1)/n for all-reduce and algbw * (n-1)/n for all-gather, the rate each link
 // must sustain, comparable with the hardware's bandwidth. #wrong counts wrong elements in a check
 // made before timing (all-reduce of rank+1 everywhere; all-gather of rank+1 per block).
+//
+// overlap, per size in --overlap_mib: comm = a blocking all-reduce alone; async = AllReduceAsync
+// then Wait() at once (the non-blocking algorithm's own cost); compute = a CPU loop
+// in --overlap_chunks chunks, sized (the same on every rank) to take about as long as comm;
+// serial = compute, then the blocking all-reduce; overlap = AllReduceAsync, the compute chunks with
+// Test() after each (the trainer's pattern: poll after each layer's backward), then Wait().
+// Each of the five is timed once per iteration, in turn (--warmup + --iters iterations); the
+// median over iterations of the slowest rank's time is reported. ideal = max(comm, compute) is the
+// best overlap can do; serial/overlap is the speed-up (up to 2 when comm and compute are equal).
+// done@ is the mean number of chunks after which Test() first reported completion (chunks + 1:
+// only Wait() finished it). #wrong as above, for one overlapped call. The compute runs on the host
+// whatever --device says.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -21,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "comm/communicator.h"
@@ -40,7 +57,10 @@ DEFINE_int32(step_factor, 2, "Multiply the size by this between rows.");
 DEFINE_int32(iters, 20, "Timed calls per size.");
 DEFINE_int32(warmup, 5, "Untimed calls per size before timing.");
 DEFINE_string(dtype, "f32", "Element type: f32, bf16, f16, i32, i64.");
-DEFINE_string(ops, "all_reduce,all_gather", "Comma-separated: all_reduce, all_gather.");
+DEFINE_string(ops, "all_reduce,all_gather",
+              "Comma-separated: all_reduce, all_gather, overlap (see the file comment).");
+DEFINE_string(overlap_mib, "1,4,16", "--ops=overlap: all-reduce sizes in MiB, comma-separated.");
+DEFINE_int32(overlap_chunks, 50, "--ops=overlap: compute chunks (Test() after each).");
 
 namespace mt {
 namespace comm {
@@ -169,6 +189,176 @@ absl::StatusOr<Row> BenchAllGather(Communicator& comm, int64_t count, DType dtyp
   return row;
 }
 
+// --ops=overlap.
+
+// Host work for the overlap measurement: passes over a buffer that fits in the L2 cache, so that
+// it competes with the all-reduce for the cores rather than for memory bandwidth.
+class Compute {
+ public:
+  Compute() : x_(16384, 1.0f) {}
+  void Passes(int64_t passes) {
+    for (int64_t p = 0; p < passes; ++p) {
+      for (float& v : x_) v = v * 0.999f + 0.001f;
+    }
+    sink_ = x_[p_++ % x_.size()];  // Keeps the loop observable.
+  }
+
+ private:
+  std::vector<float> x_;
+  size_t p_ = 0;
+  volatile float sink_ = 0;
+};
+
+struct OverlapRow {
+  int64_t bytes = 0;
+  // Median seconds per iteration of each variant (see the file comment).
+  double comm = 0, async = 0, compute = 0, serial = 0, overlap = 0;
+  double done_at = 0;  // Mean chunk after which Test() first returned true.
+  int64_t passes_per_chunk = 0;
+  int64_t wrong = 0;
+};
+
+double Median(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+absl::StatusOr<OverlapRow> BenchOverlap(Communicator& comm, int64_t count, DType dtype,
+                                        Device dev) {
+  const int n = comm.size();
+  const int chunks = FLAGS_overlap_chunks;
+  ASSIGN_OR_RETURN(Tensor buf, Alloc(count, dtype, dev));
+  OverlapRow row;
+  row.bytes = count * static_cast<int64_t>(DTypeSize(dtype));
+  // Check one overlapped call, then time on zeros (repeated sums of rank+1 would overflow).
+  RETURN_IF_ERROR(FillValue(buf.view(), comm.rank() + 1));
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<CommRequest> r,
+                     comm.AllReduceAsync(buf.view(), ReduceOp::kSum));
+    RETURN_IF_ERROR(r->Wait());
+  }
+  ASSIGN_OR_RETURN(std::vector<double> got, Read(buf.view()));
+  const double want = n * (n + 1) / 2.0;
+  for (double v : got) row.wrong += v != want;
+  RETURN_IF_ERROR(FillValue(buf.view(), 0));
+
+  auto all_reduce = [&] { return comm.AllReduce(buf.view(), ReduceOp::kSum); };
+  ASSIGN_OR_RETURN(const double comm_mean, Time(comm, all_reduce));
+  // Size the chunks so that the compute takes about as long as the all-reduce: the fastest of a
+  // few warm probes gives the time per pass; every rank then does the largest count of passes.
+  Compute compute;
+  int64_t probe = 1;
+  double pass_s = 1e9;
+  for (int tries = 0; tries < 5;) {
+    const auto start = std::chrono::steady_clock::now();
+    compute.Passes(probe);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s < 1e-3) {
+      probe *= 2;
+      continue;
+    }
+    pass_s = std::min(pass_s, s / probe);
+    ++tries;
+  }
+  int64_t per_chunk =
+      std::max<int64_t>(1, static_cast<int64_t>(std::llround(comm_mean / chunks / pass_s)));
+  RETURN_IF_ERROR(comm.AllReduce(TensorView(&per_chunk, Shape{1}, DType::kI64), ReduceOp::kMax));
+  row.passes_per_chunk = per_chunk;
+
+  auto compute_all = [&] {
+    for (int c = 0; c < chunks; ++c) compute.Passes(per_chunk);
+    return absl::OkStatus();
+  };
+  int64_t done_sum = 0;
+  auto overlapped = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<CommRequest> r,
+                     comm.AllReduceAsync(buf.view(), ReduceOp::kSum));
+    int done_at = chunks + 1;
+    for (int c = 0; c < chunks; ++c) {
+      compute.Passes(per_chunk);
+      if (done_at > chunks) {
+        ASSIGN_OR_RETURN(const bool done, r->Test());
+        if (done) done_at = c + 1;
+      }
+    }
+    RETURN_IF_ERROR(r->Wait());
+    done_sum += done_at;
+    return absl::OkStatus();
+  };
+  auto async_alone = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<CommRequest> r,
+                     comm.AllReduceAsync(buf.view(), ReduceOp::kSum));
+    return r->Wait();
+  };
+  auto serial = [&]() -> absl::Status {
+    RETURN_IF_ERROR(compute_all());
+    return all_reduce();
+  };
+  // The variants take turns within each iteration, so that a change in the machine's load
+  // affects them alike; each time is the slowest rank's, and the medians are reported.
+  constexpr int kVariants = 5;
+  const std::function<absl::Status()> variants[kVariants] = {all_reduce, async_alone, compute_all,
+                                                             serial, overlapped};
+  const int iters = FLAGS_iters;
+  std::vector<int64_t> ns(kVariants * iters);
+  for (int it = -FLAGS_warmup; it < iters; ++it) {
+    if (it == 0) done_sum = 0;
+    for (int k = 0; k < kVariants; ++k) {
+      RETURN_IF_ERROR(comm.Barrier());
+      const auto start = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(variants[k]());
+      if (it >= 0) {
+        ns[k * iters + it] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+      }
+    }
+  }
+  RETURN_IF_ERROR(
+      comm.AllReduce(TensorView(ns.data(), Shape{kVariants * iters}, DType::kI64), ReduceOp::kMax));
+  double* out[kVariants] = {&row.comm, &row.async, &row.compute, &row.serial, &row.overlap};
+  for (int k = 0; k < kVariants; ++k) {
+    *out[k] =
+        1e-9 * Median(std::vector<int64_t>(ns.begin() + k * iters, ns.begin() + (k + 1) * iters));
+  }
+  row.done_at = static_cast<double>(done_sum) / iters;
+  return row;
+}
+
+absl::Status RunOverlap(Communicator& comm, DType dtype, Device dev, bool print) {
+  const int64_t es = DTypeSize(dtype);
+  if (FLAGS_overlap_chunks < 1) return absl::InvalidArgumentError("--overlap_chunks must be >= 1");
+  if (print) {
+    std::printf("#\n# overlap: all-reduce (sum) + host compute in %d chunks, serial vs async\n",
+                FLAGS_overlap_chunks);
+    std::printf("# %10s %10s %10s %11s %11s %11s %11s %9s %8s %8s %7s\n", "size(B)", "comm(us)",
+                "async(us)", "compute(us)", "serial(us)", "overlap(us)", "ideal(us)", "ser/ovl",
+                "done@", "passes", "#wrong");
+  }
+  for (absl::string_view mib_text : absl::StrSplit(FLAGS_overlap_mib, ',')) {
+    double mib = 0;
+    if (!absl::SimpleAtod(mib_text, &mib) || mib <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--overlap_mib: '", mib_text, "' is not a positive number"));
+    }
+    const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20)) / es);
+    ASSIGN_OR_RETURN(OverlapRow row, BenchOverlap(comm, count, dtype, dev));
+    int64_t wrong = row.wrong;
+    RETURN_IF_ERROR(comm.AllReduce(TensorView(&wrong, Shape{1}, DType::kI64), ReduceOp::kSum));
+    if (print) {
+      std::printf("  %10lld %10.1f %10.1f %11.1f %11.1f %11.1f %11.1f %9.2f %8.1f %8lld %7lld\n",
+                  static_cast<long long>(row.bytes), row.comm * 1e6, row.async * 1e6,
+                  row.compute * 1e6, row.serial * 1e6, row.overlap * 1e6,
+                  std::max(row.comm, row.compute) * 1e6, row.serial / row.overlap, row.done_at,
+                  static_cast<long long>(row.passes_per_chunk), static_cast<long long>(wrong));
+      std::fflush(stdout);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(Communicator& world, Communicator& comm, Device dev, DType dtype,
                  const std::string& host) {
   const int n = comm.size();
@@ -181,9 +371,14 @@ absl::Status Run(Communicator& world, Communicator& comm, Device dev, DType dtyp
     std::printf("# rank 0 on %s; %s\n", host.c_str(), cuda::Describe().c_str());
   }
   for (absl::string_view op : absl::StrSplit(FLAGS_ops, ',')) {
+    if (op == "overlap") {
+      RETURN_IF_ERROR(RunOverlap(comm, dtype, dev, print));
+      continue;
+    }
     const bool reduce = op == "all_reduce";
     if (!reduce && op != "all_gather") {
-      return absl::InvalidArgumentError(absl::StrCat("--ops: unknown collective '", op, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ops: unknown collective '", op, "' (expected all_reduce, all_gather, overlap)"));
     }
     const double bus_factor = reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
     if (print) {

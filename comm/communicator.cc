@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -70,10 +71,61 @@ bool operator==(const CommCounters& a, const CommCounters& b) {
          a.barrier == b.barrier && a.send == b.send && a.recv == b.recv && a.bytes == b.bytes;
 }
 
+CommRequest::CommRequest(std::string label) : label_(std::move(label)) {}
+
+CommRequest::~CommRequest() {
+  // Subclasses with pending work have waited in their own destructor (WaitIfPending); a request
+  // that still counts as pending here had nothing left to wait for.
+  if (owner_ != nullptr) --owner_->pending_requests_;
+}
+
+absl::StatusOr<bool> CommRequest::Test() {
+  if (done_) {
+    if (!status_.ok()) return status_;
+    return true;
+  }
+  absl::StatusOr<bool> r = DoTest();
+  if (!r.ok()) {
+    Finish(r.status());
+    return r.status();
+  }
+  if (*r) Finish(absl::OkStatus());
+  return *r;
+}
+
+absl::Status CommRequest::Wait() {
+  if (done_) return status_;
+  absl::Status s = DoWait();
+  Finish(s);
+  return s;
+}
+
+void CommRequest::WaitIfPending() {
+  if (done_) return;
+  absl::Status s = Wait();
+  LOG_IF(ERROR, !s.ok()) << label_ << ": request destroyed before completion; waiting for it "
+                         << "failed: " << s;
+}
+
+void CommRequest::Finish(absl::Status status) {
+  done_ = true;
+  status_ = std::move(status);
+  if (owner_ != nullptr) {
+    --owner_->pending_requests_;
+    owner_ = nullptr;
+  }
+}
+
 Communicator::Communicator(int rank, int size, std::string name)
     : rank_(rank), size_(size), name_(std::move(name)) {
   CHECK_GE(size_, 1);
   CHECK(0 <= rank_ && rank_ < size_) << "rank " << rank_ << " of " << size_;
+}
+
+Communicator::~Communicator() {
+  CHECK_EQ(pending_requests_, 0)
+      << DebugString() << " destroyed with pending CommRequests: wait for or destroy every "
+      << "request before its communicator";
 }
 
 std::string Communicator::DebugString() const {
@@ -100,6 +152,34 @@ absl::Status Communicator::AllReduce(const TensorView& t, ReduceOp op) {
   counters_.bytes += t.nbytes();
   if (t.numel() == 0) return absl::OkStatus();
   return DoAllReduce(t, op);
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::AllReduceAsync(const TensorView& t,
+                                                                          ReduceOp op) {
+  std::string label = OpLabel("AllReduceAsync");
+  RETURN_IF_ERROR(ops::CheckContiguous(label, "t", t));
+  RETURN_IF_ERROR(ops::CheckDType(label, "t", t, kReduceDTypes));
+  ++counters_.all_reduce;
+  counters_.bytes += t.nbytes();
+  std::unique_ptr<CommRequest> request;
+  if (t.numel() == 0) {
+    request = internal::CompletedRequest(std::move(label));
+  } else {
+    ASSIGN_OR_RETURN(request, DoAllReduceAsync(t, op));
+  }
+  // A backend may hand back a request of another communicator (NCCL passes CPU tensors to its
+  // MPI bootstrap), which already counts it.
+  if (request->owner_ == nullptr && !request->done_) {
+    request->owner_ = this;
+    ++pending_requests_;
+  }
+  return request;
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::DoAllReduceAsync(const TensorView& t,
+                                                                            ReduceOp op) {
+  RETURN_IF_ERROR(DoAllReduce(t, op));
+  return internal::CompletedRequest(OpLabel("AllReduceAsync"));
 }
 
 absl::Status Communicator::AllGather(const TensorView& in, const TensorView& out, GatherAxis axis) {
@@ -191,6 +271,21 @@ absl::Status Communicator::Recv(const TensorView& t, int peer, int tag) {
 }
 
 namespace internal {
+
+namespace {
+class CompletedCommRequest final : public CommRequest {
+ public:
+  explicit CompletedCommRequest(std::string label) : CommRequest(std::move(label)) {}
+
+ protected:
+  absl::StatusOr<bool> DoTest() override { return true; }
+  absl::Status DoWait() override { return absl::OkStatus(); }
+};
+}  // namespace
+
+std::unique_ptr<CommRequest> CompletedRequest(std::string label) {
+  return std::make_unique<CompletedCommRequest>(std::move(label));
+}
 
 void InterleaveGatheredRows(const void* src, void* dst, int size, int64_t rows, size_t row_bytes) {
   const char* s = static_cast<const char*>(src);

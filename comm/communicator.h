@@ -24,9 +24,20 @@
 // so a sum over n ranks has relative error about u16 + (n-1) * u32; NCCL reduces natively in the
 // 16-bit type (error up to about (n-1) * u16). Integer sums are exact (wrapping on overflow).
 //
-// All calls are synchronous: when a call returns, its output is complete and its input may be
-// reused. Views on the CPU and on CUDA devices are accepted by both backends (see their headers
-// for how each one moves the data). A Communicator is not thread-safe: one thread at a time.
+// All calls are synchronous except AllReduceAsync: when a call returns, its output is complete and
+// its input may be reused. Views on the CPU and on CUDA devices are accepted by both backends (see
+// their headers for how each one moves the data). A Communicator is not thread-safe: one thread at
+// a time, and the same thread for a communicator and its pending CommRequests.
+//
+// Non-blocking all-reduce (to overlap the data-parallel gradient all-reduce with the backward
+// pass): AllReduceAsync starts the collective and returns a CommRequest at once; the result is in
+// the tensor once Test() returns true or Wait() returns OK. It is matched like AllReduce: every
+// rank starts the same calls in the same order, with blocking and non-blocking calls on the same
+// communicator interleaved identically; several requests may be outstanding at once, on this and
+// on other communicators. Whether the transfer really progresses while the caller computes is the
+// backend's affair: NCCL runs it on its own stream; OpenMPI progresses non-blocking collectives
+// only inside MPI calls, so call Test() now and then (e.g. after each layer's backward) to move it
+// along; a backend without a non-blocking path completes the call inside AllReduceAsync.
 //
 // Every communicator counts the calls it has issued, per kind (counters()); nn/ tests assert on
 // them (a transformer layer performs exactly two all-reduces forward and two backward). A call is
@@ -79,9 +90,68 @@ struct CommCounters {
   friend bool operator!=(const CommCounters& a, const CommCounters& b) { return !(a == b); }
 };
 
+class Communicator;
+
+// A pending collective started by an *Async call (Communicator::AllReduceAsync), owned by the
+// caller (through the unique_ptr the call returns). Not thread-safe; use it on the thread that
+// uses its communicator.
+//
+// Lifetime: the tensor of the call must stay alive, and must not be read or written, until the
+// request has completed (Test() returned true, or Wait() returned) or has been destroyed. A request
+// must be completed or destroyed before its communicator is destroyed (the communicator
+// CHECK-fails otherwise).
+//
+// Errors (from Test or Wait): Internal when the backend failed, DeadlineExceeded when a bounded
+// wait ran out (NCCL), FailedPrecondition when the communicator was aborted meanwhile; then the
+// tensor's contents are undefined and the job should end (MpiRuntime::Abort). Once a request has
+// completed or failed, later Test/Wait calls return the same outcome without touching the backend.
+class CommRequest {
+ public:
+  // A request that has not completed is waited for first (an error is logged), so destroying one
+  // never leaves a collective pending in MPI or NCCL, and the result still lands in the tensor.
+  virtual ~CommRequest();
+  CommRequest(const CommRequest&) = delete;
+  CommRequest& operator=(const CommRequest&) = delete;
+
+  // Does not block: true once the collective has completed (the tensor then holds the result),
+  // false while it is still running. Drives the backend's progress (MPI_Test).
+  absl::StatusOr<bool> Test();
+  // Blocks until the collective has completed (NCCL: bounded by NcclOptions::timeout).
+  absl::Status Wait();
+  // True once Test() or Wait() has reported completion or an error.
+  bool done() const { return done_; }
+
+ protected:
+  explicit CommRequest(std::string label);
+
+  // The backend's part, called only while !done(). DoTest returns true once the collective has
+  // completed and its result is in the caller's tensor; DoWait blocks until then. After either
+  // has reported completion or an error, neither is called again.
+  virtual absl::StatusOr<bool> DoTest() = 0;
+  virtual absl::Status DoWait() = 0;
+
+  // Subclasses whose requests can be pending call this first in their destructor: it waits for a
+  // request that has not completed and logs an error if that fails.
+  void WaitIfPending();
+
+  // "Communicator::AllReduceAsync (mpi 'dp', rank 0 of 2)", for error messages.
+  const std::string& label() const { return label_; }
+
+ private:
+  friend class Communicator;
+  // Records the outcome and releases the communicator's count of pending requests.
+  void Finish(absl::Status status);
+
+  std::string label_;
+  bool done_ = false;
+  absl::Status status_;
+  Communicator* owner_ = nullptr;  // Counts this request as pending until it is done.
+};
+
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  // CHECK-fails while a CommRequest of this communicator is alive and not done.
+  virtual ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
@@ -98,6 +168,12 @@ class Communicator {
 
   // t <- op over ranks of t, in place, on every rank. t: any shape.
   absl::Status AllReduce(const TensorView& t, ReduceOp op);
+
+  // Starts t <- op over ranks of t (in place) and returns at once with a request that completes
+  // the call (see CommRequest and the file comment). Validation, errors, counting (as an
+  // all_reduce, with t's bytes) and matching are those of AllReduce; errors found before the
+  // collective starts are returned here, later ones by the request.
+  absl::StatusOr<std::unique_ptr<CommRequest>> AllReduceAsync(const TensorView& t, ReduceOp op);
 
   // out <- the concatenation of every rank's `in` in rank order, along `axis`:
   //   kFirst: in [m, d1, ...], out [size * m, d1, ...];
@@ -131,6 +207,8 @@ class Communicator {
                                                               absl::string_view name) = 0;
 
   const CommCounters& counters() const { return counters_; }
+  // Requests from AllReduceAsync that are alive and not done.
+  int64_t pending_requests() const { return pending_requests_; }
   // Returns the counters and zeroes them.
   CommCounters ResetCounters();
 
@@ -142,6 +220,10 @@ class Communicator {
   // dtype allowed for the call, root/peer in range. Backends must also handle size() == 1 and
   // empty tensors, and check the device themselves (which devices they reach is theirs to say).
   virtual absl::Status DoAllReduce(const TensorView& t, ReduceOp op) = 0;
+  // Starts DoAllReduce's collective without waiting for it. The default, for backends that
+  // cannot overlap, runs DoAllReduce to completion and returns an already-completed request.
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>> DoAllReduceAsync(const TensorView& t,
+                                                                        ReduceOp op);
   // Gathers along the first dimension (equivalently: concatenates the flat byte ranges).
   virtual absl::Status DoAllGather(const TensorView& in, const TensorView& out) = 0;
   // Gathers along the last dimension: in viewed as [rows, c], out as [rows, size * c].
@@ -161,10 +243,15 @@ class Communicator {
   int size_;
   std::string name_;
   CommCounters counters_;
+  int64_t pending_requests_ = 0;
+  friend class CommRequest;
 };
 
 // Host-side helpers shared by the backends.
 namespace internal {
+
+// A request whose collective has already completed (Test() is true at once).
+std::unique_ptr<CommRequest> CompletedRequest(std::string label);
 
 // Rearranges a dim-0 gather of `size` blocks of [rows, row_bytes] (src, contiguous) into a
 // last-dim gather [rows, size * row_bytes] (dst). src and dst must not overlap.

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +90,83 @@ void F32ToHalf(const float* src, DType dtype, void* dst, int64_t n) {
   }
 }
 
+// Host memory holding t's contents: t itself on the CPU, else a copy in `stage`.
+absl::StatusOr<void*> StageIn(const TensorView& t, internal::HostScratch* stage) {
+  if (t.device.is_cpu()) return t.data;
+  void* host = stage->Get(t.nbytes());
+  RETURN_IF_ERROR(cuda::Memcpy(host, t.data, t.nbytes(), cuda::CopyKind::kDeviceToHost));
+  return host;
+}
+// Host memory to receive t's new contents: t itself on the CPU, else `stage`.
+void* HostFor(const TensorView& t, internal::HostScratch* stage) {
+  return t.device.is_cpu() ? t.data : stage->Get(t.nbytes());
+}
+// Completes a call whose result is in `host` (from StageIn/HostFor for t).
+absl::Status StageOut(const void* host, const TensorView& t) {
+  if (t.device.is_cpu()) return absl::OkStatus();
+  return cuda::Memcpy(t.data, host, t.nbytes(), cuda::CopyKind::kHostToDevice);
+}
+
+// An MPI_Iallreduce in flight. f32/i32/i64 CPU tensors are reduced in place; CUDA tensors and
+// 16-bit floats go through buffers owned by the request (a host copy of a CUDA tensor, the f32
+// values of a 16-bit one), filled at the start and copied/converted back into the tensor when
+// completion is first observed. So the request owns everything MPI is working on except t.
+class MpiAllReduceRequest final : public CommRequest {
+ public:
+  // Stages t and starts the collective; the request is returned only if it started.
+  static absl::StatusOr<std::unique_ptr<CommRequest>> Start(MPI_Comm comm, const TensorView& t,
+                                                            int n, ReduceOp op, std::string label) {
+    std::unique_ptr<MpiAllReduceRequest> r(new MpiAllReduceRequest(t, std::move(label)));
+    ASSIGN_OR_RETURN(r->host_, StageIn(t, &r->stage_));
+    void* buf = r->host_;
+    MPI_Datatype type = MpiType(t.dtype);
+    if (IsHalf(t.dtype)) {
+      r->f32_ = static_cast<float*>(r->f32_buffer_.Get(n * sizeof(float)));
+      HalfToF32(r->host_, t.dtype, r->f32_, n);
+      buf = r->f32_;
+      type = MPI_FLOAT;
+    }
+    MT_MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, MpiOp(op), comm, &r->req_));
+    r->started_ = true;
+    return std::unique_ptr<CommRequest>(std::move(r));
+  }
+
+  ~MpiAllReduceRequest() override { WaitIfPending(); }
+
+ protected:
+  absl::StatusOr<bool> DoTest() override {
+    if (!started_) return true;  // Only a destructor after a failed Start gets here.
+    int flag = 0;
+    MT_MPI_RETURN_IF_ERROR(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE));
+    if (!flag) return false;
+    RETURN_IF_ERROR(Unstage());
+    return true;
+  }
+
+  absl::Status DoWait() override {
+    if (!started_) return absl::OkStatus();
+    MT_MPI_RETURN_IF_ERROR(MPI_Wait(&req_, MPI_STATUS_IGNORE));
+    return Unstage();
+  }
+
+ private:
+  MpiAllReduceRequest(const TensorView& t, std::string label)
+      : CommRequest(std::move(label)), t_(t) {}
+
+  // The collective has completed: its result goes back into t (f32 -> 16 bits, host -> device).
+  absl::Status Unstage() {
+    if (IsHalf(t_.dtype)) F32ToHalf(f32_, t_.dtype, host_, t_.numel());
+    return StageOut(host_, t_);
+  }
+
+  TensorView t_;
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  bool started_ = false;
+  void* host_ = nullptr;  // t's bytes on the host: t itself (CPU) or stage_ (CUDA).
+  float* f32_ = nullptr;  // The f32 values MPI reduces for a 16-bit t, in f32_buffer_.
+  internal::HostScratch stage_, f32_buffer_;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, int rank, int size, std::string name)
@@ -136,6 +214,13 @@ class MpiCommunicator final : public Communicator {
           MPI_Allreduce(MPI_IN_PLACE, host, n, MpiType(t.dtype), MpiOp(op), comm_));
     }
     return StageOut(host, t);
+  }
+
+  absl::StatusOr<std::unique_ptr<CommRequest>> DoAllReduceAsync(const TensorView& t,
+                                                                ReduceOp op) override {
+    const std::string label = OpLabel("AllReduceAsync");
+    ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), label));
+    return MpiAllReduceRequest::Start(comm_, t, n, op, label);
   }
 
   absl::Status DoAllGather(const TensorView& in, const TensorView& out) override {
@@ -219,23 +304,6 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
-  // Host memory holding t's contents: t itself on the CPU, else a copy in `stage`.
-  absl::StatusOr<void*> StageIn(const TensorView& t, internal::HostScratch* stage) {
-    if (t.device.is_cpu()) return t.data;
-    void* host = stage->Get(t.nbytes());
-    RETURN_IF_ERROR(cuda::Memcpy(host, t.data, t.nbytes(), cuda::CopyKind::kDeviceToHost));
-    return host;
-  }
-  // Host memory to receive t's new contents: t itself on the CPU, else `stage`.
-  void* HostFor(const TensorView& t, internal::HostScratch* stage) {
-    return t.device.is_cpu() ? t.data : stage->Get(t.nbytes());
-  }
-  // Completes a call whose result is in `host` (from StageIn/HostFor for t).
-  absl::Status StageOut(const void* host, const TensorView& t) {
-    if (t.device.is_cpu()) return absl::OkStatus();
-    return cuda::Memcpy(t.data, host, t.nbytes(), cuda::CopyKind::kHostToDevice);
-  }
-
   MPI_Comm comm_;
   // Reused host buffers: staging of CUDA inputs/outputs, f32 copies of 16-bit floats, the
   // dim-0 result of a last-dim gather.
@@ -252,6 +320,15 @@ absl::StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** 
         "MpiRuntime::Init: MPI is already initialised in this process; create one MpiRuntime "
         "in main() and pass its communicators down");
   }
+#ifdef OPEN_MPI
+  // OpenMPI's non-blocking all-reduce (coll/libnbc) picks a binomial reduce-then-broadcast
+  // schedule for in-place calls (ours) and for fewer than 4 ranks, which moves the data twice:
+  // MPI_Iallreduce then costs about twice the blocking MPI_Allreduce. Ask for the reduce-scatter +
+  // allgather schedule (3; libnbc falls back to a ring when a tensor has fewer elements than
+  // ranks) unless the user chose one (mpirun --mca coll_libnbc_iallreduce_algorithm N sets this
+  // variable, which is then left alone). Measured in docs/perf/comm.md.
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
+#endif
   int provided = 0;
   MT_MPI_RETURN_IF_ERROR(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   if (provided < MPI_THREAD_SERIALIZED) {

@@ -16,6 +16,15 @@
 // backend for speed. bf16/f16 reductions are computed in f32 (see communicator.h). Element counts
 // per call must fit in an int (2^31 - 1 elements).
 //
+// AllReduceAsync is MPI_Iallreduce. f32/i32/i64 CPU tensors are reduced in place; bf16/f16 and
+// CUDA tensors go through host buffers owned by the request (allocated per call): converted to f32
+// and/or copied to the host when the call starts, converted/copied back into the tensor when
+// completion is first observed (in Test or Wait), with the blocking call's numerics. Progress:
+// OpenMPI advances non-blocking collectives only inside MPI calls on this process (there is no
+// progress thread, and MpiRuntime asks for MPI_THREAD_SERIALIZED, so no thread of ours drives it
+// either), so a caller that wants the transfer to overlap its computation calls Test() now and then
+// (the trainer does after each layer's backward); a request nobody tests mostly progresses in Wait.
+//
 // Failure behaviour: MPI errors on our communicators are returned as Status (MPI_ERRORS_RETURN),
 // never printed-and-aborted inside the library. When a rank fails, the job ends:
 //  - a rank that gets an error Status calls MpiRuntime::Abort, which calls MPI_Abort: mpirun
@@ -41,7 +50,9 @@ namespace comm {
 class MpiRuntime {
  public:
   // Initialises MPI (MPI_Init_thread, requesting MPI_THREAD_SERIALIZED: any thread may call MPI,
-  // one at a time). argc/argv may be null. FailedPrecondition if MPI was already initialised in
+  // one at a time). With OpenMPI it first sets OMPI_MCA_coll_libnbc_iallreduce_algorithm=3 in the
+  // environment unless already set (the non-blocking all-reduce schedule; see the .cc and
+  // docs/perf/comm.md). argc/argv may be null. FailedPrecondition if MPI was already initialised in
   // this process (MPI allows it once); Internal if initialisation fails.
   static absl::StatusOr<std::unique_ptr<MpiRuntime>> Init(int* argc, char*** argv);
   // Finalises MPI. Destroy communicators first (those still alive become unusable).

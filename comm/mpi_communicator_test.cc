@@ -3,9 +3,12 @@
 // float64, and checks its own result against it.
 #include "comm/mpi_communicator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -401,6 +404,258 @@ TEST_F(MpiTest, EmptyTensorsAreNoOps) {
   EXPECT_EQ(comm_->counters().bytes, 0);
 }
 
+// ---- Non-blocking all-reduce ----
+
+// Waits for every request, latest first (completion order need not follow start order).
+void WaitAll(std::vector<std::unique_ptr<CommRequest>>* requests, const std::string& what) {
+  for (auto it = requests->rbegin(); it != requests->rend(); ++it) {
+    absl::Status s = (*it)->Wait();
+    ASSERT_TRUE(s.ok()) << what << ": " << s;
+    EXPECT_TRUE((*it)->done()) << what;
+  }
+}
+
+int64_t NotDone(const std::vector<std::unique_ptr<CommRequest>>& requests) {
+  int64_t count = 0;
+  for (const auto& r : requests) count += r->done() ? 0 : 1;
+  return count;
+}
+
+// A trainer's pattern: one f32 gradient buffer all-reduced in buckets of odd sizes, each started
+// as soon as it is ready and polled now and then, with blocking all-reduces on the same
+// communicator and on a sub-communicator issued in between, and the waits at the end.
+TEST_F(MpiTest, AsyncBucketsInterleavedWithBlockingCalls) {
+  const int n = comm_->size(), me = comm_->rank();
+  auto sub_or = comm_->Split(me % 2, me, "parity");
+  ASSERT_TRUE(sub_or.ok()) << sub_or.status();
+  Communicator& sub = **sub_or;
+  const int64_t total = 70001;
+  const uint64_t seed = 1000;
+  Tensor grads = RankData({total}, DType::kF32, seed, me);
+  const int64_t sizes[] = {1, 3, 17, 129, 4096, 30000};  // The last bucket takes the rest.
+  const int buckets = 7;
+  // sub: a max (idempotent, so repeating it keeps the reference simple) of data that differs
+  // between the two parity groups, and an async sum started on it while comm_'s are pending.
+  const uint64_t sub_seed = seed + 1 + me % 2;
+  Tensor sub_max = RankData({17, 3}, DType::kF32, sub_seed, sub.rank());
+  Tensor sub_sum = RankData({129}, DType::kF32, sub_seed + 10, sub.rank());
+  std::vector<std::unique_ptr<CommRequest>> requests;
+  std::unique_ptr<CommRequest> sub_request;
+  std::vector<Tensor> side;  // Blocking all-reduces on comm_ between buckets.
+  int64_t begin = 0;
+  for (int b = 0; b < buckets; ++b) {
+    const int64_t end = b + 1 == buckets ? total : begin + sizes[b];
+    auto r = comm_->AllReduceAsync(grads.view().Slice(begin, end), ReduceOp::kSum);
+    ASSERT_TRUE(r.ok()) << "bucket " << b << ": " << r.status();
+    requests.push_back(std::move(r).value());
+    begin = end;
+    ASSERT_TRUE(sub.AllReduce(sub_max.view(), ReduceOp::kMax).ok());
+    if (b == 2) {
+      auto sr = sub.AllReduceAsync(sub_sum.view(), ReduceOp::kSum);
+      ASSERT_TRUE(sr.ok()) << sr.status();
+      sub_request = std::move(sr).value();
+    }
+    if (b % 2 == 1) {
+      side.push_back(RankData({5, 7}, DType::kF32, seed + 20 + b, me));
+      ASSERT_TRUE(comm_->AllReduce(side.back().view(), ReduceOp::kSum).ok());
+    }
+    // Poll the earlier requests, as the trainer does after each layer's backward.
+    for (auto& req : requests) ASSERT_TRUE(req->Test().ok());
+    EXPECT_EQ(comm_->pending_requests(), NotDone(requests));
+  }
+  ASSERT_TRUE(sub_request->Wait().ok());
+  WaitAll(&requests, "buckets");
+  EXPECT_EQ(comm_->pending_requests(), 0);
+  EXPECT_EQ(sub.pending_requests(), 0);
+
+  // The same data through the blocking call.
+  Tensor blocking = RankData({total}, DType::kF32, seed, me);
+  ASSERT_TRUE(comm_->AllReduce(blocking.view(), ReduceOp::kSum).ok());
+  CommCounters expected;
+  expected.all_reduce = buckets + static_cast<int64_t>(side.size()) + 1;
+  expected.bytes = 2 * total * 4 + static_cast<int64_t>(side.size()) * 35 * 4;
+  EXPECT_EQ(comm_->counters(), expected) << comm_->counters().DebugString();
+  EXPECT_EQ(sub.counters().all_reduce, buckets + 1);
+
+  std::vector<double> sum, abs_sum;
+  SerialSum({total}, DType::kF32, seed, n, &sum, &abs_sum);
+  ExpectWithin(ToDoubles(grads.view()), sum, SumBound(DType::kF32, sum, abs_sum, n),
+               "async buckets");
+  if (n <= 2) {
+    // One addition per element (a + b == b + a): any algorithm gives the blocking call's bits.
+    EXPECT_EQ(0, std::memcmp(grads.data(), blocking.data(), grads.nbytes()))
+        << "async buckets differ from the blocking all-reduce";
+  }
+  ExpectIdenticalOnAllRanks(*comm_, grads.view(), "async buckets");
+  for (size_t i = 0; i < side.size(); ++i) {
+    const int b = 2 * static_cast<int>(i) + 1;
+    SerialSum({5, 7}, DType::kF32, seed + 20 + b, n, &sum, &abs_sum);
+    ExpectWithin(ToDoubles(side[i].view()), sum, SumBound(DType::kF32, sum, abs_sum, n),
+                 absl::StrCat("blocking all-reduce between buckets ", b, " and ", b + 1));
+  }
+  // sub: ranks of my parity, in rank order (key = me).
+  std::vector<double> want_max(51, -INFINITY), sub_exact(129, 0.0), sub_abs(129, 0.0);
+  for (int r = 0; r < sub.size(); ++r) {
+    const std::vector<double> x = ToDoubles(RankData({17, 3}, DType::kF32, sub_seed, r).view());
+    for (int i = 0; i < 51; ++i) want_max[i] = std::max(want_max[i], x[i]);
+    const std::vector<double> y = ToDoubles(RankData({129}, DType::kF32, sub_seed + 10, r).view());
+    for (int i = 0; i < 129; ++i) {
+      sub_exact[i] += y[i];
+      sub_abs[i] += std::fabs(y[i]);
+    }
+  }
+  EXPECT_EQ(ToDoubles(sub_max.view()), want_max) << "blocking max on the sub-communicator";
+  ExpectWithin(ToDoubles(sub_sum.view()), sub_exact,
+               SumBound(DType::kF32, sub_exact, sub_abs, sub.size()),
+               "async sum on the sub-communicator");
+}
+
+// Every dtype (16-bit floats through the staged f32 path), sums and maxima, several requests
+// outstanding at once, against float64.
+TEST_F(MpiTest, AsyncAllReduceMatchesSerialForEveryDtype) {
+  const int n = comm_->size(), me = comm_->rank();
+  uint64_t seed = 1100;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    for (DType dtype : kAllDTypes) {
+      std::vector<Tensor> data;
+      std::vector<uint64_t> seeds;
+      std::vector<std::unique_ptr<CommRequest>> requests;
+      for (const Shape& shape : kShapes) {
+        seeds.push_back(++seed);
+        data.push_back(RankData(shape, dtype, seed, me));
+        auto r = comm_->AllReduceAsync(data.back().view(), op);
+        ASSERT_TRUE(r.ok()) << Case(dtype, shape) << ": " << r.status();
+        requests.push_back(std::move(r).value());
+      }
+      WaitAll(&requests, std::string(DTypeName(dtype)));
+      for (size_t k = 0; k < data.size(); ++k) {
+        const Shape& shape = kShapes[k];
+        const std::string what =
+            absl::StrCat("async all-reduce ", ReduceOpName(op), " ", Case(dtype, shape));
+        if (op == ReduceOp::kSum) {
+          std::vector<double> sum, abs_sum;
+          SerialSum(shape, dtype, seeds[k], n, &sum, &abs_sum);
+          ExpectWithin(ToDoubles(data[k].view()), sum, SumBound(dtype, sum, abs_sum, n), what);
+        } else {
+          std::vector<double> expected(NumElements(shape), -INFINITY);
+          for (int r = 0; r < n; ++r) {
+            const std::vector<double> x = ToDoubles(RankData(shape, dtype, seeds[k], r).view());
+            for (size_t i = 0; i < x.size(); ++i) expected[i] = std::max(expected[i], x[i]);
+          }
+          EXPECT_EQ(ToDoubles(data[k].view()), expected) << what;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(comm_->pending_requests(), 0);
+}
+
+// Test() drives the collective to completion; after it has reported true, Test() and Wait()
+// return at once and leave the result alone.
+TEST_F(MpiTest, AsyncTestPollsUntilComplete) {
+  const int n = comm_->size(), me = comm_->rank();
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
+    const Shape shape = {70001};
+    const uint64_t seed = 1200 + static_cast<int>(dtype);
+    Tensor t = RankData(shape, dtype, seed, me);
+    auto r = comm_->AllReduceAsync(t.view(), ReduceOp::kSum);
+    ASSERT_TRUE(r.ok()) << r.status();
+    CommRequest& request = **r;
+    EXPECT_EQ(comm_->pending_requests(), request.done() ? 0 : 1);
+    int64_t polls = 0;
+    while (true) {
+      absl::StatusOr<bool> complete = request.Test();
+      ASSERT_TRUE(complete.ok()) << complete.status();
+      ++polls;
+      if (*complete) break;
+    }
+    EXPECT_GE(polls, 1);
+    EXPECT_TRUE(request.done());
+    EXPECT_EQ(comm_->pending_requests(), 0);
+    std::vector<double> sum, abs_sum;
+    SerialSum(shape, dtype, seed, n, &sum, &abs_sum);
+    const std::vector<double> first = ToDoubles(t.view());
+    ExpectWithin(first, sum, SumBound(dtype, sum, abs_sum, n), "polled " + Case(dtype, shape));
+    // Already complete: no second conversion or copy back.
+    absl::StatusOr<bool> again = request.Test();
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(*again);
+    EXPECT_TRUE(request.Wait().ok());
+    EXPECT_TRUE(request.Wait().ok());
+    EXPECT_EQ(ToDoubles(t.view()), first) << Case(dtype, shape);
+  }
+}
+
+// A request destroyed before anyone waited for it completes in its destructor: the peers (which
+// wait for theirs) finish, the tensor holds the result, and nothing stays pending.
+TEST_F(MpiTest, DestroyingAnUnwaitedRequestCompletesIt) {
+  const int n = comm_->size(), me = comm_->rank();
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    const Shape shape = {40000};
+    const uint64_t seed = 1300 + static_cast<int>(dtype);
+    Tensor t = RankData(shape, dtype, seed, me);
+    {
+      auto r = comm_->AllReduceAsync(t.view(), ReduceOp::kSum);
+      ASSERT_TRUE(r.ok()) << r.status();
+      // Even ranks drop theirs unwaited; odd ranks wait (so both kinds meet in one collective).
+      if (me % 2 == 1) {
+        ASSERT_TRUE((*r)->Wait().ok());
+      }
+    }
+    EXPECT_EQ(comm_->pending_requests(), 0);
+    std::vector<double> sum, abs_sum;
+    SerialSum(shape, dtype, seed, n, &sum, &abs_sum);
+    ExpectWithin(ToDoubles(t.view()), sum, SumBound(dtype, sum, abs_sum, n),
+                 "destroyed unwaited " + Case(dtype, shape));
+    // The communicator is still in step on every rank.
+    int64_t one = 1;
+    ASSERT_TRUE(comm_->AllReduce(TensorView(&one, Shape{1}, DType::kI64), ReduceOp::kSum).ok());
+    EXPECT_EQ(one, n);
+  }
+}
+
+TEST_F(MpiTest, AsyncCountersAndEmptyTensors) {
+  Tensor a = RankData({6}, DType::kF32, 1, comm_->rank());      // 24 bytes
+  Tensor h = RankData({4, 2}, DType::kBF16, 2, comm_->rank());  // 16 bytes
+  Tensor e = Tensor::Host({0, 3}, DType::kF32);
+  auto ra = comm_->AllReduceAsync(a.view(), ReduceOp::kSum);
+  auto rh = comm_->AllReduceAsync(h.view(), ReduceOp::kMax);
+  auto re = comm_->AllReduceAsync(e.view(), ReduceOp::kSum);
+  ASSERT_TRUE(ra.ok() && rh.ok() && re.ok());
+  // Counted when started.
+  CommCounters expected;
+  expected.all_reduce = 3;
+  expected.bytes = 24 + 16;
+  EXPECT_EQ(comm_->counters(), expected) << comm_->counters().DebugString();
+  // An empty tensor has nothing to move: complete at once.
+  absl::StatusOr<bool> empty_done = (*re)->Test();
+  ASSERT_TRUE(empty_done.ok());
+  EXPECT_TRUE(*empty_done);
+  EXPECT_TRUE((*ra)->Wait().ok());
+  EXPECT_TRUE((*rh)->Wait().ok());
+  EXPECT_EQ(comm_->counters(), expected) << "completion is not counted again";
+  EXPECT_EQ(comm_->pending_requests(), 0);
+}
+
+TEST_F(MpiTest, AsyncLocalErrorsAreStatusesAndNotCounted) {
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  TensorView strided(data, Shape{2, 3}, DType::kF32);
+  strided.strides = {1, 2};
+  auto r = comm_->AllReduceAsync(strided, ReduceOp::kSum);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("AllReduceAsync"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("contiguous"), std::string::npos) << r.status();
+  EXPECT_EQ(comm_->AllReduceAsync(TensorView(nullptr, Shape{4}, DType::kF32), ReduceOp::kSum)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  uint16_t raw[4] = {1, 2, 3, 4};
+  r = comm_->AllReduceAsync(TensorView(raw, Shape{4}, DType::kU16), ReduceOp::kSum);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+  EXPECT_EQ(comm_->counters(), CommCounters()) << comm_->counters().DebugString();
+  EXPECT_EQ(comm_->pending_requests(), 0);
+}
+
 // CUDA tensors through the MPI backend's host staging; several ranks may share one device.
 TEST_F(MpiTest, CudaTensorsAreStagedThroughHost) {
   const int devices = cuda::DeviceCount();
@@ -447,6 +702,20 @@ TEST_F(MpiTest, CudaTensorsAreStagedThroughHost) {
     ASSERT_TRUE(comm_->Broadcast(b.view(), n - 1).ok());
     EXPECT_EQ(ToDoubles(to_host(b).view()),
               ToDoubles(RankData(shape, dtype, seed + 2, n - 1).view()));
+    // Non-blocking all-reduce: staged through the request's own host buffer, two outstanding.
+    Tensor a1 = to_device(RankData(shape, dtype, seed + 3, me));
+    Tensor a2 = to_device(RankData(shape, dtype, seed + 4, me));
+    auto r1 = comm_->AllReduceAsync(a1.view(), ReduceOp::kSum);
+    auto r2 = comm_->AllReduceAsync(a2.view(), ReduceOp::kSum);
+    ASSERT_TRUE(r1.ok() && r2.ok());
+    ASSERT_TRUE((*r2)->Wait().ok());
+    ASSERT_TRUE((*r1)->Wait().ok());
+    for (const auto& [tensor, s] : {std::pair<const Tensor*, uint64_t>{&a1, seed + 3},
+                                    std::pair<const Tensor*, uint64_t>{&a2, seed + 4}}) {
+      SerialSum(shape, dtype, s, n, &sum, &abs_sum);
+      ExpectWithin(ToDoubles(to_host(*tensor).view()), sum, SumBound(dtype, sum, abs_sum, n),
+                   "cuda async all-reduce " + Case(dtype, shape));
+    }
   }
 }
 

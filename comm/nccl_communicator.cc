@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -75,6 +76,8 @@ ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMa
 
 using Clock = std::chrono::steady_clock;
 
+class NcclAllReduceRequest;
+
 class NcclCommunicator final : public Communicator {
  public:
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(Communicator& bootstrap, int device,
@@ -125,6 +128,10 @@ class NcclCommunicator final : public Communicator {
                                                  NcclOp(op), comm_, stream_));
     return Finish(label);
   }
+
+  // Defined after NcclAllReduceRequest.
+  absl::StatusOr<std::unique_ptr<CommRequest>> DoAllReduceAsync(const TensorView& t,
+                                                                ReduceOp op) override;
 
   absl::Status DoAllGather(const TensorView& in, const TensorView& out) override {
     const std::string label = OpLabel("AllGather");
@@ -209,6 +216,8 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  friend class NcclAllReduceRequest;
+
   NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int device, NcclOptions options,
                    std::string name)
       : Communicator(bootstrap->rank(), bootstrap->size(), std::move(name)),
@@ -297,6 +306,52 @@ class NcclCommunicator final : public Communicator {
         AbortComm();
         return s;
       }
+      if (Clock::now() > deadline) {
+        AbortComm();
+        return TimeoutError(label);
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  // True once `done` (recorded on stream_ after a collective) has completed; the compute stream
+  // is then made to wait for it, so work queued there later sees the result. False while it is
+  // pending; an NCCL or CUDA error aborts the communicator. Does not block.
+  absl::StatusOr<bool> QueryEvent(const std::string& label, cudaEvent_t done) {
+    if (comm_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(label,
+                       ": the NCCL communicator was aborted (after an error or timeout) while "
+                       "this request was pending; the result is undefined; end the job "
+                       "(MpiRuntime::Abort)"));
+    }
+    MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    const cudaError_t q = cudaEventQuery(done);
+    if (q == cudaSuccess) {
+      MT_CUDA_RETURN_IF_ERROR(
+          cudaStreamWaitEvent(static_cast<cudaStream_t>(options_.compute_stream), done, 0));
+      return true;
+    }
+    if (q != cudaErrorNotReady) {
+      AbortComm();
+      return CudaError(q, "cudaEventQuery", __FILE__, __LINE__);
+    }
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &state);
+    if (state != ncclSuccess && state != ncclInProgress) {
+      absl::Status s = NcclError(state, comm_, label.c_str(), __FILE__, __LINE__);
+      AbortComm();
+      return s;
+    }
+    return false;
+  }
+
+  // Waits until `done` has completed (as QueryEvent), bounded by the timeout from now.
+  absl::Status WaitForEvent(const std::string& label, cudaEvent_t done) {
+    const Clock::time_point deadline = Clock::now() + Timeout();
+    while (true) {
+      ASSIGN_OR_RETURN(const bool complete, QueryEvent(label, done));
+      if (complete) return absl::OkStatus();
       if (Clock::now() > deadline) {
         AbortComm();
         return TimeoutError(label);
@@ -416,6 +471,49 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Create(Communica
   }
   RETURN_IF_ERROR(c->WaitForComm(label, Clock::now() + c->Timeout()));
   return std::unique_ptr<Communicator>(std::move(c));
+}
+
+// An ncclAllReduce queued on the communicator's stream, followed by `done_` (owned here).
+class NcclAllReduceRequest final : public CommRequest {
+ public:
+  NcclAllReduceRequest(NcclCommunicator* comm, cudaEvent_t done, std::string label)
+      : CommRequest(std::move(label)), comm_(comm), done_(done) {}
+  ~NcclAllReduceRequest() override {
+    WaitIfPending();
+    cudaEventDestroy(done_);
+  }
+
+ protected:
+  absl::StatusOr<bool> DoTest() override { return comm_->QueryEvent(label(), done_); }
+  absl::Status DoWait() override { return comm_->WaitForEvent(label(), done_); }
+
+ private:
+  NcclCommunicator* comm_;  // Outlives the request (Communicator's destructor checks).
+  cudaEvent_t done_;
+};
+
+absl::StatusOr<std::unique_ptr<CommRequest>> NcclCommunicator::DoAllReduceAsync(const TensorView& t,
+                                                                                ReduceOp op) {
+  const std::string label = OpLabel("AllReduceAsync");
+  ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
+  if (!gpu) return bootstrap_->AllReduceAsync(t, op);
+  RETURN_IF_ERROR(Begin(label));
+  cudaEvent_t done = nullptr;
+  MT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  const absl::Status started = [&]() -> absl::Status {
+    MT_NCCL_RETURN_IF_ERROR(comm_, ncclAllReduce(t.data, t.data, t.numel(), NcclType(t.dtype),
+                                                 NcclOp(op), comm_, stream_));
+    // A non-blocking communicator may still be enqueueing the all-reduce: the event must be
+    // recorded after it.
+    RETURN_IF_ERROR(WaitForComm(label, Clock::now() + Timeout()));
+    MT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done, stream_));
+    return absl::OkStatus();
+  }();
+  if (!started.ok()) {
+    cudaEventDestroy(done);
+    return started;
+  }
+  return std::unique_ptr<CommRequest>(new NcclAllReduceRequest(this, done, label));
 }
 
 }  // namespace

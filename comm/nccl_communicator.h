@@ -15,7 +15,14 @@
 //  - The communicator runs NCCL on its own CUDA stream. Each call first makes that stream wait for
 //    work already queued on the compute stream (NcclOptions::compute_stream, default: the legacy
 //    default stream), then waits on the host until the collective has finished, so calls are
-//    synchronous like the MPI backend's (no overlap of communication with computation yet).
+//    synchronous like the MPI backend's.
+//  - AllReduceAsync overlaps: it queues ncclAllReduce the same way (after the compute stream's
+//    queued work), records a CUDA event owned by the request behind it and returns. Test() is
+//    cudaEventQuery (plus an NCCL error check); Wait() polls the event, bounded by
+//    NcclOptions::timeout counted from the start of Wait (with the abort path below). When either
+//    sees completion, the compute stream is made to wait for the event, so work queued on it
+//    afterwards reads the result. A blocking call made while requests are pending also waits for
+//    them (they share the stream). CPU tensors go to the bootstrap's (MPI) AllReduceAsync.
 //  - Every wait is bounded by NcclOptions::timeout. The host polls ncclCommGetAsyncError and
 //    cudaStreamQuery; on a NCCL error or when the timeout passes it calls ncclCommAbort and the
 //    call returns Internal or DeadlineExceeded; the communicator is then unusable

@@ -3,10 +3,12 @@
 // (comm/mpi_test.sh) with 1 or 2 ranks.
 #include "comm/nccl_communicator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -103,6 +105,75 @@ TEST_F(NcclTest, AllReduceMatchesSerial) {
       }
     }
   }
+}
+
+// Non-blocking all-reduce of buckets of one buffer, with blocking calls and a CPU-tensor request
+// (through the MPI bootstrap) in between; Test() polling, Wait(), and a request destroyed unwaited.
+TEST_F(NcclTest, AsyncAllReduceBuckets) {
+  const int n = nccl_->size(), me = nccl_->rank();
+  const uint64_t seed = 20;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
+    const int64_t total = 70001;
+    Tensor d = ToDevice(RankData({total}, dtype, seed + static_cast<int>(dtype), me));
+    const int64_t bounds[] = {0, 1, 4, 21, 150, 4246, 34246, total};
+    std::vector<std::unique_ptr<CommRequest>> requests;
+    for (int b = 0; b + 1 < 8; ++b) {
+      auto r = nccl_->AllReduceAsync(d.view().Slice(bounds[b], bounds[b + 1]), ReduceOp::kSum);
+      ASSERT_TRUE(r.ok()) << r.status();
+      requests.push_back(std::move(r).value());
+      if (b == 3) {
+        Tensor side = ToDevice(RankData({17}, DType::kF32, seed + 50, me));
+        ASSERT_TRUE(nccl_->AllReduce(side.view(), ReduceOp::kMax).ok());
+        int64_t v = me + 1;
+        auto cpu = nccl_->AllReduceAsync(TensorView(&v, Shape{1}, DType::kI64), ReduceOp::kSum);
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        ASSERT_TRUE((*cpu)->Wait().ok());
+        EXPECT_EQ(v, n * (n + 1) / 2);
+      }
+    }
+    while (true) {
+      absl::StatusOr<bool> complete = requests.front()->Test();
+      ASSERT_TRUE(complete.ok()) << complete.status();
+      if (*complete) break;
+    }
+    for (auto it = requests.rbegin(); it != requests.rend(); ++it) {
+      ASSERT_TRUE((*it)->Wait().ok());
+    }
+    EXPECT_EQ(nccl_->pending_requests(), 0);
+    std::vector<double> exact(total, 0.0), abs_sum(total, 0.0);
+    for (int r = 0; r < n; ++r) {
+      const std::vector<double> x =
+          ToDoubles(RankData({total}, dtype, seed + static_cast<int>(dtype), r).view());
+      for (int64_t i = 0; i < total; ++i) {
+        exact[i] += x[i];
+        abs_sum[i] += std::fabs(x[i]);
+      }
+    }
+    std::vector<double> bound(total, 0.0);
+    if (IsFloating(dtype)) {
+      const double u = UnitRoundoff(dtype);
+      for (int64_t i = 0; i < total; ++i) bound[i] = n * u * abs_sum[i] * (1 + n * u);
+    }
+    ExpectWithin(HostValues(d), exact, bound, "nccl async buckets " + Case(dtype, {total}));
+  }
+  // Destroyed without a wait: the destructor waits, the result lands.
+  Tensor t = ToDevice(RankData({1000}, DType::kF32, seed + 99, me));
+  {
+    auto r = nccl_->AllReduceAsync(t.view(), ReduceOp::kMax);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  EXPECT_EQ(nccl_->pending_requests(), 0);
+  std::vector<double> want(1000, -INFINITY);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<double> x = ToDoubles(RankData({1000}, DType::kF32, seed + 99, r).view());
+    for (int i = 0; i < 1000; ++i) want[i] = std::max(want[i], x[i]);
+  }
+  EXPECT_EQ(HostValues(t), want);
+  // Validation as AllReduce.
+  uint16_t raw[2] = {1, 2};
+  EXPECT_EQ(
+      nccl_->AllReduceAsync(TensorView(raw, Shape{2}, DType::kU16), ReduceOp::kSum).status().code(),
+      absl::StatusCode::kUnimplemented);
 }
 
 TEST_F(NcclTest, GathersScatterBroadcast) {
