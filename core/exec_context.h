@@ -3,6 +3,7 @@
 #ifndef MT_CORE_EXEC_CONTEXT_H_
 #define MT_CORE_EXEC_CONTEXT_H_
 
+#include "core/device.h"
 #include "core/thread_pool.h"
 
 namespace mt {
@@ -20,6 +21,12 @@ struct ExecContext {
   // ops that check ids on the device; core/cuda/device_context.h lists them): one DeviceContext
   // for the tensors' device, used only with cuda_stream. Unused for CPU tensors.
   cuda::DeviceContext* cuda = nullptr;
+  // Where the tensors that code above core/ (nn/, models/, train/) creates with this context live:
+  // activations, scratch and parameters (core/alloc.h). Ops ignore it: they dispatch on their
+  // tensors' devices. For cuda:N, cuda_stream must be the default stream or a blocking stream
+  // (host <-> device copies run on the legacy default stream; core/alloc.h), and `cuda` (when
+  // set) serves device N.
+  Device device = Device::Cpu();
 
   int num_threads() const { return pool == nullptr ? 1 : pool->num_threads(); }
 };

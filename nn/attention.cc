@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
 #include "core/ops/heads.h"
@@ -47,19 +48,25 @@ absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(
   return a;
 }
 
-absl::Status ParallelSelfAttention::EnsureBuffers(int64_t B, int64_t T) {
-  if (B == B_ && T == T_ && qkv_out_.numel() > 0) return absl::OkStatus();
+absl::Status ParallelSelfAttention::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T) {
+  if (B == B_ && T == T_ && qkv_out_.numel() > 0 && qkv_out_.device() == ec.device) {
+    return absl::OkStatus();
+  }
   const int64_t NH = local_heads_, D = head_dim_;
+  B_ = T_ = 0;  // Until every buffer is allocated.
+  ASSIGN_OR_RETURN(qkv_out_, Alloc(ec, {B, T, 3 * NH * D}, dtype_));
+  ASSIGN_OR_RETURN(q_, Alloc(ec, {B, NH, T, D}, dtype_));
+  ASSIGN_OR_RETURN(k_, Alloc(ec, {B, NH, T, D}, dtype_));
+  ASSIGN_OR_RETURN(v_, Alloc(ec, {B, NH, T, D}, dtype_));
+  ASSIGN_OR_RETURN(probs_, Alloc(ec, {B, NH, T, T}, dtype_));
+  dropped_ = Tensor();
+  if (config_.dropout > 0) {
+    ASSIGN_OR_RETURN(dropped_, Alloc(ec, {B, NH, T, T}, dtype_));
+  }
+  ASSIGN_OR_RETURN(ctx_heads_, Alloc(ec, {B, NH, T, D}, dtype_));
+  ASSIGN_OR_RETURN(ctx_, Alloc(ec, {B, T, NH * D}, dtype_));
   B_ = B;
   T_ = T;
-  qkv_out_ = Tensor::Host({B, T, 3 * NH * D}, dtype_);
-  q_ = Tensor::Host({B, NH, T, D}, dtype_);
-  k_ = Tensor::Host({B, NH, T, D}, dtype_);
-  v_ = Tensor::Host({B, NH, T, D}, dtype_);
-  probs_ = Tensor::Host({B, NH, T, T}, dtype_);
-  dropped_ = config_.dropout > 0 ? Tensor::Host({B, NH, T, T}, dtype_) : Tensor();
-  ctx_heads_ = Tensor::Host({B, NH, T, D}, dtype_);
-  ctx_ = Tensor::Host({B, T, NH * D}, dtype_);
   return absl::OkStatus();
 }
 
@@ -105,7 +112,7 @@ absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorV
                                                    config_.hidden, "] (the compute dtype)"));
   }
   const int64_t B = x.dim(0), T = x.dim(1), NH = local_heads_, D = head_dim_;
-  RETURN_IF_ERROR(EnsureBuffers(B, T));
+  RETURN_IF_ERROR(EnsureBuffers(*sc.exec, B, T));
   x_ = x;
   has_padding_mask_ = padding_mask != nullptr;
   if (has_padding_mask_) padding_mask_ = *padding_mask;
@@ -146,21 +153,21 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   const ops::HeadsShape hs{B, T, NH, D};
   const ExecContext& ec = *sc.exec;
   // Scratch for gradients: reuse shapes of the saved activations.
-  Tensor dctx = Tensor::Host({B, T, NH * D}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dctx, Alloc(ec, {B, T, NH * D}, dtype_));
   ASSIGN_OR_RETURN(TensorView dy2, dy.Reshape({B * T, config_.hidden}));
   RETURN_IF_ERROR(proj_.Backward(sc, As(ctx_, {B * T, NH * D}), dy2, As(dctx, {B * T, NH * D})));
-  Tensor dctx_heads = Tensor::Host({B, NH, T, D}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dctx_heads, Alloc(ec, {B, NH, T, D}, dtype_));
   RETURN_IF_ERROR(ops::SplitHeads(ec, hs, dctx.view(), dctx_heads.view()));
 
   const bool dropped = config_.dropout > 0 && sc.training();
   const Tensor& used = dropped ? dropped_ : probs_;
-  Tensor dprobs = Tensor::Host({B, NH, T, T}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dprobs, Alloc(ec, {B, NH, T, T}, dtype_));
   ops::GemmOptions nt, tn;
   nt.transpose_b = ops::Transpose::kYes;
   tn.transpose_a = ops::Transpose::kYes;
   RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dctx_heads, {B * NH, T, D}), As(v_, {B * NH, T, D}),
                                    As(dprobs, {B * NH, T, T}), nt));
-  Tensor dv = Tensor::Host({B, NH, T, D}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dv, Alloc(ec, {B, NH, T, D}, dtype_));
   RETURN_IF_ERROR(ops::BatchedGemm(ec, As(used, {B * NH, T, T}), As(dctx_heads, {B * NH, T, D}),
                                    As(dv, {B * NH, T, D}), tn));
   if (dropped) {
@@ -169,13 +176,13 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   // dscores (in place in dprobs).
   RETURN_IF_ERROR(ops::SoftmaxBackward(ec, probs_.view(), dprobs.view(), dprobs.view(),
                                        1.0f / std::sqrt(static_cast<float>(D))));
-  Tensor dq = Tensor::Host({B, NH, T, D}, dtype_);
-  Tensor dk = Tensor::Host({B, NH, T, D}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dq, Alloc(ec, {B, NH, T, D}, dtype_));
+  ASSIGN_OR_RETURN(Tensor dk, Alloc(ec, {B, NH, T, D}, dtype_));
   RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dprobs, {B * NH, T, T}), As(k_, {B * NH, T, D}),
                                    As(dq, {B * NH, T, D})));
   RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dprobs, {B * NH, T, T}), As(q_, {B * NH, T, D}),
                                    As(dk, {B * NH, T, D}), tn));
-  Tensor dqkv = Tensor::Host({B, T, 3 * NH * D}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dqkv, Alloc(ec, {B, T, 3 * NH * D}, dtype_));
   RETURN_IF_ERROR(ops::MergeQkv(ec, hs, dq.view(), dk.view(), dv.view(), dqkv.view()));
   ASSIGN_OR_RETURN(TensorView x2, x_.Reshape({B * T, config_.hidden}));
   ASSIGN_OR_RETURN(TensorView dx2, dx.Reshape({B * T, config_.hidden}));

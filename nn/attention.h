@@ -58,7 +58,7 @@ class ParallelSelfAttention {
   int64_t ActivationBytes() const;
 
  private:
-  absl::Status EnsureBuffers(int64_t B, int64_t T);
+  absl::Status EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T);
   ops::DropoutArgs ProbsDropout(const StepContext& sc) const;
 
   AttentionConfig config_;

@@ -1,9 +1,15 @@
 // What a module's Forward/Backward needs besides tensors: the op context, the tensor-parallel
 // group, and the dropout RNG coordinates of this micro-batch.
+//
+// Devices: modules allocate their activations and scratch on exec->device (core/alloc.h), which
+// must be the device of their ParameterStore; every tensor handed to a module must live there too
+// (the ops refuse mixed devices). Only the models (models/) accept host inputs and upload them.
 #ifndef MT_NN_CONTEXT_H_
 #define MT_NN_CONTEXT_H_
 
 #include <cstdint>
+
+#include "absl/status/status.h"
 
 #include "comm/communicator.h"
 #include "core/exec_context.h"
@@ -12,6 +18,17 @@ namespace mt {
 namespace nn {
 
 enum class Mode { kTrain, kEval };
+
+// Told during a backward pass which gradients are final, so that their data-parallel all-reduce
+// can start while the rest of backward runs (train/grad_reducer.h). Parameters are declared in
+// forward order and backward visits them in reverse, so one handle says it all.
+class GradReadyListener {
+ public:
+  virtual ~GradReadyListener() = default;
+  // The gradients of parameter `first_handle` and of every parameter declared after it will not
+  // change again in this backward pass. Called with decreasing handles; an error ends backward.
+  virtual absl::Status GradsReady(int first_handle) = 0;
+};
 
 struct StepContext {
   const ExecContext* exec = nullptr;
@@ -27,10 +44,16 @@ struct StepContext {
   // Global index of this micro-batch's first sample within the training run's batch (so that
   // data-parallel ranks, which see different samples, draw different masks).
   int64_t sample_offset = 0;
+  // Notified as gradients become final during backward; null: nobody listens.
+  GradReadyListener* grads_ready = nullptr;
 
   int tp_rank() const { return tp == nullptr ? 0 : tp->rank(); }
   int tp_size() const { return tp == nullptr ? 1 : tp->size(); }
   bool training() const { return mode == Mode::kTrain; }
+  // Tells grads_ready (if any) that parameters first_handle.. are final.
+  absl::Status NotifyGradsReady(int first_handle) const {
+    return grads_ready == nullptr ? absl::OkStatus() : grads_ready->GradsReady(first_handle);
+  }
   // The Philox stream of dropout site `site` (< 16) of layer `layer` (< 4096) in this micro-step.
   uint64_t DropoutStream(int layer, int site) const {
     return (micro_step << 16) | (static_cast<uint64_t>(layer) << 4) | static_cast<uint64_t>(site);

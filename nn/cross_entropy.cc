@@ -1,8 +1,7 @@
 #include "nn/cross_entropy.h"
 
-#include <cstring>
-
 #include "comm/mappings.h"
+#include "core/alloc.h"
 #include "core/status.h"
 
 namespace mt {
@@ -14,9 +13,9 @@ absl::Status VocabParallelCrossEntropy::Forward(const StepContext& sc,
                                                 const ops::VocabShard& shard,
                                                 const TensorView& losses) {
   const int64_t N = logits_shard.dim(0);
-  if (row_max_.numel() != N) {
-    row_max_ = Tensor::Host({N}, DType::kF32);
-    partials_ = Tensor::Host({N, 2}, DType::kF32);
+  if (row_max_.numel() != N || row_max_.device() != sc.exec->device) {
+    ASSIGN_OR_RETURN(row_max_, Alloc(*sc.exec, {N}, DType::kF32));
+    ASSIGN_OR_RETURN(partials_, Alloc(*sc.exec, {N, 2}, DType::kF32));
   }
   logits_ = logits_shard;
   targets_ = targets;
@@ -45,8 +44,7 @@ absl::Status GatherLogits(const StepContext& sc, const TensorView& logits_shard,
     if (full.nbytes() != logits_shard.nbytes()) {
       return absl::InvalidArgumentError("GatherLogits: output size differs from the shard");
     }
-    std::memcpy(full.data, logits_shard.data, full.nbytes());
-    return absl::OkStatus();
+    return CopyTensor(*sc.exec, logits_shard, full);
   }
   return comm::GatherFromTensorParallelRegionForward(*sc.tp, logits_shard, full);
 }

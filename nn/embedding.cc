@@ -1,6 +1,7 @@
 #include "nn/embedding.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
 #include "core/ops/gemm.h"
@@ -18,7 +19,7 @@ absl::Status AccumulateTableGrad(const StepContext& sc, const TensorView& ids,
                                  const TensorView& dout, const TensorView& grad,
                                  const ops::EmbeddingRange& range) {
   if (dout.dtype == grad.dtype) return ops::EmbeddingBackward(*sc.exec, ids, dout, grad, range);
-  Tensor wide = Tensor::Host(dout.shape, grad.dtype);
+  ASSIGN_OR_RETURN(Tensor wide, Alloc(*sc.exec, dout.shape, grad.dtype));
   RETURN_IF_ERROR(ops::Convert(*sc.exec, dout, wide.view()));
   return ops::EmbeddingBackward(*sc.exec, ids, wide.view(), grad, range);
 }
@@ -80,7 +81,7 @@ absl::Status VocabParallelEmbedding::LogitsBackward(const StepContext& sc, const
   TensorView dlogits = dlogits_shard;
   Tensor narrow;
   if (dlogits_shard.dtype != h.dtype) {
-    narrow = Tensor::Host(dlogits_shard.shape, h.dtype);
+    ASSIGN_OR_RETURN(narrow, Alloc(*sc.exec, dlogits_shard.shape, h.dtype));
     RETURN_IF_ERROR(ops::Convert(*sc.exec, dlogits_shard, narrow.view()));
     dlogits = narrow.view();
   }

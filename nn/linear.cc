@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/mappings.h"
+#include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
 #include "core/status.h"
@@ -21,8 +22,9 @@ absl::Status GForward(const StepContext& sc, const TensorView& y) {
 
 absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy,
                                 const TensorView& grad, Tensor* scratch) {
-  if (scratch->numel() != grad.numel() || scratch->dtype() != grad.dtype) {
-    *scratch = Tensor::Zeros(grad.shape, grad.dtype);
+  if (scratch->numel() != grad.numel() || scratch->dtype() != grad.dtype ||
+      scratch->device() != grad.device) {
+    ASSIGN_OR_RETURN(*scratch, AllocZeros(*sc.exec, grad.shape, grad.dtype));
   }
   RETURN_IF_ERROR(ops::BiasGrad(*sc.exec, dy, scratch->view()));
   return ops::Add(*sc.exec, grad, scratch->view(), grad);

@@ -1,6 +1,7 @@
 #include "nn/mlp.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/status.h"
 
@@ -27,9 +28,9 @@ absl::StatusOr<ParallelMLP> ParallelMLP::Create(ParameterStore* store, const std
 absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
                                   const TensorView& y) {
   const int64_t N = x.dim(0), F = fc1_.local_out();
-  if (pre_.numel() != N * F) {
-    pre_ = Tensor::Host({N, F}, dtype_);
-    act_ = Tensor::Host({N, F}, dtype_);
+  if (pre_.numel() != N * F || pre_.device() != sc.exec->device) {
+    ASSIGN_OR_RETURN(pre_, Alloc(*sc.exec, {N, F}, dtype_));
+    ASSIGN_OR_RETURN(act_, Alloc(*sc.exec, {N, F}, dtype_));
   }
   x_ = x;
   RETURN_IF_ERROR(fc1_.Forward(sc, x, pre_.view()));
@@ -40,7 +41,7 @@ absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
 absl::Status ParallelMLP::Backward(const StepContext& sc, const TensorView& dy,
                                    const TensorView& dx) {
   if (pre_.numel() == 0) return absl::FailedPreconditionError("mlp: Backward without Forward");
-  Tensor dact = Tensor::Host(pre_.shape(), dtype_);
+  ASSIGN_OR_RETURN(Tensor dact, Alloc(*sc.exec, pre_.shape(), dtype_));
   RETURN_IF_ERROR(fc2_.Backward(sc, act_.view(), dy, dact.view()));
   RETURN_IF_ERROR(ops::GeluBackward(*sc.exec, pre_.view(), dact.view(), dact.view()));
   return fc1_.Backward(sc, x_, dact.view(), dx);

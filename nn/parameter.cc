@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
+#include "core/cuda_device.h"
 #include "core/ops/elementwise.h"
 #include "core/philox.h"
 #include "core/status.h"
@@ -81,8 +83,8 @@ absl::Status InitializeSlice(const ParamSpec& spec, int tp_rank, int tp_size, ui
   return absl::OkStatus();
 }
 
-ParameterStore::ParameterStore(int tp_rank, int tp_size, DType compute_dtype)
-    : tp_rank_(tp_rank), tp_size_(tp_size), compute_dtype_(compute_dtype) {
+ParameterStore::ParameterStore(int tp_rank, int tp_size, DType compute_dtype, Device device)
+    : tp_rank_(tp_rank), tp_size_(tp_size), compute_dtype_(compute_dtype), device_(device) {
   CHECK(IsFloating(compute_dtype)) << "ParameterStore: compute dtype " << DTypeName(compute_dtype)
                                    << " is not f32, bf16 or f16";
 }
@@ -95,6 +97,7 @@ absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
     }
   }
   ASSIGN_OR_RETURN(Shape local, LocalShape(spec, tp_size_));
+  offsets_.push_back(NumLocalElements());
   specs_.push_back(spec);
   local_shapes_.push_back(std::move(local));
   return static_cast<int>(specs_.size()) - 1;
@@ -102,26 +105,43 @@ absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
 
 absl::Status ParameterStore::Allocate(uint64_t seed) {
   CHECK(!allocated_) << "ParameterStore::Allocate twice";
+  ExecContext ctx;  // The default stream; synchronized below.
+  ctx.device = device_;
   const int64_t total = NumLocalElements();
-  value_buffer_ = Tensor::Zeros({total}, DType::kF32);
-  grad_buffer_ = Tensor::Zeros({total}, DType::kF32);
-  const bool copies = compute_dtype_ != DType::kF32;
-  if (copies) compute_buffer_ = Tensor::Zeros({total}, compute_dtype_);
-  const size_t compute_size = DTypeSize(compute_dtype_);
-  int64_t offset = 0;
+  // Initial values on the host (the same bits on every device), uploaded for a GPU store.
+  Tensor host_values = Tensor::Zeros({total}, DType::kF32);
   for (size_t i = 0; i < specs_.size(); ++i) {
-    const int64_t n = NumElements(local_shapes_[i]);
-    values_.emplace_back(value_buffer_.data_as<float>() + offset, local_shapes_[i], DType::kF32);
-    grads_.emplace_back(grad_buffer_.data_as<float>() + offset, local_shapes_[i], DType::kF32);
+    const TensorView local(host_values.data_as<float>() + offsets_[i], local_shapes_[i],
+                           DType::kF32);
+    RETURN_IF_ERROR(InitializeSlice(specs_[i], tp_rank_, tp_size_, seed, local));
+  }
+  if (device_.is_cpu()) {
+    value_buffer_ = std::move(host_values);
+  } else {
+    ASSIGN_OR_RETURN(value_buffer_, CopyToDevice(ctx, host_values.view()));
+  }
+  ASSIGN_OR_RETURN(grad_buffer_, AllocZeros(ctx, {total}, DType::kF32));
+  const bool copies = compute_dtype_ != DType::kF32;
+  if (copies) {
+    ASSIGN_OR_RETURN(compute_buffer_, AllocZeros(ctx, {total}, compute_dtype_));
+  }
+  const size_t compute_size = DTypeSize(compute_dtype_);
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const int64_t offset = offsets_[i];
+    values_.emplace_back(value_buffer_.data_as<float>() + offset, local_shapes_[i], DType::kF32,
+                         device_);
+    grads_.emplace_back(grad_buffer_.data_as<float>() + offset, local_shapes_[i], DType::kF32,
+                        device_);
     if (copies) {
-      compute_values_.emplace_back(static_cast<char*>(compute_buffer_.data()) + offset * compute_size,
-                                   local_shapes_[i], compute_dtype_);
+      compute_values_.emplace_back(
+          static_cast<char*>(compute_buffer_.data()) + offset * compute_size, local_shapes_[i],
+          compute_dtype_, device_);
     }
-    RETURN_IF_ERROR(InitializeSlice(specs_[i], tp_rank_, tp_size_, seed, values_.back()));
-    offset += n;
   }
   allocated_ = true;
-  return RefreshComputeWeights(ExecContext{});
+  RETURN_IF_ERROR(RefreshComputeWeights(ctx));
+  if (device_.is_cuda()) return cuda::Synchronize(device_.index);
+  return absl::OkStatus();
 }
 
 absl::Status ParameterStore::RefreshComputeWeights(const ExecContext& ctx) {
@@ -149,8 +169,42 @@ int64_t ParameterStore::NumGlobalElements() const {
   return n;
 }
 
+absl::Status ParameterStore::ZeroGrads(const ExecContext& ctx) {
+  if (grad_buffer_.nbytes() == 0) return absl::OkStatus();
+  if (device_.is_cpu()) {
+    std::memset(grad_buffer_.data(), 0, grad_buffer_.nbytes());
+    return absl::OkStatus();
+  }
+  return ops::Fill(ctx, grad_buffer_.view(), 0.0);
+}
+
 void ParameterStore::ZeroGrads() {
+  CHECK(device_.is_cpu()) << "ParameterStore::ZeroGrads() on a " << device_.ToString()
+                          << " store: use ZeroGrads(ctx)";
   if (grad_buffer_.nbytes() > 0) std::memset(grad_buffer_.data(), 0, grad_buffer_.nbytes());
+}
+
+absl::StatusOr<Tensor> ParameterStore::CopyValuesToHost(const ExecContext& ctx) const {
+  CHECK(allocated_) << "ParameterStore::CopyValuesToHost before Allocate";
+  return CopyToHost(ctx, value_buffer_.view());
+}
+
+absl::StatusOr<Tensor> ParameterStore::CopyGradsToHost(const ExecContext& ctx) const {
+  CHECK(allocated_) << "ParameterStore::CopyGradsToHost before Allocate";
+  return CopyToHost(ctx, grad_buffer_.view());
+}
+
+absl::Status ParameterStore::CopyValuesFromHost(const ExecContext& ctx,
+                                                const TensorView& host_values) {
+  CHECK(allocated_) << "ParameterStore::CopyValuesFromHost before Allocate";
+  if (!host_values.device.is_cpu() || host_values.dtype != DType::kF32 ||
+      host_values.shape != value_buffer_.shape() || !host_values.IsContiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ParameterStore::CopyValuesFromHost: host_values ", host_values.DebugString(),
+        " must be contiguous f32", ShapeToString(value_buffer_.shape()), " on cpu"));
+  }
+  RETURN_IF_ERROR(CopyTensor(ctx, host_values, value_buffer_.view()));
+  return RefreshComputeWeights(ctx);
 }
 
 }  // namespace nn

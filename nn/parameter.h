@@ -19,6 +19,14 @@
 // once; whoever changes the masters afterwards (the optimizer after every applied step, checkpoint
 // loading, tests) must refresh again. Gradients stay f32 ("main grads") whatever the compute dtype:
 // modules accumulate their compute-dtype backward products into them in f32.
+//
+// Devices: the store lives on the device given at construction (the CPU by default): values,
+// gradients and compute copies are all on it, and the modules using the store must run with an
+// ExecContext whose `device` is the same (nn/ and models/ allocate on ExecContext::device). On a
+// GPU, Allocate() computes the initial values on the host exactly as on the CPU (bit-identical
+// masters) and uploads them. Views from value()/grad()/flat_*() then point to device memory: the
+// host must not dereference them; use the Copy*Host() helpers (checkpoints, tests) or
+// core/alloc.h.
 #ifndef MT_NN_PARAMETER_H_
 #define MT_NN_PARAMETER_H_
 
@@ -64,8 +72,9 @@ uint64_t NameHash(const std::string& name);
 class ParameterStore {
  public:
   // compute_dtype must be f32, bf16 or f16 (CHECK-fails otherwise: validate user input first, e.g.
-  // with IsFloating()).
-  ParameterStore(int tp_rank, int tp_size, DType compute_dtype = DType::kF32);
+  // with IsFloating()). `device`: where the buffers live (see the file comment).
+  ParameterStore(int tp_rank, int tp_size, DType compute_dtype = DType::kF32,
+                 Device device = Device::Cpu());
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
@@ -73,7 +82,10 @@ class ParameterStore {
   // indivisible split. Only before Allocate().
   absl::StatusOr<int> Add(const ParamSpec& spec);
   // Allocates values and gradients (zeroed) and initialises every value from `seed`; then the
-  // compute copies (RefreshComputeWeights on the calling thread).
+  // compute copies (RefreshComputeWeights on the calling thread). On a GPU the values are
+  // initialised on the host and uploaded, and the device is synchronized before returning.
+  // Errors: ResourceExhausted when the device is out of memory; Unimplemented/Internal for CUDA
+  // failures (no GPU, CPU-only build).
   absl::Status Allocate(uint64_t seed);
   // Rounds every f32 master value to its compute-dtype copy (a no-op for f32 compute). Call after
   // changing the masters. Errors: those of ops::Convert (none for an allocated store).
@@ -103,8 +115,25 @@ class ParameterStore {
   // Elements held by this rank / in the serial model.
   int64_t NumLocalElements() const;
   int64_t NumGlobalElements() const;
-  // Sets every gradient to zero (start of a step: backward passes accumulate).
+  // Sets every gradient to zero (start of a step: backward passes accumulate), on ctx's stream
+  // for a GPU store. Errors: those of ops::Fill (CUDA failures).
+  absl::Status ZeroGrads(const ExecContext& ctx);
+  // The same for a CPU store (CHECK-fails on a GPU store: use ZeroGrads(ctx)).
   void ZeroGrads();
+
+  // Host <-> device copies of the flat buffers, in the flat layout (parameter `handle` occupies
+  // [offset(handle), offset(handle) + value(handle).numel()) of each), for checkpoints and tests.
+  // They work on CPU stores too (then they are plain copies). All synchronous.
+  // f32 [NumLocalElements()] host copies of all master values / all gradients.
+  absl::StatusOr<Tensor> CopyValuesToHost(const ExecContext& ctx) const;
+  absl::StatusOr<Tensor> CopyGradsToHost(const ExecContext& ctx) const;
+  // Overwrites every master value with `host_values` (f32 [NumLocalElements()] on the host, flat
+  // layout), then refreshes the compute copies. InvalidArgument for another shape/dtype/device.
+  absl::Status CopyValuesFromHost(const ExecContext& ctx, const TensorView& host_values);
+  // Element offset of a parameter in the flat buffers.
+  int64_t offset(int handle) const { return offsets_[handle]; }
+  // Where the buffers live.
+  Device device() const { return device_; }
 
   int tp_rank() const { return tp_rank_; }
   int tp_size() const { return tp_size_; }
@@ -112,7 +141,9 @@ class ParameterStore {
  private:
   int tp_rank_, tp_size_;
   DType compute_dtype_;
+  Device device_;
   std::vector<ParamSpec> specs_;
+  std::vector<int64_t> offsets_;
   std::vector<Shape> local_shapes_;
   std::vector<TensorView> values_, grads_, compute_values_;  // compute_values_: non-f32 only.
   Tensor value_buffer_, grad_buffer_, compute_buffer_;

@@ -1,9 +1,9 @@
 #include "nn/transformer.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/layernorm.h"
 #include "core/status.h"
@@ -41,9 +41,9 @@ absl::StatusOr<LayerNormModule> LayerNormModule::Create(ParameterStore* store,
 absl::Status LayerNormModule::Forward(const StepContext& sc, const TensorView& x,
                                       const TensorView& y) {
   const int64_t rows = x.numel() / x.dim(-1);
-  if (mean_.numel() != rows) {
-    mean_ = Tensor::Host({rows}, DType::kF32);
-    rstd_ = Tensor::Host({rows}, DType::kF32);
+  if (mean_.numel() != rows || mean_.device() != sc.exec->device) {
+    ASSIGN_OR_RETURN(mean_, Alloc(*sc.exec, {rows}, DType::kF32));
+    ASSIGN_OR_RETURN(rstd_, Alloc(*sc.exec, {rows}, DType::kF32));
   }
   x_ = x;
   return ops::LayerNorm(*sc.exec, x, store_->value(gamma_), store_->value(beta_), eps_, y,
@@ -53,9 +53,9 @@ absl::Status LayerNormModule::Forward(const StepContext& sc, const TensorView& x
 absl::Status LayerNormModule::Backward(const StepContext& sc, const TensorView& dy,
                                        const TensorView& dx) {
   const int64_t H = x_.dim(-1);
-  if (dgamma_.numel() != H) {
-    dgamma_ = Tensor::Host({H}, DType::kF32);
-    dbeta_ = Tensor::Host({H}, DType::kF32);
+  if (dgamma_.numel() != H || dgamma_.device() != sc.exec->device) {
+    ASSIGN_OR_RETURN(dgamma_, Alloc(*sc.exec, {H}, DType::kF32));
+    ASSIGN_OR_RETURN(dbeta_, Alloc(*sc.exec, {H}, DType::kF32));
   }
   RETURN_IF_ERROR(ops::LayerNormBackward(*sc.exec, x_, store_->value(gamma_), mean_.view(),
                                          rstd_.view(), dy, dx, dgamma_.view(), dbeta_.view()));
@@ -130,19 +130,21 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
   const int64_t B = x.dim(0), T = x.dim(1), H = config_.hidden;
   B_ = B;
   T_ = T;
-  auto ensure = [&](Tensor* t) {
-    if (t->numel() != B * T * H) *t = Tensor::Host({B, T, H}, dtype_);
-  };
   const ExecContext& ec = *sc.exec;
+  auto ensure = [&](Tensor* t) -> absl::Status {
+    if (t->numel() == B * T * H && t->device() == ec.device) return absl::OkStatus();
+    ASSIGN_OR_RETURN(*t, Alloc(ec, {B, T, H}, dtype_));
+    return absl::OkStatus();
+  };
   ASSIGN_OR_RETURN(TensorView x2, As2D(x));
   ASSIGN_OR_RETURN(TensorView y2, As2D(y));
-  ensure(&x1_);
-  ensure(&branch_);
+  RETURN_IF_ERROR(ensure(&x1_));
+  RETURN_IF_ERROR(ensure(&branch_));
   ASSIGN_OR_RETURN(TensorView x1, As2D(x1_.view()));
   ASSIGN_OR_RETURN(TensorView branch, As2D(branch_.view()));
   if (config_.norm == NormPosition::kPreNorm) {
-    ensure(&ln1_out_);
-    ensure(&ln2_out_);
+    RETURN_IF_ERROR(ensure(&ln1_out_));
+    RETURN_IF_ERROR(ensure(&ln2_out_));
     ASSIGN_OR_RETURN(TensorView ln1, As2D(ln1_out_.view()));
     ASSIGN_OR_RETURN(TensorView ln2, As2D(ln2_out_.view()));
     RETURN_IF_ERROR(ln1_.Forward(sc, x2, ln1));
@@ -154,8 +156,8 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
     RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kMlpOutputDropoutSite), branch));
     RETURN_IF_ERROR(ops::Add(ec, x1, branch, y2));
   } else {
-    ensure(&s1_);
-    ensure(&s2_);
+    RETURN_IF_ERROR(ensure(&s1_));
+    RETURN_IF_ERROR(ensure(&s2_));
     ASSIGN_OR_RETURN(TensorView s1, As2D(s1_.view()));
     ASSIGN_OR_RETURN(TensorView s2, As2D(s2_.view()));
     RETURN_IF_ERROR(attention_.Forward(sc, x, padding_mask_, branch_.view()));
@@ -191,7 +193,7 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
                                         const TensorView& dx) {
   if (!saved_) {
     // Activation checkpointing: recompute this layer's forward (same masks) into scratch.
-    Tensor scratch = Tensor::Host(x_.shape, dtype_);
+    ASSIGN_OR_RETURN(Tensor scratch, Alloc(*sc.exec, x_.shape, dtype_));
     RETURN_IF_ERROR(ForwardImpl(sc, scratch.view()));
   }
   backward_peak_bytes_ = ActivationBytes();
@@ -199,9 +201,9 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
   const int64_t B = B_, T = T_, H = config_.hidden;
   ASSIGN_OR_RETURN(TensorView dy2, As2D(dy));
   ASSIGN_OR_RETURN(TensorView dx2, As2D(dx));
-  Tensor d_a = Tensor::Host({B, T, H}, dtype_);  // Gradient of the running residual.
-  Tensor d_b = Tensor::Host({B, T, H}, dtype_);  // Gradient inside a branch.
-  Tensor d_c = Tensor::Host({B, T, H}, dtype_);
+  ASSIGN_OR_RETURN(Tensor d_a, Alloc(ec, {B, T, H}, dtype_));  // Gradient of the running residual.
+  ASSIGN_OR_RETURN(Tensor d_b, Alloc(ec, {B, T, H}, dtype_));  // Gradient inside a branch.
+  ASSIGN_OR_RETURN(Tensor d_c, Alloc(ec, {B, T, H}, dtype_));
   ASSIGN_OR_RETURN(TensorView da, As2D(d_a.view()));
   ASSIGN_OR_RETURN(TensorView db, As2D(d_b.view()));
   ASSIGN_OR_RETURN(TensorView dc, As2D(d_c.view()));
@@ -242,6 +244,7 @@ absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
   }
   std::unique_ptr<TransformerStack> s(new TransformerStack());
   for (int i = 0; i < num_layers; ++i) {
+    s->first_handles_.push_back(store->size());  // Handles are assigned in declaration order.
     ASSIGN_OR_RETURN(auto layer,
                      TransformerLayer::Create(store, absl::StrCat(prefix, ".", i), i, config));
     s->layers_.push_back(std::move(layer));
@@ -253,11 +256,14 @@ absl::StatusOr<TensorView> TransformerStack::Forward(const StepContext& sc, cons
                                                      const TensorView* padding_mask) {
   const int L = num_layers();
   if (hidden_.size() != static_cast<size_t>(L + 1) || hidden_[0].shape() != x.shape ||
-      hidden_[0].dtype() != x.dtype) {
+      hidden_[0].dtype() != x.dtype || hidden_[0].device() != sc.exec->device) {
     hidden_.clear();
-    for (int i = 0; i <= L; ++i) hidden_.push_back(Tensor::Host(x.shape, x.dtype));
+    for (int i = 0; i <= L; ++i) {
+      ASSIGN_OR_RETURN(Tensor h, Alloc(*sc.exec, x.shape, x.dtype));
+      hidden_.push_back(std::move(h));
+    }
   }
-  std::memcpy(hidden_[0].data(), x.data, x.nbytes());
+  RETURN_IF_ERROR(CopyTensor(*sc.exec, x, hidden_[0].view()));
   for (int i = 0; i < L; ++i) {
     RETURN_IF_ERROR(layers_[i]->Forward(sc, hidden_[i].view(), padding_mask, hidden_[i + 1].view()));
   }
@@ -266,19 +272,19 @@ absl::StatusOr<TensorView> TransformerStack::Forward(const StepContext& sc, cons
 
 absl::Status TransformerStack::Backward(const StepContext& sc, const TensorView& dy,
                                         const TensorView& dx) {
-  Tensor grad = Tensor::Host(dy.shape, dy.dtype);
-  Tensor next = Tensor::Host(dy.shape, dy.dtype);
-  std::memcpy(grad.data(), dy.data, dy.nbytes());
+  ASSIGN_OR_RETURN(Tensor grad, Alloc(*sc.exec, dy.shape, dy.dtype));
+  ASSIGN_OR_RETURN(Tensor next, Alloc(*sc.exec, dy.shape, dy.dtype));
+  RETURN_IF_ERROR(CopyTensor(*sc.exec, dy, grad.view()));
   peak_backward_extra_ = 0;
   for (int i = num_layers() - 1; i >= 0; --i) {
     const int64_t before = layers_[i]->ActivationBytes();
     RETURN_IF_ERROR(layers_[i]->Backward(sc, grad.view(), next.view()));
+    RETURN_IF_ERROR(sc.NotifyGradsReady(first_handles_[i]));
     std::swap(grad, next);
     peak_backward_extra_ =
         std::max(peak_backward_extra_, layers_[i]->backward_peak_bytes() - before);
   }
-  std::memcpy(dx.data, grad.data(), grad.nbytes());
-  return absl::OkStatus();
+  return CopyTensor(*sc.exec, grad.view(), dx);
 }
 
 int64_t TransformerStack::HeldActivationBytes() const {

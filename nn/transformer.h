@@ -134,6 +134,7 @@ class TransformerStack {
 
  private:
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  std::vector<int> first_handles_;  // The first parameter handle of each layer.
   std::vector<Tensor> hidden_;  // [L + 1] x [B, T, H]; hidden_[0] is a copy of the input.
   int64_t peak_backward_extra_ = 0;
 };

@@ -1,9 +1,9 @@
 #include "models/bert/bert.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   lc.output_init_std = init_std / std::sqrt(2.0 * config.num_layers);
   lc.recompute = recompute;
   ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
+  m->after_stack_handle_ = store->size();  // The final LayerNorm and the heads come after.
   if (!post_norm) {
     ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm", H,
                                                                config.layernorm_eps));
@@ -97,6 +98,14 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
                                                                nn::Bias::kYes, init_std));
   }
   return m;
+}
+
+absl::Status BertModel::CheckDevice(const ExecContext& ec) const {
+  if (ec.device == store_->device()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("BERT: the step's ExecContext runs on ",
+                                                 ec.device.ToString(),
+                                                 " but the parameter store lives on ",
+                                                 store_->device().ToString()));
 }
 
 ops::DropoutArgs BertModel::EmbeddingDropout(const nn::StepContext& sc) const {
@@ -134,32 +143,41 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const TensorVi
   RETURN_IF_ERROR(CheckI32("token_types", token_types, tokens.shape));
   RETURN_IF_ERROR(CheckI32("padding_mask", padding_mask, tokens.shape));
   const ExecContext& ec = *sc.exec;
-  if (B != B_ || T != T_) {
+  RETURN_IF_ERROR(CheckDevice(ec));
+  if (B != B_ || T != T_ || emb_.device() != ec.device) {
+    B_ = T_ = 0;  // Until every buffer is allocated.
+    // Index tensors are built on the host and uploaded.
+    Tensor positions = Tensor::Host({N}, DType::kI32);
+    for (int64_t i = 0; i < N; ++i) positions.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
+    ASSIGN_OR_RETURN(positions_, CopyToDevice(ec, positions.view()));
+    Tensor cls_rows = Tensor::Host({B}, DType::kI32);
+    for (int64_t b = 0; b < B; ++b) cls_rows.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
+    ASSIGN_OR_RETURN(cls_rows_, CopyToDevice(ec, cls_rows.view()));
+    ASSIGN_OR_RETURN(emb_sum_, Alloc(ec, {N, H}, dtype_));
+    ASSIGN_OR_RETURN(emb_part_, Alloc(ec, {N, H}, dtype_));
+    ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
+    if (config_.norm == nn::NormPosition::kPreNorm) {
+      ASSIGN_OR_RETURN(final_out_, Alloc(ec, {N, H}, dtype_));
+    }
+    ASSIGN_OR_RETURN(cls_, Alloc(ec, {B, H}, dtype_));
+    ASSIGN_OR_RETURN(pooled_pre_, Alloc(ec, {B, H}, dtype_));
+    ASSIGN_OR_RETURN(pooled_, Alloc(ec, {B, H}, dtype_));
     B_ = B;
     T_ = T;
-    positions_ = Tensor::Host({N}, DType::kI32);
-    for (int64_t i = 0; i < N; ++i) positions_.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
-    cls_rows_ = Tensor::Host({B}, DType::kI32);
-    for (int64_t b = 0; b < B; ++b) cls_rows_.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
-    emb_sum_ = Tensor::Host({N, H}, dtype_);
-    emb_part_ = Tensor::Host({N, H}, dtype_);
-    emb_ = Tensor::Host({B, T, H}, dtype_);
-    if (config_.norm == nn::NormPosition::kPreNorm) final_out_ = Tensor::Host({N, H}, dtype_);
-    cls_ = Tensor::Host({B, H}, dtype_);
-    pooled_pre_ = Tensor::Host({B, H}, dtype_);
-    pooled_ = Tensor::Host({B, H}, dtype_);
   }
-  tokens_ = tokens;
-  token_types_ = token_types;
-  padding_mask_ = padding_mask;
+  ASSIGN_OR_RETURN(tokens_, OnDevice(ec, tokens, &tokens_staging_, "BERT: tokens"));
+  ASSIGN_OR_RETURN(token_types_,
+                   OnDevice(ec, token_types, &token_types_staging_, "BERT: token_types"));
+  ASSIGN_OR_RETURN(padding_mask_,
+                   OnDevice(ec, padding_mask, &padding_mask_staging_, "BERT: padding_mask"));
 
   const TensorView sum = emb_sum_.view(), part = emb_part_.view();
-  RETURN_IF_ERROR(word_.Forward(sc, tokens, sum));
+  RETURN_IF_ERROR(word_.Forward(sc, tokens_, sum));
   if (config_.position_embeddings) {
     RETURN_IF_ERROR(position_.Forward(sc, positions_.view(), part));
     RETURN_IF_ERROR(ops::Add(ec, sum, part, sum));
   }
-  RETURN_IF_ERROR(token_type_.Forward(sc, token_types, part));
+  RETURN_IF_ERROR(token_type_.Forward(sc, token_types_, part));
   RETURN_IF_ERROR(ops::Add(ec, sum, part, sum));
   ASSIGN_OR_RETURN(TensorView emb2, emb_.view().Reshape({N, H}));
   if (config_.norm == nn::NormPosition::kPostNorm) {
@@ -185,10 +203,13 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
   Tensor dh_pre_norm;
   TensorView dh2 = dseq;
   if (config_.norm == nn::NormPosition::kPreNorm) {
-    dh_pre_norm = Tensor::Host({N, H}, dtype_);
+    ASSIGN_OR_RETURN(dh_pre_norm, Alloc(ec, {N, H}, dtype_));
     dh2 = dh_pre_norm.view();
     RETURN_IF_ERROR(final_ln_.Backward(sc, dseq, dh2));
   }
+  // The heads' backward passes have run, and the final LayerNorm's: what follows the layers is
+  // final.
+  RETURN_IF_ERROR(sc.NotifyGradsReady(after_stack_handle_));
   ASSIGN_OR_RETURN(TensorView dh, dh2.Reshape({B_, T_, H}));
   RETURN_IF_ERROR(stack_->Backward(sc, dh, dh));
   RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc), dh2));
@@ -199,7 +220,8 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
   }
   RETURN_IF_ERROR(word_.Backward(sc, tokens_, dsum));
   if (config_.position_embeddings) RETURN_IF_ERROR(position_.Backward(sc, positions_.view(), dsum));
-  return token_type_.Backward(sc, token_types_, dsum);
+  RETURN_IF_ERROR(token_type_.Backward(sc, token_types_, dsum));
+  return sc.NotifyGradsReady(0);
 }
 
 absl::Status BertModel::PoolerForward(const nn::StepContext& sc) {
@@ -213,7 +235,7 @@ absl::Status BertModel::PoolerBackward(const nn::StepContext& sc, const TensorVi
                                        const TensorView& dseq) {
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(ops::TanhBackward(ec, pooled_.view(), dpooled, dpooled));
-  Tensor dcls = Tensor::Host(cls_.shape(), dtype_);
+  ASSIGN_OR_RETURN(Tensor dcls, Alloc(ec, cls_.shape(), dtype_));
   RETURN_IF_ERROR(pooler_.Backward(sc, cls_.view(), dpooled, dcls.view()));
   // Scatter-adds the [CLS] rows' gradient into dseq.
   return ops::EmbeddingBackward(ec, cls_rows_.view(), dcls.view(), dseq);
@@ -233,7 +255,11 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
                                                    " must be i32 [B, T]"));
   }
   RETURN_IF_ERROR(CheckI32("sop_labels", sop_labels, {tokens.dim(0)}));
-  const int32_t* sop = sop_labels.data_as<int32_t>();
+  RETURN_IF_ERROR(CheckDevice(*sc.exec));
+  // Labels are read on the host (where the data loaders make them; downloaded otherwise).
+  ASSIGN_OR_RETURN(TensorView sop_host,
+                   OnHost(*sc.exec, sop_labels, &sop_labels_host_staging_, "BERT: sop_labels"));
+  const int32_t* sop = sop_host.data_as<int32_t>();
   for (int64_t b = 0; b < sop_labels.numel(); ++b) {
     if (sop[b] != 0 && sop[b] != 1) {
       return absl::InvalidArgumentError(absl::StrCat("BERT: sop_labels[", b, "] = ", sop[b],
@@ -246,26 +272,35 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
 
   // MLM head on the scored positions only (the head is per position, so the others cannot
   // influence the loss).
-  const int32_t* lab = mlm_labels.data_as<int32_t>();
+  ASSIGN_OR_RETURN(TensorView mlm_host,
+                   OnHost(ec, mlm_labels, &mlm_labels_host_staging_, "BERT: mlm_labels"));
+  const int32_t* lab = mlm_host.data_as<int32_t>();
   int64_t M = 0;
   for (int64_t i = 0; i < N; ++i) M += lab[i] != ops::kIgnoreIndex;
   if (M == 0) return absl::InvalidArgumentError("BERT: every MLM label is ignored (-100)");
-  if (M != M_) {
+  if (M != M_ || mlm_rows_.device() != ec.device) {
+    M_ = 0;  // Until every buffer is allocated.
+    ASSIGN_OR_RETURN(mlm_rows_, Alloc(ec, {M}, DType::kI32));
+    ASSIGN_OR_RETURN(mlm_targets_, Alloc(ec, {M}, DType::kI32));
+    ASSIGN_OR_RETURN(mlm_in_, Alloc(ec, {M, H}, dtype_));
+    ASSIGN_OR_RETURN(mlm_dense_, Alloc(ec, {M, H}, dtype_));
+    ASSIGN_OR_RETURN(mlm_gelu_, Alloc(ec, {M, H}, dtype_));
+    ASSIGN_OR_RETURN(mlm_ln_, Alloc(ec, {M, H}, dtype_));
+    ASSIGN_OR_RETURN(mlm_logits_, Alloc(ec, {M, word_.local_vocab()}, DType::kF32));
+    ASSIGN_OR_RETURN(mlm_losses_, Alloc(ec, {M}, DType::kF32));
     M_ = M;
-    mlm_rows_ = Tensor::Host({M}, DType::kI32);
-    mlm_targets_ = Tensor::Host({M}, DType::kI32);
-    mlm_in_ = Tensor::Host({M, H}, dtype_);
-    mlm_dense_ = Tensor::Host({M, H}, dtype_);
-    mlm_gelu_ = Tensor::Host({M, H}, dtype_);
-    mlm_ln_ = Tensor::Host({M, H}, dtype_);
-    mlm_logits_ = Tensor::Host({M, word_.local_vocab()}, DType::kF32);
-    mlm_losses_ = Tensor::Host({M}, DType::kF32);
   }
-  for (int64_t i = 0, m = 0; i < N; ++i) {
-    if (lab[i] == ops::kIgnoreIndex) continue;
-    mlm_rows_.data_as<int32_t>()[m] = static_cast<int32_t>(i);
-    mlm_targets_.data_as<int32_t>()[m] = lab[i];
-    ++m;
+  {
+    // The scored rows and their targets, gathered on the host and uploaded.
+    Tensor rows = Tensor::Host({M}, DType::kI32), targets = Tensor::Host({M}, DType::kI32);
+    for (int64_t i = 0, m = 0; i < N; ++i) {
+      if (lab[i] == ops::kIgnoreIndex) continue;
+      rows.data_as<int32_t>()[m] = static_cast<int32_t>(i);
+      targets.data_as<int32_t>()[m] = lab[i];
+      ++m;
+    }
+    RETURN_IF_ERROR(CopyTensor(ec, rows.view(), mlm_rows_.view()));
+    RETURN_IF_ERROR(CopyTensor(ec, targets.view(), mlm_targets_.view()));
   }
   RETURN_IF_ERROR(ops::Embedding(ec, mlm_rows_.view(), seq_, mlm_in_.view()));  // Gathers rows.
   RETURN_IF_ERROR(lm_dense_.Forward(sc, mlm_in_.view(), mlm_dense_.view()));
@@ -285,26 +320,29 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
 
   // Sentence-order prediction on the pooled [CLS] output.
   RETURN_IF_ERROR(PoolerForward(sc));
-  if (sop_logits_.numel() != B * 2) {
-    sop_logits_ = Tensor::Host({B, 2}, dtype_);
-    sop_losses_ = Tensor::Host({B}, DType::kF32);
+  if (sop_logits_.numel() != B * 2 || sop_logits_.device() != ec.device) {
+    ASSIGN_OR_RETURN(sop_logits_, Alloc(ec, {B, 2}, dtype_));
+    ASSIGN_OR_RETURN(sop_losses_, Alloc(ec, {B}, DType::kF32));
   }
+  ASSIGN_OR_RETURN(const TensorView sop_dev,
+                   OnDevice(ec, sop_labels, &sop_labels_staging_, "BERT: sop_labels"));
   RETURN_IF_ERROR(sop_head_.Forward(sc, pooled_.view(), sop_logits_.view()));
-  RETURN_IF_ERROR(ops::CrossEntropy(ec, sop_logits_.view(), sop_labels, sop_losses_.view()));
+  RETURN_IF_ERROR(ops::CrossEntropy(ec, sop_logits_.view(), sop_dev, sop_losses_.view()));
   ASSIGN_OR_RETURN(const double sop_total, ops::Sum(ec, sop_losses_.view()));
   losses.sop = sop_total / static_cast<double>(B);
   losses.total = losses.mlm + losses.sop;
   if (!compute_grad) return losses;
 
-  Tensor dseq = Tensor::Zeros({N, H}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dseq, AllocZeros(ec, {N, H}, dtype_));
   // MLM backward.
   {
-    Tensor dl = Tensor::Host({M}, DType::kF32);
+    ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, {M}, DType::kF32));
     RETURN_IF_ERROR(ops::Fill(ec, dl.view(), loss_scale / static_cast<double>(M)));
     RETURN_IF_ERROR(mlm_loss_.Backward(sc, dl.view(), mlm_logits_.view()));  // dlogits in place.
     RETURN_IF_ERROR(nn::AccumulateBiasGrad(sc, mlm_logits_.view(), store_->grad(lm_bias_),
                                            &lm_bias_scratch_));
-    Tensor d1 = Tensor::Host({M, H}, dtype_), d2 = Tensor::Host({M, H}, dtype_);
+    ASSIGN_OR_RETURN(Tensor d1, Alloc(ec, {M, H}, dtype_));
+    ASSIGN_OR_RETURN(Tensor d2, Alloc(ec, {M, H}, dtype_));
     RETURN_IF_ERROR(word_.LogitsBackward(sc, mlm_ln_.view(), mlm_logits_.view(), d1.view()));
     RETURN_IF_ERROR(lm_ln_.Backward(sc, d1.view(), d2.view()));
     RETURN_IF_ERROR(ops::GeluBackward(ec, mlm_dense_.view(), d2.view(), d2.view()));
@@ -313,11 +351,11 @@ absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
   }
   // SOP backward.
   {
-    Tensor dl = Tensor::Host({B}, DType::kF32);
+    ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, {B}, DType::kF32));
     RETURN_IF_ERROR(ops::Fill(ec, dl.view(), loss_scale / static_cast<double>(B)));
-    RETURN_IF_ERROR(ops::CrossEntropyBackward(ec, sop_logits_.view(), sop_labels, dl.view(),
+    RETURN_IF_ERROR(ops::CrossEntropyBackward(ec, sop_logits_.view(), sop_dev, dl.view(),
                                               sop_logits_.view()));
-    Tensor dpooled = Tensor::Host({B, H}, dtype_);
+    ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B, H}, dtype_));
     RETURN_IF_ERROR(sop_head_.Backward(sc, pooled_.view(), sop_logits_.view(), dpooled.view()));
     RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
   }
@@ -344,21 +382,25 @@ absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoiceForwardBackward(
   const int64_t B = B_, N = B_ * T_, H = config_.hidden_size;
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(PoolerForward(sc));
-  if (mc_scores_.numel() != B || mc_losses_.numel() != Q) {
-    mc_dropped_ = Tensor::Host({B, H}, dtype_);
-    mc_scores_ = Tensor::Host({B, 1}, dtype_);
-    mc_losses_ = Tensor::Host({Q}, DType::kF32);
+  if (mc_scores_.numel() != B || mc_losses_.numel() != Q || mc_scores_.device() != ec.device) {
+    ASSIGN_OR_RETURN(mc_dropped_, Alloc(ec, {B, H}, dtype_));
+    ASSIGN_OR_RETURN(mc_scores_, Alloc(ec, {B, 1}, dtype_));
+    ASSIGN_OR_RETURN(mc_losses_, Alloc(ec, {Q}, DType::kF32));
   }
+  ASSIGN_OR_RETURN(const TensorView labels_dev,
+                   OnDevice(ec, labels, &mc_labels_staging_, "BERT multiple choice: labels"));
   RETURN_IF_ERROR(ops::Dropout(ec, pooled_.view(), MultipleChoiceDropout(sc), mc_dropped_.view()));
   RETURN_IF_ERROR(mc_head_.Forward(sc, mc_dropped_.view(), mc_scores_.view()));
   ASSIGN_OR_RETURN(TensorView scores, mc_scores_.view().Reshape({Q, C}));
-  RETURN_IF_ERROR(ops::CrossEntropy(ec, scores, labels, mc_losses_.view()));
+  RETURN_IF_ERROR(ops::CrossEntropy(ec, scores, labels_dev, mc_losses_.view()));
   MultipleChoiceResult result;
   ASSIGN_OR_RETURN(const double total, ops::Sum(ec, mc_losses_.view()));
   result.loss = total / static_cast<double>(Q);
-  Tensor scores32 = Tensor::Host(mc_scores_.shape(), DType::kF32);
+  // The predictions are read on the host.
+  ASSIGN_OR_RETURN(Tensor scores32, Alloc(ec, mc_scores_.shape(), DType::kF32));
   RETURN_IF_ERROR(ops::Convert(ec, mc_scores_.view(), scores32.view()));
-  const float* s = scores32.data_as<float>();
+  ASSIGN_OR_RETURN(const Tensor scores_host, CopyToHost(ec, scores32.view()));
+  const float* s = scores_host.data_as<float>();
   for (int64_t q = 0; q < Q; ++q) {
     int best = 0;
     for (int64_t c = 1; c < C; ++c) {
@@ -368,14 +410,14 @@ absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoiceForwardBackward(
   }
   if (!compute_grad) return result;
 
-  Tensor dl = Tensor::Host({Q}, DType::kF32);
+  ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, {Q}, DType::kF32));
   RETURN_IF_ERROR(ops::Fill(ec, dl.view(), loss_scale / static_cast<double>(Q)));
-  RETURN_IF_ERROR(ops::CrossEntropyBackward(ec, scores, labels, dl.view(), scores));
-  Tensor dpooled = Tensor::Host({B, H}, dtype_);
+  RETURN_IF_ERROR(ops::CrossEntropyBackward(ec, scores, labels_dev, dl.view(), scores));
+  ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B, H}, dtype_));
   RETURN_IF_ERROR(mc_head_.Backward(sc, mc_dropped_.view(), mc_scores_.view(), dpooled.view()));
   RETURN_IF_ERROR(ops::DropoutBackward(ec, dpooled.view(), MultipleChoiceDropout(sc),
                                        dpooled.view()));
-  Tensor dseq = Tensor::Zeros({N, H}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dseq, AllocZeros(ec, {N, H}, dtype_));
   RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
   RETURN_IF_ERROR(EncoderBackward(sc, dseq.view()));
   return result;

@@ -42,6 +42,14 @@
 // LayerNorms compute in f32 with their f32 master gamma/beta; the MLM logits are f32 (a GEMM with
 // f32 output from the compute-dtype tied embedding) plus the f32 master of lm_head.bias, and the
 // vocab-parallel cross-entropy computes in f32.
+//
+// Devices: the model runs where its store lives (nn::ParameterStore's device); every StepContext
+// must carry an ExecContext with that `device` (InvalidArgument otherwise), and all activations
+// and scratch are allocated there. The i32 inputs (tokens, token types, padding mask, labels) may
+// be host tensors, as the data loaders produce them, or tensors already on that device: host
+// inputs are uploaded into buffers the model keeps (reused while the shapes stay). The labels are
+// also read on the host (downloaded when given on the device): the MLM labels to select the
+// scored positions, the SOP labels to check them. Losses and predictions are returned on the host.
 #ifndef MT_MODELS_BERT_BERT_H_
 #define MT_MODELS_BERT_BERT_H_
 
@@ -91,7 +99,8 @@ class BertModel {
       const ModelConfig& config, nn::ParameterStore* store,
       BertHeads heads = BertHeads::kPretraining, nn::Recompute recompute = nn::Recompute::kNo);
 
-  // Pretraining step. tokens, token_types, padding_mask, mlm_labels: i32 [B, T] with
+  // Pretraining step. Inputs are contiguous and on the host or the store's device (see the file
+  // comment). tokens, token_types, padding_mask, mlm_labels: i32 [B, T] with
   // T <= max_position_embeddings; token_types in [0, num_token_types); padding_mask 0 at padded
   // positions (never attended to), nonzero elsewhere; mlm_labels the original token at masked
   // positions and ops::kIgnoreIndex (-100) elsewhere (at least one must be scored); sop_labels:
@@ -138,6 +147,8 @@ class BertModel {
                               const TensorView& dseq);
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc) const;
   ops::DropoutArgs MultipleChoiceDropout(const nn::StepContext& sc) const;
+  // InvalidArgument unless ec runs on the store's device.
+  absl::Status CheckDevice(const ExecContext& ec) const;
 
   ModelConfig config_;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
@@ -147,6 +158,7 @@ class BertModel {
   nn::LayerNormModule embedding_ln_;  // Post-norm only.
   std::unique_ptr<nn::TransformerStack> stack_;
   nn::LayerNormModule final_ln_;  // Pre-norm only.
+  int after_stack_handle_ = 0;  // First handle declared after the transformer layers.
   nn::ReplicatedLinear pooler_;
   // Pretraining heads.
   nn::ReplicatedLinear lm_dense_;
@@ -161,7 +173,11 @@ class BertModel {
 
   // Activations of the last forward. Buffers are reallocated only when B, T or M change.
   int64_t B_ = 0, T_ = 0;
-  TensorView tokens_, token_types_, padding_mask_;
+  TensorView tokens_, token_types_, padding_mask_;  // On the store's device.
+  // Host inputs uploaded to a GPU, and device labels downloaded to be read on the host.
+  Tensor tokens_staging_, token_types_staging_, padding_mask_staging_, sop_labels_staging_,
+      mc_labels_staging_;
+  Tensor mlm_labels_host_staging_, sop_labels_host_staging_;
   Tensor positions_;    // i32 [B * T]
   Tensor cls_rows_;     // i32 [B]: b * T, the rows of seq_ holding position 0.
   Tensor emb_sum_;      // [B * T, H] word + position + type (post-norm: the LayerNorm input)

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
@@ -21,6 +22,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
   std::unique_ptr<GptModel> m(new GptModel());
   m->config_ = config;
+  m->store_ = store;
   m->dtype_ = store->compute_dtype();
   ASSIGN_OR_RETURN(m->word_, nn::VocabParallelEmbedding::Create(
                                  store, "embedding.word", config.vocab_size,
@@ -45,6 +47,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
   lc.output_init_std = config.init_std / std::sqrt(2.0 * config.num_layers);
   lc.recompute = recompute;
   ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
+  m->final_ln_handle_ = store->size();  // Its first parameter's handle (declaration order).
   ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm",
                                                              config.hidden_size,
                                                              config.layernorm_eps));
@@ -72,20 +75,28 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
                                                    config_.max_position_embeddings, "]"));
   }
   const ExecContext& ec = *sc.exec;
-  if (B != B_ || T != T_) {
+  if (ec.device != store_->device()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPT-2: the step's ExecContext runs on ", ec.device.ToString(),
+        " but the parameter store lives on ", store_->device().ToString()));
+  }
+  if (B != B_ || T != T_ || emb_.device() != ec.device) {
+    B_ = T_ = 0;  // Until every buffer is allocated.
+    Tensor positions = Tensor::Host({B * T}, DType::kI32);  // Built here, uploaded.
+    int32_t* pos = positions.data_as<int32_t>();
+    for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T);
+    ASSIGN_OR_RETURN(positions_, CopyToDevice(ec, positions.view()));
+    ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
+    ASSIGN_OR_RETURN(pos_emb_, Alloc(ec, {B * T, H}, dtype_));
+    ASSIGN_OR_RETURN(final_, Alloc(ec, {B * T, H}, dtype_));
+    ASSIGN_OR_RETURN(logits_, Alloc(ec, {B * T, word_.local_vocab()}, DType::kF32));
+    ASSIGN_OR_RETURN(losses_, Alloc(ec, {B * T}, DType::kF32));
     B_ = B;
     T_ = T;
-    positions_ = Tensor::Host({B * T}, DType::kI32);
-    for (int64_t i = 0; i < B * T; ++i) positions_.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
-    emb_ = Tensor::Host({B, T, H}, dtype_);
-    pos_emb_ = Tensor::Host({B * T, H}, dtype_);
-    final_ = Tensor::Host({B * T, H}, dtype_);
-    logits_ = Tensor::Host({B * T, word_.local_vocab()}, DType::kF32);
-    losses_ = Tensor::Host({B * T}, DType::kF32);
   }
-  tokens_ = tokens;
+  ASSIGN_OR_RETURN(tokens_, OnDevice(ec, tokens, &tokens_staging_, "GPT-2: tokens"));
   ASSIGN_OR_RETURN(TensorView emb2, emb_.view().Reshape({B * T, H}));
-  RETURN_IF_ERROR(word_.Forward(sc, tokens, emb2));
+  RETURN_IF_ERROR(word_.Forward(sc, tokens_, emb2));
   if (config_.position_embeddings) {
     RETURN_IF_ERROR(position_.Forward(sc, positions_.view(), pos_emb_.view()));
     RETURN_IF_ERROR(ops::Add(ec, emb2, pos_emb_.view(), emb2));
@@ -109,36 +120,47 @@ absl::StatusOr<double> GptModel::ForwardBackward(const nn::StepContext& sc,
   RETURN_IF_ERROR(Forward(sc, tokens));
   const int64_t N = B_ * T_, H = config_.hidden_size;
   const ExecContext& ec = *sc.exec;
-  ASSIGN_OR_RETURN(TensorView labels1, labels.Reshape({N}));
+  ASSIGN_OR_RETURN(TensorView labels_dev, OnDevice(ec, labels, &labels_staging_, "GPT-2: labels"));
+  ASSIGN_OR_RETURN(TensorView labels1, labels_dev.Reshape({N}));
   const ops::VocabShard shard{word_.vocab_start(sc), config_.vocab_size};
   RETURN_IF_ERROR(loss_.Forward(sc, logits_.view(), labels1, shard, losses_.view()));
+  // The labels are counted on the host (they usually come from there).
+  ASSIGN_OR_RETURN(TensorView labels_host,
+                   OnHost(ec, labels, &labels_host_staging_, "GPT-2: labels"));
   int64_t count = 0;
-  const int32_t* lab = labels1.data_as<int32_t>();
+  const int32_t* lab = labels_host.data_as<int32_t>();
   for (int64_t i = 0; i < N; ++i) count += lab[i] != ops::kIgnoreIndex;
   if (count == 0) return absl::InvalidArgumentError("GPT-2: every label is ignored");
   ASSIGN_OR_RETURN(double total, ops::Sum(ec, losses_.view()));
   const double loss = total / static_cast<double>(count);
   if (!compute_grad) return loss;
 
-  Tensor dlosses = Tensor::Host({N}, DType::kF32);
+  ASSIGN_OR_RETURN(Tensor dlosses, Alloc(ec, {N}, DType::kF32));
   RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), loss_scale / static_cast<double>(count)));
   RETURN_IF_ERROR(loss_.Backward(sc, dlosses.view(), logits_.view()));  // dlogits in place.
-  Tensor dfinal = Tensor::Host({N, H}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dfinal, Alloc(ec, {N, H}, dtype_));
   RETURN_IF_ERROR(word_.LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));
-  Tensor dh = Tensor::Host({B_, T_, H}, dtype_);
+  ASSIGN_OR_RETURN(Tensor dh, Alloc(ec, {B_, T_, H}, dtype_));
   ASSIGN_OR_RETURN(TensorView dh2, dh.view().Reshape({N, H}));
   RETURN_IF_ERROR(final_ln_.Backward(sc, dfinal.view(), dh2));
+  RETURN_IF_ERROR(sc.NotifyGradsReady(final_ln_handle_));
   RETURN_IF_ERROR(stack_->Backward(sc, dh.view(), dh.view()));
   RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc, T_), dh2));
   RETURN_IF_ERROR(word_.Backward(sc, tokens_, dh2));
   if (config_.position_embeddings) RETURN_IF_ERROR(position_.Backward(sc, positions_.view(), dh2));
+  RETURN_IF_ERROR(sc.NotifyGradsReady(0));
   return loss;
 }
 
 absl::Status GptModel::Logits(const nn::StepContext& sc, const TensorView& tokens,
                               const TensorView& full) {
   RETURN_IF_ERROR(Forward(sc, tokens));
-  return nn::GatherLogits(sc, logits_.view(), full);
+  const ExecContext& ec = *sc.exec;
+  if (full.device == ec.device) return nn::GatherLogits(sc, logits_.view(), full);
+  // A host `full` with a GPU context: gather on the device, then download.
+  ASSIGN_OR_RETURN(Tensor gathered, Alloc(ec, full.shape, full.dtype));
+  RETURN_IF_ERROR(nn::GatherLogits(sc, logits_.view(), gathered.view()));
+  return CopyTensor(ec, gathered.view(), full);
 }
 
 }  // namespace models

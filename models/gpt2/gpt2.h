@@ -10,6 +10,14 @@
 // with f32 output), so the vocab-parallel cross-entropy sees unrounded logits. With f16 the
 // scaled loss gradient (loss_scale) can overflow when the logit gradients are rounded to f16:
 // the gradients then hold inf/NaN and the optimizer skips the step.
+//
+// Devices: the model runs where its store lives (nn::ParameterStore's device); every StepContext
+// must carry an ExecContext with that `device` (InvalidArgument otherwise), and all activations
+// and scratch are allocated there. Inputs (tokens, labels) may be host tensors, as the data
+// loaders produce them, or tensors already on that device: host inputs are uploaded into buffers
+// the model keeps (reused while the shape stays), and the labels are read on the host (downloaded
+// when given on the device) to count the scored ones. Logits' `full` may be on the host or on the
+// device. The loss is returned as a host double.
 #ifndef MT_MODELS_GPT2_GPT2_H_
 #define MT_MODELS_GPT2_GPT2_H_
 
@@ -37,10 +45,11 @@ class GptModel {
                                                           nn::ParameterStore* store,
                                                           nn::Recompute recompute = nn::Recompute::kNo);
 
-  // tokens, labels: i32 [B, T] with T <= max_position_embeddings; a label of ops::kIgnoreIndex is
-  // not scored. Returns the mean cross-entropy (nats) over the scored labels; with compute_grad
-  // ACCUMULATES loss_scale * d(mean loss)/d(parameters) into the store's gradients (loss_scale is
-  // the dynamic loss scale of mixed-precision training; 1 otherwise).
+  // tokens, labels: contiguous i32 [B, T] with T <= max_position_embeddings, on the host or the
+  // store's device; a label of ops::kIgnoreIndex is not scored. Returns the mean cross-entropy
+  // (nats) over the scored labels; with compute_grad ACCUMULATES loss_scale * d(mean loss)/
+  // d(parameters) into the store's gradients (loss_scale is the dynamic loss scale of
+  // mixed-precision training; 1 otherwise).
   absl::StatusOr<double> ForwardBackward(const nn::StepContext& sc, const TensorView& tokens,
                                          const TensorView& labels, bool compute_grad,
                                          double loss_scale = 1.0);
@@ -59,15 +68,19 @@ class GptModel {
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc, int64_t T) const;
 
   ModelConfig config_;
+  nn::ParameterStore* store_ = nullptr;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
   nn::VocabParallelEmbedding word_;
   nn::ReplicatedEmbedding position_;
   std::unique_ptr<nn::TransformerStack> stack_;
   nn::LayerNormModule final_ln_;
+  int final_ln_handle_ = 0;  // Parameters from here on are final after final_ln_.Backward.
   nn::VocabParallelCrossEntropy loss_;
   // Activations of the last Forward.
   int64_t B_ = 0, T_ = 0;
-  TensorView tokens_;
+  TensorView tokens_;  // On the store's device: the caller's tokens or tokens_staging_.
+  Tensor tokens_staging_, labels_staging_;  // Host inputs uploaded to a GPU.
+  Tensor labels_host_staging_;              // Device labels downloaded to be counted.
   Tensor positions_;  // i32 [B * T]
   Tensor emb_;        // [B, T, H] compute dtype
   Tensor pos_emb_;    // [B * T, H] compute dtype

@@ -1,0 +1,134 @@
+#include "core/alloc.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/cuda_device.h"
+#include "core/ops/elementwise.h"
+#include "core/status.h"
+
+namespace mt {
+
+namespace {
+
+// Makes a synchronous host <-> device copy safe for work queued on a non-default stream.
+absl::Status SyncForHostCopy(const ExecContext& ctx, const Device& device) {
+  if (ctx.cuda_stream == nullptr) return absl::OkStatus();
+  return cuda::Synchronize(device.index);
+}
+
+bool Fits(const Tensor& t, const Shape& shape, DType dtype, const Device& device) {
+  return !t.empty() && t.shape() == shape && t.dtype() == dtype && t.device() == device;
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> Alloc(const ExecContext& ctx, Shape shape, DType dtype) {
+  return Tensor::Empty(std::move(shape), dtype, ctx.device);
+}
+
+absl::StatusOr<Tensor> AllocZeros(const ExecContext& ctx, Shape shape, DType dtype) {
+  ASSIGN_OR_RETURN(Tensor t, Alloc(ctx, std::move(shape), dtype));
+  if (t.nbytes() == 0) return t;
+  if (t.device().is_cpu()) {
+    std::memset(t.data(), 0, t.nbytes());
+  } else {
+    RETURN_IF_ERROR(ops::Fill(ctx, t.view(), 0.0));
+  }
+  return t;
+}
+
+absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
+  if (src.dtype != dst.dtype || src.numel() != dst.numel() || !src.IsContiguous() ||
+      !dst.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyTensor: src ", src.DebugString(), " and dst ", dst.DebugString(),
+                     " must be contiguous with the same dtype and number of elements"));
+  }
+  const size_t n = src.nbytes();
+  if (n == 0 || src.data == dst.data) {
+    if (src.device != dst.device && n > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("CopyTensor: src ", src.DebugString(),
+                                                     " and dst ", dst.DebugString(),
+                                                     " share memory on different devices"));
+    }
+    return absl::OkStatus();
+  }
+  if (src.data == nullptr || dst.data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyTensor: src ", src.DebugString(),
+                                                   " or dst ", dst.DebugString(), " has no data"));
+  }
+  if (src.device.is_cpu() && dst.device.is_cpu()) {
+    std::memcpy(dst.data, src.data, n);
+    return absl::OkStatus();
+  }
+  if (src.device.is_cuda() && dst.device.is_cuda()) {
+    if (src.device != dst.device) {
+      return absl::InvalidArgumentError(absl::StrCat("CopyTensor: src ", src.DebugString(),
+                                                     " and dst ", dst.DebugString(),
+                                                     " are on different GPUs"));
+    }
+    // A same-dtype Convert is a copy queued on ctx.cuda_stream (float dtypes only).
+    if (IsFloating(src.dtype)) {
+      return ops::Convert(ctx, TensorView(src.data, dst.shape, src.dtype, src.device), dst);
+    }
+    RETURN_IF_ERROR(SyncForHostCopy(ctx, src.device));
+    RETURN_IF_ERROR(cuda::Memcpy(dst.data, src.data, n, cuda::CopyKind::kDeviceToDevice));
+    return SyncForHostCopy(ctx, src.device);
+  }
+  const bool upload = src.device.is_cpu();
+  const Device& gpu = upload ? dst.device : src.device;
+  RETURN_IF_ERROR(SyncForHostCopy(ctx, gpu));
+  RETURN_IF_ERROR(
+      cuda::Memcpy(dst.data, src.data, n,
+                   upload ? cuda::CopyKind::kHostToDevice : cuda::CopyKind::kDeviceToHost));
+  return SyncForHostCopy(ctx, gpu);
+}
+
+absl::StatusOr<Tensor> CopyToHost(const ExecContext& ctx, const TensorView& src) {
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(src.shape, src.dtype, Device::Cpu()));
+  RETURN_IF_ERROR(CopyTensor(ctx, src, t.view()));
+  return t;
+}
+
+absl::StatusOr<Tensor> CopyToDevice(const ExecContext& ctx, const TensorView& src) {
+  ASSIGN_OR_RETURN(Tensor t, Alloc(ctx, src.shape, src.dtype));
+  RETURN_IF_ERROR(CopyTensor(ctx, src, t.view()));
+  return t;
+}
+
+absl::StatusOr<TensorView> OnHost(const ExecContext& ctx, const TensorView& t, Tensor* staging,
+                                  absl::string_view what) {
+  if (!t.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", t.DebugString(), " must be contiguous"));
+  }
+  if (t.device.is_cpu()) return t;
+  if (!Fits(*staging, t.shape, t.dtype, Device::Cpu())) {
+    ASSIGN_OR_RETURN(*staging, Tensor::Empty(t.shape, t.dtype, Device::Cpu()));
+  }
+  RETURN_IF_ERROR(CopyTensor(ctx, t, staging->view()));
+  return staging->view();
+}
+
+absl::StatusOr<TensorView> OnDevice(const ExecContext& ctx, const TensorView& t, Tensor* staging,
+                                    absl::string_view what) {
+  if (!t.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", t.DebugString(), " must be contiguous"));
+  }
+  if (t.device == ctx.device) return t;
+  if (!t.device.is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", t.DebugString(), " is not on the context's device ",
+                     ctx.device.ToString(), " (give host tensors or tensors on it)"));
+  }
+  if (!Fits(*staging, t.shape, t.dtype, ctx.device)) {
+    ASSIGN_OR_RETURN(*staging, Alloc(ctx, t.shape, t.dtype));
+  }
+  RETURN_IF_ERROR(CopyTensor(ctx, t, staging->view()));
+  return staging->view();
+}
+
+}  // namespace mt
