@@ -25,6 +25,26 @@ TEST(FlopsTest, MatchesHandExpansion) {
               1.0);
 }
 
+// BERT: the layers as GPT's formula without its logit term; the heads counted weight by weight
+// (6 FLOPs per weight per row), the MLM head only at the masked positions.
+TEST(FlopsTest, BertCountsTheHeadsAtMaskedPositions) {
+  const double B = 8, s = 512, L = 24, h = 1024, V = 30592, m = 614;  // 15% of 4096 tokens.
+  const double layers = 72 * B * s * L * h * h * (1 + s / (12 * h));
+  const double mlm = 6 * m * (h * h) + 6 * m * (h * V);  // Transform + tied logits.
+  const double pooler_sop = 6 * B * (h * h) + 6 * B * (h * 2);
+  const double expect = layers + mlm + pooler_sop;
+  EXPECT_NEAR(BertModelFlops(8, 512, static_cast<int64_t>(m), 24, 1024, 30592, false), expect,
+              1e-9 * expect);
+  // With every position scored and no pooler/SOP/transform, it would be GPT's count: the
+  // difference is exactly those terms.
+  const double gpt = ModelFlopsPerIteration(8, 512, 24, 1024, 30592, false);
+  EXPECT_NEAR(BertModelFlops(8, 512, 8 * 512, 24, 1024, 30592, false) - gpt,
+              6 * B * s * h * h + pooler_sop, 1e-9 * gpt);
+  // Recompute: 4/3 more on the layers only (the heads are not recomputed).
+  EXPECT_NEAR(BertModelFlops(8, 512, static_cast<int64_t>(m), 24, 1024, 30592, true),
+              96 * B * s * L * h * h * (1 + s / (6 * h)) + mlm + pooler_sop, 1e-9 * expect);
+}
+
 }  // namespace
 }  // namespace train
 }  // namespace mt

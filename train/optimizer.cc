@@ -29,6 +29,8 @@ absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
   o.config_ = config;
   o.m_ = Tensor::Zeros({store->NumLocalElements()}, DType::kF32);
   o.v_ = Tensor::Zeros({store->NumLocalElements()}, DType::kF32);
+  o.reducer_ =
+      std::make_unique<GradReducer>(store, config.dp_bucket_elements, config.overlap_grad_reduce);
   return o;
 }
 
@@ -72,12 +74,9 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
     return absl::InvalidArgumentError(absl::StrCat("grad_divisor must be > 0, got ", grad_divisor));
   }
   const TensorView flat = store_->flat_grads();
-  if (dp != nullptr && dp->size() > 1) {
-    for (int64_t begin = 0; begin < flat.numel(); begin += config_.dp_bucket_elements) {
-      const int64_t end = std::min(flat.numel(), begin + config_.dp_bucket_elements);
-      RETURN_IF_ERROR(dp->AllReduce(flat.Slice(begin, end), comm::ReduceOp::kSum));
-    }
-  }
+  if (!reduce_begun_) reducer_->Begin(dp);
+  reduce_begun_ = false;
+  RETURN_IF_ERROR(reducer_->Finish());
   RETURN_IF_ERROR(ops::Scale(ctx, flat, static_cast<float>(1.0 / grad_divisor), flat));
   ASSIGN_OR_RETURN(double norm_sq, GlobalNormSquared(ctx, tp));
   StepStats stats;

@@ -11,13 +11,16 @@
 #define MT_TRAIN_OPTIMIZER_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
+#include "nn/context.h"
 #include "nn/parameter.h"
+#include "train/grad_reducer.h"
 
 namespace mt {
 namespace train {
@@ -29,6 +32,9 @@ struct OptimizerConfig {
   float weight_decay = 0.01f;
   double clip_grad = 1.0;  // <= 0 disables clipping.
   int64_t dp_bucket_elements = 1 << 22;  // Elements per data-parallel all-reduce.
+  // Start each bucket's all-reduce during backward as soon as its gradients are final
+  // (GradSyncListener); false: all buckets in Step().
+  bool overlap_grad_reduce = true;
   absl::Status Validate() const;
 };
 
@@ -41,6 +47,18 @@ class Optimizer {
  public:
   // The store must be allocated.
   static absl::StatusOr<Optimizer> Create(nn::ParameterStore* store, const OptimizerConfig& config);
+
+  // Starts an iteration's data-parallel gradient reduction (train/grad_reducer.h); returns the
+  // listener for the StepContext of the iteration's last backward pass, or null (no overlap, or
+  // no DP). Optional: Step() reduces whatever was not.
+  nn::GradReadyListener* BeginGradReduce(comm::Communicator* dp) {
+    reduce_begun_ = true;
+    return reducer_->Begin(dp);
+  }
+  // Completes the reduction begun by BeginGradReduce (waits for the pending buckets, all-reduces
+  // the rest): the gradients are then DP sums. Step() calls it if the caller has not.
+  absl::Status FinishGradReduce() { return reducer_->Finish(); }
+  const GradReducer& grad_reducer() const { return *reducer_; }
 
   // Completes one step from the gradients accumulated in the store:
   //   grads <- DP-sum(grads) / grad_divisor        (grad_divisor = dp_size x micro-batches x loss
@@ -67,6 +85,8 @@ class Optimizer {
 
   nn::ParameterStore* store_ = nullptr;
   OptimizerConfig config_;
+  std::unique_ptr<GradReducer> reducer_;
+  bool reduce_begun_ = false;
   Tensor m_, v_;
   int64_t step_ = 0;
 };

@@ -4,7 +4,12 @@
 //
 //   bazel-bin/experiments/benchmarks/train_step_bench --hidden_size=512 --num_layers=4
 //   mpirun -np 2 bazel-bin/experiments/benchmarks/train_step_bench --tensor_model_parallel_size=2
+//   mpirun -np 2 bazel-bin/experiments/benchmarks/train_step_bench   # DP = 2
 //
+// Ranks beyond the TP degree are data-parallel (each runs --micro_batch_size samples). With DP > 1
+// the steps alternate between the DP gradient all-reduce overlapped with backward and the
+// all-reduce after backward, and both step times, their ratio and the all-reduce time left after
+// backward ("exposed") are printed.
 // Every rank uses --threads threads (default: cores / ranks).
 #include <algorithm>
 #include <chrono>
@@ -28,7 +33,8 @@ DEFINE_int32(num_attention_heads, 8, "Heads.");
 DEFINE_int32(seq_length, 256, "Sequence length.");
 DEFINE_int32(micro_batch_size, 4, "Samples per step.");
 DEFINE_int32(vocab_size, 50257, "Vocabulary.");
-DEFINE_int32(tensor_model_parallel_size, 1, "TP degree (= ranks).");
+DEFINE_int32(tensor_model_parallel_size, 1, "TP degree (ranks / TP are data-parallel).");
+DEFINE_int64(ddp_bucket_size, 1 << 20, "Gradient elements per DP all-reduce bucket.");
 DEFINE_int32(steps, 5, "Timed steps (after one warm-up step).");
 DEFINE_int32(threads, 0, "Threads per rank (0: cores / ranks).");
 DEFINE_bool(recompute, false, "Activation checkpointing.");
@@ -95,8 +101,14 @@ int main(int argc, char** argv) {
       mc, &store, FLAGS_recompute ? mt::nn::Recompute::kYes : mt::nn::Recompute::kNo);
   if (!model.ok()) mt::comm::MpiRuntime::Abort(model.status());
   if (auto s = store.Allocate(1); !s.ok()) mt::comm::MpiRuntime::Abort(s);
-  auto opt = mt::train::Optimizer::Create(&store, mt::train::OptimizerConfig{});
+  mt::train::OptimizerConfig oc;
+  oc.dp_bucket_elements = FLAGS_ddp_bucket_size;
+  oc.overlap_grad_reduce = true;
+  auto opt = mt::train::Optimizer::Create(&store, oc);
   if (!opt.ok()) mt::comm::MpiRuntime::Abort(opt.status());
+  oc.overlap_grad_reduce = false;
+  auto opt_after = mt::train::Optimizer::Create(&store, oc);
+  if (!opt_after.ok()) mt::comm::MpiRuntime::Abort(opt_after.status());
   const int64_t B = FLAGS_micro_batch_size, T = FLAGS_seq_length;
   mt::Tensor tokens = mt::Tensor::Host({B, T}, mt::DType::kI32), labels = mt::Tensor::Host({B, T}, mt::DType::kI32);
   std::mt19937 rng(7);
@@ -108,18 +120,33 @@ int main(int argc, char** argv) {
   sc.exec = &ec;
   sc.tp = (*parallel)->tp_size() > 1 ? &(*parallel)->tp() : nullptr;
   sc.dropout_seed = 1;
-  std::vector<double> times;
-  for (int step = 0; step <= FLAGS_steps; ++step) {
+  mt::comm::Communicator* dp = (*parallel)->dp_size() > 1 ? &(*parallel)->dp() : nullptr;
+  // Index 0: overlapped, 1: after backward (only with DP > 1).
+  std::vector<double> times[2], exposed[2];
+  int64_t started_in_backward = 0;
+  const int modes = dp != nullptr ? 2 : 1;
+  for (int step = 0; step < (FLAGS_steps + 1) * modes; ++step) {
+    const int mode = step % modes;
+    mt::train::Optimizer& o = mode == 0 ? *opt : *opt_after;
     if (auto s = (*world)->Barrier(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
     auto t = std::chrono::steady_clock::now();
     sc.micro_step = step;
     store.ZeroGrads();
+    sc.grads_ready = o.BeginGradReduce(dp);
     auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
     if (!loss.ok()) mt::comm::MpiRuntime::Abort(loss.status());
-    auto stats = opt->Step(ec, sc.tp, nullptr, 1e-4, 1.0);
+    sc.grads_ready = nullptr;
+    auto t_reduce = std::chrono::steady_clock::now();
+    if (auto s = o.FinishGradReduce(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
+    const double reduce_s = Seconds(t_reduce);
+    if (mode == 0) started_in_backward = o.grad_reducer().buckets_started_in_backward();
+    auto stats = o.Step(ec, sc.tp, dp, 1e-4, 1.0);
     if (!stats.ok()) mt::comm::MpiRuntime::Abort(stats.status());
     if (auto s = (*world)->Barrier(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
-    if (step > 0) times.push_back(Seconds(t));
+    if (step >= modes) {  // The first step of each mode warms up.
+      times[mode].push_back(Seconds(t));
+      exposed[mode].push_back(reduce_s);
+    }
   }
   // Activation memory of the transformer stack: held between forward and backward, plus the
   // transient of one recomputed layer during backward (activation checkpointing).
@@ -130,25 +157,43 @@ int main(int argc, char** argv) {
   auto fb = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
   if (!fb.ok()) mt::comm::MpiRuntime::Abort(fb.status());
   const int64_t extra = (*model)->stack().peak_backward_extra_bytes();
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
-  const double flops = mt::train::ModelFlopsPerIteration(B, T, mc.num_layers, mc.hidden_size,
+  auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double median = median_of(times[0]);
+  const int dp_size = (*parallel)->dp_size();
+  const double flops = mt::train::ModelFlopsPerIteration(B * dp_size, T, mc.num_layers, mc.hidden_size,
                                                          (*model)->padded_vocab(), FLAGS_recompute);
   const double per_rank_gflops = flops / median / ranks / 1e9;
   if ((*world)->rank() == 0) {
     std::printf(
         "config: layers=%d hidden=%d heads=%d seq=%lld batch=%lld vocab=%lld (padded %lld) "
-        "tp=%d ranks=%d threads/rank=%d recompute=%s\n",
+        "tp=%d dp=%d ranks=%d threads/rank=%d recompute=%s\n",
         mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
         static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(mc.vocab_size),
-        static_cast<long long>((*model)->padded_vocab()), (*parallel)->tp_size(), ranks, threads,
+        static_cast<long long>((*model)->padded_vocab()), (*parallel)->tp_size(), dp_size, ranks, threads,
         FLAGS_recompute ? "yes" : "no");
     std::printf("parameters: %lld\n", static_cast<long long>(store.NumGlobalElements()));
     std::printf("f32 GEMM rate per rank (2048^3, %d threads): %.1f GFLOP/s\n", threads, gemm);
-    std::printf("step time (median of %d): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
+    std::printf("step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
                 "ratio to GEMM rate: %.1f%%\n",
-                FLAGS_steps, median, B * T / median, per_rank_gflops / 1e3,
+                FLAGS_steps, dp != nullptr ? ", DP all-reduce overlapped" : "", median,
+                B * T * dp_size / median, per_rank_gflops / 1e3,
                 100.0 * per_rank_gflops / gemm);
+    if (dp != nullptr) {
+      const double after = median_of(times[1]);
+      std::printf("DP gradient all-reduce, %lld buckets of <= %lld elements (%lld started during "
+                  "backward when overlapped):\n"
+                  "  overlapped with backward: step %.3f s, exposed after backward %.1f ms\n"
+                  "  after backward:           step %.3f s, exposed after backward %.1f ms\n"
+                  "  step time overlapped / after: %.3f\n",
+                  static_cast<long long>(opt->grad_reducer().num_buckets()),
+                  static_cast<long long>(FLAGS_ddp_bucket_size),
+                  static_cast<long long>(started_in_backward), median,
+                  median_of(exposed[0]) * 1e3, after, median_of(exposed[1]) * 1e3,
+                  median / after);
+    }
     std::printf("transformer activations per rank: held after forward %.1f MiB, recompute "
                 "transient in backward %.1f MiB, peak %.1f MiB\n",
                 held / 1048576.0, extra / 1048576.0, (held + extra) / 1048576.0);

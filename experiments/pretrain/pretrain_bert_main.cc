@@ -39,7 +39,7 @@ absl::StatusOr<mt::experiments::PretrainBertConfig> ConfigFromFlags() {
 
 int main(int argc, char** argv) {
   return mt::experiments::PretrainMain<mt::experiments::PretrainBertConfig,
-                                       mt::experiments::PretrainBertResult>(
+                                       mt::experiments::PretrainResult>(
       argc, argv, "pretrain_bert",
       "BERT pretraining with tensor and data parallelism (Megatron-LM flags).", ConfigFromFlags,
       mt::experiments::RunPretrainBert);

@@ -3,7 +3,7 @@
 # sequence per sentence) -> pretrain_bert over 2 MPI ranks (DP=2) for 12 iterations with a
 # checkpoint at 6: the MLM loss falls, checkpoints are written, and a second job that trains to 6,
 # saves, and resumes to 12 logs exactly the uninterrupted run's iterations 7..12; then bf16 and
-# fp16 runs at TP=2.
+# fp16 runs at TP=2 (fp16 skips the overflowing steps from a loss scale of 2^32, then learns).
 #   pretrain_bert_test.sh PREPROCESS_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
 preprocess="$1"; pretrain="$2"
@@ -71,21 +71,31 @@ PY
 
 # 3. Mixed precision at TP=2 through the driver: bf16 (no loss scaling) learns; fp16 starts from a
 #    loss scale of 2^32, skips the overflowing steps and reports them.
+#    The fp16 run is long enough to learn after the skipped steps.
 for prec in bf16 fp16; do
-  timeout 200 "${mpi[@]}" "$pretrain" "${common[@]}" --train_iters=8 --$prec \
-    --tensor_model_parallel_size=2 --eval_iters=0 --save="" --log_jsonl="$work/$prec.jsonl" \
-    > "$work/$prec.out" 2>&1 || { cat "$work/$prec.out"; fail "--$prec"; }
+  iters=8; [ "$prec" = fp16 ] && iters=36
+  timeout 200 "${mpi[@]}" "$pretrain" "${common[@]}" --train_iters=$iters --$prec \
+    --lr_decay_samples=$((iters * 8)) --tensor_model_parallel_size=2 --eval_iters=0 --save="" \
+    --log_jsonl="$work/$prec.jsonl" > "$work/$prec.out" 2>&1 || { cat "$work/$prec.out"; fail "--$prec"; }
 done
 python3 - "$work/bf16.jsonl" "$work/fp16.jsonl" <<'PY' || fail "mixed precision"
 import json, math, sys
 bf = [json.loads(l) for l in open(sys.argv[1])]
 fp = [json.loads(l) for l in open(sys.argv[2])]
-assert len(bf) == 8 and len(fp) == 8
+assert len(bf) == 8 and len(fp) == 36
 assert all(r["loss_scale"] == 1 and r["skipped_iterations"] == 0 for r in bf)
 assert bf[-1]["lm_loss"] < bf[0]["lm_loss"] - 0.5, (bf[0]["lm_loss"], bf[-1]["lm_loss"])
-assert fp[-1]["skipped_iterations"] > 0 and fp[-1]["loss_scale"] < 2.0 ** 32
+skipped = fp[-1]["skipped_iterations"]
+assert skipped > 0 and fp[-1]["loss_scale"] < 2.0 ** 32, fp[-1]
 assert all(math.isfinite(r["lm_loss"]) for r in fp)
-print("bf16 TP=2 lm loss %.4f -> %.4f; fp16: %d skipped steps, loss scale %g" % (
-    bf[0]["lm_loss"], bf[-1]["lm_loss"], fp[-1]["skipped_iterations"], fp[-1]["loss_scale"]))
+# After the overflowing steps (which leave the weights alone) it learns: the last steps' MLM loss
+# is well below the first, and steps were applied after the last skip.
+last_skip = max(r["iteration"] for r in fp if r["grad_norm"] == -1)
+assert last_skip <= 26, ("still skipping at iteration", last_skip)
+first, last = fp[0]["lm_loss"], sum(r["lm_loss"] for r in fp[-5:]) / 5
+assert last < first - 1.0, ("fp16 did not learn after the skipped steps", first, last)
+print("bf16 TP=2 lm loss %.4f -> %.4f; fp16: %d skipped steps (the last at iteration %d), "
+      "loss scale %g, lm loss %.4f -> %.4f" % (bf[0]["lm_loss"], bf[-1]["lm_loss"], skipped,
+      last_skip, fp[-1]["loss_scale"], first, last))
 PY
 echo PASS

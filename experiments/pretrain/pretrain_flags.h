@@ -20,7 +20,7 @@
 #include "glog/logging.h"
 #include "models/config.h"
 #include "models/registry.h"
-#include "train/gpt_trainer.h"
+#include "experiments/pretrain/pretrain.h"
 #include "train/lr_schedule.h"
 
 DECLARE_string(model);
@@ -59,87 +59,17 @@ DECLARE_string(split);
 DECLARE_uint64(seed);
 DECLARE_bool(recompute);
 DECLARE_int32(threads);
+DECLARE_int64(ddp_bucket_size);
+DECLARE_bool(overlap_grad_reduce);
 
 namespace mt {
 namespace experiments {
 
-// Fills the model, trainer, schedule, optimizer, parallelism, data and checkpoint fields of a
-// pretraining config (PretrainGptConfig or PretrainBertConfig) from the common flags. The model
-// comes from --model (which must be of `family`) with explicitly given model flags overriding it,
-// or from the flags alone. `vocab_size` is the binary's own --vocab_size.
-template <typename Config>
-absl::Status ApplyCommonFlags(models::Family family, int64_t vocab_size, Config* c) {
-  models::ModelConfig& m = c->model;
-  if (!FLAGS_model.empty()) {
-    auto r = models::FindModel(FLAGS_model);
-    if (!r.ok()) return r.status();
-    if (r->config.family != family) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--model=", FLAGS_model, " is not a ", family == models::Family::kGpt2 ? "GPT" : "BERT",
-          " model"));
-    }
-    m = r->config;
-  }
-  const auto given = [](const char* flag) {
-    return !gflags::GetCommandLineFlagInfoOrDie(flag).is_default;
-  };
-  if (FLAGS_model.empty() || given("num_layers")) m.num_layers = FLAGS_num_layers;
-  if (FLAGS_model.empty() || given("hidden_size")) m.hidden_size = FLAGS_hidden_size;
-  if (FLAGS_model.empty() || given("num_attention_heads")) {
-    m.num_attention_heads = FLAGS_num_attention_heads;
-  }
-  if (FLAGS_model.empty() || given("vocab_size")) m.vocab_size = vocab_size;
-  if (FLAGS_model.empty() || given("hidden_dropout")) {
-    m.hidden_dropout = static_cast<float>(FLAGS_hidden_dropout);
-  }
-  if (FLAGS_model.empty() || given("attention_dropout")) {
-    m.attention_dropout = static_cast<float>(FLAGS_attention_dropout);
-  }
-  if (FLAGS_model.empty()) {
-    m.family = family;
-    m.max_position_embeddings =
-        FLAGS_max_position_embeddings > 0 ? FLAGS_max_position_embeddings : FLAGS_seq_length;
-  } else if (given("max_position_embeddings")) {
-    m.max_position_embeddings = FLAGS_max_position_embeddings;
-  }
-  m.ffn_hidden_size = FLAGS_ffn_hidden_size;
-  m.make_vocab_size_divisible_by = FLAGS_make_vocab_size_divisible_by;
-  if (FLAGS_fp16 && FLAGS_bf16) {
-    return absl::InvalidArgumentError("--fp16 and --bf16 are exclusive; pick one (or neither: f32)");
-  }
-  c->compute_dtype = FLAGS_fp16 ? DType::kF16 : FLAGS_bf16 ? DType::kBF16 : DType::kF32;
-  train::TrainerConfig& t = c->trainer;
-  t.micro_batch_size = FLAGS_micro_batch_size;
-  t.global_batch_size = FLAGS_global_batch_size;
-  t.seq_length = FLAGS_seq_length;
-  t.train_iters = FLAGS_train_iters;
-  t.log_interval = FLAGS_log_interval;
-  t.eval_interval = FLAGS_eval_interval;
-  t.eval_iters = FLAGS_eval_iters;
-  t.seed = FLAGS_seed;
-  t.recompute = FLAGS_recompute;
-  t.log_jsonl = FLAGS_log_jsonl;
-  auto style = train::ParseDecayStyle(FLAGS_lr_decay_style);
-  if (!style.ok()) return style.status();
-  c->lr.style = *style;
-  c->lr.max_lr = FLAGS_lr;
-  c->lr.min_lr = FLAGS_min_lr;
-  c->lr.warmup_samples = FLAGS_lr_warmup_samples;
-  c->lr.decay_samples = FLAGS_lr_decay_samples > 0
-                            ? FLAGS_lr_decay_samples
-                            : static_cast<int64_t>(FLAGS_train_iters) * FLAGS_global_batch_size;
-  c->weight_decay = FLAGS_weight_decay;
-  c->clip_grad = FLAGS_clip_grad;
-  c->tensor_model_parallel_size = FLAGS_tensor_model_parallel_size;
-  c->data_path = FLAGS_data_path;
-  c->split = FLAGS_split;
-  c->save = FLAGS_save;
-  c->load = FLAGS_load;
-  c->save_interval = FLAGS_save_interval;
-  c->keep_last = FLAGS_keep_last;
-  c->threads = FLAGS_threads;
-  return absl::OkStatus();
-}
+// Fills a pretraining config's shared fields (PretrainConfig: model, trainer, schedule,
+// optimizer, parallelism, data and checkpoints) from the common flags. The model comes from
+// --model (which must be of `family`) with explicitly given model flags overriding it, or from the
+// flags alone. `vocab_size` is the binary's own --vocab_size.
+absl::Status ApplyCommonFlags(models::Family family, int64_t vocab_size, PretrainConfig* c);
 
 namespace internal {
 // Set by SIGTERM; read by the training loop between iterations.

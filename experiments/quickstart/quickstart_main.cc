@@ -118,7 +118,6 @@ absl::Status Run(mt::comm::Communicator& world) {
   t.seq_length = FLAGS_seq_length;
   t.train_iters = FLAGS_train_iters;
   t.log_interval = std::max(1, FLAGS_train_iters / 12);
-  t.eval_interval = std::max(1, FLAGS_train_iters / 3);
   t.eval_iters = 8;
   t.seed = 1234;
   c.lr.max_lr = FLAGS_lr;
@@ -134,6 +133,7 @@ absl::Status Run(mt::comm::Communicator& world) {
   c.save = FLAGS_save.empty() ? mt::data::DefaultDataDir() + "/quickstart_checkpoints" : FLAGS_save;
   c.keep_last = 1;
   c.threads = FLAGS_threads;
+  c.eval_interval = std::max(1, FLAGS_train_iters / 3);
   c.generate_prompt = FLAGS_prompt;
   c.generate_tokens = 40;
 
@@ -149,9 +149,9 @@ absl::Status Run(mt::comm::Communicator& world) {
     std::printf(
         "quickstart: training loss %.3f -> %.3f; validation loss %.3f (perplexity %.1f) vs the "
         "unigram baseline %.3f (perplexity %.1f): %.1f%% lower; checkpoint in %s\n",
-        r.first_loss, r.last_loss, r.valid_loss, r.valid_perplexity, baseline, std::exp(baseline),
-        100.0 * (1.0 - r.valid_loss / baseline), c.save.c_str());
-    if (!(r.valid_loss < baseline)) {
+        r.first.total, r.last.total, r.valid.loss.total, r.valid.perplexity, baseline,
+        std::exp(baseline), 100.0 * (1.0 - r.valid.loss.total / baseline), c.save.c_str());
+    if (!r.has_valid || !(r.valid.loss.total < baseline)) {
       return absl::InternalError("the validation loss did not fall below the unigram baseline");
     }
   }
