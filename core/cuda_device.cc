@@ -92,5 +92,12 @@ absl::Status Synchronize(int device) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> MemoryInUse(int device) {
+  MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  size_t free = 0, total = 0;
+  MT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total));
+  return total - free;
+}
+
 }  // namespace cuda
 }  // namespace mt

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
 #include "core/ops/adam.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
@@ -27,27 +28,24 @@ absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
   Optimizer o;
   o.store_ = store;
   o.config_ = config;
-  o.m_ = Tensor::Zeros({store->NumLocalElements()}, DType::kF32);
-  o.v_ = Tensor::Zeros({store->NumLocalElements()}, DType::kF32);
+  // The moments live with the parameters (a GPU store: on its device).
+  ExecContext on_device;
+  on_device.device = store->device();
+  ASSIGN_OR_RETURN(o.m_, AllocZeros(on_device, {store->NumLocalElements()}, DType::kF32));
+  ASSIGN_OR_RETURN(o.v_, AllocZeros(on_device, {store->NumLocalElements()}, DType::kF32));
   o.reducer_ =
       std::make_unique<GradReducer>(store, config.dp_bucket_elements, config.overlap_grad_reduce);
   return o;
 }
 
-namespace {
-int64_t Offset(const nn::ParameterStore& store, int handle) {
-  return store.value(handle).data_as<float>() - store.flat_values().data_as<float>();
-}
-}  // namespace
-
 TensorView Optimizer::exp_avg(int handle) const {
-  return TensorView(m_.data_as<float>() + Offset(*store_, handle), store_->value(handle).shape,
-                    DType::kF32);
+  return TensorView(m_.data_as<float>() + store_->offset(handle), store_->value(handle).shape,
+                    DType::kF32, m_.device());
 }
 
 TensorView Optimizer::exp_avg_sq(int handle) const {
-  return TensorView(v_.data_as<float>() + Offset(*store_, handle), store_->value(handle).shape,
-                    DType::kF32);
+  return TensorView(v_.data_as<float>() + store_->offset(handle), store_->value(handle).shape,
+                    DType::kF32, v_.device());
 }
 
 absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,

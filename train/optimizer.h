@@ -45,7 +45,7 @@ struct StepStats {
 
 class Optimizer {
  public:
-  // The store must be allocated.
+  // The store must be allocated; the moments are allocated (zeroed) on its device.
   static absl::StatusOr<Optimizer> Create(nn::ParameterStore* store, const OptimizerConfig& config);
 
   // Starts an iteration's data-parallel gradient reduction (train/grad_reducer.h); returns the

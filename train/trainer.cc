@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "core/ops/elementwise.h"
 #include "core/status.h"
 #include "nlohmann/json.hpp"
 #include "train/stop_request.h"
@@ -125,7 +126,7 @@ absl::Status Trainer::Train(int64_t start_iteration, const std::atomic<bool>* st
       return absl::OkStatus();
     }
     const auto start = std::chrono::steady_clock::now();
-    store_->ZeroGrads();
+    RETURN_IF_ERROR(store_->ZeroGrads(*exec_));
     // Sums over this rank's micro-batches: total, parts..., model FLOPs.
     std::vector<double> sums(2 + num_parts, 0.0);
     for (int64_t micro = 0; micro < accumulation; ++micro) {
@@ -157,7 +158,8 @@ absl::Status Trainer::Train(int64_t start_iteration, const std::atomic<bool>* st
     }
     RETURN_IF_ERROR(optimizer_->FinishGradReduce());
     if (iteration_ == config_.inject_grad_overflow_at) {
-      store_->flat_grads().data_as<float>()[0] = std::numeric_limits<float>::infinity();
+      RETURN_IF_ERROR(ops::Fill(*exec_, store_->flat_grads().Slice(0, 1),
+                                std::numeric_limits<double>::infinity()));
     }
     const double divisor =
         static_cast<double>(accumulation) * parallel_->dp_size() * scaler_->scale();

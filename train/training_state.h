@@ -32,9 +32,17 @@ struct TrainingCounters {
   uint64_t seed = 0;
 };
 
-// The records of every parameter and its Adam moments.
+// Host copies, in the store's flat layout, of the f32 master values and the two Adam moments: what
+// a checkpoint of a store on a GPU is written from and read into.
+struct HostTrainingState {
+  Tensor values, exp_avg, exp_avg_sq;  // f32 [store.NumLocalElements()] each.
+};
+
+// The records of every parameter and its Adam moments: views of the live tensors (a CPU store), or
+// of `host` when given (which must hold the store's flat layout).
 std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
-                                          const Optimizer& optimizer);
+                                          const Optimizer& optimizer,
+                                          const HostTrainingState* host = nullptr);
 
 // Collective over the world: saves iteration counters.iteration under save_dir and commits it,
 // keeping the last keep_last checkpoints.

@@ -1,6 +1,8 @@
-// Training-step benchmark on the CPU: tokens/s and model TFLOP/s (REFERENCE.md's formula) of full
-// GPT-2 training steps (forward, backward, optimizer), with the ratio to this machine's own f32
-// GEMM rate measured in the same run with the same threads. Run under mpirun for TP > 1:
+// Training-step benchmark: tokens/s and model TFLOP/s (REFERENCE.md's formula) of full GPT-2
+// training steps (forward, backward, optimizer), with the ratio to this machine's own GEMM rate
+// measured in the same run: the CPU's f32 rate with the same threads, or with --device=cuda the
+// GPU's bf16 rate (cuBLASLt, f32 accumulation) and the model in bf16 (model FLOP utilisation,
+// MFU). Run under mpirun for TP > 1 or DP > 1:
 //
 //   bazel-bin/experiments/benchmarks/train_step_bench --hidden_size=512 --num_layers=4
 //   mpirun -np 2 bazel-bin/experiments/benchmarks/train_step_bench --tensor_model_parallel_size=2
@@ -20,6 +22,10 @@
 
 #include "comm/mpi_communicator.h"
 #include "comm/parallel_context.h"
+#include "core/alloc.h"
+#include "core/cuda/device_context.h"
+#include "core/cuda_device.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
 #include "gflags/gflags.h"
@@ -38,6 +44,8 @@ DEFINE_int64(ddp_bucket_size, 1 << 20, "Gradient elements per DP all-reduce buck
 DEFINE_int32(steps, 5, "Timed steps (after one warm-up step).");
 DEFINE_int32(threads, 0, "Threads per rank (0: cores / ranks).");
 DEFINE_bool(recompute, false, "Activation checkpointing.");
+DEFINE_string(device, "cpu", "cpu (f32) or cuda (bf16, rank r on GPU r mod GPUs).");
+DEFINE_int32(max_position_embeddings, 0, "Learned positions (0: seq_length).");
 
 namespace {
 
@@ -60,6 +68,35 @@ double GemmGflops(const mt::ExecContext& ec) {
     auto t = std::chrono::steady_clock::now();
     CHECK(mt::ops::Gemm(ec, a.view(), b.view(), c.view()).ok());
     best = std::min(best, Seconds(t));
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+// bf16 GEMM rate of the GPU (cuBLASLt, f32 accumulation): best of 20 runs of an 8192^3 product
+// after a warm-up (random data: a GPU's clocks and power depend on the bits it multiplies).
+double GpuGemmGflops(const mt::ExecContext& ec) {
+  const int64_t n = 8192;
+  auto host = [&](uint32_t seed) {
+    mt::Tensor h = mt::Tensor::Host({n, n}, mt::DType::kF32);
+    std::mt19937 rng(seed);
+    for (int64_t i = 0; i < n * n; ++i) h.data_as<float>()[i] = (rng() % 2001) / 1000.0f - 1.0f;
+    auto d = mt::CopyToDevice(ec, h.view());
+    CHECK(d.ok()) << d.status();
+    auto b = mt::Alloc(ec, {n, n}, mt::DType::kBF16);
+    CHECK(b.ok()) << b.status();
+    CHECK(mt::ops::Convert(ec, d->view(), b->view()).ok());
+    return std::move(*b);
+  };
+  mt::Tensor a = host(1), b = host(2);
+  auto c = mt::Alloc(ec, {n, n}, mt::DType::kBF16);
+  CHECK(c.ok()) << c.status();
+  double best = 1e30;
+  for (int r = 0; r < 23; ++r) {
+    CHECK(mt::cuda::Synchronize(ec.device.index).ok());
+    auto t = std::chrono::steady_clock::now();
+    CHECK(mt::ops::Gemm(ec, a.view(), b.view(), c->view()).ok());
+    CHECK(mt::cuda::Synchronize(ec.device.index).ok());
+    if (r >= 3) best = std::min(best, Seconds(t));
   }
   return 2.0 * n * n * n / best / 1e9;
 }
@@ -92,11 +129,31 @@ int main(int argc, char** argv) {
   mt::ThreadPool pool(threads);
   mt::ExecContext ec;
   ec.pool = &pool;
+  const bool gpu = FLAGS_device == "cuda";
+  std::unique_ptr<mt::cuda::DeviceContext> device_context;
+  if (gpu) {
+    if (mt::cuda::DeviceCount() < 1) {
+      mt::comm::MpiRuntime::Abort(absl::FailedPreconditionError(mt::cuda::Describe()));
+    }
+    const int index = (*world)->rank() % mt::cuda::DeviceCount();
+    auto dc = mt::cuda::DeviceContext::Create(index);
+    if (!dc.ok()) mt::comm::MpiRuntime::Abort(dc.status());
+    device_context = std::move(*dc);
+    ec.device = mt::Device::Cuda(index);
+    ec.cuda = device_context.get();
+  } else if (FLAGS_device != "cpu") {
+    mt::comm::MpiRuntime::Abort(absl::InvalidArgumentError("--device must be cpu or cuda"));
+  }
+  const mt::DType dtype = gpu ? mt::DType::kBF16 : mt::DType::kF32;
+  if (FLAGS_max_position_embeddings > 0) mc.max_position_embeddings = FLAGS_max_position_embeddings;
 
   // Measure every rank's GEMM rate at once (they share the machine as in training).
-  const double gemm = GemmGflops(ec);
+  const double gemm = gpu ? GpuGemmGflops(ec) : GemmGflops(ec);
+  auto sync = [&]() {
+    if (gpu) CHECK(mt::cuda::Synchronize(ec.device.index).ok());
+  };
 
-  mt::nn::ParameterStore store((*parallel)->tp_rank(), (*parallel)->tp_size());
+  mt::nn::ParameterStore store((*parallel)->tp_rank(), (*parallel)->tp_size(), dtype, ec.device);
   auto model = mt::models::GptModel::Create(
       mc, &store, FLAGS_recompute ? mt::nn::Recompute::kYes : mt::nn::Recompute::kNo);
   if (!model.ok()) mt::comm::MpiRuntime::Abort(model.status());
@@ -131,17 +188,19 @@ int main(int argc, char** argv) {
     if (auto s = (*world)->Barrier(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
     auto t = std::chrono::steady_clock::now();
     sc.micro_step = step;
-    store.ZeroGrads();
+    if (auto s = store.ZeroGrads(ec); !s.ok()) mt::comm::MpiRuntime::Abort(s);
     sc.grads_ready = o.BeginGradReduce(dp);
     auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
     if (!loss.ok()) mt::comm::MpiRuntime::Abort(loss.status());
     sc.grads_ready = nullptr;
+    sync();
     auto t_reduce = std::chrono::steady_clock::now();
     if (auto s = o.FinishGradReduce(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
     const double reduce_s = Seconds(t_reduce);
     if (mode == 0) started_in_backward = o.grad_reducer().buckets_started_in_backward();
     auto stats = o.Step(ec, sc.tp, dp, 1e-4, 1.0);
     if (!stats.ok()) mt::comm::MpiRuntime::Abort(stats.status());
+    sync();
     if (auto s = (*world)->Barrier(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
     if (step >= modes) {  // The first step of each mode warms up.
       times[mode].push_back(Seconds(t));
@@ -153,7 +212,12 @@ int main(int argc, char** argv) {
   auto fwd = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), false);
   if (!fwd.ok()) mt::comm::MpiRuntime::Abort(fwd.status());
   const int64_t held = (*model)->stack().HeldActivationBytes();
-  store.ZeroGrads();
+  size_t device_in_use = 0;  // After the forward pass: parameters, optimizer state, activations.
+  if (gpu) {
+    auto used = mt::cuda::MemoryInUse(ec.device.index);
+    if (used.ok()) device_in_use = *used;
+  }
+  if (auto s = store.ZeroGrads(ec); !s.ok()) mt::comm::MpiRuntime::Abort(s);
   auto fb = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
   if (!fb.ok()) mt::comm::MpiRuntime::Abort(fb.status());
   const int64_t extra = (*model)->stack().peak_backward_extra_bytes();
@@ -169,18 +233,28 @@ int main(int argc, char** argv) {
   if ((*world)->rank() == 0) {
     std::printf(
         "config: layers=%d hidden=%d heads=%d seq=%lld batch=%lld vocab=%lld (padded %lld) "
-        "tp=%d dp=%d ranks=%d threads/rank=%d recompute=%s\n",
+        "tp=%d dp=%d ranks=%d threads/rank=%d recompute=%s dtype=%s\n",
         mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
         static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(mc.vocab_size),
         static_cast<long long>((*model)->padded_vocab()), (*parallel)->tp_size(), dp_size, ranks, threads,
-        FLAGS_recompute ? "yes" : "no");
+        FLAGS_recompute ? "yes" : "no", std::string(mt::DTypeName(dtype)).c_str());
     std::printf("parameters: %lld\n", static_cast<long long>(store.NumGlobalElements()));
-    std::printf("f32 GEMM rate per rank (2048^3, %d threads): %.1f GFLOP/s\n", threads, gemm);
+    if (gpu) {
+      std::printf("device: %s; bf16 GEMM rate (cuBLASLt, 8192^3, f32 accumulation): %.1f "
+                  "TFLOP/s\n",
+                  mt::cuda::Describe().c_str(), gemm / 1e3);
+    } else {
+      std::printf("f32 GEMM rate per rank (2048^3, %d threads): %.1f GFLOP/s\n", threads, gemm);
+    }
     std::printf("step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
-                "ratio to GEMM rate: %.1f%%\n",
+                "ratio to GEMM rate%s: %.1f%%\n",
                 FLAGS_steps, dp != nullptr ? ", DP all-reduce overlapped" : "", median,
-                B * T * dp_size / median, per_rank_gflops / 1e3,
+                B * T * dp_size / median, per_rank_gflops / 1e3, gpu ? " (MFU)" : "",
                 100.0 * per_rank_gflops / gemm);
+    if (gpu) {
+      std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
+                  device_in_use / 1073741824.0);
+    }
     if (dp != nullptr) {
       const double after = median_of(times[1]);
       std::printf("DP gradient all-reduce, %lld buckets of <= %lld elements (%lld started during "

@@ -1,12 +1,16 @@
 #include "experiments/pretrain/pretrain.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "comm/nccl_communicator.h"
+#include "core/cuda/device_context.h"
+#include "core/cuda_device.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "train/loss_scaler.h"
@@ -46,6 +50,17 @@ absl::Status PretrainConfig::Validate(int world_size) const {
                                             ".idx does not exist (make one with //data:preprocess)"));
   }
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
+  if (device != "cpu" && device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device=", device, ": must be cpu or cuda"));
+  }
+  if (comm_backend != "auto" && comm_backend != "mpi" && comm_backend != "nccl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--comm_backend=", comm_backend, ": must be auto, mpi or nccl"));
+  }
+  if (device == "cpu" && comm_backend == "nccl") {
+    return absl::InvalidArgumentError("--comm_backend=nccl needs --device=cuda");
+  }
   if (!IsFloating(compute_dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("compute dtype ", DTypeName(compute_dtype),
                                                    " must be f32, bf16 (--bf16) or f16 (--fp16)"));
@@ -71,19 +86,61 @@ std::string PretrainConfig::DebugString() const {
           weight_decay, clip_grad, t.recompute ? "true" : "false", t.seed, data_path, split, save,
           load, save_interval, eval_interval, t.eval_iters, t.log_interval),
       absl::StrFormat("compute_dtype: %s\nloss_scale: %s\nddp_bucket_size: %d\n"
-                      "overlap_grad_reduce: %s\n",
+                      "overlap_grad_reduce: %s\ndevice: %s\ncomm_backend: %s\n",
                       DTypeName(compute_dtype), compute_dtype == DType::kF16 ? "dynamic" : "1",
-                      dp_bucket_elements, overlap_grad_reduce ? "true" : "false"));
+                      dp_bucket_elements, overlap_grad_reduce ? "true" : "false", device,
+                      comm_backend));
 }
+
+namespace {
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+// The GPU a rank uses and what it needs there.
+struct DeviceSetup {
+  Device device = Device::Cpu();
+  std::unique_ptr<cuda::DeviceContext> cuda;
+  std::unique_ptr<comm::Communicator> nccl_world;  // With the NCCL backend.
+};
+
+// Collective over `world` when it creates NCCL communicators.
+absl::StatusOr<DeviceSetup> SetUpDevice(const PretrainConfig& c, comm::Communicator& world) {
+  DeviceSetup d;
+  if (c.device == "cpu") return d;
+  const int gpus = cuda::DeviceCount();
+  if (gpus < 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device=cuda: no CUDA device here (", cuda::Describe(), ")"));
+  }
+  // Ranks on this node, as the MPI launcher reports them (all of them when it does not).
+  const int local_rank = EnvInt("OMPI_COMM_WORLD_LOCAL_RANK", world.rank());
+  const int local_size = EnvInt("OMPI_COMM_WORLD_LOCAL_SIZE", world.size());
+  const int index = local_rank % gpus;
+  d.device = Device::Cuda(index);
+  ASSIGN_OR_RETURN(d.cuda, cuda::DeviceContext::Create(index));
+  const bool nccl = c.comm_backend == "nccl" || (c.comm_backend == "auto" && local_size <= gpus);
+  if (nccl) {
+    ASSIGN_OR_RETURN(d.nccl_world, comm::CreateNcclCommunicator(world, index, comm::NcclOptions(),
+                                                                "world"));
+  }
+  return d;
+}
+
+}  // namespace
 
 absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainModel& job,
                                               comm::Communicator& world,
                                               const std::atomic<bool>* stop) {
   RETURN_IF_ERROR(c.Validate(world.size()));
+  ASSIGN_OR_RETURN(DeviceSetup dev, SetUpDevice(c, world));
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
+  comm::Communicator& comm_world = dev.nccl_world != nullptr ? *dev.nccl_world : world;
   ASSIGN_OR_RETURN(auto parallel,
-                   comm::ParallelContext::Create(world, pc, c.model.num_attention_heads));
+                   comm::ParallelContext::Create(comm_world, pc, c.model.num_attention_heads));
   const bool rank0 = parallel->rank() == 0;
   const bool verbose = rank0 && !c.trainer.quiet;
   if (verbose) {
@@ -100,9 +157,16 @@ absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainM
   ThreadPool pool(threads);
   ExecContext ec;
   ec.pool = &pool;
+  ec.device = dev.device;
+  ec.cuda = dev.cuda.get();  // Kernels on the default stream (what comm/ and core/alloc assume).
+  if (verbose && !dev.device.is_cpu()) {
+    std::printf("device: %s (of %d on this node), communicators: %s\n",
+                dev.device.ToString().c_str(), cuda::DeviceCount(),
+                dev.nccl_world != nullptr ? "nccl" : "mpi (CUDA tensors staged through host memory)");
+  }
 
   // Model, optimizer, schedule.
-  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(), c.compute_dtype);
+  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(), c.compute_dtype, dev.device);
   RETURN_IF_ERROR(job.CreateModel(&store));
   RETURN_IF_ERROR(store.Allocate(c.trainer.seed));
   train::OptimizerConfig oc;

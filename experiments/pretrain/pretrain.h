@@ -44,6 +44,13 @@ struct PretrainConfig {
   int keep_last = 2;
   int eval_interval = 0;         // Iterations between evaluations (0: only at the end).
   int threads = 0;               // CPU threads per rank (0: cores / local ranks).
+  // "cpu", or "cuda": each rank uses GPU (local rank mod GPUs on its node); model, gradients,
+  // optimizer state and activations live there.
+  std::string device = "cpu";
+  // The communicators with --device=cuda: "nccl", "mpi" (CUDA tensors staged through host
+  // memory: what works when several ranks share a GPU), or "auto" (nccl when every local rank has
+  // a GPU of its own, else mpi). Always MPI on the CPU.
+  std::string comm_backend = "auto";
   // Bucket size of the data-parallel gradient all-reduce, and whether buckets are all-reduced
   // during the backward pass as their gradients become final (overlap) or all after it.
   int64_t dp_bucket_elements = 1 << 22;

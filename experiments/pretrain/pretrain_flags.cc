@@ -36,6 +36,12 @@ DEFINE_string(split, "969,30,1", "Train/valid/test document split weights.");
 DEFINE_uint64(seed, 1234, "Seed for initialisation, data order and dropout.");
 DEFINE_bool(recompute, false, "Activation checkpointing: recompute each layer in backward.");
 DEFINE_int32(threads, 0, "CPU threads per rank (0: cores / ranks).");
+DEFINE_string(device, "cpu",
+              "cpu, or cuda (each rank on GPU local_rank mod GPUs; bf16 unless --fp16/--fp32).");
+DEFINE_string(comm_backend, "auto",
+              "With --device=cuda: nccl, mpi (staged through host memory; ranks may share a GPU) "
+              "or auto (nccl when each local rank has its own GPU).");
+DEFINE_bool(fp32, false, "f32 compute (the default on the CPU).");
 DEFINE_int64(ddp_bucket_size, 1 << 22, "Gradient elements per data-parallel all-reduce bucket.");
 DEFINE_bool(overlap_grad_reduce, true,
             "All-reduce each data-parallel gradient bucket during backward, as soon as its "
@@ -80,10 +86,17 @@ absl::Status ApplyCommonFlags(models::Family family, int64_t vocab_size, Pretrai
   }
   m.ffn_hidden_size = FLAGS_ffn_hidden_size;
   m.make_vocab_size_divisible_by = FLAGS_make_vocab_size_divisible_by;
-  if (FLAGS_fp16 && FLAGS_bf16) {
-    return absl::InvalidArgumentError("--fp16 and --bf16 are exclusive; pick one (or neither: f32)");
+  if (FLAGS_fp16 + FLAGS_bf16 + FLAGS_fp32 > 1) {
+    return absl::InvalidArgumentError(
+        "--fp16, --bf16 and --fp32 are exclusive; pick one (default: f32 on the CPU, bf16 on CUDA)");
   }
-  c->compute_dtype = FLAGS_fp16 ? DType::kF16 : FLAGS_bf16 ? DType::kBF16 : DType::kF32;
+  c->device = FLAGS_device;
+  c->comm_backend = FLAGS_comm_backend;
+  const DType default_dtype = FLAGS_device == "cuda" ? DType::kBF16 : DType::kF32;
+  c->compute_dtype = FLAGS_fp16   ? DType::kF16
+                     : FLAGS_bf16 ? DType::kBF16
+                     : FLAGS_fp32 ? DType::kF32
+                                  : default_dtype;
   train::TrainerConfig& t = c->trainer;
   t.micro_batch_size = FLAGS_micro_batch_size;
   t.global_batch_size = FLAGS_global_batch_size;

@@ -5,7 +5,7 @@
 #           loaded f32 masters);
 #   --fp16: dynamic loss scaling from 2^32: the first steps overflow in f16 and are skipped, the
 #           scale halves, then training proceeds;
-#   --fp16 --bf16 together are refused.
+#   --fp16 --bf16 together are refused; so are a bad --device, and --device=cuda without a GPU.
 #   mixed_precision_driver_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
@@ -75,4 +75,18 @@ if "$pretrain" "${common[@]}" --fp16 --bf16 --train_iters=1 > "$work/d.out" 2>&1
   fail "--fp16 --bf16 was accepted"
 fi
 grep -q "exclusive" "$work/d.out" || fail "unclear error: $(cat "$work/d.out")"
+
+# 5. Device flags: a bad --device is refused before training; --device=cuda without a GPU (as
+#    here and in CI) fails with one line naming the reason, not a crash.
+if "$pretrain" "${common[@]}" --device=tpu --train_iters=4 > "$work/e.out" 2>&1; then
+  fail "--device=tpu was accepted"
+fi
+grep -q "must be cpu or cuda" "$work/e.out" || fail "unclear error: $(cat "$work/e.out")"
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  if "$pretrain" "${common[@]}" --device=cuda --train_iters=4 > "$work/f.out" 2>&1; then
+    fail "--device=cuda ran without a GPU"
+  fi
+  grep -q "device=cuda: no CUDA device" "$work/f.out" || fail "unclear error: $(cat "$work/f.out")"
+  [ "$(grep -c . "$work/f.out")" -le 2 ] || fail "more than a line or two: $(cat "$work/f.out")"
+fi
 echo PASS
