@@ -25,7 +25,8 @@ bool Fits(const Tensor& t, const Shape& shape, DType dtype, const Device& device
 }  // namespace
 
 absl::StatusOr<Tensor> Alloc(const ExecContext& ctx, Shape shape, DType dtype) {
-  return Tensor::Empty(std::move(shape), dtype, ctx.device);
+  return Tensor::Empty(std::move(shape), dtype, ctx.device,
+                       ctx.device.is_cpu() ? nullptr : ctx.memory_pool);
 }
 
 absl::StatusOr<Tensor> AllocZeros(const ExecContext& ctx, Shape shape, DType dtype) {

@@ -11,6 +11,7 @@ namespace mt {
 namespace cuda {
 class DeviceContext;  // core/cuda/device_context.h
 }  // namespace cuda
+class DeviceMemoryPool;  // core/tensor.h
 
 struct ExecContext {
   // CPU kernels split their work over this pool; null runs them on the calling thread.
@@ -27,6 +28,9 @@ struct ExecContext {
   // (host <-> device copies run on the legacy default stream; core/alloc.h), and `cuda` (when
   // set) serves device N.
   Device device = Device::Cpu();
+  // Where core/alloc.h takes CUDA memory from (e.g. a cuda::CachingAllocator for `device` used
+  // only with cuda_stream); null: cudaMalloc / cudaFree for each tensor.
+  DeviceMemoryPool* memory_pool = nullptr;
 
   int num_threads() const { return pool == nullptr ? 1 : pool->num_threads(); }
 };

@@ -76,7 +76,7 @@ std::string TensorView::DebugString() const {
   return absl::StrCat(DTypeName(dtype), ShapeToString(shape), " on ", device.ToString());
 }
 
-absl::StatusOr<Buffer> Buffer::Allocate(Device device, size_t nbytes) {
+absl::StatusOr<Buffer> Buffer::Allocate(Device device, size_t nbytes, DeviceMemoryPool* pool) {
   Buffer b;
   b.device_ = device;
   b.nbytes_ = nbytes;
@@ -88,6 +88,13 @@ absl::StatusOr<Buffer> Buffer::Allocate(Device device, size_t nbytes) {
       return absl::ResourceExhaustedError(absl::StrCat("host out of memory allocating ", nbytes,
                                                        " bytes"));
     }
+    return b;
+  }
+  if (pool != nullptr) {
+    auto ptr = pool->Allocate(nbytes);
+    if (!ptr.ok()) return ptr.status();
+    b.data_ = *ptr;
+    b.pool_ = pool;
     return b;
   }
   auto ptr = cuda::Malloc(device.index, nbytes);
@@ -102,6 +109,8 @@ void Buffer::Release() {
   if (data_ == nullptr) return;
   if (device_.is_cpu()) {
     std::free(data_);
+  } else if (pool_ != nullptr) {
+    pool_->Free(data_);
   } else {
     cuda::Free(device_.index, data_);
   }
@@ -111,7 +120,8 @@ void Buffer::Release() {
 Buffer::Buffer(Buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       nbytes_(std::exchange(other.nbytes_, 0)),
-      device_(other.device_) {}
+      device_(other.device_),
+      pool_(std::exchange(other.pool_, nullptr)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -119,11 +129,13 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     nbytes_ = std::exchange(other.nbytes_, 0);
     device_ = other.device_;
+    pool_ = std::exchange(other.pool_, nullptr);
   }
   return *this;
 }
 
-absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device) {
+absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device,
+                                     DeviceMemoryPool* pool) {
   for (int64_t d : shape) {
     if (d < 0) {
       return absl::InvalidArgumentError(absl::StrCat("negative dimension in shape ",
@@ -132,7 +144,7 @@ absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device) {
   }
   Tensor t;
   const size_t nbytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
-  auto buffer = Buffer::Allocate(device, nbytes);
+  auto buffer = Buffer::Allocate(device, nbytes, pool);
   if (!buffer.ok()) return buffer.status();
   t.buffer_ = std::move(*buffer);
   t.view_ = TensorView(t.buffer_.data(), std::move(shape), dtype, device);

@@ -66,12 +66,26 @@ struct TensorView {
   std::string DebugString() const;
 };
 
+// Where device memory can come from instead of cudaMalloc / cudaFree, e.g. a caching allocator
+// (core/cuda/caching_allocator.h), which makes per-step scratch tensors cheap. A pool must outlive
+// every buffer it served, and memory it hands out again must not still be in use by queued kernels
+// (true when all of them run on one stream).
+class DeviceMemoryPool {
+ public:
+  virtual ~DeviceMemoryPool() = default;
+  // ResourceExhausted when out of memory.
+  virtual absl::StatusOr<void*> Allocate(size_t nbytes) = 0;
+  virtual void Free(void* ptr) = 0;
+};
+
 // One allocation on one device. Move-only.
 class Buffer {
  public:
   Buffer() = default;
   // ResourceExhausted if the device is out of memory; Unimplemented for CUDA in CPU-only builds.
-  static absl::StatusOr<Buffer> Allocate(Device device, size_t nbytes);
+  // CUDA memory comes from `pool` when given (ignored for the CPU), and goes back to it.
+  static absl::StatusOr<Buffer> Allocate(Device device, size_t nbytes,
+                                         DeviceMemoryPool* pool = nullptr);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -87,14 +101,16 @@ class Buffer {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_ = Device::Cpu();
+  DeviceMemoryPool* pool_ = nullptr;
 };
 
 // A contiguous tensor that owns its memory. Move-only; hand out views with view().
 class Tensor {
  public:
   Tensor() = default;
-  // Uninitialised memory on `device`.
-  static absl::StatusOr<Tensor> Empty(Shape shape, DType dtype, Device device = Device::Cpu());
+  // Uninitialised memory on `device` (CUDA memory from `pool` when given; see Buffer::Allocate).
+  static absl::StatusOr<Tensor> Empty(Shape shape, DType dtype, Device device = Device::Cpu(),
+                                      DeviceMemoryPool* pool = nullptr);
   // Host tensors: CHECK-fail only if the host is out of memory. Zeros() clears the memory.
   static Tensor Host(Shape shape, DType dtype);
   static Tensor Zeros(Shape shape, DType dtype);

@@ -1,5 +1,8 @@
 #include "core/tensor.h"
 
+#include <cstdlib>
+#include <set>
+
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -56,6 +59,51 @@ TEST(TensorTest, BadShapesAndDevicesAreErrors) {
 TEST(TensorTest, TypedAccessWithWrongTypeDies) {
   Tensor t = Tensor::Zeros({2}, DType::kF32);
   EXPECT_DEATH(t.data_as<int32_t>(), "tensor holds f32, accessed as i32");
+}
+
+// A pool that hands out host memory under a CUDA device label (never dereferenced as device
+// memory here), counting what it serves and gets back.
+class CountingPool : public DeviceMemoryPool {
+ public:
+  absl::StatusOr<void*> Allocate(size_t nbytes) override {
+    if (nbytes > limit) return absl::ResourceExhaustedError("pool is full");
+    ++allocations;
+    void* p = std::malloc(nbytes);
+    live.insert(p);
+    return p;
+  }
+  void Free(void* ptr) override {
+    ASSERT_EQ(live.erase(ptr), 1u) << "freed a pointer the pool did not hand out";
+    std::free(ptr);
+    ++frees;
+  }
+  size_t limit = 1 << 20;
+  int allocations = 0, frees = 0;
+  std::set<void*> live;
+};
+
+TEST(TensorTest, CudaBuffersComeFromAndReturnToTheirPool) {
+  CountingPool pool;
+  {
+    auto t = Tensor::Empty({4, 8}, DType::kBF16, Device::Cuda(0), &pool);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->device(), Device::Cuda(0));
+    EXPECT_EQ(pool.allocations, 1);
+    EXPECT_EQ(pool.live.count(t->data()), 1u);
+    Tensor moved = std::move(*t);  // The pool moves with the buffer: freed once.
+    Tensor other;
+    other = std::move(moved);
+    EXPECT_EQ(pool.frees, 0);
+  }
+  EXPECT_EQ(pool.frees, 1);
+  EXPECT_TRUE(pool.live.empty());
+  // The pool's failure is the allocation's status; CPU tensors never use the pool.
+  pool.limit = 16;
+  EXPECT_EQ(Tensor::Empty({1024}, DType::kF32, Device::Cuda(0), &pool).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  auto cpu = Tensor::Empty({1024}, DType::kF32, Device::Cpu(), &pool);
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(pool.allocations, 1);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "comm/mpi_testutil.h"
 #include "comm/parallel_context.h"
+#include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "data/gpt_dataset/gpt_dataset.h"
@@ -85,6 +86,7 @@ Curve Train(comm::Communicator& world, const std::string& corpus, bool gpu, DTyp
   if (!parallel.ok()) return out;
   ExecContext ec;
   std::unique_ptr<cuda::DeviceContext> dc;
+  std::unique_ptr<cuda::CachingAllocator> pool;  // As the drivers run.
   if (gpu) {
     auto c = cuda::DeviceContext::Create(0);
     EXPECT_TRUE(c.ok()) << c.status();
@@ -92,6 +94,8 @@ Curve Train(comm::Communicator& world, const std::string& corpus, bool gpu, DTyp
     dc = std::move(*c);
     ec.device = Device::Cuda(0);
     ec.cuda = dc.get();
+    pool = std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(0));
+    ec.memory_pool = pool.get();
   }
   const int64_t micro = 4, global = 8;
   auto indexed = data::IndexedDataset::Open(corpus);

@@ -2,10 +2,10 @@
 // handed out again without a cudaMalloc / cudaFree (each of which can cost milliseconds and, for
 // cudaFree, synchronizes the device).
 //
-// It is an explicit object, not a process-wide allocator: Buffer::Allocate (core/tensor.h) keeps
-// calling cuda::Malloc, because it takes no context and a hidden per-process allocator would be
-// global state (STYLE.md 11). Code that allocates on the GPU in bulk (activation and gradient
-// arenas, workspaces) owns a CachingAllocator per device and stream and takes its memory from it.
+// It is an explicit object, not a process-wide allocator (a hidden per-process allocator would be
+// global state, STYLE.md 11): whoever sets up a GPU run owns one per device and stream and names
+// it in ExecContext::memory_pool, and core/alloc.h then takes every tensor's memory from it (it is
+// a DeviceMemoryPool, core/tensor.h). Without one, Buffer::Allocate calls cuda::Malloc.
 //
 // Size classes: requests are rounded up to a multiple of 512 bytes up to 1 MiB, and above that to
 // one of four steps per power of two (1.25, 1.5, 1.75, 2 x 2^k), so a class wastes at most 25%. A
@@ -32,11 +32,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/tensor.h"
 
 namespace mt {
 namespace cuda {
 
-class CachingAllocator {
+class CachingAllocator : public DeviceMemoryPool {
  public:
   // Where blocks come from and go back to. `allocate` returns ResourceExhausted when out of
   // memory (other errors are passed through).
@@ -59,16 +60,16 @@ class CachingAllocator {
   };
 
   explicit CachingAllocator(Backend backend);
-  ~CachingAllocator();
+  ~CachingAllocator() override;
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   // A block of at least nbytes (nullptr for 0). ResourceExhausted if the backend is out of memory
   // even after the cache was released (the message gives the statistics).
-  absl::StatusOr<void*> Allocate(size_t nbytes);
+  absl::StatusOr<void*> Allocate(size_t nbytes) override;
   // Returns a block from Allocate to the cache. CHECK-fails for a pointer this allocator did not
   // hand out (a programmer error); nullptr is a no-op.
-  void Free(void* ptr);
+  void Free(void* ptr) override;
   // Gives every cached block back to the backend.
   void EmptyCache();
 

@@ -23,6 +23,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/parallel_context.h"
 #include "core/alloc.h"
+#include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/ops/elementwise.h"
@@ -45,6 +46,7 @@ DEFINE_int32(steps, 5, "Timed steps (after one warm-up step).");
 DEFINE_int32(threads, 0, "Threads per rank (0: cores / ranks).");
 DEFINE_bool(recompute, false, "Activation checkpointing.");
 DEFINE_string(device, "cpu", "cpu (f32) or cuda (bf16, rank r on GPU r mod GPUs).");
+DEFINE_bool(caching_allocator, true, "With --device=cuda: tensors from a caching allocator.");
 DEFINE_int32(max_position_embeddings, 0, "Learned positions (0: seq_length).");
 
 namespace {
@@ -131,6 +133,7 @@ int main(int argc, char** argv) {
   ec.pool = &pool;
   const bool gpu = FLAGS_device == "cuda";
   std::unique_ptr<mt::cuda::DeviceContext> device_context;
+  std::unique_ptr<mt::cuda::CachingAllocator> memory_pool;
   if (gpu) {
     if (mt::cuda::DeviceCount() < 1) {
       mt::comm::MpiRuntime::Abort(absl::FailedPreconditionError(mt::cuda::Describe()));
@@ -141,6 +144,11 @@ int main(int argc, char** argv) {
     device_context = std::move(*dc);
     ec.device = mt::Device::Cuda(index);
     ec.cuda = device_context.get();
+    if (FLAGS_caching_allocator) {
+      memory_pool = std::make_unique<mt::cuda::CachingAllocator>(
+          mt::cuda::CachingAllocator::CudaBackend(index));
+      ec.memory_pool = memory_pool.get();
+    }
   } else if (FLAGS_device != "cpu") {
     mt::comm::MpiRuntime::Abort(absl::InvalidArgumentError("--device must be cpu or cuda"));
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/nccl_communicator.h"
+#include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/status.h"
@@ -103,6 +104,8 @@ int EnvInt(const char* name, int fallback) {
 struct DeviceSetup {
   Device device = Device::Cpu();
   std::unique_ptr<cuda::DeviceContext> cuda;
+  // Every tensor's memory (all kernels run on the default stream, so blocks are reused safely).
+  std::unique_ptr<cuda::CachingAllocator> memory_pool;
   std::unique_ptr<comm::Communicator> nccl_world;  // With the NCCL backend.
 };
 
@@ -121,6 +124,8 @@ absl::StatusOr<DeviceSetup> SetUpDevice(const PretrainConfig& c, comm::Communica
   const int index = local_rank % gpus;
   d.device = Device::Cuda(index);
   ASSIGN_OR_RETURN(d.cuda, cuda::DeviceContext::Create(index));
+  d.memory_pool =
+      std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
   const bool nccl = c.comm_backend == "nccl" || (c.comm_backend == "auto" && local_size <= gpus);
   if (nccl) {
     ASSIGN_OR_RETURN(d.nccl_world, comm::CreateNcclCommunicator(world, index, comm::NcclOptions(),
@@ -159,6 +164,7 @@ absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainM
   ec.pool = &pool;
   ec.device = dev.device;
   ec.cuda = dev.cuda.get();  // Kernels on the default stream (what comm/ and core/alloc assume).
+  ec.memory_pool = dev.memory_pool.get();
   if (verbose && !dev.device.is_cpu()) {
     std::printf("device: %s (of %d on this node), communicators: %s\n",
                 dev.device.ToString().c_str(), cuda::DeviceCount(),
