@@ -93,6 +93,26 @@ std::string PretrainConfig::DebugString() const {
                       comm_backend));
 }
 
+absl::StatusOr<DataPlan> PlanData(const PretrainConfig& c, const comm::ParallelContext& parallel,
+                                  int64_t consumed_samples) {
+  DataPlan plan;
+  ASSIGN_OR_RETURN(auto indexed, data::IndexedDataset::Open(c.data_path));
+  plan.indexed = std::move(indexed);
+  const int64_t global = c.trainer.global_batch_size;
+  const int64_t step = c.trainer.micro_batch_size * parallel.dp_size();
+  plan.train_samples = c.trainer.train_iters * global;
+  plan.valid_samples = std::max(1, c.trainer.eval_iters) * step;
+  data::LoaderConfig lc;
+  lc.micro_batch_size = c.trainer.micro_batch_size;
+  lc.data_parallel_size = parallel.dp_size();
+  lc.data_parallel_rank = parallel.dp_rank();
+  plan.train = plan.valid = lc;
+  plan.train.global_batch_size = global;
+  plan.train.consumed_samples = consumed_samples;
+  plan.valid.global_batch_size = step;  // One micro-step per "batch": no accumulation.
+  return plan;
+}
+
 namespace {
 
 int EnvInt(const char* name, int fallback) {

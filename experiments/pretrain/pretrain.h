@@ -16,6 +16,8 @@
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
 #include "core/dtype.h"
+#include "data/indexed/indexed_dataset.h"
+#include "data/loader/loader.h"
 #include "models/config.h"
 #include "nn/context.h"
 #include "nn/parameter.h"
@@ -63,6 +65,18 @@ struct PretrainConfig {
   // "key: value" lines of every setting.
   virtual std::string DebugString() const;
 };
+
+// What a PretrainModel reads on this rank: the indexed dataset, and the loader settings and sample
+// counts of the training stream (train_iters global batches, resuming after consumed samples) and
+// of one evaluation (the first eval_iters micro-steps of the validation split).
+struct DataPlan {
+  std::shared_ptr<const data::IndexedDataset> indexed;
+  int64_t train_samples = 0, valid_samples = 0;
+  data::LoaderConfig train, valid;
+};
+// Opens config.data_path (NotFound / DataLoss for a missing or corrupt dataset).
+absl::StatusOr<DataPlan> PlanData(const PretrainConfig& config,
+                                  const comm::ParallelContext& parallel, int64_t consumed_samples);
 
 struct PretrainResult {
   train::Losses first, last;  // Of the first and last iterations run (empty if none ran).

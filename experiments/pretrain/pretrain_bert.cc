@@ -53,26 +53,21 @@ std::string PretrainBertConfig::DebugString() const {
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<data::BertLoader>> MakeLoader(
-    std::shared_ptr<const data::IndexedDataset> indexed, data::Split split,
-    const PretrainBertConfig& c, const data::BertVocab& vocab,
-    const comm::ParallelContext& parallel, int64_t num_samples, int64_t consumed,
-    int64_t global_batch) {
+absl::StatusOr<std::unique_ptr<data::BertLoader>> MakeLoader(const PretrainBertConfig& c,
+                                                             const data::BertVocab& vocab,
+                                                             const DataPlan& plan,
+                                                             data::Split split) {
+  const bool train = split == data::Split::kTrain;
   data::BertDatasetConfig dc;
   dc.split = c.split;
   dc.seq_len = c.trainer.seq_length;
-  dc.num_samples = num_samples;
+  dc.num_samples = train ? plan.train_samples : plan.valid_samples;
   dc.seed = c.trainer.seed;
   dc.short_seq_prob = c.short_seq_prob;
   dc.masking.masked_lm_prob = c.mask_prob;
-  ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(indexed, split, dc, vocab));
-  data::LoaderConfig lc;
-  lc.micro_batch_size = c.trainer.micro_batch_size;
-  lc.global_batch_size = global_batch;
-  lc.data_parallel_size = parallel.dp_size();
-  lc.data_parallel_rank = parallel.dp_rank();
-  lc.consumed_samples = consumed;
-  return data::BertLoader::Create(std::shared_ptr<const data::BertDataset>(std::move(ds)), lc);
+  ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(plan.indexed, split, dc, vocab));
+  return data::BertLoader::Create(std::shared_ptr<const data::BertDataset>(std::move(ds)),
+                                  train ? plan.train : plan.valid);
 }
 
 absl::StatusOr<data::BertVocab> LoadVocab(const PretrainBertConfig& c) {
@@ -107,20 +102,11 @@ class BertPretrainModel : public PretrainModel {
 
   absl::StatusOr<std::unique_ptr<train::TrainingTask>> CreateTask(
       const comm::ParallelContext& parallel, int64_t consumed_samples) override {
-    ASSIGN_OR_RETURN(auto indexed_unique, data::IndexedDataset::Open(c_.data_path));
-    std::shared_ptr<const data::IndexedDataset> indexed(std::move(indexed_unique));
-    const int64_t global = c_.trainer.global_batch_size;
-    ASSIGN_OR_RETURN(train_, MakeLoader(indexed, data::Split::kTrain, c_, vocab_, parallel,
-                                        c_.trainer.train_iters * global, consumed_samples,
-                                        global));
-    const int64_t step = c_.trainer.micro_batch_size * parallel.dp_size();
-    const int64_t valid_samples = std::max(1, c_.trainer.eval_iters) * step;
-    const comm::ParallelContext* p = &parallel;
+    ASSIGN_OR_RETURN(DataPlan plan, PlanData(c_, parallel, consumed_samples));
+    ASSIGN_OR_RETURN(train_, MakeLoader(c_, vocab_, plan, data::Split::kTrain));
     return std::make_unique<train::BertTask>(
         model_.get(), c_.trainer.recompute, train_.get(),
-        [this, indexed, p, valid_samples, step]() {
-          return MakeLoader(indexed, data::Split::kValid, c_, vocab_, *p, valid_samples, 0, step);
-        });
+        [this, plan]() { return MakeLoader(c_, vocab_, plan, data::Split::kValid); });
   }
 
  private:

@@ -19,23 +19,18 @@ namespace experiments {
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<data::Loader>> MakeLoader(
-    std::shared_ptr<const data::IndexedDataset> indexed, data::Split split,
-    const PretrainConfig& c, const comm::ParallelContext& parallel, int64_t num_samples,
-    int64_t consumed, int64_t global_batch) {
+absl::StatusOr<std::unique_ptr<data::Loader>> MakeLoader(const PretrainConfig& c,
+                                                         const DataPlan& plan, data::Split split) {
+  const bool train = split == data::Split::kTrain;
   data::GptDatasetConfig dc;
   dc.split = c.split;
   dc.seq_len = c.trainer.seq_length;
-  dc.num_samples = num_samples;
+  dc.num_samples = train ? plan.train_samples : plan.valid_samples;
   dc.seed = c.trainer.seed;
-  ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(indexed, split, dc));
-  data::LoaderConfig lc;
-  lc.micro_batch_size = c.trainer.micro_batch_size;
-  lc.global_batch_size = global_batch;
-  lc.data_parallel_size = parallel.dp_size();
-  lc.data_parallel_rank = parallel.dp_rank();
-  lc.consumed_samples = consumed;
-  return data::Loader::Create(data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds))), lc);
+  ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(plan.indexed, split, dc));
+  return data::Loader::Create(
+      data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds))),
+      train ? plan.train : plan.valid);
 }
 
 // Samples `n` tokens after `prompt` with temperature 0.8 / top-k 40; identical on every rank (same
@@ -85,21 +80,11 @@ class GptPretrainModel : public PretrainModel {
 
   absl::StatusOr<std::unique_ptr<train::TrainingTask>> CreateTask(
       const comm::ParallelContext& parallel, int64_t consumed_samples) override {
-    ASSIGN_OR_RETURN(auto indexed_unique, data::IndexedDataset::Open(c_.data_path));
-    std::shared_ptr<const data::IndexedDataset> indexed(std::move(indexed_unique));
-    const int64_t global = c_.trainer.global_batch_size;
-    ASSIGN_OR_RETURN(train_, MakeLoader(indexed, data::Split::kTrain, c_, parallel,
-                                        c_.trainer.train_iters * global, consumed_samples,
-                                        global));
-    const int64_t step = c_.trainer.micro_batch_size * parallel.dp_size();
-    const int64_t valid_samples = std::max(1, c_.trainer.eval_iters) * step;
-    const PretrainGptConfig& c = c_;
-    const comm::ParallelContext* p = &parallel;
+    ASSIGN_OR_RETURN(DataPlan plan, PlanData(c_, parallel, consumed_samples));
+    ASSIGN_OR_RETURN(train_, MakeLoader(c_, plan, data::Split::kTrain));
     return std::make_unique<train::GptTask>(
         model_.get(), c_.trainer.recompute, train_.get(),
-        [indexed, &c, p, valid_samples, step]() {
-          return MakeLoader(indexed, data::Split::kValid, c, *p, valid_samples, 0, step);
-        });
+        [this, plan]() { return MakeLoader(c_, plan, data::Split::kValid); });
   }
 
   absl::Status AfterTraining(const nn::StepContext& sc, bool rank0) override {
