@@ -108,6 +108,38 @@ LaunchResult LaunchSoftmax(ElemType type, const void* x, void* y, int64_t rows, 
 LaunchResult LaunchSoftmaxBackward(ElemType type, const void* y, const void* dy, void* dx,
                                    int64_t rows, int64_t tk, float scale, void* stream);
 
+// ---- attention.cu: fused attention (core/ops/attention.h), f32 math, no [tq, tk] buffer. ----
+
+// The largest head dim the attention kernels take (registers and shared memory are sized by it).
+constexpr int64_t kAttentionMaxHeadDim = 128;
+// q, out, dq, dout: [batch_heads, tq, d]; k, v, dk, dv: [batch_heads, tk, d]; lse: [batch_heads,
+// tq] f32; padding_mask: [batch_heads / heads, tk] i32 (0 = padded key) or null. Query i sees key
+// j iff j <= i + tk - tq (when causal) and the mask allows j. Dropout (dropout.p > 0) keeps
+// probability element (bh, i, j) iff PhiloxUniform(seed, stream_id, key((bh * tq + i) * tk + j))
+// >= p with LaunchDropout's key(); kept elements are multiplied by dropout.scale. Requires
+// 0 <= d <= kAttentionMaxHeadDim (else cudaErrorInvalidValue).
+struct AttentionParams {
+  int64_t batch_heads = 0;  // B * NH
+  int64_t heads = 1;        // NH
+  int64_t tq = 0;
+  int64_t tk = 0;
+  int64_t d = 0;
+  float scale = 1.0f;
+  bool causal = false;
+  const int32_t* padding_mask = nullptr;
+  DropoutParams dropout;
+};
+// out and lse (log-sum-exp of the scaled visible scores; -inf and a zero row when none).
+LaunchResult LaunchFusedAttention(ElemType type, const void* q, const void* k, const void* v,
+                                  void* out, float* lse, const AttentionParams& params,
+                                  void* stream);
+// dq, dk, dv (overwritten) from the forward's out and lse: one kernel per key tile for dk and dv,
+// one per query tile for dq (no atomics; deterministic).
+LaunchResult LaunchFusedAttentionBackward(ElemType type, const void* q, const void* k,
+                                          const void* v, const void* out, const void* dout,
+                                          const float* lse, void* dq, void* dk, void* dv,
+                                          const AttentionParams& params, void* stream);
+
 // ---- embedding.cu ----
 
 // Finds the smallest position n < count whose id lies outside [lo, hi) (and is not -100 when

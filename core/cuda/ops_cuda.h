@@ -69,6 +69,20 @@ absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorVi
 absl::Status SoftmaxBackward(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
                              const TensorView& dx, float scale);
 
+// ---- Fused attention (core/ops/attention.h); params without padding_mask, which the function
+// takes from `padding_mask` (null: none). Unimplemented for a head dim above
+// kAttentionMaxHeadDim. ----
+absl::Status FusedAttention(const ExecContext& ctx, const TensorView& q, const TensorView& k,
+                            const TensorView& v, const TensorView* padding_mask,
+                            const AttentionParams& params, const TensorView& out,
+                            const TensorView& lse);
+absl::Status FusedAttentionBackward(const ExecContext& ctx, const TensorView& q,
+                                    const TensorView& k, const TensorView& v,
+                                    const TensorView& out, const TensorView& dout,
+                                    const TensorView& lse, const TensorView* padding_mask,
+                                    const AttentionParams& params, const TensorView& dq,
+                                    const TensorView& dk, const TensorView& dv);
+
 // ---- Ids and targets ----
 // The first element of `ids` (i32/i64, called `name` in messages) outside [lo, hi), not counting
 // -100 (kIgnoreIndex) when allow_ignore: its flat position and value; position -1 when there is
@@ -132,7 +146,10 @@ absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const T
 // TF32) and one rounding of a 16-bit C. beta = 0 does not read C; K = 0 or alpha = 0 does not
 // read A and B. Plans (descriptors and the heuristic's algorithm) are cached per shape in
 // ctx.cuda; shapes cuBLASLt has no kernel for fall back to cuBLAS (cublasGemmStridedBatchedEx).
-// Needs ctx.cuda.
+// The epilogue (batch 1 and beta = 0 only, checked by the caller; core/ops/gemm.h): bias [N] (A's
+// dtype or f32) added to every row, then GeLU when `gelu`, pre_activation [M, N] (C's dtype)
+// receiving the value before GeLU; fused by cuBLASLt where it can, else applied by the BiasAdd and
+// Gelu kernels to an f32 product. Needs ctx.cuda.
 struct GemmDims {
   int64_t batch = 1;
   int64_t m = 0;
@@ -142,6 +159,9 @@ struct GemmDims {
   bool trans_b = false;
   float alpha = 1.0f;
   float beta = 0.0f;
+  const TensorView* bias = nullptr;
+  bool gelu = false;
+  const TensorView* pre_activation = nullptr;
 };
 absl::Status Gemm(absl::string_view op, const ExecContext& ctx, const TensorView& a,
                   const TensorView& b, const TensorView& c, const GemmDims& dims);

@@ -14,6 +14,7 @@
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/ops/adam.h"
+#include "core/ops/attention.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
@@ -68,6 +69,10 @@ std::vector<Case> AllOps(FakeCuda& f) {
   const TensorView qkv = f.Make({1, 2, 2, 3, 2}, F), q = f.Make({1, 2, 2, 2}, F),
                    k = f.Make({1, 2, 2, 2}, F), v = f.Make({1, 2, 2, 2}, F);
   const TensorView a3 = f.Make({2, 3, 4}, F), b3 = f.Make({2, 4, 5}, F), c3 = f.Make({2, 3, 5}, F);
+  // Fused attention: q, k, v above are [B, NH, T, D] = [1, 2, 2, 2].
+  const TensorView att_out = f.Make({1, 2, 2, 2}, F), att_dout = f.Make({1, 2, 2, 2}, F),
+                   att_lse = f.Make({1, 2, 2}, F), att_dq = f.Make({1, 2, 2, 2}, F),
+                   att_dk = f.Make({1, 2, 2, 2}, F), att_dv = f.Make({1, 2, 2, 2}, F);
   const TensorView b2 = f.Make({4, 5}, F), c2 = f.Make({3, 5}, F);
   DropoutArgs drop;
   drop.p = 0.5f;
@@ -116,6 +121,13 @@ std::vector<Case> AllOps(FakeCuda& f) {
       {"AdamUpdate", false, [=](auto& c) { return AdamUpdate(c, x, y, z, w, AdamArgs{}); }},
       {"Gemm", true, [=](auto& c) { return Gemm(c, x, b2, c2); }},
       {"BatchedGemm", true, [=](auto& c) { return BatchedGemm(c, a3, b3, c3); }},
+      {"FusedAttention", false,
+       [=](auto& c) { return FusedAttention(c, q, k, v, AttentionArgs{}, att_out, att_lse); }},
+      {"FusedAttentionBackward", false,
+       [=](auto& c) {
+         return FusedAttentionBackward(c, q, k, v, att_out, att_dout, att_lse, AttentionArgs{},
+                                       att_dq, att_dk, att_dv);
+       }},
   };
 }
 

@@ -6,6 +6,7 @@
 //
 //   bazel run //core/ops:ops_cuda_bench -- --iters=20
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "core/cuda_device.h"
 #include "core/exec_context.h"
 #include "core/ops/adam.h"
+#include "core/ops/attention.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
@@ -211,6 +213,36 @@ int Run() {
                   [&] { return ops::Softmax(ctx, s.view(), p.view(), options); });
     bandwidth_row("softmax backward bf16 [8,16,1024,1024]", 3 * bytes,
                   [&] { return ops::SoftmaxBackward(ctx, p.view(), s.view(), s.view(), 0.1f); });
+  }
+  {
+    // Fused attention on the heads of the 1.2B config: 8 x 16 heads of [1024, 96], causal,
+    // dropout 0.1. Rates count the products the causal mask leaves (half of each T x T product):
+    // two in the forward, five in the backward.
+    const Shape shape = {8, 16, 1024, 96};
+    Tensor q = OnGpu(shape, DType::kBF16), k = OnGpu(shape, DType::kBF16),
+           v = OnGpu(shape, DType::kBF16), out = OnGpu(shape, DType::kBF16),
+           dout = OnGpu(shape, DType::kBF16), dq = OnGpu(shape, DType::kBF16),
+           dk = OnGpu(shape, DType::kBF16), dv = OnGpu(shape, DType::kBF16);
+    Tensor lse = OnGpu({8, 16, 1024}, DType::kF32);
+    for (const Tensor* t : {&q, &k, &v, &dout}) Ok(ops::Fill(ctx, t->view(), 0.01));
+    ops::AttentionArgs args;
+    args.scale = 1.0f / std::sqrt(96.0f);
+    args.causal = ops::CausalMask::kYes;
+    args.dropout.p = 0.1f;
+    args.dropout.seed = 1;
+    const double product = 2.0 * 128 * 1024 * 1024 * 96 / 2;
+    double t = TimePerCall([&] {
+      return ops::FusedAttention(ctx, q.view(), k.view(), v.view(), args, out.view(), lse.view());
+    });
+    rows.push_back({"fused attention causal bf16 [8,16,1024,96]", t, 2 * product / t / 1e12,
+                    2 * product / t / 1e12 / gemm_rate, "TF/s"});
+    t = TimePerCall([&] {
+      return ops::FusedAttentionBackward(ctx, q.view(), k.view(), v.view(), out.view(),
+                                         dout.view(), lse.view(), args, dq.view(), dk.view(),
+                                         dv.view());
+    });
+    rows.push_back({"fused attention backward bf16 [8,16,1024,96]", t, 5 * product / t / 1e12,
+                    5 * product / t / 1e12 / gemm_rate, "TF/s"});
   }
   {
     // Logits of GPT-2's padded vocabulary for 8 x 1024 tokens.

@@ -1,0 +1,145 @@
+// CPU benchmark: the fused attention op (core/ops/attention.h) against the unfused chain that
+// nn/attention.cc runs (BatchedGemm + Softmax + Dropout + BatchedGemm, and its backward), forward
+// and backward, on one head shape. Prints the best milliseconds per call and the bytes of [T, T]
+// buffers the unfused chain needs.
+//
+//   bazel run //core/ops:attention_bench -- --batch=2 --heads=8 --seq=512 --head_dim=64
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/exec_context.h"
+#include "core/ops/attention.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
+#include "core/ops/softmax.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+
+DEFINE_int32(batch, 2, "B");
+DEFINE_int32(heads, 8, "NH");
+DEFINE_int32(seq, 512, "T (queries = keys)");
+DEFINE_int32(head_dim, 64, "D");
+DEFINE_int32(threads, 0, "CPU threads (0: all cores)");
+DEFINE_int32(iters, 5, "timed calls (after one warm-up call); the fastest is reported");
+DEFINE_double(dropout, 0.1, "attention dropout probability");
+DEFINE_bool(causal, true, "causal mask");
+DEFINE_string(dtype, "f32", "f32, bf16 or f16");
+
+namespace mt {
+namespace {
+
+void Ok(const absl::Status& s) { CHECK(s.ok()) << s; }
+
+Tensor Random(Shape shape, DType dtype, uint32_t seed) {
+  Tensor f = Tensor::Host(shape, DType::kF32);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  float* p = f.data_as<float>();
+  for (int64_t i = 0; i < f.numel(); ++i) p[i] = dist(rng);
+  if (dtype == DType::kF32) return f;
+  Tensor t = Tensor::Host(shape, dtype);
+  Ok(ops::Convert(ExecContext{}, f.view(), t.view()));
+  return t;
+}
+
+// Milliseconds of the fastest of FLAGS_iters calls of fn (the least disturbed by other load on
+// the machine).
+double TimeMs(const std::function<void()>& fn) {
+  fn();
+  double best = 1e300;
+  for (int i = 0; i < FLAGS_iters; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    const std::chrono::duration<double, std::milli> d = std::chrono::steady_clock::now() - start;
+    best = std::min(best, d.count());
+  }
+  return best;
+}
+
+int Run() {
+  DType dt = DType::kF32;
+  if (FLAGS_dtype == "bf16") dt = DType::kBF16;
+  if (FLAGS_dtype == "f16") dt = DType::kF16;
+  const int64_t B = FLAGS_batch, NH = FLAGS_heads, T = FLAGS_seq, D = FLAGS_head_dim;
+  const int64_t Bt = B * NH;
+  ThreadPool pool(FLAGS_threads);
+  ExecContext ctx;
+  ctx.pool = &pool;
+  std::printf("attention_bench: B=%lld NH=%lld T=%lld D=%lld %s causal=%d dropout=%g threads=%d\n",
+              static_cast<long long>(B), static_cast<long long>(NH), static_cast<long long>(T),
+              static_cast<long long>(D), FLAGS_dtype.c_str(), FLAGS_causal ? 1 : 0, FLAGS_dropout,
+              ctx.num_threads());
+
+  Tensor q = Random({B, NH, T, D}, dt, 1), k = Random({B, NH, T, D}, dt, 2),
+         v = Random({B, NH, T, D}, dt, 3), dout = Random({B, NH, T, D}, dt, 4);
+  Tensor out = Tensor::Host({B, NH, T, D}, dt), lse = Tensor::Host({B, NH, T}, DType::kF32);
+  Tensor dq = Tensor::Host({B, NH, T, D}, dt), dk = Tensor::Host({B, NH, T, D}, dt),
+         dv = Tensor::Host({B, NH, T, D}, dt);
+  ops::AttentionArgs args;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  args.causal = FLAGS_causal ? ops::CausalMask::kYes : ops::CausalMask::kNo;
+  args.dropout.p = static_cast<float>(FLAGS_dropout);
+  args.dropout.seed = 42;
+
+  // Unfused buffers: scores/probs, dropped probs, their gradient ([B, NH, T, T] each).
+  const Shape tt = {B, NH, T, T};
+  Tensor probs = Tensor::Host(tt, dt), dropped = Tensor::Host(tt, dt),
+         dprobs = Tensor::Host(tt, dt);
+  auto as3 = [&](const Tensor& t, int64_t rows, int64_t cols) {
+    return TensorView(t.data(), {Bt, rows, cols}, t.dtype());
+  };
+  ops::GemmOptions nt, tn;
+  nt.transpose_b = ops::Transpose::kYes;
+  tn.transpose_a = ops::Transpose::kYes;
+  ops::SoftmaxOptions so;
+  so.scale = args.scale;
+  so.causal = args.causal;
+
+  const double fused_fwd = TimeMs([&] {
+    Ok(ops::FusedAttention(ctx, q.view(), k.view(), v.view(), args, out.view(), lse.view()));
+  });
+  const double fused_bwd = TimeMs([&] {
+    Ok(ops::FusedAttentionBackward(ctx, q.view(), k.view(), v.view(), out.view(), dout.view(),
+                                   lse.view(), args, dq.view(), dk.view(), dv.view()));
+  });
+  const double unfused_fwd = TimeMs([&] {
+    Ok(ops::BatchedGemm(ctx, as3(q, T, D), as3(k, T, D), as3(probs, T, T), nt));
+    Ok(ops::Softmax(ctx, probs.view(), probs.view(), so));
+    Ok(ops::Dropout(ctx, probs.view(), args.dropout, dropped.view()));
+    Ok(ops::BatchedGemm(ctx, as3(dropped, T, T), as3(v, T, D), as3(out, T, D)));
+  });
+  const double unfused_bwd = TimeMs([&] {
+    Ok(ops::BatchedGemm(ctx, as3(dout, T, D), as3(v, T, D), as3(dprobs, T, T), nt));
+    Ok(ops::BatchedGemm(ctx, as3(dropped, T, T), as3(dout, T, D), as3(dv, T, D), tn));
+    Ok(ops::DropoutBackward(ctx, dprobs.view(), args.dropout, dprobs.view()));
+    Ok(ops::SoftmaxBackward(ctx, probs.view(), dprobs.view(), dprobs.view(), args.scale));
+    Ok(ops::BatchedGemm(ctx, as3(dprobs, T, T), as3(k, T, D), as3(dq, T, D)));
+    Ok(ops::BatchedGemm(ctx, as3(dprobs, T, T), as3(q, T, D), as3(dk, T, D), tn));
+  });
+  std::printf("%-10s %12s %12s %8s\n", "", "fused ms", "unfused ms", "ratio");
+  std::printf("%-10s %12.2f %12.2f %8.2f\n", "forward", fused_fwd, unfused_fwd,
+              unfused_fwd / fused_fwd);
+  std::printf("%-10s %12.2f %12.2f %8.2f\n", "backward", fused_bwd, unfused_bwd,
+              unfused_bwd / fused_bwd);
+  std::printf("[T, T] buffers of the unfused chain: %.1f MiB (fused: lse %.3f MiB)\n",
+              3.0 * probs.nbytes() / (1 << 20), lse.nbytes() / double(1 << 20));
+  return 0;
+}
+
+}  // namespace
+}  // namespace mt
+
+int main(int argc, char** argv) {
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  return mt::Run();
+}
