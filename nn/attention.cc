@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/alloc.h"
+#include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/gemm.h"
 #include "core/ops/heads.h"
 #include "core/status.h"
 
@@ -58,11 +58,7 @@ absl::Status ParallelSelfAttention::EnsureBuffers(const ExecContext& ec, int64_t
   ASSIGN_OR_RETURN(q_, Alloc(ec, {B, NH, T, D}, dtype_));
   ASSIGN_OR_RETURN(k_, Alloc(ec, {B, NH, T, D}, dtype_));
   ASSIGN_OR_RETURN(v_, Alloc(ec, {B, NH, T, D}, dtype_));
-  ASSIGN_OR_RETURN(probs_, Alloc(ec, {B, NH, T, T}, dtype_));
-  dropped_ = Tensor();
-  if (config_.dropout > 0) {
-    ASSIGN_OR_RETURN(dropped_, Alloc(ec, {B, NH, T, T}, dtype_));
-  }
+  ASSIGN_OR_RETURN(lse_, Alloc(ec, {B, NH, T}, DType::kF32));
   ASSIGN_OR_RETURN(ctx_heads_, Alloc(ec, {B, NH, T, D}, dtype_));
   ASSIGN_OR_RETURN(ctx_, Alloc(ec, {B, T, NH * D}, dtype_));
   B_ = B;
@@ -75,8 +71,7 @@ void ParallelSelfAttention::Release() {
   q_ = Tensor();
   k_ = Tensor();
   v_ = Tensor();
-  probs_ = Tensor();
-  dropped_ = Tensor();
+  lse_ = Tensor();
   ctx_heads_ = Tensor();
   ctx_ = Tensor();
   B_ = T_ = 0;
@@ -84,7 +79,7 @@ void ParallelSelfAttention::Release() {
 
 int64_t ParallelSelfAttention::ActivationBytes() const {
   int64_t n = 0;
-  for (const Tensor* t : {&qkv_out_, &q_, &k_, &v_, &probs_, &dropped_, &ctx_heads_, &ctx_}) {
+  for (const Tensor* t : {&qkv_out_, &q_, &k_, &v_, &lse_, &ctx_heads_, &ctx_}) {
     n += t->nbytes();
   }
   return n;
@@ -102,6 +97,15 @@ ops::DropoutArgs ParallelSelfAttention::ProbsDropout(const StepContext& sc) cons
   d.key_outer_stride = config_.heads * T_ * T_;
   d.key_base = sc.sample_offset * d.key_outer_stride + sc.tp_rank() * block;
   return d;
+}
+
+ops::AttentionArgs ParallelSelfAttention::Args(const StepContext& sc) const {
+  ops::AttentionArgs a;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  a.causal = config_.causal;
+  a.padding_mask = has_padding_mask_ ? &padding_mask_ : nullptr;
+  if (config_.dropout > 0 && sc.training()) a.dropout = ProbsDropout(sc);
+  return a;
 }
 
 absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorView& x,
@@ -122,23 +126,9 @@ absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorV
   ASSIGN_OR_RETURN(TensorView x2, x.Reshape({B * T, config_.hidden}));
   RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(qkv_out_, {B * T, 3 * NH * D})));
   RETURN_IF_ERROR(ops::SplitQkv(ec, hs, qkv_out_.view(), q_.view(), k_.view(), v_.view()));
-  // scores = q k^T, written into probs_ and normalised in place by the softmax.
-  ops::GemmOptions nt;
-  nt.transpose_b = ops::Transpose::kYes;
-  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(q_, {B * NH, T, D}), As(k_, {B * NH, T, D}),
-                                   As(probs_, {B * NH, T, T}), nt));
-  ops::SoftmaxOptions so;
-  so.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  so.causal = config_.causal;
-  so.padding_mask = padding_mask;
-  RETURN_IF_ERROR(ops::Softmax(ec, probs_.view(), probs_.view(), so));
-  const Tensor* used = &probs_;
-  if (config_.dropout > 0 && sc.training()) {
-    RETURN_IF_ERROR(ops::Dropout(ec, probs_.view(), ProbsDropout(sc), dropped_.view()));
-    used = &dropped_;
-  }
-  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(*used, {B * NH, T, T}), As(v_, {B * NH, T, D}),
-                                   As(ctx_heads_, {B * NH, T, D})));
+  // ctx = dropout(softmax(q k^T / sqrt(D))) v, fused: no [T, T] buffer is kept.
+  RETURN_IF_ERROR(ops::FusedAttention(ec, q_.view(), k_.view(), v_.view(), Args(sc),
+                                      ctx_heads_.view(), lse_.view()));
   RETURN_IF_ERROR(ops::MergeHeads(ec, hs, ctx_heads_.view(), ctx_.view()));
   ASSIGN_OR_RETURN(TensorView y2, y.Reshape({B * T, config_.hidden}));
   return proj_.Forward(sc, As(ctx_, {B * T, NH * D}), y2);
@@ -159,29 +149,12 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   ASSIGN_OR_RETURN(Tensor dctx_heads, Alloc(ec, {B, NH, T, D}, dtype_));
   RETURN_IF_ERROR(ops::SplitHeads(ec, hs, dctx.view(), dctx_heads.view()));
 
-  const bool dropped = config_.dropout > 0 && sc.training();
-  const Tensor& used = dropped ? dropped_ : probs_;
-  ASSIGN_OR_RETURN(Tensor dprobs, Alloc(ec, {B, NH, T, T}, dtype_));
-  ops::GemmOptions nt, tn;
-  nt.transpose_b = ops::Transpose::kYes;
-  tn.transpose_a = ops::Transpose::kYes;
-  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dctx_heads, {B * NH, T, D}), As(v_, {B * NH, T, D}),
-                                   As(dprobs, {B * NH, T, T}), nt));
-  ASSIGN_OR_RETURN(Tensor dv, Alloc(ec, {B, NH, T, D}, dtype_));
-  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(used, {B * NH, T, T}), As(dctx_heads, {B * NH, T, D}),
-                                   As(dv, {B * NH, T, D}), tn));
-  if (dropped) {
-    RETURN_IF_ERROR(ops::DropoutBackward(ec, dprobs.view(), ProbsDropout(sc), dprobs.view()));
-  }
-  // dscores (in place in dprobs).
-  RETURN_IF_ERROR(ops::SoftmaxBackward(ec, probs_.view(), dprobs.view(), dprobs.view(),
-                                       1.0f / std::sqrt(static_cast<float>(D))));
   ASSIGN_OR_RETURN(Tensor dq, Alloc(ec, {B, NH, T, D}, dtype_));
   ASSIGN_OR_RETURN(Tensor dk, Alloc(ec, {B, NH, T, D}, dtype_));
-  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dprobs, {B * NH, T, T}), As(k_, {B * NH, T, D}),
-                                   As(dq, {B * NH, T, D})));
-  RETURN_IF_ERROR(ops::BatchedGemm(ec, As(dprobs, {B * NH, T, T}), As(q_, {B * NH, T, D}),
-                                   As(dk, {B * NH, T, D}), tn));
+  ASSIGN_OR_RETURN(Tensor dv, Alloc(ec, {B, NH, T, D}, dtype_));
+  RETURN_IF_ERROR(ops::FusedAttentionBackward(ec, q_.view(), k_.view(), v_.view(),
+                                              ctx_heads_.view(), dctx_heads.view(), lse_.view(),
+                                              Args(sc), dq.view(), dk.view(), dv.view()));
   ASSIGN_OR_RETURN(Tensor dqkv, Alloc(ec, {B, T, 3 * NH * D}, dtype_));
   RETURN_IF_ERROR(ops::MergeQkv(ec, hs, dq.view(), dk.view(), dv.view(), dqkv.view()));
   ASSIGN_OR_RETURN(TensorView x2, x_.Reshape({B * T, config_.hidden}));

@@ -5,11 +5,13 @@
 //   probs = softmax(q k^T / sqrt(D))   [B, NH_local, T, T]  causal (GPT) or padding-masked (BERT)
 //   probs = dropout(probs)             mask keyed by the GLOBAL head index
 //   ctx = MergeHeads(probs v)          [B, T, NH_local * D]
+//     (the three lines above are one fused op, ops::FusedAttention: the probabilities are never
+//     stored, only each query row's log-sum-exp; backward recomputes them tile by tile)
 //   y = RowParallel(ctx)               [B, T, H]  (one all-reduce; bias added once)
 //
 // One all-reduce forward (in the output projection) and one backward (in the QKV projection's f).
-// Activations are in the store's compute dtype (scores and probabilities too; the softmax computes
-// in f32 internally). The module owns the activations it saves for backward (reallocated only when
+// Activations are in the store's compute dtype (scores and probabilities stay in f32 inside the
+// fused op). The module owns the activations it saves for backward (reallocated only when
 // B or T change); Release() frees them (activation checkpointing).
 #ifndef MT_NN_ATTENTION_H_
 #define MT_NN_ATTENTION_H_
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "core/ops/attention.h"
 #include "absl/status/statusor.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/softmax.h"
@@ -60,6 +63,8 @@ class ParallelSelfAttention {
  private:
   absl::Status EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T);
   ops::DropoutArgs ProbsDropout(const StepContext& sc) const;
+  // The fused op's arguments for this micro-batch (dropout only when training).
+  ops::AttentionArgs Args(const StepContext& sc) const;
 
   AttentionConfig config_;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
@@ -72,8 +77,7 @@ class ParallelSelfAttention {
   bool has_padding_mask_ = false;
   Tensor qkv_out_;  // [B, T, 3 * H_local]
   Tensor q_, k_, v_;  // [B, NH_local, T, D]
-  Tensor probs_;      // [B, NH_local, T, T] softmax output
-  Tensor dropped_;    // [B, NH_local, T, T] after dropout (aliases probs_ when no dropout)
+  Tensor lse_;        // f32 [B, NH_local, T]: log-sum-exp of each query row (fused attention)
   Tensor ctx_heads_;  // [B, NH_local, T, D]
   Tensor ctx_;        // [B, T, H_local]
 };
