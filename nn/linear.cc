@@ -50,9 +50,19 @@ absl::StatusOr<ColumnParallelLinear> ColumnParallelLinear::Create(ParameterStore
 absl::Status ColumnParallelLinear::Forward(const StepContext& sc, const TensorView& x,
                                            const TensorView& y) const {
   // f forward is the identity: x is already complete on every TP rank.
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y));
-  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->compute_value(bias_), y));
-  return absl::OkStatus();
+  ops::GemmOptions options;
+  if (bias_ >= 0) options.bias = &store_->compute_value(bias_);
+  return ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y, options);
+}
+
+absl::Status ColumnParallelLinear::ForwardGelu(const StepContext& sc, const TensorView& x,
+                                               const TensorView& pre,
+                                               const TensorView& y) const {
+  ops::GemmOptions options;
+  if (bias_ >= 0) options.bias = &store_->compute_value(bias_);
+  options.epilogue = ops::Epilogue::kGelu;
+  options.pre_activation = &pre;
+  return ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y, options);
 }
 
 absl::Status ColumnParallelLinear::Backward(const StepContext& sc, const TensorView& x,
@@ -88,6 +98,12 @@ absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* stor
 
 absl::Status RowParallelLinear::Forward(const StepContext& sc, const TensorView& x,
                                         const TensorView& y) const {
+  if (sc.tp == nullptr) {
+    // No all-reduce: the bias can join the GEMM's epilogue.
+    ops::GemmOptions options;
+    if (bias_ >= 0) options.bias = &store_->compute_value(bias_);
+    return ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y, options);
+  }
   RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y));
   // g forward: sum the partial products of the TP ranks, then add the bias once.
   RETURN_IF_ERROR(GForward(sc, y));

@@ -12,6 +12,9 @@
 // Backward read the compute-dtype weights (ParameterStore::compute_value); Backward ACCUMULATES
 // into the f32 parameter gradients in f32 (mixed-precision GEMM and bias sums, no 16-bit
 // rounding of the gradients).
+// The bias (and ColumnParallelLinear::ForwardGelu's GeLU) runs in the GEMM's fused epilogue
+// (core/ops/gemm.h: cuBLASLt's on CUDA), so a 16-bit y is rounded once. RowParallelLinear can fuse
+// its bias only at TP = 1 (sc.tp null); with TP > 1 it is added after the all-reduce.
 #ifndef MT_NN_LINEAR_H_
 #define MT_NN_LINEAR_H_
 
@@ -38,6 +41,10 @@ class ColumnParallelLinear {
                                                      int64_t out, Bias bias, double init_std);
   // x: [N, in]; y: [N, out / tp].
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y) const;
+  // y = GeLU(x W_r + b_r) and pre = x W_r + b_r (what ops::GeluBackward needs) from one GEMM.
+  // x: [N, in]; pre, y: [N, out / tp], distinct.
+  absl::Status ForwardGelu(const StepContext& sc, const TensorView& x, const TensorView& pre,
+                           const TensorView& y) const;
   // dy: [N, out / tp]; x: the forward input; dx: [N, in], all-reduced over TP (complete).
   absl::Status Backward(const StepContext& sc, const TensorView& x, const TensorView& dy,
                         const TensorView& dx);

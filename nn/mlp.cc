@@ -33,8 +33,7 @@ absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
     ASSIGN_OR_RETURN(act_, Alloc(*sc.exec, {N, F}, dtype_));
   }
   x_ = x;
-  RETURN_IF_ERROR(fc1_.Forward(sc, x, pre_.view()));
-  RETURN_IF_ERROR(ops::Gelu(*sc.exec, pre_.view(), act_.view()));
+  RETURN_IF_ERROR(fc1_.ForwardGelu(sc, x, pre_.view(), act_.view()));
   return fc2_.Forward(sc, act_.view(), y);
 }
 

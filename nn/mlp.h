@@ -1,7 +1,8 @@
 // ParallelMLP: y = RowParallel(GeLU(ColumnParallel(x))), hidden width ffn (4H by default) split
 // across TP ranks. One all-reduce forward (g in the second projection) and one backward (f in the
-// first). Activations in the store's compute dtype. Owns its saved activations; Release() frees
-// them.
+// first). The first projection's bias and the GeLU run in its GEMM's fused epilogue
+// (ColumnParallelLinear::ForwardGelu), which also writes the pre-activation GeluBackward needs.
+// Activations in the store's compute dtype. Owns its saved activations; Release() frees them.
 #ifndef MT_NN_MLP_H_
 #define MT_NN_MLP_H_
 

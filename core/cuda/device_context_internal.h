@@ -54,23 +54,30 @@ namespace cuda {
 namespace internal {
 
 // One GEMM shape as cuBLASLt sees it (after the row-major -> column-major swap of A and B) and
-// the alignment of its pointers, which restricts the kernels cuBLASLt may pick.
+// the alignment of its pointers, which restricts the kernels cuBLASLt may pick; with a fused
+// epilogue, also the epilogue, the bias dtype and the alignment of the bias and aux (GeLU input)
+// pointers.
 struct GemmPlanKey {
   int dtype;    // cudaDataType_t of A and B.
   int c_dtype;  // cudaDataType_t of C (A's, or f32).
   int64_t batch, m, n, k;
   bool trans_a, trans_b;
   int align_a, align_b, align_c;
+  int epilogue = 1;     // cublasLtEpilogue_t; CUBLASLT_EPILOGUE_DEFAULT (1): none.
+  int bias_dtype = -1;  // cudaDataType_t of the bias; -1: no bias.
+  int align_bias = 0, align_aux = 0;  // 0: no such pointer.
   bool operator<(const GemmPlanKey& o) const {
-    return std::tie(dtype, c_dtype, batch, m, n, k, trans_a, trans_b, align_a, align_b,
-                    align_c) < std::tie(o.dtype, o.c_dtype, o.batch, o.m, o.n, o.k, o.trans_a,
-                                        o.trans_b, o.align_a, o.align_b, o.align_c);
+    return std::tie(dtype, c_dtype, batch, m, n, k, trans_a, trans_b, align_a, align_b, align_c,
+                    epilogue, bias_dtype, align_bias, align_aux) <
+           std::tie(o.dtype, o.c_dtype, o.batch, o.m, o.n, o.k, o.trans_a, o.trans_b, o.align_a,
+                    o.align_b, o.align_c, o.epilogue, o.bias_dtype, o.align_bias, o.align_aux);
   }
 };
 
 // Descriptors and the chosen algorithm for one key; destroys its descriptors. When cuBLASLt has
 // no algorithm for the shape and alignment (or refuses it at run time), `legacy` routes the
-// product to cublasGemmStridedBatchedEx, which takes any shape and alignment.
+// product to cublasGemmStridedBatchedEx, which takes any shape and alignment; for a key with an
+// epilogue, to a product without one followed by the BiasAdd and Gelu kernels.
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/fast_math.h"
 #include "core/philox.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -163,20 +164,8 @@ void BiasGradCpu(const ExecContext& ctx, const TensorView& dy, const TensorView&
   });
 }
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
-
-inline float GeluForward(float x) {
-  const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  return 0.5f * x * (1.0f + std::tanh(u));
-}
-
-inline float GeluDerivative(float x) {
-  const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  const float t = std::tanh(u);
-  const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-}
+inline float GeluForward(float x) { return internal::GeluTanh(x); }
+inline float GeluDerivative(float x) { return internal::GeluTanhDerivative(x); }
 
 template <typename T>
 void GeluBackwardCpu(const ExecContext& ctx, const TensorView& x, const TensorView& dy,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -9,6 +10,8 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/fast_math.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -36,6 +39,8 @@ constexpr CpuGemmBackend kFastestCpuBackend = CpuGemmBackend::kOpenBlas;
 
 // Elements per chunk when widening/narrowing bf16 and f16 operands on the pool.
 constexpr int64_t kConvertGrain = 1 << 16;
+// Elements per chunk of the epilogue (whole rows; GeLU's tanh makes elements dearer).
+constexpr int64_t kEpilogueGrain = 1 << 14;
 
 CpuGemmBackend Resolve(CpuGemmBackend backend) {
   return backend == CpuGemmBackend::kDefault ? kFastestCpuBackend : backend;
@@ -114,6 +119,76 @@ absl::StatusOr<GemmShape> Validate(const char* op, int rank, const TensorView& a
                      " in memory; write the product to a separate tensor"));
   }
   return s;
+}
+
+bool HasEpilogue(const GemmOptions& options) {
+  return options.bias != nullptr || options.epilogue != Epilogue::kNone ||
+         options.pre_activation != nullptr;
+}
+
+// The fused epilogue's operands (gemm.h), after Validate accepted A, B and C.
+absl::Status ValidateEpilogue(const char* op, int rank, const GemmShape& s, const TensorView& a,
+                              const TensorView& b, const TensorView& c,
+                              const GemmOptions& options) {
+  if (!HasEpilogue(options)) return absl::OkStatus();
+  if (rank != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": a bias, epilogue or pre_activation is supported by Gemm only (not batched)"));
+  }
+  if (options.beta != 0.0f) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": a bias, epilogue or pre_activation needs beta = 0, got beta = ",
+                     options.beta));
+  }
+  if (options.epilogue != Epilogue::kNone && options.epilogue != Epilogue::kGelu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": unknown epilogue ", static_cast<int>(options.epilogue)));
+  }
+  auto check_device = [&](const char* name, const TensorView& t) -> absl::Status {
+    if (t.device == c.device) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " is on ", t.device.ToString(),
+                                                   ", expected ", c.device.ToString(),
+                                                   " (the device of C)"));
+  };
+  if (const TensorView* bias = options.bias; bias != nullptr) {
+    RETURN_IF_ERROR(CheckShape(op, "bias", *bias, {s.n}));
+    if (bias->dtype != a.dtype && bias->dtype != DType::kF32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": bias has dtype ", DTypeName(bias->dtype), ", expected ",
+                       DTypeName(a.dtype), " (the dtype of A) or f32"));
+    }
+    RETURN_IF_ERROR(check_device("bias", *bias));
+    RETURN_IF_ERROR(CheckContiguous(op, "bias", *bias));
+    if (Overlap(*bias, c)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": bias overlaps C in memory; pass a separate bias tensor"));
+    }
+  }
+  if (const TensorView* pre = options.pre_activation; pre != nullptr) {
+    if (options.epilogue != Epilogue::kGelu) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": pre_activation is only written with Epilogue::kGelu"));
+    }
+    RETURN_IF_ERROR(CheckShape(op, "pre_activation", *pre, {s.m, s.n}));
+    if (pre->dtype != c.dtype) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": pre_activation has dtype ", DTypeName(pre->dtype), ", expected ",
+                       DTypeName(c.dtype), " (the dtype of C)"));
+    }
+    RETURN_IF_ERROR(check_device("pre_activation", *pre));
+    RETURN_IF_ERROR(CheckContiguous(op, "pre_activation", *pre));
+    const struct {
+      const char* name;
+      const TensorView* t;
+    } others[] = {{"A", &a}, {"B", &b}, {"C", &c}, {"bias", options.bias}};
+    for (const auto& o : others) {
+      if (o.t != nullptr && Overlap(*pre, *o.t)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, ": pre_activation overlaps ", o.name, " in memory; write it to a separate tensor"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // ---- f32 kernels: one [M, K] x [K, N] product, C = alpha op(A) op(B) + beta C. ----
@@ -200,15 +275,80 @@ void Narrow(ThreadPool* pool, const float* src, int64_t n, T* dst) {
   });
 }
 
+// ---- Epilogue: bias and GeLU on the f32 product, then the one rounding to C's dtype. ----
+
+using internal::GeluTanh;  // ops::Gelu's function (core/ops/fast_math.h).
+
+// The bias in f32 (empty without one).
+std::vector<float> WidenedBias(const TensorView* bias) {
+  std::vector<float> out;
+  if (bias == nullptr) return out;
+  out.resize(bias->numel());
+  internal::DispatchFloat(bias->dtype, [&](auto tag) {
+    using B = decltype(tag);
+    const B* p = bias->data_as<B>();
+    for (size_t j = 0; j < out.size(); ++j) out[j] = ToFloat<B>(p[j]);
+  });
+  return out;
+}
+
+// One row: v = p + bias (kBias), pre = v (when pre is set), c = GeLU(v) (kGelu) or v, each rounded
+// to Out once. p may be c itself (Out = float): element j is read before it is written.
+template <typename Out, bool kBias, bool kGelu>
+void EpilogueRow(int64_t n, const float* p, const float* bias, Out* c, Out* pre) {
+  if (pre != nullptr) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = kBias ? p[j] + bias[j] : p[j];
+      pre[j] = FromFloat<Out>(v);
+      c[j] = FromFloat<Out>(kGelu ? GeluTanh(v) : v);
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = kBias ? p[j] + bias[j] : p[j];
+      c[j] = FromFloat<Out>(kGelu ? GeluTanh(v) : v);
+    }
+  }
+}
+
+// The epilogue over the f32 product p [M, N] (which may be C's own storage when Out = float),
+// split over rows on the pool: element-wise, so the result does not depend on the thread count.
+template <typename Out>
+void ApplyEpilogue(ThreadPool* pool, const GemmShape& s, const GemmOptions& options,
+                   const float* p, Out* c, Out* pre) {
+  const std::vector<float> bias = WidenedBias(options.bias);
+  const bool gelu = options.epilogue == Epilogue::kGelu;
+  auto row = bias.empty()
+                 ? (gelu ? &EpilogueRow<Out, false, true> : &EpilogueRow<Out, false, false>)
+                 : (gelu ? &EpilogueRow<Out, true, true> : &EpilogueRow<Out, true, false>);
+  const int64_t n = s.n;
+  ParallelFor(pool, s.m, std::max<int64_t>(1, kEpilogueGrain / std::max<int64_t>(1, n)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i) {
+                  row(n, p + i * n, bias.data(), c + i * n, pre == nullptr ? nullptr : pre + i * n);
+                }
+              });
+}
+
 // f32 runs in place; bf16 and f16 are widened to f32 scratch, multiplied with f32 accumulation,
 // and rounded back once (or, for an f32 C, written and accumulated in place without rounding).
 template <typename T>
 void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
              const GemmOptions& options, const TensorView& a, const TensorView& b,
              const TensorView& c) {
+  const bool epilogue = HasEpilogue(options);
+  // An f32 C holds the f32 product, and the epilogue (if any) runs on it in place.
+  auto f32_epilogue = [&] {
+    if (!epilogue) return;
+    float* pc = c.data_as<float>();
+    ApplyEpilogue<float>(ctx.pool, s, options, pc, pc,
+                         options.pre_activation == nullptr
+                             ? nullptr
+                             : options.pre_activation->data_as<float>());
+  };
   if constexpr (std::is_same_v<T, float>) {
     GemmF32(backend, s, ctx.num_threads(), options.alpha, a.data_as<float>(), b.data_as<float>(),
             options.beta, c.data_as<float>());
+    f32_epilogue();
   } else {
     std::vector<float> a32(a.numel()), b32(b.numel());
     Widen(ctx.pool, a.data_as<T>(), a.numel(), a32.data());
@@ -216,6 +356,7 @@ void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
     if (c.dtype == DType::kF32) {
       GemmF32(backend, s, ctx.num_threads(), options.alpha, a32.data(), b32.data(), options.beta,
               c.data_as<float>());
+      f32_epilogue();
       return;
     }
     std::vector<float> c32(c.numel());
@@ -223,13 +364,21 @@ void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
     if (options.beta != 0.0f) Widen(ctx.pool, c.data_as<T>(), c.numel(), c32.data());
     GemmF32(backend, s, ctx.num_threads(), options.alpha, a32.data(), b32.data(), options.beta,
             c32.data());
-    Narrow(ctx.pool, c32.data(), c.numel(), c.data_as<T>());
+    if (epilogue) {
+      ApplyEpilogue<T>(ctx.pool, s, options, c32.data(), c.data_as<T>(),
+                       options.pre_activation == nullptr
+                           ? nullptr
+                           : options.pre_activation->data_as<T>());
+    } else {
+      Narrow(ctx.pool, c32.data(), c.numel(), c.data_as<T>());
+    }
   }
 }
 
 absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorView& a,
                  const TensorView& b, const TensorView& c, const GemmOptions& options) {
   ASSIGN_OR_RETURN(GemmShape s, Validate(op, rank, a, b, c, options));
+  RETURN_IF_ERROR(ValidateEpilogue(op, rank, s, a, b, c, options));
 #if defined(MT_WITH_CUDA)
   if (a.device.is_cuda()) {
     cuda::GemmDims dims;
@@ -241,6 +390,9 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
     dims.trans_b = s.trans_b;
     dims.alpha = options.alpha;
     dims.beta = options.beta;
+    dims.bias = options.bias;
+    dims.gelu = options.epilogue == Epilogue::kGelu;
+    dims.pre_activation = options.pre_activation;
     return cuda::Gemm(op, ctx, a, b, c, dims);
   }
 #endif
