@@ -106,7 +106,10 @@ do_bundle() {
   mapfile -t sh_tests < <(bazel query 'kind(sh_test, attr(tags, "\bgpu\b", tests(//...)))' \
     2>/dev/null)
   targets=("${tests[@]}")
-  for b in "${GPU_BENCHMARKS[@]}"; do targets+=("//${b%% *}"); done
+  # A benchmark may appear with several argument lists: build and carry it once.
+  for b in "${GPU_BENCHMARKS[@]}"; do
+    printf '%s\n' "${targets[@]}" | grep -qxF -- "//${b%% *}" || targets+=("//${b%% *}")
+  done
   ./bazelw build --config=cuda "${targets[@]}" || exit 1
 
   # The tree is put together in a scratch directory and carried as one archive.
