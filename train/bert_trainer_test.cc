@@ -1,4 +1,4 @@
-// BERT training-level golden tests (run under mpirun with 2 ranks): TP=2 and DP=2 training curves
+// Training-level golden tests of train::Trainer with the BERT task (run under mpirun with 2 ranks): TP=2 and DP=2 training curves
 // (MLM and SOP losses, gradient norms) equal the serial curve over 16 steps within float32
 // rounding with dropout on, and the model learns; the BERT loader slices each global batch over
 // the DP ranks like the GPT loader and resumes from a consumed-samples count.
