@@ -1,7 +1,7 @@
-// Training-level golden tests of train::Trainer with the GPT task (run under mpirun with 2 ranks):
-// TP=2 and DP=2 training curves equal
-// the serial curve over 20 steps within float32 rounding (dropout on); an injected gradient
-// overflow skips the step, halves the loss scale and leaves parameters and the LR schedule alone.
+// Training-level golden tests of train::Trainer with the GPT task (run under mpirun with 2
+// ranks): TP=2 and DP=2 training curves equal the serial curve over 20 steps within float32
+// rounding (dropout on); an injected gradient overflow skips the step, halves the loss scale and
+// leaves parameters and the LR schedule alone.
 // Mixed precision: f16 training from a loss scale of 2^32 overflows for real (the f16 logit
 // gradients become inf), skips steps and halves the scale until the gradients fit, then learns;
 // bf16 training tracks the f32 curve for 20 steps, serially and at TP=2. The DP gradient
