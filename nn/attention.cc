@@ -109,7 +109,8 @@ ops::AttentionArgs ParallelSelfAttention::Args(const StepContext& sc) const {
 }
 
 absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorView& x,
-                                            const TensorView* padding_mask, const TensorView& y) {
+                                            const TensorView* padding_mask, const TensorView& y,
+                                            const TensorView** deferred_bias) {
   if (x.rank() != 3 || x.dim(2) != config_.hidden || x.dtype != dtype_) {
     return absl::InvalidArgumentError(absl::StrCat("attention: input ", x.DebugString(),
                                                    " must be ", DTypeName(dtype_), "[B, T, ",
@@ -131,7 +132,7 @@ absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorV
                                       ctx_heads_.view(), lse_.view()));
   RETURN_IF_ERROR(ops::MergeHeads(ec, hs, ctx_heads_.view(), ctx_.view()));
   ASSIGN_OR_RETURN(TensorView y2, y.Reshape({B * T, config_.hidden}));
-  return proj_.Forward(sc, As(ctx_, {B * T, NH * D}), y2);
+  return proj_.Forward(sc, As(ctx_, {B * T, NH * D}), y2, deferred_bias);
 }
 
 absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const TensorView& dy,

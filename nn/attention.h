@@ -51,8 +51,9 @@ class ParallelSelfAttention {
                                                       const AttentionConfig& config);
   // x: [B, T, H] in the compute dtype (kept by the caller until Backward); padding_mask: null or
   // i32 [B, T] (0 = padding); y: [B, T, H]. InvalidArgument for another shape or dtype.
+  // deferred_bias: as for RowParallelLinear::Forward (the output projection's bias).
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView* padding_mask,
-                       const TensorView& y);
+                       const TensorView& y, const TensorView** deferred_bias = nullptr);
   // dy: [B, T, H]; dx: [B, T, H] (complete: all-reduced over TP).
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx);
   // Frees the saved activations.

@@ -97,7 +97,9 @@ absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* stor
 }
 
 absl::Status RowParallelLinear::Forward(const StepContext& sc, const TensorView& x,
-                                        const TensorView& y) const {
+                                        const TensorView& y,
+                                        const TensorView** deferred_bias) const {
+  if (deferred_bias != nullptr) *deferred_bias = nullptr;
   if (sc.tp == nullptr) {
     // No all-reduce: the bias can join the GEMM's epilogue.
     ops::GemmOptions options;
@@ -107,8 +109,12 @@ absl::Status RowParallelLinear::Forward(const StepContext& sc, const TensorView&
   RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y));
   // g forward: sum the partial products of the TP ranks, then add the bias once.
   RETURN_IF_ERROR(GForward(sc, y));
-  if (bias_ >= 0) RETURN_IF_ERROR(ops::BiasAdd(*sc.exec, y, store_->compute_value(bias_), y));
-  return absl::OkStatus();
+  if (bias_ < 0) return absl::OkStatus();
+  if (deferred_bias != nullptr) {
+    *deferred_bias = &store_->compute_value(bias_);
+    return absl::OkStatus();
+  }
+  return ops::BiasAdd(*sc.exec, y, store_->compute_value(bias_), y);
 }
 
 absl::Status RowParallelLinear::Backward(const StepContext& sc, const TensorView& x,

@@ -65,8 +65,14 @@ class RowParallelLinear {
   static absl::StatusOr<RowParallelLinear> Create(ParameterStore* store, const std::string& prefix,
                                                   int64_t in, int64_t out, Bias bias,
                                                   double init_std);
-  // x: [N, in / tp]; y: [N, out], identical on all TP ranks (one all-reduce).
-  absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y) const;
+  // x: [N, in / tp]; y: [N, out], identical on all TP ranks (one all-reduce). With deferred_bias
+  // non-null, a bias that would be added in a pass of its own (TP > 1: after the all-reduce) is
+  // left out of y and *deferred_bias points to it (the compute-dtype [out] value), for the caller
+  // to fuse into its next op (ops::BiasDropoutAdd); otherwise (no bias, or the bias joins the
+  // GEMM's epilogue at TP = 1) *deferred_bias is set to null. Backward is the same either way: dy
+  // is the gradient with respect to y + bias.
+  absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
+                       const TensorView** deferred_bias = nullptr) const;
   // dy: [N, out] (replicated); x: the forward input; dx: [N, in / tp].
   absl::Status Backward(const StepContext& sc, const TensorView& x, const TensorView& dy,
                         const TensorView& dx);

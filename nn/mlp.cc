@@ -26,7 +26,7 @@ absl::StatusOr<ParallelMLP> ParallelMLP::Create(ParameterStore* store, const std
 }
 
 absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
-                                  const TensorView& y) {
+                                  const TensorView& y, const TensorView** deferred_bias) {
   const int64_t N = x.dim(0), F = fc1_.local_out();
   if (pre_.numel() != N * F || pre_.device() != sc.exec->device) {
     ASSIGN_OR_RETURN(pre_, Alloc(*sc.exec, {N, F}, dtype_));
@@ -34,7 +34,7 @@ absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
   }
   x_ = x;
   RETURN_IF_ERROR(fc1_.ForwardGelu(sc, x, pre_.view(), act_.view()));
-  return fc2_.Forward(sc, act_.view(), y);
+  return fc2_.Forward(sc, act_.view(), y, deferred_bias);
 }
 
 absl::Status ParallelMLP::Backward(const StepContext& sc, const TensorView& dy,

@@ -26,8 +26,10 @@ class ParallelMLP {
   static absl::StatusOr<ParallelMLP> Create(ParameterStore* store, const std::string& prefix,
                                             int64_t hidden, int64_t ffn, double init_std,
                                             double output_init_std);
-  // x: [N, H] (kept by the caller until Backward); y: [N, H].
-  absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y);
+  // x: [N, H] (kept by the caller until Backward); y: [N, H]. deferred_bias: as for
+  // RowParallelLinear::Forward (fc2's bias).
+  absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
+                       const TensorView** deferred_bias = nullptr);
   // dy: [N, H]; dx: [N, H] (complete).
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx);
   void Release();

@@ -142,31 +142,36 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
   RETURN_IF_ERROR(ensure(&branch_));
   ASSIGN_OR_RETURN(TensorView x1, As2D(x1_.view()));
   ASSIGN_OR_RETURN(TensorView branch, As2D(branch_.view()));
+  // Each residual branch ends in a RowParallelLinear whose bias (when it is not already in the
+  // GEMM's epilogue) is fused with the hidden dropout and the residual add: out = residual +
+  // dropout(branch + bias). The backward is unchanged: DropoutBackward gives the gradient with
+  // respect to branch + bias, which is what the RowParallelLinear's Backward takes.
+  const TensorView* bias = nullptr;
   if (config_.norm == NormPosition::kPreNorm) {
     RETURN_IF_ERROR(ensure(&ln1_out_));
     RETURN_IF_ERROR(ensure(&ln2_out_));
     ASSIGN_OR_RETURN(TensorView ln1, As2D(ln1_out_.view()));
     ASSIGN_OR_RETURN(TensorView ln2, As2D(ln2_out_.view()));
     RETURN_IF_ERROR(ln1_.Forward(sc, x2, ln1));
-    RETURN_IF_ERROR(attention_.Forward(sc, ln1_out_.view(), padding_mask_, branch_.view()));
-    RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kAttentionOutputDropoutSite), branch));
-    RETURN_IF_ERROR(ops::Add(ec, x2, branch, x1));
+    RETURN_IF_ERROR(attention_.Forward(sc, ln1_out_.view(), padding_mask_, branch_.view(), &bias));
+    RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
+                                        HiddenDropout(sc, kAttentionOutputDropoutSite), x2, x1));
     RETURN_IF_ERROR(ln2_.Forward(sc, x1, ln2));
-    RETURN_IF_ERROR(mlp_.Forward(sc, ln2, branch));
-    RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kMlpOutputDropoutSite), branch));
-    RETURN_IF_ERROR(ops::Add(ec, x1, branch, y2));
+    RETURN_IF_ERROR(mlp_.Forward(sc, ln2, branch, &bias));
+    RETURN_IF_ERROR(
+        ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, y2));
   } else {
     RETURN_IF_ERROR(ensure(&s1_));
     RETURN_IF_ERROR(ensure(&s2_));
     ASSIGN_OR_RETURN(TensorView s1, As2D(s1_.view()));
     ASSIGN_OR_RETURN(TensorView s2, As2D(s2_.view()));
-    RETURN_IF_ERROR(attention_.Forward(sc, x, padding_mask_, branch_.view()));
-    RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kAttentionOutputDropoutSite), branch));
-    RETURN_IF_ERROR(ops::Add(ec, x2, branch, s1));
+    RETURN_IF_ERROR(attention_.Forward(sc, x, padding_mask_, branch_.view(), &bias));
+    RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
+                                        HiddenDropout(sc, kAttentionOutputDropoutSite), x2, s1));
     RETURN_IF_ERROR(ln1_.Forward(sc, s1, x1));
-    RETURN_IF_ERROR(mlp_.Forward(sc, x1, branch));
-    RETURN_IF_ERROR(ops::Dropout(ec, branch, HiddenDropout(sc, kMlpOutputDropoutSite), branch));
-    RETURN_IF_ERROR(ops::Add(ec, x1, branch, s2));
+    RETURN_IF_ERROR(mlp_.Forward(sc, x1, branch, &bias));
+    RETURN_IF_ERROR(
+        ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, s2));
     RETURN_IF_ERROR(ln2_.Forward(sc, s2, y2));
   }
   saved_ = true;

@@ -111,6 +111,42 @@ __global__ void DropoutKernel(const T* x, T* y, int64_t n, DropoutParams p) {
   }
 }
 
+// Bias-dropout-add with DropoutKernel's mask and grouping of four elements per step. Every f32
+// operation is an explicitly rounded intrinsic, so that nvcc cannot contract (x + b) * scale + r
+// into an FMA: the roundings are the CPU kernel's.
+template <typename T, bool kBias>
+__global__ void BiasDropoutAddKernel(const T* x, const T* bias, const T* residual, T* out,
+                                     int64_t n, int64_t cols, DropoutParams p) {
+  const uint32_t key[2] = {static_cast<uint32_t>(p.seed), static_cast<uint32_t>(p.seed >> 32)};
+  const bool drop = p.p > 0.0f;
+  for (int64_t base = 4 * GlobalThread(); base < n; base += 4 * GridStride()) {
+    Philox4x32Output ph{};
+    uint64_t cached_block = 0;
+    bool valid = false;
+    for (int j = 0; j < 4 && base + j < n; ++j) {
+      const int64_t i = base + j;
+      float v = Load(x + i);
+      if constexpr (kBias) v = __fadd_rn(v, Load(bias + i % cols));
+      if (drop) {
+        const uint64_t k = DropoutKey(p, i);
+        const uint64_t block = k >> 2;
+        if (!valid || block != cached_block) {
+          const uint32_t ctr[4] = {static_cast<uint32_t>(block),
+                                   static_cast<uint32_t>(block >> 32),
+                                   static_cast<uint32_t>(p.stream_id),
+                                   static_cast<uint32_t>(p.stream_id >> 32)};
+          ph = Philox4x32_10(ctr, key);
+          cached_block = block;
+          valid = true;
+        }
+        const float u = static_cast<float>(ph.v[k & 3] >> 8) * (1.0f / 16777216.0f);
+        v = u >= p.p ? __fmul_rn(v, p.scale) : 0.0f;
+      }
+      Store(out + i, __fadd_rn(Load(residual + i), v));
+    }
+  }
+}
+
 }  // namespace
 
 LaunchResult LaunchUnary(ElemType type, UnaryOp op, const void* x, void* y, int64_t n, float alpha,
@@ -209,6 +245,29 @@ LaunchResult LaunchDropout(ElemType type, const void* x, void* y, int64_t n,
     using T = typename decltype(tag)::type;
     DropoutKernel<T><<<GridFor((n + 3) / 4), kThreads, 0, s>>>(static_cast<const T*>(x),
                                                                static_cast<T*>(y), n, params);
+    MT_CHECK_LAUNCH();
+    return {};
+  });
+}
+
+LaunchResult LaunchBiasDropoutAdd(ElemType type, const void* x, const void* bias,
+                                  const void* residual, void* out, int64_t n, int64_t cols,
+                                  const DropoutParams& params, void* stream) {
+  if (n == 0) return {};
+  auto s = static_cast<cudaStream_t>(stream);
+  return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
+    using T = typename decltype(tag)::type;
+    const T* px = static_cast<const T*>(x);
+    const T* pb = static_cast<const T*>(bias);
+    const T* pr = static_cast<const T*>(residual);
+    T* po = static_cast<T*>(out);
+    if (pb != nullptr) {
+      BiasDropoutAddKernel<T, true>
+          <<<GridFor((n + 3) / 4), kThreads, 0, s>>>(px, pb, pr, po, n, cols, params);
+    } else {
+      BiasDropoutAddKernel<T, false>
+          <<<GridFor((n + 3) / 4), kThreads, 0, s>>>(px, pb, pr, po, n, cols, params);
+    }
     MT_CHECK_LAUNCH();
     return {};
   });

@@ -73,6 +73,12 @@ struct DropoutParams {
 };
 LaunchResult LaunchDropout(ElemType type, const void* x, void* y, int64_t n,
                            const DropoutParams& params, void* stream);
+// out[i] = residual[i] + dropout(x[i] + bias[i % cols]) for i < n (bias null: no bias), with
+// LaunchDropout's mask and scale (p = 0: no mask); each f32 operation explicitly rounded (no FMA
+// contraction), then one rounding to the element type. out may alias x or residual. cols > 0.
+LaunchResult LaunchBiasDropoutAdd(ElemType type, const void* x, const void* bias,
+                                  const void* residual, void* out, int64_t n, int64_t cols,
+                                  const DropoutParams& params, void* stream);
 
 // ---- column_sum.cu: per-column sums over rows, deterministic (fixed row blocks, fixed order).
 

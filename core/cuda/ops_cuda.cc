@@ -137,6 +137,20 @@ absl::Status Dropout(absl::string_view op, const ExecContext& ctx, const TensorV
       op, LaunchDropout(Elem(x.dtype), x.data, y.data, x.numel(), params, ctx.cuda_stream));
 }
 
+absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const TensorView* bias,
+                            const DropoutParams& params, const TensorView& residual,
+                            const TensorView& out) {
+  constexpr absl::string_view kOp = "BiasDropoutAdd";
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device,
+                        {{"x", &x}, {"bias", bias}, {"residual", &residual}, {"out", &out}},
+                        Needs::kNothing));
+  if (x.numel() == 0) return absl::OkStatus();
+  return LaunchStatus(kOp, LaunchBiasDropoutAdd(Elem(x.dtype), x.data,
+                                                bias != nullptr ? bias->data : nullptr,
+                                                residual.data, out.data, x.numel(), x.dim(-1),
+                                                params, ctx.cuda_stream));
+}
+
 // ---- LayerNorm ----
 
 absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,

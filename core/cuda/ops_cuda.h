@@ -52,6 +52,10 @@ absl::Status Fill(const ExecContext& ctx, const TensorView& x, const void* patte
 // Dropout or DropoutBackward (`op` names which); p = 0 copies.
 absl::Status Dropout(absl::string_view op, const ExecContext& ctx, const TensorView& x,
                      const DropoutParams& params, const TensorView& y);
+// ops::BiasDropoutAdd; bias may be null.
+absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const TensorView* bias,
+                            const DropoutParams& params, const TensorView& residual,
+                            const TensorView& out);
 
 // ---- LayerNorm (core/ops/layernorm.h) ----
 absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,

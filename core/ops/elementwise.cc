@@ -263,6 +263,49 @@ void DropoutCpu(const ExecContext& ctx, const TensorView& x, const DropoutArgs& 
   });
 }
 
+// Elements per BiasDropoutAddCpu block. The dropped-out branch of a block goes through an f32
+// buffer before the residual add: that keeps the compiler from contracting (x + b) * scale + r
+// into an FMA (GCC contracts across statements in C++ with FMA targets), so the product is rounded
+// as in the unfused chain.
+constexpr int64_t kBiasDropoutAddBlock = 256;
+
+template <typename T, bool kBias>
+void BiasDropoutAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView* bias,
+                       const DropoutArgs& args, const TensorView& residual,
+                       const TensorView& out) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const int64_t N = x.dim(-1);
+  std::vector<float> b(kBias ? N : 0);
+  if (kBias) {
+    const T* pbias = bias->data_as<T>();
+    for (int64_t c = 0; c < N; ++c) b[c] = ToFloat(pbias[c]);
+  }
+  const bool drop = args.p > 0.0f;
+  const float scale = 1.0f / (1.0f - args.p);  // As DropoutCpu computes it.
+  const T* px = x.data_as<T>();
+  const T* pr = residual.data_as<T>();
+  T* po = out.data_as<T>();
+  ParallelFor(ctx.pool, n, kGrain, [&](int64_t begin, int64_t end) {
+    DropoutMask mask(args);
+    float branch[kBiasDropoutAddBlock];
+    int64_t c = begin % N;
+    for (int64_t b0 = begin; b0 < end; b0 += kBiasDropoutAddBlock) {
+      const int64_t b1 = std::min(end, b0 + kBiasDropoutAddBlock);
+      for (int64_t i = b0; i < b1; ++i) {
+        float v = ToFloat(px[i]);
+        if (kBias) {
+          v += b[c];
+          if (++c == N) c = 0;
+        }
+        branch[i - b0] = !drop ? v : mask.Keep(i) ? v * scale : 0.0f;
+      }
+      // Reads each element of x and residual before writing out's: out may alias either.
+      for (int64_t i = b0; i < b1; ++i) po[i] = FromFloat<T>(ToFloat(pr[i]) + branch[i - b0]);
+    }
+  });
+}
+
 // Converting between dtypes in place would overwrite unread input.
 absl::Status CheckConvertOverlap(absl::string_view op, const TensorView& x, const TensorView& y) {
   const char* xb = static_cast<const char*>(x.data);
@@ -489,6 +532,46 @@ absl::Status Dropout(const ExecContext& ctx, const TensorView& x, const DropoutA
 absl::Status DropoutBackward(const ExecContext& ctx, const TensorView& dy, const DropoutArgs& args,
                              const TensorView& dx) {
   return DropoutImpl("DropoutBackward", ctx, dy, "dy", args, dx, "dx");
+}
+
+absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const TensorView* bias,
+                            const DropoutArgs& dropout, const TensorView& residual,
+                            const TensorView& out) {
+  constexpr absl::string_view kOp = "BiasDropoutAdd";
+  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"residual", &residual}, {"out", &out}}));
+  if (x.rank() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": x (", x.DebugString(), ") must have rank >= 1"));
+  }
+  if (bias != nullptr) {
+    RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"x", &x}, {"bias", bias}}));
+    RETURN_IF_ERROR(CheckSameDType(kOp, {&x, bias}));
+    RETURN_IF_ERROR(CheckShape(kOp, "bias", *bias, {x.dim(-1)}));
+  }
+  RETURN_IF_ERROR(CheckDropoutArgs(kOp, dropout));
+#if defined(MT_WITH_CUDA)
+  if (x.device.is_cuda()) {
+    cuda::DropoutParams params;
+    params.p = dropout.p;
+    params.scale = 1.0f / (1.0f - dropout.p);  // As BiasDropoutAddCpu computes it.
+    params.seed = dropout.seed;
+    params.stream_id = dropout.stream;
+    params.key_base = dropout.key_base;
+    params.key_inner = dropout.key_inner;
+    params.key_outer_stride = dropout.key_outer_stride;
+    return cuda::BiasDropoutAdd(ctx, x, bias, params, residual, out);
+  }
+#endif
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (bias != nullptr) {
+      BiasDropoutAddCpu<T, true>(ctx, x, bias, dropout, residual, out);
+    } else {
+      BiasDropoutAddCpu<T, false>(ctx, x, bias, dropout, residual, out);
+    }
+  });
+  return absl::OkStatus();
 }
 
 }  // namespace ops

@@ -1,4 +1,5 @@
-// Element-wise ops: bias add, GeLU, residual add, scaling, dtype conversion, fill, dropout.
+// Element-wise ops: bias add, GeLU, residual add, scaling, dtype conversion, fill, dropout, and
+// the fused bias-dropout-add.
 //
 // Unless stated otherwise: float tensors (f32, bf16, f16) with math in f32; inputs and outputs
 // contiguous, same device, same dtype and same shape; an output may alias an input of the same
@@ -73,6 +74,21 @@ absl::Status Dropout(const ExecContext& ctx, const TensorView& x, const DropoutA
 // dx = mask * dy / (1 - p), regenerating the same mask from args (nothing is stored).
 absl::Status DropoutBackward(const ExecContext& ctx, const TensorView& dy, const DropoutArgs& args,
                              const TensorView& dx);
+
+// Fused bias-dropout-add (the residual branch of a transformer layer):
+//   out[..., n] = residual[..., n] + Dropout(x[..., n] + bias[n])
+// with exactly the mask Dropout(x + bias, dropout) draws (element i kept iff
+// PhiloxUniform(seed, stream, DropoutKey(dropout, i)) >= p; dropped elements contribute exactly
+// 0, even where x + bias is inf or NaN; p = 0 keeps everything). x, residual, out: [..., N]
+// (rank >= 1), same dtype; bias: [N] of x's dtype, or null for no bias. Math in f32 as separate
+// roundings of (x + bias), (x + bias) * (1 / (1 - p)) and the sum (never fused into an FMA), then
+// one rounding to out's dtype: at f32 the result is bitwise that of BiasAdd -> Dropout -> Add. out
+// may alias x or residual. Its backward needs no fused op: dresidual = dout, dx = DropoutBackward(dout),
+// dbias = BiasGrad(dx). InvalidArgument as for BiasAdd and Dropout (shapes, dtypes, contiguity,
+// devices, p outside [0, 1), a bad key mapping).
+absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const TensorView* bias,
+                            const DropoutArgs& dropout, const TensorView& residual,
+                            const TensorView& out);
 
 }  // namespace ops
 }  // namespace mt
