@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "core/cuda_device.h"
+#include "core/ops/cuda_testutil.h"
 #include "core/ops/testutil.h"
 #include "core/philox.h"
 #include "core/thread_pool.h"
@@ -733,21 +734,8 @@ TEST_F(ElementwiseTest, BiasDropoutAddArguments) {
 TEST_F(ElementwiseTest, BiasAddCudaMatchesCpu) {
   if (cuda::DeviceCount() == 0) GTEST_SKIP() << cuda::Describe();
   const ExecContext ctx;
-  auto to_gpu = [](const Tensor& host) {
-    absl::StatusOr<Tensor> t = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(0));
-    CHECK(t.ok()) << t.status();
-    const absl::Status s =
-        cuda::Memcpy(t->data(), host.data(), host.nbytes(), cuda::CopyKind::kHostToDevice);
-    CHECK(s.ok()) << s;
-    return std::move(t).value();
-  };
-  auto to_host = [](const Tensor& dev) {
-    Tensor t = Tensor::Host(dev.shape(), dev.dtype());
-    const absl::Status s =
-        cuda::Memcpy(t.data(), dev.data(), dev.nbytes(), cuda::CopyKind::kDeviceToHost);
-    CHECK(s.ok()) << s;
-    return t;
-  };
+  auto to_gpu = [](const Tensor& host) { return ::mt::testing::ToDevice(host); };
+  auto to_host = [](const Tensor& dev) { return ::mt::testing::ToHost(dev.view()); };
   for (DType dt : kFloatTypes) {
     for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{5, 7, 129}, Shape{257, 1023}}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape)));
@@ -774,21 +762,8 @@ TEST_F(ElementwiseTest, BiasAddCudaMatchesCpu) {
 TEST_F(ElementwiseTest, BiasDropoutAddCudaMatchesCpuBitwise) {
   if (cuda::DeviceCount() == 0) GTEST_SKIP() << cuda::Describe();
   const ExecContext ctx;
-  auto to_gpu = [](const Tensor& host) {
-    absl::StatusOr<Tensor> t = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(0));
-    CHECK(t.ok()) << t.status();
-    const absl::Status s =
-        cuda::Memcpy(t->data(), host.data(), host.nbytes(), cuda::CopyKind::kHostToDevice);
-    CHECK(s.ok()) << s;
-    return std::move(t).value();
-  };
-  auto to_host = [](const Tensor& dev) {
-    Tensor t = Tensor::Host(dev.shape(), dev.dtype());
-    const absl::Status s =
-        cuda::Memcpy(t.data(), dev.data(), dev.nbytes(), cuda::CopyKind::kDeviceToHost);
-    CHECK(s.ok()) << s;
-    return t;
-  };
+  auto to_gpu = [](const Tensor& host) { return ::mt::testing::ToDevice(host); };
+  auto to_host = [](const Tensor& dev) { return ::mt::testing::ToHost(dev.view()); };
   for (DType dt : kFloatTypes) {
     for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{5, 7, 129}, Shape{257, 1023}}) {
       for (bool with_bias : {true, false}) {
