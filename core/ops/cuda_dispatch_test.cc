@@ -89,6 +89,8 @@ std::vector<Case> AllOps(FakeCuda& f) {
       {"Fill", false, [=](auto& c) { return Fill(c, x, 1.5); }},
       {"Dropout", false, [=](auto& c) { return Dropout(c, x, drop, y); }},
       {"DropoutBackward", false, [=](auto& c) { return DropoutBackward(c, x, drop, y); }},
+      {"BiasDropoutAdd", false,
+       [=](auto& c) { return BiasDropoutAdd(c, x, &bias, drop, y, z); }},
       {"Tanh", false, [=](auto& c) { return Tanh(c, x, y); }},
       {"TanhBackward", false, [=](auto& c) { return TanhBackward(c, x, y, z); }},
       {"LayerNorm", false,
