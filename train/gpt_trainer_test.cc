@@ -7,6 +7,7 @@
 // bf16 training tracks the f32 curve for 20 steps, serially and at TP=2. The DP gradient
 // all-reduce overlapped with backward gives the same curve as the all-reduce after backward.
 #include "train/gpt_task.h"
+#include "train/testing/synthetic_corpus.h"
 #include "train/trainer.h"
 
 #include <algorithm>
@@ -14,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 
 #include "comm/mpi_testutil.h"
 #include "core/ops/testutil.h"
@@ -32,24 +32,17 @@ using ::mt::comm::testing::MpiTest;
 constexpr int kVocab = 50;
 constexpr int kSeq = 16;
 
-// A learnable synthetic corpus: documents follow token -> (3 * token + 1) mod V with some noise.
+// A learnable synthetic corpus (train/testing/synthetic_corpus.h): token -> (3 * token + 1) mod V.
 std::string MakeCorpus(int rank) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string prefix = std::string(tmp ? tmp : "/tmp") + "/corpus_rank" + std::to_string(rank);
-  auto w = data::IndexedDatasetWriter::CreateForVocab(prefix, kVocab);
-  EXPECT_TRUE(w.ok()) << w.status();
-  std::mt19937_64 rng(5);
-  for (int d = 0; d < 60; ++d) {
-    std::vector<int32_t> doc;
-    int t = static_cast<int>(rng() % kVocab);
-    const int len = 10 + static_cast<int>(rng() % 50);
-    for (int i = 0; i < len; ++i) {
-      doc.push_back(t);
-      t = (rng() % 10 == 0) ? static_cast<int>(rng() % kVocab) : (3 * t + 1) % kVocab;
-    }
-    EXPECT_TRUE((*w)->AddDocument(doc).ok());
-  }
-  EXPECT_TRUE((*w)->Finalize().ok());
+  testing::SyntheticCorpusConfig c;
+  c.documents = 60;
+  c.vocab = kVocab;
+  c.min_length = 10;
+  c.length_spread = 50;
+  const absl::Status s = testing::WriteSyntheticCorpus(prefix, c);
+  EXPECT_TRUE(s.ok()) << s;
   return prefix;
 }
 

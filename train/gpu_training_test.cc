@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,7 @@
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
+#include "train/testing/synthetic_corpus.h"
 #include "train/trainer.h"
 #include "train/training_state.h"
 
@@ -46,22 +46,17 @@ std::string TmpDir() {
   return tmp != nullptr ? tmp : "/tmp";
 }
 
-// A learnable corpus: token -> (5 * token + 3) mod V, with 10% noise.
+// A learnable corpus (train/testing/synthetic_corpus.h): token -> (5 * token + 3) mod V.
 std::string MakeCorpus() {
   const std::string prefix = TmpDir() + "/gpu_training_corpus";
-  auto w = data::IndexedDatasetWriter::CreateForVocab(prefix, kVocab);
-  EXPECT_TRUE(w.ok()) << w.status();
-  std::mt19937_64 rng(11);
-  for (int d = 0; d < 200; ++d) {
-    std::vector<int32_t> doc;
-    int t = static_cast<int>(rng() % kVocab);
-    for (int i = 0, n = 20 + static_cast<int>(rng() % 80); i < n; ++i) {
-      doc.push_back(t);
-      t = rng() % 10 == 0 ? static_cast<int>(rng() % kVocab) : (5 * t + 3) % kVocab;
-    }
-    EXPECT_TRUE((*w)->AddDocument(doc).ok());
-  }
-  EXPECT_TRUE((*w)->Finalize().ok());
+  testing::SyntheticCorpusConfig c;
+  c.documents = 200;
+  c.vocab = kVocab;
+  c.seed = 11;
+  c.multiplier = 5;
+  c.increment = 3;
+  const absl::Status s = testing::WriteSyntheticCorpus(prefix, c);
+  EXPECT_TRUE(s.ok()) << s;
   return prefix;
 }
 
