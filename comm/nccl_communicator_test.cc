@@ -32,6 +32,9 @@ class NcclTest : public MpiTest {
  protected:
   void SetUp() override {
     MpiTest::SetUp();
+    if (!NcclAvailable()) {
+      GTEST_SKIP() << "built without NCCL (CPU-only, or the CUDA emulator)";
+    }
     const int devices = cuda::DeviceCount();
     if (devices < comm_->size()) {
       GTEST_SKIP() << "NCCL needs one CUDA device per rank: " << comm_->size() << " ranks, "

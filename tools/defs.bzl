@@ -27,13 +27,31 @@ CUDA_GENCODE = [
 ]
 
 def if_cuda(if_true, if_false = []):
-    """`if_true` in CUDA builds (toolkit found, no --config=cpu_only), else `if_false`."""
+    """`if_true` in CUDA builds (toolkit found, no --config=cpu_only), else `if_false`.
+
+    The CUDA emulator (--config=cuda_emu) counts as CUDA: the CUDA host code is built and runs
+    against //core/cuda/emu, which stands in for libcudart and cuBLAS(Lt).
+    """
     if not CUDA_FOUND:
         return if_false
     return select({
         "//third_party/cuda:cpu_only": if_false,
         "//conditions:default": if_true,
     })
+
+def if_nccl(if_true, if_false = []):
+    """`if_true` in CUDA builds that link NCCL: not under cpu_only, nor the emulator."""
+    if not CUDA_FOUND:
+        return if_false
+    return select({
+        "//third_party/cuda:cpu_only": if_false,
+        "//third_party/cuda:emu": if_false,
+        "//conditions:default": if_true,
+    })
+
+# The CUDA runtime and cuBLAS(Lt) for CUDA host code: the toolkit's, or the emulator's.
+CUDART = "//third_party/cuda:cudart"
+CUBLAS = "//third_party/cuda:cublas"
 
 def mt_cc_library(name, copts = [], **kwargs):
     native.cc_library(name = name, copts = MT_COPTS + copts, **kwargs)
@@ -114,6 +132,31 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
     if not CUDA_FOUND:
         native.cc_library(name = name, hdrs = hdrs, **kwargs)
         return
+
+    # Under the emulator each .cu file is compiled as host C++ (kernel_util.cuh then includes
+    # core/cuda/emu/emu.h), from a copy named .cc.
+    emu_srcs = []
+    for src in srcs:
+        stem = src[:-len(".cu")]
+        native.genrule(
+            name = name + "_emu_" + stem,
+            srcs = [src],
+            outs = ["_emu/%s_emu.cc" % stem],
+            cmd = "cp $< $@",
+        )
+        emu_srcs.append(":_emu/%s_emu.cc" % stem)
+    native.cc_library(
+        name = name + "_emu_kernels",
+        srcs = emu_srcs,
+        hdrs = hdrs,
+        copts = MT_COPTS + [
+            "-DMT_CUDA_EMULATION=1",
+            "-ffp-contract=off",  # __fmul_rn etc. and no fusing nvcc was told not to do
+            "-Wno-unknown-pragmas",  # #pragma unroll
+        ],
+        deps = deps + ["//core/cuda/emu:runtime"],
+        alwayslink = 1,
+    )
     cuda_archive(
         name = name + "_kernels",
         srcs = srcs,
@@ -125,6 +168,7 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
         hdrs = hdrs,
         srcs = select({
             "//third_party/cuda:cpu_only": [],
+            "//third_party/cuda:emu": cc_srcs,
             "//conditions:default": [":" + name + "_kernels"] + cc_srcs,
         }),
         copts = MT_COPTS + copts,
@@ -134,7 +178,8 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
         }),
         deps = deps + select({
             "//third_party/cuda:cpu_only": [],
-            "//conditions:default": ["@local_cuda//:cudart", "@local_cuda//:cublas"],
+            "//third_party/cuda:emu": [":" + name + "_emu_kernels", CUDART, CUBLAS],
+            "//conditions:default": [CUDART, CUBLAS],
         }),
         alwayslink = 1,
         **kwargs

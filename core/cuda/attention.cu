@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kFwdThreads)
     AttentionForwardKernel(const T* __restrict__ q, const T* __restrict__ k,
                            const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse,
                            AttentionParams a, int64_t q_tiles) {
-  extern __shared__ float smem[];
+  MT_DYNAMIC_SHARED(float, smem);
   const int D = static_cast<int>(a.d);
   float* qs = smem;
   float* ks = qs + kFwdRows * D;
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(kWarp)
                            const T* __restrict__ dout, const float* __restrict__ lse,
                            T* __restrict__ dk, T* __restrict__ dv, AttentionParams a,
                            int64_t k_tiles) {
-  extern __shared__ float smem[];
+  MT_DYNAMIC_SHARED(float, smem);
   const int D = static_cast<int>(a.d);
   const int P = D + 1;
   float* ks = smem;
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kWarp)
                              const T* __restrict__ v, const T* __restrict__ out,
                              const T* __restrict__ dout, const float* __restrict__ lse,
                              T* __restrict__ dq, AttentionParams a, int64_t q_tiles) {
-  extern __shared__ float smem[];
+  MT_DYNAMIC_SHARED(float, smem);
   const int D = static_cast<int>(a.d);
   const int P = D + 1;
   float* qs = smem;
@@ -379,7 +379,8 @@ LaunchResult LaunchFusedAttention(ElemType type, const void* q, const void* k, c
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
     MT_RETURN_IF_LAUNCH_FAILED(AllowShared(AttentionForwardKernel<T>, shared));
-    AttentionForwardKernel<T><<<blocks, kFwdThreads, shared, static_cast<cudaStream_t>(stream)>>>(
+    MT_LAUNCH(blocks, kFwdThreads, shared, static_cast<cudaStream_t>(stream),
+              AttentionForwardKernel<T>)(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
         static_cast<T*>(out), lse, params, q_tiles);
     MT_CHECK_LAUNCH();
@@ -414,14 +415,14 @@ LaunchResult LaunchFusedAttentionBackward(ElemType type, const void* q, const vo
     if (k_blocks > 0) {
       const size_t shared = KeyGradSharedBytes(d);
       MT_RETURN_IF_LAUNCH_FAILED(AllowShared(AttentionKeyGradKernel<T>, shared));
-      AttentionKeyGradKernel<T><<<k_blocks, kWarp, shared, s>>>(
+      MT_LAUNCH(k_blocks, kWarp, shared, s, AttentionKeyGradKernel<T>)(
           pq, pk, pv, po, pdo, lse, static_cast<T*>(dk), static_cast<T*>(dv), params, k_tiles);
       MT_CHECK_LAUNCH();
     }
     if (q_blocks > 0) {
       const size_t shared = QueryGradSharedBytes(d);
       MT_RETURN_IF_LAUNCH_FAILED(AllowShared(AttentionQueryGradKernel<T>, shared));
-      AttentionQueryGradKernel<T><<<q_blocks, kWarp, shared, s>>>(
+      MT_LAUNCH(q_blocks, kWarp, shared, s, AttentionQueryGradKernel<T>)(
           pq, pk, pv, po, pdo, lse, static_cast<T*>(dq), params, q_tiles);
       MT_CHECK_LAUNCH();
     }

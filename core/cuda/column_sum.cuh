@@ -84,12 +84,12 @@ LaunchResult LaunchColumnSum(const Fn& fn, int64_t rows, int64_t cols, float* sc
     const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile),
                     static_cast<unsigned>(row_blocks));
     const dim3 block(kColTile, kRowLanes);
-    ColumnPartialKernel<kTerms><<<grid, block, 0, stream>>>(fn, rows, cols, rows_per_block,
-                                                            scratch);
+    MT_LAUNCH(grid, block, 0, stream, ColumnPartialKernel<kTerms, Fn>)(
+        fn, rows, cols, rows_per_block, scratch);
     MT_CHECK_LAUNCH();
   }
-  ColumnFinishKernel<kTerms, P><<<GridFor(cols), kThreads, 0, stream>>>(scratch, row_blocks, cols,
-                                                                        out0, out1);
+  MT_LAUNCH(GridFor(cols), kThreads, 0, stream, ColumnFinishKernel<kTerms, P>)(
+      scratch, row_blocks, cols, out0, out1);
   MT_CHECK_LAUNCH();
   return {};
 }

@@ -161,7 +161,7 @@ LaunchResult LaunchCrossEntropy(ElemType type, IdType id_type, const void* logit
     using T = typename decltype(tag)::type;
     return internal::DispatchId(id_type, [&](auto id_tag) -> LaunchResult {
       using I = typename decltype(id_tag)::type;
-      CrossEntropyKernel<T, I><<<Rows(n), kThreads, 0, s>>>(
+      MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyKernel<T, I>)(
           static_cast<const T*>(logits), static_cast<const I*>(targets), losses, v);
       MT_CHECK_LAUNCH();
       return {};
@@ -178,7 +178,7 @@ LaunchResult LaunchCrossEntropyBackward(ElemType type, IdType id_type, const voi
     using T = typename decltype(tag)::type;
     return internal::DispatchId(id_type, [&](auto id_tag) -> LaunchResult {
       using I = typename decltype(id_tag)::type;
-      CrossEntropyBackwardKernel<T, I><<<Rows(n), kThreads, 0, s>>>(
+      MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyBackwardKernel<T, I>)(
           static_cast<const T*>(logits), static_cast<const I*>(targets), dlosses,
           static_cast<T*>(dlogits), v);
       MT_CHECK_LAUNCH();
@@ -190,8 +190,8 @@ LaunchResult LaunchCrossEntropyBackward(ElemType type, IdType id_type, const voi
 LaunchResult LaunchShardedRowMax(const float* logits, float* row_max, int64_t n, int64_t v,
                                  int64_t valid, void* stream) {
   if (n == 0) return {};
-  ShardedRowMaxKernel<<<Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, row_max,
-                                                                                 v, valid);
+  MT_LAUNCH(Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedRowMaxKernel)(
+      logits, row_max, v, valid);
   MT_CHECK_LAUNCH();
   return {};
 }
@@ -203,7 +203,8 @@ LaunchResult LaunchShardedTargetAndSumExp(IdType id_type, const float* logits, c
   if (n == 0) return {};
   return internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    ShardedTargetAndSumExpKernel<I><<<Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    MT_LAUNCH(Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream),
+              ShardedTargetAndSumExpKernel<I>)(
         logits, static_cast<const I*>(targets), row_max, partials, v, valid, vocab_start);
     MT_CHECK_LAUNCH();
     return {};
@@ -215,7 +216,7 @@ LaunchResult LaunchShardedLoss(IdType id_type, const void* targets, const float*
   if (n == 0) return {};
   return internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    ShardedLossKernel<I><<<GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    MT_LAUNCH(GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedLossKernel<I>)(
         static_cast<const I*>(targets), row_max, partials, losses, n);
     MT_CHECK_LAUNCH();
     return {};
@@ -230,7 +231,7 @@ LaunchResult LaunchShardedCrossEntropyBackward(IdType id_type, const float* logi
   if (n == 0) return {};
   return internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    ShardedBackwardKernel<I><<<Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    MT_LAUNCH(Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedBackwardKernel<I>)(
         logits, static_cast<const I*>(targets), row_max, partials, dlosses, dlogits, v, valid,
         vocab_start);
     MT_CHECK_LAUNCH();

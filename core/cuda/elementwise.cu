@@ -159,13 +159,13 @@ LaunchResult LaunchUnary(ElemType type, UnaryOp op, const void* x, void* y, int6
     T* py = static_cast<T*>(y);
     switch (op) {
       case UnaryOp::kGelu:
-        UnaryKernel<T, UnaryOp::kGelu><<<GridFor(n), kThreads, 0, s>>>(px, py, n, alpha);
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, UnaryKernel<T, UnaryOp::kGelu>)(px, py, n, alpha);
         break;
       case UnaryOp::kTanh:
-        UnaryKernel<T, UnaryOp::kTanh><<<GridFor(n), kThreads, 0, s>>>(px, py, n, alpha);
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, UnaryKernel<T, UnaryOp::kTanh>)(px, py, n, alpha);
         break;
       case UnaryOp::kScale:
-        UnaryKernel<T, UnaryOp::kScale><<<GridFor(n), kThreads, 0, s>>>(px, py, n, alpha);
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, UnaryKernel<T, UnaryOp::kScale>)(px, py, n, alpha);
         break;
     }
     MT_CHECK_LAUNCH();
@@ -184,13 +184,15 @@ LaunchResult LaunchBinary(ElemType type, BinaryOp op, const void* a, const void*
     T* po = static_cast<T*>(out);
     switch (op) {
       case BinaryOp::kAdd:
-        BinaryKernel<T, BinaryOp::kAdd><<<GridFor(n), kThreads, 0, s>>>(pa, pb, po, n);
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kAdd>)(pa, pb, po, n);
         break;
       case BinaryOp::kGeluBackward:
-        BinaryKernel<T, BinaryOp::kGeluBackward><<<GridFor(n), kThreads, 0, s>>>(pa, pb, po, n);
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kGeluBackward>)(
+            pa, pb, po, n);
         break;
       case BinaryOp::kTanhBackward:
-        BinaryKernel<T, BinaryOp::kTanhBackward><<<GridFor(n), kThreads, 0, s>>>(pa, pb, po, n);
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kTanhBackward>)(
+            pa, pb, po, n);
         break;
     }
     MT_CHECK_LAUNCH();
@@ -206,8 +208,8 @@ LaunchResult LaunchConvert(ElemType from, ElemType to, const void* x, void* y, i
     using From = typename decltype(from_tag)::type;
     return internal::DispatchElem(to, [&](auto to_tag) -> LaunchResult {
       using To = typename decltype(to_tag)::type;
-      ConvertKernel<From, To><<<GridFor(n), kThreads, 0, s>>>(static_cast<const From*>(x),
-                                                              static_cast<To*>(y), n);
+      MT_LAUNCH(GridFor(n), kThreads, 0, s, ConvertKernel<From, To>)(
+          static_cast<const From*>(x), static_cast<To*>(y), n);
       MT_CHECK_LAUNCH();
       return {};
     });
@@ -219,16 +221,16 @@ LaunchResult LaunchFill(const void* pattern, int elem_bytes, void* x, int64_t n,
   auto s = static_cast<cudaStream_t>(stream);
   switch (elem_bytes) {
     case 2:
-      FillKernel<<<GridFor(n), kThreads, 0, s>>>(static_cast<uint16_t*>(x), n,
-                                                 *static_cast<const uint16_t*>(pattern));
+      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint16_t>)(
+          static_cast<uint16_t*>(x), n, *static_cast<const uint16_t*>(pattern));
       break;
     case 4:
-      FillKernel<<<GridFor(n), kThreads, 0, s>>>(static_cast<uint32_t*>(x), n,
-                                                 *static_cast<const uint32_t*>(pattern));
+      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint32_t>)(
+          static_cast<uint32_t*>(x), n, *static_cast<const uint32_t*>(pattern));
       break;
     case 8:
-      FillKernel<<<GridFor(n), kThreads, 0, s>>>(static_cast<uint64_t*>(x), n,
-                                                 *static_cast<const uint64_t*>(pattern));
+      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint64_t>)(
+          static_cast<uint64_t*>(x), n, *static_cast<const uint64_t*>(pattern));
       break;
     default:
       return LaunchResult{static_cast<int>(cudaErrorInvalidValue), __FILE__, __LINE__};
@@ -243,8 +245,8 @@ LaunchResult LaunchDropout(ElemType type, const void* x, void* y, int64_t n,
   auto s = static_cast<cudaStream_t>(stream);
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
-    DropoutKernel<T><<<GridFor((n + 3) / 4), kThreads, 0, s>>>(static_cast<const T*>(x),
-                                                               static_cast<T*>(y), n, params);
+    MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, DropoutKernel<T>)(
+        static_cast<const T*>(x), static_cast<T*>(y), n, params);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -262,11 +264,11 @@ LaunchResult LaunchBiasDropoutAdd(ElemType type, const void* x, const void* bias
     const T* pr = static_cast<const T*>(residual);
     T* po = static_cast<T*>(out);
     if (pb != nullptr) {
-      BiasDropoutAddKernel<T, true>
-          <<<GridFor((n + 3) / 4), kThreads, 0, s>>>(px, pb, pr, po, n, cols, params);
+      MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, BiasDropoutAddKernel<T, true>)(
+          px, pb, pr, po, n, cols, params);
     } else {
-      BiasDropoutAddKernel<T, false>
-          <<<GridFor((n + 3) / 4), kThreads, 0, s>>>(px, pb, pr, po, n, cols, params);
+      MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, BiasDropoutAddKernel<T, false>)(
+          px, pb, pr, po, n, cols, params);
     }
     MT_CHECK_LAUNCH();
     return {};

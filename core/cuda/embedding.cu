@@ -5,7 +5,9 @@
 // (CUB), so each row's positions are contiguous and in increasing order; one thread per (row,
 // column) then adds them in that order in f32, starting from dtable's value, and rounds once. This
 // is the CPU kernel's summation order, so the two agree bit for bit.
+#if !defined(MT_CUDA_EMULATION)  // The emulator (emu.h) has its own cub::DeviceRadixSort.
 #include <cub/device/device_radix_sort.cuh>
+#endif
 
 #include "core/cuda/kernel_util.cuh"
 
@@ -101,7 +103,7 @@ LaunchResult LaunchFindBadId(IdType id_type, const void* ids, int64_t count, int
   if (count == 0) return {};
   return internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    FindBadIdKernel<I><<<GridFor(count), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    MT_LAUNCH(GridFor(count), kThreads, 0, static_cast<cudaStream_t>(stream), FindBadIdKernel<I>)(
         static_cast<const I*>(ids), count, lo, hi, allow_ignore, first_bad);
     MT_CHECK_LAUNCH();
     return {};
@@ -117,11 +119,11 @@ LaunchResult LaunchEmbedding(IdType id_type, int elem_bytes, const void* ids, co
     using I = typename decltype(tag)::type;
     const I* pids = static_cast<const I*>(ids);
     if (elem_bytes == 2) {
-      EmbeddingKernel<I, uint16_t><<<GridFor(n * c), kThreads, 0, s>>>(
+      MT_LAUNCH(GridFor(n * c), kThreads, 0, s, EmbeddingKernel<I, uint16_t>)(
           pids, static_cast<const uint16_t*>(table), static_cast<uint16_t*>(out), n, v, c,
           vocab_start);
     } else if (elem_bytes == 4) {
-      EmbeddingKernel<I, uint32_t><<<GridFor(n * c), kThreads, 0, s>>>(
+      MT_LAUNCH(GridFor(n * c), kThreads, 0, s, EmbeddingKernel<I, uint32_t>)(
           pids, static_cast<const uint32_t*>(table), static_cast<uint32_t*>(out), n, v, c,
           vocab_start);
     } else {
@@ -161,8 +163,8 @@ LaunchResult LaunchEmbeddingBackward(ElemType type, IdType id_type, const void* 
   void* temp = base + 4 * slot;
   MT_RETURN_IF_LAUNCH_FAILED(internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    SortKeysKernel<I><<<GridFor(n), kThreads, 0, s>>>(static_cast<const I*>(ids), n, v,
-                                                      vocab_start, keys_in, values_in);
+    MT_LAUNCH(GridFor(n), kThreads, 0, s, SortKeysKernel<I>)(
+        static_cast<const I*>(ids), n, v, vocab_start, keys_in, values_in);
     MT_CHECK_LAUNCH();
     return {};
   }));
@@ -173,9 +175,8 @@ LaunchResult LaunchEmbeddingBackward(ElemType type, IdType id_type, const void* 
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
     const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>((c + kThreads - 1) / kThreads));
-    AccumulateKernel<T><<<grid, kThreads, 0, s>>>(keys_out, values_out,
-                                                  static_cast<const T*>(dout),
-                                                  static_cast<T*>(dtable), n, v, c);
+    MT_LAUNCH(grid, kThreads, 0, s, AccumulateKernel<T>)(
+        keys_out, values_out, static_cast<const T*>(dout), static_cast<T*>(dtable), n, v, c);
     MT_CHECK_LAUNCH();
     return {};
   });

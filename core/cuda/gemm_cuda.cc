@@ -28,6 +28,7 @@
 #include "core/cuda/op_util.h"
 #include "core/cuda/ops_cuda.h"
 #include "core/status.h"
+#include "glog/logging.h"
 
 namespace mt {
 namespace cuda {
@@ -189,13 +190,23 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(absl::string_view op,
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       st.blas, plan->desc, plan->a, plan->b, plan->c, plan->c, raw_pref, 1, &result, &found);
-  // An epilogue this cuBLASLt build has no kernel for may be refused outright.
-  const bool refused = epilogue && (status == CUBLAS_STATUS_NOT_SUPPORTED ||
-                                    status == CUBLAS_STATUS_INVALID_VALUE);
-  if (status != CUBLAS_STATUS_SUCCESS && !refused) {
+  // cuBLASLt reports "no algorithm for this configuration" as NOT_SUPPORTED, or as success with
+  // no result (or a result whose own state is an error); an epilogue this build has no kernel
+  // for may also be refused as INVALID_VALUE, which is logged, since it can equally mean that our
+  // epilogue attributes are wrong (the unfused path then still gives the right numbers).
+  const bool no_algorithm =
+      status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (status == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS));
+  const bool refused = epilogue && status == CUBLAS_STATUS_INVALID_VALUE;
+  if (status != CUBLAS_STATUS_SUCCESS && !no_algorithm && !refused) {
     return internal::CublasCallError(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   }
-  if (refused || found == 0) {
+  if (refused) {
+    LOG(WARNING) << op << ": cuBLASLt refused epilogue " << key.epilogue << " for [" << key.m
+                 << ", " << key.k << "] x [" << key.k << ", " << key.n
+                 << "] (CUBLAS_STATUS_INVALID_VALUE); using the unfused epilogue";
+  }
+  if (refused || no_algorithm) {
     plan->legacy = true;  // No cuBLASLt kernel for this shape or alignment: use cuBLAS.
   } else {
     plan->algo = result.algo;

@@ -12,6 +12,21 @@
 
 #include "core/cuda/launchers.h"
 
+// A kernel launch: MT_LAUNCH(grid, block, shared_bytes, stream, Kernel<T>)(args...) is
+// Kernel<T><<<grid, block, shared_bytes, stream>>>(args...) under nvcc, and a run on the CPU under
+// the CUDA emulator (core/cuda/emu/emu.h, --config=cuda_emu), where the kernels are host C++.
+// MT_DYNAMIC_SHARED(T, name) declares the block's dynamic shared memory as T name[].
+#if defined(MT_CUDA_EMULATION)
+#include "core/cuda/emu/emu.h"
+#define MT_LAUNCH(grid, block, shared, stream, ...) \
+  ::mt::cuda_emu::MakeLauncher(grid, block, shared, stream, __VA_ARGS__, #__VA_ARGS__)
+#define MT_DYNAMIC_SHARED(type, name) \
+  type* const name = static_cast<type*>(::mt::cuda_emu::DynamicSharedMemory())
+#else
+#define MT_LAUNCH(grid, block, shared, stream, ...) __VA_ARGS__<<<grid, block, shared, stream>>>
+#define MT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 // Returns the pending CUDA error, if any, as a LaunchResult naming this line. Use after every
 // kernel launch.
 #define MT_CHECK_LAUNCH()                                                                 \

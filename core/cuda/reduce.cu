@@ -65,11 +65,11 @@ LaunchResult Launch(const T* x, int64_t n, double identity, double* scratch, cud
   const int64_t blocks = Blocks(n);
   double* partial = scratch + 1;
   if (blocks > 0) {
-    ReducePartialKernel<T, kOp, Combine><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
+    MT_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, s, ReducePartialKernel<T, kOp, Combine>)(
         x, n, identity, partial);
     MT_CHECK_LAUNCH();
   }
-  ReduceFinishKernel<Combine><<<1, 1024, 0, s>>>(partial, blocks, identity, scratch);
+  MT_LAUNCH(1, 1024, 0, s, ReduceFinishKernel<Combine>)(partial, blocks, identity, scratch);
   MT_CHECK_LAUNCH();
   return {};
 }

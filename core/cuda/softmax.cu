@@ -84,8 +84,8 @@ LaunchResult LaunchSoftmax(ElemType type, const void* x, void* y, int64_t rows, 
   if (rows == 0 || tk == 0) return {};
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
-    SoftmaxKernel<T><<<Blocks(rows), kWarpsPerBlock * kWarp, 0,
-                       static_cast<cudaStream_t>(stream)>>>(
+    MT_LAUNCH(Blocks(rows), kWarpsPerBlock * kWarp, 0, static_cast<cudaStream_t>(stream),
+              SoftmaxKernel<T>)(
         static_cast<const T*>(x), static_cast<T*>(y), rows, tq, tk, scale, causal, padding_mask,
         rows_per_b < 1 ? 1 : rows_per_b);
     MT_CHECK_LAUNCH();
@@ -98,8 +98,8 @@ LaunchResult LaunchSoftmaxBackward(ElemType type, const void* y, const void* dy,
   if (rows == 0 || tk == 0) return {};
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
-    SoftmaxBackwardKernel<T><<<Blocks(rows), kWarpsPerBlock * kWarp, 0,
-                               static_cast<cudaStream_t>(stream)>>>(
+    MT_LAUNCH(Blocks(rows), kWarpsPerBlock * kWarp, 0, static_cast<cudaStream_t>(stream),
+              SoftmaxBackwardKernel<T>)(
         static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), rows, tk, scale);
     MT_CHECK_LAUNCH();
     return {};
