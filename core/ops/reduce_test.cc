@@ -162,10 +162,7 @@ TEST(ReduceTest, BadInputsAreErrors) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("L2Norm"), std::string::npos) << s;
   EXPECT_EQ(SumOfSquares(ctx, strided).status().code(), absl::StatusCode::kInvalidArgument);
-  TensorView cuda = big.view();
-  cuda.device = Device::Cuda(0);
-  EXPECT_EQ(Sum(ctx, cuda).status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(Max(ctx, cuda).status().code(), absl::StatusCode::kUnimplemented);
+  // (What CUDA views get, with and without a GPU, is cuda_dispatch_test's.)
 }
 
 }  // namespace

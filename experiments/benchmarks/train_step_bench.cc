@@ -48,6 +48,9 @@ DEFINE_bool(recompute, false, "Activation checkpointing.");
 DEFINE_string(device, "cpu", "cpu (f32) or cuda (bf16, rank r on GPU r mod GPUs).");
 DEFINE_bool(caching_allocator, true, "With --device=cuda: tensors from a caching allocator.");
 DEFINE_int32(max_position_embeddings, 0, "Learned positions (0: seq_length).");
+DEFINE_int32(gemm_rate_size, 0,
+             "Side of the square GEMM timed as the reference rate (0: 8192 on a GPU, 2048 on the "
+             "CPU); small sizes only for smoke runs, e.g. under the CUDA emulator.");
 
 namespace {
 
@@ -55,9 +58,14 @@ double Seconds(std::chrono::steady_clock::time_point a) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
 }
 
-// f32 GEMM rate of this rank's threads: best of 3 runs of a 2048^3 product.
+// The side of the reference GEMM.
+int64_t GemmRateSize(bool gpu) {
+  return FLAGS_gemm_rate_size > 0 ? FLAGS_gemm_rate_size : (gpu ? 8192 : 2048);
+}
+
+// f32 GEMM rate of this rank's threads: best of 3 runs of a product (2048^3 by default).
 double GemmGflops(const mt::ExecContext& ec) {
-  const int64_t n = 2048;
+  const int64_t n = GemmRateSize(false);
   mt::Tensor a = mt::Tensor::Zeros({n, n}, mt::DType::kF32), b = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
              c = mt::Tensor::Zeros({n, n}, mt::DType::kF32);
   std::mt19937 rng(1);
@@ -74,10 +82,10 @@ double GemmGflops(const mt::ExecContext& ec) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-// bf16 GEMM rate of the GPU (cuBLASLt, f32 accumulation): best of 20 runs of an 8192^3 product
+// bf16 GEMM rate of the GPU (cuBLASLt, f32 accumulation): best of 20 runs of a product (8192^3)
 // after a warm-up (random data: a GPU's clocks and power depend on the bits it multiplies).
 double GpuGemmGflops(const mt::ExecContext& ec) {
-  const int64_t n = 8192;
+  const int64_t n = GemmRateSize(true);
   auto host = [&](uint32_t seed) {
     mt::Tensor h = mt::Tensor::Host({n, n}, mt::DType::kF32);
     std::mt19937 rng(seed);
@@ -248,11 +256,13 @@ int main(int argc, char** argv) {
         FLAGS_recompute ? "yes" : "no", std::string(mt::DTypeName(dtype)).c_str());
     std::printf("parameters: %lld\n", static_cast<long long>(store.NumGlobalElements()));
     if (gpu) {
-      std::printf("device: %s; bf16 GEMM rate (cuBLASLt, 8192^3, f32 accumulation): %.1f "
+      std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f "
                   "TFLOP/s\n",
-                  mt::cuda::Describe().c_str(), gemm / 1e3);
+                  mt::cuda::Describe().c_str(), static_cast<long long>(GemmRateSize(true)),
+                  gemm / 1e3);
     } else {
-      std::printf("f32 GEMM rate per rank (2048^3, %d threads): %.1f GFLOP/s\n", threads, gemm);
+      std::printf("f32 GEMM rate per rank (%lld^3, %d threads): %.1f GFLOP/s\n",
+                  static_cast<long long>(GemmRateSize(false)), threads, gemm);
     }
     std::printf("step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
                 "ratio to GEMM rate%s: %.1f%%\n",

@@ -146,7 +146,10 @@ absl::StatusOr<DeviceSetup> SetUpDevice(const PretrainConfig& c, comm::Communica
   ASSIGN_OR_RETURN(d.cuda, cuda::DeviceContext::Create(index));
   d.memory_pool =
       std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
-  const bool nccl = c.comm_backend == "nccl" || (c.comm_backend == "auto" && local_size <= gpus);
+  // auto: NCCL when the binary has it and every local rank has its own GPU; else MPI (staged
+  // through host memory).
+  const bool nccl = c.comm_backend == "nccl" ||
+                    (c.comm_backend == "auto" && comm::NcclAvailable() && local_size <= gpus);
   if (nccl) {
     ASSIGN_OR_RETURN(d.nccl_world, comm::CreateNcclCommunicator(world, index, comm::NcclOptions(),
                                                                 "world"));
@@ -156,9 +159,9 @@ absl::StatusOr<DeviceSetup> SetUpDevice(const PretrainConfig& c, comm::Communica
 
 }  // namespace
 
-absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainModel& job,
-                                              comm::Communicator& world,
-                                              const std::atomic<bool>* stop) {
+absl::StatusOr<PretrainResult> RunPretraining(
+    const PretrainConfig& c, const std::function<std::unique_ptr<PretrainModel>()>& make_model,
+    comm::Communicator& world, const std::atomic<bool>* stop) {
   RETURN_IF_ERROR(c.Validate(world.size()));
   ASSIGN_OR_RETURN(DeviceSetup dev, SetUpDevice(c, world));
   comm::ParallelConfig pc;
@@ -193,6 +196,8 @@ absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainM
 
   // Model, optimizer, schedule.
   nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(), c.compute_dtype, dev.device);
+  const std::unique_ptr<PretrainModel> owned_job = make_model();
+  PretrainModel& job = *owned_job;
   RETURN_IF_ERROR(job.CreateModel(&store));
   RETURN_IF_ERROR(store.Allocate(c.trainer.seed));
   train::OptimizerConfig oc;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -106,9 +107,12 @@ class PretrainModel {
 };
 
 // Collective over `world`. `stop` (may be null) requests a checkpoint and a clean exit (SIGTERM).
-absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& config, PretrainModel& model,
-                                              comm::Communicator& world,
-                                              const std::atomic<bool>* stop);
+// `make_model` is called once, after the device and the parameter store are set up; the job it
+// returns is destroyed before them (its tensors come from the device's allocator).
+absl::StatusOr<PretrainResult> RunPretraining(
+    const PretrainConfig& config,
+    const std::function<std::unique_ptr<PretrainModel>()>& make_model,
+    comm::Communicator& world, const std::atomic<bool>* stop);
 
 }  // namespace experiments
 }  // namespace mt

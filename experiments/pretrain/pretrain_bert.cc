@@ -123,8 +123,12 @@ absl::StatusOr<PretrainResult> RunPretrainBert(const PretrainBertConfig& c,
                                                const std::atomic<bool>* stop) {
   RETURN_IF_ERROR(c.Validate(world.size()));
   ASSIGN_OR_RETURN(data::BertVocab vocab, LoadVocab(c));
-  BertPretrainModel job(c, std::move(vocab));
-  return RunPretraining(c, job, world, stop);
+  return RunPretraining(
+      c,
+      [&c, &vocab]() -> std::unique_ptr<PretrainModel> {
+        return std::make_unique<BertPretrainModel>(c, std::move(vocab));
+      },
+      world, stop);
 }
 
 }  // namespace experiments

@@ -106,8 +106,9 @@ class GptPretrainModel : public PretrainModel {
 absl::StatusOr<PretrainResult> RunPretrainGpt(const PretrainGptConfig& c,
                                               comm::Communicator& world,
                                               const std::atomic<bool>* stop) {
-  GptPretrainModel job(c);
-  return RunPretraining(c, job, world, stop);
+  return RunPretraining(
+      c, [&c]() -> std::unique_ptr<PretrainModel> { return std::make_unique<GptPretrainModel>(c); },
+      world, stop);
 }
 
 }  // namespace experiments
