@@ -143,19 +143,22 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
             srcs = [src],
             outs = ["_emu/%s_emu.cc" % stem],
             cmd = "cp $< $@",
+            tags = ["manual"],  # built only through the emulator's select below
         )
         emu_srcs.append(":_emu/%s_emu.cc" % stem)
     native.cc_library(
         name = name + "_emu_kernels",
         srcs = emu_srcs,
         hdrs = hdrs,
-        copts = MT_COPTS + [
+        copts = MT_COPTS + copts + [
             "-DMT_CUDA_EMULATION=1",
             "-ffp-contract=off",  # __fmul_rn etc. and no fusing nvcc was told not to do
             "-Wno-unknown-pragmas",  # #pragma unroll
         ],
         deps = deps + ["//core/cuda/emu:runtime"],
         alwayslink = 1,
+        tags = ["manual"],
+        testonly = kwargs.get("testonly", False),
     )
     cuda_archive(
         name = name + "_kernels",

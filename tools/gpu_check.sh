@@ -33,6 +33,9 @@
 #                   PMIX_PREFIX, PMIX_LIBDIR, ...: lib/pmix/ (plugins), share/pmix/ (help files)
 #   mpi_tests.txt   one line per multi-rank sh_test: NAME NP TIMEOUT_S BINARY [ARGS...], from the
 #                   sh_test's args in its BUILD file (they all run comm/mpi_test.sh NP TIMEOUT BIN)
+#   scripts/        the other gpu sh_tests' scripts (e.g. train/testing/cuda_driver_test.sh, which
+#                   runs mpirun itself); script_tests.txt: NAME SCRIPT [ARGS...], where @bin:X is
+#                   bin/X (a binary named by $(location ...) in the sh_test's args)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="$root/gpu_bundle"
@@ -72,27 +75,46 @@ needed_libs() {
   done
 }
 
-# Writes the manifest line (NAME NP TIMEOUT_S BINARY_LABEL [ARGS...]) of the sh_test LABEL, which
-# must run comm/mpi_test.sh with args NP TIMEOUT $(location BINARY) [ARGS...].
-mpi_manifest_line() {
-  local label="$1"
+# Writes the manifest line of the gpu sh_test LABEL. MODE mpi: the test must run comm/mpi_test.sh
+# with args NP TIMEOUT $(location BINARY) [ARGS...]; the line is NAME NP TIMEOUT_S BINARY_LABEL
+# [ARGS...]. MODE script: a script of its own; the line is NAME SCRIPT_PATH [ARGS...], each
+# $(location X) argument written @label:X.
+manifest_line() {
+  local mode="$1" label="$2"
   bazel query --output=build "$label" 2>/dev/null | python3 -c '
 import ast, re, sys
-label = sys.argv[1]
+mode, label = sys.argv[1], sys.argv[2]
 pkg, name = label[2:].split(":")
 text = sys.stdin.read()
 srcs = ast.literal_eval(re.search(r"^\s*srcs = (\[.*\]),$", text, re.M).group(1))
-args = ast.literal_eval(re.search(r"^\s*args = (\[.*\]),$", text, re.M).group(1))
-if not any(s.endswith("mpi_test.sh") for s in srcs) or len(args) < 3:
-    sys.exit("gpu_check: %s does not run comm/mpi_test.sh NP TIMEOUT BINARY" % label)
-m = re.fullmatch(r"\$\((?:location|rootpath|execpath) (.+)\)", args[2])
-if not m:
-    sys.exit("gpu_check: %s: cannot read the binary from %r" % (label, args[2]))
-binary = m.group(1)
-if binary.startswith(":"):
-    binary = "//%s%s" % (pkg, binary)
-print(" ".join([name, args[0], args[1], binary] + args[3:]))
-' "$label"
+m = re.search(r"^\s*args = (\[.*\]),$", text, re.M)
+args = ast.literal_eval(m.group(1)) if m else []
+
+def target(arg):  # the label in "$(location LABEL)", or None
+    m = re.fullmatch(r"\$\((?:location|rootpath|execpath) (.+)\)", arg)
+    if not m:
+        return None
+    return "//%s%s" % (pkg, m.group(1)) if m.group(1).startswith(":") else m.group(1)
+
+if mode == "mpi":
+    if not any(s.endswith("mpi_test.sh") for s in srcs) or len(args) < 3:
+        sys.exit("gpu_check: %s does not run comm/mpi_test.sh NP TIMEOUT BINARY" % label)
+    if target(args[2]) is None:
+        sys.exit("gpu_check: %s: cannot read the binary from %r" % (label, args[2]))
+    print(" ".join([name, args[0], args[1], target(args[2])] + args[3:]))
+    sys.exit(0)
+script = srcs[0]
+script = script[2:].replace(":", "/") if script.startswith("//") else "%s/%s" % (pkg, script.lstrip(":"))
+out = [name, script]
+for a in args:
+    if target(a) is not None:
+        out.append("@label:" + target(a))
+    elif " " in a:
+        sys.exit("gpu_check: %s: argument with a space: %r" % (label, a))
+    else:
+        out.append(a)
+print(" ".join(out))
+' "$mode" "$label"
 }
 
 do_bundle() {
@@ -119,10 +141,27 @@ do_bundle() {
 
   # Multi-rank tests: carry the binary behind each sh_test plus its manifest line.
   : > "$tree/mpi_tests.txt"
-  local label line binlabel path f
+  : > "$tree/script_tests.txt"
+  mkdir -p "$tree/scripts"
+  local label line binlabel path f a
   for label in "${sh_tests[@]}"; do
-    if ! line=$(mpi_manifest_line "$label"); then
-      echo "$label" >> "$tree/not_carried.txt"  # reported as a table row there
+    if ! line=$(manifest_line mpi "$label" 2>/dev/null); then
+      # A script of its own: carry it and the binaries its arguments name.
+      if ! line=$(manifest_line script "$label"); then
+        echo "$label" >> "$tree/not_carried.txt"  # reported as a table row there
+        continue
+      fi
+      read -r -a f <<< "$line"
+      cp "${f[1]}" "$tree/scripts/${f[0]}.sh"
+      f[1]="${f[0]}.sh"
+      for ((a = 2; a < ${#f[@]}; ++a)); do
+        [[ "${f[a]}" == @label:* ]] || continue
+        path="bazel-bin/${f[a]#@label://}"
+        path="${path/://}"
+        cp -n "$path" "$tree/bin/"
+        f[a]="@bin:$(basename "$path")"
+      done
+      echo "${f[*]}" >> "$tree/script_tests.txt"
       continue
     fi
     read -r -a f <<< "$line"
@@ -197,11 +236,15 @@ do_bundle() {
     echo "# gpu_bundle/bundle.tar.xz, made $(date -u +%FT%TZ) by tools/gpu_check.sh bundle"
     echo "# multi-rank tests (NAME NP TIMEOUT_S BINARY [ARGS...]):"
     sed 's/^/#   /' "$tree/mpi_tests.txt"
+    echo "# script tests (NAME SCRIPT [ARGS...]):"
+    sed 's/^/#   /' "$tree/script_tests.txt"
     [[ -s "$tree/not_carried.txt" ]] && sed 's/^/# not carried: /' "$tree/not_carried.txt"
     (cd "$tree" && find . -type f -printf '%9s %P\n' | sort -k2)
   } > "$bundle/CONTENTS.txt"
   echo "gpu_check: multi-rank tests:"
   sed 's/^/  /' "$tree/mpi_tests.txt"
+  echo "gpu_check: script tests:"
+  sed 's/^/  /' "$tree/script_tests.txt"
   echo "gpu_check: unpacked $(du -sh "$tree" | cut -f1), carried: $(du -sh "$bundle" | cut -f1)"
   local kib
   kib=$(du -sk "$bundle" | cut -f1)
@@ -349,8 +392,28 @@ do_run() {
     cat "$out/$name.log" >> "$log"
     gtest_row "$name" "$rc" "$secs" "$out/$name.log"
   done < "$tree/mpi_tests.txt"
+  # Script tests (they run the carried mpirun through PATH); PASS or SKIPPED is their last line.
+  local script word words
+  while read -r name script args; do
+    [[ -z "$name" ]] && continue
+    lim=$(limit_for "$PER_BINARY_TIMEOUT")
+    if (( lim < 10 )); then table+=("$(printf '%-32s not run (time budget)' "$name")"); continue; fi
+    words=()
+    for word in $args; do
+      [[ "$word" == @bin:* ]] && word="$tree/bin/${word#@bin:}"
+      words+=("$word")
+    done
+    start=$(date +%s)
+    timeout -k 5 "$lim" bash "$tree/scripts/$script" "${words[@]}" </dev/null       >"$out/$name.log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    echo "=== $name ($script ${words[*]})" >> "$log"
+    cat "$out/$name.log" >> "$log"
+    table+=("$(printf '%-32s rc=%-3s %-30s %4ss' "$name" "$rc" \
+      "$(tail -1 "$out/$name.log" | cut -c1-30)" "$secs")")
+  done < <(cat "$tree/script_tests.txt" 2>/dev/null)
   while read -r name; do
-    table+=("$(printf '%-32s not carried (not a comm/mpi_test.sh sh_test)' "$name")")
+    table+=("$(printf '%-32s not carried (no script or binary found)' "$name")")
   done < <(cat "$tree/not_carried.txt" 2>/dev/null)
   while read -r line; do
     [[ -z "$line" ]] && continue

@@ -449,8 +449,10 @@ constexpr TypePair kTypePairs[] = {{CUDA_R_32F, CUDA_R_32F},
                                    {CUDA_R_16F, CUDA_R_32F}};
 constexpr int64_t kSizes[] = {1, 3, 17, 33};
 
-TEST_F(LtTest, MatchesFloat64Reference) {
-  uint32_t seed = 1;
+// Calls run(g, seed) for every type pair, size, transpose and batch count, with beta 0 or
+// `beta` by turns; stops at the first fatal failure.
+template <typename Run>
+void ForEachProduct(float alpha, float beta, uint32_t seed, Run run) {
   for (const TypePair& t : kTypePairs) {
     for (int64_t m : kSizes) {
       for (int64_t n : kSizes) {
@@ -466,17 +468,23 @@ TEST_F(LtTest, MatchesFloat64Reference) {
               g.trans_a = (trans & 1) != 0;
               g.trans_b = (trans & 2) != 0;
               g.batch = batch;
-              g.alpha = 0.75f;
-              g.beta = (seed / 2) % 2 == 0 ? 0.0f : -0.5f;
-              g.in_place = seed % 3 == 0;
-              RunLt(handle_, g, seed++);
-              if (HasFatalFailure()) return;
+              g.alpha = alpha;
+              g.beta = (seed / 2) % 2 == 0 ? 0.0f : beta;
+              run(g, seed++);
+              if (::testing::Test::HasFatalFailure()) return;
             }
           }
         }
       }
     }
   }
+}
+
+TEST_F(LtTest, MatchesFloat64Reference) {
+  ForEachProduct(0.75f, -0.5f, 1, [&](GemmCase& g, uint32_t seed) {
+    g.in_place = seed % 3 == 0;
+    RunLt(handle_, g, seed);
+  });
 }
 
 TEST_F(LtTest, EpiloguesMatchFloat64Reference) {
@@ -926,32 +934,8 @@ void RunLegacy(cublasHandle_t handle, GemmCase g, uint32_t seed) {
 }
 
 TEST_F(BlasTest, GemmStridedBatchedExMatchesFloat64Reference) {
-  uint32_t seed = 5000;
-  for (const TypePair& t : kTypePairs) {
-    for (int64_t m : kSizes) {
-      for (int64_t n : kSizes) {
-        for (int64_t k : kSizes) {
-          for (int trans = 0; trans < 4; ++trans) {
-            for (int64_t batch : {1, 3}) {
-              GemmCase g;
-              g.ab = t.ab;
-              g.cd = t.cd;
-              g.m = m;
-              g.n = n;
-              g.k = k;
-              g.trans_a = (trans & 1) != 0;
-              g.trans_b = (trans & 2) != 0;
-              g.batch = batch;
-              g.alpha = -1.5f;
-              g.beta = (seed / 2) % 2 == 0 ? 0.0f : 0.25f;
-              RunLegacy(handle_, g, seed++);
-              if (HasFatalFailure()) return;
-            }
-          }
-        }
-      }
-    }
-  }
+  ForEachProduct(-1.5f, 0.25f, 5000,
+                 [&](const GemmCase& g, uint32_t seed) { RunLegacy(handle_, g, seed); });
 }
 
 // As in BLAS, alpha = 0 reads neither A nor B: C = beta C even where A is NaN.

@@ -11,8 +11,9 @@
 //   - stops with a message naming the kernel when a barrier can never be released (divergent
 //     __syncthreads, a shuffle or __syncwarp missing a lane of its mask);
 //   - exposes missing barriers: without lockstep warps, a thread that reads shared memory before
-//     its writer's barrier sees the wrong value (set MT_CUDA_EMU_REVERSE=1 to run the threads of
-//     each block in the reverse order, which exposes the other half of such races).
+//     its writer's barrier sees the wrong value. Successive launches run the threads of each block
+//     in order and in reverse order by turns, which between them expose both directions of such
+//     a race (MT_CUDA_EMU_REVERSE=0 or 1 fixes the order).
 // `__shared__` variables are function-level statics (the blocks of a launch run one at a time);
 // dynamic shared memory is a fresh buffer per block, filled with 0xFF bytes (NaN floats) so that
 // reading an element nobody wrote shows up in the results, and sized exactly, with an inaccessible
@@ -51,8 +52,10 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-// Blocks run one at a time, so a function-level static is the block's shared variable.
-#define __shared__ static
+// Blocks run one at a time, so a function-level static is the block's shared variable (per host
+// thread: two threads may run kernels at once). Unlike dynamic shared memory, these are neither
+// poisoned nor guarded, and keep their values between blocks.
+#define __shared__ static thread_local
 
 namespace mt {
 namespace cuda_emu {
@@ -157,6 +160,9 @@ struct DeviceRadixSort {
   static cudaError_t SortPairs(void* temp, size_t& temp_bytes, const K* keys_in, K* keys_out,
                                const V* values_in, V* values_out, N num_items, int begin_bit = 0,
                                int end_bit = sizeof(K) * 8, cudaStream_t stream = nullptr) {
+    // CUB flips bits of signed and floating-point keys; only unsigned ones are emulated.
+    static_assert(std::is_integral<K>::value && std::is_unsigned<K>::value,
+                  "the emulated radix sort takes unsigned integer keys");
     if (temp == nullptr) {
       temp_bytes = 1;  // CUB never asks for none; keep callers' allocation path exercised.
       return cudaSuccess;
@@ -210,20 +216,34 @@ using DeviceRadixSort = ::mt::cuda_emu::DeviceRadixSort;
 inline void __syncthreads() { ::mt::cuda_emu::SyncThreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::mt::cuda_emu::SyncWarp(mask); }
 
+namespace mt {
+namespace cuda_emu {
+// A shuffle's width: a power of two from 1 to 32.
+inline int CheckedWidth(int width) {
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
+    Fail("a shuffle's width %d is not a power of two from 1 to 32", width);
+  }
+  return width;
+}
+}  // namespace cuda_emu
+}  // namespace mt
+
 template <typename V>
 V __shfl_xor_sync(unsigned mask, V v, int lane_mask, int width = 32) {
   const int lane = ::mt::cuda_emu::Current().linear % 32;
   const int src = lane ^ lane_mask;
-  // Lanes outside the caller's width-segment read their own value (CUDA's rule).
-  const int segment = lane / width;
-  const int from = (src / width == segment) ? src : lane;
+  // A lane may read its own segment or an earlier one; a later segment gives its own value
+  // (CUDA's rule).
+  const int end = (lane / ::mt::cuda_emu::CheckedWidth(width) + 1) * width;
+  const int from = src < end ? src : lane;
   return ::mt::cuda_emu::FromBits<V>(
       ::mt::cuda_emu::WarpExchange(mask, ::mt::cuda_emu::ToBits(v), from));
 }
 template <typename V>
 V __shfl_sync(unsigned mask, V v, int src_lane, int width = 32) {
   const int lane = ::mt::cuda_emu::Current().linear % 32;
-  const int from = (lane / width) * width + ((src_lane % width) + width) % width;
+  const int w = ::mt::cuda_emu::CheckedWidth(width);
+  const int from = (lane / w) * w + ((src_lane % w) + w) % w;
   return ::mt::cuda_emu::FromBits<V>(
       ::mt::cuda_emu::WarpExchange(mask, ::mt::cuda_emu::ToBits(v), from));
 }
@@ -231,7 +251,8 @@ template <typename V>
 V __shfl_down_sync(unsigned mask, V v, unsigned delta, int width = 32) {
   const int lane = ::mt::cuda_emu::Current().linear % 32;
   const int src = lane + static_cast<int>(delta);
-  const int from = (src / width == lane / width) ? src : lane;
+  const int w = ::mt::cuda_emu::CheckedWidth(width);
+  const int from = (src / w == lane / w) ? src : lane;
   return ::mt::cuda_emu::FromBits<V>(
       ::mt::cuda_emu::WarpExchange(mask, ::mt::cuda_emu::ToBits(v), from));
 }

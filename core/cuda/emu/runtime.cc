@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "core/cuda/emu/internal.h"
@@ -70,7 +71,10 @@ int DeviceCount() {
 
 // Applies the mprotect fallback to one allocation (not its trailing page).
 void Protect(const Allocation& a, bool accessible) {
-  mprotect(a.map, a.map_bytes - Page(), accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
+  if (mprotect(a.map, a.map_bytes - Page(), accessible ? PROT_READ | PROT_WRITE : PROT_NONE) !=
+      0) {
+    Fail("cannot change device memory's protection");
+  }
 }
 
 // The allocation holding [p, p + bytes), or null. Caller holds the mutex.
@@ -282,7 +286,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   auto& s = GetState();
   std::lock_guard<std::mutex> lock(s.mutex);
   *ptr = nullptr;
-  if (s.in_use + size > mt::cuda_emu::kTotalMemory) {
+  if (size > mt::cuda_emu::kTotalMemory - s.in_use) {
     return mt::cuda_emu::Record(cudaErrorMemoryAllocation);
   }
   // The data ends (256-byte aligned start, as cudaMalloc's) just before an inaccessible page.
@@ -296,10 +300,14 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   char* data = guard - padded;
   // Fresh device memory is not zero: NaN bytes make reads of never-written memory visible.
   std::memset(data, 0xFF, padded);
-  mprotect(guard, Page(), PROT_NONE);
+  if (mprotect(guard, Page(), PROT_NONE) != 0) {
+    mt::cuda_emu::Fail("cannot protect device memory's guard page");
+  }
   mt::cuda_emu::Allocation a{map, map_bytes, size, mt::cuda_emu::current_device};
   if (s.protection == mt::cuda_emu::Protection::kKey) {
-    pkey_mprotect(map, map_bytes - Page(), PROT_READ | PROT_WRITE, s.key);
+    if (pkey_mprotect(map, map_bytes - Page(), PROT_READ | PROT_WRITE, s.key) != 0) {
+      mt::cuda_emu::Fail("cannot give device memory its protection key");
+    }
   } else if (s.protection == mt::cuda_emu::Protection::kMprotect && s.access == 0) {
     mt::cuda_emu::Protect(a, false);
   }
@@ -426,64 +434,95 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   return cudaSuccess;
 }
 
+}  // extern "C"
+
 // Streams and events: the emulated device finishes all work before a call returns, so they carry
-// no state beyond their existence.
-struct CUstream_st {
-  int magic = 0x57;
-};
-struct CUevent_st {
-  int magic = 0xE7;
-};
+// no state beyond their existence, which is checked (a destroyed handle is an error).
+struct CUstream_st {};
+struct CUevent_st {};
+
+namespace mt {
+namespace cuda_emu {
+namespace {
+std::mutex handle_mutex;
+std::set<const void*>& LiveHandles() {
+  static auto* handles = new std::set<const void*>();
+  return *handles;
+}
+void AddHandle(const void* h) {
+  std::lock_guard<std::mutex> lock(handle_mutex);
+  LiveHandles().insert(h);
+}
+bool LiveHandle(const void* h) {
+  std::lock_guard<std::mutex> lock(handle_mutex);
+  return LiveHandles().count(h) != 0;
+}
+bool RemoveHandle(const void* h) {
+  std::lock_guard<std::mutex> lock(handle_mutex);
+  return LiveHandles().erase(h) != 0;
+}
+}  // namespace
+}  // namespace cuda_emu
+}  // namespace mt
+
+extern "C" {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
   *stream = new CUstream_st();
+  mt::cuda_emu::AddHandle(*stream);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (stream == nullptr || stream->magic != 0x57) {
+  if (stream == nullptr || !mt::cuda_emu::RemoveHandle(stream)) {
     return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
   }
-  stream->magic = 0;
   delete stream;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
-  if (event == nullptr || event->magic != 0xE7) {
+// The null stream is always valid.
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (stream != nullptr && !mt::cuda_emu::LiveHandle(stream)) {
     return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
   }
   return cudaSuccess;
 }
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
   *event = new CUevent_st();
+  mt::cuda_emu::AddHandle(*event);
   return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (event == nullptr || event->magic != 0xE7) {
+  if (event == nullptr || !mt::cuda_emu::RemoveHandle(event)) {
     return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
   }
-  event->magic = 0;
   delete event;
   return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
-  if (event == nullptr || event->magic != 0xE7) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (event == nullptr || !mt::cuda_emu::LiveHandle(event)) {
     return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
   }
-  return cudaSuccess;
+  return cudaStreamSynchronize(stream);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventRecord(event, nullptr); }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) { return cudaEventRecord(event, nullptr); }
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  if (event == nullptr || !mt::cuda_emu::LiveHandle(event)) {
+    return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
+  }
+  return cudaStreamSynchronize(stream);
+}
 
 }  // extern "C"

@@ -20,13 +20,19 @@
 #if !defined(__x86_64__)
 #error "The CUDA emulator's fiber switch is written for x86-64."
 #endif
+#if defined(__CET__) && (__CET__ & 2)
+#error "The fiber switch returns onto another stack, which a CET shadow stack forbids."
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#error "The CUDA emulator's fibers are not annotated for AddressSanitizer (use --config=asan alone)."
+#endif
 
 // void MtEmuSwitch(void** save_sp, void* load_sp): saves the callee-saved registers, MXCSR and
 // the x87 control word on the current stack, stores the stack pointer in *save_sp, then restores
 // the same from the stack at load_sp and returns there.
 extern "C" void MtEmuSwitch(void** save_sp, void* load_sp);
 __asm__(
-    ".text\n"
+    ".pushsection .text\n"
     ".globl MtEmuSwitch\n"
     ".hidden MtEmuSwitch\n"
     ".type MtEmuSwitch, @function\n"
@@ -52,7 +58,8 @@ __asm__(
     "  popq %rbx\n"
     "  popq %rbp\n"
     "  ret\n"
-    ".size MtEmuSwitch, .-MtEmuSwitch\n");
+    ".size MtEmuSwitch, .-MtEmuSwitch\n"
+    ".popsection\n");
 
 namespace mt {
 namespace cuda_emu {
@@ -95,7 +102,11 @@ struct Stacks {
     if (p == MAP_FAILED) Fail("cannot map %d fiber stacks", n);
     base = static_cast<char*>(p);
     count = n;
-    for (int i = 0; i < n; ++i) mprotect(Stack(i) - PageSize(), PageSize(), PROT_NONE);
+    for (int i = 0; i < n; ++i) {
+      if (mprotect(Stack(i) - PageSize(), PageSize(), PROT_NONE) != 0) {
+        Fail("cannot protect a fiber stack's guard page");
+      }
+    }
   }
 };
 
@@ -120,7 +131,7 @@ struct SharedBuffer {
     if (p == MAP_FAILED) Fail("cannot map %zu bytes of shared memory", bytes);
     map = static_cast<char*>(p);
     char* guard = map + map_bytes - page;
-    mprotect(guard, page, PROT_NONE);
+    if (mprotect(guard, page, PROT_NONE) != 0) Fail("cannot protect shared memory's guard page");
     data = guard - padded;
   }
 };
@@ -135,6 +146,7 @@ struct Scheduler {
   const std::function<void()>* body = nullptr;
   const char* name = "";
   bool running = false;
+  uint64_t launches = 0;
 };
 
 thread_local Scheduler scheduler;
@@ -203,7 +215,9 @@ const char* WaitName(Wait w) {
        other != nullptr ? (std::string(" is ") + WaitName(other->wait)).c_str() : "");
 }
 
-// Releases the warp barriers whose lanes have all arrived; true if any was.
+// Releases the warp barriers whose lanes have all arrived; true if any was. As on sm_70 and later,
+// lanes of the mask that have exited (or lie past the end of a partial last warp) do not hold the
+// others back; what a shuffle reads from them is undefined (WarpExchange poisons it).
 bool ReleaseWarpBarriers(std::vector<Fiber>& fibers) {
   bool released = false;
   const int n = static_cast<int>(fibers.size());
@@ -215,13 +229,15 @@ bool ReleaseWarpBarriers(std::vector<Fiber>& fibers) {
     for (int lane = 0; lane < kWarp && ready; ++lane) {
       if ((f.mask >> lane & 1u) == 0) continue;
       const int j = warp_base + lane;
-      if (j >= n || fibers[j].wait != Wait::kWarpBarrier || fibers[j].mask != f.mask) {
-        ready = false;
-      }
+      if (j >= n || fibers[j].wait == Wait::kDone) continue;
+      if (fibers[j].wait != Wait::kWarpBarrier || fibers[j].mask != f.mask) ready = false;
     }
     if (!ready) continue;
     for (int lane = 0; lane < kWarp; ++lane) {
-      if (f.mask >> lane & 1u) fibers[warp_base + lane].wait = Wait::kRunnable;
+      const int j = warp_base + lane;
+      if ((f.mask >> lane & 1u) != 0 && j < n && fibers[j].wait == Wait::kWarpBarrier) {
+        fibers[j].wait = Wait::kRunnable;
+      }
     }
     released = true;
   }
@@ -238,9 +254,7 @@ bool ReleaseWarpBarriers(std::vector<Fiber>& fibers) {
     for (int lane = 0; lane < kWarp; ++lane) {
       if ((f.mask >> lane & 1u) == 0) continue;
       const int j = warp_base + lane;
-      if (j >= n) {
-        Deadlock("a warp barrier's mask names a lane past the end of the block", f, nullptr);
-      }
+      if (j >= n || fibers[j].wait == Wait::kDone) continue;
       if (fibers[j].wait != Wait::kWarpBarrier) {
         Deadlock("a lane of the warp barrier's mask never arrives", f, &fibers[j]);
       }
@@ -370,8 +384,13 @@ uint64_t WarpExchange(unsigned mask, uint64_t bits, int src_lane) {
          mask);
   }
   s.current->slot = bits;
-  SyncWarp(mask);  // Every lane of the mask has deposited.
-  const uint64_t result = s.fibers[linear / kWarp * kWarp + src_lane].slot;
+  SyncWarp(mask);  // Every live lane of the mask has deposited.
+  // A source lane that has exited (or does not exist) deposited nothing: undefined in CUDA, NaN
+  // bits here. A live one cannot exit before the second barrier.
+  const size_t src = static_cast<size_t>(linear / kWarp * kWarp + src_lane);
+  const uint64_t result = src < s.fibers.size() && s.fibers[src].wait != Wait::kDone
+                              ? s.fibers[src].slot
+                              : ~uint64_t{0};
   SyncWarp(mask);  // Every lane has read before any deposits again.
   return result;
 }
@@ -397,8 +416,11 @@ void RunGrid(const void* kernel, const char* name, dim3 grid, dim3 block, size_t
     SetLastError(cudaErrorInvalidValue);
     return;
   }
-  const char* reverse_env = std::getenv("MT_CUDA_EMU_REVERSE");
-  const bool reverse = reverse_env != nullptr && reverse_env[0] == '1';
+  // Launches alternate between the two thread orders unless MT_CUDA_EMU_REVERSE fixes one.
+  const char* order = std::getenv("MT_CUDA_EMU_REVERSE");
+  const bool fixed = order != nullptr && (order[0] == '0' || order[0] == '1');
+  const bool reverse = fixed ? order[0] == '1' : (s.launches % 2 == 1);
+  ++s.launches;
   DeviceAccess access;
   s.running = true;
   s.name = name;

@@ -56,11 +56,31 @@ __global__ void NeighbourKernel(float* out, bool sync) {
   out[threadIdx.x] = s[(threadIdx.x + 1) % blockDim.x];
 }
 
-// Half of the warp skips a full-warp shuffle.
+// Half of the warp shuffles with the full mask while the other half waits at __syncthreads:
+// each half waits for the other (a hang on a GPU).
 __global__ void DivergentShuffleKernel(int* out) {
   int v = static_cast<int>(threadIdx.x);
-  if (threadIdx.x < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
+  if (threadIdx.x < 16) {
+    v = __shfl_xor_sync(0xffffffffu, v, 1);
+  } else {
+    __syncthreads();
+  }
   out[threadIdx.x] = v;
+}
+
+// Lanes 16..31 exit at once; lanes 0..15 shuffle among themselves with the full mask, which is
+// valid CUDA (exited lanes do not hold a warp barrier back). 40 threads: the second warp has only
+// 8 lanes, and its shuffles with the full mask are valid too.
+__global__ void ExitedLanesKernel(int* out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (lane >= 16) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
+}
+
+// Width 8: lanes read within their own group of 8 (xor 3 stays inside), and xor 8 would leave the
+// group for a later one, which gives the lane's own value.
+__global__ void WidthKernel(int* out, int lane_mask) {
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), lane_mask, 8);
 }
 
 __global__ void WriteKernel(float* p, int64_t i) { p[i] = 1.0f; }
@@ -142,6 +162,27 @@ TEST(CudaEmulatorTest, XorShuffleSwapsLanes) {
   cudaFree(d);
 }
 
+TEST(CudaEmulatorTest, ExitedLanesDoNotHoldAWarpBack) {
+  int* d = DeviceAlloc<int>(40);
+  MT_LAUNCH(1, 40, 0, nullptr, ExitedLanesKernel)(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<int> out = ToHost(d, 40);
+  for (int i : {0, 1, 14, 15, 32, 33, 38, 39}) EXPECT_EQ(out[i], i ^ 1) << i;
+  cudaFree(d);
+}
+
+TEST(CudaEmulatorTest, ShuffleWidthFollowsCudasRule) {
+  int* d = DeviceAlloc<int>(32);
+  MT_LAUNCH(1, 32, 0, nullptr, WidthKernel)(d, 3);
+  std::vector<int> out = ToHost(d, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], i ^ 3) << i;
+  MT_LAUNCH(1, 32, 0, nullptr, WidthKernel)(d, 8);
+  out = ToHost(d, 32);
+  // Lane i reads lane i ^ 8: allowed when that is an earlier group, else its own value.
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], (i ^ 8) < i ? (i ^ 8) : i) << i;
+  cudaFree(d);
+}
+
 TEST(CudaEmulatorTest, MissingBarrierShowsInTheResults) {
   const int threads = 64;
   float* d = DeviceAlloc<float>(threads);
@@ -216,7 +257,7 @@ TEST(CudaEmulatorTest, RadixSortIsStableOnTheKeyBits) {
 TEST(CudaEmulatorDeathTest, ShuffleMissingLanesStops) {
   int* d = DeviceAlloc<int>(32);
   EXPECT_DEATH(MT_LAUNCH(1, 32, 0, nullptr, DivergentShuffleKernel)(d),
-               "DivergentShuffleKernel.*never arrives");
+               "DivergentShuffleKernel.*never arrives.*is at __syncthreads");
   cudaFree(d);
 }
 
