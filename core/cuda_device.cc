@@ -92,6 +92,12 @@ absl::Status Synchronize(int device) {
   return absl::OkStatus();
 }
 
+absl::Status Memset(int device, void* ptr, int value, size_t nbytes) {
+  MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  MT_CUDA_RETURN_IF_ERROR(cudaMemset(ptr, value, nbytes));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<size_t> MemoryInUse(int device) {
   MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   size_t free = 0, total = 0;

@@ -32,6 +32,8 @@ absl::Status Memcpy(void* dst, const void* src, size_t nbytes, CopyKind kind);
 absl::Status Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                       size_t height, CopyKind kind);
 absl::Status Synchronize(int device);
+// Sets nbytes of device memory at ptr to the byte `value` (cudaMemset, default stream).
+absl::Status Memset(int device, void* ptr, int value, size_t nbytes);
 // Bytes of the device's memory in use by every process and context (total - free, as
 // cudaMemGetInfo reports them).
 absl::StatusOr<size_t> MemoryInUse(int device);

@@ -22,6 +22,7 @@ absl::Status Memcpy2D(void*, size_t, const void*, size_t, size_t, size_t, CopyKi
   return NoCuda();
 }
 absl::Status Synchronize(int) { return NoCuda(); }
+absl::Status Memset(int, void*, int, size_t) { return NoCuda(); }
 absl::StatusOr<size_t> MemoryInUse(int) { return NoCuda(); }
 
 }  // namespace cuda

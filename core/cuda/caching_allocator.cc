@@ -1,5 +1,7 @@
 #include "core/cuda/caching_allocator.h"
 
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,8 +17,16 @@ constexpr size_t kSmallLimit = size_t{1} << 20;
 }  // namespace
 
 CachingAllocator::Backend CachingAllocator::CudaBackend(int device) {
-  return Backend{[device](size_t nbytes) { return Malloc(device, nbytes); },
-                 [device](void* ptr) { cuda::Free(device, ptr); }};
+  Backend backend{[device](size_t nbytes) { return Malloc(device, nbytes); },
+                  [device](void* ptr) { cuda::Free(device, ptr); }, nullptr};
+  const char* poison = std::getenv("MT_CUDA_POISON_ALLOCATIONS");
+  if (poison != nullptr && std::string(poison) == "1") {
+    backend.poison = [device](void* ptr, size_t nbytes) {
+      const absl::Status s = Memset(device, ptr, 0xFF, nbytes);
+      CHECK(s.ok()) << "MT_CUDA_POISON_ALLOCATIONS: " << s;
+    };
+  }
+  return backend;
 }
 
 CachingAllocator::CachingAllocator(Backend backend) : backend_(std::move(backend)) {}
@@ -69,6 +79,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t nbytes) {
     stats_.bytes_reserved += size;
     ++stats_.backend_allocations;
   }
+  if (backend_.poison) backend_.poison(ptr, size);
   in_use_.emplace(ptr, size);
   stats_.bytes_in_use += size;
   if (stats_.bytes_in_use > stats_.peak_bytes_in_use) {

@@ -44,8 +44,13 @@ class CachingAllocator : public DeviceMemoryPool {
   struct Backend {
     std::function<absl::StatusOr<void*>(size_t nbytes)> allocate;
     std::function<void(void* ptr)> free;
+    // Optional: called on every block handed out (fresh or reused) with its rounded size.
+    std::function<void(void* ptr, size_t nbytes)> poison;
   };
-  // cuda::Malloc / cuda::Free on `device` (core/cuda_device.h).
+  // cuda::Malloc / cuda::Free on `device` (core/cuda_device.h). With MT_CUDA_POISON_ALLOCATIONS=1
+  // in the environment, every block handed out is first filled with 0xFF bytes (NaN in every
+  // float type), so that a kernel reading memory nobody wrote gives NaN instead of whatever a
+  // previous tensor left there (the CUDA emulator's tests set it).
   static Backend CudaBackend(int device);
 
   struct Stats {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -63,6 +64,24 @@ TEST(CachingAllocatorTest, RoundsToSizeClasses) {
     EXPECT_GE(r, n);
     EXPECT_LE(r, n + n / 4 + 512) << n;
   }
+}
+
+// The optional poison hook sees every block handed out, fresh or reused, with its rounded size.
+TEST(CachingAllocatorTest, PoisonsEveryBlockHandedOut) {
+  FakeBackend fake;
+  CachingAllocator::Backend backend = fake.Make();
+  backend.poison = [](void* p, size_t n) { std::memset(p, 0xFF, n); };
+  CachingAllocator alloc(std::move(backend));
+  absl::StatusOr<void*> a = alloc.Allocate(1000);
+  ASSERT_TRUE(a.ok());
+  std::memset(*a, 0, 1000);
+  alloc.Free(*a);
+  absl::StatusOr<void*> b = alloc.Allocate(700);  // The same block again.
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(*b, *a);
+  const auto* bytes = static_cast<const unsigned char*>(*b);
+  for (int i = 0; i < 1024; ++i) ASSERT_EQ(bytes[i], 0xFF) << i;
+  alloc.Free(*b);
 }
 
 TEST(CachingAllocatorTest, ReusesFreedBlocksOfTheSameClass) {
