@@ -8,9 +8,11 @@
 #   3. bf16, TP=2, checkpoint at 6 on the GPU; resuming on the GPU repeats iterations 7..12 bit
 #      for bit, and the same checkpoint resumes on the CPU within bf16 tolerance (checkpoints are
 #      device-independent).
-#   cuda_driver_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
+#   4. pretrain_bert, bf16, TP=2: MLM and SOP losses within 2e-2 of the CPU bf16 run (skipped
+#      where the BERT vocabulary is not installed, as on a bare GPU machine).
+#   cuda_driver_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN PREPROCESS_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
-corpus_bin="$1"; pretrain="$2"
+corpus_bin="$1"; pretrain="$2"; preprocess="$3"; pretrain_bert="$4"
 work="$(mktemp -d /tmp/mt_cuda_driver.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -33,27 +35,28 @@ if ! "$pretrain" "${common[@]}" --device=cuda --train_iters=2 > "$work/probe.out
   cat "$work/probe.out"; fail "--device=cuda probe"
 fi
 
-run() {  # run NAME [flags...]: a 2-rank job logging to NAME.jsonl
+run() {  # run NAME [flags...]: a 2-rank GPT job logging to NAME.jsonl
   local name="$1"; shift
   timeout 300 "${mpi[@]}" "$pretrain" "${common[@]}" "$@" --log_jsonl="$work/$name.jsonl" \
     > "$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name"; }
 }
-compare() {  # compare A B RTOL FIRST: B's iterations FIRST..12 against A's, relative to RTOL
-  python3 - "$work/$1.jsonl" "$work/$2.jsonl" "$3" "$4" <<'PY'
+compare() {  # compare A B RTOL FIRST [LAST [KEYS]]: B's iterations FIRST..LAST against A's
+  python3 - "$work/$1.jsonl" "$work/$2.jsonl" "$3" "$4" "${5:-12}" "${6:-lm_loss,grad_norm}" <<'PY'
 import json, sys
 a = {r["iteration"]: r for r in map(json.loads, open(sys.argv[1]))}
 b = [json.loads(l) for l in open(sys.argv[2])]
-rtol, first = float(sys.argv[3]), int(sys.argv[4])
-assert [r["iteration"] for r in b] == list(range(first, 13)), [r["iteration"] for r in b]
+rtol, first, last = float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+keys = sys.argv[6].split(",")
+assert [r["iteration"] for r in b] == list(range(first, last + 1)), [r["iteration"] for r in b]
 worst = 0.0
 for r in b:
-    for k in ("lm_loss", "grad_norm"):
+    for k in keys:
         ref = a[r["iteration"]][k]
         err = abs(r[k] - ref) / max(abs(ref), 1e-30)
         assert err <= rtol, (sys.argv[2], r["iteration"], k, r[k], ref, err, rtol)
         worst = max(worst, err)
-print("%s vs %s: iterations %d..12 within %.2g (worst %.2g); loss %.4f -> %.4f"
-      % (sys.argv[2].split("/")[-1], sys.argv[1].split("/")[-1], first, rtol, worst,
+print("%s vs %s: iterations %d..%d within %.2g (worst %.2g); loss %.4f -> %.4f"
+      % (sys.argv[2].split("/")[-1], sys.argv[1].split("/")[-1], first, last, rtol, worst,
          b[0]["lm_loss"], b[-1]["lm_loss"]))
 PY
 }
@@ -79,4 +82,36 @@ compare gpu_bf16 gpu_resume 0 7 || fail "GPU resume is not bit for bit"
 run cpu_resume --device=cpu --bf16 --tensor_model_parallel_size=2 --load="$work/ckpt"
 grep -q "loaded checkpoint" "$work/cpu_resume.out" || fail "CPU run did not resume"
 compare gpu_bf16 cpu_resume 2e-2 7 || fail "GPU checkpoint resumed on the CPU"
+
+# 4. BERT: sentences of a small made-up text, WordPiece ids, TP=2, bf16.
+python3 - "$work/bert.txt" <<'PY'
+import random, sys
+random.seed(5)
+who = ["the cat", "a dog", "my friend", "the old man", "our teacher", "the bird", "a child"]
+does = ["sees", "likes", "finds", "watches", "follows", "helps", "calls"]
+what = ["the ball", "a small house", "the river", "a green tree", "the red car", "the moon"]
+with open(sys.argv[1], "w") as f:
+    for d in range(300):
+        f.write(" ".join("%s %s %s." % (random.choice(who).capitalize(), random.choice(does),
+                                        random.choice(what)) for _ in range(random.randint(3, 6))))
+        f.write("\n\n")
+PY
+if ! "$preprocess" --input="$work/bert.txt" --input_format=text --tokenizer=bert \
+     --split_sentences --output_prefix="$work/bert" --workers=1 > "$work/pre.out" 2>&1; then
+  grep -qi "vocab" "$work/pre.out" || { cat "$work/pre.out"; fail "BERT preprocessing"; }
+  echo "BERT part skipped: $(head -1 "$work/pre.out")"
+  echo PASS
+  exit 0
+fi
+bert=(--data_path="$work/bert" --num_layers=2 --hidden_size=32 --num_attention_heads=4
+      --seq_length=32 --micro_batch_size=4 --global_batch_size=8 --lr=1e-2 --min_lr=1e-3
+      --lr_warmup_samples=16 --lr_decay_samples=96 --log_interval=1 --eval_iters=0 --threads=1
+      --mask_prob=0.15 --short_seq_prob=0.1 --train_iters=6 --tensor_model_parallel_size=2)
+for job in "cpu_bert --device=cpu --bf16" "gpu_bert --device=cuda"; do
+  read -r name flags <<< "$job"
+  # shellcheck disable=SC2086  # flags are words.
+  timeout 300 "${mpi[@]}" "$pretrain_bert" "${bert[@]}" $flags --log_jsonl="$work/$name.jsonl" \
+    > "$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name"; }
+done
+compare cpu_bert gpu_bert 2e-2 1 6 lm_loss,sop_loss,grad_norm || fail "GPU BERT vs CPU BERT"
 echo PASS
