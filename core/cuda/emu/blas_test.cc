@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <iterator>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -449,14 +450,17 @@ constexpr TypePair kTypePairs[] = {{CUDA_R_32F, CUDA_R_32F},
                                    {CUDA_R_16F, CUDA_R_32F}};
 constexpr int64_t kSizes[] = {1, 3, 17, 33};
 
-// Calls run(g, seed) for every type pair, size, transpose and batch count, with beta 0 or
-// `beta` by turns; stops at the first fatal failure.
+// Calls run(g, seed) for every type pair, m, n, k, transpose and batch count, with beta 0 or
+// `beta` by turns and the seed counting up from `seed`; stops at the first fatal failure.
+// Returns the next seed.
 template <typename Run>
-void ForEachProduct(float alpha, float beta, uint32_t seed, Run run) {
+uint32_t ForEachProduct(const std::vector<int64_t>& ms, const std::vector<int64_t>& ns,
+                        const std::vector<int64_t>& ks, float alpha, float beta, uint32_t seed,
+                        Run run) {
   for (const TypePair& t : kTypePairs) {
-    for (int64_t m : kSizes) {
-      for (int64_t n : kSizes) {
-        for (int64_t k : kSizes) {
+    for (int64_t m : ms) {
+      for (int64_t n : ns) {
+        for (int64_t k : ks) {
           for (int trans = 0; trans < 4; ++trans) {
             for (int64_t batch : {1, 3}) {
               GemmCase g;
@@ -471,20 +475,24 @@ void ForEachProduct(float alpha, float beta, uint32_t seed, Run run) {
               g.alpha = alpha;
               g.beta = (seed / 2) % 2 == 0 ? 0.0f : beta;
               run(g, seed++);
-              if (::testing::Test::HasFatalFailure()) return;
+              if (::testing::Test::HasFatalFailure()) return seed;
             }
           }
         }
       }
     }
   }
+  return seed;
 }
 
+std::vector<int64_t> AllSizes() { return {std::begin(kSizes), std::end(kSizes)}; }
+
 TEST_F(LtTest, MatchesFloat64Reference) {
-  ForEachProduct(0.75f, -0.5f, 1, [&](GemmCase& g, uint32_t seed) {
-    g.in_place = seed % 3 == 0;
-    RunLt(handle_, g, seed);
-  });
+  ForEachProduct(AllSizes(), AllSizes(), AllSizes(), 0.75f, -0.5f, 1,
+                 [&](GemmCase& g, uint32_t seed) {
+                   g.in_place = seed % 3 == 0;
+                   RunLt(handle_, g, seed);
+                 });
 }
 
 TEST_F(LtTest, EpiloguesMatchFloat64Reference) {
@@ -493,33 +501,13 @@ TEST_F(LtTest, EpiloguesMatchFloat64Reference) {
       CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS};
   uint32_t seed = 1000;
   for (cublasLtEpilogue_t e : kEpilogues) {
-    for (const TypePair& t : kTypePairs) {
-      for (int64_t m : kSizes) {
-        for (int64_t n : {1, 17}) {
-          for (int64_t k : {3, 33}) {
-            for (int trans = 0; trans < 4; ++trans) {
-              for (int64_t batch : {1, 3}) {
-                GemmCase g;
-                g.ab = t.ab;
-                g.cd = t.cd;
-                g.m = m;
-                g.n = n;
-                g.k = k;
-                g.trans_a = (trans & 1) != 0;
-                g.trans_b = (trans & 2) != 0;
-                g.batch = batch;
-                g.epilogue = e;
-                g.alpha = 1.25f;
-                g.beta = (seed / 2) % 2 == 0 ? 0.0f : 0.5f;
-                g.in_place = seed % 3 == 0;
-                RunLt(handle_, g, seed++);
-                if (HasFatalFailure()) return;
-              }
-            }
-          }
-        }
-      }
-    }
+    seed = ForEachProduct(AllSizes(), {1, 17}, {3, 33}, 1.25f, 0.5f, seed,
+                          [&](GemmCase& g, uint32_t case_seed) {
+                            g.epilogue = e;
+                            g.in_place = case_seed % 3 == 0;
+                            RunLt(handle_, g, case_seed);
+                          });
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -934,7 +922,7 @@ void RunLegacy(cublasHandle_t handle, GemmCase g, uint32_t seed) {
 }
 
 TEST_F(BlasTest, GemmStridedBatchedExMatchesFloat64Reference) {
-  ForEachProduct(-1.5f, 0.25f, 5000,
+  ForEachProduct(AllSizes(), AllSizes(), AllSizes(), -1.5f, 0.25f, 5000,
                  [&](const GemmCase& g, uint32_t seed) { RunLegacy(handle_, g, seed); });
 }
 
