@@ -2,7 +2,8 @@
 
 mt_cc_library / mt_cc_binary / mt_cc_test inject the project's warnings (as errors) and language
 level; mt_cuda_library compiles .cu files with nvcc into a static archive that a cc_library can
-depend on, and collapses to an empty library when CUDA is absent or --config=cpu_only is set.
+depend on (under --config=cuda_emu: as host C++ against the CUDA emulator in core/cuda/emu), and
+collapses to an empty library when CUDA is absent or --config=cpu_only is set.
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
