@@ -257,56 +257,10 @@ TEST_F(AttentionTest, MatchesTheUnfusedOpChainWithTheSameDropoutMask) {
 }
 
 TEST_F(AttentionTest, DropoutMaskIsExactlyThatOfTheDropoutOp) {
-  // With v_j = e_j (one-hot rows, Tk = D), out[i, j] is the dropped probability of key j, so its
-  // zeros are the mask: they must be exactly where ops::Dropout drops (or the key is masked).
-  const Dims d{2, 2, 7, 24, 24};
-  // The nn/ key mapping (whole rows per key block), then one that wraps inside rows (every 5
-  // elements) and one without a mapping.
-  struct Variant {
-    bool causal;
-    int64_t key_inner, key_outer_stride, key_base;
-  };
-  const Variant variants[] = {
-      {false, -1, 0, 0}, {true, -1, 0, 0}, {true, 5, 9, 3}, {false, 0, 0, 11}};
-  for (const Variant& var : variants) {
-    const bool causal = var.causal;
-    SCOPED_TRACE(absl::StrCat(causal ? "causal" : "not causal", " key_inner ", var.key_inner));
-    Inputs in = MakeInputs(d, DType::kF32, 70);
-    std::vector<double> onehot(d.B * d.NH * d.Tk * d.D, 0.0);
-    for (int64_t r = 0; r < d.B * d.NH * d.Tk; ++r) onehot[r * d.D + r % d.Tk] = 1.0;
-    in.v = FromDoubles(d.KShape(), DType::kF32, onehot);
-    const Tensor mask = MakePaddingMask(d.B, d.Tk, 71);
-    AttentionArgs args = MakeArgs(d, causal, &mask, 0.5f);
-    if (var.key_inner >= 0) {
-      args.dropout.key_inner = var.key_inner;
-      args.dropout.key_outer_stride = var.key_outer_stride;
-      args.dropout.key_base = var.key_base;
-    }
-    const Result r = RunFused(ExecContext{&pool_}, d, in, args);
-    // The Dropout op's mask on a tensor of ones shaped like the probabilities.
-    const Shape probs_shape = {d.B, d.NH, d.Tq, d.Tk};
-    Tensor ones =
-        FromDoubles(probs_shape, DType::kF32, std::vector<double>(NumElements(probs_shape), 1.0));
-    Tensor kept = Tensor::Host(probs_shape, DType::kF32);
-    ASSERT_TRUE(Dropout(ExecContext{}, ones.view(), args.dropout, kept.view()).ok());
-    const std::vector<double> out = ToDoubles(r.out.view()), keep = ToDoubles(kept.view());
-    const int32_t* m = mask.data_as<int32_t>();
-    int64_t dropped = 0, nonzero = 0;
-    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
-      for (int64_t i = 0; i < d.Tq; ++i) {
-        for (int64_t j = 0; j < d.Tk; ++j) {
-          const int64_t lin = (bh * d.Tq + i) * d.Tk + j;
-          const bool visible = (!causal || j <= i + d.Tk - d.Tq) && m[(bh / d.NH) * d.Tk + j] != 0;
-          ASSERT_EQ(out[lin] != 0.0, visible && keep[lin] != 0.0) << "element " << lin;
-          dropped += visible && keep[lin] == 0.0;
-          nonzero += out[lin] != 0.0;
-        }
-      }
-    }
-    // Both kinds occur (p = 0.5).
-    EXPECT_GT(dropped, 20);
-    EXPECT_GT(nonzero, 20);
-  }
+  ::mt::testing::ExpectDropoutMaskOfTheDropoutOp(
+      [&](const Dims& d, const Inputs& in, const AttentionArgs& args, const Tensor&) {
+        return RunFused(ExecContext{&pool_}, d, in, args).out;
+      });
 }
 
 TEST_F(AttentionTest, FullyMaskedRowsAndKeysGetZeros) {

@@ -201,5 +201,54 @@ void ExpectNearReference(const AttentionResult& r, const AttentionRef& ref, DTyp
   }
 }
 
+void ExpectDropoutMaskOfTheDropoutOp(const AttentionForward& forward) {
+  const AttentionDims d{2, 2, 7, 24, 24};
+  struct Variant {
+    bool causal;
+    int64_t key_inner, key_outer_stride, key_base;
+  };
+  const Variant variants[] = {
+      {false, -1, 0, 0}, {true, -1, 0, 0}, {true, 5, 9, 3}, {false, 0, 0, 11}};
+  for (const Variant& var : variants) {
+    const bool causal = var.causal;
+    SCOPED_TRACE(absl::StrCat(causal ? "causal" : "not causal", " key_inner ", var.key_inner));
+    AttentionInputs in = RandomAttentionInputs(d, DType::kF32, 70);
+    std::vector<double> onehot(d.B * d.NH * d.Tk * d.D, 0.0);
+    for (int64_t r = 0; r < d.B * d.NH * d.Tk; ++r) onehot[r * d.D + r % d.Tk] = 1.0;
+    in.v = FromDoubles(d.KShape(), DType::kF32, onehot);
+    const Tensor mask = RandomPaddingMask(d.B, d.Tk, 71);
+    ops::AttentionArgs args = MakeAttentionArgs(d, causal, &mask.view(), 0.5f);
+    if (var.key_inner >= 0) {
+      args.dropout.key_inner = var.key_inner;
+      args.dropout.key_outer_stride = var.key_outer_stride;
+      args.dropout.key_base = var.key_base;
+    }
+    const Tensor out_tensor = forward(d, in, args, mask);
+    // The Dropout op's mask on a tensor of ones shaped like the probabilities.
+    const Shape probs_shape = {d.B, d.NH, d.Tq, d.Tk};
+    Tensor ones =
+        FromDoubles(probs_shape, DType::kF32, std::vector<double>(NumElements(probs_shape), 1.0));
+    Tensor kept = Tensor::Host(probs_shape, DType::kF32);
+    ASSERT_TRUE(ops::Dropout(ExecContext{}, ones.view(), args.dropout, kept.view()).ok());
+    const std::vector<double> out = ToDoubles(out_tensor.view()), keep = ToDoubles(kept.view());
+    const int32_t* m = mask.data_as<int32_t>();
+    int64_t dropped = 0, nonzero = 0;
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      for (int64_t i = 0; i < d.Tq; ++i) {
+        for (int64_t j = 0; j < d.Tk; ++j) {
+          const int64_t lin = (bh * d.Tq + i) * d.Tk + j;
+          const bool visible = (!causal || j <= i + d.Tk - d.Tq) && m[(bh / d.NH) * d.Tk + j] != 0;
+          ASSERT_EQ(out[lin] != 0.0, visible && keep[lin] != 0.0) << "element " << lin;
+          dropped += visible && keep[lin] == 0.0;
+          nonzero += out[lin] != 0.0;
+        }
+      }
+    }
+    // Both kinds occur (p = 0.5).
+    EXPECT_GT(dropped, 20);
+    EXPECT_GT(nonzero, 20);
+  }
+}
+
 }  // namespace testing
 }  // namespace mt

@@ -6,6 +6,7 @@
 #define MT_CORE_OPS_ATTENTION_TESTUTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,15 @@ AttentionRef AttentionReference(const AttentionDims& d, const ops::AttentionArgs
 // within 2u relative + 4 (u + prob_err) times its magnitude (u: the dtype's unit roundoff), lse
 // within 4 prob_err (-inf exactly where the reference has it), and the structural zeros exact.
 void ExpectNearReference(const AttentionResult& r, const AttentionRef& ref, DType dtype);
+
+// The op's forward output `out` (a host tensor) for inputs, args and the host padding mask.
+using AttentionForward = std::function<Tensor(const AttentionDims& d, const AttentionInputs& in,
+                                              const ops::AttentionArgs& args, const Tensor& mask)>;
+// The fused op drops exactly what ops::Dropout drops. With v one-hot (Tk = D), out[i, j] is the
+// kept probability of key j, so its zeros must be exactly where ops::Dropout (on the CPU) drops or
+// the key is invisible. Checked with p = 0.5 for nn/'s dropout key mapping (causal and not), one
+// that wraps inside rows (every 5 elements) and none; both kept and dropped elements must occur.
+void ExpectDropoutMaskOfTheDropoutOp(const AttentionForward& forward);
 
 }  // namespace testing
 }  // namespace mt
