@@ -96,16 +96,9 @@ class GemmCudaTest : public CudaOpTest {
 };
 
 TEST_F(GemmCudaTest, MatchesCpuForEveryTransposeAndDtype) {
-  const struct {
-    DType ab, c;
-  } kTypes[] = {{DType::kF32, DType::kF32},
-                {DType::kBF16, DType::kBF16},
-                {DType::kF16, DType::kF16},
-                {DType::kBF16, DType::kF32},
-                {DType::kF16, DType::kF32}};
   const int64_t kSizes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 129, 33}, {64, 96, 128}, {129, 65, 257}};
   uint64_t seed = 1;
-  for (const auto& t : kTypes) {
+  for (const auto& t : ::mt::testing::kGemmDTypes) {
     for (const auto& mnk : kSizes) {
       for (bool ta : {false, true}) {
         for (bool tb : {false, true}) {
@@ -303,13 +296,6 @@ class GemmCudaEpilogueTest : public CudaOpTest {
 };
 
 TEST_F(GemmCudaEpilogueTest, MatchesCpuForEveryDtypeBiasAndEpilogue) {
-  const struct {
-    DType ab, c;
-  } kTypes[] = {{DType::kF32, DType::kF32},
-                {DType::kBF16, DType::kBF16},
-                {DType::kF16, DType::kF16},
-                {DType::kBF16, DType::kF32},
-                {DType::kF16, DType::kF32}};
   // N = 96 and 64 are multiples of 8 (cuBLASLt can write the pre-activation); 17 and 129 are not.
   const int64_t kSizes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 129, 33}, {64, 96, 128}, {129, 64, 257}};
   const struct {
@@ -321,7 +307,7 @@ TEST_F(GemmCudaEpilogueTest, MatchesCpuForEveryDtypeBiasAndEpilogue) {
                     {BiasOf::kC, true, true},      {BiasOf::kF32, true, true},
                     {BiasOf::kA, true, true}};
   uint64_t seed = 1;
-  for (const auto& t : kTypes) {
+  for (const auto& t : ::mt::testing::kGemmDTypes) {
     for (const auto& mnk : kSizes) {
       for (const auto& e : kEpilogues) {
         EpilogueProblem p{mnk[0], mnk[1], mnk[2], seed % 2 == 0, seed % 3 == 0, t.ab, t.c,

@@ -693,13 +693,6 @@ void RunEpilogueCase(const EpilogueCase& cs, ThreadPool* pool) {
 
 TEST(GemmEpilogueTest, MatchesFloat64ReferenceOnOddSizes) {
   ThreadPool pool(3);
-  const struct {
-    DType ab, c;
-  } kTypes[] = {{DType::kF32, DType::kF32},
-                {DType::kBF16, DType::kBF16},
-                {DType::kF16, DType::kF16},
-                {DType::kBF16, DType::kF32},
-                {DType::kF16, DType::kF32}};
   const int64_t kSizes[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 65}, {65, 130, 17}, {130, 33, 129}};
   const struct {
     BiasKind bias;
@@ -713,7 +706,7 @@ TEST(GemmEpilogueTest, MatchesFloat64ReferenceOnOddSizes) {
                     {BiasKind::kOfA, Epilogue::kGelu, true},
                     {BiasKind::kNone, Epilogue::kGelu, true}};
   uint64_t seed = 1;
-  for (const auto& t : kTypes) {
+  for (const auto& t : ::mt::testing::kGemmDTypes) {
     for (const auto& mnk : kSizes) {
       for (const auto& e : kEpilogues) {
         EpilogueCase cs;

@@ -29,6 +29,16 @@ void WriteDoubles(const std::vector<double>& values, const TensorView& t);
 // Unit roundoff of a float dtype: 2^-24 (f32), 2^-8 (bf16), 2^-11 (f16).
 double UnitRoundoff(DType dtype);
 
+// The (A and B, C) dtype pairs ops::Gemm accepts (core/ops/gemm.h), for the GEMM tests' sweeps.
+struct GemmDTypes {
+  DType ab, c;
+};
+inline constexpr GemmDTypes kGemmDTypes[] = {{DType::kF32, DType::kF32},
+                                             {DType::kBF16, DType::kBF16},
+                                             {DType::kF16, DType::kF16},
+                                             {DType::kBF16, DType::kF32},
+                                             {DType::kF16, DType::kF32}};
+
 // Passes iff |actual[i] - expected[i]| <= atol + rtol * |expected[i]| for every i (NaNs fail);
 // on failure names the worst element.
 ::testing::AssertionResult AllClose(const std::vector<double>& actual,
