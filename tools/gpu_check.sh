@@ -312,6 +312,22 @@ limit_for() {
   echo "$want"
 }
 
+# run_test NAME LIMIT HEADER COMMAND...: runs COMMAND for at most LIMIT seconds (less if the
+# budget is nearly spent) with its output in $out/NAME.log, appended to the log under "=== HEADER";
+# sets rc and secs. Returns 1, with a "not run" row, when too little of the budget is left.
+run_test() {
+  local name="$1" limit="$2" header="$3" lim start
+  shift 3
+  lim=$(limit_for "$limit")
+  if (( lim < 10 )); then table+=("$(printf '%-32s not run (time budget)' "$name")"); return 1; fi
+  start=$(date +%s)
+  timeout -k 5 "$lim" "$@" </dev/null >"$out/$name.log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - start ))
+  echo "=== $header" >> "$log"
+  cat "$out/$name.log" >> "$log"
+}
+
 # Appends a table row for a gtest log (per-test result lines end in "(N ms)").
 gtest_row() {
   local name="$1" rc="$2" secs="$3" log="$4" passed skipped failed
@@ -365,53 +381,32 @@ do_run() {
   # Tests: every block the caching allocator hands out starts as NaN bytes, so a kernel reading
   # memory nobody wrote fails its comparison instead of passing on leftovers (not for benchmarks).
   export MT_CUDA_POISON_ALLOCATIONS=1
-  local bin name start rc secs lim np limit binary args line
+  local name rc secs lim np limit binary args line
   while read -r name; do
     [[ -z "$name" ]] && continue
-    bin="$tree/bin/$name"
-    lim=$(limit_for "$PER_BINARY_TIMEOUT")
-    if (( lim < 10 )); then table+=("$(printf '%-32s not run (time budget)' "$name")"); continue; fi
-    start=$(date +%s)
-    timeout -k 5 "$lim" "$bin" </dev/null >"$out/$name.log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - start ))
-    echo "=== $name" >> "$log"
-    cat "$out/$name.log" >> "$log"
+    run_test "$name" "$PER_BINARY_TIMEOUT" "$name" "$tree/bin/$name" || continue
     gtest_row "$name" "$rc" "$secs" "$out/$name.log"
   done < "$tree/tests.txt"
   # Multi-rank tests, as comm/mpi_test.sh runs them, with the carried mpirun.
   while read -r name np limit binary args; do
     [[ -z "$name" ]] && continue
-    lim=$(limit_for "$limit")
-    if (( lim < 10 )); then table+=("$(printf '%-32s not run (time budget)' "$name")"); continue; fi
-    start=$(date +%s)
     # shellcheck disable=SC2086  # ARGS are words from the manifest.
-    timeout -k 5 "$lim" "$tree/mpi/bin/mpirun" --oversubscribe --bind-to none -np "$np" \
-      --mca btl self,vader --mca mpi_yield_when_idle 1 "$tree/bin/$binary" $args \
-      </dev/null >"$out/$name.log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - start ))
-    echo "=== $name (mpirun -np $np $binary $args)" >> "$log"
-    cat "$out/$name.log" >> "$log"
+    run_test "$name" "$limit" "$name (mpirun -np $np $binary $args)" \
+      "$tree/mpi/bin/mpirun" --oversubscribe --bind-to none -np "$np" --mca btl self,vader \
+      --mca mpi_yield_when_idle 1 "$tree/bin/$binary" $args || continue
     gtest_row "$name" "$rc" "$secs" "$out/$name.log"
   done < "$tree/mpi_tests.txt"
   # Script tests (they run the carried mpirun through PATH); PASS or SKIPPED is their last line.
   local script word words
   while read -r name script args; do
     [[ -z "$name" ]] && continue
-    lim=$(limit_for "$PER_BINARY_TIMEOUT")
-    if (( lim < 10 )); then table+=("$(printf '%-32s not run (time budget)' "$name")"); continue; fi
     words=()
     for word in $args; do
       [[ "$word" == @bin:* ]] && word="$tree/bin/${word#@bin:}"
       words+=("$word")
     done
-    start=$(date +%s)
-    timeout -k 5 "$lim" bash "$tree/scripts/$script" "${words[@]}" </dev/null       >"$out/$name.log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - start ))
-    echo "=== $name ($script ${words[*]})" >> "$log"
-    cat "$out/$name.log" >> "$log"
+    run_test "$name" "$PER_BINARY_TIMEOUT" "$name ($script ${words[*]})" \
+      bash "$tree/scripts/$script" "${words[@]}" || continue
     table+=("$(printf '%-32s rc=%-3s %-30s %4ss' "$name" "$rc" \
       "$(tail -1 "$out/$name.log" | cut -c1-30)" "$secs")")
   done < <(cat "$tree/script_tests.txt" 2>/dev/null)
