@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/dropout_cuda.h"
 #include "core/ops/fast_math.h"
 #include "core/philox.h"
 #include "core/status.h"
@@ -679,13 +680,7 @@ cuda::AttentionParams CudaParams(const Problem& p, const AttentionArgs& args) {
   c.d = p.D;
   c.scale = p.scale;
   c.causal = p.causal;
-  c.dropout.p = args.dropout.p;
-  c.dropout.scale = p.keep_scale;
-  c.dropout.seed = args.dropout.seed;
-  c.dropout.stream_id = args.dropout.stream;
-  c.dropout.key_base = args.dropout.key_base;
-  c.dropout.key_inner = args.dropout.key_inner;
-  c.dropout.key_outer_stride = args.dropout.key_outer_stride;
+  c.dropout = internal::CudaDropoutParams(args.dropout);  // Its scale is p.keep_scale.
   return c;
 }
 #endif

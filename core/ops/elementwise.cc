@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/dropout_cuda.h"
 #include "core/ops/fast_math.h"
 #include "core/philox.h"
 #include "core/status.h"
@@ -335,15 +336,7 @@ absl::Status DropoutImpl(absl::string_view op, const ExecContext& ctx, const Ten
   RETURN_IF_ERROR(CheckDropoutArgs(op, args));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) {
-    cuda::DropoutParams params;
-    params.p = args.p;
-    params.scale = 1.0f / (1.0f - args.p);  // As DropoutCpu computes it.
-    params.seed = args.seed;
-    params.stream_id = args.stream;
-    params.key_base = args.key_base;
-    params.key_inner = args.key_inner;
-    params.key_outer_stride = args.key_outer_stride;
-    return cuda::Dropout(op, ctx, x, params, y);
+    return cuda::Dropout(op, ctx, x, internal::CudaDropoutParams(args), y);
   }
 #endif
   if (!x.device.is_cpu()) return UnsupportedDevice(op, x.device);
@@ -551,15 +544,8 @@ absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const T
   RETURN_IF_ERROR(CheckDropoutArgs(kOp, dropout));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) {
-    cuda::DropoutParams params;
-    params.p = dropout.p;
-    params.scale = 1.0f / (1.0f - dropout.p);  // As BiasDropoutAddCpu computes it.
-    params.seed = dropout.seed;
-    params.stream_id = dropout.stream;
-    params.key_base = dropout.key_base;
-    params.key_inner = dropout.key_inner;
-    params.key_outer_stride = dropout.key_outer_stride;
-    return cuda::BiasDropoutAdd(ctx, x, bias, params, residual, out);
+    return cuda::BiasDropoutAdd(ctx, x, bias, internal::CudaDropoutParams(dropout), residual,
+                                out);
   }
 #endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
