@@ -2,6 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/fields.h"
+#include "core/fields_json.h"
+#include "core/status.h"
 #include "nlohmann/json.hpp"
 #include "nn/embedding.h"
 
@@ -60,38 +63,57 @@ int64_t ModelConfig::PaddedVocab(int tp) const {
   return nn::PaddedVocabSize(vocab_size, make_vocab_size_divisible_by, tp);
 }
 
-std::string ModelConfig::DebugString() const {
-  return absl::StrFormat(
-      "family: %s\nnum_layers: %d\nhidden_size: %d\nnum_attention_heads: %d\nffn_hidden_size: %d\n"
-      "vocab_size: %d\nmake_vocab_size_divisible_by: %d\nmax_position_embeddings: %d\n"
-      "position_embeddings: %s\nnum_token_types: %d\nnorm: %s\nhidden_dropout: %g\n"
-      "attention_dropout: %g\nlayernorm_eps: %g\ninit_std: %g\n",
-      family == Family::kGpt2 ? "gpt2" : "bert", num_layers, hidden_size, num_attention_heads,
-      ffn(), vocab_size, make_vocab_size_divisible_by, max_position_embeddings,
-      position_embeddings ? "true" : "false", num_token_types,
-      norm == nn::NormPosition::kPreNorm ? "pre" : "post", hidden_dropout, attention_dropout,
-      layernorm_eps, init_std);
+const char* FamilyArchitecture(Family family) {
+  return family == Family::kGpt2 ? "gpt2" : "bert";
 }
 
-std::string ModelConfig::ToJson() const {
-  nlohmann::json j = {
-      {"family", family == Family::kGpt2 ? "gpt2" : "bert"},
-      {"num_layers", num_layers},
-      {"hidden_size", hidden_size},
-      {"num_attention_heads", num_attention_heads},
-      {"ffn_hidden_size", ffn()},
-      {"vocab_size", vocab_size},
-      {"make_vocab_size_divisible_by", make_vocab_size_divisible_by},
-      {"max_position_embeddings", max_position_embeddings},
-      {"position_embeddings", position_embeddings},
-      {"num_token_types", num_token_types},
-      {"norm", norm == nn::NormPosition::kPreNorm ? "pre" : "post"},
-      {"hidden_dropout", hidden_dropout},
-      {"attention_dropout", attention_dropout},
-      {"layernorm_eps", layernorm_eps},
-      {"init_std", init_std},
-  };
-  return j.dump();
+ModelConfig ModelConfig::ForFamily(Family family) {
+  ModelConfig c;
+  c.family = family;
+  if (family == Family::kBert) {
+    c.vocab_size = 30522;
+    c.num_token_types = 2;
+    c.layernorm_eps = 1e-12f;
+  }
+  return c;
+}
+
+std::string ModelConfig::ArchitectureName() const {
+  return architecture.empty() ? FamilyArchitecture(family) : architecture;
+}
+
+namespace {
+// The config as stored and printed: ffn resolved, the standard architecture left implicit.
+ModelConfig Canonical(const ModelConfig& c) {
+  ModelConfig out = c;
+  out.ffn_hidden_size = c.ffn();
+  if (c.ArchitectureName() == FamilyArchitecture(c.family)) out.architecture.clear();
+  return out;
+}
+}  // namespace
+
+std::string ModelConfig::DebugString() const {
+  ModelConfig c = Canonical(*this);
+  c.architecture = ArchitectureName();
+  return FieldsToText(c);
+}
+
+std::string ModelConfig::ToJson() const { return FieldsToJson(Canonical(*this)).dump(); }
+
+absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& json) {
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat("model config is not valid JSON: ", json));
+  }
+  // Two passes: the family first, whose defaults fill the keys the JSON lacks.
+  ModelConfig c;
+  absl::Status s = FieldsFromJson(j, &c);
+  if (s.ok()) {
+    c = ForFamily(c.family);
+    s = FieldsFromJson(j, &c);
+  }
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("model config: ", s.message()));
+  return c;
 }
 
 }  // namespace models

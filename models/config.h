@@ -5,19 +5,34 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "nn/transformer.h"
 
 namespace mt {
 namespace models {
 
 enum class Family { kGpt2, kBert };
+inline constexpr std::pair<absl::string_view, Family> kFamilyNames[] = {{"gpt2", Family::kGpt2},
+                                                                        {"bert", Family::kBert}};
+inline constexpr std::pair<absl::string_view, nn::NormPosition> kNormNames[] = {
+    {"pre", nn::NormPosition::kPreNorm}, {"post", nn::NormPosition::kPostNorm}};
 
+// The standard architecture of each family: "gpt2" or "bert".
+const char* FamilyArchitecture(Family family);
+
+// The settings of a model. Defaults are those of the pretraining drivers' flags; a family's
+// standard vocabulary and token types come from ForFamily.
 struct ModelConfig {
   Family family = Family::kGpt2;
-  int num_layers = 2;
-  int64_t hidden_size = 64;
+  // The registered architecture (models/registry.h) that builds the model; empty: the family's
+  // standard one (FamilyArchitecture). Variant packages register their own.
+  std::string architecture;
+  int num_layers = 4;
+  int64_t hidden_size = 128;
   int num_attention_heads = 4;
   int64_t ffn_hidden_size = 0;          // 0: 4 * hidden_size.
   int64_t vocab_size = 50257;           // Real vocabulary (GPT-2 BPE: 50,257; BERT: 30,522).
@@ -31,16 +46,52 @@ struct ModelConfig {
   float layernorm_eps = 1e-5f;
   double init_std = 0.02;               // N(0, 0.02); output projections / sqrt(2 * layers).
 
+  // Every field, declared once (core/fields.h): the printed description, the checkpoint JSON
+  // and the drivers' flags walk this list.
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("family", &self.family, "Model family.", kFamilyNames);
+    v("architecture", &self.architecture,
+      "Registered architecture building the model (empty: the family's standard one).");
+    v("num_layers", &self.num_layers, "Transformer layers.");
+    v("hidden_size", &self.hidden_size, "Hidden size.");
+    v("num_attention_heads", &self.num_attention_heads, "Attention heads.");
+    v("ffn_hidden_size", &self.ffn_hidden_size, "MLP width (0: 4 x hidden_size).");
+    v("vocab_size", &self.vocab_size, "Vocabulary size (before padding).");
+    v("make_vocab_size_divisible_by", &self.make_vocab_size_divisible_by,
+      "Pad the vocabulary to a multiple of this x TP.");
+    v("max_position_embeddings", &self.max_position_embeddings,
+      "Longest sequence (learned positions).");
+    v("position_embeddings", &self.position_embeddings, "Learned absolute position embeddings.");
+    v("num_token_types", &self.num_token_types, "Token types (segments; BERT).");
+    v("norm", &self.norm, "Norm position: pre or post.", kNormNames);
+    v("hidden_dropout", &self.hidden_dropout, "Dropout on the residual stream.");
+    v("attention_dropout", &self.attention_dropout, "Dropout on attention probabilities.");
+    v("layernorm_eps", &self.layernorm_eps, "Epsilon of the norms.");
+    v("init_std", &self.init_std, "Std of the normal initialisation.");
+  }
+
+  // The defaults with a family's standard vocabulary, token types and norm epsilon (GPT-2 BPE;
+  // BERT WordPiece with 2 token types and eps 1e-12).
+  static ModelConfig ForFamily(Family family);
+
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   // InvalidArgument naming the problem: non-positive sizes, hidden not divisible by heads, ...
   absl::Status Validate() const;
   // Validate() plus the TP constraints: heads and ffn divisible by tp, tp >= 1.
   absl::Status ValidateParallel(int tp) const;
   int64_t PaddedVocab(int tp) const;
-  // Multi-line "key: value" description.
+  // architecture, or the family's standard one when it is empty.
+  std::string ArchitectureName() const;
+  // Multi-line "key: value" description of every field (ffn_hidden_size resolved).
   std::string DebugString() const;
-  // Every field as a JSON object (stored in checkpoints and compared on load).
+  // Every field as a JSON object (stored in checkpoints and compared on load; ffn_hidden_size
+  // resolved). "architecture" is written only when it is not the family's standard one, so that
+  // checkpoints of the standard GPT-2 and BERT read the same with or without it.
   std::string ToJson() const;
+  // The inverse of ToJson (missing keys keep the family's defaults, ForFamily). InvalidArgument
+  // naming the key for malformed JSON, a value of the wrong type, or an unknown family or norm.
+  static absl::StatusOr<ModelConfig> FromJson(const std::string& json);
 };
 
 }  // namespace models

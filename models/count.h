@@ -17,7 +17,8 @@ struct ParameterCount {
   int64_t padded_vocab = 0;
 };
 
-// InvalidArgument if the config is invalid for `tp`.
+// Builds the model through the registry (every architecture the binary links). InvalidArgument if
+// the config is invalid for `tp`; NotFound for an unregistered architecture.
 absl::StatusOr<ParameterCount> CountParameters(const ModelConfig& config, int tp);
 
 }  // namespace models

@@ -1,22 +1,47 @@
-// The model registry: name -> (description, config). A model package registers its configs with
-// MT_REGISTER_MODELS in a .cc file of an alwayslink library; a binary sees every model package it
-// links (//models:all links all of them). A new variant is a new Bazel package with one such file.
+// The model registry. Two kinds of entries, both added by the package that defines them:
 //
-// Registration happens during static initialisation only; afterwards the registry is read-only, so
-// it holds no mutable state that code could observe changing (the one deliberate static in the
-// project: the alternative, a hand-maintained list of register calls, defeats adding a variant as
-// a self-contained package).
+//   architectures  name -> (family, description, factory): the code that builds a Model from a
+//                  ModelConfig. models/gpt2 registers "gpt2", models/bert "bert", and each variant
+//                  package under models/variants/ its own (docs/adding_a_model.md).
+//   models         name -> (description, config): named configurations, e.g. "gpt2-1.2b"; a
+//                  config's `architecture` says which factory builds it.
+//
+// Every consumer builds models through CreateModel(config, store, options), so a binary can run
+// any architecture it links, picked by --model=NAME, with no edit outside the variant's package.
+// //models:all links every model package.
+//
+// Registration happens during static initialisation only (the MT_REGISTER_* macros in a .cc file
+// of an alwayslink library); afterwards the registry is read-only, so it holds no mutable state
+// that code could observe changing (the one deliberate static in the project: the alternative, a
+// hand-maintained list of register calls, defeats adding a variant as a self-contained package).
 #ifndef MT_MODELS_REGISTRY_H_
 #define MT_MODELS_REGISTRY_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/config.h"
+#include "models/model.h"
+#include "nn/parameter.h"
 
 namespace mt {
 namespace models {
+
+// Declares the model's parameters in `store` (whose tp_size is the TP degree; not allocated, so
+// factories also serve to count the parameters of large configs) and returns the model.
+// InvalidArgument for a config the architecture cannot build (naming the field).
+using ModelFactory = std::function<absl::StatusOr<std::unique_ptr<Model>>(
+    const ModelConfig& config, nn::ParameterStore* store, const ModelOptions& options)>;
+
+struct Architecture {
+  std::string name;
+  Family family = Family::kGpt2;  // Which data and drivers it trains with.
+  std::string description;
+  ModelFactory create;
+};
 
 struct RegisteredModel {
   std::string name;
@@ -24,18 +49,32 @@ struct RegisteredModel {
   ModelConfig config;
 };
 
-// Every registered model, sorted by name.
+// Every registered architecture / model, sorted by name.
+std::vector<Architecture> RegisteredArchitectures();
 std::vector<RegisteredModel> RegisteredModels();
 // NotFound listing the registered names.
+absl::StatusOr<Architecture> FindArchitecture(const std::string& name);
 absl::StatusOr<RegisteredModel> FindModel(const std::string& name);
 
+// Builds config.ArchitectureName()'s model after ValidateParallel(store->tp_size()).
+// NotFound for an unregistered architecture (listing them: link its package, or //models:all);
+// InvalidArgument when the config's family is not the architecture's, or from the factory.
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config,
+                                                   nn::ParameterStore* store,
+                                                   const ModelOptions& options = {});
+
 namespace internal {
-// Called by MT_REGISTER_MODELS during static initialisation; returns a dummy for the macro.
+// Called by the MT_REGISTER_* macros during static initialisation; return dummies for them.
+int RegisterArchitecture(Architecture (*fn)());
 int RegisterModels(std::vector<RegisteredModel> (*fn)());
 }  // namespace internal
 
 }  // namespace models
 }  // namespace mt
+
+// Registers the architecture returned by `fn` (a function returning models::Architecture).
+#define MT_REGISTER_ARCHITECTURE(fn) \
+  static const int mt_architecture_registered_##fn = ::mt::models::internal::RegisterArchitecture(fn)
 
 // Registers the models returned by `fn` (a function returning std::vector<RegisteredModel>).
 #define MT_REGISTER_MODELS(fn) \

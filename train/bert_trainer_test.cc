@@ -1,9 +1,9 @@
-// Training-level golden tests of train::Trainer with the BERT task (run under mpirun with 2 ranks): TP=2 and DP=2 training curves
-// (MLM and SOP losses, gradient norms) equal the serial curve over 16 steps within float32
+// Training-level golden tests of train::Trainer with BERT (run under mpirun with 2 ranks): TP=2
+// and DP=2 training curves (MLM and SOP losses, gradient norms) equal the serial curve over 16 steps within float32
 // rounding with dropout on, and the model learns; the BERT loader slices each global batch over
 // the DP ranks like the GPT loader and resumes from a consumed-samples count.
-#include "train/bert_task.h"
-#include "train/trainer.h"
+#include "train/batches.h"
+#include "train/testing/training_harness.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_testutil.h"
+#include "core/status.h"
 #include "comm/parallel_context.h"
 #include "data/bert_dataset/bert_dataset.h"
 #include "data/bert_dataset/bert_vocab.h"
@@ -103,54 +104,24 @@ struct Result {
 
 Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, int iters,
              const std::string& prefix) {
-  Result out;
-  comm::ParallelConfig pc;
-  pc.tensor_parallel = tp;
-  const models::ModelConfig mc = TinyBert();
-  auto parallel = comm::ParallelContext::Create(world, pc, mc.num_attention_heads);
-  EXPECT_TRUE(parallel.ok()) << parallel.status();
-  if (!parallel.ok()) return out;
-  data::LoaderConfig lc;
-  lc.micro_batch_size = micro;
-  lc.global_batch_size = global;
-  lc.data_parallel_size = (*parallel)->dp_size();
-  lc.data_parallel_rank = (*parallel)->dp_rank();
-  auto loader = data::BertLoader::Create(MakeDataset(prefix, global * iters), lc);
-  EXPECT_TRUE(loader.ok()) << loader.status();
-  if (!loader.ok()) return out;
-
-  nn::ParameterStore store((*parallel)->tp_rank(), tp);
-  auto model = models::BertModel::Create(mc, &store);
-  EXPECT_TRUE(model.ok()) << model.status();
-  EXPECT_TRUE(store.Allocate(17).ok());
-  OptimizerConfig oc;
-  auto opt = Optimizer::Create(&store, oc);
-  EXPECT_TRUE(opt.ok()) << opt.status();
-  LrScheduleConfig sc;
-  sc.max_lr = 1e-2;
-  sc.min_lr = 1e-3;
-  sc.warmup_samples = global * 2;
-  sc.decay_samples = global * iters;
-  LrSchedule schedule(sc);
-  LossScaler scaler(LossScalerConfig{});
-  ExecContext ec;
-  TrainerConfig tc;
-  tc.micro_batch_size = micro;
-  tc.global_batch_size = global;
-  tc.seq_length = kSeq;
-  tc.train_iters = iters;
-  tc.quiet = true;
-  BertTask task(model->get(), /*recompute=*/false, loader->get(), nullptr);
-  Trainer trainer(tc, parallel->get(), &ec, &task, &store, &*opt, &schedule, &scaler);
-  absl::Status st = trainer.Train(0, nullptr, nullptr);
-  EXPECT_TRUE(st.ok()) << st;
-  for (const LogRecord& r : trainer.history()) {
-    out.losses.push_back(r.loss.total);
-    out.lm.push_back(r.loss.parts[0]);
-    out.sop.push_back(r.loss.parts[1]);
-    out.grad_norms.push_back(r.grad_norm);
-  }
-  return out;
+  testing::HarnessConfig c;
+  c.model = TinyBert();
+  c.tp = tp;
+  c.micro_batch_size = micro;
+  c.global_batch_size = global;
+  c.seq_length = kSeq;
+  c.end = iters;
+  c.lr.max_lr = 1e-2;
+  c.lr.min_lr = 1e-3;
+  c.lr.warmup_samples = global * 2;
+  c.lr.decay_samples = global * iters;
+  const testing::HarnessResult r = testing::RunTraining(
+      world, c, [&](const data::LoaderConfig& lc) -> absl::StatusOr<std::unique_ptr<BatchStream>> {
+        ASSIGN_OR_RETURN(auto loader,
+                         data::BertLoader::Create(MakeDataset(prefix, global * iters), lc));
+        return BertBatches(std::move(loader));
+      });
+  return {r.losses, r.Part(0), r.Part(1), r.grad_norms};
 }
 
 TEST_F(MpiTest, BertTensorAndDataParallelCurvesMatchSerial) {

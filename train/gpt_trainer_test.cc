@@ -1,4 +1,4 @@
-// Training-level golden tests of train::Trainer with the GPT task (run under mpirun with 2
+// Training-level golden tests of train::Trainer with GPT-2 (run under mpirun with 2
 // ranks): TP=2 and DP=2 training curves equal the serial curve over 20 steps within float32
 // rounding (dropout on); an injected gradient overflow skips the step, halves the loss scale and
 // leaves parameters and the LR schedule alone.
@@ -6,9 +6,8 @@
 // gradients become inf), skips steps and halves the scale until the gradients fit, then learns;
 // bf16 training tracks the f32 curve for 20 steps, serially and at TP=2. The DP gradient
 // all-reduce overlapped with backward gives the same curve as the all-reduce after backward.
-#include "train/gpt_task.h"
 #include "train/testing/synthetic_corpus.h"
-#include "train/trainer.h"
+#include "train/testing/training_harness.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,9 +17,6 @@
 
 #include "comm/mpi_testutil.h"
 #include "core/ops/testutil.h"
-#include "comm/parallel_context.h"
-#include "data/gpt_dataset/gpt_dataset.h"
-#include "data/indexed/indexed_dataset.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -59,94 +55,30 @@ models::ModelConfig TinyGpt() {
   return c;
 }
 
-struct Result {
-  std::vector<double> losses;
-  std::vector<double> grad_norms;
-  std::vector<double> lrs;
-  int64_t skipped = 0;
-  double final_scale = 0;
-  int64_t schedule_samples = 0;
-  std::vector<float> first_values;  // Parameters before and after (for the skip test).
-  std::vector<float> last_values;
-  std::vector<double> scales;       // The loss scale after each iteration.
-  std::vector<int64_t> skipped_so_far;
-  std::vector<double> first_compute, last_compute;  // Compute-dtype weight copies.
-  int64_t buckets = 0, buckets_in_backward = 0;     // Of the last iteration's DP reduction.
-};
+using testing::HarnessConfig;
+using Result = testing::HarnessResult;
 
 Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, int iters,
              const std::string& prefix, const LossScalerConfig& scaler_config = {},
              int64_t inject_overflow_at = -1, DType compute_dtype = DType::kF32,
              const OptimizerConfig& oc = {}) {
-  Result out;
-  comm::ParallelConfig pc;
-  pc.tensor_parallel = tp;
-  const models::ModelConfig mc = TinyGpt();
-  auto parallel = comm::ParallelContext::Create(world, pc, mc.num_attention_heads);
-  EXPECT_TRUE(parallel.ok()) << parallel.status();
-  if (!parallel.ok()) return out;
-  auto data = data::IndexedDataset::Open(prefix);
-  EXPECT_TRUE(data.ok()) << data.status();
-  data::GptDatasetConfig dc;
-  dc.split = "1";
-  dc.seq_len = kSeq;
-  dc.num_samples = global * iters;
-  dc.seed = 3;
-  auto ds = data::GptDataset::Create(std::shared_ptr<const data::IndexedDataset>(std::move(*data)),
-                                     data::Split::kTrain, dc);
-  EXPECT_TRUE(ds.ok()) << ds.status();
-  data::LoaderConfig lc;
-  lc.micro_batch_size = micro;
-  lc.global_batch_size = global;
-  lc.data_parallel_size = (*parallel)->dp_size();
-  lc.data_parallel_rank = (*parallel)->dp_rank();
-  auto loader = data::Loader::Create(
-      data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(*ds))), lc);
-  EXPECT_TRUE(loader.ok()) << loader.status();
-
-  nn::ParameterStore store((*parallel)->tp_rank(), tp, compute_dtype);
-  auto model = models::GptModel::Create(mc, &store);
-  EXPECT_TRUE(model.ok()) << model.status();
-  EXPECT_TRUE(store.Allocate(17).ok());
-  auto opt = Optimizer::Create(&store, oc);
-  LrScheduleConfig sc;
-  sc.max_lr = 3e-3;
-  sc.min_lr = 3e-4;
-  sc.warmup_samples = global * 3;
-  sc.decay_samples = global * iters;
-  LrSchedule schedule(sc);
-  LossScaler scaler(scaler_config);
-  ExecContext ec;
-  TrainerConfig tc;
-  tc.micro_batch_size = micro;
-  tc.global_batch_size = global;
-  tc.seq_length = kSeq;
-  tc.train_iters = iters;
-  tc.quiet = true;
-  tc.inject_grad_overflow_at = inject_overflow_at;
-  GptTask task(model->get(), /*recompute=*/false, loader->get(), nullptr);
-  Trainer trainer(tc, parallel->get(), &ec, &task, &store, &*opt, &schedule, &scaler);
-  out.first_values.assign(store.flat_values().data_as<float>(),
-                          store.flat_values().data_as<float>() + store.NumLocalElements());
-  out.first_compute = ::mt::testing::ToDoubles(store.flat_compute_values());
-  absl::Status st = trainer.Train(0, nullptr, nullptr);
-  EXPECT_TRUE(st.ok()) << st;
-  for (const LogRecord& r : trainer.history()) {
-    out.losses.push_back(r.loss.total);
-    out.grad_norms.push_back(r.grad_norm);
-    out.lrs.push_back(r.learning_rate);
-    out.scales.push_back(r.loss_scale);
-    out.skipped_so_far.push_back(r.skipped_iterations);
-  }
-  out.skipped = trainer.skipped_iterations();
-  out.final_scale = scaler.scale();
-  out.schedule_samples = schedule.samples();
-  out.buckets = (*opt).grad_reducer().num_buckets();
-  out.buckets_in_backward = (*opt).grad_reducer().buckets_started_in_backward();
-  out.last_values.assign(store.flat_values().data_as<float>(),
-                         store.flat_values().data_as<float>() + store.NumLocalElements());
-  out.last_compute = ::mt::testing::ToDoubles(store.flat_compute_values());
-  return out;
+  HarnessConfig c;
+  c.model = TinyGpt();
+  c.tp = tp;
+  c.micro_batch_size = micro;
+  c.global_batch_size = global;
+  c.seq_length = kSeq;
+  c.end = iters;
+  c.compute_dtype = compute_dtype;
+  c.optimizer = oc;
+  c.lr.max_lr = 3e-3;
+  c.lr.min_lr = 3e-4;
+  c.lr.warmup_samples = global * 3;
+  c.lr.decay_samples = global * iters;
+  c.scaler = scaler_config;
+  c.inject_grad_overflow_at = inject_overflow_at;
+  return testing::RunTraining(world, c,
+                              testing::GptBatches(prefix, kSeq, global * iters, /*seed=*/3));
 }
 
 TEST_F(MpiTest, TensorAndDataParallelCurvesMatchSerial) {

@@ -1,5 +1,5 @@
 // Training on a GPU against training on the CPU (tagged "gpu"; skips without a device): 20 steps
-// of a small GPT-2 with dropout on, through the same Trainer, GptTask and Optimizer, with the
+// of a small GPT-2 with dropout on, through the same Trainer and Optimizer (train/testing/training_harness.h), with the
 // model, gradients, Adam moments and activations on cuda:0. The f32 GPU curve matches the f32
 // CPU curve to float rounding, and the bf16 GPU curve the bf16 CPU curve within bf16 tolerance
 // (dropout masks are the same Philox draws on both). A checkpoint written from the GPU at
@@ -14,22 +14,10 @@
 #include <vector>
 
 #include "comm/mpi_testutil.h"
-#include "comm/parallel_context.h"
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
-#include "data/gpt_dataset/gpt_dataset.h"
-#include "data/indexed/indexed_dataset.h"
-#include "data/loader/loader.h"
 #include "gtest/gtest.h"
-#include "models/gpt2/gpt2.h"
-#include "train/gpt_task.h"
-#include "train/loss_scaler.h"
-#include "train/lr_schedule.h"
-#include "train/optimizer.h"
 #include "train/testing/synthetic_corpus.h"
-#include "train/trainer.h"
-#include "train/training_state.h"
+#include "train/testing/training_harness.h"
 
 namespace mt {
 namespace train {
@@ -64,105 +52,37 @@ struct Curve {
   std::vector<double> losses, grad_norms;
 };
 
-// Trains iterations [start, end) on `device` (loading `load` first and saving to `save` at the
-// end when non-empty).
+// Trains iterations [start, end) on the GPU or the CPU (loading `load` first and saving to `save`
+// at the end when non-empty).
 Curve Train(comm::Communicator& world, const std::string& corpus, bool gpu, DType dtype, int start,
-          int end, const std::string& load = "", const std::string& save = "") {
-  Curve out;
-  models::ModelConfig mc;
-  mc.num_layers = 3;
-  mc.hidden_size = 64;
-  mc.num_attention_heads = 4;
-  mc.vocab_size = kVocab;
-  mc.make_vocab_size_divisible_by = 32;
-  mc.max_position_embeddings = kSeq;
-  auto parallel = comm::ParallelContext::Create(world, comm::ParallelConfig{}, 4);
-  EXPECT_TRUE(parallel.ok()) << parallel.status();
-  if (!parallel.ok()) return out;
-  ExecContext ec;
-  std::unique_ptr<cuda::DeviceContext> dc;
-  std::unique_ptr<cuda::CachingAllocator> pool;  // As the drivers run.
-  if (gpu) {
-    auto c = cuda::DeviceContext::Create(0);
-    EXPECT_TRUE(c.ok()) << c.status();
-    if (!c.ok()) return out;
-    dc = std::move(*c);
-    ec.device = Device::Cuda(0);
-    ec.cuda = dc.get();
-    pool = std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(0));
-    ec.memory_pool = pool.get();
-  }
-  const int64_t micro = 4, global = 8;
-  auto indexed = data::IndexedDataset::Open(corpus);
-  EXPECT_TRUE(indexed.ok()) << indexed.status();
-  data::GptDatasetConfig dsc;
-  dsc.split = "1";
-  dsc.seq_len = kSeq;
-  dsc.num_samples = global * kIters;
-  dsc.seed = 5;
-  auto ds = data::GptDataset::Create(
-      std::shared_ptr<const data::IndexedDataset>(std::move(*indexed)), data::Split::kTrain, dsc);
-  EXPECT_TRUE(ds.ok()) << ds.status();
-  data::LoaderConfig lc;
-  lc.micro_batch_size = micro;
-  lc.global_batch_size = global;
-  lc.consumed_samples = start * global;
-  auto loader = data::Loader::Create(
-      data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(*ds))), lc);
-  EXPECT_TRUE(loader.ok()) << loader.status();
-
-  nn::ParameterStore store(0, 1, dtype, ec.device);
-  auto model = models::GptModel::Create(mc, &store);
-  EXPECT_TRUE(model.ok()) << model.status();
-  EXPECT_TRUE(store.Allocate(21).ok());
-  auto opt = Optimizer::Create(&store, OptimizerConfig{});
-  EXPECT_TRUE(opt.ok()) << opt.status();
-  LrScheduleConfig sc;
-  sc.max_lr = 2e-3;
-  sc.min_lr = 2e-4;
-  sc.warmup_samples = 3 * global;
-  sc.decay_samples = kIters * global;
-  LrSchedule schedule(sc);
-  LossScaler scaler(LossScalerConfig{});
-  TrainingCounters counters;
-  if (!load.empty()) {
-    absl::Status s = LoadTrainingState(load, **parallel, mc, &store, &*opt, &scaler, &schedule,
-                                       &counters);
-    EXPECT_TRUE(s.ok()) << s;
-    EXPECT_EQ(counters.iteration, start);
-  }
-  TrainerConfig tc;
-  tc.micro_batch_size = micro;
-  tc.global_batch_size = global;
-  tc.seq_length = kSeq;
-  tc.train_iters = end;
-  tc.quiet = true;
-  GptTask task(model->get(), false, loader->get(), nullptr);
-  Trainer trainer(tc, parallel->get(), &ec, &task, &store, &*opt, &schedule, &scaler);
-  trainer.set_consumed_samples(start * global);
-  absl::Status st = trainer.Train(start, nullptr, nullptr);
-  EXPECT_TRUE(st.ok()) << st;
-  for (const LogRecord& r : trainer.history()) {
-    out.losses.push_back(r.loss.total);
-    out.grad_norms.push_back(r.grad_norm);
-  }
-  if (!save.empty()) {
-    counters.iteration = end;
-    counters.consumed_samples = trainer.consumed_samples();
-    absl::Status s =
-        SaveTrainingState(save, 2, **parallel, mc, store, *opt, scaler, schedule, counters);
-    EXPECT_TRUE(s.ok()) << s;
-  }
-  return out;
+            int end, const std::string& load = "", const std::string& save = "") {
+  testing::HarnessConfig c;
+  c.model.num_layers = 3;
+  c.model.hidden_size = 64;
+  c.model.num_attention_heads = 4;
+  c.model.vocab_size = kVocab;
+  c.model.make_vocab_size_divisible_by = 32;
+  c.model.max_position_embeddings = kSeq;
+  c.micro_batch_size = 4;
+  c.global_batch_size = 8;
+  c.seq_length = kSeq;
+  c.start = start;
+  c.end = end;
+  c.compute_dtype = dtype;
+  c.gpu = gpu;
+  c.init_seed = 21;
+  c.lr.max_lr = 2e-3;
+  c.lr.min_lr = 2e-4;
+  c.lr.warmup_samples = 3 * c.global_batch_size;
+  c.lr.decay_samples = kIters * c.global_batch_size;
+  c.load = load;
+  c.save = save;
+  const testing::HarnessResult r = testing::RunTraining(
+      world, c, testing::GptBatches(corpus, kSeq, c.global_batch_size * kIters, /*seed=*/5));
+  return {r.losses, r.grad_norms};
 }
 
-double WorstRelative(const std::vector<double>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  }
-  return a.size() == b.size() ? worst : INFINITY;
-}
+using testing::WorstRelative;
 
 TEST_F(MpiTest, GpuTrainingMatchesCpuTraining) {
   if (cuda::DeviceCount() < 1) GTEST_SKIP() << cuda::Describe();

@@ -86,7 +86,7 @@ TEST_P(GradReadyTest, GptReportsAreTrue) {
   const nn::Recompute recompute = GetParam() ? nn::Recompute::kYes : nn::Recompute::kNo;
   const models::ModelConfig c = Tiny(models::Family::kGpt2, nn::NormPosition::kPreNorm);
   nn::ParameterStore store(0, 1);
-  auto model = models::GptModel::Create(c, &store, recompute);
+  auto model = models::GptModel::Create(c, &store, {recompute});
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE(store.Allocate(3).ok());
   ExecContext ec;
@@ -104,7 +104,7 @@ TEST_P(GradReadyTest, GptReportsAreTrue) {
     sc.sample_offset = 2 * micro;
     // As the trainer: only the last micro-batch's backward reports.
     if (micro == 1) sc.grads_ready = &listener;
-    auto loss = (*model)->ForwardBackward(sc, tokens.view(), targets.view(), true);
+    auto loss = (*model)->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()), models::Backward::kYes);
     ASSERT_TRUE(loss.ok()) << loss.status();
   }
   EXPECT_EQ(listener.reports(), static_cast<size_t>(c.num_layers + 2));
@@ -114,13 +114,13 @@ TEST_P(GradReadyTest, GptReportsAreTrue) {
 TEST_P(GradReadyTest, BertReportsAreTrue) {
   const nn::Recompute recompute = GetParam() ? nn::Recompute::kYes : nn::Recompute::kNo;
   for (nn::NormPosition norm : {nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm}) {
-    for (models::BertHeads heads :
-         {models::BertHeads::kPretraining, models::BertHeads::kMultipleChoice}) {
+    for (models::Heads heads :
+         {models::Heads::kPretraining, models::Heads::kMultipleChoice}) {
       SCOPED_TRACE(::testing::Message() << "norm " << static_cast<int>(norm) << " heads "
                                         << static_cast<int>(heads));
       const models::ModelConfig c = Tiny(models::Family::kBert, norm);
       nn::ParameterStore store(0, 1);
-      auto model = models::BertModel::Create(c, &store, heads, recompute);
+      auto model = models::BertModel::Create(c, &store, {recompute, heads});
       ASSERT_TRUE(model.ok()) << model.status();
       ASSERT_TRUE(store.Allocate(4).ok());
       ExecContext ec;
@@ -140,13 +140,11 @@ TEST_P(GradReadyTest, BertReportsAreTrue) {
         sc.dropout_seed = 9;
         sc.sample_offset = 2 * micro;
         if (micro == 1) sc.grads_ready = &listener;
-        if (heads == models::BertHeads::kPretraining) {
-          auto l = (*model)->ForwardBackward(sc, tokens.view(), tt.view(), pm.view(), ml.view(),
-                                             sop.view(), true);
+        if (heads == models::Heads::kPretraining) {
+          auto l = (*model)->ForwardBackward(sc, models::BertBatch(tokens.view(), tt.view(), pm.view(), ml.view(), sop.view()), models::Backward::kYes);
           ASSERT_TRUE(l.ok()) << l.status();
         } else {
-          auto l = (*model)->MultipleChoiceForwardBackward(sc, tokens.view(), tt.view(),
-                                                           pm.view(), choice.view(), true);
+          auto l = (*model)->MultipleChoice(sc, models::MultipleChoiceBatch(tokens.view(), tt.view(), pm.view(), choice.view()), models::Backward::kYes);
           ASSERT_TRUE(l.ok()) << l.status();
         }
       }
@@ -168,10 +166,10 @@ TEST(GradReadyCheckTest, CatchesAFalseReport) {
   Tensor tokens = I32({1, 2, 3, 4, 5, 6}, {1, 6}), targets = I32({2, 3, 4, 5, 6, 7}, {1, 6});
   nn::StepContext sc;
   sc.exec = &ec;
-  ASSERT_TRUE((*model)->ForwardBackward(sc, tokens.view(), targets.view(), true).ok());
+  ASSERT_TRUE((*model)->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()), models::Backward::kYes).ok());
   RecordingListener listener(&store);
   ASSERT_TRUE(listener.GradsReady(0).ok());  // False: another backward pass follows.
-  ASSERT_TRUE((*model)->ForwardBackward(sc, tokens.view(), targets.view(), true).ok());
+  ASSERT_TRUE((*model)->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()), models::Backward::kYes).ok());
   EXPECT_NONFATAL_FAILURE(listener.Check("false report"), "changed later");
 }
 

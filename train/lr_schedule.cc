@@ -7,14 +7,6 @@
 namespace mt {
 namespace train {
 
-absl::StatusOr<DecayStyle> ParseDecayStyle(absl::string_view name) {
-  if (name == "constant") return DecayStyle::kConstant;
-  if (name == "linear") return DecayStyle::kLinear;
-  if (name == "cosine") return DecayStyle::kCosine;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown lr_decay_style '", name, "'; expected constant, linear or cosine"));
-}
-
 absl::Status LrScheduleConfig::Validate() const {
   if (!(max_lr >= 0) || !(min_lr >= 0)) {
     return absl::InvalidArgumentError(absl::StrCat("lr (", max_lr, ") and min_lr (", min_lr,

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -16,8 +17,10 @@ namespace mt {
 namespace train {
 
 enum class DecayStyle { kConstant, kLinear, kCosine };
-// "constant", "linear", "cosine"; InvalidArgument otherwise.
-absl::StatusOr<DecayStyle> ParseDecayStyle(absl::string_view name);
+inline constexpr std::pair<absl::string_view, DecayStyle> kDecayStyleNames[] = {
+    {"constant", DecayStyle::kConstant},
+    {"linear", DecayStyle::kLinear},
+    {"cosine", DecayStyle::kCosine}};
 
 struct LrScheduleConfig {
   double max_lr = 1.5e-4;
@@ -25,6 +28,17 @@ struct LrScheduleConfig {
   int64_t warmup_samples = 0;
   int64_t decay_samples = 0;  // Samples at which decay ends (>= warmup_samples).
   DecayStyle style = DecayStyle::kCosine;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("lr", &self.max_lr, "Peak learning rate.");
+    v("min_lr", &self.min_lr, "Final learning rate.");
+    v("lr_warmup_samples", &self.warmup_samples, "Samples of linear warmup.");
+    v("lr_decay_samples", &self.decay_samples,
+      "Samples at which decay ends (0 in a driver: train_iters x global_batch_size).");
+    v("lr_decay_style", &self.style, "Decay after warmup: constant, linear or cosine.",
+      kDecayStyleNames);
+  }
   // InvalidArgument for negative rates, min_lr > max_lr, or decay_samples < warmup_samples.
   absl::Status Validate() const;
 };

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/fields.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -66,8 +67,12 @@ TEST(LrScheduleTest, BadConfigsAndNames) {
   c.warmup_samples = 10;
   c.decay_samples = 5;
   EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(*ParseDecayStyle("cosine"), DecayStyle::kCosine);
-  EXPECT_FALSE(ParseDecayStyle("exponential").ok());
+  EXPECT_EQ(*ParseEnum<DecayStyle>("lr_decay_style", "cosine", kDecayStyleNames),
+            DecayStyle::kCosine);
+  EXPECT_EQ(ParseEnum<DecayStyle>("lr_decay_style", "exponential", kDecayStyleNames)
+                .status()
+                .message(),
+            "--lr_decay_style=exponential: must be one of constant, linear, cosine");
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
 // The pretraining loop shared by every model: for each iteration, accumulate gradients over this
-// data-parallel rank's micro-batches, take an optimizer step (DP all-reduce, clipping, AdamW;
-// skipped on a gradient overflow), advance the LR schedule by the global batch unless the step was
-// skipped, log a Megatron-style line (and the same fields as JSON lines), and call a hook (for
-// evaluation and checkpoints).
+// data-parallel rank's micro-batches (models::Model::ForwardBackward), take an optimizer step (DP
+// all-reduce, clipping, AdamW; skipped on a gradient overflow), advance the LR schedule by the
+// global batch unless the step was skipped, log a Megatron-style line (and the same fields as JSON
+// lines), and call a hook (for evaluation and checkpoints).
 //
-// What differs between models (their inputs, their losses, their FLOP count) is a TrainingTask:
-// train/gpt_task.h and train/bert_task.h. Dropout streams: micro_step = iteration, sample_offset
-// = the global index of the micro-batch's first sample, so the masks do not depend on the TP
-// degree or on how the global batch is split over micro-batches and DP ranks.
+// The model (models/model.h) brings its losses and FLOP count; the data comes as a BatchStream
+// (train/batches.h adapts the GPT and BERT loaders). Dropout streams: micro_step = iteration,
+// sample_offset = the global index of the micro-batch's first sample, so the masks do not depend
+// on the TP degree or on how the global batch is split over micro-batches and DP ranks.
 //
 // Every rank of the job runs Train() with the same config; collectives inside are over the
 // ParallelContext's TP and DP groups.
@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,10 +26,12 @@
 #include "absl/status/statusor.h"
 #include "comm/parallel_context.h"
 #include "core/exec_context.h"
+#include "models/model.h"
 #include "nn/context.h"
 #include "nn/parameter.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
+#include "train/metrics_log.h"
 #include "train/optimizer.h"
 
 namespace mt {
@@ -41,47 +44,38 @@ struct TrainerConfig {
   int64_t train_iters = 100;
   int log_interval = 10;
   int eval_iters = 4;     // Micro-batches per evaluation (per DP rank).
-  uint64_t seed = 1234;   // Dropout seed.
+  uint64_t seed = 1234;   // Initialisation, data order and dropout.
   bool recompute = false;
   std::string log_jsonl;  // Written by global rank 0; empty: none.
   bool quiet = false;     // No stdout lines (tests).
   // Fault injection for tests: after the backward passes of this iteration (0-based), one gradient
   // element is set to +inf, as an f16 overflow would; -1 = never.
   int64_t inject_grad_overflow_at = -1;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("micro_batch_size", &self.micro_batch_size,
+      "Samples per micro-batch per data-parallel rank.");
+    v("global_batch_size", &self.global_batch_size, "Samples per optimizer step over all ranks.");
+    v("seq_length", &self.seq_length, "Tokens per sample.");
+    v("train_iters", &self.train_iters, "Optimizer steps.");
+    v("log_interval", &self.log_interval, "Iterations between log lines.");
+    v("eval_iters", &self.eval_iters, "Validation micro-batches per evaluation.");
+    v("seed", &self.seed, "Seed for initialisation, data order and dropout.");
+    v("recompute", &self.recompute,
+      "Activation checkpointing: recompute each layer in backward.");
+    v("log_jsonl", &self.log_jsonl, "Append the log lines as JSON objects to this file.");
+  }
 };
 
-// What one micro-batch reports. `total` is the loss backward differentiates; `parts` are its named
-// components (TrainingTask::loss_names), e.g. {lm} for GPT or {lm, sop} for BERT.
-struct Losses {
-  double total = 0;
-  std::vector<double> parts;
-};
-
-struct MicroBatchResult {
-  Losses losses;
-  // Model FLOPs of this micro-batch (forward + backward, with recomputation if on), for the whole
-  // model, not this rank's shard.
-  double model_flops = 0;
-};
-
-// The model-specific part of the loop. Implementations own the model's inputs (their loaders).
-class TrainingTask {
+// One data-parallel rank's micro-batches (train/batches.h adapts the data loaders).
+class BatchStream {
  public:
-  virtual ~TrainingTask() = default;
-  // Log names of Losses::parts, in order ("lm loss", "sop loss"); the first is a language-model
-  // loss whose exp is reported as the perplexity.
-  virtual std::vector<std::string> loss_names() const = 0;
+  virtual ~BatchStream() = default;
   // Micro-batches per iteration on this DP rank.
   virtual int64_t accumulation_steps() const = 0;
-  // Forward and backward (gradients accumulated into the store, d(loss_scale * total)) of the next
-  // training micro-batch; nullopt once the training data is exhausted.
-  virtual absl::StatusOr<std::optional<MicroBatchResult>> TrainMicroBatch(
-      const nn::StepContext& sc, float loss_scale) = 0;
-  // Restarts the validation stream at its first micro-batch (every evaluation scores the same
-  // samples). FailedPrecondition if the task has no validation data.
-  virtual absl::Status StartValidation() = 0;
-  // Forward only (sc.mode is kEval) of the next validation micro-batch; nullopt when exhausted.
-  virtual absl::StatusOr<std::optional<Losses>> ValidMicroBatch(const nn::StepContext& sc) = 0;
+  // The next micro-batch (views valid until the next call), or nullopt once exhausted.
+  virtual std::optional<models::Batch> Next() = 0;
 };
 
 // One line of the training log.
@@ -90,7 +84,7 @@ struct LogRecord {
   int64_t consumed_samples = 0;
   double ms_per_iteration = 0;
   double learning_rate = 0;
-  Losses loss;  // Means over the iteration's micro-batches and DP ranks.
+  models::Losses loss;  // Means over the iteration's micro-batches and DP ranks.
   double loss_scale = 1;
   double grad_norm = 0;
   int64_t skipped_iterations = 0;
@@ -99,30 +93,42 @@ struct LogRecord {
 };
 
 struct EvalResult {
-  Losses loss;             // Means over the evaluation's micro-batches and DP ranks.
+  models::Losses loss;     // Means over the evaluation's micro-batches and DP ranks.
   double perplexity = 0;   // exp(loss.parts[0]).
+};
+
+// What the trainer drives; all owned by the caller and outliving the Trainer. The store is
+// allocated, the model declared in it, and the optimizer made for it.
+struct TrainingParts {
+  comm::ParallelContext* parallel = nullptr;
+  const ExecContext* exec = nullptr;
+  models::Model* model = nullptr;
+  nn::ParameterStore* store = nullptr;
+  Optimizer* optimizer = nullptr;
+  LrSchedule* schedule = nullptr;
+  LossScaler* scaler = nullptr;
 };
 
 class Trainer {
  public:
-  // The store is allocated; the task runs this rank's model on this DP rank's data.
-  Trainer(const TrainerConfig& config, comm::ParallelContext* parallel, const ExecContext* exec,
-          TrainingTask* task, nn::ParameterStore* store, Optimizer* optimizer,
-          LrSchedule* schedule, LossScaler* scaler);
+  // Opens config.log_jsonl for appending on global rank 0 (an error names the file).
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainerConfig& config,
+                                                         const TrainingParts& parts);
 
-  // Runs iterations [start_iteration, train_iters). Stops early (OK status, with stopped_early()
-  // true) when *stop becomes true on any rank between iterations (SIGTERM). `on_iteration` is
-  // called after every step with the finished iteration count (evaluation, checkpoints); an error
-  // from it ends training. OutOfRange if the training data runs out.
-  absl::Status Train(int64_t start_iteration, const std::atomic<bool>* stop,
+  // Runs iterations [start_iteration, train_iters) on `data`. Stops early (OK status, with
+  // stopped_early() true) when *stop becomes true on any rank between iterations (SIGTERM).
+  // `on_iteration` is called after every step with the finished iteration count (evaluation,
+  // checkpoints); an error from it ends training. OutOfRange if the training data runs out;
+  // DataLoss if a JSONL line cannot be written.
+  absl::Status Train(BatchStream& data, int64_t start_iteration, const std::atomic<bool>* stop,
                      const std::function<absl::Status(int64_t iteration)>& on_iteration);
 
-  // Mean validation losses over eval_iters micro-batches (averaged over DP ranks), no dropout.
-  // FailedPrecondition if there is no validation micro-batch.
-  absl::StatusOr<EvalResult> Evaluate();
+  // Mean validation losses over eval_iters micro-batches of `valid` (averaged over DP ranks), no
+  // dropout. FailedPrecondition if `valid` has no micro-batch.
+  absl::StatusOr<EvalResult> Evaluate(BatchStream& valid);
 
   // " | lm loss: 3.1E+00 | sop loss: ..." for these losses.
-  std::string FormatLosses(const Losses& losses) const;
+  std::string FormatLosses(const models::Losses& losses) const;
 
   const std::vector<LogRecord>& history() const { return history_; }  // One per iteration.
   int64_t consumed_samples() const { return consumed_samples_; }
@@ -133,19 +139,26 @@ class Trainer {
   int64_t iteration() const { return iteration_; }
 
  private:
+  Trainer(const TrainerConfig& config, const TrainingParts& parts);
+  // The StepContext of micro-batch `micro` of the current iteration.
+  nn::StepContext MicroStep(int64_t micro) const;
+  // This rank's share of one iteration: the mean losses of its micro-batches and their FLOPs.
+  struct Accumulated {
+    models::Losses loss;
+    double flops = 0;
+  };
+  // Forward and backward of every micro-batch of one iteration.
+  absl::StatusOr<Accumulated> AccumulateGradients(BatchStream& data);
   // Sums `values` over the DP ranks (one all-reduce, f32).
   absl::Status DpSum(std::vector<double>* values);
-  void Log(const LogRecord& r);
+  // Means over the DP ranks of per-rank losses and the total FLOPs.
+  absl::Status DpMean(models::Losses* losses, double* flops);
+  absl::Status Log(const LogRecord& r);
 
   TrainerConfig config_;
-  comm::ParallelContext* parallel_;
-  const ExecContext* exec_;
-  TrainingTask* task_;
-  nn::ParameterStore* store_;
-  Optimizer* optimizer_;
-  LrSchedule* schedule_;
-  LossScaler* scaler_;
+  TrainingParts parts_;
   std::vector<std::string> loss_names_;
+  std::unique_ptr<JsonlWriter> jsonl_;  // Global rank 0 with log_jsonl set.
   std::vector<LogRecord> history_;
   int64_t consumed_samples_ = 0;
   int64_t skipped_ = 0;

@@ -1,5 +1,5 @@
-// Training-step benchmark: tokens/s and model TFLOP/s (REFERENCE.md's formula) of full GPT-2
-// training steps (forward, backward, optimizer), with the ratio to this machine's own GEMM rate
+// Training-step benchmark: tokens/s and model TFLOP/s (Megatron's formula, models/flops.h) of full
+// training steps of any registered GPT-family model (--model; GPT-2 by default) (forward, backward, optimizer), with the ratio to this machine's own GEMM rate
 // measured in the same run: the CPU's f32 rate with the same threads, or with --device=cuda the
 // GPU's bf16 rate (cuBLASLt, f32 accumulation) and the model in bf16 (model FLOP utilisation,
 // MFU). Run under mpirun for TP > 1 or DP > 1:
@@ -28,44 +28,69 @@
 #include "core/cuda_device.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
+#include "core/status.h"
 #include "core/thread_pool.h"
+#include "experiments/common/config_flags.h"
+#include "experiments/pretrain/pretrain.h"
 #include "gflags/gflags.h"
-#include "models/gpt2/gpt2.h"
-#include "train/flops.h"
+#include "models/registry.h"
 #include "train/optimizer.h"
 
-DEFINE_int32(num_layers, 4, "Layers.");
-DEFINE_int32(hidden_size, 512, "Hidden size.");
-DEFINE_int32(num_attention_heads, 8, "Heads.");
-DEFINE_int32(seq_length, 256, "Sequence length.");
-DEFINE_int32(micro_batch_size, 4, "Samples per step.");
-DEFINE_int32(vocab_size, 50257, "Vocabulary.");
-DEFINE_int32(tensor_model_parallel_size, 1, "TP degree (ranks / TP are data-parallel).");
-DEFINE_int64(ddp_bucket_size, 1 << 20, "Gradient elements per DP all-reduce bucket.");
-DEFINE_int32(steps, 5, "Timed steps (after one warm-up step).");
-DEFINE_int32(threads, 0, "Threads per rank (0: cores / ranks).");
-DEFINE_bool(recompute, false, "Activation checkpointing.");
-DEFINE_string(device, "cpu", "cpu (f32) or cuda (bf16, rank r on GPU r mod GPUs).");
-DEFINE_bool(caching_allocator, true, "With --device=cuda: tensors from a caching allocator.");
-DEFINE_int32(max_position_embeddings, 0, "Learned positions (0: seq_length).");
-DEFINE_int32(gemm_rate_size, 0,
-             "Side of the square GEMM timed as the reference rate (0: 8192 on a GPU, 2048 on the "
-             "CPU); small sizes only for smoke runs, e.g. under the CUDA emulator.");
-
+namespace mt {
+namespace experiments {
 namespace {
+
+// The benchmark's settings (its flags; the model's come from the model config's table).
+struct BenchConfig {
+  std::string model_name;
+  models::ModelConfig model;
+  int64_t seq_length = 256;
+  int64_t micro_batch_size = 4;
+  int tensor_model_parallel_size = 1;
+  int64_t ddp_bucket_size = int64_t{1} << 20;
+  int steps = 5;
+  int threads = 0;
+  bool recompute = false;
+  DeviceKind device = DeviceKind::kCpu;
+  bool caching_allocator = true;
+  int gemm_rate_size = 0;
+
+  BenchConfig() {
+    model.hidden_size = 512;
+    model.num_attention_heads = 8;
+  }
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("model", &self.model_name, "A registered GPT-family model; the model flags given override it.");
+    models::ModelConfig::Fields(self.model, v);
+    v("seq_length", &self.seq_length, "Sequence length.");
+    v("micro_batch_size", &self.micro_batch_size, "Samples per step.");
+    v("tensor_model_parallel_size", &self.tensor_model_parallel_size,
+      "TP degree (ranks / TP are data-parallel).");
+    v("ddp_bucket_size", &self.ddp_bucket_size, "Gradient elements per DP all-reduce bucket.");
+    v("steps", &self.steps, "Timed steps (after one warm-up step).");
+    v("threads", &self.threads, "Threads per rank (0: cores / ranks).");
+    v("recompute", &self.recompute, "Activation checkpointing.");
+    v("device", &self.device, "cpu (f32) or cuda (bf16, rank r on GPU local_rank mod GPUs).",
+      kDeviceNames);
+    v("caching_allocator", &self.caching_allocator,
+      "With --device=cuda: tensors from a caching allocator.");
+    v("gemm_rate_size", &self.gemm_rate_size,
+      "Side of the square GEMM timed as the reference rate (0: 8192 on a GPU, 2048 on the CPU); "
+      "small sizes only for smoke runs, e.g. under the CUDA emulator.");
+  }
+};
 
 double Seconds(std::chrono::steady_clock::time_point a) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
 }
 
 // The side of the reference GEMM.
-int64_t GemmRateSize(bool gpu) {
-  return FLAGS_gemm_rate_size > 0 ? FLAGS_gemm_rate_size : (gpu ? 8192 : 2048);
-}
+int64_t GemmRateSize(int flag, bool gpu) { return flag > 0 ? flag : (gpu ? 8192 : 2048); }
 
 // f32 GEMM rate of this rank's threads: best of 3 runs of a product (2048^3 by default).
-double GemmGflops(const mt::ExecContext& ec) {
-  const int64_t n = GemmRateSize(false);
+double GemmGflops(const mt::ExecContext& ec, int64_t n) {
   mt::Tensor a = mt::Tensor::Zeros({n, n}, mt::DType::kF32), b = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
              c = mt::Tensor::Zeros({n, n}, mt::DType::kF32);
   std::mt19937 rng(1);
@@ -84,8 +109,7 @@ double GemmGflops(const mt::ExecContext& ec) {
 
 // bf16 GEMM rate of the GPU (cuBLASLt, f32 accumulation): best of 20 runs of a product (8192^3)
 // after a warm-up (random data: a GPU's clocks and power depend on the bits it multiplies).
-double GpuGemmGflops(const mt::ExecContext& ec) {
-  const int64_t n = GemmRateSize(true);
+double GpuGemmGflops(const mt::ExecContext& ec, int64_t n) {
   auto host = [&](uint32_t seed) {
     mt::Tensor h = mt::Tensor::Host({n, n}, mt::DType::kF32);
     std::mt19937 rng(seed);
@@ -111,184 +135,235 @@ double GpuGemmGflops(const mt::ExecContext& ec) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
+// What one rank runs on: threads, and on a GPU its context and allocator.
+struct Device {
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<cuda::DeviceContext> context;
+  std::unique_ptr<cuda::CachingAllocator> memory_pool;
+  ExecContext ec;
+  bool gpu = false;
+  int threads = 1;
+};
+
+absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int local_rank,
+                                                    int local_size) {
+  auto d = std::make_unique<Device>();
+  d->threads = c.threads > 0
+                   ? c.threads
+                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_size);
+  d->pool = std::make_unique<ThreadPool>(d->threads);
+  d->ec.pool = d->pool.get();
+  d->gpu = c.device == DeviceKind::kCuda;
+  if (!d->gpu) return d;
+  if (cuda::DeviceCount() < 1) return absl::FailedPreconditionError(cuda::Describe());
+  const int index = local_rank % cuda::DeviceCount();
+  ASSIGN_OR_RETURN(d->context, cuda::DeviceContext::Create(index));
+  d->ec.device = mt::Device::Cuda(index);
+  d->ec.cuda = d->context.get();
+  if (c.caching_allocator) {
+    d->memory_pool =
+        std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
+    d->ec.memory_pool = d->memory_pool.get();
+  }
+  return d;
+}
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Timed training steps; index 0 with the DP all-reduce overlapped with backward, 1 after it (only
+// with DP > 1).
+struct Timings {
+  std::vector<double> times[2], exposed[2];
+  int64_t started_in_backward = 0;
+  int64_t buckets = 0;
+};
+
+absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& world,
+                                  comm::ParallelContext& parallel, const Device& d,
+                                  nn::ParameterStore& store, models::Model& model,
+                                  const models::Batch& batch, nn::StepContext& sc) {
+  train::OptimizerConfig oc;
+  oc.dp_bucket_elements = c.ddp_bucket_size;
+  oc.overlap_grad_reduce = true;
+  ASSIGN_OR_RETURN(train::Optimizer overlapped, train::Optimizer::Create(&store, oc));
+  oc.overlap_grad_reduce = false;
+  ASSIGN_OR_RETURN(train::Optimizer after, train::Optimizer::Create(&store, oc));
+  comm::Communicator* dp = parallel.dp_size() > 1 ? &parallel.dp() : nullptr;
+  const int modes = dp != nullptr ? 2 : 1;
+  Timings t;
+  for (int step = 0; step < (c.steps + 1) * modes; ++step) {
+    const int mode = step % modes;
+    train::Optimizer& o = mode == 0 ? overlapped : after;
+    RETURN_IF_ERROR(world.Barrier());
+    auto start = std::chrono::steady_clock::now();
+    sc.micro_step = step;
+    RETURN_IF_ERROR(store.ZeroGrads(d.ec));
+    sc.grads_ready = o.BeginGradReduce(dp);
+    RETURN_IF_ERROR(model.ForwardBackward(sc, batch, models::Backward::kYes).status());
+    sc.grads_ready = nullptr;
+    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.ec.device.index));
+    auto t_reduce = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(o.FinishGradReduce());
+    const double reduce_s = Seconds(t_reduce);
+    if (mode == 0) t.started_in_backward = o.grad_reducer().buckets_started_in_backward();
+    RETURN_IF_ERROR(o.Step(d.ec, sc.tp, dp, 1e-4, 1.0).status());
+    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.ec.device.index));
+    RETURN_IF_ERROR(world.Barrier());
+    if (step >= modes) {  // The first step of each mode warms up.
+      t.times[mode].push_back(Seconds(start));
+      t.exposed[mode].push_back(reduce_s);
+    }
+  }
+  t.buckets = overlapped.grad_reducer().num_buckets();
+  return t;
+}
+
+void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const Device& d,
+            const models::Model& model, int64_t parameters, double gemm, const Timings& t,
+            const models::Model::ActivationBytes& act, size_t device_in_use) {
+  const models::ModelConfig& mc = model.config();
+  const int64_t B = c.micro_batch_size, T = c.seq_length;
+  const int dp_size = parallel.dp_size(), ranks = parallel.world_size();
+  const bool has_dp = dp_size > 1;
+  const double median = MedianOf(t.times[0]);
+  const double flops = model.TrainingFlops(B * dp_size, T, B * dp_size * T);
+  const double per_rank_gflops = flops / median / ranks / 1e9;
+  std::printf(
+      "config: model=%s architecture=%s layers=%d hidden=%d heads=%d seq=%lld batch=%lld "
+      "vocab=%lld (padded %lld) tp=%d dp=%d ranks=%d threads/rank=%d recompute=%s dtype=%s\n",
+      c.model_name.empty() ? "(flags)" : c.model_name.c_str(), mc.ArchitectureName().c_str(),
+      mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
+      static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(mc.vocab_size),
+      static_cast<long long>(model.padded_vocab()), parallel.tp_size(), dp_size, ranks, d.threads,
+      c.recompute ? "yes" : "no", d.gpu ? "bf16" : "f32");
+  std::printf("parameters: %lld\n", static_cast<long long>(parameters));
+  if (d.gpu) {
+    std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f TFLOP/s\n",
+                cuda::Describe().c_str(),
+                static_cast<long long>(GemmRateSize(c.gemm_rate_size, true)), gemm / 1e3);
+  } else {
+    std::printf("f32 GEMM rate per rank (%lld^3, %d threads): %.1f GFLOP/s\n",
+                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.threads, gemm);
+  }
+  std::printf("step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
+              "ratio to GEMM rate%s: %.1f%%\n",
+              c.steps, has_dp ? ", DP all-reduce overlapped" : "", median,
+              B * T * dp_size / median, per_rank_gflops / 1e3, d.gpu ? " (MFU)" : "",
+              100.0 * per_rank_gflops / gemm);
+  if (d.gpu) {
+    std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
+                device_in_use / 1073741824.0);
+  }
+  if (has_dp) {
+    const double after = MedianOf(t.times[1]);
+    std::printf("DP gradient all-reduce, %lld buckets of <= %lld elements (%lld started during "
+                "backward when overlapped):\n"
+                "  overlapped with backward: step %.3f s, exposed after backward %.1f ms\n"
+                "  after backward:           step %.3f s, exposed after backward %.1f ms\n"
+                "  step time overlapped / after: %.3f\n",
+                static_cast<long long>(t.buckets), static_cast<long long>(c.ddp_bucket_size),
+                static_cast<long long>(t.started_in_backward), median,
+                MedianOf(t.exposed[0]) * 1e3, after, MedianOf(t.exposed[1]) * 1e3,
+                median / after);
+  }
+  std::printf("transformer activations per rank: held after forward %.1f MiB, recompute "
+              "transient in backward %.1f MiB, peak %.1f MiB\n",
+              act.held / 1048576.0, act.backward_extra / 1048576.0,
+              (act.held + act.backward_extra) / 1048576.0);
+}
+
+absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communicator& world) {
+  comm::ParallelConfig pc;
+  pc.tensor_parallel = c.tensor_model_parallel_size;
+  ASSIGN_OR_RETURN(auto parallel,
+                   comm::ParallelContext::Create(world, pc, c.model.num_attention_heads));
+  ASSIGN_OR_RETURN(auto d, SetUpDevice(c, runtime.local_rank(), runtime.local_size()));
+  // Measure every rank's GEMM rate at once (they share the machine as in training).
+  const int64_t n = GemmRateSize(c.gemm_rate_size, d->gpu);
+  const double gemm = d->gpu ? GpuGemmGflops(d->ec, n) : GemmGflops(d->ec, n);
+
+  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(),
+                           d->gpu ? DType::kBF16 : DType::kF32, d->ec.device);
+  models::ModelOptions options;
+  options.recompute = c.recompute ? nn::Recompute::kYes : nn::Recompute::kNo;
+  ASSIGN_OR_RETURN(auto model, models::CreateModel(c.model, &store, options));
+  RETURN_IF_ERROR(store.Allocate(1));
+  const int64_t B = c.micro_batch_size, T = c.seq_length;
+  Tensor tokens = Tensor::Host({B, T}, DType::kI32), labels = Tensor::Host({B, T}, DType::kI32);
+  std::mt19937 rng(7);
+  for (int64_t i = 0; i < B * T; ++i) {
+    tokens.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % c.model.vocab_size);
+    labels.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % c.model.vocab_size);
+  }
+  models::Batch batch;
+  batch.tokens = tokens.view();
+  batch.labels = labels.view();
+  nn::StepContext sc;
+  sc.exec = &d->ec;
+  sc.tp = parallel->tp_size() > 1 ? &parallel->tp() : nullptr;
+  sc.dropout_seed = 1;
+  ASSIGN_OR_RETURN(Timings t, TimeSteps(c, world, *parallel, *d, store, *model, batch, sc));
+  // Activation memory: held between forward and backward, plus the transient of one recomputed
+  // layer during backward (activation checkpointing).
+  RETURN_IF_ERROR(model->ForwardBackward(sc, batch, models::Backward::kNo).status());
+  const int64_t held = model->activation_bytes().held;
+  size_t device_in_use = 0;  // After the forward pass: parameters, optimizer state, activations.
+  if (d->gpu) {
+    auto used = cuda::MemoryInUse(d->ec.device.index);
+    if (used.ok()) device_in_use = *used;
+  }
+  RETURN_IF_ERROR(store.ZeroGrads(d->ec));
+  RETURN_IF_ERROR(model->ForwardBackward(sc, batch, models::Backward::kYes).status());
+  const models::Model::ActivationBytes act{held, model->activation_bytes().backward_extra};
+  if (world.rank() == 0) {
+    Report(c, *parallel, *d, *model, store.NumGlobalElements(), gemm, t, act, device_in_use);
+  }
+  return absl::OkStatus();
+}
+
+// --model and the flags given, as the pretraining drivers resolve them; positions cover
+// seq_length unless given.
+absl::Status ResolveConfig(const ConfigFlags<BenchConfig>& flags, BenchConfig* c) {
+  RETURN_IF_ERROR(flags.ApplyGiven(c));
+  if (!c->model_name.empty()) {
+    ASSIGN_OR_RETURN(const models::RegisteredModel m, models::FindModel(c->model_name));
+    c->model = m.config;
+    RETURN_IF_ERROR(flags.ApplyGiven(c));
+  }
+  if (!FlagGiven("max_position_embeddings")) c->model.max_position_embeddings = c->seq_length;
+  if (c->model.family != models::Family::kGpt2) {
+    return absl::InvalidArgumentError("train_step_bench runs GPT-family models");
+  }
+  if (c->steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
+  return absl::OkStatus();
+}
+
 }  // namespace
+}  // namespace experiments
+}  // namespace mt
 
 int main(int argc, char** argv) {
+  using mt::experiments::BenchConfig;
+  BenchConfig config;
+  const mt::experiments::ConfigFlags<BenchConfig> flags(config, {"family", "compute_dtype"});
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  absl::Status s = mt::experiments::ResolveConfig(flags, &config);
+  if (!s.ok()) {
+    std::fprintf(stderr, "train_step_bench: error: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
   auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
   if (!runtime.ok()) {
-    std::fprintf(stderr, "train_step_bench: error: %s\n", std::string(runtime.status().message()).c_str());
+    std::fprintf(stderr, "train_step_bench: error: %s\n",
+                 std::string(runtime.status().message()).c_str());
     return 1;
   }
   auto world = (*runtime)->World();
   if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
-  mt::models::ModelConfig mc;
-  mc.num_layers = FLAGS_num_layers;
-  mc.hidden_size = FLAGS_hidden_size;
-  mc.num_attention_heads = FLAGS_num_attention_heads;
-  mc.vocab_size = FLAGS_vocab_size;
-  mc.max_position_embeddings = FLAGS_seq_length;
-  mt::comm::ParallelConfig pc;
-  pc.tensor_parallel = FLAGS_tensor_model_parallel_size;
-  auto parallel = mt::comm::ParallelContext::Create(**world, pc, mc.num_attention_heads);
-  if (!parallel.ok()) mt::comm::MpiRuntime::Abort(parallel.status());
-  const int ranks = (*world)->size();
-  const int threads = FLAGS_threads > 0
-                          ? FLAGS_threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
-  mt::ThreadPool pool(threads);
-  mt::ExecContext ec;
-  ec.pool = &pool;
-  const bool gpu = FLAGS_device == "cuda";
-  std::unique_ptr<mt::cuda::DeviceContext> device_context;
-  std::unique_ptr<mt::cuda::CachingAllocator> memory_pool;
-  if (gpu) {
-    if (mt::cuda::DeviceCount() < 1) {
-      mt::comm::MpiRuntime::Abort(absl::FailedPreconditionError(mt::cuda::Describe()));
-    }
-    const int index = (*world)->rank() % mt::cuda::DeviceCount();
-    auto dc = mt::cuda::DeviceContext::Create(index);
-    if (!dc.ok()) mt::comm::MpiRuntime::Abort(dc.status());
-    device_context = std::move(*dc);
-    ec.device = mt::Device::Cuda(index);
-    ec.cuda = device_context.get();
-    if (FLAGS_caching_allocator) {
-      memory_pool = std::make_unique<mt::cuda::CachingAllocator>(
-          mt::cuda::CachingAllocator::CudaBackend(index));
-      ec.memory_pool = memory_pool.get();
-    }
-  } else if (FLAGS_device != "cpu") {
-    mt::comm::MpiRuntime::Abort(absl::InvalidArgumentError("--device must be cpu or cuda"));
-  }
-  const mt::DType dtype = gpu ? mt::DType::kBF16 : mt::DType::kF32;
-  if (FLAGS_max_position_embeddings > 0) mc.max_position_embeddings = FLAGS_max_position_embeddings;
-
-  // Measure every rank's GEMM rate at once (they share the machine as in training).
-  const double gemm = gpu ? GpuGemmGflops(ec) : GemmGflops(ec);
-  auto sync = [&]() {
-    if (gpu) CHECK(mt::cuda::Synchronize(ec.device.index).ok());
-  };
-
-  mt::nn::ParameterStore store((*parallel)->tp_rank(), (*parallel)->tp_size(), dtype, ec.device);
-  auto model = mt::models::GptModel::Create(
-      mc, &store, FLAGS_recompute ? mt::nn::Recompute::kYes : mt::nn::Recompute::kNo);
-  if (!model.ok()) mt::comm::MpiRuntime::Abort(model.status());
-  if (auto s = store.Allocate(1); !s.ok()) mt::comm::MpiRuntime::Abort(s);
-  mt::train::OptimizerConfig oc;
-  oc.dp_bucket_elements = FLAGS_ddp_bucket_size;
-  oc.overlap_grad_reduce = true;
-  auto opt = mt::train::Optimizer::Create(&store, oc);
-  if (!opt.ok()) mt::comm::MpiRuntime::Abort(opt.status());
-  oc.overlap_grad_reduce = false;
-  auto opt_after = mt::train::Optimizer::Create(&store, oc);
-  if (!opt_after.ok()) mt::comm::MpiRuntime::Abort(opt_after.status());
-  const int64_t B = FLAGS_micro_batch_size, T = FLAGS_seq_length;
-  mt::Tensor tokens = mt::Tensor::Host({B, T}, mt::DType::kI32), labels = mt::Tensor::Host({B, T}, mt::DType::kI32);
-  std::mt19937 rng(7);
-  for (int64_t i = 0; i < B * T; ++i) {
-    tokens.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % mc.vocab_size);
-    labels.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % mc.vocab_size);
-  }
-  mt::nn::StepContext sc;
-  sc.exec = &ec;
-  sc.tp = (*parallel)->tp_size() > 1 ? &(*parallel)->tp() : nullptr;
-  sc.dropout_seed = 1;
-  mt::comm::Communicator* dp = (*parallel)->dp_size() > 1 ? &(*parallel)->dp() : nullptr;
-  // Index 0: overlapped, 1: after backward (only with DP > 1).
-  std::vector<double> times[2], exposed[2];
-  int64_t started_in_backward = 0;
-  const int modes = dp != nullptr ? 2 : 1;
-  for (int step = 0; step < (FLAGS_steps + 1) * modes; ++step) {
-    const int mode = step % modes;
-    mt::train::Optimizer& o = mode == 0 ? *opt : *opt_after;
-    if (auto s = (*world)->Barrier(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
-    auto t = std::chrono::steady_clock::now();
-    sc.micro_step = step;
-    if (auto s = store.ZeroGrads(ec); !s.ok()) mt::comm::MpiRuntime::Abort(s);
-    sc.grads_ready = o.BeginGradReduce(dp);
-    auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
-    if (!loss.ok()) mt::comm::MpiRuntime::Abort(loss.status());
-    sc.grads_ready = nullptr;
-    sync();
-    auto t_reduce = std::chrono::steady_clock::now();
-    if (auto s = o.FinishGradReduce(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
-    const double reduce_s = Seconds(t_reduce);
-    if (mode == 0) started_in_backward = o.grad_reducer().buckets_started_in_backward();
-    auto stats = o.Step(ec, sc.tp, dp, 1e-4, 1.0);
-    if (!stats.ok()) mt::comm::MpiRuntime::Abort(stats.status());
-    sync();
-    if (auto s = (*world)->Barrier(); !s.ok()) mt::comm::MpiRuntime::Abort(s);
-    if (step >= modes) {  // The first step of each mode warms up.
-      times[mode].push_back(Seconds(t));
-      exposed[mode].push_back(reduce_s);
-    }
-  }
-  // Activation memory of the transformer stack: held between forward and backward, plus the
-  // transient of one recomputed layer during backward (activation checkpointing).
-  auto fwd = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), false);
-  if (!fwd.ok()) mt::comm::MpiRuntime::Abort(fwd.status());
-  const int64_t held = (*model)->stack().HeldActivationBytes();
-  size_t device_in_use = 0;  // After the forward pass: parameters, optimizer state, activations.
-  if (gpu) {
-    auto used = mt::cuda::MemoryInUse(ec.device.index);
-    if (used.ok()) device_in_use = *used;
-  }
-  if (auto s = store.ZeroGrads(ec); !s.ok()) mt::comm::MpiRuntime::Abort(s);
-  auto fb = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
-  if (!fb.ok()) mt::comm::MpiRuntime::Abort(fb.status());
-  const int64_t extra = (*model)->stack().peak_backward_extra_bytes();
-  auto median_of = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const double median = median_of(times[0]);
-  const int dp_size = (*parallel)->dp_size();
-  const double flops = mt::train::ModelFlopsPerIteration(B * dp_size, T, mc.num_layers, mc.hidden_size,
-                                                         (*model)->padded_vocab(), FLAGS_recompute);
-  const double per_rank_gflops = flops / median / ranks / 1e9;
-  if ((*world)->rank() == 0) {
-    std::printf(
-        "config: layers=%d hidden=%d heads=%d seq=%lld batch=%lld vocab=%lld (padded %lld) "
-        "tp=%d dp=%d ranks=%d threads/rank=%d recompute=%s dtype=%s\n",
-        mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
-        static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(mc.vocab_size),
-        static_cast<long long>((*model)->padded_vocab()), (*parallel)->tp_size(), dp_size, ranks, threads,
-        FLAGS_recompute ? "yes" : "no", std::string(mt::DTypeName(dtype)).c_str());
-    std::printf("parameters: %lld\n", static_cast<long long>(store.NumGlobalElements()));
-    if (gpu) {
-      std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f "
-                  "TFLOP/s\n",
-                  mt::cuda::Describe().c_str(), static_cast<long long>(GemmRateSize(true)),
-                  gemm / 1e3);
-    } else {
-      std::printf("f32 GEMM rate per rank (%lld^3, %d threads): %.1f GFLOP/s\n",
-                  static_cast<long long>(GemmRateSize(false)), threads, gemm);
-    }
-    std::printf("step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
-                "ratio to GEMM rate%s: %.1f%%\n",
-                FLAGS_steps, dp != nullptr ? ", DP all-reduce overlapped" : "", median,
-                B * T * dp_size / median, per_rank_gflops / 1e3, gpu ? " (MFU)" : "",
-                100.0 * per_rank_gflops / gemm);
-    if (gpu) {
-      std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
-                  device_in_use / 1073741824.0);
-    }
-    if (dp != nullptr) {
-      const double after = median_of(times[1]);
-      std::printf("DP gradient all-reduce, %lld buckets of <= %lld elements (%lld started during "
-                  "backward when overlapped):\n"
-                  "  overlapped with backward: step %.3f s, exposed after backward %.1f ms\n"
-                  "  after backward:           step %.3f s, exposed after backward %.1f ms\n"
-                  "  step time overlapped / after: %.3f\n",
-                  static_cast<long long>(opt->grad_reducer().num_buckets()),
-                  static_cast<long long>(FLAGS_ddp_bucket_size),
-                  static_cast<long long>(started_in_backward), median,
-                  median_of(exposed[0]) * 1e3, after, median_of(exposed[1]) * 1e3,
-                  median / after);
-    }
-    std::printf("transformer activations per rank: held after forward %.1f MiB, recompute "
-                "transient in backward %.1f MiB, peak %.1f MiB\n",
-                held / 1048576.0, extra / 1048576.0, (held + extra) / 1048576.0);
-  }
+  s = mt::experiments::Run(config, **runtime, **world);
+  if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
   return 0;
 }

@@ -1,19 +1,19 @@
 #include "experiments/pretrain/pretrain.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "comm/nccl_communicator.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "models/registry.h"
+#include "nn/parameter.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer.h"
 #include "train/training_state.h"
@@ -51,15 +51,7 @@ absl::Status PretrainConfig::Validate(int world_size) const {
                                             ".idx does not exist (make one with //data:preprocess)"));
   }
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
-  if (device != "cpu" && device != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device=", device, ": must be cpu or cuda"));
-  }
-  if (comm_backend != "auto" && comm_backend != "mpi" && comm_backend != "nccl") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--comm_backend=", comm_backend, ": must be auto, mpi or nccl"));
-  }
-  if (device == "cpu" && comm_backend == "nccl") {
+  if (device == DeviceKind::kCpu && comm_backend == CommBackend::kNccl) {
     return absl::InvalidArgumentError("--comm_backend=nccl needs --device=cuda");
   }
   if (!IsFloating(compute_dtype)) {
@@ -67,30 +59,6 @@ absl::Status PretrainConfig::Validate(int world_size) const {
                                                    " must be f32, bf16 (--bf16) or f16 (--fp16)"));
   }
   return absl::OkStatus();
-}
-
-std::string PretrainConfig::DebugString() const {
-  const train::TrainerConfig& t = trainer;
-  return absl::StrCat(
-      model.DebugString(),
-      absl::StrFormat(
-          "tensor_model_parallel_size: %d\nseq_length: %d\nmicro_batch_size: %d\n"
-          "global_batch_size: %d\ntrain_iters: %d\nlr: %g\nmin_lr: %g\nlr_warmup_samples: %d\n"
-          "lr_decay_samples: %d\nlr_decay_style: %s\nweight_decay: %g\nclip_grad: %g\n"
-          "recompute: %s\nseed: %d\ndata_path: %s\nsplit: %s\nsave: %s\nload: %s\n"
-          "save_interval: %d\neval_interval: %d\neval_iters: %d\nlog_interval: %d\n",
-          tensor_model_parallel_size, t.seq_length, t.micro_batch_size, t.global_batch_size,
-          t.train_iters, lr.max_lr, lr.min_lr, lr.warmup_samples, lr.decay_samples,
-          lr.style == train::DecayStyle::kCosine   ? "cosine"
-          : lr.style == train::DecayStyle::kLinear ? "linear"
-                                                   : "constant",
-          weight_decay, clip_grad, t.recompute ? "true" : "false", t.seed, data_path, split, save,
-          load, save_interval, eval_interval, t.eval_iters, t.log_interval),
-      absl::StrFormat("compute_dtype: %s\nloss_scale: %s\nddp_bucket_size: %d\n"
-                      "overlap_grad_reduce: %s\ndevice: %s\ncomm_backend: %s\n",
-                      DTypeName(compute_dtype), compute_dtype == DType::kF16 ? "dynamic" : "1",
-                      dp_bucket_elements, overlap_grad_reduce ? "true" : "false", device,
-                      comm_backend));
 }
 
 absl::StatusOr<DataPlan> PlanData(const PretrainConfig& c, const comm::ParallelContext& parallel,
@@ -115,172 +83,192 @@ absl::StatusOr<DataPlan> PlanData(const PretrainConfig& c, const comm::ParallelC
 
 namespace {
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
-
-// The GPU a rank uses and what it needs there.
-struct DeviceSetup {
-  Device device = Device::Cpu();
+// Everything a running job holds, built by SetUp. Members are destroyed in reverse order, so the
+// model's tensors go before the device's allocator and context.
+struct Job {
   std::unique_ptr<cuda::DeviceContext> cuda;
-  // Every tensor's memory (all kernels run on the default stream, so blocks are reused safely).
+  // Every GPU tensor's memory (all kernels run on the default stream, so blocks are reused
+  // safely).
   std::unique_ptr<cuda::CachingAllocator> memory_pool;
   std::unique_ptr<comm::Communicator> nccl_world;  // With the NCCL backend.
+  std::unique_ptr<comm::ParallelContext> parallel;
+  std::unique_ptr<ThreadPool> pool;
+  ExecContext exec;
+  std::unique_ptr<nn::ParameterStore> store;
+  std::unique_ptr<models::Model> model;
+  std::unique_ptr<train::Optimizer> optimizer;
+  std::unique_ptr<train::LrSchedule> schedule;
+  std::unique_ptr<train::LossScaler> scaler;
+  train::TrainingCounters counters;  // Where training starts (after Resume).
+  bool rank0 = false;
+  bool verbose = false;  // Rank 0 prints progress.
 };
 
-// Collective over `world` when it creates NCCL communicators.
-absl::StatusOr<DeviceSetup> SetUpDevice(const PretrainConfig& c, comm::Communicator& world) {
-  DeviceSetup d;
-  if (c.device == "cpu") return d;
+// Picks this rank's GPU and what it needs there. Collective over `world` when it creates NCCL
+// communicators.
+absl::Status SetUpDevice(const PretrainConfig& c, const LocalRanks& local,
+                         comm::Communicator& world, Job* job) {
+  job->exec.device = Device::Cpu();
+  if (c.device == DeviceKind::kCpu) return absl::OkStatus();
   const int gpus = cuda::DeviceCount();
   if (gpus < 1) {
     return absl::FailedPreconditionError(
         absl::StrCat("--device=cuda: no CUDA device here (", cuda::Describe(), ")"));
   }
-  // Ranks on this node, as the MPI launcher reports them (all of them when it does not).
-  const int local_rank = EnvInt("OMPI_COMM_WORLD_LOCAL_RANK", world.rank());
-  const int local_size = EnvInt("OMPI_COMM_WORLD_LOCAL_SIZE", world.size());
-  const int index = local_rank % gpus;
-  d.device = Device::Cuda(index);
-  ASSIGN_OR_RETURN(d.cuda, cuda::DeviceContext::Create(index));
-  d.memory_pool =
+  const int index = local.local_rank % gpus;
+  job->exec.device = Device::Cuda(index);
+  ASSIGN_OR_RETURN(job->cuda, cuda::DeviceContext::Create(index));
+  job->memory_pool =
       std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
-  // auto: NCCL when the binary has it and every local rank has its own GPU; else MPI (staged
-  // through host memory).
-  const bool nccl = c.comm_backend == "nccl" ||
-                    (c.comm_backend == "auto" && comm::NcclAvailable() && local_size <= gpus);
+  job->exec.cuda = job->cuda.get();  // Kernels on the default stream (as comm/ and alloc assume).
+  job->exec.memory_pool = job->memory_pool.get();
+  const bool nccl = c.comm_backend == CommBackend::kNccl ||
+                    (c.comm_backend == CommBackend::kAuto && comm::NcclAvailable() &&
+                     local.local_size <= gpus);
   if (nccl) {
-    ASSIGN_OR_RETURN(d.nccl_world, comm::CreateNcclCommunicator(world, index, comm::NcclOptions(),
-                                                                "world"));
+    ASSIGN_OR_RETURN(job->nccl_world,
+                     comm::CreateNcclCommunicator(world, index, comm::NcclOptions(), "world"));
   }
-  return d;
+  return absl::OkStatus();
 }
 
-}  // namespace
+void PrintArguments(const PretrainConfig& c, const Job& job) {
+  std::printf("------------------------ arguments ------------------------\n%s"
+              "loss_scale: %s\nworld_size: %d (data-parallel size %d)\n"
+              "-------------------- end of arguments ---------------------\n",
+              c.DebugString().c_str(), c.compute_dtype == DType::kF16 ? "dynamic" : "1",
+              job.parallel->world_size(), job.parallel->dp_size());
+  if (!job.exec.device.is_cpu()) {
+    std::printf("device: %s (of %d on this node), communicators: %s\n",
+                job.exec.device.ToString().c_str(), cuda::DeviceCount(),
+                job.nccl_world != nullptr ? "nccl"
+                                          : "mpi (CUDA tensors staged through host memory)");
+  }
+}
 
-absl::StatusOr<PretrainResult> RunPretraining(
-    const PretrainConfig& c, const std::function<std::unique_ptr<PretrainModel>()>& make_model,
-    comm::Communicator& world, const std::atomic<bool>* stop) {
-  RETURN_IF_ERROR(c.Validate(world.size()));
-  ASSIGN_OR_RETURN(DeviceSetup dev, SetUpDevice(c, world));
+// Step 1: the device, the parallel layout, and the model with its optimizer state.
+absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalRanks& local,
+                                           comm::Communicator& world) {
+  auto job = std::make_unique<Job>();
+  RETURN_IF_ERROR(SetUpDevice(c, local, world, job.get()));
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
-  comm::Communicator& comm_world = dev.nccl_world != nullptr ? *dev.nccl_world : world;
-  ASSIGN_OR_RETURN(auto parallel,
+  comm::Communicator& comm_world = job->nccl_world != nullptr ? *job->nccl_world : world;
+  ASSIGN_OR_RETURN(job->parallel,
                    comm::ParallelContext::Create(comm_world, pc, c.model.num_attention_heads));
-  const bool rank0 = parallel->rank() == 0;
-  const bool verbose = rank0 && !c.trainer.quiet;
-  if (verbose) {
-    std::printf("------------------------ arguments ------------------------\n%s"
-                "world_size: %d (data-parallel size %d)\n"
-                "-------------------- end of arguments ---------------------\n",
-                c.DebugString().c_str(), parallel->world_size(), parallel->dp_size());
-  }
-  int threads = c.threads;
-  if (threads <= 0) {
-    // Share the cores among the ranks of this machine (all ranks assumed local when unknown).
-    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.size());
-  }
-  ThreadPool pool(threads);
-  ExecContext ec;
-  ec.pool = &pool;
-  ec.device = dev.device;
-  ec.cuda = dev.cuda.get();  // Kernels on the default stream (what comm/ and core/alloc assume).
-  ec.memory_pool = dev.memory_pool.get();
-  if (verbose && !dev.device.is_cpu()) {
-    std::printf("device: %s (of %d on this node), communicators: %s\n",
-                dev.device.ToString().c_str(), cuda::DeviceCount(),
-                dev.nccl_world != nullptr ? "nccl" : "mpi (CUDA tensors staged through host memory)");
-  }
+  job->rank0 = job->parallel->rank() == 0;
+  job->verbose = job->rank0 && !c.trainer.quiet;
+  if (job->verbose) PrintArguments(c, *job);
+  // Share the cores among the ranks of this machine.
+  const int threads = c.threads > 0 ? c.threads
+                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                      std::max(1, local.local_size));
+  job->pool = std::make_unique<ThreadPool>(threads);
+  job->exec.pool = job->pool.get();
 
-  // Model, optimizer, schedule.
-  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(), c.compute_dtype, dev.device);
-  const std::unique_ptr<PretrainModel> owned_job = make_model();
-  PretrainModel& job = *owned_job;
-  RETURN_IF_ERROR(job.CreateModel(&store));
-  RETURN_IF_ERROR(store.Allocate(c.trainer.seed));
+  job->store = std::make_unique<nn::ParameterStore>(
+      job->parallel->tp_rank(), job->parallel->tp_size(), c.compute_dtype, job->exec.device);
+  models::ModelOptions options;
+  options.recompute = c.trainer.recompute ? nn::Recompute::kYes : nn::Recompute::kNo;
+  ASSIGN_OR_RETURN(job->model, models::CreateModel(c.model, job->store.get(), options));
+  RETURN_IF_ERROR(job->store->Allocate(c.trainer.seed));
   train::OptimizerConfig oc;
   oc.weight_decay = static_cast<float>(c.weight_decay);
   oc.clip_grad = c.clip_grad;
   oc.dp_bucket_elements = c.dp_bucket_elements;
   oc.overlap_grad_reduce = c.overlap_grad_reduce;
-  ASSIGN_OR_RETURN(train::Optimizer optimizer, train::Optimizer::Create(&store, oc));
-  train::LrSchedule schedule(c.lr);
+  ASSIGN_OR_RETURN(train::Optimizer optimizer, train::Optimizer::Create(job->store.get(), oc));
+  job->optimizer = std::make_unique<train::Optimizer>(std::move(optimizer));
+  job->schedule = std::make_unique<train::LrSchedule>(c.lr);
   train::LossScalerConfig scaler_config;
   scaler_config.dynamic = c.compute_dtype == DType::kF16;  // bf16 and f32 need no loss scaling.
-  train::LossScaler scaler(scaler_config);
-  train::TrainingCounters counters;
-  counters.seed = c.trainer.seed;
-  if (!c.load.empty()) {
-    absl::Status s = train::LoadTrainingState(c.load, *parallel, c.model, &store, &optimizer,
-                                              &scaler, &schedule, &counters);
-    if (s.ok()) {
-      if (verbose) {
-        std::printf("loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n",
-                    c.load.c_str(), static_cast<long long>(counters.iteration),
-                    static_cast<long long>(counters.consumed_samples));
-      }
-    } else if (absl::IsNotFound(s)) {
-      if (verbose) std::printf("no checkpoint in %s: starting from scratch\n", c.load.c_str());
-    } else {
-      return s;
-    }
-  }
+  job->scaler = std::make_unique<train::LossScaler>(scaler_config);
+  job->counters.seed = c.trainer.seed;
+  return job;
+}
 
-  // Data. Every evaluation scores the same first eval_iters micro-steps of the validation split.
-  ASSIGN_OR_RETURN(std::unique_ptr<train::TrainingTask> task,
-                   job.CreateTask(*parallel, counters.consumed_samples));
-  bool has_valid = false;
-  if (c.trainer.eval_iters > 0) {
-    absl::Status v = task->StartValidation();
-    has_valid = v.ok();
-    if (!has_valid && verbose) {
-      std::printf("no validation data (%s): evaluation disabled\n",
-                  std::string(v.message()).c_str());
-    }
-  }
-
-  train::TrainerConfig tc = c.trainer;
-  if (!rank0) tc.log_jsonl.clear();
-  train::Trainer trainer(tc, parallel.get(), &ec, task.get(), &store, &optimizer, &schedule,
-                         &scaler);
-  trainer.set_consumed_samples(counters.consumed_samples);
-  trainer.set_skipped_iterations(counters.skipped_iterations);
-  auto save = [&](int64_t iteration) -> absl::Status {
-    train::TrainingCounters now = counters;
-    now.iteration = iteration;
-    now.consumed_samples = trainer.consumed_samples();
-    now.skipped_iterations = trainer.skipped_iterations();
-    RETURN_IF_ERROR(train::SaveTrainingState(c.save, c.keep_last, *parallel, c.model, store,
-                                             optimizer, scaler, schedule, now));
-    if (verbose) {
-      std::printf("saved checkpoint at iteration %lld to %s\n", static_cast<long long>(iteration),
-                  c.save.c_str());
-    }
+// Step 2: the latest checkpoint under --load, if there is one.
+absl::Status Resume(const PretrainConfig& c, Job* job) {
+  if (c.load.empty()) return absl::OkStatus();
+  absl::Status s = train::LoadTrainingState(c.load, *job->parallel, c.model, job->store.get(),
+                                            job->optimizer.get(), job->scaler.get(),
+                                            job->schedule.get(), &job->counters);
+  if (absl::IsNotFound(s)) {
+    if (job->verbose) std::printf("no checkpoint in %s: starting from scratch\n", c.load.c_str());
     return absl::OkStatus();
-  };
-  auto evaluate = [&](const std::string& when) -> absl::StatusOr<train::EvalResult> {
-    ASSIGN_OR_RETURN(train::EvalResult e, trainer.Evaluate());
-    if (verbose) {
-      std::printf(" validation %s%s | lm loss PPL: %.6E\n", when.c_str(),
-                  trainer.FormatLosses(e.loss).c_str(), e.perplexity);
-    }
-    return e;
-  };
+  }
+  RETURN_IF_ERROR(s);
+  if (job->verbose) {
+    std::printf("loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n",
+                c.load.c_str(), static_cast<long long>(job->counters.iteration),
+                static_cast<long long>(job->counters.consumed_samples));
+  }
+  return absl::OkStatus();
+}
+
+// Saves the state after `iteration` under --save.
+absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer& trainer,
+                  int64_t iteration) {
+  train::TrainingCounters now = job.counters;
+  now.iteration = iteration;
+  now.consumed_samples = trainer.consumed_samples();
+  now.skipped_iterations = trainer.skipped_iterations();
+  RETURN_IF_ERROR(train::SaveTrainingState(c.save, c.keep_last, *job.parallel, c.model, *job.store,
+                                           *job.optimizer, *job.scaler, *job.schedule, now));
+  if (job.verbose) {
+    std::printf("saved checkpoint at iteration %lld to %s\n", static_cast<long long>(iteration),
+                c.save.c_str());
+  }
+  return absl::OkStatus();
+}
+
+// One evaluation over a fresh validation stream, printed as " validation <when> | lm loss ...".
+absl::StatusOr<train::EvalResult> Evaluate(PretrainData& data, const DataPlan& plan,
+                                           const Job& job, train::Trainer& trainer,
+                                           const std::string& when) {
+  ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> valid, data.Valid(plan));
+  ASSIGN_OR_RETURN(train::EvalResult e, trainer.Evaluate(*valid));
+  if (job.verbose) {
+    std::printf(" validation %s%s | lm loss PPL: %.6E\n", when.c_str(),
+                trainer.FormatLosses(e.loss).c_str(), e.perplexity);
+  }
+  return e;
+}
+
+// Step 3: the training loop over `train_data`, evaluating and saving every eval_interval /
+// save_interval iterations. `has_valid`: whether the family has validation data.
+absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, PretrainData& data,
+                                                      const DataPlan& plan,
+                                                      train::BatchStream& train_data,
+                                                      bool has_valid, Job& job,
+                                                      const std::atomic<bool>* stop) {
+  ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
+                   train::Trainer::Create(c.trainer, {job.parallel.get(), &job.exec,
+                                                      job.model.get(), job.store.get(),
+                                                      job.optimizer.get(), job.schedule.get(),
+                                                      job.scaler.get()}));
+  trainer->set_consumed_samples(job.counters.consumed_samples);
+  trainer->set_skipped_iterations(job.counters.skipped_iterations);
   auto on_iteration = [&](int64_t iteration) -> absl::Status {
     if (has_valid && c.eval_interval > 0 && iteration % c.eval_interval == 0) {
       RETURN_IF_ERROR(
-          evaluate(absl::StrCat("at iteration ", iteration)).status());
+          Evaluate(data, plan, job, *trainer, absl::StrCat("at iteration ", iteration)).status());
     }
     if (!c.save.empty() && c.save_interval > 0 && iteration % c.save_interval == 0 &&
         iteration < c.trainer.train_iters) {
-      return save(iteration);
+      return Save(c, job, *trainer, iteration);
     }
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(trainer.Train(counters.iteration, stop, on_iteration));
+  RETURN_IF_ERROR(trainer->Train(train_data, job.counters.iteration, stop, on_iteration));
+  return trainer;
+}
 
+// Step 4: the last checkpoint and evaluation, and the family's after-training step (skipped when
+// stopped by a signal, after the checkpoint).
+absl::StatusOr<PretrainResult> Finish(const PretrainConfig& c, PretrainData& data,
+                                      const DataPlan& plan, bool has_valid, Job& job,
+                                      train::Trainer& trainer) {
   PretrainResult result;
   result.iterations = trainer.iteration();
   result.stopped_by_signal = trainer.stopped_early();
@@ -288,20 +276,48 @@ absl::StatusOr<PretrainResult> RunPretraining(
     result.first = trainer.history().front().loss;
     result.last = trainer.history().back().loss;
   }
-  if (!c.save.empty() && (result.stopped_by_signal || trainer.iteration() > counters.iteration)) {
-    RETURN_IF_ERROR(save(trainer.iteration()));
+  if (!c.save.empty() &&
+      (result.stopped_by_signal || trainer.iteration() > job.counters.iteration)) {
+    RETURN_IF_ERROR(Save(c, job, trainer, trainer.iteration()));
   }
   if (result.stopped_by_signal) return result;
   if (has_valid) {
-    ASSIGN_OR_RETURN(result.valid, evaluate("at the end"));
+    ASSIGN_OR_RETURN(result.valid, Evaluate(data, plan, job, trainer, "at the end"));
     result.has_valid = true;
   }
   nn::StepContext sc;
-  sc.exec = &ec;
-  sc.tp = parallel->tp_size() > 1 ? &parallel->tp() : nullptr;
+  sc.exec = &job.exec;
+  sc.tp = job.parallel->tp_size() > 1 ? &job.parallel->tp() : nullptr;
   sc.mode = nn::Mode::kEval;
-  RETURN_IF_ERROR(job.AfterTraining(sc, rank0));
+  RETURN_IF_ERROR(data.AfterTraining(sc, *job.model, job.rank0));
   return result;
+}
+
+// Whether the family has validation data (evaluation is off otherwise, with a note).
+bool HasValidation(const PretrainConfig& c, PretrainData& data, const DataPlan& plan,
+                   const Job& job) {
+  if (c.trainer.eval_iters <= 0) return false;
+  const absl::Status v = data.Valid(plan).status();
+  if (!v.ok() && job.verbose) {
+    std::printf("no validation data (%s): evaluation disabled\n", std::string(v.message()).c_str());
+  }
+  return v.ok();
+}
+
+}  // namespace
+
+absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainData& data,
+                                              const LocalRanks& local, comm::Communicator& world,
+                                              const std::atomic<bool>* stop) {
+  RETURN_IF_ERROR(c.Validate(world.size()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, SetUp(c, local, world));
+  RETURN_IF_ERROR(Resume(c, job.get()));
+  ASSIGN_OR_RETURN(const DataPlan plan, PlanData(c, *job->parallel, job->counters.consumed_samples));
+  ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> train_data, data.Train(plan));
+  const bool has_valid = HasValidation(c, data, plan, *job);
+  ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
+                   Train(c, data, plan, *train_data, has_valid, *job, stop));
+  return Finish(c, data, plan, has_valid, *job, *trainer);
 }
 
 }  // namespace experiments

@@ -1,35 +1,49 @@
 // A pretraining job as a library function, shared by pretrain_gpt, pretrain_bert and the
-// quickstart: builds the parallel layout, the model's parameters, optimizer, schedule and loss
-// scaler from a typed config, resumes from a checkpoint, trains (train/trainer.h), evaluates
-// periodically and at the end, and saves checkpoints. What differs between models (the model, its
-// data and losses, what to do after training) is a PretrainModel (pretrain_gpt.h, pretrain_bert.h).
+// quickstart. RunPretraining is four steps (pretrain.cc): set up (device, parallel layout, the
+// model from the registry, optimizer, schedule, loss scaler), resume (the latest checkpoint),
+// train (train/trainer.h, with periodic evaluation and checkpoints) and finish (the last
+// checkpoint and evaluation, then the family's after-training step). What differs between model
+// families is only their data (PretrainData: pretrain_gpt.h, pretrain_bert.h); the model itself
+// is any registered architecture of the family (models/registry.h), picked by --model.
 #ifndef MT_EXPERIMENTS_PRETRAIN_PRETRAIN_H_
 #define MT_EXPERIMENTS_PRETRAIN_PRETRAIN_H_
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
 #include "core/dtype.h"
+#include "core/fields.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/loader/loader.h"
 #include "models/config.h"
+#include "models/model.h"
 #include "nn/context.h"
-#include "nn/parameter.h"
 #include "train/lr_schedule.h"
 #include "train/trainer.h"
 
 namespace mt {
 namespace experiments {
 
-// The settings every pretraining job has (Megatron-LM's flags; pretrain_flags.h fills them).
+enum class DeviceKind { kCpu, kCuda };
+inline constexpr std::pair<absl::string_view, DeviceKind> kDeviceNames[] = {
+    {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}};
+enum class CommBackend { kAuto, kMpi, kNccl };
+inline constexpr std::pair<absl::string_view, CommBackend> kCommBackendNames[] = {
+    {"auto", CommBackend::kAuto}, {"mpi", CommBackend::kMpi}, {"nccl", CommBackend::kNccl}};
+inline constexpr std::pair<absl::string_view, DType> kComputeDTypeNames[] = {
+    {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}};
+
+// The settings every pretraining job has, with Megatron-LM's flag names (the field table below
+// is the drivers' flags: experiments/common/config_flags.h).
 struct PretrainConfig {
+  std::string model_name;  // The registered model the run started from (--model); may be empty.
   models::ModelConfig model;
   train::TrainerConfig trainer;
   train::LrScheduleConfig lr;
@@ -47,29 +61,66 @@ struct PretrainConfig {
   int keep_last = 2;
   int eval_interval = 0;         // Iterations between evaluations (0: only at the end).
   int threads = 0;               // CPU threads per rank (0: cores / local ranks).
-  // "cpu", or "cuda": each rank uses GPU (local rank mod GPUs on its node); model, gradients,
-  // optimizer state and activations live there.
-  std::string device = "cpu";
-  // The communicators with --device=cuda: "nccl", "mpi" (CUDA tensors staged through host
-  // memory: what works when several ranks share a GPU), or "auto" (nccl when every local rank has
-  // a GPU of its own, else mpi). Always MPI on the CPU.
-  std::string comm_backend = "auto";
+  // kCuda: each rank uses GPU (local rank mod GPUs on its node); model, gradients, optimizer state
+  // and activations live there.
+  DeviceKind device = DeviceKind::kCpu;
+  // The communicators with --device=cuda: nccl, mpi (CUDA tensors staged through host memory:
+  // what works when several ranks share a GPU), or auto (nccl when every local rank has a GPU of
+  // its own and the binary has NCCL, else mpi). Always MPI on the CPU.
+  CommBackend comm_backend = CommBackend::kAuto;
   // Bucket size of the data-parallel gradient all-reduce, and whether buckets are all-reduced
   // during the backward pass as their gradients become final (overlap) or all after it.
-  int64_t dp_bucket_elements = 1 << 22;
+  int64_t dp_bucket_elements = int64_t{1} << 22;
   bool overlap_grad_reduce = true;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("model", &self.model_name,
+      "A registered model (see //models:describe); the model flags given override its config.");
+    models::ModelConfig::Fields(self.model, v);
+    train::TrainerConfig::Fields(self.trainer, v);
+    train::LrScheduleConfig::Fields(self.lr, v);
+    v("weight_decay", &self.weight_decay, "Decoupled weight decay (not on biases or norms).");
+    v("clip_grad", &self.clip_grad, "Clip the global gradient L2 norm to this (0: off).");
+    v("tensor_model_parallel_size", &self.tensor_model_parallel_size,
+      "Tensor-parallel degree (divides the heads).");
+    v("compute_dtype", &self.compute_dtype, "f32, bf16 or f16 (drivers: --fp32/--bf16/--fp16).",
+      kComputeDTypeNames);
+    v("data_path", &self.data_path, "Indexed dataset prefix (PREFIX.bin / PREFIX.idx).");
+    v("split", &self.split, "Train/valid/test document split weights.");
+    v("save", &self.save, "Checkpoint directory.");
+    v("load", &self.load, "Resume from the latest checkpoint in this directory.");
+    v("save_interval", &self.save_interval,
+      "Iterations between checkpoints (0: at the end and on SIGTERM).");
+    v("keep_last", &self.keep_last, "Checkpoints to keep.");
+    v("eval_interval", &self.eval_interval,
+      "Iterations between validation runs (0: only at the end).");
+    v("threads", &self.threads, "CPU threads per rank (0: cores / ranks).");
+    v("device", &self.device,
+      "cpu, or cuda (each rank on GPU local_rank mod GPUs; bf16 unless --fp16/--fp32).",
+      kDeviceNames);
+    v("comm_backend", &self.comm_backend,
+      "With --device=cuda: nccl, mpi (staged through host memory; ranks may share a GPU) or "
+      "auto (nccl when each local rank has its own GPU).",
+      kCommBackendNames);
+    v("ddp_bucket_size", &self.dp_bucket_elements,
+      "Gradient elements per data-parallel all-reduce bucket.");
+    v("overlap_grad_reduce", &self.overlap_grad_reduce,
+      "All-reduce each data-parallel gradient bucket during backward, as soon as its gradients "
+      "are final (false: all buckets after backward).");
+  }
 
   virtual ~PretrainConfig() = default;
   // InvalidArgument naming the flag for inconsistent settings; NotFound for a missing dataset.
-  // Model-specific configs extend both (calling these first).
+  // Family configs extend both (calling these first).
   virtual absl::Status Validate(int world_size) const;
   // "key: value" lines of every setting.
-  virtual std::string DebugString() const;
+  virtual std::string DebugString() const { return FieldsToText(*this); }
 };
 
-// What a PretrainModel reads on this rank: the indexed dataset, and the loader settings and sample
-// counts of the training stream (train_iters global batches, resuming after consumed samples) and
-// of one evaluation (the first eval_iters micro-steps of the validation split).
+// What the family's data streams read on this rank: the indexed dataset, and the loader settings
+// and sample counts of the training stream (train_iters global batches, resuming after consumed
+// samples) and of one evaluation (the first eval_iters micro-steps of the validation split).
 struct DataPlan {
   std::shared_ptr<const data::IndexedDataset> indexed;
   int64_t train_samples = 0, valid_samples = 0;
@@ -79,40 +130,44 @@ struct DataPlan {
 absl::StatusOr<DataPlan> PlanData(const PretrainConfig& config,
                                   const comm::ParallelContext& parallel, int64_t consumed_samples);
 
-struct PretrainResult {
-  train::Losses first, last;  // Of the first and last iterations run (empty if none ran).
-  bool has_valid = false;     // Whether the end-of-training evaluation ran.
-  train::EvalResult valid;
-  int64_t iterations = 0;
-  bool stopped_by_signal = false;
-};
-
-// The model-specific steps of a job.
-class PretrainModel {
+// A model family's data (GPT: token samples; BERT: masked sentence pairs), and what the family
+// does after training.
+class PretrainData {
  public:
-  virtual ~PretrainModel() = default;
-  // Declares the model's parameters in `store` (not yet allocated).
-  virtual absl::Status CreateModel(nn::ParameterStore* store) = 0;
-  // The task running the model on this rank's data: training micro-batches from
-  // `consumed_samples` on, and validation micro-batches (eval_iters micro-steps) if the split has
-  // any (the task's StartValidation fails otherwise).
-  virtual absl::StatusOr<std::unique_ptr<train::TrainingTask>> CreateTask(
-      const comm::ParallelContext& parallel, int64_t consumed_samples) = 0;
+  virtual ~PretrainData() = default;
+  // This DP rank's training micro-batches, from plan.train.consumed_samples on.
+  virtual absl::StatusOr<std::unique_ptr<train::BatchStream>> Train(const DataPlan& plan) = 0;
+  // A fresh stream of validation micro-batches from the first (every evaluation scores the same
+  // ones); an error if the split has none (evaluation is then off).
+  virtual absl::StatusOr<std::unique_ptr<train::BatchStream>> Valid(const DataPlan& plan) = 0;
   // Runs on every rank after training and the final evaluation, unless stopped by a signal.
-  virtual absl::Status AfterTraining(const nn::StepContext& sc, bool rank0) {
+  virtual absl::Status AfterTraining(const nn::StepContext& sc, models::Model& model,
+                                     bool rank0) {
     (void)sc;
+    (void)model;
     (void)rank0;
     return absl::OkStatus();
   }
 };
 
+// Where this process runs among the job's processes (the MPI runtime says it).
+struct LocalRanks {
+  int local_rank = 0;  // Among the processes on this host (picks the GPU: local_rank % GPUs).
+  int local_size = 1;
+};
+
+struct PretrainResult {
+  models::Losses first, last;  // Of the first and last iterations run (empty if none ran).
+  bool has_valid = false;      // Whether the end-of-training evaluation ran.
+  train::EvalResult valid;
+  int64_t iterations = 0;
+  bool stopped_by_signal = false;
+};
+
 // Collective over `world`. `stop` (may be null) requests a checkpoint and a clean exit (SIGTERM).
-// `make_model` is called once, after the device and the parameter store are set up; the job it
-// returns is destroyed before them (its tensors come from the device's allocator).
-absl::StatusOr<PretrainResult> RunPretraining(
-    const PretrainConfig& config,
-    const std::function<std::unique_ptr<PretrainModel>()>& make_model,
-    comm::Communicator& world, const std::atomic<bool>* stop);
+absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& config, PretrainData& data,
+                                              const LocalRanks& local, comm::Communicator& world,
+                                              const std::atomic<bool>* stop);
 
 }  // namespace experiments
 }  // namespace mt

@@ -1,24 +1,14 @@
 #include "experiments/pretrain/pretrain_bert.h"
 
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
 #include <memory>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "comm/parallel_context.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "data/bert_dataset/bert_dataset.h"
 #include "data/bert_dataset/bert_vocab.h"
-#include "data/indexed/indexed_dataset.h"
 #include "data/loader/bert_loader.h"
 #include "data/tokenizers/wordpiece.h"
-#include "models/bert/bert.h"
-#include "nn/parameter.h"
-#include "train/bert_task.h"
+#include "train/batches.h"
 
 namespace mt {
 namespace experiments {
@@ -43,32 +33,7 @@ absl::Status PretrainBertConfig::Validate(int world_size) const {
   return absl::OkStatus();
 }
 
-std::string PretrainBertConfig::DebugString() const {
-  return absl::StrCat(PretrainConfig::DebugString(),
-                      absl::StrFormat("vocab_file: %s\nmask_prob: %g\nshort_seq_prob: %g\n",
-                                      vocab_file.empty() ? "(installed bert-base-uncased)"
-                                                         : vocab_file,
-                                      mask_prob, short_seq_prob));
-}
-
 namespace {
-
-absl::StatusOr<std::unique_ptr<data::BertLoader>> MakeLoader(const PretrainBertConfig& c,
-                                                             const data::BertVocab& vocab,
-                                                             const DataPlan& plan,
-                                                             data::Split split) {
-  const bool train = split == data::Split::kTrain;
-  data::BertDatasetConfig dc;
-  dc.split = c.split;
-  dc.seq_len = c.trainer.seq_length;
-  dc.num_samples = train ? plan.train_samples : plan.valid_samples;
-  dc.seed = c.trainer.seed;
-  dc.short_seq_prob = c.short_seq_prob;
-  dc.masking.masked_lm_prob = c.mask_prob;
-  ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(plan.indexed, split, dc, vocab));
-  return data::BertLoader::Create(std::shared_ptr<const data::BertDataset>(std::move(ds)),
-                                  train ? plan.train : plan.valid);
-}
 
 absl::StatusOr<data::BertVocab> LoadVocab(const PretrainBertConfig& c) {
   std::unique_ptr<data::WordPiece> wp;
@@ -86,49 +51,49 @@ absl::StatusOr<data::BertVocab> LoadVocab(const PretrainBertConfig& c) {
   return vocab;
 }
 
-// The BERT model with MLM + SOP heads and its data (sentence-pair samples with whole-word masking).
-class BertPretrainModel : public PretrainModel {
+// Sentence-pair samples with whole-word masking and sentence-order labels.
+class BertData : public PretrainData {
  public:
-  BertPretrainModel(const PretrainBertConfig& c, data::BertVocab vocab)
-      : c_(c), vocab_(std::move(vocab)) {}
+  BertData(const PretrainBertConfig& c, data::BertVocab vocab) : c_(c), vocab_(std::move(vocab)) {}
 
-  absl::Status CreateModel(nn::ParameterStore* store) override {
-    ASSIGN_OR_RETURN(model_, models::BertModel::Create(c_.model, store,
-                                                       models::BertHeads::kPretraining,
-                                                       c_.trainer.recompute ? nn::Recompute::kYes
-                                                                            : nn::Recompute::kNo));
-    return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<train::BatchStream>> Train(const DataPlan& plan) override {
+    return Batches(plan, data::Split::kTrain);
   }
-
-  absl::StatusOr<std::unique_ptr<train::TrainingTask>> CreateTask(
-      const comm::ParallelContext& parallel, int64_t consumed_samples) override {
-    ASSIGN_OR_RETURN(DataPlan plan, PlanData(c_, parallel, consumed_samples));
-    ASSIGN_OR_RETURN(train_, MakeLoader(c_, vocab_, plan, data::Split::kTrain));
-    return std::make_unique<train::BertTask>(
-        model_.get(), c_.trainer.recompute, train_.get(),
-        [this, plan]() { return MakeLoader(c_, vocab_, plan, data::Split::kValid); });
+  absl::StatusOr<std::unique_ptr<train::BatchStream>> Valid(const DataPlan& plan) override {
+    return Batches(plan, data::Split::kValid);
   }
 
  private:
+  absl::StatusOr<std::unique_ptr<train::BatchStream>> Batches(const DataPlan& plan,
+                                                              data::Split split) const {
+    const bool train = split == data::Split::kTrain;
+    data::BertDatasetConfig dc;
+    dc.split = c_.split;
+    dc.seq_len = c_.trainer.seq_length;
+    dc.num_samples = train ? plan.train_samples : plan.valid_samples;
+    dc.seed = c_.trainer.seed;
+    dc.short_seq_prob = c_.short_seq_prob;
+    dc.masking.masked_lm_prob = c_.mask_prob;
+    ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(plan.indexed, split, dc, vocab_));
+    ASSIGN_OR_RETURN(auto loader,
+                     data::BertLoader::Create(std::shared_ptr<const data::BertDataset>(std::move(ds)),
+                                              train ? plan.train : plan.valid));
+    return train::BertBatches(std::move(loader));
+  }
+
   const PretrainBertConfig& c_;
-  data::BertVocab vocab_;
-  std::unique_ptr<models::BertModel> model_;
-  std::unique_ptr<data::BertLoader> train_;
+  const data::BertVocab vocab_;
 };
 
 }  // namespace
 
 absl::StatusOr<PretrainResult> RunPretrainBert(const PretrainBertConfig& c,
-                                               comm::Communicator& world,
+                                               const LocalRanks& local, comm::Communicator& world,
                                                const std::atomic<bool>* stop) {
   RETURN_IF_ERROR(c.Validate(world.size()));
   ASSIGN_OR_RETURN(data::BertVocab vocab, LoadVocab(c));
-  return RunPretraining(
-      c,
-      [&c, &vocab]() -> std::unique_ptr<PretrainModel> {
-        return std::make_unique<BertPretrainModel>(c, std::move(vocab));
-      },
-      world, stop);
+  BertData data(c, std::move(vocab));
+  return RunPretraining(c, data, local, world, stop);
 }
 
 }  // namespace experiments

@@ -3,47 +3,45 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 
 #include "core/status.h"
 #include "data/gpt_dataset/gpt_dataset.h"
-#include "data/indexed/indexed_dataset.h"
 #include "data/loader/loader.h"
 #include "data/tokenizers/factory.h"
-#include "models/gpt2/gpt2.h"
-#include "train/gpt_task.h"
+#include "train/batches.h"
 
 namespace mt {
 namespace experiments {
 
-namespace {
-
-absl::StatusOr<std::unique_ptr<data::Loader>> MakeLoader(const PretrainConfig& c,
-                                                         const DataPlan& plan, data::Split split) {
-  const bool train = split == data::Split::kTrain;
-  data::GptDatasetConfig dc;
-  dc.split = c.split;
-  dc.seq_len = c.trainer.seq_length;
-  dc.num_samples = train ? plan.train_samples : plan.valid_samples;
-  dc.seed = c.trainer.seed;
-  ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(plan.indexed, split, dc));
-  return data::Loader::Create(
-      data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds))),
-      train ? plan.train : plan.valid);
+absl::Status PretrainGptConfig::Validate(int world_size) const {
+  if (model.family != models::Family::kGpt2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model=", model_name, " is not a GPT model (architecture ", model.ArchitectureName(),
+        "); pretrain_bert trains BERT models"));
+  }
+  if (!vocab_file.empty() || !merge_file.empty()) {
+    return absl::UnimplementedError(
+        "--vocab_file/--merge_file: only the installed GPT-2 assets are supported "
+        "(set MT_ASSETS_DIR to point elsewhere)");
+  }
+  if (generate_tokens < 0) return absl::InvalidArgumentError("generate_tokens must be >= 0");
+  return PretrainConfig::Validate(world_size);
 }
+
+namespace {
 
 // Samples `n` tokens after `prompt` with temperature 0.8 / top-k 40; identical on every rank (same
 // gathered logits, same seed).
-absl::StatusOr<std::string> Generate(models::GptModel& model, const nn::StepContext& base,
+absl::StatusOr<std::string> Generate(models::Model& model, const nn::StepContext& sc,
                                      const std::string& prompt, int n, uint64_t seed) {
   ASSIGN_OR_RETURN(auto tokenizer, data::CreateTokenizer("gpt2"));
   std::vector<int32_t> ids;
   tokenizer->EncodeAppend(prompt, &ids);
   if (ids.empty()) ids.push_back(tokenizer->special_tokens().eod);
   std::mt19937_64 rng(seed);
-  nn::StepContext sc = base;
-  sc.mode = nn::Mode::kEval;
   const int64_t max_t = model.config().max_position_embeddings;
   const int64_t V = model.config().vocab_size;
   for (int i = 0; i < n; ++i) {
@@ -65,50 +63,55 @@ absl::StatusOr<std::string> Generate(models::GptModel& model, const nn::StepCont
   return tokenizer->Decode(ids);
 }
 
-
-// The GPT model, its data (contiguous token samples, next-token labels) and the optional sample.
-class GptPretrainModel : public PretrainModel {
+// Contiguous token samples of the indexed dataset with next-token labels, and the sample.
+class GptData : public PretrainData {
  public:
-  explicit GptPretrainModel(const PretrainGptConfig& c) : c_(c) {}
+  explicit GptData(const PretrainGptConfig& c) : c_(c) {}
 
-  absl::Status CreateModel(nn::ParameterStore* store) override {
-    ASSIGN_OR_RETURN(model_, models::GptModel::Create(
-                                 c_.model, store,
-                                 c_.trainer.recompute ? nn::Recompute::kYes : nn::Recompute::kNo));
-    return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<train::BatchStream>> Train(const DataPlan& plan) override {
+    return Batches(plan, data::Split::kTrain);
+  }
+  absl::StatusOr<std::unique_ptr<train::BatchStream>> Valid(const DataPlan& plan) override {
+    return Batches(plan, data::Split::kValid);
   }
 
-  absl::StatusOr<std::unique_ptr<train::TrainingTask>> CreateTask(
-      const comm::ParallelContext& parallel, int64_t consumed_samples) override {
-    ASSIGN_OR_RETURN(DataPlan plan, PlanData(c_, parallel, consumed_samples));
-    ASSIGN_OR_RETURN(train_, MakeLoader(c_, plan, data::Split::kTrain));
-    return std::make_unique<train::GptTask>(
-        model_.get(), c_.trainer.recompute, train_.get(),
-        [this, plan]() { return MakeLoader(c_, plan, data::Split::kValid); });
-  }
-
-  absl::Status AfterTraining(const nn::StepContext& sc, bool rank0) override {
+  absl::Status AfterTraining(const nn::StepContext& sc, models::Model& model,
+                             bool rank0) override {
     if (c_.generate_prompt.empty()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string text, Generate(*model_, sc, c_.generate_prompt,
-                                                c_.generate_tokens, c_.trainer.seed));
+    ASSIGN_OR_RETURN(std::string text, Generate(model, sc, c_.generate_prompt, c_.generate_tokens,
+                                                c_.trainer.seed));
     if (rank0) std::printf("--- sample ---\n%s\n--------------\n", text.c_str());
     return absl::OkStatus();
   }
 
  private:
+  absl::StatusOr<std::unique_ptr<train::BatchStream>> Batches(const DataPlan& plan,
+                                                              data::Split split) const {
+    const bool train = split == data::Split::kTrain;
+    data::GptDatasetConfig dc;
+    dc.split = c_.split;
+    dc.seq_len = c_.trainer.seq_length;
+    dc.num_samples = train ? plan.train_samples : plan.valid_samples;
+    dc.seed = c_.trainer.seed;
+    ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(plan.indexed, split, dc));
+    ASSIGN_OR_RETURN(
+        auto loader,
+        data::Loader::Create(
+            data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds))),
+            train ? plan.train : plan.valid));
+    return train::LanguageModelBatches(std::move(loader));
+  }
+
   const PretrainGptConfig& c_;
-  std::unique_ptr<models::GptModel> model_;
-  std::unique_ptr<data::Loader> train_;
 };
 
 }  // namespace
 
-absl::StatusOr<PretrainResult> RunPretrainGpt(const PretrainGptConfig& c,
+absl::StatusOr<PretrainResult> RunPretrainGpt(const PretrainGptConfig& c, const LocalRanks& local,
                                               comm::Communicator& world,
                                               const std::atomic<bool>* stop) {
-  return RunPretraining(
-      c, [&c]() -> std::unique_ptr<PretrainModel> { return std::make_unique<GptPretrainModel>(c); },
-      world, stop);
+  GptData data(c);
+  return RunPretraining(c, data, local, world, stop);
 }
 
 }  // namespace experiments

@@ -6,6 +6,7 @@
 // baseline, saves a checkpoint, and prints a generated sample.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,22 +19,13 @@
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/preprocessing/default_data.h"
+#include "experiments/common/config_flags.h"
+#include "experiments/pretrain/driver.h"
 #include "experiments/pretrain/pretrain_gpt.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
-DEFINE_int32(tensor_model_parallel_size, 2, "Tensor-parallel degree = MPI ranks launched.");
-DEFINE_int32(train_iters, 200, "Optimizer steps.");
-DEFINE_int32(num_layers, 4, "Transformer layers.");
-DEFINE_int32(hidden_size, 128, "Hidden size.");
-DEFINE_int32(num_attention_heads, 4, "Attention heads.");
-DEFINE_int32(seq_length, 128, "Tokens per sample.");
-DEFINE_int32(micro_batch_size, 4, "Samples per micro-batch.");
-DEFINE_int32(global_batch_size, 8, "Samples per step.");
-DEFINE_double(lr, 3e-3, "Peak learning rate.");
-DEFINE_int32(threads, 0, "CPU threads per rank (0: cores / ranks).");
-DEFINE_string(save, "", "Checkpoint directory (default: next to the data, quickstart_checkpoints).");
-DEFINE_string(prompt, "The best way to", "Prompt of the generated sample.");
+DEFINE_string(prompt, "", "Old spelling of --generate.");
 
 namespace {
 
@@ -89,7 +81,41 @@ absl::StatusOr<double> UnigramBaseline(const std::string& prefix, const std::str
   return nll / static_cast<double>(n);
 }
 
-absl::Status Run(mt::comm::Communicator& world) {
+// The quickstart's defaults: a 4-layer GPT-2 trained for 200 steps at TP=2 with a short warmup
+// and cosine decay, evaluated three times, checkpointed next to the data, and sampled.
+mt::experiments::PretrainGptConfig QuickstartDefaults() {
+  mt::experiments::PretrainGptConfig c;
+  c.model.max_position_embeddings = c.trainer.seq_length;  // 128.
+  c.tensor_model_parallel_size = 2;
+  c.trainer.train_iters = 200;
+  c.trainer.eval_iters = 8;
+  c.lr.max_lr = 3e-3;
+  c.split = "949,50,1";
+  c.keep_last = 1;
+  c.generate_prompt = "The best way to";
+  c.generate_tokens = 40;
+  return c;
+}
+
+// The settings that follow from others unless given: the schedule and the log and evaluation
+// intervals from train_iters, the checkpoint directory from the data directory.
+void DeriveSettings(mt::experiments::PretrainGptConfig* c) {
+  using mt::experiments::FlagGiven;
+  const int64_t iters = c->trainer.train_iters, samples = iters * c->trainer.global_batch_size;
+  if (!FlagGiven("log_interval")) c->trainer.log_interval = std::max<int64_t>(1, iters / 12);
+  if (!FlagGiven("min_lr")) c->lr.min_lr = c->lr.max_lr / 10;
+  if (!FlagGiven("lr_warmup_samples")) c->lr.warmup_samples = samples / 10;
+  if (!FlagGiven("lr_decay_samples")) c->lr.decay_samples = samples;
+  if (!FlagGiven("eval_interval")) c->eval_interval = std::max<int64_t>(1, iters / 3);
+  if (!FlagGiven("max_position_embeddings")) {
+    c->model.max_position_embeddings = c->trainer.seq_length;
+  }
+  if (!FlagGiven("save")) c->save = mt::data::DefaultDataDir() + "/quickstart_checkpoints";
+  if (FlagGiven("prompt")) c->generate_prompt = FLAGS_prompt;
+}
+
+absl::Status Run(mt::experiments::PretrainGptConfig c, const mt::experiments::LocalRanks& local,
+                 mt::comm::Communicator& world) {
   // Data: rank 0 tokenises the corpus if needed; the others wait for it.
   mt::data::DefaultData data;
   if (world.rank() == 0) {
@@ -102,49 +128,17 @@ absl::Status Run(mt::comm::Communicator& world) {
   if (world.rank() != 0) {
     data.gpt2_prefix = mt::data::DefaultDataDir() + "/" + mt::data::kGpt2DefaultDataName;
   }
-
-  mt::experiments::PretrainGptConfig c;
-  mt::models::ModelConfig& m = c.model;
-  m.num_layers = FLAGS_num_layers;
-  m.hidden_size = FLAGS_hidden_size;
-  m.num_attention_heads = FLAGS_num_attention_heads;
-  m.vocab_size = 50257;
-  m.max_position_embeddings = FLAGS_seq_length;
-  m.hidden_dropout = 0.1f;
-  m.attention_dropout = 0.1f;
-  mt::train::TrainerConfig& t = c.trainer;
-  t.micro_batch_size = FLAGS_micro_batch_size;
-  t.global_batch_size = FLAGS_global_batch_size;
-  t.seq_length = FLAGS_seq_length;
-  t.train_iters = FLAGS_train_iters;
-  t.log_interval = std::max(1, FLAGS_train_iters / 12);
-  t.eval_iters = 8;
-  t.seed = 1234;
-  c.lr.max_lr = FLAGS_lr;
-  c.lr.min_lr = FLAGS_lr / 10;
-  c.lr.warmup_samples = static_cast<int64_t>(FLAGS_train_iters) * FLAGS_global_batch_size / 10;
-  c.lr.decay_samples = static_cast<int64_t>(FLAGS_train_iters) * FLAGS_global_batch_size;
-  c.lr.style = mt::train::DecayStyle::kCosine;
-  c.weight_decay = 0.01;
-  c.clip_grad = 1.0;
-  c.tensor_model_parallel_size = FLAGS_tensor_model_parallel_size;
-  c.data_path = data.gpt2_prefix;
-  c.split = "949,50,1";
-  c.save = FLAGS_save.empty() ? mt::data::DefaultDataDir() + "/quickstart_checkpoints" : FLAGS_save;
-  c.keep_last = 1;
-  c.threads = FLAGS_threads;
-  c.eval_interval = std::max(1, FLAGS_train_iters / 3);
-  c.generate_prompt = FLAGS_prompt;
-  c.generate_tokens = 40;
+  if (c.data_path.empty()) c.data_path = data.gpt2_prefix;
 
   double baseline = 0;
   if (world.rank() == 0) {
-    ASSIGN_OR_RETURN(baseline, UnigramBaseline(data.gpt2_prefix, c.split, m.vocab_size));
+    ASSIGN_OR_RETURN(baseline, UnigramBaseline(c.data_path, c.split, c.model.vocab_size));
     std::printf("quickstart: unigram baseline on the validation documents: %.4f nats/token "
                 "(perplexity %.1f)\n",
                 baseline, std::exp(baseline));
   }
-  ASSIGN_OR_RETURN(mt::experiments::PretrainResult r, mt::experiments::RunPretrainGpt(c, world, nullptr));
+  ASSIGN_OR_RETURN(mt::experiments::PretrainResult r,
+                   mt::experiments::RunPretrainGpt(c, local, world, nullptr));
   if (world.rank() == 0) {
     std::printf(
         "quickstart: training loss %.3f -> %.3f; validation loss %.3f (perplexity %.1f) vs the "
@@ -161,12 +155,22 @@ absl::Status Run(mt::comm::Communicator& world) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using mt::experiments::PretrainGptConfig;
   gflags::SetUsageMessage("Trains a small tensor-parallel GPT-2 on the embedded corpus.");
   FLAGS_minloglevel = 1;  // Library INFO logs (dataset index caching) only with --minloglevel=0.
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  PretrainGptConfig config = QuickstartDefaults();
+  const mt::experiments::ConfigFlags<PretrainGptConfig> flags(config,
+                                                              mt::experiments::kNotFlags);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  const int tp = FLAGS_tensor_model_parallel_size;
+  absl::Status s = mt::experiments::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); });
+  DeriveSettings(&config);
+  if (!s.ok()) {
+    std::fprintf(stderr, "quickstart: error: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  const int tp = config.tensor_model_parallel_size;
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && tp > 1) return Relaunch(tp, argc, argv);
   auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
   if (!runtime.ok()) {
@@ -183,7 +187,7 @@ int main(int argc, char** argv) {
     }
     return 1;
   }
-  absl::Status s = Run(**world);
+  s = Run(config, {(*runtime)->local_rank(), (*runtime)->local_size()}, **world);
   if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
   return 0;
 }

@@ -10,16 +10,18 @@
 #include "core/ops/reduce.h"
 #include "core/ops/tanh.h"
 #include "core/status.h"
+#include "models/flops.h"
+#include "models/registry.h"
 #include "nn/linear.h"
 
 namespace mt {
 namespace models {
 
 namespace {
-// Dropout "layer" index no transformer layer uses (as GptModel), with one site per use.
+// Dropout "layer" index no transformer layer uses (as GptModel), with one site per use (the
+// multiple-choice head's is site 1, bert_heads.cc).
 constexpr int kOutsideLayersDropout = 4095;
 constexpr int kEmbeddingDropoutSite = 0;
-constexpr int kMultipleChoiceDropoutSite = 1;
 
 absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape) {
   if (t.dtype != DType::kI32 || t.shape != shape || !t.IsContiguous()) {
@@ -33,15 +35,14 @@ absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape)
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& config,
                                                              nn::ParameterStore* store,
-                                                             BertHeads heads,
-                                                             nn::Recompute recompute) {
+                                                             const ModelOptions& options) {
   if (config.family != Family::kBert) {
     return absl::InvalidArgumentError("BERT: the config's family is not kBert");
   }
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
   std::unique_ptr<BertModel> m(new BertModel());
   m->config_ = config;
-  m->heads_ = heads;
+  m->options_ = options;
   m->store_ = store;
   m->dtype_ = store->compute_dtype();
   const int64_t H = config.hidden_size;
@@ -74,7 +75,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   lc.layernorm_eps = config.layernorm_eps;
   lc.init_std = init_std;
   lc.output_init_std = init_std / std::sqrt(2.0 * config.num_layers);
-  lc.recompute = recompute;
+  lc.recompute = options.recompute;
   ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
   m->after_stack_handle_ = store->size();  // The final LayerNorm and the heads come after.
   if (!post_norm) {
@@ -84,18 +85,11 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   ASSIGN_OR_RETURN(m->pooler_, nn::ReplicatedLinear::Create(store, "pooler.dense", H, H,
                                                             nn::Bias::kYes, init_std));
   if (m->has_pretraining_heads()) {
-    ASSIGN_OR_RETURN(m->lm_dense_, nn::ReplicatedLinear::Create(store, "lm_head.dense", H, H,
-                                                                nn::Bias::kYes, init_std));
-    ASSIGN_OR_RETURN(m->lm_ln_, nn::LayerNormModule::Create(store, "lm_head.layernorm", H,
-                                                            config.layernorm_eps));
-    ASSIGN_OR_RETURN(m->lm_bias_, store->Add({"lm_head.bias", {padded_vocab}, /*split_dim=*/0,
-                                              nn::Init::kZeros, 0.0, /*weight_decay=*/false}));
-    ASSIGN_OR_RETURN(m->sop_head_, nn::ReplicatedLinear::Create(store, "sop_head", H, 2,
-                                                                nn::Bias::kYes, init_std));
+    ASSIGN_OR_RETURN(m->mlm_, MlmHead::Create(store, config, padded_vocab));
+    ASSIGN_OR_RETURN(m->sop_, SopHead::Create(store, config));
   }
   if (m->has_multiple_choice_head()) {
-    ASSIGN_OR_RETURN(m->mc_head_, nn::ReplicatedLinear::Create(store, "multiple_choice_head", H, 1,
-                                                               nn::Bias::kYes, init_std));
+    ASSIGN_OR_RETURN(m->choice_, MultipleChoiceHead::Create(store, config));
   }
   return m;
 }
@@ -117,18 +111,33 @@ ops::DropoutArgs BertModel::EmbeddingDropout(const nn::StepContext& sc) const {
   return d;
 }
 
-ops::DropoutArgs BertModel::MultipleChoiceDropout(const nn::StepContext& sc) const {
-  ops::DropoutArgs d;
-  d.p = sc.training() ? config_.hidden_dropout : 0.0f;
-  d.seed = sc.dropout_seed;
-  d.stream = sc.DropoutStream(kOutsideLayersDropout, kMultipleChoiceDropoutSite);
-  d.key_base = sc.sample_offset * config_.hidden_size;  // One pooled row per sequence.
-  return d;
+absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T) {
+  if (B == B_ && T == T_ && emb_.device() == ec.device) return absl::OkStatus();
+  const int64_t H = config_.hidden_size, N = B * T;
+  B_ = T_ = 0;  // Until every buffer is allocated.
+  // Index tensors are built on the host and uploaded.
+  Tensor positions = Tensor::Host({N}, DType::kI32);
+  for (int64_t i = 0; i < N; ++i) positions.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
+  ASSIGN_OR_RETURN(positions_, CopyToDevice(ec, positions.view()));
+  Tensor cls_rows = Tensor::Host({B}, DType::kI32);
+  for (int64_t b = 0; b < B; ++b) cls_rows.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
+  ASSIGN_OR_RETURN(cls_rows_, CopyToDevice(ec, cls_rows.view()));
+  ASSIGN_OR_RETURN(emb_sum_, Alloc(ec, {N, H}, dtype_));
+  ASSIGN_OR_RETURN(emb_part_, Alloc(ec, {N, H}, dtype_));
+  ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
+  if (config_.norm == nn::NormPosition::kPreNorm) {
+    ASSIGN_OR_RETURN(final_out_, Alloc(ec, {N, H}, dtype_));
+  }
+  ASSIGN_OR_RETURN(cls_, Alloc(ec, {B, H}, dtype_));
+  ASSIGN_OR_RETURN(pooled_pre_, Alloc(ec, {B, H}, dtype_));
+  ASSIGN_OR_RETURN(pooled_, Alloc(ec, {B, H}, dtype_));
+  B_ = B;
+  T_ = T;
+  return absl::OkStatus();
 }
 
-absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const TensorView& tokens,
-                                       const TensorView& token_types,
-                                       const TensorView& padding_mask) {
+absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& batch) {
+  const TensorView& tokens = batch.tokens;
   if (tokens.rank() != 2 || tokens.dtype != DType::kI32) {
     return absl::InvalidArgumentError(absl::StrCat("BERT: tokens ", tokens.DebugString(),
                                                    " must be i32 [B, T]"));
@@ -140,36 +149,16 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const TensorVi
         "max_position_embeddings = ", config_.max_position_embeddings, "]"));
   }
   RETURN_IF_ERROR(CheckI32("tokens", tokens, tokens.shape));
-  RETURN_IF_ERROR(CheckI32("token_types", token_types, tokens.shape));
-  RETURN_IF_ERROR(CheckI32("padding_mask", padding_mask, tokens.shape));
+  RETURN_IF_ERROR(CheckI32("token_types", batch.token_types, tokens.shape));
+  RETURN_IF_ERROR(CheckI32("padding_mask", batch.padding_mask, tokens.shape));
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(CheckDevice(ec));
-  if (B != B_ || T != T_ || emb_.device() != ec.device) {
-    B_ = T_ = 0;  // Until every buffer is allocated.
-    // Index tensors are built on the host and uploaded.
-    Tensor positions = Tensor::Host({N}, DType::kI32);
-    for (int64_t i = 0; i < N; ++i) positions.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
-    ASSIGN_OR_RETURN(positions_, CopyToDevice(ec, positions.view()));
-    Tensor cls_rows = Tensor::Host({B}, DType::kI32);
-    for (int64_t b = 0; b < B; ++b) cls_rows.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
-    ASSIGN_OR_RETURN(cls_rows_, CopyToDevice(ec, cls_rows.view()));
-    ASSIGN_OR_RETURN(emb_sum_, Alloc(ec, {N, H}, dtype_));
-    ASSIGN_OR_RETURN(emb_part_, Alloc(ec, {N, H}, dtype_));
-    ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
-    if (config_.norm == nn::NormPosition::kPreNorm) {
-      ASSIGN_OR_RETURN(final_out_, Alloc(ec, {N, H}, dtype_));
-    }
-    ASSIGN_OR_RETURN(cls_, Alloc(ec, {B, H}, dtype_));
-    ASSIGN_OR_RETURN(pooled_pre_, Alloc(ec, {B, H}, dtype_));
-    ASSIGN_OR_RETURN(pooled_, Alloc(ec, {B, H}, dtype_));
-    B_ = B;
-    T_ = T;
-  }
+  RETURN_IF_ERROR(EnsureBuffers(ec, B, T));
   ASSIGN_OR_RETURN(tokens_, OnDevice(ec, tokens, &tokens_staging_, "BERT: tokens"));
   ASSIGN_OR_RETURN(token_types_,
-                   OnDevice(ec, token_types, &token_types_staging_, "BERT: token_types"));
+                   OnDevice(ec, batch.token_types, &token_types_staging_, "BERT: token_types"));
   ASSIGN_OR_RETURN(padding_mask_,
-                   OnDevice(ec, padding_mask, &padding_mask_staging_, "BERT: padding_mask"));
+                   OnDevice(ec, batch.padding_mask, &padding_mask_staging_, "BERT: padding_mask"));
 
   const TensorView sum = emb_sum_.view(), part = emb_part_.view();
   RETURN_IF_ERROR(word_.Forward(sc, tokens_, sum));
@@ -241,187 +230,116 @@ absl::Status BertModel::PoolerBackward(const nn::StepContext& sc, const TensorVi
   return ops::EmbeddingBackward(ec, cls_rows_.view(), dcls.view(), dseq);
 }
 
-absl::StatusOr<BertPretrainingLosses> BertModel::ForwardBackward(
-    const nn::StepContext& sc, const TensorView& tokens, const TensorView& token_types,
-    const TensorView& padding_mask, const TensorView& mlm_labels, const TensorView& sop_labels,
-    bool compute_grad, double loss_scale) {
+absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, const Batch& batch,
+                                                  Backward backward, double loss_scale) {
   if (!has_pretraining_heads()) {
     return absl::FailedPreconditionError(
-        "BERT: this model has no pretraining heads (created with BertHeads::kMultipleChoice)");
+        "BERT: this model has no pretraining heads (created with Heads::kMultipleChoice)");
   }
-  RETURN_IF_ERROR(CheckI32("mlm_labels", mlm_labels, tokens.shape));
+  const TensorView& tokens = batch.tokens;
+  RETURN_IF_ERROR(CheckI32("mlm_labels", batch.labels, tokens.shape));
   if (tokens.rank() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("BERT: tokens ", tokens.DebugString(),
                                                    " must be i32 [B, T]"));
   }
-  RETURN_IF_ERROR(CheckI32("sop_labels", sop_labels, {tokens.dim(0)}));
-  RETURN_IF_ERROR(CheckDevice(*sc.exec));
+  RETURN_IF_ERROR(CheckI32("sop_labels", batch.sop_labels, {tokens.dim(0)}));
+  const ExecContext& ec = *sc.exec;
+  RETURN_IF_ERROR(CheckDevice(ec));
   // Labels are read on the host (where the data loaders make them; downloaded otherwise).
-  ASSIGN_OR_RETURN(TensorView sop_host,
-                   OnHost(*sc.exec, sop_labels, &sop_labels_host_staging_, "BERT: sop_labels"));
+  ASSIGN_OR_RETURN(TensorView sop_host, OnHost(ec, batch.sop_labels, &sop_labels_host_staging_,
+                                               "BERT: sop_labels"));
   const int32_t* sop = sop_host.data_as<int32_t>();
-  for (int64_t b = 0; b < sop_labels.numel(); ++b) {
+  for (int64_t b = 0; b < sop_host.numel(); ++b) {
     if (sop[b] != 0 && sop[b] != 1) {
       return absl::InvalidArgumentError(absl::StrCat("BERT: sop_labels[", b, "] = ", sop[b],
                                                      " must be 0 or 1"));
     }
   }
-  RETURN_IF_ERROR(EncoderForward(sc, tokens, token_types, padding_mask));
+  RETURN_IF_ERROR(EncoderForward(sc, batch));
   const int64_t B = B_, N = B_ * T_, H = config_.hidden_size;
-  const ExecContext& ec = *sc.exec;
-
-  // MLM head on the scored positions only (the head is per position, so the others cannot
-  // influence the loss).
-  ASSIGN_OR_RETURN(TensorView mlm_host,
-                   OnHost(ec, mlm_labels, &mlm_labels_host_staging_, "BERT: mlm_labels"));
-  const int32_t* lab = mlm_host.data_as<int32_t>();
-  int64_t M = 0;
-  for (int64_t i = 0; i < N; ++i) M += lab[i] != ops::kIgnoreIndex;
-  if (M == 0) return absl::InvalidArgumentError("BERT: every MLM label is ignored (-100)");
-  if (M != M_ || mlm_rows_.device() != ec.device) {
-    M_ = 0;  // Until every buffer is allocated.
-    ASSIGN_OR_RETURN(mlm_rows_, Alloc(ec, {M}, DType::kI32));
-    ASSIGN_OR_RETURN(mlm_targets_, Alloc(ec, {M}, DType::kI32));
-    ASSIGN_OR_RETURN(mlm_in_, Alloc(ec, {M, H}, dtype_));
-    ASSIGN_OR_RETURN(mlm_dense_, Alloc(ec, {M, H}, dtype_));
-    ASSIGN_OR_RETURN(mlm_gelu_, Alloc(ec, {M, H}, dtype_));
-    ASSIGN_OR_RETURN(mlm_ln_, Alloc(ec, {M, H}, dtype_));
-    ASSIGN_OR_RETURN(mlm_logits_, Alloc(ec, {M, word_.local_vocab()}, DType::kF32));
-    ASSIGN_OR_RETURN(mlm_losses_, Alloc(ec, {M}, DType::kF32));
-    M_ = M;
-  }
-  {
-    // The scored rows and their targets, gathered on the host and uploaded.
-    Tensor rows = Tensor::Host({M}, DType::kI32), targets = Tensor::Host({M}, DType::kI32);
-    for (int64_t i = 0, m = 0; i < N; ++i) {
-      if (lab[i] == ops::kIgnoreIndex) continue;
-      rows.data_as<int32_t>()[m] = static_cast<int32_t>(i);
-      targets.data_as<int32_t>()[m] = lab[i];
-      ++m;
-    }
-    RETURN_IF_ERROR(CopyTensor(ec, rows.view(), mlm_rows_.view()));
-    RETURN_IF_ERROR(CopyTensor(ec, targets.view(), mlm_targets_.view()));
-  }
-  RETURN_IF_ERROR(ops::Embedding(ec, mlm_rows_.view(), seq_, mlm_in_.view()));  // Gathers rows.
-  RETURN_IF_ERROR(lm_dense_.Forward(sc, mlm_in_.view(), mlm_dense_.view()));
-  RETURN_IF_ERROR(ops::Gelu(ec, mlm_dense_.view(), mlm_gelu_.view()));
-  RETURN_IF_ERROR(lm_ln_.Forward(sc, mlm_gelu_.view(), mlm_ln_.view()));
-  RETURN_IF_ERROR(word_.LogitsForward(sc, mlm_ln_.view(), mlm_logits_.view()));
-  // The logits are f32 (nn::VocabParallelEmbedding::LogitsForward), so the output bias is added
-  // as its f32 master value.
-  RETURN_IF_ERROR(
-      ops::BiasAdd(ec, mlm_logits_.view(), store_->value(lm_bias_), mlm_logits_.view()));
-  const ops::VocabShard shard{word_.vocab_start(sc), config_.vocab_size};
-  RETURN_IF_ERROR(mlm_loss_.Forward(sc, mlm_logits_.view(), mlm_targets_.view(), shard,
-                                    mlm_losses_.view()));
-  BertPretrainingLosses losses;
-  ASSIGN_OR_RETURN(const double mlm_total, ops::Sum(ec, mlm_losses_.view()));
-  losses.mlm = mlm_total / static_cast<double>(M);
-
-  // Sentence-order prediction on the pooled [CLS] output.
+  ASSIGN_OR_RETURN(TensorView mlm_host, OnHost(ec, batch.labels, &mlm_labels_host_staging_,
+                                               "BERT: mlm_labels"));
+  ASSIGN_OR_RETURN(TensorView mlm_flat, mlm_host.Reshape({N}));
+  Losses losses;
+  ASSIGN_OR_RETURN(const double mlm_total, mlm_.Forward(sc, word_, seq_, mlm_flat, &losses.scored));
+  const double mlm = mlm_total / static_cast<double>(losses.scored);
   RETURN_IF_ERROR(PoolerForward(sc));
-  if (sop_logits_.numel() != B * 2 || sop_logits_.device() != ec.device) {
-    ASSIGN_OR_RETURN(sop_logits_, Alloc(ec, {B, 2}, dtype_));
-    ASSIGN_OR_RETURN(sop_losses_, Alloc(ec, {B}, DType::kF32));
-  }
-  ASSIGN_OR_RETURN(const TensorView sop_dev,
-                   OnDevice(ec, sop_labels, &sop_labels_staging_, "BERT: sop_labels"));
-  RETURN_IF_ERROR(sop_head_.Forward(sc, pooled_.view(), sop_logits_.view()));
-  RETURN_IF_ERROR(ops::CrossEntropy(ec, sop_logits_.view(), sop_dev, sop_losses_.view()));
-  ASSIGN_OR_RETURN(const double sop_total, ops::Sum(ec, sop_losses_.view()));
-  losses.sop = sop_total / static_cast<double>(B);
-  losses.total = losses.mlm + losses.sop;
-  if (!compute_grad) return losses;
+  ASSIGN_OR_RETURN(const TensorView sop_dev, OnDevice(ec, batch.sop_labels, &sop_labels_staging_,
+                                                      "BERT: sop_labels"));
+  ASSIGN_OR_RETURN(const double sop_total, sop_.Forward(sc, pooled_.view(), sop_dev));
+  const double sop_loss = sop_total / static_cast<double>(B);
+  losses.total = mlm + sop_loss;
+  losses.parts = {mlm, sop_loss};
+  if (backward == Backward::kNo) return losses;
 
   ASSIGN_OR_RETURN(Tensor dseq, AllocZeros(ec, {N, H}, dtype_));
-  // MLM backward.
-  {
-    ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, {M}, DType::kF32));
-    RETURN_IF_ERROR(ops::Fill(ec, dl.view(), loss_scale / static_cast<double>(M)));
-    RETURN_IF_ERROR(mlm_loss_.Backward(sc, dl.view(), mlm_logits_.view()));  // dlogits in place.
-    RETURN_IF_ERROR(nn::AccumulateBiasGrad(sc, mlm_logits_.view(), store_->grad(lm_bias_),
-                                           &lm_bias_scratch_));
-    ASSIGN_OR_RETURN(Tensor d1, Alloc(ec, {M, H}, dtype_));
-    ASSIGN_OR_RETURN(Tensor d2, Alloc(ec, {M, H}, dtype_));
-    RETURN_IF_ERROR(word_.LogitsBackward(sc, mlm_ln_.view(), mlm_logits_.view(), d1.view()));
-    RETURN_IF_ERROR(lm_ln_.Backward(sc, d1.view(), d2.view()));
-    RETURN_IF_ERROR(ops::GeluBackward(ec, mlm_dense_.view(), d2.view(), d2.view()));
-    RETURN_IF_ERROR(lm_dense_.Backward(sc, mlm_in_.view(), d2.view(), d1.view()));
-    RETURN_IF_ERROR(ops::EmbeddingBackward(ec, mlm_rows_.view(), d1.view(), dseq.view()));
-  }
-  // SOP backward.
-  {
-    ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, {B}, DType::kF32));
-    RETURN_IF_ERROR(ops::Fill(ec, dl.view(), loss_scale / static_cast<double>(B)));
-    RETURN_IF_ERROR(ops::CrossEntropyBackward(ec, sop_logits_.view(), sop_dev, dl.view(),
-                                              sop_logits_.view()));
-    ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B, H}, dtype_));
-    RETURN_IF_ERROR(sop_head_.Backward(sc, pooled_.view(), sop_logits_.view(), dpooled.view()));
-    RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
-  }
+  RETURN_IF_ERROR(mlm_.Backward(sc, word_, loss_scale / static_cast<double>(losses.scored),
+                                dseq.view()));
+  ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B, H}, dtype_));
+  RETURN_IF_ERROR(sop_.Backward(sc, loss_scale / static_cast<double>(B), dpooled.view()));
+  RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
   RETURN_IF_ERROR(EncoderBackward(sc, dseq.view()));
   return losses;
 }
 
-absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoiceForwardBackward(
-    const nn::StepContext& sc, const TensorView& tokens, const TensorView& token_types,
-    const TensorView& padding_mask, const TensorView& labels, bool compute_grad,
-    double loss_scale) {
+double BertModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const {
+  return BertModelFlops(batch, seq_length, scored, config_.num_layers, config_.hidden_size,
+                        padded_vocab(), StandardLayerWeights(config_.hidden_size, config_.ffn()),
+                        options_.recompute == nn::Recompute::kYes);
+}
+
+absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoice(const nn::StepContext& sc,
+                                                               const Batch& batch,
+                                                               Backward backward,
+                                                               double loss_scale) {
   if (!has_multiple_choice_head()) {
     return absl::FailedPreconditionError(
-        "BERT: this model has no multiple-choice head (created with BertHeads::kPretraining)");
+        "BERT: this model has no multiple-choice head (created with Heads::kPretraining)");
   }
+  const TensorView& tokens = batch.tokens;
+  const TensorView& labels = batch.labels;
   if (labels.rank() != 1 || labels.dtype != DType::kI32 || labels.numel() < 1 ||
       tokens.rank() != 2 || tokens.dim(0) % labels.numel() != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "BERT multiple choice: labels ", labels.DebugString(), " must be i32 [Q] with Q >= 1 ",
         "dividing the rows of tokens ", tokens.DebugString(), " ([Q * choices, T])"));
   }
-  const int64_t Q = labels.numel(), C = tokens.dim(0) / Q;
-  RETURN_IF_ERROR(EncoderForward(sc, tokens, token_types, padding_mask));
-  const int64_t B = B_, N = B_ * T_, H = config_.hidden_size;
+  RETURN_IF_ERROR(EncoderForward(sc, batch));
+  const int64_t B = B_, N = B_ * T_, H = config_.hidden_size, Q = labels.numel();
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(PoolerForward(sc));
-  if (mc_scores_.numel() != B || mc_losses_.numel() != Q || mc_scores_.device() != ec.device) {
-    ASSIGN_OR_RETURN(mc_dropped_, Alloc(ec, {B, H}, dtype_));
-    ASSIGN_OR_RETURN(mc_scores_, Alloc(ec, {B, 1}, dtype_));
-    ASSIGN_OR_RETURN(mc_losses_, Alloc(ec, {Q}, DType::kF32));
-  }
   ASSIGN_OR_RETURN(const TensorView labels_dev,
                    OnDevice(ec, labels, &mc_labels_staging_, "BERT multiple choice: labels"));
-  RETURN_IF_ERROR(ops::Dropout(ec, pooled_.view(), MultipleChoiceDropout(sc), mc_dropped_.view()));
-  RETURN_IF_ERROR(mc_head_.Forward(sc, mc_dropped_.view(), mc_scores_.view()));
-  ASSIGN_OR_RETURN(TensorView scores, mc_scores_.view().Reshape({Q, C}));
-  RETURN_IF_ERROR(ops::CrossEntropy(ec, scores, labels_dev, mc_losses_.view()));
   MultipleChoiceResult result;
-  ASSIGN_OR_RETURN(const double total, ops::Sum(ec, mc_losses_.view()));
+  ASSIGN_OR_RETURN(const double total,
+                   choice_.Forward(sc, pooled_.view(), labels_dev, &result.predictions));
   result.loss = total / static_cast<double>(Q);
-  // The predictions are read on the host.
-  ASSIGN_OR_RETURN(Tensor scores32, Alloc(ec, mc_scores_.shape(), DType::kF32));
-  RETURN_IF_ERROR(ops::Convert(ec, mc_scores_.view(), scores32.view()));
-  ASSIGN_OR_RETURN(const Tensor scores_host, CopyToHost(ec, scores32.view()));
-  const float* s = scores_host.data_as<float>();
-  for (int64_t q = 0; q < Q; ++q) {
-    int best = 0;
-    for (int64_t c = 1; c < C; ++c) {
-      if (s[q * C + c] > s[q * C + best]) best = static_cast<int>(c);
-    }
-    result.predictions.push_back(best);
-  }
-  if (!compute_grad) return result;
+  if (backward == Backward::kNo) return result;
 
-  ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, {Q}, DType::kF32));
-  RETURN_IF_ERROR(ops::Fill(ec, dl.view(), loss_scale / static_cast<double>(Q)));
-  RETURN_IF_ERROR(ops::CrossEntropyBackward(ec, scores, labels_dev, dl.view(), scores));
   ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B, H}, dtype_));
-  RETURN_IF_ERROR(mc_head_.Backward(sc, mc_dropped_.view(), mc_scores_.view(), dpooled.view()));
-  RETURN_IF_ERROR(ops::DropoutBackward(ec, dpooled.view(), MultipleChoiceDropout(sc),
-                                       dpooled.view()));
+  RETURN_IF_ERROR(choice_.Backward(sc, loss_scale / static_cast<double>(Q), dpooled.view()));
   ASSIGN_OR_RETURN(Tensor dseq, AllocZeros(ec, {N, H}, dtype_));
   RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
   RETURN_IF_ERROR(EncoderBackward(sc, dseq.view()));
   return result;
 }
+
+namespace {
+
+Architecture BertArchitecture() {
+  return {"bert", Family::kBert,
+          "BERT: learned positions and token types, pre- or post-norm LayerNorm layers with a "
+          "GeLU MLP, pooler, MLM + SOP or multiple-choice heads",
+          [](const ModelConfig& config, nn::ParameterStore* store,
+             const ModelOptions& options) -> absl::StatusOr<std::unique_ptr<Model>> {
+            ASSIGN_OR_RETURN(std::unique_ptr<BertModel> m, BertModel::Create(config, store, options));
+            return std::unique_ptr<Model>(std::move(m));
+          }};
+}
+
+MT_REGISTER_ARCHITECTURE(BertArchitecture);
+
+}  // namespace
 
 }  // namespace models
 }  // namespace mt

@@ -5,14 +5,10 @@
 // padding mask -> (pre-norm only: final LayerNorm). Pre-norm is Megatron's BERT (the one that
 // scales past 336M); post-norm is the original BERT.
 //
-// Heads, on the encoder output `seq` [B * T, H]:
-//   MLM:      at the scored positions only: dense H->H, GeLU, LayerNorm, logits from the word
-//             embedding (tied decoder) + an output bias [padded_vocab] split across the TP ranks
-//             like the logits, vocab-parallel cross-entropy (never gathers the logits).
-//   pooler:   dense H->H + tanh on position 0 ([CLS]) of every sequence.
-//   SOP:      Linear(H->2) on the pooled output, serial cross-entropy with labels {0, 1}.
-//   multiple choice (RACE): pooled -> dropout -> Linear(H->1) -> scores [questions, choices]
-//             -> cross-entropy over the choices.
+// Heads, on the encoder output `seq` [B * T, H]: the pooler (dense H->H + tanh on position 0,
+// [CLS], of every sequence), and the task heads of bert_heads.h: MLM (at the scored positions
+// only, tied decoder) and sentence-order prediction on the pooled output (Heads::kPretraining),
+// or the multiple-choice head for RACE (Heads::kMultipleChoice).
 // The heads are replicated on every TP rank (nn::ReplicatedLinear), except the tied decoder and
 // its bias. Initialisation: N(0, init_std), the layers' output projections N(0, init_std /
 // sqrt(2 * layers)); biases zero, LayerNorm gamma one.
@@ -22,7 +18,7 @@
 //   position_embeddings), embedding.token_type.weight [num_token_types, H],
 //   embedding.layernorm.{weight,bias} [H] (post-norm only), layers.<i>.* (nn/transformer.h),
 //   final_layernorm.{weight,bias} [H] (pre-norm only), pooler.dense.{weight [H, H], bias [H]},
-//   and per head set:
+//   and per head set (ModelOptions::heads):
 //   kPretraining: lm_head.dense.{weight [H, H], bias [H]}, lm_head.layernorm.{weight,bias} [H],
 //                 lm_head.bias [V] (split dim 0), sop_head.{weight [H, 2], bias [2]};
 //   kMultipleChoice: multiple_choice_head.{weight [H, 1], bias [1]} (as Megatron; the bias adds
@@ -55,13 +51,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/ops/elementwise.h"
 #include "core/tensor.h"
+#include "models/bert/bert_heads.h"
 #include "models/config.h"
+#include "models/model.h"
 #include "nn/context.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
@@ -72,72 +71,54 @@
 namespace mt {
 namespace models {
 
-// Which task heads the model declares (the encoder and the pooler are always there).
-enum class BertHeads {
-  kPretraining,     // MLM + sentence-order prediction (Megatron's BertModel).
-  kMultipleChoice,  // RACE (Megatron's MultipleChoice model).
-  kAll,             // Both (e.g. to fine-tune a pretrained checkpoint in one store).
-};
-
-struct BertPretrainingLosses {
-  double total = 0;  // mlm + sop.
-  double mlm = 0;    // Mean cross-entropy over the scored (label != -100) positions.
-  double sop = 0;    // Mean cross-entropy over the sequences.
-};
-
-struct MultipleChoiceResult {
-  double loss = 0;               // Mean cross-entropy over the questions.
-  std::vector<int> predictions;  // [questions]: argmax of the scores (lowest index on ties).
-};
-
-class BertModel {
+class BertModel : public Model {
  public:
   // Declares every parameter in `store` (whose tp_size is the TP degree); does not allocate, so it
-  // also serves to count the parameters of large configs. InvalidArgument if the config is not a
-  // BERT config (family kBert, num_token_types >= 1) or fails ValidateParallel(store->tp_size()).
-  static absl::StatusOr<std::unique_ptr<BertModel>> Create(
-      const ModelConfig& config, nn::ParameterStore* store,
-      BertHeads heads = BertHeads::kPretraining, nn::Recompute recompute = nn::Recompute::kNo);
+  // also serves to count the parameters of large configs. options.heads picks the task heads
+  // (the encoder and the pooler are always there). InvalidArgument if the config is not a BERT
+  // config (family kBert, num_token_types >= 1) or fails ValidateParallel(store->tp_size()).
+  static absl::StatusOr<std::unique_ptr<BertModel>> Create(const ModelConfig& config,
+                                                           nn::ParameterStore* store,
+                                                           const ModelOptions& options = {});
 
-  // Pretraining step. Inputs are contiguous and on the host or the store's device (see the file
-  // comment). tokens, token_types, padding_mask, mlm_labels: i32 [B, T] with
-  // T <= max_position_embeddings; token_types in [0, num_token_types); padding_mask 0 at padded
-  // positions (never attended to), nonzero elsewhere; mlm_labels the original token at masked
-  // positions and ops::kIgnoreIndex (-100) elsewhere (at least one must be scored); sop_labels:
-  // i32 [B] in {0, 1}. Returns the losses; with compute_grad ACCUMULATES
-  // loss_scale * d(total)/d(parameters) into the store's gradients.
+  const ModelConfig& config() const override { return config_; }
+  int64_t padded_vocab() const override { return word_.padded_vocab(); }
+  std::vector<std::string> loss_names() const override { return {"lm loss", "sop loss"}; }
+
+  // Pretraining step (see Batch): tokens, token_types, padding_mask, labels (MLM: the original
+  // token at masked positions, -100 elsewhere; at least one scored): i32 [B, T] with
+  // T <= max_position_embeddings; sop_labels: i32 [B] in {0, 1}. parts = {mean MLM cross-entropy
+  // over the scored positions, mean SOP cross-entropy over the sequences}; total = their sum.
   // Errors: InvalidArgument (shapes, dtypes, no scored label, a SOP label outside {0, 1}),
   // OutOfRange (a token, token type or MLM label outside its vocabulary), FailedPrecondition if
   // the model has no pretraining heads.
-  absl::StatusOr<BertPretrainingLosses> ForwardBackward(
-      const nn::StepContext& sc, const TensorView& tokens, const TensorView& token_types,
-      const TensorView& padding_mask, const TensorView& mlm_labels, const TensorView& sop_labels,
-      bool compute_grad, double loss_scale = 1.0);
+  absl::StatusOr<Losses> ForwardBackward(const nn::StepContext& sc, const Batch& batch,
+                                         Backward backward, double loss_scale = 1.0) override;
+  // models/flops.h's BertModelFlops: the MLM head counted at the `scored` positions.
+  double TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const override;
 
   // Multiple-choice step (RACE): tokens, token_types, padding_mask: i32 [Q * C, T], the C choices
-  // of question q in rows q * C .. q * C + C - 1; labels: i32 [Q] in [0, C). Returns the mean
-  // cross-entropy over the questions and each question's predicted choice; with compute_grad
-  // ACCUMULATES loss_scale * d(loss)/d(parameters). In eval mode (sc.mode) no dropout.
-  // Errors: as ForwardBackward (InvalidArgument if tokens' rows are not a multiple of Q, OutOfRange
-  // for a label outside [0, C)); FailedPrecondition without the multiple-choice head.
-  absl::StatusOr<MultipleChoiceResult> MultipleChoiceForwardBackward(
-      const nn::StepContext& sc, const TensorView& tokens, const TensorView& token_types,
-      const TensorView& padding_mask, const TensorView& labels, bool compute_grad,
-      double loss_scale = 1.0);
+  // of question q in rows q * C .. q * C + C - 1; labels: i32 [Q] in [0, C). In eval mode
+  // (sc.mode) no dropout. Errors: as ForwardBackward (InvalidArgument if tokens' rows are not a
+  // multiple of Q, OutOfRange for a label outside [0, C)); FailedPrecondition without the
+  // multiple-choice head.
+  absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc,
+                                                      const Batch& batch, Backward backward,
+                                                      double loss_scale = 1.0) override;
 
-  const ModelConfig& config() const { return config_; }
-  BertHeads heads() const { return heads_; }
+  Heads heads() const { return options_.heads; }
+  ActivationBytes activation_bytes() const override {
+    return {stack_->HeldActivationBytes(), stack_->peak_backward_extra_bytes()};
+  }
   const nn::TransformerStack& stack() const { return *stack_; }
-  int64_t padded_vocab() const { return word_.padded_vocab(); }
 
  private:
   BertModel() = default;
-  bool has_pretraining_heads() const { return heads_ != BertHeads::kMultipleChoice; }
-  bool has_multiple_choice_head() const { return heads_ != BertHeads::kPretraining; }
+  bool has_pretraining_heads() const { return options_.heads != Heads::kMultipleChoice; }
+  bool has_multiple_choice_head() const { return options_.heads != Heads::kPretraining; }
 
   // Embeddings -> stack -> (final LayerNorm); leaves the output in seq_ [B * T, H].
-  absl::Status EncoderForward(const nn::StepContext& sc, const TensorView& tokens,
-                              const TensorView& token_types, const TensorView& padding_mask);
+  absl::Status EncoderForward(const nn::StepContext& sc, const Batch& batch);
   // dseq: [B * T, H], the gradient of seq_ (overwritten as scratch).
   absl::Status EncoderBackward(const nn::StepContext& sc, const TensorView& dseq);
   // pooled_ [B, H] = tanh(dense(seq_[position 0 of each sequence])).
@@ -145,14 +126,15 @@ class BertModel {
   // Accumulates the gradient of pooled_ (dpooled [B, H], overwritten) into dseq.
   absl::Status PoolerBackward(const nn::StepContext& sc, const TensorView& dpooled,
                               const TensorView& dseq);
+  // (Re)allocates the encoder's buffers for [B, T] inputs on ec's device.
+  absl::Status EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T);
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc) const;
-  ops::DropoutArgs MultipleChoiceDropout(const nn::StepContext& sc) const;
   // InvalidArgument unless ec runs on the store's device.
   absl::Status CheckDevice(const ExecContext& ec) const;
 
   ModelConfig config_;
+  ModelOptions options_;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
-  BertHeads heads_ = BertHeads::kPretraining;
   nn::VocabParallelEmbedding word_;
   nn::ReplicatedEmbedding position_, token_type_;
   nn::LayerNormModule embedding_ln_;  // Post-norm only.
@@ -160,18 +142,12 @@ class BertModel {
   nn::LayerNormModule final_ln_;  // Pre-norm only.
   int after_stack_handle_ = 0;  // First handle declared after the transformer layers.
   nn::ReplicatedLinear pooler_;
-  // Pretraining heads.
-  nn::ReplicatedLinear lm_dense_;
-  nn::LayerNormModule lm_ln_;
-  int lm_bias_ = -1;  // Handle of lm_head.bias [V_pad] (this rank's [V_pad / tp] slice).
-  Tensor lm_bias_scratch_;
-  nn::VocabParallelCrossEntropy mlm_loss_;
-  nn::ReplicatedLinear sop_head_;
-  // Multiple-choice head.
-  nn::ReplicatedLinear mc_head_;
+  MlmHead mlm_;                 // With pretraining heads.
+  SopHead sop_;                 // With pretraining heads.
+  MultipleChoiceHead choice_;   // With the multiple-choice head.
   nn::ParameterStore* store_ = nullptr;
 
-  // Activations of the last forward. Buffers are reallocated only when B, T or M change.
+  // Activations of the last forward. Buffers are reallocated only when B or T change.
   int64_t B_ = 0, T_ = 0;
   TensorView tokens_, token_types_, padding_mask_;  // On the store's device.
   // Host inputs uploaded to a GPU, and device labels downloaded to be read on the host.
@@ -189,22 +165,6 @@ class BertModel {
   Tensor cls_;          // [B, H] seq_ at position 0
   Tensor pooled_pre_;   // [B, H] pooler dense output
   Tensor pooled_;       // [B, H] tanh
-  // MLM head, on the M scored positions.
-  int64_t M_ = 0;
-  Tensor mlm_rows_;     // i32 [M]: rows of seq_ with a label
-  Tensor mlm_targets_;  // i32 [M]
-  Tensor mlm_in_;       // [M, H] seq_ at those rows
-  Tensor mlm_dense_;    // [M, H] dense output
-  Tensor mlm_gelu_;     // [M, H]
-  Tensor mlm_ln_;       // [M, H]
-  Tensor mlm_logits_;   // [M, V_pad / tp] f32
-  Tensor mlm_losses_;   // [M]
-  Tensor sop_logits_;   // [B, 2]
-  Tensor sop_losses_;   // [B]
-  // Multiple-choice head.
-  Tensor mc_dropped_;   // [Q * C, H] pooled after dropout
-  Tensor mc_scores_;    // [Q * C, 1] == [Q, C]
-  Tensor mc_losses_;    // [Q]
 };
 
 }  // namespace models

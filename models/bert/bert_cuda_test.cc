@@ -117,8 +117,8 @@ TEST_P(BertCudaTest, LossesGradientsAndPredictionsMatchTheCpuModel) {
       DTypeName(dtype), norm == nn::NormPosition::kPreNorm ? " pre-norm" : " post-norm");
 
   nn::ParameterStore cs(0, 1, dtype), gs(0, 1, dtype, Device::Cuda(0));
-  auto cm = BertModel::Create(c, &cs, BertHeads::kAll);
-  auto gm = BertModel::Create(c, &gs, BertHeads::kAll);
+  auto cm = BertModel::Create(c, &cs, {nn::Recompute::kNo, Heads::kAll});
+  auto gm = BertModel::Create(c, &gs, {nn::Recompute::kNo, Heads::kAll});
   ASSERT_TRUE(cm.ok() && gm.ok());
   ASSERT_TRUE(cs.Allocate(5).ok());
   absl::Status allocated = gs.Allocate(5);
@@ -131,16 +131,14 @@ TEST_P(BertCudaTest, LossesGradientsAndPredictionsMatchTheCpuModel) {
   // Pretraining, host inputs.
   const int B = 4, T = 12, V = static_cast<int>(c.vocab_size);
   Batch b = MakeBatch(B, T, V, 0);
-  auto lc = (*cm)->ForwardBackward(Step(&cec, 1), b.tokens.view(), b.types.view(), b.mask.view(),
-                                   b.mlm.view(), b.sop.view(), true, scale);
-  auto lg = (*gm)->ForwardBackward(Step(&gec, 1), b.tokens.view(), b.types.view(), b.mask.view(),
-                                   b.mlm.view(), b.sop.view(), true, scale);
+  auto lc = (*cm)->ForwardBackward(Step(&cec, 1), BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes, scale);
+  auto lg = (*gm)->ForwardBackward(Step(&gec, 1), BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes, scale);
   ASSERT_TRUE(lc.ok()) << lc.status();
   ASSERT_TRUE(lg.ok()) << lg.status();
   std::printf("%s pretraining: mlm cpu %.9g gpu %.9g, sop cpu %.9g gpu %.9g\n", label.c_str(),
-              lc->mlm, lg->mlm, lc->sop, lg->sop);
-  ExpectLossClose(lg->mlm, lc->mlm, dtype, label + " mlm");
-  ExpectLossClose(lg->sop, lc->sop, dtype, label + " sop");
+              lc->parts[0], lg->parts[0], lc->parts[1], lg->parts[1]);
+  ExpectLossClose(lg->parts[0], lc->parts[0], dtype, label + " mlm");
+  ExpectLossClose(lg->parts[1], lc->parts[1], dtype, label + " sop");
   ExpectGradsClose(gs, gec, scale, cs, scale, GradBound(dtype), label + " pretraining");
 
   // Multiple choice (Q questions of C choices), inputs already on the device.
@@ -154,10 +152,8 @@ TEST_P(BertCudaTest, LossesGradientsAndPredictionsMatchTheCpuModel) {
   ASSERT_TRUE(tokens.ok() && types.ok() && mask.ok() && dlabels.ok());
   cs.ZeroGrads();
   ASSERT_TRUE(gs.ZeroGrads(gec).ok());
-  auto mc = (*cm)->MultipleChoiceForwardBackward(Step(&cec, 2), m.tokens.view(), m.types.view(),
-                                                 m.mask.view(), labels.view(), true, scale);
-  auto mg = (*gm)->MultipleChoiceForwardBackward(Step(&gec, 2), tokens->view(), types->view(),
-                                                 mask->view(), dlabels->view(), true, scale);
+  auto mc = (*cm)->MultipleChoice(Step(&cec, 2), MultipleChoiceBatch(m.tokens.view(), m.types.view(), m.mask.view(), labels.view()), Backward::kYes, scale);
+  auto mg = (*gm)->MultipleChoice(Step(&gec, 2), MultipleChoiceBatch(tokens->view(), types->view(), mask->view(), dlabels->view()), Backward::kYes, scale);
   ASSERT_TRUE(mc.ok()) << mc.status();
   ASSERT_TRUE(mg.ok()) << mg.status();
   ExpectLossClose(mg->loss, mc->loss, dtype, label + " multiple choice");
@@ -186,32 +182,28 @@ TEST(BertDeviceTest, AStepOnAnotherDeviceThanTheStoreIsRefused) {
   const ModelConfig c = SmallConfig(nn::NormPosition::kPreNorm);
   Batch b = MakeBatch(2, 6, static_cast<int>(c.vocab_size), 0);
   nn::ParameterStore gs(0, 1, DType::kF32, Device::Cuda(0));  // Not allocated: checked first.
-  auto gm = BertModel::Create(c, &gs, BertHeads::kAll);
+  auto gm = BertModel::Create(c, &gs, {nn::Recompute::kNo, Heads::kAll});
   ASSERT_TRUE(gm.ok());
   ExecContext cpu;
-  auto r = (*gm)->ForwardBackward(Step(&cpu, 0), b.tokens.view(), b.types.view(), b.mask.view(),
-                                  b.mlm.view(), b.sop.view(), true);
+  auto r = (*gm)->ForwardBackward(Step(&cpu, 0), BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("cuda:0"), std::string::npos) << r.status();
   Tensor labels = I32({0}, {1});
-  auto mr = (*gm)->MultipleChoiceForwardBackward(Step(&cpu, 0), b.tokens.view(), b.types.view(),
-                                                 b.mask.view(), labels.view(), true);
+  auto mr = (*gm)->MultipleChoice(Step(&cpu, 0), MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), labels.view()), Backward::kYes);
   EXPECT_EQ(mr.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(mr.status().message().find("parameter store"), std::string::npos) << mr.status();
 
   // A CPU model refuses inputs on a GPU, and still works afterwards.
   nn::ParameterStore cs(0, 1);
-  auto cm = BertModel::Create(c, &cs, BertHeads::kAll);
+  auto cm = BertModel::Create(c, &cs, {nn::Recompute::kNo, Heads::kAll});
   ASSERT_TRUE(cm.ok());
   ASSERT_TRUE(cs.Allocate(1).ok());
   int32_t fake[12] = {};
   const TensorView on_gpu(fake, {2, 6}, DType::kI32, Device::Cuda(0));  // Never dereferenced.
-  r = (*cm)->ForwardBackward(Step(&cpu, 0), b.tokens.view(), on_gpu, b.mask.view(), b.mlm.view(),
-                             b.sop.view(), true);
+  r = (*cm)->ForwardBackward(Step(&cpu, 0), BertBatch(b.tokens.view(), on_gpu, b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("token_types"), std::string::npos) << r.status();
-  r = (*cm)->ForwardBackward(Step(&cpu, 0), b.tokens.view(), b.types.view(), b.mask.view(),
-                             b.mlm.view(), b.sop.view(), true);
+  r = (*cm)->ForwardBackward(Step(&cpu, 0), BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
   EXPECT_TRUE(r.ok()) << r.status();
 }
 

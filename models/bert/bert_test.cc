@@ -150,16 +150,15 @@ TEST_P(BertGradientTest, PretrainingLossAndAllGradientsMatchFloat64Reference) {
   ExecContext ec;
   ec.pool = &pool;
   nn::StepContext sc = Context(&ec);
-  auto losses = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                          b.mlm.view(), b.sop.view(), /*compute_grad=*/true);
+  auto losses = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
   ASSERT_TRUE(losses.ok()) << losses.status();
   const testing::ParamMap ref = ToParamMap(store, c);
   const testing::ReferenceBertLosses want =
       testing::ReferenceBertPretrainingLoss(c, ref, b.in, b.mlm_labels, b.sop_labels);
-  EXPECT_NEAR(losses->mlm, want.mlm, 1e-5);
-  EXPECT_NEAR(losses->sop, want.sop, 1e-5);
+  EXPECT_NEAR(losses->parts[0], want.mlm, 1e-5);
+  EXPECT_NEAR(losses->parts[1], want.sop, 1e-5);
   EXPECT_NEAR(losses->total, want.total, 2e-5);
-  EXPECT_DOUBLE_EQ(losses->total, losses->mlm + losses->sop);
+  EXPECT_DOUBLE_EQ(losses->total, losses->parts[0] + losses->parts[1]);
   ExpectGradientsMatch(store, c, ref, [&](const testing::ParamMap& q) {
     return testing::ReferenceBertPretrainingLoss(c, q, b.in, b.mlm_labels, b.sop_labels).total;
   });
@@ -168,7 +167,7 @@ TEST_P(BertGradientTest, PretrainingLossAndAllGradientsMatchFloat64Reference) {
 TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference) {
   const ModelConfig c = TinyConfig(GetParam());
   nn::ParameterStore store(0, 1);
-  auto model = BertModel::Create(c, &store, BertHeads::kMultipleChoice);
+  auto model = BertModel::Create(c, &store, {nn::Recompute::kNo, Heads::kMultipleChoice});
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE(store.Allocate(/*seed=*/43).ok());
   RandomizeNonNormal(&store);
@@ -181,8 +180,7 @@ TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference)
   Tensor lab = I32(labels, {Q});
   ExecContext ec;
   nn::StepContext sc = Context(&ec);
-  auto result = (*model)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
-                                                        b.mask.view(), lab.view(), true);
+  auto result = (*model)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), lab.view()), Backward::kYes);
   ASSERT_TRUE(result.ok()) << result.status();
   const testing::ParamMap ref = ToParamMap(store, c);
   std::vector<double> scores;
@@ -212,20 +210,17 @@ TEST(BertModelTest, PaddedPositionsDoNotInfluenceTheLoss) {
   ExecContext ec;
   nn::StepContext sc = Context(&ec);
   Batch b = MakeBatch(3, 5, static_cast<int>(c.vocab_size));
-  auto before = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                          b.mlm.view(), b.sop.view(), false);
+  auto before = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
   ASSERT_TRUE(before.ok());
   // Change the tokens and types at the padded positions of row 1 (its last position).
   b.tokens.data_as<int32_t>()[1 * 5 + 4] = 9;
   b.types.data_as<int32_t>()[1 * 5 + 4] = 0;
-  auto after = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                         b.mlm.view(), b.sop.view(), false);
+  auto after = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(before->total, after->total);
   // Unmasking that position changes the loss: the mask is what hides it.
   b.mask.data_as<int32_t>()[1 * 5 + 4] = 1;
-  auto unmasked = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                            b.mlm.view(), b.sop.view(), false);
+  auto unmasked = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
   ASSERT_TRUE(unmasked.ok());
   EXPECT_GT(std::fabs(unmasked->total - before->total), 1e-6);
 }
@@ -235,7 +230,7 @@ TEST(BertModelTest, EvalModeTurnsDropoutOffAndTrainingModeUsesIt) {
   c.hidden_dropout = 0.2f;
   c.attention_dropout = 0.2f;
   nn::ParameterStore store(0, 1);
-  auto model = BertModel::Create(c, &store, BertHeads::kAll);
+  auto model = BertModel::Create(c, &store, {nn::Recompute::kNo, Heads::kAll});
   ASSERT_TRUE(model.ok());
   ASSERT_TRUE(store.Allocate(6).ok());
   ExecContext ec;
@@ -246,18 +241,15 @@ TEST(BertModelTest, EvalModeTurnsDropoutOffAndTrainingModeUsesIt) {
   const double want =
       testing::ReferenceBertPretrainingLoss(c, ref, b.in, b.mlm_labels, b.sop_labels).total;
   sc.mode = nn::Mode::kEval;
-  auto eval = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                        b.mlm.view(), b.sop.view(), false);
+  auto eval = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
   ASSERT_TRUE(eval.ok());
   EXPECT_NEAR(eval->total, want, 2e-5);
   sc.mode = nn::Mode::kTrain;
-  auto train = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                         b.mlm.view(), b.sop.view(), false);
+  auto train = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
   ASSERT_TRUE(train.ok());
   EXPECT_GT(std::fabs(train->total - want), 1e-4);
   // The same masks again: the same loss, bit for bit.
-  auto again = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                         b.mlm.view(), b.sop.view(), false);
+  auto again = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(train->total, again->total);
 }
@@ -274,21 +266,17 @@ TEST(BertModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndLossScal
   double losses[3];
   for (int r = 0; r < 3; ++r) {
     nn::ParameterStore store(0, 1);
-    auto model = BertModel::Create(c, &store, BertHeads::kAll,
-                                   r == 1 ? nn::Recompute::kYes : nn::Recompute::kNo);
+    auto model = BertModel::Create(c, &store, {r == 1 ? nn::Recompute::kYes : nn::Recompute::kNo, Heads::kAll});
     ASSERT_TRUE(model.ok());
     ASSERT_TRUE(store.Allocate(3).ok());
     nn::StepContext sc = Context(&ec);
     sc.dropout_seed = 99;
     sc.micro_step = 5;
     const double scale = r == 2 ? 8.0 : 1.0;  // A power of two: scaling is exact.
-    auto loss = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                          b.mlm.view(), b.sop.view(), true, scale);
+    auto loss = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes, scale);
     ASSERT_TRUE(loss.ok());
     losses[r] = loss->total;
-    auto mc = (*model)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
-                                                      b.mask.view(), mc_labels.view(), true,
-                                                      scale);
+    auto mc = (*model)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), mc_labels.view()), Backward::kYes, scale);
     ASSERT_TRUE(mc.ok()) << mc.status();
     const float* g = store.flat_grads().data_as<float>();
     grads[r].assign(g, g + store.NumLocalElements());
@@ -315,7 +303,7 @@ struct Outcome {
 Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale) {
   Outcome out;
   nn::ParameterStore store(0, 1, dtype);
-  auto model = BertModel::Create(c, &store, BertHeads::kAll);
+  auto model = BertModel::Create(c, &store, {nn::Recompute::kNo, Heads::kAll});
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return out;
   EXPECT_TRUE(store.Allocate(/*seed=*/44).ok());
@@ -328,13 +316,10 @@ Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale) {
   sc.dropout_seed = 23;
   sc.micro_step = 4;
   Batch b = MakeBatch(/*rows=*/6, /*T=*/6, static_cast<int>(c.vocab_size));
-  auto losses = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                          b.mlm.view(), b.sop.view(), true, loss_scale);
+  auto losses = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes, loss_scale);
   EXPECT_TRUE(losses.ok()) << losses.status();
   Tensor labels = I32({2, 0}, {2});  // 2 questions of 3 choices.
-  auto mc = (*model)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
-                                                    b.mask.view(), labels.view(), true,
-                                                    loss_scale);
+  auto mc = (*model)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), labels.view()), Backward::kYes, loss_scale);
   EXPECT_TRUE(mc.ok()) << mc.status();
   if (!losses.ok() || !mc.ok()) return out;
   out.pretraining = losses->total;
@@ -457,8 +442,7 @@ TEST(BertModelTest, BadInputsAreRejected) {
   BertModel& m = **model;
   auto run = [&](const Tensor& tokens, const Tensor& types, const Tensor& mask, const Tensor& mlm,
                  const Tensor& sop) {
-    return m.ForwardBackward(sc, tokens.view(), types.view(), mask.view(), mlm.view(), sop.view(),
-                             true)
+    return m.ForwardBackward(sc, BertBatch(tokens.view(), types.view(), mask.view(), mlm.view(), sop.view()), Backward::kYes)
         .status();
   };
   ASSERT_TRUE(run(b.tokens, b.types, b.mask, b.mlm, b.sop).ok());
@@ -498,29 +482,25 @@ TEST(BertModelTest, BadInputsAreRejected) {
 
   // Multiple choice on a pretraining-only model, and the reverse.
   Tensor mc_labels = I32({0}, {1});
-  EXPECT_EQ(m.MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                            mc_labels.view(), false)
+  EXPECT_EQ(m.MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), mc_labels.view()), Backward::kNo)
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
   nn::ParameterStore mc_store(0, 1);
-  auto mc = BertModel::Create(c, &mc_store, BertHeads::kMultipleChoice);
+  auto mc = BertModel::Create(c, &mc_store, {nn::Recompute::kNo, Heads::kMultipleChoice});
   ASSERT_TRUE(mc.ok());
   ASSERT_TRUE(mc_store.Allocate(2).ok());
-  EXPECT_EQ((*mc)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                   b.mlm.view(), b.sop.view(), false)
+  EXPECT_EQ((*mc)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo)
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
   Tensor three = I32({0, 1, 0}, {3});  // 2 rows are not 3 questions.
-  EXPECT_EQ((*mc)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
-                                                 b.mask.view(), three.view(), false)
+  EXPECT_EQ((*mc)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), three.view()), Backward::kNo)
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
   Tensor out_of_range = I32({2}, {1});  // One question with 2 choices: label 2 is no choice.
-  EXPECT_EQ((*mc)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
-                                                 b.mask.view(), out_of_range.view(), false)
+  EXPECT_EQ((*mc)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), out_of_range.view()), Backward::kNo)
                 .status()
                 .code(),
             absl::StatusCode::kOutOfRange);

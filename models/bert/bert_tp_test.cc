@@ -145,8 +145,7 @@ TEST_F(MpiTest, TensorParallelBertPretrainingMatchesSerialWithDropout) {
     ASSERT_TRUE(serial.ok()) << serial.status();
     ASSERT_TRUE(serial_store.Allocate(7).ok());
     nn::StepContext ssc = Context(&ec, nullptr);
-    auto serial_loss = (*serial)->ForwardBackward(ssc, b.tokens.view(), b.types.view(),
-                                                  b.mask.view(), b.mlm.view(), b.sop.view(), true);
+    auto serial_loss = (*serial)->ForwardBackward(ssc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
     ASSERT_TRUE(serial_loss.ok()) << serial_loss.status();
 
     // The TP model over all ranks.
@@ -155,18 +154,16 @@ TEST_F(MpiTest, TensorParallelBertPretrainingMatchesSerialWithDropout) {
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE(store.Allocate(7).ok());
     nn::StepContext sc = Context(&ec, comm_.get());
-    auto loss = (*model)->ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                          b.mlm.view(), b.sop.view(), true);
+    auto loss = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
     ASSERT_TRUE(loss.ok()) << loss.status();
-    EXPECT_NEAR(loss->mlm, serial_loss->mlm, 1e-5 * std::fabs(serial_loss->mlm)) << what;
-    EXPECT_NEAR(loss->sop, serial_loss->sop, 1e-5 * std::fabs(serial_loss->sop)) << what;
+    EXPECT_NEAR(loss->parts[0], serial_loss->parts[0], 1e-5 * std::fabs(serial_loss->parts[0])) << what;
+    EXPECT_NEAR(loss->parts[1], serial_loss->parts[1], 1e-5 * std::fabs(serial_loss->parts[1])) << what;
     EXPECT_NEAR(loss->total, serial_loss->total, 1e-5 * std::fabs(serial_loss->total)) << what;
 
     // Dropout is really on: evaluation mode gives another loss.
     nn::StepContext eval = ssc;
     eval.mode = nn::Mode::kEval;
-    auto eval_loss = (*serial)->ForwardBackward(eval, b.tokens.view(), b.types.view(),
-                                                b.mask.view(), b.mlm.view(), b.sop.view(), false);
+    auto eval_loss = (*serial)->ForwardBackward(eval, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
     ASSERT_TRUE(eval_loss.ok());
     EXPECT_GT(std::fabs(eval_loss->total - serial_loss->total), 1e-4) << what;
 
@@ -184,15 +181,13 @@ TEST_F(MpiTest, TensorParallelBertMultipleChoiceMatchesSerialWithDropout) {
   labels.data_as<int32_t>()[1] = 1;
   ExecContext ec;
   nn::ParameterStore serial_store(0, 1), store(rank, tp);
-  auto serial = BertModel::Create(c, &serial_store, BertHeads::kMultipleChoice);
-  auto model = BertModel::Create(c, &store, BertHeads::kMultipleChoice);
+  auto serial = BertModel::Create(c, &serial_store, {nn::Recompute::kNo, Heads::kMultipleChoice});
+  auto model = BertModel::Create(c, &store, {nn::Recompute::kNo, Heads::kMultipleChoice});
   ASSERT_TRUE(serial.ok() && model.ok());
   ASSERT_TRUE(serial_store.Allocate(9).ok() && store.Allocate(9).ok());
   nn::StepContext ssc = Context(&ec, nullptr), sc = Context(&ec, comm_.get());
-  auto want = (*serial)->MultipleChoiceForwardBackward(ssc, b.tokens.view(), b.types.view(),
-                                                       b.mask.view(), labels.view(), true);
-  auto got = (*model)->MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
-                                                     b.mask.view(), labels.view(), true);
+  auto want = (*serial)->MultipleChoice(ssc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), labels.view()), Backward::kYes);
+  auto got = (*model)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), labels.view()), Backward::kYes);
   ASSERT_TRUE(want.ok() && got.ok());
   EXPECT_NEAR(got->loss, want->loss, 1e-5 * std::fabs(want->loss)) << "tp=" << tp;
   EXPECT_EQ(got->predictions, want->predictions) << "tp=" << tp;
@@ -210,19 +205,17 @@ TEST_F(MpiTest, TwoAllReducesForwardAndTwoBackwardPerLayer) {
       Batch b = MakeBatch(4, 5, static_cast<int>(c.vocab_size));
       Tensor mc_labels = Tensor::Zeros({2}, DType::kI32);
       nn::ParameterStore store(rank, tp);
-      auto model = BertModel::Create(c, &store, BertHeads::kAll);
+      auto model = BertModel::Create(c, &store, {nn::Recompute::kNo, Heads::kAll});
       ASSERT_TRUE(model.ok());
       ASSERT_TRUE(store.Allocate(1).ok());
       ExecContext ec;
       nn::StepContext sc = Context(&ec, comm_.get());
       BertModel& m = **model;
       comm_->ResetCounters();
-      ASSERT_TRUE(m.ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                    b.mlm.view(), b.sop.view(), false)
+      ASSERT_TRUE(m.ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo)
                       .ok());
       const comm::CommCounters f = comm_->ResetCounters();
-      ASSERT_TRUE(m.ForwardBackward(sc, b.tokens.view(), b.types.view(), b.mask.view(),
-                                    b.mlm.view(), b.sop.view(), true)
+      ASSERT_TRUE(m.ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes)
                       .ok());
       const comm::CommCounters fb = comm_->ResetCounters();
       forward[layers] = f.all_reduce;
@@ -230,12 +223,10 @@ TEST_F(MpiTest, TwoAllReducesForwardAndTwoBackwardPerLayer) {
       EXPECT_EQ(f.all_gather + f.reduce_scatter + f.broadcast + f.send + f.recv, 0);
       EXPECT_EQ(fb.all_gather + fb.reduce_scatter + fb.broadcast + fb.send + fb.recv, 0);
 
-      ASSERT_TRUE(m.MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
-                                                  b.mask.view(), mc_labels.view(), false)
+      ASSERT_TRUE(m.MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), mc_labels.view()), Backward::kNo)
                       .ok());
       const comm::CommCounters mf = comm_->ResetCounters();
-      ASSERT_TRUE(m.MultipleChoiceForwardBackward(sc, b.tokens.view(), b.types.view(),
-                                                  b.mask.view(), mc_labels.view(), true)
+      ASSERT_TRUE(m.MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), mc_labels.view()), Backward::kYes)
                       .ok());
       const comm::CommCounters mfb = comm_->ResetCounters();
       mc_forward[layers] = mf.all_reduce;

@@ -8,6 +8,8 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/status.h"
+#include "models/flops.h"
+#include "models/registry.h"
 
 namespace mt {
 namespace models {
@@ -18,10 +20,14 @@ constexpr int kEmbeddingDropoutLayer = 4095;  // A dropout "layer" index no tran
 
 absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& config,
                                                            nn::ParameterStore* store,
-                                                           nn::Recompute recompute) {
+                                                           const ModelOptions& options) {
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
+  if (options.heads != Heads::kPretraining) {
+    return absl::InvalidArgumentError("GPT-2 has only the language-model head (Heads::kPretraining)");
+  }
   std::unique_ptr<GptModel> m(new GptModel());
   m->config_ = config;
+  m->options_ = options;
   m->store_ = store;
   m->dtype_ = store->compute_dtype();
   ASSIGN_OR_RETURN(m->word_, nn::VocabParallelEmbedding::Create(
@@ -45,7 +51,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
   lc.layernorm_eps = config.layernorm_eps;
   lc.init_std = config.init_std;
   lc.output_init_std = config.init_std / std::sqrt(2.0 * config.num_layers);
-  lc.recompute = recompute;
+  lc.recompute = options.recompute;
   ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
   m->final_ln_handle_ = store->size();  // Its first parameter's handle (declaration order).
   ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm",
@@ -108,10 +114,10 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
   return word_.LogitsForward(sc, final_.view(), logits_.view());
 }
 
-absl::StatusOr<double> GptModel::ForwardBackward(const nn::StepContext& sc,
-                                                 const TensorView& tokens,
-                                                 const TensorView& labels, bool compute_grad,
-                                                 double loss_scale) {
+absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, const Batch& batch,
+                                                 Backward backward, double loss_scale) {
+  const TensorView& tokens = batch.tokens;
+  const TensorView& labels = batch.labels;
   if (labels.shape != tokens.shape || labels.dtype != DType::kI32) {
     return absl::InvalidArgumentError(absl::StrCat("GPT-2: labels ", labels.DebugString(),
                                                    " must be i32 with the shape of the tokens ",
@@ -133,7 +139,8 @@ absl::StatusOr<double> GptModel::ForwardBackward(const nn::StepContext& sc,
   if (count == 0) return absl::InvalidArgumentError("GPT-2: every label is ignored");
   ASSIGN_OR_RETURN(double total, ops::Sum(ec, losses_.view()));
   const double loss = total / static_cast<double>(count);
-  if (!compute_grad) return loss;
+  const Losses losses{loss, {loss}, count};
+  if (backward == Backward::kNo) return losses;
 
   ASSIGN_OR_RETURN(Tensor dlosses, Alloc(ec, {N}, DType::kF32));
   RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), loss_scale / static_cast<double>(count)));
@@ -149,7 +156,14 @@ absl::StatusOr<double> GptModel::ForwardBackward(const nn::StepContext& sc,
   RETURN_IF_ERROR(word_.Backward(sc, tokens_, dh2));
   if (config_.position_embeddings) RETURN_IF_ERROR(position_.Backward(sc, positions_.view(), dh2));
   RETURN_IF_ERROR(sc.NotifyGradsReady(0));
-  return loss;
+  return losses;
+}
+
+double GptModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const {
+  (void)scored;
+  return DecoderFlops(batch, seq_length, config_.num_layers, config_.hidden_size, padded_vocab(),
+                      StandardLayerWeights(config_.hidden_size, config_.ffn()),
+                      options_.recompute == nn::Recompute::kYes);
 }
 
 absl::Status GptModel::Logits(const nn::StepContext& sc, const TensorView& tokens,
@@ -162,6 +176,22 @@ absl::Status GptModel::Logits(const nn::StepContext& sc, const TensorView& token
   RETURN_IF_ERROR(nn::GatherLogits(sc, logits_.view(), gathered.view()));
   return CopyTensor(ec, gathered.view(), full);
 }
+
+namespace {
+
+Architecture Gpt2Architecture() {
+  return {"gpt2", Family::kGpt2,
+          "GPT-2: learned positions, pre-norm LayerNorm layers with a GeLU MLP, tied output layer",
+          [](const ModelConfig& config, nn::ParameterStore* store,
+             const ModelOptions& options) -> absl::StatusOr<std::unique_ptr<Model>> {
+            ASSIGN_OR_RETURN(std::unique_ptr<GptModel> m, GptModel::Create(config, store, options));
+            return std::unique_ptr<Model>(std::move(m));
+          }};
+}
+
+MT_REGISTER_ARCHITECTURE(Gpt2Architecture);
+
+}  // namespace
 
 }  // namespace models
 }  // namespace mt

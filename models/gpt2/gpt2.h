@@ -22,11 +22,14 @@
 #define MT_MODELS_GPT2_GPT2_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
 #include "models/config.h"
+#include "models/model.h"
 #include "nn/context.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
@@ -36,31 +39,35 @@
 namespace mt {
 namespace models {
 
-class GptModel {
+class GptModel : public Model {
  public:
   // Declares every parameter in `store` (whose tp_size is the TP degree); does not allocate, so
   // it also serves to count the parameters of large configs. InvalidArgument for configs that
-  // fail ValidateParallel(store->tp_size()).
+  // fail ValidateParallel(store->tp_size()) or ask for heads other than kPretraining.
   static absl::StatusOr<std::unique_ptr<GptModel>> Create(const ModelConfig& config,
                                                           nn::ParameterStore* store,
-                                                          nn::Recompute recompute = nn::Recompute::kNo);
+                                                          const ModelOptions& options = {});
 
-  // tokens, labels: contiguous i32 [B, T] with T <= max_position_embeddings, on the host or the
-  // store's device; a label of ops::kIgnoreIndex is not scored. Returns the mean cross-entropy
-  // (nats) over the scored labels; with compute_grad ACCUMULATES loss_scale * d(mean loss)/
-  // d(parameters) into the store's gradients (loss_scale is the dynamic loss scale of
-  // mixed-precision training; 1 otherwise).
-  absl::StatusOr<double> ForwardBackward(const nn::StepContext& sc, const TensorView& tokens,
-                                         const TensorView& labels, bool compute_grad,
-                                         double loss_scale = 1.0);
+  const ModelConfig& config() const override { return config_; }
+  int64_t padded_vocab() const override { return word_.padded_vocab(); }
+  std::vector<std::string> loss_names() const override { return {"lm loss"}; }
 
-  // Full logits [B * T, padded_vocab] (gathered across TP ranks) for generation; columns at or past
-  // the real vocabulary are padding and should be ignored.
-  absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens, const TensorView& full);
+  // batch.tokens, batch.labels: contiguous i32 [B, T] with T <= max_position_embeddings; a label
+  // of ops::kIgnoreIndex is not scored. parts = {mean cross-entropy (nats) over the scored
+  // labels}; InvalidArgument when every label is ignored.
+  absl::StatusOr<Losses> ForwardBackward(const nn::StepContext& sc, const Batch& batch,
+                                         Backward backward, double loss_scale = 1.0) override;
+  // Megatron's formula (models/flops.h); `scored` does not matter (every position's logits are
+  // computed).
+  double TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const override;
+  // Full logits [B * T, padded_vocab] (gathered across TP ranks) for generation.
+  absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
+                      const TensorView& full) override;
 
-  const ModelConfig& config() const { return config_; }
+  ActivationBytes activation_bytes() const override {
+    return {stack_->HeldActivationBytes(), stack_->peak_backward_extra_bytes()};
+  }
   const nn::TransformerStack& stack() const { return *stack_; }
-  int64_t padded_vocab() const { return word_.padded_vocab(); }
 
  private:
   GptModel() = default;
@@ -68,6 +75,7 @@ class GptModel {
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc, int64_t T) const;
 
   ModelConfig config_;
+  ModelOptions options_;
   nn::ParameterStore* store_ = nullptr;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
   nn::VocabParallelEmbedding word_;

@@ -95,8 +95,8 @@ TEST_P(GptCudaTest, LossAndGradientsMatchTheCpuModel) {
       absl::StrCat(DTypeName(dtype), recompute == nn::Recompute::kYes ? " recompute" : "");
 
   nn::ParameterStore cs(0, 1, dtype), gs(0, 1, dtype, Device::Cuda(0));
-  auto cm = GptModel::Create(c, &cs, recompute);
-  auto gm = GptModel::Create(c, &gs, recompute);
+  auto cm = GptModel::Create(c, &cs, {recompute});
+  auto gm = GptModel::Create(c, &gs, {recompute});
   ASSERT_TRUE(cm.ok() && gm.ok());
   ASSERT_TRUE(cs.Allocate(42).ok());
   absl::Status allocated = gs.Allocate(42);
@@ -110,12 +110,12 @@ TEST_P(GptCudaTest, LossAndGradientsMatchTheCpuModel) {
   // Step 1: host inputs (as the data loaders give them).
   const int B = 3, T = 11, V = static_cast<int>(c.vocab_size);
   Batch b1 = MakeBatch(B, T, V, 1);
-  auto lc = (*cm)->ForwardBackward(Step(&cec, 1), b1.tokens.view(), b1.labels.view(), true, scale);
-  auto lg = (*gm)->ForwardBackward(Step(&gec, 1), b1.tokens.view(), b1.labels.view(), true, scale);
+  auto lc = (*cm)->ForwardBackward(Step(&cec, 1), LanguageModelBatch(b1.tokens.view(), b1.labels.view()), Backward::kYes, scale);
+  auto lg = (*gm)->ForwardBackward(Step(&gec, 1), LanguageModelBatch(b1.tokens.view(), b1.labels.view()), Backward::kYes, scale);
   ASSERT_TRUE(lc.ok()) << lc.status();
   ASSERT_TRUE(lg.ok()) << lg.status();
-  std::printf("%s step 1: loss cpu %.9g gpu %.9g\n", label.c_str(), *lc, *lg);
-  EXPECT_LE(std::fabs(*lg - *lc), LossBound(dtype) * std::fabs(*lc)) << label;
+  std::printf("%s step 1: loss cpu %.9g gpu %.9g\n", label.c_str(), lc->total, lg->total);
+  EXPECT_LE(std::fabs(lg->total - lc->total), LossBound(dtype) * std::fabs(lc->total)) << label;
   ExpectGradsClose(gs, gec, scale, cs, scale, GradBound(dtype), label + " step 1");
 
   // Step 2: inputs already on the device, gradients zeroed, other dropout masks.
@@ -125,11 +125,11 @@ TEST_P(GptCudaTest, LossAndGradientsMatchTheCpuModel) {
   ASSERT_TRUE(tokens.ok() && labels.ok());
   cs.ZeroGrads();
   ASSERT_TRUE(gs.ZeroGrads(gec).ok());
-  lc = (*cm)->ForwardBackward(Step(&cec, 2), b2.tokens.view(), b2.labels.view(), true, scale);
-  lg = (*gm)->ForwardBackward(Step(&gec, 2), tokens->view(), labels->view(), true, scale);
+  lc = (*cm)->ForwardBackward(Step(&cec, 2), LanguageModelBatch(b2.tokens.view(), b2.labels.view()), Backward::kYes, scale);
+  lg = (*gm)->ForwardBackward(Step(&gec, 2), LanguageModelBatch(tokens->view(), labels->view()), Backward::kYes, scale);
   ASSERT_TRUE(lc.ok()) << lc.status();
   ASSERT_TRUE(lg.ok()) << lg.status();
-  EXPECT_LE(std::fabs(*lg - *lc), LossBound(dtype) * std::fabs(*lc)) << label;
+  EXPECT_LE(std::fabs(lg->total - lc->total), LossBound(dtype) * std::fabs(lc->total)) << label;
   ExpectGradsClose(gs, gec, scale, cs, scale, GradBound(dtype), label + " step 2");
 
   // Logits (eval: no dropout) gathered into a host buffer and into a device buffer.
@@ -179,7 +179,7 @@ TEST(GptDeviceTest, AStepOnAnotherDeviceThanTheStoreIsRefused) {
   auto gm = GptModel::Create(c, &gs);
   ASSERT_TRUE(gm.ok());
   ExecContext cpu;
-  auto r = (*gm)->ForwardBackward(Step(&cpu, 0), b.tokens.view(), b.labels.view(), true);
+  auto r = (*gm)->ForwardBackward(Step(&cpu, 0), LanguageModelBatch(b.tokens.view(), b.labels.view()), Backward::kYes);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("cuda:0"), std::string::npos) << r.status();
   // A CPU store driven by a GPU context.
@@ -189,17 +189,17 @@ TEST(GptDeviceTest, AStepOnAnotherDeviceThanTheStoreIsRefused) {
   ASSERT_TRUE(cs.Allocate(1).ok());
   ExecContext gpu;
   gpu.device = Device::Cuda(0);
-  r = (*cm)->ForwardBackward(Step(&gpu, 0), b.tokens.view(), b.labels.view(), true);
+  r = (*cm)->ForwardBackward(Step(&gpu, 0), LanguageModelBatch(b.tokens.view(), b.labels.view()), Backward::kYes);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("parameter store"), std::string::npos) << r.status();
   // Inputs on a GPU for a CPU model.
   int32_t fake[8] = {};
   const TensorView on_gpu(fake, {2, 4}, DType::kI32, Device::Cuda(0));  // Never dereferenced.
-  r = (*cm)->ForwardBackward(Step(&cpu, 0), on_gpu, b.labels.view(), true);
+  r = (*cm)->ForwardBackward(Step(&cpu, 0), LanguageModelBatch(on_gpu, b.labels.view()), Backward::kYes);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("tokens"), std::string::npos) << r.status();
   // The CPU model still works after the refusals.
-  r = (*cm)->ForwardBackward(Step(&cpu, 0), b.tokens.view(), b.labels.view(), true);
+  r = (*cm)->ForwardBackward(Step(&cpu, 0), LanguageModelBatch(b.tokens.view(), b.labels.view()), Backward::kYes);
   EXPECT_TRUE(r.ok()) << r.status();
 }
 

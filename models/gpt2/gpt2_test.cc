@@ -90,10 +90,10 @@ TEST_P(GptGradientTest, LossAndAllGradientsMatchFloat64Reference) {
   ec.pool = &pool;
   nn::StepContext sc;
   sc.exec = &ec;
-  auto loss = (*model)->ForwardBackward(sc, batch.t.view(), batch.l.view(), true);
+  auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kYes);
   ASSERT_TRUE(loss.ok()) << loss.status();
   testing::ParamMap ref = ToParamMap(store, c.vocab_size, c.hidden_size);
-  EXPECT_NEAR(*loss, testing::ReferenceGptLoss(c, ref, B, T, batch.tokens, batch.labels), 1e-5);
+  EXPECT_NEAR(loss->total, testing::ReferenceGptLoss(c, ref, B, T, batch.tokens, batch.labels), 1e-5);
 
   for (int i = 0; i < store.size(); ++i) {
     const std::string& name = store.spec(i).name;
@@ -148,11 +148,11 @@ Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale, const
   sc.exec = &ec;
   sc.dropout_seed = 11;  // Dropout on: the masks do not depend on the dtype.
   sc.micro_step = 2;
-  auto loss = (*model)->ForwardBackward(sc, batch.t.view(), batch.l.view(), true, loss_scale);
+  auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kYes, loss_scale);
   EXPECT_TRUE(loss.ok()) << loss.status();
   if (!loss.ok()) return out;
   EXPECT_EQ(batch.t.shape(), (Shape{B, T}));
-  out.loss = *loss;
+  out.loss = loss->total;
   for (int i = 0; i < store.size(); ++i) {
     std::vector<double> g = ToDoubles(store.grad(i));
     for (double& x : g) x /= loss_scale;
@@ -234,19 +234,19 @@ TEST(GptModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndSavesMemo
   int64_t held[2], extra[2];
   for (int r = 0; r < 2; ++r) {
     nn::ParameterStore store(0, 1);
-    auto model = GptModel::Create(c, &store, r == 0 ? nn::Recompute::kNo : nn::Recompute::kYes);
+    auto model = GptModel::Create(c, &store, {r == 0 ? nn::Recompute::kNo : nn::Recompute::kYes});
     ASSERT_TRUE(model.ok());
     ASSERT_TRUE(store.Allocate(3).ok());
     nn::StepContext sc;
     sc.exec = &ec;
     sc.dropout_seed = 99;
     sc.micro_step = 5;
-    auto loss = (*model)->ForwardBackward(sc, batch.t.view(), batch.l.view(), false);
+    auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kNo);
     ASSERT_TRUE(loss.ok());
     held[r] = (*model)->stack().HeldActivationBytes();  // After a forward, before backward.
-    auto loss2 = (*model)->ForwardBackward(sc, batch.t.view(), batch.l.view(), true);
+    auto loss2 = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kYes);
     ASSERT_TRUE(loss2.ok());
-    losses[r] = *loss2;
+    losses[r] = loss2->total;
     extra[r] = (*model)->stack().peak_backward_extra_bytes();
     const float* g = store.flat_grads().data_as<float>();
     grads[r].assign(g, g + store.NumLocalElements());

@@ -72,7 +72,7 @@ TEST_F(MpiTest, TensorParallelGptMatchesSerialWithDropout) {
   ASSERT_TRUE(serial.ok()) << serial.status();
   ASSERT_TRUE(serial_store.Allocate(7).ok());
   nn::StepContext ssc = Context(&ec, nullptr);
-  auto serial_loss = (*serial)->ForwardBackward(ssc, tokens.view(), labels.view(), true);
+  auto serial_loss = (*serial)->ForwardBackward(ssc, LanguageModelBatch(tokens.view(), labels.view()), Backward::kYes);
   ASSERT_TRUE(serial_loss.ok()) << serial_loss.status();
 
   // The TP model over all ranks.
@@ -81,9 +81,9 @@ TEST_F(MpiTest, TensorParallelGptMatchesSerialWithDropout) {
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE(store.Allocate(7).ok());
   nn::StepContext sc = Context(&ec, comm_.get());
-  auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
+  auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(tokens.view(), labels.view()), Backward::kYes);
   ASSERT_TRUE(loss.ok()) << loss.status();
-  EXPECT_NEAR(*loss, *serial_loss, 1e-5 * std::fabs(*serial_loss)) << "tp=" << tp;
+  EXPECT_NEAR(loss->total, serial_loss->total, 1e-5 * std::fabs(serial_loss->total)) << "tp=" << tp;
 
   // Every local value and gradient is the serial one's slice (real vocabulary rows only).
   for (int i = 0; i < store.size(); ++i) {
@@ -143,15 +143,15 @@ TEST_F(MpiTest, TensorParallelBf16GptMatchesSerialBf16WithDropout) {
   ASSERT_TRUE(serial.ok() && model.ok());
   ASSERT_TRUE(serial_store.Allocate(7).ok() && store.Allocate(7).ok());
   nn::StepContext ssc = Context(&ec, nullptr), sc = Context(&ec, comm_.get());
-  auto serial_loss = (*serial)->ForwardBackward(ssc, tokens.view(), labels.view(), true);
-  auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
+  auto serial_loss = (*serial)->ForwardBackward(ssc, LanguageModelBatch(tokens.view(), labels.view()), Backward::kYes);
+  auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(tokens.view(), labels.view()), Backward::kYes);
   ASSERT_TRUE(serial_loss.ok() && loss.ok());
   // The TP model rounds different partial results to bf16 (each rank's share of a row-parallel
   // product before the all-reduce, the embedding's zero-padded shards...), so it agrees with the
   // serial bf16 model to a few bf16 roundings: 8 u relative for the loss, 32 u (norm-wise) for
   // each gradient slice.
   const double u = ::mt::testing::UnitRoundoff(DType::kBF16);
-  const double loss_err = std::fabs(*loss - *serial_loss) / std::fabs(*serial_loss);
+  const double loss_err = std::fabs(loss->total - serial_loss->total) / std::fabs(serial_loss->total);
   EXPECT_LE(loss_err, 8 * u) << "tp=" << tp;
   double worst = 0;
   for (int i = 0; i < store.size(); ++i) {
@@ -202,9 +202,9 @@ TEST_F(MpiTest, TwoAllReducesForwardAndTwoBackwardPerLayer) {
     ExecContext ec;
     nn::StepContext sc = Context(&ec, comm_.get());
     comm_->ResetCounters();
-    ASSERT_TRUE((*model)->ForwardBackward(sc, tokens.view(), labels.view(), false).ok());
+    ASSERT_TRUE((*model)->ForwardBackward(sc, LanguageModelBatch(tokens.view(), labels.view()), Backward::kNo).ok());
     const comm::CommCounters f = comm_->ResetCounters();
-    ASSERT_TRUE((*model)->ForwardBackward(sc, tokens.view(), labels.view(), true).ok());
+    ASSERT_TRUE((*model)->ForwardBackward(sc, LanguageModelBatch(tokens.view(), labels.view()), Backward::kYes).ok());
     const comm::CommCounters fb = comm_->ResetCounters();
     forward[layers] = f.all_reduce;
     backward[layers] = fb.all_reduce - f.all_reduce;

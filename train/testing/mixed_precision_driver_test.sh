@@ -82,7 +82,7 @@ grep -q "exclusive" "$work/d.out" || fail "unclear error: $(cat "$work/d.out")"
 if "$pretrain" "${common[@]}" --device=tpu --train_iters=4 > "$work/e.out" 2>&1; then
   fail "--device=tpu was accepted"
 fi
-grep -q "must be cpu or cuda" "$work/e.out" || fail "unclear error: $(cat "$work/e.out")"
+grep -q -- "--device=tpu: must be one of cpu, cuda" "$work/e.out" || fail "unclear error: $(cat "$work/e.out")"
 if ! nvidia-smi -L > /dev/null 2>&1 && [[ -z "${MT_CUDA_EMU:-}" ]]; then
   if "$pretrain" "${common[@]}" --device=cuda --train_iters=4 > "$work/f.out" 2>&1; then
     fail "--device=cuda ran without a GPU"

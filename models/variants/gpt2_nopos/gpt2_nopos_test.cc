@@ -50,10 +50,10 @@ TEST(Gpt2NoPosTest, LearnsWithoutPositions) {
   double first = 0, last = 0;
   for (int step = 1; step <= 150; ++step) {
     store.ZeroGrads();
-    auto loss = (*model)->ForwardBackward(sc, tokens.view(), labels.view(), true);
+    auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(tokens.view(), labels.view()), Backward::kYes);
     ASSERT_TRUE(loss.ok()) << loss.status();
-    if (step == 1) first = *loss;
-    last = *loss;
+    if (step == 1) first = loss->total;
+    last = loss->total;
     ops::AdamArgs a;
     a.lr = 1e-2f;
     a.step = step;

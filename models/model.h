@@ -1,0 +1,154 @@
+// The one model interface. Every consumer of a model (the trainer and the pretraining job, the
+// evaluation harnesses, generation, the benchmarks, //models:describe) holds a models::Model made
+// by models::CreateModel (registry.h) from a ModelConfig whose `architecture` names a registered
+// factory, and a nn::ParameterStore the model declares its parameters in.
+//
+//   nn::ParameterStore store(tp_rank, tp_size, DType::kBF16, device);
+//   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, &store, options));
+//   RETURN_IF_ERROR(store.Allocate(seed));
+//   ASSIGN_OR_RETURN(Losses l, model->ForwardBackward(sc, batch, Backward::kYes, loss_scale));
+//
+// A model runs where its store lives: every StepContext must carry an ExecContext on the store's
+// device (InvalidArgument otherwise). Inputs may be host tensors, as the data loaders make them,
+// or tensors already on that device (uploaded into buffers the model keeps while shapes stay).
+// The same object serves TP = 1 (null sc.tp) and TP > 1; every rank of a tensor-parallel group
+// calls it with the same inputs. Gradients are ACCUMULATED into the store (the trainer zeroes
+// them per iteration) and reported final, parameter by parameter, to sc.grads_ready.
+//
+// Implementations: models/gpt2 (GptModel), models/bert (BertModel), and the variant packages
+// under models/variants/ (docs/adding_a_model.md).
+#ifndef MT_MODELS_MODEL_H_
+#define MT_MODELS_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "models/config.h"
+#include "nn/context.h"
+#include "nn/transformer.h"
+
+namespace mt {
+namespace models {
+
+// One micro-batch of model inputs: contiguous i32 views on the host or the model's device. Which
+// fields a model reads depends on its family (the others stay empty):
+//   GPT family:       tokens, labels.
+//   BERT pretraining: tokens, token_types, padding_mask, labels (MLM), sop_labels.
+//   multiple choice:  tokens, token_types, padding_mask [Q * C, T]; labels [Q] (the right choice).
+struct Batch {
+  TensorView tokens;        // [B, T], B >= 1, 1 <= T <= max_position_embeddings
+  TensorView labels;        // [B, T] targets (GPT: the next token; BERT: the original token at
+                            // masked positions), ops::kIgnoreIndex (-100) where not scored
+  TensorView token_types;   // [B, T] in [0, num_token_types)
+  TensorView padding_mask;  // [B, T] 0 at padded positions (never attended to), nonzero elsewhere
+  TensorView sop_labels;    // [B] in {0, 1}: sentence order swapped
+};
+
+// The batches of each kind from their views.
+inline Batch LanguageModelBatch(const TensorView& tokens, const TensorView& labels) {
+  Batch b;
+  b.tokens = tokens;
+  b.labels = labels;
+  return b;
+}
+inline Batch BertBatch(const TensorView& tokens, const TensorView& token_types,
+                       const TensorView& padding_mask, const TensorView& mlm_labels,
+                       const TensorView& sop_labels) {
+  Batch b;
+  b.tokens = tokens;
+  b.token_types = token_types;
+  b.padding_mask = padding_mask;
+  b.labels = mlm_labels;
+  b.sop_labels = sop_labels;
+  return b;
+}
+inline Batch MultipleChoiceBatch(const TensorView& tokens, const TensorView& token_types,
+                                 const TensorView& padding_mask, const TensorView& labels) {
+  return BertBatch(tokens, token_types, padding_mask, labels, TensorView());
+}
+
+// What a forward pass reports.
+struct Losses {
+  double total = 0;           // The loss backward differentiates (the sum of the parts).
+  std::vector<double> parts;  // Named by Model::loss_names(), in order.
+  int64_t scored = 0;         // Targets scored by the language-model loss (labels != -100).
+};
+
+struct MultipleChoiceResult {
+  double loss = 0;               // Mean cross-entropy over the questions.
+  std::vector<int> predictions;  // [Q]: argmax of the scores (lowest index on ties).
+};
+
+enum class Backward { kNo, kYes };
+
+// Which task heads a model declares (the BERT family; GPT models have one language-model head).
+enum class Heads {
+  kPretraining,     // GPT: the tied LM head. BERT: MLM + sentence-order prediction.
+  kMultipleChoice,  // BERT: RACE's multiple-choice head only.
+  kAll,             // BERT: both (fine-tune a pretrained checkpoint in one store).
+};
+
+struct ModelOptions {
+  nn::Recompute recompute = nn::Recompute::kNo;  // Activation checkpointing of every layer.
+  Heads heads = Heads::kPretraining;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  // The vocabulary padded for the store's TP degree (columns at or past config().vocab_size are
+  // padding: masked out of every softmax).
+  virtual int64_t padded_vocab() const = 0;
+
+  // Log names of Losses::parts, in order ("lm loss", then e.g. "sop loss"); the first is a
+  // language-model loss whose exp is reported as the perplexity.
+  virtual std::vector<std::string> loss_names() const = 0;
+
+  // The pretraining objective on one micro-batch (sc.mode selects dropout). With Backward::kYes,
+  // ACCUMULATES loss_scale * d(total)/d(parameters) into the store's gradients.
+  // InvalidArgument for inputs of the wrong shape, dtype or device, or with nothing scored;
+  // OutOfRange for an id outside its vocabulary; FailedPrecondition if the model was created
+  // without the heads this needs.
+  virtual absl::StatusOr<Losses> ForwardBackward(const nn::StepContext& sc, const Batch& batch,
+                                                 Backward backward, double loss_scale = 1.0) = 0;
+
+  // Model FLOPs of one ForwardBackward with Backward::kYes (forward, backward and, with
+  // recomputation, the recomputed forward) on `batch` samples of `seq_length` tokens with `scored`
+  // scored targets in all, for the whole model (not this rank's shard), as Megatron counts them
+  // (models/flops.h).
+  virtual double TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const = 0;
+
+  // Bytes of activations the transformer layers hold between forward and backward (after the last
+  // forward), and the largest transient extra during the last backward (a recomputed layer): what
+  // activation checkpointing trades.
+  struct ActivationBytes {
+    int64_t held = 0;
+    int64_t backward_extra = 0;
+  };
+  virtual ActivationBytes activation_bytes() const = 0;
+
+  // Language models: the logits of every position, full [B * T, padded_vocab] f32 (gathered
+  // across the TP ranks, identical on each), on the host or the model's device; eval mode.
+  // Unimplemented for models without a language-model head over all positions.
+  virtual absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
+                              const TensorView& full);
+
+  // Multiple choice (RACE): see Batch. Returns the mean cross-entropy over the questions and each
+  // question's predicted choice; with Backward::kYes ACCUMULATES loss_scale * d(loss)/d(params).
+  // Unimplemented for models without a multiple-choice head.
+  virtual absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc,
+                                                              const Batch& batch,
+                                                              Backward backward,
+                                                              double loss_scale = 1.0);
+};
+
+}  // namespace models
+}  // namespace mt
+
+#endif  // MT_MODELS_MODEL_H_

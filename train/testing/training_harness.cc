@@ -1,0 +1,177 @@
+#include "train/testing/training_harness.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/alloc.h"
+#include "core/cuda/caching_allocator.h"
+#include "core/cuda/device_context.h"
+#include "core/ops/testutil.h"
+#include "core/status.h"
+#include "data/gpt_dataset/gpt_dataset.h"
+#include "data/indexed/indexed_dataset.h"
+#include "gtest/gtest.h"
+#include "models/registry.h"
+#include "train/batches.h"
+#include "train/training_state.h"
+
+namespace mt {
+namespace train {
+namespace testing {
+
+namespace {
+
+// Reports a failed status as a test failure; true if it was OK.
+bool Ok(const absl::Status& s, const char* what) {
+  if (s.ok()) return true;
+  ADD_FAILURE() << what << ": " << s;
+  return false;
+}
+
+// The run's device: the CPU, or cuda:0 with a caching allocator.
+struct Device {
+  std::unique_ptr<cuda::DeviceContext> context;
+  std::unique_ptr<cuda::CachingAllocator> pool;
+  ExecContext ec;
+};
+
+absl::Status SetUpDevice(bool gpu, Device* d) {
+  if (!gpu) return absl::OkStatus();
+  ASSIGN_OR_RETURN(d->context, cuda::DeviceContext::Create(0));
+  d->ec.device = mt::Device::Cuda(0);
+  d->ec.cuda = d->context.get();
+  d->pool = std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(0));
+  d->ec.memory_pool = d->pool.get();
+  return absl::OkStatus();
+}
+
+void Record(const Trainer& trainer, HarnessResult* out) {
+  for (const LogRecord& r : trainer.history()) {
+    out->losses.push_back(r.loss.total);
+    out->parts.push_back(r.loss.parts);
+    out->grad_norms.push_back(r.grad_norm);
+    out->lrs.push_back(r.learning_rate);
+    out->scales.push_back(r.loss_scale);
+    out->skipped_so_far.push_back(r.skipped_iterations);
+  }
+  out->skipped = trainer.skipped_iterations();
+}
+
+std::vector<float> Masters(const nn::ParameterStore& store, const ExecContext& ec) {
+  auto host = CopyToHost(ec, store.flat_values());
+  if (!Ok(host.status(), "copying the masters")) return {};
+  return std::vector<float>(host->data_as<float>(),
+                            host->data_as<float>() + store.NumLocalElements());
+}
+
+std::vector<double> ComputeCopies(const nn::ParameterStore& store, const ExecContext& ec) {
+  auto host = CopyToHost(ec, store.flat_compute_values());
+  if (!Ok(host.status(), "copying the compute copies")) return {};
+  return ::mt::testing::ToDoubles(host->view());
+}
+
+}  // namespace
+
+std::vector<double> HarnessResult::Part(size_t k) const {
+  std::vector<double> out;
+  for (const std::vector<double>& p : parts) out.push_back(k < p.size() ? p[k] : NAN);
+  return out;
+}
+
+HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
+                          const MakeBatches& make_batches) {
+  HarnessResult out;
+  comm::ParallelConfig pc;
+  pc.tensor_parallel = c.tp;
+  auto parallel = comm::ParallelContext::Create(world, pc, c.model.num_attention_heads);
+  if (!Ok(parallel.status(), "parallel layout")) return out;
+  Device d;
+  if (!Ok(SetUpDevice(c.gpu, &d), "device")) return out;
+  data::LoaderConfig lc;
+  lc.micro_batch_size = c.micro_batch_size;
+  lc.global_batch_size = c.global_batch_size;
+  lc.data_parallel_size = (*parallel)->dp_size();
+  lc.data_parallel_rank = (*parallel)->dp_rank();
+  lc.consumed_samples = c.start * c.global_batch_size;
+  auto batches = make_batches(lc);
+  if (!Ok(batches.status(), "batches")) return out;
+
+  nn::ParameterStore store((*parallel)->tp_rank(), c.tp, c.compute_dtype, d.ec.device);
+  auto model = models::CreateModel(c.model, &store);
+  if (!Ok(model.status(), "model") || !Ok(store.Allocate(c.init_seed), "allocation")) return out;
+  auto opt = Optimizer::Create(&store, c.optimizer);
+  if (!Ok(opt.status(), "optimizer")) return out;
+  LrSchedule schedule(c.lr);
+  LossScaler scaler(c.scaler);
+  TrainingCounters counters;
+  if (!c.load.empty()) {
+    if (!Ok(LoadTrainingState(c.load, **parallel, c.model, &store, &*opt, &scaler, &schedule,
+                              &counters),
+            "loading the checkpoint")) {
+      return out;
+    }
+    EXPECT_EQ(counters.iteration, c.start);
+  }
+  TrainerConfig tc;
+  tc.micro_batch_size = c.micro_batch_size;
+  tc.global_batch_size = c.global_batch_size;
+  tc.seq_length = c.seq_length;
+  tc.train_iters = c.end;
+  tc.quiet = true;
+  tc.inject_grad_overflow_at = c.inject_grad_overflow_at;
+  auto trainer = Trainer::Create(tc, {parallel->get(), &d.ec, model->get(), &store, &*opt,
+                                      &schedule, &scaler});
+  if (!Ok(trainer.status(), "trainer")) return out;
+  (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
+  out.first_values = Masters(store, d.ec);
+  out.first_compute = ComputeCopies(store, d.ec);
+  Ok((*trainer)->Train(**batches, c.start, nullptr, nullptr), "training");
+  Record(**trainer, &out);
+  out.final_scale = scaler.scale();
+  out.schedule_samples = schedule.samples();
+  out.buckets = opt->grad_reducer().num_buckets();
+  out.buckets_in_backward = opt->grad_reducer().buckets_started_in_backward();
+  out.last_values = Masters(store, d.ec);
+  out.last_compute = ComputeCopies(store, d.ec);
+  if (!c.save.empty()) {
+    counters.iteration = c.end;
+    counters.consumed_samples = (*trainer)->consumed_samples();
+    counters.skipped_iterations = (*trainer)->skipped_iterations();
+    Ok(SaveTrainingState(c.save, 2, **parallel, c.model, store, *opt, scaler, schedule, counters),
+       "saving the checkpoint");
+  }
+  return out;
+}
+
+MakeBatches GptBatches(const std::string& prefix, int64_t seq_length, int64_t num_samples,
+                       uint64_t seed) {
+  return [=](const data::LoaderConfig& lc) -> absl::StatusOr<std::unique_ptr<BatchStream>> {
+    ASSIGN_OR_RETURN(auto indexed, data::IndexedDataset::Open(prefix));
+    data::GptDatasetConfig dc;
+    dc.split = "1";
+    dc.seq_len = seq_length;
+    dc.num_samples = num_samples;
+    dc.seed = seed;
+    ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(
+                                  std::shared_ptr<const data::IndexedDataset>(std::move(indexed)),
+                                  data::Split::kTrain, dc));
+    ASSIGN_OR_RETURN(
+        auto loader,
+        data::Loader::Create(
+            data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds))), lc));
+    return LanguageModelBatches(std::move(loader));
+  };
+}
+
+double WorstRelative(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  }
+  return worst;
+}
+
+}  // namespace testing
+}  // namespace train
+}  // namespace mt

@@ -1,0 +1,86 @@
+// One training run for the training-level tests (GPT and BERT curves under TP and DP, loss
+// scaling, the overlapped DP all-reduce, GPU against CPU, checkpoint resume): the parallel layout,
+// the model from the registry, optimizer, schedule, scaler and the Trainer, driven over a
+// BatchStream the test supplies, with everything a test compares recorded. A failure inside
+// (a status that is not OK) is reported as a gtest failure and ends the run early with what was
+// recorded so far; it never aborts the test binary. testonly.
+#ifndef MT_TRAIN_TESTING_TRAINING_HARNESS_H_
+#define MT_TRAIN_TESTING_TRAINING_HARNESS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/parallel_context.h"
+#include "core/dtype.h"
+#include "data/loader/loader.h"
+#include "models/config.h"
+#include "train/loss_scaler.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+#include "train/trainer.h"
+
+namespace mt {
+namespace train {
+namespace testing {
+
+struct HarnessConfig {
+  models::ModelConfig model;
+  int tp = 1;                 // The rest of the world is data-parallel.
+  int64_t micro_batch_size = 2;
+  int64_t global_batch_size = 4;
+  int64_t seq_length = 16;
+  int start = 0;              // First iteration (> 0 with `load`).
+  int end = 20;               // Trains iterations [start, end).
+  DType compute_dtype = DType::kF32;
+  bool gpu = false;           // On cuda:0 with a caching allocator, as the drivers run.
+  uint64_t init_seed = 17;
+  OptimizerConfig optimizer;
+  LrScheduleConfig lr;        // decay_samples 0: through `end`.
+  LossScalerConfig scaler;
+  int64_t inject_grad_overflow_at = -1;
+  std::string load;           // Resume from this checkpoint directory (must hold `start`).
+  std::string save;           // Save the state after `end` here.
+};
+
+struct HarnessResult {
+  std::vector<double> losses;                // Per iteration: the total loss.
+  std::vector<std::vector<double>> parts;    // Per iteration: the named parts.
+  std::vector<double> grad_norms, lrs, scales;
+  std::vector<int64_t> skipped_so_far;
+  int64_t skipped = 0;
+  double final_scale = 0;
+  int64_t schedule_samples = 0;
+  std::vector<float> first_values, last_values;      // f32 masters before and after.
+  std::vector<double> first_compute, last_compute;   // Compute-dtype copies before and after.
+  int64_t buckets = 0, buckets_in_backward = 0;      // Of the last iteration's DP reduction.
+
+  // Part k of every iteration.
+  std::vector<double> Part(size_t k) const;
+};
+
+// This DP rank's micro-batches for the run (LoaderConfig filled with the layout, the batch sizes
+// and start * global_batch_size consumed samples).
+using MakeBatches = std::function<absl::StatusOr<std::unique_ptr<BatchStream>>(
+    const data::LoaderConfig& loader)>;
+
+// Collective over `world`.
+HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& config,
+                          const MakeBatches& make_batches);
+
+// GPT micro-batches: contiguous samples of `seq_length` + 1 tokens from the indexed dataset at
+// `prefix` (split "1", shuffled with `seed`), `num_samples` of them.
+MakeBatches GptBatches(const std::string& prefix, int64_t seq_length, int64_t num_samples,
+                       uint64_t seed);
+
+// max |a_i - b_i| / |b_i|; infinite when the sizes differ.
+double WorstRelative(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace testing
+}  // namespace train
+}  // namespace mt
+
+#endif  // MT_TRAIN_TESTING_TRAINING_HARNESS_H_
