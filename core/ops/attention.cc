@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/span.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/dropout_cuda.h"
@@ -560,60 +559,24 @@ void BackwardCpu(const ExecContext& ctx, const Problem& p, const TensorView& q, 
 
 // ---- Argument checks ----
 
-struct Named {
-  absl::string_view name;
-  const TensorView* t;
-};
-
-// Contiguous, on `first`'s device, of `first`'s dtype (float) and the given shape.
-absl::Status CheckOperand(absl::string_view op, const Named& n, const Named& first,
-                          absl::Span<const int64_t> shape) {
-  RETURN_IF_ERROR(CheckContiguous(op, n.name, *n.t));
-  RETURN_IF_ERROR(CheckDType(op, n.name, *n.t, {DType::kF32, DType::kBF16, DType::kF16}));
-  if (n.t->device != first.t->device) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": ", n.name, " is on ", n.t->device.ToString(), ", expected ",
-                     first.t->device.ToString(), " (the device of ", first.name, ")"));
-  }
-  if (n.t->dtype != first.t->dtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": ", n.name, " has dtype ", DTypeName(n.t->dtype), ", expected ",
-                     DTypeName(first.t->dtype), " (the dtype of ", first.name, ")"));
-  }
-  return CheckShape(op, n.name, *n.t, shape);
-}
-
-bool Overlap(const TensorView& a, const TensorView& b) {
-  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
-  const char* pa = static_cast<const char*>(a.data);
-  const char* pb = static_cast<const char*>(b.data);
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
 // Checks everything both directions share and fills `p` (masks and dropout from args).
-// `inputs` are q, k, v (then out, dout, lse in the backward); `outputs` are written.
+// `q_like` are [B, NH, Tq, D] and `k_like` [B, NH, Tk, D], of q's float dtype and device;
+// `inputs` are read (q, k, v, then out, dout, lse in the backward); `outputs` are written.
 absl::Status CheckAttention(absl::string_view op, const TensorView& q, const TensorView& k,
-                            const TensorView& v, const TensorView& lse, const AttentionArgs& args,
-                            std::initializer_list<Named> q_like,
-                            std::initializer_list<Named> k_like,
-                            std::initializer_list<Named> inputs,
-                            std::initializer_list<Named> outputs, Problem* p) {
-  const Named first{"q", &q};
+                            const TensorView& lse, const AttentionArgs& args,
+                            std::initializer_list<NamedView> q_like,
+                            std::initializer_list<NamedView> k_like,
+                            std::initializer_list<NamedView> inputs,
+                            std::initializer_list<NamedView> outputs, Problem* p) {
+  const NamedView qn{"q", &q};
   RETURN_IF_ERROR(CheckRank(op, "q", q, 4));
   RETURN_IF_ERROR(CheckRank(op, "k", k, 4));
   const int64_t B = q.dim(0), NH = q.dim(1), Tq = q.dim(2), D = q.dim(3), Tk = k.dim(2);
-  for (const Named& n : q_like) RETURN_IF_ERROR(CheckOperand(op, n, first, {B, NH, Tq, D}));
-  for (const Named& n : k_like) RETURN_IF_ERROR(CheckOperand(op, n, first, {B, NH, Tk, D}));
+  RETURN_IF_ERROR(CheckMatching(op, qn, q_like, kFloatDTypes, {B, NH, Tq, D}));
+  RETURN_IF_ERROR(CheckMatching(op, qn, k_like, kFloatDTypes, {B, NH, Tk, D}));
   RETURN_IF_ERROR(CheckContiguous(op, "lse", lse));
-  if (lse.dtype != DType::kF32) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": lse has dtype ", DTypeName(lse.dtype), ", expected f32"));
-  }
-  if (lse.device != q.device) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": lse is on ", lse.device.ToString(),
-                                                   ", expected ", q.device.ToString(),
-                                                   " (the device of q)"));
-  }
+  RETURN_IF_ERROR(CheckDTypeIs(op, "lse", lse, DType::kF32));
+  RETURN_IF_ERROR(CheckDeviceOf(op, {"lse", &lse}, qn));
   RETURN_IF_ERROR(CheckShape(op, "lse", lse, {B, NH, Tq}));
   if (!std::isfinite(args.scale)) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": scale = ", args.scale, " is not finite"));
@@ -622,38 +585,11 @@ absl::Status CheckAttention(absl::string_view op, const TensorView& q, const Ten
     const TensorView& mask = *args.padding_mask;
     RETURN_IF_ERROR(CheckContiguous(op, "padding_mask", mask));
     RETURN_IF_ERROR(CheckDType(op, "padding_mask", mask, {DType::kI32}));
-    if (mask.device != q.device) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": padding_mask is on ",
-                                                     mask.device.ToString(), ", expected ",
-                                                     q.device.ToString(), " (the device of q)"));
-    }
+    RETURN_IF_ERROR(CheckDeviceOf(op, {"padding_mask", &mask}, qn));
     RETURN_IF_ERROR(CheckShape(op, "padding_mask", mask, {B, Tk}));
   }
-  const DropoutArgs& d = args.dropout;
-  if (!(d.p >= 0.0f && d.p < 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": dropout probability p = ", d.p, " is outside [0, 1)"));
-  }
-  if (d.key_base < 0 || d.key_inner < 0 || (d.key_inner > 0 && d.key_outer_stride < d.key_inner)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": bad dropout key mapping (key_base ", d.key_base, ", key_inner ",
-                     d.key_inner, ", key_outer_stride ", d.key_outer_stride,
-                     "); need key_base >= 0, key_inner >= 0 and key_outer_stride >= key_inner"));
-  }
-  for (auto o = outputs.begin(); o != outputs.end(); ++o) {
-    for (const Named& x : inputs) {
-      if (Overlap(*o->t, *x.t)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(op, ": output ", o->name, " overlaps input ", x.name));
-      }
-    }
-    for (auto o2 = o + 1; o2 != outputs.end(); ++o2) {
-      if (Overlap(*o->t, *o2->t)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(op, ": outputs ", o->name, " and ", o2->name, " overlap"));
-      }
-    }
-  }
+  RETURN_IF_ERROR(CheckDropoutArgs(op, args.dropout));
+  RETURN_IF_ERROR(CheckNoOverlap(op, outputs, inputs));
   p->B = B;
   p->NH = NH;
   p->Tq = Tq;
@@ -664,8 +600,8 @@ absl::Status CheckAttention(absl::string_view op, const TensorView& q, const Ten
   p->mask = args.padding_mask == nullptr || !q.device.is_cpu()
                 ? nullptr
                 : args.padding_mask->data_as<int32_t>();
-  p->dropout = d.p > 0.0f ? &args.dropout : nullptr;
-  p->keep_scale = 1.0f / (1.0f - d.p);
+  p->dropout = args.dropout.p > 0.0f ? &args.dropout : nullptr;
+  p->keep_scale = 1.0f / (1.0f - args.dropout.p);
   return absl::OkStatus();
 }
 
@@ -692,7 +628,7 @@ absl::Status FusedAttention(const ExecContext& ctx, const TensorView& q, const T
                             const TensorView& lse) {
   constexpr absl::string_view kOp = "FusedAttention";
   Problem p;
-  RETURN_IF_ERROR(CheckAttention(kOp, q, k, v, lse, args, {{"q", &q}, {"out", &out}},
+  RETURN_IF_ERROR(CheckAttention(kOp, q, k, lse, args, {{"q", &q}, {"out", &out}},
                                  {{"k", &k}, {"v", &v}}, {{"q", &q}, {"k", &k}, {"v", &v}},
                                  {{"out", &out}, {"lse", &lse}}, &p));
 #if defined(MT_WITH_CUDA)
@@ -713,7 +649,7 @@ absl::Status FusedAttentionBackward(const ExecContext& ctx, const TensorView& q,
   constexpr absl::string_view kOp = "FusedAttentionBackward";
   Problem p;
   RETURN_IF_ERROR(CheckAttention(
-      kOp, q, k, v, lse, args, {{"q", &q}, {"out", &out}, {"dout", &dout}, {"dq", &dq}},
+      kOp, q, k, lse, args, {{"q", &q}, {"out", &out}, {"dout", &dout}, {"dq", &dq}},
       {{"k", &k}, {"v", &v}, {"dk", &dk}, {"dv", &dv}},
       {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"dout", &dout}, {"lse", &lse}},
       {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}}, &p));

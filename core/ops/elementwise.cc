@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -36,61 +35,7 @@ constexpr int64_t kMinRowsPerBlock = 16;
 // Columns per BiasGrad task, so that a few rows of a very wide tensor still spread over threads.
 constexpr int64_t kColumnChunk = 1024;
 
-constexpr std::initializer_list<DType> kFloatTypes = {DType::kF32, DType::kBF16, DType::kF16};
-
 using internal::DispatchFloat;
-
-struct Named {
-  absl::string_view name;
-  const TensorView* t;
-};
-
-// Every tensor contiguous, of a float dtype, and on the device of the first.
-absl::Status CheckFloatOperands(absl::string_view op, std::initializer_list<Named> ts) {
-  const TensorView& first = *ts.begin()->t;
-  for (const Named& n : ts) {
-    RETURN_IF_ERROR(CheckContiguous(op, n.name, *n.t));
-    RETURN_IF_ERROR(CheckDType(op, n.name, *n.t, kFloatTypes));
-    if (n.t->device != first.device) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " is on ",
-                                                     n.t->device.ToString(), ", expected ",
-                                                     first.device.ToString(), " (the device of ",
-                                                     ts.begin()->name, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Additionally: the dtype and shape of the first.
-absl::Status CheckElementwise(absl::string_view op, std::initializer_list<Named> ts) {
-  RETURN_IF_ERROR(CheckFloatOperands(op, ts));
-  const Named& first = *ts.begin();
-  for (const Named& n : ts) {
-    if (n.t->dtype != first.t->dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " has dtype ",
-                                                     DTypeName(n.t->dtype), ", expected ",
-                                                     DTypeName(first.t->dtype), " (the dtype of ",
-                                                     first.name, ")"));
-    }
-    RETURN_IF_ERROR(CheckShape(op, n.name, *n.t, first.t->shape));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckDropoutArgs(absl::string_view op, const DropoutArgs& args) {
-  if (!(args.p >= 0.0f && args.p < 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": drop probability p = ", args.p, " is outside [0, 1)"));
-  }
-  if (args.key_base < 0 || args.key_inner < 0 ||
-      (args.key_inner > 0 && args.key_outer_stride < args.key_inner)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": bad key mapping (key_base ", args.key_base, ", key_inner ", args.key_inner,
-        ", key_outer_stride ", args.key_outer_stride,
-        "); need key_base >= 0, key_inner >= 0 and key_outer_stride >= key_inner"));
-  }
-  return absl::OkStatus();
-}
 
 // y[i] = FromFloat(fn(ToFloat(x[i]))) over all elements, in parallel. y may alias x.
 template <typename T, typename Fn>
@@ -309,9 +254,7 @@ void BiasDropoutAddCpu(const ExecContext& ctx, const TensorView& x, const Tensor
 
 // Converting between dtypes in place would overwrite unread input.
 absl::Status CheckConvertOverlap(absl::string_view op, const TensorView& x, const TensorView& y) {
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  if (x.numel() > 0 && xb < yb + y.nbytes() && yb < xb + x.nbytes()) {
+  if (Overlap(x, y)) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": x (", x.DebugString(), ") and y (", y.DebugString(),
         ") overlap; converting in place needs equal dtypes"));
@@ -332,7 +275,7 @@ absl::Status FillTyped(const ExecContext& ctx, const TensorView& x, T value) {
 absl::Status DropoutImpl(absl::string_view op, const ExecContext& ctx, const TensorView& x,
                          absl::string_view x_name, const DropoutArgs& args, const TensorView& y,
                          absl::string_view y_name) {
-  RETURN_IF_ERROR(CheckElementwise(op, {{x_name, &x}, {y_name, &y}}));
+  RETURN_IF_ERROR(CheckMatching(op, {{x_name, &x}, {y_name, &y}}, kFloatDTypes));
   RETURN_IF_ERROR(CheckDropoutArgs(op, args));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) {
@@ -350,16 +293,28 @@ absl::Status DropoutImpl(absl::string_view op, const ExecContext& ctx, const Ten
 
 }  // namespace
 
+absl::Status CheckDropoutArgs(absl::string_view op, const DropoutArgs& args) {
+  if (!(args.p >= 0.0f && args.p < 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": dropout probability p = ", args.p, " is outside [0, 1)"));
+  }
+  if (args.key_base < 0 || args.key_inner < 0 ||
+      (args.key_inner > 0 && args.key_outer_stride < args.key_inner)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": bad dropout key mapping (key_base ", args.key_base, ", key_inner ", args.key_inner,
+        ", key_outer_stride ", args.key_outer_stride,
+        "); need key_base >= 0, key_inner >= 0 and key_outer_stride >= key_inner"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
                      const TensorView& y) {
   constexpr absl::string_view kOp = "BiasAdd";
-  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"y", &y}}));
-  RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"x", &x}, {"bias", &bias}}));
-  RETURN_IF_ERROR(CheckSameDType(kOp, {&x, &bias}));
-  if (x.rank() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": x (", x.DebugString(), ") must have rank >= 1"));
-  }
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
+  RETURN_IF_ERROR(CheckOperands(kOp, {{"x", &x}, {"bias", &bias}}, kFloatDTypes));
+  RETURN_IF_ERROR(CheckDTypeOf(kOp, {"bias", &bias}, {"x", &x}));
+  RETURN_IF_ERROR(CheckMinRank(kOp, "x", x, 1));
   RETURN_IF_ERROR(CheckShape(kOp, "bias", bias, {x.dim(-1)}));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) return cuda::BiasAdd(ctx, x, bias, y);
@@ -371,16 +326,13 @@ absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorVi
 
 absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias) {
   constexpr absl::string_view kOp = "BiasGrad";
-  RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"dy", &dy}, {"dbias", &dbias}}));
+  RETURN_IF_ERROR(CheckOperands(kOp, {{"dy", &dy}, {"dbias", &dbias}}, kFloatDTypes));
   if (dbias.dtype != dy.dtype && dbias.dtype != DType::kF32) {
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": dbias has dtype ",
                                                    DTypeName(dbias.dtype), ", expected ",
                                                    DTypeName(dy.dtype), " (the dtype of dy) or f32"));
   }
-  if (dy.rank() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": dy (", dy.DebugString(), ") must have rank >= 1"));
-  }
+  RETURN_IF_ERROR(CheckMinRank(kOp, "dy", dy, 1));
   RETURN_IF_ERROR(CheckShape(kOp, "dbias", dbias, {dy.dim(-1)}));
 #if defined(MT_WITH_CUDA)
   if (dy.device.is_cuda()) return cuda::BiasGrad(ctx, dy, dbias);
@@ -399,7 +351,7 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
 
 absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
   constexpr absl::string_view kOp = "Gelu";
-  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"y", &y}}));
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) return cuda::Gelu(ctx, x, y);
 #endif
@@ -411,7 +363,7 @@ absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView&
 absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
                           const TensorView& dx) {
   constexpr absl::string_view kOp = "GeluBackward";
-  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}}));
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}}, kFloatDTypes));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) return cuda::GeluBackward(ctx, x, dy, dx);
 #endif
@@ -423,7 +375,7 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                  const TensorView& out) {
   constexpr absl::string_view kOp = "Add";
-  RETURN_IF_ERROR(CheckElementwise(kOp, {{"a", &a}, {"b", &b}, {"out", &out}}));
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"a", &a}, {"b", &b}, {"out", &out}}, kFloatDTypes));
 #if defined(MT_WITH_CUDA)
   if (a.device.is_cuda()) return cuda::Add(ctx, a, b, out);
 #endif
@@ -434,7 +386,7 @@ absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& 
 
 absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y) {
   constexpr absl::string_view kOp = "Scale";
-  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"y", &y}}));
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) return cuda::Scale(ctx, x, alpha, y);
 #endif
@@ -447,7 +399,7 @@ absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, con
 
 absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
   constexpr absl::string_view kOp = "Convert";
-  RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"x", &x}, {"y", &y}}));
+  RETURN_IF_ERROR(CheckOperands(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
   RETURN_IF_ERROR(CheckShape(kOp, "y", y, x.shape));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) {
@@ -505,7 +457,7 @@ absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value) {
         return FillTyped<uint16_t>(ctx, x, static_cast<uint16_t>(v));
     }
   }
-  RETURN_IF_ERROR(CheckDType(kOp, "x", x, kFloatTypes));
+  RETURN_IF_ERROR(CheckDType(kOp, "x", x, kFloatDTypes));
   const float f = RoundToOddF32(value);
   absl::Status status;
   DispatchFloat(x.dtype, [&](auto tag) {
@@ -531,14 +483,11 @@ absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const T
                             const DropoutArgs& dropout, const TensorView& residual,
                             const TensorView& out) {
   constexpr absl::string_view kOp = "BiasDropoutAdd";
-  RETURN_IF_ERROR(CheckElementwise(kOp, {{"x", &x}, {"residual", &residual}, {"out", &out}}));
-  if (x.rank() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": x (", x.DebugString(), ") must have rank >= 1"));
-  }
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"residual", &residual}, {"out", &out}}, kFloatDTypes));
+  RETURN_IF_ERROR(CheckMinRank(kOp, "x", x, 1));
   if (bias != nullptr) {
-    RETURN_IF_ERROR(CheckFloatOperands(kOp, {{"x", &x}, {"bias", bias}}));
-    RETURN_IF_ERROR(CheckSameDType(kOp, {&x, bias}));
+    RETURN_IF_ERROR(CheckOperands(kOp, {{"x", &x}, {"bias", bias}}, kFloatDTypes));
+    RETURN_IF_ERROR(CheckDTypeOf(kOp, {"bias", bias}, {"x", &x}));
     RETURN_IF_ERROR(CheckShape(kOp, "bias", *bias, {x.dim(-1)}));
   }
   RETURN_IF_ERROR(CheckDropoutArgs(kOp, dropout));

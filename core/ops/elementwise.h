@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
 
@@ -67,6 +68,10 @@ inline int64_t DropoutKey(const DropoutArgs& args, int64_t i) {
   if (args.key_inner <= 0) return args.key_base + i;
   return args.key_base + (i / args.key_inner) * args.key_outer_stride + (i % args.key_inner);
 }
+// OK iff args meet the requirements above and p is in [0, 1); else InvalidArgument
+// "<op>: dropout probability p = ..." or "<op>: bad dropout key mapping (...)". For the ops that
+// take DropoutArgs (here and core/ops/attention.h).
+absl::Status CheckDropoutArgs(absl::string_view op, const DropoutArgs& args);
 // y = mask(x) * x / (1 - p) (dropped elements are exactly 0, even where x is inf or NaN). p = 0
 // copies. InvalidArgument if p is outside [0, 1) or NaN.
 absl::Status Dropout(const ExecContext& ctx, const TensorView& x, const DropoutArgs& args,

@@ -61,13 +61,6 @@ std::string Described(const TensorView& t, bool transposed) {
                       transposed ? " (transposed)" : "");
 }
 
-bool Overlap(const TensorView& x, const TensorView& y) {
-  if (x.numel() == 0 || y.numel() == 0) return false;
-  const char* x0 = static_cast<const char*>(x.data);
-  const char* y0 = static_cast<const char*>(y.data);
-  return x0 < y0 + y.nbytes() && y0 < x0 + x.nbytes();
-}
-
 // Everything a caller can get wrong, for both Gemm (rank 2) and BatchedGemm (rank 3).
 absl::StatusOr<GemmShape> Validate(const char* op, int rank, const TensorView& a,
                                    const TensorView& b, const TensorView& c,
@@ -144,12 +137,7 @@ absl::Status ValidateEpilogue(const char* op, int rank, const GemmShape& s, cons
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": unknown epilogue ", static_cast<int>(options.epilogue)));
   }
-  auto check_device = [&](const char* name, const TensorView& t) -> absl::Status {
-    if (t.device == c.device) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " is on ", t.device.ToString(),
-                                                   ", expected ", c.device.ToString(),
-                                                   " (the device of C)"));
-  };
+  const NamedView c_named{"C", &c};
   if (const TensorView* bias = options.bias; bias != nullptr) {
     RETURN_IF_ERROR(CheckShape(op, "bias", *bias, {s.n}));
     if (bias->dtype != a.dtype && bias->dtype != DType::kF32) {
@@ -157,7 +145,7 @@ absl::Status ValidateEpilogue(const char* op, int rank, const GemmShape& s, cons
           absl::StrCat(op, ": bias has dtype ", DTypeName(bias->dtype), ", expected ",
                        DTypeName(a.dtype), " (the dtype of A) or f32"));
     }
-    RETURN_IF_ERROR(check_device("bias", *bias));
+    RETURN_IF_ERROR(CheckDeviceOf(op, {"bias", bias}, c_named));
     RETURN_IF_ERROR(CheckContiguous(op, "bias", *bias));
     if (Overlap(*bias, c)) {
       return absl::InvalidArgumentError(
@@ -170,19 +158,12 @@ absl::Status ValidateEpilogue(const char* op, int rank, const GemmShape& s, cons
           absl::StrCat(op, ": pre_activation is only written with Epilogue::kGelu"));
     }
     RETURN_IF_ERROR(CheckShape(op, "pre_activation", *pre, {s.m, s.n}));
-    if (pre->dtype != c.dtype) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": pre_activation has dtype ", DTypeName(pre->dtype), ", expected ",
-                       DTypeName(c.dtype), " (the dtype of C)"));
-    }
-    RETURN_IF_ERROR(check_device("pre_activation", *pre));
+    RETURN_IF_ERROR(CheckDTypeOf(op, {"pre_activation", pre}, c_named));
+    RETURN_IF_ERROR(CheckDeviceOf(op, {"pre_activation", pre}, c_named));
     RETURN_IF_ERROR(CheckContiguous(op, "pre_activation", *pre));
-    const struct {
-      const char* name;
-      const TensorView* t;
-    } others[] = {{"A", &a}, {"B", &b}, {"C", &c}, {"bias", options.bias}};
-    for (const auto& o : others) {
-      if (o.t != nullptr && Overlap(*pre, *o.t)) {
+    const NamedView others[] = {{"A", &a}, {"B", &b}, c_named, {"bias", options.bias}};
+    for (const NamedView& o : others) {
+      if (o.view != nullptr && Overlap(*pre, *o.view)) {
         return absl::InvalidArgumentError(absl::StrCat(
             op, ": pre_activation overlaps ", o.name, " in memory; write it to a separate tensor"));
       }

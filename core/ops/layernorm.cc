@@ -162,71 +162,44 @@ void LayerNormBackwardCpu(const ExecContext& ctx, const TensorView& x,
   });
 }
 
-struct Named {
-  absl::string_view name;
-  const TensorView* t;
-};
-
 // Checks shared by forward and backward: the activations (`acts`, x first) are contiguous float
 // tensors of one dtype and shape with rank >= 1 and C >= 1; `params` are [C] in f32 or x's dtype,
 // all of one dtype; `stats` are f32 with R elements, shaped [R] or like x without its last dim;
 // everything on x's device.
-absl::Status CheckLayerNormArgs(absl::string_view op, std::initializer_list<Named> acts,
-                                std::initializer_list<Named> params,
-                                std::initializer_list<Named> stats) {
-  const TensorView& x = *acts.begin()->t;
-  auto check_device = [&](const Named& n) -> absl::Status {
-    RETURN_IF_ERROR(CheckContiguous(op, n.name, *n.t));
-    if (n.t->device != x.device) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " is on ",
-                                                     n.t->device.ToString(), ", expected ",
-                                                     x.device.ToString(), " (the device of x)"));
-    }
-    return absl::OkStatus();
-  };
-  for (const Named& n : acts) {
-    RETURN_IF_ERROR(check_device(n));
-    RETURN_IF_ERROR(CheckDType(op, n.name, *n.t, {DType::kF32, DType::kBF16, DType::kF16}));
-    if (n.t->dtype != x.dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " has dtype ",
-                                                     DTypeName(n.t->dtype), ", expected ",
-                                                     DTypeName(x.dtype), " (the dtype of x)"));
-    }
-    RETURN_IF_ERROR(CheckShape(op, n.name, *n.t, x.shape));
-  }
+absl::Status CheckLayerNormArgs(absl::string_view op, std::initializer_list<NamedView> acts,
+                                std::initializer_list<NamedView> params,
+                                std::initializer_list<NamedView> stats) {
+  const NamedView& xn = *acts.begin();
+  const TensorView& x = *xn.view;
+  RETURN_IF_ERROR(CheckMatching(op, acts, kFloatDTypes));
   if (x.rank() < 1 || x.dim(-1) < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": x (", x.DebugString(), ") must have rank >= 1 and a non-empty last dimension"));
   }
   const int64_t C = x.dim(-1);
-  const TensorView& p0 = *params.begin()->t;
-  for (const Named& n : params) {
-    RETURN_IF_ERROR(check_device(n));
-    if (n.t->dtype != DType::kF32 && n.t->dtype != x.dtype) {
+  for (const NamedView& n : params) {
+    RETURN_IF_ERROR(CheckContiguous(op, n.name, *n.view));
+    RETURN_IF_ERROR(CheckDeviceOf(op, n, xn));
+    if (n.view->dtype != DType::kF32 && n.view->dtype != x.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " has dtype ",
-                                                     DTypeName(n.t->dtype), ", expected f32 or ",
+                                                     DTypeName(n.view->dtype), ", expected f32 or ",
                                                      DTypeName(x.dtype), " (the dtype of x)"));
     }
-    if (n.t->dtype != p0.dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": ", n.name, " has dtype ", DTypeName(n.t->dtype), ", expected ",
-          DTypeName(p0.dtype), " (the dtype of ", params.begin()->name, ")"));
-    }
-    RETURN_IF_ERROR(CheckShape(op, n.name, *n.t, {C}));
+    RETURN_IF_ERROR(CheckDTypeOf(op, n, *params.begin()));
+    RETURN_IF_ERROR(CheckShape(op, n.name, *n.view, {C}));
   }
   const int64_t R = x.numel() / C;
   const Shape leading(x.shape.begin(), x.shape.end() - 1);
-  for (const Named& n : stats) {
-    RETURN_IF_ERROR(check_device(n));
-    if (n.t->dtype != DType::kF32) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": ", n.name, " has dtype ", DTypeName(n.t->dtype), ", expected f32"));
-    }
-    if (!(n.t->rank() == 1 && n.t->dim(0) == R) && absl::Span<const int64_t>(n.t->shape) !=
-                                                        absl::Span<const int64_t>(leading)) {
+  for (const NamedView& n : stats) {
+    RETURN_IF_ERROR(CheckContiguous(op, n.name, *n.view));
+    RETURN_IF_ERROR(CheckDeviceOf(op, n, xn));
+    RETURN_IF_ERROR(CheckDTypeIs(op, n.name, *n.view, DType::kF32));
+    const TensorView& t = *n.view;
+    if (!(t.rank() == 1 && t.dim(0) == R) &&
+        absl::Span<const int64_t>(t.shape) != absl::Span<const int64_t>(leading)) {
       return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " has shape ",
-                                                     ShapeToString(n.t->shape), ", expected [",
-                                                     R, "] or ", ShapeToString(leading)));
+                                                     ShapeToString(t.shape), ", expected [", R,
+                                                     "] or ", ShapeToString(leading)));
     }
   }
   return absl::OkStatus();

@@ -99,34 +99,14 @@ void SoftmaxBackwardCpu(const ExecContext& ctx, const TensorView& y, const Tenso
               });
 }
 
-struct Named {
-  absl::string_view name;
-  const TensorView* t;
-};
-
-// Contiguous float tensors of x's dtype, shape and device, rank >= 2, and a finite scale.
-absl::Status CheckSoftmaxOperands(absl::string_view op, std::initializer_list<Named> ts,
+// Contiguous float tensors of the first's dtype, shape and device, rank >= 2, and a finite scale.
+absl::Status CheckSoftmaxOperands(absl::string_view op, std::initializer_list<NamedView> ts,
                                   float scale) {
-  const Named& first = *ts.begin();
-  for (const Named& n : ts) {
-    RETURN_IF_ERROR(CheckContiguous(op, n.name, *n.t));
-    RETURN_IF_ERROR(CheckDType(op, n.name, *n.t, {DType::kF32, DType::kBF16, DType::kF16}));
-    if (n.t->device != first.t->device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": ", n.name, " is on ", n.t->device.ToString(), ", expected ",
-          first.t->device.ToString(), " (the device of ", first.name, ")"));
-    }
-    if (n.t->dtype != first.t->dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.name, " has dtype ",
-                                                     DTypeName(n.t->dtype), ", expected ",
-                                                     DTypeName(first.t->dtype), " (the dtype of ",
-                                                     first.name, ")"));
-    }
-    RETURN_IF_ERROR(CheckShape(op, n.name, *n.t, first.t->shape));
-  }
-  if (first.t->rank() < 2) {
+  RETURN_IF_ERROR(CheckMatching(op, ts, kFloatDTypes));
+  const NamedView& first = *ts.begin();
+  if (first.view->rank() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", first.name, " (",
-                                                   first.t->DebugString(),
+                                                   first.view->DebugString(),
                                                    ") must have rank >= 2 ([..., Tq, Tk])"));
   }
   if (!std::isfinite(scale)) {
@@ -145,11 +125,7 @@ absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorVi
     const TensorView& mask = *options.padding_mask;
     RETURN_IF_ERROR(CheckContiguous(kOp, "padding_mask", mask));
     RETURN_IF_ERROR(CheckDType(kOp, "padding_mask", mask, {DType::kI32}));
-    if (mask.device != x.device) {
-      return absl::InvalidArgumentError(absl::StrCat(kOp, ": padding_mask is on ",
-                                                     mask.device.ToString(), ", expected ",
-                                                     x.device.ToString(), " (the device of x)"));
-    }
+    RETURN_IF_ERROR(CheckDeviceOf(kOp, {"padding_mask", &mask}, {"x", &x}));
     if (x.rank() < 3) {
       return absl::InvalidArgumentError(
           absl::StrCat(kOp, ": a padding mask needs x of rank >= 3 ([B, ..., Tq, Tk]), got ",

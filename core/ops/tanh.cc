@@ -2,10 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <initializer_list>
-#include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/dtype.h"
 #include "core/ops/check.h"
@@ -24,32 +21,6 @@ namespace {
 
 // Elements per ParallelFor chunk (as elementwise.cc): scheduling costs nothing next to the work.
 constexpr int64_t kGrain = 1 << 14;
-
-using Named = std::pair<absl::string_view, const TensorView*>;
-
-// Every operand contiguous, of a float dtype, and of the first's dtype, shape and device.
-absl::Status CheckOperands(absl::string_view op, std::initializer_list<Named> ts) {
-  const Named& first = *ts.begin();
-  for (const Named& n : ts) {
-    const TensorView& t = *n.second;
-    RETURN_IF_ERROR(CheckContiguous(op, n.first, t));
-    RETURN_IF_ERROR(CheckDType(op, n.first, t, {DType::kF32, DType::kBF16, DType::kF16}));
-    if (t.device != first.second->device) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.first, " is on ",
-                                                     t.device.ToString(), ", expected ",
-                                                     first.second->device.ToString(),
-                                                     " (the device of ", first.first, ")"));
-    }
-    if (t.dtype != first.second->dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", n.first, " has dtype ",
-                                                     DTypeName(t.dtype), ", expected ",
-                                                     DTypeName(first.second->dtype),
-                                                     " (the dtype of ", first.first, ")"));
-    }
-    RETURN_IF_ERROR(CheckShape(op, n.first, t, first.second->shape));
-  }
-  return absl::OkStatus();
-}
 
 using internal::DispatchFloat;
 
@@ -81,7 +52,7 @@ void TanhBackwardCpu(const ExecContext& ctx, const TensorView& y, const TensorVi
 
 absl::Status Tanh(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
   constexpr absl::string_view kOp = "Tanh";
-  RETURN_IF_ERROR(CheckOperands(kOp, {{"x", &x}, {"y", &y}}));
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) return cuda::Tanh(ctx, x, y);
 #endif
@@ -93,7 +64,7 @@ absl::Status Tanh(const ExecContext& ctx, const TensorView& x, const TensorView&
 absl::Status TanhBackward(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
                           const TensorView& dx) {
   constexpr absl::string_view kOp = "TanhBackward";
-  RETURN_IF_ERROR(CheckOperands(kOp, {{"y", &y}, {"dy", &dy}, {"dx", &dx}}));
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"y", &y}, {"dy", &dy}, {"dx", &dx}}, kFloatDTypes));
 #if defined(MT_WITH_CUDA)
   if (y.device.is_cuda()) return cuda::TanhBackward(ctx, y, dy, dx);
 #endif
