@@ -1,0 +1,448 @@
+// The CPU kernels of fused attention (attention_cpu.h): tiles of kQueryTile query rows against
+// tiles of kKeyTile keys, widened to f32, with the tile products and exponentials of
+// core/ops/fast_math.h.
+#include "core/ops/attention_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/ops/dispatch.h"
+#include "core/ops/fast_math.h"
+#include "core/philox.h"
+#include "core/thread_pool.h"
+
+namespace mt {
+namespace ops {
+namespace internal {
+namespace {
+
+using Problem = AttentionProblem;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Query rows per forward / dq task, keys per tile. A key tile's transposed K and V (64 x D f32)
+// and a query tile's rows stay in L1/L2 for the usual head dims (64-128).
+constexpr int64_t kQueryTile = 32;
+constexpr int64_t kKeyTile = 64;
+
+// Philox outputs of `count` consecutive counter blocks (4 words each) of (seed, stream), in the
+// layout of core/philox.h. The loop over blocks vectorises (Philox4x32_10 inlines into
+// straight-line code).
+void PhiloxBlocks(uint64_t seed, uint64_t stream, uint64_t block0, int64_t count,
+                  uint32_t* __restrict words) {
+  const uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+  for (int64_t b = 0; b < count; ++b) {
+    const uint64_t block = block0 + b;
+    const uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                             static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)};
+    const Philox4x32Output o = Philox4x32_10(ctr, key);
+    // Four separate stores (not a loop): GCC vectorises the block loop only then.
+    words[4 * b] = o.v[0];
+    words[4 * b + 1] = o.v[1];
+    words[4 * b + 2] = o.v[2];
+    words[4 * b + 3] = o.v[3];
+  }
+}
+
+// The mask ops::Dropout draws (elementwise.cc): element i of the [B, NH, Tq, Tk] probabilities is
+// kept iff PhiloxUniform(seed, stream, DropoutKey(args, i)) >= p, and then scaled by 1 / (1 - p).
+class DropoutRow {
+ public:
+  // Null `args`: no dropout (Factors must not be called).
+  explicit DropoutRow(const DropoutArgs* args) : args_(args == nullptr ? DropoutArgs{} : *args) {}
+
+  // factor[t] = what dropout multiplies element lin0 + t by: keep_scale if kept, else 0; n is at
+  // most kKeyTile. The keys of consecutive elements are consecutive except where the key mapping
+  // wraps (every key_inner elements), so Philox runs once per block of four keys.
+  void Factors(int64_t lin0, int64_t n, float keep_scale, float* factor) {
+    for (int64_t t0 = 0; t0 < n;) {
+      const int64_t lin = lin0 + t0;
+      int64_t run = n - t0;
+      if (args_.key_inner > 0) run = std::min(run, args_.key_inner - lin % args_.key_inner);
+      const uint64_t key0 = static_cast<uint64_t>(DropoutKey(args_, lin));
+      const uint64_t block0 = key0 >> 2;
+      PhiloxBlocks(args_.seed, args_.stream, block0, ((key0 + run - 1) >> 2) - block0 + 1, words_);
+      const uint32_t* w = words_ + (key0 & 3);
+      for (int64_t t = 0; t < run; ++t) {
+        // PhiloxUniform's expression, so the comparison with p is bitwise that of ops::Dropout.
+        const float u = static_cast<float>(w[t] >> 8) * (1.0f / 16777216.0f);
+        factor[t0 + t] = u >= args_.p ? keep_scale : 0.0f;
+      }
+      t0 += run;
+    }
+  }
+
+ private:
+  const DropoutArgs args_;
+  uint32_t words_[4 * (kKeyTile / 4 + 2)];
+};
+
+template <typename T>
+void ToF32(const T* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = ToFloat(src[i]);
+}
+
+template <typename T>
+void FromF32(const float* src, int64_t n, T* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
+}
+
+// kt[d * kKeyTile + jj] = x[jj, d] for n rows of x [n, D] (f32).
+template <typename T>
+void LoadTransposed(const T* x, int64_t n, int64_t D, float* kt) {
+  for (int64_t jj = 0; jj < n; ++jj) {
+    for (int64_t d = 0; d < D; ++d) kt[d * kKeyTile + jj] = ToFloat(x[jj * D + d]);
+  }
+}
+
+inline float Dot(const float* a, const float* b, int64_t D) {
+  float s = 0.0f;
+  for (int64_t d = 0; d < D; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// The first row r < rows of the query tile starting at i0 that sees key j0 (rows if none):
+// KeyEnd grows with i.
+int64_t FirstRowSeeing(const Problem& p, int64_t i0, int64_t rows, int64_t j0) {
+  if (!p.causal) return 0;
+  return std::clamp<int64_t>(j0 - (p.Tk - p.Tq) - i0, 0, rows);
+}
+
+// ---- Forward: one task per (b, h, query tile) ----
+
+struct ForwardScratch {
+  explicit ForwardScratch(int64_t D)
+      : qf(kQueryTile * D),
+        acc(kQueryTile * D),
+        kt(D * kKeyTile),
+        vf(kKeyTile * D),
+        s(kQueryTile * kKeyTile),
+        m(kQueryTile),
+        l(kQueryTile),
+        factor(kKeyTile) {}
+  std::vector<float> qf, acc;  // The tile's q rows and output accumulators [rows, D].
+  std::vector<float> kt, vf;   // A key tile: K transposed [D, kKeyTile], V [n, D].
+  std::vector<float> s;        // Scores, then probabilities [rows, kKeyTile].
+  std::vector<float> m, l;     // Running maximum and sum per row.
+  std::vector<float> factor;   // Dropout factors of one row against the key tile.
+};
+
+// One step of the online softmax for query i against keys j0 .. j0 + n, whose raw products
+// q_i . k_j are in s: s becomes the (dropped) probabilities relative to the new running maximum
+// *m, the accumulator acc [D] of the row is rescaled to it, and the running sum *l updated.
+inline void OnlineSoftmaxRow(const Problem& p, int64_t bh, int64_t i, int64_t j0, int64_t n,
+                             float* s, float* m, float* l, float* acc, DropoutRow& drop,
+                             float* factor) {
+  // Scaled scores, -inf where masked (keys at or after KeyEnd(i) are causally masked).
+  const int64_t n_vis = std::min(n, p.KeyEnd(i) - j0);
+  for (int64_t jj = 0; jj < n; ++jj) {
+    const float x = p.scale * s[jj];
+    s[jj] = jj < n_vis ? x : kNegInf;
+  }
+  if (const int32_t* mask_row = p.MaskRow(bh); mask_row != nullptr) {
+    const int32_t* mask = mask_row + j0;
+    for (int64_t jj = 0; jj < n; ++jj) {
+      const float x = s[jj];
+      s[jj] = mask[jj] != 0 ? x : kNegInf;
+    }
+  }
+  float tile_max = kNegInf;
+  for (int64_t jj = 0; jj < n; ++jj) tile_max = std::max(tile_max, s[jj]);
+  if (tile_max == kNegInf) {
+    // Nothing visible here (or every score -inf): the row adds nothing.
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  const float m_new = std::max(*m, tile_max);
+  const float alpha = ExpNonPositive(*m - m_new);  // 0 for the first visible tile.
+  ExpTerms(s, 1.0f, m_new, n, s);                  // Masked scores (-inf) give 0.
+  float sum = 0.0f;
+  for (int64_t jj = 0; jj < n; ++jj) sum += s[jj];
+  *l = *l * alpha + sum;
+  *m = m_new;
+  if (alpha != 1.0f) {
+    for (int64_t d = 0; d < p.D; ++d) acc[d] *= alpha;
+  }
+  if (p.dropout != nullptr) {
+    drop.Factors((bh * p.Tq + i) * p.Tk + j0, n, p.keep_scale, factor);
+    for (int64_t jj = 0; jj < n; ++jj) s[jj] *= factor[jj];
+  }
+}
+
+template <typename T>
+void ForwardTask(const Problem& p, const T* q, const T* k, const T* v, T* out, float* lse,
+                 int64_t task, ForwardScratch& w) {
+  const int64_t D = p.D, Tq = p.Tq, Tk = p.Tk;
+  const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile;
+  const int64_t bh = task / q_tiles;
+  const int64_t i0 = (task % q_tiles) * kQueryTile;
+  const int64_t rows = std::min(kQueryTile, Tq - i0);
+  const T* kb = k + bh * Tk * D;
+  const T* vb = v + bh * Tk * D;
+  ToF32(q + (bh * Tq + i0) * D, rows * D, w.qf.data());
+  std::fill(w.acc.begin(), w.acc.begin() + rows * D, 0.0f);
+  std::fill(w.m.begin(), w.m.end(), kNegInf);
+  std::fill(w.l.begin(), w.l.end(), 0.0f);
+  DropoutRow drop(p.dropout);
+  // No row of the tile sees a key at or after kmax.
+  const int64_t kmax = p.KeyEnd(i0 + rows - 1);
+  for (int64_t j0 = 0; j0 < kmax; j0 += kKeyTile) {
+    const int64_t n = std::min(kKeyTile, kmax - j0);
+    LoadTransposed(kb + j0 * D, n, D, w.kt.data());
+    ToF32(vb + j0 * D, n * D, w.vf.data());
+    // Rows [r0, rows) see some of the tile (causally).
+    const int64_t r0 = FirstRowSeeing(p, i0, rows, j0);
+    float* s0 = w.s.data() + r0 * kKeyTile;
+    std::fill(s0, w.s.data() + rows * kKeyTile, 0.0f);
+    MatMulAcc(w.qf.data() + r0 * D, D, w.kt.data(), kKeyTile, s0, kKeyTile, rows - r0, D, n);
+    for (int64_t r = r0; r < rows; ++r) {
+      OnlineSoftmaxRow(p, bh, i0 + r, j0, n, w.s.data() + r * kKeyTile, &w.m[r], &w.l[r],
+                       w.acc.data() + r * D, drop, w.factor.data());
+    }
+    // Masked and dropped keys multiply v by an exact 0, as in the unfused product.
+    MatMulAcc(s0, kKeyTile, w.vf.data(), D, w.acc.data() + r0 * D, D, rows - r0, n, D);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* acc = w.acc.data() + r * D;
+    const float l = w.l[r];
+    // l = 0: nothing visible; the row stays zero (it only ever added zeros).
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t d = 0; d < D; ++d) acc[d] *= inv;
+    lse[bh * Tq + i0 + r] = l > 0.0f ? w.m[r] + std::log(l) : kNegInf;
+  }
+  FromF32(w.acc.data(), rows * D, out + (bh * Tq + i0) * D);
+}
+
+template <typename T>
+void ForwardCpu(const ExecContext& ctx, const Problem& p, const TensorView& q, const TensorView& k,
+                const TensorView& v, const TensorView& out, const TensorView& lse) {
+  const int64_t q_tiles = (p.Tq + kQueryTile - 1) / kQueryTile;
+  ParallelFor(ctx.pool, p.B * p.NH * q_tiles, 1, [&](int64_t begin, int64_t end) {
+    ForwardScratch w(p.D);
+    for (int64_t task = begin; task < end; ++task) {
+      ForwardTask<T>(p, q.data_as<T>(), k.data_as<T>(), v.data_as<T>(), out.data_as<T>(),
+                     lse.data_as<float>(), task, w);
+    }
+  });
+}
+
+// ---- Backward ----
+//
+// Two passes without atomics, each over tasks that own their outputs (deterministic): dk and dv
+// per (b, h, key tile), looping over the query rows that see the tile; then dq per (b, h, query
+// tile), looping over key tiles. Both recompute the scores and dP = dout v^T tile by tile, and
+// the row terms D_i = dout_i . out_i, with the same code, so they see the same probabilities.
+
+// For row i against keys j0 .. j0 + n: the dropped probabilities pd (what multiplied v) and the
+// gradient ds of the raw products q_i . k_j (so dq_i = sum_j ds_j k_j), from the raw products
+// s = q_i . k_j and dp = dout_i . v_j. Entries of masked keys are 0.
+inline void RowGrads(const Problem& p, int64_t bh, int64_t i, int64_t j0, int64_t n, float lse_i,
+                     float d_i, const float* s, const float* dp, DropoutRow& drop, float* factor,
+                     float* pd, float* ds) {
+  // P = exp(scale s - lse) <= 1 (the clamp absorbs the rounding of a recomputed score that
+  // exceeds lse); zero where masked.
+  const int64_t n_vis = std::clamp<int64_t>(p.KeyEnd(i) - j0, 0, n);
+  ExpTerms(s, p.scale, lse_i, n_vis, pd);
+  std::fill(pd + n_vis, pd + n, 0.0f);
+  if (const int32_t* mask_row = p.MaskRow(bh); mask_row != nullptr) {
+    const int32_t* m = mask_row + j0;
+    for (int64_t jj = 0; jj < n; ++jj) {
+      const float x = pd[jj];
+      pd[jj] = m[jj] != 0 ? x : 0.0f;
+    }
+  }
+  if (p.dropout == nullptr) {
+    for (int64_t jj = 0; jj < n; ++jj) ds[jj] = p.scale * pd[jj] * (dp[jj] - d_i);
+    return;
+  }
+  // factor: what dropout multiplied the probability by (0 or 1 / (1 - p)).
+  drop.Factors((bh * p.Tq + i) * p.Tk + j0, n, p.keep_scale, factor);
+  for (int64_t jj = 0; jj < n; ++jj) {
+    const float prob = pd[jj];
+    pd[jj] = prob * factor[jj];
+    ds[jj] = p.scale * prob * (dp[jj] * factor[jj] - d_i);
+  }
+}
+
+// Per-thread buffers of both passes.
+struct BackwardScratch {
+  explicit BackwardScratch(int64_t D)
+      : kt(D * kKeyTile),
+        vt(D * kKeyTile),
+        kf(kKeyTile * D),
+        qf(kQueryTile * D),
+        dof(kQueryTile * D),
+        of(kQueryTile * D),
+        acc(2 * std::max(kKeyTile, kQueryTile) * D),
+        d(kQueryTile),
+        lse(kQueryTile),
+        s(kQueryTile * kKeyTile),
+        dp(kQueryTile * kKeyTile),
+        pd(kQueryTile * kKeyTile),
+        ds(kQueryTile * kKeyTile),
+        factor(kKeyTile) {}
+  std::vector<float> kt, vt, kf;   // A key tile: K and V transposed [D, kKeyTile], K [n, D].
+  std::vector<float> qf, dof, of;  // A query tile's q, dout, out rows [rows, D].
+  std::vector<float> acc;          // dk and dv of a key tile, or dq of a query tile.
+  std::vector<float> d, lse;       // D_i and lse of the query tile's rows.
+  // Query tile x key tile: s and dp [rows, kKeyTile]; pd and ds [rows, kKeyTile] (pass 2) or
+  // transposed [n, kQueryTile] (pass 1).
+  std::vector<float> s, dp, pd, ds;
+  std::vector<float> factor;  // Dropout factors of one row against the key tile.
+};
+
+// Loads query rows i0 .. i0 + rows of head bh (q, dout, out as f32, lse) and their D_i.
+template <typename T>
+void LoadQueryTile(const Problem& p, const T* q, const T* out, const T* dout, const float* lse,
+                   int64_t bh, int64_t i0, int64_t rows, BackwardScratch& w) {
+  const int64_t D = p.D, at = (bh * p.Tq + i0) * D;
+  ToF32(q + at, rows * D, w.qf.data());
+  ToF32(dout + at, rows * D, w.dof.data());
+  ToF32(out + at, rows * D, w.of.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    w.d[r] = Dot(w.dof.data() + r * D, w.of.data() + r * D, D);
+    w.lse[r] = lse[bh * p.Tq + i0 + r];
+  }
+}
+
+// s = q k^T and dp = dout v^T for query-tile rows [r0, rows) against the n keys in w.kt / w.vt.
+void TileScores(int64_t D, int64_t r0, int64_t rows, int64_t n, BackwardScratch& w) {
+  float* s0 = w.s.data() + r0 * kKeyTile;
+  float* dp0 = w.dp.data() + r0 * kKeyTile;
+  std::fill(s0, w.s.data() + rows * kKeyTile, 0.0f);
+  std::fill(dp0, w.dp.data() + rows * kKeyTile, 0.0f);
+  MatMulAcc(w.qf.data() + r0 * D, D, w.kt.data(), kKeyTile, s0, kKeyTile, rows - r0, D, n);
+  MatMulAcc(w.dof.data() + r0 * D, D, w.vt.data(), kKeyTile, dp0, kKeyTile, rows - r0, D, n);
+}
+
+// dk and dv of key tile (bh, j0 .. j0 + n), over query tiles in order.
+template <typename T>
+void KeyTileTask(const Problem& p, const T* q, const T* k, const T* v, const T* out, const T* dout,
+                 const float* lse, T* dk, T* dv, int64_t task, BackwardScratch& w) {
+  const int64_t D = p.D, Tq = p.Tq, Tk = p.Tk;
+  const int64_t k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
+  const int64_t bh = task / k_tiles;
+  const int64_t j0 = (task % k_tiles) * kKeyTile;
+  const int64_t n = std::min(kKeyTile, Tk - j0);
+  LoadTransposed(k + (bh * Tk + j0) * D, n, D, w.kt.data());
+  LoadTransposed(v + (bh * Tk + j0) * D, n, D, w.vt.data());
+  float* dk_acc = w.acc.data();
+  float* dv_acc = dk_acc + n * D;
+  std::fill(dk_acc, dk_acc + 2 * n * D, 0.0f);
+  DropoutRow drop(p.dropout);
+  // Rows before i_start see none of the tile (causal).
+  const int64_t i_start = p.causal ? std::clamp<int64_t>(j0 - (Tk - Tq), 0, Tq) : 0;
+  float row_pd[kKeyTile], row_ds[kKeyTile];
+  for (int64_t i0 = i_start; i0 < Tq; i0 += kQueryTile) {
+    const int64_t rows = std::min(kQueryTile, Tq - i0);
+    LoadQueryTile(p, q, out, dout, lse, bh, i0, rows, w);
+    TileScores(D, 0, rows, n, w);
+    // pd and ds transposed ([n, rows]), so that dv += pd^T dout and dk += ds^T q are products
+    // of row-major tiles.
+    for (int64_t r = 0; r < rows; ++r) {
+      if (w.lse[r] == kNegInf) {  // A row that sees nothing.
+        std::fill(row_pd, row_pd + n, 0.0f);
+        std::fill(row_ds, row_ds + n, 0.0f);
+      } else {
+        RowGrads(p, bh, i0 + r, j0, n, w.lse[r], w.d[r], w.s.data() + r * kKeyTile,
+                 w.dp.data() + r * kKeyTile, drop, w.factor.data(), row_pd, row_ds);
+      }
+      for (int64_t jj = 0; jj < n; ++jj) {
+        w.pd[jj * kQueryTile + r] = row_pd[jj];
+        w.ds[jj * kQueryTile + r] = row_ds[jj];
+      }
+    }
+    MatMulAcc(w.pd.data(), kQueryTile, w.dof.data(), D, dv_acc, D, n, rows, D);
+    MatMulAcc(w.ds.data(), kQueryTile, w.qf.data(), D, dk_acc, D, n, rows, D);
+  }
+  FromF32(dk_acc, n * D, dk + (bh * Tk + j0) * D);
+  FromF32(dv_acc, n * D, dv + (bh * Tk + j0) * D);
+}
+
+// dq of query tile (bh, i0 .. i0 + rows), over key tiles in order.
+template <typename T>
+void QueryTileTask(const Problem& p, const T* q, const T* k, const T* v, const T* out,
+                   const T* dout, const float* lse, T* dq, int64_t task, BackwardScratch& w) {
+  const int64_t D = p.D, Tq = p.Tq, Tk = p.Tk;
+  const int64_t q_tiles = (Tq + kQueryTile - 1) / kQueryTile;
+  const int64_t bh = task / q_tiles;
+  const int64_t i0 = (task % q_tiles) * kQueryTile;
+  const int64_t rows = std::min(kQueryTile, Tq - i0);
+  LoadQueryTile(p, q, out, dout, lse, bh, i0, rows, w);
+  float* dq_acc = w.acc.data();
+  std::fill(dq_acc, dq_acc + rows * D, 0.0f);
+  DropoutRow drop(p.dropout);
+  const int64_t kmax = p.KeyEnd(i0 + rows - 1);
+  for (int64_t j0 = 0; j0 < kmax; j0 += kKeyTile) {
+    const int64_t n = std::min(kKeyTile, kmax - j0);
+    LoadTransposed(k + (bh * Tk + j0) * D, n, D, w.kt.data());
+    LoadTransposed(v + (bh * Tk + j0) * D, n, D, w.vt.data());
+    ToF32(k + (bh * Tk + j0) * D, n * D, w.kf.data());
+    const int64_t r0 = FirstRowSeeing(p, i0, rows, j0);
+    TileScores(D, r0, rows, n, w);
+    for (int64_t r = r0; r < rows; ++r) {
+      float* ds = w.ds.data() + r * kKeyTile;
+      if (w.lse[r] == kNegInf) {  // A row that sees nothing.
+        std::fill(ds, ds + n, 0.0f);
+        continue;
+      }
+      RowGrads(p, bh, i0 + r, j0, n, w.lse[r], w.d[r], w.s.data() + r * kKeyTile,
+               w.dp.data() + r * kKeyTile, drop, w.factor.data(), w.pd.data() + r * kKeyTile, ds);
+    }
+    MatMulAcc(w.ds.data() + r0 * kKeyTile, kKeyTile, w.kf.data(), D, dq_acc + r0 * D, D, rows - r0,
+              n, D);
+  }
+  FromF32(dq_acc, rows * D, dq + (bh * Tq + i0) * D);
+}
+
+template <typename T>
+void BackwardCpu(const ExecContext& ctx, const Problem& p, const TensorView& q, const TensorView& k,
+                 const TensorView& v, const TensorView& out, const TensorView& dout,
+                 const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                 const TensorView& dv) {
+  const T* pq = q.data_as<T>();
+  const T* pk = k.data_as<T>();
+  const T* pv = v.data_as<T>();
+  const T* po = out.data_as<T>();
+  const T* pdo = dout.data_as<T>();
+  const float* plse = lse.data_as<float>();
+  const int64_t k_tiles = (p.Tk + kKeyTile - 1) / kKeyTile;
+  ParallelFor(ctx.pool, p.B * p.NH * k_tiles, 1, [&](int64_t begin, int64_t end) {
+    BackwardScratch w(p.D);
+    for (int64_t task = begin; task < end; ++task) {
+      KeyTileTask<T>(p, pq, pk, pv, po, pdo, plse, dk.data_as<T>(), dv.data_as<T>(), task, w);
+    }
+  });
+  const int64_t q_tiles = (p.Tq + kQueryTile - 1) / kQueryTile;
+  ParallelFor(ctx.pool, p.B * p.NH * q_tiles, 1, [&](int64_t begin, int64_t end) {
+    BackwardScratch w(p.D);
+    for (int64_t task = begin; task < end; ++task) {
+      QueryTileTask<T>(p, pq, pk, pv, po, pdo, plse, dq.data_as<T>(), task, w);
+    }
+  });
+}
+
+}  // namespace
+
+void FusedAttentionCpu(const ExecContext& ctx, const AttentionProblem& p, const TensorView& q,
+                       const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse) {
+  DispatchFloat(q.dtype, [&](auto tag) { ForwardCpu<decltype(tag)>(ctx, p, q, k, v, out, lse); });
+}
+
+void FusedAttentionBackwardCpu(const ExecContext& ctx, const AttentionProblem& p,
+                               const TensorView& q, const TensorView& k, const TensorView& v,
+                               const TensorView& out, const TensorView& dout,
+                               const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                               const TensorView& dv) {
+  DispatchFloat(q.dtype, [&](auto tag) {
+    BackwardCpu<decltype(tag)>(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
+  });
+}
+
+}  // namespace internal
+}  // namespace ops
+}  // namespace mt
