@@ -121,7 +121,8 @@ TEST_F(CheckTest, CheckMatchingAgainstAReferenceAndShape) {
     return CheckMatching("Op", {"q", &q}, {{"k", &k}, {"w", &t}}, kFloatDTypes, k_shape);
   };
   all_wrong.strides = {1, 1, 1};
-  EXPECT_TRUE(Fails(check(all_wrong), kInvalid, "Op: w (i32[3, 5, 4] on cuda:0) must be contiguous"));
+  EXPECT_TRUE(
+      Fails(check(all_wrong), kInvalid, "Op: w (i32[3, 5, 4] on cuda:0) must be contiguous"));
   all_wrong.strides = ContiguousStrides(all_wrong.shape);
   EXPECT_TRUE(Fails(check(all_wrong), kUnimplemented,
                     "Op: w has unsupported dtype i32; supported: f32, bf16, f16"));
@@ -173,8 +174,9 @@ TEST_F(CheckTest, CheckNoOverlapNamesBothTensors) {
   const TensorView q = At(0, {8}), k = At(8, {8}), out = At(16, {8}), lse = At(24, {4});
   EXPECT_TRUE(CheckNoOverlap("Op", {{"out", &out}, {"lse", &lse}}, {{"q", &q}, {"k", &k}}).ok());
   const TensorView out_on_k = At(12, {8});
-  EXPECT_TRUE(Fails(CheckNoOverlap("Op", {{"out", &out_on_k}, {"lse", &lse}}, {{"q", &q}, {"k", &k}}),
-                    kInvalid, "Op: output out overlaps input k"));
+  EXPECT_TRUE(
+      Fails(CheckNoOverlap("Op", {{"out", &out_on_k}, {"lse", &lse}}, {{"q", &q}, {"k", &k}}),
+            kInvalid, "Op: output out overlaps input k"));
   const TensorView lse_in_out = At(20, {4});
   EXPECT_TRUE(
       Fails(CheckNoOverlap("Op", {{"out", &out}, {"lse", &lse_in_out}}, {{"q", &q}, {"k", &k}}),

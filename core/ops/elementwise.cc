@@ -483,7 +483,8 @@ absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const T
                             const DropoutArgs& dropout, const TensorView& residual,
                             const TensorView& out) {
   constexpr absl::string_view kOp = "BiasDropoutAdd";
-  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"residual", &residual}, {"out", &out}}, kFloatDTypes));
+  RETURN_IF_ERROR(
+      CheckMatching(kOp, {{"x", &x}, {"residual", &residual}, {"out", &out}}, kFloatDTypes));
   RETURN_IF_ERROR(CheckMinRank(kOp, "x", x, 1));
   if (bias != nullptr) {
     RETURN_IF_ERROR(CheckOperands(kOp, {{"x", &x}, {"bias", bias}}, kFloatDTypes));
