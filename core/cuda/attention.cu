@@ -2,7 +2,7 @@
 // memory, math in f32, an online softmax (running maximum and sum) in the forward. The backward
 // recomputes the probabilities from the saved log-sum-exp in two kernels that own their outputs
 // (no atomics, deterministic): dk and dv per key tile, dq per query tile, as the CPU kernels in
-// core/ops/attention.cc do. Dropout draws the mask of ops::Dropout through core/philox.h.
+// core/ops/attention_cpu.cc do. Dropout draws the mask of ops::Dropout through core/philox.h.
 #include <climits>
 #include <cmath>
 
