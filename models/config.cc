@@ -73,7 +73,6 @@ ModelConfig ModelConfig::ForFamily(Family family) {
   if (family == Family::kBert) {
     c.vocab_size = 30522;
     c.num_token_types = 2;
-    c.layernorm_eps = 1e-12f;
   }
   return c;
 }

@@ -71,8 +71,8 @@ struct ModelConfig {
     v("init_std", &self.init_std, "Std of the normal initialisation.");
   }
 
-  // The defaults with a family's standard vocabulary, token types and norm epsilon (GPT-2 BPE;
-  // BERT WordPiece with 2 token types and eps 1e-12).
+  // The defaults with a family's standard vocabulary and token types (GPT-2 BPE; BERT WordPiece
+  // with 2 token types).
   static ModelConfig ForFamily(Family family);
 
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
