@@ -105,17 +105,17 @@ std::string DetokenizeWikiText(absl::string_view text) {
 absl::StatusOr<SlidingWindows> SlidingWindows::Create(int64_t num_tokens, int64_t seq_length,
                                                       int64_t stride) {
   if (num_tokens < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sliding windows: need at least 2 tokens (one target), got ", num_tokens));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sliding windows: need at least 2 tokens (one target), got ", num_tokens));
   }
   if (seq_length < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("sliding windows: seq_length must be >= 1, got ", seq_length));
   }
   if (stride < 1 || stride > seq_length) {
-    return absl::InvalidArgumentError(absl::StrCat("sliding windows: stride (overlapping_eval) ",
-                                                   stride, " must be in [1, seq_length = ",
-                                                   seq_length, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sliding windows: stride (overlapping_eval) ", stride,
+                     " must be in [1, seq_length = ", seq_length, "]"));
   }
   // Window 0 scores targets 1..L; each later one the next o.
   const int64_t after_first = std::max<int64_t>(0, num_tokens - 1 - seq_length);

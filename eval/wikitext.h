@@ -2,8 +2,8 @@
 //
 //   1. T_o = CountOriginalTokens(raw file text), counted before anything else.
 //   2. text = DetokenizeWikiText(raw); tokens = GPT-2 BPE of text (T of them).
-//   3. windows = SlidingWindows::Create(T, seq_length, stride); for every window w, Fill() gives the
-//      model's inputs and next-token targets, and the positions whose NLL counts.
+//   3. windows = SlidingWindows::Create(T, seq_length, stride); for every window w, Fill()
+//      gives the model's inputs and next-token targets, and the positions whose NLL counts.
 //   4. S = sum of the NLL of the scored targets (every target index 1..T-1 exactly once);
 //      WikiTextPerplexity(S, T, T_o) gives loss, ppl and adjusted_ppl (the paper's number).
 //
@@ -82,9 +82,8 @@ class SlidingWindows {
   //   scored[j]  = 1 for j in [scored_begin(w), scored_end(w)), else 0   // [L]
   // CHECK-fails (programmer errors) unless tokens.size() == num_tokens(), 0 <= w < num_windows()
   // and every output has seq_length() elements.
-  void Fill(absl::Span<const int32_t> tokens, int64_t w, int32_t pad_id,
-            absl::Span<int32_t> inputs, absl::Span<int32_t> targets,
-            absl::Span<uint8_t> scored) const;
+  void Fill(absl::Span<const int32_t> tokens, int64_t w, int32_t pad_id, absl::Span<int32_t> inputs,
+            absl::Span<int32_t> targets, absl::Span<uint8_t> scored) const;
 
  private:
   SlidingWindows(int64_t num_tokens, int64_t seq_length, int64_t stride, int64_t num_windows)

@@ -283,8 +283,8 @@ TEST(SlidingWindowsTest, EveryTargetScoredExactlyOnce) {
     if (L > 2) strides.push_back(L / 2);
     if (L > 3) strides.push_back(L - 1);
     for (int64_t o : strides) {
-      for (int64_t T : {int64_t{2}, int64_t{3}, L - 1, L, L + 1, L + 2, 2 * L + 1, 10 * L + 3,
-                        int64_t{257}}) {
+      for (int64_t T :
+           {int64_t{2}, int64_t{3}, L - 1, L, L + 1, L + 2, 2 * L + 1, 10 * L + 3, int64_t{257}}) {
         if (T >= 2) CheckEveryTargetScoredOnce(T, L, o);
       }
     }
