@@ -9,7 +9,7 @@
 //   }
 //   accuracy = correct / examples.size()
 //
-// All functions are pure and thread-safe (the tokenizer's const methods are).
+// No shared state: every function is thread-safe (so are the tokenizer's const methods).
 #ifndef MT_EVAL_LAMBADA_H_
 #define MT_EVAL_LAMBADA_H_
 

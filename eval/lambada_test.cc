@@ -1,14 +1,10 @@
 #include "eval/lambada.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "data/tokenizers/factory.h"
-#include "glog/logging.h"
+#include "eval/testutil.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,27 +16,12 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-const data::Tokenizer& Gpt2() {
-  static const data::Tokenizer* const tok = [] {
-    absl::StatusOr<std::unique_ptr<data::Tokenizer>> t = data::CreateTokenizer("gpt2");
-    CHECK(t.ok()) << t.status();
-    return t->release();
-  }();
-  return *tok;
-}
+const data::Tokenizer& Gpt2() { return TestTokenizer("gpt2"); }
 
-std::string Fixture() {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"),
-                      "/megatron_cpp/eval/testdata/lambada_small.jsonl");
-}
+std::string Fixture() { return TestDataPath("lambada_small.jsonl"); }
 
 std::string WriteTemp(const std::string& name, const std::string& contents) {
-  const std::string path = ::testing::TempDir() + "lambada_" + name;
-  FILE* f = std::fopen(path.c_str(), "wb");
-  CHECK(f != nullptr) << path;
-  CHECK_EQ(std::fwrite(contents.data(), 1, contents.size(), f), contents.size());
-  CHECK_EQ(std::fclose(f), 0);
-  return path;
+  return WriteTestFile("lambada_" + name, contents);
 }
 
 // ---- reader ------------------------------------------------------------------------------------

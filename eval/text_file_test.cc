@@ -2,9 +2,9 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <string>
 
+#include "eval/testutil.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,36 +15,21 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-void WriteFile(const std::string& path, const std::string& bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
-  ASSERT_EQ(std::fclose(f), 0);
-}
-
-std::string MakeDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "text_file_" + name;
-  ::mkdir(dir.c_str(), 0755);
-  return dir;
-}
-
 TEST(ReadTextFileTest, ReadsEveryByte) {
-  const std::string dir = MakeDir("read");
   // Larger than one read buffer, with NUL and non-ASCII bytes.
   std::string bytes(200000, 'x');
   bytes[5] = '\0';
   bytes[100000] = '\xff';
   bytes += "\r\nend";
-  WriteFile(dir + "/a.txt", bytes);
-  absl::StatusOr<std::string> got = ReadTextFile(dir + "/a.txt");
+  const std::string path = WriteTestFile("text_file_read/a.txt", bytes);
+  absl::StatusOr<std::string> got = ReadTextFile(path);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, bytes);
-  WriteFile(dir + "/empty.txt", "");
-  EXPECT_EQ(ReadTextFile(dir + "/empty.txt").value(), "");
+  EXPECT_EQ(ReadTextFile(WriteTestFile("text_file_read/empty.txt", "")).value(), "");
 }
 
 TEST(ReadTextFileTest, MissingFileAndDirectoryAreErrorsNamingThePath) {
-  const std::string dir = MakeDir("read_errors");
+  const std::string dir = MakeTestDir("text_file_read_errors");
   absl::Status s = ReadTextFile(dir + "/none.jsonl").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr(dir + "/none.jsonl"));
@@ -54,11 +39,11 @@ TEST(ReadTextFileTest, MissingFileAndDirectoryAreErrorsNamingThePath) {
 }
 
 TEST(ListFilesTest, SortedRegularFilesWithTheSuffix) {
-  const std::string dir = MakeDir("list");
+  const std::string dir = MakeTestDir("text_file_list");
   for (const char* name : {"b.txt", "a.txt", "10.txt", "9.txt", "notes.md", "txt"}) {
-    WriteFile(dir + "/" + name, "{}");
+    WriteTestFile(std::string("text_file_list/") + name, "{}");
   }
-  ::mkdir((dir + "/sub.txt").c_str(), 0755);  // a directory, not a file
+  MakeTestDir("text_file_list/sub.txt");  // a directory, not a file
   absl::StatusOr<std::vector<std::string>> names = ListFiles(dir, ".txt");
   ASSERT_TRUE(names.ok()) << names.status();
   EXPECT_THAT(*names, ElementsAre("10.txt", "9.txt", "a.txt", "b.txt"));
@@ -66,14 +51,14 @@ TEST(ListFilesTest, SortedRegularFilesWithTheSuffix) {
 }
 
 TEST(ListFilesTest, MissingDirectoryOrAFileAreErrorsNamingThePath) {
-  const std::string dir = MakeDir("list_errors");
+  const std::string dir = MakeTestDir("text_file_list_errors");
   absl::Status s = ListFiles(dir + "/none", ".txt").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr(dir + "/none"));
-  WriteFile(dir + "/file", "x");
-  s = ListFiles(dir + "/file", ".txt").status();
+  const std::string file = WriteTestFile("text_file_list_errors/file", "x");
+  s = ListFiles(file, ".txt").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr(dir + "/file is not a directory"));
+  EXPECT_THAT(s.message(), HasSubstr(file + " is not a directory"));
 }
 
 }  // namespace

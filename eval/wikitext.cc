@@ -61,9 +61,25 @@ std::string JoinDelimited(absl::string_view text, char open, char close) {
   return out;
 }
 
-// Python's str.replace(from, to): all non-overlapping occurrences, left to right.
-void ReplaceAll(absl::string_view from, absl::string_view to, std::string* text) {
-  absl::StrReplaceAll({{from, to}}, text);
+struct Replacement {
+  const char* from;
+  const char* to;
+};
+
+// Plain replacements, applied in order between the regex rules.
+constexpr Replacement kNumbersAndPunctuation[] = {
+    {" @-@ ", "-"}, {" @,@ ", ","}, {" @.@ ", "."}, {" : ", ": "}, {" ; ", "; "},
+    {" . ", ". "},  {" ! ", "! "},  {" ? ", "? "},  {" , ", ", "},
+};
+constexpr Replacement kHeadingsAndSpacing[] = {
+    {"= = = =", "===="}, {"= = =", "==="}, {"= =", "=="},  {" \u00b0 ", "\u00b0"},
+    {" \n", "\n"},       {"\n ", "\n"},    {" N ", " 1 "}, {" 's", "'s"},
+};
+
+// Each in turn as Python's str.replace(from, to): all non-overlapping occurrences, left to right.
+template <size_t N>
+void ReplaceEach(const Replacement (&replacements)[N], std::string* text) {
+  for (const Replacement& r : replacements) absl::StrReplaceAll({{r.from, r.to}}, text);
 }
 
 }  // namespace
@@ -74,31 +90,15 @@ int64_t CountOriginalTokens(absl::string_view raw) {
 }
 
 std::string DetokenizeWikiText(absl::string_view text) {
-  std::string s(text);
-  ReplaceAll("s '", "s'", &s);
+  std::string s = absl::StrReplaceAll(text, {{"s '", "s'"}});
   s = ReplaceSlashQuoteDigit(s);
-  ReplaceAll(" @-@ ", "-", &s);
-  ReplaceAll(" @,@ ", ",", &s);
-  ReplaceAll(" @.@ ", ".", &s);
-  ReplaceAll(" : ", ": ", &s);
-  ReplaceAll(" ; ", "; ", &s);
-  ReplaceAll(" . ", ". ", &s);
-  ReplaceAll(" ! ", "! ", &s);
-  ReplaceAll(" ? ", "? ", &s);
-  ReplaceAll(" , ", ", ", &s);
+  ReplaceEach(kNumbersAndPunctuation, &s);
   s = JoinDelimited(s, '(', ')');
   s = JoinDelimited(s, '[', ']');
   s = JoinDelimited(s, '{', '}');
   s = JoinDelimited(s, '"', '"');
   s = JoinDelimited(s, '\'', '\'');
-  ReplaceAll("= = = =", "====", &s);
-  ReplaceAll("= = =", "===", &s);
-  ReplaceAll("= =", "==", &s);
-  ReplaceAll(" \u00b0 ", "\u00b0", &s);
-  ReplaceAll(" \n", "\n", &s);
-  ReplaceAll("\n ", "\n", &s);
-  ReplaceAll(" N ", " 1 ", &s);
-  ReplaceAll(" 's", "'s", &s);
+  ReplaceEach(kHeadingsAndSpacing, &s);
   return s;
 }
 
