@@ -17,6 +17,7 @@ namespace {
 
 using ::mt::testing::AllClose;
 using ::mt::testing::FromDoubles;
+using ::mt::testing::MaxAbs;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
@@ -46,12 +47,6 @@ struct RefAdam {
     }
   }
 };
-
-double MaxAbs(const std::vector<double>& v) {
-  double r = 0;
-  for (double x : v) r = std::max(r, std::fabs(x));
-  return r;
-}
 
 TEST(AdamTest, FirstAdamWStepMovesEachParameterByLrTimesSignMinusDecay) {
   // With m = v = 0 and step 1: m_hat = g and v_hat = g^2, so the update is g / (|g| + eps) =

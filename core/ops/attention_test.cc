@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,6 +30,7 @@ using ::mt::testing::ExpectNearReference;
 using ::mt::testing::FromDoubles;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomInts;
+using ::mt::testing::SameBits;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
 using ::testing::HasSubstr;
@@ -41,10 +41,6 @@ using Result = ::mt::testing::AttentionResult;
 
 const DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 const double kU32 = UnitRoundoff(DType::kF32);
-
-bool SameBits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
 
 Inputs MakeInputs(const Dims& d, DType dt, uint64_t seed) {
   return ::mt::testing::RandomAttentionInputs(d, dt, seed);
@@ -162,11 +158,7 @@ TEST_F(AttentionTest, ForwardAndBackwardMatchFloat64Reference) {
             for (const ExecContext& ctx : Contexts()) runs.push_back(RunFused(ctx, d, in, args));
             const Result& r = runs[0];
             // Bitwise independent of the thread count.
-            EXPECT_TRUE(SameBits(r.out, runs[1].out));
-            EXPECT_TRUE(SameBits(r.lse, runs[1].lse));
-            EXPECT_TRUE(SameBits(r.dq, runs[1].dq));
-            EXPECT_TRUE(SameBits(r.dk, runs[1].dk));
-            EXPECT_TRUE(SameBits(r.dv, runs[1].dv));
+            EXPECT_TRUE(SameBits(r, runs[1]));
 
             ExpectNearReference(r, AttentionReference(d, args, in), dt);
           }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/elementwise.h"
@@ -47,6 +48,20 @@ double MaxAbsRow(const std::vector<double>& x, int64_t row, int64_t D) {
 
 std::string AttentionDims::Name() const {
   return absl::StrCat("B", B, " NH", NH, " Tq", Tq, " Tk", Tk, " D", D);
+}
+
+::testing::AssertionResult SameBits(const AttentionResult& a, const AttentionResult& b) {
+  const std::pair<const char*, const Tensor AttentionResult::*> members[] = {
+      {"out", &AttentionResult::out},
+      {"lse", &AttentionResult::lse},
+      {"dq", &AttentionResult::dq},
+      {"dk", &AttentionResult::dk},
+      {"dv", &AttentionResult::dv}};
+  for (const auto& [name, member] : members) {
+    ::testing::AssertionResult same = SameBits(a.*member, b.*member);
+    if (!same) return same << " (" << name << ")";
+  }
+  return ::testing::AssertionSuccess();
 }
 
 AttentionInputs RandomAttentionInputs(const AttentionDims& d, DType dtype, uint64_t seed) {

@@ -12,6 +12,7 @@
 
 #include "core/ops/attention.h"
 #include "core/tensor.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace testing {
@@ -43,6 +44,8 @@ ops::AttentionArgs MakeAttentionArgs(const AttentionDims& d, bool causal,
 struct AttentionResult {
   Tensor out, lse, dq, dk, dv;
 };
+// Every tensor of `a` bitwise that of `b` (testutil SameBits); names the first that differs.
+::testing::AssertionResult SameBits(const AttentionResult& a, const AttentionResult& b);
 
 struct AttentionRef {
   std::vector<double> out, lse, dq, dk, dv;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,32 +16,24 @@ namespace {
 
 using ::mt::testing::AllClose;
 using ::mt::testing::FromDoubles;
+using ::mt::testing::kFloatTypes;
+using ::mt::testing::MaxAbs;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomInts;
 using ::mt::testing::RandomTensor;
+using ::mt::testing::SameBits;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
 using ::mt::testing::WriteDoubles;
 
-constexpr DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 constexpr DType kIdTypes[] = {DType::kI32, DType::kI64};
 const double kU32 = UnitRoundoff(DType::kF32);
 
-// Float64 references, written independently of the kernel: loss = logsumexp(x) - x[t], grad =
+// Float64 references: loss = logsumexp(x) - x[t] (testutil's CrossEntropyReference), grad =
 // (softmax(x) - onehot(t)) * dl, with kIgnoreIndex rows giving 0.
 std::vector<double> RefLosses(const std::vector<double>& x, const std::vector<double>& t,
                               int64_t V) {
-  const size_t N = t.size();
-  std::vector<double> out(N, 0.0);
-  for (size_t n = 0; n < N; ++n) {
-    if (t[n] == kIgnoreIndex) continue;
-    const double* row = x.data() + n * V;
-    const double mx = *std::max_element(row, row + V);
-    double s = 0;
-    for (int64_t j = 0; j < V; ++j) s += std::exp(row[j] - mx);
-    out[n] = mx + std::log(s) - row[static_cast<int64_t>(t[n])];
-  }
-  return out;
+  return ::mt::testing::CrossEntropyReference(x, V, V, std::vector<int64_t>(t.begin(), t.end()));
 }
 
 std::vector<double> RefGrad(const std::vector<double>& x, const std::vector<double>& t,
@@ -70,12 +62,6 @@ Tensor MakeTargets(int64_t N, int64_t V, DType dt, uint64_t seed) {
   return t;
 }
 
-double MaxAbs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
 TEST(CrossEntropyTest, HandComputedLosses) {
   const ExecContext ctx;
   // Row 0: exp(logits) = 1, 2, 3, so with target 2 the loss is log(6) - log(3) = log(2).
@@ -88,7 +74,12 @@ TEST(CrossEntropyTest, HandComputedLosses) {
   EXPECT_TRUE(AllClose(losses.view(), {std::log(2.0), std::log(3.0), 0.0}, 4 * kU32, 4 * kU32));
 }
 
-TEST(CrossEntropyTest, ForwardMatchesFloat64) {
+// The forward and backward sweeps: on the calling thread and on a pool, every dtype, id dtype, N
+// and V, with logits [N, V] in [-4, 4) and targets (MakeTargets) from seeds of N and V. Stops at
+// the first fatal failure.
+void ForEachSweepCase(const std::function<void(const ExecContext& ctx, DType dt, int64_t N,
+                                               int64_t V, const Tensor& logits,
+                                               const Tensor& targets)>& body) {
   ThreadPool pool(3);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
     const ExecContext ctx{p};
@@ -98,21 +89,29 @@ TEST(CrossEntropyTest, ForwardMatchesFloat64) {
           for (int64_t V : {1, 3, 17, 1031}) {
             SCOPED_TRACE(::testing::Message() << DTypeName(dt) << " " << DTypeName(it) << " N=" << N
                                               << " V=" << V << " pool=" << (p != nullptr));
-            Tensor logits = RandomTensor({N, V}, dt, N * 1000 + V, -4.0, 4.0);
-            Tensor targets = MakeTargets(N, V, it, N + V);
-            Tensor losses = Tensor::Host({N}, DType::kF32);
-            WriteDoubles(std::vector<double>(N, 9.0), losses.view());
-            ASSERT_TRUE(CrossEntropy(ctx, logits.view(), targets.view(), losses.view()).ok());
-            // The reference reads the same (rounded) logits, so only f32 math error remains: a few
-            // roundings in exp/log per term, plus the rounding of (max - x_t) and of the loss.
-            const auto x = ToDoubles(logits.view());
-            EXPECT_TRUE(AllClose(losses.view(), RefLosses(x, ToDoubles(targets.view()), V),
-                                 2 * kU32, 16 * kU32 * (1 + MaxAbs(x))));
+            const Tensor logits = RandomTensor({N, V}, dt, N * 1000 + V, -4.0, 4.0);
+            const Tensor targets = MakeTargets(N, V, it, N + V);
+            body(ctx, dt, N, V, logits, targets);
+            if (::testing::Test::HasFatalFailure()) return;
           }
         }
       }
     }
   }
+}
+
+TEST(CrossEntropyTest, ForwardMatchesFloat64) {
+  ForEachSweepCase([](const ExecContext& ctx, DType dt, int64_t N, int64_t V,
+                      const Tensor& logits, const Tensor& targets) {
+    Tensor losses = Tensor::Host({N}, DType::kF32);
+    WriteDoubles(std::vector<double>(N, 9.0), losses.view());
+    ASSERT_TRUE(CrossEntropy(ctx, logits.view(), targets.view(), losses.view()).ok());
+    // The reference reads the same (rounded) logits, so only f32 math error remains: a few
+    // roundings in exp/log per term, plus the rounding of (max - x_t) and of the loss.
+    const auto x = ToDoubles(logits.view());
+    EXPECT_TRUE(AllClose(losses.view(), RefLosses(x, ToDoubles(targets.view()), V), 2 * kU32,
+                         16 * kU32 * (1 + MaxAbs(x))));
+  });
 }
 
 TEST(CrossEntropyTest, LargeLogitsDoNotOverflow) {
@@ -143,34 +142,20 @@ TEST(CrossEntropyTest, LargeLogitsDoNotOverflow) {
 }
 
 TEST(CrossEntropyTest, BackwardMatchesFloat64) {
-  ThreadPool pool(3);
-  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-    const ExecContext ctx{p};
-    for (DType dt : kFloatTypes) {
-      for (DType it : kIdTypes) {
-        for (int64_t N : {1, 3, 17, 129}) {
-          for (int64_t V : {1, 3, 17, 1031}) {
-            SCOPED_TRACE(::testing::Message() << DTypeName(dt) << " " << DTypeName(it) << " N=" << N
-                                              << " V=" << V << " pool=" << (p != nullptr));
-            Tensor logits = RandomTensor({N, V}, dt, N * 1000 + V, -4.0, 4.0);
-            Tensor targets = MakeTargets(N, V, it, N + V);
-            Tensor dl = RandomTensor({N}, DType::kF32, N, -2.0, 2.0);
-            Tensor dx = Tensor::Host({N, V}, dt);
-            WriteDoubles(std::vector<double>(N * V, 9.0), dx.view());
-            ASSERT_TRUE(
-                CrossEntropyBackward(ctx, logits.view(), targets.view(), dl.view(), dx.view())
-                    .ok());
-            // Each element: exp and a scale in f32 (a few u32 relative to p * dl), one subtraction
-            // at the target, then one rounding to the dtype.
-            const auto dl_d = ToDoubles(dl.view());
-            EXPECT_TRUE(AllClose(
-                dx.view(), RefGrad(ToDoubles(logits.view()), ToDoubles(targets.view()), dl_d, V),
-                UnitRoundoff(dt) + 16 * kU32, 16 * kU32 * MaxAbs(dl_d)));
-          }
-        }
-      }
-    }
-  }
+  ForEachSweepCase([](const ExecContext& ctx, DType dt, int64_t N, int64_t V,
+                      const Tensor& logits, const Tensor& targets) {
+    Tensor dl = RandomTensor({N}, DType::kF32, N, -2.0, 2.0);
+    Tensor dx = Tensor::Host({N, V}, dt);
+    WriteDoubles(std::vector<double>(N * V, 9.0), dx.view());
+    ASSERT_TRUE(
+        CrossEntropyBackward(ctx, logits.view(), targets.view(), dl.view(), dx.view()).ok());
+    // Each element: exp and a scale in f32 (a few u32 relative to p * dl), one subtraction at the
+    // target, then one rounding to the dtype.
+    const auto dl_d = ToDoubles(dl.view());
+    EXPECT_TRUE(AllClose(dx.view(),
+                         RefGrad(ToDoubles(logits.view()), ToDoubles(targets.view()), dl_d, V),
+                         UnitRoundoff(dt) + 16 * kU32, 16 * kU32 * MaxAbs(dl_d)));
+  });
 }
 
 TEST(CrossEntropyTest, BackwardMatchesFiniteDifferences) {
@@ -207,7 +192,7 @@ TEST(CrossEntropyTest, InPlaceAndThreadCountGiveIdenticalBits) {
     Tensor l1 = Tensor::Host({N}, DType::kF32), l2 = Tensor::Host({N}, DType::kF32);
     ASSERT_TRUE(CrossEntropy(ExecContext{nullptr}, logits.view(), targets.view(), l1.view()).ok());
     ASSERT_TRUE(CrossEntropy(ExecContext{&pool}, logits.view(), targets.view(), l2.view()).ok());
-    EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.nbytes()));
+    EXPECT_TRUE(SameBits(l1, l2));
     Tensor d1 = Tensor::Host({N, V}, dt);
     ASSERT_TRUE(CrossEntropyBackward(ExecContext{nullptr}, logits.view(), targets.view(), dl.view(),
                                      d1.view())
@@ -216,7 +201,7 @@ TEST(CrossEntropyTest, InPlaceAndThreadCountGiveIdenticalBits) {
     ASSERT_TRUE(CrossEntropyBackward(ExecContext{&pool}, logits.view(), targets.view(), dl.view(),
                                      logits.view())
                     .ok());
-    EXPECT_EQ(0, std::memcmp(d1.data(), logits.data(), d1.nbytes())) << DTypeName(dt);
+    EXPECT_TRUE(SameBits(d1, logits)) << DTypeName(dt);
   }
 }
 

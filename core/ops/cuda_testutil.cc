@@ -2,84 +2,98 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/cuda_device.h"
-#include "core/ops/testutil.h"
 #include "glog/logging.h"
 
 namespace mt {
 namespace testing {
 
-Tensor ToDevice(const Tensor& host) {
-  absl::StatusOr<Tensor> t = Tensor::Empty(host.shape(), host.dtype(), Device::Cuda(0));
-  CHECK(t.ok()) << t.status();
-  if (host.nbytes() > 0) {
-    const absl::Status s =
-        cuda::Memcpy(t->data(), host.data(), host.nbytes(), cuda::CopyKind::kHostToDevice);
-    CHECK(s.ok()) << s;
+namespace {
+bool IsHalf(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
+}  // namespace
+
+Tensor ToDevice(const TensorView& host) {
+  CHECK(host.device.is_cpu() && host.IsContiguous()) << "ToDevice of " << host.DebugString();
+  Tensor t = EmptyDevice(host.shape, host.dtype);
+  if (t.empty() || host.nbytes() == 0) return t;
+  const absl::Status s =
+      cuda::Memcpy(t.data(), host.data, host.nbytes(), cuda::CopyKind::kHostToDevice);
+  if (!s.ok()) {
+    ADD_FAILURE() << "ToDevice: copying " << host.DebugString() << " to cuda:0 failed: " << s;
+    return Tensor();
   }
-  return std::move(t).value();
+  return t;
 }
 
+Tensor ToDevice(const Tensor& host) { return ToDevice(host.view()); }
+
 Tensor ToHost(const TensorView& device) {
-  Tensor t = Tensor::Host(device.shape, device.dtype);
-  if (t.nbytes() > 0) {
-    const absl::Status s =
-        cuda::Memcpy(t.data(), device.data, t.nbytes(), cuda::CopyKind::kDeviceToHost);
-    CHECK(s.ok()) << s;
+  Tensor t = NaNTensor(device.shape, device.dtype);
+  if (t.nbytes() == 0) return t;
+  const absl::Status s =
+      cuda::Memcpy(t.data(), device.data, t.nbytes(), cuda::CopyKind::kDeviceToHost);
+  if (!s.ok()) {
+    ADD_FAILURE() << "ToHost: copying " << device.DebugString() << " to the host failed: " << s;
+    return NaNTensor(device.shape, device.dtype);
   }
   return t;
 }
 
 Tensor EmptyDevice(Shape shape, DType dtype) {
+  const Shape requested = shape;
   absl::StatusOr<Tensor> t = Tensor::Empty(std::move(shape), dtype, Device::Cuda(0));
-  CHECK(t.ok()) << t.status();
+  if (!t.ok()) {
+    ADD_FAILURE() << "EmptyDevice: allocating " << DTypeName(dtype) << ShapeToString(requested)
+                  << " on cuda:0 failed: " << t.status();
+    return Tensor();
+  }
   return std::move(t).value();
 }
 
-::testing::AssertionResult SameBits(const TensorView& actual, const TensorView& expected) {
-  if (actual.dtype != expected.dtype || actual.shape != expected.shape) {
-    return ::testing::AssertionFailure()
-           << actual.DebugString() << " vs expected " << expected.DebugString();
-  }
-  const size_t elem = DTypeSize(actual.dtype);
-  const char* a = static_cast<const char*>(actual.data);
-  const char* e = static_cast<const char*>(expected.data);
-  for (int64_t i = 0; i < actual.numel(); ++i) {
-    if (std::memcmp(a + i * elem, e + i * elem, elem) != 0) {
-      const std::vector<double> av = ToDoubles(actual), ev = ToDoubles(expected);
-      return ::testing::AssertionFailure() << "element " << i << " of " << actual.numel()
-                                           << " differs: " << av[i] << " vs expected " << ev[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
+Mirrored::Mirrored(Tensor host) : cpu_(std::move(host)), gpu_(ToDevice(cpu_)) {}
+
+const TensorView& Mirrored::operator[](Side side) const {
+  return side == Side::kCpu ? cpu_.view() : gpu_.view();
 }
 
-::testing::AssertionResult WithinBounds(const TensorView& actual, const TensorView& expected,
-                                        const std::vector<double>& bound) {
-  const std::vector<double> a = ToDoubles(actual), e = ToDoubles(expected);
-  if (a.size() != e.size() || a.size() != bound.size()) {
-    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << ", " << e.size()
-                                         << ", " << bound.size();
+Tensor Mirrored::GpuToHost() const { return ToHost(gpu_.view()); }
+
+Mirrored Mirror(Tensor host) { return Mirrored(std::move(host)); }
+
+Mirrored Mirror(const TensorView& host) {
+  CHECK(host.device.is_cpu() && host.IsContiguous()) << "Mirror of " << host.DebugString();
+  Tensor copy = Tensor::Host(host.shape, host.dtype);
+  if (copy.nbytes() > 0) std::memcpy(copy.data(), host.data, copy.nbytes());
+  return Mirrored(std::move(copy));
+}
+
+Mirrored MirrorNaN(Shape shape, DType dtype) {
+  return Mirrored(NaNTensor(std::move(shape), dtype));
+}
+
+::testing::AssertionResult GpuMatchesCpu(const TensorView& gpu, const TensorView& cpu,
+                                         const Tolerance& tol) {
+  const Tensor actual = ToHost(gpu);
+  if (tol.bitwise) return SameBits(actual.view(), cpu);
+  if (actual.dtype() != cpu.dtype || actual.shape() != cpu.shape) {
+    return ::testing::AssertionFailure()
+           << "GPU " << gpu.DebugString() << " vs CPU " << cpu.DebugString();
   }
-  int64_t bad = 0, worst = -1;
-  double worst_ratio = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double err = std::fabs(a[i] - e[i]);
-    if (!(err <= bound[i])) {
-      ++bad;
-      const double ratio = std::isnan(err) ? INFINITY : err / bound[i];
-      if (worst < 0 || ratio > worst_ratio) {
-        worst = static_cast<int64_t>(i);
-        worst_ratio = ratio;
-      }
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << bad << " of " << a.size() << " elements outside their bounds; worst at " << worst
-         << ": actual " << a[worst] << ", expected " << e[worst] << ", bound " << bound[worst];
+  const double u_out = IsHalf(cpu.dtype) ? UnitRoundoff(cpu.dtype) : 0.0;
+  return AllClose(actual.view(), ToDoubles(cpu), tol.rel + tol.roundings * u_out, tol.abs);
+}
+
+::testing::AssertionResult GpuMatchesCpu(const Mirrored& t, const Tolerance& tol) {
+  return GpuMatchesCpu(t[Side::kGpu], t[Side::kCpu], tol);
+}
+
+::testing::AssertionResult GpuWithinBounds(const TensorView& gpu, const TensorView& cpu,
+                                           const std::vector<double>& bound) {
+  return WithinBounds(ToHost(gpu).view(), cpu, bound);
 }
 
 void CudaOpTest::SetUp() {
@@ -88,6 +102,24 @@ void CudaOpTest::SetUp() {
   ASSERT_TRUE(dc.ok()) << dc.status();
   device_context_ = std::move(dc).value();
   gpu_.cuda = device_context_.get();
+}
+
+::testing::AssertionResult CudaOpTest::OnBoth(const Op& op) const {
+  for (Side side : {Side::kCpu, Side::kGpu}) {
+    const absl::Status s = op(ctx(side), side);
+    if (!s.ok()) {
+      return ::testing::AssertionFailure()
+             << "the op failed on " << (side == Side::kCpu ? "the CPU" : "cuda:0") << ": " << s;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult CudaOpTest::OnBothMatch(const Mirrored& out, const Tolerance& tol,
+                                                   const Op& op) const {
+  ::testing::AssertionResult ran = OnBoth(op);
+  if (!ran) return ran;
+  return GpuMatchesCpu(out, tol);
 }
 
 }  // namespace testing

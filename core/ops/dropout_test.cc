@@ -1,27 +1,27 @@
-// Dropout, DropoutBackward and BiasDropoutAdd (core/ops/elementwise.h): the Philox mask, the
-// keep rate, gradients, tensor-parallel key mappings, argument checks, and the CUDA kernel against
-// the CPU one.
-#include "core/ops/elementwise.h"
-
+// ops::Dropout, DropoutBackward and BiasDropoutAdd on the CPU: the mask is the Philox draw of
+// each element's key (core/philox.h, DropoutKey), kept elements are scaled by 1 / (1 - p), a
+// tensor-parallel slice draws the whole tensor's mask, the fused BiasDropoutAdd is bitwise the
+// unfused chain at f32, and bad arguments are errors. The other element-wise ops are in
+// elementwise_test.cc.
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
-#include "core/cuda_device.h"
-#include "core/ops/cuda_testutil.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/testutil.h"
 #include "core/philox.h"
-#include "core/thread_pool.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {
 namespace {
 
 using ::mt::testing::AllClose;
+using ::mt::testing::kFloatTypes;
+using ::mt::testing::kOddShapes;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::SameBits;
@@ -29,12 +29,7 @@ using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
 using ::testing::HasSubstr;
 
-const DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 const double kU32 = UnitRoundoff(DType::kF32);
-
-// Odd shapes, from a single element to one large enough (> 2^14 elements) to be split over the
-// pool's threads.
-const Shape kShapes[] = {{1}, {3, 17}, {2, 5, 129}, {257, 129}};
 
 // The dropout mask, straight from the Philox convention.
 bool RefKeep(const DropoutArgs& args, int64_t i) {
@@ -42,12 +37,8 @@ bool RefKeep(const DropoutArgs& args, int64_t i) {
          args.p;
 }
 
-class DropoutTest : public ::testing::Test {
- protected:
-  ThreadPool pool_{3};
-  // Every op runs on the calling thread alone and on a pool of three.
-  std::vector<ExecContext> Contexts() { return {ExecContext{}, ExecContext{&pool_}}; }
-};
+// Every op runs on the calling thread alone and on a pool of three.
+using DropoutTest = ::mt::testing::ThreadedOpTest;
 
 TEST_F(DropoutTest, DropoutMaskIsPhiloxAndScalesKeptElements) {
   for (const ExecContext& ctx : Contexts()) {
@@ -74,7 +65,7 @@ TEST_F(DropoutTest, DropoutMaskIsPhiloxAndScalesKeptElements) {
         // The backward applies the same mask to dy.
         Tensor dx = Tensor::Host(shape, dt);
         ASSERT_TRUE(DropoutBackward(ctx, x.view(), args, dx.view()).ok());
-        EXPECT_TRUE(SameBits(dx.view(), y.view()));
+        EXPECT_TRUE(SameBits(dx, y));
       }
     }
   }
@@ -150,10 +141,10 @@ TEST_F(DropoutTest, DropoutOnATensorParallelSliceMatchesTheWholeTensor) {
       local.key_outer_stride = 6 * 8;  // Distance between runs in the whole tensor.
       Tensor part_y = Tensor::Host({2, 3, 8}, dt);
       ASSERT_TRUE(Dropout(ctx, part.view(), local, part_y.view()).ok());
-      EXPECT_TRUE(SameBits(part_y.view(), want.view()));
+      EXPECT_TRUE(SameBits(part_y, want));
       // Without the key mapping the masks differ.
       ASSERT_TRUE(Dropout(ctx, part.view(), args, part_y.view()).ok());
-      EXPECT_FALSE(SameBits(part_y.view(), want.view()));
+      EXPECT_FALSE(SameBits(part_y, want));
     }
   }
 }
@@ -164,7 +155,7 @@ TEST_F(DropoutTest, DropoutArguments) {
   Tensor y = Tensor::Host({3, 5}, DType::kF32);
   DropoutArgs args;
   ASSERT_TRUE(Dropout(ctx, x.view(), args, y.view()).ok());  // p = 0 copies.
-  EXPECT_TRUE(SameBits(x.view(), y.view()));
+  EXPECT_TRUE(SameBits(x, y));
   for (float p : {-0.1f, 1.0f, 1.5f, NAN}) {
     args.p = p;
     const absl::Status s = Dropout(ctx, x.view(), args, y.view());
@@ -208,7 +199,7 @@ DropoutArgs BiasDropoutAddArgs(float p) {
 TEST_F(DropoutTest, BiasDropoutAddMatchesReference) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
-      for (const Shape& shape : kShapes) {
+      for (const Shape& shape : kOddShapes) {
         for (bool with_bias : {true, false}) {
           for (float p : {0.0f, 0.3f}) {
             SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " bias ", with_bias,
@@ -249,19 +240,19 @@ TEST_F(DropoutTest, BiasDropoutAddMatchesReference) {
                               .ok());
               Tensor rounded = Tensor::Host(shape, dt);
               ASSERT_TRUE(Convert(ctx, out32.view(), rounded.view()).ok());
-              EXPECT_TRUE(SameBits(rounded.view(), out.view()));
+              EXPECT_TRUE(SameBits(rounded, out));
             }
             // out may alias x or residual.
             Tensor x2 = RandomTensor(shape, dt, 30);
             ASSERT_TRUE(BiasDropoutAdd(ctx, x2.view(), with_bias ? &bias_view : nullptr, args,
                                        residual.view(), x2.view())
                             .ok());
-            EXPECT_TRUE(SameBits(x2.view(), out.view()));
+            EXPECT_TRUE(SameBits(x2, out));
             Tensor r2 = RandomTensor(shape, dt, 32);
             ASSERT_TRUE(BiasDropoutAdd(ctx, x.view(), with_bias ? &bias_view : nullptr, args,
                                        r2.view(), r2.view())
                             .ok());
-            EXPECT_TRUE(SameBits(r2.view(), out.view()));
+            EXPECT_TRUE(SameBits(r2, out));
           }
         }
       }
@@ -301,10 +292,10 @@ TEST_F(DropoutTest, BiasDropoutAddIsBitwiseTheUnfusedChainAtF32) {
           ASSERT_TRUE(BiasDropoutAdd(ctx, x.view(), with_bias ? &bias_view : nullptr, args,
                                      residual.view(), out.view())
                           .ok());
-          EXPECT_TRUE(SameBits(out.view(), chain.view()));
+          EXPECT_TRUE(SameBits(out, chain));
           fused.push_back(std::move(out));
         }
-        EXPECT_TRUE(SameBits(fused[0].view(), fused[1].view()));
+        EXPECT_TRUE(SameBits(fused[0], fused[1]));
       }
     }
   }
@@ -399,59 +390,13 @@ TEST_F(DropoutTest, BiasDropoutAddArguments) {
     args.p = p;
     s = BiasDropoutAdd(ctx, x.view(), &b, args, r.view(), x.view());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << p;
-    EXPECT_THAT(std::string(s.message()), HasSubstr("BiasDropoutAdd: dropout probability"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("BiasDropoutAdd: drop probability"));
   }
   args.p = 0.5f;
   args.key_inner = 8;
   args.key_outer_stride = 4;
   EXPECT_EQ(BiasDropoutAdd(ctx, x.view(), &b, args, r.view(), x.view()).code(),
             absl::StatusCode::kInvalidArgument);
-}
-
-// BiasAdd on the GPU (the CUDA kernel in core/cuda) against the CPU kernel.
-// BiasDropoutAdd on the GPU against the CPU kernel: the same mask and the same f32 roundings
-// (explicitly rounded intrinsics on the device), so the results agree to the bit.
-TEST_F(DropoutTest, BiasDropoutAddCudaMatchesCpuBitwise) {
-  if (cuda::DeviceCount() == 0) GTEST_SKIP() << cuda::Describe();
-  const ExecContext ctx;
-  auto to_gpu = [](const Tensor& host) { return ::mt::testing::ToDevice(host); };
-  auto to_host = [](const Tensor& dev) { return ::mt::testing::ToHost(dev.view()); };
-  for (DType dt : kFloatTypes) {
-    for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{5, 7, 129}, Shape{257, 1023}}) {
-      for (bool with_bias : {true, false}) {
-        for (float p : {0.0f, 0.3f}) {
-          SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " bias ", with_bias,
-                                    " p ", p));
-          DropoutArgs args = BiasDropoutAddArgs(p);
-          Tensor x = RandomTensor(shape, dt, 49, -100.0, 100.0);
-          Tensor bias = RandomTensor({shape.back()}, dt, 50);
-          Tensor residual = RandomTensor(shape, dt, 51);
-          Tensor out_cpu = Tensor::Host(shape, dt);
-          const TensorView b = bias.view();
-          ASSERT_TRUE(BiasDropoutAdd(ctx, x.view(), with_bias ? &b : nullptr, args,
-                                     residual.view(), out_cpu.view())
-                          .ok());
-          Tensor x_gpu = to_gpu(x), bias_gpu = to_gpu(bias), r_gpu = to_gpu(residual);
-          Tensor out_gpu = to_gpu(x);  // Overwritten.
-          const TensorView bg = bias_gpu.view();
-          ASSERT_TRUE(BiasDropoutAdd(ctx, x_gpu.view(), with_bias ? &bg : nullptr, args,
-                                     r_gpu.view(), out_gpu.view())
-                          .ok());
-          EXPECT_TRUE(SameBits(to_host(out_gpu).view(), out_cpu.view()));
-          // In place over x, then over the residual.
-          ASSERT_TRUE(BiasDropoutAdd(ctx, x_gpu.view(), with_bias ? &bg : nullptr, args,
-                                     r_gpu.view(), x_gpu.view())
-                          .ok());
-          EXPECT_TRUE(SameBits(to_host(x_gpu).view(), out_cpu.view()));
-          x_gpu = to_gpu(x);
-          ASSERT_TRUE(BiasDropoutAdd(ctx, x_gpu.view(), with_bias ? &bg : nullptr, args,
-                                     r_gpu.view(), r_gpu.view())
-                          .ok());
-          EXPECT_TRUE(SameBits(to_host(r_gpu).view(), out_cpu.view()));
-        }
-      }
-    }
-  }
 }
 
 }  // namespace

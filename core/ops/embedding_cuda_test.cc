@@ -14,12 +14,14 @@ namespace ops {
 namespace {
 
 using ::mt::testing::CudaOpTest;
-using ::mt::testing::EmptyDevice;
+using ::mt::testing::FromDoubles;
+using ::mt::testing::kBitwise;
+using ::mt::testing::Mirror;
+using ::mt::testing::Mirrored;
+using ::mt::testing::MirrorNaN;
 using ::mt::testing::RandomInts;
 using ::mt::testing::RandomTensor;
-using ::mt::testing::SameBits;
-using ::mt::testing::ToDevice;
-using ::mt::testing::ToHost;
+using ::mt::testing::Side;
 
 using EmbeddingCudaTest = CudaOpTest;
 
@@ -44,29 +46,21 @@ TEST_F(EmbeddingCudaTest, ForwardAndBackwardAreBitwiseTheCpus) {
         SCOPED_TRACE(absl::StrCat(DTypeName(dt), " ids ", DTypeName(it), ShapeToString(c.ids),
                                   " V ", c.V, " C ", c.C, " start ", c.range.vocab_start));
         const int64_t vocab = c.range.global_vocab == 0 ? c.V : c.range.global_vocab;
-        Tensor ids = RandomInts(c.ids, it, seed++, 0, vocab);
-        Tensor table = RandomTensor({c.V, c.C}, dt, seed++);
+        const Mirrored ids = Mirror(RandomInts(c.ids, it, seed++, 0, vocab));
+        const Mirrored table = Mirror(RandomTensor({c.V, c.C}, dt, seed++));
         Shape out_shape = c.ids;
         out_shape.push_back(c.C);
-        Tensor out_cpu = Tensor::Host(out_shape, dt);
-        ASSERT_TRUE(Embedding(cpu_, ids.view(), table.view(), out_cpu.view(), c.range).ok());
-        Tensor ids_dev = ToDevice(ids), table_dev = ToDevice(table);
-        Tensor out_dev = EmptyDevice(out_shape, dt);
-        absl::Status s = Embedding(gpu_, ids_dev.view(), table_dev.view(), out_dev.view(), c.range);
-        ASSERT_TRUE(s.ok()) << s;
-        EXPECT_TRUE(SameBits(ToHost(out_dev.view()).view(), out_cpu.view()));
+        const Mirrored out = MirrorNaN(out_shape, dt);
+        EXPECT_TRUE(OnBothMatch(out, kBitwise, [&](const ExecContext& ec, Side s) {
+          return Embedding(ec, ids[s], table[s], out[s], c.range);
+        }));
 
         // Backward accumulates into a non-zero table.
-        Tensor dout = RandomTensor(out_shape, dt, seed++);
-        Tensor dtable_cpu = RandomTensor({c.V, c.C}, dt, seed);
-        Tensor dtable_dev = ToDevice(dtable_cpu);
-        ++seed;
-        ASSERT_TRUE(
-            EmbeddingBackward(cpu_, ids.view(), dout.view(), dtable_cpu.view(), c.range).ok());
-        Tensor dout_dev = ToDevice(dout);
-        s = EmbeddingBackward(gpu_, ids_dev.view(), dout_dev.view(), dtable_dev.view(), c.range);
-        ASSERT_TRUE(s.ok()) << s;
-        EXPECT_TRUE(SameBits(ToHost(dtable_dev.view()).view(), dtable_cpu.view()));
+        const Mirrored dout = Mirror(RandomTensor(out_shape, dt, seed++));
+        const Mirrored dtable = Mirror(RandomTensor({c.V, c.C}, dt, seed++));
+        EXPECT_TRUE(OnBothMatch(dtable, kBitwise, [&](const ExecContext& ec, Side s) {
+          return EmbeddingBackward(ec, ids[s], dout[s], dtable[s], c.range);
+        }));
       }
     }
   }
@@ -74,17 +68,15 @@ TEST_F(EmbeddingCudaTest, ForwardAndBackwardAreBitwiseTheCpus) {
 
 TEST_F(EmbeddingCudaTest, BadIdsGiveTheCpusError) {
   for (DType it : {DType::kI32, DType::kI64}) {
-    Tensor ids = testing::FromDoubles({2, 4}, it, {1, 2, 3, 9, 0, -1, 12, 2});
-    Tensor table = RandomTensor({9, 3}, DType::kF32, 5);
-    Tensor out = Tensor::Host({2, 4, 3}, DType::kF32);
-    const absl::Status cpu = Embedding(cpu_, ids.view(), table.view(), out.view());
-    Tensor ids_dev = ToDevice(ids), table_dev = ToDevice(table);
-    Tensor out_dev = EmptyDevice({2, 4, 3}, DType::kF32);
-    const absl::Status gpu = Embedding(gpu_, ids_dev.view(), table_dev.view(), out_dev.view());
+    const Mirrored ids = Mirror(FromDoubles({2, 4}, it, {1, 2, 3, 9, 0, -1, 12, 2}));
+    const Mirrored table = Mirror(RandomTensor({9, 3}, DType::kF32, 5));
+    const Mirrored out = MirrorNaN({2, 4, 3}, DType::kF32);
+    auto run = [&](Side s) { return Embedding(ctx(s), ids[s], table[s], out[s]); };
+    const absl::Status gpu = run(Side::kGpu);
     EXPECT_EQ(gpu.code(), absl::StatusCode::kOutOfRange);
-    EXPECT_EQ(gpu, cpu);  // Same code and message: element 3, value 9.
+    EXPECT_EQ(gpu, run(Side::kCpu));  // Same code and message: element 3, value 9.
     const absl::Status gpu_back =
-        EmbeddingBackward(gpu_, ids_dev.view(), out_dev.view(), table_dev.view());
+        EmbeddingBackward(gpu_, ids[Side::kGpu], out[Side::kGpu], table[Side::kGpu]);
     EXPECT_EQ(gpu_back.code(), absl::StatusCode::kOutOfRange) << gpu_back;
   }
 }

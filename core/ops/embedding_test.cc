@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,13 +18,13 @@ namespace {
 
 using ::mt::testing::AllClose;
 using ::mt::testing::FromDoubles;
+using ::mt::testing::kFloatTypes;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomInts;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
 
-constexpr DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 constexpr DType kIdTypes[] = {DType::kI32, DType::kI64};
 
 // Reference forward in float64: out[n, c] = table[ids[n] - start, c] inside the table, else 0.
@@ -43,31 +44,42 @@ void FillSentinel(const TensorView& t) {
   mt::testing::WriteDoubles(std::vector<double>(t.numel(), 7.0), t);
 }
 
-TEST(EmbeddingTest, ForwardGathersRowsOfEveryDType) {
+// On the calling thread and on a pool, every dtype, id dtype and N in {1, 3, 17, 129}, and every
+// width C in `widths`. Stops at the first fatal failure.
+void ForEachCase(const std::vector<int64_t>& widths,
+                 const std::function<void(const ExecContext& ctx, DType dt, DType it, int64_t N,
+                                          int64_t C)>& body) {
   ThreadPool pool(3);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
     const ExecContext ctx{p};
     for (DType dt : kFloatTypes) {
       for (DType it : kIdTypes) {
         for (int64_t N : {1, 3, 17, 129}) {
-          for (int64_t C : {1, 5, 33}) {
-            const int64_t V = 11;
+          for (int64_t C : widths) {
             SCOPED_TRACE(::testing::Message() << DTypeName(dt) << " " << DTypeName(it) << " N=" << N
                                               << " C=" << C << " pool=" << (p != nullptr));
-            Tensor ids = RandomInts({N}, it, 100 + N, 0, V);
-            Tensor table = RandomTensor({V, C}, dt, 200 + C);
-            Tensor out = Tensor::Host({N, C}, dt);
-            FillSentinel(out.view());
-            ASSERT_TRUE(Embedding(ctx, ids.view(), table.view(), out.view()).ok());
-            // A copy: exact.
-            EXPECT_TRUE(AllClose(
-                out.view(), RefEmbedding(ToDoubles(ids.view()), ToDoubles(table.view()), V, C, 0),
-                0.0, 0.0));
+            body(ctx, dt, it, N, C);
+            if (::testing::Test::HasFatalFailure()) return;
           }
         }
       }
     }
   }
+}
+
+TEST(EmbeddingTest, ForwardGathersRowsOfEveryDType) {
+  ForEachCase({1, 5, 33}, [](const ExecContext& ctx, DType dt, DType it, int64_t N, int64_t C) {
+    const int64_t V = 11;
+    Tensor ids = RandomInts({N}, it, 100 + N, 0, V);
+    Tensor table = RandomTensor({V, C}, dt, 200 + C);
+    Tensor out = Tensor::Host({N, C}, dt);
+    FillSentinel(out.view());
+    ASSERT_TRUE(Embedding(ctx, ids.view(), table.view(), out.view()).ok());
+    // A copy: exact.
+    EXPECT_TRUE(AllClose(out.view(),
+                         RefEmbedding(ToDoubles(ids.view()), ToDoubles(table.view()), V, C, 0),
+                         0.0, 0.0));
+  });
 }
 
 TEST(EmbeddingTest, ForwardKeepsTheShapeOfIds) {
@@ -118,44 +130,32 @@ TEST(EmbeddingTest, ShardGivesZeroRowsOutsideItsRange) {
 }
 
 TEST(EmbeddingTest, BackwardAccumulatesRepeatedIdsAgainstFloat64) {
-  ThreadPool pool(3);
-  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-    const ExecContext ctx{p};
-    for (DType dt : kFloatTypes) {
-      for (DType it : kIdTypes) {
-        for (int64_t N : {1, 3, 17, 129}) {
-          for (int64_t C : {1, 5, 300}) {
-            const int64_t V = 7;  // Few rows: many repeated ids.
-            SCOPED_TRACE(::testing::Message()
-                         << DTypeName(dt) << " " << DTypeName(it) << " N=" << N << " C=" << C);
-            Tensor ids = RandomInts({N}, it, 300 + N, 0, V);
-            Tensor dout = RandomTensor({N, C}, dt, 400 + C);
-            Tensor dtable = RandomTensor({V, C}, dt, 500);
-            const auto ids_d = ToDoubles(ids.view());
-            const auto dout_d = ToDoubles(dout.view());
-            std::vector<double> ref = ToDoubles(dtable.view());
-            std::vector<double> abs_sum(ref.size());
-            for (size_t i = 0; i < ref.size(); ++i) abs_sum[i] = std::fabs(ref[i]);
-            std::vector<int64_t> count(V, 0);
-            for (int64_t n = 0; n < N; ++n) {
-              const int64_t r = static_cast<int64_t>(ids_d[n]);
-              ++count[r];
-              for (int64_t c = 0; c < C; ++c) {
-                ref[r * C + c] += dout_d[n * C + c];
-                abs_sum[r * C + c] += std::fabs(dout_d[n * C + c]);
-              }
-            }
-            ASSERT_TRUE(EmbeddingBackward(ctx, ids.view(), dout.view(), dtable.view()).ok());
-            // f32 accumulation of count + 1 terms, then one rounding to the dtype.
-            const int64_t max_count = *std::max_element(count.begin(), count.end());
-            const double max_abs = *std::max_element(abs_sum.begin(), abs_sum.end());
-            EXPECT_TRUE(AllClose(dtable.view(), ref, 1.01 * UnitRoundoff(dt),
-                                 (max_count + 1) * UnitRoundoff(DType::kF32) * max_abs));
-          }
-        }
+  ForEachCase({1, 5, 300}, [](const ExecContext& ctx, DType dt, DType it, int64_t N, int64_t C) {
+    const int64_t V = 7;  // Few rows: many repeated ids.
+    Tensor ids = RandomInts({N}, it, 300 + N, 0, V);
+    Tensor dout = RandomTensor({N, C}, dt, 400 + C);
+    Tensor dtable = RandomTensor({V, C}, dt, 500);
+    const auto ids_d = ToDoubles(ids.view());
+    const auto dout_d = ToDoubles(dout.view());
+    std::vector<double> ref = ToDoubles(dtable.view());
+    std::vector<double> abs_sum(ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) abs_sum[i] = std::fabs(ref[i]);
+    std::vector<int64_t> count(V, 0);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t r = static_cast<int64_t>(ids_d[n]);
+      ++count[r];
+      for (int64_t c = 0; c < C; ++c) {
+        ref[r * C + c] += dout_d[n * C + c];
+        abs_sum[r * C + c] += std::fabs(dout_d[n * C + c]);
       }
     }
-  }
+    ASSERT_TRUE(EmbeddingBackward(ctx, ids.view(), dout.view(), dtable.view()).ok());
+    // f32 accumulation of count + 1 terms, then one rounding to the dtype.
+    const int64_t max_count = *std::max_element(count.begin(), count.end());
+    const double max_abs = *std::max_element(abs_sum.begin(), abs_sum.end());
+    EXPECT_TRUE(AllClose(dtable.view(), ref, 1.01 * UnitRoundoff(dt),
+                         (max_count + 1) * UnitRoundoff(DType::kF32) * max_abs));
+  });
 }
 
 TEST(EmbeddingTest, BackwardIsBitwiseIndependentOfThreads) {

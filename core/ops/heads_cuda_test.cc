@@ -11,16 +11,19 @@ namespace ops {
 namespace {
 
 using ::mt::testing::CudaOpTest;
-using ::mt::testing::EmptyDevice;
+using ::mt::testing::GpuMatchesCpu;
+using ::mt::testing::kBitwise;
+using ::mt::testing::Mirror;
+using ::mt::testing::Mirrored;
+using ::mt::testing::MirrorNaN;
 using ::mt::testing::RandomInts;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::SameBits;
-using ::mt::testing::ToDevice;
-using ::mt::testing::ToHost;
+using ::mt::testing::Side;
 
-Tensor Random(Shape shape, DType dt, uint64_t seed) {
-  return IsInteger(dt) ? RandomInts(std::move(shape), dt, seed, 0, 60000)
-                       : RandomTensor(std::move(shape), dt, seed);
+Mirrored Random(Shape shape, DType dt, uint64_t seed) {
+  return Mirror(IsInteger(dt) ? RandomInts(std::move(shape), dt, seed, 0, 60000)
+                              : RandomTensor(std::move(shape), dt, seed));
 }
 
 using HeadsCudaTest = CudaOpTest;
@@ -28,44 +31,37 @@ using HeadsCudaTest = CudaOpTest;
 TEST_F(HeadsCudaTest, PermutationsAreBitwiseTheCpus) {
   uint64_t seed = 1;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kI64, DType::kU16}) {
-    for (const HeadsShape& s : {HeadsShape{1, 1, 1, 1}, HeadsShape{2, 3, 5, 7},
-                                HeadsShape{3, 17, 4, 64}, HeadsShape{1, 129, 3, 33}}) {
-      SCOPED_TRACE(absl::StrCat(DTypeName(dt), " B ", s.batch, " T ", s.seq, " NH ", s.heads,
-                                " D ", s.head_dim));
-      const Shape hm = {s.batch, s.heads, s.seq, s.head_dim};
-      Tensor qkv = Random({s.batch, s.seq, s.heads * 3 * s.head_dim}, dt, seed++);
-      Tensor q = Tensor::Host(hm, dt), k = Tensor::Host(hm, dt), v = Tensor::Host(hm, dt);
-      ASSERT_TRUE(SplitQkv(cpu_, s, qkv.view(), q.view(), k.view(), v.view()).ok());
-      Tensor qkv_dev = ToDevice(qkv);
-      Tensor qd = EmptyDevice(hm, dt), kd = EmptyDevice(hm, dt), vd = EmptyDevice(hm, dt);
-      ASSERT_TRUE(SplitQkv(gpu_, s, qkv_dev.view(), qd.view(), kd.view(), vd.view()).ok());
-      EXPECT_TRUE(SameBits(ToHost(qd.view()).view(), q.view()));
-      EXPECT_TRUE(SameBits(ToHost(kd.view()).view(), k.view()));
-      EXPECT_TRUE(SameBits(ToHost(vd.view()).view(), v.view()));
+    for (const HeadsShape& hs : {HeadsShape{1, 1, 1, 1}, HeadsShape{2, 3, 5, 7},
+                                 HeadsShape{3, 17, 4, 64}, HeadsShape{1, 129, 3, 33}}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dt), " B ", hs.batch, " T ", hs.seq, " NH ", hs.heads,
+                                " D ", hs.head_dim));
+      const Shape hm = {hs.batch, hs.heads, hs.seq, hs.head_dim};
+      const Shape tm = {hs.batch, hs.seq, hs.heads * hs.head_dim};
+      const Shape fused = {hs.batch, hs.seq, hs.heads * 3 * hs.head_dim};
+      const Mirrored qkv = Random(fused, dt, seed++);
+      const Mirrored q = MirrorNaN(hm, dt), k = MirrorNaN(hm, dt), v = MirrorNaN(hm, dt);
+      ASSERT_TRUE(OnBoth(
+          [&](const ExecContext& c, Side s) { return SplitQkv(c, hs, qkv[s], q[s], k[s], v[s]); }));
+      EXPECT_TRUE(GpuMatchesCpu(q, kBitwise));
+      EXPECT_TRUE(GpuMatchesCpu(k, kBitwise));
+      EXPECT_TRUE(GpuMatchesCpu(v, kBitwise));
 
       // MergeQkv from fresh head-major tensors.
-      Tensor dq = Random(hm, dt, seed++), dk = Random(hm, dt, seed++), dv = Random(hm, dt, seed++);
-      Tensor dqkv = Tensor::Host(qkv.shape(), dt);
-      ASSERT_TRUE(MergeQkv(cpu_, s, dq.view(), dk.view(), dv.view(), dqkv.view()).ok());
-      Tensor dq_dev = ToDevice(dq), dk_dev = ToDevice(dk), dv_dev = ToDevice(dv);
-      Tensor dqkv_dev = EmptyDevice(qkv.shape(), dt);
-      ASSERT_TRUE(
-          MergeQkv(gpu_, s, dq_dev.view(), dk_dev.view(), dv_dev.view(), dqkv_dev.view()).ok());
-      EXPECT_TRUE(SameBits(ToHost(dqkv_dev.view()).view(), dqkv.view()));
-
-      const Shape tm = {s.batch, s.seq, s.heads * s.head_dim};
-      Tensor y = Tensor::Host(tm, dt);
-      ASSERT_TRUE(MergeHeads(cpu_, s, dq.view(), y.view()).ok());
-      Tensor y_dev = EmptyDevice(tm, dt);
-      ASSERT_TRUE(MergeHeads(gpu_, s, dq_dev.view(), y_dev.view()).ok());
-      EXPECT_TRUE(SameBits(ToHost(y_dev.view()).view(), y.view()));
-
-      Tensor back = Tensor::Host(hm, dt);
-      ASSERT_TRUE(SplitHeads(cpu_, s, y.view(), back.view()).ok());
-      Tensor back_dev = EmptyDevice(hm, dt);
-      ASSERT_TRUE(SplitHeads(gpu_, s, y_dev.view(), back_dev.view()).ok());
-      EXPECT_TRUE(SameBits(ToHost(back_dev.view()).view(), back.view()));
-      EXPECT_TRUE(SameBits(back.view(), dq.view()));  // The round trip.
+      const Mirrored dq = Random(hm, dt, seed++), dk = Random(hm, dt, seed++),
+                     dv = Random(hm, dt, seed++);
+      const Mirrored dqkv = MirrorNaN(fused, dt);
+      EXPECT_TRUE(OnBothMatch(dqkv, kBitwise, [&](const ExecContext& c, Side s) {
+        return MergeQkv(c, hs, dq[s], dk[s], dv[s], dqkv[s]);
+      }));
+      const Mirrored y = MirrorNaN(tm, dt);
+      EXPECT_TRUE(OnBothMatch(y, kBitwise, [&](const ExecContext& c, Side s) {
+        return MergeHeads(c, hs, dq[s], y[s]);
+      }));
+      const Mirrored back = MirrorNaN(hm, dt);
+      EXPECT_TRUE(OnBothMatch(back, kBitwise, [&](const ExecContext& c, Side s) {
+        return SplitHeads(c, hs, y[s], back[s]);
+      }));
+      EXPECT_TRUE(SameBits(back.cpu(), dq.cpu()));  // The round trip.
     }
   }
 }

@@ -1,15 +1,12 @@
 #include "core/ops/layernorm.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "core/ops/testutil.h"
-#include "core/thread_pool.h"
 
 namespace mt {
 namespace ops {
@@ -17,49 +14,19 @@ namespace {
 
 using ::mt::testing::AllClose;
 using ::mt::testing::FromDoubles;
+using ::mt::testing::kFloatTypes;
+using ::mt::testing::LayerNormRef;
+using ::mt::testing::LayerNormReference;
+using ::mt::testing::MaxAbs;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomTensor;
+using ::mt::testing::SameBits;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
 using ::testing::HasSubstr;
 
-const DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 const double kU32 = UnitRoundoff(DType::kF32);
 constexpr float kEps = 1e-5f;
-
-double MaxAbs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-bool SameBits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
-
-// The float64 reference: y, and the per-row mean and rstd.
-struct LnRef {
-  std::vector<double> y, mean, rstd;
-};
-LnRef LayerNormRef(const std::vector<double>& x, const std::vector<double>& gamma,
-                   const std::vector<double>& beta, double eps) {
-  const size_t C = gamma.size(), R = x.size() / C;
-  LnRef out{std::vector<double>(x.size()), std::vector<double>(R), std::vector<double>(R)};
-  for (size_t r = 0; r < R; ++r) {
-    double mean = 0, var = 0;
-    for (size_t c = 0; c < C; ++c) mean += x[r * C + c];
-    mean /= C;
-    for (size_t c = 0; c < C; ++c) var += (x[r * C + c] - mean) * (x[r * C + c] - mean);
-    var /= C;
-    const double rstd = 1.0 / std::sqrt(var + eps);
-    for (size_t c = 0; c < C; ++c) {
-      out.y[r * C + c] = (x[r * C + c] - mean) * rstd * gamma[c] + beta[c];
-    }
-    out.mean[r] = mean;
-    out.rstd[r] = rstd;
-  }
-  return out;
-}
 
 double Dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
@@ -69,11 +36,8 @@ double Dot(const std::vector<double>& a, const std::vector<double>& b) {
 
 Shape Leading(const Shape& shape) { return Shape(shape.begin(), shape.end() - 1); }
 
-class LayerNormTest : public ::testing::Test {
- protected:
-  ThreadPool pool_{3};
-  std::vector<ExecContext> Contexts() { return {ExecContext{}, ExecContext{&pool_}}; }
-};
+// Every op runs on the calling thread alone and on a pool of three.
+using LayerNormTest = ::mt::testing::ThreadedOpTest;
 
 TEST_F(LayerNormTest, HandComputedRow) {
   // x = [1, 2, 3, 4]: mean 2.5, variance 1.25, rstd 1 / sqrt(1.25).
@@ -110,8 +74,8 @@ TEST_F(LayerNormTest, ForwardMatchesReference) {
           ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, y.view(),
                                 mean.view(), rstd.view())
                           .ok());
-          const LnRef want = LayerNormRef(ToDoubles(x.view()), ToDoubles(gamma.view()),
-                                          ToDoubles(beta.view()), kEps);
+          const LayerNormRef want = LayerNormReference(
+              ToDoubles(x.view()), ToDoubles(gamma.view()), ToDoubles(beta.view()), kEps);
           // f32 statistics: sums of C terms with eight accumulators, then one rounding of y to
           // the dtype.
           const double f32_err = (16 + C / 4.0) * kU32;
@@ -154,17 +118,17 @@ TEST_F(LayerNormTest, BackwardMatchesFiniteDifferences) {
           // L = sum(dy * LayerNorm(x, gamma, beta)); its gradients are the backward's outputs.
           const std::vector<double> want_dx = NumericalGradient(
               [&](const std::vector<double>& v) {
-                return Dot(dyd, LayerNormRef(v, gd, bd, kEps).y);
+                return Dot(dyd, LayerNormReference(v, gd, bd, kEps).y);
               },
               xd);
           const std::vector<double> want_dgamma = NumericalGradient(
               [&](const std::vector<double>& v) {
-                return Dot(dyd, LayerNormRef(xd, v, bd, kEps).y);
+                return Dot(dyd, LayerNormReference(xd, v, bd, kEps).y);
               },
               gd);
           const std::vector<double> want_dbeta = NumericalGradient(
               [&](const std::vector<double>& v) {
-                return Dot(dyd, LayerNormRef(xd, gd, v, kEps).y);
+                return Dot(dyd, LayerNormReference(xd, gd, v, kEps).y);
               },
               bd);
           // dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma: f32 sums of C terms,
@@ -215,7 +179,8 @@ TEST_F(LayerNormTest, ResultsDoNotDependOnTheThreadCountAndMayRunInPlace) {
     }
     // The reduction over many row blocks against float64 sums.
     const std::vector<double> xd = ToDoubles(x.view()), dyd = ToDoubles(dy.view());
-    const LnRef ref = LayerNormRef(xd, ToDoubles(gamma.view()), ToDoubles(beta.view()), kEps);
+    const LayerNormRef ref =
+        LayerNormReference(xd, ToDoubles(gamma.view()), ToDoubles(beta.view()), kEps);
     std::vector<double> want_dgamma(C), want_dbeta(C), abs_sum(C);
     for (int64_t r = 0; r < R; ++r) {
       for (int64_t c = 0; c < C; ++c) {

@@ -16,42 +16,52 @@ namespace ops {
 namespace {
 
 using ::mt::testing::CudaOpTest;
+using ::mt::testing::FromDoubles;
+using ::mt::testing::Mirror;
+using ::mt::testing::Mirrored;
 using ::mt::testing::RandomTensor;
+using ::mt::testing::Side;
 using ::mt::testing::ToDevice;
 using ::mt::testing::ToDoubles;
 
-using ReduceCudaTest = CudaOpTest;
+using Reduction = absl::StatusOr<double> (*)(const ExecContext&, const TensorView&);
+
+class ReduceCudaTest : public CudaOpTest {
+ protected:
+  // The reduction of x on both backends: EXPECTs |gpu - cpu| <= tol (equality when tol is 0,
+  // which also holds for infinities).
+  void ExpectMatches(const char* name, Reduction fn, const Mirrored& x, double tol) {
+    SCOPED_TRACE(name);
+    const absl::StatusOr<double> cpu = fn(cpu_, x[Side::kCpu]);
+    const absl::StatusOr<double> gpu = fn(gpu_, x[Side::kGpu]);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    if (tol == 0) {
+      EXPECT_EQ(*gpu, *cpu);
+    } else {
+      EXPECT_NEAR(*gpu, *cpu, tol);
+    }
+  }
+};
 
 TEST_F(ReduceCudaTest, MatchesCpu) {
   uint64_t seed = 1;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{17}, int64_t{129},
-                      int64_t{16385}, (int64_t{1} << 20) + 7}) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{17}, int64_t{129}, int64_t{16385},
+                      (int64_t{1} << 20) + 7}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(dt), " n ", n));
-      Tensor x = RandomTensor({n}, dt, seed++, -2.0, 1.0);
-      Tensor x_dev = ToDevice(x);
+      const Mirrored x = Mirror(RandomTensor({n}, dt, seed++, -2.0, 1.0));
       double abs_sum = 0, sq_sum = 0;
-      for (double v : ToDoubles(x.view())) {
+      for (double v : ToDoubles(x.cpu().view())) {
         abs_sum += std::fabs(v);
         sq_sum += v * v;
       }
       // Each side is within n 2^-53 of the exact sum of |terms|.
       const double eps = std::ldexp(1.0, -53) * 2.0 * (n + 2);
-      absl::StatusOr<double> cpu = Sum(cpu_, x.view()), gpu = Sum(gpu_, x_dev.view());
-      ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
-      EXPECT_NEAR(*gpu, *cpu, eps * abs_sum);
-      cpu = SumOfSquares(cpu_, x.view());
-      gpu = SumOfSquares(gpu_, x_dev.view());
-      ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
-      EXPECT_NEAR(*gpu, *cpu, eps * sq_sum);
-      cpu = L2Norm(cpu_, x.view());
-      gpu = L2Norm(gpu_, x_dev.view());
-      ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
-      EXPECT_NEAR(*gpu, *cpu, eps * std::sqrt(sq_sum) + 1e-300);
-      cpu = Max(cpu_, x.view());
-      gpu = Max(gpu_, x_dev.view());
-      ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
-      EXPECT_EQ(*gpu, *cpu);  // -inf for n = 0.
+      ExpectMatches("Sum", &Sum, x, eps * abs_sum);
+      ExpectMatches("SumOfSquares", &SumOfSquares, x, eps * sq_sum);
+      ExpectMatches("L2Norm", &L2Norm, x, eps * std::sqrt(sq_sum) + 1e-300);
+      ExpectMatches("Max", &Max, x, 0);  // -inf for n = 0.
     }
   }
 }
@@ -59,9 +69,9 @@ TEST_F(ReduceCudaTest, MatchesCpu) {
 TEST_F(ReduceCudaTest, NaNPropagates) {
   std::vector<double> v(5000, 1.0);
   v[4321] = std::numeric_limits<double>::quiet_NaN();
-  Tensor x = ToDevice(testing::FromDoubles({5000}, DType::kBF16, v));
-  for (auto* fn : {&Sum, &Max, &SumOfSquares, &L2Norm}) {
-    absl::StatusOr<double> r = (*fn)(gpu_, x.view());
+  const Tensor x = ToDevice(FromDoubles({5000}, DType::kBF16, v));
+  for (Reduction fn : {&Sum, &Max, &SumOfSquares, &L2Norm}) {
+    absl::StatusOr<double> r = fn(gpu_, x.view());
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(std::isnan(*r));
   }

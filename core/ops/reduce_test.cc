@@ -16,12 +16,12 @@ namespace ops {
 namespace {
 
 using ::mt::testing::FromDoubles;
+using ::mt::testing::kFloatTypes;
 using ::mt::testing::RandomInts;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::WriteDoubles;
 
-constexpr DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 const double kU64 = std::ldexp(1.0, -53);
 const double kInf = std::numeric_limits<double>::infinity();
 

@@ -12,24 +12,10 @@ namespace ops {
 namespace {
 
 using ::mt::testing::AllClose;
+using ::mt::testing::CrossEntropyReference;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::ToDoubles;
-
-// float64 cross-entropy over the first `valid` columns of full logits [N, V].
-std::vector<double> ReferenceLosses(const std::vector<double>& l, int64_t N, int64_t V,
-                                    int64_t valid, const std::vector<int64_t>& t) {
-  std::vector<double> out(N);
-  for (int64_t n = 0; n < N; ++n) {
-    if (t[n] == kIgnoreIndex) continue;
-    double mx = -1e300;
-    for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, l[n * V + j]);
-    double s = 0;
-    for (int64_t j = 0; j < valid; ++j) s += std::exp(l[n * V + j] - mx);
-    out[n] = std::log(s) + mx - l[n * V + t[n]];
-  }
-  return out;
-}
 
 // Runs the four phases over `shards` column shards of full logits, combining partial results as
 // the all-reduces would, and returns (losses, full dlogits).
@@ -84,12 +70,12 @@ TEST(ShardedCrossEntropyTest, MatchesFloat64ForEveryShardingAndMasksPadding) {
   for (int n = 0; n < N; ++n) targets.data_as<int64_t>()[n] = t[n];
   Tensor dlosses = RandomTensor({N}, DType::kF32, 6, 0.1, 1.0);
   const auto l = ToDoubles(logits.view());
-  const auto ref = ReferenceLosses(l, N, V, valid, t);
+  const auto ref = CrossEntropyReference(l, V, valid, t);
   const auto dl = ToDoubles(dlosses.view());
   // Gradient of sum_n dl[n] * loss[n] by central differences of the float64 reference.
   const auto numeric = NumericalGradient(
       [&](const std::vector<double>& x) {
-        const auto ls = ReferenceLosses(x, N, V, valid, t);
+        const auto ls = CrossEntropyReference(x, V, valid, t);
         double s = 0;
         for (int n = 0; n < N; ++n) s += dl[n] * ls[n];
         return s;

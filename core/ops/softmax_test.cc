@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "core/ops/testutil.h"
-#include "core/thread_pool.h"
 
 namespace mt {
 namespace ops {
@@ -17,19 +15,16 @@ namespace {
 
 using ::mt::testing::AllClose;
 using ::mt::testing::FromDoubles;
+using ::mt::testing::kFloatTypes;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomInts;
 using ::mt::testing::RandomTensor;
+using ::mt::testing::SameBits;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
 using ::testing::HasSubstr;
 
-const DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 const double kU32 = UnitRoundoff(DType::kF32);
-
-bool SameBits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
 
 // The float64 reference. `mask` is empty or the [B, Tk] padding mask as doubles.
 std::vector<double> SoftmaxRef(const std::vector<double>& x, const Shape& shape, double scale,
@@ -73,6 +68,15 @@ struct Case {
   Shape shape;  // [B, ..., Tq, Tk]
   bool causal;
   bool padding;
+
+  // The case's options: `scale`, its causal mask, and `mask` as the padding mask if it has one.
+  SoftmaxOptions Options(float scale, const Tensor& mask) const {
+    SoftmaxOptions opt;
+    opt.scale = scale;
+    opt.causal = causal ? CausalMask::kYes : CausalMask::kNo;
+    if (padding) opt.padding_mask = &mask.view();
+    return opt;
+  }
 };
 
 std::string CaseName(const Case& c) {
@@ -80,11 +84,8 @@ std::string CaseName(const Case& c) {
                       c.padding ? " padding" : "");
 }
 
-class SoftmaxTest : public ::testing::Test {
- protected:
-  ThreadPool pool_{3};
-  std::vector<ExecContext> Contexts() { return {ExecContext{}, ExecContext{&pool_}}; }
-};
+// Every op runs on the calling thread alone and on a pool of three.
+using SoftmaxTest = ::mt::testing::ThreadedOpTest;
 
 TEST_F(SoftmaxTest, HandComputedRows) {
   const ExecContext ctx;
@@ -125,10 +126,7 @@ TEST_F(SoftmaxTest, ForwardMatchesReference) {
         const int64_t Tk = c.shape.back();
         Tensor x = RandomTensor(c.shape, dt, 1, -4.0, 4.0);
         Tensor mask = MakePaddingMask(c.shape[0], Tk, 2);
-        SoftmaxOptions opt;
-        opt.scale = 0.7f;
-        opt.causal = c.causal ? CausalMask::kYes : CausalMask::kNo;
-        if (c.padding) opt.padding_mask = &mask.view();
+        const SoftmaxOptions opt = c.Options(0.7f, mask);
         Tensor y = Tensor::Host(c.shape, dt);
         ASSERT_TRUE(Softmax(ctx, x.view(), y.view(), opt).ok());
         const std::vector<double> want =
@@ -161,10 +159,7 @@ TEST_F(SoftmaxTest, BackwardMatchesFiniteDifferences) {
         Tensor x = RandomTensor(c.shape, dt, 3, -2.0, 2.0);
         Tensor dy = RandomTensor(c.shape, dt, 4);
         Tensor mask = MakePaddingMask(c.shape[0], Tk, 5);
-        SoftmaxOptions opt;
-        opt.scale = 0.6f;
-        opt.causal = c.causal ? CausalMask::kYes : CausalMask::kNo;
-        if (c.padding) opt.padding_mask = &mask.view();
+        const SoftmaxOptions opt = c.Options(0.6f, mask);
         Tensor y = Tensor::Host(c.shape, dt);
         ASSERT_TRUE(Softmax(ctx, x.view(), y.view(), opt).ok());
         Tensor dx = Tensor::Host(c.shape, dt);

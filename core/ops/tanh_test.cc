@@ -1,14 +1,12 @@
 #include "core/ops/tanh.h"
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "core/ops/testutil.h"
-#include "core/thread_pool.h"
 
 namespace mt {
 namespace ops {
@@ -16,27 +14,19 @@ namespace {
 
 using ::mt::testing::AllClose;
 using ::mt::testing::FromDoubles;
+using ::mt::testing::kFloatTypes;
+using ::mt::testing::kOddShapes;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomTensor;
+using ::mt::testing::SameBits;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
 using ::testing::HasSubstr;
 
-const DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 const double kU32 = UnitRoundoff(DType::kF32);
 
-// Odd shapes, from one element to one large enough (> 2^14 elements) to be split over threads.
-const Shape kShapes[] = {{1}, {3, 17}, {2, 5, 129}, {257, 129}};
-
-bool SameBits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
-
-class TanhTest : public ::testing::Test {
- protected:
-  ThreadPool pool_{3};
-  std::vector<ExecContext> Contexts() { return {ExecContext{}, ExecContext{&pool_}}; }
-};
+// Every op runs on the calling thread alone and on a pool of three.
+using TanhTest = ::mt::testing::ThreadedOpTest;
 
 TEST_F(TanhTest, MatchesHandComputedValues) {
   // tanh(0.5) = (e - 1) / (e + 1), tanh(-2) = -(e^4 - 1) / (e^4 + 1), and saturation at 20.
@@ -50,7 +40,7 @@ TEST_F(TanhTest, MatchesHandComputedValues) {
 TEST_F(TanhTest, MatchesFloat64Reference) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
-      for (const Shape& shape : kShapes) {
+      for (const Shape& shape : kOddShapes) {
         SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
                                   ctx.num_threads()));
         Tensor x = RandomTensor(shape, dt, 3, -4.0, 4.0);

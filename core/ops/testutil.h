@@ -5,11 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "core/exec_context.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 
 namespace mt {
 namespace testing {
@@ -25,6 +28,12 @@ Tensor FromDoubles(Shape shape, DType dtype, const std::vector<double>& values);
 std::vector<double> ToDoubles(const TensorView& t);
 // Writes values (converted to t's dtype) into a host tensor.
 void WriteDoubles(const std::vector<double>& values, const TensorView& t);
+
+// The float dtypes the op tests sweep.
+inline constexpr DType kFloatTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+// Odd shapes for element-wise sweeps, from a single element to one large enough (> 2^14
+// elements) to be split over a pool's threads.
+inline const Shape kOddShapes[] = {{1}, {3, 17}, {2, 5, 129}, {257, 129}};
 
 // Unit roundoff of a float dtype: 2^-24 (f32), 2^-8 (bf16), 2^-11 (f16).
 double UnitRoundoff(DType dtype);
@@ -45,6 +54,57 @@ inline constexpr GemmDTypes kGemmDTypes[] = {{DType::kF32, DType::kF32},
                                     const std::vector<double>& expected, double rtol, double atol);
 ::testing::AssertionResult AllClose(const TensorView& actual, const std::vector<double>& expected,
                                     double rtol, double atol);
+
+// Passes iff |actual[i] - expected[i]| <= bound[i] for every i (NaNs fail); names the worst
+// element (the largest error relative to its bound). The views are host views.
+::testing::AssertionResult WithinBounds(const std::vector<double>& actual,
+                                        const std::vector<double>& expected,
+                                        const std::vector<double>& bound);
+::testing::AssertionResult WithinBounds(const TensorView& actual, const TensorView& expected,
+                                        const std::vector<double>& bound);
+
+// Bitwise equality of two host views (or tensors) of the same dtype and shape; names the first
+// element that differs.
+::testing::AssertionResult SameBits(const TensorView& actual, const TensorView& expected);
+::testing::AssertionResult SameBits(const Tensor& actual, const Tensor& expected);
+
+// Passes iff `status` has `code` and its message contains `substring`; prints the status if not.
+::testing::AssertionResult IsError(const absl::Status& status, absl::StatusCode code,
+                                   const std::string& substring = "");
+
+// The largest |v[i]| (0 for an empty vector).
+double MaxAbs(const std::vector<double>& v);
+
+// A host tensor with every byte 0xFF: NaN in every float dtype (as fresh device memory is under
+// the CUDA emulator), -1 or 65535 in the integer ones. For outputs that an op must overwrite.
+Tensor NaNTensor(Shape shape, DType dtype);
+
+// A fixture for op tests: Contexts() runs each op on the calling thread alone (ExecContext{}) and
+// on a pool of three threads.
+class ThreadedOpTest : public ::testing::Test {
+ protected:
+  std::vector<ExecContext> Contexts() { return {ExecContext{}, ExecContext{&pool_}}; }
+
+  ThreadPool pool_{3};
+};
+
+// ---- Float64 references shared by the op tests and the module tests (nn/)
+
+// GeLU, tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+double GeluReference(double x);
+
+// Per-row cross-entropy losses of logits [N, V] over their first `valid` columns:
+// log sum_{v < valid} exp(x_v) - x_target; 0 for a negative (ignored) target.
+std::vector<double> CrossEntropyReference(const std::vector<double>& logits, int64_t V,
+                                          int64_t valid, const std::vector<int64_t>& targets);
+
+// LayerNorm over rows of gamma.size() elements with the population variance: y and each row's
+// mean and rstd = 1 / sqrt(var + eps).
+struct LayerNormRef {
+  std::vector<double> y, mean, rstd;
+};
+LayerNormRef LayerNormReference(const std::vector<double>& x, const std::vector<double>& gamma,
+                                const std::vector<double>& beta, double eps);
 
 // For views labelled cuda:0 that point to host memory (tests of the dispatch): without a CUDA
 // device the op must return Unimplemented; with one, its CUDA branch must reject the host pointer
