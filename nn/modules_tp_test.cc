@@ -30,6 +30,7 @@ namespace {
 
 using ::mt::comm::testing::ExpectWithin;
 using ::mt::comm::testing::MpiTest;
+using ::mt::testing::MaxAbs;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::ToDoubles;
 
@@ -40,12 +41,6 @@ const double kU = ::mt::testing::UnitRoundoff(DType::kF32);
 // all-reduce), by reductions of at most a few dozen terms: a few tens of unit roundoffs of the
 // largest magnitude. A wrong slice, a missing all-reduce or a bias added tp times is off by O(1).
 const double kTpTol = 128 * kU;  // ~7.6e-6, relative to the largest magnitude.
-
-double MaxAbs(const Vec& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
 
 Vec Bound(const Vec& expected) { return Vec(expected.size(), kTpTol * MaxAbs(expected)); }
 
