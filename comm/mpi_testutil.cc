@@ -1,6 +1,5 @@
 #include "comm/mpi_testutil.h"
 
-#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -36,8 +35,14 @@ MpiRuntime& Runtime() {
 }
 
 std::unique_ptr<Communicator> NewWorld() {
-  auto world = Runtime().World();
-  CHECK(world.ok()) << world.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> world = Runtime().World();
+  if (!world.ok()) {
+    // A collective failed: the other ranks cannot go on without this one, so the job ends (as
+    // MpiRuntime::Abort documents) once the failure is on record.
+    ADD_FAILURE() << "NewWorld: creating a communicator over every rank failed: "
+                  << world.status();
+    MpiRuntime::Abort(world.status());
+  }
   return std::move(world).value();
 }
 
@@ -77,27 +82,7 @@ Tensor RankData(const Shape& shape, DType dtype, uint64_t seed, int r) {
 
 void ExpectWithin(const std::vector<double>& actual, const std::vector<double>& expected,
                   const std::vector<double>& bound, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  ASSERT_EQ(bound.size(), expected.size()) << what;
-  int64_t worst = -1;
-  double worst_excess = 0;
-  int64_t bad = 0;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    const double err = std::fabs(actual[i] - expected[i]);
-    if (!(err <= bound[i])) {  // NaN fails.
-      ++bad;
-      const double excess = std::isnan(err) ? INFINITY : err - bound[i];
-      if (worst < 0 || excess > worst_excess) {
-        worst = static_cast<int64_t>(i);
-        worst_excess = excess;
-      }
-    }
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << actual.size()
-                    << " elements out of bounds; worst [" << worst << "]: actual "
-                    << (worst >= 0 ? actual[worst] : 0) << ", expected "
-                    << (worst >= 0 ? expected[worst] : 0) << ", bound "
-                    << (worst >= 0 ? bound[worst] : 0);
+  EXPECT_TRUE(mt::testing::WithinBounds(actual, expected, bound)) << what;
 }
 
 }  // namespace testing

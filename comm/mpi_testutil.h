@@ -25,7 +25,8 @@ namespace testing {
 
 // The runtime created by this binary's main().
 MpiRuntime& Runtime();
-// A new communicator over every rank (counters at zero).
+// A new communicator over every rank (counters at zero); never null. If MPI fails to make one,
+// the failure is recorded and the job ends (MpiRuntime::Abort): the other ranks could not go on.
 std::unique_ptr<Communicator> NewWorld();
 
 // Fixture: comm_ is a fresh world communicator; TearDown agrees on failure across ranks.
@@ -41,7 +42,8 @@ class MpiTest : public ::testing::Test {
 // [-2^20, 2^20); i64 in [-2^40, 2^40) (sums of a few stay exact in double); u16 in [0, 65535).
 Tensor RankData(const Shape& shape, DType dtype, uint64_t seed, int r);
 
-// EXPECTs |actual[i] - expected[i]| <= bound[i] for all i; names the worst element and `what`.
+// EXPECTs |actual[i] - expected[i]| <= bound[i] for all i (core/ops/testutil.h WithinBounds);
+// names the worst element and `what`.
 void ExpectWithin(const std::vector<double>& actual, const std::vector<double>& expected,
                   const std::vector<double>& bound, const std::string& what);
 
