@@ -308,76 +308,106 @@ TEST_P(GemmEpilogueDTypeTest, ZeroProductGivesTheEpilogueOfTheBias) {
 INSTANTIATE_TEST_SUITE_P(AllDTypesAndBackends, GemmEpilogueDTypeTest,
                          ::mt::testing::AllGemmParams(), ::mt::testing::GemmParamName);
 
-TEST(GemmEpilogueTest, BadEpilogueArgumentsAreInvalidArgument) {
-  Tensor a = RandomTensor({3, 4}, DType::kBF16, 1);
-  Tensor b = RandomTensor({4, 6}, DType::kBF16, 2);
-  Tensor c = RandomTensor({3, 6}, DType::kBF16, 3);
-  Tensor bias = RandomTensor({6}, DType::kBF16, 4);
-  Tensor pre = RandomTensor({3, 6}, DType::kBF16, 5);
-  auto run = [&](const GemmOptions& options) {
-    return Gemm(ExecContext{}, a.view(), b.view(), c.view(), options);
-  };
-  auto expect_invalid = [](const absl::Status& s, const std::string& message) {
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-    EXPECT_NE(s.message().find(message), std::string::npos) << s;
-  };
-  GemmOptions ok;
-  ok.bias = &bias.view();
-  ok.epilogue = Epilogue::kGelu;
-  ok.pre_activation = &pre.view();
-  ASSERT_TRUE(run(ok).ok());
+// A bf16 [3, 4] x [4, 6] product with a valid bias, GeLU epilogue and pre_activation (ok_); the
+// tests change one option at a time.
+class GemmEpilogueArgumentsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ok_.bias = &bias_.view();
+    ok_.epilogue = Epilogue::kGelu;
+    ok_.pre_activation = &pre_.view();
+    ASSERT_TRUE(Run(ok_).ok());
+  }
+  absl::Status Run(const GemmOptions& options) {
+    return Gemm(ExecContext{}, a_.view(), b_.view(), c_.view(), options);
+  }
+  static ::testing::AssertionResult Invalid(const absl::Status& s, const std::string& message) {
+    return ::mt::testing::IsError(s, absl::StatusCode::kInvalidArgument, message);
+  }
 
-  GemmOptions o = ok;
+  const Tensor a_ = RandomTensor({3, 4}, DType::kBF16, 1);
+  const Tensor b_ = RandomTensor({4, 6}, DType::kBF16, 2);
+  const Tensor c_ = RandomTensor({3, 6}, DType::kBF16, 3);
+  const Tensor bias_ = RandomTensor({6}, DType::kBF16, 4);
+  const Tensor pre_ = RandomTensor({3, 6}, DType::kBF16, 5);
+  GemmOptions ok_;
+};
+
+TEST_F(GemmEpilogueArgumentsTest, BadOptionsAreInvalidArgument) {
+  GemmOptions o = ok_;
   o.beta = 1.0f;
-  expect_invalid(run(o), "Gemm: a bias, epilogue or pre_activation needs beta = 0, got beta = 1");
-  o = ok;
+  EXPECT_TRUE(
+      Invalid(Run(o), "Gemm: a bias, epilogue or pre_activation needs beta = 0, got beta = 1"));
+  o = ok_;
   o.epilogue = Epilogue::kNone;
-  expect_invalid(run(o), "Gemm: pre_activation is only written with Epilogue::kGelu");
-  o = ok;
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: pre_activation is only written with Epilogue::kGelu"));
+  o = ok_;
   o.epilogue = static_cast<Epilogue>(7);
-  expect_invalid(run(o), "Gemm: unknown epilogue 7");
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: unknown epilogue 7"));
 
+  // BatchedGemm takes no epilogue.
+  Tensor a3 = RandomTensor({2, 3, 4}, DType::kBF16, 20);
+  Tensor b3 = RandomTensor({2, 4, 6}, DType::kBF16, 21);
+  Tensor c3 = RandomTensor({2, 3, 6}, DType::kBF16, 22);
+  GemmOptions with_bias;
+  with_bias.bias = &bias_.view();
+  EXPECT_TRUE(Invalid(BatchedGemm(ExecContext{}, a3.view(), b3.view(), c3.view(), with_bias),
+                      "BatchedGemm: a bias, epilogue or pre_activation is supported by Gemm only"));
+
+  // CUDA views with an epilogue: rejected like any CUDA view without a device.
+  TensorView ag = a_.view(), bg = b_.view(), cg = c_.view(), biasg = bias_.view();
+  ag.device = bg.device = cg.device = biasg.device = Device::Cuda(0);
+  GemmOptions on_gpu;
+  on_gpu.bias = &biasg;
+  on_gpu.epilogue = Epilogue::kGelu;
+  EXPECT_TRUE(::mt::testing::RejectsFakeCudaViews(Gemm(ExecContext{}, ag, bg, cg, on_gpu)));
+}
+
+TEST_F(GemmEpilogueArgumentsTest, BadBiasesAreInvalidArgument) {
+  GemmOptions o = ok_;
   Tensor bias5 = RandomTensor({5}, DType::kBF16, 6);
-  o = ok;
   o.bias = &bias5.view();
-  expect_invalid(run(o), "Gemm: bias");
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: bias"));
   Tensor bias_f16 = RandomTensor({6}, DType::kF16, 7);
   o.bias = &bias_f16.view();
-  expect_invalid(run(o), "Gemm: bias has dtype f16, expected bf16 (the dtype of A) or f32");
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: bias has dtype f16, expected bf16 (the dtype of A) or f32"));
   Tensor bias_2d = RandomTensor({1, 6}, DType::kBF16, 8);
   o.bias = &bias_2d.view();
-  expect_invalid(run(o), "Gemm: bias");
-  TensorView bias_gpu = bias.view();
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: bias"));
+  TensorView bias_gpu = bias_.view();
   bias_gpu.device = Device::Cuda(0);
   o.bias = &bias_gpu;
-  expect_invalid(run(o), "Gemm: bias is on cuda:0, expected cpu (the device of C)");
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: bias is on cuda:0, expected cpu (the device of C)"));
   Tensor wide = RandomTensor({2, 6}, DType::kBF16, 9);
   TensorView strided = wide.view();  // Column 0 of [2, 6] viewed as [6] with stride 6: not packed.
   strided.shape = {6};
   strided.strides = {6};
   o.bias = &strided;
-  expect_invalid(run(o), "must be contiguous");
-  TensorView bias_in_c(c.data(), {6}, DType::kBF16);
+  EXPECT_TRUE(Invalid(Run(o), "must be contiguous"));
+  TensorView bias_in_c(c_.data(), {6}, DType::kBF16);
   o.bias = &bias_in_c;
-  expect_invalid(run(o), "Gemm: bias overlaps C");
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: bias overlaps C"));
+}
 
+TEST_F(GemmEpilogueArgumentsTest, BadPreActivationsAreInvalidArgument) {
+  GemmOptions o = ok_;
   Tensor pre_small = RandomTensor({3, 5}, DType::kBF16, 10);
-  o = ok;
   o.pre_activation = &pre_small.view();
-  expect_invalid(run(o), "Gemm: pre_activation");
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: pre_activation"));
   Tensor pre_f32 = RandomTensor({3, 6}, DType::kF32, 11);
   o.pre_activation = &pre_f32.view();
-  expect_invalid(run(o), "Gemm: pre_activation has dtype f32, expected bf16 (the dtype of C)");
-  o.pre_activation = &c.view();
-  expect_invalid(run(o), "Gemm: pre_activation overlaps C");
-  TensorView pre_in_a(a.data(), {3, 2}, DType::kBF16);
+  EXPECT_TRUE(
+      Invalid(Run(o), "Gemm: pre_activation has dtype f32, expected bf16 (the dtype of C)"));
+  o.pre_activation = &c_.view();
+  EXPECT_TRUE(Invalid(Run(o), "Gemm: pre_activation overlaps C"));
+  TensorView pre_in_a(a_.data(), {3, 2}, DType::kBF16);
   Tensor b2 = RandomTensor({4, 2}, DType::kBF16, 12);
   Tensor c2 = RandomTensor({3, 2}, DType::kBF16, 13);
   Tensor bias2 = RandomTensor({2}, DType::kBF16, 14);
   o.bias = &bias2.view();
   o.pre_activation = &pre_in_a;
-  absl::Status s = Gemm(ExecContext{}, a.view(), b2.view(), c2.view(), o);
-  expect_invalid(s, "Gemm: pre_activation overlaps A");
+  EXPECT_TRUE(Invalid(Gemm(ExecContext{}, a_.view(), b2.view(), c2.view(), o),
+                      "Gemm: pre_activation overlaps A"));
   Tensor b41 = RandomTensor({4, 1}, DType::kBF16, 16);
   Tensor bias1 = RandomTensor({1}, DType::kBF16, 17);
   Tensor a14 = RandomTensor({1, 4}, DType::kBF16, 18);
@@ -385,25 +415,8 @@ TEST(GemmEpilogueTest, BadEpilogueArgumentsAreInvalidArgument) {
   o.bias = &bias1.view();
   TensorView pre_on_bias(bias1.data(), {1, 1}, DType::kBF16);
   o.pre_activation = &pre_on_bias;
-  s = Gemm(ExecContext{}, a14.view(), b41.view(), c1.view(), o);
-  expect_invalid(s, "Gemm: pre_activation overlaps bias");
-
-  // BatchedGemm takes no epilogue.
-  Tensor a3 = RandomTensor({2, 3, 4}, DType::kBF16, 20);
-  Tensor b3 = RandomTensor({2, 4, 6}, DType::kBF16, 21);
-  Tensor c3 = RandomTensor({2, 3, 6}, DType::kBF16, 22);
-  GemmOptions with_bias;
-  with_bias.bias = &bias.view();
-  s = BatchedGemm(ExecContext{}, a3.view(), b3.view(), c3.view(), with_bias);
-  expect_invalid(s, "BatchedGemm: a bias, epilogue or pre_activation is supported by Gemm only");
-
-  // CUDA views with an epilogue: rejected like any CUDA view without a device.
-  TensorView ag = a.view(), bg = b.view(), cg = c.view(), biasg = bias.view();
-  ag.device = bg.device = cg.device = biasg.device = Device::Cuda(0);
-  GemmOptions on_gpu;
-  on_gpu.bias = &biasg;
-  on_gpu.epilogue = Epilogue::kGelu;
-  EXPECT_TRUE(::mt::testing::RejectsFakeCudaViews(Gemm(ExecContext{}, ag, bg, cg, on_gpu)));
+  EXPECT_TRUE(Invalid(Gemm(ExecContext{}, a14.view(), b41.view(), c1.view(), o),
+                      "Gemm: pre_activation overlaps bias"));
 }
 
 }  // namespace
