@@ -23,6 +23,7 @@
 #include "nn/context.h"
 #include "nn/linear.h"
 #include "nn/parameter.h"
+#include "nn/parameter_testutil.h"
 
 namespace mt {
 namespace nn {
@@ -33,6 +34,7 @@ using ::mt::comm::testing::MpiTest;
 using ::mt::testing::MaxAbs;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::ToDoubles;
+using testing::GlobalIndexOf;
 
 using Vec = std::vector<double>;
 
@@ -44,20 +46,6 @@ const double kTpTol = 128 * kU;  // ~7.6e-6, relative to the largest magnitude.
 
 Vec Bound(const Vec& expected) { return Vec(expected.size(), kTpTol * MaxAbs(expected)); }
 
-// Row-major global index of element j of rank `rank`'s slice of `spec` (local shape `local`).
-int64_t GlobalIndex(const ParamSpec& spec, const Shape& local, int rank, int64_t j) {
-  const int nd = static_cast<int>(local.size());
-  std::vector<int64_t> idx(nd);
-  for (int d = nd - 1; d >= 0; --d) {
-    idx[d] = j % local[d];
-    j /= local[d];
-  }
-  if (spec.split_dim >= 0) idx[spec.split_dim] += rank * local[spec.split_dim];
-  int64_t g = 0;
-  for (int d = 0; d < nd; ++d) g = g * spec.global_shape[d] + idx[d];
-  return g;
-}
-
 // Sets every parameter to a deterministic function of (name, global index), so that the serial
 // and TP stores hold the same global values, with non-zero biases and non-unit LayerNorm gains.
 void FillGlobal(ParameterStore* store) {
@@ -66,7 +54,7 @@ void FillGlobal(ParameterStore* store) {
     const double phase = static_cast<double>(NameHash(spec.name) % 1000) * 1e-3;
     const TensorView v = store->value(i);
     for (int64_t j = 0; j < v.numel(); ++j) {
-      const int64_t g = GlobalIndex(spec, v.shape, store->tp_rank(), j);
+      const int64_t g = GlobalIndexOf(spec, v.shape, store->tp_rank(), j);
       const double x = 0.5 * std::sin(0.731 * static_cast<double>(g) + 6.283 * phase);
       v.data_as<float>()[j] = static_cast<float>(spec.init == Init::kOnes ? 1.0 + x : x);
     }
@@ -85,7 +73,7 @@ void ExpectGradientSlicesMatch(const ParameterStore& serial, const ParameterStor
     const TensorView local = sharded.grad(i);
     Vec expected(local.numel());
     for (int64_t j = 0; j < local.numel(); ++j) {
-      expected[j] = full[GlobalIndex(spec, local.shape, sharded.tp_rank(), j)];
+      expected[j] = full[GlobalIndexOf(spec, local.shape, sharded.tp_rank(), j)];
     }
     ExpectWithin(ToDoubles(local), expected, Vec(expected.size(), kTpTol * MaxAbs(full)),
                  what + " gradient of " + spec.name);
@@ -106,6 +94,20 @@ struct Outputs {
   Vec y, dx;
   int64_t forward_all_reduces = 0, backward_all_reduces = 0, other_collectives = 0;
 };
+
+// The TP run `t` (parameters `sharded`) gives the serial run `s`'s outputs, input gradients and
+// gradient slices within kTpTol, with one all-reduce forward (g) and one backward (f) and no other
+// collective.
+void ExpectTpMatchesSerial(const ParameterStore& serial, const ParameterStore& sharded,
+                           const Outputs& s, const Outputs& t, const std::string& what) {
+  ExpectWithin(t.y, s.y, Bound(s.y), what + " output");
+  ExpectWithin(t.dx, s.dx, Bound(s.dx), what + " input gradient");
+  ExpectGradientSlicesMatch(serial, sharded, what);
+  EXPECT_GT(MaxAbs(s.y), 0.1) << what;
+  EXPECT_EQ(t.forward_all_reduces, 1) << what;
+  EXPECT_EQ(t.backward_all_reduces, 1) << what;
+  EXPECT_EQ(t.other_collectives, 0) << what;
+}
 
 // Counts the collectives of sc.tp since the last call (none for TP = 1).
 void Count(const StepContext& sc, int64_t* all_reduces, int64_t* others) {
@@ -175,14 +177,7 @@ TEST_F(MpiTest, ColumnThenRowParallelLinearMatchesSerial) {
     Outputs s, t;
     RunLinearPair(Context(&ec, nullptr), &serial, H, F, x, dy, &s);
     RunLinearPair(Context(&ec, comm_.get()), &sharded, H, F, x, dy, &t);
-    ExpectWithin(t.y, s.y, Bound(s.y), "output");
-    ExpectWithin(t.dx, s.dx, Bound(s.dx), "input gradient");
-    ExpectGradientSlicesMatch(serial, sharded, "linear pair");
-    EXPECT_GT(MaxAbs(s.y), 0.1);
-    // g forward, f backward: one all-reduce each way, nothing else.
-    EXPECT_EQ(t.forward_all_reduces, 1);
-    EXPECT_EQ(t.backward_all_reduces, 1);
-    EXPECT_EQ(t.other_collectives, 0);
+    ExpectTpMatchesSerial(serial, sharded, s, t, "linear pair");
   }
 }
 
@@ -223,13 +218,7 @@ void CheckAttentionMatchesSerial(comm::Communicator* comm, const AttentionCase& 
   Outputs s, t;
   RunAttention(Context(&ec, nullptr), &serial, ac, x, m, dy, &s);
   RunAttention(Context(&ec, comm), &sharded, ac, x, m, dy, &t);
-  ExpectWithin(t.y, s.y, Bound(s.y), "output");
-  ExpectWithin(t.dx, s.dx, Bound(s.dx), "input gradient");
-  ExpectGradientSlicesMatch(serial, sharded, "attention");
-  EXPECT_GT(MaxAbs(s.y), 0.1);
-  EXPECT_EQ(t.forward_all_reduces, 1);
-  EXPECT_EQ(t.backward_all_reduces, 1);
-  EXPECT_EQ(t.other_collectives, 0);
+  ExpectTpMatchesSerial(serial, sharded, s, t, "attention");
 
   if (c.dropout > 0) {
     // Not vacuous: the serial output depends on the mask (differs from evaluation mode, where

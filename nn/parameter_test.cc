@@ -3,6 +3,7 @@
 // serial (TP = 1) one for every split dimension; the normal initialisation has the requested mean
 // and standard deviation; the store lays values and gradients out in one flat buffer each.
 #include "nn/parameter.h"
+#include "nn/parameter_testutil.h"
 
 #include <cmath>
 #include <cstring>
@@ -18,6 +19,7 @@ namespace nn {
 namespace {
 
 using ::mt::testing::ToDoubles;
+using testing::GlobalIndexOf;
 
 ParamSpec Spec(const std::string& name, Shape shape, int split_dim, Init init = Init::kNormal,
                double init_std = 0.02) {
@@ -36,22 +38,6 @@ std::vector<float> FullValues(const ParamSpec& spec, uint64_t seed) {
   absl::Status s = InitializeSlice(spec, /*tp_rank=*/0, /*tp_size=*/1, seed, t.view());
   EXPECT_TRUE(s.ok()) << s;
   return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
-}
-
-// Row-major global index of local element `local_index` of rank `rank`'s slice, computed by
-// unravelling the local multi-index (independently of parameter.cc's arithmetic).
-int64_t GlobalIndexOf(const ParamSpec& spec, const Shape& local, int rank, int64_t local_index) {
-  const int nd = static_cast<int>(local.size());
-  std::vector<int64_t> idx(nd);
-  int64_t rest = local_index;
-  for (int d = nd - 1; d >= 0; --d) {
-    idx[d] = rest % local[d];
-    rest /= local[d];
-  }
-  if (spec.split_dim >= 0) idx[spec.split_dim] += rank * local[spec.split_dim];
-  int64_t g = 0;
-  for (int d = 0; d < nd; ++d) g = g * spec.global_shape[d] + idx[d];
-  return g;
 }
 
 TEST(LocalShapeTest, SplitsTheSplitDimensionOnly) {
