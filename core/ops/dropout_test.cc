@@ -390,7 +390,7 @@ TEST_F(DropoutTest, BiasDropoutAddArguments) {
     args.p = p;
     s = BiasDropoutAdd(ctx, x.view(), &b, args, r.view(), x.view());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << p;
-    EXPECT_THAT(std::string(s.message()), HasSubstr("BiasDropoutAdd: drop probability"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("BiasDropoutAdd: dropout probability"));
   }
   args.p = 0.5f;
   args.key_inner = 8;
