@@ -1,5 +1,6 @@
 #include "core/alloc.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -31,13 +32,63 @@ absl::StatusOr<Tensor> Alloc(const ExecContext& ctx, Shape shape, DType dtype) {
 
 absl::StatusOr<Tensor> AllocZeros(const ExecContext& ctx, Shape shape, DType dtype) {
   ASSIGN_OR_RETURN(Tensor t, Alloc(ctx, std::move(shape), dtype));
-  if (t.nbytes() == 0) return t;
-  if (t.device().is_cpu()) {
-    std::memset(t.data(), 0, t.nbytes());
-  } else {
-    RETURN_IF_ERROR(ops::Fill(ctx, t.view(), 0.0));
-  }
+  RETURN_IF_ERROR(SetZero(ctx, t.view()));
   return t;
+}
+
+bool InHostMemory(const TensorView& t) { return InHostMemory(t.device); }
+
+bool InHostMemory(const Device& device) { return device.is_cpu(); }
+
+absl::Status SetZero(const ExecContext& ctx, const TensorView& t) {
+  if (t.nbytes() == 0) return absl::OkStatus();
+  if (!t.IsContiguous() || t.data == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetZero: ", t.DebugString(), " must be contiguous with data"));
+  }
+  if (InHostMemory(t)) {
+    std::memset(t.data, 0, t.nbytes());
+    return absl::OkStatus();
+  }
+  return ops::Fill(ctx, t, 0.0);
+}
+
+absl::Status SynchronizeDevice(const ExecContext& ctx) {
+  if (ctx.device.is_cpu()) return absl::OkStatus();
+  return cuda::Synchronize(ctx.device.index);
+}
+
+absl::Status CopyLastDimSlice(const ExecContext& ctx, const TensorView& src, int64_t start,
+                              const TensorView& dst) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyLastDimSlice: src ", src.DebugString(),
+                                                   ", dst ", dst.DebugString(), ", start ", start,
+                                                   ": ", why));
+  };
+  if (!src.IsContiguous() || !dst.IsContiguous()) return bad("views must be contiguous");
+  if (src.dtype != dst.dtype || src.device != dst.device) {
+    return bad("dtypes and devices must be the same");
+  }
+  if (src.rank() < 1 || dst.rank() != src.rank() ||
+      !std::equal(src.shape.begin(), src.shape.end() - 1, dst.shape.begin())) {
+    return bad("need rank >= 1 and the same leading dimensions");
+  }
+  if (start < 0 || start + dst.dim(-1) > src.dim(-1)) return bad("columns outside src");
+  if (dst.numel() == 0) return absl::OkStatus();
+  const size_t es = DTypeSize(src.dtype);
+  const size_t width = static_cast<size_t>(dst.dim(-1)) * es;
+  const size_t pitch = static_cast<size_t>(src.dim(-1)) * es;
+  const int64_t rows = dst.numel() / dst.dim(-1);
+  const char* from = static_cast<const char*>(src.data) + start * es;
+  char* to = static_cast<char*>(dst.data);
+  if (InHostMemory(src)) {
+    for (int64_t i = 0; i < rows; ++i) std::memcpy(to + i * width, from + i * pitch, width);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(SyncForHostCopy(ctx, src.device));
+  RETURN_IF_ERROR(
+      cuda::Memcpy2D(to, width, from, pitch, width, rows, cuda::CopyKind::kDeviceToDevice));
+  return SyncForHostCopy(ctx, src.device);
 }
 
 absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
@@ -130,6 +181,34 @@ absl::StatusOr<TensorView> OnDevice(const ExecContext& ctx, const TensorView& t,
   }
   RETURN_IF_ERROR(CopyTensor(ctx, t, staging->view()));
   return staging->view();
+}
+
+absl::StatusOr<TensorView> HostStaging::Download(const ExecContext& ctx, const TensorView& t) {
+  if (!t.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HostStaging::Download: ", t.DebugString(), " must be contiguous"));
+  }
+  if (InHostMemory(t)) return t;
+  ASSIGN_OR_RETURN(TensorView host, Stage(t));
+  RETURN_IF_ERROR(CopyTensor(ctx, t, host));
+  return host;
+}
+
+absl::StatusOr<TensorView> HostStaging::ForWriting(const TensorView& t) {
+  if (!t.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HostStaging::ForWriting: ", t.DebugString(), " must be contiguous"));
+  }
+  if (InHostMemory(t)) return t;
+  return Stage(t);
+}
+
+absl::StatusOr<TensorView> HostStaging::Stage(const TensorView& t) {
+  if (t.nbytes() > buffer_.nbytes()) {
+    buffer_ = Buffer();  // Free the old buffer first.
+    ASSIGN_OR_RETURN(buffer_, Buffer::Allocate(Device::Cpu(), t.nbytes()));
+  }
+  return TensorView(buffer_.data(), t.shape, t.dtype);
 }
 
 }  // namespace mt

@@ -1,10 +1,14 @@
-// Allocation and host <-> device copies for the code above core/ (nn/, models/, train/): every
-// tensor it creates lives on the ExecContext's device (ExecContext::device), so the same module
-// code runs on the CPU and on a GPU.
+// Allocation and host <-> device copies for the code above core/ (comm/, nn/, models/, train/):
+// every tensor it creates lives on the ExecContext's device (ExecContext::device), so the same
+// module code runs on the CPU and on a GPU.
 //
 //   ASSIGN_OR_RETURN(Tensor scratch, Alloc(ctx, {n, h}, DType::kBF16));   // on ctx.device
 //   ASSIGN_OR_RETURN(TensorView ids, OnDevice(ctx, host_ids, &staging, "tokens"));
 //   ASSIGN_OR_RETURN(Tensor host, CopyToHost(ctx, device_loss));          // to read it
+//
+// Code that hands a tensor's bytes to the host (files, MPI, host-side initialisation) does so
+// through HostStaging, which is the tensor itself in host memory and a copy otherwise, so that it
+// need not know which device the tensor is on.
 //
 // Streams: copies between the host and a GPU are synchronous cuda::Memcpy calls on the legacy
 // default stream, which orders them after the kernels already queued on ctx.cuda_stream when that
@@ -44,6 +48,61 @@ absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const Ten
 absl::StatusOr<Tensor> CopyToHost(const ExecContext& ctx, const TensorView& src);
 // A copy of `src` (any device) on ctx.device.
 absl::StatusOr<Tensor> CopyToDevice(const ExecContext& ctx, const TensorView& src);
+
+// True when the host may dereference t.data: the view is in host memory (a CPU tensor). What
+// code that hands bytes to files or host libraries checks its views with. The overload answers
+// for any memory on `device`.
+bool InHostMemory(const TensorView& t);
+bool InHostMemory(const Device& device);
+
+// Sets every byte of `t` (contiguous, on any device) to zero, i.e. +0.0 or 0: a memset in host
+// memory, ops::Fill on ctx.cuda_stream on a GPU. InvalidArgument for a non-contiguous view.
+absl::Status SetZero(const ExecContext& ctx, const TensorView& t);
+
+// Returns once all work queued on ctx.device (on any stream) has finished; at once for the CPU.
+absl::Status SynchronizeDevice(const ExecContext& ctx);
+
+// dst [..., w] <- src[..., start : start + w] (the columns [start, start + w) of src's last
+// dimension), both contiguous with the same leading dimensions, dtype and device. A memcpy per
+// row in host memory; on a GPU one strided copy (cudaMemcpy2D) on the legacy default stream,
+// ordered like the host copies above (the device is synchronized before and after when
+// ctx.cuda_stream is set). InvalidArgument for views that do not fit (rank 0, other leading
+// dimensions, dtypes or devices, a column range outside src).
+absl::Status CopyLastDimSlice(const ExecContext& ctx, const TensorView& src, int64_t start,
+                              const TensorView& dst);
+
+// A host buffer through which code reads or writes the bytes of tensors that may live on a
+// device: a tensor in host memory is used as it is; any other is copied through this buffer
+// (CopyTensor, so synchronous, with the stream rules above). The buffer is reused across calls
+// and shapes (it grows, never shrinks), so that a loop does not allocate once it has seen its
+// largest tensor. A view it returns is valid until the next call on the same object. Move-only;
+// not thread-safe.
+//
+//   ASSIGN_OR_RETURN(TensorView in, staging.Download(ctx, t));     // read t on the host
+//   ASSIGN_OR_RETURN(TensorView out, staging.ForWriting(t));        // host memory for t's bytes
+//   ... write out ...
+//   RETURN_IF_ERROR(CopyTensor(ctx, out, t));                       // a no-op when out is t
+class HostStaging {
+ public:
+  HostStaging() = default;
+  HostStaging(HostStaging&&) = default;
+  HostStaging& operator=(HostStaging&&) = default;
+
+  // t's contents in host memory: t itself when InHostMemory(t), else a copy in this buffer.
+  // InvalidArgument for a non-contiguous t; the errors of CopyTensor.
+  absl::StatusOr<TensorView> Download(const ExecContext& ctx, const TensorView& t);
+  // Host memory with t's shape and dtype to write t's new contents into: t itself when
+  // InHostMemory(t), else this buffer (contents undefined). Publish what was written with
+  // CopyTensor(ctx, view, t), which is a no-op for t itself. InvalidArgument for a non-contiguous
+  // t; ResourceExhausted when the host is out of memory.
+  absl::StatusOr<TensorView> ForWriting(const TensorView& t);
+
+ private:
+  // A host view with t's shape and dtype over buffer_, grown when too small.
+  absl::StatusOr<TensorView> Stage(const TensorView& t);
+
+  Buffer buffer_;
+};
 
 // `t` readable by the host: `t` itself when it is in host memory, else a copy in *staging
 // (reallocated only when its shape or dtype differ). For the small things the host must look at
