@@ -1,0 +1,244 @@
+// ReshardCheckpoint (checkpoint.h): reassembles every global tensor from the source shards and
+// splits it again for another tensor-parallel degree.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_internal.h"
+#include "train/file_io.h"
+#include "train/safetensors.h"
+
+namespace mt {
+namespace train {
+
+namespace {
+
+using internal::LocalShape;
+using internal::ShardInfo;
+using internal::ShardName;
+using internal::StoredTensor;
+
+constexpr char kOp[] = "ReshardCheckpoint";
+
+// Copies slice `rank` of `tp` along `split_dim` between a contiguous global buffer and a
+// contiguous local one (to_global: local -> global, else global -> local).
+void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_t elem_bytes,
+               char* global, char* local, bool to_global) {
+  int64_t outer = 1;
+  for (int d = 0; d < split_dim; ++d) outer *= global_shape[d];
+  int64_t inner = static_cast<int64_t>(elem_bytes);
+  for (size_t d = split_dim + 1; d < global_shape.size(); ++d) inner *= global_shape[d];
+  const int64_t n = global_shape[split_dim];
+  const int64_t rows = n / tp;
+  const size_t chunk = static_cast<size_t>(rows * inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    char* g = global + (o * n + rank * rows) * inner;
+    char* l = local + o * rows * inner;
+    if (chunk == 0) continue;
+    if (to_global) {
+      std::memcpy(g, l, chunk);
+    } else {
+      std::memcpy(l, g, chunk);
+    }
+  }
+}
+
+std::string CanonicalPath(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+  std::string out = ec ? path : p.lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+// The checks of ReshardCheckpoint's own arguments.
+absl::Status ValidateArguments(const std::string& src_dir, const std::string& dst_dir,
+                               int new_tp_size, int64_t real_vocab, int64_t new_padded_vocab) {
+  if (new_tp_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": tensor_model_parallel_size must be >= 1, got ", new_tp_size));
+  }
+  if (real_vocab < 1 || new_padded_vocab < real_vocab || new_padded_vocab % new_tp_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": padded vocabulary ", new_padded_vocab, " must hold the real vocabulary ",
+        real_vocab, " and be divisible by tensor_model_parallel_size ", new_tp_size));
+  }
+  if (CanonicalPath(src_dir) == CanonicalPath(dst_dir)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": the destination must differ from the source ", src_dir));
+  }
+  return absl::OkStatus();
+}
+
+// Readers of every source shard, each checked to list `first`'s tensors as the rank's slices.
+absl::StatusOr<std::vector<SafetensorsReader>> OpenSources(const std::string& src_dir,
+                                                           int64_t iteration,
+                                                           const ShardInfo& first) {
+  const int old_tp = first.meta.tp_size;
+  std::vector<SafetensorsReader> readers;
+  for (int r = 0; r < old_tp; ++r) {
+    ASSIGN_OR_RETURN(ShardInfo info, internal::ReadShardInfo(src_dir, iteration, r));
+    ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(internal::JoinPath(
+                                                   info.shard_dir, kShardTensorsFile)));
+    if (info.tensors.size() != first.tensors.size()) {
+      return absl::DataLossError(absl::StrCat(info.shard_dir, " lists ", info.tensors.size(),
+                                              " tensors, ", ShardName(0), " lists ",
+                                              first.tensors.size()));
+    }
+    for (size_t i = 0; i < first.tensors.size(); ++i) {
+      const StoredTensor& a = first.tensors[i];
+      const StoredTensor& b = info.tensors[i];
+      if (a.name != b.name || a.global_shape != b.global_shape || a.split_dim != b.split_dim ||
+          a.vocab_padded != b.vocab_padded) {
+        return absl::DataLossError(absl::StrCat(info.shard_dir, ": tensor ", i, " ('", b.name,
+                                                "') does not match ", ShardName(0), "'s ('", a.name,
+                                                "')"));
+      }
+      const SafetensorsEntry* e = reader.Find(a.name);
+      if (e == nullptr || e->shape != LocalShape(a.global_shape, a.split_dim, old_tp)) {
+        return absl::DataLossError(absl::StrCat(reader.path(), ": tensor '", a.name,
+                                                "' is missing or not the rank's slice"));
+      }
+    }
+    readers.push_back(std::move(reader));
+  }
+  return readers;
+}
+
+// The global shape of each tensor after resharding; all checks before any work.
+absl::StatusOr<std::vector<Shape>> NewShapes(const std::vector<StoredTensor>& tensors,
+                                             int new_tp_size, int64_t real_vocab,
+                                             int64_t new_padded_vocab) {
+  std::vector<Shape> new_shapes;
+  for (const StoredTensor& s : tensors) {
+    Shape shape = s.global_shape;
+    if (s.vocab_padded) {
+      if (real_vocab > s.global_shape[0]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(kOp, ": real vocabulary ", real_vocab, " exceeds the ", s.global_shape[0],
+                         " rows of vocab-padded tensor '", s.name, "'"));
+      }
+      shape[0] = new_padded_vocab;
+    }
+    if (s.split_dim >= 0 && shape[s.split_dim] % new_tp_size != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": tensor '", s.name, "' of global shape ", ShapeToString(shape),
+                       " cannot be split on dim ", s.split_dim, " over tensor_model_parallel_size ",
+                       new_tp_size));
+    }
+    new_shapes.push_back(std::move(shape));
+  }
+  return new_shapes;
+}
+
+// Tensor `s` assembled from the source slices, in its old global shape.
+absl::StatusOr<Tensor> ReadGlobal(const StoredTensor& s, std::vector<SafetensorsReader>& readers) {
+  const DType dtype = readers[0].Find(s.name)->dtype;
+  ASSIGN_OR_RETURN(Tensor global, Tensor::Empty(s.global_shape, dtype));
+  if (s.split_dim < 0) {
+    RETURN_IF_ERROR(readers[0].Read(s.name, global.view()));
+    return global;
+  }
+  const int old_tp = static_cast<int>(readers.size());
+  for (int r = 0; r < old_tp; ++r) {
+    if (readers[r].Find(s.name)->dtype != dtype) {
+      return absl::DataLossError(absl::StrCat(readers[r].path(), ": tensor '", s.name,
+                                              "' has another dtype than in ", ShardName(0)));
+    }
+    ASSIGN_OR_RETURN(Tensor local, readers[r].ReadTensor(s.name));
+    CopySlice(s.global_shape, s.split_dim, r, old_tp, DTypeSize(dtype),
+              static_cast<char*>(global.data()), static_cast<char*>(local.data()),
+              /*to_global=*/true);
+  }
+  return global;
+}
+
+// `old_global` of a vocab-padded tensor with its first real_vocab rows kept and the rest zero,
+// in new_shape (rows added or dropped at the end).
+absl::StatusOr<Tensor> Repad(Tensor old_global, const Shape& new_shape, int64_t real_vocab) {
+  const Shape& old_shape = old_global.shape();
+  const size_t row =
+      static_cast<size_t>(NumElements(absl::Span<const int64_t>(old_shape).subspan(1))) *
+      DTypeSize(old_global.dtype());
+  if (new_shape == old_shape) {  // Same padded size: still clear the padding rows.
+    std::memset(static_cast<char*>(old_global.data()) + real_vocab * row, 0,
+                (old_shape[0] - real_vocab) * row);
+    return old_global;
+  }
+  ASSIGN_OR_RETURN(Tensor new_global, Tensor::Empty(new_shape, old_global.dtype()));
+  std::memset(new_global.data(), 0, new_global.nbytes());
+  std::memcpy(new_global.data(), old_global.data(), real_vocab * row);
+  return new_global;
+}
+
+// Splits the global tensors for new_tp_size ranks and writes each new shard.
+absl::Status WriteShards(const std::string& dst_dir, const ShardInfo& first,
+                         const std::vector<Tensor>& globals, const std::vector<Shape>& new_shapes,
+                         int new_tp_size) {
+  for (int r = 0; r < new_tp_size; ++r) {
+    std::vector<Tensor> owned;
+    std::vector<TensorRecord> records;
+    for (size_t i = 0; i < first.tensors.size(); ++i) {
+      const StoredTensor& s = first.tensors[i];
+      const TensorView& g = globals[i].view();
+      TensorRecord rec{s.name, new_shapes[i], s.split_dim, s.vocab_padded, g};
+      if (s.split_dim == 0) {
+        const int64_t rows = new_shapes[i][0] / new_tp_size;
+        rec.local = g.Slice(r * rows, (r + 1) * rows);
+      } else if (s.split_dim > 0) {
+        ASSIGN_OR_RETURN(
+            Tensor local,
+            Tensor::Empty(LocalShape(new_shapes[i], s.split_dim, new_tp_size), g.dtype));
+        CopySlice(new_shapes[i], s.split_dim, r, new_tp_size, DTypeSize(g.dtype),
+                  static_cast<char*>(g.data), static_cast<char*>(local.data()),
+                  /*to_global=*/false);
+        rec.local = local.view();
+        owned.push_back(std::move(local));
+      }
+      records.push_back(std::move(rec));
+    }
+    CheckpointMetadata meta = first.meta;
+    meta.tp_size = new_tp_size;
+    meta.tp_rank = r;
+    RETURN_IF_ERROR(SaveShard(dst_dir, meta, records));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
+                               const std::string& dst_dir, int new_tp_size, int64_t real_vocab,
+                               int64_t new_padded_vocab) {
+  RETURN_IF_ERROR(ValidateArguments(src_dir, dst_dir, new_tp_size, real_vocab, new_padded_vocab));
+  ASSIGN_OR_RETURN(const ShardInfo first, internal::ReadShardInfo(src_dir, iteration, 0));
+  RETURN_IF_ERROR(internal::VerifyComplete(src_dir, iteration, first.meta.tp_size));
+  if (internal::PathExists(IterationDir(dst_dir, iteration))) {
+    return absl::AlreadyExistsError(absl::StrCat(kOp, ": ", IterationDir(dst_dir, iteration),
+                                                 " already exists; choose another destination "
+                                                 "or delete it"));
+  }
+  ASSIGN_OR_RETURN(std::vector<SafetensorsReader> readers, OpenSources(src_dir, iteration, first));
+  ASSIGN_OR_RETURN(const std::vector<Shape> new_shapes,
+                   NewShapes(first.tensors, new_tp_size, real_vocab, new_padded_vocab));
+  // Every global tensor in its new shape.
+  std::vector<Tensor> globals;
+  for (size_t i = 0; i < first.tensors.size(); ++i) {
+    const StoredTensor& s = first.tensors[i];
+    ASSIGN_OR_RETURN(Tensor global, ReadGlobal(s, readers));
+    if (s.vocab_padded) {
+      ASSIGN_OR_RETURN(global, Repad(std::move(global), new_shapes[i], real_vocab));
+    }
+    globals.push_back(std::move(global));
+  }
+  RETURN_IF_ERROR(WriteShards(dst_dir, first, globals, new_shapes, new_tp_size));
+  return CommitCheckpoint(dst_dir, iteration, new_tp_size, /*keep_last=*/0);
+}
+
+}  // namespace train
+}  // namespace mt
