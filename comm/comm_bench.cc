@@ -29,7 +29,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,8 +42,10 @@
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
+#include "core/alloc.h"
 #include "core/cuda_device.h"
 #include "core/dtype.h"
+#include "core/exec_context.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "gflags/gflags.h"
@@ -95,21 +96,12 @@ absl::Status FillValue(const TensorView& t, double value) {
         break;
     }
   }
-  if (t.device.is_cpu()) {
-    std::memcpy(t.data, host.data(), t.nbytes());
-    return absl::OkStatus();
-  }
-  return cuda::Memcpy(t.data, host.data(), t.nbytes(), cuda::CopyKind::kHostToDevice);
+  return CopyTensor(ExecContext(), host.view(), t);
 }
 
 // The elements of t (host or device) as doubles.
 absl::StatusOr<std::vector<double>> Read(const TensorView& t) {
-  Tensor host = Tensor::Host(t.shape, t.dtype);
-  if (t.device.is_cpu()) {
-    std::memcpy(host.data(), t.data, t.nbytes());
-  } else {
-    RETURN_IF_ERROR(cuda::Memcpy(host.data(), t.data, t.nbytes(), cuda::CopyKind::kDeviceToHost));
-  }
+  ASSIGN_OR_RETURN(const Tensor host, CopyToHost(ExecContext(), t));
   std::vector<double> v(t.numel());
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype) {

@@ -1,9 +1,8 @@
 #include "comm/mappings.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
-#include "core/cuda_device.h"
+#include "core/alloc.h"
+#include "core/exec_context.h"
 #include "core/ops/check.h"
 #include "core/status.h"
 
@@ -43,18 +42,8 @@ absl::Status SplitLastDim(absl::string_view op, const TensorView& full, int inde
   Shape expected = full.shape;
   expected.back() /= parts;
   RETURN_IF_ERROR(ops::CheckShape(op, "part", part, expected));
-  if (part.numel() == 0) return absl::OkStatus();
-  const size_t es = DTypeSize(full.dtype);
-  const size_t width = part.dim(-1) * es;
-  const size_t pitch = full.dim(-1) * es;
-  const int64_t rows = part.numel() / part.dim(-1);
-  const char* src = static_cast<const char*>(full.data) + index * width;
-  char* dst = static_cast<char*>(part.data);
-  if (full.device.is_cuda()) {
-    return cuda::Memcpy2D(dst, width, src, pitch, width, rows, cuda::CopyKind::kDeviceToDevice);
-  }
-  for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * width, src + i * pitch, width);
-  return absl::OkStatus();
+  // The mappings take no context: on a GPU the copy runs on the legacy default stream.
+  return CopyLastDimSlice(ExecContext(), full, index * part.dim(-1), part);
 }
 
 absl::Status CopyToTensorParallelRegionForward(Communicator& tp, const TensorView& x) {

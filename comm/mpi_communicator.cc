@@ -12,8 +12,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/cuda_device.h"
+#include "core/alloc.h"
 #include "core/dtype.h"
+#include "core/exec_context.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -90,21 +91,23 @@ void F32ToHalf(const float* src, DType dtype, void* dst, int64_t n) {
   }
 }
 
-// Host memory holding t's contents: t itself on the CPU, else a copy in `stage`.
-absl::StatusOr<void*> StageIn(const TensorView& t, internal::HostScratch* stage) {
-  if (t.device.is_cpu()) return t.data;
-  void* host = stage->Get(t.nbytes());
-  RETURN_IF_ERROR(cuda::Memcpy(host, t.data, t.nbytes(), cuda::CopyKind::kDeviceToHost));
-  return host;
+// MPI reads and writes host memory: a tensor elsewhere goes through a HostStaging (core/alloc.h).
+// The copies are synchronous on the legacy default stream, hence the default context.
+
+// Host memory holding t's contents: t itself in host memory, else a copy in `stage`.
+absl::StatusOr<void*> StageIn(const TensorView& t, HostStaging* stage) {
+  ASSIGN_OR_RETURN(const TensorView host, stage->Download(ExecContext(), t));
+  return host.data;
 }
-// Host memory to receive t's new contents: t itself on the CPU, else `stage`.
-void* HostFor(const TensorView& t, internal::HostScratch* stage) {
-  return t.device.is_cpu() ? t.data : stage->Get(t.nbytes());
+// Host memory to receive t's new contents: t itself in host memory, else `stage`.
+absl::StatusOr<void*> HostFor(const TensorView& t, HostStaging* stage) {
+  ASSIGN_OR_RETURN(const TensorView host, stage->ForWriting(t));
+  return host.data;
 }
-// Completes a call whose result is in `host` (from StageIn/HostFor for t).
-absl::Status StageOut(const void* host, const TensorView& t) {
-  if (t.device.is_cpu()) return absl::OkStatus();
-  return cuda::Memcpy(t.data, host, t.nbytes(), cuda::CopyKind::kHostToDevice);
+// Completes a call whose result is in `host` (from StageIn/HostFor for t): nothing to do when
+// `host` is t itself.
+absl::Status StageOut(void* host, const TensorView& t) {
+  return CopyTensor(ExecContext(), TensorView(host, t.shape, t.dtype), t);
 }
 
 // An MPI_Iallreduce in flight. f32/i32/i64 CPU tensors are reduced in place; CUDA tensors and
@@ -164,7 +167,8 @@ class MpiAllReduceRequest final : public CommRequest {
   bool started_ = false;
   void* host_ = nullptr;  // t's bytes on the host: t itself (CPU) or stage_ (CUDA).
   float* f32_ = nullptr;  // The f32 values MPI reduces for a 16-bit t, in f32_buffer_.
-  internal::HostScratch stage_, f32_buffer_;
+  HostStaging stage_;
+  internal::HostScratch f32_buffer_;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -226,7 +230,7 @@ class MpiCommunicator final : public Communicator {
   absl::Status DoAllGather(const TensorView& in, const TensorView& out) override {
     ASSIGN_OR_RETURN(const int n, MpiCount(in.numel(), OpLabel("AllGather")));
     ASSIGN_OR_RETURN(void* host_in, StageIn(in, &stage_a_));
-    void* host_out = HostFor(out, &stage_b_);
+    ASSIGN_OR_RETURN(void* host_out, HostFor(out, &stage_b_));
     MT_MPI_RETURN_IF_ERROR(
         MPI_Allgather(host_in, n, MpiType(in.dtype), host_out, n, MpiType(in.dtype), comm_));
     return StageOut(host_out, out);
@@ -238,7 +242,7 @@ class MpiCommunicator final : public Communicator {
     void* gathered = gather_.Get(out.nbytes());
     MT_MPI_RETURN_IF_ERROR(
         MPI_Allgather(host_in, n, MpiType(in.dtype), gathered, n, MpiType(in.dtype), comm_));
-    void* host_out = HostFor(out, &stage_b_);
+    ASSIGN_OR_RETURN(void* host_out, HostFor(out, &stage_b_));
     const int64_t c = in.dim(-1);
     internal::InterleaveGatheredRows(gathered, host_out, size(), in.numel() / c,
                                      c * DTypeSize(in.dtype));
@@ -249,7 +253,7 @@ class MpiCommunicator final : public Communicator {
     ASSIGN_OR_RETURN(const int n, MpiCount(out.numel(), OpLabel("ReduceScatter")));
     RETURN_IF_ERROR(MpiCount(in.numel(), OpLabel("ReduceScatter")).status());
     ASSIGN_OR_RETURN(void* host_in, StageIn(in, &stage_a_));
-    void* host_out = HostFor(out, &stage_b_);
+    ASSIGN_OR_RETURN(void* host_out, HostFor(out, &stage_b_));
     if (IsHalf(in.dtype)) {
       float* fin = static_cast<float*>(f32_a_.Get(in.numel() * sizeof(float)));
       float* fout = static_cast<float*>(f32_b_.Get(out.numel() * sizeof(float)));
@@ -269,7 +273,7 @@ class MpiCommunicator final : public Communicator {
     if (rank() == root) {
       ASSIGN_OR_RETURN(host, StageIn(t, &stage_a_));
     } else {
-      host = HostFor(t, &stage_a_);
+      ASSIGN_OR_RETURN(host, HostFor(t, &stage_a_));
     }
     MT_MPI_RETURN_IF_ERROR(MPI_Bcast(host, n, MpiType(t.dtype), root, comm_));
     if (rank() == root) return absl::OkStatus();
@@ -290,7 +294,7 @@ class MpiCommunicator final : public Communicator {
 
   absl::Status DoRecv(const TensorView& t, int peer, int tag) override {
     ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), OpLabel("Recv")));
-    void* host = HostFor(t, &stage_a_);
+    ASSIGN_OR_RETURN(void* host, HostFor(t, &stage_a_));
     MPI_Status status;
     MT_MPI_RETURN_IF_ERROR(MPI_Recv(host, n, MpiType(t.dtype), peer, tag, comm_, &status));
     int received = 0;
@@ -307,7 +311,8 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   // Reused host buffers: staging of CUDA inputs/outputs, f32 copies of 16-bit floats, the
   // dim-0 result of a last-dim gather.
-  internal::HostScratch stage_a_, stage_b_, f32_a_, f32_b_, gather_;
+  HostStaging stage_a_, stage_b_;
+  internal::HostScratch f32_a_, f32_b_, gather_;
 };
 
 }  // namespace
