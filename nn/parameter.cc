@@ -1,11 +1,9 @@
 #include "nn/parameter.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/alloc.h"
-#include "core/cuda_device.h"
 #include "core/ops/elementwise.h"
 #include "core/philox.h"
 #include "core/status.h"
@@ -43,7 +41,7 @@ uint64_t NameHash(const std::string& name) {
 absl::Status InitializeSlice(const ParamSpec& spec, int tp_rank, int tp_size, uint64_t seed,
                              const TensorView& local) {
   ASSIGN_OR_RETURN(Shape local_shape, LocalShape(spec, tp_size));
-  if (local.shape != local_shape || local.dtype != DType::kF32 || !local.device.is_cpu() ||
+  if (local.shape != local_shape || local.dtype != DType::kF32 || !InHostMemory(local) ||
       !local.IsContiguous()) {
     return absl::InvalidArgumentError(absl::StrCat("InitializeSlice: ", spec.name, " expects f32",
                                                    ShapeToString(local_shape), " on cpu, got ",
@@ -108,18 +106,17 @@ absl::Status ParameterStore::Allocate(uint64_t seed) {
   ExecContext ctx;  // The default stream; synchronized below.
   ctx.device = device_;
   const int64_t total = NumLocalElements();
-  // Initial values on the host (the same bits on every device), uploaded for a GPU store.
-  Tensor host_values = Tensor::Zeros({total}, DType::kF32);
+  // Initial values computed on the host (the same bits on every device): in place, or staged and
+  // uploaded for a store elsewhere. The slices cover the buffer.
+  ASSIGN_OR_RETURN(value_buffer_, Alloc(ctx, {total}, DType::kF32));
+  HostStaging staging;
+  ASSIGN_OR_RETURN(const TensorView host_values, staging.ForWriting(value_buffer_.view()));
   for (size_t i = 0; i < specs_.size(); ++i) {
     const TensorView local(host_values.data_as<float>() + offsets_[i], local_shapes_[i],
                            DType::kF32);
     RETURN_IF_ERROR(InitializeSlice(specs_[i], tp_rank_, tp_size_, seed, local));
   }
-  if (device_.is_cpu()) {
-    value_buffer_ = std::move(host_values);
-  } else {
-    ASSIGN_OR_RETURN(value_buffer_, CopyToDevice(ctx, host_values.view()));
-  }
+  RETURN_IF_ERROR(CopyTensor(ctx, host_values, value_buffer_.view()));
   ASSIGN_OR_RETURN(grad_buffer_, AllocZeros(ctx, {total}, DType::kF32));
   const bool copies = compute_dtype_ != DType::kF32;
   if (copies) {
@@ -140,8 +137,7 @@ absl::Status ParameterStore::Allocate(uint64_t seed) {
   }
   allocated_ = true;
   RETURN_IF_ERROR(RefreshComputeWeights(ctx));
-  if (device_.is_cuda()) return cuda::Synchronize(device_.index);
-  return absl::OkStatus();
+  return SynchronizeDevice(ctx);
 }
 
 absl::Status ParameterStore::RefreshComputeWeights(const ExecContext& ctx) {
@@ -170,18 +166,14 @@ int64_t ParameterStore::NumGlobalElements() const {
 }
 
 absl::Status ParameterStore::ZeroGrads(const ExecContext& ctx) {
-  if (grad_buffer_.nbytes() == 0) return absl::OkStatus();
-  if (device_.is_cpu()) {
-    std::memset(grad_buffer_.data(), 0, grad_buffer_.nbytes());
-    return absl::OkStatus();
-  }
-  return ops::Fill(ctx, grad_buffer_.view(), 0.0);
+  return SetZero(ctx, grad_buffer_.view());
 }
 
 void ParameterStore::ZeroGrads() {
-  CHECK(device_.is_cpu()) << "ParameterStore::ZeroGrads() on a " << device_.ToString()
-                          << " store: use ZeroGrads(ctx)";
-  if (grad_buffer_.nbytes() > 0) std::memset(grad_buffer_.data(), 0, grad_buffer_.nbytes());
+  CHECK(InHostMemory(device_)) << "ParameterStore::ZeroGrads() on a " << device_.ToString()
+                               << " store: use ZeroGrads(ctx)";
+  const absl::Status zeroed = SetZero(ExecContext(), grad_buffer_.view());
+  CHECK(zeroed.ok()) << zeroed;  // Host memory: nothing can fail.
 }
 
 absl::StatusOr<Tensor> ParameterStore::CopyValuesToHost(const ExecContext& ctx) const {
@@ -197,7 +189,7 @@ absl::StatusOr<Tensor> ParameterStore::CopyGradsToHost(const ExecContext& ctx) c
 absl::Status ParameterStore::CopyValuesFromHost(const ExecContext& ctx,
                                                 const TensorView& host_values) {
   CHECK(allocated_) << "ParameterStore::CopyValuesFromHost before Allocate";
-  if (!host_values.device.is_cpu() || host_values.dtype != DType::kF32 ||
+  if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 ||
       host_values.shape != value_buffer_.shape() || !host_values.IsContiguous()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ParameterStore::CopyValuesFromHost: host_values ", host_values.DebugString(),
