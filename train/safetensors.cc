@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/alloc.h"
 #include "core/status.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
@@ -52,7 +53,7 @@ absl::StatusOr<std::string> BuildHeader(const std::vector<NamedTensor>& tensors,
       return absl::InvalidArgumentError(
           absl::StrCat("safetensors: duplicate tensor name '", t.name, "'"));
     }
-    if (!t.view.device.is_cpu()) {
+    if (!InHostMemory(t.view)) {
       return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor '", t.name, "' (",
                                                      t.view.DebugString(),
                                                      ") must be on the CPU; copy it to the host"));
@@ -371,7 +372,7 @@ absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& d
   if (e == nullptr) {
     return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "'"));
   }
-  if (!dst.device.is_cpu() || !dst.IsContiguous() || (dst.data == nullptr && dst.numel() > 0)) {
+  if (!InHostMemory(dst) || !dst.IsContiguous() || (dst.data == nullptr && dst.numel() > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("safetensors read of '", name, "': destination ",
                                                    dst.DebugString(),
                                                    " must be a contiguous CPU view"));

@@ -9,12 +9,19 @@
 namespace mt {
 namespace train {
 
-std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
-                                          const Optimizer& optimizer,
-                                          const HostTrainingState* host) {
+namespace {
+
+// Flat f32 [store.NumLocalElements()] views of the master values and the two Adam moments.
+struct FlatState {
+  TensorView values, exp_avg, exp_avg_sq;
+};
+
+// The records of every parameter and its Adam moments over `flat`, in the store's layout.
+std::vector<TensorRecord> Records(const nn::ParameterStore& store, const FlatState& flat) {
   std::vector<TensorRecord> records;
-  const auto in = [&](const Tensor& flat, int i) {
-    return TensorView(flat.data_as<float>() + store.offset(i), store.value(i).shape, DType::kF32);
+  const auto in = [&](const TensorView& t, int i) {
+    return TensorView(t.data_as<float>() + store.offset(i), store.value(i).shape, DType::kF32,
+                      t.device);
   };
   for (int i = 0; i < store.size(); ++i) {
     const nn::ParamSpec& spec = store.spec(i);
@@ -23,28 +30,96 @@ std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
     r.split_dim = spec.split_dim;
     r.vocab_padded = spec.vocab_padded;
     r.name = spec.name;
-    r.local = host != nullptr ? in(host->values, i) : store.value(i);
+    r.local = in(flat.values, i);
     records.push_back(r);
     r.name = "optimizer.exp_avg." + spec.name;
-    r.local = host != nullptr ? in(host->exp_avg, i) : optimizer.exp_avg(i);
+    r.local = in(flat.exp_avg, i);
     records.push_back(r);
     r.name = "optimizer.exp_avg_sq." + spec.name;
-    r.local = host != nullptr ? in(host->exp_avg_sq, i) : optimizer.exp_avg_sq(i);
+    r.local = in(flat.exp_avg_sq, i);
     records.push_back(r);
   }
   return records;
 }
 
-namespace {
+FlatState LiveState(const nn::ParameterStore& store, const Optimizer& optimizer) {
+  return {store.flat_values(), optimizer.exp_avg(), optimizer.exp_avg_sq()};
+}
 
-// Host-to-device copies need no stream or library handles: a context naming the store's device.
+// Host staging of the three flat tensors: the live tensors themselves for a store in host
+// memory, host copies otherwise.
+struct HostStagings {
+  HostStaging values, exp_avg, exp_avg_sq;
+};
+
+// Copies and transfers need no stream or library handles: a context naming the store's device.
 ExecContext StoreContext(const nn::ParameterStore& store) {
   ExecContext ctx;
   ctx.device = store.device();
   return ctx;
 }
 
+std::string TrainerStateJson(const Optimizer& optimizer, const LossScaler& scaler,
+                             const LrSchedule& schedule, const TrainingCounters& counters) {
+  const nlohmann::json state = {{"optimizer_step", optimizer.step()},
+                                {"loss_scaler", scaler.Serialize()},
+                                {"lr_schedule_samples", schedule.samples()},
+                                {"skipped_iterations", counters.skipped_iterations},
+                                {"seed", counters.seed}};
+  return state.dump();
+}
+
+// Writes this rank's shard (called on data-parallel rank 0 only).
+absl::Status SaveThisShard(const std::string& save_dir, const comm::ParallelContext& parallel,
+                           const models::ModelConfig& config, const nn::ParameterStore& store,
+                           const Optimizer& optimizer, const std::string& trainer_state,
+                           const TrainingCounters& counters) {
+  CheckpointMetadata meta;
+  meta.model_config_json = config.ToJson();
+  meta.tp_size = parallel.tp_size();
+  meta.tp_rank = parallel.tp_rank();
+  meta.dp_size = parallel.dp_size();
+  meta.iteration = counters.iteration;
+  meta.consumed_samples = counters.consumed_samples;
+  meta.trainer_state_json = trainer_state;
+  const ExecContext ctx = StoreContext(store);
+  const FlatState live = LiveState(store, optimizer);
+  HostStagings staging;
+  FlatState host;
+  ASSIGN_OR_RETURN(host.values, staging.values.Download(ctx, live.values));
+  ASSIGN_OR_RETURN(host.exp_avg, staging.exp_avg.Download(ctx, live.exp_avg));
+  ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.Download(ctx, live.exp_avg_sq));
+  return SaveShard(save_dir, meta, Records(store, host));
+}
+
+// Restores the optimizer step, loss scaler, LR schedule and counters from the shard's metadata.
+absl::Status RestoreTrainerState(const std::string& load_dir, const CheckpointMetadata& meta,
+                                 Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
+                                 TrainingCounters* counters) {
+  nlohmann::json state = nlohmann::json::parse(meta.trainer_state_json, nullptr, false);
+  if (state.is_discarded() || !state.contains("optimizer_step") || !state.contains("loss_scaler") ||
+      !state.contains("lr_schedule_samples")) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", load_dir, " iteration ", meta.iteration,
+                                            ": malformed trainer state"));
+  }
+  optimizer->set_step(state["optimizer_step"].get<int64_t>());
+  RETURN_IF_ERROR(scaler->Restore(state["loss_scaler"].get<std::string>()));
+  schedule->set_samples(state["lr_schedule_samples"].get<int64_t>());
+  counters->iteration = meta.iteration;
+  counters->consumed_samples = meta.consumed_samples;
+  counters->skipped_iterations = state.value("skipped_iterations", int64_t{0});
+  counters->seed = state.value("seed", uint64_t{0});
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
+                                          const Optimizer& optimizer,
+                                          const HostTrainingState* host) {
+  if (host == nullptr) return Records(store, LiveState(store, optimizer));
+  return Records(store, {host->values.view(), host->exp_avg.view(), host->exp_avg_sq.view()});
+}
 
 absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                comm::ParallelContext& parallel, const models::ModelConfig& config,
@@ -52,30 +127,9 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const LossScaler& scaler, const LrSchedule& schedule,
                                const TrainingCounters& counters) {
   if (parallel.dp_rank() == 0) {
-    CheckpointMetadata meta;
-    meta.model_config_json = config.ToJson();
-    meta.tp_size = parallel.tp_size();
-    meta.tp_rank = parallel.tp_rank();
-    meta.dp_size = parallel.dp_size();
-    meta.iteration = counters.iteration;
-    meta.consumed_samples = counters.consumed_samples;
-    nlohmann::json state = {{"optimizer_step", optimizer.step()},
-                            {"loss_scaler", scaler.Serialize()},
-                            {"lr_schedule_samples", schedule.samples()},
-                            {"skipped_iterations", counters.skipped_iterations},
-                            {"seed", counters.seed}};
-    meta.trainer_state_json = state.dump();
-    if (store.device().is_cpu()) {
-      RETURN_IF_ERROR(SaveShard(save_dir, meta, TrainingRecords(store, optimizer)));
-    } else {
-      // A GPU store: write from host copies.
-      const ExecContext ctx = StoreContext(store);
-      HostTrainingState host;
-      ASSIGN_OR_RETURN(host.values, store.CopyValuesToHost(ctx));
-      ASSIGN_OR_RETURN(host.exp_avg, CopyToHost(ctx, optimizer.exp_avg()));
-      ASSIGN_OR_RETURN(host.exp_avg_sq, CopyToHost(ctx, optimizer.exp_avg_sq()));
-      RETURN_IF_ERROR(SaveShard(save_dir, meta, TrainingRecords(store, optimizer, &host)));
-    }
+    RETURN_IF_ERROR(SaveThisShard(save_dir, parallel, config, store, optimizer,
+                                  TrainerStateJson(optimizer, scaler, schedule, counters),
+                                  counters));
   }
   RETURN_IF_ERROR(parallel.world().Barrier());
   if (parallel.rank() == 0) {
@@ -89,38 +143,22 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
                                Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
                                TrainingCounters* counters) {
   ASSIGN_OR_RETURN(int64_t iteration, LatestIteration(load_dir));
+  // Read into the live tensors in host memory, else into host staging that is then uploaded.
+  const ExecContext ctx = StoreContext(*store);
+  const FlatState live = LiveState(*store, *optimizer);
+  HostStagings staging;
+  FlatState host;
+  ASSIGN_OR_RETURN(host.values, staging.values.ForWriting(live.values));
+  ASSIGN_OR_RETURN(host.exp_avg, staging.exp_avg.ForWriting(live.exp_avg));
+  ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.ForWriting(live.exp_avg_sq));
   CheckpointMetadata meta;
-  if (store->device().is_cpu()) {
-    RETURN_IF_ERROR(LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(),
-                              config.ToJson(), TrainingRecords(*store, *optimizer), &meta));
-    // The masters changed: the modules' compute-dtype copies must follow (no-op for f32).
-    RETURN_IF_ERROR(store->RefreshComputeWeights(ExecContext{}));
-  } else {
-    // A GPU store: read into host copies, then upload (which also refreshes the compute copies).
-    const int64_t n = store->NumLocalElements();
-    HostTrainingState host{Tensor::Host({n}, DType::kF32), Tensor::Host({n}, DType::kF32),
-                           Tensor::Host({n}, DType::kF32)};
-    RETURN_IF_ERROR(LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(),
-                              config.ToJson(), TrainingRecords(*store, *optimizer, &host), &meta));
-    const ExecContext ctx = StoreContext(*store);
-    RETURN_IF_ERROR(store->CopyValuesFromHost(ctx, host.values.view()));
-    RETURN_IF_ERROR(CopyTensor(ctx, host.exp_avg.view(), optimizer->exp_avg()));
-    RETURN_IF_ERROR(CopyTensor(ctx, host.exp_avg_sq.view(), optimizer->exp_avg_sq()));
-  }
-  nlohmann::json state = nlohmann::json::parse(meta.trainer_state_json, nullptr, false);
-  if (state.is_discarded() || !state.contains("optimizer_step") ||
-      !state.contains("loss_scaler") || !state.contains("lr_schedule_samples")) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", load_dir, " iteration ", iteration,
-                                            ": malformed trainer state"));
-  }
-  optimizer->set_step(state["optimizer_step"].get<int64_t>());
-  RETURN_IF_ERROR(scaler->Restore(state["loss_scaler"].get<std::string>()));
-  schedule->set_samples(state["lr_schedule_samples"].get<int64_t>());
-  counters->iteration = meta.iteration;
-  counters->consumed_samples = meta.consumed_samples;
-  counters->skipped_iterations = state.value("skipped_iterations", int64_t{0});
-  counters->seed = state.value("seed", uint64_t{0});
-  return absl::OkStatus();
+  RETURN_IF_ERROR(LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(),
+                            config.ToJson(), Records(*store, host), &meta));
+  // The masters changed: CopyValuesFromHost also refreshes the compute-dtype copies.
+  RETURN_IF_ERROR(store->CopyValuesFromHost(ctx, host.values));
+  RETURN_IF_ERROR(CopyTensor(ctx, host.exp_avg, live.exp_avg));
+  RETURN_IF_ERROR(CopyTensor(ctx, host.exp_avg_sq, live.exp_avg_sq));
+  return RestoreTrainerState(load_dir, meta, optimizer, scaler, schedule, counters);
 }
 
 }  // namespace train

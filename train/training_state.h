@@ -32,14 +32,15 @@ struct TrainingCounters {
   uint64_t seed = 0;
 };
 
-// Host copies, in the store's flat layout, of the f32 master values and the two Adam moments: what
-// a checkpoint of a store on a GPU is written from and read into.
+// Host copies, in the store's flat layout, of the f32 master values and the two Adam moments (of
+// a store on a GPU, say), for TrainingRecords. Save/LoadTrainingState stage a store that is not in
+// host memory through core/alloc.h's HostStaging themselves.
 struct HostTrainingState {
   Tensor values, exp_avg, exp_avg_sq;  // f32 [store.NumLocalElements()] each.
 };
 
-// The records of every parameter and its Adam moments: views of the live tensors (a CPU store), or
-// of `host` when given (which must hold the store's flat layout).
+// The records of every parameter and its Adam moments: views of the live tensors (on the store's
+// device), or of `host` when given (which must hold the store's flat layout).
 std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
                                           const Optimizer& optimizer,
                                           const HostTrainingState* host = nullptr);
