@@ -1,7 +1,8 @@
 // Test fixtures for checkpoints: a synthetic "model" of global tensors (every dtype, split on
 // dimensions 0, 1, 2 or replicated, vocab-padded ones) with random bit patterns, sliced for a TP
 // degree by plain element-index arithmetic (independent of the checkpoint code's block copies),
-// and helpers that save such a model as a checkpoint and check what a checkpoint holds. testonly.
+// and helpers that save such a model as a checkpoint and check what a checkpoint holds; small file
+// helpers and a status matcher for the checkpoint tests. testonly.
 #ifndef MT_TRAIN_CHECKPOINT_TESTUTIL_H_
 #define MT_TRAIN_CHECKPOINT_TESTUTIL_H_
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "core/tensor.h"
 #include "gtest/gtest.h"
 #include "train/checkpoint.h"
@@ -69,6 +71,23 @@ absl::Status SaveModel(const std::string& dir, const std::vector<SyntheticTensor
 
 // The bytes of a host view.
 std::string Bytes(const TensorView& v);
+
+// A fresh, empty directory for one test: <test tmpdir>/checkpoint_test_<name>.
+std::string FreshDir(const std::string& name);
+// A whole file's bytes ("" if unreadable); replacing a file's contents.
+std::string ReadText(const std::string& path);
+void WriteText(const std::string& path, const std::string& text);
+// The names in a directory, sorted.
+std::vector<std::string> Entries(const std::string& dir);
+
+// Expects `expr` (an absl::Status) to have `status_code` and a message containing `substring`.
+#define EXPECT_STATUS(expr, status_code, substring)                                 \
+  do {                                                                              \
+    const absl::Status s_ = (expr);                                                 \
+    EXPECT_EQ(s_.code(), status_code) << s_;                                        \
+    EXPECT_TRUE(absl::StrContains(s_.message(), substring))                         \
+        << "message: " << s_.message() << "\nexpected to contain: " << (substring); \
+  } while (0)
 
 }  // namespace testing
 }  // namespace train
