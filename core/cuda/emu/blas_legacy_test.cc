@@ -96,55 +96,49 @@ TEST_F(BlasTest, GemmStridedBatchedExRefusesBadArguments) {
   Args base;
   base.handle = handle_;
   base.alpha_p = &alpha;
-  Args x = base;
-  x.handle = nullptr;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_NOT_INITIALIZED);
-  x = base;
-  x.m = -1;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.batch = -1;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.lda = 3;  // < m
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.ta = CUBLAS_OP_T;
-  x.k = 5;
-  x.ldb = 5;
-  x.lda = 4;  // < k for a transposed A
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.tb = CUBLAS_OP_T;
-  x.n = 5;
-  x.ldc = 4;
-  x.ldb = 4;  // < n for a transposed B
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.ldc = 2;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.ta = CUBLAS_OP_CONJG;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.alpha_p = nullptr;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.algo = static_cast<cublasGemmAlgo_t>(50);
-  EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
-  x = base;
-  x.bt = CUDA_R_16BF;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_NOT_SUPPORTED);
-  x = base;
-  x.ct = CUDA_R_16BF;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_NOT_SUPPORTED);
-  x = base;
-  x.compute = CUBLAS_COMPUTE_64F;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_NOT_SUPPORTED);
-  x = base;
-  x.at = x.bt = CUDA_R_64F;
-  x.ct = CUDA_R_64F;
-  EXPECT_EQ(call(x), CUBLAS_STATUS_NOT_SUPPORTED);
+  const struct {
+    const char* what;
+    cublasStatus_t status;
+    void (*edit)(Args* x);
+  } refusals[] = {
+      {"no handle", CUBLAS_STATUS_NOT_INITIALIZED, [](Args* x) { x->handle = nullptr; }},
+      {"m < 0", CUBLAS_STATUS_INVALID_VALUE, [](Args* x) { x->m = -1; }},
+      {"batch < 0", CUBLAS_STATUS_INVALID_VALUE, [](Args* x) { x->batch = -1; }},
+      {"lda < m", CUBLAS_STATUS_INVALID_VALUE, [](Args* x) { x->lda = 3; }},
+      {"lda < k for a transposed A", CUBLAS_STATUS_INVALID_VALUE,
+       [](Args* x) {
+         x->ta = CUBLAS_OP_T;
+         x->k = 5;
+         x->ldb = 5;
+         x->lda = 4;
+       }},
+      {"ldb < n for a transposed B", CUBLAS_STATUS_INVALID_VALUE,
+       [](Args* x) {
+         x->tb = CUBLAS_OP_T;
+         x->n = 5;
+         x->ldc = 4;
+         x->ldb = 4;
+       }},
+      {"ldc < m", CUBLAS_STATUS_INVALID_VALUE, [](Args* x) { x->ldc = 2; }},
+      {"conjugate transpose", CUBLAS_STATUS_INVALID_VALUE,
+       [](Args* x) { x->ta = CUBLAS_OP_CONJG; }},
+      {"no alpha", CUBLAS_STATUS_INVALID_VALUE, [](Args* x) { x->alpha_p = nullptr; }},
+      {"unknown algorithm", CUBLAS_STATUS_INVALID_VALUE,
+       [](Args* x) { x->algo = static_cast<cublasGemmAlgo_t>(50); }},
+      {"A and B of different types", CUBLAS_STATUS_NOT_SUPPORTED,
+       [](Args* x) { x->bt = CUDA_R_16BF; }},
+      {"f32 A with bf16 C", CUBLAS_STATUS_NOT_SUPPORTED, [](Args* x) { x->ct = CUDA_R_16BF; }},
+      {"f64 compute", CUBLAS_STATUS_NOT_SUPPORTED,
+       [](Args* x) { x->compute = CUBLAS_COMPUTE_64F; }},
+      {"f64 matrices", CUBLAS_STATUS_NOT_SUPPORTED,
+       [](Args* x) { x->at = x->bt = x->ct = CUDA_R_64F; }},
+  };
+  for (const auto& r : refusals) {
+    SCOPED_TRACE(r.what);
+    Args x = base;
+    r.edit(&x);
+    EXPECT_EQ(call(x), r.status);
+  }
   // Nothing was written.
   HostBuffer got(CUDA_R_32F, 64);
   d.CopyTo(&got);

@@ -206,13 +206,8 @@ TEST_F(LtTest, RefusesInconsistentOrUnsupportedProblems) {
 
 TEST_F(LtTest, RefusesBadCallArguments) {
   LtPlan plan;
-  ASSERT_EQ(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-            CUBLAS_STATUS_SUCCESS);
-  for (cublasLtMatrixLayout_t* l : {&plan.a, &plan.b, &plan.d}) {
-    ASSERT_EQ(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, 8, 8, 8), CUBLAS_STATUS_SUCCESS);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeSquarePlan(&plan, CUDA_R_32F, 8));
   ASSERT_EQ(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, 8, 8, 16), CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&plan.pref), CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.d, plan.d,
@@ -269,12 +264,7 @@ TEST_F(LtTest, RefusesBadCallArguments) {
 // What would fault on a GPU stops the process.
 TEST_F(LtTest, HostPointerOrMisalignedPointerDies) {
   LtPlan plan;
-  ASSERT_EQ(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-            CUBLAS_STATUS_SUCCESS);
-  for (cublasLtMatrixLayout_t* l : {&plan.a, &plan.b, &plan.d}) {
-    ASSERT_EQ(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, 4, 4, 4), CUBLAS_STATUS_SUCCESS);
-  }
-  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&plan.pref), CUBLAS_STATUS_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(MakeSquarePlan(&plan, CUDA_R_32F, 4));
   ASSERT_EQ(SetPref(plan.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t{16}),
             CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulHeuristicResult_t result{};

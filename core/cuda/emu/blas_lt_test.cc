@@ -64,14 +64,9 @@ TEST_F(LtTest, HandComputedProductsAndGelu) {
   };
   for (const Expectation& e : cases) {
     LtPlan plan;
-    ASSERT_EQ(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-              CUBLAS_STATUS_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(MakeSquarePlan(&plan, CUDA_R_32F, 2));
     ASSERT_EQ(SetDesc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, e.ta), CUBLAS_STATUS_SUCCESS);
     ASSERT_EQ(SetDesc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, e.tb), CUBLAS_STATUS_SUCCESS);
-    for (cublasLtMatrixLayout_t* l : {&plan.a, &plan.b, &plan.d}) {
-      ASSERT_EQ(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, 2, 2, 2), CUBLAS_STATUS_SUCCESS);
-    }
-    ASSERT_EQ(cublasLtMatmulPreferenceCreate(&plan.pref), CUBLAS_STATUS_SUCCESS);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.d, plan.d,
@@ -113,12 +108,7 @@ TEST_F(LtTest, HandComputedProductsAndGelu) {
 
 TEST_F(LtTest, HeuristicReturnsOneAlgorithmWithoutWorkspace) {
   LtPlan plan;
-  ASSERT_EQ(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-            CUBLAS_STATUS_SUCCESS);
-  for (cublasLtMatrixLayout_t* l : {&plan.a, &plan.b, &plan.d}) {
-    ASSERT_EQ(cublasLtMatrixLayoutCreate(l, CUDA_R_16BF, 8, 8, 8), CUBLAS_STATUS_SUCCESS);
-  }
-  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&plan.pref), CUBLAS_STATUS_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(MakeSquarePlan(&plan, CUDA_R_16BF, 8));
   ASSERT_EQ(SetPref(plan.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t{1} << 20),
             CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulHeuristicResult_t results[4] = {};

@@ -236,6 +236,17 @@ LtPlan::~LtPlan() {
   cublasLtMatmulDescDestroy(desc);
 }
 
+void MakeSquarePlan(LtPlan* plan, cudaDataType_t type, int64_t n) {
+  ASSERT_EQ(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            CUBLAS_STATUS_SUCCESS);
+  for (cublasLtMatrixLayout_t* l : {&plan->a, &plan->b, &plan->d}) {
+    ASSERT_EQ(
+        cublasLtMatrixLayoutCreate(l, type, static_cast<uint64_t>(n), static_cast<uint64_t>(n), n),
+        CUBLAS_STATUS_SUCCESS);
+  }
+  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&plan->pref), CUBLAS_STATUS_SUCCESS);
+}
+
 void MakeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t type, const Shape& s) {
   ASSERT_EQ(cublasLtMatrixLayoutCreate(l, type, static_cast<uint64_t>(s.rows),
                                        static_cast<uint64_t>(s.cols), s.ld),

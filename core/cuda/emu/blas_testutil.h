@@ -208,6 +208,10 @@ cublasStatus_t SetPref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAtt
   return cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v));
 }
 
+// Descriptors for D = A B with A, B and D n x n and packed, of `type` (C: none; pass plan->d for
+// it), without transposes or epilogue, and a default preference.
+void MakeSquarePlan(LtPlan* plan, cudaDataType_t type, int64_t n);
+
 // A layout of `type` for the matrices of `s`.
 void MakeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t type, const Shape& s);
 
