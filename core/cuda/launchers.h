@@ -231,6 +231,46 @@ struct AdamParams {
 LaunchResult LaunchAdam(float* param, const float* grad, float* m, float* v, int64_t n,
                         const AdamParams& params, void* stream);
 
+// ---- rmsnorm.cu: one block per row, statistics in f32 (core/ops/rmsnorm.h). ----
+
+// `param` is the dtype of gamma/dgamma (f32 or x's). rstd: [rows] f32. y may alias x.
+LaunchResult LaunchRmsNorm(ElemType type, ElemType param, const void* x, const void* gamma,
+                           float eps, void* y, float* rstd, int64_t rows, int64_t cols,
+                           void* stream);
+// Floats of scratch that LaunchRmsNormBackward needs.
+int64_t RmsNormBackwardScratchFloats(int64_t rows, int64_t cols);
+// dx, and dgamma (OVERWRITTEN, in `param`'s dtype; deterministic column sums). dx may alias dy
+// or x.
+LaunchResult LaunchRmsNormBackward(ElemType type, ElemType param, const void* x, const void* gamma,
+                                   const float* rstd, const void* dy, void* dx, void* dgamma,
+                                   int64_t rows, int64_t cols, float* scratch, void* stream);
+
+// ---- rope.cu: rotary position embedding, rotate-half pairs (core/ops/rope.h). ----
+
+// x, y: [outer, seq, head_dim] (head_dim even); row t of each [seq, head_dim] block is at
+// position position_offset + t. cos and sin of each angle are computed in double in the kernel
+// (once per (t, pair) per block) and rounded to f32; sin is multiplied by `sign` (-1: the
+// backward). y may alias x.
+struct RopeParams {
+  int64_t outer = 0;
+  int64_t seq = 0;
+  int64_t head_dim = 0;
+  double base = 10000.0;
+  int64_t position_offset = 0;
+  float sign = 1.0f;
+};
+LaunchResult LaunchRope(ElemType type, const void* x, void* y, const RopeParams& params,
+                        void* stream);
+
+// ---- swiglu.cu: y = silu(gate) * up and its backward, f32 math (core/ops/swiglu.h). ----
+
+// y may alias gate or up.
+LaunchResult LaunchSwiGlu(ElemType type, const void* gate, const void* up, void* y, int64_t n,
+                          void* stream);
+// dgate and dup may alias gate, up or dy (not each other).
+LaunchResult LaunchSwiGluBackward(ElemType type, const void* gate, const void* up, const void* dy,
+                                  void* dgate, void* dup, int64_t n, void* stream);
+
 }  // namespace cuda
 }  // namespace mt
 

@@ -170,6 +170,21 @@ struct GemmDims {
 absl::Status Gemm(absl::string_view op, const ExecContext& ctx, const TensorView& a,
                   const TensorView& b, const TensorView& c, const GemmDims& dims);
 
+// ---- Modern decoder blocks (core/ops/rmsnorm.h, rope.h, swiglu.h; decoder_ops_cuda.cc) ----
+absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gamma, float eps,
+                     const TensorView& y, const TensorView& rstd);
+// Needs ctx.cuda (scratch for the dgamma partial sums).
+absl::Status RmsNormBackward(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
+                             const TensorView& rstd, const TensorView& dy, const TensorView& dx,
+                             const TensorView& dgamma);
+// ops::Rope (sign 1) or ops::RopeBackward (sign -1; x = dy, y = dx), `op` naming which.
+absl::Status Rope(absl::string_view op, const ExecContext& ctx, const TensorView& x, double base,
+                  int64_t position_offset, float sign, const TensorView& y);
+absl::Status SwiGlu(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
+                    const TensorView& y);
+absl::Status SwiGluBackward(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
+                            const TensorView& dy, const TensorView& dgate, const TensorView& dup);
+
 }  // namespace cuda
 }  // namespace mt
 
