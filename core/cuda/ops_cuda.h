@@ -171,8 +171,8 @@ absl::Status Gemm(absl::string_view op, const ExecContext& ctx, const TensorView
                   const TensorView& b, const TensorView& c, const GemmDims& dims);
 
 // ---- Modern decoder blocks (core/ops/rmsnorm.h, rope.h, swiglu.h; decoder_ops_cuda.cc) ----
-absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gamma, float eps,
-                     const TensorView& y, const TensorView& rstd);
+absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
+                     float eps, const TensorView& y, const TensorView& rstd);
 // Needs ctx.cuda (scratch for the dgamma partial sums).
 absl::Status RmsNormBackward(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
                              const TensorView& rstd, const TensorView& dy, const TensorView& dx,
