@@ -7,6 +7,7 @@
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/heads.h"
+#include "core/ops/rope.h"
 #include "core/status.h"
 
 namespace mt {
@@ -34,16 +35,23 @@ absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(
                                                    "tensor-parallel size ",
                                                    tp));
   }
+  const int64_t head_dim = config.hidden / config.heads;
+  if (!(std::isfinite(config.rotary_base) && config.rotary_base >= 0.0) ||
+      (config.rotary_base > 0.0 && head_dim % 2 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention: rotary_base ", config.rotary_base, " with head dim ", head_dim,
+        "; rotary embeddings need a finite base > 0 and an even head dim (0 turns them off)"));
+  }
   ParallelSelfAttention a;
   a.config_ = config;
   a.dtype_ = store->compute_dtype();
   a.local_heads_ = config.heads / tp;
   a.head_dim_ = config.hidden / config.heads;
   ASSIGN_OR_RETURN(a.qkv_, ColumnParallelLinear::Create(store, prefix + ".qkv", config.hidden,
-                                                        3 * config.hidden, Bias::kYes,
+                                                        3 * config.hidden, config.bias,
                                                         config.init_std));
   ASSIGN_OR_RETURN(a.proj_, RowParallelLinear::Create(store, prefix + ".proj", config.hidden,
-                                                      config.hidden, Bias::kYes,
+                                                      config.hidden, config.bias,
                                                       config.output_init_std));
   return a;
 }
@@ -108,6 +116,15 @@ ops::AttentionArgs ParallelSelfAttention::Args(const StepContext& sc) const {
   return a;
 }
 
+absl::Status ParallelSelfAttention::Rotate(const ExecContext& ec, const TensorView& q,
+                                           const TensorView& k, Rotation rotation) const {
+  if (config_.rotary_base == 0.0) return absl::OkStatus();
+  const ops::RopeArgs args{config_.rotary_base, /*position_offset=*/0};
+  const auto rotate = rotation == Rotation::kForward ? ops::Rope : ops::RopeBackward;
+  RETURN_IF_ERROR(rotate(ec, q, args, q));
+  return rotate(ec, k, args, k);
+}
+
 absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorView& x,
                                             const TensorView* padding_mask, const TensorView& y,
                                             const TensorView** deferred_bias) {
@@ -127,6 +144,7 @@ absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorV
   ASSIGN_OR_RETURN(TensorView x2, x.Reshape({B * T, config_.hidden}));
   RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(qkv_out_, {B * T, 3 * NH * D})));
   RETURN_IF_ERROR(ops::SplitQkv(ec, hs, qkv_out_.view(), q_.view(), k_.view(), v_.view()));
+  RETURN_IF_ERROR(Rotate(ec, q_.view(), k_.view(), Rotation::kForward));
   // ctx = dropout(softmax(q k^T / sqrt(D))) v, fused: no [T, T] buffer is kept.
   RETURN_IF_ERROR(ops::FusedAttention(ec, q_.view(), k_.view(), v_.view(), Args(sc),
                                       ctx_heads_.view(), lse_.view()));
@@ -156,6 +174,7 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   RETURN_IF_ERROR(ops::FusedAttentionBackward(ec, q_.view(), k_.view(), v_.view(),
                                               ctx_heads_.view(), dctx_heads.view(), lse_.view(),
                                               Args(sc), dq.view(), dk.view(), dv.view()));
+  RETURN_IF_ERROR(Rotate(ec, dq.view(), dk.view(), Rotation::kBackward));
   ASSIGN_OR_RETURN(Tensor dqkv, Alloc(ec, {B, T, 3 * NH * D}, dtype_));
   RETURN_IF_ERROR(ops::MergeQkv(ec, hs, dq.view(), dk.view(), dv.view(), dqkv.view()));
   ASSIGN_OR_RETURN(TensorView x2, x_.Reshape({B * T, config_.hidden}));

@@ -2,6 +2,9 @@
 //
 //   qkv = ColumnParallel(x)            [B, T, NH_local * 3 * D]  (columns ordered (head, q|k|v, d))
 //   q, k, v = SplitQkv(qkv)            [B, NH_local, T, D]
+//   q, k = Rope(q), Rope(k)            only with rotary_base > 0: rotary position embeddings
+//                                      (core/ops/rope.h, rotate-half pairs, positions 0 .. T-1);
+//                                      backward rotates dq and dk back (RopeBackward)
 //   probs = softmax(q k^T / sqrt(D))   [B, NH_local, T, T]  causal (GPT) or padding-masked (BERT)
 //   probs = dropout(probs)             mask keyed by the GLOBAL head index
 //   ctx = MergeHeads(probs v)          [B, T, NH_local * D]
@@ -40,12 +43,18 @@ struct AttentionConfig {
   double init_std = 0.02;
   double output_init_std = 0.02;  // The paper scales output projections by 1/sqrt(2 * layers).
   int layer_index = 0;            // For dropout streams.
+  // > 0: rotary position embeddings on q and k with theta_i = rotary_base^(-2i / D) (LLaMA:
+  // 10000); requires an even head dim. 0: none (GPT-2, BERT: absolute position embeddings).
+  double rotary_base = 0.0;
+  // Biases of the QKV and output projections ("<prefix>.qkv.bias", "<prefix>.proj.bias").
+  Bias bias = Bias::kYes;
 };
 
 class ParallelSelfAttention {
  public:
   ParallelSelfAttention() = default;
-  // InvalidArgument if hidden % heads != 0 or heads % tp != 0.
+  // InvalidArgument if hidden % heads != 0 or heads % tp != 0, for a rotary_base that is negative
+  // or not finite, or for rotary embeddings with an odd head dim.
   static absl::StatusOr<ParallelSelfAttention> Create(ParameterStore* store,
                                                       const std::string& prefix,
                                                       const AttentionConfig& config);
@@ -66,6 +75,11 @@ class ParallelSelfAttention {
   ops::DropoutArgs ProbsDropout(const StepContext& sc) const;
   // The fused op's arguments for this micro-batch (dropout only when training).
   ops::AttentionArgs Args(const StepContext& sc) const;
+  // Rotary embeddings (kForward: ops::Rope) on q and k, or their transpose (kBackward:
+  // ops::RopeBackward) on dq and dk, in place; nothing when rotary_base is 0.
+  enum class Rotation { kForward, kBackward };
+  absl::Status Rotate(const ExecContext& ec, const TensorView& q, const TensorView& k,
+                      Rotation rotation) const;
 
   AttentionConfig config_;
   DType dtype_ = DType::kF32;  // The store's compute dtype.

@@ -67,6 +67,14 @@ absl::Status ColumnParallelLinear::ForwardGelu(const StepContext& sc, const Tens
 
 absl::Status ColumnParallelLinear::Backward(const StepContext& sc, const TensorView& x,
                                             const TensorView& dy, const TensorView& dx) {
+  RETURN_IF_ERROR(BackwardLocal(sc, x, dy, dx, InputGrad::kOverwrite));
+  // f backward: each rank holds the contribution of its output columns; sum them.
+  return FBackward(sc, dx);
+}
+
+absl::Status ColumnParallelLinear::BackwardLocal(const StepContext& sc, const TensorView& x,
+                                                 const TensorView& dy, const TensorView& dx,
+                                                 InputGrad mode) {
   ops::GemmOptions accumulate;
   accumulate.transpose_a = ops::Transpose::kYes;
   accumulate.beta = 1.0f;
@@ -74,9 +82,8 @@ absl::Status ColumnParallelLinear::Backward(const StepContext& sc, const TensorV
   if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
   ops::GemmOptions nt;
   nt.transpose_b = ops::Transpose::kYes;
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, dy, store_->compute_value(weight_), dx, nt));
-  // f backward: each rank holds the contribution of its output columns; sum them.
-  return FBackward(sc, dx);
+  if (mode == InputGrad::kAccumulate) nt.beta = 1.0f;
+  return ops::Gemm(*sc.exec, dy, store_->compute_value(weight_), dx, nt);
 }
 
 absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* store,

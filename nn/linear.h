@@ -31,6 +31,8 @@ namespace mt {
 namespace nn {
 
 enum class Bias { kNo, kYes };
+// Whether a backward writes the input gradient or adds to it.
+enum class InputGrad { kOverwrite, kAccumulate };
 
 class ColumnParallelLinear {
  public:
@@ -48,6 +50,14 @@ class ColumnParallelLinear {
   // dy: [N, out / tp]; x: the forward input; dx: [N, in], all-reduced over TP (complete).
   absl::Status Backward(const StepContext& sc, const TensorView& x, const TensorView& dy,
                         const TensorView& dx);
+  // Backward without f's all-reduce, for several projections of one input (SwiGluMLP's gate and
+  // up): the parameter gradients accumulate as in Backward, and dx receives only this rank's
+  // contribution dy W_r^T, written (kOverwrite) or added to dx's value (kAccumulate, a GEMM with
+  // beta = 1: a 16-bit dx is rounded after each term). The caller sums the contributions of all
+  // the projections, then all-reduces the sum once (FBackward). Backward is BackwardLocal with
+  // kOverwrite followed by FBackward.
+  absl::Status BackwardLocal(const StepContext& sc, const TensorView& x, const TensorView& dy,
+                             const TensorView& dx, InputGrad mode);
   int64_t in() const { return in_; }
   int64_t local_out() const { return local_out_; }
 

@@ -7,9 +7,12 @@
 //   - ParallelSelfAttention (causal, and bidirectional with a padding mask): heads split across
 //     the ranks, one all-reduce each way;
 //   - ParallelSelfAttention with attention-probability dropout p > 0: the TP output equals the
-//     serial output with the same seed and micro_step (the mask is keyed by global indices).
+//     serial output with the same seed and micro_step (the mask is keyed by global indices);
+//   - a TransformerLayer of the modern-decoder spec (RMSNorm, rotary embeddings, SwiGLU): two
+//     all-reduces each way.
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,7 @@
 #include "nn/linear.h"
 #include "nn/parameter.h"
 #include "nn/parameter_testutil.h"
+#include "nn/transformer.h"
 
 namespace mt {
 namespace nn {
@@ -147,21 +151,36 @@ void RunLinearPair(const StepContext& sc, ParameterStore* store, int64_t H, int6
   out->dx = ToDoubles(dx.view());
 }
 
-// Attention forward and backward; parameters declared in `store`, filled by FillGlobal.
-void RunAttention(const StepContext& sc, ParameterStore* store, const AttentionConfig& ac,
-                  const Tensor& x, const TensorView* mask, const Tensor& dy, Outputs* out) {
-  auto attn = ParallelSelfAttention::Create(store, "attn", ac);
-  ASSERT_TRUE(attn.ok()) << attn.status();
+// Forward and backward of a [B, T, H] -> [B, T, H] block that make(store) declares in `store`
+// (returning a StatusOr of a pointer to it); parameters filled by FillGlobal.
+template <typename Make>
+void RunBlock(const StepContext& sc, ParameterStore* store, const Make& make, const Tensor& x,
+              const TensorView* mask, const Tensor& dy, Outputs* out) {
+  auto block = make(store);
+  ASSERT_TRUE(block.ok()) << block.status();
   ASSERT_TRUE(store->Allocate(1).ok());
   FillGlobal(store);
   Tensor y = Tensor::Host(x.shape(), DType::kF32), dx = Tensor::Host(x.shape(), DType::kF32);
   if (sc.tp != nullptr) sc.tp->ResetCounters();
-  ASSERT_TRUE(attn->Forward(sc, x.view(), mask, y.view()).ok());
+  absl::Status s = (*block)->Forward(sc, x.view(), mask, y.view());
+  ASSERT_TRUE(s.ok()) << s;
   Count(sc, &out->forward_all_reduces, &out->other_collectives);
-  ASSERT_TRUE(attn->Backward(sc, dy.view(), dx.view()).ok());
+  s = (*block)->Backward(sc, dy.view(), dx.view());
+  ASSERT_TRUE(s.ok()) << s;
   Count(sc, &out->backward_all_reduces, &out->other_collectives);
   out->y = ToDoubles(y.view());
   out->dx = ToDoubles(dx.view());
+}
+
+// Attention forward and backward; parameters declared in `store`, filled by FillGlobal.
+void RunAttention(const StepContext& sc, ParameterStore* store, const AttentionConfig& ac,
+                  const Tensor& x, const TensorView* mask, const Tensor& dy, Outputs* out) {
+  using Made = absl::StatusOr<std::unique_ptr<ParallelSelfAttention>>;
+  const auto make = [&](ParameterStore* s) -> Made {
+    ASSIGN_OR_RETURN(ParallelSelfAttention attn, ParallelSelfAttention::Create(s, "attn", ac));
+    return std::make_unique<ParallelSelfAttention>(std::move(attn));
+  };
+  RunBlock(sc, store, make, x, mask, dy, out);
 }
 
 TEST_F(MpiTest, ColumnThenRowParallelLinearMatchesSerial) {
@@ -250,6 +269,48 @@ TEST_F(MpiTest, AttentionDropoutMaskIsTensorParallelInvariant) {
   for (const AttentionCase& c : {AttentionCase{2, 5, 12, 4, ops::CausalMask::kYes, false, 0.3f},
                                  AttentionCase{3, 6, 8, 4, ops::CausalMask::kNo, true, 0.5f}}) {
     CheckAttentionMatchesSerial(comm_.get(), c);
+  }
+}
+
+// A TransformerLayer of the modern-decoder spec (RMSNorm, rotary attention without biases, SwiGLU
+// MLP) with hidden and attention dropout: the TP layer gives the serial layer's output, input
+// gradient and gradient slices, with exactly two all-reduces forward and two backward (the
+// SwiGLU MLP sums its gate and up input gradients before its one f all-reduce).
+TEST_F(MpiTest, ModernTransformerLayerMatchesSerial) {
+  const int tp = comm_->size(), rank = comm_->rank();
+  ExecContext ec;
+  const int64_t B = 2, T = 5, H = 16;
+  LayerSpec spec;
+  spec.config.hidden = H;
+  spec.config.heads = 4;  // Head dim 4; heads and ffn divisible by TP 1, 2 and 4.
+  spec.config.ffn = 12;
+  spec.config.hidden_dropout = 0.2f;
+  spec.config.attention_dropout = 0.3f;
+  spec.config.rotary_base = 10000.0;
+  spec.config.attention_bias = Bias::kNo;
+  spec.norm = RmsNormFactory();
+  spec.mlp = SwiGluMlpFactory();
+  const Tensor x = RandomTensor({B, T, H}, DType::kF32, 31, -1.5, 1.5);
+  const Tensor dy = RandomTensor({B, T, H}, DType::kF32, 32);
+  const auto make = [&](ParameterStore* s) {
+    return TransformerLayer::Create(s, "layer", 1, spec);
+  };
+  for (NormPosition norm : {NormPosition::kPreNorm, NormPosition::kPostNorm}) {
+    SCOPED_TRACE(::testing::Message() << "tp=" << tp << " rank=" << rank
+                                      << (norm == NormPosition::kPreNorm ? " pre" : " post"));
+    spec.config.norm = norm;
+    ParameterStore serial(0, 1), sharded(rank, tp);
+    Outputs s, t;
+    RunBlock(Context(&ec, nullptr), &serial, make, x, nullptr, dy, &s);
+    RunBlock(Context(&ec, comm_.get()), &sharded, make, x, nullptr, dy, &t);
+    ExpectWithin(t.y, s.y, Bound(s.y), "output");
+    ExpectWithin(t.dx, s.dx, Bound(s.dx), "input gradient");
+    ExpectGradientSlicesMatch(serial, sharded, "modern layer");
+    EXPECT_GT(MaxAbs(s.y), 0.1);
+    EXPECT_EQ(serial.size(), 7);  // ln1, qkv, proj, ln2, gate, up, down.
+    EXPECT_EQ(t.forward_all_reduces, 2);
+    EXPECT_EQ(t.backward_all_reduces, 2);
+    EXPECT_EQ(t.other_collectives, 0);
   }
 }
 

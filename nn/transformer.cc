@@ -1,11 +1,12 @@
 #include "nn/transformer.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/alloc.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/layernorm.h"
 #include "core/status.h"
 
 namespace mt {
@@ -23,49 +24,41 @@ absl::StatusOr<TensorView> As2D(const TensorView& t) {
 }
 }  // namespace
 
-// ---------------------------------------------------------------- LayerNormModule
+// ---------------------------------------------------------------- factories
 
-absl::StatusOr<LayerNormModule> LayerNormModule::Create(ParameterStore* store,
-                                                        const std::string& prefix, int64_t hidden,
-                                                        float eps) {
-  LayerNormModule m;
-  m.store_ = store;
-  m.eps_ = eps;
-  ASSIGN_OR_RETURN(m.gamma_, store->Add({prefix + ".weight", {hidden}, -1, Init::kOnes, 0.0,
-                                         /*weight_decay=*/false}));
-  ASSIGN_OR_RETURN(m.beta_, store->Add({prefix + ".bias", {hidden}, -1, Init::kZeros, 0.0,
-                                        /*weight_decay=*/false}));
-  return m;
+namespace {
+// A factory of a concrete module type M from M::Create's StatusOr<M>.
+template <typename Base, typename M>
+absl::StatusOr<std::unique_ptr<Base>> Own(absl::StatusOr<M> m) {
+  if (!m.ok()) return m.status();
+  return std::unique_ptr<Base>(std::make_unique<M>(*std::move(m)));
+}
+}  // namespace
+
+NormFactory LayerNormFactory() {
+  return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
+    return Own<Norm>(LayerNormModule::Create(store, prefix, c.hidden, c.layernorm_eps));
+  };
 }
 
-absl::Status LayerNormModule::Forward(const StepContext& sc, const TensorView& x,
-                                      const TensorView& y) {
-  const int64_t rows = x.numel() / x.dim(-1);
-  if (mean_.numel() != rows || mean_.device() != sc.exec->device) {
-    ASSIGN_OR_RETURN(mean_, Alloc(*sc.exec, {rows}, DType::kF32));
-    ASSIGN_OR_RETURN(rstd_, Alloc(*sc.exec, {rows}, DType::kF32));
-  }
-  x_ = x;
-  return ops::LayerNorm(*sc.exec, x, store_->value(gamma_), store_->value(beta_), eps_, y,
-                        mean_.view(), rstd_.view());
+NormFactory RmsNormFactory() {
+  return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
+    return Own<Norm>(RmsNormModule::Create(store, prefix, c.hidden, c.layernorm_eps));
+  };
 }
 
-absl::Status LayerNormModule::Backward(const StepContext& sc, const TensorView& dy,
-                                       const TensorView& dx) {
-  const int64_t H = x_.dim(-1);
-  if (dgamma_.numel() != H || dgamma_.device() != sc.exec->device) {
-    ASSIGN_OR_RETURN(dgamma_, Alloc(*sc.exec, {H}, DType::kF32));
-    ASSIGN_OR_RETURN(dbeta_, Alloc(*sc.exec, {H}, DType::kF32));
-  }
-  RETURN_IF_ERROR(ops::LayerNormBackward(*sc.exec, x_, store_->value(gamma_), mean_.view(),
-                                         rstd_.view(), dy, dx, dgamma_.view(), dbeta_.view()));
-  RETURN_IF_ERROR(ops::Add(*sc.exec, store_->grad(gamma_), dgamma_.view(), store_->grad(gamma_)));
-  return ops::Add(*sc.exec, store_->grad(beta_), dbeta_.view(), store_->grad(beta_));
+MlpFactory GeluMlpFactory() {
+  return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
+    return Own<Mlp>(
+        ParallelMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std));
+  };
 }
 
-void LayerNormModule::Release() {
-  mean_ = Tensor();
-  rstd_ = Tensor();
+MlpFactory SwiGluMlpFactory() {
+  return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
+    return Own<Mlp>(
+        SwiGluMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std));
+  };
 }
 
 // ---------------------------------------------------------------- TransformerLayer
@@ -73,13 +66,22 @@ void LayerNormModule::Release() {
 absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
     ParameterStore* store, const std::string& prefix, int layer_index,
     const TransformerLayerConfig& config) {
+  return Create(store, prefix, layer_index, LayerSpec{config});
+}
+
+absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
+    ParameterStore* store, const std::string& prefix, int layer_index, const LayerSpec& spec) {
+  if (!spec.norm || !spec.mlp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transformer layer ", prefix, ": the LayerSpec has no norm or MLP factory"));
+  }
   std::unique_ptr<TransformerLayer> l(new TransformerLayer());
-  l->config_ = config;
+  l->config_ = spec.config;
+  TransformerLayerConfig& config = l->config_;
+  if (config.ffn == 0) config.ffn = 4 * config.hidden;
   l->dtype_ = store->compute_dtype();
-  if (l->config_.ffn == 0) l->config_.ffn = 4 * config.hidden;
   l->layer_index_ = layer_index;
-  ASSIGN_OR_RETURN(l->ln1_, LayerNormModule::Create(store, prefix + ".ln1", config.hidden,
-                                                    config.layernorm_eps));
+  ASSIGN_OR_RETURN(l->ln1_, spec.norm(store, prefix + ".ln1", config));
   AttentionConfig ac;
   ac.hidden = config.hidden;
   ac.heads = config.heads;
@@ -88,12 +90,11 @@ absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
   ac.init_std = config.init_std;
   ac.output_init_std = config.output_init_std;
   ac.layer_index = layer_index;
+  ac.rotary_base = config.rotary_base;
+  ac.bias = config.attention_bias;
   ASSIGN_OR_RETURN(l->attention_, ParallelSelfAttention::Create(store, prefix + ".attention", ac));
-  ASSIGN_OR_RETURN(l->ln2_, LayerNormModule::Create(store, prefix + ".ln2", config.hidden,
-                                                    config.layernorm_eps));
-  ASSIGN_OR_RETURN(l->mlp_, ParallelMLP::Create(store, prefix + ".mlp", config.hidden,
-                                                l->config_.ffn, config.init_std,
-                                                config.output_init_std));
+  ASSIGN_OR_RETURN(l->ln2_, spec.norm(store, prefix + ".ln2", config));
+  ASSIGN_OR_RETURN(l->mlp_, spec.mlp(store, prefix + ".mlp", config));
   return l;
 }
 
@@ -152,12 +153,12 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
     RETURN_IF_ERROR(ensure(&ln2_out_));
     ASSIGN_OR_RETURN(TensorView ln1, As2D(ln1_out_.view()));
     ASSIGN_OR_RETURN(TensorView ln2, As2D(ln2_out_.view()));
-    RETURN_IF_ERROR(ln1_.Forward(sc, x2, ln1));
+    RETURN_IF_ERROR(ln1_->Forward(sc, x2, ln1));
     RETURN_IF_ERROR(attention_.Forward(sc, ln1_out_.view(), padding_mask_, branch_.view(), &bias));
     RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
                                         HiddenDropout(sc, kAttentionOutputDropoutSite), x2, x1));
-    RETURN_IF_ERROR(ln2_.Forward(sc, x1, ln2));
-    RETURN_IF_ERROR(mlp_.Forward(sc, ln2, branch, &bias));
+    RETURN_IF_ERROR(ln2_->Forward(sc, x1, ln2));
+    RETURN_IF_ERROR(mlp_->Forward(sc, ln2, branch, &bias));
     RETURN_IF_ERROR(
         ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, y2));
   } else {
@@ -168,11 +169,11 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
     RETURN_IF_ERROR(attention_.Forward(sc, x, padding_mask_, branch_.view(), &bias));
     RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
                                         HiddenDropout(sc, kAttentionOutputDropoutSite), x2, s1));
-    RETURN_IF_ERROR(ln1_.Forward(sc, s1, x1));
-    RETURN_IF_ERROR(mlp_.Forward(sc, x1, branch, &bias));
+    RETURN_IF_ERROR(ln1_->Forward(sc, s1, x1));
+    RETURN_IF_ERROR(mlp_->Forward(sc, x1, branch, &bias));
     RETURN_IF_ERROR(
         ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, s2));
-    RETURN_IF_ERROR(ln2_.Forward(sc, s2, y2));
+    RETURN_IF_ERROR(ln2_->Forward(sc, s2, y2));
   }
   saved_ = true;
   return absl::OkStatus();
@@ -180,16 +181,16 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
 
 void TransformerLayer::ReleaseAll() {
   attention_.Release();
-  mlp_.Release();
-  ln1_.Release();
-  ln2_.Release();
+  mlp_->Release();
+  ln1_->Release();
+  ln2_->Release();
   for (Tensor* t : {&ln1_out_, &x1_, &ln2_out_, &s1_, &s2_, &branch_}) *t = Tensor();
   saved_ = false;
 }
 
 int64_t TransformerLayer::ActivationBytes() const {
-  int64_t n = attention_.ActivationBytes() + mlp_.ActivationBytes() + ln1_.ActivationBytes() +
-              ln2_.ActivationBytes();
+  int64_t n = attention_.ActivationBytes() + mlp_->ActivationBytes() + ln1_->ActivationBytes() +
+              ln2_->ActivationBytes();
   for (const Tensor* t : {&ln1_out_, &x1_, &ln2_out_, &s1_, &s2_, &branch_}) n += t->nbytes();
   return n;
 }
@@ -215,22 +216,22 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
   if (config_.norm == NormPosition::kPreNorm) {
     // y = x1 + drop(mlp(LN2(x1))): dx1 = dy + LN2'(mlp'(drop'(dy))).
     RETURN_IF_ERROR(ops::DropoutBackward(ec, dy2, HiddenDropout(sc, kMlpOutputDropoutSite), db));
-    RETURN_IF_ERROR(mlp_.Backward(sc, db, dc));
-    RETURN_IF_ERROR(ln2_.Backward(sc, dc, db));
+    RETURN_IF_ERROR(mlp_->Backward(sc, db, dc));
+    RETURN_IF_ERROR(ln2_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, dy2, db, da));  // da = dx1
     // x1 = x + drop(attn(LN1(x))): dx = dx1 + LN1'(attn'(drop'(dx1))).
     RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
     RETURN_IF_ERROR(attention_.Backward(sc, d_b.view(), d_c.view()));
-    RETURN_IF_ERROR(ln1_.Backward(sc, dc, db));
+    RETURN_IF_ERROR(ln1_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, da, db, dx2));
   } else {
     // y = LN2(s2), s2 = x1 + drop(mlp(x1)).
-    RETURN_IF_ERROR(ln2_.Backward(sc, dy2, da));  // da = ds2
+    RETURN_IF_ERROR(ln2_->Backward(sc, dy2, da));  // da = ds2
     RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kMlpOutputDropoutSite), db));
-    RETURN_IF_ERROR(mlp_.Backward(sc, db, dc));
+    RETURN_IF_ERROR(mlp_->Backward(sc, db, dc));
     RETURN_IF_ERROR(ops::Add(ec, da, dc, db));  // db = dx1
     // x1 = LN1(s1), s1 = x + drop(attn(x)).
-    RETURN_IF_ERROR(ln1_.Backward(sc, db, da));  // da = ds1
+    RETURN_IF_ERROR(ln1_->Backward(sc, db, da));  // da = ds1
     RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
     RETURN_IF_ERROR(attention_.Backward(sc, d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ops::Add(ec, da, dc, dx2));
@@ -244,14 +245,33 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
 absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
     ParameterStore* store, const std::string& prefix, int num_layers,
     const TransformerLayerConfig& config) {
+  return Create(store, prefix, num_layers, LayerSpec{config});
+}
+
+absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
+    ParameterStore* store, const std::string& prefix, int num_layers, const LayerSpec& spec) {
+  return Create(store, prefix, num_layers,
+                [spec](ParameterStore* s, const std::string& p,
+                       int i) -> absl::StatusOr<std::unique_ptr<Layer>> {
+                  ASSIGN_OR_RETURN(std::unique_ptr<TransformerLayer> layer,
+                                   TransformerLayer::Create(s, p, i, spec));
+                  return std::unique_ptr<Layer>(std::move(layer));
+                });
+}
+
+absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
+    ParameterStore* store, const std::string& prefix, int num_layers,
+    const LayerFactory& factory) {
   if (num_layers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("num_layers must be >= 1, got ", num_layers));
   }
   std::unique_ptr<TransformerStack> s(new TransformerStack());
   for (int i = 0; i < num_layers; ++i) {
     s->first_handles_.push_back(store->size());  // Handles are assigned in declaration order.
-    ASSIGN_OR_RETURN(auto layer,
-                     TransformerLayer::Create(store, absl::StrCat(prefix, ".", i), i, config));
+    ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer, factory(store, absl::StrCat(prefix, ".", i), i));
+    if (layer == nullptr) {
+      return absl::InternalError(absl::StrCat("the layer factory returned no layer ", i));
+    }
     s->layers_.push_back(std::move(layer));
   }
   return s;

@@ -1,15 +1,25 @@
-// LayerNorm module, TransformerLayer (pre-norm or post-norm) and TransformerStack.
+// TransformerLayer (pre-norm or post-norm, with pluggable norm and MLP) and TransformerStack (a
+// stack of any nn::Layer).
 //
-//   pre-norm (GPT-2, Megatron BERT):  x1 = x + drop(attn(LN1(x)));  y = x1 + drop(mlp(LN2(x1)))
-//   post-norm (original BERT):        x1 = LN1(x + drop(attn(x)));  y = LN2(x1 + drop(mlp(x1)))
+//   pre-norm (GPT-2, Megatron BERT, LLaMA): x1 = x + drop(attn(N1(x)));  y = x1 + drop(mlp(N2(x1)))
+//   post-norm (original BERT):              x1 = N1(x + drop(attn(x)));  y = N2(x1 + drop(mlp(x1)))
 //
-// A layer does exactly two TP all-reduces forward and two backward. Hidden dropout acts on the
-// replicated [B, T, H] stream with masks keyed by the global element index (sample_offset * T * H
-// + i), identical on the TP ranks and independent of the TP and DP degrees.
+// What N1, N2 and mlp are comes from a LayerSpec: factories for the norm (LayerNorm or RMSNorm,
+// nn/norm.h) and the MLP (GeLU or SwiGLU, nn/mlp.h), or any other implementation of those
+// interfaces. The attention options (rotary embeddings, projection biases) are in the
+// TransformerLayerConfig. The default spec (LayerNorm + GeLU MLP, biases, no rotary embeddings) is
+// GPT-2's and BERT's layer; TransformerLayer::Create and TransformerStack::Create with a plain
+// TransformerLayerConfig build exactly it, with the same parameter names and numbers as before
+// the norm and the MLP became pluggable.
+//
+// A layer does exactly two TP all-reduces forward and two backward (one in the attention, one in
+// the MLP) with any of the norms and MLPs here. Hidden dropout acts on the replicated [B, T, H]
+// stream with masks keyed by the global element index (sample_offset * T * H + i), identical on
+// the TP ranks and independent of the TP and DP degrees.
 //
 // Precision: activations (the residual stream included) are in the store's compute dtype (f32,
-// bf16 or f16). LayerNorm computes its statistics in f32 and reads gamma/beta as the f32 MASTER
-// weights (ParameterStore::value, which the op accepts next to a 16-bit x), accumulating their
+// bf16 or f16). The norms compute their statistics in f32 and read their gains as the f32 MASTER
+// weights (ParameterStore::value, which the ops accept next to a 16-bit x), accumulating their
 // gradients in f32: unlike Megatron, which casts them to the compute dtype, they are never rounded.
 //
 // Activation checkpointing (Recompute::kYes): after Forward a layer keeps only its input (owned by
@@ -20,6 +30,7 @@
 #define MT_NN_TRANSFORMER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,7 +42,10 @@
 #include "core/tensor.h"
 #include "nn/attention.h"
 #include "nn/context.h"
+#include "nn/layer.h"
+#include "nn/linear.h"
 #include "nn/mlp.h"
+#include "nn/norm.h"
 #include "nn/parameter.h"
 
 namespace mt {
@@ -39,28 +53,6 @@ namespace nn {
 
 enum class NormPosition { kPreNorm, kPostNorm };
 enum class Recompute { kNo, kYes };
-
-// LayerNorm over the last dim with replicated gamma (ones) and beta (zeros), no weight decay; x and
-// y in any float dtype, gamma/beta read as f32 masters, statistics and gradients in f32.
-class LayerNormModule {
- public:
-  LayerNormModule() = default;
-  static absl::StatusOr<LayerNormModule> Create(ParameterStore* store, const std::string& prefix,
-                                                int64_t hidden, float eps);
-  // x, y: [N, H]; saves x (a view) and the row statistics.
-  absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y);
-  // dx overwritten (may not alias dy); gamma/beta gradients accumulated.
-  absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx);
-  void Release();
-  int64_t ActivationBytes() const { return mean_.nbytes() + rstd_.nbytes(); }
-
- private:
-  ParameterStore* store_ = nullptr;
-  int gamma_ = -1, beta_ = -1;
-  float eps_ = 1e-5f;
-  TensorView x_;
-  Tensor mean_, rstd_, dgamma_, dbeta_;
-};
 
 struct TransformerLayerConfig {
   int64_t hidden = 0;
@@ -74,23 +66,56 @@ struct TransformerLayerConfig {
   double init_std = 0.02;
   double output_init_std = 0.02;
   Recompute recompute = Recompute::kNo;
+  // Attention options (nn/attention.h AttentionConfig): rotary embeddings on q and k when > 0,
+  // and the biases of its QKV and output projections.
+  double rotary_base = 0.0;
+  Bias attention_bias = Bias::kYes;
 };
 
-class TransformerLayer {
+// Builders of a layer's norms and MLP, given the layer's config (with ffn resolved: 4 * hidden when
+// it was 0). They declare the module's parameters under `prefix` ("<layer>.ln1", "<layer>.mlp").
+using NormFactory = std::function<absl::StatusOr<std::unique_ptr<Norm>>(
+    ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& config)>;
+using MlpFactory = std::function<absl::StatusOr<std::unique_ptr<Mlp>>(
+    ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& config)>;
+
+// LayerNormModule(hidden, layernorm_eps): "<prefix>.weight", "<prefix>.bias".
+NormFactory LayerNormFactory();
+// RmsNormModule(hidden, layernorm_eps): "<prefix>.weight".
+NormFactory RmsNormFactory();
+// ParallelMLP(hidden, ffn, init_std, output_init_std): "<prefix>.fc1.*", "<prefix>.fc2.*".
+MlpFactory GeluMlpFactory();
+// SwiGluMLP(hidden, ffn, init_std, output_init_std): "<prefix>.{gate,up,down}.weight".
+MlpFactory SwiGluMlpFactory();
+
+// A TransformerLayer's structure: the config, and the factories of its two norms and its MLP.
+struct LayerSpec {
+  TransformerLayerConfig config;
+  NormFactory norm = LayerNormFactory();
+  MlpFactory mlp = GeluMlpFactory();
+};
+
+class TransformerLayer : public Layer {
  public:
+  // Parameters, in this order: "<prefix>.ln1.*", "<prefix>.attention.*", "<prefix>.ln2.*",
+  // "<prefix>.mlp.*". Errors: those of the modules (InvalidArgument for indivisible sizes, a bad
+  // rotary setting, duplicate names); InvalidArgument for a spec without a norm or MLP factory.
+  static absl::StatusOr<std::unique_ptr<TransformerLayer>> Create(ParameterStore* store,
+                                                                  const std::string& prefix,
+                                                                  int layer_index,
+                                                                  const LayerSpec& spec);
+  // The default spec: LayerSpec{config}.
   static absl::StatusOr<std::unique_ptr<TransformerLayer>> Create(
       ParameterStore* store, const std::string& prefix, int layer_index,
       const TransformerLayerConfig& config);
   // x: [B, T, H] in the compute dtype, kept alive by the caller until Backward; y: [B, T, H].
   // InvalidArgument for another shape or dtype.
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView* padding_mask,
-                       const TensorView& y);
+                       const TensorView& y) override;
   // dy: [B, T, H]; dx: [B, T, H] (compute dtype).
-  absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx);
-  // Bytes of activations this layer holds now (excluding its input).
-  int64_t ActivationBytes() const;
-  // Bytes held at the start of the last Backward (after any recomputation).
-  int64_t backward_peak_bytes() const { return backward_peak_bytes_; }
+  absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx) override;
+  int64_t ActivationBytes() const override;
+  int64_t backward_peak_bytes() const override { return backward_peak_bytes_; }
 
  private:
   TransformerLayer() = default;
@@ -101,9 +126,9 @@ class TransformerLayer {
   TransformerLayerConfig config_;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
   int layer_index_ = 0;
-  LayerNormModule ln1_, ln2_;
+  std::unique_ptr<Norm> ln1_, ln2_;
   ParallelSelfAttention attention_;
-  ParallelMLP mlp_;
+  std::unique_ptr<Mlp> mlp_;
   TensorView x_;
   const TensorView* padding_mask_ = nullptr;
   TensorView padding_mask_copy_;
@@ -116,7 +141,18 @@ class TransformerLayer {
 
 class TransformerStack {
  public:
-  // Layers named "<prefix>.<i>".
+  // num_layers blocks from `factory`, block i with prefix "<prefix>.<i>". InvalidArgument for
+  // num_layers < 1; the factory's errors.
+  static absl::StatusOr<std::unique_ptr<TransformerStack>> Create(ParameterStore* store,
+                                                                  const std::string& prefix,
+                                                                  int num_layers,
+                                                                  const LayerFactory& factory);
+  // TransformerLayers of one spec.
+  static absl::StatusOr<std::unique_ptr<TransformerStack>> Create(ParameterStore* store,
+                                                                  const std::string& prefix,
+                                                                  int num_layers,
+                                                                  const LayerSpec& spec);
+  // TransformerLayers of the default spec (GPT-2, BERT).
   static absl::StatusOr<std::unique_ptr<TransformerStack>> Create(
       ParameterStore* store, const std::string& prefix, int num_layers,
       const TransformerLayerConfig& config);
@@ -133,7 +169,7 @@ class TransformerStack {
   int64_t peak_backward_extra_bytes() const { return peak_backward_extra_; }
 
  private:
-  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<int> first_handles_;  // The first parameter handle of each layer.
   std::vector<Tensor> hidden_;  // [L + 1] x [B, T, H]; hidden_[0] is a copy of the input.
   int64_t peak_backward_extra_ = 0;
