@@ -99,26 +99,26 @@ struct Outputs {
   int64_t forward_all_reduces = 0, backward_all_reduces = 0, other_collectives = 0;
 };
 
-// The TP run `t` (parameters `sharded`) gives the serial run `s`'s outputs, input gradients and
-// gradient slices within kTpTol, with one all-reduce forward (g) and one backward (f) and no other
-// collective.
-void ExpectTpMatchesSerial(const ParameterStore& serial, const ParameterStore& sharded,
-                           const Outputs& s, const Outputs& t, const std::string& what) {
-  ExpectWithin(t.y, s.y, Bound(s.y), what + " output");
-  ExpectWithin(t.dx, s.dx, Bound(s.dx), what + " input gradient");
-  ExpectGradientSlicesMatch(serial, sharded, what);
-  EXPECT_GT(MaxAbs(s.y), 0.1) << what;
-  EXPECT_EQ(t.forward_all_reduces, 1) << what;
-  EXPECT_EQ(t.backward_all_reduces, 1) << what;
-  EXPECT_EQ(t.other_collectives, 0) << what;
-}
-
 // Counts the collectives of sc.tp since the last call (none for TP = 1).
 void Count(const StepContext& sc, int64_t* all_reduces, int64_t* others) {
   if (sc.tp == nullptr) return;
   const comm::CommCounters c = sc.tp->ResetCounters();
   *all_reduces = c.all_reduce;
   *others += c.calls() - c.all_reduce;
+}
+
+// The TP run `t` gives the serial run `s`'s output, input gradient and gradient slices (of the
+// stores `serial` and `sharded`), with `all_reduces` all-reduces each way and no other collective.
+void ExpectMatchesSerial(const ParameterStore& serial, const ParameterStore& sharded,
+                         const Outputs& s, const Outputs& t, int64_t all_reduces,
+                         const std::string& what) {
+  ExpectWithin(t.y, s.y, Bound(s.y), what + " output");
+  ExpectWithin(t.dx, s.dx, Bound(s.dx), what + " input gradient");
+  ExpectGradientSlicesMatch(serial, sharded, what);
+  EXPECT_GT(MaxAbs(s.y), 0.1) << what;
+  EXPECT_EQ(t.forward_all_reduces, all_reduces) << what;
+  EXPECT_EQ(t.backward_all_reduces, all_reduces) << what;
+  EXPECT_EQ(t.other_collectives, 0) << what;
 }
 
 // y [N, H] = Row(GeLU(Column(x))), then its backward with dy; parameters declared in `store`,
@@ -196,7 +196,8 @@ TEST_F(MpiTest, ColumnThenRowParallelLinearMatchesSerial) {
     Outputs s, t;
     RunLinearPair(Context(&ec, nullptr), &serial, H, F, x, dy, &s);
     RunLinearPair(Context(&ec, comm_.get()), &sharded, H, F, x, dy, &t);
-    ExpectTpMatchesSerial(serial, sharded, s, t, "linear pair");
+    // g forward, f backward: one all-reduce each way, nothing else.
+    ExpectMatchesSerial(serial, sharded, s, t, 1, "linear pair");
   }
 }
 
@@ -237,7 +238,7 @@ void CheckAttentionMatchesSerial(comm::Communicator* comm, const AttentionCase& 
   Outputs s, t;
   RunAttention(Context(&ec, nullptr), &serial, ac, x, m, dy, &s);
   RunAttention(Context(&ec, comm), &sharded, ac, x, m, dy, &t);
-  ExpectTpMatchesSerial(serial, sharded, s, t, "attention");
+  ExpectMatchesSerial(serial, sharded, s, t, 1, "attention");
 
   if (c.dropout > 0) {
     // Not vacuous: the serial output depends on the mask (differs from evaluation mode, where
@@ -303,14 +304,8 @@ TEST_F(MpiTest, ModernTransformerLayerMatchesSerial) {
     Outputs s, t;
     RunBlock(Context(&ec, nullptr), &serial, make, x, nullptr, dy, &s);
     RunBlock(Context(&ec, comm_.get()), &sharded, make, x, nullptr, dy, &t);
-    ExpectWithin(t.y, s.y, Bound(s.y), "output");
-    ExpectWithin(t.dx, s.dx, Bound(s.dx), "input gradient");
-    ExpectGradientSlicesMatch(serial, sharded, "modern layer");
-    EXPECT_GT(MaxAbs(s.y), 0.1);
     EXPECT_EQ(serial.size(), 7);  // ln1, qkv, proj, ln2, gate, up, down.
-    EXPECT_EQ(t.forward_all_reduces, 2);
-    EXPECT_EQ(t.backward_all_reduces, 2);
-    EXPECT_EQ(t.other_collectives, 0);
+    ExpectMatchesSerial(serial, sharded, s, t, 2, "modern layer");
   }
 }
 
