@@ -265,6 +265,12 @@ TEST(TransformerStackTest, TheDefaultSpecIsGpt2sLayer) {
   LayerSpec no_mlp{config, LayerNormFactory(), nullptr};
   EXPECT_EQ(TransformerLayer::Create(&empty, "l", 0, no_mlp).status().code(),
             absl::StatusCode::kInvalidArgument);
+  LayerSpec null_norm{config, nullptr, GeluMlpFactory()};
+  null_norm.norm = [](ParameterStore*, const std::string&, const TransformerLayerConfig&) {
+    return absl::StatusOr<std::unique_ptr<Norm>>(nullptr);
+  };
+  EXPECT_EQ(TransformerLayer::Create(&empty, "m", 0, null_norm).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

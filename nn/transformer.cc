@@ -95,6 +95,10 @@ absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
   ASSIGN_OR_RETURN(l->attention_, ParallelSelfAttention::Create(store, prefix + ".attention", ac));
   ASSIGN_OR_RETURN(l->ln2_, spec.norm(store, prefix + ".ln2", config));
   ASSIGN_OR_RETURN(l->mlp_, spec.mlp(store, prefix + ".mlp", config));
+  if (l->ln1_ == nullptr || l->ln2_ == nullptr || l->mlp_ == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transformer layer ", prefix, ": a LayerSpec factory returned no module without an error"));
+  }
   return l;
 }
 
@@ -270,7 +274,8 @@ absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
     s->first_handles_.push_back(store->size());  // Handles are assigned in declaration order.
     ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer, factory(store, absl::StrCat(prefix, ".", i), i));
     if (layer == nullptr) {
-      return absl::InternalError(absl::StrCat("the layer factory returned no layer ", i));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the layer factory returned no layer ", i, " without an error"));
     }
     s->layers_.push_back(std::move(layer));
   }

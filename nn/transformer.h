@@ -99,7 +99,8 @@ class TransformerLayer : public Layer {
  public:
   // Parameters, in this order: "<prefix>.ln1.*", "<prefix>.attention.*", "<prefix>.ln2.*",
   // "<prefix>.mlp.*". Errors: those of the modules (InvalidArgument for indivisible sizes, a bad
-  // rotary setting, duplicate names); InvalidArgument for a spec without a norm or MLP factory.
+  // rotary setting, duplicate names); InvalidArgument for a spec without a norm or MLP factory,
+  // or one that returns no module.
   static absl::StatusOr<std::unique_ptr<TransformerLayer>> Create(ParameterStore* store,
                                                                   const std::string& prefix,
                                                                   int layer_index,
@@ -142,7 +143,7 @@ class TransformerLayer : public Layer {
 class TransformerStack {
  public:
   // num_layers blocks from `factory`, block i with prefix "<prefix>.<i>". InvalidArgument for
-  // num_layers < 1; the factory's errors.
+  // num_layers < 1 or a factory that returns no block; the factory's errors.
   static absl::StatusOr<std::unique_ptr<TransformerStack>> Create(ParameterStore* store,
                                                                   const std::string& prefix,
                                                                   int num_layers,
