@@ -150,7 +150,7 @@ absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorV
                                       ctx_heads_.view(), lse_.view()));
   RETURN_IF_ERROR(ops::MergeHeads(ec, hs, ctx_heads_.view(), ctx_.view()));
   ASSIGN_OR_RETURN(TensorView y2, y.Reshape({B * T, config_.hidden}));
-  return proj_.Forward(sc, As(ctx_, {B * T, NH * D}), y2, deferred_bias);
+  return proj_.Forward(sc, As(ctx_, {B * T, NH * D}), y2, deferred_bias, config_.tp_reduce);
 }
 
 absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const TensorView& dy,
@@ -179,6 +179,9 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   RETURN_IF_ERROR(ops::MergeQkv(ec, hs, dq.view(), dk.view(), dv.view(), dqkv.view()));
   ASSIGN_OR_RETURN(TensorView x2, x_.Reshape({B * T, config_.hidden}));
   ASSIGN_OR_RETURN(TensorView dx2, dx.Reshape({B * T, config_.hidden}));
+  if (config_.tp_reduce == TpReduce::kPartial) {
+    return qkv_.BackwardLocal(sc, x2, As(dqkv, {B * T, 3 * NH * D}), dx2, InputGrad::kOverwrite);
+  }
   return qkv_.Backward(sc, x2, As(dqkv, {B * T, 3 * NH * D}), dx2);
 }
 

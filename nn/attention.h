@@ -48,6 +48,10 @@ struct AttentionConfig {
   double rotary_base = 0.0;
   // Biases of the QKV and output projections ("<prefix>.qkv.bias", "<prefix>.proj.bias").
   Bias bias = Bias::kYes;
+  // kPartial (nn/linear.h TpReduce): Forward leaves the output projection's partial product
+  // (no all-reduce, no bias: deferred_bias must be given) and Backward the QKV projection's
+  // partial input gradient (no all-reduce), for the caller to reduce with another module's.
+  TpReduce tp_reduce = TpReduce::kYes;
 };
 
 class ParallelSelfAttention {

@@ -104,9 +104,19 @@ absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* stor
 }
 
 absl::Status RowParallelLinear::Forward(const StepContext& sc, const TensorView& x,
-                                        const TensorView& y,
-                                        const TensorView** deferred_bias) const {
+                                        const TensorView& y, const TensorView** deferred_bias,
+                                        TpReduce reduce) const {
   if (deferred_bias != nullptr) *deferred_bias = nullptr;
+  if (reduce == TpReduce::kPartial) {
+    if (bias_ >= 0) {
+      if (deferred_bias == nullptr) {
+        return absl::InvalidArgumentError(
+            "row-parallel linear: a partial (TpReduce::kPartial) Forward needs deferred_bias");
+      }
+      *deferred_bias = &store_->compute_value(bias_);
+    }
+    return ops::Gemm(*sc.exec, x, store_->compute_value(weight_), y);
+  }
   if (sc.tp == nullptr) {
     // No all-reduce: the bias can join the GEMM's epilogue.
     ops::GemmOptions options;

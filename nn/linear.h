@@ -31,6 +31,13 @@ namespace mt {
 namespace nn {
 
 enum class Bias { kNo, kYes };
+
+// Whether a tensor-parallel module completes its own reduction over the TP ranks (Megatron's g
+// all-reduce after its row-parallel output in forward, f all-reduce of its input gradient in
+// backward), or leaves this rank's partial sum for the caller, who sums the partials of several
+// modules and reduces them once (a block running attention and the MLP side by side: one
+// all-reduce each way instead of two).
+enum class TpReduce { kYes, kPartial };
 // Whether a backward writes the input gradient or adds to it.
 enum class InputGrad { kOverwrite, kAccumulate };
 
@@ -81,8 +88,12 @@ class RowParallelLinear {
   // to fuse into its next op (ops::BiasDropoutAdd); otherwise (no bias, or the bias joins the
   // GEMM's epilogue at TP = 1) *deferred_bias is set to null. Backward is the same either way: dy
   // is the gradient with respect to y + bias.
+  // With TpReduce::kPartial, y = x W_r is this rank's partial product, neither all-reduced nor
+  // biased, and *deferred_bias (required when there is a bias: InvalidArgument otherwise) is the
+  // bias to add once after the caller's all-reduce (GForward).
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
-                       const TensorView** deferred_bias = nullptr) const;
+                       const TensorView** deferred_bias = nullptr,
+                       TpReduce reduce = TpReduce::kYes) const;
   // dy: [N, out] (replicated); x: the forward input; dx: [N, in / tp].
   absl::Status Backward(const StepContext& sc, const TensorView& x, const TensorView& dy,
                         const TensorView& dx);

@@ -35,10 +35,11 @@ absl::Status EnsureBuffers(const StepContext& sc, int64_t N, int64_t F, DType dt
 
 absl::StatusOr<ParallelMLP> ParallelMLP::Create(ParameterStore* store, const std::string& prefix,
                                                 int64_t hidden, int64_t ffn, double init_std,
-                                                double output_init_std) {
+                                                double output_init_std, TpReduce reduce) {
   RETURN_IF_ERROR(CheckFfn("mlp", ffn, *store));
   ParallelMLP m;
   m.dtype_ = store->compute_dtype();
+  m.reduce_ = reduce;
   ASSIGN_OR_RETURN(m.fc1_, ColumnParallelLinear::Create(store, prefix + ".fc1", hidden, ffn,
                                                         Bias::kYes, init_std));
   ASSIGN_OR_RETURN(m.fc2_, RowParallelLinear::Create(store, prefix + ".fc2", ffn, hidden,
@@ -52,7 +53,7 @@ absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
   RETURN_IF_ERROR(EnsureBuffers(sc, N, F, dtype_, {&pre_, &act_}));
   x_ = x;
   RETURN_IF_ERROR(fc1_.ForwardGelu(sc, x, pre_.view(), act_.view()));
-  return fc2_.Forward(sc, act_.view(), y, deferred_bias);
+  return fc2_.Forward(sc, act_.view(), y, deferred_bias, reduce_);
 }
 
 absl::Status ParallelMLP::Backward(const StepContext& sc, const TensorView& dy,
@@ -61,7 +62,8 @@ absl::Status ParallelMLP::Backward(const StepContext& sc, const TensorView& dy,
   ASSIGN_OR_RETURN(Tensor dact, Alloc(*sc.exec, pre_.shape(), dtype_));
   RETURN_IF_ERROR(fc2_.Backward(sc, act_.view(), dy, dact.view()));
   RETURN_IF_ERROR(ops::GeluBackward(*sc.exec, pre_.view(), dact.view(), dact.view()));
-  return fc1_.Backward(sc, x_, dact.view(), dx);
+  RETURN_IF_ERROR(fc1_.BackwardLocal(sc, x_, dact.view(), dx, InputGrad::kOverwrite));
+  return reduce_ == TpReduce::kYes ? FBackward(sc, dx) : absl::OkStatus();
 }
 
 void ParallelMLP::Release() {
@@ -73,10 +75,11 @@ void ParallelMLP::Release() {
 
 absl::StatusOr<SwiGluMLP> SwiGluMLP::Create(ParameterStore* store, const std::string& prefix,
                                             int64_t hidden, int64_t ffn, double init_std,
-                                            double output_init_std) {
+                                            double output_init_std, TpReduce reduce) {
   RETURN_IF_ERROR(CheckFfn("swiglu mlp", ffn, *store));
   SwiGluMLP m;
   m.dtype_ = store->compute_dtype();
+  m.reduce_ = reduce;
   ASSIGN_OR_RETURN(m.gate_, ColumnParallelLinear::Create(store, prefix + ".gate", hidden, ffn,
                                                          Bias::kNo, init_std));
   ASSIGN_OR_RETURN(m.up_, ColumnParallelLinear::Create(store, prefix + ".up", hidden, ffn,
@@ -95,7 +98,7 @@ absl::Status SwiGluMLP::Forward(const StepContext& sc, const TensorView& x, cons
   RETURN_IF_ERROR(up_.Forward(sc, x, up_out_.view()));
   ASSIGN_OR_RETURN(Tensor act, Alloc(*sc.exec, {N, F}, dtype_));
   RETURN_IF_ERROR(ops::SwiGlu(*sc.exec, gate_out_.view(), up_out_.view(), act.view()));
-  return down_.Forward(sc, act.view(), y, deferred_bias);
+  return down_.Forward(sc, act.view(), y, deferred_bias, reduce_);
 }
 
 absl::Status SwiGluMLP::Backward(const StepContext& sc, const TensorView& dy,
@@ -115,7 +118,7 @@ absl::Status SwiGluMLP::Backward(const StepContext& sc, const TensorView& dy,
   // dx = dgate W_gate^T + dup W_up^T on this rank's columns, then one f all-reduce.
   RETURN_IF_ERROR(gate_.BackwardLocal(sc, x_, dact.view(), dx, InputGrad::kOverwrite));
   RETURN_IF_ERROR(up_.BackwardLocal(sc, x_, act.view(), dx, InputGrad::kAccumulate));
-  return FBackward(sc, dx);
+  return reduce_ == TpReduce::kYes ? FBackward(sc, dx) : absl::OkStatus();
 }
 
 void SwiGluMLP::Release() {

@@ -36,7 +36,9 @@ class Mlp {
   virtual ~Mlp() = default;
   // x: [N, H] (kept by the caller until Backward); y: [N, H]. deferred_bias: as for
   // RowParallelLinear::Forward (the output projection's bias; null when it has none). Overrides
-  // keep the same default.
+  // keep the same default. An MLP created with TpReduce::kPartial leaves y as this rank's partial
+  // product (no all-reduce, no bias: a biased one needs deferred_bias) and dx in Backward as its
+  // partial input gradient (no all-reduce), for the caller to reduce with another module's.
   virtual absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
                                const TensorView** deferred_bias = nullptr) = 0;
   // dy: [N, H]; dx: [N, H] (complete: all-reduced over TP). FailedPrecondition without a saved
@@ -54,7 +56,8 @@ class ParallelMLP : public Mlp {
   // InvalidArgument if ffn is not divisible by the TP size.
   static absl::StatusOr<ParallelMLP> Create(ParameterStore* store, const std::string& prefix,
                                             int64_t hidden, int64_t ffn, double init_std,
-                                            double output_init_std);
+                                            double output_init_std,
+                                            TpReduce reduce = TpReduce::kYes);
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
                        const TensorView** deferred_bias = nullptr) override;
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx) override;
@@ -63,6 +66,7 @@ class ParallelMLP : public Mlp {
 
  private:
   DType dtype_ = DType::kF32;  // The store's compute dtype.
+  TpReduce reduce_ = TpReduce::kYes;
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
   TensorView x_;
@@ -76,7 +80,8 @@ class SwiGluMLP : public Mlp {
   // InvalidArgument if ffn is not divisible by the TP size.
   static absl::StatusOr<SwiGluMLP> Create(ParameterStore* store, const std::string& prefix,
                                           int64_t hidden, int64_t ffn, double init_std,
-                                          double output_init_std);
+                                          double output_init_std,
+                                          TpReduce reduce = TpReduce::kYes);
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
                        const TensorView** deferred_bias = nullptr) override;
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx) override;
@@ -85,6 +90,7 @@ class SwiGluMLP : public Mlp {
 
  private:
   DType dtype_ = DType::kF32;  // The store's compute dtype.
+  TpReduce reduce_ = TpReduce::kYes;
   ColumnParallelLinear gate_, up_;
   RowParallelLinear down_;
   TensorView x_;

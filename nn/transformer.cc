@@ -50,18 +50,35 @@ NormFactory RmsNormFactory() {
 MlpFactory GeluMlpFactory() {
   return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
     return Own<Mlp>(
-        ParallelMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std));
+        ParallelMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std,
+                            c.tp_reduce));
   };
 }
 
 MlpFactory SwiGluMlpFactory() {
   return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
     return Own<Mlp>(
-        SwiGluMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std));
+        SwiGluMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std,
+                          c.tp_reduce));
   };
 }
 
 // ---------------------------------------------------------------- TransformerLayer
+
+AttentionConfig AttentionConfigOf(const TransformerLayerConfig& config, int layer_index) {
+  AttentionConfig ac;
+  ac.hidden = config.hidden;
+  ac.heads = config.heads;
+  ac.causal = config.causal;
+  ac.dropout = config.attention_dropout;
+  ac.init_std = config.init_std;
+  ac.output_init_std = config.output_init_std;
+  ac.layer_index = layer_index;
+  ac.rotary_base = config.rotary_base;
+  ac.bias = config.attention_bias;
+  ac.tp_reduce = config.tp_reduce;
+  return ac;
+}
 
 absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
     ParameterStore* store, const std::string& prefix, int layer_index,
@@ -81,17 +98,12 @@ absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
   if (config.ffn == 0) config.ffn = 4 * config.hidden;
   l->dtype_ = store->compute_dtype();
   l->layer_index_ = layer_index;
+  if (config.tp_reduce != TpReduce::kYes) {
+    return absl::InvalidArgumentError(
+        "transformer layer: reduces its attention and MLP itself (tp_reduce must be kYes)");
+  }
   ASSIGN_OR_RETURN(l->ln1_, spec.norm(store, prefix + ".ln1", config));
-  AttentionConfig ac;
-  ac.hidden = config.hidden;
-  ac.heads = config.heads;
-  ac.causal = config.causal;
-  ac.dropout = config.attention_dropout;
-  ac.init_std = config.init_std;
-  ac.output_init_std = config.output_init_std;
-  ac.layer_index = layer_index;
-  ac.rotary_base = config.rotary_base;
-  ac.bias = config.attention_bias;
+  const AttentionConfig ac = AttentionConfigOf(config, layer_index);
   ASSIGN_OR_RETURN(l->attention_, ParallelSelfAttention::Create(store, prefix + ".attention", ac));
   ASSIGN_OR_RETURN(l->ln2_, spec.norm(store, prefix + ".ln2", config));
   ASSIGN_OR_RETURN(l->mlp_, spec.mlp(store, prefix + ".mlp", config));
@@ -252,15 +264,18 @@ absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
   return Create(store, prefix, num_layers, LayerSpec{config});
 }
 
+LayerFactory TransformerLayers(const LayerSpec& spec) {
+  return [spec](ParameterStore* s, const std::string& p,
+                int i) -> absl::StatusOr<std::unique_ptr<Layer>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<TransformerLayer> layer,
+                     TransformerLayer::Create(s, p, i, spec));
+    return std::unique_ptr<Layer>(std::move(layer));
+  };
+}
+
 absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
     ParameterStore* store, const std::string& prefix, int num_layers, const LayerSpec& spec) {
-  return Create(store, prefix, num_layers,
-                [spec](ParameterStore* s, const std::string& p,
-                       int i) -> absl::StatusOr<std::unique_ptr<Layer>> {
-                  ASSIGN_OR_RETURN(std::unique_ptr<TransformerLayer> layer,
-                                   TransformerLayer::Create(s, p, i, spec));
-                  return std::unique_ptr<Layer>(std::move(layer));
-                });
+  return Create(store, prefix, num_layers, TransformerLayers(spec));
 }
 
 absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(

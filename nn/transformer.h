@@ -70,6 +70,10 @@ struct TransformerLayerConfig {
   // and the biases of its QKV and output projections.
   double rotary_base = 0.0;
   Bias attention_bias = Bias::kYes;
+  // How the attention and the MLP built for this config reduce over the TP ranks: kYes for
+  // TransformerLayer; kPartial for a block that sums their partial outputs and reduces once
+  // (nn/linear.h TpReduce).
+  TpReduce tp_reduce = TpReduce::kYes;
 };
 
 // Builders of a layer's norms and MLP, given the layer's config (with ffn resolved: 4 * hidden when
@@ -87,6 +91,9 @@ NormFactory RmsNormFactory();
 MlpFactory GeluMlpFactory();
 // SwiGluMLP(hidden, ffn, init_std, output_init_std): "<prefix>.{gate,up,down}.weight".
 MlpFactory SwiGluMlpFactory();
+
+// The attention settings of layer `layer_index` with this config.
+AttentionConfig AttentionConfigOf(const TransformerLayerConfig& config, int layer_index);
 
 // A TransformerLayer's structure: the config, and the factories of its two norms and its MLP.
 struct LayerSpec {
@@ -139,6 +146,9 @@ class TransformerLayer : public Layer {
   // [B, T, H] buffers. Pre-norm: ln1_out_, x1_, ln2_out_. Post-norm: s1_, x1_, s2_.
   Tensor ln1_out_, x1_, ln2_out_, s1_, s2_, branch_;
 };
+
+// Builds TransformerLayers of this spec (a TransformerStack's blocks).
+LayerFactory TransformerLayers(const LayerSpec& spec);
 
 class TransformerStack {
  public:
