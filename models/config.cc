@@ -1,5 +1,7 @@
 #include "models/config.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/fields.h"
@@ -75,6 +77,23 @@ ModelConfig ModelConfig::ForFamily(Family family) {
     c.num_token_types = 2;
   }
   return c;
+}
+
+nn::TransformerLayerConfig ModelConfig::LayerConfig(ops::CausalMask causal,
+                                                    nn::Recompute recompute) const {
+  nn::TransformerLayerConfig lc;
+  lc.hidden = hidden_size;
+  lc.heads = num_attention_heads;
+  lc.ffn = ffn();
+  lc.norm = norm;
+  lc.causal = causal;
+  lc.hidden_dropout = hidden_dropout;
+  lc.attention_dropout = attention_dropout;
+  lc.layernorm_eps = layernorm_eps;
+  lc.init_std = init_std;
+  lc.output_init_std = init_std / std::sqrt(2.0 * num_layers);
+  lc.recompute = recompute;
+  return lc;
 }
 
 std::string ModelConfig::ArchitectureName() const {

@@ -76,6 +76,9 @@ struct ModelConfig {
   static ModelConfig ForFamily(Family family);
 
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  // The transformer layers' settings (nn/transformer.h): sizes, norm position, dropouts, eps and
+  // the initialisation (output projections scaled by 1 / sqrt(2 * layers)).
+  nn::TransformerLayerConfig LayerConfig(ops::CausalMask causal, nn::Recompute recompute) const;
   // InvalidArgument naming the problem: non-positive sizes, hidden not divisible by heads, ...
   absl::Status Validate() const;
   // Validate() plus the TP constraints: heads and ffn divisible by tp, tp >= 1.

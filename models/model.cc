@@ -26,5 +26,15 @@ absl::StatusOr<MultipleChoiceResult> Model::MultipleChoice(const nn::StepContext
                                                "' has no multiple-choice head"));
 }
 
+double LayerMatrixWeights(const nn::ParameterStore& store, const std::string& layer_prefix) {
+  double weights = 0;
+  for (int i = 0; i < store.size(); ++i) {
+    const nn::ParamSpec& spec = store.spec(i);
+    if (spec.global_shape.size() != 2 || spec.name.rfind(layer_prefix, 0) != 0) continue;
+    weights += static_cast<double>(spec.global_shape[0]) * static_cast<double>(spec.global_shape[1]);
+  }
+  return weights;
+}
+
 }  // namespace models
 }  // namespace mt

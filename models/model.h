@@ -29,6 +29,7 @@
 #include "core/tensor.h"
 #include "models/config.h"
 #include "nn/context.h"
+#include "nn/parameter.h"
 #include "nn/transformer.h"
 
 namespace mt {
@@ -147,6 +148,11 @@ class Model {
                                                               Backward backward,
                                                               double loss_scale = 1.0);
 };
+
+// Weights in the matrix products of the layer whose parameters are named "<layer_prefix>*" (its
+// 2-D parameters, global shapes): the per-layer count models/flops.h takes, whatever the layer's
+// structure (12 h^2 for GPT-2's layer; 4 h^2 + 3 h f with a SwiGLU MLP of width f).
+double LayerMatrixWeights(const nn::ParameterStore& store, const std::string& layer_prefix);
 
 }  // namespace models
 }  // namespace mt

@@ -64,19 +64,9 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
     ASSIGN_OR_RETURN(m->embedding_ln_, nn::LayerNormModule::Create(store, "embedding.layernorm", H,
                                                                    config.layernorm_eps));
   }
-  nn::TransformerLayerConfig lc;
-  lc.hidden = H;
-  lc.heads = config.num_attention_heads;
-  lc.ffn = config.ffn();
-  lc.norm = config.norm;
-  lc.causal = ops::CausalMask::kNo;
-  lc.hidden_dropout = config.hidden_dropout;
-  lc.attention_dropout = config.attention_dropout;
-  lc.layernorm_eps = config.layernorm_eps;
-  lc.init_std = init_std;
-  lc.output_init_std = init_std / std::sqrt(2.0 * config.num_layers);
-  lc.recompute = options.recompute;
+  const nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kNo, options.recompute);
   ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
+  m->layer_weights_ = LayerMatrixWeights(*store, "layers.0.");
   m->after_stack_handle_ = store->size();  // The final LayerNorm and the heads come after.
   if (!post_norm) {
     ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm", H,
@@ -233,8 +223,9 @@ absl::Status BertModel::PoolerBackward(const nn::StepContext& sc, const TensorVi
 absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, const Batch& batch,
                                                   Backward backward, double loss_scale) {
   if (!has_pretraining_heads()) {
-    return absl::FailedPreconditionError(
-        "BERT: this model has no pretraining heads (created with Heads::kMultipleChoice)");
+    // The multiple-choice model's objective: its choice loss (fine-tuning runs the trainer).
+    ASSIGN_OR_RETURN(MultipleChoiceResult r, MultipleChoice(sc, batch, backward, loss_scale));
+    return Losses{r.loss, {r.loss}, batch.labels.numel()};
   }
   const TensorView& tokens = batch.tokens;
   RETURN_IF_ERROR(CheckI32("mlm_labels", batch.labels, tokens.shape));
@@ -283,9 +274,16 @@ absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, con
 }
 
 double BertModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const {
+  const bool recompute = options_.recompute == nn::Recompute::kYes;
+  if (!has_pretraining_heads()) {
+    // The layers, then the pooler (h x h) and the choice scorer (h x 1) on every row.
+    const double B = batch, h = config_.hidden_size;
+    return LayerFlops(batch, seq_length, config_.num_layers, config_.hidden_size, layer_weights_,
+                      recompute) +
+           6.0 * B * (h * h + h);
+  }
   return BertModelFlops(batch, seq_length, scored, config_.num_layers, config_.hidden_size,
-                        padded_vocab(), StandardLayerWeights(config_.hidden_size, config_.ffn()),
-                        options_.recompute == nn::Recompute::kYes);
+                        padded_vocab(), layer_weights_, recompute);
 }
 
 absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoice(const nn::StepContext& sc,

@@ -83,18 +83,23 @@ class BertModel : public Model {
 
   const ModelConfig& config() const override { return config_; }
   int64_t padded_vocab() const override { return word_.padded_vocab(); }
-  std::vector<std::string> loss_names() const override { return {"lm loss", "sop loss"}; }
+  std::vector<std::string> loss_names() const override {
+    if (!has_pretraining_heads()) return {"choice loss"};
+    return {"lm loss", "sop loss"};
+  }
 
-  // Pretraining step (see Batch): tokens, token_types, padding_mask, labels (MLM: the original
+  // The training objective of the model's heads. With pretraining heads (kPretraining, kAll): the
+  // pretraining step (see Batch): tokens, token_types, padding_mask, labels (MLM: the original
   // token at masked positions, -100 elsewhere; at least one scored): i32 [B, T] with
   // T <= max_position_embeddings; sop_labels: i32 [B] in {0, 1}. parts = {mean MLM cross-entropy
   // over the scored positions, mean SOP cross-entropy over the sequences}; total = their sum.
   // Errors: InvalidArgument (shapes, dtypes, no scored label, a SOP label outside {0, 1}),
-  // OutOfRange (a token, token type or MLM label outside its vocabulary), FailedPrecondition if
-  // the model has no pretraining heads.
+  // OutOfRange (a token, token type or MLM label outside its vocabulary). With only the
+  // multiple-choice head: MultipleChoice's loss, parts = {it} ("choice loss"), scored = Q.
   absl::StatusOr<Losses> ForwardBackward(const nn::StepContext& sc, const Batch& batch,
                                          Backward backward, double loss_scale = 1.0) override;
-  // models/flops.h's BertModelFlops: the MLM head counted at the `scored` positions.
+  // models/flops.h's BertModelFlops: the MLM head counted at the `scored` positions (with only the
+  // multiple-choice head: the layers, the pooler and the choice scorer on every row).
   double TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const override;
 
   // Multiple-choice step (RACE): tokens, token_types, padding_mask: i32 [Q * C, T], the C choices
@@ -145,6 +150,7 @@ class BertModel : public Model {
   MlmHead mlm_;                 // With pretraining heads.
   SopHead sop_;                 // With pretraining heads.
   MultipleChoiceHead choice_;   // With the multiple-choice head.
+  double layer_weights_ = 0;    // Weights in one layer's matrix products (FLOPs).
   nn::ParameterStore* store_ = nullptr;
 
   // Activations of the last forward. Buffers are reallocated only when B or T change.

@@ -490,10 +490,24 @@ TEST(BertModelTest, BadInputsAreRejected) {
   auto mc = BertModel::Create(c, &mc_store, {nn::Recompute::kNo, Heads::kMultipleChoice});
   ASSERT_TRUE(mc.ok());
   ASSERT_TRUE(mc_store.Allocate(2).ok());
-  EXPECT_EQ((*mc)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo)
+  // The multiple-choice model's objective is its choice loss: a pretraining batch (MLM labels
+  // [B, T]) is no choice batch, and a choice batch gives MultipleChoice's loss.
+  EXPECT_EQ((*mc)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(),
+                                                 b.mlm.view(), b.sop.view()),
+                                   Backward::kNo)
                 .status()
                 .code(),
-            absl::StatusCode::kFailedPrecondition);
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*mc)->loss_names(), std::vector<std::string>{"choice loss"});
+  Tensor one = I32({1}, {1});  // One question with 2 choices, the second right.
+  const models::Batch choice = MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(),
+                                           one.view());
+  auto objective = (*mc)->ForwardBackward(sc, choice, Backward::kNo);
+  auto direct = (*mc)->MultipleChoice(sc, choice, Backward::kNo);
+  ASSERT_TRUE(objective.ok() && direct.ok()) << objective.status() << direct.status();
+  EXPECT_EQ(objective->total, direct->loss);
+  EXPECT_EQ(objective->parts, std::vector<double>({direct->loss}));
+  EXPECT_EQ(objective->scored, 1);
   Tensor three = I32({0, 1, 0}, {3});  // 2 rows are not 3 questions.
   EXPECT_EQ((*mc)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), three.view()), Backward::kNo)
                 .status()

@@ -20,7 +20,8 @@ constexpr int kEmbeddingDropoutLayer = 4095;  // A dropout "layer" index no tran
 
 absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& config,
                                                            nn::ParameterStore* store,
-                                                           const ModelOptions& options) {
+                                                           const ModelOptions& options,
+                                                           const DecoderSpec& spec) {
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
   if (options.heads != Heads::kPretraining) {
     return absl::InvalidArgumentError("GPT-2 has only the language-model head (Heads::kPretraining)");
@@ -40,23 +41,15 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
                                        config.max_position_embeddings, config.hidden_size,
                                        config.init_std));
   }
-  nn::TransformerLayerConfig lc;
-  lc.hidden = config.hidden_size;
-  lc.heads = config.num_attention_heads;
-  lc.ffn = config.ffn();
-  lc.norm = config.norm;
-  lc.causal = ops::CausalMask::kYes;
-  lc.hidden_dropout = config.hidden_dropout;
-  lc.attention_dropout = config.attention_dropout;
-  lc.layernorm_eps = config.layernorm_eps;
-  lc.init_std = config.init_std;
-  lc.output_init_std = config.init_std / std::sqrt(2.0 * config.num_layers);
-  lc.recompute = options.recompute;
-  ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
-  m->final_ln_handle_ = store->size();  // Its first parameter's handle (declaration order).
-  ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm",
-                                                             config.hidden_size,
-                                                             config.layernorm_eps));
+  const nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kYes, options.recompute);
+  ASSIGN_OR_RETURN(m->stack_,
+                   nn::TransformerStack::Create(store, "layers", config.num_layers, spec.blocks(lc)));
+  m->layer_weights_ = LayerMatrixWeights(*store, "layers.0.");
+  m->final_norm_handle_ = store->size();  // Its first parameter's handle (declaration order).
+  ASSIGN_OR_RETURN(m->final_norm_, spec.final_norm(store, spec.final_norm_name, lc));
+  if (m->final_norm_ == nullptr) {
+    return absl::InvalidArgumentError("GPT: the DecoderSpec's final_norm factory returned no norm");
+  }
   return m;
 }
 
@@ -110,7 +103,7 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
   RETURN_IF_ERROR(ops::Dropout(ec, emb2, EmbeddingDropout(sc, T), emb2));
   ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, emb_.view(), /*padding_mask=*/nullptr));
   ASSIGN_OR_RETURN(TensorView h2, h.Reshape({B * T, H}));
-  RETURN_IF_ERROR(final_ln_.Forward(sc, h2, final_.view()));
+  RETURN_IF_ERROR(final_norm_->Forward(sc, h2, final_.view()));
   return word_.LogitsForward(sc, final_.view(), logits_.view());
 }
 
@@ -149,8 +142,8 @@ absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, cons
   RETURN_IF_ERROR(word_.LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));
   ASSIGN_OR_RETURN(Tensor dh, Alloc(ec, {B_, T_, H}, dtype_));
   ASSIGN_OR_RETURN(TensorView dh2, dh.view().Reshape({N, H}));
-  RETURN_IF_ERROR(final_ln_.Backward(sc, dfinal.view(), dh2));
-  RETURN_IF_ERROR(sc.NotifyGradsReady(final_ln_handle_));
+  RETURN_IF_ERROR(final_norm_->Backward(sc, dfinal.view(), dh2));
+  RETURN_IF_ERROR(sc.NotifyGradsReady(final_norm_handle_));
   RETURN_IF_ERROR(stack_->Backward(sc, dh.view(), dh.view()));
   RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc, T_), dh2));
   RETURN_IF_ERROR(word_.Backward(sc, tokens_, dh2));
@@ -162,8 +155,7 @@ absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, cons
 double GptModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const {
   (void)scored;
   return DecoderFlops(batch, seq_length, config_.num_layers, config_.hidden_size, padded_vocab(),
-                      StandardLayerWeights(config_.hidden_size, config_.ffn()),
-                      options_.recompute == nn::Recompute::kYes);
+                      layer_weights_, options_.recompute == nn::Recompute::kYes);
 }
 
 absl::Status GptModel::Logits(const nn::StepContext& sc, const TensorView& tokens,

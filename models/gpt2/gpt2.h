@@ -21,6 +21,7 @@
 #ifndef MT_MODELS_GPT2_GPT2_H_
 #define MT_MODELS_GPT2_GPT2_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,11 +34,27 @@
 #include "nn/context.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
+#include "nn/layer.h"
+#include "nn/norm.h"
 #include "nn/parameter.h"
 #include "nn/transformer.h"
 
 namespace mt {
 namespace models {
+
+// What the architectures of the GPT family differ in (GPT-2 is the default): the blocks of the
+// stack, built from the layer config the ModelConfig gives (ModelConfig::LayerConfig), and the
+// norm after the last block. A variant package passes its own (docs/adding_a_model.md);
+// absolute learned positions come from config.position_embeddings.
+struct DecoderSpec {
+  // GPT-2: nn::TransformerLayer with LayerNorm and a GeLU MLP (nn::LayerSpec{config}).
+  std::function<nn::LayerFactory(const nn::TransformerLayerConfig& config)> blocks =
+      [](const nn::TransformerLayerConfig& config) {
+        return nn::TransformerLayers(nn::LayerSpec{config});
+      };
+  nn::NormFactory final_norm = nn::LayerNormFactory();
+  std::string final_norm_name = "final_layernorm";  // Its parameters' prefix.
+};
 
 class GptModel : public Model {
  public:
@@ -46,7 +63,8 @@ class GptModel : public Model {
   // fail ValidateParallel(store->tp_size()) or ask for heads other than kPretraining.
   static absl::StatusOr<std::unique_ptr<GptModel>> Create(const ModelConfig& config,
                                                           nn::ParameterStore* store,
-                                                          const ModelOptions& options = {});
+                                                          const ModelOptions& options = {},
+                                                          const DecoderSpec& spec = {});
 
   const ModelConfig& config() const override { return config_; }
   int64_t padded_vocab() const override { return word_.padded_vocab(); }
@@ -81,8 +99,9 @@ class GptModel : public Model {
   nn::VocabParallelEmbedding word_;
   nn::ReplicatedEmbedding position_;
   std::unique_ptr<nn::TransformerStack> stack_;
-  nn::LayerNormModule final_ln_;
-  int final_ln_handle_ = 0;  // Parameters from here on are final after final_ln_.Backward.
+  std::unique_ptr<nn::Norm> final_norm_;
+  int final_norm_handle_ = 0;  // Parameters from here on are final after final_norm_'s Backward.
+  double layer_weights_ = 0;   // Weights in one block's matrix products (FLOPs).
   nn::VocabParallelCrossEntropy loss_;
   // Activations of the last Forward.
   int64_t B_ = 0, T_ = 0;
