@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "models/bert/bert_reference.h"
+#include "models/testing/model_testutil.h"
 
 namespace mt {
 namespace models {
@@ -80,19 +81,6 @@ Batch MakeBatch(int rows, int T, int V) {
   return b;
 }
 
-// The store's values as a name -> doubles map, the padded vocabulary rows/entries cut off.
-testing::ParamMap ToParamMap(const nn::ParameterStore& store, const ModelConfig& c) {
-  testing::ParamMap m;
-  for (int i = 0; i < store.size(); ++i) {
-    std::vector<double> v = ToDoubles(store.value(i));
-    const std::string& name = store.spec(i).name;
-    if (name == "embedding.word.weight") v.resize(c.vocab_size * c.hidden_size);
-    if (name == "lm_head.bias") v.resize(c.vocab_size);
-    m[name] = v;
-  }
-  return m;
-}
-
 // Non-trivial LayerNorm parameters and biases (they start at ones / zeros).
 void RandomizeNonNormal(nn::ParameterStore* store) {
   for (int i = 0; i < store->size(); ++i) {
@@ -152,7 +140,7 @@ TEST_P(BertGradientTest, PretrainingLossAndAllGradientsMatchFloat64Reference) {
   nn::StepContext sc = Context(&ec);
   auto losses = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
   ASSERT_TRUE(losses.ok()) << losses.status();
-  const testing::ParamMap ref = ToParamMap(store, c);
+  const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
   const testing::ReferenceBertLosses want =
       testing::ReferenceBertPretrainingLoss(c, ref, b.in, b.mlm_labels, b.sop_labels);
   EXPECT_NEAR(losses->parts[0], want.mlm, 1e-5);
@@ -182,7 +170,7 @@ TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference)
   nn::StepContext sc = Context(&ec);
   auto result = (*model)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), lab.view()), Backward::kYes);
   ASSERT_TRUE(result.ok()) << result.status();
-  const testing::ParamMap ref = ToParamMap(store, c);
+  const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
   std::vector<double> scores;
   EXPECT_NEAR(result->loss,
               testing::ReferenceBertMultipleChoiceLoss(c, ref, b.in, labels, &scores), 1e-5);
@@ -237,7 +225,7 @@ TEST(BertModelTest, EvalModeTurnsDropoutOffAndTrainingModeUsesIt) {
   nn::StepContext sc = Context(&ec);
   sc.dropout_seed = 17;
   Batch b = MakeBatch(3, 5, static_cast<int>(c.vocab_size));
-  const testing::ParamMap ref = ToParamMap(store, c);
+  const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
   const double want =
       testing::ReferenceBertPretrainingLoss(c, ref, b.in, b.mlm_labels, b.sop_labels).total;
   sc.mode = nn::Mode::kEval;

@@ -11,7 +11,8 @@ namespace models {
 namespace testing {
 
 double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
-                        const std::vector<int>& tokens, const std::vector<int>& labels) {
+                        const std::vector<int>& tokens, const std::vector<int>& labels,
+                        const ReferenceLayers& layers) {
   const int H = static_cast<int>(c.hidden_size), N = B * T, V = static_cast<int>(c.vocab_size);
   const double eps = c.layernorm_eps;
   Mat x(N * H);
@@ -21,8 +22,7 @@ double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
       x[n * H + h] = wte[tokens[n] * H + h];
       if (c.position_embeddings) x[n * H + h] += Get(p, "embedding.position.weight")[(n % T) * H + h];
     }
-  x = ReferenceTransformerLayers(c, p, B, T, std::move(x),
-                                 [](int, int i, int j) { return j <= i; });  // Causal.
+  x = layers(c, p, B, T, std::move(x), [](int, int i, int j) { return j <= i; });  // Causal.
   Mat f = LayerNorm(x, N, H, Get(p, "final_layernorm.weight"), Get(p, "final_layernorm.bias"), eps);
   double total = 0;
   int count = 0;

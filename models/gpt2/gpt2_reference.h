@@ -10,15 +10,18 @@
 
 #include "models/config.h"
 #include "models/testing/reference_math.h"
+#include "models/testing/reference_transformer.h"
 
 namespace mt {
 namespace models {
 namespace testing {
 
 
-// Mean cross-entropy over labels != -100; tokens/labels are [B, T] row-major.
+// Mean cross-entropy over labels != -100; tokens/labels are [B, T] row-major. `layers` computes
+// the transformer stack (GPT-2's by default; a variant's reference passes its own).
 double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
-                        const std::vector<int>& tokens, const std::vector<int>& labels);
+                        const std::vector<int>& tokens, const std::vector<int>& labels,
+                        const ReferenceLayers& layers = ReferenceTransformerLayers);
 
 }  // namespace testing
 }  // namespace models

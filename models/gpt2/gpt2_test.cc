@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2_reference.h"
+#include "models/testing/model_testutil.h"
 
 namespace mt {
 namespace models {
@@ -57,17 +58,6 @@ Batch MakeBatch(int B, int T, int V) {
   return b;
 }
 
-// Copies the store's values, unpadded to the real vocabulary, into a name -> doubles map.
-testing::ParamMap ToParamMap(const nn::ParameterStore& store, int64_t vocab, int64_t hidden) {
-  testing::ParamMap m;
-  for (int i = 0; i < store.size(); ++i) {
-    std::vector<double> v = ToDoubles(store.value(i));
-    if (store.spec(i).name == "embedding.word.weight") v.resize(vocab * hidden);
-    m[store.spec(i).name] = v;
-  }
-  return m;
-}
-
 class GptGradientTest : public ::testing::TestWithParam<nn::NormPosition> {};
 
 TEST_P(GptGradientTest, LossAndAllGradientsMatchFloat64Reference) {
@@ -92,7 +82,7 @@ TEST_P(GptGradientTest, LossAndAllGradientsMatchFloat64Reference) {
   sc.exec = &ec;
   auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kYes);
   ASSERT_TRUE(loss.ok()) << loss.status();
-  testing::ParamMap ref = ToParamMap(store, c.vocab_size, c.hidden_size);
+  testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
   EXPECT_NEAR(loss->total, testing::ReferenceGptLoss(c, ref, B, T, batch.tokens, batch.labels), 1e-5);
 
   for (int i = 0; i < store.size(); ++i) {

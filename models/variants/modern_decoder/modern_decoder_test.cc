@@ -1,0 +1,83 @@
+// The modern-decoder variant: registered with its own code; the parameters it declares (RMSNorm
+// weights, SwiGLU projections, no learned positions, no attention biases) and their count by
+// hand; FLOPs counted from its own layer shape; gradients against finite differences; a short
+// training run that learns; and what it refuses.
+#include <cmath>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "models/count.h"
+#include "models/flops.h"
+#include "models/registry.h"
+#include "models/testing/model_testutil.h"
+
+namespace mt {
+namespace models {
+namespace {
+
+ModelConfig Small() {
+  ModelConfig c = FindModel("modern-decoder-tiny")->config;
+  c.num_layers = 2;
+  c.hidden_size = 16;
+  c.num_attention_heads = 2;
+  c.ffn_hidden_size = 24;
+  c.vocab_size = 11;
+  c.make_vocab_size_divisible_by = 1;
+  c.max_position_embeddings = 8;
+  c.init_std = 0.2;
+  return c;
+}
+
+TEST(ModernDecoderTest, RegisteredWithItsOwnParameters) {
+  auto m = FindModel("modern-decoder-124m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->config.ArchitectureName(), "modern-decoder");
+  nn::ParameterStore store(0, 1);
+  auto model = CreateModel(m->config, &store);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE(store.Find("layers.0.ln1.weight").ok());
+  EXPECT_TRUE(store.Find("layers.0.mlp.gate.weight").ok());
+  EXPECT_TRUE(store.Find("layers.11.mlp.down.weight").ok());
+  EXPECT_TRUE(store.Find("final_norm.weight").ok());
+  for (const char* absent : {"embedding.position.weight", "layers.0.ln1.bias",
+                             "layers.0.attention.qkv.bias", "layers.0.attention.proj.bias",
+                             "final_layernorm.weight"}) {
+    EXPECT_FALSE(store.Find(absent).ok()) << absent;
+  }
+  // V_pad h (tied embedding) + L (4 h^2 + 3 h f + 2 h) + h, V_pad = 50304.
+  const int64_t h = 768, f = 2048, L = 12, v = 50304;
+  auto count = CountParameters(m->config, 1);
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(count->total, v * h + L * (4 * h * h + 3 * h * f + 2 * h) + h);
+  // FLOPs count the SwiGLU layer's own weights: 4 h^2 + 3 h f per layer.
+  EXPECT_DOUBLE_EQ((*model)->TrainingFlops(8, 1024, 8 * 1024),
+                   DecoderFlops(8, 1024, L, h, v, 4.0 * h * h + 3.0 * h * f, false));
+}
+
+TEST(ModernDecoderTest, GradientsMatchFiniteDifferences) {
+  const testing::LmBatch batch = testing::MakeLmBatch(2, 7, 11);
+  testing::ExpectGradientsMatchFiniteDifferences(Small(), batch.view());
+}
+
+TEST(ModernDecoderTest, Learns) {
+  const testing::Learning l = testing::TrainOnPattern(Small());
+  EXPECT_GT(l.first, 1.5);
+  EXPECT_LT(l.last, 0.1);
+}
+
+TEST(ModernDecoderTest, RefusesWhatItCannotBe) {
+  nn::ParameterStore store(0, 1);
+  ModelConfig c = Small();
+  c.position_embeddings = true;
+  EXPECT_EQ(CreateModel(c, &store).status().code(), absl::StatusCode::kInvalidArgument);
+  c = Small();
+  c.hidden_size = 18;  // Head dim 9: rotary embeddings need it even.
+  nn::ParameterStore store2(0, 1);
+  const absl::Status s = CreateModel(c, &store2).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("even"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace models
+}  // namespace mt
