@@ -71,7 +71,7 @@ def _variant_tests(name, test_model, architecture, all_reduces_per_layer):
         size = "medium",
         srcs = ["//models/testing:variant_driver_test.sh"],
         args = [
-            "$(location //train/testing:synthetic_corpus)",
+            "$(location //data/testing:synthetic_corpus)",
             "$(location :describe)",
             "$(location :pretrain_gpt)",
             test_model,
@@ -80,7 +80,7 @@ def _variant_tests(name, test_model, architecture, all_reduces_per_layer):
         data = [
             ":describe",
             ":pretrain_gpt",
-            "//train/testing:synthetic_corpus",
+            "//data/testing:synthetic_corpus",
         ],
         tags = ["cpu:2"],
     )

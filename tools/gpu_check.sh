@@ -33,7 +33,7 @@
 #                   PMIX_PREFIX, PMIX_LIBDIR, ...: lib/pmix/ (plugins), share/pmix/ (help files)
 #   mpi_tests.txt   one line per multi-rank sh_test: NAME NP TIMEOUT_S BINARY [ARGS...], from the
 #                   sh_test's args in its BUILD file (they all run comm/mpi_test.sh NP TIMEOUT BIN)
-#   scripts/        the other gpu sh_tests' scripts (e.g. train/testing/cuda_driver_test.sh, which
+#   scripts/        the other gpu sh_tests' scripts (e.g. experiments/pretrain/testing/cuda_driver_test.sh, which
 #                   runs mpirun itself); script_tests.txt: NAME SCRIPT [ARGS...], where @bin:X is
 #                   bin/X (a binary named by $(location ...) in the sh_test's args)
 set -uo pipefail

@@ -6,7 +6,7 @@
 // gradients become inf), skips steps and halves the scale until the gradients fit, then learns;
 // bf16 training tracks the f32 curve for 20 steps, serially and at TP=2. The DP gradient
 // all-reduce overlapped with backward gives the same curve as the all-reduce after backward.
-#include "train/testing/synthetic_corpus.h"
+#include "data/testing/synthetic_corpus.h"
 #include "train/testing/training_harness.h"
 
 #include <algorithm>
@@ -32,12 +32,12 @@ constexpr int kSeq = 16;
 std::string MakeCorpus(int rank) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string prefix = std::string(tmp ? tmp : "/tmp") + "/corpus_rank" + std::to_string(rank);
-  testing::SyntheticCorpusConfig c;
+  data::testing::SyntheticCorpusConfig c;
   c.documents = 60;
   c.vocab = kVocab;
   c.min_length = 10;
   c.length_spread = 50;
-  const absl::Status s = testing::WriteSyntheticCorpus(prefix, c);
+  const absl::Status s = data::testing::WriteSyntheticCorpus(prefix, c);
   EXPECT_TRUE(s.ok()) << s;
   return prefix;
 }

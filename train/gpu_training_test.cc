@@ -16,7 +16,7 @@
 #include "comm/mpi_testutil.h"
 #include "core/cuda_device.h"
 #include "gtest/gtest.h"
-#include "train/testing/synthetic_corpus.h"
+#include "data/testing/synthetic_corpus.h"
 #include "train/testing/training_harness.h"
 
 namespace mt {
@@ -37,13 +37,13 @@ std::string TmpDir() {
 // A learnable corpus (train/testing/synthetic_corpus.h): token -> (5 * token + 3) mod V.
 std::string MakeCorpus() {
   const std::string prefix = TmpDir() + "/gpu_training_corpus";
-  testing::SyntheticCorpusConfig c;
+  data::testing::SyntheticCorpusConfig c;
   c.documents = 200;
   c.vocab = kVocab;
   c.seed = 11;
   c.multiplier = 5;
   c.increment = 3;
-  const absl::Status s = testing::WriteSyntheticCorpus(prefix, c);
+  const absl::Status s = data::testing::WriteSyntheticCorpus(prefix, c);
   EXPECT_TRUE(s.ok()) << s;
   return prefix;
 }

@@ -3,8 +3,8 @@
 // (multiplier * t + increment) mod vocab, except that one token in ten is drawn uniformly instead.
 // Everything is drawn from one std::mt19937_64 seeded with `seed`, so a config always writes the
 // same bytes. testonly.
-#ifndef MT_TRAIN_TESTING_SYNTHETIC_CORPUS_H_
-#define MT_TRAIN_TESTING_SYNTHETIC_CORPUS_H_
+#ifndef MT_DATA_TESTING_SYNTHETIC_CORPUS_H_
+#define MT_DATA_TESTING_SYNTHETIC_CORPUS_H_
 
 #include <cstdint>
 #include <string>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 
 namespace mt {
-namespace train {
+namespace data {
 namespace testing {
 
 struct SyntheticCorpusConfig {
@@ -29,7 +29,7 @@ struct SyntheticCorpusConfig {
 absl::Status WriteSyntheticCorpus(const std::string& prefix, const SyntheticCorpusConfig& config);
 
 }  // namespace testing
-}  // namespace train
+}  // namespace data
 }  // namespace mt
 
-#endif  // MT_TRAIN_TESTING_SYNTHETIC_CORPUS_H_
+#endif  // MT_DATA_TESTING_SYNTHETIC_CORPUS_H_

@@ -1,11 +1,11 @@
-// Writes a small learnable synthetic corpus as an indexed dataset (train/testing/synthetic_corpus.h)
+// Writes a small learnable synthetic corpus as an indexed dataset (data/testing/synthetic_corpus.h)
 // for the end-to-end training tests:
 //   synthetic_corpus --output_prefix=PATH [--documents=N] [--vocab=V] [--seed=S]
 #include <cstdio>
 #include <string>
 
 #include "gflags/gflags.h"
-#include "train/testing/synthetic_corpus.h"
+#include "data/testing/synthetic_corpus.h"
 
 DEFINE_string(output_prefix, "", "Output prefix (PREFIX.bin / PREFIX.idx).");
 DEFINE_int32(documents, 200, "Documents.");
@@ -18,11 +18,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "synthetic_corpus: error: need --output_prefix\n");
     return 1;
   }
-  mt::train::testing::SyntheticCorpusConfig c;
+  mt::data::testing::SyntheticCorpusConfig c;
   c.documents = FLAGS_documents;
   c.vocab = FLAGS_vocab;
   c.seed = FLAGS_seed;
-  const absl::Status s = mt::train::testing::WriteSyntheticCorpus(FLAGS_output_prefix, c);
+  const absl::Status s = mt::data::testing::WriteSyntheticCorpus(FLAGS_output_prefix, c);
   if (!s.ok()) {
     std::fprintf(stderr, "synthetic_corpus: error: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -1,4 +1,4 @@
-#include "train/testing/synthetic_corpus.h"
+#include "data/testing/synthetic_corpus.h"
 
 #include <random>
 #include <vector>
@@ -7,7 +7,7 @@
 #include "data/indexed/indexed_dataset.h"
 
 namespace mt {
-namespace train {
+namespace data {
 namespace testing {
 
 absl::Status WriteSyntheticCorpus(const std::string& prefix, const SyntheticCorpusConfig& c) {
@@ -32,5 +32,5 @@ absl::Status WriteSyntheticCorpus(const std::string& prefix, const SyntheticCorp
 }
 
 }  // namespace testing
-}  // namespace train
+}  // namespace data
 }  // namespace mt
