@@ -190,8 +190,9 @@ absl::Status ValidateSave(const CheckpointMetadata& meta, const Json& config,
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": model_config_json is not a JSON object: ", meta.model_config_json));
   }
-  if (!internal::IsValidUtf8(meta.trainer_state_json)) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": trainer_state_json is not UTF-8"));
+  if (!internal::IsValidUtf8(meta.trainer_state_json) || !internal::IsValidUtf8(meta.model_name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": trainer_state_json or model_name is not UTF-8"));
   }
   named->reserve(tensors.size());
   std::set<std::string> names;

@@ -78,6 +78,10 @@ struct CheckpointMetadata {
   // Opaque to this layer (optimizer step, loss scale, RNG state, schedule): stored and returned
   // byte for byte. Must be UTF-8 (JSON is the intended content).
   std::string trainer_state_json;
+  // The registered model (models/registry.h) the run started from (--model), for the record;
+  // empty when the model came from flags, and in checkpoints written before this field existed.
+  // The architecture itself is in the model config. Must be UTF-8.
+  std::string model_name;
 };
 
 // Writes this rank's shard of checkpoint meta.iteration under save_dir (created if needed),

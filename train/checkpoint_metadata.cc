@@ -131,6 +131,7 @@ Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
           {"data_parallel_size", meta.dp_size},
           {"model_config", model_config},
           {"trainer_state", meta.trainer_state_json},
+          {"model_name", meta.model_name},
           {"tensors_file", kShardTensorsFile},
           {"tensors_file_bytes", tensors_file_bytes},
           {"tensors", std::move(list)}};
@@ -152,6 +153,11 @@ absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::stri
     return Corrupt(path, "\"trainer_state\" is not a string");
   }
   info.meta.trainer_state_json = state->get<std::string>();
+  auto model_name = j.find("model_name");  // Absent in checkpoints written before it existed.
+  if (model_name != j.end()) {
+    if (!model_name->is_string()) return Corrupt(path, "\"model_name\" is not a string");
+    info.meta.model_name = model_name->get<std::string>();
+  }
   auto file = j.find("tensors_file");
   if (file == j.end() || *file != kShardTensorsFile) {
     return Corrupt(path, absl::StrCat("\"tensors_file\" is not \"", kShardTensorsFile, "\""));

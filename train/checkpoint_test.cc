@@ -91,6 +91,33 @@ TEST(CheckpointTest, RoundTripOfShardsAndMetadata) {
   EXPECT_EQ(read_meta->consumed_samples, 100 * 32 + 7);
 }
 
+// The registered model name is stored and read back; a checkpoint written before the field
+// existed (no "model_name" key) reads as an empty name.
+TEST(CheckpointTest, ModelNameIsRecordedAndOptional) {
+  const std::string dir = FreshDir("model_name");
+  const auto model = SyntheticModel(PaddedVocab(1), 4);
+  std::vector<Tensor> storage;
+  CheckpointMetadata meta = SyntheticMeta(3, 0, 1);
+  meta.model_name = "gpt2-345m";
+  ASSERT_TRUE(SaveShard(dir, meta, FilledRecords(model, 0, 1, &storage)).ok());
+  ASSERT_TRUE(CommitCheckpoint(dir, 3, 1, 0).ok());
+  auto read = ReadShardMetadata(dir, 3, 0);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model_name, "gpt2-345m");
+  const std::string path = dir + "/iter_0000003/mp_rank_00/metadata.json";
+  nlohmann::json j = nlohmann::json::parse(ReadText(path));
+  EXPECT_EQ(j["model_name"], "gpt2-345m");
+  j.erase("model_name");
+  WriteText(path, j.dump());
+  read = ReadShardMetadata(dir, 3, 0);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model_name, "");
+  EXPECT_TRUE(HoldsModel(dir, 3, 1, model));
+  j["model_name"] = 7;
+  WriteText(path, j.dump());
+  EXPECT_EQ(ReadShardMetadata(dir, 3, 0).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(CheckpointTest, ResavingAnIterationReplacesItsShards) {
   const std::string dir = FreshDir("resave");
   const auto a = SyntheticModel(PaddedVocab(2), 2);

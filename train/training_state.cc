@@ -73,9 +73,10 @@ std::string TrainerStateJson(const Optimizer& optimizer, const LossScaler& scale
 absl::Status SaveThisShard(const std::string& save_dir, const comm::ParallelContext& parallel,
                            const models::ModelConfig& config, const nn::ParameterStore& store,
                            const Optimizer& optimizer, const std::string& trainer_state,
-                           const TrainingCounters& counters) {
+                           const TrainingCounters& counters, const std::string& model_name) {
   CheckpointMetadata meta;
   meta.model_config_json = config.ToJson();
+  meta.model_name = model_name;
   meta.tp_size = parallel.tp_size();
   meta.tp_rank = parallel.tp_rank();
   meta.dp_size = parallel.dp_size();
@@ -125,11 +126,11 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                comm::ParallelContext& parallel, const models::ModelConfig& config,
                                const nn::ParameterStore& store, const Optimizer& optimizer,
                                const LossScaler& scaler, const LrSchedule& schedule,
-                               const TrainingCounters& counters) {
+                               const TrainingCounters& counters, const std::string& model_name) {
   if (parallel.dp_rank() == 0) {
     RETURN_IF_ERROR(SaveThisShard(save_dir, parallel, config, store, optimizer,
                                   TrainerStateJson(optimizer, scaler, schedule, counters),
-                                  counters));
+                                  counters, model_name));
   }
   RETURN_IF_ERROR(parallel.world().Barrier());
   if (parallel.rank() == 0) {

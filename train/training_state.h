@@ -46,12 +46,14 @@ std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
                                           const HostTrainingState* host = nullptr);
 
 // Collective over the world: saves iteration counters.iteration under save_dir and commits it,
-// keeping the last keep_last checkpoints.
+// keeping the last keep_last checkpoints. model_name: the registered model the run started from
+// (CheckpointMetadata::model_name; empty when the model came from flags).
 absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                comm::ParallelContext& parallel, const models::ModelConfig& config,
                                const nn::ParameterStore& store, const Optimizer& optimizer,
                                const LossScaler& scaler, const LrSchedule& schedule,
-                               const TrainingCounters& counters);
+                               const TrainingCounters& counters,
+                               const std::string& model_name = std::string());
 
 // Loads the latest checkpoint under load_dir into this rank's state (f32 master weights, then the
 // store's compute-dtype copies are refreshed from them). NotFound if there is none;

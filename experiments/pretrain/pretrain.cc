@@ -214,7 +214,8 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
   now.consumed_samples = trainer.consumed_samples();
   now.skipped_iterations = trainer.skipped_iterations();
   RETURN_IF_ERROR(train::SaveTrainingState(c.save, c.keep_last, *job.parallel, c.model, *job.store,
-                                           *job.optimizer, *job.scaler, *job.schedule, now));
+                                           *job.optimizer, *job.scaler, *job.schedule, now,
+                                           c.model_name));
   if (job.verbose) {
     std::printf("saved checkpoint at iteration %lld to %s\n", static_cast<long long>(iteration),
                 c.save.c_str());
