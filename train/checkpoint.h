@@ -130,6 +130,44 @@ absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_ra
                        const std::string& expected_model_config_json,
                        const std::vector<TensorRecord>& into, CheckpointMetadata* meta);
 
+// How LoadResharded treats names that are not in both the checkpoint and the caller's records.
+struct ReshardedLoadOptions {
+  // Records the checkpoint lacks are left as they are and listed in ReshardedLoad::missing
+  // (e.g. a new task head keeping its initial values); false: FailedPrecondition.
+  bool allow_missing = false;
+  // Checkpoint tensors that no record names are skipped and listed in ReshardedLoad::ignored
+  // (e.g. pretraining heads a fine-tuned model does not have); false: FailedPrecondition.
+  bool allow_unexpected = false;
+  // Checkpoint tensors whose names start with one of these are skipped and not listed (e.g.
+  // "optimizer." for inference).
+  std::vector<std::string> skip_prefixes;
+};
+
+struct ReshardedLoad {
+  CheckpointMetadata meta;               // Shard 0's (tp_size: the degree it was saved with).
+  std::vector<std::string> missing;      // Records the checkpoint lacks, in record order.
+  std::vector<std::string> ignored;      // Checkpoint tensors no record names, in stored order.
+};
+
+// Fills this rank's slices `into` (laid out for tp_size ranks: each record's local view is rank
+// tp_rank's slice of its global shape) from checkpoint `iteration` of load_dir, whatever TP degree
+// it was saved with: a tensor saved with the same global shape and degree is read directly from
+// shard tp_rank; any other is reassembled from every source shard (as ReshardCheckpoint does,
+// one tensor at a time) and sliced. Vocab-padded tensors may differ in their padded row count:
+// the first real_vocab rows are copied and the padding rows come out zero (also at the same
+// degree). Names are matched exactly; the model config is not compared (the caller decides what
+// it builds). Nothing is written into `into` until every check has passed.
+// Errors: InvalidArgument for bad arguments (tp_rank outside [0, tp_size), real_vocab < 1, a
+// record as LoadShard refuses it, a duplicate name); NotFound if the checkpoint or one of its
+// shards does not exist; DataLoss for corrupt files; FailedPrecondition, naming the checkpoint and
+// the tensor, for a tensor whose partitioning, global shape (besides padded rows) or dtype differs
+// from its record's, a vocab-padded tensor with fewer than real_vocab rows on either side, or the
+// missing / ignored names when not allowed (listing them).
+absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t iteration,
+                                            int tp_rank, int tp_size, int64_t real_vocab,
+                                            const std::vector<TensorRecord>& into,
+                                            const ReshardedLoadOptions& options = {});
+
 // Converts checkpoint `iteration` of src_dir (any TP degree) into a committed checkpoint of the
 // same iteration in dst_dir with new_tp_size shards. Each tensor's global value is reassembled from
 // the source slices and re-split; vocab_padded tensors keep their first real_vocab rows and are

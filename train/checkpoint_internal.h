@@ -5,7 +5,8 @@
 //   checkpoint_metadata.cc  the metadata.json schema: writing, parsing, comparing configs,
 //                           canonical JSON
 //   checkpoint_load.cc      LoadShard: does a checkpoint fit this run, then read it
-//   checkpoint_reshard.cc   ReshardCheckpoint
+//   checkpoint_reshard.cc   ReshardCheckpoint, and reassembling global tensors from the shards
+//   checkpoint_load_resharded.cc   LoadResharded: this run's slices from any TP degree
 #ifndef MT_TRAIN_CHECKPOINT_INTERNAL_H_
 #define MT_TRAIN_CHECKPOINT_INTERNAL_H_
 
@@ -19,6 +20,7 @@
 #include "core/tensor.h"
 #include "nlohmann/json.hpp"
 #include "train/checkpoint.h"
+#include "train/safetensors.h"
 
 namespace mt {
 namespace train {
@@ -80,6 +82,33 @@ absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteratio
 std::string ConfigDifferences(const Json& checkpoint, const Json& run);
 // "global shape [4, 6] split on dim 1 (vocab-padded)" / "... replicated".
 std::string DescribeTensor(const Shape& global_shape, int split_dim, bool vocab_padded);
+
+// ---- Loading (checkpoint_load.cc).
+
+// FailedPrecondition "<where><verb>N tensor(s) <which>: a, b, c" (at most 8 names), e.g.
+// where + " lacks " ... "of this model".
+absl::Status NamesError(absl::string_view where, absl::string_view verb,
+                        const std::vector<std::string>& names, absl::string_view which);
+
+// ---- Global tensors from the shards of any TP degree (checkpoint_reshard.cc).
+
+// Copies slice `rank` of `tp` along split_dim (>= 0) between a contiguous buffer holding the
+// whole tensor of global_shape and a contiguous one holding the slice (to_global: local -> global,
+// else global -> local).
+void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_t elem_bytes,
+               char* global, char* local, bool to_global);
+// Readers of every shard of checkpoint `iteration` (saved with first.meta.tp_size ranks; `first`
+// is shard 0's info), each checked to list first's tensors as the rank's slices. NotFound /
+// DataLoss for a missing or inconsistent shard.
+absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& dir,
+                                                          int64_t iteration,
+                                                          const ShardInfo& first);
+// Stored tensor `s` assembled from every reader's slice, in its stored global shape and dtype.
+// DataLoss when the shards disagree on its dtype; the readers' errors.
+absl::StatusOr<Tensor> ReadGlobal(const StoredTensor& s, std::vector<SafetensorsReader>& readers);
+// `old_global`, a vocab-padded tensor, with its first real_vocab rows kept and the rest zero, in
+// new_shape (rows added or dropped at the end; requires real_vocab <= both row counts).
+absl::StatusOr<Tensor> Repad(Tensor old_global, const Shape& new_shape, int64_t real_vocab);
 
 }  // namespace internal
 }  // namespace train

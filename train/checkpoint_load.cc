@@ -15,13 +15,8 @@
 namespace mt {
 namespace train {
 
-namespace {
+namespace internal {
 
-using internal::Json;
-using internal::ShardInfo;
-using internal::StoredTensor;
-
-// "<where> lacks 3 tensor(s) of this model: a, b, c" (at most 8 names).
 absl::Status NamesError(absl::string_view where, absl::string_view verb,
                         const std::vector<std::string>& names, absl::string_view which) {
   return absl::FailedPreconditionError(absl::StrCat(
@@ -29,6 +24,14 @@ absl::Status NamesError(absl::string_view where, absl::string_view verb,
       absl::StrJoin(names.begin(), names.begin() + std::min<size_t>(names.size(), 8), ", "),
       names.size() > 8 ? ", ..." : ""));
 }
+
+}  // namespace internal
+
+namespace {
+
+using internal::Json;
+using internal::ShardInfo;
+using internal::StoredTensor;
 
 // The shard's metadata, checked against this run's TP degree and model config.
 absl::StatusOr<ShardInfo> ReadMatchingShard(const std::string& load_dir, int64_t iteration,
@@ -105,8 +108,10 @@ absl::Status CheckAllFit(const ShardInfo& info, const SafetensorsReader& reader,
   for (const auto& [name, record] : wanted) {
     if (stored_names.count(name) == 0) missing.push_back(name);
   }
-  if (!missing.empty()) return NamesError(where, " lacks ", missing, "of this model");
-  if (!extra.empty()) return NamesError(where, " holds ", extra, "this model does not have");
+  if (!missing.empty()) return internal::NamesError(where, " lacks ", missing, "of this model");
+  if (!extra.empty()) {
+    return internal::NamesError(where, " holds ", extra, "this model does not have");
+  }
   if (reader.entries().size() != info.tensors.size()) {
     return absl::DataLossError(absl::StrCat(reader.path(), " holds ", reader.entries().size(),
                                             " tensors, ", kShardMetadataFile, " lists ",

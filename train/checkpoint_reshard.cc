@@ -16,17 +16,14 @@
 namespace mt {
 namespace train {
 
-namespace {
-
 using internal::LocalShape;
 using internal::ShardInfo;
 using internal::ShardName;
 using internal::StoredTensor;
 
-constexpr char kOp[] = "ReshardCheckpoint";
+// The helpers checkpoint_internal.h declares: whole tensors from the shards of any TP degree.
+namespace internal {
 
-// Copies slice `rank` of `tp` along `split_dim` between a contiguous global buffer and a
-// contiguous local one (to_global: local -> global, else global -> local).
 void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_t elem_bytes,
                char* global, char* local, bool to_global) {
   int64_t outer = 1;
@@ -47,6 +44,83 @@ void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_
     }
   }
 }
+
+absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& src_dir,
+                                                          int64_t iteration,
+                                                          const ShardInfo& first) {
+  const int old_tp = first.meta.tp_size;
+  std::vector<SafetensorsReader> readers;
+  for (int r = 0; r < old_tp; ++r) {
+    ASSIGN_OR_RETURN(ShardInfo info, ReadShardInfo(src_dir, iteration, r));
+    ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(JoinPath(
+                                                   info.shard_dir, kShardTensorsFile)));
+    if (info.tensors.size() != first.tensors.size()) {
+      return absl::DataLossError(absl::StrCat(info.shard_dir, " lists ", info.tensors.size(),
+                                              " tensors, ", ShardName(0), " lists ",
+                                              first.tensors.size()));
+    }
+    for (size_t i = 0; i < first.tensors.size(); ++i) {
+      const StoredTensor& a = first.tensors[i];
+      const StoredTensor& b = info.tensors[i];
+      if (a.name != b.name || a.global_shape != b.global_shape || a.split_dim != b.split_dim ||
+          a.vocab_padded != b.vocab_padded) {
+        return absl::DataLossError(absl::StrCat(info.shard_dir, ": tensor ", i, " ('", b.name,
+                                                "') does not match ", ShardName(0), "'s ('", a.name,
+                                                "')"));
+      }
+      const SafetensorsEntry* e = reader.Find(a.name);
+      if (e == nullptr || e->shape != LocalShape(a.global_shape, a.split_dim, old_tp)) {
+        return absl::DataLossError(absl::StrCat(reader.path(), ": tensor '", a.name,
+                                                "' is missing or not the rank's slice"));
+      }
+    }
+    readers.push_back(std::move(reader));
+  }
+  return readers;
+}
+
+absl::StatusOr<Tensor> ReadGlobal(const StoredTensor& s, std::vector<SafetensorsReader>& readers) {
+  const DType dtype = readers[0].Find(s.name)->dtype;
+  ASSIGN_OR_RETURN(Tensor global, Tensor::Empty(s.global_shape, dtype));
+  if (s.split_dim < 0) {
+    RETURN_IF_ERROR(readers[0].Read(s.name, global.view()));
+    return global;
+  }
+  const int old_tp = static_cast<int>(readers.size());
+  for (int r = 0; r < old_tp; ++r) {
+    if (readers[r].Find(s.name)->dtype != dtype) {
+      return absl::DataLossError(absl::StrCat(readers[r].path(), ": tensor '", s.name,
+                                              "' has another dtype than in ", ShardName(0)));
+    }
+    ASSIGN_OR_RETURN(Tensor local, readers[r].ReadTensor(s.name));
+    CopySlice(s.global_shape, s.split_dim, r, old_tp, DTypeSize(dtype),
+              static_cast<char*>(global.data()), static_cast<char*>(local.data()),
+              /*to_global=*/true);
+  }
+  return global;
+}
+
+absl::StatusOr<Tensor> Repad(Tensor old_global, const Shape& new_shape, int64_t real_vocab) {
+  const Shape& old_shape = old_global.shape();
+  const size_t row =
+      static_cast<size_t>(NumElements(absl::Span<const int64_t>(old_shape).subspan(1))) *
+      DTypeSize(old_global.dtype());
+  if (new_shape == old_shape) {  // Same padded size: still clear the padding rows.
+    std::memset(static_cast<char*>(old_global.data()) + real_vocab * row, 0,
+                (old_shape[0] - real_vocab) * row);
+    return old_global;
+  }
+  ASSIGN_OR_RETURN(Tensor new_global, Tensor::Empty(new_shape, old_global.dtype()));
+  std::memset(new_global.data(), 0, new_global.nbytes());
+  std::memcpy(new_global.data(), old_global.data(), real_vocab * row);
+  return new_global;
+}
+
+}  // namespace internal
+
+namespace {
+
+constexpr char kOp[] = "ReshardCheckpoint";
 
 std::string CanonicalPath(const std::string& path) {
   std::error_code ec;
@@ -75,41 +149,6 @@ absl::Status ValidateArguments(const std::string& src_dir, const std::string& ds
   return absl::OkStatus();
 }
 
-// Readers of every source shard, each checked to list `first`'s tensors as the rank's slices.
-absl::StatusOr<std::vector<SafetensorsReader>> OpenSources(const std::string& src_dir,
-                                                           int64_t iteration,
-                                                           const ShardInfo& first) {
-  const int old_tp = first.meta.tp_size;
-  std::vector<SafetensorsReader> readers;
-  for (int r = 0; r < old_tp; ++r) {
-    ASSIGN_OR_RETURN(ShardInfo info, internal::ReadShardInfo(src_dir, iteration, r));
-    ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(internal::JoinPath(
-                                                   info.shard_dir, kShardTensorsFile)));
-    if (info.tensors.size() != first.tensors.size()) {
-      return absl::DataLossError(absl::StrCat(info.shard_dir, " lists ", info.tensors.size(),
-                                              " tensors, ", ShardName(0), " lists ",
-                                              first.tensors.size()));
-    }
-    for (size_t i = 0; i < first.tensors.size(); ++i) {
-      const StoredTensor& a = first.tensors[i];
-      const StoredTensor& b = info.tensors[i];
-      if (a.name != b.name || a.global_shape != b.global_shape || a.split_dim != b.split_dim ||
-          a.vocab_padded != b.vocab_padded) {
-        return absl::DataLossError(absl::StrCat(info.shard_dir, ": tensor ", i, " ('", b.name,
-                                                "') does not match ", ShardName(0), "'s ('", a.name,
-                                                "')"));
-      }
-      const SafetensorsEntry* e = reader.Find(a.name);
-      if (e == nullptr || e->shape != LocalShape(a.global_shape, a.split_dim, old_tp)) {
-        return absl::DataLossError(absl::StrCat(reader.path(), ": tensor '", a.name,
-                                                "' is missing or not the rank's slice"));
-      }
-    }
-    readers.push_back(std::move(reader));
-  }
-  return readers;
-}
-
 // The global shape of each tensor after resharding; all checks before any work.
 absl::StatusOr<std::vector<Shape>> NewShapes(const std::vector<StoredTensor>& tensors,
                                              int new_tp_size, int64_t real_vocab,
@@ -136,46 +175,6 @@ absl::StatusOr<std::vector<Shape>> NewShapes(const std::vector<StoredTensor>& te
   return new_shapes;
 }
 
-// Tensor `s` assembled from the source slices, in its old global shape.
-absl::StatusOr<Tensor> ReadGlobal(const StoredTensor& s, std::vector<SafetensorsReader>& readers) {
-  const DType dtype = readers[0].Find(s.name)->dtype;
-  ASSIGN_OR_RETURN(Tensor global, Tensor::Empty(s.global_shape, dtype));
-  if (s.split_dim < 0) {
-    RETURN_IF_ERROR(readers[0].Read(s.name, global.view()));
-    return global;
-  }
-  const int old_tp = static_cast<int>(readers.size());
-  for (int r = 0; r < old_tp; ++r) {
-    if (readers[r].Find(s.name)->dtype != dtype) {
-      return absl::DataLossError(absl::StrCat(readers[r].path(), ": tensor '", s.name,
-                                              "' has another dtype than in ", ShardName(0)));
-    }
-    ASSIGN_OR_RETURN(Tensor local, readers[r].ReadTensor(s.name));
-    CopySlice(s.global_shape, s.split_dim, r, old_tp, DTypeSize(dtype),
-              static_cast<char*>(global.data()), static_cast<char*>(local.data()),
-              /*to_global=*/true);
-  }
-  return global;
-}
-
-// `old_global` of a vocab-padded tensor with its first real_vocab rows kept and the rest zero,
-// in new_shape (rows added or dropped at the end).
-absl::StatusOr<Tensor> Repad(Tensor old_global, const Shape& new_shape, int64_t real_vocab) {
-  const Shape& old_shape = old_global.shape();
-  const size_t row =
-      static_cast<size_t>(NumElements(absl::Span<const int64_t>(old_shape).subspan(1))) *
-      DTypeSize(old_global.dtype());
-  if (new_shape == old_shape) {  // Same padded size: still clear the padding rows.
-    std::memset(static_cast<char*>(old_global.data()) + real_vocab * row, 0,
-                (old_shape[0] - real_vocab) * row);
-    return old_global;
-  }
-  ASSIGN_OR_RETURN(Tensor new_global, Tensor::Empty(new_shape, old_global.dtype()));
-  std::memset(new_global.data(), 0, new_global.nbytes());
-  std::memcpy(new_global.data(), old_global.data(), real_vocab * row);
-  return new_global;
-}
-
 // Splits the global tensors for new_tp_size ranks and writes each new shard.
 absl::Status WriteShards(const std::string& dst_dir, const ShardInfo& first,
                          const std::vector<Tensor>& globals, const std::vector<Shape>& new_shapes,
@@ -194,9 +193,9 @@ absl::Status WriteShards(const std::string& dst_dir, const ShardInfo& first,
         ASSIGN_OR_RETURN(
             Tensor local,
             Tensor::Empty(LocalShape(new_shapes[i], s.split_dim, new_tp_size), g.dtype));
-        CopySlice(new_shapes[i], s.split_dim, r, new_tp_size, DTypeSize(g.dtype),
-                  static_cast<char*>(g.data), static_cast<char*>(local.data()),
-                  /*to_global=*/false);
+        internal::CopySlice(new_shapes[i], s.split_dim, r, new_tp_size, DTypeSize(g.dtype),
+                            static_cast<char*>(g.data), static_cast<char*>(local.data()),
+                            /*to_global=*/false);
         rec.local = local.view();
         owned.push_back(std::move(local));
       }
@@ -223,16 +222,17 @@ absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
                                                  " already exists; choose another destination "
                                                  "or delete it"));
   }
-  ASSIGN_OR_RETURN(std::vector<SafetensorsReader> readers, OpenSources(src_dir, iteration, first));
+  ASSIGN_OR_RETURN(std::vector<SafetensorsReader> readers,
+                   internal::OpenShards(src_dir, iteration, first));
   ASSIGN_OR_RETURN(const std::vector<Shape> new_shapes,
                    NewShapes(first.tensors, new_tp_size, real_vocab, new_padded_vocab));
   // Every global tensor in its new shape.
   std::vector<Tensor> globals;
   for (size_t i = 0; i < first.tensors.size(); ++i) {
     const StoredTensor& s = first.tensors[i];
-    ASSIGN_OR_RETURN(Tensor global, ReadGlobal(s, readers));
+    ASSIGN_OR_RETURN(Tensor global, internal::ReadGlobal(s, readers));
     if (s.vocab_padded) {
-      ASSIGN_OR_RETURN(global, Repad(std::move(global), new_shapes[i], real_vocab));
+      ASSIGN_OR_RETURN(global, internal::Repad(std::move(global), new_shapes[i], real_vocab));
     }
     globals.push_back(std::move(global));
   }

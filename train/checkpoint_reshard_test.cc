@@ -1,5 +1,6 @@
 // Tests of ReshardCheckpoint (checkpoint_reshard.cc) against slices of the synthetic model's
 // global tensors computed by plain index arithmetic (checkpoint_testutil.h).
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ using testing::PaddedVocab;
 using testing::Repadded;
 using testing::SaveModel;
 using testing::SyntheticModel;
+using testing::SyntheticTensor;
 
 namespace fs = std::filesystem;
 
@@ -73,6 +75,53 @@ TEST(CheckpointTest, ReshardTwoToFourToTwoIsBitExact) {
     EXPECT_EQ(mc->tp_size, 2);
   }
   EXPECT_TRUE(HoldsModel(c, 42, 2, model));
+}
+
+// LoadResharded fills one rank's slices for any degree straight from a TP=2 checkpoint: the same
+// slices ReshardCheckpoint would write (every dtype, split on dims 0, 1, 2, replicated, empty),
+// optimizer tensors skipped by prefix.
+TEST(CheckpointTest, LoadReshardedGivesTheSlicesOfAnyDegree) {
+  const std::string src = FreshDir("load_resharded_src");
+  const auto model = SyntheticModel(PaddedVocab(2), 21);
+  ASSERT_TRUE(SaveModel(src, model, 2, 5).ok());
+  ReshardedLoadOptions options;
+  options.skip_prefixes = {"optimizer."};
+  for (int tp : {1, 2, 4}) {
+    std::vector<SyntheticTensor> want = Repadded(model, PaddedVocab(tp));
+    want.erase(std::remove_if(want.begin(), want.end(),
+                              [](const SyntheticTensor& t) {
+                                return t.name.rfind("optimizer.", 0) == 0;
+                              }),
+               want.end());
+    for (int r = 0; r < tp; ++r) {
+      SCOPED_TRACE(absl::StrCat("rank ", r, " of ", tp));
+      std::vector<Tensor> storage;
+      const std::vector<TensorRecord> records = testing::ZeroRecords(want, r, tp, &storage);
+      auto loaded = LoadResharded(src, 5, r, tp, kRealVocab, records, options);
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      EXPECT_EQ(loaded->meta.tp_size, 2);
+      EXPECT_TRUE(loaded->missing.empty() && loaded->ignored.empty());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(Bytes(records[i].local),
+                  Bytes(testing::SliceOf(want[i].global.view(), want[i].split_dim, r, tp).view()))
+            << want[i].name;
+      }
+    }
+  }
+  // Names on one side only, and a real vocabulary larger than the padded one.
+  std::vector<Tensor> storage;
+  std::vector<SyntheticTensor> fewer = Repadded(model, PaddedVocab(1));
+  fewer.erase(fewer.begin());
+  EXPECT_STATUS(
+      LoadResharded(src, 5, 0, 1, kRealVocab, testing::ZeroRecords(fewer, 0, 1, &storage)).status(),
+      absl::StatusCode::kFailedPrecondition,
+      "holds 1 tensor(s) this model does not have: embedding.word.weight");
+  EXPECT_STATUS(LoadResharded(src, 5, 0, 1, 41,
+                              testing::ZeroRecords(Repadded(model, PaddedVocab(1)), 0, 1, &storage))
+                    .status(),
+                absl::StatusCode::kFailedPrecondition,
+                "vocab-padded tensor 'embedding.word.weight' has 40 rows in the checkpoint and 40 "
+                "in this model; both must hold the real vocabulary of 41");
 }
 
 TEST(CheckpointTest, ReshardErrors) {

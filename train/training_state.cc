@@ -19,25 +19,12 @@ struct FlatState {
 // The records of every parameter and its Adam moments over `flat`, in the store's layout.
 std::vector<TensorRecord> Records(const nn::ParameterStore& store, const FlatState& flat) {
   std::vector<TensorRecord> records;
-  const auto in = [&](const TensorView& t, int i) {
-    return TensorView(t.data_as<float>() + store.offset(i), store.value(i).shape, DType::kF32,
-                      t.device);
-  };
+  const std::string prefix = kOptimizerTensorPrefix;
   for (int i = 0; i < store.size(); ++i) {
-    const nn::ParamSpec& spec = store.spec(i);
-    TensorRecord r;
-    r.global_shape = spec.global_shape;
-    r.split_dim = spec.split_dim;
-    r.vocab_padded = spec.vocab_padded;
-    r.name = spec.name;
-    r.local = in(flat.values, i);
-    records.push_back(r);
-    r.name = "optimizer.exp_avg." + spec.name;
-    r.local = in(flat.exp_avg, i);
-    records.push_back(r);
-    r.name = "optimizer.exp_avg_sq." + spec.name;
-    r.local = in(flat.exp_avg_sq, i);
-    records.push_back(r);
+    const std::string& name = store.spec(i).name;
+    records.push_back(ParameterRecord(store, i, flat.values, name));
+    records.push_back(ParameterRecord(store, i, flat.exp_avg, prefix + "exp_avg." + name));
+    records.push_back(ParameterRecord(store, i, flat.exp_avg_sq, prefix + "exp_avg_sq." + name));
   }
   return records;
 }
@@ -114,6 +101,19 @@ absl::Status RestoreTrainerState(const std::string& load_dir, const CheckpointMe
 }
 
 }  // namespace
+
+TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const TensorView& flat,
+                             const std::string& name) {
+  const nn::ParamSpec& spec = store.spec(handle);
+  TensorRecord r;
+  r.name = name;
+  r.global_shape = spec.global_shape;
+  r.split_dim = spec.split_dim;
+  r.vocab_padded = spec.vocab_padded;
+  r.local = TensorView(flat.data_as<float>() + store.offset(handle), store.value(handle).shape,
+                       DType::kF32, flat.device);
+  return r;
+}
 
 std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
                                           const Optimizer& optimizer,

@@ -4,8 +4,9 @@
 // pure function of (seed, iteration, global sample index).
 //
 // Tensors: "<param>", "optimizer.exp_avg.<param>", "optimizer.exp_avg_sq.<param>", each with its
-// parameter's partitioning. Only data-parallel rank 0 of each TP group writes its shard; global
-// rank 0 commits after a barrier over the world.
+// parameter's partitioning (model_loading.h reads the parameters alone, at any TP degree). Only
+// data-parallel rank 0 of each TP group writes its shard; global rank 0 commits after a barrier
+// over the world.
 #ifndef MT_TRAIN_TRAINING_STATE_H_
 #define MT_TRAIN_TRAINING_STATE_H_
 
@@ -25,6 +26,9 @@
 namespace mt {
 namespace train {
 
+// The prefix of every optimizer tensor's name in a training checkpoint.
+inline constexpr char kOptimizerTensorPrefix[] = "optimizer.";
+
 struct TrainingCounters {
   int64_t iteration = 0;
   int64_t consumed_samples = 0;
@@ -38,6 +42,12 @@ struct TrainingCounters {
 struct HostTrainingState {
   Tensor values, exp_avg, exp_avg_sq;  // f32 [store.NumLocalElements()] each.
 };
+
+// The record of parameter `handle` of `store`, named `name`, over `flat`: a flat f32
+// [store.NumLocalElements()] tensor in the store's layout (its master values, a host copy of
+// them, an Adam moment), on any device.
+TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const TensorView& flat,
+                             const std::string& name);
 
 // The records of every parameter and its Adam moments: views of the live tensors (on the store's
 // device), or of `host` when given (which must hold the store's flat layout).
