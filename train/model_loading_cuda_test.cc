@@ -26,13 +26,7 @@ TEST(ModelLoadingCudaTest, LoadsIntoAGpuStore) {
   gpu.device = Device::Cuda(0);
   gpu.cuda = device_context->get();
 
-  models::ModelConfig config = models::ModelConfig::ForFamily(models::Family::kGpt2);
-  config.num_layers = 1;
-  config.hidden_size = 16;
-  config.num_attention_heads = 2;
-  config.vocab_size = 61;
-  config.make_vocab_size_divisible_by = 24;
-  config.max_position_embeddings = 8;
+  const models::ModelConfig config = testing::TinyConfig(models::Family::kGpt2, 1, 2, 61, 24);
   const std::string dir = testing::FreshDir("cuda_load");
   auto ranks = testing::BuildRanks(config, 2, /*seed=*/3);
   ASSERT_TRUE(ranks.ok()) << ranks.status();

@@ -32,27 +32,9 @@ using testing::SaveRanks;
 using testing::WriteText;
 
 // vocab 61 pads to 72 at TP 1 (a multiple of 24), 96 at TP 2 (48) and at TP 4 (96).
-models::ModelConfig TinyGpt() {
-  models::ModelConfig c = models::ModelConfig::ForFamily(models::Family::kGpt2);
-  c.num_layers = 2;
-  c.hidden_size = 16;
-  c.num_attention_heads = 4;
-  c.vocab_size = 61;
-  c.make_vocab_size_divisible_by = 24;
-  c.max_position_embeddings = 8;
-  return c;
-}
+models::ModelConfig TinyGpt() { return testing::TinyConfig(models::Family::kGpt2, 2, 4, 61, 24); }
 
-models::ModelConfig TinyBert() {
-  models::ModelConfig c = models::ModelConfig::ForFamily(models::Family::kBert);
-  c.num_layers = 1;
-  c.hidden_size = 16;
-  c.num_attention_heads = 2;
-  c.vocab_size = 45;
-  c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = 8;
-  return c;
-}
+models::ModelConfig TinyBert() { return testing::TinyConfig(models::Family::kBert, 1, 2, 45, 8); }
 
 // Saves `config`'s model at TP `tp` filled with the pattern (padding rows included), with
 // optimizer tensors, as iteration 7 of a fresh directory.

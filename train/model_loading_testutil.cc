@@ -39,6 +39,18 @@ float PatternValue(const std::string& name, int64_t global_index) {
   return (static_cast<float>(z >> 40) + 0.5f) / 8388608.0f - 1.0f;
 }
 
+models::ModelConfig TinyConfig(models::Family family, int num_layers, int heads, int64_t vocab_size,
+                               int64_t vocab_multiple) {
+  models::ModelConfig c = models::ModelConfig::ForFamily(family);
+  c.num_layers = num_layers;
+  c.hidden_size = 16;
+  c.num_attention_heads = heads;
+  c.vocab_size = vocab_size;
+  c.make_vocab_size_divisible_by = vocab_multiple;
+  c.max_position_embeddings = 8;
+  return c;
+}
+
 absl::StatusOr<std::vector<RankModel>> BuildRanks(const models::ModelConfig& config, int tp,
                                                   uint64_t seed,
                                                   const models::ModelOptions& options) {

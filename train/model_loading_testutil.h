@@ -28,6 +28,11 @@ namespace testing {
 // a real row's element does not depend on the padded row count (dimension 0 is outermost).
 float PatternValue(const std::string& name, int64_t global_index);
 
+// A small config of `family`'s standard architecture: hidden 16, 8 positions, the given layers
+// and heads, and a vocabulary of vocab_size padded to a multiple of vocab_multiple x TP.
+models::ModelConfig TinyConfig(models::Family family, int num_layers, int heads, int64_t vocab_size,
+                               int64_t vocab_multiple);
+
 // One TP rank's store (CPU, f32, allocated) and the model declared in it.
 struct RankModel {
   std::unique_ptr<nn::ParameterStore> store;

@@ -1,0 +1,217 @@
+#include "eval/harness.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "comm/nccl_communicator.h"
+#include "core/cuda/caching_allocator.h"
+#include "core/cuda/device_context.h"
+#include "core/cuda_device.h"
+#include "core/status.h"
+
+namespace mt {
+namespace eval {
+
+absl::Status HarnessConfig::Validate() const {
+  if (load.empty()) {
+    return absl::InvalidArgumentError("--load is required (a checkpoint directory to evaluate)");
+  }
+  if (micro_batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--micro_batch_size must be >= 1 (got ", micro_batch_size, ")"));
+  }
+  if (bf16 + fp16 + fp32 > 1) {
+    return absl::InvalidArgumentError(
+        "--bf16, --fp16 and --fp32 are exclusive; pick one (default: f32 on the CPU, bf16 on "
+        "CUDA)");
+  }
+  if (vocab_file.empty() != merge_file.empty()) {
+    return absl::InvalidArgumentError(
+        "give both --vocab_file (encoder.json) and --merge_file (vocab.bpe), or neither (the "
+        "installed GPT-2 tokenizer)");
+  }
+  if (threads < 0 || !(progress_interval >= 0)) {
+    return absl::InvalidArgumentError("--threads and --progress_interval must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+DType HarnessConfig::ComputeDType() const {
+  if (bf16) return DType::kBF16;
+  if (fp16) return DType::kF16;
+  if (fp32) return DType::kF32;
+  return device == HarnessDevice::kCuda ? DType::kBF16 : DType::kF32;
+}
+
+absl::StatusOr<std::unique_ptr<Harness>> Harness::Open(const HarnessConfig& config,
+                                                       const Placement& placement) {
+  std::unique_ptr<Harness> h(new Harness());
+  h->config_ = config;
+  h->placement_ = placement;
+  if (config.device == HarnessDevice::kCuda) {
+    const int gpus = cuda::DeviceCount();
+    if (gpus < 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--device=cuda: no CUDA device here (", cuda::Describe(), ")"));
+    }
+    const int index = placement.local_rank % gpus;
+    ASSIGN_OR_RETURN(h->cuda_, cuda::DeviceContext::Create(index));
+    h->memory_pool_ =
+        std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
+    h->exec_.device = Device::Cuda(index);
+    h->exec_.cuda = h->cuda_.get();  // Kernels on the default stream, as core/alloc.h assumes.
+    h->exec_.memory_pool = h->memory_pool_.get();
+  }
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      config.threads > 0 ? config.threads : std::max(1, cores / std::max(1, placement.local_size));
+  h->pool_ = std::make_unique<ThreadPool>(threads);
+  h->exec_.pool = h->pool_.get();
+  ASSIGN_OR_RETURN(h->checkpoint_, train::ReadCheckpointModel(config.load, config.iteration));
+  const models::ModelConfig& m = h->checkpoint_.config;
+  if (absl::Status s = m.ValidateParallel(placement.world_size); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model of ", config.load, " cannot run on ", placement.world_size,
+        " processes (the tensor-parallel degree is the number of processes): ", s.message()));
+  }
+  return h;
+}
+
+Harness::~Harness() = default;
+
+absl::Status Harness::LoadModel() {
+  train::LoadModelOptions options;
+  options.iteration = checkpoint_.iteration;
+  options.compute_dtype = config_.ComputeDType();
+  ASSIGN_OR_RETURN(loaded_, train::LoadModel(config_.load, placement_.rank, placement_.world_size,
+                                             exec_, options));
+  return absl::OkStatus();
+}
+
+absl::Status Harness::Connect(comm::Communicator& world) {
+  comm::Communicator* comm_world = &world;
+  if (exec_.device.is_cuda() && comm::NcclAvailable() &&
+      placement_.local_size <= cuda::DeviceCount()) {
+    ASSIGN_OR_RETURN(nccl_world_, comm::CreateNcclCommunicator(world, exec_.device.index,
+                                                               comm::NcclOptions(), "world"));
+    comm_world = nccl_world_.get();
+  }
+  comm::ParallelConfig pc;
+  pc.tensor_parallel = placement_.world_size;
+  ASSIGN_OR_RETURN(parallel_, comm::ParallelContext::Create(
+                                  *comm_world, pc, checkpoint_.config.num_attention_heads));
+  return absl::OkStatus();
+}
+
+nn::StepContext Harness::step_context() const {
+  nn::StepContext sc;
+  sc.exec = &exec_;
+  sc.tp = parallel_->tp_size() > 1 ? &parallel_->tp() : nullptr;
+  sc.mode = nn::Mode::kEval;
+  return sc;
+}
+
+std::string Harness::Describe() const {
+  const models::ModelConfig& m = checkpoint_.config;
+  return absl::StrCat(checkpoint_.model_name.empty() ? "a model" : checkpoint_.model_name, " (",
+                      m.ArchitectureName(), ": ", m.num_layers, " layers, hidden ", m.hidden_size,
+                      ", ", m.num_attention_heads, " heads, vocab ", m.vocab_size, ") from ",
+                      checkpoint_.dir, " iteration ", checkpoint_.iteration, " (saved at TP ",
+                      checkpoint_.tp_size, "), run at TP ", placement_.world_size, " on ",
+                      exec_.device.ToString(), " in ", DTypeName(config_.ComputeDType()),
+                      nccl_world_ != nullptr ? " (NCCL)" : "");
+}
+
+absl::Status AgreeOnStatus(comm::Communicator& world, const absl::Status& local, bool* report) {
+  // [this rank failed, rank 0 failed], maximised over the ranks.
+  Tensor flags = Tensor::Host({2}, DType::kI32);
+  int32_t* f = flags.data_as<int32_t>();
+  f[0] = local.ok() ? 0 : 1;
+  f[1] = world.rank() == 0 ? f[0] : 0;
+  *report = true;
+  RETURN_IF_ERROR(world.AllReduce(flags.view(), comm::ReduceOp::kMax));
+  *report = !local.ok() && (world.rank() == 0 || f[1] == 0);
+  if (!local.ok()) return local;
+  if (f[0] != 0) return absl::AbortedError("another rank failed");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<JsonlWriter>> JsonlWriter::Open(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", path));
+  return std::unique_ptr<JsonlWriter>(new JsonlWriter(path, file));
+}
+
+JsonlWriter::~JsonlWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+absl::Status JsonlWriter::Write(const Json& line) {
+  const std::string text = line.dump() + "\n";
+  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JsonlWriter::Close() {
+  const bool failed = std::ferror(file_) != 0;
+  const int closed = std::fclose(file_);
+  file_ = nullptr;
+  if (failed || closed != 0)
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", path_));
+  return absl::OkStatus();
+}
+
+absl::Status WriteResultsJson(const std::string& path, const Json& results) {
+  ASSIGN_OR_RETURN(std::unique_ptr<JsonlWriter> w, JsonlWriter::Open(path));
+  RETURN_IF_ERROR(w->Write(results));
+  return w->Close();
+}
+
+namespace {
+
+// "1:02:03".
+std::string Clock(double seconds) {
+  const int64_t s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
+  return absl::StrFormat("%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+}
+
+}  // namespace
+
+ProgressMeter::ProgressMeter(std::string task, std::string unit, int64_t total, double interval_s,
+                             bool enabled)
+    : task_(std::move(task)),
+      unit_(std::move(unit)),
+      total_(total),
+      interval_s_(interval_s),
+      enabled_(enabled),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
+
+double ProgressMeter::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void ProgressMeter::Update(int64_t done, int64_t scored) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!enabled_ || done >= total_ ||
+      std::chrono::duration<double>(now - last_).count() < interval_s_) {
+    return;
+  }
+  last_ = now;
+  const double elapsed = elapsed_s();
+  const double eta = done > 0 ? elapsed * static_cast<double>(total_ - done) / done : 0;
+  std::printf("%s: %lld/%lld %s (%.1f%%), %.0f targets/s, elapsed %s, ETA %s\n", task_.c_str(),
+              static_cast<long long>(done), static_cast<long long>(total_), unit_.c_str(),
+              100.0 * done / std::max<int64_t>(total_, 1), elapsed > 0 ? scored / elapsed : 0.0,
+              Clock(elapsed).c_str(), Clock(eta).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace eval
+}  // namespace mt

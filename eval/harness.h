@@ -1,0 +1,214 @@
+// What every evaluation binary (//eval:wikitext103, //eval:lambada) shares: its common settings,
+// the process it runs in (device, tensor-parallel layout, the model loaded from a checkpoint),
+// and rank 0's outputs (progress lines, per-example JSON lines, the results JSON). A task
+// (EvalTask) supplies the data and the scoring; harness_main.h runs both.
+//
+// Layout: every rank of the job is one tensor-parallel rank of a single TP group (TP = world
+// size, which must divide the heads; any degree, whatever the checkpoint was saved with:
+// train/model_loading.h reshards in memory). Every rank runs the same forward passes; rank 0
+// scores and writes.
+//
+// Stages, so that input errors end every rank with one line and before any collective:
+//   1. Harness::Open (local): the device, the checkpoint's model config, the thread pool;
+//   2. EvalTask::Prepare (local): the task checks the model and reads its data;
+//   3. Harness::LoadModel (local): the parameters, at this rank's slice;
+//   4. AgreeOnStatus (one all-reduce over the world): every rank learns whether any failed;
+//   5. Harness::Connect (collective): the communicators;
+//   6. EvalTask::Run (collective): scoring; the results object.
+#ifndef MT_EVAL_HARNESS_H_
+#define MT_EVAL_HARNESS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "comm/communicator.h"
+#include "comm/parallel_context.h"
+#include "core/dtype.h"
+#include "core/exec_context.h"
+#include "core/thread_pool.h"
+#include "models/model.h"
+#include "nlohmann/json.hpp"
+#include "nn/context.h"
+#include "train/model_loading.h"
+
+namespace mt {
+namespace cuda {
+class CachingAllocator;
+class DeviceContext;
+}  // namespace cuda
+
+namespace eval {
+
+// JSON objects keep their keys in insertion order (results print as the tasks list them).
+using Json = nlohmann::ordered_json;
+
+enum class HarnessDevice { kCpu, kCuda };
+inline constexpr std::pair<absl::string_view, HarnessDevice> kHarnessDeviceNames[] = {
+    {"cpu", HarnessDevice::kCpu}, {"cuda", HarnessDevice::kCuda}};
+
+// The settings every harness has (the binaries' flags: experiments/common/config_flags.h).
+struct HarnessConfig {
+  std::string load;               // Checkpoint directory.
+  int64_t iteration = -1;         // Checkpoint iteration; -1: the latest.
+  int micro_batch_size = 4;       // Sequences per forward pass.
+  std::string results_json;       // Also write the results object here.
+  std::string per_example_jsonl;  // One JSON line per window / example.
+  std::string vocab_file;         // GPT-2 encoder.json (empty: the installed one).
+  std::string merge_file;         // GPT-2 vocab.bpe (empty: the installed one).
+  HarnessDevice device = HarnessDevice::kCpu;
+  // Compute dtype (f32 master weights either way), as the pretraining drivers: at most one of
+  // these; none: f32 on the CPU, bf16 on CUDA.
+  bool bf16 = false, fp16 = false, fp32 = false;
+  int threads = 0;                // CPU threads per rank (0: cores / ranks on this host).
+  double progress_interval = 30;  // Seconds between progress lines (0: after every batch).
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("load", &self.load, "Checkpoint directory (its model config builds the model).");
+    v("iteration", &self.iteration, "Checkpoint iteration to load (-1: the latest).");
+    v("micro_batch_size", &self.micro_batch_size,
+      "Sequences per forward pass (their full logits take micro_batch_size x seq_length x "
+      "padded vocabulary x 4 bytes, twice).");
+    v("results_json", &self.results_json, "Also write the results JSON object to this file.");
+    v("per_example_jsonl", &self.per_example_jsonl,
+      "Write one JSON line per scored window / example to this file.");
+    v("vocab_file", &self.vocab_file, "GPT-2 encoder.json (default: the installed one).");
+    v("merge_file", &self.merge_file, "GPT-2 vocab.bpe merges (default: the installed one).");
+    v("device", &self.device, "cpu, or cuda (each rank on GPU local_rank mod GPUs).",
+      kHarnessDeviceNames);
+    v("bf16", &self.bf16, "bf16 compute (the default with --device=cuda).");
+    v("fp16", &self.fp16, "f16 compute.");
+    v("fp32", &self.fp32, "f32 compute (the default on the CPU).");
+    v("threads", &self.threads, "CPU threads per rank (0: cores / ranks on this host).");
+    v("progress_interval", &self.progress_interval,
+      "Seconds between progress lines (0: after every micro-batch).");
+  }
+
+  // InvalidArgument naming the flag: no --load, micro_batch_size < 1, more than one precision
+  // flag, only one of --vocab_file / --merge_file, negative threads or progress_interval.
+  absl::Status Validate() const;
+  // The compute dtype the precision flags and the device select.
+  DType ComputeDType() const;
+};
+
+// Where this process runs, as the MPI runtime says.
+struct Placement {
+  int rank = 0;        // In the world.
+  int world_size = 1;  // = the TP degree.
+  int local_rank = 0;  // Among the processes on this host (picks the GPU).
+  int local_size = 1;
+};
+
+class Harness {
+ public:
+  // Stage 1 (local): this rank's device (GPU local_rank mod count, with its context and memory
+  // pool) and thread pool, and the checkpoint's model config. FailedPrecondition without a GPU
+  // for --device=cuda, or when the world size does not divide the heads (saying which sizes
+  // do); the errors of train::ReadCheckpointModel.
+  static absl::StatusOr<std::unique_ptr<Harness>> Open(const HarnessConfig& config,
+                                                       const Placement& placement);
+  ~Harness();
+
+  // Stage 3 (local): the model from the checkpoint at this rank's slice (train::LoadModel).
+  absl::Status LoadModel();
+  // Stage 5 (collective over `world`, which must outlive this object): the communicators (NCCL
+  // on GPUs when each local rank has one and the binary has NCCL, else MPI) and the layout.
+  absl::Status Connect(comm::Communicator& world);
+
+  const HarnessConfig& config() const { return config_; }
+  const Placement& placement() const { return placement_; }
+  bool rank0() const { return placement_.rank == 0; }
+  const train::CheckpointModel& checkpoint() const { return checkpoint_; }
+  // After LoadModel.
+  models::Model& model() { return *loaded_.model; }
+  const ExecContext& exec() const { return exec_; }
+  ThreadPool* pool() { return pool_.get(); }
+  // Eval mode on the TP group (after Connect).
+  nn::StepContext step_context() const;
+  // "gpt2-345m (gpt2: 24 layers, hidden 1024, 16 heads, vocab 50257) from DIR iteration N
+  // (saved at TP 2), run at TP 1 on cpu in f32".
+  std::string Describe() const;
+
+ private:
+  Harness() = default;
+
+  HarnessConfig config_;
+  Placement placement_;
+  train::CheckpointModel checkpoint_;
+  // Destroyed in reverse order: the model and communicators before the device's pool and context.
+  std::unique_ptr<cuda::DeviceContext> cuda_;
+  std::unique_ptr<cuda::CachingAllocator> memory_pool_;
+  std::unique_ptr<ThreadPool> pool_;
+  ExecContext exec_;
+  std::unique_ptr<comm::Communicator> nccl_world_;
+  std::unique_ptr<comm::ParallelContext> parallel_;
+  train::LoadedModel loaded_;
+};
+
+// A task run by the harness: its data and its scoring.
+class EvalTask {
+ public:
+  virtual ~EvalTask() = default;
+  // Stage 2 (local, on every rank): checks that the checkpoint's model fits the task and reads,
+  // tokenises and lays out the data; rank 0 also opens its output files. Errors are one line
+  // naming the file (and line), or the model and what the task needs.
+  virtual absl::Status Prepare(const train::CheckpointModel& checkpoint, bool rank0) = 0;
+  // Stage 6 (collective over the TP group): scores everything; returns the results object
+  // (complete on rank 0).
+  virtual absl::StatusOr<Json> Run(Harness& harness) = 0;
+};
+
+// Stage 4 (one all-reduce over `world`): OK when every rank's `local` is OK; else this rank's
+// error, or Aborted when only other ranks failed. *report says whether this rank prints its
+// error: rank 0 when it failed (the others failing alike stay quiet: one line per job), else
+// every rank that failed. An all-reduce failure is returned with *report set.
+absl::Status AgreeOnStatus(comm::Communicator& world, const absl::Status& local, bool* report);
+
+// A file of JSON lines (rank 0's per-example output). Errors name the path.
+class JsonlWriter {
+ public:
+  // Truncates or creates `path`. Errors: errno-derived, naming the path.
+  static absl::StatusOr<std::unique_ptr<JsonlWriter>> Open(const std::string& path);
+  ~JsonlWriter();
+  absl::Status Write(const Json& line);
+  // Flushes and closes; the error of any earlier write or of closing, naming the path.
+  absl::Status Close();
+
+ private:
+  JsonlWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  std::string path_;
+  std::FILE* file_;
+};
+
+// The results object written to `path` (one line of JSON and a newline). Errors name the path.
+absl::Status WriteResultsJson(const std::string& path, const Json& results);
+
+// Rank 0's progress lines, at most one per `interval_s` (and none at all for runs shorter than
+// it, unless 0):
+//   "wikitext103: 1200/8700 windows (13.8%), 4512 targets/s, elapsed 0:01:05, ETA 0:06:51"
+class ProgressMeter {
+ public:
+  ProgressMeter(std::string task, std::string unit, int64_t total, double interval_s, bool enabled);
+  // `done` of total units finished, `scored` targets so far.
+  void Update(int64_t done, int64_t scored);
+  double elapsed_s() const;
+
+ private:
+  std::string task_, unit_;
+  int64_t total_;
+  double interval_s_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+}  // namespace eval
+}  // namespace mt
+
+#endif  // MT_EVAL_HARNESS_H_

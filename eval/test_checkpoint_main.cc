@@ -1,0 +1,72 @@
+// Writes a model-only checkpoint for the harness tests (testonly): any registered architecture's
+// config from the model flags, every weight zero (--zero, the default) or drawn from --seed, saved
+// at --tensor_model_parallel_size shards as iteration 1 of --save, with --model_name recorded.
+//
+//   test_checkpoint --save=DIR --vocab_size=50257 --num_layers=2 --hidden_size=32 ...
+//
+// An all-zero GPT model predicts the uniform distribution over its real vocabulary at every
+// position (zero embeddings, zero LayerNorm gains and biases, so zero logits).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/fields.h"
+#include "experiments/common/config_flags.h"
+#include "gflags/gflags.h"
+#include "models/config.h"
+#include "train/model_loading_testutil.h"
+
+namespace {
+
+struct TestCheckpointConfig {
+  std::string save;
+  std::string model_name;
+  int tensor_model_parallel_size = 1;
+  bool zero = true;
+  uint64_t seed = 1;
+  mt::models::ModelConfig model;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("save", &self.save, "Directory to write the checkpoint to.");
+    v("model_name", &self.model_name, "The registered model name to record.");
+    v("tensor_model_parallel_size", &self.tensor_model_parallel_size, "Shards to write.");
+    v("zero", &self.zero, "Every weight zero (false: the initial values from --seed).");
+    v("seed", &self.seed, "Seed of the initial values.");
+    mt::models::ModelConfig::Fields(self.model, v);
+  }
+};
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "test_checkpoint: error: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TestCheckpointConfig config;
+  const mt::experiments::ConfigFlags<TestCheckpointConfig> flags(config);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (absl::Status s = flags.ApplyGiven(&config); !s.ok()) return Fail(std::string(s.message()));
+  if (config.save.empty()) return Fail("--save is required");
+  auto ranks =
+      mt::train::testing::BuildRanks(config.model, config.tensor_model_parallel_size, config.seed);
+  if (!ranks.ok()) return Fail(std::string(ranks.status().message()));
+  for (mt::train::testing::RankModel& r : *ranks) {
+    if (!config.zero) continue;
+    const mt::TensorView values = r.store->flat_values();
+    std::memset(values.data, 0, values.nbytes());
+    if (absl::Status s = r.store->RefreshComputeWeights(mt::ExecContext{}); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+  const absl::Status saved = mt::train::testing::SaveRanks(
+      config.save, 1, config.model.ToJson(), config.model_name, *ranks, /*with_optimizer=*/true);
+  if (!saved.ok()) return Fail(std::string(saved.message()));
+  std::printf("wrote %s (%s, %d shard(s), %s weights)\n", config.save.c_str(),
+              config.model.ArchitectureName().c_str(), config.tensor_model_parallel_size,
+              config.zero ? "zero" : "random");
+  return 0;
+}
