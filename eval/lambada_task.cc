@@ -110,9 +110,11 @@ absl::StatusOr<Json> LambadaTask::Run(Harness& harness) {
   if (!rank0) return Json::object();
   if (per_example_ != nullptr) RETURN_IF_ERROR(per_example_->Close());
   const double seconds = progress.elapsed_s();
-  std::printf("lambada: scored %lld examples (%lld target tokens) in %.1f s (%.1f examples/s)\n",
-              static_cast<long long>(N), static_cast<long long>(target_tokens), seconds,
-              N / seconds);
+  std::printf(
+      "lambada: scored %lld examples (%lld target tokens) in %.1f s (%.1f examples/s; "
+      "%s)\n",
+      static_cast<long long>(N), static_cast<long long>(target_tokens), seconds, N / seconds,
+      scorer.TimeSplit().c_str());
   return Json{{"task", "lambada"},
               {"strict", config_.strict},
               {"examples", N},

@@ -1,8 +1,10 @@
 #include "eval/lm_scoring.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/status.h"
 #include "data/tokenizers/assets.h"
 #include "data/tokenizers/factory.h"
@@ -49,7 +51,11 @@ absl::StatusOr<std::vector<TokenScore>> LogitScorer::Score(const TensorView& tok
     logits_ = Tensor();  // Free the old buffer first.
     ASSIGN_OR_RETURN(logits_, Alloc(exec, shape, DType::kF32));
   }
+  const auto start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(model.Logits(harness_->step_context(), tokens, logits_.view()));
+  RETURN_IF_ERROR(SynchronizeDevice(exec));  // So that the forward pass is what is timed.
+  const auto forward_done = std::chrono::steady_clock::now();
+  forward_s_ += std::chrono::duration<double>(forward_done - start).count();
   std::vector<TokenScore> scores;
   if (!harness_->rank0()) return scores;
   for (const RowSpan& s : spans) {
@@ -62,7 +68,13 @@ absl::StatusOr<std::vector<TokenScore>> LogitScorer::Score(const TensorView& tok
               targets.data_as<int32_t>() + s.row * L + s.begin, harness_->pool(),
               scores.data() + first);
   }
+  scoring_s_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_done).count();
   return scores;
+}
+
+std::string LogitScorer::TimeSplit() const {
+  return absl::StrFormat("forward passes %.1f s, host scoring %.1f s", forward_s_, scoring_s_);
 }
 
 }  // namespace eval

@@ -1,5 +1,6 @@
 #include "eval/scoring.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -69,12 +70,37 @@ TEST(ScoreRowsTest, RandomRowsMatchALongDoubleReferenceOnEveryThreadCount) {
   }
 }
 
+// Logits spread over [-1000, 50] and -inf: exponentials from 1 down to far below the smallest
+// double, the vector loop's clamping range included, and row lengths off the vector widths.
+TEST(ScoreRowsTest, WideRangesMatchTheReference) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> wide(-1000.0f, 50.0f);
+  for (int64_t v : {1, 7, 8, 9, 4099}) {
+    std::vector<float> row(v);
+    for (float& x : row) x = wide(rng);
+    if (v > 2) row[1] = -std::numeric_limits<float>::infinity();
+    for (int32_t target = 0; target < v; target += std::max<int64_t>(1, v / 5)) {
+      if (std::isinf(row[target])) continue;
+      TokenScore out{std::nan(""), -1};
+      ScoreRows(row.data(), 1, v, v, &target, nullptr, &out);
+      EXPECT_NEAR(out.nll, static_cast<double>(ReferenceNll(row, v, target)),
+                  1e-12 * std::max(1.0, std::abs(out.nll)))
+          << "v " << v << " target " << target;
+      EXPECT_EQ(out.argmax, std::max_element(row.begin(), row.end()) - row.begin());
+    }
+  }
+}
+
 TEST(ScoreRowsTest, NanLogitGivesNanLoss) {
-  std::vector<float> logits = {0, std::numeric_limits<float>::quiet_NaN(), 1};
-  const int32_t target = 0;
-  TokenScore out;
-  ScoreRows(logits.data(), 1, 3, 3, &target, nullptr, &out);
-  EXPECT_TRUE(std::isnan(out.nll));
+  for (int64_t v : {3, 20}) {  // In the scalar tail and in a vector.
+    std::vector<float> logits(v, 1.0f);
+    logits[v - 2] = std::numeric_limits<float>::quiet_NaN();
+    const int32_t target = 0;
+    TokenScore out{0.0, -1};
+    ScoreRows(logits.data(), 1, v, v, &target, nullptr, &out);
+    EXPECT_TRUE(std::isnan(out.nll)) << v;
+    EXPECT_EQ(out.argmax, 0);
+  }
 }
 
 TEST(ScoreRowsDeathTest, TargetOutsideTheRealVocabulary) {

@@ -123,9 +123,11 @@ absl::StatusOr<Json> WikiText103Task::Run(Harness& harness) {
   ASSIGN_OR_RETURN(const WikiTextResult r,
                    WikiTextPerplexity(total_nll, w.num_tokens(), original_tokens_));
   const double seconds = progress.elapsed_s();
-  std::printf("wikitext103: scored %lld targets in %.1f s (%.0f targets/s, %.0f input tokens/s)\n",
-              static_cast<long long>(scored), seconds, scored / seconds,
-              static_cast<double>(W * w.seq_length()) / seconds);
+  std::printf(
+      "wikitext103: scored %lld targets in %.1f s (%.0f targets/s, %.0f input tokens/s; "
+      "%s)\n",
+      static_cast<long long>(scored), seconds, scored / seconds,
+      static_cast<double>(W * w.seq_length()) / seconds, scorer.TimeSplit().c_str());
   return Json{{"task", "wikitext103"},
               {"original_tokens", original_tokens_},
               {"tokenized_tokens", w.num_tokens()},
