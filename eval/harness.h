@@ -110,8 +110,8 @@ class Harness {
  public:
   // Stage 1 (local): this rank's device (GPU local_rank mod count, with its context and memory
   // pool) and thread pool, and the checkpoint's model config. FailedPrecondition without a GPU
-  // for --device=cuda, or when the world size does not divide the heads (saying which sizes
-  // do); the errors of train::ReadCheckpointModel.
+  // for --device=cuda, or when the model cannot be split over the world size (naming the heads
+  // or FFN width it must divide); the errors of train::ReadCheckpointModel.
   static absl::StatusOr<std::unique_ptr<Harness>> Open(const HarnessConfig& config,
                                                        const Placement& placement);
   ~Harness();
