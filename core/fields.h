@@ -13,7 +13,7 @@
 //
 // Everything that needs the list walks it with a visitor: the printed argument block
 // (FieldsToText below), the JSON of a checkpoint's model config (core/fields_json.h), and the
-// command-line flags of a binary (experiments/common/config_flags.h), so nothing repeats the
+// command-line flags of a binary (core/config_flags.h), so nothing repeats the
 // fields by hand. A visitor is any object callable as
 //   v(const char* name, T* value, const char* help)        T: int, int64_t, uint64_t, float,
 //                                                           double, bool, std::string

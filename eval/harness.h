@@ -53,7 +53,7 @@ enum class HarnessDevice { kCpu, kCuda };
 inline constexpr std::pair<absl::string_view, HarnessDevice> kHarnessDeviceNames[] = {
     {"cpu", HarnessDevice::kCpu}, {"cuda", HarnessDevice::kCuda}};
 
-// The settings every harness has (the binaries' flags: experiments/common/config_flags.h).
+// The settings every harness has (the binaries' flags: core/config_flags.h).
 struct HarnessConfig {
   std::string load;               // Checkpoint directory.
   int64_t iteration = -1;         // Checkpoint iteration; -1: the latest.

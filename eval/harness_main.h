@@ -1,5 +1,5 @@
 // The main() of an evaluation binary: logging, the flags (from the task config's field table,
-// experiments/common/config_flags.h, applied by the caller's callback), MPI, the stages of
+// core/config_flags.h, applied by the caller's callback), MPI, the stages of
 // harness.h, and the output: progress on stdout, the results object as the LAST stdout line (and
 // in --results_json). Input errors (flags, checkpoint, data files) print one line
 // "<name>: error: <message>" on rank 0 (or on the rank that failed alone) and every rank exits

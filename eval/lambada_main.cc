@@ -11,12 +11,12 @@
 #include "core/status.h"
 #include "eval/harness_main.h"
 #include "eval/lambada_task.h"
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 
 int main(int argc, char** argv) {
   using mt::eval::LambadaConfig;
   LambadaConfig config;
-  const mt::experiments::ConfigFlags<LambadaConfig> flags(config);
+  const mt::ConfigFlags<LambadaConfig> flags(config);
   return mt::eval::HarnessMain(
       argc, argv,
       {"lambada",

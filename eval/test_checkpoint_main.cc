@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/fields.h"
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 #include "gflags/gflags.h"
 #include "models/config.h"
 #include "train/model_loading_testutil.h"
@@ -47,7 +47,7 @@ int Fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   TestCheckpointConfig config;
-  const mt::experiments::ConfigFlags<TestCheckpointConfig> flags(config);
+  const mt::ConfigFlags<TestCheckpointConfig> flags(config);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (absl::Status s = flags.ApplyGiven(&config); !s.ok()) return Fail(std::string(s.message()));
   if (config.save.empty()) return Fail("--save is required");

@@ -12,12 +12,12 @@
 #include "core/status.h"
 #include "eval/harness_main.h"
 #include "eval/wikitext103_task.h"
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 
 int main(int argc, char** argv) {
   using mt::eval::WikiText103Config;
   WikiText103Config config;
-  const mt::experiments::ConfigFlags<WikiText103Config> flags(config);
+  const mt::ConfigFlags<WikiText103Config> flags(config);
   return mt::eval::HarnessMain(
       argc, argv,
       {"wikitext103",

@@ -16,9 +16,9 @@ probe=layering_probe
 probes=()
 trap 'rm -rf "${probes[@]}"' EXIT
 
-write_probe() {  # DIR DEP
+write_probe() {  # DIR DEP (DIR is a new directory, removed on exit)
   mkdir -p "$1/$probe"
-  probes+=("$1/$probe")
+  probes+=("$1")
   printf 'cc_library(name = "probe", deps = ["%s"])\n' "$2" > "$1/$probe/BUILD"
 }
 

@@ -30,7 +30,7 @@
 #include "core/ops/gemm.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 #include "experiments/pretrain/pretrain.h"
 #include "gflags/gflags.h"
 #include "models/registry.h"
@@ -348,7 +348,7 @@ absl::Status ResolveConfig(const ConfigFlags<BenchConfig>& flags, BenchConfig* c
 int main(int argc, char** argv) {
   using mt::experiments::BenchConfig;
   BenchConfig config;
-  const mt::experiments::ConfigFlags<BenchConfig> flags(config, {"family", "compute_dtype"});
+  const mt::ConfigFlags<BenchConfig> flags(config, {"family", "compute_dtype"});
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   absl::Status s = mt::experiments::ResolveConfig(flags, &config);
   if (!s.ok()) {

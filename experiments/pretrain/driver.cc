@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_communicator.h"
 #include "core/status.h"
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/registry.h"

@@ -1,5 +1,5 @@
 // The main() of a pretraining binary (pretrain_gpt, pretrain_bert): logging, MPI, the flags
-// (derived from the config's field table, experiments/common/config_flags.h), their Megatron
+// (derived from the config's field table, core/config_flags.h), their Megatron
 // rules, validation with a one-line error, SIGTERM, and the run.
 //
 //   int main(int argc, char** argv) {

@@ -41,7 +41,7 @@ inline constexpr std::pair<absl::string_view, DType> kComputeDTypeNames[] = {
     {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}};
 
 // The settings every pretraining job has, with Megatron-LM's flag names (the field table below
-// is the drivers' flags: experiments/common/config_flags.h).
+// is the drivers' flags: core/config_flags.h).
 struct PretrainConfig {
   std::string model_name;  // The registered model the run started from (--model); may be empty.
   models::ModelConfig model;

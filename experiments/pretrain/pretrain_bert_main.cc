@@ -8,14 +8,14 @@
 // (one process without mpirun is a world of one). --model=NAME trains any registered BERT-family
 // architecture. SIGTERM saves a checkpoint (with --save) and exits cleanly; any error ends every
 // rank with a one-line message and a non-zero exit.
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 #include "experiments/pretrain/driver.h"
 #include "experiments/pretrain/pretrain_bert.h"
 
 int main(int argc, char** argv) {
   using namespace mt::experiments;  // NOLINT: a main of this package.
   PretrainBertConfig config;
-  const ConfigFlags<PretrainBertConfig> flags(config, kNotFlags);
+  const mt::ConfigFlags<PretrainBertConfig> flags(config, kNotFlags);
   return PretrainMain(
       argc, argv,
       {"pretrain_bert", "BERT pretraining with tensor and data parallelism (Megatron-LM flags)."},

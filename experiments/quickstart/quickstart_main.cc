@@ -19,7 +19,7 @@
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/preprocessing/default_data.h"
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 #include "experiments/pretrain/driver.h"
 #include "experiments/pretrain/pretrain_gpt.h"
 #include "gflags/gflags.h"
@@ -100,7 +100,7 @@ mt::experiments::PretrainGptConfig QuickstartDefaults() {
 // The settings that follow from others unless given: the schedule and the log and evaluation
 // intervals from train_iters, the checkpoint directory from the data directory.
 void DeriveSettings(mt::experiments::PretrainGptConfig* c) {
-  using mt::experiments::FlagGiven;
+  using mt::FlagGiven;
   const int64_t iters = c->trainer.train_iters, samples = iters * c->trainer.global_batch_size;
   if (!FlagGiven("log_interval")) c->trainer.log_interval = std::max<int64_t>(1, iters / 12);
   if (!FlagGiven("min_lr")) c->lr.min_lr = c->lr.max_lr / 10;
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   PretrainGptConfig config = QuickstartDefaults();
-  const mt::experiments::ConfigFlags<PretrainGptConfig> flags(config,
+  const mt::ConfigFlags<PretrainGptConfig> flags(config,
                                                               mt::experiments::kNotFlags);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
   absl::Status s = mt::experiments::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); });

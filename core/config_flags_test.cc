@@ -1,6 +1,6 @@
 // Flags registered from a field table take the field's default and help, reach the config only
 // when given on the command line, and reject an enum value that is not one of its names.
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 
 #include <string>
 #include <vector>
@@ -8,7 +8,6 @@
 #include "gtest/gtest.h"
 
 namespace mt {
-namespace experiments {
 namespace {
 
 enum class Mode { kFast, kSafe };
@@ -97,5 +96,4 @@ TEST(ConfigFlagsTest, RegistersFromTheTableAndAppliesWhatIsGiven) {
 }
 
 }  // namespace
-}  // namespace experiments
 }  // namespace mt

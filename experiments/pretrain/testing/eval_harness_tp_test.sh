@@ -6,7 +6,7 @@
 #     per-example results within float32 rounding;
 #   - batched against one sequence per forward pass: the same results (right-padding is inert);
 #   - in bf16: close to f32.
-#   harness_tp_test.sh PREPROCESS PRETRAIN_GPT WIKITEXT103 LAMBADA WIKI_FIXTURE LAMBADA_FIXTURE
+#   eval_harness_tp_test.sh PREPROCESS PRETRAIN_GPT WIKITEXT103 LAMBADA WIKI_FIXTURE LAMBADA_FIXTURE
 set -uo pipefail
 preprocess="$1"; pretrain="$2"; wikitext="$3"; lambada="$4"; wiki="$5"; lambada_data="$6"
 work="$(mktemp -d /tmp/mt_eval_tp.XXXXXX)"

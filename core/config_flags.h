@@ -15,8 +15,8 @@
 //
 // Flags register once per process (gflags keeps them for the program's life), so make one
 // ConfigFlags per config type in main(). Not thread-safe (nor is gflags' parsing).
-#ifndef MT_EXPERIMENTS_COMMON_CONFIG_FLAGS_H_
-#define MT_EXPERIMENTS_COMMON_CONFIG_FLAGS_H_
+#ifndef MT_CORE_CONFIG_FLAGS_H_
+#define MT_CORE_CONFIG_FLAGS_H_
 
 #include <cstdint>
 #include <deque>
@@ -31,7 +31,6 @@
 #include "gflags/gflags.h"
 
 namespace mt {
-namespace experiments {
 
 namespace internal {
 
@@ -165,7 +164,6 @@ inline bool FlagGiven(const char* name) {
   return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
 }
 
-}  // namespace experiments
 }  // namespace mt
 
-#endif  // MT_EXPERIMENTS_COMMON_CONFIG_FLAGS_H_
+#endif  // MT_CORE_CONFIG_FLAGS_H_
