@@ -1,6 +1,7 @@
 #include "nn/attention.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/alloc.h"
@@ -117,9 +118,10 @@ ops::AttentionArgs ParallelSelfAttention::Args(const StepContext& sc) const {
 }
 
 absl::Status ParallelSelfAttention::Rotate(const ExecContext& ec, const TensorView& q,
-                                           const TensorView& k, Rotation rotation) const {
+                                           const TensorView& k, Rotation rotation,
+                                           int64_t position_offset) const {
   if (config_.rotary_base == 0.0) return absl::OkStatus();
-  const ops::RopeArgs args{config_.rotary_base, /*position_offset=*/0};
+  const ops::RopeArgs args{config_.rotary_base, position_offset};
   const auto rotate = rotation == Rotation::kForward ? ops::Rope : ops::RopeBackward;
   RETURN_IF_ERROR(rotate(ec, q, args, q));
   return rotate(ec, k, args, k);
@@ -183,6 +185,125 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
     return qkv_.BackwardLocal(sc, x2, As(dqkv, {B * T, 3 * NH * D}), dx2, InputGrad::kOverwrite);
   }
   return qkv_.Backward(sc, x2, As(dqkv, {B * T, 3 * NH * D}), dx2);
+}
+
+// ---------------------------------------------------------------- incremental decoding
+
+namespace {
+// Rows [start, start + count) of a position-major cache [max_length, B, NH, D], flattened.
+TensorView CacheRows(const Tensor& cache, int64_t start, int64_t count) {
+  const int64_t row = cache.numel() / cache.shape()[0];
+  char* base = static_cast<char*>(cache.data()) + start * row * DTypeSize(cache.dtype());
+  return TensorView(base, {count * row}, cache.dtype(), cache.device());
+}
+}  // namespace
+
+absl::Status ParallelSelfAttention::StartDecoding(const ExecContext& ec, int64_t batch,
+                                                  int64_t max_length) {
+  StopDecoding();
+  if (config_.causal != ops::CausalMask::kYes) {
+    return absl::FailedPreconditionError(
+        "attention: incremental decoding needs causal attention (this layer is bidirectional)");
+  }
+  if (batch < 1 || max_length < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("attention: cannot decode ", batch,
+                                                   " sequences of up to ", max_length,
+                                                   " positions (both must be >= 1)"));
+  }
+  const Shape by_position = {max_length, batch, local_heads_, head_dim_};
+  const Shape by_head = {batch, local_heads_, max_length, head_dim_};
+  KvCache c;
+  ASSIGN_OR_RETURN(c.keys, Alloc(ec, by_position, dtype_));
+  ASSIGN_OR_RETURN(c.values, Alloc(ec, by_position, dtype_));
+  ASSIGN_OR_RETURN(c.gathered_keys, Alloc(ec, by_head, dtype_));
+  ASSIGN_OR_RETURN(c.gathered_values, Alloc(ec, by_head, dtype_));
+  c.batch = batch;
+  c.max_length = max_length;
+  cache_ = std::move(c);
+  return absl::OkStatus();
+}
+
+void ParallelSelfAttention::StopDecoding() { cache_ = KvCache(); }
+
+int64_t ParallelSelfAttention::CacheBytes() const {
+  return cache_.keys.nbytes() + cache_.values.nbytes() + cache_.gathered_keys.nbytes() +
+         cache_.gathered_values.nbytes();
+}
+
+absl::Status ParallelSelfAttention::EnsureStepBuffers(const ExecContext& ec, int64_t n) {
+  KvCache& c = cache_;
+  if (c.n == n) return absl::OkStatus();
+  const int64_t B = c.batch, NH = local_heads_, D = head_dim_;
+  c.n = 0;  // Until every buffer is allocated.
+  ASSIGN_OR_RETURN(c.qkv, Alloc(ec, {B, n, 3 * NH * D}, dtype_));
+  for (Tensor* t : {&c.q, &c.k, &c.v, &c.ctx_heads}) {
+    ASSIGN_OR_RETURN(*t, Alloc(ec, {B, NH, n, D}, dtype_));
+  }
+  ASSIGN_OR_RETURN(c.lse, Alloc(ec, {B, NH, n}, DType::kF32));
+  ASSIGN_OR_RETURN(c.ctx, Alloc(ec, {B, n, NH * D}, dtype_));
+  c.n = n;
+  return absl::OkStatus();
+}
+
+absl::Status ParallelSelfAttention::AppendToCache(const ExecContext& ec, TensorView* keys,
+                                                  TensorView* values) {
+  KvCache& c = cache_;
+  const int64_t BH = c.batch * local_heads_, D = head_dim_, n = c.n, total = c.length + n;
+  // [B * NH, n, D] -> rows [length, length + n) of the [max_length, B * NH, D] cache: a swap of
+  // the two middle dims, which is what MergeHeads does to [1, B * NH, n, D].
+  const ops::HeadsShape append{1, n, BH, D};
+  RETURN_IF_ERROR(ops::MergeHeads(ec, append, c.k.view(), CacheRows(c.keys, c.length, n)));
+  RETURN_IF_ERROR(ops::MergeHeads(ec, append, c.v.view(), CacheRows(c.values, c.length, n)));
+  if (c.length == 0) {  // Nothing cached before: the new keys are all of them.
+    *keys = c.k.view();
+    *values = c.v.view();
+    return absl::OkStatus();
+  }
+  // Rows [0, total) back to head-major [B * NH, total, D] (SplitHeads, the inverse swap).
+  const ops::HeadsShape gather{1, total, BH, D};
+  *keys = As(c.gathered_keys, {c.batch, local_heads_, total, D});
+  *values = As(c.gathered_values, {c.batch, local_heads_, total, D});
+  RETURN_IF_ERROR(ops::SplitHeads(ec, gather, CacheRows(c.keys, 0, total), *keys));
+  return ops::SplitHeads(ec, gather, CacheRows(c.values, 0, total), *values);
+}
+
+absl::Status ParallelSelfAttention::DecodeForward(const StepContext& sc, const TensorView& x,
+                                                  const TensorView& y,
+                                                  const TensorView** deferred_bias) {
+  KvCache& c = cache_;
+  if (c.batch == 0) {
+    return absl::FailedPreconditionError("attention: DecodeForward before StartDecoding");
+  }
+  if (x.rank() != 3 || x.dim(0) != c.batch || x.dim(1) < 1 || x.dim(2) != config_.hidden ||
+      x.dtype != dtype_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention: decoding input ", x.DebugString(), " must be ", DTypeName(dtype_), "[",
+        c.batch, ", n >= 1, ", config_.hidden, "] (the started batch, the compute dtype)"));
+  }
+  const int64_t B = c.batch, n = x.dim(1), NH = local_heads_, D = head_dim_;
+  if (c.length + n > c.max_length) {
+    return absl::InvalidArgumentError(absl::StrCat("attention: ", n, " more positions after ",
+                                                   c.length, " exceed the cache's ",
+                                                   c.max_length));
+  }
+  const ExecContext& ec = *sc.exec;
+  RETURN_IF_ERROR(EnsureStepBuffers(ec, n));
+  const ops::HeadsShape hs{B, n, NH, D};
+  ASSIGN_OR_RETURN(TensorView x2, x.Reshape({B * n, config_.hidden}));
+  RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(c.qkv, {B * n, 3 * NH * D})));
+  RETURN_IF_ERROR(ops::SplitQkv(ec, hs, c.qkv.view(), c.q.view(), c.k.view(), c.v.view()));
+  RETURN_IF_ERROR(Rotate(ec, c.q.view(), c.k.view(), Rotation::kForward, c.length));
+  TensorView keys, values;
+  RETURN_IF_ERROR(AppendToCache(ec, &keys, &values));
+  ops::AttentionArgs args;  // Causal, no dropout: query i sees keys j <= i + length.
+  args.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  args.causal = ops::CausalMask::kYes;
+  RETURN_IF_ERROR(ops::FusedAttention(ec, c.q.view(), keys, values, args, c.ctx_heads.view(),
+                                      c.lse.view()));
+  RETURN_IF_ERROR(ops::MergeHeads(ec, hs, c.ctx_heads.view(), c.ctx.view()));
+  c.length += n;
+  ASSIGN_OR_RETURN(TensorView y2, y.Reshape({B * n, config_.hidden}));
+  return proj_.Forward(sc, As(c.ctx, {B * n, NH * D}), y2, deferred_bias);
 }
 
 }  // namespace nn

@@ -12,6 +12,9 @@
 //     stored, only each query row's log-sum-exp; backward recomputes them tile by tile)
 //   y = RowParallel(ctx)               [B, T, H]  (one all-reduce; bias added once)
 //
+// Incremental decoding (text generation): after StartDecoding, DecodeForward runs the next n
+// positions of every sequence against a key/value cache of the positions before them (see below).
+//
 // One all-reduce forward (in the output projection) and one backward (in the QKV projection's f).
 // Activations are in the store's compute dtype (scores and probabilities stay in f32 inside the
 // fused op). The module owns the activations it saves for backward (reallocated only when
@@ -74,16 +77,59 @@ class ParallelSelfAttention {
   // Bytes of activations currently held.
   int64_t ActivationBytes() const;
 
+  // ---- Incremental decoding with a key/value cache (causal attention only; no dropout).
+  // The cache holds this rank's heads (the TP ranks each cache their own) of every position seen,
+  // position-major so that appending positions writes one contiguous block:
+  //   keys, values [max_length, B, NH_local, D] in the compute dtype (keys after the rotation,
+  //   with rotary embeddings).
+  // Each DecodeForward gathers the cached positions into head-major [B, NH_local, c + n, D]
+  // scratch (allocated once, the cache's size again) for ops::FusedAttention, which takes
+  // contiguous operands: a copy linear in the cache length per layer and step.
+  //
+  // Allocates the cache for `batch` sequences of up to `max_length` positions on ec.device,
+  // forgetting any earlier one. InvalidArgument for sizes < 1; FailedPrecondition for
+  // bidirectional (non-causal) attention; ResourceExhausted when out of memory.
+  absl::Status StartDecoding(const ExecContext& ec, int64_t batch, int64_t max_length);
+  // x: [B, n, H] (compute dtype), positions c .. c + n - 1 (c = cache_length()) of the B
+  // sequences; y: [B, n, H] (one all-reduce). Position c + i attends to positions 0 .. c + i; with
+  // rotary embeddings q and k are rotated for positions c + i. The n positions join the cache.
+  // deferred_bias: as for Forward. FailedPrecondition before StartDecoding; InvalidArgument for
+  // another B, shape or dtype, or c + n > max_length.
+  absl::Status DecodeForward(const StepContext& sc, const TensorView& x, const TensorView& y,
+                             const TensorView** deferred_bias = nullptr);
+  // Frees the cache and the decoding scratch.
+  void StopDecoding();
+  // Positions cached per sequence (0 when not decoding).
+  int64_t cache_length() const { return cache_.length; }
+  // Bytes of the cache and its gather scratch.
+  int64_t CacheBytes() const;
+
  private:
+  // The decoding state: the cache, its gather scratch, and the buffers of one step of n positions.
+  struct KvCache {
+    int64_t batch = 0, max_length = 0, length = 0;
+    Tensor keys, values;          // [max_length, B, NH_local, D]
+    Tensor gathered_keys, gathered_values;  // [B, NH_local, max_length, D] (prefixes used)
+    int64_t n = 0;                // Positions the step buffers hold.
+    Tensor qkv;                   // [B, n, 3 * H_local]
+    Tensor q, k, v, ctx_heads;    // [B, NH_local, n, D]
+    Tensor lse;                   // f32 [B, NH_local, n]
+    Tensor ctx;                   // [B, n, H_local]
+  };
+  absl::Status EnsureStepBuffers(const ExecContext& ec, int64_t n);
+  // x's positions appended to the cache; *keys, *values: every cached position, head-major.
+  absl::Status AppendToCache(const ExecContext& ec, TensorView* keys, TensorView* values);
+
   absl::Status EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T);
   ops::DropoutArgs ProbsDropout(const StepContext& sc) const;
   // The fused op's arguments for this micro-batch (dropout only when training).
   ops::AttentionArgs Args(const StepContext& sc) const;
   // Rotary embeddings (kForward: ops::Rope) on q and k, or their transpose (kBackward:
-  // ops::RopeBackward) on dq and dk, in place; nothing when rotary_base is 0.
+  // ops::RopeBackward) on dq and dk, in place, for positions position_offset, ...; nothing when
+  // rotary_base is 0.
   enum class Rotation { kForward, kBackward };
   absl::Status Rotate(const ExecContext& ec, const TensorView& q, const TensorView& k,
-                      Rotation rotation) const;
+                      Rotation rotation, int64_t position_offset = 0) const;
 
   AttentionConfig config_;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
@@ -99,6 +145,7 @@ class ParallelSelfAttention {
   Tensor lse_;        // f32 [B, NH_local, T]: log-sum-exp of each query row (fused attention)
   Tensor ctx_heads_;  // [B, NH_local, T, D]
   Tensor ctx_;        // [B, T, H_local]
+  KvCache cache_;
 };
 
 }  // namespace nn

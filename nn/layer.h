@@ -7,6 +7,11 @@
 // ParameterStore when it is created (in forward order; the stack relies on that to tell the
 // data-parallel reducer, after each block's Backward, that the block's gradients are final), and
 // accumulates their gradients in Backward.
+//
+// Incremental decoding (text generation with a key/value cache) is optional: a block that caches
+// its attention's keys and values overrides StartDecoding / DecodeForward / StopDecoding
+// (TransformerLayer does); the defaults return Unimplemented, so a custom block without them still
+// trains, and a model built on it reports Unimplemented for decoding.
 #ifndef MT_NN_LAYER_H_
 #define MT_NN_LAYER_H_
 
@@ -39,6 +44,36 @@ class Layer {
   virtual int64_t ActivationBytes() const = 0;
   // Bytes it held at the start of its last Backward (after any recomputation).
   virtual int64_t backward_peak_bytes() const = 0;
+
+  // ---- Incremental decoding (eval mode whatever sc.mode says: no dropout; nothing is kept for
+  // Backward, which fails with FailedPrecondition until the next Forward).
+  //
+  // Allocates this block's cache on sc.exec->device for `batch` sequences of up to `max_length`
+  // positions, forgetting any earlier one. InvalidArgument for sizes < 1; ResourceExhausted when
+  // the device is out of memory; FailedPrecondition for a block that cannot decode causally
+  // (bidirectional attention); Unimplemented (the default) for a block without a cache.
+  virtual absl::Status StartDecoding(const StepContext& sc, int64_t batch, int64_t max_length) {
+    (void)sc;
+    (void)batch;
+    (void)max_length;
+    return absl::UnimplementedError(
+        "this transformer block has no incremental decoding (nn::Layer::StartDecoding)");
+  }
+  // x: [B, n, H], positions c .. c + n - 1 of each of the B started sequences, where c is the
+  // number of positions cached so far; y: [B, n, H], distinct from x. Position c + i attends to
+  // positions 0 .. c + i (the cached ones and the new ones up to itself), and the n positions join
+  // the cache. FailedPrecondition before StartDecoding; InvalidArgument for another B, a
+  // shape or dtype that does not fit, or c + n > max_length.
+  virtual absl::Status DecodeForward(const StepContext& sc, const TensorView& x,
+                                     const TensorView& y) {
+    (void)sc;
+    (void)x;
+    (void)y;
+    return absl::UnimplementedError(
+        "this transformer block has no incremental decoding (nn::Layer::DecodeForward)");
+  }
+  // Frees the cache (decoding must start again).
+  virtual void StopDecoding() {}
 };
 
 // Builds block `layer_index` (0-based; for dropout streams and initialisation scales), declaring

@@ -123,14 +123,19 @@ ops::DropoutArgs TransformerLayer::HiddenDropout(const StepContext& sc, int site
   return d;
 }
 
-absl::Status TransformerLayer::Forward(const StepContext& sc, const TensorView& x,
-                                       const TensorView* padding_mask, const TensorView& y) {
+absl::Status TransformerLayer::CheckInput(const TensorView& x) const {
   if (x.rank() != 3 || x.dim(2) != config_.hidden || x.dtype != dtype_) {
     return absl::InvalidArgumentError(absl::StrCat("transformer layer ", layer_index_, ": input ",
                                                    x.DebugString(), " must be ", DTypeName(dtype_),
                                                    "[B, T, ", config_.hidden,
                                                    "] (the compute dtype)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status TransformerLayer::Forward(const StepContext& sc, const TensorView& x,
+                                       const TensorView* padding_mask, const TensorView& y) {
+  RETURN_IF_ERROR(CheckInput(x));
   x_ = x;
   padding_mask_ = nullptr;
   if (padding_mask != nullptr) {
@@ -143,7 +148,36 @@ absl::Status TransformerLayer::Forward(const StepContext& sc, const TensorView& 
 }
 
 absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorView& y) {
-  const TensorView& x = x_;
+  RETURN_IF_ERROR(Run(sc, Pass::kFull, x_, y));
+  saved_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status TransformerLayer::StartDecoding(const StepContext& sc, int64_t batch,
+                                             int64_t max_length) {
+  return attention_.StartDecoding(*sc.exec, batch, max_length);
+}
+
+absl::Status TransformerLayer::DecodeForward(const StepContext& sc, const TensorView& x,
+                                             const TensorView& y) {
+  RETURN_IF_ERROR(CheckInput(x));
+  // Nothing of a decoding step is kept for Backward.
+  x_.data = nullptr;
+  padding_mask_ = nullptr;
+  saved_ = false;
+  StepContext eval = sc;
+  eval.mode = Mode::kEval;
+  return Run(eval, Pass::kDecode, x, y);
+}
+
+absl::Status TransformerLayer::Attend(const StepContext& sc, Pass pass, const TensorView& x,
+                                      const TensorView& y, const TensorView** bias) {
+  if (pass == Pass::kDecode) return attention_.DecodeForward(sc, x, y, bias);
+  return attention_.Forward(sc, x, padding_mask_, y, bias);
+}
+
+absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const TensorView& x,
+                                   const TensorView& y) {
   const int64_t B = x.dim(0), T = x.dim(1), H = config_.hidden;
   B_ = B;
   T_ = T;
@@ -170,7 +204,7 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
     ASSIGN_OR_RETURN(TensorView ln1, As2D(ln1_out_.view()));
     ASSIGN_OR_RETURN(TensorView ln2, As2D(ln2_out_.view()));
     RETURN_IF_ERROR(ln1_->Forward(sc, x2, ln1));
-    RETURN_IF_ERROR(attention_.Forward(sc, ln1_out_.view(), padding_mask_, branch_.view(), &bias));
+    RETURN_IF_ERROR(Attend(sc, pass, ln1_out_.view(), branch_.view(), &bias));
     RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
                                         HiddenDropout(sc, kAttentionOutputDropoutSite), x2, x1));
     RETURN_IF_ERROR(ln2_->Forward(sc, x1, ln2));
@@ -182,7 +216,7 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
     RETURN_IF_ERROR(ensure(&s2_));
     ASSIGN_OR_RETURN(TensorView s1, As2D(s1_.view()));
     ASSIGN_OR_RETURN(TensorView s2, As2D(s2_.view()));
-    RETURN_IF_ERROR(attention_.Forward(sc, x, padding_mask_, branch_.view(), &bias));
+    RETURN_IF_ERROR(Attend(sc, pass, x, branch_.view(), &bias));
     RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
                                         HiddenDropout(sc, kAttentionOutputDropoutSite), x2, s1));
     RETURN_IF_ERROR(ln1_->Forward(sc, s1, x1));
@@ -191,7 +225,6 @@ absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorVi
         ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, s2));
     RETURN_IF_ERROR(ln2_->Forward(sc, s2, y2));
   }
-  saved_ = true;
   return absl::OkStatus();
 }
 
@@ -213,6 +246,11 @@ int64_t TransformerLayer::ActivationBytes() const {
 
 absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView& dy,
                                         const TensorView& dx) {
+  if (x_.data == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "transformer layer ", layer_index_, ": Backward without a Forward (a decoding step "
+        "keeps nothing for Backward)"));
+  }
   if (!saved_) {
     // Activation checkpointing: recompute this layer's forward (same masks) into scratch.
     ASSIGN_OR_RETURN(Tensor scratch, Alloc(*sc.exec, x_.shape, dtype_));
@@ -337,6 +375,73 @@ int64_t TransformerStack::HeldActivationBytes() const {
   for (const auto& l : layers_) n += l->ActivationBytes();
   for (const Tensor& h : hidden_) n += h.nbytes();
   return n;
+}
+
+// ---------------------------------------------------------------- TransformerStack decoding
+
+namespace {
+// `s` with "layer i: " before its message.
+absl::Status InLayer(int i, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("layer ", i, ": ", s.message()));
+}
+}  // namespace
+
+absl::Status TransformerStack::StartDecoding(const StepContext& sc, int64_t batch,
+                                             int64_t max_length) {
+  StopDecoding();
+  if (batch < 1 || max_length < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot decode ", batch, " sequences of up to ",
+                                                   max_length,
+                                                   " positions (both must be >= 1)"));
+  }
+  for (int i = 0; i < num_layers(); ++i) {
+    absl::Status s = layers_[i]->StartDecoding(sc, batch, max_length);
+    if (!s.ok()) {
+      StopDecoding();
+      return InLayer(i, s);
+    }
+  }
+  decode_batch_ = batch;
+  decode_max_length_ = max_length;
+  return absl::OkStatus();
+}
+
+void TransformerStack::StopDecoding() {
+  for (auto& l : layers_) l->StopDecoding();
+  decode_batch_ = decode_max_length_ = decode_length_ = 0;
+  decode_out_[0] = Tensor();
+  decode_out_[1] = Tensor();
+}
+
+absl::StatusOr<TensorView> TransformerStack::DecodeForward(const StepContext& sc,
+                                                           const TensorView& x) {
+  if (decode_batch_ == 0) {
+    return absl::FailedPreconditionError("transformer stack: DecodeForward before StartDecoding");
+  }
+  if (x.rank() != 3 || x.dim(0) != decode_batch_ || x.dim(1) < 1 ||
+      decode_length_ + x.dim(1) > decode_max_length_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transformer stack: decoding input ", x.DebugString(), " must be [", decode_batch_,
+        ", n, H] with n >= 1 and at most ", decode_max_length_ - decode_length_,
+        " more positions (", decode_length_, " of ", decode_max_length_, " decoded)"));
+  }
+  for (Tensor& t : decode_out_) {
+    if (t.shape() != x.shape || t.dtype() != x.dtype || t.device() != sc.exec->device) {
+      ASSIGN_OR_RETURN(t, Alloc(*sc.exec, x.shape, x.dtype));
+    }
+  }
+  TensorView in = x;
+  for (int i = 0; i < num_layers(); ++i) {
+    const TensorView out = decode_out_[i % 2].view();
+    absl::Status s = layers_[i]->DecodeForward(sc, in, out);
+    if (!s.ok()) {
+      StopDecoding();
+      return InLayer(i, s);
+    }
+    in = out;
+  }
+  decode_length_ += x.dim(1);
+  return in;
 }
 
 }  // namespace nn

@@ -22,6 +22,11 @@
 // weights (ParameterStore::value, which the ops accept next to a 16-bit x), accumulating their
 // gradients in f32: unlike Megatron, which casts them to the compute dtype, they are never rounded.
 //
+// Incremental decoding (nn::Layer's StartDecoding / DecodeForward): the same computation in eval
+// mode over the next positions of each sequence, the attention reading and extending its
+// key/value cache (nn/attention.h); causal layers only. TransformerStack runs it through every
+// block and keeps the cache length.
+//
 // Activation checkpointing (Recompute::kYes): after Forward a layer keeps only its input (owned by
 // the stack) and frees everything else; Backward first re-runs Forward, with the same dropout
 // masks, then back-propagates. Gradients are bit-identical to the stored-activation path; the
@@ -124,10 +129,23 @@ class TransformerLayer : public Layer {
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx) override;
   int64_t ActivationBytes() const override;
   int64_t backward_peak_bytes() const override { return backward_peak_bytes_; }
+  // Incremental decoding (nn::Layer): the attention's key/value cache.
+  absl::Status StartDecoding(const StepContext& sc, int64_t batch, int64_t max_length) override;
+  absl::Status DecodeForward(const StepContext& sc, const TensorView& x,
+                             const TensorView& y) override;
+  void StopDecoding() override { attention_.StopDecoding(); }
 
  private:
+  // Which attention pass a layer's computation runs: the full-sequence one, or a decoding step.
+  enum class Pass { kFull, kDecode };
   TransformerLayer() = default;
+  // InvalidArgument unless x is [B, T, hidden] in the compute dtype.
+  absl::Status CheckInput(const TensorView& x) const;
   absl::Status ForwardImpl(const StepContext& sc, const TensorView& y);
+  // The layer's computation of x into y (both [B, T, H]); kDecode: through the key/value cache.
+  absl::Status Run(const StepContext& sc, Pass pass, const TensorView& x, const TensorView& y);
+  absl::Status Attend(const StepContext& sc, Pass pass, const TensorView& x, const TensorView& y,
+                      const TensorView** bias);
   void ReleaseAll();
   ops::DropoutArgs HiddenDropout(const StepContext& sc, int site) const;
 
@@ -179,11 +197,31 @@ class TransformerStack {
   int64_t HeldActivationBytes() const;
   int64_t peak_backward_extra_bytes() const { return peak_backward_extra_; }
 
+  // ---- Incremental decoding through every block (nn::Layer's decoding entries); eval mode.
+  // Starts decoding `batch` sequences of up to `max_length` positions (each block allocates its
+  // cache), forgetting any earlier decoding. The blocks' errors (Unimplemented for a block without
+  // decoding); InvalidArgument for sizes < 1.
+  absl::Status StartDecoding(const StepContext& sc, int64_t batch, int64_t max_length);
+  // x: [B, n, H] (compute dtype), the next n positions of each sequence; returns a view of the
+  // stack's decoding output [B, n, H] (valid until the next call). FailedPrecondition when not
+  // decoding; InvalidArgument for another B or decode_length() + n > max_length (decoding goes
+  // on). An error of a block ends decoding (StartDecoding again).
+  absl::StatusOr<TensorView> DecodeForward(const StepContext& sc, const TensorView& x);
+  // Frees every block's cache.
+  void StopDecoding();
+  // Positions decoded so far per sequence; 0 when not decoding.
+  int64_t decode_length() const { return decode_length_; }
+  // The started batch and maximum length; 0 when not decoding.
+  int64_t decode_batch() const { return decode_batch_; }
+  int64_t decode_max_length() const { return decode_max_length_; }
+
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<int> first_handles_;  // The first parameter handle of each layer.
   std::vector<Tensor> hidden_;  // [L + 1] x [B, T, H]; hidden_[0] is a copy of the input.
   int64_t peak_backward_extra_ = 0;
+  int64_t decode_batch_ = 0, decode_max_length_ = 0, decode_length_ = 0;
+  Tensor decode_out_[2];  // [B, n, H]: the blocks' decoding outputs, alternately.
 };
 
 }  // namespace nn
