@@ -15,6 +15,29 @@ absl::Status Model::Logits(const nn::StepContext& sc, const TensorView& tokens,
       "' has no language-model head over every position (no logits for generation)"));
 }
 
+namespace {
+absl::Status NoDecoding(const ModelConfig& config) {
+  return absl::UnimplementedError(absl::StrCat("architecture '", config.ArchitectureName(),
+                                               "' has no incremental decoding (generation)"));
+}
+}  // namespace
+
+absl::Status Model::StartDecoding(const nn::StepContext& sc, int64_t batch,
+                                  int64_t max_length) {
+  (void)sc;
+  (void)batch;
+  (void)max_length;
+  return NoDecoding(config());
+}
+
+absl::Status Model::DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
+                               const TensorView& logits) {
+  (void)sc;
+  (void)tokens;
+  (void)logits;
+  return NoDecoding(config());
+}
+
 absl::StatusOr<MultipleChoiceResult> Model::MultipleChoice(const nn::StepContext& sc,
                                                            const Batch& batch, Backward backward,
                                                            double loss_scale) {

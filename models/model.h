@@ -140,6 +140,33 @@ class Model {
   virtual absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
                               const TensorView& full);
 
+  // ---- Incremental decoding (text generation, eval/generate.h) with a key/value cache, in eval
+  // mode (no dropout) whatever sc.mode says. Every rank of a TP group makes the same calls with
+  // the same tokens (each caches its own heads). Language models built on nn::TransformerStack
+  // implement these (GPT-2); the defaults report Unimplemented.
+  //
+  // Allocates the caches for `batch` sequences of up to `max_length` positions on the model's
+  // device, forgetting any earlier ones. InvalidArgument for batch < 1, max_length outside
+  // [1, max_position_embeddings] or a context on another device; ResourceExhausted when out of
+  // memory; Unimplemented for models that cannot decode.
+  virtual absl::Status StartDecoding(const nn::StepContext& sc, int64_t batch, int64_t max_length);
+  // tokens: contiguous i32 [B, n] (host or the model's device; B the started batch, n >= 1): the
+  // next n tokens of every sequence, at positions decode_length() .. decode_length() + n - 1 (the
+  // first call: the common prompt prefix; later: one token each). Each new position attends to
+  // every earlier position and itself. Writes the logits of each row's LAST new position into
+  // `logits` f32 [B, padded_vocab], or of every new position when it is [B * n, padded_vocab]
+  // (row b * n + i: position i of sequence b); host or device; gathered across the TP ranks,
+  // identical on each (padding columns included; they are not part of the vocabulary).
+  // FailedPrecondition without StartDecoding; InvalidArgument for other shapes or dtypes, or
+  // decode_length() + n > max_length (decoding goes on); OutOfRange for a token outside
+  // [0, padded_vocab()). Errors other than those argument checks end decoding (StartDecoding again).
+  virtual absl::Status DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
+                                  const TensorView& logits);
+  // Positions decoded per sequence so far (0 when not decoding).
+  virtual int64_t decode_length() const { return 0; }
+  // Frees the caches.
+  virtual void StopDecoding() {}
+
   // Multiple choice (RACE): see Batch. Returns the mean cross-entropy over the questions and each
   // question's predicted choice; with Backward::kYes ACCUMULATES loss_scale * d(loss)/d(params).
   // Unimplemented for models without a multiple-choice head.

@@ -6,6 +6,7 @@
 #include "core/alloc.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/embedding.h"
 #include "core/ops/reduce.h"
 #include "core/status.h"
 #include "models/flops.h"
@@ -62,6 +63,15 @@ ops::DropoutArgs GptModel::EmbeddingDropout(const nn::StepContext& sc, int64_t T
   return d;
 }
 
+absl::Status GptModel::CheckDevice(const ExecContext& ec) const {
+  if (ec.device != store_->device()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPT-2: the step's ExecContext runs on ", ec.device.ToString(),
+        " but the parameter store lives on ", store_->device().ToString()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& tokens) {
   if (tokens.rank() != 2 || tokens.dtype != DType::kI32) {
     return absl::InvalidArgumentError(absl::StrCat("GPT-2: tokens ", tokens.DebugString(),
@@ -74,11 +84,7 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
                                                    config_.max_position_embeddings, "]"));
   }
   const ExecContext& ec = *sc.exec;
-  if (ec.device != store_->device()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GPT-2: the step's ExecContext runs on ", ec.device.ToString(),
-        " but the parameter store lives on ", store_->device().ToString()));
-  }
+  RETURN_IF_ERROR(CheckDevice(ec));
   if (B != B_ || T != T_ || emb_.device() != ec.device) {
     B_ = T_ = 0;  // Until every buffer is allocated.
     Tensor positions = Tensor::Host({B * T}, DType::kI32);  // Built here, uploaded.
@@ -161,12 +167,120 @@ double GptModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored
 absl::Status GptModel::Logits(const nn::StepContext& sc, const TensorView& tokens,
                               const TensorView& full) {
   RETURN_IF_ERROR(Forward(sc, tokens));
+  return GatherInto(sc, logits_.view(), full);
+}
+
+absl::Status GptModel::GatherInto(const nn::StepContext& sc, const TensorView& shard,
+                                  const TensorView& full) {
   const ExecContext& ec = *sc.exec;
-  if (full.device == ec.device) return nn::GatherLogits(sc, logits_.view(), full);
+  if (full.device == ec.device) return nn::GatherLogits(sc, shard, full);
   // A host `full` with a GPU context: gather on the device, then download.
   ASSIGN_OR_RETURN(Tensor gathered, Alloc(ec, full.shape, full.dtype));
-  RETURN_IF_ERROR(nn::GatherLogits(sc, logits_.view(), gathered.view()));
+  RETURN_IF_ERROR(nn::GatherLogits(sc, shard, gathered.view()));
   return CopyTensor(ec, gathered.view(), full);
+}
+
+// ---------------------------------------------------------------- incremental decoding
+
+absl::Status GptModel::StartDecoding(const nn::StepContext& sc, int64_t batch,
+                                     int64_t max_length) {
+  StopDecoding();
+  RETURN_IF_ERROR(CheckDevice(*sc.exec));
+  if (batch < 1 || max_length < 1 || max_length > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPT-2: cannot decode ", batch, " sequences of up to ", max_length,
+        " positions (need batch >= 1 and 1 <= length <= max_position_embeddings = ",
+        config_.max_position_embeddings, ")"));
+  }
+  nn::StepContext eval = sc;
+  eval.mode = nn::Mode::kEval;
+  return stack_->StartDecoding(eval, batch, max_length);
+}
+
+void GptModel::StopDecoding() {
+  stack_->StopDecoding();
+  decode_ = DecodeBuffers();
+}
+
+absl::Status GptModel::DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
+                                  const TensorView& logits) {
+  const int64_t B = stack_->decode_batch(), Vp = padded_vocab();
+  if (B == 0) return absl::FailedPreconditionError("GPT-2: DecodeStep before StartDecoding");
+  if (tokens.rank() != 2 || tokens.dtype != DType::kI32 || tokens.dim(0) != B ||
+      tokens.dim(1) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT-2: decoding tokens ", tokens.DebugString(),
+                                                   " must be i32 [", B, ", n >= 1]"));
+  }
+  const int64_t n = tokens.dim(1);
+  if (stack_->decode_length() + n > stack_->decode_max_length()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPT-2: ", n, " more positions after ", stack_->decode_length(),
+        " exceed the decoding length ", stack_->decode_max_length(), " given to StartDecoding"));
+  }
+  const bool every = logits.shape == Shape{B * n, Vp};
+  if (logits.dtype != DType::kF32 || !(every || logits.shape == Shape{B, Vp})) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT-2: decoding logits ", logits.DebugString(),
+                                                   " must be f32 [", B, ", ", Vp, "] or [", B * n,
+                                                   ", ", Vp, "]"));
+  }
+  RETURN_IF_ERROR(CheckDevice(*sc.exec));
+  nn::StepContext eval = sc;
+  eval.mode = nn::Mode::kEval;
+  absl::Status s = Decode(eval, tokens, logits, every);
+  if (!s.ok()) StopDecoding();
+  return s;
+}
+
+absl::Status GptModel::EnsureDecodeBuffers(const ExecContext& ec, int64_t rows,
+                                           int64_t out_rows) {
+  DecodeBuffers& d = decode_;
+  const int64_t H = config_.hidden_size, B = stack_->decode_batch();
+  if (d.rows == rows && d.out_rows == out_rows) return absl::OkStatus();
+  d.rows = d.out_rows = 0;  // Until every buffer is allocated.
+  ASSIGN_OR_RETURN(d.positions, Alloc(ec, {rows}, DType::kI32));
+  ASSIGN_OR_RETURN(d.emb, Alloc(ec, {rows, H}, dtype_));
+  ASSIGN_OR_RETURN(d.pos_emb, Alloc(ec, {rows, H}, dtype_));
+  ASSIGN_OR_RETURN(d.last_index, Alloc(ec, {B}, DType::kI32));
+  ASSIGN_OR_RETURN(d.last, Alloc(ec, {B, H}, dtype_));
+  ASSIGN_OR_RETURN(d.final, Alloc(ec, {out_rows, H}, dtype_));
+  ASSIGN_OR_RETURN(d.logits, Alloc(ec, {out_rows, word_.local_vocab()}, DType::kF32));
+  d.rows = rows;
+  d.out_rows = out_rows;
+  return absl::OkStatus();
+}
+
+absl::Status GptModel::Decode(const nn::StepContext& sc, const TensorView& tokens,
+                              const TensorView& logits, bool every) {
+  const ExecContext& ec = *sc.exec;
+  const int64_t B = tokens.dim(0), n = tokens.dim(1), H = config_.hidden_size;
+  const int64_t start = stack_->decode_length();
+  RETURN_IF_ERROR(EnsureDecodeBuffers(ec, B * n, every ? B * n : B));
+  DecodeBuffers& d = decode_;
+  ASSIGN_OR_RETURN(TensorView ids, OnDevice(ec, tokens, &d.tokens_staging, "GPT-2: tokens"));
+  RETURN_IF_ERROR(word_.Forward(sc, ids, d.emb.view()));
+  if (config_.position_embeddings) {
+    Tensor positions = Tensor::Host({B * n}, DType::kI32);
+    for (int64_t i = 0; i < B * n; ++i) {
+      positions.data_as<int32_t>()[i] = static_cast<int32_t>(start + i % n);
+    }
+    RETURN_IF_ERROR(CopyTensor(ec, positions.view(), d.positions.view()));
+    RETURN_IF_ERROR(position_.Forward(sc, d.positions.view(), d.pos_emb.view()));
+    RETURN_IF_ERROR(ops::Add(ec, d.emb.view(), d.pos_emb.view(), d.emb.view()));
+  }
+  ASSIGN_OR_RETURN(TensorView x, d.emb.view().Reshape({B, n, H}));
+  ASSIGN_OR_RETURN(TensorView h, stack_->DecodeForward(sc, x));
+  ASSIGN_OR_RETURN(TensorView rows, h.Reshape({B * n, H}));
+  if (!every && n > 1) {
+    // Each sequence's last new position: row b * n + n - 1, gathered as an embedding lookup.
+    Tensor last = Tensor::Host({B}, DType::kI32);
+    for (int64_t b = 0; b < B; ++b) last.data_as<int32_t>()[b] = static_cast<int32_t>(b * n + n - 1);
+    RETURN_IF_ERROR(CopyTensor(ec, last.view(), d.last_index.view()));
+    RETURN_IF_ERROR(ops::Embedding(ec, d.last_index.view(), rows, d.last.view()));
+    rows = d.last.view();
+  }
+  RETURN_IF_ERROR(final_ln_.Forward(sc, rows, d.final.view()));
+  RETURN_IF_ERROR(word_.LogitsForward(sc, d.final.view(), d.logits.view()));
+  return GatherInto(sc, d.logits.view(), logits);
 }
 
 namespace {

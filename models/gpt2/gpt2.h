@@ -18,6 +18,11 @@
 // the model keeps (reused while the shape stays), and the labels are read on the host (downloaded
 // when given on the device) to count the scored ones. Logits' `full` may be on the host or on the
 // device. The loss is returned as a host double.
+//
+// Incremental decoding (Model::StartDecoding / DecodeStep): the transformer stack's key/value
+// caches (nn/attention.h) hold every earlier position; a step embeds only the new tokens (learned
+// positions continuing from decode_length()) and computes the final LayerNorm and the logits of
+// only the positions asked for.
 #ifndef MT_MODELS_GPT2_GPT2_H_
 #define MT_MODELS_GPT2_GPT2_H_
 
@@ -82,14 +87,42 @@ class GptModel : public Model {
   absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
                       const TensorView& full) override;
 
+  // Incremental decoding (Model): see the file comment.
+  absl::Status StartDecoding(const nn::StepContext& sc, int64_t batch,
+                             int64_t max_length) override;
+  absl::Status DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
+                          const TensorView& logits) override;
+  int64_t decode_length() const override { return stack_->decode_length(); }
+  void StopDecoding() override;
+
   ActivationBytes activation_bytes() const override {
     return {stack_->HeldActivationBytes(), stack_->peak_backward_extra_bytes()};
   }
   const nn::TransformerStack& stack() const { return *stack_; }
 
  private:
+  // Buffers of one decoding step of n positions per sequence, R of which get logits.
+  struct DecodeBuffers {
+    int64_t rows = 0, out_rows = 0;  // B * n, R.
+    Tensor tokens_staging;           // Host tokens uploaded to a GPU.
+    Tensor positions;                // i32 [B * n]
+    Tensor emb, pos_emb;             // [B * n, H] compute dtype
+    Tensor last_index;               // i32 [B]: the row of each sequence's last new position
+    Tensor last, final;              // [R, H] compute dtype
+    Tensor logits;                   // [R, V_pad / tp] f32
+  };
+
   GptModel() = default;
+  // InvalidArgument unless ec runs on the store's device.
+  absl::Status CheckDevice(const ExecContext& ec) const;
   absl::Status Forward(const nn::StepContext& sc, const TensorView& tokens);
+  // Gathers this rank's logits shard [N, V_pad / tp] into full [N, V_pad] (host or device).
+  absl::Status GatherInto(const nn::StepContext& sc, const TensorView& shard,
+                          const TensorView& full);
+  absl::Status EnsureDecodeBuffers(const ExecContext& ec, int64_t rows, int64_t out_rows);
+  // DecodeStep's work on checked arguments; `every`: logits of every new position.
+  absl::Status Decode(const nn::StepContext& sc, const TensorView& tokens, const TensorView& logits,
+                      bool every);
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc, int64_t T) const;
 
   ModelConfig config_;
@@ -114,6 +147,7 @@ class GptModel : public Model {
   Tensor final_;      // [B * T, H] compute dtype, after the final LayerNorm
   Tensor logits_;     // [B * T, V_pad / tp] f32
   Tensor losses_;     // [B * T] f32
+  DecodeBuffers decode_;
 };
 
 }  // namespace models
