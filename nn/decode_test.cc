@@ -183,6 +183,31 @@ TEST(StackDecodingTest, RestartingForgetsTheCacheAndTrainingIsUntouched) {
   EXPECT_EQ(step(), before);
 }
 
+TEST(StackDecodingTest, ForwardAfterAnotherShapeOfTheSameSize) {
+  // [1, 6, H] after [3, 2, H] (one decoding step's shape after the other's): the layers' buffers
+  // must take the new shape, not just the element count, or one sequence of 6 is attended as 3
+  // of 2 (a pre-norm layer hands its buffer's shape to the attention).
+  const ExecContext ec;
+  const StepContext sc = Eval(&ec);
+  const Tensor x = RandomTensor({1, 6, kHidden}, DType::kF32, 5);
+  const Tensor other = RandomTensor({3, 2, kHidden}, DType::kF32, 6);
+  std::vector<std::vector<double>> runs;
+  for (bool other_first : {false, true}) {  // Two stacks with the same weights.
+    ParameterStore store(0, 1);
+    auto stack = TransformerStack::Create(&store, "layers", 1,
+                                          Spec(Kind::kGpt2, NormPosition::kPreNorm));
+    ASSERT_TRUE(stack.ok());
+    ASSERT_TRUE(store.Allocate(4).ok());
+    if (other_first) {
+      ASSERT_TRUE((*stack)->Forward(sc, other.view(), nullptr).ok());
+    }
+    absl::StatusOr<TensorView> y = (*stack)->Forward(sc, x.view(), nullptr);
+    ASSERT_TRUE(y.ok());
+    runs.push_back(ToDoubles(*y));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
 TEST(StackDecodingTest, MisuseIsAnError) {
   const ExecContext ec;
   const StepContext sc = Eval(&ec);

@@ -182,8 +182,10 @@ absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const Tenso
   B_ = B;
   T_ = T;
   const ExecContext& ec = *sc.exec;
+  // The buffers keep their [B, T, H] shape (the attention reads B and T from its input's), so a
+  // step of another shape with the same element count needs new ones too.
   auto ensure = [&](Tensor* t) -> absl::Status {
-    if (t->numel() == B * T * H && t->device() == ec.device) return absl::OkStatus();
+    if (t->shape() == Shape{B, T, H} && t->device() == ec.device) return absl::OkStatus();
     ASSIGN_OR_RETURN(*t, Alloc(ec, {B, T, H}, dtype_));
     return absl::OkStatus();
   };
