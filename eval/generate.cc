@@ -63,45 +63,82 @@ class Generator {
       longest = std::max(longest, g.prompt_length);
     }
     const int64_t total = longest + config_.tokens_to_generate;
-    RETURN_IF_ERROR(model_.StartDecoding(sc, B_, total));
+    cached_ = config_.decoding == Decoding::kCache;
+    if (cached_) {
+      const absl::Status started = model_.StartDecoding(sc, B_, total);
+      if (absl::IsUnimplemented(started)) {
+        cached_ = false;  // No cache: recompute.
+      } else {
+        RETURN_IF_ERROR(started);
+      }
+    }
     logits_ = Tensor::Host({B_, Vp_}, DType::kF32);
+    for (int64_t b = 0; b < B_; ++b) {
+      done_[b] = config_.tokens_to_generate == 0 && out_[b].prompt_length == m;
+    }
     RETURN_IF_ERROR(Prefix(sc, m));
     for (int64_t p = m; p < total; ++p) {
       for (int64_t b = 0; b < B_; ++b) RETURN_IF_ERROR(Advance(b, p));
       if (std::all_of(done_.begin(), done_.end(), [](bool d) { return d; }) || p + 1 == total) {
         break;
       }
-      // Every sequence's token at p (a finished one repeats its last: its logits are unused).
-      Tensor step = Tensor::Host({B_, 1}, DType::kI32);
-      for (int64_t b = 0; b < B_; ++b) {
-        const std::vector<int32_t>& t = out_[b].tokens;
-        step.data_as<int32_t>()[b] = p < static_cast<int64_t>(t.size()) ? t[p] : t.back();
-      }
-      RETURN_IF_ERROR(model_.DecodeStep(sc, step.view(), logits_.view()));
+      RETURN_IF_ERROR(Compute(sc, p, p + 1, /*every=*/nullptr));
     }
-    model_.StopDecoding();
+    if (cached_) model_.StopDecoding();
     return std::move(out_);
   }
 
  private:
+  // Every sequence's tokens at positions [t0, t1) as i32 [B, t1 - t0] (a finished sequence
+  // repeats its last token: its logits are not used).
+  Tensor Tokens(int64_t t0, int64_t t1) const {
+    Tensor t = Tensor::Host({B_, t1 - t0}, DType::kI32);
+    for (int64_t b = 0; b < B_; ++b) {
+      const std::vector<int32_t>& seq = out_[b].tokens;
+      for (int64_t p = t0; p < t1; ++p) {
+        t.data_as<int32_t>()[b * (t1 - t0) + p - t0] =
+            p < static_cast<int64_t>(seq.size()) ? seq[p] : seq.back();
+      }
+    }
+    return t;
+  }
+
+  // Runs positions [t0, t1) (all positions before t0 are in the cache, or are recomputed): the
+  // logits of t1 - 1 into logits_, and, when `every` is given, of every position in [t0, t1) into
+  // it ([B * (t1 - t0), V_pad], row b * (t1 - t0) + i).
+  absl::Status Compute(const nn::StepContext& sc, int64_t t0, int64_t t1, Tensor* every) {
+    const int64_t n = t1 - t0;
+    if (cached_ && every == nullptr) {
+      return model_.DecodeStep(sc, Tokens(t0, t1).view(), logits_.view());
+    }
+    Tensor all = Tensor::Host({B_ * (cached_ ? n : t1), Vp_}, DType::kF32);
+    if (cached_) {
+      RETURN_IF_ERROR(model_.DecodeStep(sc, Tokens(t0, t1).view(), all.view()));
+    } else {
+      RETURN_IF_ERROR(model_.Logits(sc, Tokens(0, t1).view(), all.view()));
+    }
+    const int64_t rows = cached_ ? n : t1;  // Per sequence in `all`; [t0, t1) are its last n.
+    if (every != nullptr) *every = Tensor::Host({B_ * n, Vp_}, DType::kF32);
+    for (int64_t b = 0; b < B_; ++b) {
+      const float* last_n = all.data_as<float>() + (b * rows + rows - n) * Vp_;
+      if (every != nullptr) std::copy_n(last_n, n * Vp_, every->data_as<float>() + b * n * Vp_);
+      std::copy_n(last_n + (n - 1) * Vp_, Vp_, logits_.data_as<float>() + b * Vp_);
+    }
+    return absl::OkStatus();
+  }
+
   // The common prefix of m tokens in one step; its logits of every position when logprobs are
   // wanted (scoring the prompts' tokens 1 .. m-1).
   absl::Status Prefix(const nn::StepContext& sc, int64_t m) {
-    Tensor prefix = Tensor::Host({B_, m}, DType::kI32);
-    for (int64_t b = 0; b < B_; ++b) {
-      std::copy_n(out_[b].tokens.begin(), m, prefix.data_as<int32_t>() + b * m);
-      done_[b] = config_.tokens_to_generate == 0 && out_[b].prompt_length == m;
-    }
-    if (!config_.logprobs || m == 1) return model_.DecodeStep(sc, prefix.view(), logits_.view());
-    Tensor all = Tensor::Host({B_ * m, Vp_}, DType::kF32);
-    RETURN_IF_ERROR(model_.DecodeStep(sc, prefix.view(), all.view()));
+    if (!config_.logprobs || m == 1) return Compute(sc, 0, m, nullptr);
+    Tensor all;
+    RETURN_IF_ERROR(Compute(sc, 0, m, &all));
     for (int64_t b = 0; b < B_; ++b) {
       const float* rows = all.data_as<float>() + b * m * Vp_;
       for (int64_t i = 1; i < m; ++i) {
         out_[b].logprobs.push_back(static_cast<float>(
             LogProbability(absl::MakeConstSpan(rows + (i - 1) * Vp_, V_), out_[b].tokens[i])));
       }
-      std::copy_n(rows + (m - 1) * Vp_, Vp_, logits_.data_as<float>() + b * Vp_);
     }
     return absl::OkStatus();
   }
@@ -139,6 +176,7 @@ class Generator {
   const int64_t B_, V_, Vp_;
   std::vector<bool> done_;
   std::vector<Generation> out_;
+  bool cached_ = false;  // Through the key/value cache (else recomputing every prefix).
   Tensor logits_;  // f32 [B, V_pad]: the logits of each sequence's latest position.
 };
 
@@ -151,7 +189,7 @@ absl::StatusOr<std::vector<Generation>> Generate(const nn::StepContext& sc, mode
   RETURN_IF_ERROR(CheckArguments(model, prompts, config));
   Generator generator(model, prompts, config, stop);
   absl::StatusOr<std::vector<Generation>> result = generator.Run(sc);
-  if (!result.ok()) model.StopDecoding();
+  if (!result.ok()) model.StopDecoding();  // A no-op for a model without decoding.
   return result;
 }
 

@@ -8,6 +8,9 @@
 //      position p - 1; a sequence stops after N generated tokens, after generating `eod`, or when
 //      the caller's StopCondition says so, and the batch stops once every sequence has.
 //
+// (With Decoding::kRecompute, or for a model without a cache, steps 1-2 and every DecodeStep are
+// replaced by Model::Logits over the whole prefix; the tokens are the same up to float rounding.)
+//
 // Collective when the model is tensor-parallel: every rank calls Generate with the same
 // arguments and gets the same result (the gathered logits are identical on every rank and the
 // draws are a function of (seed, sequence, position)). Tokens and logits stay on the host; the
@@ -29,8 +32,19 @@
 namespace mt {
 namespace eval {
 
+// How the logits of each new position are computed.
+enum class Decoding {
+  // Through the model's key/value cache (Model::DecodeStep): each step runs only the new
+  // positions. A model without one (StartDecoding is Unimplemented) is run as kRecompute.
+  kCache,
+  // Model::Logits over every sequence's whole prefix at every step: no cache (the baseline, and
+  // what any language model supports).
+  kRecompute,
+};
+
 struct GenerateConfig {
   int64_t tokens_to_generate = 64;  // N: at most this many new tokens per sequence (>= 0).
+  Decoding decoding = Decoding::kCache;
   SamplingConfig sampling;
   int32_t eod = -1;       // A sequence that generates this token stops there (-1: none).
   bool logprobs = false;  // Report log p(token | the tokens before it) of every token but the first.

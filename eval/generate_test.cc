@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/ops/testutil.h"
@@ -178,6 +179,56 @@ TEST_F(GenerateTest, LogProbabilitiesOfEveryTokenAfterTheFirst) {
         for (int64_t v = 0; v < kVocab; ++v) sum += std::exp(row[v] - top);
         const double want = row[t[i + 1]] - top - std::log(sum);
         EXPECT_NEAR(got[b].logprobs[i], want, 1e-5 * (1 + std::fabs(want))) << b << " " << i;
+      }
+    }
+  }
+}
+
+// GPT-2 seen through a model without a key/value cache (its decoding is Unimplemented).
+class NoCache : public models::Model {
+ public:
+  explicit NoCache(models::Model* m) : m_(m) {}
+  const models::ModelConfig& config() const override { return m_->config(); }
+  int64_t padded_vocab() const override { return m_->padded_vocab(); }
+  std::vector<std::string> loss_names() const override { return m_->loss_names(); }
+  absl::StatusOr<models::Losses> ForwardBackward(const nn::StepContext& sc,
+                                                 const models::Batch& batch,
+                                                 models::Backward backward,
+                                                 double loss_scale) override {
+    return m_->ForwardBackward(sc, batch, backward, loss_scale);
+  }
+  double TrainingFlops(int64_t b, int64_t t, int64_t scored) const override {
+    return m_->TrainingFlops(b, t, scored);
+  }
+  ActivationBytes activation_bytes() const override { return m_->activation_bytes(); }
+  absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
+                      const TensorView& full) override {
+    return m_->Logits(sc, tokens, full);
+  }
+
+ private:
+  models::Model* m_;
+};
+
+TEST_F(GenerateTest, RecomputingEveryPrefixGivesTheSameGenerations) {
+  NoCache no_cache(model_.get());
+  for (bool logprobs : {false, true}) {
+    GenerateConfig c;
+    c.tokens_to_generate = 6;
+    c.sampling = SamplingConfig{false, /*top_k=*/8, 0.0, 0.9, 12};
+    c.logprobs = logprobs;
+    const std::vector<Generation> cached = Run(prompts_, c);
+    GenerateConfig recompute = c;
+    recompute.decoding = Decoding::kRecompute;
+    absl::StatusOr<std::vector<Generation>> fallback = Generate(sc_, no_cache, prompts_, c);
+    ASSERT_TRUE(fallback.ok()) << fallback.status();
+    for (const std::vector<Generation>& other : {Run(prompts_, recompute), *fallback}) {
+      for (size_t b = 0; b < prompts_.size(); ++b) {
+        EXPECT_EQ(other[b].tokens, cached[b].tokens) << b;
+        ASSERT_EQ(other[b].logprobs.size(), cached[b].logprobs.size());
+        for (size_t i = 0; i < cached[b].logprobs.size(); ++i) {
+          EXPECT_NEAR(other[b].logprobs[i], cached[b].logprobs[i], 1e-5) << b << " " << i;
+        }
       }
     }
   }

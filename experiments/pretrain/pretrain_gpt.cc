@@ -5,12 +5,13 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <random>
 
 #include "core/status.h"
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/loader/loader.h"
 #include "data/tokenizers/factory.h"
+#include "eval/generate.h"
+#include "eval/generate_text.h"
 #include "train/batches.h"
 
 namespace mt {
@@ -33,34 +34,25 @@ absl::Status PretrainGptConfig::Validate(int world_size) const {
 
 namespace {
 
-// Samples `n` tokens after `prompt` with temperature 0.8 / top-k 40; identical on every rank (same
-// gathered logits, same seed).
+// Samples up to `n` tokens after `prompt` through the model's key/value cache (eval/generate.h)
+// with temperature 0.8 / top-k 40, stopping at <|endoftext|>; identical on every rank (same
+// gathered logits, same seed). A prompt too long for the model keeps its last tokens, and `n` is
+// cut to what fits in max_position_embeddings.
 absl::StatusOr<std::string> Generate(models::Model& model, const nn::StepContext& sc,
                                      const std::string& prompt, int n, uint64_t seed) {
   ASSIGN_OR_RETURN(auto tokenizer, data::CreateTokenizer("gpt2"));
-  std::vector<int32_t> ids;
-  tokenizer->EncodeAppend(prompt, &ids);
-  if (ids.empty()) ids.push_back(tokenizer->special_tokens().eod);
-  std::mt19937_64 rng(seed);
+  ASSIGN_OR_RETURN(auto prompts, eval::TokenizePrompts(*tokenizer, {prompt}));
+  std::vector<int32_t>& ids = prompts[0];
   const int64_t max_t = model.config().max_position_embeddings;
-  const int64_t V = model.config().vocab_size;
-  for (int i = 0; i < n; ++i) {
-    const int64_t T = std::min<int64_t>(static_cast<int64_t>(ids.size()), max_t);
-    Tensor tokens = Tensor::Host({1, T}, DType::kI32);
-    std::copy(ids.end() - T, ids.end(), tokens.data_as<int32_t>());
-    Tensor logits = Tensor::Host({T, model.padded_vocab()}, DType::kF32);
-    RETURN_IF_ERROR(model.Logits(sc, tokens.view(), logits.view()));
-    const float* last = logits.data_as<float>() + (T - 1) * model.padded_vocab();
-    std::vector<std::pair<float, int>> top;
-    for (int64_t v = 0; v < V; ++v) top.push_back({last[v], static_cast<int>(v)});
-    std::partial_sort(top.begin(), top.begin() + 40, top.end(), std::greater<>());
-    top.resize(40);
-    std::vector<double> p;
-    for (auto& [l, v] : top) p.push_back(std::exp((l - top[0].first) / 0.8));
-    std::discrete_distribution<int> pick(p.begin(), p.end());
-    ids.push_back(top[pick(rng)].second);
-  }
-  return tokenizer->Decode(ids);
+  if (static_cast<int64_t>(ids.size()) >= max_t) ids.erase(ids.begin(), ids.end() - (max_t - 1));
+  eval::GenerateConfig g;
+  g.tokens_to_generate = std::min<int64_t>(n, max_t - static_cast<int64_t>(ids.size()));
+  g.sampling.top_k = 40;
+  g.sampling.temperature = 0.8;
+  g.sampling.seed = seed;
+  g.eod = tokenizer->eod_id();
+  ASSIGN_OR_RETURN(std::vector<eval::Generation> out, eval::Generate(sc, model, prompts, g));
+  return tokenizer->Decode(out[0].tokens);
 }
 
 // Contiguous token samples of the indexed dataset with next-token labels, and the sample.

@@ -1,0 +1,87 @@
+// A trained model loaded for inference (text generation, the generation server): the device, the
+// tensor-parallel group, the model from the checkpoint's own config, and its weights.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s, LoadForInference(config, world, local));
+//   ASSIGN_OR_RETURN(auto out, Generate(s->Step(), *s->model, prompts, generate_config));
+//
+// The job is one tensor-parallel group: `world` has as many ranks as the checkpoint has shards
+// (TP degree), and every rank loads its shard. The model is whatever registered architecture the
+// checkpoint's config names (link //models:all). Weights are the checkpoint's f32 masters, run in
+// f32 or, with bf16, rounded to bf16 compute copies.
+//
+// LoadForInference is this package's own loader of the training checkpoints pretrain_gpt writes
+// (train/checkpoint.h's LoadShard, reading the optimizer moments into scratch and dropping them);
+// it is meant to be replaced by the shared inference loader (train/model_loading.h) once that
+// exists: the binaries call only LoadForInference.
+#ifndef MT_EVAL_INFERENCE_H_
+#define MT_EVAL_INFERENCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "comm/communicator.h"
+#include "core/cuda/caching_allocator.h"
+#include "core/cuda/device_context.h"
+#include "core/exec_context.h"
+#include "core/fields.h"
+#include "core/thread_pool.h"
+#include "models/model.h"
+#include "nn/context.h"
+#include "nn/parameter.h"
+
+namespace mt {
+namespace eval {
+
+enum class InferenceDevice { kCpu, kCuda };
+inline constexpr std::pair<absl::string_view, InferenceDevice> kInferenceDeviceNames[] = {
+    {"cpu", InferenceDevice::kCpu}, {"cuda", InferenceDevice::kCuda}};
+
+struct InferenceConfig {
+  std::string load;  // Checkpoint directory (its latest iteration).
+  InferenceDevice device = InferenceDevice::kCpu;
+  bool bf16 = false;  // bf16 compute (f32 otherwise).
+  int threads = 0;    // CPU threads per rank (0: cores / ranks on this host).
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("load", &self.load, "Checkpoint directory (pretrain_gpt --save); its latest iteration.");
+    v("device", &self.device, "cpu, or cuda (each rank on GPU local_rank mod GPUs).",
+      kInferenceDeviceNames);
+    v("bf16", &self.bf16, "bf16 compute (f32 otherwise).");
+    v("threads", &self.threads, "CPU threads per rank (0: cores / ranks on this host).");
+  }
+};
+
+// Everything a loaded model needs alive (members destroyed in reverse order: the model's tensors
+// before the device's allocator and context).
+struct InferenceSession {
+  std::unique_ptr<cuda::DeviceContext> cuda;
+  std::unique_ptr<cuda::CachingAllocator> memory_pool;
+  std::unique_ptr<ThreadPool> pool;
+  ExecContext exec;
+  comm::Communicator* tp = nullptr;  // The world when TP > 1 (not owned); null for TP = 1.
+  std::unique_ptr<nn::ParameterStore> store;
+  std::unique_ptr<models::Model> model;
+  int64_t iteration = 0;  // Of the checkpoint loaded.
+
+  // An eval-mode step context over exec and tp.
+  nn::StepContext Step() const;
+};
+
+// Collective over `world` (every rank loads its shard). local_rank / local_size: this process
+// among the ranks on its host (the GPU, the thread count). Errors: InvalidArgument for an empty
+// load; NotFound when the directory holds no checkpoint; FailedPrecondition when the world size
+// is not the checkpoint's TP degree (saying how many ranks to launch or how to reshard), or for
+// --device=cuda without a GPU; the checkpoint's and the model's errors.
+absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const InferenceConfig& config,
+                                                                   comm::Communicator& world,
+                                                                   int local_rank, int local_size);
+
+}  // namespace eval
+}  // namespace mt
+
+#endif  // MT_EVAL_INFERENCE_H_
