@@ -24,6 +24,7 @@ DEBIAN_PACKAGES=(
   openmpi-bin          # mpirun
   nlohmann-json3-dev
   libicu-dev           # Unicode categories, case mapping and NFD for the BERT tokenizer
+  libcpp-httplib-dev   # the HTTP server of //eval:serve (cpp-httplib)
   fortunes             # plain English prose: the embedded default corpus
   fortunes-min
 )
