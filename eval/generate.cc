@@ -17,8 +17,8 @@ absl::Status CheckArguments(const models::Model& model,
                             const GenerateConfig& config) {
   RETURN_IF_ERROR(config.sampling.Validate());
   if (config.tokens_to_generate < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tokens_to_generate ",
-                                                   config.tokens_to_generate, " must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokens_to_generate ", config.tokens_to_generate, " must be >= 0"));
   }
   if (prompts.empty()) return absl::InvalidArgumentError("generate: no prompts");
   const int64_t V = model.config().vocab_size, max = model.config().max_position_embeddings;
@@ -33,8 +33,8 @@ absl::Status CheckArguments(const models::Model& model,
     for (int64_t i = 0; i < L; ++i) {
       if (prompts[b][i] < 0 || prompts[b][i] >= V) {
         return absl::InvalidArgumentError(absl::StrCat("prompt ", b, " token ", i, " is ",
-                                                       prompts[b][i], ", outside the vocabulary [0, ",
-                                                       V, ")"));
+                                                       prompts[b][i],
+                                                       ", outside the vocabulary [0, ", V, ")"));
       }
     }
   }
@@ -46,8 +46,13 @@ class Generator {
  public:
   Generator(models::Model& model, const std::vector<std::vector<int32_t>>& prompts,
             const GenerateConfig& config, const StopCondition& stop)
-      : model_(model), config_(config), stop_(stop), B_(static_cast<int64_t>(prompts.size())),
-        V_(model.config().vocab_size), Vp_(model.padded_vocab()), done_(B_, false) {
+      : model_(model),
+        config_(config),
+        stop_(stop),
+        B_(static_cast<int64_t>(prompts.size())),
+        V_(model.config().vocab_size),
+        Vp_(model.padded_vocab()),
+        done_(B_, false) {
     for (const auto& p : prompts) {
       Generation g;
       g.tokens = p;
@@ -177,7 +182,7 @@ class Generator {
   std::vector<bool> done_;
   std::vector<Generation> out_;
   bool cached_ = false;  // Through the key/value cache (else recomputing every prefix).
-  Tensor logits_;  // f32 [B, V_pad]: the logits of each sequence's latest position.
+  Tensor logits_;        // f32 [B, V_pad]: the logits of each sequence's latest position.
 };
 
 }  // namespace

@@ -46,8 +46,9 @@ struct GenerateConfig {
   int64_t tokens_to_generate = 64;  // N: at most this many new tokens per sequence (>= 0).
   Decoding decoding = Decoding::kCache;
   SamplingConfig sampling;
-  int32_t eod = -1;       // A sequence that generates this token stops there (-1: none).
-  bool logprobs = false;  // Report log p(token | the tokens before it) of every token but the first.
+  int32_t eod = -1;  // A sequence that generates this token stops there (-1: none).
+  bool logprobs =
+      false;  // Report log p(token | the tokens before it) of every token but the first.
 };
 
 enum class FinishReason {

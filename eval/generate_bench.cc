@@ -68,18 +68,20 @@ absl::StatusOr<double> Time(const BenchConfig& c, models::Model& model, const nn
   for (int r = 0; r < std::max(1, c.repeats); ++r) {
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(*out, Generate(sc, model, prompts, g));
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                              .count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
 }
 
 absl::Status Run(const BenchConfig& c) {
-  ThreadPool pool(c.threads > 0 ? c.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  ThreadPool pool(c.threads > 0 ? c.threads
+                                : static_cast<int>(std::thread::hardware_concurrency()));
   ExecContext ec;
   ec.pool = &pool;
   nn::ParameterStore store(0, 1, c.bf16 ? DType::kBF16 : DType::kF32);
-  ASSIGN_OR_RETURN(std::unique_ptr<models::GptModel> model, models::GptModel::Create(c.model, &store));
+  ASSIGN_OR_RETURN(std::unique_ptr<models::GptModel> model,
+                   models::GptModel::Create(c.model, &store));
   RETURN_IF_ERROR(store.Allocate(1));
   nn::StepContext sc;
   sc.exec = &ec;
@@ -97,12 +99,12 @@ absl::Status Run(const BenchConfig& c) {
   bool same = true;
   for (int b = 0; b < c.batch; ++b) same = same && cached[b].tokens == recomputed[b].tokens;
   const double n = static_cast<double>(c.batch * c.tokens);
-  std::printf("GPT-2 %d layers, hidden %lld, %d heads (%.1fM parameters), %s, %d threads; batch %d, "
-              "prompt %lld, %lld new tokens each\n",
-              c.model.num_layers, static_cast<long long>(c.model.hidden_size),
-              c.model.num_attention_heads, store.NumGlobalElements() / 1e6,
-              c.bf16 ? "bf16" : "f32", pool.num_threads(), c.batch,
-              static_cast<long long>(c.prompt_length), static_cast<long long>(c.tokens));
+  std::printf(
+      "GPT-2 %d layers, hidden %lld, %d heads (%.1fM parameters), %s, %d threads; batch %d, "
+      "prompt %lld, %lld new tokens each\n",
+      c.model.num_layers, static_cast<long long>(c.model.hidden_size), c.model.num_attention_heads,
+      store.NumGlobalElements() / 1e6, c.bf16 ? "bf16" : "f32", pool.num_threads(), c.batch,
+      static_cast<long long>(c.prompt_length), static_cast<long long>(c.tokens));
   std::printf("with the cache:   %.3f s, %.1f tokens/s\n", t_cache, n / t_cache);
   std::printf("recomputing:      %.3f s, %.1f tokens/s\n", t_full, n / t_full);
   std::printf("speed-up %.1fx; the same tokens: %s\n", t_full / t_cache, same ? "yes" : "NO");

@@ -18,16 +18,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "comm/mpi_communicator.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
+#include "eval/eval_main.h"
 #include "eval/generate.h"
 #include "eval/generate_text.h"
 #include "eval/inference.h"
 #include "eval/text_file.h"
-#include "experiments/common/config_flags.h"
-#include "gflags/gflags.h"
-#include "glog/logging.h"
 
 namespace mt {
 namespace eval {
@@ -78,9 +75,9 @@ absl::Status Run(const GenerateMainConfig& c, comm::Communicator& world, int loc
   ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s,
                    LoadForInference(c.inference, world, local_rank, local_size));
   if (s->model->config().vocab_size != tokenizer->vocab_size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the checkpoint's vocabulary has ", s->model->config().vocab_size,
-        " tokens, the GPT-2 tokenizer ", tokenizer->vocab_size()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the checkpoint's vocabulary has ", s->model->config().vocab_size,
+                     " tokens, the GPT-2 tokenizer ", tokenizer->vocab_size()));
   }
   GenerateConfig g;
   g.tokens_to_generate = c.tokens_to_generate;
@@ -107,27 +104,7 @@ absl::Status Run(const GenerateMainConfig& c, comm::Communicator& world, int loc
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  using mt::eval::GenerateMainConfig;
-  GenerateMainConfig config;
-  const mt::experiments::ConfigFlags<GenerateMainConfig> flags(config);
-  gflags::SetUsageMessage("Text generation from a trained GPT checkpoint (Megatron-LM flags).");
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
-  if (!runtime.ok()) mt::comm::MpiRuntime::Abort(runtime.status());
-  auto world = (*runtime)->World();
-  if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
-  absl::Status valid = flags.ApplyGiven(&config);
-  if (valid.ok()) valid = config.Validate();
-  if (!valid.ok()) {  // The same on every rank: all leave before any collective.
-    if ((*world)->rank() == 0) {
-      std::fprintf(stderr, "generate: error: %s\n", std::string(valid.message()).c_str());
-    }
-    return 1;
-  }
-  const absl::Status s =
-      mt::eval::Run(config, **world, (*runtime)->local_rank(), (*runtime)->local_size());
-  if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
-  return 0;
+  return mt::eval::EvalMain<mt::eval::GenerateMainConfig>(
+      argc, argv, "generate", "Text generation from a trained GPT checkpoint (Megatron-LM flags).",
+      mt::eval::Run);
 }

@@ -62,8 +62,8 @@ class GenerateTest : public ::testing::Test {
     for (int64_t i = 0; i < c.tokens_to_generate; ++i) {
       const std::vector<float> logits = AllLogits(tokens);
       const int64_t p = static_cast<int64_t>(tokens.size());
-      absl::StatusOr<int32_t> t =
-          SampleToken(absl::MakeConstSpan(logits.data() + (p - 1) * Vp, kVocab), c.sampling, row, p);
+      absl::StatusOr<int32_t> t = SampleToken(
+          absl::MakeConstSpan(logits.data() + (p - 1) * Vp, kVocab), c.sampling, row, p);
       EXPECT_TRUE(t.ok());
       tokens.push_back(*t);
       if (*t == c.eod) break;
@@ -78,7 +78,8 @@ class GenerateTest : public ::testing::Test {
     return g.ok() ? *g : std::vector<Generation>();
   }
 
-  const std::vector<std::vector<int32_t>> prompts_ = {{5, 17, 42}, {7, 7, 100, 3, 201}, {9, 2, 60, 1}};
+  const std::vector<std::vector<int32_t>> prompts_ = {
+      {5, 17, 42}, {7, 7, 100, 3, 201}, {9, 2, 60, 1}};
   nn::ParameterStore store_{0, 1};
   std::unique_ptr<models::GptModel> model_;
   ExecContext ec_;
@@ -86,10 +87,10 @@ class GenerateTest : public ::testing::Test {
 };
 
 TEST_F(GenerateTest, BatchedGreedyAndSampledTokensMatchTheNaiveReference) {
-  for (const SamplingConfig& s : {SamplingConfig{/*greedy=*/true},
-                                  SamplingConfig{false, /*top_k=*/5, 0.0, /*temperature=*/0.7, 3},
-                                  SamplingConfig{false, 0, /*top_p=*/0.8, 1.3, 4},
-                                  SamplingConfig{false, 0, 0.0, 1.0, 5}}) {
+  for (const SamplingConfig& s :
+       {SamplingConfig{/*greedy=*/true},
+        SamplingConfig{false, /*top_k=*/5, 0.0, /*temperature=*/0.7, 3},
+        SamplingConfig{false, 0, /*top_p=*/0.8, 1.3, 4}, SamplingConfig{false, 0, 0.0, 1.0, 5}}) {
     GenerateConfig c;
     c.tokens_to_generate = 7;
     c.sampling = s;

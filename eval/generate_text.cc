@@ -13,9 +13,9 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> TokenizePrompts(
     std::vector<int32_t> ids = tokenizer.Encode(texts[i]);
     if (ids.empty()) {
       if (tokenizer.eod_id() == data::kNoToken) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "prompt ", i, " is empty and the ", tokenizer.name(),
-            " tokenizer has no end-of-document token to start from"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("prompt ", i, " is empty and the ", tokenizer.name(),
+                         " tokenizer has no end-of-document token to start from"));
       }
       ids.push_back(tokenizer.eod_id());
     }

@@ -48,9 +48,9 @@ TEST_F(MpiTest, EveryRankGeneratesTheSerialTokens) {
   ssc.mode = sc.mode = nn::Mode::kEval;
   sc.tp = comm_.get();
   const std::vector<std::vector<int32_t>> prompts = {{3, 9, 27}, {81, 40, 120, 157, 59}};
-  for (const SamplingConfig& s : {SamplingConfig{/*greedy=*/true},
-                                  SamplingConfig{false, 0, /*top_p=*/0.9, 0.8, /*seed=*/6},
-                                  SamplingConfig{false, /*top_k=*/20, 0.0, 1.2, 7}}) {
+  for (const SamplingConfig& s :
+       {SamplingConfig{/*greedy=*/true}, SamplingConfig{false, 0, /*top_p=*/0.9, 0.8, /*seed=*/6},
+        SamplingConfig{false, /*top_k=*/20, 0.0, 1.2, 7}}) {
     GenerateConfig c;
     c.tokens_to_generate = 10;
     c.sampling = s;
@@ -61,9 +61,10 @@ TEST_F(MpiTest, EveryRankGeneratesTheSerialTokens) {
     EXPECT_EQ(mine, Flat(*want)) << "tp=" << comm_->size();
     const int64_t n = static_cast<int64_t>(mine.size());
     Tensor all = Tensor::Host({comm_->size() * n}, DType::kI32);
-    ASSERT_TRUE(comm_->AllGather(TensorView(const_cast<int32_t*>(mine.data()), {n}, DType::kI32),
-                                 all.view())
-                    .ok());
+    ASSERT_TRUE(
+        comm_
+            ->AllGather(TensorView(const_cast<int32_t*>(mine.data()), {n}, DType::kI32), all.view())
+            .ok());
     for (int r = 1; r < comm_->size(); ++r) {
       EXPECT_TRUE(std::equal(mine.begin(), mine.end(), all.data_as<int32_t>() + r * n))
           << "rank " << r << " generated other tokens";

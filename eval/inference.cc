@@ -27,13 +27,13 @@ namespace {
 // The device, the memory pool and the threads of this rank.
 absl::Status SetUpExecution(const InferenceConfig& c, int local_rank, int local_size,
                             InferenceSession* s) {
-  const int threads =
-      c.threads > 0 ? c.threads
-                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                      std::max(1, local_size));
+  const int threads = c.threads > 0
+                          ? c.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                            std::max(1, local_size));
   s->pool = std::make_unique<ThreadPool>(threads);
   s->exec.pool = s->pool.get();
-  if (c.device == InferenceDevice::kCpu) return absl::OkStatus();
+  if (c.device == DeviceType::kCpu) return absl::OkStatus();
   const int gpus = cuda::DeviceCount();
   if (gpus < 1) {
     return absl::FailedPreconditionError(
@@ -99,9 +99,8 @@ absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const Inferen
   RETURN_IF_ERROR(SetUpExecution(config, local_rank, local_size, s.get()));
   s->tp = world.size() > 1 ? &world : nullptr;
   s->iteration = iteration;
-  s->store = std::make_unique<nn::ParameterStore>(world.rank(), world.size(),
-                                                  config.bf16 ? DType::kBF16 : DType::kF32,
-                                                  s->exec.device);
+  s->store = std::make_unique<nn::ParameterStore>(
+      world.rank(), world.size(), config.bf16 ? DType::kBF16 : DType::kF32, s->exec.device);
   ASSIGN_OR_RETURN(s->model, models::CreateModel(model_config, s->store.get()));
   RETURN_IF_ERROR(s->store->Allocate(/*seed=*/0));  // Overwritten by the checkpoint.
   RETURN_IF_ERROR(ReadWeights(config.load, iteration, model_config, s->exec, s->store.get()));

@@ -26,6 +26,7 @@
 #include "comm/communicator.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
+#include "core/device.h"
 #include "core/exec_context.h"
 #include "core/fields.h"
 #include "core/thread_pool.h"
@@ -36,13 +37,12 @@
 namespace mt {
 namespace eval {
 
-enum class InferenceDevice { kCpu, kCuda };
-inline constexpr std::pair<absl::string_view, InferenceDevice> kInferenceDeviceNames[] = {
-    {"cpu", InferenceDevice::kCpu}, {"cuda", InferenceDevice::kCuda}};
+inline constexpr std::pair<absl::string_view, DeviceType> kInferenceDeviceNames[] = {
+    {"cpu", DeviceType::kCpu}, {"cuda", DeviceType::kCuda}};
 
 struct InferenceConfig {
   std::string load;  // Checkpoint directory (its latest iteration).
-  InferenceDevice device = InferenceDevice::kCpu;
+  DeviceType device = DeviceType::kCpu;
   bool bf16 = false;  // bf16 compute (f32 otherwise).
   int threads = 0;    // CPU threads per rank (0: cores / ranks on this host).
 

@@ -24,8 +24,8 @@ absl::Status SamplingConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("top_p ", top_p, " must be in [0, 1]"));
   }
   if (top_k > 1 && top_p > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "top_k ", top_k, " and top_p ", top_p, ": pick one of top-k and top-p sampling"));
+    return absl::InvalidArgumentError(absl::StrCat("top_k ", top_k, " and top_p ", top_p,
+                                                   ": pick one of top-k and top-p sampling"));
   }
   return absl::OkStatus();
 }
@@ -110,7 +110,8 @@ absl::StatusOr<TokenDistribution> SamplingDistribution(absl::Span<const float> l
   for (int32_t v : d.ids) top = std::max(top, logits[v] / t);
   d.probs.resize(d.ids.size());
   double sum = 0;
-  for (size_t i = 0; i < d.ids.size(); ++i) sum += d.probs[i] = std::exp(logits[d.ids[i]] / t - top);
+  for (size_t i = 0; i < d.ids.size(); ++i)
+    sum += d.probs[i] = std::exp(logits[d.ids[i]] / t - top);
   for (double& p : d.probs) p /= sum;
   if (config.top_p > 0) Nucleus(config.top_p, &d);
   return d;
@@ -129,7 +130,7 @@ double SamplingUniform(uint64_t seed, int64_t row, int64_t position) {
   const uint64_t index = 2 * static_cast<uint64_t>(position);
   const uint64_t hi = PhiloxBits(seed, static_cast<uint64_t>(row), index) >> 5;      // 27 bits
   const uint64_t lo = PhiloxBits(seed, static_cast<uint64_t>(row), index + 1) >> 6;  // 26 bits
-  return static_cast<double>((hi << 26) | lo) * (1.0 / 9007199254740992.0);         // 2^-53
+  return static_cast<double>((hi << 26) | lo) * (1.0 / 9007199254740992.0);          // 2^-53
 }
 
 absl::StatusOr<int32_t> SampleToken(absl::Span<const float> logits, const SamplingConfig& config,

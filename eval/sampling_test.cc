@@ -14,8 +14,7 @@ namespace eval {
 namespace {
 
 // Logits whose softmax is {0.1, 0.2, 0.3, 0.4} (logs of the probabilities, rounded to f32).
-const std::vector<float> kLogits = {std::log(0.1f), std::log(0.2f), std::log(0.3f),
-                                    std::log(0.4f)};
+const std::vector<float> kLogits = {std::log(0.1f), std::log(0.2f), std::log(0.3f), std::log(0.4f)};
 constexpr double kTol = 1e-6;  // f32 logits of the probabilities: ~1e-7 relative each.
 
 SamplingConfig Config(int top_k, double top_p, double temperature = 1.0) {
@@ -27,7 +26,8 @@ SamplingConfig Config(int top_k, double top_p, double temperature = 1.0) {
 }
 
 void ExpectDistribution(const SamplingConfig& c, const std::vector<int32_t>& ids,
-                        const std::vector<double>& probs, const std::vector<float>& logits = kLogits) {
+                        const std::vector<double>& probs,
+                        const std::vector<float>& logits = kLogits) {
   absl::StatusOr<TokenDistribution> d = SamplingDistribution(logits, c);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->ids, ids);
@@ -42,10 +42,11 @@ TEST(SamplingTest, FullDistributionIsTheSoftmax) {
 TEST(SamplingTest, TemperatureSharpensOrFlattens) {
   // p^(1/T) renormalised: T = 2 gives sqrt(p) / sum sqrt(p); T = 0.5 gives p^2 / sum p^2.
   const double s = std::sqrt(0.1) + std::sqrt(0.2) + std::sqrt(0.3) + std::sqrt(0.4);
-  ExpectDistribution(Config(0, 0, 2.0), {0, 1, 2, 3},
-                     {std::sqrt(0.1) / s, std::sqrt(0.2) / s, std::sqrt(0.3) / s,
-                      std::sqrt(0.4) / s});
-  ExpectDistribution(Config(0, 0, 0.5), {0, 1, 2, 3}, {0.01 / 0.3, 0.04 / 0.3, 0.09 / 0.3, 0.16 / 0.3});
+  ExpectDistribution(
+      Config(0, 0, 2.0), {0, 1, 2, 3},
+      {std::sqrt(0.1) / s, std::sqrt(0.2) / s, std::sqrt(0.3) / s, std::sqrt(0.4) / s});
+  ExpectDistribution(Config(0, 0, 0.5), {0, 1, 2, 3},
+                     {0.01 / 0.3, 0.04 / 0.3, 0.09 / 0.3, 0.16 / 0.3});
 }
 
 TEST(SamplingTest, TopKKeepsTheKMostLikely) {
@@ -61,8 +62,8 @@ TEST(SamplingTest, TopKKeepsTheKMostLikely) {
 }
 
 TEST(SamplingTest, TopPKeepsTheSmallestSetReachingP) {
-  ExpectDistribution(Config(0, 0.35), {3}, {1.0});                      // 0.4 alone reaches it
-  ExpectDistribution(Config(0, 0.5), {2, 3}, {3.0 / 7, 4.0 / 7});       // 0.4 + 0.3
+  ExpectDistribution(Config(0, 0.35), {3}, {1.0});                 // 0.4 alone reaches it
+  ExpectDistribution(Config(0, 0.5), {2, 3}, {3.0 / 7, 4.0 / 7});  // 0.4 + 0.3
   ExpectDistribution(Config(0, 0.75), {1, 2, 3}, {2.0 / 9, 3.0 / 9, 4.0 / 9});  // + 0.2
   ExpectDistribution(Config(0, 1.0), {0, 1, 2, 3}, {0.1, 0.2, 0.3, 0.4});
   ExpectDistribution(Config(0, 1e-9), {3}, {1.0});  // The most likely token always stays.
@@ -134,16 +135,15 @@ TEST(SamplingTest, LogProbabilityIsTheLogSoftmax) {
 }
 
 TEST(SamplingTest, BadSettingsAndLogitsAreErrors) {
-  for (const SamplingConfig& c :
-       {Config(2, 0.5), Config(0, 0, 0.0), Config(0, 0, -1.0),
-        Config(0, 0, std::numeric_limits<double>::quiet_NaN()), Config(0, 1.5), Config(-1, 0),
-        Config(0, -0.1)}) {
+  for (const SamplingConfig& c : {Config(2, 0.5), Config(0, 0, 0.0), Config(0, 0, -1.0),
+                                  Config(0, 0, std::numeric_limits<double>::quiet_NaN()),
+                                  Config(0, 1.5), Config(-1, 0), Config(0, -0.1)}) {
     EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(SamplingDistribution(kLogits, c).status().code(), absl::StatusCode::kInvalidArgument);
   }
   const float inf = std::numeric_limits<float>::infinity();
-  for (const std::vector<float>& logits : std::vector<std::vector<float>>{
-           {}, {0, std::nanf("")}, {0, inf}, {-inf, -inf}}) {
+  for (const std::vector<float>& logits :
+       std::vector<std::vector<float>>{{}, {0, std::nanf("")}, {0, inf}, {-inf, -inf}}) {
     EXPECT_EQ(SamplingDistribution(logits, Config(0, 0)).status().code(),
               absl::StatusCode::kInvalidArgument);
   }

@@ -47,8 +47,8 @@ absl::StatusOr<int64_t> Int(const Json& o, const char* key, int64_t fallback, in
 }
 
 // A number in [lo, hi] (or (lo, hi] when open_below).
-absl::StatusOr<double> Number(const Json& o, const char* key, double fallback, double lo,
-                              double hi, bool open_below) {
+absl::StatusOr<double> Number(const Json& o, const char* key, double fallback, double lo, double hi,
+                              bool open_below) {
   const std::optional<Json> v = Get(o, key);
   if (!v) return fallback;
   if (!v->is_number()) return FieldError(key, "must be a number");
@@ -151,14 +151,15 @@ absl::Status CheckLengths(const GenerationRequest& r, const ServeLimits& limits)
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     const int64_t L = static_cast<int64_t>(r.prompts[i].size());
     if (L + n > limits.max_positions) {
-      return FieldError(prompts, absl::StrCat("prompt ", i, " has ", L, " tokens; with ", tokens,
-                                              " ", n, " that exceeds the model's ",
-                                              limits.max_positions, " positions"));
+      return FieldError(
+          prompts, absl::StrCat("prompt ", i, " has ", L, " tokens; with ", tokens, " ", n,
+                                " that exceeds the model's ", limits.max_positions, " positions"));
     }
     total += L + n;
   }
   if (total > limits.max_tokens_per_request) {
-    const bool generation = n * static_cast<int64_t>(r.prompts.size()) > limits.max_tokens_per_request;
+    const bool generation =
+        n * static_cast<int64_t>(r.prompts.size()) > limits.max_tokens_per_request;
     return FieldError(generation ? tokens : prompts,
                       absl::StrCat("the request needs ", total, " positions (prompt tokens plus ",
                                    tokens, " per prompt); this server allows ",
@@ -203,9 +204,8 @@ StopCondition StopStrings(const GenerationRequest& request, const data::Tokenize
   return [&request, &tokenizer](int64_t, absl::Span<const int32_t> generated) {
     const absl::StatusOr<std::string> text = tokenizer.Decode(generated);
     if (!text.ok()) return false;
-    return std::any_of(request.stop.begin(), request.stop.end(), [&](const std::string& s) {
-      return text->find(s) != std::string::npos;
-    });
+    return std::any_of(request.stop.begin(), request.stop.end(),
+                       [&](const std::string& s) { return text->find(s) != std::string::npos; });
   };
 }
 
@@ -267,8 +267,8 @@ std::string Dump(const Json& j) {
 
 absl::StatusOr<std::string> ResponseJson(const GenerationRequest& request,
                                          const std::vector<Generation>& generations,
-                                         const data::Tokenizer& tokenizer,
-                                         const std::string& model, int64_t id, int64_t created) {
+                                         const data::Tokenizer& tokenizer, const std::string& model,
+                                         int64_t id, int64_t created) {
   if (request.api == Api::kMegatron) {
     ASSIGN_OR_RETURN(Json j, MegatronJson(request, generations, tokenizer));
     return Dump(j);
@@ -318,9 +318,9 @@ std::string SerializeRequest(const GenerationRequest& r) {
 
 absl::StatusOr<GenerationRequest> DeserializeRequest(absl::string_view text) {
   const Json o = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  static const char* const kKeys[] = {"api",  "prompts", "tokens_to_generate", "eod",
-                                      "logprobs", "greedy", "top_k", "top_p", "temperature",
-                                      "seed", "stop"};
+  static const char* const kKeys[] = {
+      "api",   "prompts", "tokens_to_generate", "eod",  "logprobs", "greedy",
+      "top_k", "top_p",   "temperature",        "seed", "stop"};
   bool complete = o.is_object();
   for (const char* key : kKeys) complete = complete && o.contains(key);
   if (!complete) return absl::InvalidArgumentError("not a serialized generation request");

@@ -68,9 +68,10 @@ struct GenerationRequest {
 };
 
 // Parses and checks `body` for `api`, tokenizing the prompts. `seed` (its low 63 bits) is used
-// when the request gives none. InvalidArgument naming the field (FieldOf): malformed JSON or not an object ("body"),
-// a missing field, a value of the wrong type, out of range, over-long prompts (a prompt's tokens
-// plus the tokens to generate beyond max_positions) or a request beyond max_tokens_per_request.
+// when the request gives none. InvalidArgument naming the field (FieldOf): malformed JSON or not an
+// object ("body"), a missing field, a value of the wrong type, out of range, over-long prompts (a
+// prompt's tokens plus the tokens to generate beyond max_positions) or a request beyond
+// max_tokens_per_request.
 absl::StatusOr<GenerationRequest> ParseRequest(Api api, absl::string_view body,
                                                const data::Tokenizer& tokenizer,
                                                const ServeLimits& limits, uint64_t seed);
@@ -85,8 +86,8 @@ StopCondition StopStrings(const GenerationRequest& request, const data::Tokenize
 // "model" and "id": "cmpl-<id>"); `created` is its Unix time.
 absl::StatusOr<std::string> ResponseJson(const GenerationRequest& request,
                                          const std::vector<Generation>& generations,
-                                         const data::Tokenizer& tokenizer,
-                                         const std::string& model, int64_t id, int64_t created);
+                                         const data::Tokenizer& tokenizer, const std::string& model,
+                                         int64_t id, int64_t created);
 
 // The HTTP status of an error: 400 for InvalidArgument, 503 for Unavailable, 500 otherwise.
 int HttpStatus(const absl::Status& status);

@@ -128,8 +128,9 @@ TEST(ServeApiTest, BadRequestsNameTheirField) {
       {Api::kMegatron, R"({"prompts": ["a", "b", "c"], "tokens_to_generate": 39})",
        "tokens_to_generate"},
       // Three prompts of 25 tokens with 15 each: 120 positions, most of them the prompts'.
-      {Api::kMegatron, R"({"prompts": [")" + Words(25) + R"(", ")" + Words(25) + R"(", ")" +
-                           Words(25) + R"("], "tokens_to_generate": 15})",
+      {Api::kMegatron,
+       R"({"prompts": [")" + Words(25) + R"(", ")" + Words(25) + R"(", ")" + Words(25) +
+           R"("], "tokens_to_generate": 15})",
        "prompts"},
   };
   for (const auto& [api, body, field] : cases) {
@@ -157,8 +158,7 @@ TEST(ServeApiTest, RequestsTravelToTheOtherRanksIntact) {
   EXPECT_EQ(back->prompts, r.prompts);
   EXPECT_EQ(back->stop, r.stop);
   EXPECT_EQ(back->config.sampling.seed, 123u);
-  EXPECT_EQ(DeserializeRequest("{\"api\": 1}").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DeserializeRequest("{\"api\": 1}").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 Generation Gen(const std::string& prompt, const std::string& completion, FinishReason finish) {
@@ -211,8 +211,8 @@ TEST(ServeApiTest, CompletionResponseAndStopStrings) {
   EXPECT_EQ(c[2]["finish_reason"], "length");
   EXPECT_EQ(c[2]["index"], 2);
   // Usage: 2 + 2 + 1 prompt tokens; 4 + 2 (" ran" and <|endoftext|>) + 2 generated.
-  EXPECT_EQ(j["usage"], Json({{"prompt_tokens", 5}, {"completion_tokens", 8},
-                              {"total_tokens", 13}}));
+  EXPECT_EQ(j["usage"],
+            Json({{"prompt_tokens", 5}, {"completion_tokens", 8}, {"total_tokens", 13}}));
   // The stop condition: the generated text contains a stop string.
   const StopCondition stop = StopStrings(r, Gpt2());
   ASSERT_TRUE(stop);

@@ -29,16 +29,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "comm/mpi_communicator.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
+#include "eval/eval_main.h"
 #include "eval/inference.h"
 #include "eval/serve_api.h"
 #include "eval/serve_loop.h"
 #include "eval/serve_queue.h"
-#include "experiments/common/config_flags.h"
-#include "gflags/gflags.h"
-#include "glog/logging.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 
@@ -94,8 +91,13 @@ class FrontEnd {
  public:
   FrontEnd(const ServeConfig& c, const data::Tokenizer& tokenizer, JobQueue& queue,
            const ServeLimits& limits, std::string model, const std::atomic<int64_t>& served)
-      : c_(c), tokenizer_(tokenizer), queue_(queue), limits_(limits), model_(std::move(model)),
-        served_(served), seed_(std::random_device()() * 0x9E3779B97F4A7C15ull) {}
+      : c_(c),
+        tokenizer_(tokenizer),
+        queue_(queue),
+        limits_(limits),
+        model_(std::move(model)),
+        served_(served),
+        seed_(std::random_device()() * 0x9E3779B97F4A7C15ull) {}
 
   // Binds and starts listening; returns the port.
   absl::StatusOr<int> Start() {
@@ -140,9 +142,9 @@ class FrontEnd {
                                    ? absl::StrCat("no endpoint ", req.method, " ", req.path,
                                                   " (PUT /api, POST /v1/completions)")
                                    : absl::StrCat("HTTP ", res.status);
-      res.set_content(ErrorJson(res.status < 500 ? absl::InvalidArgumentError(what)
-                                                 : absl::UnknownError(what)),
-                      "application/json");
+      res.set_content(
+          ErrorJson(res.status < 500 ? absl::InvalidArgumentError(what) : absl::UnknownError(what)),
+          "application/json");
     });
   }
 
@@ -157,8 +159,8 @@ class FrontEnd {
     if (!request.ok()) return reply(request.status());
     std::optional<std::future<JobResult>> pending = queue_.TryPush(*request);
     if (!pending) {
-      return reply(absl::UnavailableError(absl::StrCat(
-          "the server is busy (", queue_.capacity(), " requests queued); retry later")));
+      return reply(absl::UnavailableError(absl::StrCat("the server is busy (", queue_.capacity(),
+                                                       " requests queued); retry later")));
     }
     const JobResult result = pending->get();
     if (!result.status.ok()) return reply(result.status);
@@ -183,14 +185,19 @@ class FrontEnd {
 
 absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_rank,
                    int local_size) {
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);  // A vanished client is an error on its socket, not a signal.
   ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::CreateTokenizer("gpt2"));
   ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s,
                    LoadForInference(c.inference, world, local_rank, local_size));
   const models::ModelConfig& mc = s->model->config();
   if (mc.vocab_size != tokenizer->vocab_size()) {
     return absl::FailedPreconditionError(absl::StrCat("the checkpoint's vocabulary has ",
-                                                      mc.vocab_size, " tokens, the GPT-2 "
-                                                      "tokenizer ", tokenizer->vocab_size()));
+                                                      mc.vocab_size,
+                                                      " tokens, the GPT-2 "
+                                                      "tokenizer ",
+                                                      tokenizer->vocab_size()));
   }
   ServeLimits limits;
   limits.max_prompts = c.max_prompts;
@@ -227,30 +234,7 @@ absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_ra
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  using mt::eval::ServeConfig;
-  ServeConfig config;
-  const mt::experiments::ConfigFlags<ServeConfig> flags(config);
-  gflags::SetUsageMessage("HTTP text generation server for a trained GPT checkpoint.");
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
-  if (!runtime.ok()) mt::comm::MpiRuntime::Abort(runtime.status());
-  auto world = (*runtime)->World();
-  if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
-  absl::Status valid = flags.ApplyGiven(&config);
-  if (valid.ok()) valid = config.Validate();
-  if (!valid.ok()) {  // The same on every rank: all leave before any collective.
-    if ((*world)->rank() == 0) {
-      std::fprintf(stderr, "serve: error: %s\n", std::string(valid.message()).c_str());
-    }
-    return 1;
-  }
-  std::signal(SIGTERM, mt::eval::OnSignal);
-  std::signal(SIGINT, mt::eval::OnSignal);
-  std::signal(SIGPIPE, SIG_IGN);  // A vanished client is an error on its socket, not a signal.
-  const absl::Status s =
-      mt::eval::Serve(config, **world, (*runtime)->local_rank(), (*runtime)->local_size());
-  if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
-  return 0;
+  return mt::eval::EvalMain<mt::eval::ServeConfig>(
+      argc, argv, "serve", "HTTP text generation server for a trained GPT checkpoint.",
+      mt::eval::Serve);
 }

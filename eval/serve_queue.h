@@ -26,7 +26,7 @@ namespace eval {
 
 // What a request's handler gets back.
 struct JobResult {
-  absl::Status status;                   // OK, or why there are no generations.
+  absl::Status status;  // OK, or why there are no generations.
   std::vector<Generation> generations;
 };
 

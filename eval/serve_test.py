@@ -91,8 +91,8 @@ def check_completions(port, megatron):
     text = j["choices"][1]["text"]
     assert len(text) >= 6, text
     stop = text[3:6]
-    s = ok(port, "POST", "/v1/completions",
-           {"prompt": PROMPTS[1], "max_tokens": 10, "temperature": 0, "stop": [stop, "\u00e9t\u00e9"]})
+    s = ok(port, "POST", "/v1/completions", {"prompt": PROMPTS[1], "max_tokens": 10,
+                                             "temperature": 0, "stop": [stop, "\u00e9t\u00e9"]})
     assert s["choices"][0]["text"] == text[:text.find(stop)], (s, text, stop)
     assert s["choices"][0]["finish_reason"] == "stop", s
 

@@ -16,7 +16,11 @@ cleanup() {
 trap cleanup EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done
+  exit 1
+}
 
 python3 - "$work/corpus.txt" <<'PY'
 import random, sys

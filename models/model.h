@@ -159,7 +159,8 @@ class Model {
   // identical on each (padding columns included; they are not part of the vocabulary).
   // FailedPrecondition without StartDecoding; InvalidArgument for other shapes or dtypes, or
   // decode_length() + n > max_length (decoding goes on); OutOfRange for a token outside
-  // [0, padded_vocab()). Errors other than those argument checks end decoding (StartDecoding again).
+  // [0, padded_vocab()). Errors other than those argument checks end decoding (StartDecoding
+  // again).
   virtual absl::Status DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
                                   const TensorView& logits);
   // Positions decoded per sequence so far (0 when not decoding).

@@ -125,8 +125,8 @@ TEST_P(StackDecodingTest, ChunkedDecodingMatchesTheFullForward) {
   EXPECT_EQ(t, T);
   std::printf("%s %s %s: worst |decoded - full| %.3g (%.3g of the peak)\n",
               kind == Kind::kGpt2 ? "gpt2" : "rotary",
-              norm == NormPosition::kPreNorm ? "pre" : "post", std::string(DTypeName(dtype)).c_str(), worst,
-              worst / peak);
+              norm == NormPosition::kPreNorm ? "pre" : "post",
+              std::string(DTypeName(dtype)).c_str(), worst, worst / peak);
   // The cache is full: one more position is refused (before anything runs: decoding goes on).
   const Tensor more = Positions(x, 0, 1);
   EXPECT_EQ((*stack)->DecodeForward(sc, more.view()).status().code(),
@@ -134,11 +134,11 @@ TEST_P(StackDecodingTest, ChunkedDecodingMatchesTheFullForward) {
   EXPECT_EQ((*stack)->decode_length(), T);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layers, StackDecodingTest,
-    ::testing::Combine(::testing::Values(Kind::kGpt2, Kind::kModernRotary),
-                       ::testing::Values(NormPosition::kPreNorm, NormPosition::kPostNorm),
-                       ::testing::Values(DType::kF32, DType::kBF16)));
+INSTANTIATE_TEST_SUITE_P(Layers, StackDecodingTest,
+                         ::testing::Combine(::testing::Values(Kind::kGpt2, Kind::kModernRotary),
+                                            ::testing::Values(NormPosition::kPreNorm,
+                                                              NormPosition::kPostNorm),
+                                            ::testing::Values(DType::kF32, DType::kBF16)));
 
 TEST(StackDecodingTest, RestartingForgetsTheCacheAndTrainingIsUntouched) {
   const int64_t B = 2, T = 6;
@@ -194,8 +194,8 @@ TEST(StackDecodingTest, ForwardAfterAnotherShapeOfTheSameSize) {
   std::vector<std::vector<double>> runs;
   for (bool other_first : {false, true}) {  // Two stacks with the same weights.
     ParameterStore store(0, 1);
-    auto stack = TransformerStack::Create(&store, "layers", 1,
-                                          Spec(Kind::kGpt2, NormPosition::kPreNorm));
+    auto stack =
+        TransformerStack::Create(&store, "layers", 1, Spec(Kind::kGpt2, NormPosition::kPreNorm));
     ASSERT_TRUE(stack.ok());
     ASSERT_TRUE(store.Allocate(4).ok());
     if (other_first) {
@@ -212,8 +212,8 @@ TEST(StackDecodingTest, MisuseIsAnError) {
   const ExecContext ec;
   const StepContext sc = Eval(&ec);
   ParameterStore store(0, 1);
-  auto stack = TransformerStack::Create(&store, "layers", 1,
-                                        Spec(Kind::kGpt2, NormPosition::kPreNorm));
+  auto stack =
+      TransformerStack::Create(&store, "layers", 1, Spec(Kind::kGpt2, NormPosition::kPreNorm));
   ASSERT_TRUE(stack.ok());
   ASSERT_TRUE(store.Allocate(1).ok());
   const Tensor x = RandomTensor({2, 3, kHidden}, DType::kF32, 2);

@@ -273,7 +273,9 @@ absl::Status GptModel::Decode(const nn::StepContext& sc, const TensorView& token
   if (!every && n > 1) {
     // Each sequence's last new position: row b * n + n - 1, gathered as an embedding lookup.
     Tensor last = Tensor::Host({B}, DType::kI32);
-    for (int64_t b = 0; b < B; ++b) last.data_as<int32_t>()[b] = static_cast<int32_t>(b * n + n - 1);
+    for (int64_t b = 0; b < B; ++b) {
+      last.data_as<int32_t>()[b] = static_cast<int32_t>(b * n + n - 1);
+    }
     RETURN_IF_ERROR(CopyTensor(ec, last.view(), d.last_index.view()));
     RETURN_IF_ERROR(ops::Embedding(ec, d.last_index.view(), rows, d.last.view()));
     rows = d.last.view();

@@ -14,12 +14,13 @@
 #include "models/gpt2/gpt2.h"
 #include "models/testing/cuda_model_testutil.h"
 #include "models/testing/decode_testutil.h"
-#include "nn/modern_blocks_testutil.h"
 
 namespace mt {
 namespace models {
 namespace {
 
+using ::mt::models::testing::DecodingBound;
+using ::mt::models::testing::EvalStep;
 using ::mt::models::testing::ExpectGreedyDecodingMatchesRecompute;
 using ::mt::models::testing::ForModel;
 using ::mt::models::testing::GpuContext;
@@ -27,29 +28,8 @@ using ::mt::models::testing::MakeGpuContext;
 using ::mt::models::testing::RandomPrompts;
 using ::mt::models::testing::TinyLm;
 using ::mt::testing::ToDoubles;
-using ::mt::testing::UnitRoundoff;
 
-ModelConfig SmallConfig() {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = 203;
-  c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = 20;
-  c.init_std = 0.2;
-  return c;
-}
-
-nn::StepContext Eval(const ExecContext* ec) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.mode = nn::Mode::kEval;
-  return sc;
-}
-
-// As in gpt2_decode_test: GEMMs of different shapes in the two paths.
-double Bound(DType dtype) { return dtype == DType::kF32 ? 1e-5 : 16 * UnitRoundoff(dtype); }
+ModelConfig SmallConfig() { return testing::SmallDecodingConfig(20); }
 
 class GptDecodeCudaTest : public ::testing::TestWithParam<DType> {};
 
@@ -64,14 +44,14 @@ TEST_P(GptDecodeCudaTest, GreedyDecodingMatchesRecomputingOnTheDevice) {
   auto cm = GptModel::Create(SmallConfig(), &cs);
   ASSERT_TRUE(gm.ok() && cm.ok());
   ASSERT_TRUE(gs.Allocate(31).ok() && cs.Allocate(31).ok());
-  const nn::StepContext gsc = Eval(&gec), csc = Eval(&cec);
+  const nn::StepContext gsc = EvalStep(&gec), csc = EvalStep(&cec);
   const auto prompts = RandomPrompts(3, 4, 203, 32);
   const std::string label = absl::StrCat("gpt2 cuda ", DTypeName(dtype));
-  auto gpu_run =
-      ExpectGreedyDecodingMatchesRecompute(ForModel(gm->get(), &gsc), prompts, 8, Bound(dtype), label);
+  auto gpu_run = ExpectGreedyDecodingMatchesRecompute(ForModel(gm->get(), &gsc), prompts, 8,
+                                                      DecodingBound(dtype), label);
   if (dtype == DType::kF32) {
     auto cpu_run = ExpectGreedyDecodingMatchesRecompute(ForModel(cm->get(), &csc), prompts, 8,
-                                                        Bound(dtype), "gpt2 cpu f32");
+                                                        DecodingBound(dtype), "gpt2 cpu f32");
     EXPECT_EQ(gpu_run.tokens, cpu_run.tokens);
   }
 
@@ -100,14 +80,12 @@ TEST_P(GptDecodeCudaTest, RotaryStackGreedyDecodingMatchesRecomputing) {
   if (!gpu.ok()) GTEST_SKIP() << gpu.status().message();
   const DType dtype = GetParam();
   nn::ParameterStore store(0, 1, dtype, Device::Cuda(0));
-  nn::LayerSpec spec = nn::modern_testing::ModernSpec(32, 4, 48, nn::NormPosition::kPreNorm);
-  spec.config.init_std = 0.2;
-  auto lm = TinyLm::Create(&store, spec, 2, 203, 208);
+  auto lm = TinyLm::Create(&store, testing::RotarySpec(), 2, 203, 208);
   ASSERT_TRUE(lm.ok());
   ASSERT_TRUE(store.Allocate(33).ok());
-  const nn::StepContext sc = Eval(&(*gpu)->exec);
+  const nn::StepContext sc = EvalStep(&(*gpu)->exec);
   ExpectGreedyDecodingMatchesRecompute((*lm)->Calls(&sc), RandomPrompts(2, 3, 203, 34), 8,
-                                       Bound(dtype),
+                                       DecodingBound(dtype),
                                        absl::StrCat("rotary cuda ", DTypeName(dtype)));
 }
 

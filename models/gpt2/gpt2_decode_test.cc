@@ -17,47 +17,21 @@
 #include "models/registry.h"
 #include "models/testing/cuda_model_testutil.h"
 #include "models/testing/decode_testutil.h"
-#include "nn/modern_blocks_testutil.h"
 
 namespace mt {
 namespace models {
 namespace {
 
+using ::mt::models::testing::DecodingBound;
+using ::mt::models::testing::EvalStep;
 using ::mt::models::testing::ExpectGreedyDecodingMatchesRecompute;
 using ::mt::models::testing::ForModel;
 using ::mt::models::testing::RandomPrompts;
 using ::mt::models::testing::TinyLm;
 using ::mt::testing::NaNTensor;
 using ::mt::testing::ToDoubles;
-using ::mt::testing::UnitRoundoff;
 
-ModelConfig SmallConfig() {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = 203;
-  c.make_vocab_size_divisible_by = 8;  // Padded to 208.
-  c.max_position_embeddings = 24;
-  c.hidden_dropout = 0.1f;  // Decoding runs in eval mode: never applied.
-  c.attention_dropout = 0.1f;
-  c.init_std = 0.2;
-  return c;
-}
-
-nn::StepContext Eval(const ExecContext* ec) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.mode = nn::Mode::kEval;
-  return sc;
-}
-
-// The bound on |cached - recomputed| logits relative to the step's peak |logit|: the two paths
-// run GEMMs of different shapes (1 or P rows against B * T), whose f32 sums may be ordered
-// differently (a few roundings per op through two layers; observed below 1e-6 in f32); in bf16
-// such a difference can flip the rounding of an activation to its neighbour, so 16 u of the
-// bf16 dtype. A wrong position, cache row or mask is off by O(1).
-double Bound(DType dtype) { return dtype == DType::kF32 ? 1e-5 : 16 * UnitRoundoff(dtype); }
+ModelConfig SmallConfig() { return testing::SmallDecodingConfig(24); }
 
 class GptDecodeTest : public ::testing::TestWithParam<DType> {};
 
@@ -70,15 +44,16 @@ TEST_P(GptDecodeTest, GreedyDecodingMatchesRecomputingThePrefix) {
   ASSERT_TRUE(store.Allocate(3).ok());
   // Non-trivial LayerNorm gains and biases (compute copies refreshed).
   ASSERT_TRUE(store.CopyValuesFromHost(ec, testing::NonTrivialMasters(store, 4).view()).ok());
-  const nn::StepContext sc = Eval(&ec);
+  const nn::StepContext sc = EvalStep(&ec);
   const auto prompts = RandomPrompts(3, 5, 203, 5);
   auto r = ExpectGreedyDecodingMatchesRecompute(ForModel(model->get(), &sc), prompts, 12,
-                                                Bound(dtype), absl::StrCat("gpt2 ", DTypeName(dtype)));
+                                                DecodingBound(dtype),
+                                                absl::StrCat("gpt2 ", DTypeName(dtype)));
   EXPECT_EQ(r.tokens[0].size(), 17u);
   // Positions run to 17 of max_position_embeddings 24: a second decoding of the same prompts
   // (StartDecoding forgets the first) gives the same tokens.
   auto again = ExpectGreedyDecodingMatchesRecompute(ForModel(model->get(), &sc), prompts, 12,
-                                                    Bound(dtype), "again");
+                                                    DecodingBound(dtype), "again");
   EXPECT_EQ(again.tokens, r.tokens);
 }
 
@@ -86,15 +61,14 @@ TEST_P(GptDecodeTest, RotaryStackGreedyDecodingMatchesRecomputing) {
   const DType dtype = GetParam();
   const ExecContext ec;
   nn::ParameterStore store(0, 1, dtype);
-  nn::LayerSpec spec = nn::modern_testing::ModernSpec(32, 4, 48, nn::NormPosition::kPreNorm);
-  spec.config.init_std = 0.2;
-  auto lm = TinyLm::Create(&store, spec, 2, 203, 208);
+  auto lm = TinyLm::Create(&store, testing::RotarySpec(), 2, 203, 208);
   ASSERT_TRUE(lm.ok()) << lm.status();
   ASSERT_TRUE(store.Allocate(6).ok());
   ASSERT_TRUE(store.CopyValuesFromHost(ec, testing::NonTrivialMasters(store, 7).view()).ok());
-  const nn::StepContext sc = Eval(&ec);
+  const nn::StepContext sc = EvalStep(&ec);
   ExpectGreedyDecodingMatchesRecompute((*lm)->Calls(&sc), RandomPrompts(3, 4, 203, 8), 12,
-                                       Bound(dtype), absl::StrCat("rotary ", DTypeName(dtype)));
+                                       DecodingBound(dtype),
+                                       absl::StrCat("rotary ", DTypeName(dtype)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GptDecodeTest, ::testing::Values(DType::kF32, DType::kBF16),
@@ -115,7 +89,7 @@ TEST(GptDecodeTest, EveryNewPositionAndMultiTokenSteps) {
   auto model = GptModel::Create(SmallConfig(), &store);
   ASSERT_TRUE(model.ok());
   ASSERT_TRUE(store.Allocate(9).ok());
-  const nn::StepContext sc = Eval(&ec);
+  const nn::StepContext sc = EvalStep(&ec);
   const auto seqs = RandomPrompts(2, 10, 203, 10);
   const int64_t Vp = (*model)->padded_vocab();
   // Recomputed logits of all 10 positions.
@@ -166,7 +140,7 @@ TEST(GptDecodeTest, TrainingIsUnchangedByDecoding) {
     return out;
   };
   const std::vector<double> before = step();
-  const nn::StepContext sc = Eval(&ec);
+  const nn::StepContext sc = EvalStep(&ec);
   ASSERT_TRUE((*model)->StartDecoding(sc, 2, 8).ok());
   Tensor logits = Tensor::Host({2, (*model)->padded_vocab()}, DType::kF32);
   ASSERT_TRUE((*model)->DecodeStep(sc, tokens.view(), logits.view()).ok());
@@ -183,7 +157,7 @@ TEST(GptDecodeTest, BadArgumentsAreErrors) {
   ASSERT_TRUE(model.ok());
   ASSERT_TRUE(store.Allocate(1).ok());
   GptModel& m = **model;
-  const nn::StepContext sc = Eval(&ec);
+  const nn::StepContext sc = EvalStep(&ec);
   const int64_t Vp = m.padded_vocab();
   const auto seqs = RandomPrompts(2, 4, 203, 2);
   Tensor logits = Tensor::Host({2, Vp}, DType::kF32);
@@ -223,7 +197,7 @@ TEST(GptDecodeTest, BertCannotDecode) {
   auto bert = CreateModel(c, &store);
   ASSERT_TRUE(bert.ok()) << bert.status();
   const ExecContext ec;
-  const absl::Status s = (*bert)->StartDecoding(Eval(&ec), 1, 4);
+  const absl::Status s = (*bert)->StartDecoding(EvalStep(&ec), 1, 4);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_EQ((*bert)->decode_length(), 0);
 }

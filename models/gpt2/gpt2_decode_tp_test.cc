@@ -13,7 +13,6 @@
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
 #include "models/testing/decode_testutil.h"
-#include "nn/modern_blocks_testutil.h"
 
 namespace mt {
 namespace models {
@@ -21,6 +20,7 @@ namespace {
 
 using ::mt::comm::testing::MpiTest;
 using ::mt::models::testing::DecodingLm;
+using ::mt::models::testing::EvalStep;
 using ::mt::models::testing::ExpectGreedyDecodingMatchesRecompute;
 using ::mt::models::testing::ForModel;
 using ::mt::models::testing::GreedyResult;
@@ -28,27 +28,7 @@ using ::mt::models::testing::RandomPrompts;
 using ::mt::models::testing::TinyLm;
 
 constexpr int kSteps = 10;
-constexpr double kBound = 1e-5;  // f32, as in gpt2_decode_test: observed below 1e-6.
-
-ModelConfig SmallConfig() {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = 203;
-  c.make_vocab_size_divisible_by = 8;  // Padded to 208 (TP 1) and 208 (TP 2).
-  c.max_position_embeddings = 24;
-  c.init_std = 0.2;
-  return c;
-}
-
-nn::StepContext Eval(const ExecContext* ec, comm::Communicator* tp) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.tp = tp;
-  sc.mode = nn::Mode::kEval;
-  return sc;
-}
+const double kBound = testing::DecodingBound(DType::kF32);
 
 // Every rank's tokens equal rank 0's.
 void ExpectSameOnEveryRank(comm::Communicator& comm, const GreedyResult& r) {
@@ -69,8 +49,8 @@ void ExpectTensorParallelDecodingMatchesSerial(comm::Communicator& comm, const D
                                                const DecodingLm& serial, const char* what) {
   const auto prompts = RandomPrompts(3, 5, 203, 17);
   const int tp_size = comm.size();
-  GreedyResult got = ExpectGreedyDecodingMatchesRecompute(
-      tp, prompts, kSteps, kBound, absl::StrCat(what, " tp=", tp_size));
+  GreedyResult got = ExpectGreedyDecodingMatchesRecompute(tp, prompts, kSteps, kBound,
+                                                          absl::StrCat(what, " tp=", tp_size));
   GreedyResult want = ExpectGreedyDecodingMatchesRecompute(serial, prompts, kSteps, kBound,
                                                            absl::StrCat(what, " serial"));
   EXPECT_EQ(got.near_ties + want.near_ties, 0) << what;
@@ -81,11 +61,11 @@ void ExpectTensorParallelDecodingMatchesSerial(comm::Communicator& comm, const D
 TEST_F(MpiTest, Gpt2DecodingMatchesSerial) {
   const ExecContext ec;
   nn::ParameterStore serial_store(0, 1), store(comm_->rank(), comm_->size());
-  auto serial = GptModel::Create(SmallConfig(), &serial_store);
-  auto model = GptModel::Create(SmallConfig(), &store);
+  auto serial = GptModel::Create(testing::SmallDecodingConfig(24), &serial_store);
+  auto model = GptModel::Create(testing::SmallDecodingConfig(24), &store);
   ASSERT_TRUE(serial.ok() && model.ok());
   ASSERT_TRUE(serial_store.Allocate(21).ok() && store.Allocate(21).ok());
-  const nn::StepContext ssc = Eval(&ec, nullptr), sc = Eval(&ec, comm_.get());
+  const nn::StepContext ssc = EvalStep(&ec), sc = EvalStep(&ec, comm_.get());
   ExpectTensorParallelDecodingMatchesSerial(*comm_, ForModel(model->get(), &sc),
                                             ForModel(serial->get(), &ssc), "gpt2");
 
@@ -106,14 +86,13 @@ TEST_F(MpiTest, Gpt2DecodingMatchesSerial) {
 
 TEST_F(MpiTest, RotaryStackDecodingMatchesSerial) {
   const ExecContext ec;
-  nn::LayerSpec spec = nn::modern_testing::ModernSpec(32, 4, 48, nn::NormPosition::kPreNorm);
-  spec.config.init_std = 0.2;
+  const nn::LayerSpec spec = testing::RotarySpec();
   nn::ParameterStore serial_store(0, 1), store(comm_->rank(), comm_->size());
   auto serial = TinyLm::Create(&serial_store, spec, 2, 203, 208);
   auto lm = TinyLm::Create(&store, spec, 2, 203, 208);
   ASSERT_TRUE(serial.ok() && lm.ok());
   ASSERT_TRUE(serial_store.Allocate(22).ok() && store.Allocate(22).ok());
-  const nn::StepContext ssc = Eval(&ec, nullptr), sc = Eval(&ec, comm_.get());
+  const nn::StepContext ssc = EvalStep(&ec), sc = EvalStep(&ec, comm_.get());
   ExpectTensorParallelDecodingMatchesSerial(*comm_, (*lm)->Calls(&sc), (*serial)->Calls(&ssc),
                                             "rotary");
 }

@@ -12,10 +12,43 @@
 #include "core/status.h"
 #include "gtest/gtest.h"
 #include "nn/cross_entropy.h"
+#include "nn/modern_blocks_testutil.h"
 
 namespace mt {
 namespace models {
 namespace testing {
+
+ModelConfig SmallDecodingConfig(int64_t positions) {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.num_attention_heads = 4;
+  c.vocab_size = 203;
+  c.make_vocab_size_divisible_by = 8;
+  c.max_position_embeddings = positions;
+  c.hidden_dropout = 0.1f;  // Decoding runs in eval mode: never applied.
+  c.attention_dropout = 0.1f;
+  c.init_std = 0.2;
+  return c;
+}
+
+nn::LayerSpec RotarySpec() {
+  nn::LayerSpec spec = nn::modern_testing::ModernSpec(32, 4, 48, nn::NormPosition::kPreNorm);
+  spec.config.init_std = 0.2;
+  return spec;
+}
+
+nn::StepContext EvalStep(const ExecContext* ec, comm::Communicator* tp) {
+  nn::StepContext sc;
+  sc.exec = ec;
+  sc.tp = tp;
+  sc.mode = nn::Mode::kEval;
+  return sc;
+}
+
+double DecodingBound(DType dtype) {
+  return dtype == DType::kF32 ? 1e-5 : 16 * ::mt::testing::UnitRoundoff(dtype);
+}
 
 DecodingLm ForModel(Model* model, const nn::StepContext* sc) {
   DecodingLm lm;
@@ -111,9 +144,9 @@ GreedyResult ExpectGreedyDecodingMatchesRecompute(const DecodingLm& lm,
       const auto [recomputed_pick, gap] = ArgmaxAndGap(want, V);
       if (cached_pick != recomputed_pick) {
         ++r.near_ties;
-        EXPECT_LE(gap, 2 * bound * peak) << label << ": step " << step << " sequence " << b
-                                         << " picks " << cached_pick << " (cached) and "
-                                         << recomputed_pick << " (recomputed)";
+        EXPECT_LE(gap, 2 * bound * peak)
+            << label << ": step " << step << " sequence " << b << " picks " << cached_pick
+            << " (cached) and " << recomputed_pick << " (recomputed)";
       }
       r.tokens[b].push_back(static_cast<int32_t>(cached_pick));
     }
@@ -123,9 +156,10 @@ GreedyResult ExpectGreedyDecodingMatchesRecompute(const DecodingLm& lm,
     if (!s.ok()) return r;
   }
   EXPECT_LE(4 * r.near_ties, B * steps) << label << ": too many near ties to compare the picks";
-  std::printf("%s: %d steps x %lld sequences, worst cached logit error %.3g of the peak, %d near "
-              "ties\n",
-              label.c_str(), steps, static_cast<long long>(B), r.worst_error, r.near_ties);
+  std::printf(
+      "%s: %d steps x %lld sequences, worst cached logit error %.3g of the peak, %d near "
+      "ties\n",
+      label.c_str(), steps, static_cast<long long>(B), r.worst_error, r.near_ties);
   return r;
 }
 
@@ -137,9 +171,9 @@ absl::StatusOr<std::unique_ptr<TinyLm>> TinyLm::Create(nn::ParameterStore* store
   std::unique_ptr<TinyLm> m(new TinyLm());
   m->dtype_ = store->compute_dtype();
   m->hidden_ = spec.config.hidden;
-  ASSIGN_OR_RETURN(m->word_, nn::VocabParallelEmbedding::Create(store, "embedding.word", vocab,
-                                                                padded_vocab, m->hidden_,
-                                                                spec.config.init_std));
+  ASSIGN_OR_RETURN(m->word_,
+                   nn::VocabParallelEmbedding::Create(store, "embedding.word", vocab, padded_vocab,
+                                                      m->hidden_, spec.config.init_std));
   ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", layers, spec));
   ASSIGN_OR_RETURN(m->final_norm_,
                    nn::RmsNormModule::Create(store, "final_norm", m->hidden_, 1e-5f));

@@ -13,6 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "models/model.h"
 #include "nn/context.h"
@@ -24,6 +26,22 @@
 namespace mt {
 namespace models {
 namespace testing {
+
+// The small GPT-2 of the decoding tests: 2 layers, hidden 32, 4 heads, a vocabulary of 203 padded
+// to 208 (at TP 1 and 2: padding columns exist), `positions` positions, init std 0.2 (so that the
+// logits are spread and greedy picks are rarely near ties).
+ModelConfig SmallDecodingConfig(int64_t positions);
+// TinyLm's layer in the tests: RMSNorm, rotary attention without biases, SwiGLU (hidden 32,
+// 4 heads, ffn 48, init std 0.2).
+nn::LayerSpec RotarySpec();
+// An eval-mode step context on `ec` and `tp` (null: TP = 1).
+nn::StepContext EvalStep(const ExecContext* ec, comm::Communicator* tp = nullptr);
+// The bound on |cached - recomputed| logits relative to a step's peak |logit|: the two paths run
+// GEMMs of different shapes (n rows against B * T), whose f32 sums may be ordered differently (a
+// few roundings per op through two layers; observed below 1e-6 in f32: the bound is 1e-5); in
+// 16-bit compute such a difference can flip the rounding of an activation to its neighbour, so
+// 16 u of the dtype. A wrong position, cache row or mask is off by O(1).
+double DecodingBound(DType dtype);
 
 // A language model seen through the calls the comparison needs (host tensors throughout).
 struct DecodingLm {
@@ -40,8 +58,8 @@ DecodingLm ForModel(Model* model, const nn::StepContext* sc);
 
 struct GreedyResult {
   std::vector<std::vector<int32_t>> tokens;  // Per sequence: prompt + generated.
-  int near_ties = 0;          // Steps where the argmaxes differed within the bound (see below).
-  double worst_error = 0;     // Largest |cached - recomputed| logit, relative to the peak.
+  int near_ties = 0;       // Steps where the argmaxes differed within the bound (see below).
+  double worst_error = 0;  // Largest |cached - recomputed| logit, relative to the peak.
 };
 
 // Greedily continues `prompts` (B rows of P >= 1 tokens) by `steps` tokens through the cache
@@ -72,8 +90,7 @@ class TinyLm {
   int64_t vocab() const { return word_.valid_vocab(); }
   int64_t padded_vocab() const { return word_.padded_vocab(); }
   // Every position's logits, recomputed: tokens [B, T] -> full [B * T, padded_vocab].
-  absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
-                      const TensorView& full);
+  absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens, const TensorView& full);
   absl::Status StartDecoding(const nn::StepContext& sc, int64_t batch, int64_t max_length);
   // The next n tokens [B, n] through the cache -> the last new position's logits [B, padded_vocab].
   absl::Status DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
