@@ -1,6 +1,6 @@
 // The main() of the eval binaries that load a checkpoint on every rank (//eval:generate,
 // //eval:serve): logging, flags derived from the config's field table
-// (experiments/common/config_flags.h), MPI, validation, then the run.
+// (core/config_flags.h), MPI, validation, then the run.
 //
 //   int main(int argc, char** argv) {
 //     return mt::eval::EvalMain<GenerateMainConfig>(argc, argv, "generate", "Text generation ...",
@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -36,7 +36,7 @@ template <typename Config>
 int EvalMain(int argc, char** argv, const char* name, const char* usage,
              const EvalRun<Config>& run) {
   Config config;
-  const experiments::ConfigFlags<Config> flags(config);
+  const ConfigFlags<Config> flags(config);
   gflags::SetUsageMessage(usage);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

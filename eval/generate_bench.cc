@@ -17,7 +17,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "eval/generate.h"
-#include "experiments/common/config_flags.h"
+#include "core/config_flags.h"
 #include "gflags/gflags.h"
 #include "models/gpt2/gpt2.h"
 
@@ -117,7 +117,7 @@ absl::Status Run(const BenchConfig& c) {
 
 int main(int argc, char** argv) {
   mt::eval::BenchConfig config;
-  const mt::experiments::ConfigFlags<mt::eval::BenchConfig> flags(config);
+  const mt::ConfigFlags<mt::eval::BenchConfig> flags(config);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   absl::Status s = flags.ApplyGiven(&config);
   if (s.ok()) s = mt::eval::Run(config);

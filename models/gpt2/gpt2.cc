@@ -280,7 +280,7 @@ absl::Status GptModel::Decode(const nn::StepContext& sc, const TensorView& token
     RETURN_IF_ERROR(ops::Embedding(ec, d.last_index.view(), rows, d.last.view()));
     rows = d.last.view();
   }
-  RETURN_IF_ERROR(final_ln_.Forward(sc, rows, d.final.view()));
+  RETURN_IF_ERROR(final_norm_->Forward(sc, rows, d.final.view()));
   RETURN_IF_ERROR(word_.LogitsForward(sc, d.final.view(), d.logits.view()));
   return GatherInto(sc, d.logits.view(), logits);
 }

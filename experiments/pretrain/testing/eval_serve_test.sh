@@ -1,10 +1,10 @@
 #!/bin/bash
 # //eval:serve end to end: a tiny GPT-2 (the GPT-2 vocabulary, 64 positions) trained for a few
 # steps with pretrain_gpt and resharded to TP=2; a TP=1 server passes every check of
-# serve_test.py (both APIs, a concurrent burst, malformed / mistyped / out-of-range / over-long
+# eval_serve_test.py (both APIs, a concurrent burst, malformed / mistyped / out-of-range / over-long
 # requests, an oversized body, a stalled and a vanished client, a full queue) and stops cleanly on
 # SIGTERM; a TP=2 server (two MPI ranks) gives the TP=1 server's answers and stops cleanly too.
-#   serve_test.sh PREPROCESS PRETRAIN_GPT RESHARD SERVE SERVE_TEST_PY
+#   eval_serve_test.sh PREPROCESS PRETRAIN_GPT RESHARD SERVE SERVE_TEST_PY
 set -uo pipefail
 preprocess="$1"; pretrain="$2"; reshard="$3"; serve="$4"; client="$5"
 work="$(mktemp -d /tmp/mt_serve.XXXXXX)"
