@@ -83,8 +83,7 @@ absl::StatusOr<std::unique_ptr<Harness>> Harness::Open(const HarnessConfig& conf
 
 Harness::~Harness() = default;
 
-absl::Status Harness::LoadModel() {
-  train::LoadModelOptions options;
+absl::Status Harness::LoadModel(train::LoadModelOptions options) {
   options.iteration = checkpoint_.iteration;
   options.compute_dtype = config_.ComputeDType();
   ASSIGN_OR_RETURN(loaded_, train::LoadModel(config_.load, placement_.rank, placement_.world_size,
@@ -184,9 +183,10 @@ std::string Clock(double seconds) {
 }  // namespace
 
 ProgressMeter::ProgressMeter(std::string task, std::string unit, int64_t total, double interval_s,
-                             bool enabled)
+                             bool enabled, std::string rate_unit)
     : task_(std::move(task)),
       unit_(std::move(unit)),
+      rate_unit_(std::move(rate_unit)),
       total_(total),
       interval_s_(interval_s),
       enabled_(enabled),
@@ -206,10 +206,10 @@ void ProgressMeter::Update(int64_t done, int64_t scored) {
   last_ = now;
   const double elapsed = elapsed_s();
   const double eta = done > 0 ? elapsed * static_cast<double>(total_ - done) / done : 0;
-  std::printf("%s: %lld/%lld %s (%.1f%%), %.0f targets/s, elapsed %s, ETA %s\n", task_.c_str(),
+  std::printf("%s: %lld/%lld %s (%.1f%%), %.0f %s/s, elapsed %s, ETA %s\n", task_.c_str(),
               static_cast<long long>(done), static_cast<long long>(total_), unit_.c_str(),
               100.0 * done / std::max<int64_t>(total_, 1), elapsed > 0 ? scored / elapsed : 0.0,
-              Clock(elapsed).c_str(), Clock(eta).c_str());
+              rate_unit_.c_str(), Clock(elapsed).c_str(), Clock(eta).c_str());
   std::fflush(stdout);
 }
 

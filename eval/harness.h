@@ -1,7 +1,8 @@
-// What every evaluation binary (//eval:wikitext103, //eval:lambada) shares: its common settings,
-// the process it runs in (device, tensor-parallel layout, the model loaded from a checkpoint),
-// and rank 0's outputs (progress lines, per-example JSON lines, the results JSON). A task
-// (EvalTask) supplies the data and the scoring; harness_main.h runs both.
+// What every evaluation binary (//eval:wikitext103, //eval:lambada, //eval:race) shares: its
+// common settings, the process it runs in (device, tensor-parallel layout, the model loaded from a
+// checkpoint), and rank 0's outputs (progress lines, per-example JSON lines, the results JSON).
+// A task (EvalTask) supplies the data and the scoring (or, for RACE, fine-tuning); harness_main.h
+// runs both.
 //
 // Layout: every rank of the job is one tensor-parallel rank of a single TP group (TP = world
 // size, which must divide the heads; any degree, whatever the checkpoint was saved with:
@@ -11,7 +12,9 @@
 // Stages, so that input errors end every rank with one line and before any collective:
 //   1. Harness::Open (local): the device, the checkpoint's model config, the thread pool;
 //   2. EvalTask::Prepare (local): the task checks the model and reads its data;
-//   3. Harness::LoadModel (local): the parameters, at this rank's slice;
+//   3. Harness::LoadModel (local): the model the task asks for (EvalTask::LoadOptions), its
+//      parameters at this rank's slice; then EvalTask::Loaded (local) checks what was loaded and
+//      sets up the task's per-rank state;
 //   4. AgreeOnStatus (one all-reduce over the world): every rank learns whether any failed;
 //   5. Harness::Connect (collective): the communicators;
 //   6. EvalTask::Run (collective): scoring; the results object.
@@ -57,10 +60,10 @@ inline constexpr std::pair<absl::string_view, HarnessDevice> kHarnessDeviceNames
 struct HarnessConfig {
   std::string load;               // Checkpoint directory.
   int64_t iteration = -1;         // Checkpoint iteration; -1: the latest.
-  int micro_batch_size = 4;       // Sequences per forward pass.
+  int micro_batch_size = 4;       // Sequences (RACE: questions) per forward pass.
   std::string results_json;       // Also write the results object here.
   std::string per_example_jsonl;  // One JSON line per window / example.
-  std::string vocab_file;         // GPT-2 encoder.json (empty: the installed one).
+  std::string vocab_file;         // GPT-2 encoder.json or BERT vocab.txt (empty: the installed).
   std::string merge_file;         // GPT-2 vocab.bpe (empty: the installed one).
   HarnessDevice device = HarnessDevice::kCpu;
   // Compute dtype (f32 master weights either way), as the pretraining drivers: at most one of
@@ -75,11 +78,12 @@ struct HarnessConfig {
     v("iteration", &self.iteration, "Checkpoint iteration to load (-1: the latest).");
     v("micro_batch_size", &self.micro_batch_size,
       "Sequences per forward pass (their full logits take micro_batch_size x seq_length x "
-      "padded vocabulary x 4 bytes, twice).");
+      "padded vocabulary x 4 bytes, twice); RACE: questions (4 sequences each).");
     v("results_json", &self.results_json, "Also write the results JSON object to this file.");
     v("per_example_jsonl", &self.per_example_jsonl,
       "Write one JSON line per scored window / example to this file.");
-    v("vocab_file", &self.vocab_file, "GPT-2 encoder.json (default: the installed one).");
+    v("vocab_file", &self.vocab_file,
+      "GPT-2 encoder.json, or for RACE a BERT WordPiece vocab.txt (default: the installed one).");
     v("merge_file", &self.merge_file, "GPT-2 vocab.bpe merges (default: the installed one).");
     v("device", &self.device, "cpu, or cuda (each rank on GPU local_rank mod GPUs).",
       kHarnessDeviceNames);
@@ -116,8 +120,10 @@ class Harness {
                                                        const Placement& placement);
   ~Harness();
 
-  // Stage 3 (local): the model from the checkpoint at this rank's slice (train::LoadModel).
-  absl::Status LoadModel();
+  // Stage 3 (local): the model from the checkpoint at this rank's slice (train::LoadModel with
+  // `options`, whose iteration and compute dtype the harness sets: the checkpoint's and
+  // config().ComputeDType()).
+  absl::Status LoadModel(train::LoadModelOptions options = {});
   // Stage 5 (collective over `world`, which must outlive this object): the communicators (NCCL
   // on GPUs when each local rank has one and the binary has NCCL, else MPI) and the layout.
   absl::Status Connect(comm::Communicator& world);
@@ -126,11 +132,14 @@ class Harness {
   const Placement& placement() const { return placement_; }
   bool rank0() const { return placement_.rank == 0; }
   const train::CheckpointModel& checkpoint() const { return checkpoint_; }
-  // After LoadModel.
+  // After LoadModel: the model, the store holding its parameters, and what the load did.
   models::Model& model() { return *loaded_.model; }
+  nn::ParameterStore& store() { return *loaded_.store; }
+  const train::ParameterLoad& parameter_load() const { return loaded_.load; }
   const ExecContext& exec() const { return exec_; }
   ThreadPool* pool() { return pool_.get(); }
-  // Eval mode on the TP group (after Connect).
+  // After Connect: the layout (one TP group over the world), and eval mode on the TP group.
+  comm::ParallelContext& parallel() { return *parallel_; }
   nn::StepContext step_context() const;
   // "gpt2-345m (gpt2: 24 layers, hidden 1024, 16 heads, vocab 50257) from DIR iteration N
   // (saved at TP 2), run at TP 1 on cpu in f32".
@@ -160,6 +169,14 @@ class EvalTask {
   // tokenises and lays out the data; rank 0 also opens its output files. Errors are one line
   // naming the file (and line), or the model and what the task needs.
   virtual absl::Status Prepare(const train::CheckpointModel& checkpoint, bool rank0) = 0;
+  // Stage 3: what to build and load (heads, which parameters may be missing from the checkpoint
+  // or not used, the initial values of missing ones). Default: the checkpoint's model as it was
+  // saved, every parameter present and used.
+  virtual train::LoadModelOptions LoadOptions() const { return {}; }
+  // Stage 3, after the load (local, on every rank): checks what was loaded
+  // (harness.parameter_load()) and sets up per-rank state (an optimizer's moments, say). Errors
+  // are one line, as Prepare's.
+  virtual absl::Status Loaded(Harness& harness) { return absl::OkStatus(); }
   // Stage 6 (collective over the TP group): scores everything; returns the results object
   // (complete on rank 0).
   virtual absl::StatusOr<Json> Run(Harness& harness) = 0;
@@ -193,15 +210,17 @@ absl::Status WriteResultsJson(const std::string& path, const Json& results);
 // Rank 0's progress lines, at most one per `interval_s` (and none at all for runs shorter than
 // it, unless 0):
 //   "wikitext103: 1200/8700 windows (13.8%), 4512 targets/s, elapsed 0:01:05, ETA 0:06:51"
+// (`rate_unit` names what the rate counts: "targets" there).
 class ProgressMeter {
  public:
-  ProgressMeter(std::string task, std::string unit, int64_t total, double interval_s, bool enabled);
-  // `done` of total units finished, `scored` targets so far.
+  ProgressMeter(std::string task, std::string unit, int64_t total, double interval_s, bool enabled,
+                std::string rate_unit = "targets");
+  // `done` of total units finished, `scored` rate units (targets) so far.
   void Update(int64_t done, int64_t scored);
   double elapsed_s() const;
 
  private:
-  std::string task_, unit_;
+  std::string task_, unit_, rate_unit_;
   int64_t total_;
   double interval_s_;
   bool enabled_;

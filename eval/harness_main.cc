@@ -25,7 +25,8 @@ absl::StatusOr<std::unique_ptr<Harness>> OpenLocally(const HarnessConfig& config
                                                      const Placement& placement, EvalTask& task) {
   ASSIGN_OR_RETURN(std::unique_ptr<Harness> harness, Harness::Open(config, placement));
   RETURN_IF_ERROR(task.Prepare(harness->checkpoint(), harness->rank0()));
-  RETURN_IF_ERROR(harness->LoadModel());
+  RETURN_IF_ERROR(harness->LoadModel(task.LoadOptions()));
+  RETURN_IF_ERROR(task.Loaded(*harness));
   return harness;
 }
 
