@@ -4,15 +4,12 @@
 //   ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s, LoadForInference(config, world, local));
 //   ASSIGN_OR_RETURN(auto out, Generate(s->Step(), *s->model, prompts, generate_config));
 //
-// The job is one tensor-parallel group: `world` has as many ranks as the checkpoint has shards
-// (TP degree), and every rank loads its shard. The model is whatever registered architecture the
-// checkpoint's config names (link //models:all). Weights are the checkpoint's f32 masters, run in
-// f32 or, with bf16, rounded to bf16 compute copies.
-//
-// LoadForInference is this package's own loader of the training checkpoints pretrain_gpt writes
-// (train/checkpoint.h's LoadShard, reading the optimizer moments into scratch and dropping them);
-// it is meant to be replaced by the shared inference loader (train/model_loading.h) once that
-// exists: the binaries call only LoadForInference.
+// The job is one tensor-parallel group: every rank of `world` is one TP rank, whatever degree the
+// checkpoint was saved at (any that divides the heads; resharded in memory by
+// train/model_loading.h, as the evaluation harnesses load). The model is whatever registered
+// architecture the checkpoint's config names (link //models:all, or the variant's package).
+// Weights are the checkpoint's f32 masters, run in f32 or, with bf16, rounded to bf16 compute
+// copies.
 #ifndef MT_EVAL_INFERENCE_H_
 #define MT_EVAL_INFERENCE_H_
 
@@ -67,16 +64,16 @@ struct InferenceSession {
   std::unique_ptr<nn::ParameterStore> store;
   std::unique_ptr<models::Model> model;
   int64_t iteration = 0;  // Of the checkpoint loaded.
+  std::string model_name;  // The registered model the checkpoint records (may be empty).
 
   // An eval-mode step context over exec and tp.
   nn::StepContext Step() const;
 };
 
-// Collective over `world` (every rank loads its shard). local_rank / local_size: this process
+// Every rank of `world` loads its slice (no collective). local_rank / local_size: this process
 // among the ranks on its host (the GPU, the thread count). Errors: InvalidArgument for an empty
-// load; NotFound when the directory holds no checkpoint; FailedPrecondition when the world size
-// is not the checkpoint's TP degree (saying how many ranks to launch or how to reshard), or for
-// --device=cuda without a GPU; the checkpoint's and the model's errors.
+// load, or a world size that does not divide the heads; NotFound when the directory holds no
+// checkpoint; FailedPrecondition for --device=cuda without a GPU; train::LoadModel's errors.
 absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const InferenceConfig& config,
                                                                    comm::Communicator& world,
                                                                    int local_rank, int local_size);

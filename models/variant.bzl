@@ -13,16 +13,19 @@
 
 makes, in the variant's package and with no edit anywhere else:
   - the alwayslink library `name` (what registers the variant);
-  - the family's drivers and tools linked with it, so that
-    `bazel run //models/variants/<pkg>:<tool> -- --model=NAME` runs the variant:
-      gpt family:  pretrain_gpt, describe
-      bert family: pretrain_bert, describe
+  - the family's drivers, evaluation binaries and tools linked with it, so that
+    `bazel run //models/variants/<pkg>:<tool> -- --model=NAME` runs the variant (the evaluation
+    binaries take it from the checkpoint, which records the model):
+      gpt family:  pretrain_gpt, describe, wikitext103, lambada, generate, serve
+      bert family: pretrain_bert, describe, race
     (they link the standard models too, //models:all);
   - for the gpt family, the tests every variant owes: tensor-parallel invariance at TP = 1, 2, 4
     with `all_reduces_per_layer` TP all-reduces per layer each way (tp_test_np1/2/4,
     //models/testing:variant_tp_test), and training through its own pretrain_gpt at TP=2 with a
     checkpoint that records `architecture` and resumes (driver_test,
-    //models/testing:variant_driver_test.sh), on a small version of `test_model`.
+    //models/testing:variant_driver_test.sh), and the evaluation binaries on its checkpoint at
+    TP = 1 and 2 (eval_test, //models/testing:variant_eval_test.sh), on a small version of
+    `test_model`.
 """
 
 load("//tools:defs.bzl", "mt_cc_binary", "mt_cc_library")
@@ -31,10 +34,15 @@ _TOOLS = {
     "bert": {
         "describe": "//models:describe_main",
         "pretrain_bert": "//experiments/pretrain:pretrain_bert_main",
+        "race": "//eval:race_main",
     },
     "gpt": {
         "describe": "//models:describe_main",
+        "generate": "//eval:generate_main",
+        "lambada": "//eval:lambada_main",
         "pretrain_gpt": "//experiments/pretrain:pretrain_gpt_main",
+        "serve": "//eval:serve_main",
+        "wikitext103": "//eval:wikitext103_main",
     },
 }
 
@@ -81,6 +89,31 @@ def _variant_tests(name, test_model, architecture, all_reduces_per_layer):
             ":describe",
             ":pretrain_gpt",
             "//data/testing:synthetic_corpus",
+        ],
+        tags = ["cpu:2"],
+    )
+    native.sh_test(
+        name = "eval_test",
+        size = "medium",
+        srcs = ["//models/testing:variant_eval_test.sh"],
+        args = [
+            "$(location //data/testing:synthetic_corpus)",
+            "$(location :pretrain_gpt)",
+            "$(location :wikitext103)",
+            "$(location :lambada)",
+            "$(location :generate)",
+            test_model,
+            "$(location //eval:testdata/wiki_small.tokens)",
+            "$(location //eval:testdata/lambada_small.jsonl)",
+        ],
+        data = [
+            ":generate",
+            ":lambada",
+            ":pretrain_gpt",
+            ":wikitext103",
+            "//data/testing:synthetic_corpus",
+            "//eval:testdata/lambada_small.jsonl",
+            "//eval:testdata/wiki_small.tokens",
         ],
         tags = ["cpu:2"],
     )
