@@ -1,62 +1,62 @@
-// The main() of the eval binaries that load a checkpoint on every rank (//eval:generate,
-// //eval:serve): logging, flags derived from the config's field table
-// (core/config_flags.h), MPI, validation, then the run.
+// The main() of every eval binary, in two forms over one start-up (logging, flags derived from the
+// config's field table by core/config_flags.h, MPI, the world):
+//   - EvalMain, for the binaries that load a checkpoint and then run (//eval:generate,
+//     //eval:serve);
+//   - HarnessMain (harness_main.h), for the scoring harnesses' stages.
 //
 //   int main(int argc, char** argv) {
-//     return mt::eval::EvalMain<GenerateMainConfig>(argc, argv, "generate", "Text generation ...",
-//         [](const GenerateMainConfig& c, mt::comm::Communicator& world, int local_rank,
-//            int local_size) { return Run(c, world, local_rank, local_size); });
+//     GenerateMainConfig config;                               // The defaults.
+//     const ConfigFlags<GenerateMainConfig> flags(config);     // Before parsing.
+//     return EvalMain(argc, argv, {"generate", "Text generation ..."},
+//         [&]() -> absl::Status { RETURN_IF_ERROR(flags.ApplyGiven(&config));
+//                                 return config.Validate(); },
+//         [&](comm::Communicator& world, int local_rank, int local_size) {
+//           return Run(config, world, local_rank, local_size); });
 //   }
 //
-// Config: a struct with a Fields table and `absl::Status Validate() const`. Bad flags (the same
-// on every rank) print "<name>: error: ..." on rank 0 and return 1 on every rank before any
-// collective; an error of the run ends every rank through MpiRuntime::Abort.
+// Bad flags (the same on every rank) print "<name>: error: <message>" on rank 0 and every rank
+// returns 1 before any collective; an error of the run ends every rank through
+// MpiRuntime::Abort.
 #ifndef MT_EVAL_EVAL_MAIN_H_
 #define MT_EVAL_EVAL_MAIN_H_
 
-#include <cstdio>
 #include <functional>
-#include <string>
+#include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
-#include "core/config_flags.h"
-#include "gflags/gflags.h"
-#include "glog/logging.h"
 
 namespace mt {
 namespace eval {
 
-template <typename Config>
-using EvalRun = std::function<absl::Status(const Config& config, comm::Communicator& world,
-                                           int local_rank, int local_size)>;
+struct MainInfo {
+  const char* name;   // "wikitext103": the binary, and the prefix of its error lines.
+  const char* usage;  // gflags' usage message.
+};
 
-template <typename Config>
-int EvalMain(int argc, char** argv, const char* name, const char* usage,
-             const EvalRun<Config>& run) {
-  Config config;
-  const ConfigFlags<Config> flags(config);
-  gflags::SetUsageMessage(usage);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  auto runtime = comm::MpiRuntime::Init(&argc, &argv);
-  if (!runtime.ok()) comm::MpiRuntime::Abort(runtime.status());
-  auto world = (*runtime)->World();
-  if (!world.ok()) comm::MpiRuntime::Abort(world.status());
-  absl::Status valid = flags.ApplyGiven(&config);
-  if (valid.ok()) valid = config.Validate();
-  if (!valid.ok()) {
-    if ((*world)->rank() == 0) {
-      std::fprintf(stderr, "%s: error: %s\n", name, std::string(valid.message()).c_str());
-    }
-    return 1;
-  }
-  const absl::Status s = run(config, **world, (*runtime)->local_rank(), (*runtime)->local_size());
-  if (!s.ok()) comm::MpiRuntime::Abort(s);
-  return 0;
-}
+// "<name>: error: <message>" on one line of stderr (newlines in the message become spaces).
+void PrintError(const MainInfo& info, const absl::Status& status);
+
+// MPI and the communicator over every rank, once flags are applied.
+struct EvalProcess {
+  std::unique_ptr<comm::MpiRuntime> runtime;
+  std::unique_ptr<comm::Communicator> world;  // Destroyed before the runtime.
+};
+
+// Logging (to stderr), gflags, MPI and the world; then `apply_flags` (which also validates the
+// config: InvalidArgument naming the flag), refusing any positional argument. On an error prints
+// it (a flag error on rank 0 only) and returns nullopt: main then returns 1.
+std::optional<EvalProcess> StartProcess(int argc, char** argv, const MainInfo& info,
+                                        const std::function<absl::Status()>& apply_flags);
+
+using EvalRun =
+    std::function<absl::Status(comm::Communicator& world, int local_rank, int local_size)>;
+
+// StartProcess, then `run` on every rank; returns main's exit code.
+int EvalMain(int argc, char** argv, const MainInfo& info,
+             const std::function<absl::Status()>& apply_flags, const EvalRun& run);
 
 }  // namespace eval
 }  // namespace mt

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
+#include "core/config_flags.h"
 #include "eval/eval_main.h"
 #include "eval/generate.h"
 #include "eval/generate_text.h"
@@ -104,7 +105,15 @@ absl::Status Run(const GenerateMainConfig& c, comm::Communicator& world, int loc
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  return mt::eval::EvalMain<mt::eval::GenerateMainConfig>(
-      argc, argv, "generate", "Text generation from a trained GPT checkpoint (Megatron-LM flags).",
-      mt::eval::Run);
+  mt::eval::GenerateMainConfig config;
+  const mt::ConfigFlags<mt::eval::GenerateMainConfig> flags(config);
+  return mt::eval::EvalMain(
+      argc, argv, {"generate", "Text generation from a trained GPT checkpoint (Megatron-LM flags)."},
+      [&]() -> absl::Status {
+        RETURN_IF_ERROR(flags.ApplyGiven(&config));
+        return config.Validate();
+      },
+      [&](mt::comm::Communicator& world, int local_rank, int local_size) {
+        return mt::eval::Run(config, world, local_rank, local_size);
+      });
 }

@@ -1,6 +1,5 @@
-// The main() of an evaluation binary: logging, the flags (from the task config's field table,
-// core/config_flags.h, applied by the caller's callback), MPI, the stages of
-// harness.h, and the output: progress on stdout, the results object as the LAST stdout line (and
+// The main() of a scoring harness: the start-up of eval_main.h (logging, the flags from the task
+// config's field table, applied by the caller's callback, MPI), the stages of harness.h, and the output: progress on stdout, the results object as the LAST stdout line (and
 // in --results_json). Input errors (flags, checkpoint, data files) print one line
 // "<name>: error: <message>" on rank 0 (or on the rank that failed alone) and every rank exits
 // 1, before any collective; failures after that end the job through MpiRuntime::Abort.
@@ -21,20 +20,17 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "eval/eval_main.h"
 #include "eval/harness.h"
 
 namespace mt {
 namespace eval {
 
-struct HarnessInfo {
-  const char* name;   // "wikitext103": the task, and the prefix of error lines.
-  const char* usage;  // gflags' usage message.
-};
 
 // Runs an evaluation binary; returns main's exit code. `config` is the harness part of the
 // task's config, filled by `apply_flags` (which also validates the whole config: InvalidArgument
 // naming the flag); `make_task` builds the task from the resolved config.
-int HarnessMain(int argc, char** argv, const HarnessInfo& info, const HarnessConfig* config,
+int HarnessMain(int argc, char** argv, const MainInfo& info, const HarnessConfig* config,
                 const std::function<absl::Status()>& apply_flags,
                 const std::function<std::unique_ptr<EvalTask>()>& make_task);
 

@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
+#include "core/config_flags.h"
 #include "eval/eval_main.h"
 #include "eval/inference.h"
 #include "eval/serve_api.h"
@@ -234,7 +235,15 @@ absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_ra
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  return mt::eval::EvalMain<mt::eval::ServeConfig>(
-      argc, argv, "serve", "HTTP text generation server for a trained GPT checkpoint.",
-      mt::eval::Serve);
+  mt::eval::ServeConfig config;
+  const mt::ConfigFlags<mt::eval::ServeConfig> flags(config);
+  return mt::eval::EvalMain(
+      argc, argv, {"serve", "HTTP text generation server for a trained GPT checkpoint."},
+      [&]() -> absl::Status {
+        RETURN_IF_ERROR(flags.ApplyGiven(&config));
+        return config.Validate();
+      },
+      [&](mt::comm::Communicator& world, int local_rank, int local_size) {
+        return mt::eval::Serve(config, world, local_rank, local_size);
+      });
 }
