@@ -148,18 +148,33 @@ struct Row {
   int64_t wrong = 0;
 };
 
+// The check made before timing an all-reduce: buf is filled with rank + 1 on every rank and
+// all-reduced (blocking, or non-blocking and waited for); returns how many elements do not hold
+// the sum n (n + 1) / 2.
+enum class Call { kBlocking, kAsync };
+absl::StatusOr<int64_t> WrongSumOfRanks(Communicator& comm, const TensorView& buf, Call call) {
+  RETURN_IF_ERROR(FillValue(buf, comm.rank() + 1));
+  if (call == Call::kBlocking) {
+    RETURN_IF_ERROR(comm.AllReduce(buf, ReduceOp::kSum));
+  } else {
+    ASSIGN_OR_RETURN(std::unique_ptr<CommRequest> r, comm.AllReduceAsync(buf, ReduceOp::kSum));
+    RETURN_IF_ERROR(r->Wait());
+  }
+  ASSIGN_OR_RETURN(std::vector<double> got, Read(buf));
+  const int n = comm.size();
+  const double want = n * (n + 1) / 2.0;
+  int64_t wrong = 0;
+  for (double v : got) wrong += v != want;
+  return wrong;
+}
+
 // One size of all-reduce: `count` elements per rank.
 absl::StatusOr<Row> BenchAllReduce(Communicator& comm, int64_t count, DType dtype, Device dev) {
-  const int n = comm.size();
   ASSIGN_OR_RETURN(Tensor buf, Alloc(count, dtype, dev));
   Row row;
   row.count = count;
   row.bytes = count * static_cast<int64_t>(DTypeSize(dtype));
-  RETURN_IF_ERROR(FillValue(buf.view(), comm.rank() + 1));
-  RETURN_IF_ERROR(comm.AllReduce(buf.view(), ReduceOp::kSum));
-  ASSIGN_OR_RETURN(std::vector<double> got, Read(buf.view()));
-  const double want = n * (n + 1) / 2.0;
-  for (double v : got) row.wrong += v != want;
+  ASSIGN_OR_RETURN(row.wrong, WrongSumOfRanks(comm, buf.view(), Call::kBlocking));
   ASSIGN_OR_RETURN(row.seconds,
                    Time(comm, [&] { return comm.AllReduce(buf.view(), ReduceOp::kSum); }));
   return row;
@@ -216,30 +231,11 @@ double Median(std::vector<int64_t> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-absl::StatusOr<OverlapRow> BenchOverlap(Communicator& comm, int64_t count, DType dtype,
-                                        Device dev) {
-  const int n = comm.size();
-  const int chunks = FLAGS_overlap_chunks;
-  ASSIGN_OR_RETURN(Tensor buf, Alloc(count, dtype, dev));
-  OverlapRow row;
-  row.bytes = count * static_cast<int64_t>(DTypeSize(dtype));
-  // Check one overlapped call, then time on zeros (repeated sums of rank+1 would overflow).
-  RETURN_IF_ERROR(FillValue(buf.view(), comm.rank() + 1));
-  {
-    ASSIGN_OR_RETURN(std::unique_ptr<CommRequest> r,
-                     comm.AllReduceAsync(buf.view(), ReduceOp::kSum));
-    RETURN_IF_ERROR(r->Wait());
-  }
-  ASSIGN_OR_RETURN(std::vector<double> got, Read(buf.view()));
-  const double want = n * (n + 1) / 2.0;
-  for (double v : got) row.wrong += v != want;
-  RETURN_IF_ERROR(FillValue(buf.view(), 0));
-
-  auto all_reduce = [&] { return comm.AllReduce(buf.view(), ReduceOp::kSum); };
-  ASSIGN_OR_RETURN(const double comm_mean, Time(comm, all_reduce));
-  // Size the chunks so that the compute takes about as long as the all-reduce: the fastest of a
-  // few warm probes gives the time per pass; every rank then does the largest count of passes.
-  Compute compute;
+// Passes of `compute` per chunk for `chunks` chunks to take about `seconds`: the fastest of a
+// few warm probes gives the time per pass; every rank then does the largest count of passes (a
+// collective).
+absl::StatusOr<int64_t> PassesPerChunk(Communicator& comm, Compute& compute, double seconds,
+                                       int chunks) {
   int64_t probe = 1;
   double pass_s = 1e9;
   for (int tries = 0; tries < 5;) {
@@ -255,8 +251,59 @@ absl::StatusOr<OverlapRow> BenchOverlap(Communicator& comm, int64_t count, DType
     ++tries;
   }
   int64_t per_chunk =
-      std::max<int64_t>(1, static_cast<int64_t>(std::llround(comm_mean / chunks / pass_s)));
+      std::max<int64_t>(1, static_cast<int64_t>(std::llround(seconds / chunks / pass_s)));
   RETURN_IF_ERROR(comm.AllReduce(TensorView(&per_chunk, Shape{1}, DType::kI64), ReduceOp::kMax));
+  return per_chunk;
+}
+
+// Runs each variant once per iteration, in turn, so that a change in the machine's load affects
+// them alike: --warmup untimed iterations (before_timing() runs after them), then --iters timed
+// ones. Returns each variant's median seconds over the timed iterations, each time the slowest
+// rank's.
+absl::StatusOr<std::vector<double>> MedianSecondsInTurns(
+    Communicator& comm, const std::vector<std::function<absl::Status()>>& variants,
+    const std::function<void()>& before_timing) {
+  const int kinds = static_cast<int>(variants.size());
+  const int iters = FLAGS_iters;
+  std::vector<int64_t> ns(kinds * iters);
+  for (int it = -FLAGS_warmup; it < iters; ++it) {
+    if (it == 0) before_timing();
+    for (int k = 0; k < kinds; ++k) {
+      RETURN_IF_ERROR(comm.Barrier());
+      const auto start = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(variants[k]());
+      if (it >= 0) {
+        ns[k * iters + it] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+      }
+    }
+  }
+  RETURN_IF_ERROR(
+      comm.AllReduce(TensorView(ns.data(), Shape{kinds * iters}, DType::kI64), ReduceOp::kMax));
+  std::vector<double> medians(kinds);
+  for (int k = 0; k < kinds; ++k) {
+    medians[k] =
+        1e-9 * Median(std::vector<int64_t>(ns.begin() + k * iters, ns.begin() + (k + 1) * iters));
+  }
+  return medians;
+}
+
+absl::StatusOr<OverlapRow> BenchOverlap(Communicator& comm, int64_t count, DType dtype,
+                                        Device dev) {
+  const int chunks = FLAGS_overlap_chunks;
+  ASSIGN_OR_RETURN(Tensor buf, Alloc(count, dtype, dev));
+  OverlapRow row;
+  row.bytes = count * static_cast<int64_t>(DTypeSize(dtype));
+  // Check one overlapped call, then time on zeros (repeated sums of rank+1 would overflow).
+  ASSIGN_OR_RETURN(row.wrong, WrongSumOfRanks(comm, buf.view(), Call::kAsync));
+  RETURN_IF_ERROR(FillValue(buf.view(), 0));
+
+  auto all_reduce = [&] { return comm.AllReduce(buf.view(), ReduceOp::kSum); };
+  ASSIGN_OR_RETURN(const double comm_mean, Time(comm, all_reduce));
+  // Size the chunks so that the compute takes about as long as the all-reduce.
+  Compute compute;
+  ASSIGN_OR_RETURN(const int64_t per_chunk, PassesPerChunk(comm, compute, comm_mean, chunks));
   row.passes_per_chunk = per_chunk;
 
   auto compute_all = [&] {
@@ -288,34 +335,16 @@ absl::StatusOr<OverlapRow> BenchOverlap(Communicator& comm, int64_t count, DType
     RETURN_IF_ERROR(compute_all());
     return all_reduce();
   };
-  // The variants take turns within each iteration, so that a change in the machine's load
-  // affects them alike; each time is the slowest rank's, and the medians are reported.
-  constexpr int kVariants = 5;
-  const std::function<absl::Status()> variants[kVariants] = {all_reduce, async_alone, compute_all,
-                                                             serial, overlapped};
-  const int iters = FLAGS_iters;
-  std::vector<int64_t> ns(kVariants * iters);
-  for (int it = -FLAGS_warmup; it < iters; ++it) {
-    if (it == 0) done_sum = 0;
-    for (int k = 0; k < kVariants; ++k) {
-      RETURN_IF_ERROR(comm.Barrier());
-      const auto start = std::chrono::steady_clock::now();
-      RETURN_IF_ERROR(variants[k]());
-      if (it >= 0) {
-        ns[k * iters + it] = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
-      }
-    }
-  }
-  RETURN_IF_ERROR(
-      comm.AllReduce(TensorView(ns.data(), Shape{kVariants * iters}, DType::kI64), ReduceOp::kMax));
-  double* out[kVariants] = {&row.comm, &row.async, &row.compute, &row.serial, &row.overlap};
-  for (int k = 0; k < kVariants; ++k) {
-    *out[k] =
-        1e-9 * Median(std::vector<int64_t>(ns.begin() + k * iters, ns.begin() + (k + 1) * iters));
-  }
-  row.done_at = static_cast<double>(done_sum) / iters;
+  ASSIGN_OR_RETURN(
+      const std::vector<double> medians,
+      MedianSecondsInTurns(comm, {all_reduce, async_alone, compute_all, serial, overlapped},
+                           [&] { done_sum = 0; }));
+  row.comm = medians[0];
+  row.async = medians[1];
+  row.compute = medians[2];
+  row.serial = medians[3];
+  row.overlap = medians[4];
+  row.done_at = static_cast<double>(done_sum) / FLAGS_iters;
   return row;
 }
 

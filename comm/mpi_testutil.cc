@@ -1,6 +1,9 @@
 #include "comm/mpi_testutil.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/testutil.h"
@@ -83,6 +86,73 @@ Tensor RankData(const Shape& shape, DType dtype, uint64_t seed, int r) {
 void ExpectWithin(const std::vector<double>& actual, const std::vector<double>& expected,
                   const std::vector<double>& bound, const std::string& what) {
   EXPECT_TRUE(mt::testing::WithinBounds(actual, expected, bound)) << what;
+}
+
+std::string CaseName(DType dtype, const Shape& shape) {
+  return absl::StrCat(DTypeName(dtype), ShapeToString(shape));
+}
+
+SerialReduction SerialReduce(const Shape& shape, DType dtype, uint64_t seed, int n, ReduceOp op,
+                             int64_t begin, int64_t count) {
+  if (count < 0) count = NumElements(shape) - begin;
+  SerialReduction out;
+  out.exact.assign(count, op == ReduceOp::kSum ? 0.0 : -INFINITY);
+  out.abs_sum.assign(count, 0.0);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<double> x = mt::testing::ToDoubles(RankData(shape, dtype, seed, r).view());
+    for (int64_t i = 0; i < count; ++i) {
+      const double v = x[begin + i];
+      out.exact[i] = op == ReduceOp::kSum ? out.exact[i] + v : std::max(out.exact[i], v);
+      out.abs_sum[i] += std::fabs(v);
+    }
+  }
+  return out;
+}
+
+std::vector<double> MpiSumBound(DType dtype, const SerialReduction& want, int n) {
+  std::vector<double> bound(want.exact.size(), 0.0);
+  if (!IsFloating(dtype)) return bound;
+  const double u32 = mt::testing::UnitRoundoff(DType::kF32);
+  const double ud = dtype == DType::kF32 ? 0.0 : mt::testing::UnitRoundoff(dtype);
+  for (size_t i = 0; i < bound.size(); ++i) {
+    bound[i] =
+        ud * std::fabs(want.exact[i]) + (1 + ud) * (n - 1) * u32 * want.abs_sum[i] * (1 + 2 * u32);
+  }
+  return bound;
+}
+
+void ExpectMpiSum(const TensorView& got, const Shape& shape, DType dtype, uint64_t seed, int n,
+                  const std::string& what) {
+  const SerialReduction want = SerialReduce(shape, dtype, seed, n, ReduceOp::kSum);
+  ExpectWithin(mt::testing::ToDoubles(got), want.exact, MpiSumBound(dtype, want, n), what);
+}
+
+void ExpectIdenticalOnAllRanks(Communicator& comm, const TensorView& t, const std::string& what) {
+  Tensor gathered = Tensor::Host({comm.size() * t.numel()}, t.dtype);
+  const TensorView flat(t.data, Shape{t.numel()}, t.dtype);
+  const absl::Status s = comm.AllGather(flat, gathered.view());
+  if (!s.ok()) {
+    ADD_FAILURE() << what << ": gathering every rank's copy failed: " << s;
+    return;
+  }
+  for (int r = 0; r < comm.size(); ++r) {
+    EXPECT_EQ(0,
+              std::memcmp(static_cast<char*>(gathered.data()) + r * t.nbytes(), t.data, t.nbytes()))
+        << what << ": rank " << r << " holds a different result";
+  }
+}
+
+std::vector<double> GatheredLastDim(const Shape& shape, DType dtype, uint64_t seed, int n) {
+  const int64_t c = shape.back();
+  const int64_t rows = NumElements(shape) / c;
+  std::vector<double> out(rows * n * c);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<double> x = mt::testing::ToDoubles(RankData(shape, dtype, seed, r).view());
+    for (int64_t i = 0; i < rows; ++i) {
+      std::copy(x.begin() + i * c, x.begin() + (i + 1) * c, out.begin() + (i * n + r) * c);
+    }
+  }
+  return out;
 }
 
 }  // namespace testing

@@ -47,6 +47,39 @@ Tensor RankData(const Shape& shape, DType dtype, uint64_t seed, int r);
 void ExpectWithin(const std::vector<double>& actual, const std::vector<double>& expected,
                   const std::vector<double>& bound, const std::string& what);
 
+// ---- Serial answers: every rank computes them from every rank's RankData, in float64.
+
+// "f32[3, 4]": a dtype and shape, for failure messages.
+std::string CaseName(DType dtype, const Shape& shape);
+
+// The element-wise reduction by `op` over ranks 0..n-1 of RankData(shape, dtype, seed, r),
+// restricted to the flat elements [begin, begin + count) (count < 0: to the end), with the sum of
+// the magnitudes (for error bounds).
+struct SerialReduction {
+  std::vector<double> exact;
+  std::vector<double> abs_sum;
+};
+SerialReduction SerialReduce(const Shape& shape, DType dtype, uint64_t seed, int n, ReduceOp op,
+                             int64_t begin = 0, int64_t count = -1);
+
+// Bound on |computed - exact| for the MPI backend's sums over n ranks (per element): the result is
+// rounded once to the dtype (u_dtype |exact|) after a sum of n terms in f32 ((n-1) u_f32 sum|x_r|,
+// since 16-bit floats are reduced in f32); integer sums are exact.
+std::vector<double> MpiSumBound(DType dtype, const SerialReduction& want, int n);
+
+// EXPECTs that `got` (a host view) holds the sum over ranks 0..n-1 of RankData(shape, dtype, seed,
+// r) within MpiSumBound; names `what`.
+void ExpectMpiSum(const TensorView& got, const Shape& shape, DType dtype, uint64_t seed, int n,
+                  const std::string& what);
+
+// EXPECTs that every rank's copy of the host view t is bit-identical (replicas must not drift
+// apart). A collective: call it on every rank of comm.
+void ExpectIdenticalOnAllRanks(Communicator& comm, const TensorView& t, const std::string& what);
+
+// What an all-gather along the last dimension of every rank's RankData(shape, dtype, seed, r)
+// holds: [..., n * shape.back()], rank r's columns at [r c, (r + 1) c) of each row.
+std::vector<double> GatheredLastDim(const Shape& shape, DType dtype, uint64_t seed, int n);
+
 }  // namespace testing
 }  // namespace comm
 }  // namespace mt

@@ -46,13 +46,13 @@ absl::Status NcclError(ncclResult_t res, ncclComm_t comm, const char* what, cons
 }
 
 // For calls that start work (ncclInProgress is success-so-far in non-blocking mode).
-#define MT_NCCL_RETURN_IF_ERROR(comm, expr)                              \
-  do {                                                                   \
-    const ncclResult_t mt_nccl_res_ = (expr);                            \
-    if (mt_nccl_res_ != ncclSuccess && mt_nccl_res_ != ncclInProgress) { \
-      return NcclError(mt_nccl_res_, comm, #expr, __FILE__, __LINE__);   \
-    }                                                                    \
-  } while (0)
+absl::Status NcclStarted(ncclResult_t res, ncclComm_t comm, const char* what, const char* file,
+                         int line) {
+  if (res == ncclSuccess || res == ncclInProgress) return absl::OkStatus();
+  return NcclError(res, comm, what, file, line);
+}
+#define MT_NCCL_STARTED(comm, expr) NcclStarted((expr), comm, #expr, __FILE__, __LINE__)
+#define MT_NCCL_RETURN_IF_ERROR(comm, expr) RETURN_IF_ERROR(MT_NCCL_STARTED(comm, expr))
 
 ncclDataType_t NcclType(DType dtype) {
   switch (dtype) {
@@ -120,13 +120,12 @@ class NcclCommunicator final : public Communicator {
 
  protected:
   absl::Status DoAllReduce(const TensorView& t, ReduceOp op) override {
-    const std::string label = OpLabel("AllReduce");
-    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
-    if (!gpu) return bootstrap_->AllReduce(t, op);
-    RETURN_IF_ERROR(Begin(label));
-    MT_NCCL_RETURN_IF_ERROR(comm_, ncclAllReduce(t.data, t.data, t.numel(), NcclType(t.dtype),
-                                                 NcclOp(op), comm_, stream_));
-    return Finish(label);
+    return Run(
+        "AllReduce", t, [&] { return bootstrap_->AllReduce(t, op); },
+        [&] {
+          return MT_NCCL_STARTED(comm_, ncclAllReduce(t.data, t.data, t.numel(), NcclType(t.dtype),
+                                                      NcclOp(op), comm_, stream_));
+        });
   }
 
   // Defined after NcclAllReduceRequest.
@@ -134,13 +133,12 @@ class NcclCommunicator final : public Communicator {
                                                                 ReduceOp op) override;
 
   absl::Status DoAllGather(const TensorView& in, const TensorView& out) override {
-    const std::string label = OpLabel("AllGather");
-    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, in));
-    if (!gpu) return bootstrap_->AllGather(in, out);
-    RETURN_IF_ERROR(Begin(label));
-    MT_NCCL_RETURN_IF_ERROR(
-        comm_, ncclAllGather(in.data, out.data, in.nbytes(), ncclUint8, comm_, stream_));
-    return Finish(label);
+    return Run(
+        "AllGather", in, [&] { return bootstrap_->AllGather(in, out); },
+        [&] {
+          return MT_NCCL_STARTED(
+              comm_, ncclAllGather(in.data, out.data, in.nbytes(), ncclUint8, comm_, stream_));
+        });
   }
 
   absl::Status DoAllGatherLastDim(const TensorView& in, const TensorView& out) override {
@@ -167,24 +165,22 @@ class NcclCommunicator final : public Communicator {
   }
 
   absl::Status DoReduceScatter(const TensorView& in, const TensorView& out, ReduceOp op) override {
-    const std::string label = OpLabel("ReduceScatter");
-    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, in));
-    if (!gpu) return bootstrap_->ReduceScatter(in, out, op);
-    RETURN_IF_ERROR(Begin(label));
-    MT_NCCL_RETURN_IF_ERROR(
-        comm_, ncclReduceScatter(in.data, out.data, out.numel(), NcclType(in.dtype), NcclOp(op),
-                                 comm_, stream_));
-    return Finish(label);
+    return Run(
+        "ReduceScatter", in, [&] { return bootstrap_->ReduceScatter(in, out, op); },
+        [&] {
+          return MT_NCCL_STARTED(
+              comm_, ncclReduceScatter(in.data, out.data, out.numel(), NcclType(in.dtype),
+                                       NcclOp(op), comm_, stream_));
+        });
   }
 
   absl::Status DoBroadcast(const TensorView& t, int root) override {
-    const std::string label = OpLabel("Broadcast");
-    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
-    if (!gpu) return bootstrap_->Broadcast(t, root);
-    RETURN_IF_ERROR(Begin(label));
-    MT_NCCL_RETURN_IF_ERROR(
-        comm_, ncclBroadcast(t.data, t.data, t.nbytes(), ncclUint8, root, comm_, stream_));
-    return Finish(label);
+    return Run(
+        "Broadcast", t, [&] { return bootstrap_->Broadcast(t, root); },
+        [&] {
+          return MT_NCCL_STARTED(
+              comm_, ncclBroadcast(t.data, t.data, t.nbytes(), ncclUint8, root, comm_, stream_));
+        });
   }
 
   absl::Status DoBarrier() override {
@@ -198,21 +194,21 @@ class NcclCommunicator final : public Communicator {
   }
 
   absl::Status DoSend(const TensorView& t, int peer, int tag) override {
-    const std::string label = OpLabel("Send");
-    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
-    if (!gpu) return bootstrap_->Send(t, peer, tag);
-    RETURN_IF_ERROR(Begin(label));
-    MT_NCCL_RETURN_IF_ERROR(comm_, ncclSend(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_));
-    return Finish(label);
+    return Run(
+        "Send", t, [&] { return bootstrap_->Send(t, peer, tag); },
+        [&] {
+          return MT_NCCL_STARTED(comm_,
+                                 ncclSend(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_));
+        });
   }
 
   absl::Status DoRecv(const TensorView& t, int peer, int tag) override {
-    const std::string label = OpLabel("Recv");
-    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
-    if (!gpu) return bootstrap_->Recv(t, peer, tag);
-    RETURN_IF_ERROR(Begin(label));
-    MT_NCCL_RETURN_IF_ERROR(comm_, ncclRecv(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_));
-    return Finish(label);
+    return Run(
+        "Recv", t, [&] { return bootstrap_->Recv(t, peer, tag); },
+        [&] {
+          return MT_NCCL_STARTED(comm_,
+                                 ncclRecv(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_));
+        });
   }
 
  private:
@@ -225,7 +221,24 @@ class NcclCommunicator final : public Communicator {
         device_(device),
         options_(options) {}
 
+  // Creates the stream, the event and the NCCL communicator (rank() of size() with `id`), and
+  // waits for the non-blocking initialisation.
+  absl::Status Init(const ncclUniqueId& id, const std::string& label);
+
   Clock::duration Timeout() const { return absl::ToChronoNanoseconds(options_.timeout); }
+
+  // A collective on tensor t (op names it in errors): a CPU tensor goes through the bootstrap
+  // (`on_host()`); a CUDA tensor is enqueued on stream_ (`enqueue()`, the NCCL call's status)
+  // after the compute stream's queued work, and waited for.
+  template <typename OnHost, typename Enqueue>
+  absl::Status Run(absl::string_view op, const TensorView& t, OnHost on_host, Enqueue enqueue) {
+    const std::string label = OpLabel(op);
+    ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
+    if (!gpu) return on_host();
+    RETURN_IF_ERROR(Begin(label));
+    RETURN_IF_ERROR(enqueue());
+    return Finish(label);
+  }
 
   // True for a CUDA view on our device, false for a CPU view; InvalidArgument otherwise.
   absl::StatusOr<bool> OnDevice(const std::string& label, const TensorView& t) const {
@@ -260,25 +273,45 @@ class NcclCommunicator final : public Communicator {
     comm_ = nullptr;
   }
 
+  // AbortComm(), then `error`.
+  absl::Status Aborted(absl::Status error) {
+    AbortComm();
+    return error;
+  }
+
+  // An asynchronous NCCL error (a failed peer, a fault in a kernel) aborts the communicator.
+  absl::Status CheckAsyncError(const std::string& label) {
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &state);
+    if (state == ncclSuccess || state == ncclInProgress) return absl::OkStatus();
+    return Aborted(NcclError(state, comm_, label.c_str(), __FILE__, __LINE__));
+  }
+
+  // Calls poll() (true once the awaited thing is done) until it is done or fails; aborts at
+  // `deadline`.
+  template <typename Poll>
+  absl::Status PollUntil(const std::string& label, Clock::time_point deadline, Poll poll) {
+    while (true) {
+      ASSIGN_OR_RETURN(const bool done, poll());
+      if (done) return absl::OkStatus();
+      if (Clock::now() > deadline) return Aborted(TimeoutError(label));
+      std::this_thread::yield();
+    }
+  }
+
   // Polls until the communicator's pending host-side operation (non-blocking init, enqueue,
   // finalize) is done; aborts on error or at `deadline`.
   absl::Status WaitForComm(const std::string& label, Clock::time_point deadline) {
-    while (true) {
+    return PollUntil(label, deadline, [&]() -> absl::StatusOr<bool> {
       ncclResult_t state = ncclSuccess;
       const ncclResult_t res = ncclCommGetAsyncError(comm_, &state);
       if (res != ncclSuccess) state = res;
-      if (state == ncclSuccess) return absl::OkStatus();
+      if (state == ncclSuccess) return true;
       if (state != ncclInProgress) {
-        absl::Status s = NcclError(state, comm_, label.c_str(), __FILE__, __LINE__);
-        AbortComm();
-        return s;
+        return Aborted(NcclError(state, comm_, label.c_str(), __FILE__, __LINE__));
       }
-      if (Clock::now() > deadline) {
-        AbortComm();
-        return TimeoutError(label);
-      }
-      std::this_thread::yield();
-    }
+      return false;
+    });
   }
 
   absl::Status TimeoutError(const std::string& label) const {
@@ -292,26 +325,15 @@ class NcclCommunicator final : public Communicator {
   absl::Status Finish(const std::string& label) {
     const Clock::time_point deadline = Clock::now() + Timeout();
     RETURN_IF_ERROR(WaitForComm(label, deadline));
-    while (true) {
+    return PollUntil(label, deadline, [&]() -> absl::StatusOr<bool> {
       const cudaError_t q = cudaStreamQuery(stream_);
-      if (q == cudaSuccess) return absl::OkStatus();
+      if (q == cudaSuccess) return true;
       if (q != cudaErrorNotReady) {
-        AbortComm();
-        return CudaError(q, "cudaStreamQuery", __FILE__, __LINE__);
+        return Aborted(CudaError(q, "cudaStreamQuery", __FILE__, __LINE__));
       }
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
-      if (state != ncclSuccess && state != ncclInProgress) {
-        absl::Status s = NcclError(state, comm_, label.c_str(), __FILE__, __LINE__);
-        AbortComm();
-        return s;
-      }
-      if (Clock::now() > deadline) {
-        AbortComm();
-        return TimeoutError(label);
-      }
-      std::this_thread::yield();
-    }
+      RETURN_IF_ERROR(CheckAsyncError(label));
+      return false;
+    });
   }
 
   // True once `done` (recorded on stream_ after a collective) has completed; the compute stream
@@ -332,32 +354,14 @@ class NcclCommunicator final : public Communicator {
           cudaStreamWaitEvent(static_cast<cudaStream_t>(options_.compute_stream), done, 0));
       return true;
     }
-    if (q != cudaErrorNotReady) {
-      AbortComm();
-      return CudaError(q, "cudaEventQuery", __FILE__, __LINE__);
-    }
-    ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &state);
-    if (state != ncclSuccess && state != ncclInProgress) {
-      absl::Status s = NcclError(state, comm_, label.c_str(), __FILE__, __LINE__);
-      AbortComm();
-      return s;
-    }
+    if (q != cudaErrorNotReady) return Aborted(CudaError(q, "cudaEventQuery", __FILE__, __LINE__));
+    RETURN_IF_ERROR(CheckAsyncError(label));
     return false;
   }
 
   // Waits until `done` has completed (as QueryEvent), bounded by the timeout from now.
   absl::Status WaitForEvent(const std::string& label, cudaEvent_t done) {
-    const Clock::time_point deadline = Clock::now() + Timeout();
-    while (true) {
-      ASSIGN_OR_RETURN(const bool complete, QueryEvent(label, done));
-      if (complete) return absl::OkStatus();
-      if (Clock::now() > deadline) {
-        AbortComm();
-        return TimeoutError(label);
-      }
-      std::this_thread::yield();
-    }
+    return PollUntil(label, Clock::now() + Timeout(), [&] { return QueryEvent(label, done); });
   }
 
   // Device scratch of at least nbytes (grow-only; reallocation waits for pending work).
@@ -386,38 +390,41 @@ class NcclCommunicator final : public Communicator {
   size_t scratch_bytes_ = 0;
 };
 
-absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Create(Communicator& bootstrap,
-                                                                       int device,
-                                                                       const NcclOptions& options,
-                                                                       absl::string_view name) {
-  const std::string label = absl::StrCat("CreateNcclCommunicator (rank ", bootstrap.rank(), " of ",
-                                         bootstrap.size(), ", cuda:", device, ")");
-  if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": timeout must be positive"));
-  }
-  // Local checks first; then all ranks learn whether everyone can proceed, so that no rank waits
-  // in NCCL initialisation for a peer that already gave up.
-  std::string local_error;
+// "" if cuda:`device` can be used by this rank, else what is wrong; its properties in *prop.
+std::string LocalDeviceProblem(int device, cudaDeviceProp* prop) {
   int count = 0;
-  cudaDeviceProp prop = {};
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();
     count = 0;
   }
   if (device < 0 || device >= count) {
-    local_error =
-        absl::StrCat("device cuda:", device, " does not exist (", count, " CUDA devices visible)");
-  } else if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    return absl::StrCat("device cuda:", device, " does not exist (", count,
+                        " CUDA devices visible)");
+  }
+  if (cudaGetDeviceProperties(prop, device) != cudaSuccess) {
     cudaGetLastError();
-    local_error = absl::StrCat("cannot query cuda:", device);
+    return absl::StrCat("cannot query cuda:", device);
   }
-  int64_t failed = local_error.empty() ? 0 : 1;
+  return "";
+}
+
+// All ranks learn whether everyone can proceed, so that no rank waits in NCCL initialisation for
+// a peer that already gave up: FailedPrecondition on every rank unless `local_problem` is empty on
+// every rank. A collective over `bootstrap`.
+absl::Status AgreeEveryRankCanProceed(Communicator& bootstrap, const std::string& label,
+                                      const std::string& local_problem) {
+  int64_t failed = local_problem.empty() ? 0 : 1;
   RETURN_IF_ERROR(bootstrap.AllReduce(TensorView(&failed, Shape{1}, DType::kI64), ReduceOp::kMax));
-  if (failed) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        label, ": ", local_error.empty() ? "another rank could not use its device" : local_error));
-  }
-  // One GPU per rank: every rank compares all device UUIDs, so all reach the same verdict.
+  if (!failed) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      label, ": ",
+      local_problem.empty() ? "another rank could not use its device" : local_problem));
+}
+
+// One GPU per rank: every rank compares all device UUIDs, so all reach the same verdict. A
+// collective over `bootstrap`.
+absl::Status CheckOneGpuPerRank(Communicator& bootstrap, const std::string& label,
+                                const cudaDeviceProp& prop) {
   const int n = bootstrap.size();
   std::vector<uint16_t> uuids(8 * n);
   uint16_t mine[8];
@@ -436,8 +443,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Create(Communica
       }
     }
   }
-  // Rank 0 makes the unique id; whether that worked, then the id (64 u16 values), travel over
-  // the bootstrap.
+  return absl::OkStatus();
+}
+
+// Rank 0 makes the unique id; whether that worked, then the id (64 u16 values), travel over the
+// bootstrap. A collective.
+absl::StatusOr<ncclUniqueId> ShareUniqueId(Communicator& bootstrap, const std::string& label) {
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
   static_assert(sizeof(id) % 2 == 0, "ncclUniqueId has an odd size");
@@ -446,31 +457,51 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Create(Communica
   int64_t id_failed = id_res == ncclSuccess ? 0 : 1;
   RETURN_IF_ERROR(bootstrap.Broadcast(TensorView(&id_failed, Shape{1}, DType::kI64), 0));
   if (id_failed) {
-    if (bootstrap.rank() == 0)
+    if (bootstrap.rank() == 0) {
       return NcclError(id_res, nullptr, "ncclGetUniqueId", __FILE__, __LINE__);
+    }
     return absl::FailedPreconditionError(
         absl::StrCat(label, ": rank 0 could not create the NCCL unique id"));
   }
   RETURN_IF_ERROR(bootstrap.Broadcast(
       TensorView(&id, Shape{static_cast<int64_t>(sizeof(id) / 2)}, DType::kU16), 0));
+  return id;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Create(Communicator& bootstrap,
+                                                                       int device,
+                                                                       const NcclOptions& options,
+                                                                       absl::string_view name) {
+  const std::string label = absl::StrCat("CreateNcclCommunicator (rank ", bootstrap.rank(), " of ",
+                                         bootstrap.size(), ", cuda:", device, ")");
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": timeout must be positive"));
+  }
+  // Local checks first; then the collective ones, which every rank passes or fails alike.
+  cudaDeviceProp prop = {};
+  RETURN_IF_ERROR(AgreeEveryRankCanProceed(bootstrap, label, LocalDeviceProblem(device, &prop)));
+  RETURN_IF_ERROR(CheckOneGpuPerRank(bootstrap, label, prop));
+  ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(bootstrap, label));
 
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> dup,
                    bootstrap.Split(0, bootstrap.rank(), absl::StrCat(name, ".bootstrap")));
   std::unique_ptr<NcclCommunicator> c(
       new NcclCommunicator(std::move(dup), device, options, std::string(name)));
-  MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  MT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
-  MT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&c->ready_, cudaEventDisableTiming));
+  RETURN_IF_ERROR(c->Init(id, label));
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+absl::Status NcclCommunicator::Init(const ncclUniqueId& id, const std::string& label) {
+  MT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  MT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // Returns at once; WaitForComm bounds the wait and can abort.
-  const ncclResult_t res = ncclCommInitRankConfig(&c->comm_, c->size(), id, c->rank(), &config);
+  const ncclResult_t res = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);
   if (res != ncclSuccess && res != ncclInProgress) {
-    absl::Status s = NcclError(res, c->comm_, "ncclCommInitRankConfig", __FILE__, __LINE__);
-    c->AbortComm();
-    return s;
+    return Aborted(NcclError(res, comm_, "ncclCommInitRankConfig", __FILE__, __LINE__));
   }
-  RETURN_IF_ERROR(c->WaitForComm(label, Clock::now() + c->Timeout()));
-  return std::unique_ptr<Communicator>(std::move(c));
+  return WaitForComm(label, Clock::now() + Timeout());
 }
 
 // An ncclAllReduce queued on the communicator's stream, followed by `done_` (owned here).

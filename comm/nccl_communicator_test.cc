@@ -3,9 +3,6 @@
 // (comm/mpi_test.sh) with 1 or 2 ranks.
 #include "comm/nccl_communicator.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,6 +12,7 @@
 #include "comm/mappings.h"
 #include "comm/mpi_testutil.h"
 #include "core/cuda_device.h"
+#include "core/ops/cuda_testutil.h"
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 
@@ -24,9 +22,13 @@ namespace {
 
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
+using testing::CaseName;
 using testing::ExpectWithin;
+using testing::GatheredLastDim;
 using testing::MpiTest;
 using testing::RankData;
+using testing::SerialReduce;
+using testing::SerialReduction;
 
 class NcclTest : public MpiTest {
  protected:
@@ -50,22 +52,13 @@ class NcclTest : public MpiTest {
     MpiTest::TearDown();
   }
 
-  Device dev() const { return Device::Cuda(device_); }
-  Tensor ToDevice(const Tensor& host) const {
-    auto d = Tensor::Empty(host.shape(), host.dtype(), dev());
-    CHECK(d.ok()) << d.status();
-    CHECK(cuda::Memcpy(d->data(), host.data(), host.nbytes(), cuda::CopyKind::kHostToDevice).ok());
-    return std::move(d).value();
-  }
+  // A copy of a host tensor on this rank's device, and an uninitialised tensor there.
+  Tensor ToDevice(const Tensor& host) const { return ::mt::testing::ToDevice(host, device_); }
   Tensor DeviceEmpty(const Shape& shape, DType dtype) const {
-    auto d = Tensor::Empty(shape, dtype, dev());
-    CHECK(d.ok()) << d.status();
-    return std::move(d).value();
+    return ::mt::testing::EmptyDevice(shape, dtype, device_);
   }
   static std::vector<double> HostValues(const Tensor& d) {
-    Tensor h = Tensor::Host(d.shape(), d.dtype());
-    CHECK(cuda::Memcpy(h.data(), d.data(), d.nbytes(), cuda::CopyKind::kDeviceToHost).ok());
-    return ToDoubles(h.view());
+    return ToDoubles(::mt::testing::ToHost(d.view()).view());
   }
 
   NcclOptions options_;
@@ -73,8 +66,13 @@ class NcclTest : public MpiTest {
   std::unique_ptr<Communicator> nccl_;
 };
 
-std::string Case(DType dtype, const Shape& shape) {
-  return absl::StrCat(DTypeName(dtype), ShapeToString(shape));
+// NCCL reduces natively in the dtype: n - 1 roundings to it, plus the last.
+std::vector<double> NcclSumBound(DType dtype, const SerialReduction& want, int n) {
+  std::vector<double> bound(want.exact.size(), 0.0);
+  if (!IsFloating(dtype)) return bound;
+  const double u = UnitRoundoff(dtype);
+  for (size_t i = 0; i < bound.size(); ++i) bound[i] = n * u * want.abs_sum[i] * (1 + n * u);
+  return bound;
 }
 
 TEST_F(NcclTest, AllReduceMatchesSerial) {
@@ -87,24 +85,14 @@ TEST_F(NcclTest, AllReduceMatchesSerial) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
         ++seed;
         Tensor d = ToDevice(RankData(shape, dtype, seed, me));
-        ASSERT_TRUE(nccl_->AllReduce(d.view(), op).ok()) << Case(dtype, shape);
-        std::vector<double> exact(NumElements(shape), op == ReduceOp::kSum ? 0.0 : -INFINITY);
-        std::vector<double> abs_sum(exact.size(), 0.0);
-        for (int r = 0; r < n; ++r) {
-          const std::vector<double> x = ToDoubles(RankData(shape, dtype, seed, r).view());
-          for (size_t i = 0; i < x.size(); ++i) {
-            exact[i] = op == ReduceOp::kSum ? exact[i] + x[i] : std::max(exact[i], x[i]);
-            abs_sum[i] += std::fabs(x[i]);
-          }
-        }
-        // NCCL reduces natively in the dtype: n - 1 roundings to it, plus the last.
-        std::vector<double> bound(exact.size(), 0.0);
-        if (IsFloating(dtype) && op == ReduceOp::kSum) {
-          const double u = UnitRoundoff(dtype);
-          for (size_t i = 0; i < bound.size(); ++i) bound[i] = n * u * abs_sum[i] * (1 + n * u);
-        }
-        ExpectWithin(HostValues(d), exact, bound,
-                     absl::StrCat("nccl all-reduce ", ReduceOpName(op), " ", Case(dtype, shape)));
+        ASSERT_TRUE(nccl_->AllReduce(d.view(), op).ok()) << CaseName(dtype, shape);
+        const SerialReduction want = SerialReduce(shape, dtype, seed, n, op);
+        const std::vector<double> bound = op == ReduceOp::kSum
+                                              ? NcclSumBound(dtype, want, n)
+                                              : std::vector<double>(want.exact.size(), 0.0);
+        ExpectWithin(
+            HostValues(d), want.exact, bound,
+            absl::StrCat("nccl all-reduce ", ReduceOpName(op), " ", CaseName(dtype, shape)));
       }
     }
   }
@@ -143,21 +131,10 @@ TEST_F(NcclTest, AsyncAllReduceBuckets) {
       ASSERT_TRUE((*it)->Wait().ok());
     }
     EXPECT_EQ(nccl_->pending_requests(), 0);
-    std::vector<double> exact(total, 0.0), abs_sum(total, 0.0);
-    for (int r = 0; r < n; ++r) {
-      const std::vector<double> x =
-          ToDoubles(RankData({total}, dtype, seed + static_cast<int>(dtype), r).view());
-      for (int64_t i = 0; i < total; ++i) {
-        exact[i] += x[i];
-        abs_sum[i] += std::fabs(x[i]);
-      }
-    }
-    std::vector<double> bound(total, 0.0);
-    if (IsFloating(dtype)) {
-      const double u = UnitRoundoff(dtype);
-      for (int64_t i = 0; i < total; ++i) bound[i] = n * u * abs_sum[i] * (1 + n * u);
-    }
-    ExpectWithin(HostValues(d), exact, bound, "nccl async buckets " + Case(dtype, {total}));
+    const SerialReduction want =
+        SerialReduce({total}, dtype, seed + static_cast<int>(dtype), n, ReduceOp::kSum);
+    ExpectWithin(HostValues(d), want.exact, NcclSumBound(dtype, want, n),
+                 "nccl async buckets " + CaseName(dtype, {total}));
   }
   // Destroyed without a wait: the destructor waits, the result lands.
   Tensor t = ToDevice(RankData({1000}, DType::kF32, seed + 99, me));
@@ -166,12 +143,7 @@ TEST_F(NcclTest, AsyncAllReduceBuckets) {
     ASSERT_TRUE(r.ok()) << r.status();
   }
   EXPECT_EQ(nccl_->pending_requests(), 0);
-  std::vector<double> want(1000, -INFINITY);
-  for (int r = 0; r < n; ++r) {
-    const std::vector<double> x = ToDoubles(RankData({1000}, DType::kF32, seed + 99, r).view());
-    for (int i = 0; i < 1000; ++i) want[i] = std::max(want[i], x[i]);
-  }
-  EXPECT_EQ(HostValues(t), want);
+  EXPECT_EQ(HostValues(t), SerialReduce({1000}, DType::kF32, seed + 99, n, ReduceOp::kMax).exact);
   // Validation as AllReduce.
   uint16_t raw[2] = {1, 2};
   EXPECT_EQ(
@@ -190,16 +162,13 @@ TEST_F(NcclTest, GathersScatterBroadcast) {
     Tensor last = DeviceEmpty({6, 5 * n}, dtype);
     ASSERT_TRUE(nccl_->AllGather(x.view(), first.view()).ok());
     ASSERT_TRUE(nccl_->AllGather(x.view(), last.view(), GatherAxis::kLast).ok());
-    std::vector<double> want_first, want_last(6 * 5 * n);
+    std::vector<double> want_first;
     for (int r = 0; r < n; ++r) {
       const std::vector<double> xr = ToDoubles(RankData(shape, dtype, seed, r).view());
       want_first.insert(want_first.end(), xr.begin(), xr.end());
-      for (int i = 0; i < 6; ++i) {
-        for (int j = 0; j < 5; ++j) want_last[i * 5 * n + r * 5 + j] = xr[i * 5 + j];
-      }
     }
-    EXPECT_EQ(HostValues(first), want_first) << Case(dtype, shape);
-    EXPECT_EQ(HostValues(last), want_last) << Case(dtype, shape);
+    EXPECT_EQ(HostValues(first), want_first) << CaseName(dtype, shape);
+    EXPECT_EQ(HostValues(last), GatheredLastDim(shape, dtype, seed, n)) << CaseName(dtype, shape);
     for (int root = 0; root < n; ++root) {
       Tensor b = ToDevice(RankData(shape, dtype, seed + 50 + root, me));
       ASSERT_TRUE(nccl_->Broadcast(b.view(), root).ok());
@@ -209,16 +178,14 @@ TEST_F(NcclTest, GathersScatterBroadcast) {
     Tensor in = ToDevice(RankData({6 * n, 5}, dtype, seed + 99, me));
     Tensor out = DeviceEmpty(shape, dtype);
     ASSERT_TRUE(nccl_->ReduceScatter(in.view(), out.view()).ok());
-    std::vector<double> exact(30, 0.0), bound(30, 0.0);
-    for (int r = 0; r < n; ++r) {
-      const std::vector<double> xr = ToDoubles(RankData({6 * n, 5}, dtype, seed + 99, r).view());
-      for (int i = 0; i < 30; ++i) {
-        exact[i] += xr[me * 30 + i];
-        if (IsFloating(dtype))
-          bound[i] += n * UnitRoundoff(dtype) * std::fabs(xr[me * 30 + i]) * 1.01;
-      }
+    const SerialReduction want =
+        SerialReduce({6 * n, 5}, dtype, seed + 99, n, ReduceOp::kSum, me * 30, 30);
+    std::vector<double> bound(30, 0.0);
+    if (IsFloating(dtype)) {
+      for (int i = 0; i < 30; ++i) bound[i] = n * UnitRoundoff(dtype) * want.abs_sum[i] * 1.01;
     }
-    ExpectWithin(HostValues(out), exact, bound, "nccl reduce-scatter " + Case(dtype, shape));
+    ExpectWithin(HostValues(out), want.exact, bound,
+                 "nccl reduce-scatter " + CaseName(dtype, shape));
   }
   EXPECT_EQ(nccl_->counters().all_gather, 8);
   EXPECT_EQ(nccl_->counters().reduce_scatter, 3);
@@ -262,15 +229,10 @@ TEST_F(NcclTest, SplitAndMappingsOnDevice) {
   // f backward (all-reduce) and the last-dim gather/split on CUDA tensors.
   Tensor dx = ToDevice(RankData({4, 3}, DType::kF32, 55 + me % 2, sub.rank()));
   ASSERT_TRUE(CopyToTensorParallelRegionBackward(sub, dx.view()).ok());
-  std::vector<double> sum(12, 0.0), bound(12, 0.0);
-  for (int r = 0; r < t; ++r) {
-    const std::vector<double> xr = ToDoubles(RankData({4, 3}, DType::kF32, 55 + me % 2, r).view());
-    for (int i = 0; i < 12; ++i) {
-      sum[i] += xr[i];
-      bound[i] += t * UnitRoundoff(DType::kF32) * std::fabs(xr[i]);
-    }
-  }
-  ExpectWithin(HostValues(dx), sum, bound, "f backward on nccl");
+  const SerialReduction want = SerialReduce({4, 3}, DType::kF32, 55 + me % 2, t, ReduceOp::kSum);
+  std::vector<double> bound(12);
+  for (int i = 0; i < 12; ++i) bound[i] = t * UnitRoundoff(DType::kF32) * want.abs_sum[i];
+  ExpectWithin(HostValues(dx), want.exact, bound, "f backward on nccl");
   Tensor x = ToDevice(RankData({4, 3}, DType::kBF16, 66, sub.rank()));
   Tensor y = DeviceEmpty({4, 3 * t}, DType::kBF16);
   ASSERT_TRUE(GatherFromTensorParallelRegionForward(sub, x.view(), y.view()).ok());

@@ -16,20 +16,21 @@ namespace {
 bool IsHalf(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
 }  // namespace
 
-Tensor ToDevice(const TensorView& host) {
+Tensor ToDevice(const TensorView& host, int device) {
   CHECK(host.device.is_cpu() && host.IsContiguous()) << "ToDevice of " << host.DebugString();
-  Tensor t = EmptyDevice(host.shape, host.dtype);
+  Tensor t = EmptyDevice(host.shape, host.dtype, device);
   if (t.empty() || host.nbytes() == 0) return t;
   const absl::Status s =
       cuda::Memcpy(t.data(), host.data, host.nbytes(), cuda::CopyKind::kHostToDevice);
   if (!s.ok()) {
-    ADD_FAILURE() << "ToDevice: copying " << host.DebugString() << " to cuda:0 failed: " << s;
+    ADD_FAILURE() << "ToDevice: copying " << host.DebugString() << " to cuda:" << device
+                  << " failed: " << s;
     return Tensor();
   }
   return t;
 }
 
-Tensor ToDevice(const Tensor& host) { return ToDevice(host.view()); }
+Tensor ToDevice(const Tensor& host, int device) { return ToDevice(host.view(), device); }
 
 Tensor ToHost(const TensorView& device) {
   Tensor t = NaNTensor(device.shape, device.dtype);
@@ -43,12 +44,12 @@ Tensor ToHost(const TensorView& device) {
   return t;
 }
 
-Tensor EmptyDevice(Shape shape, DType dtype) {
+Tensor EmptyDevice(Shape shape, DType dtype, int device) {
   const Shape requested = shape;
-  absl::StatusOr<Tensor> t = Tensor::Empty(std::move(shape), dtype, Device::Cuda(0));
+  absl::StatusOr<Tensor> t = Tensor::Empty(std::move(shape), dtype, Device::Cuda(device));
   if (!t.ok()) {
     ADD_FAILURE() << "EmptyDevice: allocating " << DTypeName(dtype) << ShapeToString(requested)
-                  << " on cuda:0 failed: " << t.status();
+                  << " on cuda:" << device << " failed: " << t.status();
     return Tensor();
   }
   return std::move(t).value();

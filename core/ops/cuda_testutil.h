@@ -31,12 +31,12 @@
 namespace mt {
 namespace testing {
 
-// A copy of a host tensor on cuda:0, and of a device tensor (or view) on the host.
-Tensor ToDevice(const TensorView& host);
-Tensor ToDevice(const Tensor& host);
+// A copy of a host tensor on cuda:`device`, and of a device tensor (or view) on the host.
+Tensor ToDevice(const TensorView& host, int device = 0);
+Tensor ToDevice(const Tensor& host, int device = 0);
 Tensor ToHost(const TensorView& device);
-// An uninitialised tensor on cuda:0.
-Tensor EmptyDevice(Shape shape, DType dtype);
+// An uninitialised tensor on cuda:`device`.
+Tensor EmptyDevice(Shape shape, DType dtype, int device = 0);
 
 // The two backends of a comparison.
 enum class Side { kCpu, kGpu };
