@@ -9,6 +9,7 @@
 
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
+#include "core/ops/cuda_testutil.h"
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 
@@ -229,20 +230,7 @@ TEST(AllocTest, HostStagingPassesHostTensorsThrough) {
 
 // ---- CUDA (skipped without a GPU).
 
-class AllocCudaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cuda::DeviceCount() == 0) GTEST_SKIP() << cuda::Describe();
-    absl::StatusOr<std::unique_ptr<cuda::DeviceContext>> dc = cuda::DeviceContext::Create(0);
-    ASSERT_TRUE(dc.ok()) << dc.status();
-    dc_ = std::move(dc).value();
-    gpu_.cuda = dc_.get();
-    gpu_.device = Device::Cuda(0);
-  }
-  ExecContext cpu_;
-  ExecContext gpu_;
-  std::unique_ptr<cuda::DeviceContext> dc_;
-};
+class AllocCudaTest : public ::mt::testing::GpuTest<> {};
 
 TEST_F(AllocCudaTest, AllocatesOnTheContextDeviceAndZeroes) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64}) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -64,59 +65,44 @@ inline bf16 FloatToBf16(float f) {
 float HalfToFloat(f16 h);
 f16 FloatToHalf(float f);
 
-// Conversions used by templated kernels: Load<T> widens to float, Store<T> narrows from float.
+// Conversions used by templated kernels: ToFloat<T> widens to float, FromFloat<T> narrows from
+// float (round to nearest even for the 16-bit floats).
 template <typename T>
 inline float ToFloat(T v) {
-  return static_cast<float>(v);
-}
-template <>
-inline float ToFloat<bf16>(bf16 v) {
-  return Bf16ToFloat(v);
-}
-template <>
-inline float ToFloat<f16>(f16 v) {
-  return HalfToFloat(v);
+  if constexpr (std::is_same_v<T, bf16>) {
+    return Bf16ToFloat(v);
+  } else if constexpr (std::is_same_v<T, f16>) {
+    return HalfToFloat(v);
+  } else {
+    return static_cast<float>(v);
+  }
 }
 
 template <typename T>
 inline T FromFloat(float v) {
-  return static_cast<T>(v);
-}
-template <>
-inline bf16 FromFloat<bf16>(float v) {
-  return FloatToBf16(v);
-}
-template <>
-inline f16 FromFloat<f16>(float v) {
-  return FloatToHalf(v);
+  if constexpr (std::is_same_v<T, bf16>) {
+    return FloatToBf16(v);
+  } else if constexpr (std::is_same_v<T, f16>) {
+    return FloatToHalf(v);
+  } else {
+    return static_cast<T>(v);
+  }
 }
 
-// The DType of a C++ element type.
+// The DType of a C++ element type: DTypeOf<bf16>::value == DType::kBF16; float, bf16, f16,
+// int32_t, int64_t and uint16_t only.
 template <typename T>
-struct DTypeOf;
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::kF32;
-};
-template <>
-struct DTypeOf<bf16> {
-  static constexpr DType value = DType::kBF16;
-};
-template <>
-struct DTypeOf<f16> {
-  static constexpr DType value = DType::kF16;
-};
-template <>
-struct DTypeOf<int32_t> {
-  static constexpr DType value = DType::kI32;
-};
-template <>
-struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::kI64;
-};
-template <>
-struct DTypeOf<uint16_t> {
-  static constexpr DType value = DType::kU16;
+struct DTypeOf {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16> ||
+                    std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
+                    std::is_same_v<T, uint16_t>,
+                "DTypeOf: not the element type of a DType");
+  static constexpr DType value = std::is_same_v<T, float>     ? DType::kF32
+                                 : std::is_same_v<T, bf16>    ? DType::kBF16
+                                 : std::is_same_v<T, f16>     ? DType::kF16
+                                 : std::is_same_v<T, int32_t> ? DType::kI32
+                                 : std::is_same_v<T, int64_t> ? DType::kI64
+                                                              : DType::kU16;
 };
 
 }  // namespace mt

@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
+#include "core/ops/cuda_testutil.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
@@ -126,20 +127,7 @@ TEST(ParameterStoreDeviceTest, AllocateWithoutAGpuFailsCleanly) {
 
 // ---- CUDA (skipped without a GPU).
 
-class ParameterStoreCudaTest : public ::testing::TestWithParam<DType> {
- protected:
-  void SetUp() override {
-    if (cuda::DeviceCount() == 0) GTEST_SKIP() << cuda::Describe();
-    absl::StatusOr<std::unique_ptr<cuda::DeviceContext>> dc = cuda::DeviceContext::Create(0);
-    ASSERT_TRUE(dc.ok()) << dc.status();
-    dc_ = std::move(dc).value();
-    gpu_.cuda = dc_.get();
-    gpu_.device = Device::Cuda(0);
-  }
-  ExecContext cpu_;
-  ExecContext gpu_;
-  std::unique_ptr<cuda::DeviceContext> dc_;
-};
+class ParameterStoreCudaTest : public ::mt::testing::GpuTest<::testing::TestWithParam<DType>> {};
 
 TEST_P(ParameterStoreCudaTest, HoldsTheCpuStoresBitsOnTheDevice) {
   const DType dt = GetParam();

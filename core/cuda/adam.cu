@@ -7,11 +7,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::GlobalThread;
-using internal::GridFor;
-using internal::GridStride;
-using internal::kThreads;
-
 __global__ void AdamKernel(float* param, const float* grad, float* m, float* v, int64_t n,
                            AdamParams a) {
   for (int64_t i = GlobalThread(); i < n; i += GridStride()) {

@@ -13,13 +13,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::kWarp;
-using internal::Load;
-using internal::MaxOp;
-using internal::Store;
-using internal::SumOp;
-using internal::WarpReduce;
-
 // Forward: a block of kFwdWarps warps holds kFwdRows query rows, kRowsPerWarp per warp; each
 // lane owns one key of a tile (scores) and the head-dim columns lane + 32 c (accumulators).
 constexpr int kFwdWarps = 4;
@@ -65,6 +58,99 @@ size_t ForwardSharedBytes(int d) {
          (static_cast<size_t>(kFwdRows) * d + kKeys * (d + 1) + kKeys * d + kFwdWarps * kKeys);
 }
 
+// A query row's running state in the forward: the maximum score m and the sum l of exp(s - m)
+// over the keys seen so far, and this lane's columns lane + 32 c of sum_j exp(s_j - m) v_j.
+struct OnlineRow {
+  float m;
+  float l;
+  float acc[kMaxDPerLane];
+};
+
+__device__ __forceinline__ void StartRow(OnlineRow* row) {
+  row->m = -INFINITY;
+  row->l = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kMaxDPerLane; ++c) row->acc[c] = 0.0f;
+}
+
+// The block's query rows [0, rows) of qb [rows, D] into qs [kFwdRows][D], zero below them.
+template <typename T>
+__device__ __forceinline__ void StageQueryTile(const T* qb, int rows, int D, float* qs) {
+  for (int e = threadIdx.x; e < kFwdRows * D; e += blockDim.x) {
+    qs[e] = e / D < rows ? Load(qb + e) : 0.0f;
+  }
+}
+
+// Keys and values [0, n) of a tile (kb, vb [n, D]) into ks [kKeys][D + 1] (padded: lane j reads
+// row j) and vs [kKeys][D], zero below them.
+template <typename T>
+__device__ __forceinline__ void StageKeyValueTile(const T* kb, const T* vb, int n, int D, float* ks,
+                                                  float* vs) {
+  for (int e = threadIdx.x; e < kKeys * D; e += blockDim.x) {
+    const int jj = e / D;
+    ks[jj * (D + 1) + e % D] = jj < n ? Load(kb + e) : 0.0f;
+    vs[e] = jj < n ? Load(vb + e) : 0.0f;
+  }
+}
+
+// This lane's score scale (q_i . k_j) for key j = j0 + lane of a tile of n keys (ks, as staged);
+// -inf where the key is past the tile or masked.
+__device__ __forceinline__ float LaneScore(const AttentionParams& a, const float* qr,
+                                           const float* ks, int n, int D, const int32_t* mask_row,
+                                           int64_t kend, int64_t j) {
+  const int lane = threadIdx.x % kWarp;
+  if (lane >= n || !Visible(mask_row, kend, j)) return -INFINITY;
+  const float* kr = ks + lane * (D + 1);
+  float dot = 0.0f;
+  for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
+  return a.scale * dot;
+}
+
+// Folds one key tile into a row's state, given each lane's score s (all 32 lanes of the warp):
+// the online softmax rescales what was summed by exp(m_old - m_new), then adds the tile's
+// probabilities (dropped, under dropout; drop_index is this lane's element of the probabilities)
+// times the values vs [kKeys][D], through pw, the warp's [kKeys] scratch.
+__device__ __forceinline__ void AddKeyTile(const AttentionParams& a, float s, int64_t drop_index,
+                                           int n, int D, const float* vs, float* pw,
+                                           OnlineRow* row) {
+  const int lane = threadIdx.x % kWarp;
+  const float tile_max = WarpReduce(s, MaxOp());
+  if (tile_max == -INFINITY) return;  // Nothing visible here (or every score -inf).
+  const float m_new = fmaxf(row->m, tile_max);
+  const float alpha = expf(row->m - m_new);  // 0 for the first visible tile.
+  float p = s == -INFINITY ? 0.0f : expf(s - m_new);
+  row->l = row->l * alpha + WarpReduce(p, SumOp());
+  row->m = m_new;
+  if (a.dropout.p > 0.0f && p != 0.0f) p *= DropFactor(a.dropout, drop_index);
+  pw[lane] = p;
+  __syncwarp();
+#pragma unroll
+  for (int c = 0; c < kMaxDPerLane; ++c) {
+    const int d = lane + c * kWarp;
+    if (d < D) {
+      float x = row->acc[c] * alpha;
+      for (int jj = 0; jj < n; ++jj) x += pw[jj] * vs[jj * D + d];
+      row->acc[c] = x;
+    }
+  }
+  __syncwarp();  // pw is rewritten by the next row.
+}
+
+// The finished row: out_row [D] = acc / l (this lane's columns), and (lane 0) its log-sum-exp;
+// l = 0 means nothing was visible: the row is zero and lse -inf.
+template <typename T>
+__device__ __forceinline__ void StoreRow(const OnlineRow& row, int D, T* out_row, float* lse_row) {
+  const int lane = threadIdx.x % kWarp;
+  const float inv = row.l > 0.0f ? 1.0f / row.l : 0.0f;
+#pragma unroll
+  for (int c = 0; c < kMaxDPerLane; ++c) {
+    const int d = lane + c * kWarp;
+    if (d < D) Store(out_row + d, row.acc[c] * inv);
+  }
+  if (lane == 0) *lse_row = row.l > 0.0f ? row.m + logf(row.l) : -INFINITY;
+}
+
+// One block per (bh, tile of kFwdRows query rows); the key tiles pass through shared memory.
 template <typename T>
 __global__ void __launch_bounds__(kFwdThreads)
     AttentionForwardKernel(const T* __restrict__ q, const T* __restrict__ k,
@@ -82,72 +168,30 @@ __global__ void __launch_bounds__(kFwdThreads)
   const int warp = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int32_t* mask_row = MaskRow(a, bh);
-  const bool dropout = a.dropout.p > 0.0f;
 
-  const T* qb = q + (bh * a.tq + i0) * D;
-  for (int e = threadIdx.x; e < kFwdRows * D; e += blockDim.x) {
-    qs[e] = e / D < rows ? Load(qb + e) : 0.0f;
-  }
-  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kMaxDPerLane];
+  StageQueryTile(q + (bh * a.tq + i0) * D, rows, D, qs);
+  OnlineRow state[kRowsPerWarp];
 #pragma unroll
-  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    m[rr] = -INFINITY;
-    l[rr] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kMaxDPerLane; ++c) acc[rr][c] = 0.0f;
-  }
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) StartRow(&state[rr]);
   // No row of the tile sees a key at or after kmax.
   const int64_t kmax = KeyEnd(a, i0 + rows - 1);
   for (int64_t j0 = 0; j0 < kmax; j0 += kKeys) {
     const int n = static_cast<int>(kmax - j0 < kKeys ? kmax - j0 : kKeys);
     __syncthreads();  // qs is written (first tile); nobody reads the previous tile any more.
-    const T* kb = k + (bh * a.tk + j0) * D;
-    const T* vb = v + (bh * a.tk + j0) * D;
-    for (int e = threadIdx.x; e < kKeys * D; e += blockDim.x) {
-      const int jj = e / D;
-      ks[jj * (D + 1) + e % D] = jj < n ? Load(kb + e) : 0.0f;
-      vs[e] = jj < n ? Load(vb + e) : 0.0f;
-    }
+    StageKeyValueTile(k + (bh * a.tk + j0) * D, v + (bh * a.tk + j0) * D, n, D, ks, vs);
     __syncthreads();
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      // Every condition that skips a row is uniform across the warp, so the shuffles below see
-      // all 32 lanes.
+      // Every condition that skips a row is uniform across the warp, so the shuffles in
+      // AddKeyTile see all 32 lanes.
       const int r = warp * kRowsPerWarp + rr;
       if (r >= rows) continue;
       const int64_t i = i0 + r;
       const int64_t kend = KeyEnd(a, i);
       if (kend <= j0) continue;
       const int64_t j = j0 + lane;
-      float s = -INFINITY;
-      if (lane < n && Visible(mask_row, kend, j)) {
-        const float* qr = qs + r * D;
-        const float* kr = ks + lane * (D + 1);
-        float dot = 0.0f;
-        for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
-        s = a.scale * dot;
-      }
-      const float tile_max = WarpReduce(s, MaxOp());
-      if (tile_max == -INFINITY) continue;  // Nothing visible here (or every score -inf).
-      const float m_new = fmaxf(m[rr], tile_max);
-      const float alpha = expf(m[rr] - m_new);  // 0 for the first visible tile.
-      float p = s == -INFINITY ? 0.0f : expf(s - m_new);
-      l[rr] = l[rr] * alpha + WarpReduce(p, SumOp());
-      m[rr] = m_new;
-      if (dropout && p != 0.0f) p *= DropFactor(a.dropout, (bh * a.tq + i) * a.tk + j);
-      ps[warp * kKeys + lane] = p;
-      __syncwarp();
-      const float* pw = ps + warp * kKeys;
-#pragma unroll
-      for (int c = 0; c < kMaxDPerLane; ++c) {
-        const int d = lane + c * kWarp;
-        if (d < D) {
-          float x = acc[rr][c] * alpha;
-          for (int jj = 0; jj < n; ++jj) x += pw[jj] * vs[jj * D + d];
-          acc[rr][c] = x;
-        }
-      }
-      __syncwarp();  // ps is rewritten by the next row.
+      const float s = LaneScore(a, qs + r * D, ks, n, D, mask_row, kend, j);
+      AddKeyTile(a, s, (bh * a.tq + i) * a.tk + j, n, D, vs, ps + warp * kKeys, &state[rr]);
     }
   }
 #pragma unroll
@@ -155,14 +199,7 @@ __global__ void __launch_bounds__(kFwdThreads)
     const int r = warp * kRowsPerWarp + rr;
     if (r >= rows) continue;
     const int64_t row = bh * a.tq + i0 + r;
-    // l = 0: nothing visible; the row is zero and lse -inf.
-    const float inv = l[rr] > 0.0f ? 1.0f / l[rr] : 0.0f;
-#pragma unroll
-    for (int c = 0; c < kMaxDPerLane; ++c) {
-      const int d = lane + c * kWarp;
-      if (d < D) Store(out + row * D + d, acc[rr][c] * inv);
-    }
-    if (lane == 0) lse[row] = l[rr] > 0.0f ? m[rr] + logf(l[rr]) : -INFINITY;
+    StoreRow(state[rr], D, out + row * D, lse + row);
   }
 }
 

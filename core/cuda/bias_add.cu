@@ -5,11 +5,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::GlobalThread;
-using internal::GridStride;
-using internal::Load;
-using internal::Store;
-
 template <typename T>
 __global__ void BiasAddKernel(const T* x, const T* bias, T* y, int64_t n, int64_t cols) {
   for (int64_t i = GlobalThread(); i < n; i += GridStride()) {

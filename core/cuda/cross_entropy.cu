@@ -9,16 +9,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::BlockReduce;
-using internal::GlobalThread;
-using internal::GridFor;
-using internal::GridStride;
-using internal::kThreads;
-using internal::Load;
-using internal::MaxOp;
-using internal::Store;
-using internal::SumOp;
-
 constexpr int64_t kIgnore = -100;  // ops::kIgnoreIndex
 
 struct RowStats {

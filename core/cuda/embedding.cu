@@ -15,13 +15,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::GlobalThread;
-using internal::GridFor;
-using internal::GridStride;
-using internal::kThreads;
-using internal::Load;
-using internal::Store;
-
 constexpr int64_t kIgnore = -100;  // ops::kIgnoreIndex
 
 template <typename I>

@@ -7,11 +7,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::GlobalThread;
-using internal::GridFor;
-using internal::GridStride;
-using internal::kThreads;
-
 template <typename U>
 __global__ void HeadsPermuteKernel(U* token_major, U* hm0, U* hm1, U* hm2, int64_t t, int64_t nh,
                                    int64_t d, int slots, bool to_heads, int64_t total) {

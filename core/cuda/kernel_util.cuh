@@ -146,6 +146,21 @@ __device__ __forceinline__ V BlockReduce(V v, Op op, V identity, V* shared) {
 }
 
 }  // namespace internal
+
+// The helpers every kernel file uses, by their short names in mt::cuda (where the kernel files
+// put their kernels). Only kernel files include this header, so host code never sees them.
+using internal::BlockReduce;
+using internal::GlobalThread;
+using internal::GridFor;
+using internal::GridStride;
+using internal::kThreads;
+using internal::kWarp;
+using internal::Load;
+using internal::MaxOp;
+using internal::Store;
+using internal::SumOp;
+using internal::WarpReduce;
+
 }  // namespace cuda
 }  // namespace mt
 

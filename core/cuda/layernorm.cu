@@ -6,12 +6,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::kWarp;
-using internal::Load;
-using internal::Store;
-using internal::SumOp;
-using internal::WarpReduce;
-
 constexpr int kWarpsPerBlock = 4;
 
 // Row r of the block's warp, or -1 past the end.

@@ -9,10 +9,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::BlockReduce;
-using internal::kThreads;
-using internal::Load;
-
 constexpr int64_t kMaxBlocks = 1024;
 constexpr int64_t kItemsPerThread = 8;
 

@@ -7,12 +7,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::BlockReduce;
-using internal::kWarp;
-using internal::Load;
-using internal::Store;
-using internal::SumOp;
-
 // Threads per row: a warp for short rows, up to 256 for long ones (a multiple of 32).
 inline int RowThreads(int64_t cols) {
   const int64_t warps = (cols + 4 * kWarp - 1) / (4 * kWarp);  // About four elements a thread.

@@ -7,10 +7,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::kThreads;
-using internal::Load;
-using internal::Store;
-
 template <typename T>
 __global__ void RopeKernel(const T* x, T* y, RopeParams p) {
   const int64_t half = p.head_dim / 2;

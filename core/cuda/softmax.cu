@@ -8,13 +8,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::kWarp;
-using internal::Load;
-using internal::MaxOp;
-using internal::Store;
-using internal::SumOp;
-using internal::WarpReduce;
-
 constexpr int kWarpsPerBlock = 4;
 
 template <typename T>

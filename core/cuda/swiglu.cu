@@ -6,13 +6,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::GlobalThread;
-using internal::GridFor;
-using internal::GridStride;
-using internal::kThreads;
-using internal::Load;
-using internal::Store;
-
 __device__ __forceinline__ float Sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 
 template <typename T>

@@ -15,8 +15,8 @@
 #include "core/ops/gemm.h"
 #include "core/ops/softmax.h"
 #include "core/ops/testutil.h"
+#include "core/status.h"
 #include "core/thread_pool.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -28,12 +28,12 @@ using ::mt::testing::AttentionRef;
 using ::mt::testing::AttentionReference;
 using ::mt::testing::ExpectNearReference;
 using ::mt::testing::FromDoubles;
+using ::mt::testing::IsError;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::RandomInts;
 using ::mt::testing::SameBits;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
-using ::testing::HasSubstr;
 
 using Dims = ::mt::testing::AttentionDims;
 using Inputs = ::mt::testing::AttentionInputs;
@@ -61,13 +61,14 @@ Result RunFused(const ExecContext& ctx, const Dims& d, const Inputs& in,
   Result r{Tensor::Host(d.QShape(), dt), Tensor::Host(d.LseShape(), DType::kF32),
            Tensor::Host(d.QShape(), dt), Tensor::Host(d.KShape(), dt),
            Tensor::Host(d.KShape(), dt)};
-  absl::Status s =
-      FusedAttention(ctx, in.q.view(), in.k.view(), in.v.view(), args, r.out.view(), r.lse.view());
-  CHECK(s.ok()) << s;
-  s = FusedAttentionBackward(ctx, in.q.view(), in.k.view(), in.v.view(), r.out.view(),
-                             in.dout.view(), r.lse.view(), args, r.dq.view(), r.dk.view(),
-                             r.dv.view());
-  CHECK(s.ok()) << s;
+  const absl::Status s = [&]() -> absl::Status {
+    RETURN_IF_ERROR(FusedAttention(ctx, in.q.view(), in.k.view(), in.v.view(), args, r.out.view(),
+                                   r.lse.view()));
+    return FusedAttentionBackward(ctx, in.q.view(), in.k.view(), in.v.view(), r.out.view(),
+                                  in.dout.view(), r.lse.view(), args, r.dq.view(), r.dk.view(),
+                                  r.dv.view());
+  }();
+  if (!s.ok()) ADD_FAILURE() << "RunFused " << d.Name() << ": " << s;
   return r;
 }
 
@@ -87,26 +88,29 @@ Result RunUnfused(const ExecContext& ctx, const Dims& d, const Inputs& in,
   GemmOptions nt, tn;
   nt.transpose_b = Transpose::kYes;
   tn.transpose_a = Transpose::kYes;
-  CHECK(BatchedGemm(ctx, as3(in.q, d.Tq, d.D), as3(in.k, d.Tk, d.D), as3(scores, d.Tq, d.Tk), nt)
-            .ok());
   SoftmaxOptions so;
   so.scale = args.scale;
   so.causal = args.causal;
   so.padding_mask = args.padding_mask;
-  CHECK(Softmax(ctx, scores.view(), probs.view(), so).ok());
-  CHECK(Dropout(ctx, probs.view(), args.dropout, dropped.view()).ok());
-  CHECK(
-      BatchedGemm(ctx, as3(dropped, d.Tq, d.Tk), as3(in.v, d.Tk, d.D), as3(r.out, d.Tq, d.D)).ok());
-  CHECK(BatchedGemm(ctx, as3(in.dout, d.Tq, d.D), as3(in.v, d.Tk, d.D), as3(dprobs, d.Tq, d.Tk), nt)
-            .ok());
-  CHECK(
-      BatchedGemm(ctx, as3(dropped, d.Tq, d.Tk), as3(in.dout, d.Tq, d.D), as3(r.dv, d.Tk, d.D), tn)
-          .ok());
-  CHECK(DropoutBackward(ctx, dprobs.view(), args.dropout, dprobs.view()).ok());
-  CHECK(SoftmaxBackward(ctx, probs.view(), dprobs.view(), dprobs.view(), args.scale).ok());
-  CHECK(BatchedGemm(ctx, as3(dprobs, d.Tq, d.Tk), as3(in.k, d.Tk, d.D), as3(r.dq, d.Tq, d.D)).ok());
-  CHECK(BatchedGemm(ctx, as3(dprobs, d.Tq, d.Tk), as3(in.q, d.Tq, d.D), as3(r.dk, d.Tk, d.D), tn)
-            .ok());
+  const absl::Status s = [&]() -> absl::Status {
+    RETURN_IF_ERROR(
+        BatchedGemm(ctx, as3(in.q, d.Tq, d.D), as3(in.k, d.Tk, d.D), as3(scores, d.Tq, d.Tk), nt));
+    RETURN_IF_ERROR(Softmax(ctx, scores.view(), probs.view(), so));
+    RETURN_IF_ERROR(Dropout(ctx, probs.view(), args.dropout, dropped.view()));
+    RETURN_IF_ERROR(
+        BatchedGemm(ctx, as3(dropped, d.Tq, d.Tk), as3(in.v, d.Tk, d.D), as3(r.out, d.Tq, d.D)));
+    RETURN_IF_ERROR(BatchedGemm(ctx, as3(in.dout, d.Tq, d.D), as3(in.v, d.Tk, d.D),
+                                as3(dprobs, d.Tq, d.Tk), nt));
+    RETURN_IF_ERROR(BatchedGemm(ctx, as3(dropped, d.Tq, d.Tk), as3(in.dout, d.Tq, d.D),
+                                as3(r.dv, d.Tk, d.D), tn));
+    RETURN_IF_ERROR(DropoutBackward(ctx, dprobs.view(), args.dropout, dprobs.view()));
+    RETURN_IF_ERROR(SoftmaxBackward(ctx, probs.view(), dprobs.view(), dprobs.view(), args.scale));
+    RETURN_IF_ERROR(
+        BatchedGemm(ctx, as3(dprobs, d.Tq, d.Tk), as3(in.k, d.Tk, d.D), as3(r.dq, d.Tq, d.D)));
+    return BatchedGemm(ctx, as3(dprobs, d.Tq, d.Tk), as3(in.q, d.Tq, d.D), as3(r.dk, d.Tk, d.D),
+                       tn);
+  }();
+  if (!s.ok()) ADD_FAILURE() << "RunUnfused " << d.Name() << ": " << s;
   return r;
 }
 
@@ -302,105 +306,128 @@ TEST_F(AttentionTest, EmptyTensors) {
   }
 }
 
-TEST_F(AttentionTest, BadArgumentsAreReported) {
-  const ExecContext ctx;
-  const Dims d{2, 2, 3, 4, 5};
-  const Inputs in = MakeInputs(d, DType::kF32, 95);
-  Tensor out = Tensor::Host(d.QShape(), DType::kF32), lse = Tensor::Host(d.LseShape(), DType::kF32);
-  Tensor dq = Tensor::Host(d.QShape(), DType::kF32), dk = Tensor::Host(d.KShape(), DType::kF32),
-         dv = Tensor::Host(d.KShape(), DType::kF32);
-  const Tensor mask = MakePaddingMask(d.B, d.Tk, 96);
-  const AttentionArgs good = MakeArgs(d, true, &mask, 0.1f);
-  ASSERT_TRUE(
-      FusedAttention(ctx, in.q.view(), in.k.view(), in.v.view(), good, out.view(), lse.view())
-          .ok());
-  auto forward = [&](const TensorView& q, const TensorView& k, const TensorView& v,
-                     const AttentionArgs& a, const TensorView& o,
-                     const TensorView& l) { return FusedAttention(ctx, q, k, v, a, o, l); };
-  auto expect = [](const absl::Status& s, absl::StatusCode code, const std::string& text) {
-    EXPECT_EQ(s.code(), code) << s;
-    EXPECT_THAT(std::string(s.message()), HasSubstr(text)) << s;
-  };
-  const TensorView q = in.q.view(), k = in.k.view(), v = in.v.view();
-  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+// ---- Errors: valid arguments of every kind, broken one at a time ----
 
-  // Ranks and shapes.
-  TensorView q3(in.q.data(), {4, 3, 5}, DType::kF32);
-  expect(forward(q3, k, v, good, out.view(), lse.view()), kInvalid,
-         "FusedAttention: q has shape [4, 3, 5] (rank 3), expected rank 4");
-  TensorView k_bad(in.k.data(), {2, 2, 5, 4}, DType::kF32);
-  expect(forward(q, k_bad, v, good, out.view(), lse.view()), kInvalid,
-         "FusedAttention: k has shape [2, 2, 5, 4], expected [2, 2, 5, 5]");
-  TensorView v_bad(in.v.data(), {2, 2, 2, 5}, DType::kF32);
-  expect(forward(q, k, v_bad, good, out.view(), lse.view()), kInvalid,
-         "FusedAttention: v has shape");
-  TensorView out_bad(out.data(), {2, 2, 5, 3}, DType::kF32);
-  expect(forward(q, k, v, good, out_bad, lse.view()), kInvalid, "FusedAttention: out has shape");
-  TensorView lse_bad(lse.data(), {2, 3, 2}, DType::kF32);
-  expect(forward(q, k, v, good, out.view(), lse_bad), kInvalid,
-         "FusedAttention: lse has shape [2, 3, 2], expected [2, 2, 3]");
-  // Dtypes.
-  Tensor lse16 = Tensor::Host(d.LseShape(), DType::kBF16);
-  expect(forward(q, k, v, good, out.view(), lse16.view()), kInvalid,
-         "FusedAttention: lse has dtype bf16, expected f32");
-  Tensor k16 = Tensor::Host(d.KShape(), DType::kBF16);
-  expect(forward(q, k16.view(), v, good, out.view(), lse.view()), kInvalid,
-         "FusedAttention: k has dtype bf16, expected f32 (the dtype of q)");
-  Tensor qi = Tensor::Zeros(d.QShape(), DType::kI32);
-  expect(forward(qi.view(), k, v, good, out.view(), lse.view()), absl::StatusCode::kUnimplemented,
-         "FusedAttention: q has unsupported dtype i32");
-  // Layout, devices, overlap.
-  TensorView strided = q;
+class AttentionErrorTest : public ::testing::Test {
+ protected:
+  static constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+
+  void SetUp() override {
+    ASSERT_TRUE(Forward(q_, k_, v_, good_, out_.view(), lse_.view()).ok());
+    ASSERT_TRUE(Backward(in_.dout.view(), lse_.view(), dq_.view(), dk_.view(), dv_.view()).ok());
+  }
+
+  absl::Status Forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const AttentionArgs& a, const TensorView& out, const TensorView& lse) const {
+    return FusedAttention(ctx_, q, k, v, a, out, lse);
+  }
+  // The good tensors with args `a`.
+  absl::Status Forward(const AttentionArgs& a) const {
+    return Forward(q_, k_, v_, a, out_.view(), lse_.view());
+  }
+  absl::Status Backward(const TensorView& dout, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv) const {
+    return FusedAttentionBackward(ctx_, q_, k_, v_, out_.view(), dout, lse, good_, dq, dk, dv);
+  }
+
+  const ExecContext ctx_;
+  const Dims d_{2, 2, 3, 4, 5};
+  const Inputs in_ = MakeInputs(d_, DType::kF32, 95);
+  const TensorView q_ = in_.q.view(), k_ = in_.k.view(), v_ = in_.v.view();
+  const Tensor out_ = Tensor::Host(d_.QShape(), DType::kF32);
+  const Tensor lse_ = Tensor::Host(d_.LseShape(), DType::kF32);
+  const Tensor dq_ = Tensor::Host(d_.QShape(), DType::kF32);
+  const Tensor dk_ = Tensor::Host(d_.KShape(), DType::kF32);
+  const Tensor dv_ = Tensor::Host(d_.KShape(), DType::kF32);
+  const Tensor mask_ = MakePaddingMask(d_.B, d_.Tk, 96);
+  const AttentionArgs good_ = MakeArgs(d_, true, &mask_, 0.1f);
+};
+
+TEST_F(AttentionErrorTest, RanksAndShapes) {
+  const TensorView out = out_.view(), lse = lse_.view();
+  TensorView q3(in_.q.data(), {4, 3, 5}, DType::kF32);
+  EXPECT_TRUE(IsError(Forward(q3, k_, v_, good_, out, lse), kInvalid,
+                      "FusedAttention: q has shape [4, 3, 5] (rank 3), expected rank 4"));
+  TensorView k_bad(in_.k.data(), {2, 2, 5, 4}, DType::kF32);
+  EXPECT_TRUE(IsError(Forward(q_, k_bad, v_, good_, out, lse), kInvalid,
+                      "FusedAttention: k has shape [2, 2, 5, 4], expected [2, 2, 5, 5]"));
+  TensorView v_bad(in_.v.data(), {2, 2, 2, 5}, DType::kF32);
+  EXPECT_TRUE(
+      IsError(Forward(q_, k_, v_bad, good_, out, lse), kInvalid, "FusedAttention: v has shape"));
+  TensorView out_bad(out_.data(), {2, 2, 5, 3}, DType::kF32);
+  EXPECT_TRUE(
+      IsError(Forward(q_, k_, v_, good_, out_bad, lse), kInvalid, "FusedAttention: out has shape"));
+  TensorView lse_bad(lse_.data(), {2, 3, 2}, DType::kF32);
+  EXPECT_TRUE(IsError(Forward(q_, k_, v_, good_, out, lse_bad), kInvalid,
+                      "FusedAttention: lse has shape [2, 3, 2], expected [2, 2, 3]"));
+}
+
+TEST_F(AttentionErrorTest, Dtypes) {
+  const TensorView out = out_.view(), lse = lse_.view();
+  Tensor lse16 = Tensor::Host(d_.LseShape(), DType::kBF16);
+  EXPECT_TRUE(IsError(Forward(q_, k_, v_, good_, out, lse16.view()), kInvalid,
+                      "FusedAttention: lse has dtype bf16, expected f32"));
+  Tensor k16 = Tensor::Host(d_.KShape(), DType::kBF16);
+  EXPECT_TRUE(IsError(Forward(q_, k16.view(), v_, good_, out, lse), kInvalid,
+                      "FusedAttention: k has dtype bf16, expected f32 (the dtype of q)"));
+  Tensor qi = Tensor::Zeros(d_.QShape(), DType::kI32);
+  EXPECT_TRUE(IsError(Forward(qi.view(), k_, v_, good_, out, lse), absl::StatusCode::kUnimplemented,
+                      "FusedAttention: q has unsupported dtype i32"));
+}
+
+TEST_F(AttentionErrorTest, LayoutDevicesAndOverlap) {
+  const TensorView out = out_.view(), lse = lse_.view();
+  TensorView strided = q_;
   strided.strides = {30, 15, 5, 2};
-  expect(forward(strided, k, v, good, out.view(), lse.view()), kInvalid, "FusedAttention: q (");
-  TensorView v_gpu(in.v.data(), d.KShape(), DType::kF32, Device::Cuda(0));
-  expect(forward(q, k, v_gpu, good, out.view(), lse.view()), kInvalid,
-         "FusedAttention: v is on cuda:0, expected cpu");
-  expect(forward(q, k, v, good, q, lse.view()), kInvalid,
-         "FusedAttention: output out overlaps input q");
-  TensorView lse_in_out(out.data(), d.LseShape(), DType::kF32);
-  expect(forward(q, k, v, good, out.view(), lse_in_out), kInvalid,
-         "FusedAttention: outputs out and lse overlap");
-  // Args.
-  AttentionArgs a = good;
-  a.scale = NAN;
-  expect(forward(q, k, v, a, out.view(), lse.view()), kInvalid, "FusedAttention: scale = nan");
-  a = good;
-  a.dropout.p = 1.0f;
-  expect(forward(q, k, v, a, out.view(), lse.view()), kInvalid,
-         "FusedAttention: dropout probability p = 1 is outside [0, 1)");
-  a = good;
-  a.dropout.key_outer_stride = a.dropout.key_inner - 1;
-  expect(forward(q, k, v, a, out.view(), lse.view()), kInvalid,
-         "FusedAttention: bad dropout key mapping");
-  const Tensor mask_bad = MakePaddingMask(d.B, d.Tk + 1, 97);
-  a = good;
-  a.padding_mask = &mask_bad.view();
-  expect(forward(q, k, v, a, out.view(), lse.view()), kInvalid,
-         "FusedAttention: padding_mask has shape [2, 5], expected [2, 4]");
-  const Tensor mask64 = RandomInts({d.B, d.Tk}, DType::kI64, 98, 0, 2);
-  a.padding_mask = &mask64.view();
-  expect(forward(q, k, v, a, out.view(), lse.view()), absl::StatusCode::kUnimplemented,
-         "FusedAttention: padding_mask has unsupported dtype i64");
+  EXPECT_TRUE(IsError(Forward(strided, k_, v_, good_, out, lse), kInvalid, "FusedAttention: q ("));
+  TensorView v_gpu(in_.v.data(), d_.KShape(), DType::kF32, Device::Cuda(0));
+  EXPECT_TRUE(IsError(Forward(q_, k_, v_gpu, good_, out, lse), kInvalid,
+                      "FusedAttention: v is on cuda:0, expected cpu"));
+  EXPECT_TRUE(IsError(Forward(q_, k_, v_, good_, q_, lse), kInvalid,
+                      "FusedAttention: output out overlaps input q"));
+  TensorView lse_in_out(out_.data(), d_.LseShape(), DType::kF32);
+  EXPECT_TRUE(IsError(Forward(q_, k_, v_, good_, out, lse_in_out), kInvalid,
+                      "FusedAttention: outputs out and lse overlap"));
+}
 
-  // Backward.
-  auto backward = [&](const TensorView& dout, const TensorView& l, const TensorView& gq,
-                      const TensorView& gk, const TensorView& gv) {
-    return FusedAttentionBackward(ctx, q, k, v, out.view(), dout, l, good, gq, gk, gv);
-  };
-  ASSERT_TRUE(backward(in.dout.view(), lse.view(), dq.view(), dk.view(), dv.view()).ok());
-  TensorView dout_bad(in.dout.data(), {2, 2, 5, 3}, DType::kF32);
-  expect(backward(dout_bad, lse.view(), dq.view(), dk.view(), dv.view()), kInvalid,
-         "FusedAttentionBackward: dout has shape");
-  TensorView dk_bad(dk.data(), {2, 2, 5, 4}, DType::kF32);
-  expect(backward(in.dout.view(), lse.view(), dq.view(), dk_bad, dv.view()), kInvalid,
-         "FusedAttentionBackward: dk has shape");
-  expect(backward(in.dout.view(), lse.view(), dq.view(), dk.view(), dk.view()), kInvalid,
-         "FusedAttentionBackward: outputs dk and dv overlap");
-  expect(backward(in.dout.view(), lse.view(), in.dout.view(), dk.view(), dv.view()), kInvalid,
-         "FusedAttentionBackward: output dq overlaps input dout");
-  expect(backward(in.dout.view(), lse16.view(), dq.view(), dk.view(), dv.view()), kInvalid,
-         "FusedAttentionBackward: lse has dtype bf16, expected f32");
+TEST_F(AttentionErrorTest, Args) {
+  AttentionArgs a = good_;
+  a.scale = NAN;
+  EXPECT_TRUE(IsError(Forward(a), kInvalid, "FusedAttention: scale = nan"));
+  a = good_;
+  a.dropout.p = 1.0f;
+  EXPECT_TRUE(
+      IsError(Forward(a), kInvalid, "FusedAttention: dropout probability p = 1 is outside [0, 1)"));
+  a = good_;
+  a.dropout.key_outer_stride = a.dropout.key_inner - 1;
+  EXPECT_TRUE(IsError(Forward(a), kInvalid, "FusedAttention: bad dropout key mapping"));
+  const Tensor mask_bad = MakePaddingMask(d_.B, d_.Tk + 1, 97);
+  a = good_;
+  a.padding_mask = &mask_bad.view();
+  EXPECT_TRUE(IsError(Forward(a), kInvalid,
+                      "FusedAttention: padding_mask has shape [2, 5], expected [2, 4]"));
+  const Tensor mask64 = RandomInts({d_.B, d_.Tk}, DType::kI64, 98, 0, 2);
+  a.padding_mask = &mask64.view();
+  EXPECT_TRUE(IsError(Forward(a), absl::StatusCode::kUnimplemented,
+                      "FusedAttention: padding_mask has unsupported dtype i64"));
+}
+
+TEST_F(AttentionErrorTest, Backward) {
+  const TensorView dout = in_.dout.view(), lse = lse_.view();
+  const TensorView dq = dq_.view(), dk = dk_.view(), dv = dv_.view();
+  TensorView dout_bad(in_.dout.data(), {2, 2, 5, 3}, DType::kF32);
+  EXPECT_TRUE(IsError(Backward(dout_bad, lse, dq, dk, dv), kInvalid,
+                      "FusedAttentionBackward: dout has shape"));
+  TensorView dk_bad(dk_.data(), {2, 2, 5, 4}, DType::kF32);
+  EXPECT_TRUE(IsError(Backward(dout, lse, dq, dk_bad, dv), kInvalid,
+                      "FusedAttentionBackward: dk has shape"));
+  EXPECT_TRUE(IsError(Backward(dout, lse, dq, dk, dk), kInvalid,
+                      "FusedAttentionBackward: outputs dk and dv overlap"));
+  EXPECT_TRUE(IsError(Backward(dout, lse, dout, dk, dv), kInvalid,
+                      "FusedAttentionBackward: output dq overlaps input dout"));
+  Tensor lse16 = Tensor::Host(d_.LseShape(), DType::kBF16);
+  EXPECT_TRUE(IsError(Backward(dout, lse16.view(), dq, dk, dv), kInvalid,
+                      "FusedAttentionBackward: lse has dtype bf16, expected f32"));
 }
 
 }  // namespace

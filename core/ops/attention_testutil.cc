@@ -93,98 +93,159 @@ ops::AttentionArgs MakeAttentionArgs(const AttentionDims& d, bool causal,
   return a;
 }
 
+namespace {
+
+// AttentionReference, one query row at a time: Scores, then Forward (probabilities, out, lse),
+// then Backward (this row's terms of dq, dk and dv), each with the magnitudes that bound it.
+class ReferenceRows {
+ public:
+  ReferenceRows(const AttentionDims& dm, const ops::AttentionArgs& args,
+                const std::vector<double>& q, const std::vector<double>& k,
+                const std::vector<double>& v, const std::vector<double>& dout)
+      : dm_(dm),
+        args_(args),
+        causal_(args.causal == ops::CausalMask::kYes),
+        q_(q),
+        k_(k),
+        v_(v),
+        dout_(dout),
+        dk_mag_(dm.B * dm.NH * dm.Tk, 0.0),
+        dv_mag_(dm.B * dm.NH * dm.Tk, 0.0),
+        s_(dm.Tk),
+        prob_(dm.Tk),
+        f_(dm.Tk),
+        dp_(dm.Tk) {
+    if (args.padding_mask != nullptr) mask_ = ToDoubles(*args.padding_mask);
+    const int64_t rows = dm.B * dm.NH * dm.Tq, keys = dm.B * dm.NH * dm.Tk;
+    r_.out.assign(q.size(), 0.0);
+    r_.lse.assign(rows, -INFINITY);
+    r_.dq.assign(q.size(), 0.0);
+    r_.dk.assign(k.size(), 0.0);
+    r_.dv.assign(v.size(), 0.0);
+    r_.out_zero.assign(rows, true);
+    r_.dq_zero.assign(rows, true);
+    r_.dk_zero.assign(keys, true);
+    r_.dv_zero.assign(keys, true);
+  }
+
+  void Row(int64_t bh, int64_t i) {
+    const double m = Scores(bh, i);
+    if (m == -INFINITY) return;  // Nothing visible: zero row, lse -inf, no gradient.
+    Forward(bh, i, m);
+    Backward(bh, i);
+  }
+
+  AttentionRef Finish() {
+    for (double x : dk_mag_) r_.dk_mag = std::max(r_.dk_mag, x);
+    for (double x : dv_mag_) r_.dv_mag = std::max(r_.dv_mag, x);
+    r_.prob_err = (dm_.D + dm_.Tk + 8) * kU32 * (2.0 + 2.0 * s_max_ + lse_max_);
+    return std::move(r_);
+  }
+
+ private:
+  bool Visible(int64_t bh, int64_t i, int64_t j) const {
+    const int64_t b = bh / dm_.NH;
+    return (!causal_ || j <= i + (dm_.Tk - dm_.Tq)) &&
+           (mask_.empty() || mask_[b * dm_.Tk + j] != 0);
+  }
+
+  // The scores s_j of row i of head bh; returns their visible maximum (-inf if none is visible).
+  double Scores(int64_t bh, int64_t i) {
+    const int64_t qi = bh * dm_.Tq + i, D = dm_.D;
+    double m = -INFINITY;
+    for (int64_t j = 0; j < dm_.Tk; ++j) {
+      double dot = 0, dot_abs = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        dot += q_[qi * D + d] * k_[(bh * dm_.Tk + j) * D + d];
+        dot_abs += std::fabs(q_[qi * D + d] * k_[(bh * dm_.Tk + j) * D + d]);
+      }
+      s_[j] = args_.scale * dot;
+      if (Visible(bh, i, j)) {
+        m = std::max(m, s_[j]);
+        s_max_ = std::max(s_max_, args_.scale * dot_abs);
+      }
+    }
+    return m;
+  }
+
+  // The softmax of the scores (maximum m), the dropout factors, out and lse of the row.
+  void Forward(int64_t bh, int64_t i, double m) {
+    const int64_t qi = bh * dm_.Tq + i, Tk = dm_.Tk, D = dm_.D;
+    double l = 0;
+    for (int64_t j = 0; j < Tk; ++j) l += Visible(bh, i, j) ? std::exp(s_[j] - m) : 0.0;
+    r_.lse[qi] = m + std::log(l);
+    r_.dq_zero[qi] = false;
+    lse_max_ = std::max(lse_max_, std::fabs(r_.lse[qi]));
+    double out_mag = 0;
+    for (int64_t j = 0; j < Tk; ++j) {
+      prob_[j] = Visible(bh, i, j) ? std::exp(s_[j] - m) / l : 0.0;
+      f_[j] = DropFactor(args_.dropout, qi * Tk + j);
+      for (int64_t d = 0; d < D; ++d) {
+        r_.out[qi * D + d] += prob_[j] * f_[j] * v_[(bh * Tk + j) * D + d];
+      }
+      out_mag += prob_[j] * f_[j] * MaxAbsRow(v_, bh * Tk + j, D);
+      if (prob_[j] * f_[j] != 0.0) r_.out_zero[qi] = r_.dv_zero[bh * Tk + j] = false;
+      if (prob_[j] != 0.0) r_.dk_zero[bh * Tk + j] = false;
+    }
+    r_.out_mag = std::max(r_.out_mag, out_mag);
+  }
+
+  // Backward of out_i = sum_j P_j f_j v_j, P = softmax(s).
+  void Backward(int64_t bh, int64_t i) {
+    const int64_t qi = bh * dm_.Tq + i, Tk = dm_.Tk, D = dm_.D;
+    const double scale = args_.scale;
+    double d_i = 0, d_abs = 0;
+    for (int64_t j = 0; j < Tk; ++j) {
+      double dot = 0;
+      for (int64_t d = 0; d < D; ++d) dot += dout_[qi * D + d] * v_[(bh * Tk + j) * D + d];
+      dp_[j] = f_[j] * dot;
+      d_i += prob_[j] * dp_[j];
+      d_abs += prob_[j] * std::fabs(dp_[j]);
+    }
+    for (int64_t d = 0; d < D; ++d) d_abs += std::fabs(dout_[qi * D + d] * r_.out[qi * D + d]);
+    double dq_mag = 0;
+    const double q_max = MaxAbsRow(q_, qi, D), dout_max = MaxAbsRow(dout_, qi, D);
+    for (int64_t j = 0; j < Tk; ++j) {
+      if (prob_[j] == 0.0) continue;
+      const int64_t kj = bh * Tk + j;
+      const double ds = prob_[j] * (dp_[j] - d_i);
+      const double ds_abs = prob_[j] * (std::fabs(dp_[j]) + d_abs);
+      for (int64_t d = 0; d < D; ++d) {
+        r_.dq[qi * D + d] += scale * ds * k_[kj * D + d];
+        r_.dk[kj * D + d] += scale * ds * q_[qi * D + d];
+        r_.dv[kj * D + d] += prob_[j] * f_[j] * dout_[qi * D + d];
+      }
+      dq_mag += scale * ds_abs * MaxAbsRow(k_, kj, D);
+      dk_mag_[kj] += scale * ds_abs * q_max;
+      dv_mag_[kj] += prob_[j] * f_[j] * dout_max;
+    }
+    r_.dq_mag = std::max(r_.dq_mag, dq_mag);
+  }
+
+  const AttentionDims& dm_;
+  const ops::AttentionArgs& args_;
+  const bool causal_;
+  const std::vector<double>& q_;     // [B, NH, Tq, D]
+  const std::vector<double>& k_;     // [B, NH, Tk, D]
+  const std::vector<double>& v_;     // [B, NH, Tk, D]
+  const std::vector<double>& dout_;  // [B, NH, Tq, D]
+  std::vector<double> mask_;         // [B, Tk], empty without a padding mask
+  AttentionRef r_;
+  std::vector<double> dk_mag_, dv_mag_;  // [B NH Tk]
+  double s_max_ = 0, lse_max_ = 0;
+  std::vector<double> s_, prob_, f_, dp_;  // [Tk]: the current row's terms
+};
+
+}  // namespace
+
 AttentionRef AttentionReference(const AttentionDims& dm, const ops::AttentionArgs& args,
                                 const std::vector<double>& q, const std::vector<double>& k,
                                 const std::vector<double>& v, const std::vector<double>& dout) {
-  const int64_t NH = dm.NH, Tq = dm.Tq, Tk = dm.Tk, D = dm.D;
-  const double scale = args.scale;
-  const bool causal = args.causal == ops::CausalMask::kYes;
-  std::vector<double> mask;
-  if (args.padding_mask != nullptr) mask = ToDoubles(*args.padding_mask);
-  AttentionRef r;
-  r.out.assign(q.size(), 0.0);
-  r.lse.assign(dm.B * NH * Tq, -INFINITY);
-  r.dq.assign(q.size(), 0.0);
-  r.dk.assign(k.size(), 0.0);
-  r.dv.assign(v.size(), 0.0);
-  r.out_zero.assign(dm.B * NH * Tq, true);
-  r.dq_zero.assign(dm.B * NH * Tq, true);
-  r.dk_zero.assign(dm.B * NH * Tk, true);
-  r.dv_zero.assign(dm.B * NH * Tk, true);
-  std::vector<double> dk_mag(dm.B * NH * Tk, 0.0), dv_mag(dm.B * NH * Tk, 0.0);
-  double s_max = 0, lse_max = 0;
-  std::vector<double> s(Tk), prob(Tk), f(Tk), dp(Tk);
-  for (int64_t bh = 0; bh < dm.B * NH; ++bh) {
-    const int64_t b = bh / NH;
-    for (int64_t i = 0; i < Tq; ++i) {
-      const int64_t qi = bh * Tq + i;
-      auto visible = [&](int64_t j) {
-        return (!causal || j <= i + (Tk - Tq)) && (mask.empty() || mask[b * Tk + j] != 0);
-      };
-      double m = -INFINITY;
-      for (int64_t j = 0; j < Tk; ++j) {
-        double dot = 0, dot_abs = 0;
-        for (int64_t d = 0; d < D; ++d) {
-          dot += q[qi * D + d] * k[(bh * Tk + j) * D + d];
-          dot_abs += std::fabs(q[qi * D + d] * k[(bh * Tk + j) * D + d]);
-        }
-        s[j] = scale * dot;
-        if (visible(j)) {
-          m = std::max(m, s[j]);
-          s_max = std::max(s_max, scale * dot_abs);
-        }
-      }
-      if (m == -INFINITY) continue;  // Nothing visible: zero row, lse -inf, no gradient.
-      double l = 0;
-      for (int64_t j = 0; j < Tk; ++j) l += visible(j) ? std::exp(s[j] - m) : 0.0;
-      r.lse[qi] = m + std::log(l);
-      r.dq_zero[qi] = false;
-      lse_max = std::max(lse_max, std::fabs(r.lse[qi]));
-      double out_mag = 0;
-      for (int64_t j = 0; j < Tk; ++j) {
-        prob[j] = visible(j) ? std::exp(s[j] - m) / l : 0.0;
-        f[j] = DropFactor(args.dropout, qi * Tk + j);
-        for (int64_t d = 0; d < D; ++d) {
-          r.out[qi * D + d] += prob[j] * f[j] * v[(bh * Tk + j) * D + d];
-        }
-        out_mag += prob[j] * f[j] * MaxAbsRow(v, bh * Tk + j, D);
-        if (prob[j] * f[j] != 0.0) r.out_zero[qi] = r.dv_zero[bh * Tk + j] = false;
-        if (prob[j] != 0.0) r.dk_zero[bh * Tk + j] = false;
-      }
-      r.out_mag = std::max(r.out_mag, out_mag);
-      // Backward of out_i = sum_j P_j f_j v_j, P = softmax(s).
-      double d_i = 0, d_abs = 0;
-      for (int64_t j = 0; j < Tk; ++j) {
-        double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += dout[qi * D + d] * v[(bh * Tk + j) * D + d];
-        dp[j] = f[j] * dot;
-        d_i += prob[j] * dp[j];
-        d_abs += prob[j] * std::fabs(dp[j]);
-      }
-      for (int64_t d = 0; d < D; ++d) d_abs += std::fabs(dout[qi * D + d] * r.out[qi * D + d]);
-      double dq_mag = 0;
-      const double q_max = MaxAbsRow(q, qi, D), dout_max = MaxAbsRow(dout, qi, D);
-      for (int64_t j = 0; j < Tk; ++j) {
-        if (prob[j] == 0.0) continue;
-        const int64_t kj = bh * Tk + j;
-        const double ds = prob[j] * (dp[j] - d_i);
-        const double ds_abs = prob[j] * (std::fabs(dp[j]) + d_abs);
-        for (int64_t d = 0; d < D; ++d) {
-          r.dq[qi * D + d] += scale * ds * k[kj * D + d];
-          r.dk[kj * D + d] += scale * ds * q[qi * D + d];
-          r.dv[kj * D + d] += prob[j] * f[j] * dout[qi * D + d];
-        }
-        dq_mag += scale * ds_abs * MaxAbsRow(k, kj, D);
-        dk_mag[kj] += scale * ds_abs * q_max;
-        dv_mag[kj] += prob[j] * f[j] * dout_max;
-      }
-      r.dq_mag = std::max(r.dq_mag, dq_mag);
-    }
+  ReferenceRows rows(dm, args, q, k, v, dout);
+  for (int64_t bh = 0; bh < dm.B * dm.NH; ++bh) {
+    for (int64_t i = 0; i < dm.Tq; ++i) rows.Row(bh, i);
   }
-  for (double x : dk_mag) r.dk_mag = std::max(r.dk_mag, x);
-  for (double x : dv_mag) r.dv_mag = std::max(r.dv_mag, x);
-  r.prob_err = (D + Tk + 8) * kU32 * (2.0 + 2.0 * s_max + lse_max);
-  return r;
+  return rows.Finish();
 }
 
 AttentionRef AttentionReference(const AttentionDims& d, const ops::AttentionArgs& args,

@@ -18,15 +18,18 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gtest/gtest.h"
+#include "absl/status/statusor.h"
 #include "core/cuda/device_context.h"
+#include "core/cuda_device.h"
 #include "core/exec_context.h"
 #include "core/ops/testutil.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace testing {
@@ -88,6 +91,28 @@ inline constexpr Tolerance kBitwise{0, 0, 0, true};
 // |gpu[i] - cpu[i]| <= bound[i] for every i (see WithinBounds).
 ::testing::AssertionResult GpuWithinBounds(const TensorView& gpu, const TensorView& cpu,
                                            const std::vector<double>& bound);
+
+// A fixture base for tests that need cuda:0: SetUp skips (naming why) without a GPU and fails if
+// the DeviceContext cannot be made; gpu_ then runs on cuda:0, cpu_ on the calling thread. Base is
+// ::testing::Test or ::testing::TestWithParam<P>:
+//   class AllocCudaTest : public GpuTest<> {};
+//   class StoreCudaTest : public GpuTest<::testing::TestWithParam<DType>> {};
+template <typename Base = ::testing::Test>
+class GpuTest : public Base {
+ protected:
+  void SetUp() override {
+    if (cuda::DeviceCount() == 0) GTEST_SKIP() << cuda::Describe();
+    absl::StatusOr<std::unique_ptr<cuda::DeviceContext>> dc = cuda::DeviceContext::Create(0);
+    ASSERT_TRUE(dc.ok()) << dc.status();
+    dc_ = std::move(dc).value();
+    gpu_.cuda = dc_.get();
+    gpu_.device = Device::Cuda(0);
+  }
+
+  ExecContext cpu_;
+  ExecContext gpu_;
+  std::unique_ptr<cuda::DeviceContext> dc_;
+};
 
 // Runs each test with a GPU: skips (naming why) when there is none. gpu_ runs ops on cuda:0 with a
 // DeviceContext; cpu_ runs the reference CPU backend on a pool of three threads.

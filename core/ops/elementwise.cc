@@ -11,6 +11,7 @@
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/dropout_cuda.h"
+#include "core/ops/elementwise_loops.h"
 #include "core/ops/fast_math.h"
 #include "core/philox.h"
 #include "core/status.h"
@@ -24,8 +25,11 @@ namespace mt {
 namespace ops {
 namespace {
 
-// Elements per ParallelFor chunk: large enough that scheduling costs nothing next to the work.
-constexpr int64_t kGrain = 1 << 14;
+using internal::DispatchFloat;
+using internal::MapBinary;
+using internal::MapUnary;
+
+constexpr int64_t kGrain = internal::kElementwiseGrain;
 
 // BiasGrad sums rows in fixed blocks (a function of the row count only, never of the thread
 // count), each block sequentially, then the blocks in order: the result is bitwise the same for
@@ -34,18 +38,6 @@ constexpr int64_t kMaxRowBlocks = 128;
 constexpr int64_t kMinRowsPerBlock = 16;
 // Columns per BiasGrad task, so that a few rows of a very wide tensor still spread over threads.
 constexpr int64_t kColumnChunk = 1024;
-
-using internal::DispatchFloat;
-
-// y[i] = FromFloat(fn(ToFloat(x[i]))) over all elements, in parallel. y may alias x.
-template <typename T, typename Fn>
-void MapUnary(const ExecContext& ctx, const TensorView& x, const TensorView& y, Fn fn) {
-  const T* px = x.data_as<T>();
-  T* py = y.data_as<T>();
-  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<T>(fn(ToFloat(px[i])));
-  });
-}
 
 // ---- Kernels ----
 
@@ -113,29 +105,8 @@ void BiasGradCpu(const ExecContext& ctx, const TensorView& dy, const TensorView&
 inline float GeluForward(float x) { return internal::GeluTanh(x); }
 inline float GeluDerivative(float x) { return internal::GeluTanhDerivative(x); }
 
-template <typename T>
-void GeluBackwardCpu(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
-                     const TensorView& dx) {
-  const T* px = x.data_as<T>();
-  const T* pdy = dy.data_as<T>();
-  T* pdx = dx.data_as<T>();
-  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      pdx[i] = FromFloat<T>(ToFloat(pdy[i]) * GeluDerivative(ToFloat(px[i])));
-    }
-  });
-}
-
-template <typename T>
-void AddCpu(const ExecContext& ctx, const TensorView& a, const TensorView& b,
-            const TensorView& out) {
-  const T* pa = a.data_as<T>();
-  const T* pb = b.data_as<T>();
-  T* po = out.data_as<T>();
-  ParallelFor(ctx.pool, a.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) po[i] = FromFloat<T>(ToFloat(pa[i]) + ToFloat(pb[i]));
-  });
-}
+inline float GeluGrad(float x, float dy) { return dy * GeluDerivative(x); }
+inline float Sum(float a, float b) { return a + b; }
 
 template <typename From, typename To>
 void ConvertCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
@@ -368,7 +339,7 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
   if (x.device.is_cuda()) return cuda::GeluBackward(ctx, x, dy, dx);
 #endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
-  DispatchFloat(x.dtype, [&](auto tag) { GeluBackwardCpu<decltype(tag)>(ctx, x, dy, dx); });
+  DispatchFloat(x.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, x, dy, dx, GeluGrad); });
   return absl::OkStatus();
 }
 
@@ -380,7 +351,7 @@ absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& 
   if (a.device.is_cuda()) return cuda::Add(ctx, a, b, out);
 #endif
   if (!a.device.is_cpu()) return UnsupportedDevice(kOp, a.device);
-  DispatchFloat(a.dtype, [&](auto tag) { AddCpu<decltype(tag)>(ctx, a, b, out); });
+  DispatchFloat(a.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, a, b, out, Sum); });
   return absl::OkStatus();
 }
 

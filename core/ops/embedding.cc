@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/status.h"
 
 #if defined(MT_WITH_CUDA)
@@ -179,20 +180,29 @@ int64_t GlobalVocab(const EmbeddingRange& range, const TensorView& table) {
   return range.global_vocab == 0 ? table.shape[0] : range.global_vocab;
 }
 
+// Everything both ops check before they run: the arguments (CheckArgs), the device, and every id
+// against the whole vocabulary (on the device, for CUDA ids).
+absl::Status CheckOperands(absl::string_view op, const ExecContext& ctx, const TensorView& ids,
+                           const TensorView& table, absl::string_view table_name,
+                           const TensorView& rows, absl::string_view rows_name,
+                           const EmbeddingRange& range) {
+  RETURN_IF_ERROR(CheckArgs(op, ids, table, table_name, rows, rows_name, range));
+  const int64_t vocab = GlobalVocab(range, table);
+#if defined(MT_WITH_CUDA)
+  if (ids.device.is_cuda()) return CheckIdsCuda(op, ctx, ids, vocab);
+#endif
+  if (!ids.device.is_cpu()) return UnsupportedDevice(op, ids.device);
+  return CheckIds(op, ids, vocab);
+}
+
 }  // namespace
 
 absl::Status Embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& table,
                        const TensorView& out, const EmbeddingRange& range) {
-  constexpr absl::string_view kOp = "Embedding";
-  RETURN_IF_ERROR(CheckArgs(kOp, ids, table, "table", out, "out", range));
+  RETURN_IF_ERROR(CheckOperands("Embedding", ctx, ids, table, "table", out, "out", range));
 #if defined(MT_WITH_CUDA)
-  if (ids.device.is_cuda()) {
-    RETURN_IF_ERROR(CheckIdsCuda(kOp, ctx, ids, GlobalVocab(range, table)));
-    return cuda::Embedding(ctx, ids, table, out, range.vocab_start);
-  }
+  if (ids.device.is_cuda()) return cuda::Embedding(ctx, ids, table, out, range.vocab_start);
 #endif
-  if (!ids.device.is_cpu()) return UnsupportedDevice(kOp, ids.device);
-  RETURN_IF_ERROR(CheckIds(kOp, ids, GlobalVocab(range, table)));
   const int64_t N = ids.numel(), V = table.shape[0];
   const int64_t row_bytes = table.shape[1] * static_cast<int64_t>(DTypeSize(table.dtype));
   const char* t = static_cast<const char*>(table.data);
@@ -208,29 +218,16 @@ absl::Status Embedding(const ExecContext& ctx, const TensorView& ids, const Tens
 absl::Status EmbeddingBackward(const ExecContext& ctx, const TensorView& ids,
                                const TensorView& dout, const TensorView& dtable,
                                const EmbeddingRange& range) {
-  constexpr absl::string_view kOp = "EmbeddingBackward";
-  RETURN_IF_ERROR(CheckArgs(kOp, ids, dtable, "dtable", dout, "dout", range));
+  RETURN_IF_ERROR(
+      CheckOperands("EmbeddingBackward", ctx, ids, dtable, "dtable", dout, "dout", range));
 #if defined(MT_WITH_CUDA)
   if (ids.device.is_cuda()) {
-    RETURN_IF_ERROR(CheckIdsCuda(kOp, ctx, ids, GlobalVocab(range, dtable)));
     return cuda::EmbeddingBackward(ctx, ids, dout, dtable, range.vocab_start);
   }
 #endif
-  if (!ids.device.is_cpu()) return UnsupportedDevice(kOp, ids.device);
-  RETURN_IF_ERROR(CheckIds(kOp, ids, GlobalVocab(range, dtable)));
-  switch (dtable.dtype) {
-    case DType::kF32:
-      EmbeddingBackwardDispatchIds<float>(ctx.pool, ids, dout, dtable, range.vocab_start);
-      break;
-    case DType::kBF16:
-      EmbeddingBackwardDispatchIds<bf16>(ctx.pool, ids, dout, dtable, range.vocab_start);
-      break;
-    case DType::kF16:
-      EmbeddingBackwardDispatchIds<f16>(ctx.pool, ids, dout, dtable, range.vocab_start);
-      break;
-    default:
-      LOG(FATAL) << "unreachable: dtype checked above";
-  }
+  internal::DispatchFloat(dtable.dtype, [&](auto tag) {
+    EmbeddingBackwardDispatchIds<decltype(tag)>(ctx.pool, ids, dout, dtable, range.vocab_start);
+  });
   return absl::OkStatus();
 }
 

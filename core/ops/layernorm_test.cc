@@ -4,9 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "core/ops/testutil.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {
@@ -14,6 +13,7 @@ namespace {
 
 using ::mt::testing::AllClose;
 using ::mt::testing::FromDoubles;
+using ::mt::testing::IsError;
 using ::mt::testing::kFloatTypes;
 using ::mt::testing::LayerNormRef;
 using ::mt::testing::LayerNormReference;
@@ -23,7 +23,6 @@ using ::mt::testing::RandomTensor;
 using ::mt::testing::SameBits;
 using ::mt::testing::ToDoubles;
 using ::mt::testing::UnitRoundoff;
-using ::testing::HasSubstr;
 
 const double kU32 = UnitRoundoff(DType::kF32);
 constexpr float kEps = 1e-5f;
@@ -211,90 +210,92 @@ TEST_F(LayerNormTest, ResultsDoNotDependOnTheThreadCountAndMayRunInPlace) {
   }
 }
 
-TEST_F(LayerNormTest, BadArgumentsAreReported) {
-  const ExecContext ctx;
-  Tensor x = RandomTensor({3, 4}, DType::kBF16, 14);
-  Tensor y = Tensor::Host({3, 4}, DType::kBF16);
-  Tensor gamma = RandomTensor({4}, DType::kF32, 15);
-  Tensor beta = RandomTensor({4}, DType::kF32, 16);
-  Tensor mean = Tensor::Host({3}, DType::kF32), rstd = Tensor::Host({3}, DType::kF32);
-  auto forward = [&](const TensorView& x, const TensorView& g, const TensorView& b, float eps,
-                     const TensorView& y, const TensorView& m, const TensorView& r) {
-    return LayerNorm(ctx, x, g, b, eps, y, m, r);
-  };
-  ASSERT_TRUE(forward(x.view(), gamma.view(), beta.view(), kEps, y.view(), mean.view(),
-                      rstd.view())
-                  .ok());
+// ---- Errors: valid bf16 arguments with f32 parameters, broken one at a time ----
 
-  Tensor y_bad = Tensor::Host({3, 5}, DType::kBF16);
-  absl::Status s = forward(x.view(), gamma.view(), beta.view(), kEps, y_bad.view(), mean.view(),
-                           rstd.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("LayerNorm: y has shape [3, 5]"));
+class LayerNormErrorTest : public ::testing::Test {
+ protected:
+  static constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
-  Tensor g5 = RandomTensor({5}, DType::kF32, 17);
-  s = forward(x.view(), g5.view(), beta.view(), kEps, y.view(), mean.view(), rstd.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("gamma has shape [5]"));
+  void SetUp() override { ASSERT_TRUE(Forward(x_.view(), gamma_.view(), beta_.view()).ok()); }
 
-  Tensor m4 = Tensor::Host({4}, DType::kF32);
-  s = forward(x.view(), gamma.view(), beta.view(), kEps, y.view(), m4.view(), rstd.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("mean has shape [4]"));
-
-  Tensor g16 = RandomTensor({4}, DType::kF16, 18);  // Neither f32 nor x's bf16.
-  s = forward(x.view(), g16.view(), beta.view(), kEps, y.view(), mean.view(), rstd.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("gamma has dtype f16, expected f32 or bf16"));
-  Tensor b16 = RandomTensor({4}, DType::kBF16, 19);  // gamma f32, beta bf16.
-  EXPECT_EQ(forward(x.view(), gamma.view(), b16.view(), kEps, y.view(), mean.view(), rstd.view())
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-
-  for (float eps : {-1.0f, NAN, INFINITY}) {
-    EXPECT_EQ(forward(x.view(), gamma.view(), beta.view(), eps, y.view(), mean.view(),
-                      rstd.view())
-                  .code(),
-              absl::StatusCode::kInvalidArgument);
+  absl::Status Forward(const TensorView& x, const TensorView& g, const TensorView& b,
+                       float eps = kEps) const {
+    return Forward(x, g, b, eps, y_.view(), mean_.view(), rstd_.view());
+  }
+  absl::Status Forward(const TensorView& x, const TensorView& g, const TensorView& b, float eps,
+                       const TensorView& y, const TensorView& m, const TensorView& r) const {
+    return LayerNorm(ctx_, x, g, b, eps, y, m, r);
   }
 
-  TensorView strided = x.view();
+  const ExecContext ctx_;
+  const Tensor x_ = RandomTensor({3, 4}, DType::kBF16, 14);
+  const Tensor y_ = Tensor::Host({3, 4}, DType::kBF16);
+  const Tensor gamma_ = RandomTensor({4}, DType::kF32, 15);
+  const Tensor beta_ = RandomTensor({4}, DType::kF32, 16);
+  const Tensor mean_ = Tensor::Host({3}, DType::kF32);
+  const Tensor rstd_ = Tensor::Host({3}, DType::kF32);
+};
+
+TEST_F(LayerNormErrorTest, ShapesAndDtypes) {
+  const TensorView x = x_.view(), gamma = gamma_.view(), beta = beta_.view();
+  const TensorView y = y_.view(), mean = mean_.view(), rstd = rstd_.view();
+  Tensor y_bad = Tensor::Host({3, 5}, DType::kBF16);
+  EXPECT_TRUE(IsError(Forward(x, gamma, beta, kEps, y_bad.view(), mean, rstd), kInvalid,
+                      "LayerNorm: y has shape [3, 5]"));
+  Tensor g5 = RandomTensor({5}, DType::kF32, 17);
+  EXPECT_TRUE(IsError(Forward(x, g5.view(), beta), kInvalid, "gamma has shape [5]"));
+  Tensor m4 = Tensor::Host({4}, DType::kF32);
+  EXPECT_TRUE(
+      IsError(Forward(x, gamma, beta, kEps, y, m4.view(), rstd), kInvalid, "mean has shape [4]"));
+  Tensor g16 = RandomTensor({4}, DType::kF16, 18);  // Neither f32 nor x's bf16.
+  EXPECT_TRUE(
+      IsError(Forward(x, g16.view(), beta), kInvalid, "gamma has dtype f16, expected f32 or bf16"));
+  Tensor b16 = RandomTensor({4}, DType::kBF16, 19);  // gamma f32, beta bf16.
+  EXPECT_TRUE(IsError(Forward(x, gamma, b16.view()), kInvalid));
+  Tensor xi = Tensor::Zeros({3, 4}, DType::kI32);
+  EXPECT_TRUE(IsError(Forward(xi.view(), gamma, beta, kEps, xi.view(), mean, rstd),
+                      absl::StatusCode::kUnimplemented, "x has unsupported dtype i32"));
+}
+
+TEST_F(LayerNormErrorTest, EpsAndLayout) {
+  for (float eps : {-1.0f, NAN, INFINITY}) {
+    EXPECT_TRUE(IsError(Forward(x_.view(), gamma_.view(), beta_.view(), eps), kInvalid)) << eps;
+  }
+  TensorView strided = x_.view();
   strided.shape = {3, 2};
   strided.strides = {4, 2};
-  TensorView g2(gamma.data(), {2}, DType::kF32), b2(beta.data(), {2}, DType::kF32);
-  s = forward(strided, g2, b2, kEps, y.view().Flatten2D(), mean.view(), rstd.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("x (bf16[3, 2] on cpu) must be contiguous"));
+  TensorView g2(gamma_.data(), {2}, DType::kF32), b2(beta_.data(), {2}, DType::kF32);
+  EXPECT_TRUE(
+      IsError(Forward(strided, g2, b2, kEps, y_.view().Flatten2D(), mean_.view(), rstd_.view()),
+              kInvalid, "x (bf16[3, 2] on cpu) must be contiguous"));
+}
 
-  Tensor xi = Tensor::Zeros({3, 4}, DType::kI32);
-  s = forward(xi.view(), gamma.view(), beta.view(), kEps, xi.view(), mean.view(), rstd.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("x has unsupported dtype i32"));
-
-  // Backward: dx of the wrong shape, dgamma of another dtype than gamma.
+// dx of the wrong shape, dgamma of another dtype than gamma.
+TEST_F(LayerNormErrorTest, Backward) {
   Tensor dx = Tensor::Host({3, 4}, DType::kBF16), dx_bad = Tensor::Host({4, 3}, DType::kBF16);
   Tensor dgamma = Tensor::Host({4}, DType::kF32), dbeta = Tensor::Host({4}, DType::kF32);
   Tensor dgamma_bf16 = Tensor::Host({4}, DType::kBF16);
-  EXPECT_EQ(LayerNormBackward(ctx, x.view(), gamma.view(), mean.view(), rstd.view(), y.view(),
-                              dx_bad.view(), dgamma.view(), dbeta.view())
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  s = LayerNormBackward(ctx, x.view(), gamma.view(), mean.view(), rstd.view(), y.view(),
-                        dx.view(), dgamma_bf16.view(), dbeta.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("LayerNormBackward: dgamma has dtype bf16"));
+  auto backward = [&](const TensorView& dx, const TensorView& dgamma) {
+    return LayerNormBackward(ctx_, x_.view(), gamma_.view(), mean_.view(), rstd_.view(), y_.view(),
+                             dx, dgamma, dbeta.view());
+  };
+  EXPECT_TRUE(IsError(backward(dx_bad.view(), dgamma.view()), kInvalid));
+  EXPECT_TRUE(IsError(backward(dx.view(), dgamma_bf16.view()), kInvalid,
+                      "LayerNormBackward: dgamma has dtype bf16"));
+}
 
-  // Devices: a CUDA view mixed with CPU ones, and all-CUDA views (no kernel yet). Never read.
-  TensorView x_gpu(x.data(), {3, 4}, DType::kBF16, Device::Cuda(0));
-  s = forward(x.view(), gamma.view(), beta.view(), kEps, x_gpu, mean.view(), rstd.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("y is on cuda:0"));
-  TensorView g_gpu(gamma.data(), {4}, DType::kF32, Device::Cuda(0));
-  TensorView b_gpu(beta.data(), {4}, DType::kF32, Device::Cuda(0));
-  TensorView m_gpu(mean.data(), {3}, DType::kF32, Device::Cuda(0));
-  TensorView r_gpu(rstd.data(), {3}, DType::kF32, Device::Cuda(0));
-  EXPECT_TRUE(::mt::testing::RejectsFakeCudaViews(
-      forward(x_gpu, g_gpu, b_gpu, kEps, x_gpu, m_gpu, r_gpu)));
+// A CUDA view mixed with CPU ones, and all-CUDA views. Never read.
+TEST_F(LayerNormErrorTest, Devices) {
+  TensorView x_gpu(x_.data(), {3, 4}, DType::kBF16, Device::Cuda(0));
+  EXPECT_TRUE(IsError(
+      Forward(x_.view(), gamma_.view(), beta_.view(), kEps, x_gpu, mean_.view(), rstd_.view()),
+      kInvalid, "y is on cuda:0"));
+  TensorView g_gpu(gamma_.data(), {4}, DType::kF32, Device::Cuda(0));
+  TensorView b_gpu(beta_.data(), {4}, DType::kF32, Device::Cuda(0));
+  TensorView m_gpu(mean_.data(), {3}, DType::kF32, Device::Cuda(0));
+  TensorView r_gpu(rstd_.data(), {3}, DType::kF32, Device::Cuda(0));
+  EXPECT_TRUE(
+      ::mt::testing::RejectsFakeCudaViews(Forward(x_gpu, g_gpu, b_gpu, kEps, x_gpu, m_gpu, r_gpu)));
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 #include "core/dtype.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise_loops.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "glog/logging.h"
 
 #if defined(MT_WITH_CUDA)
@@ -19,34 +19,13 @@ namespace mt {
 namespace ops {
 namespace {
 
-// Elements per ParallelFor chunk (as elementwise.cc): scheduling costs nothing next to the work.
-constexpr int64_t kGrain = 1 << 14;
-
 using internal::DispatchFloat;
+using internal::MapBinary;
+using internal::MapUnary;
 
-template <typename T>
-void TanhCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
-  const T* px = x.data_as<T>();
-  T* py = y.data_as<T>();
-  ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<T>(std::tanh(ToFloat(px[i])));
-  });
-}
-
-template <typename T>
-void TanhBackwardCpu(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
-                     const TensorView& dx) {
-  const T* py = y.data_as<T>();
-  const T* pdy = dy.data_as<T>();
-  T* pdx = dx.data_as<T>();
-  ParallelFor(ctx.pool, y.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float t = ToFloat(py[i]);
-      // (1 - t)(1 + t) rather than 1 - t^2: no cancellation error where |t| is close to 1.
-      pdx[i] = FromFloat<T>(ToFloat(pdy[i]) * ((1.0f - t) * (1.0f + t)));
-    }
-  });
-}
+inline float TanhF(float x) { return std::tanh(x); }
+// (1 - t)(1 + t) rather than 1 - t^2: no cancellation error where |t| is close to 1.
+inline float TanhGrad(float t, float dy) { return dy * ((1.0f - t) * (1.0f + t)); }
 
 }  // namespace
 
@@ -57,7 +36,7 @@ absl::Status Tanh(const ExecContext& ctx, const TensorView& x, const TensorView&
   if (x.device.is_cuda()) return cuda::Tanh(ctx, x, y);
 #endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
-  DispatchFloat(x.dtype, [&](auto tag) { TanhCpu<decltype(tag)>(ctx, x, y); });
+  DispatchFloat(x.dtype, [&](auto tag) { MapUnary<decltype(tag)>(ctx, x, y, TanhF); });
   return absl::OkStatus();
 }
 
@@ -69,7 +48,7 @@ absl::Status TanhBackward(const ExecContext& ctx, const TensorView& y, const Ten
   if (y.device.is_cuda()) return cuda::TanhBackward(ctx, y, dy, dx);
 #endif
   if (!y.device.is_cpu()) return UnsupportedDevice(kOp, y.device);
-  DispatchFloat(y.dtype, [&](auto tag) { TanhBackwardCpu<decltype(tag)>(ctx, y, dy, dx); });
+  DispatchFloat(y.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, y, dy, dx, TanhGrad); });
   return absl::OkStatus();
 }
 

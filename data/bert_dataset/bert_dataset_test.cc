@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -15,6 +14,7 @@
 #include "core/philox.h"
 #include "data/bert_dataset/bert_vocab.h"
 #include "data/indexed/indexed_dataset.h"
+#include "data/indexed/testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -35,12 +35,7 @@ BertVocab TestVocab(int n = 1000) {
   return *v;
 }
 
-std::string TestDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "bert_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::string TestDir(const std::string& name) { return testing::FreshTestDir("bert_" + name); }
 
 std::shared_ptr<const IndexedDataset> MakeDataset(const std::string& name,
                                                   const std::vector<Doc>& docs) {

@@ -233,85 +233,104 @@ std::vector<std::pair<int, int>> Words(const std::vector<int32_t>& t, const Bert
   return words;
 }
 
+// [CLS] A [SEP] B [SEP] with random ordinary tokens (a third of them "##" pieces).
+std::vector<int32_t> RandomSample(const BertVocab& vocab, std::mt19937* gen) {
+  const int len_a = 5 + static_cast<int>((*gen)() % 120);
+  const int len_b = 5 + static_cast<int>((*gen)() % 120);
+  std::vector<int32_t> tokens = {vocab.cls};
+  for (int i = 0; i < len_a + len_b + 1; ++i) {
+    tokens.push_back(i == len_a ? vocab.sep : 5 + static_cast<int32_t>((*gen)() % 995));
+  }
+  tokens.push_back(vocab.sep);
+  return tokens;
+}
+
+// Counts over many masked samples.
+struct MaskingTally {
+  int64_t tokens = 0, masked = 0, to_predict = 0;
+  int64_t as_mask = 0, unchanged = 0, as_random = 0;  // What the masked tokens became.
+  std::vector<int64_t> drawn3 = std::vector<int64_t>(4, 0);  // n drawn when 3 were available.
+  std::vector<int64_t> masked_n = std::vector<int64_t>(4, 0);  // n of the n-grams masked.
+};
+
+// Checks one sample masked with the default config (`tokens`, from `original`) and adds it to
+// *tally: num_to_predict, labels, positions in order, nothing special masked or drawn, nothing
+// unmasked changed, whole words.
+void CheckAndCount(const BertVocab& vocab, const std::vector<int32_t>& original,
+                   const std::vector<int32_t>& tokens, const MaskedPositions& out,
+                   const MaskingTrace& trace, MaskingTally* tally) {
+  const int64_t n = static_cast<int64_t>(original.size());
+  ASSERT_EQ(trace.num_to_predict,
+            std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(n * 0.15))));
+  ASSERT_LE(static_cast<int64_t>(out.positions.size()), trace.num_to_predict);
+  tally->tokens += n;
+  tally->masked += static_cast<int64_t>(out.positions.size());
+  tally->to_predict += trace.num_to_predict;
+
+  std::vector<uint8_t> is_masked(n, 0);
+  for (size_t m = 0; m < out.positions.size(); ++m) {
+    const int p = out.positions[m];
+    if (m > 0) {
+      ASSERT_LT(out.positions[m - 1], p);
+    }
+    ASSERT_EQ(out.labels[m], original[p]);
+    ASSERT_FALSE(vocab.IsSpecial(original[p])) << "special token masked at " << p;
+    is_masked[p] = 1;
+    if (tokens[p] == vocab.mask) {
+      ++tally->as_mask;
+    } else if (tokens[p] == original[p]) {
+      ++tally->unchanged;
+    } else {
+      ASSERT_FALSE(vocab.IsSpecial(tokens[p]));
+      ++tally->as_random;
+    }
+  }
+  for (int p = 0; p < n; ++p) {
+    if (!is_masked[p]) {
+      ASSERT_EQ(tokens[p], original[p]);
+    }
+  }
+  for (const auto& [begin, end] : Words(original, vocab)) {
+    for (int p = begin + 1; p < end; ++p) {
+      ASSERT_EQ(is_masked[p], is_masked[begin])
+          << "word [" << begin << ", " << end << ") partially masked";
+    }
+  }
+  for (size_t d = 0; d < trace.drawn_ngram.size(); ++d) {
+    if (trace.drawn_max[d] == 3) ++tally->drawn3[trace.drawn_ngram[d]];
+  }
+  for (int g : trace.masked_ngram) ++tally->masked_n[g];
+}
+
 TEST(MaskTokensTest, RatesWholeWordsAndNgramLengths) {
   const BertVocab vocab = MustVocab(TestTokens(1000));
   const MaskingConfig config;
   std::mt19937 gen(5);
-  int64_t tokens_total = 0, masked_total = 0, to_predict_total = 0;
-  int64_t as_mask = 0, unchanged = 0, as_random = 0;
-  std::vector<int64_t> drawn3(4, 0);  // n drawn when 3 lengths were available.
-  std::vector<int64_t> masked_n(4, 0);
+  MaskingTally tally;
   const int kSamples = 4000;
   for (int sample = 0; sample < kSamples; ++sample) {
-    // [CLS] A [SEP] B [SEP] with random ordinary tokens (a third of them "##" pieces).
-    const int len_a = 5 + static_cast<int>(gen() % 120);
-    const int len_b = 5 + static_cast<int>(gen() % 120);
-    std::vector<int32_t> original = {vocab.cls};
-    for (int i = 0; i < len_a + len_b + 1; ++i) {
-      original.push_back(i == len_a ? vocab.sep : 5 + static_cast<int32_t>(gen() % 995));
-    }
-    original.push_back(vocab.sep);
+    const std::vector<int32_t> original = RandomSample(vocab, &gen);
     std::vector<int32_t> tokens = original;
     PhiloxStream rng(2024, static_cast<uint64_t>(sample));
     MaskedPositions out;
     MaskingTrace trace;
     MaskTokens(absl::MakeSpan(tokens), vocab, config, &rng, &out, &trace);
-
-    const int64_t n = static_cast<int64_t>(original.size());
-    ASSERT_EQ(trace.num_to_predict,
-              std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(n * 0.15))));
-    ASSERT_LE(static_cast<int64_t>(out.positions.size()), trace.num_to_predict);
-    tokens_total += n;
-    masked_total += static_cast<int64_t>(out.positions.size());
-    to_predict_total += trace.num_to_predict;
-
-    std::vector<uint8_t> is_masked(n, 0);
-    for (size_t m = 0; m < out.positions.size(); ++m) {
-      const int p = out.positions[m];
-      if (m > 0) {
-        ASSERT_LT(out.positions[m - 1], p);
-      }
-      ASSERT_EQ(out.labels[m], original[p]);
-      ASSERT_FALSE(vocab.IsSpecial(original[p])) << "special token masked at " << p;
-      is_masked[p] = 1;
-      if (tokens[p] == vocab.mask) {
-        ++as_mask;
-      } else if (tokens[p] == original[p]) {
-        ++unchanged;
-      } else {
-        ASSERT_FALSE(vocab.IsSpecial(tokens[p]));
-        ++as_random;
-      }
-    }
-    for (int p = 0; p < n; ++p) {
-      if (!is_masked[p]) {
-        ASSERT_EQ(tokens[p], original[p]);
-      }
-    }
-    for (const auto& [begin, end] : Words(original, vocab)) {
-      for (int p = begin + 1; p < end; ++p) {
-        ASSERT_EQ(is_masked[p], is_masked[begin])
-            << "word [" << begin << ", " << end << ") partially masked";
-      }
-    }
-    for (size_t d = 0; d < trace.drawn_ngram.size(); ++d) {
-      if (trace.drawn_max[d] == 3) ++drawn3[trace.drawn_ngram[d]];
-    }
-    for (int g : trace.masked_ngram) ++masked_n[g];
+    ASSERT_NO_FATAL_FAILURE(CheckAndCount(vocab, original, tokens, out, trace, &tally));
   }
   // 15%: the masked count reaches num_to_predict almost always.
-  const double rate = static_cast<double>(masked_total) / tokens_total;
-  EXPECT_NEAR(rate, 0.15, 0.003) << masked_total << " of " << tokens_total;
-  EXPECT_GT(static_cast<double>(masked_total) / to_predict_total, 0.995);
+  const double rate = static_cast<double>(tally.masked) / tally.tokens;
+  EXPECT_NEAR(rate, 0.15, 0.003) << tally.masked << " of " << tally.tokens;
+  EXPECT_GT(static_cast<double>(tally.masked) / tally.to_predict, 0.995);
 
   // 80 / 10 / 10 (a random token equal to the original counts as unchanged: 0.1 / 995).
-  const double m = static_cast<double>(masked_total);
+  const double m = static_cast<double>(tally.masked);
   auto tol = [&](double p) { return 5 * std::sqrt(p * (1 - p) / m); };
-  EXPECT_NEAR(as_mask / m, 0.8, tol(0.8));
-  EXPECT_NEAR(unchanged / m, 0.1 + 0.1 / 995, tol(0.1));
-  EXPECT_NEAR(as_random / m, 0.1 * 994 / 995, tol(0.1));
+  EXPECT_NEAR(tally.as_mask / m, 0.8, tol(0.8));
+  EXPECT_NEAR(tally.unchanged / m, 0.1 + 0.1 / 995, tol(0.1));
+  EXPECT_NEAR(tally.as_random / m, 0.1 * 994 / 995, tol(0.1));
 
   // Drawn lengths follow P(n) = (1/n) / (1 + 1/2 + 1/3) = 6/11, 3/11, 2/11.
+  const std::vector<int64_t>& drawn3 = tally.drawn3;
   const double draws = static_cast<double>(drawn3[1] + drawn3[2] + drawn3[3]);
   ASSERT_GT(draws, 10000);
   for (int g = 1; g <= 3; ++g) {
@@ -321,6 +340,7 @@ TEST(MaskTokensTest, RatesWholeWordsAndNgramLengths) {
   // The n-grams actually masked stay close to it but favour short ones, as in Megatron: near
   // the end of the budget n is shortened to fit, a longer n-gram more often overlaps one already
   // masked, and at the last words fewer lengths are available (measured: 0.61, 0.25, 0.14).
+  const std::vector<int64_t>& masked_n = tally.masked_n;
   const double grams = static_cast<double>(masked_n[1] + masked_n[2] + masked_n[3]);
   for (int g = 1; g <= 3; ++g) {
     const double p = (1.0 / g) / (11.0 / 6.0);
@@ -331,8 +351,9 @@ TEST(MaskTokensTest, RatesWholeWordsAndNgramLengths) {
   std::printf(
       "rate %.4f, [MASK] %.4f, unchanged %.4f, random %.4f, drawn n %.4f %.4f %.4f, "
       "masked n %.4f %.4f %.4f\n",
-      rate, as_mask / m, unchanged / m, as_random / m, drawn3[1] / draws, drawn3[2] / draws,
-      drawn3[3] / draws, masked_n[1] / grams, masked_n[2] / grams, masked_n[3] / grams);
+      rate, tally.as_mask / m, tally.unchanged / m, tally.as_random / m, drawn3[1] / draws,
+      drawn3[2] / draws, drawn3[3] / draws, masked_n[1] / grams, masked_n[2] / grams,
+      masked_n[3] / grams);
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "data/indexed/testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -20,13 +20,7 @@ namespace {
 
 using Doc = std::vector<std::vector<int32_t>>;  // A document: its sequences.
 
-// A fresh, empty directory (stale files from an earlier run would change what the tests see).
-std::string TestDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "gpt_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::string TestDir(const std::string& name) { return testing::FreshTestDir("gpt_" + name); }
 
 void WriteDataset(const std::string& prefix, const std::vector<Doc>& docs,
                   TokenDType dtype = TokenDType::kU16) {
@@ -62,6 +56,16 @@ const std::vector<Doc> kTiny = {
     {{20, 21, 22}},
     {{30, 31, 32, 33, 34, 35, 36}},
 };
+
+// kTiny as one training split of 4-token samples (split "1", seq_len 4, seed 1234).
+GptDatasetConfig TinyConfig(int64_t num_samples) {
+  GptDatasetConfig config;
+  config.split = "1";
+  config.seq_len = 4;
+  config.num_samples = num_samples;
+  config.seed = 1234;
+  return config;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Split
@@ -168,14 +172,9 @@ std::vector<int64_t> RefShuffle(std::vector<int64_t> v, std::mt19937_64* rng) {
 }
 
 TEST(GptDatasetTest, ThreeDocumentsOneEpochByHand) {
-  const std::string dir = TestDir("one_epoch");
-  WriteDataset(dir + "/tiny", kTiny);
-  GptDatasetConfig config;
-  config.split = "1";
-  config.seq_len = 4;
-  config.num_samples = 3;
-  config.seed = 1234;
-  auto ds = MustCreate(Open(dir + "/tiny"), Split::kTrain, config);
+  const std::string prefix = TestDir("one_epoch") + "/tiny";
+  WriteDataset(prefix, kTiny);
+  auto ds = MustCreate(Open(prefix), Split::kTrain, TinyConfig(3));
   EXPECT_EQ(ds->num_epochs(), 1);  // (15 - 1) / 4 = 3 samples from one epoch.
   ASSERT_EQ(ds->num_samples(), 3);
   // Seed 1234 orders the documents 1, 0, 2 and the samples 1, 0, 2.
@@ -193,14 +192,10 @@ TEST(GptDatasetTest, ThreeDocumentsOneEpochByHand) {
 }
 
 TEST(GptDatasetTest, ThreeDocumentsTwoEpochsByHand) {
-  const std::string dir = TestDir("two_epochs");
-  WriteDataset(dir + "/tiny", kTiny);
-  GptDatasetConfig config;
-  config.split = "1";
-  config.seq_len = 4;
-  config.num_samples = 5;  // Needs 21 tokens: two epochs (30 tokens), (30 - 1) / 4 = 7 samples.
-  config.seed = 1234;
-  auto ds = MustCreate(Open(dir + "/tiny"), Split::kTrain, config);
+  const std::string prefix = TestDir("two_epochs") + "/tiny";
+  WriteDataset(prefix, kTiny);
+  // 5 samples need 21 tokens: two epochs (30 tokens), (30 - 1) / 4 = 7 samples.
+  auto ds = MustCreate(Open(prefix), Split::kTrain, TinyConfig(5));
   EXPECT_EQ(ds->num_epochs(), 2);
   ASSERT_EQ(ds->num_samples(), 7);
   std::mt19937_64 rng(1234);
@@ -349,11 +344,7 @@ TEST(GptDatasetTest, CacheIsReusedAndRebuiltWhenInputsChange) {
   const std::string dir = TestDir("cache");
   const std::string prefix = dir + "/tiny";
   WriteDataset(prefix, kTiny);
-  GptDatasetConfig config;
-  config.split = "1";
-  config.seq_len = 4;
-  config.num_samples = 5;
-  config.seed = 1234;
+  GptDatasetConfig config = TinyConfig(5);
 
   auto built = MustCreate(Open(prefix), Split::kTrain, config);
   EXPECT_EQ(built->index_source(), IndexSource::kBuilt);
@@ -413,17 +404,10 @@ TEST(GptDatasetTest, CorruptCacheIsRebuilt) {
   const std::string dir = TestDir("corrupt_cache");
   const std::string prefix = dir + "/tiny";
   WriteDataset(prefix, kTiny);
-  GptDatasetConfig config;
-  config.split = "1";
-  config.seq_len = 4;
-  config.num_samples = 5;
+  const GptDatasetConfig config = TinyConfig(5);
   auto built = MustCreate(Open(prefix), Split::kTrain, config);
   const std::string path = built->cache_path();
-  std::string bytes;
-  {
-    std::ifstream f(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(f), {});
-  }
+  const std::string bytes = testing::ReadFileBytes(path);
   const struct {
     const char* name;
     size_t offset;  // Byte to flip; SIZE_MAX truncates instead.
@@ -446,10 +430,7 @@ TEST(GptDatasetTest, CorruptCacheIsRebuilt) {
     } else {
       bad[c.offset] ^= 0x5;
     }
-    {
-      std::ofstream f(path, std::ios::binary | std::ios::trunc);
-      f << bad;
-    }
+    testing::WriteFileBytes(path, bad);
     auto ds = MustCreate(Open(prefix), Split::kTrain, config);
     EXPECT_EQ(ds->index_source(), IndexSource::kBuilt);
     ExpectSameIndices(*built, *ds);
@@ -461,11 +442,7 @@ TEST(GptDatasetTest, CorruptCacheIsRebuilt) {
 TEST(GptDatasetTest, UnwritableCacheDirStillWorks) {
   const std::string dir = TestDir("unwritable");
   WriteDataset(dir + "/tiny", kTiny);
-  GptDatasetConfig config;
-  config.split = "1";
-  config.seq_len = 4;
-  config.num_samples = 3;
-  config.seed = 1234;
+  GptDatasetConfig config = TinyConfig(3);
   config.cache_dir = dir + "/no/such/dir";
   auto ds = MustCreate(Open(dir + "/tiny"), Split::kTrain, config);
   EXPECT_EQ(ds->index_source(), IndexSource::kBuilt);
@@ -536,13 +513,9 @@ TEST(GptDatasetTest, BadInputsAreInvalidArgument) {
 }
 
 TEST(GptDatasetDeathTest, SampleIndexOutOfRange) {
-  const std::string dir = TestDir("death");
-  WriteDataset(dir + "/tiny", kTiny);
-  GptDatasetConfig config;
-  config.split = "1";
-  config.seq_len = 4;
-  config.num_samples = 3;
-  auto ds = MustCreate(Open(dir + "/tiny"), Split::kTrain, config);
+  const std::string prefix = TestDir("death") + "/tiny";
+  WriteDataset(prefix, kTiny);
+  auto ds = MustCreate(Open(prefix), Split::kTrain, TinyConfig(3));
   EXPECT_DEATH(ds->Sample(3), "sample 3 out of range");
   std::vector<int32_t> small(4);
   EXPECT_DEATH(ds->GetSample(0, absl::MakeSpan(small)), "");

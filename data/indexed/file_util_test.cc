@@ -1,54 +1,29 @@
 #include "data/indexed/file_util.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "data/indexed/testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
 namespace data {
 namespace {
 
-// A fresh, empty directory (stale files from an earlier run would change what the tests see).
-std::string TestDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "file_util_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+using testing::ListDir;
+using testing::ReadFileBytes;
+using testing::WriteFileBytes;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  return names;
-}
+std::string TestDir(const std::string& name) { return testing::FreshTestDir("file_util_" + name); }
 
 TEST(MappedFileTest, MapsTheWholeFile) {
   const std::string path = TestDir("map") + "/f";
   std::string bytes;
   for (int i = 0; i < 10007; ++i) bytes.push_back(static_cast<char>(i * 31 + 7));
-  WriteAll(path, bytes);
+  WriteFileBytes(path, bytes);
   absl::StatusOr<MappedFile> f = MappedFile::Open(path);
   ASSERT_TRUE(f.ok()) << f.status();
   ASSERT_EQ(f->size(), bytes.size());
@@ -62,7 +37,7 @@ TEST(MappedFileTest, MapsTheWholeFile) {
 
 TEST(MappedFileTest, EmptyFileMapsNothing) {
   const std::string path = TestDir("empty") + "/f";
-  WriteAll(path, "");
+  WriteFileBytes(path, "");
   absl::StatusOr<MappedFile> f = MappedFile::Open(path);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->size(), 0u);
@@ -86,7 +61,7 @@ TEST(MappedFileTest, DirectoryIsRejected) {
 TEST(AtomicOutputFileTest, AppearsOnlyOnCommit) {
   const std::string dir = TestDir("commit");
   const std::string path = dir + "/out";
-  WriteAll(path, "old contents");
+  WriteFileBytes(path, "old contents");
   // Larger than the 1 MiB write buffer, in odd-sized pieces.
   std::string expected;
   {
@@ -98,25 +73,25 @@ TEST(AtomicOutputFileTest, AppearsOnlyOnCommit) {
       ASSERT_TRUE((*out)->Append(s.data(), s.size()).ok());
     }
     EXPECT_EQ((*out)->size(), static_cast<int64_t>(expected.size()));
-    EXPECT_EQ(ReadAll(path), "old contents");  // Untouched until Commit.
+    EXPECT_EQ(ReadFileBytes(path), "old contents");  // Untouched until Commit.
     ASSERT_TRUE((*out)->Commit().ok());
     EXPECT_EQ((*out)->Commit().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ((*out)->Append("x", 1).code(), absl::StatusCode::kFailedPrecondition);
   }
-  EXPECT_EQ(ReadAll(path), expected);
+  EXPECT_EQ(ReadFileBytes(path), expected);
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"out"});  // No temporaries left.
 }
 
 TEST(AtomicOutputFileTest, AbandonedFileLeavesNothing) {
   const std::string dir = TestDir("abandon");
   const std::string path = dir + "/out";
-  WriteAll(path, "keep me");
+  WriteFileBytes(path, "keep me");
   {
     absl::StatusOr<std::unique_ptr<AtomicOutputFile>> out = AtomicOutputFile::Create(path);
     ASSERT_TRUE(out.ok()) << out.status();
     ASSERT_TRUE((*out)->Append("partial", 7).ok());
   }
-  EXPECT_EQ(ReadAll(path), "keep me");
+  EXPECT_EQ(ReadFileBytes(path), "keep me");
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"out"});
 }
 
@@ -130,7 +105,7 @@ TEST(AtomicOutputFileTest, MissingDirectoryIsNotFound) {
 
 TEST(FileSizeTest, SizeAndMissing) {
   const std::string path = TestDir("size") + "/f";
-  WriteAll(path, "12345");
+  WriteFileBytes(path, "12345");
   EXPECT_EQ(*FileSize(path), 5);
   EXPECT_EQ(FileSize(path + "x").status().code(), absl::StatusCode::kNotFound);
 }

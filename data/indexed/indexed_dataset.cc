@@ -153,8 +153,13 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(absl::strin
 }
 
 absl::Status IndexedDataset::Validate() {
+  RETURN_IF_ERROR(ValidateHeader());
+  RETURN_IF_ERROR(ValidateSequences());
+  return ValidateDocuments();
+}
+
+absl::Status IndexedDataset::ValidateHeader() {
   const std::string& ipath = idx_.path();
-  const std::string& bpath = bin_.path();
   const uint8_t* idx = idx_.data();
   const uint64_t idx_size = idx_.size();
 
@@ -198,7 +203,13 @@ absl::Status IndexedDataset::Validate() {
   lengths_ = idx + kIndexHeaderBytes;
   pointers_ = lengths_ + 4 * n;
   doc_indices_ = pointers_ + 8 * n;
+  return absl::OkStatus();
+}
 
+// Sequence i must lie inside the .bin, right after sequence i - 1, and the last must end the file.
+absl::Status IndexedDataset::ValidateSequences() {
+  const std::string& ipath = idx_.path();
+  const std::string& bpath = bin_.path();
   const int64_t item = static_cast<int64_t>(TokenDTypeSize(dtype_));
   const int64_t bin_size = static_cast<int64_t>(bin_.size());
   int64_t expected = 0;  // Byte offset where sequence i must start.
@@ -228,7 +239,12 @@ absl::Status IndexedDataset::Validate() {
         expected, " (", num_sequences_, " sequences of ", TokenDTypeName(dtype_), ")"));
   }
   num_tokens_ = bin_size / item;
+  return absl::OkStatus();
+}
 
+// document_indices start at 0, never decrease and end at the sequence count.
+absl::Status IndexedDataset::ValidateDocuments() const {
+  const std::string& ipath = idx_.path();
   if (LoadAt<int64_t>(doc_indices_, 0) != 0) {
     return absl::DataLossError(absl::StrCat(
         ipath, ": document_indices[0] = ", LoadAt<int64_t>(doc_indices_, 0), ", expected 0"));

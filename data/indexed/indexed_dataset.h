@@ -182,7 +182,13 @@ class IndexedDataset {
 
  private:
   IndexedDataset() = default;
+  // Checks the whole pair of files and sets the members below; DataLoss or InvalidArgument naming
+  // the file and what is wrong. In steps: the index's header and the sizes of its arrays, the
+  // sequences against the .bin, and the document boundaries.
   absl::Status Validate();
+  absl::Status ValidateHeader();
+  absl::Status ValidateSequences();
+  absl::Status ValidateDocuments() const;
 
   template <typename T>
   static T Load(const uint8_t* base, int64_t i, int64_t n) {

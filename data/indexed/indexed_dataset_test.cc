@@ -1,16 +1,14 @@
 #include "data/indexed/indexed_dataset.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "data/indexed/testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -33,35 +31,11 @@ uint64_t GetLE(const std::string& s, size_t offset, int bytes) {
   return v;
 }
 
-// A fresh, empty directory (stale files from an earlier run would change what the tests see).
-std::string TestDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "indexed_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+using testing::ListDir;
+using testing::ReadFileBytes;
+using testing::WriteFileBytes;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::string TestDir(const std::string& name) { return testing::FreshTestDir("indexed_" + name); }
 
 // A dataset described as documents of sequences of token ids.
 using Docs = std::vector<std::vector<std::vector<int64_t>>>;
@@ -98,8 +72,8 @@ Files HandBuild(const Docs& docs, uint8_t code, int item) {
 }
 
 void WriteFiles(const std::string& prefix, const Files& f) {
-  WriteAll(prefix + ".idx", f.idx);
-  WriteAll(prefix + ".bin", f.bin);
+  WriteFileBytes(prefix + ".idx", f.idx);
+  WriteFileBytes(prefix + ".bin", f.bin);
 }
 
 // Three documents: two sequences (sentences), an empty document, one sequence with the u16
@@ -258,8 +232,8 @@ TEST(IndexedDatasetWriterTest, WritesExactlyTheMegatronLayout) {
     }
     // The hand-built bytes of test (a) are the specification.
     const Files expected = HandBuild(kDocs, static_cast<uint8_t>(dtype), item);
-    const std::string idx = ReadAll(prefix + ".idx");
-    const std::string bin = ReadAll(prefix + ".bin");
+    const std::string idx = ReadFileBytes(prefix + ".idx");
+    const std::string bin = ReadFileBytes(prefix + ".bin");
     EXPECT_EQ(idx, expected.idx);
     EXPECT_EQ(bin, expected.bin);
     // And field by field, at REFERENCE.md's offsets.
@@ -400,8 +374,8 @@ TEST(IndexedDatasetWriterTest, AppendMergesDatasets) {
   ab.insert(ab.end(), b.begin(), b.end());
   // Byte-identical to building the merged dataset by hand.
   const Files expected = HandBuild(ab, 8, 2);
-  EXPECT_EQ(ReadAll(dir + "/ab.idx"), expected.idx);
-  EXPECT_EQ(ReadAll(dir + "/ab.bin"), expected.bin);
+  EXPECT_EQ(ReadFileBytes(dir + "/ab.idx"), expected.idx);
+  EXPECT_EQ(ReadFileBytes(dir + "/ab.bin"), expected.bin);
 
   absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> w =
       IndexedDatasetWriter::Create(dir + "/bad", TokenDType::kI32);
@@ -505,7 +479,7 @@ TEST(IndexedDatasetTest, MissingFilesAreNotFound) {
   EXPECT_NE(ds.status().message().find(dir + "/none.idx"), std::string::npos) << ds.status();
 
   const Files f = HandBuild(kDocs, 8, 2);
-  WriteAll(dir + "/only_idx.idx", f.idx);
+  WriteFileBytes(dir + "/only_idx.idx", f.idx);
   ds = IndexedDataset::Open(dir + "/only_idx");
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kNotFound);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <random>
 #include <set>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "data/indexed/testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -147,12 +147,7 @@ TEST(LoaderTest, ResumingAtSampleKMatchesTheUninterruptedRun) {
   }
 }
 
-std::string TestDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "loader_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::string TestDir(const std::string& name) { return testing::FreshTestDir("loader_" + name); }
 
 TEST(LoaderTest, GptDatasetEndToEndWithResumption) {
   // A real GPT dataset: the loader's rows are its (shuffled) samples, split into inputs/labels.

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/indexed/indexed_dataset.h"
+#include "data/indexed/testutil.h"
 #include "data/preprocessing/sentence_splitter.h"
 #include "data/tokenizers/factory.h"
 #include "gtest/gtest.h"
@@ -21,39 +22,16 @@ namespace {
 
 using Doc = std::vector<std::vector<int32_t>>;
 
-std::string TestDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "default_data_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+using testing::ReadDocuments;
 
-void WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << contents;
+std::string TestDir(const std::string& name) {
+  return testing::FreshTestDir("default_data_" + name);
 }
 
 std::unique_ptr<Tokenizer> MustTokenizer(const std::string& name) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> t = CreateTokenizer(name);
   CHECK(t.ok()) << t.status();
   return std::move(*t);
-}
-
-std::vector<Doc> ReadDataset(const std::string& prefix) {
-  absl::StatusOr<std::unique_ptr<IndexedDataset>> ds = IndexedDataset::Open(prefix);
-  EXPECT_TRUE(ds.ok()) << ds.status();
-  if (!ds.ok()) return {};
-  std::vector<Doc> docs;
-  for (int64_t d = 0; d < (*ds)->num_documents(); ++d) {
-    Doc doc;
-    for (int64_t s = (*ds)->document_index(d); s < (*ds)->document_index(d + 1); ++s) {
-      std::vector<int32_t> seq;
-      for (int64_t v : (*ds)->sequence(s).ToVector()) seq.push_back(static_cast<int32_t>(v));
-      doc.push_back(seq);
-    }
-    docs.push_back(doc);
-  }
-  return docs;
 }
 
 int64_t MtimeNs(const std::string& path) {
@@ -93,13 +71,13 @@ class DefaultDataTest : public ::testing::Test {
     std::filesystem::create_directories(corpus_ + "/subdir");
     // Two files in the fortune format (the second without a final "%"), and the strfile
     // indexes and a directory that must be ignored.
-    WriteFile(corpus_ + "/b-file", "Second file fortune.\n\tIndented line.  Another sentence!");
-    WriteFile(corpus_ + "/a-file",
+    testing::WriteFileBytes(corpus_ + "/b-file", "Second file fortune.\n\tIndented line.  Another sentence!");
+    testing::WriteFileBytes(corpus_ + "/a-file",
               "A day for firm decisions!!!!!  Or is it?\n%\nA long-forgotten loved one will "
               "appear soon.\n\nBuy the negatives at any price.\n%\n");
-    WriteFile(corpus_ + "/a-file.dat", std::string("\0\0\0\2binary", 10));
-    WriteFile(corpus_ + "/a-file.u8", "not a corpus file\n");
-    WriteFile(corpus_ + "/subdir/x", "ignored\n");
+    testing::WriteFileBytes(corpus_ + "/a-file.dat", std::string("\0\0\0\2binary", 10));
+    testing::WriteFileBytes(corpus_ + "/a-file.u8", "not a corpus file\n");
+    testing::WriteFileBytes(corpus_ + "/subdir/x", "ignored\n");
     fortunes_ = {"A day for firm decisions!!!!!  Or is it?",
                  "A long-forgotten loved one will appear soon.\n\nBuy the negatives at any price.",
                  "Second file fortune.\n\tIndented line.  Another sentence!"};
@@ -137,12 +115,12 @@ TEST_F(DefaultDataTest, BuildsBothDatasetsExactly) {
   EXPECT_TRUE(data.bert_built);
   EXPECT_EQ(data.gpt2_prefix, config_.output_dir + "/fortunes_gpt2_text_document");
   EXPECT_EQ(data.bert_prefix, config_.output_dir + "/fortunes_bert_text_sentence");
-  EXPECT_EQ(ReadDataset(data.gpt2_prefix), Gpt2Docs(fortunes_));
+  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(fortunes_));
   const std::vector<Doc> bert = BertDocs(fortunes_);
   ASSERT_EQ(bert[0].size(), 2u);  // "...!!!!!" | "Or is it?"
   ASSERT_EQ(bert[1].size(), 2u);  // Paragraph break.
   ASSERT_EQ(bert[2].size(), 3u);
-  EXPECT_EQ(ReadDataset(data.bert_prefix), bert);
+  EXPECT_EQ(ReadDocuments(data.bert_prefix), bert);
   EXPECT_EQ(data.gpt2_stats.documents, 3);
   EXPECT_EQ(data.bert_stats.sequences, 7);
 }
@@ -150,7 +128,7 @@ TEST_F(DefaultDataTest, BuildsBothDatasetsExactly) {
 TEST_F(DefaultDataTest, ShufflesDocumentsDeterministically) {
   config_.shuffle_documents = true;
   const DefaultData data = MustMake();
-  std::vector<Doc> shuffled = ReadDataset(data.gpt2_prefix);
+  std::vector<Doc> shuffled = ReadDocuments(data.gpt2_prefix);
   std::vector<Doc> ordered = Gpt2Docs(fortunes_);
   EXPECT_FALSE(std::filesystem::exists(data.gpt2_prefix + ".ordered.bin"));
   // A permutation of the ordered documents...
@@ -161,12 +139,12 @@ TEST_F(DefaultDataTest, ShufflesDocumentsDeterministically) {
   // ...identical when rebuilt with the same seed, different with another.
   config_.force = true;
   MustMake();
-  EXPECT_EQ(ReadDataset(data.gpt2_prefix), shuffled);
+  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), shuffled);
   std::vector<std::vector<Doc>> orders;
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     config_.shuffle_seed = seed;
     MustMake();
-    orders.push_back(ReadDataset(data.gpt2_prefix));
+    orders.push_back(ReadDocuments(data.gpt2_prefix));
   }
   std::sort(orders.begin(), orders.end());
   EXPECT_GT(std::unique(orders.begin(), orders.end()) - orders.begin(), 1);  // 3! = 6 orders.
@@ -184,17 +162,17 @@ TEST_F(DefaultDataTest, SkipsWorkWhenUpToDate) {
   EXPECT_EQ(MtimeNs(data.bert_prefix + ".idx"), bert_mtime);
 
   // A changed corpus file rebuilds both.
-  WriteFile(corpus_ + "/b-file", "Changed.\n%\nNew fortune. Two sentences.\n");
+  testing::WriteFileBytes(corpus_ + "/b-file", "Changed.\n%\nNew fortune. Two sentences.\n");
   data = MustMake();
   EXPECT_TRUE(data.gpt2_built);
   EXPECT_TRUE(data.bert_built);
   const std::vector<std::string> changed = {fortunes_[0], fortunes_[1], "Changed.",
                                             "New fortune. Two sentences."};
-  EXPECT_EQ(ReadDataset(data.gpt2_prefix), Gpt2Docs(changed));
-  EXPECT_EQ(ReadDataset(data.bert_prefix), BertDocs(changed));
+  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(changed));
+  EXPECT_EQ(ReadDocuments(data.bert_prefix), BertDocs(changed));
 
   // A new corpus file too.
-  WriteFile(corpus_ + "/c-file", "Third file.\n");
+  testing::WriteFileBytes(corpus_ + "/c-file", "Third file.\n");
   data = MustMake();
   EXPECT_TRUE(data.gpt2_built && data.bert_built);
   EXPECT_EQ(data.gpt2_stats.documents, 5);
@@ -204,14 +182,14 @@ TEST_F(DefaultDataTest, SkipsWorkWhenUpToDate) {
   data = MustMake();
   EXPECT_TRUE(data.gpt2_built);
   EXPECT_FALSE(data.bert_built);
-  WriteFile(data.bert_prefix + ".bin", "xx");
+  testing::WriteFileBytes(data.bert_prefix + ".bin", "xx");
   data = MustMake();
   EXPECT_FALSE(data.gpt2_built);
   EXPECT_TRUE(data.bert_built);
   EXPECT_EQ(data.bert_stats.documents, 5);
 
   // A damaged stamp, and force.
-  WriteFile(data.gpt2_prefix + ".stamp", "garbage");
+  testing::WriteFileBytes(data.gpt2_prefix + ".stamp", "garbage");
   data = MustMake();
   EXPECT_TRUE(data.gpt2_built);
   EXPECT_FALSE(data.bert_built);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <random>
@@ -11,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/indexed/indexed_dataset.h"
+#include "data/indexed/testutil.h"
 #include "data/preprocessing/sentence_splitter.h"
 #include "data/tokenizers/factory.h"
 #include "gtest/gtest.h"
@@ -21,32 +21,16 @@ namespace {
 
 using Doc = std::vector<std::vector<int32_t>>;  // A document: its sequences.
 
-// A fresh, empty directory.
-std::string TestDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "preprocess_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+using testing::ListDir;
+using testing::ReadDocuments;
+using testing::ReadFileBytes;
 
+std::string TestDir(const std::string& name) { return testing::FreshTestDir("preprocess_" + name); }
+
+// Writes `contents` to `path` and returns the path.
 std::string WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << contents;
+  testing::WriteFileBytes(path, contents);
   return path;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 const Tokenizer& Gpt2() {
@@ -65,25 +49,6 @@ const Tokenizer& Bert() {
     return tok->release();
   }();
   return *t;
-}
-
-// Every document of a dataset, as its sequences.
-std::vector<Doc> ReadDataset(const std::string& prefix) {
-  absl::StatusOr<std::unique_ptr<IndexedDataset>> ds = IndexedDataset::Open(prefix);
-  EXPECT_TRUE(ds.ok()) << ds.status();
-  if (!ds.ok()) return {};
-  EXPECT_EQ((*ds)->dtype(), TokenDType::kU16);
-  std::vector<Doc> docs;
-  for (int64_t d = 0; d < (*ds)->num_documents(); ++d) {
-    Doc doc;
-    for (int64_t s = (*ds)->document_index(d); s < (*ds)->document_index(d + 1); ++s) {
-      std::vector<int32_t> seq;
-      for (int64_t v : (*ds)->sequence(s).ToVector()) seq.push_back(static_cast<int32_t>(v));
-      doc.push_back(seq);
-    }
-    docs.push_back(doc);
-  }
-  return docs;
 }
 
 PreprocessStats MustPreprocess(const PreprocessConfig& config, const Tokenizer& tok) {
@@ -125,15 +90,15 @@ TEST(PreprocessTest, Gpt2JsonlMatchesTheTokenizerExactly) {
     ids.push_back(50256);
     want.push_back({ids});
   }
-  const std::vector<Doc> got = ReadDataset(config.output_prefix);
+  const std::vector<Doc> got = ReadDocuments(config.output_prefix);
   EXPECT_EQ(got, want);
   EXPECT_EQ(stats.documents, 3);
   EXPECT_EQ(stats.empty_documents, 1);
   EXPECT_EQ(stats.sequences, 3);
   EXPECT_EQ(stats.tokens, CountTokens(want));
   EXPECT_EQ(stats.bytes_in, static_cast<int64_t>(jsonl.size()));
-  EXPECT_EQ(stats.bytes_out, static_cast<int64_t>(ReadFile(dir + "/out.bin").size() +
-                                                  ReadFile(dir + "/out.idx").size()));
+  EXPECT_EQ(stats.bytes_out, static_cast<int64_t>(ReadFileBytes(dir + "/out.bin").size() +
+                                                  ReadFileBytes(dir + "/out.idx").size()));
   EXPECT_EQ(stats.bytes_out, 2 * stats.tokens + 34 + 4 * 3 + 8 * 3 + 8 * 4);
   EXPECT_GT(stats.peak_rss_bytes, 0);
   EXPECT_GE(stats.workers, 1);
@@ -142,7 +107,7 @@ TEST(PreprocessTest, Gpt2JsonlMatchesTheTokenizerExactly) {
   config.append_eod = false;
   MustPreprocess(config, Gpt2());
   for (auto& doc : want) doc[0].pop_back();
-  EXPECT_EQ(ReadDataset(config.output_prefix), want);
+  EXPECT_EQ(ReadDocuments(config.output_prefix), want);
 }
 
 TEST(PreprocessTest, BertTextWithSentencesMatchesTheTokenizerExactly) {
@@ -173,7 +138,7 @@ TEST(PreprocessTest, BertTextWithSentencesMatchesTheTokenizerExactly) {
   ASSERT_EQ(want[0].size(), 4u);  // The splitter keeps "Mr. Lazy" together.
   ASSERT_EQ(want[1].size(), 1u);
   ASSERT_EQ(want[2].size(), 3u);
-  EXPECT_EQ(ReadDataset(config.output_prefix), want);
+  EXPECT_EQ(ReadDocuments(config.output_prefix), want);
   EXPECT_EQ(stats.documents, 3);
   EXPECT_EQ(stats.empty_documents, 1);
   EXPECT_EQ(stats.sequences, sequences);
@@ -193,7 +158,7 @@ TEST(PreprocessTest, Gpt2SentencesGetEodOnTheLastOne) {
   std::vector<int32_t> last = Gpt2().Encode("Five?");
   last.push_back(50256);
   const std::vector<Doc> want = {{Gpt2().Encode("One two."), Gpt2().Encode("Three four!"), last}};
-  EXPECT_EQ(ReadDataset(config.output_prefix), want);
+  EXPECT_EQ(ReadDocuments(config.output_prefix), want);
 }
 
 // A few hundred KB of varied text: words, punctuation, abbreviations, numbers, non-ASCII.
@@ -241,14 +206,14 @@ TEST(PreprocessTest, OutputDoesNotDependOnWorkersOrChunks) {
       const PreprocessStats stats = MustPreprocess(config, bert ? Bert() : Gpt2());
       EXPECT_EQ(stats.documents, 1500);
       EXPECT_EQ(stats.workers, v.workers);
-      const std::string bin = ReadFile(config.output_prefix + ".bin");
-      const std::string idx = ReadFile(config.output_prefix + ".idx");
+      const std::string bin = ReadFileBytes(config.output_prefix + ".bin");
+      const std::string idx = ReadFileBytes(config.output_prefix + ".idx");
       if (first_bin.empty()) {
         first_bin = bin;
         first_idx = idx;
         // Spot-check against the tokenizer: the first document.
-        const std::vector<Doc> docs = ReadDataset(config.output_prefix);
-        const std::string corpus = ReadFile(input);
+        const std::vector<Doc> docs = ReadDocuments(config.output_prefix);
+        const std::string corpus = ReadFileBytes(input);
         const std::string doc0 = corpus.substr(0, corpus.find("\n%\n"));
         std::vector<int32_t> ids;
         for (const auto& s : docs[0]) ids.insert(ids.end(), s.begin(), s.end());
@@ -311,7 +276,7 @@ TEST(PreprocessTest, CreatesTheOutputDirectory) {
   config.inputs = {WriteFile(dir + "/in.jsonl", "{\"text\": \"hi\"}\n")};
   config.output_prefix = dir + "/a/b/out";
   MustPreprocess(config, Gpt2());
-  EXPECT_EQ(ReadDataset(config.output_prefix), (std::vector<Doc>{{Gpt2().Encode("hi")}}));
+  EXPECT_EQ(ReadDocuments(config.output_prefix), (std::vector<Doc>{{Gpt2().Encode("hi")}}));
 }
 
 // Runs a failing configuration and checks the status and that nothing is left at the prefix.
@@ -369,12 +334,12 @@ TEST(PreprocessTest, FailureLeavesAnOlderDatasetUntouched) {
   config.inputs = {WriteFile(dir + "/good.jsonl", "{\"text\": \"good\"}\n")};
   config.output_prefix = dir + "/out";
   MustPreprocess(config, Gpt2());
-  const std::string bin = ReadFile(dir + "/out.bin");
-  const std::string idx = ReadFile(dir + "/out.idx");
+  const std::string bin = ReadFileBytes(dir + "/out.bin");
+  const std::string idx = ReadFileBytes(dir + "/out.idx");
   config.inputs = {WriteFile(dir + "/bad.jsonl", "{\"text\": \"new\"}\nnot json\n")};
   EXPECT_FALSE(Preprocess(config, Gpt2()).ok());
-  EXPECT_EQ(ReadFile(dir + "/out.bin"), bin);
-  EXPECT_EQ(ReadFile(dir + "/out.idx"), idx);
+  EXPECT_EQ(ReadFileBytes(dir + "/out.bin"), bin);
+  EXPECT_EQ(ReadFileBytes(dir + "/out.idx"), idx);
   EXPECT_EQ(ListDir(dir),
             (std::vector<std::string>{"bad.jsonl", "good.jsonl", "out.bin", "out.idx"}));
 }

@@ -83,19 +83,17 @@ inline size_t ContractionLength(const unsigned char* p, const unsigned char* end
   }
 }
 
-}  // namespace
+// encoder.json: {"<spelled token>": id, ...} with ids 0..N-1, each token spelled in GPT-2's byte
+// alphabet (`spelling`).
+struct Encoder {
+  std::vector<std::string> token_bytes;                   // [N] raw bytes of each id
+  absl::flat_hash_map<std::string, int32_t> spelled_id;  // spelled token -> id
+};
 
-absl::StatusOr<std::unique_ptr<Gpt2Bpe>> Gpt2Bpe::Load(const std::string& encoder_json,
-                                                       const std::string& vocab_bpe,
-                                                       const std::string& js_classes) {
-  ASSIGN_OR_RETURN(JsCharClasses classes, JsCharClasses::Load(js_classes));
-  std::unique_ptr<Gpt2Bpe> bpe(new Gpt2Bpe(std::move(classes)));
-
-  const std::array<int32_t, 256> spelling = ByteSpelling();
+absl::StatusOr<Encoder> ReadEncoder(const std::string& encoder_json,
+                                    const std::array<int32_t, 256>& spelling) {
   std::vector<int16_t> byte_of_cp(324, -1);
   for (int b = 0; b < 256; ++b) byte_of_cp[spelling[b]] = static_cast<int16_t>(b);
-
-  // encoder.json: {"<spelled token>": id, ...} with ids 0..N-1.
   ASSIGN_OR_RETURN(std::string json_text, ReadFile(encoder_json));
   const nlohmann::json encoder =
       nlohmann::json::parse(json_text, /*cb=*/nullptr, /*allow_exceptions=*/false);
@@ -106,9 +104,9 @@ absl::StatusOr<std::unique_ptr<Gpt2Bpe>> Gpt2Bpe::Load(const std::string& encode
   if (n >= std::numeric_limits<int32_t>::max()) {
     return absl::DataLossError(absl::StrCat(encoder_json, ": too many tokens"));
   }
-  absl::flat_hash_map<std::string, int32_t> spelled_id;
-  spelled_id.reserve(n);
-  bpe->token_bytes_.assign(n, std::string());
+  Encoder out;
+  out.spelled_id.reserve(n);
+  out.token_bytes.assign(n, std::string());
   std::vector<bool> seen(n, false);
   std::string bytes;
   for (const auto& item : encoder.items()) {
@@ -124,25 +122,19 @@ absl::StatusOr<std::unique_ptr<Gpt2Bpe>> Gpt2Bpe::Load(const std::string& encode
       return absl::DataLossError(
           absl::StrCat(encoder_json, ": token ", id, " is not spelled with GPT-2's byte alphabet"));
     }
-    bpe->token_bytes_[id] = bytes;
-    spelled_id.emplace(item.key(), id);
+    out.token_bytes[id] = bytes;
+    out.spelled_id.emplace(item.key(), id);
   }
-  for (int b = 0; b < 256; ++b) {
-    std::string spelled;
-    internal::AppendUtf8(spelling[b], &spelled);
-    auto it = spelled_id.find(spelled);
-    if (it == spelled_id.end()) {
-      return absl::DataLossError(absl::StrCat(encoder_json, ": no single-byte token for byte ", b));
-    }
-    bpe->byte_id_[b] = it->second;
-  }
-  if (auto it = spelled_id.find("<|endoftext|>"); it != spelled_id.end()) bpe->eod_ = it->second;
+  return out;
+}
 
-  // vocab.bpe: a version line, then one merge "A B" per line, in rank order. Like the reference,
-  // the first and the last line (empty when the file ends with a newline) are not merges.
+// vocab.bpe: a version line, then one merge "A B" per line, in rank order. Like the reference,
+// the first and the last line (empty when the file ends with a newline) are not merges. Returns
+// the reference's rank table, keyed by "A,B": later lines overwrite earlier ones.
+absl::StatusOr<absl::flat_hash_map<std::string, int32_t>> ReadMergeRanks(
+    const std::string& vocab_bpe, const std::string& encoder_json, const Encoder& encoder) {
   ASSIGN_OR_RETURN(std::string merges_text, ReadFile(vocab_bpe));
   std::vector<absl::string_view> lines = absl::StrSplit(merges_text, '\n');
-  // The reference's rank table is keyed by "A,B": later lines overwrite earlier ones.
   absl::flat_hash_map<std::string, int32_t> key_rank;
   for (size_t i = 1; i + 1 < lines.size(); ++i) {
     // ECMAScript \s restricted to ASCII: a well-formed line has no other whitespace.
@@ -154,13 +146,39 @@ absl::StatusOr<std::unique_ptr<Gpt2Bpe>> Gpt2Bpe::Load(const std::string& encode
           absl::StrCat(vocab_bpe, ":", i + 1, ": expected two tokens separated by a space"));
     }
     for (const std::string& t : {std::string(f[0]), std::string(f[1]), absl::StrCat(f[0], f[1])}) {
-      if (!spelled_id.contains(t)) {
+      if (!encoder.spelled_id.contains(t)) {
         return absl::DataLossError(absl::StrCat(vocab_bpe, ":", i + 1, ": '", t, "' is not in ",
                                                 encoder_json, "; the two files do not match"));
       }
     }
     key_rank[absl::StrCat(f[0], ",", f[1])] = rank;
   }
+  return key_rank;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Gpt2Bpe>> Gpt2Bpe::Load(const std::string& encoder_json,
+                                                       const std::string& vocab_bpe,
+                                                       const std::string& js_classes) {
+  ASSIGN_OR_RETURN(JsCharClasses classes, JsCharClasses::Load(js_classes));
+  std::unique_ptr<Gpt2Bpe> bpe(new Gpt2Bpe(std::move(classes)));
+
+  const std::array<int32_t, 256> spelling = ByteSpelling();
+  ASSIGN_OR_RETURN(Encoder encoder, ReadEncoder(encoder_json, spelling));
+  const absl::flat_hash_map<std::string, int32_t>& spelled_id = encoder.spelled_id;
+  for (int b = 0; b < 256; ++b) {
+    std::string spelled;
+    internal::AppendUtf8(spelling[b], &spelled);
+    auto it = spelled_id.find(spelled);
+    if (it == spelled_id.end()) {
+      return absl::DataLossError(absl::StrCat(encoder_json, ": no single-byte token for byte ", b));
+    }
+    bpe->byte_id_[b] = it->second;
+  }
+  if (auto it = spelled_id.find("<|endoftext|>"); it != spelled_id.end()) bpe->eod_ = it->second;
+
+  ASSIGN_OR_RETURN(const auto key_rank, ReadMergeRanks(vocab_bpe, encoder_json, encoder));
   // Every split of a key at a comma into two tokens is a pair the reference merges at that rank.
   for (const auto& [key, rank] : key_rank) {
     for (size_t p = key.find(','); p != std::string::npos; p = key.find(',', p + 1)) {
@@ -179,6 +197,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Bpe>> Gpt2Bpe::Load(const std::string& encode
       bpe->merges_[PairKey(left->second, right->second)] = Merge{rank, merged->second};
     }
   }
+  bpe->token_bytes_ = std::move(encoder.token_bytes);
   return bpe;
 }
 

@@ -20,9 +20,6 @@ namespace mt {
 namespace cuda {
 namespace {
 
-using internal::BlockReduce;
-using internal::SumOp;
-
 // out[blockIdx.x] = sum of x[i] over the block's chunk, through BlockReduce (warp shuffles and
 // __syncthreads).
 __global__ void ChunkSumKernel(const float* x, int64_t n, int64_t chunk, float* out) {
