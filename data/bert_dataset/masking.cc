@@ -108,10 +108,10 @@ class NgramMasker {
         cumulative_[N].push_back(acc);
       }
     }
-    keep_given_not_mask_ = config.mask_token_prob < 1
-                               ? (1 - config.mask_token_prob - config.random_token_prob) /
-                                     (1 - config.mask_token_prob)
-                               : 0;
+    keep_given_not_mask_ =
+        config.mask_token_prob < 1
+            ? (1 - config.mask_token_prob - config.random_token_prob) / (1 - config.mask_token_prob)
+            : 0;
   }
 
   // Considers the n-gram starting at word s, with `left` tokens still to mask.
@@ -189,8 +189,8 @@ void MaskTokens(absl::Span<int32_t> tokens, const BertVocab& vocab, const Maskin
   out->positions.clear();
   out->labels.clear();
   const Words words = FindWords(tokens, vocab);
-  const int64_t num_to_predict = NumToPredict(static_cast<int64_t>(tokens.size()),
-                                              config.masked_lm_prob);
+  const int64_t num_to_predict =
+      NumToPredict(static_cast<int64_t>(tokens.size()), config.masked_lm_prob);
   if (trace != nullptr) trace->num_to_predict = num_to_predict;
   if (num_to_predict == 0 || words.size() == 0) return;
 

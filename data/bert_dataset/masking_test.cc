@@ -248,8 +248,8 @@ std::vector<int32_t> RandomSample(const BertVocab& vocab, std::mt19937* gen) {
 // Counts over many masked samples.
 struct MaskingTally {
   int64_t tokens = 0, masked = 0, to_predict = 0;
-  int64_t as_mask = 0, unchanged = 0, as_random = 0;  // What the masked tokens became.
-  std::vector<int64_t> drawn3 = std::vector<int64_t>(4, 0);  // n drawn when 3 were available.
+  int64_t as_mask = 0, unchanged = 0, as_random = 0;           // What the masked tokens became.
+  std::vector<int64_t> drawn3 = std::vector<int64_t>(4, 0);    // n drawn when 3 were available.
   std::vector<int64_t> masked_n = std::vector<int64_t>(4, 0);  // n of the n-grams masked.
 };
 

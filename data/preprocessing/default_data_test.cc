@@ -71,10 +71,12 @@ class DefaultDataTest : public ::testing::Test {
     std::filesystem::create_directories(corpus_ + "/subdir");
     // Two files in the fortune format (the second without a final "%"), and the strfile
     // indexes and a directory that must be ignored.
-    testing::WriteFileBytes(corpus_ + "/b-file", "Second file fortune.\n\tIndented line.  Another sentence!");
-    testing::WriteFileBytes(corpus_ + "/a-file",
-              "A day for firm decisions!!!!!  Or is it?\n%\nA long-forgotten loved one will "
-              "appear soon.\n\nBuy the negatives at any price.\n%\n");
+    testing::WriteFileBytes(corpus_ + "/b-file",
+                            "Second file fortune.\n\tIndented line.  Another sentence!");
+    testing::WriteFileBytes(
+        corpus_ + "/a-file",
+        "A day for firm decisions!!!!!  Or is it?\n%\nA long-forgotten loved one will "
+        "appear soon.\n\nBuy the negatives at any price.\n%\n");
     testing::WriteFileBytes(corpus_ + "/a-file.dat", std::string("\0\0\0\2binary", 10));
     testing::WriteFileBytes(corpus_ + "/a-file.u8", "not a corpus file\n");
     testing::WriteFileBytes(corpus_ + "/subdir/x", "ignored\n");

@@ -86,7 +86,7 @@ inline size_t ContractionLength(const unsigned char* p, const unsigned char* end
 // encoder.json: {"<spelled token>": id, ...} with ids 0..N-1, each token spelled in GPT-2's byte
 // alphabet (`spelling`).
 struct Encoder {
-  std::vector<std::string> token_bytes;                   // [N] raw bytes of each id
+  std::vector<std::string> token_bytes;                  // [N] raw bytes of each id
   absl::flat_hash_map<std::string, int32_t> spelled_id;  // spelled token -> id
 };
 
