@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "models/bert/bert_reference.h"
+#include "models/testing/cuda_model_testutil.h"
 #include "models/testing/model_testutil.h"
 
 namespace mt {
@@ -55,6 +56,13 @@ struct Batch {
   testing::BertInputs in;
   std::vector<int> mlm_labels, sop_labels;
   Tensor tokens, types, mask, mlm, sop;
+  models::Batch Pretraining() const {
+    return BertBatch(tokens.view(), types.view(), mask.view(), mlm.view(), sop.view());
+  }
+  // The rows as questions of rows / labels.numel() choices; labels [Q] the right choices.
+  models::Batch Choices(const Tensor& labels) const {
+    return MultipleChoiceBatch(tokens.view(), types.view(), mask.view(), labels.view());
+  }
 };
 
 Batch MakeBatch(int rows, int T, int V) {
@@ -138,7 +146,7 @@ TEST_P(BertGradientTest, PretrainingLossAndAllGradientsMatchFloat64Reference) {
   ExecContext ec;
   ec.pool = &pool;
   nn::StepContext sc = Context(&ec);
-  auto losses = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
+  auto losses = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kYes);
   ASSERT_TRUE(losses.ok()) << losses.status();
   const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
   const testing::ReferenceBertLosses want =
@@ -168,7 +176,7 @@ TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference)
   Tensor lab = I32(labels, {Q});
   ExecContext ec;
   nn::StepContext sc = Context(&ec);
-  auto result = (*model)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), lab.view()), Backward::kYes);
+  auto result = (*model)->MultipleChoice(sc, b.Choices(lab), Backward::kYes);
   ASSERT_TRUE(result.ok()) << result.status();
   const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
   std::vector<double> scores;
@@ -198,17 +206,17 @@ TEST(BertModelTest, PaddedPositionsDoNotInfluenceTheLoss) {
   ExecContext ec;
   nn::StepContext sc = Context(&ec);
   Batch b = MakeBatch(3, 5, static_cast<int>(c.vocab_size));
-  auto before = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
+  auto before = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kNo);
   ASSERT_TRUE(before.ok());
   // Change the tokens and types at the padded positions of row 1 (its last position).
   b.tokens.data_as<int32_t>()[1 * 5 + 4] = 9;
   b.types.data_as<int32_t>()[1 * 5 + 4] = 0;
-  auto after = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
+  auto after = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kNo);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(before->total, after->total);
   // Unmasking that position changes the loss: the mask is what hides it.
   b.mask.data_as<int32_t>()[1 * 5 + 4] = 1;
-  auto unmasked = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
+  auto unmasked = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kNo);
   ASSERT_TRUE(unmasked.ok());
   EXPECT_GT(std::fabs(unmasked->total - before->total), 1e-6);
 }
@@ -229,15 +237,15 @@ TEST(BertModelTest, EvalModeTurnsDropoutOffAndTrainingModeUsesIt) {
   const double want =
       testing::ReferenceBertPretrainingLoss(c, ref, b.in, b.mlm_labels, b.sop_labels).total;
   sc.mode = nn::Mode::kEval;
-  auto eval = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
+  auto eval = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kNo);
   ASSERT_TRUE(eval.ok());
   EXPECT_NEAR(eval->total, want, 2e-5);
   sc.mode = nn::Mode::kTrain;
-  auto train = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
+  auto train = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kNo);
   ASSERT_TRUE(train.ok());
   EXPECT_GT(std::fabs(train->total - want), 1e-4);
   // The same masks again: the same loss, bit for bit.
-  auto again = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kNo);
+  auto again = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kNo);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(train->total, again->total);
 }
@@ -261,10 +269,10 @@ TEST(BertModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndLossScal
     sc.dropout_seed = 99;
     sc.micro_step = 5;
     const double scale = r == 2 ? 8.0 : 1.0;  // A power of two: scaling is exact.
-    auto loss = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes, scale);
+    auto loss = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kYes, scale);
     ASSERT_TRUE(loss.ok());
     losses[r] = loss->total;
-    auto mc = (*model)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), mc_labels.view()), Backward::kYes, scale);
+    auto mc = (*model)->MultipleChoice(sc, b.Choices(mc_labels), Backward::kYes, scale);
     ASSERT_TRUE(mc.ok()) << mc.status();
     const float* g = store.flat_grads().data_as<float>();
     grads[r].assign(g, g + store.NumLocalElements());
@@ -304,32 +312,18 @@ Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale) {
   sc.dropout_seed = 23;
   sc.micro_step = 4;
   Batch b = MakeBatch(/*rows=*/6, /*T=*/6, static_cast<int>(c.vocab_size));
-  auto losses = (*model)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes, loss_scale);
+  auto losses = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kYes, loss_scale);
   EXPECT_TRUE(losses.ok()) << losses.status();
   Tensor labels = I32({2, 0}, {2});  // 2 questions of 3 choices.
-  auto mc = (*model)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), labels.view()), Backward::kYes, loss_scale);
+  auto mc = (*model)->MultipleChoice(sc, b.Choices(labels), Backward::kYes, loss_scale);
   EXPECT_TRUE(mc.ok()) << mc.status();
   if (!losses.ok() || !mc.ok()) return out;
   out.pretraining = losses->total;
   out.multiple_choice = mc->loss;
   out.predictions = mc->predictions;
-  for (int i = 0; i < store.size(); ++i) {
-    std::vector<double> g = ToDoubles(store.grad(i));
-    for (double& x : g) x /= loss_scale;
-    out.grads.push_back(std::move(g));
-    out.names.push_back(store.spec(i).name);
-  }
+  out.grads = testing::HostGrads(store, ec, loss_scale);
+  for (int i = 0; i < store.size(); ++i) out.names.push_back(store.spec(i).name);
   return out;
-}
-
-// ||a - b|| / ||b||.
-double RelativeError(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    d += (a[i] - b[i]) * (a[i] - b[i]);
-    n += b[i] * b[i];
-  }
-  return std::sqrt(d / n);
 }
 
 using PrecisionParam = std::tuple<DType, nn::NormPosition>;
@@ -364,8 +358,8 @@ TEST_P(BertMixedPrecisionTest, LossesAndGradientsTrackTheF32ModelWithinUnitRound
     // A gradient that is a small sum of larger terms of both signs (the SOP bias: the batch sum of
     // (softmax - onehot) / B) loses relative accuracy by cancellation: the bound is relative to
     // max(||g||, 0.05), 0.05 being below the size of such terms.
-    const double e = RelativeError(got.grads[i], ref.grads[i]) *
-                     std::sqrt(norm_ref) / std::max(std::sqrt(norm_ref), 0.05);
+    const double e = testing::RelativeError(got.grads[i], ref.grads[i]) * std::sqrt(norm_ref) /
+                     std::max(std::sqrt(norm_ref), 0.05);
     worst = std::max(worst, e);
     EXPECT_LE(e, 32 * u) << ref.names[i];
   }
@@ -418,78 +412,89 @@ TEST(BertModelTest, BadConfigsAreRejected) {
   EXPECT_NE(m3.status().message().find("kBert"), std::string::npos);
 }
 
-TEST(BertModelTest, BadInputsAreRejected) {
-  const ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);
-  nn::ParameterStore store(0, 1);
-  auto model = BertModel::Create(c, &store);
-  ASSERT_TRUE(model.ok());
-  ASSERT_TRUE(store.Allocate(1).ok());
-  ExecContext ec;
-  nn::StepContext sc = Context(&ec);
-  Batch b = MakeBatch(2, 5, static_cast<int>(c.vocab_size));
-  BertModel& m = **model;
-  auto run = [&](const Tensor& tokens, const Tensor& types, const Tensor& mask, const Tensor& mlm,
-                 const Tensor& sop) {
-    return m.ForwardBackward(sc, BertBatch(tokens.view(), types.view(), mask.view(), mlm.view(), sop.view()), Backward::kYes)
-        .status();
-  };
-  ASSERT_TRUE(run(b.tokens, b.types, b.mask, b.mlm, b.sop).ok());
+// A pretraining model (TinyConfig, pre-norm) and a batch it accepts, for the input checks.
+class BertInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto model = BertModel::Create(c_, &store_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(model).value();
+    ASSERT_TRUE(store_.Allocate(1).ok());
+    ASSERT_TRUE(Run(b_.tokens, b_.types, b_.mask, b_.mlm, b_.sop).ok());
+  }
 
+  absl::Status Run(const Tensor& tokens, const Tensor& types, const Tensor& mask, const Tensor& mlm,
+                   const Tensor& sop) {
+    return model_
+        ->ForwardBackward(
+            sc_, BertBatch(tokens.view(), types.view(), mask.view(), mlm.view(), sop.view()),
+            Backward::kYes)
+        .status();
+  }
+
+  const ModelConfig c_ = TinyConfig(nn::NormPosition::kPreNorm);
+  nn::ParameterStore store_{0, 1};
+  std::unique_ptr<BertModel> model_;
+  const ExecContext ec_;
+  const nn::StepContext sc_ = Context(&ec_);
+  const Batch b_ = MakeBatch(2, 5, static_cast<int>(c_.vocab_size));
+};
+
+TEST_F(BertInputTest, BadPretrainingInputsAreRejected) {
+  const Batch& b = b_;
   Tensor short_types = I32({0, 0, 0, 0}, {2, 2});
-  absl::Status s = run(b.tokens, short_types, b.mask, b.mlm, b.sop);
+  absl::Status s = Run(b.tokens, short_types, b.mask, b.mlm, b.sop);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("token_types"), std::string::npos) << s;
 
   Tensor f32_mask = Tensor::Zeros({2, 5}, DType::kF32);
-  s = run(b.tokens, b.types, f32_mask, b.mlm, b.sop);
+  s = Run(b.tokens, b.types, f32_mask, b.mlm, b.sop);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("padding_mask"), std::string::npos) << s;
 
   Tensor bad_sop = I32({0, 2}, {2});
-  s = run(b.tokens, b.types, b.mask, b.mlm, bad_sop);
+  s = Run(b.tokens, b.types, b.mask, b.mlm, bad_sop);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("sop_labels[1] = 2"), std::string::npos) << s;
 
   Tensor none = I32(std::vector<int>(10, -100), {2, 5});
-  s = run(b.tokens, b.types, b.mask, none, b.sop);
+  s = Run(b.tokens, b.types, b.mask, none, b.sop);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("every MLM label is ignored"), std::string::npos) << s;
 
   Tensor long_tokens = I32(std::vector<int>(14, 1), {2, 7});  // T = 7 > 6 positions.
   Tensor long_other = I32(std::vector<int>(14, 1), {2, 7});
-  s = run(long_tokens, long_other, long_other, long_other, b.sop);
+  s = Run(long_tokens, long_other, long_other, long_other, b.sop);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("max_position_embeddings = 6"), std::string::npos) << s;
 
   Tensor bad_types = I32(std::vector<int>(10, 2), {2, 5});  // Only types 0 and 1 exist.
-  EXPECT_EQ(run(b.tokens, bad_types, b.mask, b.mlm, b.sop).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(Run(b.tokens, bad_types, b.mask, b.mlm, b.sop).code(), absl::StatusCode::kOutOfRange);
   std::vector<int> bad_labels = b.mlm_labels;
-  bad_labels[1] = static_cast<int>(c.vocab_size);  // The padded column is no real token.
-  EXPECT_EQ(run(b.tokens, b.types, b.mask, I32(bad_labels, {2, 5}), b.sop).code(),
+  bad_labels[1] = static_cast<int>(c_.vocab_size);  // The padded column is no real token.
+  EXPECT_EQ(Run(b.tokens, b.types, b.mask, I32(bad_labels, {2, 5}), b.sop).code(),
             absl::StatusCode::kOutOfRange);
+}
 
-  // Multiple choice on a pretraining-only model, and the reverse.
+// Multiple choice on a pretraining-only model, and the reverse; the choice model's objective and
+// its label checks.
+TEST_F(BertInputTest, MultipleChoiceNeedsItsHeadAndValidLabels) {
+  const Batch& b = b_;
+  const nn::StepContext& sc = sc_;
   Tensor mc_labels = I32({0}, {1});
-  EXPECT_EQ(m.MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), mc_labels.view()), Backward::kNo)
-                .status()
-                .code(),
+  EXPECT_EQ(model_->MultipleChoice(sc, b.Choices(mc_labels), Backward::kNo).status().code(),
             absl::StatusCode::kFailedPrecondition);
   nn::ParameterStore mc_store(0, 1);
-  auto mc = BertModel::Create(c, &mc_store, {nn::Recompute::kNo, Heads::kMultipleChoice});
+  auto mc = BertModel::Create(c_, &mc_store, {nn::Recompute::kNo, Heads::kMultipleChoice});
   ASSERT_TRUE(mc.ok());
   ASSERT_TRUE(mc_store.Allocate(2).ok());
   // The multiple-choice model's objective is its choice loss: a pretraining batch (MLM labels
   // [B, T]) is no choice batch, and a choice batch gives MultipleChoice's loss.
-  EXPECT_EQ((*mc)->ForwardBackward(sc, BertBatch(b.tokens.view(), b.types.view(), b.mask.view(),
-                                                 b.mlm.view(), b.sop.view()),
-                                   Backward::kNo)
-                .status()
-                .code(),
+  EXPECT_EQ((*mc)->ForwardBackward(sc, b.Pretraining(), Backward::kNo).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*mc)->loss_names(), std::vector<std::string>{"choice loss"});
   Tensor one = I32({1}, {1});  // One question with 2 choices, the second right.
-  const models::Batch choice = MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(),
-                                           one.view());
+  const models::Batch choice = b.Choices(one);
   auto objective = (*mc)->ForwardBackward(sc, choice, Backward::kNo);
   auto direct = (*mc)->MultipleChoice(sc, choice, Backward::kNo);
   ASSERT_TRUE(objective.ok() && direct.ok()) << objective.status() << direct.status();
@@ -497,14 +502,10 @@ TEST(BertModelTest, BadInputsAreRejected) {
   EXPECT_EQ(objective->parts, std::vector<double>({direct->loss}));
   EXPECT_EQ(objective->scored, 1);
   Tensor three = I32({0, 1, 0}, {3});  // 2 rows are not 3 questions.
-  EXPECT_EQ((*mc)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), three.view()), Backward::kNo)
-                .status()
-                .code(),
+  EXPECT_EQ((*mc)->MultipleChoice(sc, b.Choices(three), Backward::kNo).status().code(),
             absl::StatusCode::kInvalidArgument);
   Tensor out_of_range = I32({2}, {1});  // One question with 2 choices: label 2 is no choice.
-  EXPECT_EQ((*mc)->MultipleChoice(sc, MultipleChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), out_of_range.view()), Backward::kNo)
-                .status()
-                .code(),
+  EXPECT_EQ((*mc)->MultipleChoice(sc, b.Choices(out_of_range), Backward::kNo).status().code(),
             absl::StatusCode::kOutOfRange);
 }
 

@@ -11,8 +11,10 @@
 #include "core/alloc.h"
 #include "core/cuda_device.h"
 #include "core/ops/testutil.h"
+#include "core/status.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
+#include "models/registry.h"
 
 namespace mt {
 namespace models {
@@ -31,7 +33,10 @@ absl::StatusOr<std::unique_ptr<GpuContext>> MakeGpuContext() {
 
 Tensor NonTrivialMasters(const nn::ParameterStore& store, uint64_t seed) {
   absl::StatusOr<Tensor> flat = store.CopyValuesToHost(ExecContext{});
-  CHECK(flat.ok()) << flat.status();
+  if (!flat.ok()) {
+    ADD_FAILURE() << "NonTrivialMasters: copying the masters failed: " << flat.status();
+    return Tensor();
+  }
   for (int i = 0; i < store.size(); ++i) {
     if (store.spec(i).init == nn::Init::kNormal) continue;
     Tensor r = ::mt::testing::RandomTensor(store.value(i).shape, DType::kF32, seed + i, 0.5, 1.5);
@@ -118,6 +123,134 @@ void ExpectGradsClose(const nn::ParameterStore& got, const ExecContext& got_ctx,
   }
   std::printf("%s: worst relative gradient error %.3g (%s), bound %.3g\n", what.c_str(), worst,
               worst_name.c_str(), bound);
+}
+
+ModelConfig SmallGpuTestConfig(Family family, int64_t vocab_size) {
+  ModelConfig c;
+  c.family = family;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.num_attention_heads = 4;
+  c.vocab_size = vocab_size;
+  c.make_vocab_size_divisible_by = 8;
+  c.max_position_embeddings = 16;
+  if (family == Family::kBert) c.num_token_types = 2;
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  c.init_std = 0.2;
+  return c;
+}
+
+double GpuLossBound(DType dt) {
+  return dt == DType::kF32 ? 1e-5 : 16 * ::mt::testing::UnitRoundoff(dt);
+}
+double GpuGradBound(DType dt) {
+  return dt == DType::kF32 ? 1e-4 : 32 * ::mt::testing::UnitRoundoff(dt);
+}
+double TrainingLossScale(DType dt) { return dt == DType::kF16 ? 1024.0 : 1.0; }
+
+absl::StatusOr<Batch> UploadBatch(const ExecContext& ec, const Batch& host,
+                                  std::vector<Tensor>* storage) {
+  Batch out;
+  for (auto [from, to] : {std::pair{&host.tokens, &out.tokens},
+                          {&host.labels, &out.labels},
+                          {&host.token_types, &out.token_types},
+                          {&host.padding_mask, &out.padding_mask},
+                          {&host.sop_labels, &out.sop_labels}}) {
+    if (from->data == nullptr) continue;
+    ASSIGN_OR_RETURN(Tensor t, CopyToDevice(ec, *from));
+    *to = t.view();
+    storage->push_back(std::move(t));
+  }
+  return out;
+}
+
+CpuAndGpuModel::CpuAndGpuModel(const GpuContext& gpu, const ModelConfig& config,
+                               const ModelOptions& options, DType dtype, uint64_t seed,
+                               uint64_t masters_seed)
+    : dtype_(dtype),
+      scale_(TrainingLossScale(dtype)),
+      gpu_exec_(gpu.exec),
+      cpu_store_(0, 1, dtype),
+      gpu_store_(0, 1, dtype, gpu.exec.device) {
+  cpu_exec_.pool = &pool_;
+  absl::StatusOr<std::unique_ptr<Model>> cm = CreateModel(config, &cpu_store_, options);
+  absl::StatusOr<std::unique_ptr<Model>> gm = CreateModel(config, &gpu_store_, options);
+  if (!Check(cm.status(), "creating the CPU model") ||
+      !Check(gm.status(), "creating the GPU model") ||
+      !Check(cpu_store_.Allocate(seed), "allocating the CPU store") ||
+      !Check(gpu_store_.Allocate(seed), "allocating the GPU store")) {
+    return;
+  }
+  cpu_model_ = std::move(cm).value();
+  gpu_model_ = std::move(gm).value();
+  EXPECT_EQ(HostValues(gpu_store_, gpu_exec_), HostValues(cpu_store_, cpu_exec_))
+      << "the initial masters differ";
+  // Non-trivial LayerNorm and bias masters, loaded into both (compute copies refreshed).
+  const Tensor masters = NonTrivialMasters(cpu_store_, masters_seed);
+  ok_ =
+      Check(cpu_store_.CopyValuesFromHost(cpu_exec_, masters.view()), "loading the CPU masters") &&
+      Check(gpu_store_.CopyValuesFromHost(gpu_exec_, masters.view()), "loading the GPU masters");
+}
+
+bool CpuAndGpuModel::Check(const absl::Status& s, const std::string& what) {
+  if (!s.ok()) ADD_FAILURE() << what << ": " << s;
+  return s.ok();
+}
+
+void CpuAndGpuModel::ExpectLossClose(double gpu, double cpu, const std::string& what) const {
+  EXPECT_LE(std::fabs(gpu - cpu), GpuLossBound(dtype_) * std::fabs(cpu))
+      << what << ": gpu " << gpu << " cpu " << cpu;
+}
+
+nn::StepContext CpuAndGpuModel::On(const nn::StepContext& sc, const ExecContext& ec) const {
+  nn::StepContext on = sc;
+  on.exec = &ec;
+  return on;
+}
+
+bool CpuAndGpuModel::ZeroGrads() {
+  cpu_store_.ZeroGrads();
+  return Check(gpu_store_.ZeroGrads(gpu_exec_), "zeroing the GPU gradients");
+}
+
+bool CpuAndGpuModel::ExpectStepsMatch(const nn::StepContext& sc, const Batch& cpu_batch,
+                                      const Batch& gpu_batch, const std::string& what) {
+  auto lc = cpu_model_->ForwardBackward(On(sc, cpu_exec_), cpu_batch, Backward::kYes, scale_);
+  auto lg = gpu_model_->ForwardBackward(On(sc, gpu_exec_), gpu_batch, Backward::kYes, scale_);
+  if (!Check(lc.status(), what + ": the CPU step") ||
+      !Check(lg.status(), what + ": the GPU step")) {
+    return false;
+  }
+  EXPECT_EQ(lg->parts.size(), lc->parts.size()) << what;
+  for (size_t k = 0; k < lc->parts.size() && k < lg->parts.size(); ++k) {
+    std::printf("%s: loss part %zu cpu %.9g gpu %.9g\n", what.c_str(), k, lc->parts[k],
+                lg->parts[k]);
+    ExpectLossClose(lg->parts[k], lc->parts[k], absl::StrCat(what, " loss part ", k));
+  }
+  ExpectLossClose(lg->total, lc->total, what + " total loss");
+  ExpectGradsClose(gpu_store_, gpu_exec_, scale_, cpu_store_, scale_, GpuGradBound(dtype_), what);
+  return true;
+}
+
+bool CpuAndGpuModel::ExpectMultipleChoiceMatches(const nn::StepContext& sc, const Batch& cpu_batch,
+                                                 const Batch& gpu_batch, const std::string& what,
+                                                 const std::vector<std::string>& skip) {
+  auto mc = cpu_model_->MultipleChoice(On(sc, cpu_exec_), cpu_batch, Backward::kYes, scale_);
+  auto mg = gpu_model_->MultipleChoice(On(sc, gpu_exec_), gpu_batch, Backward::kYes, scale_);
+  if (!Check(mc.status(), what + ": the CPU step") ||
+      !Check(mg.status(), what + ": the GPU step")) {
+    return false;
+  }
+  ExpectLossClose(mg->loss, mc->loss, what);
+  // 16-bit scores of close choices may rank differently; f32 ones may not.
+  if (dtype_ == DType::kF32) {
+    EXPECT_EQ(mg->predictions, mc->predictions) << what;
+  }
+  EXPECT_EQ(mg->predictions.size(), static_cast<size_t>(cpu_batch.labels.numel())) << what;
+  ExpectGradsClose(gpu_store_, gpu_exec_, scale_, cpu_store_, scale_, GpuGradBound(dtype_), what,
+                   skip);
+  return true;
 }
 
 }  // namespace testing

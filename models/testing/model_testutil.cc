@@ -3,8 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/ops/adam.h"
+#include "core/status.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
 #include "nn/parameter.h"
@@ -35,50 +40,143 @@ nn::StepContext Context(const ExecContext* ec, comm::Communicator* tp, nn::Mode 
   return sc;
 }
 
-// A model of `config` in a fresh store of this TP rank, allocated from kSeed.
+// A model of `config` in a fresh f32 store of this TP rank (on `device`), allocated from `seed`.
 struct Built {
   std::unique_ptr<nn::ParameterStore> store;
   std::unique_ptr<Model> model;
 };
-bool Build(const ModelConfig& config, int tp_rank, int tp_size, Built* out) {
-  out->store = std::make_unique<nn::ParameterStore>(tp_rank, tp_size);
-  auto model = CreateModel(config, out->store.get());
+bool Build(const ModelConfig& config, int tp_rank, int tp_size, Built* out,
+           const ModelOptions& options = {}, uint64_t seed = kSeed, Device device = Device::Cpu()) {
+  out->store = std::make_unique<nn::ParameterStore>(tp_rank, tp_size, DType::kF32, device);
+  auto model = CreateModel(config, out->store.get(), options);
   if (!Ok(model.status(), "creating the model")) return false;
   out->model = std::move(*model);
-  return Ok(out->store->Allocate(kSeed), "allocating the parameters");
+  return Ok(out->store->Allocate(seed), "allocating the parameters");
+}
+
+// The outcome of one step of either objective.
+struct StepResult {
+  double total = 0;
+  std::vector<double> parts;
+  std::vector<int> predictions;  // Multiple choice only.
+};
+
+absl::StatusOr<StepResult> RunStep(Model& model, const nn::StepContext& sc, const Batch& batch,
+                                   Objective objective, Backward backward) {
+  StepResult r;
+  if (objective == Objective::kMultipleChoice) {
+    ASSIGN_OR_RETURN(MultipleChoiceResult mc, model.MultipleChoice(sc, batch, backward));
+    r.total = mc.loss;
+    r.parts = {mc.loss};
+    r.predictions = std::move(mc.predictions);
+  } else {
+    ASSIGN_OR_RETURN(Losses l, model.ForwardBackward(sc, batch, backward));
+    r.total = l.total;
+    r.parts = std::move(l.parts);
+  }
+  return r;
+}
+
+// A store's values and gradients (any device) on the host, flat in its own layout.
+struct HostCopy {
+  Tensor values, grads;  // f32 [NumLocalElements()]
+  const float* value(const nn::ParameterStore& s, int i) const {
+    return values.data_as<float>() + s.offset(i);
+  }
+  const float* grad(const nn::ParameterStore& s, int i) const {
+    return grads.data_as<float>() + s.offset(i);
+  }
+};
+bool CopyToHost(const nn::ParameterStore& store, const ExecContext& ec, HostCopy* out) {
+  absl::StatusOr<Tensor> values = store.CopyValuesToHost(ec);
+  absl::StatusOr<Tensor> grads = store.CopyGradsToHost(ec);
+  if (!Ok(values.status(), "copying the values") || !Ok(grads.status(), "copying the gradients")) {
+    return false;
+  }
+  out->values = std::move(values).value();
+  out->grads = std::move(grads).value();
+  return true;
 }
 
 // Whether global element `g` of a parameter is a padding row of the vocabulary.
-bool IsVocabPadding(const nn::ParamSpec& spec, int64_t g, int64_t vocab) {
-  if (!spec.vocab_padded) return false;
+bool IsVocabPadding(const nn::ParamSpec& spec, int64_t g, int64_t vocab,
+                    const TensorParallelCheck& check) {
+  const bool padded = spec.vocab_padded ||
+                      std::find(check.vocab_padded.begin(), check.vocab_padded.end(), spec.name) !=
+                          check.vocab_padded.end();
+  if (!padded) return false;
   int64_t row = 1;
   for (size_t d = 1; d < spec.global_shape.size(); ++d) row *= spec.global_shape[d];
   return g / row >= vocab;
 }
 
+// The largest |gradient| of serial parameter i, or of the parameter that scales it when its
+// gradient is zero in exact arithmetic (whose own noise must then stay below loss_rel of that).
+double GradientScale(const nn::ParameterStore& serial, const HostCopy& host, int i,
+                     const TensorParallelCheck& check) {
+  auto largest = [&](int k) {
+    double m = 0;
+    const float* g = host.grad(serial, k);
+    for (int64_t j = 0; j < serial.value(k).numel(); ++j) m = std::max(m, std::fabs(double{g[j]}));
+    return m;
+  };
+  const std::string& name = serial.spec(i).name;
+  for (const auto& [zero, scale_by] : check.zero_gradients) {
+    if (zero != name) continue;
+    auto k = serial.Find(scale_by);
+    if (!Ok(k.status(), "the parameter that scales a zero gradient")) return 0;
+    const double scale = largest(*k);
+    EXPECT_LE(largest(i), check.loss_rel * scale) << name << ": not zero up to rounding";
+    return scale;
+  }
+  return largest(i);
+}
+
 // EXPECTs that this rank's slice of every parameter and its gradient are the serial ones'.
 void ExpectSlicesMatch(const nn::ParameterStore& serial, const nn::ParameterStore& store,
-                       int64_t vocab, double rel) {
+                       const ExecContext& store_exec, int64_t vocab,
+                       const TensorParallelCheck& check) {
+  HostCopy s, t;
+  if (!CopyToHost(serial, ExecContext{}, &s) || !CopyToHost(store, store_exec, &t)) return;
   for (int i = 0; i < store.size(); ++i) {
     const nn::ParamSpec& spec = store.spec(i);
     auto si = serial.Find(spec.name);
     if (!Ok(si.status(), "a TP parameter the serial model lacks")) continue;
-    const TensorView lv = store.value(i), lg = store.grad(i);
-    const TensorView sv = serial.value(*si), sg = serial.grad(*si);
-    double gmax = 0;
-    for (int64_t j = 0; j < sg.numel(); ++j) {
-      gmax = std::max(gmax, std::fabs(double{sg.data_as<float>()[j]}));
-    }
+    const double gmax = GradientScale(serial, s, *si, check);
+    EXPECT_GT(gmax, 0) << spec.name << ": the gradient check would be vacuous";
+    const float *lv = t.value(store, i), *lg = t.grad(store, i);
+    const float *sv = s.value(serial, *si), *sg = s.grad(serial, *si);
     int values = 0, grads = 0;
-    for (int64_t j = 0; j < lv.numel(); ++j) {
-      const int64_t g = nn::testing::GlobalIndexOf(spec, lv.shape, store.tp_rank(), j);
-      if (IsVocabPadding(spec, g, vocab)) continue;
-      values += lv.data_as<float>()[j] != sv.data_as<float>()[g];
-      grads += std::fabs(lg.data_as<float>()[j] - sg.data_as<float>()[g]) > rel * gmax + 1e-9;
+    for (int64_t j = 0; j < store.value(i).numel(); ++j) {
+      const int64_t g = nn::testing::GlobalIndexOf(spec, store.value(i).shape, store.tp_rank(), j);
+      if (IsVocabPadding(spec, g, vocab, check)) continue;
+      values += lv[j] != sv[g];
+      grads += std::fabs(lg[j] - sg[g]) > check.grad_rel * gmax + 1e-9;
     }
     EXPECT_EQ(values, 0) << spec.name << " tp=" << store.tp_size();
     EXPECT_EQ(grads, 0) << spec.name << " tp=" << store.tp_size() << " (max |g| " << gmax << ")";
   }
+}
+
+// EXPECTs that the TP model's gathered logits (eval mode) are the serial model's (real
+// vocabulary columns), when the model has Logits.
+void ExpectLogitsMatch(Model& serial, const nn::StepContext& serial_sc, Model& sharded,
+                       const nn::StepContext& sharded_sc, const Batch& batch, double rel) {
+  nn::StepContext ssc = serial_sc, sc = sharded_sc;
+  ssc.mode = sc.mode = nn::Mode::kEval;
+  const int64_t n = batch.tokens.numel(), sv = serial.padded_vocab(), v = sharded.padded_vocab();
+  Tensor want = Tensor::Zeros({n, sv}, DType::kF32), got = Tensor::Zeros({n, v}, DType::kF32);
+  const absl::Status s = sharded.Logits(sc, batch.tokens, got.view());
+  if (absl::IsUnimplemented(s)) return;
+  if (!Ok(s, "TP logits") || !Ok(serial.Logits(ssc, batch.tokens, want.view()), "logits")) return;
+  int bad = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t k = 0; k < serial.config().vocab_size; ++k) {
+      const float a = got.data_as<float>()[r * v + k], e = want.data_as<float>()[r * sv + k];
+      bad += !(std::fabs(a - e) <= rel * (1 + std::fabs(e)));
+    }
+  }
+  EXPECT_EQ(bad, 0) << "logits differing beyond " << rel << " (1 + |serial|)";
 }
 
 }  // namespace
@@ -105,29 +203,62 @@ LmBatch MakeLmBatch(int64_t B, int64_t T, int64_t vocab) {
 }
 
 AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const ModelConfig& config,
-                                             const Batch& batch, double rel) {
+                                             const Batch& batch, const TensorParallelCheck& check) {
   AllReduces counts;
-  ExecContext ec;
+  const ExecContext cpu;
+  const ExecContext& tp_exec = check.tp_exec != nullptr ? *check.tp_exec : cpu;
   Built serial, sharded;
-  if (!Build(config, 0, 1, &serial) || !Build(config, tp.rank(), tp.size(), &sharded)) {
+  if (!Build(config, 0, 1, &serial, check.options, check.seed) ||
+      !Build(config, tp.rank(), tp.size(), &sharded, check.options, check.seed, tp_exec.device)) {
     return counts;
   }
-  auto serial_loss = serial.model->ForwardBackward(Context(&ec, nullptr, nn::Mode::kTrain), batch,
-                                                   Backward::kYes);
-  if (!Ok(serial_loss.status(), "serial step")) return counts;
-  const nn::StepContext sc = Context(&ec, tp.size() > 1 ? &tp : nullptr, nn::Mode::kTrain);
+  nn::StepContext ssc = Context(&cpu, nullptr, nn::Mode::kTrain);
+  ssc.sample_offset = check.sample_offset;
+  auto want = RunStep(*serial.model, ssc, batch, check.objective, Backward::kYes);
+  if (!Ok(want.status(), "serial step")) return counts;
+  nn::StepContext sc = Context(&tp_exec, tp.size() > 1 ? &tp : nullptr, nn::Mode::kTrain);
+  sc.sample_offset = check.sample_offset;
   tp.ResetCounters();
-  if (!Ok(sharded.model->ForwardBackward(sc, batch, Backward::kNo).status(), "TP forward")) {
+  if (!Ok(RunStep(*sharded.model, sc, batch, check.objective, Backward::kNo).status(),
+          "TP forward")) {
     return counts;
   }
-  counts.forward = tp.ResetCounters().all_reduce;
-  auto loss = sharded.model->ForwardBackward(sc, batch, Backward::kYes);
-  if (!Ok(loss.status(), "TP step")) return counts;
-  counts.backward = tp.ResetCounters().all_reduce - counts.forward;
-  EXPECT_NEAR(loss->total, serial_loss->total, rel * std::fabs(serial_loss->total))
+  const comm::CommCounters f = tp.ResetCounters();
+  auto got = RunStep(*sharded.model, sc, batch, check.objective, Backward::kYes);
+  if (!Ok(got.status(), "TP step")) return counts;
+  const comm::CommCounters fb = tp.ResetCounters();
+  counts.forward = f.all_reduce;
+  counts.backward = fb.all_reduce - f.all_reduce;
+  counts.others = f.calls() + fb.calls() - f.all_reduce - fb.all_reduce;
+
+  EXPECT_NEAR(got->total, want->total, check.loss_rel * std::fabs(want->total))
       << "tp=" << tp.size();
-  ExpectSlicesMatch(*serial.store, *sharded.store, config.vocab_size, rel);
+  EXPECT_EQ(got->parts.size(), want->parts.size());
+  for (size_t k = 0; k < want->parts.size() && k < got->parts.size(); ++k) {
+    EXPECT_NEAR(got->parts[k], want->parts[k], check.loss_rel * std::fabs(want->parts[k]))
+        << "loss part " << k << " tp=" << tp.size();
+  }
+  EXPECT_EQ(got->predictions, want->predictions) << "tp=" << tp.size();
+  if (config.hidden_dropout > 0 || config.attention_dropout > 0) {
+    nn::StepContext eval = ssc;
+    eval.mode = nn::Mode::kEval;
+    auto eval_loss = RunStep(*serial.model, eval, batch, check.objective, Backward::kNo);
+    if (Ok(eval_loss.status(), "serial eval step")) {
+      EXPECT_GT(std::fabs(eval_loss->total - want->total), 1e-4) << "dropout changes nothing";
+    }
+  }
+  ExpectSlicesMatch(*serial.store, *sharded.store, tp_exec, config.vocab_size, check);
+  if (check.objective == Objective::kPretraining) {
+    ExpectLogitsMatch(*serial.model, ssc, *sharded.model, sc, batch, check.grad_rel);
+  }
   return counts;
+}
+
+AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const ModelConfig& config,
+                                             const Batch& batch, double rel) {
+  TensorParallelCheck check;
+  check.loss_rel = check.grad_rel = rel;
+  return ExpectTensorParallelMatchesSerial(tp, config, batch, check);
 }
 
 void ExpectGradientsMatchFiniteDifferences(const ModelConfig& config, const Batch& batch,

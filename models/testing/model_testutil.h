@@ -7,8 +7,12 @@
 #define MT_MODELS_TESTING_MODEL_TESTUTIL_H_
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/communicator.h"
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "models/config.h"
 #include "models/model.h"
@@ -31,17 +35,48 @@ LmBatch MakeLmBatch(int64_t B, int64_t T, int64_t vocab);
 // references; vocabulary-padded tensors keep only their first `vocab` rows.
 ParamMap ToParamMap(const nn::ParameterStore& store, int64_t vocab);
 
-// All-reduces of the tensor-parallel group in one forward and one backward of the TP model.
+// Collectives of the tensor-parallel group in one forward and one backward of the TP model.
 struct AllReduces {
   int64_t forward = 0, backward = 0;
+  int64_t others = 0;  // Collectives other than all-reduces, forward and backward together.
 };
 
-// Builds `config` serially (on every rank) and at TP = tp.size() over `tp`, with the same seed,
-// runs forward and backward on `batch` with dropout on, and EXPECTs that the TP loss is the
-// serial loss within `rel` (relative), that every rank's parameters are the serial values' slices
-// exactly (the padded vocabulary rows excepted), and that its gradients are the serial gradients'
-// slices within `rel` of the largest gradient of their tensor. Returns the TP model's all-reduce
-// counts. Collective over `tp`.
+// What a TP-vs-serial check runs: the pretraining objective (Model::ForwardBackward) or the
+// multiple-choice one (Model::MultipleChoice, whose predictions must agree too).
+enum class Objective { kPretraining, kMultipleChoice };
+
+// How ExpectTensorParallelMatchesSerial builds, runs and compares the two models.
+struct TensorParallelCheck {
+  double loss_rel = 1e-5;  // Every loss, relative to the serial one.
+  // Gradients, relative to the largest serial gradient of their tensor; logits, relative to
+  // 1 + |serial logit|.
+  double grad_rel = 1e-5;
+  Objective objective = Objective::kPretraining;
+  ModelOptions options;       // Both models' (e.g. BERT's heads).
+  uint64_t seed = 7;          // Both stores' initial values.
+  int64_t sample_offset = 0;  // The step's first sample (it keys the dropout masks).
+  // Where the TP model and its store live: null for the CPU, else an ExecContext on a device.
+  // The serial model runs on the CPU.
+  const ExecContext* tp_exec = nullptr;
+  // Parameters whose gradient is zero in exact arithmetic (both sides are rounding noise), each
+  // with the parameter whose largest serial gradient scales the comparison instead (the noise
+  // must stay below loss_rel of it).
+  std::vector<std::pair<std::string, std::string>> zero_gradients;
+  // Vocabulary-padded parameters whose spec does not say so (ParamSpec::vocab_padded).
+  std::vector<std::string> vocab_padded;
+};
+
+// Builds `config` serially (on every rank, on the CPU) and at TP = tp.size() over `tp`, with the
+// same seed, runs check.objective forward and backward on `batch` with dropout on (and checks that
+// dropout changes the serial loss), and EXPECTs that the TP model's losses (and predictions) are
+// the serial ones within check.loss_rel, that every rank's parameters are the serial values'
+// slices exactly (the padded vocabulary rows excepted), that its gradients are the serial
+// gradients' slices within check.grad_rel of the largest gradient of their tensor (which must not
+// be zero), and, for models with Logits, that the gathered logits are the serial ones. Returns the
+// TP model's collective counts. Collective over `tp`.
+AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const ModelConfig& config,
+                                             const Batch& batch, const TensorParallelCheck& check);
+// The pretraining objective on the CPU with loss_rel = grad_rel = rel.
 AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const ModelConfig& config,
                                              const Batch& batch, double rel = 1e-5);
 
