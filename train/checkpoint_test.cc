@@ -210,110 +210,143 @@ TEST(CheckpointTest, ReplacedShardLeftoverIsRestored) {
   EXPECT_TRUE(HoldsModel(dir, 30, 2, b));
 }
 
+// ---- SIGKILL during saves
+
+constexpr int kKillTp = 2;
+constexpr int kKillKeep = 2;
+
+// The models the saving child cycles through: consecutive iterations save different values, so
+// a shard mixing two saves would be caught.
+struct KillModels {
+  std::vector<std::vector<SyntheticTensor>> variants;
+  const std::vector<SyntheticTensor>& For(int64_t iteration) const {
+    return variants[iteration % variants.size()];
+  }
+};
+
+// The child's loop (never returns): saves and commits iterations 1, 2, ... of `models` into dir
+// (keeping kKillKeep), writing each committed iteration to `fd`. Exit 2: a save failed.
+[[noreturn]] void SaveUntilKilled(const std::string& dir, const KillModels& models, int fd) {
+  // Slices are prepared up front so that the loop spends its time saving.
+  const int variants = static_cast<int>(models.variants.size());
+  std::vector<Tensor> storage;
+  std::vector<std::vector<TensorRecord>> records;  // [variant * kKillTp + rank]
+  for (int v = 0; v < variants; ++v) {
+    for (int r = 0; r < kKillTp; ++r) {
+      records.push_back(FilledRecords(models.variants[v], r, kKillTp, &storage));
+    }
+  }
+  for (int64_t it = 1; it < 1000000; ++it) {
+    for (int r = 0; r < kKillTp; ++r) {
+      const auto& shard = records[(it % variants) * kKillTp + r];
+      if (!SaveShard(dir, SyntheticMeta(it, r, kKillTp), shard).ok()) ::_exit(2);
+    }
+    if (!CommitCheckpoint(dir, it, kKillTp, kKillKeep).ok()) ::_exit(2);
+    if (::write(fd, &it, sizeof it) != sizeof it) ::_exit(3);
+  }
+  ::_exit(0);
+}
+
+// Forks a child that saves into dir, lets it commit at least once, SIGKILLs it at a random moment
+// (from `rng`) and sets *last to the last iteration it reported committed.
+void KillDuringSaves(const std::string& dir, const KillModels& models, std::mt19937* rng,
+                     int64_t* last) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    SaveUntilKilled(dir, models, fds[1]);
+  }
+  ::close(fds[1]);
+  ASSERT_EQ(::read(fds[0], last, sizeof *last), static_cast<ssize_t>(sizeof *last));
+  ::usleep(std::uniform_int_distribution<int>(0, 30000)(*rng));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child failed to save: exit " << WEXITSTATUS(status);
+  int64_t it = 0;
+  while (::read(fds[0], &it, sizeof it) == static_cast<ssize_t>(sizeof it)) *last = it;
+  ::close(fds[0]);
+}
+
+// Every shard of iteration directory `name` under its final name is complete and loads exactly
+// the model saved at that iteration; adds the hidden temporaries it holds to *hidden.
+void ExpectShardsComplete(const std::string& dir, const std::string& name, int64_t iteration,
+                          const KillModels& models, int* hidden) {
+  for (const std::string& entry : Entries(dir + "/" + name)) {
+    if (entry[0] == '.') {
+      ++*hidden;
+      continue;
+    }
+    ASSERT_TRUE(absl::StartsWith(entry, "mp_rank_0")) << entry;
+    const int rank = entry.back() - '0';
+    std::vector<Tensor> storage;
+    const auto& model = models.For(iteration);
+    const auto records = ZeroRecords(model, rank, kKillTp, &storage);
+    const absl::Status s = LoadShard(dir, iteration, rank, kKillTp, ConfigJson(), records, nullptr);
+    ASSERT_TRUE(s.ok()) << name << "/" << entry << ": " << s;
+    for (size_t i = 0; i < model.size(); ++i) {
+      ASSERT_EQ(Bytes(records[i].local),
+                Bytes(SliceOf(model[i].global.view(), model[i].split_dim, rank, kKillTp).view()))
+          << name << "/" << entry << " " << model[i].name;
+    }
+  }
+}
+
+// What a kill may leave in dir, given the pointer at `latest`: iteration directories (at most one
+// uncommitted, at most one below the retention window whose deletion was interrupted) whose
+// shards are complete, and otherwise only hidden temporaries.
+void ExpectOnlyWholeCheckpoints(const std::string& dir, int64_t latest, const KillModels& models,
+                                int* hidden) {
+  int uncommitted = 0;
+  for (const std::string& name : Entries(dir)) {
+    if (name == "latest_checkpointed_iteration.txt") continue;
+    // Besides iteration directories only hidden temporaries (an interrupted pointer update or
+    // deletion) may exist.
+    ASSERT_TRUE(absl::StartsWith(name, "iter_") || name[0] == '.') << name;
+    if (!absl::StartsWith(name, "iter_")) continue;
+    const int64_t iteration = std::stoll(name.substr(5));
+    EXPECT_LE(iteration, latest + 1) << name;
+    if (iteration > latest) ++uncommitted;
+    if (iteration <= latest - kKillKeep) {
+      // Retention was interrupted by the kill; still never a broken complete-looking shard.
+      EXPECT_EQ(iteration, latest - kKillKeep) << name;
+    }
+    ASSERT_NO_FATAL_FAILURE(ExpectShardsComplete(dir, name, iteration, models, hidden));
+  }
+  EXPECT_LE(uncommitted, 1);
+}
+
 // A child process saves and commits checkpoints in a loop and is killed with SIGKILL at a random
 // moment. Whatever the moment: the pointer names the last (or, if the kill hit after the rename,
 // the one being) committed iteration, which loads exactly; every shard directory under a final
 // name is complete; at most one uncommitted iteration exists; and the next save recovers.
 TEST(CheckpointTest, SigkillDuringSavesNeverLeavesAHalfWrittenCheckpoint) {
-  constexpr int kTp = 2;
-  constexpr int kKeep = 2;
-  constexpr int kVariants = 3;
-  const int64_t padded = PaddedVocab(kTp);
-  // Consecutive iterations save different values, so a shard mixing two saves would be caught.
-  std::vector<std::vector<SyntheticTensor>> variants;
-  for (int v = 0; v < kVariants; ++v) {
-    variants.push_back(SyntheticModel(padded, 1 + v, /*big_rows=*/1024));
+  KillModels models;
+  for (int v = 0; v < 3; ++v) {
+    models.variants.push_back(SyntheticModel(PaddedVocab(kKillTp), 1 + v, /*big_rows=*/1024));
   }
-  auto ModelFor = [&](int64_t iteration) -> const std::vector<SyntheticTensor>& {
-    return variants[iteration % kVariants];
-  };
   std::mt19937 rng(2024);
   int killed_mid_save = 0;
   for (int trial = 0; trial < 10; ++trial) {
     SCOPED_TRACE(absl::StrCat("trial ", trial));
     const std::string dir = FreshDir(absl::StrCat("sigkill_", trial));
-    int fds[2];
-    ASSERT_EQ(::pipe(fds), 0);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      // Slices are prepared up front so that the loop spends its time saving.
-      ::close(fds[0]);
-      std::vector<Tensor> storage;
-      std::vector<std::vector<TensorRecord>> records;  // [variant * kTp + rank]
-      for (int v = 0; v < kVariants; ++v) {
-        for (int r = 0; r < kTp; ++r) {
-          records.push_back(FilledRecords(variants[v], r, kTp, &storage));
-        }
-      }
-      for (int64_t it = 1; it < 1000000; ++it) {
-        for (int r = 0; r < kTp; ++r) {
-          const auto& shard = records[(it % kVariants) * kTp + r];
-          if (!SaveShard(dir, SyntheticMeta(it, r, kTp), shard).ok()) ::_exit(2);
-        }
-        if (!CommitCheckpoint(dir, it, kTp, kKeep).ok()) ::_exit(2);
-        if (::write(fds[1], &it, sizeof it) != sizeof it) ::_exit(3);
-      }
-      ::_exit(0);
-    }
-    ::close(fds[1]);
     int64_t last = 0;
-    ASSERT_EQ(::read(fds[0], &last, sizeof last), static_cast<ssize_t>(sizeof last));
-    ::usleep(std::uniform_int_distribution<int>(0, 30000)(rng));
-    ASSERT_EQ(::kill(pid, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "child failed to save: exit " << WEXITSTATUS(status);
-    int64_t it = 0;
-    while (::read(fds[0], &it, sizeof it) == static_cast<ssize_t>(sizeof it)) last = it;
-    ::close(fds[0]);
+    ASSERT_NO_FATAL_FAILURE(KillDuringSaves(dir, models, &rng, &last));
 
     auto latest = LatestIteration(dir);
     ASSERT_TRUE(latest.ok()) << latest.status();
     EXPECT_TRUE(*latest == last || *latest == last + 1) << *latest << " vs " << last;
-    EXPECT_TRUE(HoldsModel(dir, *latest, kTp, ModelFor(*latest)));
-
-    int uncommitted = 0;
-    for (const std::string& name : Entries(dir)) {
-      if (name == "latest_checkpointed_iteration.txt") continue;
-      // Besides iteration directories only hidden temporaries (an interrupted pointer update or
-      // deletion) may exist.
-      ASSERT_TRUE(absl::StartsWith(name, "iter_") || name[0] == '.') << name;
-      if (!absl::StartsWith(name, "iter_")) continue;
-      const int64_t iteration = std::stoll(name.substr(5));
-      EXPECT_LE(iteration, *latest + 1) << name;
-      if (iteration > *latest) ++uncommitted;
-      if (iteration <= *latest - kKeep) {
-        // Retention was interrupted by the kill; still never a broken complete-looking shard.
-        EXPECT_EQ(iteration, *latest - kKeep) << name;
-      }
-      // Every shard under its final name is complete and exact; anything else is hidden.
-      for (const std::string& entry : Entries(dir + "/" + name)) {
-        if (entry[0] == '.') {
-          ++killed_mid_save;
-          continue;
-        }
-        ASSERT_TRUE(absl::StartsWith(entry, "mp_rank_0")) << entry;
-        const int rank = entry.back() - '0';
-        std::vector<Tensor> storage;
-        const auto& model = ModelFor(iteration);
-        const auto records = ZeroRecords(model, rank, kTp, &storage);
-        const absl::Status s = LoadShard(dir, iteration, rank, kTp, ConfigJson(), records, nullptr);
-        ASSERT_TRUE(s.ok()) << name << "/" << entry << ": " << s;
-        for (size_t i = 0; i < model.size(); ++i) {
-          ASSERT_EQ(Bytes(records[i].local),
-                    Bytes(SliceOf(model[i].global.view(), model[i].split_dim, rank, kTp).view()))
-              << name << "/" << entry << " " << model[i].name;
-        }
-      }
-    }
-    EXPECT_LE(uncommitted, 1);
+    EXPECT_TRUE(HoldsModel(dir, *latest, kKillTp, models.For(*latest)));
+    ASSERT_NO_FATAL_FAILURE(ExpectOnlyWholeCheckpoints(dir, *latest, models, &killed_mid_save));
 
     // The next save recovers from whatever was left.
-    const auto& next = ModelFor(*latest + 1);
-    ASSERT_TRUE(SaveModel(dir, next, kTp, *latest + 1, kKeep).ok());
+    const auto& next = models.For(*latest + 1);
+    ASSERT_TRUE(SaveModel(dir, next, kKillTp, *latest + 1, kKillKeep).ok());
     EXPECT_EQ(*LatestIteration(dir), *latest + 1);
-    EXPECT_TRUE(HoldsModel(dir, *latest + 1, kTp, next));
+    EXPECT_TRUE(HoldsModel(dir, *latest + 1, kKillTp, next));
     fs::remove_all(dir);
   }
   // Not an assertion on timing, just visibility into how often a kill hit a temporary.

@@ -226,15 +226,12 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::
   return e;
 }
 
-}  // namespace
-
-absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& path) {
-  SafetensorsReader reader;
-  reader.path_ = path;
-  reader.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (reader.fd_ < 0) return internal::ErrnoStatus(errno, "cannot open", path);
+// The header's JSON text, after checking its 8-byte length against the file; *data_start is where
+// the tensor data begins and *data_size its length.
+absl::StatusOr<std::string> ReadHeaderText(int fd, const std::string& path, uint64_t* data_start,
+                                           uint64_t* data_size) {
   struct stat st;
-  if (::fstat(reader.fd_, &st) != 0) return internal::ErrnoStatus(errno, "cannot stat", path);
+  if (::fstat(fd, &st) != 0) return internal::ErrnoStatus(errno, "cannot stat", path);
   if (!S_ISREG(st.st_mode)) return Corrupt(path, "not a regular file");
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
@@ -243,7 +240,7 @@ absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& pat
                                       "(not a safetensors file?)"));
   }
   uint64_t n = 0;
-  RETURN_IF_ERROR(ReadExactly(reader.fd_, path, 0, &n, 8));
+  RETURN_IF_ERROR(ReadExactly(fd, path, 0, &n, 8));
   if (n > file_size - 8) {
     return Corrupt(path, absl::StrCat("header length ", n, " runs past the end of the file (",
                                       file_size, " bytes; truncated, or not a safetensors file?)"));
@@ -253,11 +250,15 @@ absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& pat
                                       kMaxHeaderBytes, " bytes"));
   }
   std::string text(n, '\0');
-  RETURN_IF_ERROR(ReadExactly(reader.fd_, path, 8, text.data(), n));
-  reader.data_start_ = 8 + n;
-  const uint64_t data_size = file_size - reader.data_start_;
+  RETURN_IF_ERROR(ReadExactly(fd, path, 8, text.data(), n));
+  *data_start = 8 + n;
+  *data_size = file_size - *data_start;
+  return text;
+}
 
-  // Duplicate keys are legal JSON that nlohmann would silently collapse; catch them while parsing.
+// The header as a JSON object. Duplicate keys are legal JSON that nlohmann would silently
+// collapse; they are caught while parsing.
+absl::StatusOr<Json> ParseHeader(const std::string& path, const std::string& text) {
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
   Json::parser_callback_t on_event = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
@@ -279,7 +280,7 @@ absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& pat
     }
     return true;
   };
-  const Json header = Json::parse(text, on_event, /*allow_exceptions=*/false);
+  Json header = Json::parse(text, on_event, /*allow_exceptions=*/false);
   if (header.is_discarded()) {
     return Corrupt(path, "header is not valid JSON (or not UTF-8)");
   }
@@ -287,36 +288,35 @@ absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& pat
   if (!duplicate.empty()) {
     return Corrupt(path, absl::StrCat("header has the key '", duplicate, "' twice"));
   }
-  for (const auto& item : header.items()) {
-    if (item.key() == kMetadataKey) {
-      if (!item.value().is_object()) return Corrupt(path, "__metadata__ is not a JSON object");
-      for (const auto& kv : item.value().items()) {
-        if (!kv.value().is_string()) {
-          return Corrupt(path,
-                         absl::StrCat("__metadata__ value of '", kv.key(), "' is not a string"));
-        }
-        reader.metadata_[kv.key()] = kv.value().get<std::string>();
-      }
-      continue;
+  return header;
+}
+
+// The __metadata__ object: string values only.
+absl::Status ParseMetadata(const std::string& path, const Json& value, SafetensorsMetadata* out) {
+  if (!value.is_object()) return Corrupt(path, "__metadata__ is not a JSON object");
+  for (const auto& kv : value.items()) {
+    if (!kv.value().is_string()) {
+      return Corrupt(path, absl::StrCat("__metadata__ value of '", kv.key(), "' is not a string"));
     }
-    ASSIGN_OR_RETURN(SafetensorsEntry e, ParseEntry(path, item.key(), item.value()));
-    if (e.end > data_size) {
-      return Corrupt(
-          path, absl::StrCat("tensor '", e.name, "' ends at data offset ", e.end,
-                             ", beyond the data region of ", data_size, " bytes (truncated?)"));
-    }
-    reader.entries_.push_back(std::move(e));
+    (*out)[kv.key()] = kv.value().get<std::string>();
   }
-  std::sort(reader.entries_.begin(), reader.entries_.end(),
+  return absl::OkStatus();
+}
+
+// Sorts the entries by their data offsets and checks that they tile the data region exactly: no
+// overlap, no gap, nothing after the last.
+absl::Status SortAndCheckTiling(const std::string& path, uint64_t data_size,
+                                std::vector<SafetensorsEntry>* entries) {
+  std::sort(entries->begin(), entries->end(),
             [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
               return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
             });
   uint64_t covered = 0;
-  for (size_t i = 0; i < reader.entries_.size(); ++i) {
-    const SafetensorsEntry& e = reader.entries_[i];
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const SafetensorsEntry& e = (*entries)[i];
     if (e.begin < covered) {
       return Corrupt(path, absl::StrCat("tensor '", e.name, "' overlaps tensor '",
-                                        reader.entries_[i - 1].name, "'"));
+                                        (*entries)[i - 1].name, "'"));
     }
     if (e.begin > covered) {
       return Corrupt(path, absl::StrCat("gap in the data region before tensor '", e.name,
@@ -328,6 +328,34 @@ absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& pat
     return Corrupt(path, absl::StrCat("data region has ", data_size,
                                       " bytes but the tensors cover ", covered));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& path) {
+  SafetensorsReader reader;
+  reader.path_ = path;
+  reader.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader.fd_ < 0) return internal::ErrnoStatus(errno, "cannot open", path);
+  uint64_t data_size = 0;
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadHeaderText(reader.fd_, path, &reader.data_start_, &data_size));
+  ASSIGN_OR_RETURN(const Json header, ParseHeader(path, text));
+  for (const auto& item : header.items()) {
+    if (item.key() == kMetadataKey) {
+      RETURN_IF_ERROR(ParseMetadata(path, item.value(), &reader.metadata_));
+      continue;
+    }
+    ASSIGN_OR_RETURN(SafetensorsEntry e, ParseEntry(path, item.key(), item.value()));
+    if (e.end > data_size) {
+      return Corrupt(
+          path, absl::StrCat("tensor '", e.name, "' ends at data offset ", e.end,
+                             ", beyond the data region of ", data_size, " bytes (truncated?)"));
+    }
+    reader.entries_.push_back(std::move(e));
+  }
+  RETURN_IF_ERROR(SortAndCheckTiling(path, data_size, &reader.entries_));
   for (size_t i = 0; i < reader.entries_.size(); ++i) {
     reader.index_.emplace(reader.entries_[i].name, i);
   }

@@ -146,15 +146,66 @@ TEST(SafetensorsTest, ReadsFileWrittenByHandPerSpec) {
   EXPECT_EQ(order, (std::vector<std::string>{"w", "ids", "h", "b", "tok", "n", "empty"}));
 }
 
-// The writer's bytes, checked by an independent parse: length prefix and padding decoded by
+// ---- The writer's bytes, checked by an independent parse: length prefix and padding decoded by
 // hand, the JSON by nlohmann directly, the data by little-endian byte assembly.
+
+struct TensorSpec {
+  std::string name;
+  Shape shape;
+  DType dtype;
+};
+
+// A safetensors file split by hand: the header JSON and where the data region starts.
+struct HandParsed {
+  Json header;
+  size_t data_start = 0;
+};
+
+// The length prefix, the 8-byte alignment of the data region, the header's space padding and its
+// JSON object.
+void ParseByHand(const std::string& file, HandParsed* out) {
+  ASSERT_GE(file.size(), 8u);
+  const uint64_t n = GetLE(file, 0, 8);
+  ASSERT_LE(8 + n, file.size());
+  EXPECT_EQ((8 + n) % 8, 0u) << "data region should start 8-byte aligned";
+  const std::string header = file.substr(8, n);
+  ASSERT_EQ(header.front(), '{');
+  const size_t last_brace = header.find_last_of('}');
+  for (size_t i = last_brace + 1; i < header.size(); ++i) EXPECT_EQ(header[i], ' ');
+  out->header = Json::parse(header, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(out->header.is_discarded()) << header;
+  ASSERT_TRUE(out->header.is_object());
+  out->data_start = 8 + n;
+}
+
+// Entry `e` of the header describes `spec` and its data range holds `src`'s elements as
+// little-endian numbers; appends the range to *ranges.
+void ExpectEntryHolds(const Json& e, const TensorSpec& spec, const Tensor& src,
+                      const std::string& file, size_t data_start,
+                      std::vector<std::pair<uint64_t, uint64_t>>* ranges) {
+  const char* kNames[] = {"F32", "BF16", "F16", "I32", "I64", "U16"};
+  const int kSizes[] = {4, 2, 2, 4, 8, 2};
+  const int d = static_cast<int>(spec.dtype);
+  EXPECT_EQ(e["dtype"], kNames[d]);
+  std::vector<int64_t> shape = e["shape"].get<std::vector<int64_t>>();
+  EXPECT_EQ(shape, std::vector<int64_t>(spec.shape.begin(), spec.shape.end()));
+  const uint64_t begin = e["data_offsets"][0].get<uint64_t>();
+  const uint64_t end = e["data_offsets"][1].get<uint64_t>();
+  const int64_t numel = NumElements(spec.shape);
+  ASSERT_EQ(end - begin, static_cast<uint64_t>(numel * kSizes[d]));
+  ranges->push_back({begin, end});
+  // Element k of the source, as an integer of the element width, equals the little-endian
+  // number in the file.
+  const auto* bytes = static_cast<const unsigned char*>(src.data());
+  for (int64_t k = 0; k < numel; ++k) {
+    uint64_t want = 0;
+    for (int b = 0; b < kSizes[d]; ++b) want |= uint64_t{bytes[k * kSizes[d] + b]} << (8 * b);
+    ASSERT_EQ(GetLE(file, data_start + begin + k * kSizes[d], kSizes[d]), want) << k;
+  }
+}
+
 TEST(SafetensorsTest, WriterOutputParsesIndependently) {
-  struct Spec {
-    std::string name;
-    Shape shape;
-    DType dtype;
-  };
-  const std::vector<Spec> specs = {
+  const std::vector<TensorSpec> specs = {
       {"layers.0.weight", {17, 3}, DType::kF32},
       {"layers.0.bias", {129}, DType::kBF16},
       {"half", {3, 1, 5}, DType::kF16},
@@ -176,53 +227,26 @@ TEST(SafetensorsTest, WriterOutputParsesIndependently) {
   ASSERT_TRUE(WriteSafetensors(path, tensors, metadata, Sync::kFsync).ok());
 
   const std::string file = ReadBytes(path);
-  ASSERT_GE(file.size(), 8u);
-  const uint64_t n = GetLE(file, 0, 8);
-  ASSERT_LE(8 + n, file.size());
-  EXPECT_EQ((8 + n) % 8, 0u) << "data region should start 8-byte aligned";
-  const std::string header = file.substr(8, n);
-  ASSERT_EQ(header.front(), '{');
-  const size_t last_brace = header.find_last_of('}');
-  for (size_t i = last_brace + 1; i < header.size(); ++i) EXPECT_EQ(header[i], ' ');
-  const Json j = Json::parse(header, nullptr, /*allow_exceptions=*/false);
-  ASSERT_FALSE(j.is_discarded()) << header;
-  ASSERT_TRUE(j.is_object());
+  HandParsed parsed;
+  ASSERT_NO_FATAL_FAILURE(ParseByHand(file, &parsed));
+  Json& j = parsed.header;
   EXPECT_EQ(j.size(), specs.size() + 1);
   EXPECT_EQ(j["__metadata__"], (Json{{"format", "pt"}, {"iteration", "100"}}));
-
-  const char* kNames[] = {"F32", "BF16", "F16", "I32", "I64", "U16"};
-  const int kSizes[] = {4, 2, 2, 4, 8, 2};
-  const size_t data_start = 8 + n;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (size_t i = 0; i < specs.size(); ++i) {
     SCOPED_TRACE(specs[i].name);
     ASSERT_TRUE(j.contains(specs[i].name));
-    const Json& e = j[specs[i].name];
-    const int d = static_cast<int>(specs[i].dtype);
-    EXPECT_EQ(e["dtype"], kNames[d]);
-    std::vector<int64_t> shape = e["shape"].get<std::vector<int64_t>>();
-    EXPECT_EQ(shape, std::vector<int64_t>(specs[i].shape.begin(), specs[i].shape.end()));
-    const uint64_t begin = e["data_offsets"][0].get<uint64_t>();
-    const uint64_t end = e["data_offsets"][1].get<uint64_t>();
-    const int64_t numel = NumElements(specs[i].shape);
-    ASSERT_EQ(end - begin, static_cast<uint64_t>(numel * kSizes[d]));
-    ranges.push_back({begin, end});
-    // Element k of the source, as an integer of the element width, equals the little-endian
-    // number in the file.
-    const auto* src = static_cast<const unsigned char*>(owned[i].data());
-    for (int64_t k = 0; k < numel; ++k) {
-      uint64_t want = 0;
-      for (int b = 0; b < kSizes[d]; ++b) want |= uint64_t{src[k * kSizes[d] + b]} << (8 * b);
-      ASSERT_EQ(GetLE(file, data_start + begin + k * kSizes[d], kSizes[d]), want) << k;
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectEntryHolds(j[specs[i].name], specs[i], owned[i], file, parsed.data_start, &ranges));
   }
+  // The ranges tile the data region.
   std::sort(ranges.begin(), ranges.end());
   uint64_t covered = 0;
   for (const auto& r : ranges) {
     EXPECT_EQ(r.first, covered);
     covered = r.second;
   }
-  EXPECT_EQ(data_start + covered, file.size());
+  EXPECT_EQ(parsed.data_start + covered, file.size());
 
   // SerializeSafetensors produces the same bytes.
   auto serialized = SerializeSafetensors(tensors, metadata);
