@@ -147,15 +147,13 @@ LaunchResult LaunchCrossEntropy(ElemType type, IdType id_type, const void* logit
                                 void* stream) {
   if (n == 0) return {};
   auto s = static_cast<cudaStream_t>(stream);
-  return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
+  return internal::DispatchElemAndId(type, id_type, [&](auto tag, auto id_tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
-    return internal::DispatchId(id_type, [&](auto id_tag) -> LaunchResult {
-      using I = typename decltype(id_tag)::type;
-      MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyKernel<T, I>)(
-          static_cast<const T*>(logits), static_cast<const I*>(targets), losses, v);
-      MT_CHECK_LAUNCH();
-      return {};
-    });
+    using I = typename decltype(id_tag)::type;
+    MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyKernel<T, I>)(
+        static_cast<const T*>(logits), static_cast<const I*>(targets), losses, v);
+    MT_CHECK_LAUNCH();
+    return {};
   });
 }
 
@@ -164,16 +162,14 @@ LaunchResult LaunchCrossEntropyBackward(ElemType type, IdType id_type, const voi
                                         int64_t n, int64_t v, void* stream) {
   if (n == 0) return {};
   auto s = static_cast<cudaStream_t>(stream);
-  return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
+  return internal::DispatchElemAndId(type, id_type, [&](auto tag, auto id_tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
-    return internal::DispatchId(id_type, [&](auto id_tag) -> LaunchResult {
-      using I = typename decltype(id_tag)::type;
-      MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyBackwardKernel<T, I>)(
-          static_cast<const T*>(logits), static_cast<const I*>(targets), dlosses,
-          static_cast<T*>(dlogits), v);
-      MT_CHECK_LAUNCH();
-      return {};
-    });
+    using I = typename decltype(id_tag)::type;
+    MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyBackwardKernel<T, I>)(
+        static_cast<const T*>(logits), static_cast<const I*>(targets), dlosses,
+        static_cast<T*>(dlogits), v);
+    MT_CHECK_LAUNCH();
+    return {};
   });
 }
 

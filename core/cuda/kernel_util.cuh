@@ -110,6 +110,14 @@ LaunchResult DispatchId(IdType type, Fn&& fn) {
   return type == IdType::kI32 ? fn(Tag<int32_t>{}) : fn(Tag<int64_t>{});
 }
 
+// fn(Tag<T>{}, Tag<I>{}) for an element type and an id type together.
+template <typename Fn>
+LaunchResult DispatchElemAndId(ElemType type, IdType id_type, Fn&& fn) {
+  return DispatchElem(type, [&](auto tag) -> LaunchResult {
+    return DispatchId(id_type, [&](auto id_tag) -> LaunchResult { return fn(tag, id_tag); });
+  });
+}
+
 struct SumOp {
   template <typename V>
   __device__ __forceinline__ V operator()(V a, V b) const {

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -63,40 +64,23 @@ absl::StatusOr<TokenDType> TokenDTypeFromCode(uint8_t code);
 // Megatron's rule: u16 when vocab_size < 65,500, else i32. vocab_size must be positive (CHECK).
 TokenDType TokenDTypeForVocab(int64_t vocab_size);
 
-// The TokenDType of a C++ element type.
+// The TokenDType of a C++ element type: TokenDTypeOf<uint16_t>::value == TokenDType::kU16; the
+// element types of the TokenDTypes only.
 template <typename T>
-struct TokenDTypeOf;
-template <>
-struct TokenDTypeOf<uint8_t> {
-  static constexpr TokenDType value = TokenDType::kU8;
-};
-template <>
-struct TokenDTypeOf<int8_t> {
-  static constexpr TokenDType value = TokenDType::kI8;
-};
-template <>
-struct TokenDTypeOf<int16_t> {
-  static constexpr TokenDType value = TokenDType::kI16;
-};
-template <>
-struct TokenDTypeOf<int32_t> {
-  static constexpr TokenDType value = TokenDType::kI32;
-};
-template <>
-struct TokenDTypeOf<int64_t> {
-  static constexpr TokenDType value = TokenDType::kI64;
-};
-template <>
-struct TokenDTypeOf<double> {
-  static constexpr TokenDType value = TokenDType::kF64;
-};
-template <>
-struct TokenDTypeOf<float> {
-  static constexpr TokenDType value = TokenDType::kF32;
-};
-template <>
-struct TokenDTypeOf<uint16_t> {
-  static constexpr TokenDType value = TokenDType::kU16;
+struct TokenDTypeOf {
+  static_assert(std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t> ||
+                    std::is_same_v<T, int16_t> || std::is_same_v<T, int32_t> ||
+                    std::is_same_v<T, int64_t> || std::is_same_v<T, double> ||
+                    std::is_same_v<T, float> || std::is_same_v<T, uint16_t>,
+                "TokenDTypeOf: not the element type of a TokenDType");
+  static constexpr TokenDType value = std::is_same_v<T, uint8_t>   ? TokenDType::kU8
+                                      : std::is_same_v<T, int8_t>  ? TokenDType::kI8
+                                      : std::is_same_v<T, int16_t> ? TokenDType::kI16
+                                      : std::is_same_v<T, int32_t> ? TokenDType::kI32
+                                      : std::is_same_v<T, int64_t> ? TokenDType::kI64
+                                      : std::is_same_v<T, double>  ? TokenDType::kF64
+                                      : std::is_same_v<T, float>   ? TokenDType::kF32
+                                                                   : TokenDType::kU16;
 };
 
 inline constexpr char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
