@@ -9,6 +9,7 @@
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
+#include "core/openblas.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/fast_math.h"
@@ -18,17 +19,6 @@
 #if defined(MT_WITH_CUDA)
 #include "core/cuda/ops_cuda.h"
 #endif
-
-// OpenBLAS, through its Fortran ABI (the routine Eigen's EIGEN_USE_BLAS backend calls). We declare
-// it ourselves instead of defining EIGEN_USE_BLAS: that macro changes what Eigen's inline templates
-// compile to, and one binary that mixes TUs with and without it violates the ODR. Debian's
-// libopenblas uses 32-bit integers (the 64-bit-index build is libopenblas64).
-extern "C" {
-void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-            const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
-            const float* beta, float* c, const int* ldc);
-void openblas_set_num_threads(int num_threads);
-}
 
 namespace mt {
 namespace ops {
@@ -203,9 +193,12 @@ void EigenGemm(const GemmShape& s, int num_threads, float alpha, const float* a,
   }
 }
 
+// OpenBLAS's Fortran-ABI sgemm, loaded with the CPU's best kernel (core/openblas.h). Debian's
+// libopenblas uses 32-bit integers (the 64-bit-index build is libopenblas64).
 void OpenBlasGemm(const GemmShape& s, int num_threads, float alpha, const float* a, const float* b,
                   float beta, float* c) {
-  openblas_set_num_threads(num_threads);
+  const OpenBlas& blas = LoadOpenBlas();  // Run checked that it loaded.
+  blas.set_num_threads(num_threads);
   // BLAS is column-major, and a row-major [R, C] buffer is the column-major [C, R] transpose, so
   // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B first, then A, with
   // their own transpose flags, and the leading dimensions of their row-major rows.
@@ -218,7 +211,7 @@ void OpenBlasGemm(const GemmShape& s, int num_threads, float alpha, const float*
   const int ld_a = static_cast<int>(std::max<int64_t>(1, s.trans_a ? s.m : s.k));
   const int ld_c = static_cast<int>(std::max<int64_t>(1, s.n));
   // BLAS treats beta = 0 as "C is output only", so NaNs in C do not propagate.
-  sgemm_(&trans_b, &trans_a, &m, &n, &k, &alpha, b, &ld_b, a, &ld_a, &beta, c, &ld_c);
+  blas.sgemm(&trans_b, &trans_a, &m, &n, &k, &alpha, b, &ld_b, a, &ld_a, &beta, c, &ld_c);
 }
 
 // All batch entries in f32. Degenerate problems are handled here so both backends agree: with
@@ -379,6 +372,11 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
 #endif
   if (!a.device.is_cpu()) return UnsupportedDevice(op, a.device);
   const CpuGemmBackend backend = Resolve(options.cpu_backend);
+  if (backend == CpuGemmBackend::kOpenBlas && !LoadOpenBlas().status.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, ": ", LoadOpenBlas().status.message(),
+                     "; or use CpuGemmBackend::kEigen"));
+  }
   if (backend == CpuGemmBackend::kOpenBlas &&
       std::max({s.m, s.n, s.k}) > static_cast<int64_t>(INT_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat(

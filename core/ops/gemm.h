@@ -11,8 +11,10 @@
 // or alpha = 0, A and B are not read and C = beta * C. C must not overlap A or B.
 // Errors: InvalidArgument on shape/rank/contiguity/device/dtype mismatches (A and B differ, or C is
 // neither A's dtype nor f32), on C overlapping A or B, and for dimensions above 2^31 - 1 on the
-// OpenBLAS backend; Unimplemented for other dtypes (and CUDA tensors in CPU-only builds or without
-// a device). CUDA tensors run on cuBLASLt with f32 accumulation and need ctx.cuda (core/cuda).
+// OpenBLAS backend; FailedPrecondition when libopenblas cannot be loaded (OpenBLAS backend; the
+// kernel it runs is chosen from the CPU's features, core/openblas.h); Unimplemented for other
+// dtypes (and CUDA tensors in CPU-only builds or without a device). CUDA tensors run on cuBLASLt
+// with f32 accumulation and need ctx.cuda (core/cuda).
 //
 // Fused epilogues (Gemm only; GemmOptions::bias, epilogue, pre_activation), for beta = 0:
 //   P = alpha op(A) op(B) + bias   (bias[n] added to every row m; no bias: P = alpha op(A) op(B))

@@ -1,0 +1,83 @@
+#include "core/cpu_features.h"
+
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+
+namespace mt {
+namespace {
+
+// The "flags" of the first processor in /proc/cpuinfo: Linux lists a vector extension only when
+// the CPU has it and the kernel enabled its registers in XCR0, i.e. when it is usable.
+std::set<std::string> LinuxCpuFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    std::set<std::string> flags;
+    for (absl::string_view f : absl::StrSplit(line.substr(colon + 1), ' ', absl::SkipEmpty())) {
+      flags.emplace(f);
+    }
+    return flags;
+  }
+  return {};
+}
+
+TEST(CpuFeaturesTest, AgreesWithTheKernelsCpuFlags) {
+  const std::set<std::string> flags = LinuxCpuFlags();
+  if (flags.empty()) GTEST_SKIP() << "no x86 flags in /proc/cpuinfo";
+  const CpuFeatures f = DetectCpuFeatures();
+  auto has = [&](const char* name) { return flags.count(name) > 0; };
+  const bool ymm = f.UsableAvx(), zmm = ymm && f.os_zmm;
+  EXPECT_EQ(has("pni"), f.sse3);  // Linux's name for SSE3.
+  EXPECT_EQ(has("avx"), ymm);
+  EXPECT_EQ(has("avx2"), ymm && f.avx2);
+  EXPECT_EQ(has("fma"), ymm && f.fma);
+  EXPECT_EQ(has("avx512f"), zmm && f.avx512f);
+  EXPECT_EQ(has("avx512bw"), zmm && f.avx512bw);
+  EXPECT_EQ(has("avx512vl"), zmm && f.avx512vl);
+  EXPECT_EQ(has("avx512dq"), zmm && f.avx512dq);
+  EXPECT_EQ(f.UsableAvx512(), has("avx512f") && has("avx512bw") && has("avx512vl") &&
+                                  has("avx512dq") && has("avx2") && has("fma"));
+}
+
+CpuFeatures Avx512Cpu() {
+  CpuFeatures f;
+  f.sse3 = f.fma = f.osxsave = f.avx = f.avx2 = true;
+  f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = true;
+  f.os_ymm = f.os_zmm = true;
+  return f;
+}
+
+TEST(CpuFeaturesTest, UsableSetsNeedTheOsToEnableTheRegisters) {
+  CpuFeatures f = Avx512Cpu();
+  EXPECT_TRUE(f.UsableAvx512());
+  f.os_zmm = false;
+  EXPECT_FALSE(f.UsableAvx512());
+  EXPECT_TRUE(f.UsableAvx2Fma());
+  f.os_ymm = false;
+  EXPECT_FALSE(f.UsableAvx());
+  EXPECT_FALSE(f.UsableAvx2Fma());
+  f = Avx512Cpu();
+  f.osxsave = false;  // XCR0 cannot even be read.
+  EXPECT_FALSE(f.UsableAvx());
+  EXPECT_FALSE(f.UsableAvx512());
+}
+
+TEST(CpuFeaturesTest, StringListsUsableSetsAndMarksDisabledOnes) {
+  EXPECT_EQ(CpuFeaturesString(CpuFeatures{}), "none");
+  EXPECT_EQ(CpuFeaturesString(Avx512Cpu()),
+            "avx512f avx512bw avx512vl avx512dq avx2 fma avx sse3");
+  CpuFeatures f = Avx512Cpu();
+  f.os_zmm = false;
+  f.avx512bw = f.avx512vl = f.avx512dq = false;
+  EXPECT_EQ(CpuFeaturesString(f), "avx512f (not enabled by the OS) avx2 fma avx sse3");
+}
+
+}  // namespace
+}  // namespace mt
