@@ -1,7 +1,8 @@
 // f32 GEMM throughput of the two CPU backends (Eigen, OpenBLAS) on a square product and on the
 // GEMMs of one GPT-2 transformer layer (forward and backward) at hidden 768 and 1536 with
 // B*T = 8 * 1024 tokens. Prints a table of GFLOP/s (best of --reps after one warm-up), the peak
-// rate and the Eigen/OpenBLAS ratio. Results: docs/perf/gemm.md.
+// rate and the Eigen/OpenBLAS ratio, after the OpenBLAS kernel in use (core/openblas.h). Results:
+// docs/perf/gemm.md.
 //
 //   bazel run -c opt //core/ops:gemm_bench -- --threads=2 --reps=3
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/exec_context.h"
+#include "core/openblas.h"
 #include "core/ops/gemm.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -110,6 +112,7 @@ int Main() {
       "gemm_bench: f32 row-major C[M,N] = op(A)[M,K] op(B)[K,N]; threads=%d reps=%d "
       "(best of reps after 1 warm-up, backends alternating); kDefault = %s\n",
       FLAGS_threads, FLAGS_reps, CpuGemmBackendName(CpuGemmBackend::kDefault));
+  std::printf("blas: %s\n", DescribeBlas().c_str());
   std::printf(
       "tokens B*T = %lld; weights stored [in, out]: Y=X W is NN, dX=dY W^T is NT, "
       "dW=X^T dY is TN\n\n",

@@ -10,6 +10,7 @@
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
+#include "core/openblas.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "models/registry.h"
@@ -138,6 +139,7 @@ void PrintArguments(const PretrainConfig& c, const Job& job) {
               "-------------------- end of arguments ---------------------\n",
               c.DebugString().c_str(), c.compute_dtype == DType::kF16 ? "dynamic" : "1",
               job.parallel->world_size(), job.parallel->dp_size());
+  std::printf("blas: %s\n", DescribeBlas().c_str());
   if (!job.exec.device.is_cpu()) {
     std::printf("device: %s (of %d on this node), communicators: %s\n",
                 job.exec.device.ToString().c_str(), cuda::DeviceCount(),
