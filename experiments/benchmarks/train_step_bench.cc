@@ -13,26 +13,38 @@
 // all-reduce after backward, and both step times, their ratio and the all-reduce time left after
 // backward ("exposed") are printed.
 // Every rank uses --threads threads (default: cores / ranks).
+//
+// On the CPU it also prints the OpenBLAS kernel in use (core/openblas.h) and, from
+// --breakdown_steps more steps run under a sampling profiler (step_profile.h), where rank 0's
+// step time goes by op class (GEMM, attention, element-wise, LayerNorm, loss, optimizer,
+// communication, other), with the GEMMs' achieved rate next to the GEMM rate: the gap, by class.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "comm/mpi_communicator.h"
 #include "comm/parallel_context.h"
 #include "core/alloc.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
+#include "core/openblas.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "core/config_flags.h"
+#include "experiments/benchmarks/step_profile.h"
 #include "experiments/pretrain/pretrain.h"
 #include "gflags/gflags.h"
+#include "models/flops.h"
 #include "models/registry.h"
 #include "train/optimizer.h"
 
@@ -54,6 +66,7 @@ struct BenchConfig {
   DeviceKind device = DeviceKind::kCpu;
   bool caching_allocator = true;
   int gemm_rate_size = 0;
+  int breakdown_steps = 3;
 
   BenchConfig() {
     model.hidden_size = 512;
@@ -79,6 +92,9 @@ struct BenchConfig {
     v("gemm_rate_size", &self.gemm_rate_size,
       "Side of the square GEMM timed as the reference rate (0: 8192 on a GPU, 2048 on the CPU); "
       "small sizes only for smoke runs, e.g. under the CUDA emulator.");
+    v("breakdown_steps", &self.breakdown_steps,
+      "CPU: steps after the timed ones, sampled every millisecond to split the step time by op "
+      "class (0: no breakdown).");
   }
 };
 
@@ -174,12 +190,68 @@ double MedianOf(std::vector<double> v) {
 }
 
 // Timed training steps; index 0 with the DP all-reduce overlapped with backward, 1 after it (only
-// with DP > 1).
+// with DP > 1). On the CPU, the op-class profile of --breakdown_steps more (overlapped) steps.
 struct Timings {
   std::vector<double> times[2], exposed[2];
   int64_t started_in_backward = 0;
   int64_t buckets = 0;
+  std::vector<double> profiled;  // The sampled steps' times.
+  StackSampler::Profile profile;
 };
+
+// What one training step runs on.
+struct StepRunner {
+  comm::Communicator& world;
+  comm::Communicator* dp;
+  const Device& d;
+  nn::ParameterStore& store;
+  models::Model& model;
+  const models::Batch& batch;
+  nn::StepContext& sc;
+
+  // One step with `o`: its time and the DP all-reduce time left after backward; the buckets
+  // started during backward go to `started_in_backward` when it is set.
+  absl::StatusOr<std::pair<double, double>> Run(train::Optimizer& o, int step,
+                                                int64_t* started_in_backward) {
+    RETURN_IF_ERROR(world.Barrier());
+    auto start = std::chrono::steady_clock::now();
+    sc.micro_step = step;
+    RETURN_IF_ERROR(store.ZeroGrads(d.ec));
+    sc.grads_ready = o.BeginGradReduce(dp);
+    RETURN_IF_ERROR(model.ForwardBackward(sc, batch, models::Backward::kYes).status());
+    sc.grads_ready = nullptr;
+    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.ec.device.index));
+    auto t_reduce = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(o.FinishGradReduce());
+    const double reduce_s = Seconds(t_reduce);
+    if (started_in_backward != nullptr) {
+      *started_in_backward = o.grad_reducer().buckets_started_in_backward();
+    }
+    RETURN_IF_ERROR(o.Step(d.ec, sc.tp, dp, 1e-4, 1.0).status());
+    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.ec.device.index));
+    RETURN_IF_ERROR(world.Barrier());
+    return std::make_pair(Seconds(start), reduce_s);
+  }
+};
+
+constexpr double kSampleInterval = 1e-3;  // Seconds.
+
+// --breakdown_steps more steps, each rank sampling its own main thread; rank 0 summarises.
+absl::Status ProfileSteps(const BenchConfig& c, StepRunner& run, train::Optimizer& o,
+                          int first_step, Timings* t) {
+  const double expected = c.breakdown_steps * MedianOf(t->times[0]) / kSampleInterval;
+  ASSIGN_OR_RETURN(auto sampler,
+                   StackSampler::Create(kSampleInterval, static_cast<int64_t>(2 * expected) + 1000));
+  for (int i = 0; i < c.breakdown_steps; ++i) {
+    RETURN_IF_ERROR(sampler->Start());
+    auto step = run.Run(o, first_step + i, nullptr);
+    sampler->Stop();
+    RETURN_IF_ERROR(step.status());
+    t->profiled.push_back(step->first);
+  }
+  if (run.world.rank() == 0) t->profile = sampler->Summarize();
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& world,
                                   comm::ParallelContext& parallel, const Device& d,
@@ -192,33 +264,69 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   oc.overlap_grad_reduce = false;
   ASSIGN_OR_RETURN(train::Optimizer after, train::Optimizer::Create(&store, oc));
   comm::Communicator* dp = parallel.dp_size() > 1 ? &parallel.dp() : nullptr;
+  StepRunner run{world, dp, d, store, model, batch, sc};
   const int modes = dp != nullptr ? 2 : 1;
   Timings t;
   for (int step = 0; step < (c.steps + 1) * modes; ++step) {
     const int mode = step % modes;
-    train::Optimizer& o = mode == 0 ? overlapped : after;
-    RETURN_IF_ERROR(world.Barrier());
-    auto start = std::chrono::steady_clock::now();
-    sc.micro_step = step;
-    RETURN_IF_ERROR(store.ZeroGrads(d.ec));
-    sc.grads_ready = o.BeginGradReduce(dp);
-    RETURN_IF_ERROR(model.ForwardBackward(sc, batch, models::Backward::kYes).status());
-    sc.grads_ready = nullptr;
-    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.ec.device.index));
-    auto t_reduce = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(o.FinishGradReduce());
-    const double reduce_s = Seconds(t_reduce);
-    if (mode == 0) t.started_in_backward = o.grad_reducer().buckets_started_in_backward();
-    RETURN_IF_ERROR(o.Step(d.ec, sc.tp, dp, 1e-4, 1.0).status());
-    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.ec.device.index));
-    RETURN_IF_ERROR(world.Barrier());
+    ASSIGN_OR_RETURN(auto times, run.Run(mode == 0 ? overlapped : after, step,
+                                         mode == 0 ? &t.started_in_backward : nullptr));
     if (step >= modes) {  // The first step of each mode warms up.
-      t.times[mode].push_back(Seconds(start));
-      t.exposed[mode].push_back(reduce_s);
+      t.times[mode].push_back(times.first);
+      t.exposed[mode].push_back(times.second);
     }
   }
   t.buckets = overlapped.grad_reducer().num_buckets();
+  if (!d.gpu && c.breakdown_steps > 0) {
+    RETURN_IF_ERROR(ProfileSteps(c, run, overlapped, (c.steps + 1) * modes, &t));
+  }
   return t;
+}
+
+// The profile of the sampled steps by op class, in seconds per step, with the GEMMs' achieved
+// rate: the model's matrix-product FLOPs outside attention (Megatron's count less its attention
+// term) over the time sampled in GEMMs.
+void ReportBreakdown(const BenchConfig& c, const comm::ParallelContext& parallel,
+                     const models::Model& model, double gemm, const Timings& t) {
+  const StackSampler::Profile& p = t.profile;
+  if (p.intervals == 0) return;
+  double step = 0;
+  for (double s : t.profiled) step += s / t.profiled.size();
+  const models::ModelConfig& mc = model.config();
+  const int64_t B = c.micro_batch_size * parallel.dp_size(), T = c.seq_length;
+  const double gemm_flops = (model.TrainingFlops(B, T, B * T) -
+                             models::LayerFlops(B, T, mc.num_layers, mc.hidden_size,
+                                                /*layer_weights=*/0.0, c.recompute)) /
+                            parallel.world_size();
+  std::printf("step breakdown by op class (rank 0's main thread sampled every %.0f ms over %d "
+              "more steps, %.3f s each on average; %lld samples standing for %lld intervals; "
+              "shares within about +-%.1f%%):\n",
+              kSampleInterval * 1e3, c.breakdown_steps, step, static_cast<long long>(p.samples),
+              static_cast<long long>(p.intervals), 100.0 / std::sqrt(std::max<int64_t>(1, p.samples)));
+  double gemm_s = 0;
+  for (int k = 0; k < kNumOpClasses; ++k) {
+    const OpClass op_class = static_cast<OpClass>(k);
+    const double share = static_cast<double>(p.by_class[k]) / p.intervals;
+    std::string note;
+    if (op_class == OpClass::kGemm && share > 0) {
+      gemm_s = share * step;
+      const double rate = gemm_flops / gemm_s / 1e9;
+      note = absl::StrFormat("  %.1f GFLOP/s on the GEMM FLOPs outside attention = %.0f%% of the "
+                             "GEMM rate",
+                             rate, 100.0 * rate / gemm);
+    }
+    if (op_class == OpClass::kOther) {
+      for (const auto& [name, n] : p.other_top) {
+        if (n * 1000 < p.intervals) break;  // Under 0.1%.
+        absl::StrAppendFormat(&note, "%s %s %.1f%%", note.empty() ? "  most:" : ",", name,
+                              100.0 * n / p.intervals);
+      }
+    }
+    std::printf("  %-14s %7.3f s %6.1f%%%s\n", OpClassName(op_class), share * step, 100.0 * share,
+                note.c_str());
+  }
+  std::printf("  with the GEMMs at the GEMM rate and the rest as sampled: %.3f s per step\n",
+              step - gemm_s + gemm_flops / gemm / 1e9);
 }
 
 void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const Device& d,
@@ -245,8 +353,10 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
                 cuda::Describe().c_str(),
                 static_cast<long long>(GemmRateSize(c.gemm_rate_size, true)), gemm / 1e3);
   } else {
-    std::printf("f32 GEMM rate per rank (%lld^3, %d threads): %.1f GFLOP/s\n",
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.threads, gemm);
+    std::printf("blas: %s\n", DescribeBlas().c_str());
+    std::printf("f32 GEMM rate per rank (%lld^3, %d threads, OpenBLAS core %s): %.1f GFLOP/s\n",
+                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.threads,
+                LoadOpenBlas().core.c_str(), gemm);
   }
   std::printf("step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
               "ratio to GEMM rate%s: %.1f%%\n",
@@ -273,6 +383,7 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
               "transient in backward %.1f MiB, peak %.1f MiB\n",
               act.held / 1048576.0, act.backward_extra / 1048576.0,
               (act.held + act.backward_extra) / 1048576.0);
+  if (!d.gpu) ReportBreakdown(c, parallel, model, gemm, t);
 }
 
 absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communicator& world) {
