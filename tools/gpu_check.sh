@@ -56,6 +56,8 @@ GPU_BENCHMARKS=(
 SYS_MPI_PLUGINS=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
 MPI_PLUGINS_REL=lib/x86_64-linux-gnu/openmpi/lib/openmpi3
 SYS_PMIX=/usr/lib/x86_64-linux-gnu/pmix2
+# OpenBLAS as Debian installs it (the alternatives link to the pthread or OpenMP build).
+SYS_OPENBLAS=/usr/lib/x86_64-linux-gnu/libopenblas.so.0
 # MCA plugins not carried: fabrics a single machine does not use (and their large libraries),
 # OpenSHMEM, and anything that links one of these.
 MPI_PLUGIN_DROP='libuc[pstm]\.|libfabric|libpsm|libinfinipath|libibverbs|librdmacm|libefa|libnl-|libmca_common_(verbs|ucx|ofi)|liboshmem'
@@ -208,6 +210,10 @@ do_bundle() {
   # Not share/pmix-mca-params.conf: it names the system's plugin directory.
   cp -rL "$SYS_PMIX"/share/pmix "$pmix/share/pmix"
 
+  # Libraries the binaries dlopen() rather than link: OpenBLAS (core/openblas.h loads it after
+  # choosing its kernel), so ldd does not list it; it goes in lib/ with what it needs.
+  cp -L "$SYS_OPENBLAS" "$tree/lib/libopenblas.so.0"
+
   # Shared libraries the binaries, mpirun and the plugins need (glibc and CUDA stay behind).
   local name missing=0
   while read -r name path; do
@@ -218,7 +224,7 @@ do_bundle() {
       cp -L "$path" "$tree/lib/$name"
     fi
   done < <(needed_libs "$tree"/bin/* "$mpi"/bin/* "$mpi/$MPI_PLUGINS_REL"/*.so \
-             "$pmix"/lib/pmix/*.so)
+             "$pmix"/lib/pmix/*.so "$SYS_OPENBLAS")
   [[ $missing -eq 0 ]] || exit 1
   # Symbols are not needed there.
   strip --strip-unneeded "$tree"/bin/* "$tree"/lib/* "$mpi"/bin/* \
