@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_split.h"
+#include "core/cpu_features_testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -46,16 +47,10 @@ TEST(CpuFeaturesTest, AgreesWithTheKernelsCpuFlags) {
                                   has("avx512dq") && has("avx2") && has("fma"));
 }
 
-CpuFeatures Avx512Cpu() {
-  CpuFeatures f;
-  f.sse3 = f.fma = f.osxsave = f.avx = f.avx2 = true;
-  f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = true;
-  f.os_ymm = f.os_zmm = true;
-  return f;
-}
+using testing::Avx512CpuFeatures;
 
 TEST(CpuFeaturesTest, UsableSetsNeedTheOsToEnableTheRegisters) {
-  CpuFeatures f = Avx512Cpu();
+  CpuFeatures f = Avx512CpuFeatures();
   EXPECT_TRUE(f.UsableAvx512());
   f.os_zmm = false;
   EXPECT_FALSE(f.UsableAvx512());
@@ -63,7 +58,7 @@ TEST(CpuFeaturesTest, UsableSetsNeedTheOsToEnableTheRegisters) {
   f.os_ymm = false;
   EXPECT_FALSE(f.UsableAvx());
   EXPECT_FALSE(f.UsableAvx2Fma());
-  f = Avx512Cpu();
+  f = Avx512CpuFeatures();
   f.osxsave = false;  // XCR0 cannot even be read.
   EXPECT_FALSE(f.UsableAvx());
   EXPECT_FALSE(f.UsableAvx512());
@@ -71,9 +66,9 @@ TEST(CpuFeaturesTest, UsableSetsNeedTheOsToEnableTheRegisters) {
 
 TEST(CpuFeaturesTest, StringListsUsableSetsAndMarksDisabledOnes) {
   EXPECT_EQ(CpuFeaturesString(CpuFeatures{}), "none");
-  EXPECT_EQ(CpuFeaturesString(Avx512Cpu()),
+  EXPECT_EQ(CpuFeaturesString(Avx512CpuFeatures()),
             "avx512f avx512bw avx512vl avx512dq avx2 fma avx sse3");
-  CpuFeatures f = Avx512Cpu();
+  CpuFeatures f = Avx512CpuFeatures();
   f.os_zmm = false;
   f.avx512bw = f.avx512vl = f.avx512dq = false;
   EXPECT_EQ(CpuFeaturesString(f), "avx512f (not enabled by the OS) avx2 fma avx sse3");

@@ -7,18 +7,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu_features_testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
 namespace {
 
-CpuFeatures Avx512Cpu() {
-  CpuFeatures f;
-  f.sse3 = f.fma = f.osxsave = f.avx = f.avx2 = true;
-  f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = true;
-  f.os_ymm = f.os_zmm = true;
-  return f;
-}
+using testing::Avx512CpuFeatures;
 
 std::string CoreFor(const CpuFeatures& f) {
   const char* core = OpenBlasCoreForFeatures(f);
@@ -26,25 +21,25 @@ std::string CoreFor(const CpuFeatures& f) {
 }
 
 TEST(OpenBlasCoreTest, MapsFeatureSetsToKernelTiers) {
-  EXPECT_EQ(CoreFor(Avx512Cpu()), "SkylakeX");
+  EXPECT_EQ(CoreFor(Avx512CpuFeatures()), "SkylakeX");
   // Each of the four AVX-512 subsets is needed; without one it is the AVX2 tier.
   for (bool CpuFeatures::*bit : {&CpuFeatures::avx512f, &CpuFeatures::avx512bw,
                                  &CpuFeatures::avx512vl, &CpuFeatures::avx512dq}) {
-    CpuFeatures f = Avx512Cpu();
+    CpuFeatures f = Avx512CpuFeatures();
     f.*bit = false;
     EXPECT_EQ(CoreFor(f), "Haswell");
   }
-  CpuFeatures f = Avx512Cpu();
+  CpuFeatures f = Avx512CpuFeatures();
   f.os_zmm = false;  // The OS does not save the ZMM registers.
   EXPECT_EQ(CoreFor(f), "Haswell");
   f.fma = false;  // AVX2 without FMA (no such CPU, but the bits decide).
   EXPECT_EQ(CoreFor(f), "Sandybridge");
-  f = Avx512Cpu();
+  f = Avx512CpuFeatures();
   f.avx2 = false;
   EXPECT_EQ(CoreFor(f), "Sandybridge");
   f.os_ymm = false;  // AVX the OS has not enabled: nothing to choose.
   EXPECT_EQ(CoreFor(f), "(none)");
-  f = Avx512Cpu();
+  f = Avx512CpuFeatures();
   f.osxsave = false;
   EXPECT_EQ(CoreFor(f), "(none)");
   CpuFeatures sse_only;
@@ -54,11 +49,11 @@ TEST(OpenBlasCoreTest, MapsFeatureSetsToKernelTiers) {
 
 TEST(OpenBlasCoreTest, TheUsersSettingWins) {
   for (const char* user : {"Haswell", "prescott", "", "NoSuchCore"}) {
-    const OpenBlasCoreChoice c = ChooseOpenBlasCore(Avx512Cpu(), user);
+    const OpenBlasCoreChoice c = ChooseOpenBlasCore(Avx512CpuFeatures(), user);
     EXPECT_EQ(c.core, nullptr) << user;
     EXPECT_EQ(c.source, BlasCoreSource::kUser) << user;
   }
-  const OpenBlasCoreChoice ours = ChooseOpenBlasCore(Avx512Cpu(), nullptr);
+  const OpenBlasCoreChoice ours = ChooseOpenBlasCore(Avx512CpuFeatures(), nullptr);
   EXPECT_STREQ(ours.core, "SkylakeX");
   EXPECT_EQ(ours.source, BlasCoreSource::kCpuFeatures);
   const OpenBlasCoreChoice none = ChooseOpenBlasCore(CpuFeatures{}, nullptr);
@@ -69,7 +64,7 @@ TEST(OpenBlasCoreTest, TheUsersSettingWins) {
 TEST(OpenBlasCoreTest, DescribesTheCoreAndWhoChoseIt) {
   OpenBlas b;
   b.version = "OpenBLAS 0.3.21";
-  b.features = Avx512Cpu();
+  b.features = Avx512CpuFeatures();
   b.choice = {"SkylakeX", BlasCoreSource::kCpuFeatures};
   b.core = "SkylakeX";
   EXPECT_EQ(DescribeBlas(b),
@@ -131,7 +126,7 @@ TEST(OpenBlasLoadTest, LoadsTheKernelChosenFromTheFeatures) {
     // Whatever OpenBLAS would pick by itself, the loaded core is the one chosen (on an AVX-512
     // machine Haswell and Sandybridge differ from its own pick), and the variable is gone again.
     EXPECT_EXIT(LoadInChild(Tier(core), core, BlasCoreSource::kCpuFeatures, nullptr),
-                testing::ExitedWithCode(0),
+                ::testing::ExitedWithCode(0),
                 absl::StrCat("OpenBLAS [0-9.]+, core ", core, " \\(chosen from CPU features"));
     ++tested;
   }
@@ -145,14 +140,14 @@ TEST(OpenBlasLoadTest, KeepsTheUsersCoreType) {
         setenv("OPENBLAS_CORETYPE", "Sandybridge", 1);
         LoadInChild(Tier("SkylakeX"), "Sandybridge", BlasCoreSource::kUser, "Sandybridge");
       },
-      testing::ExitedWithCode(0),
+      ::testing::ExitedWithCode(0),
       "core Sandybridge \\(OPENBLAS_CORETYPE=Sandybridge set by the user\\)");
 }
 
 TEST(OpenBlasLoadTest, LeavesCpusWithoutAvxToOpenBlas) {
   unsetenv("OPENBLAS_CORETYPE");
   EXPECT_EXIT(LoadInChild(CpuFeatures{}, "", BlasCoreSource::kOpenBlas, nullptr),
-              testing::ExitedWithCode(0), "core [A-Za-z0-9]+ \\(OpenBLAS's own choice");
+              ::testing::ExitedWithCode(0), "core [A-Za-z0-9]+ \\(OpenBLAS's own choice");
 }
 
 }  // namespace
