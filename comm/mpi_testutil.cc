@@ -42,8 +42,7 @@ std::unique_ptr<Communicator> NewWorld() {
   if (!world.ok()) {
     // A collective failed: the other ranks cannot go on without this one, so the job ends (as
     // MpiRuntime::Abort documents) once the failure is on record.
-    ADD_FAILURE() << "NewWorld: creating a communicator over every rank failed: "
-                  << world.status();
+    ADD_FAILURE() << "NewWorld: creating a communicator over every rank failed: " << world.status();
     MpiRuntime::Abort(world.status());
   }
   return std::move(world).value();

@@ -43,8 +43,7 @@ using FlagType = std::conditional_t<
         std::conditional_t<
             std::is_same_v<T, int> || std::is_same_v<T, int32_t>, int32_t,
             std::conditional_t<std::is_same_v<T, uint64_t>, uint64_t,
-                               std::conditional_t<std::is_integral_v<T>, int64_t,
-                                                  std::string>>>>>;
+                               std::conditional_t<std::is_integral_v<T>, int64_t, std::string>>>>>;
 
 // Storage for the flags' current and default values, and where each flag's current value is.
 // Never freed: gflags keeps pointers into it for the program's life.

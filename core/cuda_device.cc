@@ -10,13 +10,13 @@ namespace cuda {
 
 namespace {
 absl::Status CudaError(cudaError_t err, const char* what, const char* file, int line) {
-  return absl::InternalError(absl::StrCat(file, ":", line, ": ", what, " failed: ",
-                                          cudaGetErrorName(err), " (", cudaGetErrorString(err),
-                                          ")"));
+  return absl::InternalError(absl::StrCat(file, ":", line, ": ", what,
+                                          " failed: ", cudaGetErrorName(err), " (",
+                                          cudaGetErrorString(err), ")"));
 }
-#define MT_CUDA_RETURN_IF_ERROR(expr)                                               \
-  do {                                                                              \
-    cudaError_t mt_err_ = (expr);                                                   \
+#define MT_CUDA_RETURN_IF_ERROR(expr)                                                 \
+  do {                                                                                \
+    cudaError_t mt_err_ = (expr);                                                     \
     if (mt_err_ != cudaSuccess) return CudaError(mt_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 }  // namespace

@@ -94,9 +94,9 @@ f16 FloatToHalf(float f) {
   }
   // Subnormal in f16: value = m * 2^-24 with m in [1, 1023]. Shift the full 24-bit significand
   // into place and round to nearest even.
-  const uint32_t exp = abs >> 23;                  // 102..112
+  const uint32_t exp = abs >> 23;  // 102..112
   const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-  const uint32_t shift = 126u - exp;               // 14..24
+  const uint32_t shift = 126u - exp;  // 14..24
   uint32_t m = mant >> shift;
   const uint32_t rem = mant & ((1u << shift) - 1u);
   const uint32_t half = 1u << (shift - 1u);

@@ -113,11 +113,11 @@ TEST(DTypeTest, FloatToBf16RoundsToNearestEven) {
 
 TEST(DTypeTest, HandPickedHalfCases) {
   EXPECT_EQ(FloatToHalf(1.0f).bits, 0x3c00);
-  EXPECT_EQ(FloatToHalf(65504.0f).bits, 0x7bff);       // Largest finite.
-  EXPECT_EQ(FloatToHalf(65519.99f).bits, 0x7bff);      // Just below the rounding midpoint.
-  EXPECT_EQ(FloatToHalf(65520.0f).bits, 0x7c00);       // Midpoint ties to even = infinity.
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)).bits, 0x0001);   // Smallest subnormal.
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)).bits, 0x0000);   // Half of it: tie to even 0.
+  EXPECT_EQ(FloatToHalf(65504.0f).bits, 0x7bff);               // Largest finite.
+  EXPECT_EQ(FloatToHalf(65519.99f).bits, 0x7bff);              // Just below the rounding midpoint.
+  EXPECT_EQ(FloatToHalf(65520.0f).bits, 0x7c00);               // Midpoint ties to even = infinity.
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)).bits, 0x0001);  // Smallest subnormal.
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)).bits, 0x0000);  // Half of it: tie to even 0.
   EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -25)).bits, 0x0001);
   EXPECT_EQ(FloatToHalf(-0.0f).bits, 0x8000);
   // 1 + 2^-11 is exactly between 1 and 1 + 2^-10: ties to even (1.0).

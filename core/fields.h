@@ -51,14 +51,14 @@ absl::string_view EnumName(E value, EnumNames<E> names) {
 
 // The value named `name`; InvalidArgument "--<setting>=<name>: must be one of a, b, c" otherwise.
 template <typename E>
-absl::StatusOr<E> ParseEnum(absl::string_view setting, absl::string_view name,
-                            EnumNames<E> names) {
+absl::StatusOr<E> ParseEnum(absl::string_view setting, absl::string_view name, EnumNames<E> names) {
   for (const auto& [n, v] : names) {
     if (n == name) return v;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--", setting, "=", name, ": must be one of ",
-      absl::StrJoin(names, ", ", [](std::string* out, const auto& p) { absl::StrAppend(out, p.first); })));
+      absl::StrJoin(names, ", ",
+                    [](std::string* out, const auto& p) { absl::StrAppend(out, p.first); })));
 }
 
 namespace internal {

@@ -52,11 +52,12 @@ class JsonReader {
       if (!j.is_boolean()) return Fail(name, "a boolean");
       *value = j.get<bool>();
     } else if constexpr (std::is_integral_v<T>) {
-      const bool fits = j.is_number_integer() &&
-                        (j.is_number_unsigned()
-                             ? j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
-                             : j.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-                                   j.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max()));
+      const bool fits =
+          j.is_number_integer() &&
+          (j.is_number_unsigned()
+               ? j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+               : j.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                     j.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max()));
       if (!fits) return Fail(name, "an integer in range");
       *value = j.get<T>();
     } else if constexpr (std::is_floating_point_v<T>) {
@@ -74,8 +75,8 @@ class JsonReader {
     if (!j.is_string()) return Fail(name, "a string");
     absl::StatusOr<E> e = ParseEnum<E>(name, j.get<std::string>(), names);
     if (!e.ok()) {
-      status_ = absl::InvalidArgumentError(
-          absl::StrCat("key \"", name, "\": ", e.status().message()));
+      status_ =
+          absl::InvalidArgumentError(absl::StrCat("key \"", name, "\": ", e.status().message()));
       return;
     }
     *value = *e;

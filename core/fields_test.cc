@@ -84,8 +84,7 @@ TEST(FieldsTest, JsonReaderRejectsWrongTypesNamingTheKey) {
     EXPECT_NE(st.message().find(message), std::string::npos) << json << ": " << st.message();
   }
   Sample s;
-  EXPECT_EQ(FieldsFromJson(nlohmann::json::array(), &s).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldsFromJson(nlohmann::json::array(), &s).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(FieldsTest, ParseEnumListsTheChoices) {

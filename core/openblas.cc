@@ -29,8 +29,8 @@ absl::Status Resolve(void* handle, const char* name, void** out) {
   *out = dlsym(handle, name);
   if (*out != nullptr) return absl::OkStatus();
   const char* error = dlerror();
-  return absl::FailedPreconditionError(absl::StrCat(kLibrary, " has no ", name, ": ",
-                                                    error != nullptr ? error : "(no dlerror)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(kLibrary, " has no ", name, ": ", error != nullptr ? error : "(no dlerror)"));
 }
 
 // dlopen()s the library with OPENBLAS_CORETYPE set as `blas->choice` says, then resolves the
@@ -54,9 +54,9 @@ void Load(OpenBlas* blas) {
   }
   void *sgemm = nullptr, *threads = nullptr, *corename = nullptr, *config = nullptr;
   const std::pair<const char*, void**> symbols[] = {{"sgemm_", &sgemm},
-                                                     {"openblas_set_num_threads", &threads},
-                                                     {"openblas_get_corename", &corename},
-                                                     {"openblas_get_config", &config}};
+                                                    {"openblas_set_num_threads", &threads},
+                                                    {"openblas_get_corename", &corename},
+                                                    {"openblas_get_config", &config}};
   for (const auto& [symbol, out] : symbols) {
     blas->status = Resolve(handle, symbol, out);
     if (!blas->status.ok()) return;
@@ -118,8 +118,8 @@ std::string DescribeBlas(const OpenBlas& blas) {
       why = absl::StrCat(kCoreTypeVariable, "=", blas.user_coretype, " set by the user");
       break;
     case BlasCoreSource::kOpenBlas:
-      why = absl::StrCat("OpenBLAS's own choice; no usable AVX: ",
-                         CpuFeaturesString(blas.features));
+      why =
+          absl::StrCat("OpenBLAS's own choice; no usable AVX: ", CpuFeaturesString(blas.features));
       break;
   }
   if (blas.loaded_before) {

@@ -65,11 +65,11 @@ struct OpenBlas {
   absl::Status status;  // FailedPrecondition naming the dlopen/dlsym error when it did not load.
   // Fortran-ABI sgemm (column-major, 32-bit integers), as in the reference BLAS.
   void (*sgemm)(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-                const float* alpha, const float* a, const int* lda, const float* b,
-                const int* ldb, const float* beta, float* c, const int* ldc) = nullptr;
+                const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                const float* beta, float* c, const int* ldc) = nullptr;
   void (*set_num_threads)(int num_threads) = nullptr;  // Process-wide.
 
-  CpuFeatures features;        // What the choice was made from.
+  CpuFeatures features;  // What the choice was made from.
   OpenBlasCoreChoice choice;
   std::string user_coretype;   // The user's OPENBLAS_CORETYPE (source kUser).
   bool loaded_before = false;  // libopenblas was already in the process: the choice came late.

@@ -81,8 +81,9 @@ TEST(OpenBlasCoreTest, DescribesTheCoreAndWhoChoseIt) {
   b.choice = {nullptr, BlasCoreSource::kUser};
   b.user_coretype = "Haswell";
   b.core = "Haswell";
-  EXPECT_EQ(DescribeBlas(b), "OpenBLAS 0.3.21, core Haswell (OPENBLAS_CORETYPE=Haswell set by "
-                             "the user)");
+  EXPECT_EQ(DescribeBlas(b),
+            "OpenBLAS 0.3.21, core Haswell (OPENBLAS_CORETYPE=Haswell set by "
+            "the user)");
   b.status = absl::FailedPreconditionError("cannot load libopenblas.so.0");
   EXPECT_EQ(DescribeBlas(b), "OpenBLAS not loaded: cannot load libopenblas.so.0");
 }
@@ -96,10 +97,12 @@ void LoadInChild(const CpuFeatures& f, const char* expected_core, BlasCoreSource
   const OpenBlas& blas = LoadOpenBlasFor(f);
   std::fprintf(stderr, "%s\n", DescribeBlas(blas).c_str());
   const char* env = std::getenv("OPENBLAS_CORETYPE");
-  const bool env_ok = expected_env == nullptr ? env == nullptr
-                                              : env != nullptr && std::strcmp(env, expected_env) == 0;
+  const bool env_ok = expected_env == nullptr
+                          ? env == nullptr
+                          : env != nullptr && std::strcmp(env, expected_env) == 0;
   const bool core_ok = *expected_core == '\0' ? !blas.core.empty() : blas.core == expected_core;
-  const bool sgemm_ok = blas.status.ok() && blas.sgemm != nullptr && blas.set_num_threads != nullptr;
+  const bool sgemm_ok =
+      blas.status.ok() && blas.sgemm != nullptr && blas.set_num_threads != nullptr;
   std::exit(env_ok && core_ok && sgemm_ok && blas.choice.source == expected_source ? 0 : 1);
 }
 

@@ -14,10 +14,10 @@
 #define MT_STATUS_CONCAT_INNER_(a, b) a##b
 #define MT_STATUS_CONCAT_(a, b) MT_STATUS_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                                    \
-  do {                                                           \
-    ::absl::Status mt_status_ = (expr);                          \
-    if (!mt_status_.ok()) return mt_status_;                     \
+#define RETURN_IF_ERROR(expr)                \
+  do {                                       \
+    ::absl::Status mt_status_ = (expr);      \
+    if (!mt_status_.ok()) return mt_status_; \
   } while (0)
 
 #define MT_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \

@@ -56,11 +56,12 @@ TensorView TensorView::Slice(int64_t begin, int64_t end) const {
 
 absl::StatusOr<TensorView> TensorView::Reshape(Shape new_shape) const {
   if (!IsContiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot reshape non-contiguous ", DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape non-contiguous ", DebugString()));
   }
   if (NumElements(new_shape) != numel()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", DebugString(), " to ",
-                                                   ShapeToString(new_shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape ", DebugString(), " to ", ShapeToString(new_shape)));
   }
   return TensorView(data, std::move(new_shape), dtype, device);
 }
@@ -85,8 +86,8 @@ absl::StatusOr<Buffer> Buffer::Allocate(Device device, size_t nbytes, DeviceMemo
     // 64-byte alignment for vector loads; aligned_alloc wants a multiple of the alignment.
     b.data_ = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
     if (b.data_ == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat("host out of memory allocating ", nbytes,
-                                                       " bytes"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("host out of memory allocating ", nbytes, " bytes"));
     }
     return b;
   }
@@ -138,8 +139,8 @@ absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device,
                                      DeviceMemoryPool* pool) {
   for (int64_t d : shape) {
     if (d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("negative dimension in shape ",
-                                                     ShapeToString(shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("negative dimension in shape ", ShapeToString(shape)));
     }
   }
   Tensor t;

@@ -2,8 +2,8 @@
 //
 // A TensorView is (pointer, shape, strides, dtype, device); copying it copies no data and frees
 // nothing. Kernels and ops take views. A Buffer owns one device allocation and is move-only; a
-// Tensor is a Buffer plus the shape/dtype it was allocated for. Shapes are row-major and strides are
-// in elements. All ops in core/ops require contiguous views (IsContiguous()).
+// Tensor is a Buffer plus the shape/dtype it was allocated for. Shapes are row-major and strides
+// are in elements. All ops in core/ops require contiguous views (IsContiguous()).
 #ifndef MT_CORE_TENSOR_H_
 #define MT_CORE_TENSOR_H_
 
@@ -12,11 +12,11 @@
 #include <string>
 
 #include "absl/container/inlined_vector.h"
-#include "glog/logging.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/device.h"
 #include "core/dtype.h"
+#include "glog/logging.h"
 
 namespace mt {
 

@@ -40,10 +40,10 @@ class ThreadPool {
   int64_t n_ = 0;
   int64_t chunk_ = 0;
   int64_t num_chunks_ = 0;
-  int64_t next_chunk_ = 0;     // Guarded by mu_.
-  int64_t pending_ = 0;        // Chunks not yet finished. Guarded by mu_.
-  uint64_t generation_ = 0;    // Bumped per ParallelFor. Guarded by mu_.
-  bool stop_ = false;          // Guarded by mu_.
+  int64_t next_chunk_ = 0;   // Guarded by mu_.
+  int64_t pending_ = 0;      // Chunks not yet finished. Guarded by mu_.
+  uint64_t generation_ = 0;  // Bumped per ParallelFor. Guarded by mu_.
+  bool stop_ = false;        // Guarded by mu_.
 };
 
 // Runs fn over [0, n) on `pool`, or inline when pool is null.

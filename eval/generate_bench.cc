@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/config_flags.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "eval/generate.h"
-#include "core/config_flags.h"
 #include "gflags/gflags.h"
 #include "models/gpt2/gpt2.h"
 

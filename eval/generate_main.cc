@@ -18,9 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/config_flags.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
-#include "core/config_flags.h"
 #include "eval/eval_main.h"
 #include "eval/generate.h"
 #include "eval/generate_text.h"
@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
   mt::eval::GenerateMainConfig config;
   const mt::ConfigFlags<mt::eval::GenerateMainConfig> flags(config);
   return mt::eval::EvalMain(
-      argc, argv, {"generate", "Text generation from a trained GPT checkpoint (Megatron-LM flags)."},
+      argc, argv,
+      {"generate", "Text generation from a trained GPT checkpoint (Megatron-LM flags)."},
       [&]() -> absl::Status {
         RETURN_IF_ERROR(flags.ApplyGiven(&config));
         return config.Validate();

@@ -45,8 +45,7 @@ int HarnessMain(int argc, char** argv, const MainInfo& info, const HarnessConfig
   if (!process) return 1;
   comm::MpiRuntime& runtime = *process->runtime;
   comm::Communicator& world = *process->world;
-  const Placement placement{world.rank(), world.size(), runtime.local_rank(),
-                            runtime.local_size()};
+  const Placement placement{world.rank(), world.size(), runtime.local_rank(), runtime.local_size()};
   std::unique_ptr<EvalTask> task = make_task();
   auto harness = OpenLocally(*config, placement, *task);
   bool report = false;

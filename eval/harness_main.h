@@ -1,6 +1,7 @@
 // The main() of a scoring harness: the start-up of eval_main.h (logging, the flags from the task
-// config's field table, applied by the caller's callback, MPI), the stages of harness.h, and the output: progress on stdout, the results object as the LAST stdout line (and
-// in --results_json). Input errors (flags, checkpoint, data files) print one line
+// config's field table, applied by the caller's callback, MPI), the stages of harness.h, and the
+// output: progress on stdout, the results object as the LAST stdout line (and in --results_json).
+// Input errors (flags, checkpoint, data files) print one line
 // "<name>: error: <message>" on rank 0 (or on the rank that failed alone) and every rank exits
 // 1, before any collective; failures after that end the job through MpiRuntime::Abort.
 //
@@ -25,7 +26,6 @@
 
 namespace mt {
 namespace eval {
-
 
 // Runs an evaluation binary; returns main's exit code. `config` is the harness part of the
 // task's config, filled by `apply_flags` (which also validates the whole config: InvalidArgument

@@ -63,7 +63,7 @@ struct InferenceSession {
   comm::Communicator* tp = nullptr;  // The world when TP > 1 (not owned); null for TP = 1.
   std::unique_ptr<nn::ParameterStore> store;
   std::unique_ptr<models::Model> model;
-  int64_t iteration = 0;  // Of the checkpoint loaded.
+  int64_t iteration = 0;   // Of the checkpoint loaded.
   std::string model_name;  // The registered model the checkpoint records (may be empty).
 
   // An eval-mode step context over exec and tp.

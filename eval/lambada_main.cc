@@ -8,10 +8,10 @@
 // The model and its config come from the checkpoint. The last stdout line is the results JSON.
 #include <memory>
 
+#include "core/config_flags.h"
 #include "core/status.h"
 #include "eval/harness_main.h"
 #include "eval/lambada_task.h"
-#include "core/config_flags.h"
 
 int main(int argc, char** argv) {
   using mt::eval::LambadaConfig;

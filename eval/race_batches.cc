@@ -47,8 +47,7 @@ absl::StatusOr<models::Batch> RaceBatcher::Layout(absl::Span<const RaceGroup> gr
   for (const RaceQuestionRef& r : questions) {
     if (r.group < 0 || r.group >= static_cast<int64_t>(groups.size()) || r.article < 0 ||
         r.article >= static_cast<int64_t>(groups[r.group].articles.size()) || r.question < 0 ||
-        r.question >=
-            static_cast<int64_t>(groups[r.group].articles[r.article].questions.size())) {
+        r.question >= static_cast<int64_t>(groups[r.group].articles[r.article].questions.size())) {
       return absl::InvalidArgumentError(absl::StrCat("RACE batch: no question (group ", r.group,
                                                      ", article ", r.article, ", question ",
                                                      r.question, ") in the groups given"));

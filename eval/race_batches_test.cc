@@ -74,7 +74,8 @@ TEST(RaceBatcherTest, RowsAreThoseOfTheGroupLayout) {
     std::map<std::tuple<int, int, int>, int64_t> index;
     const std::vector<RaceQuestionRef> all = ListRaceQuestions(groups);
     std::vector<int64_t> within(groups.size(), 0);
-    for (const RaceQuestionRef& r : all) index[{r.group, r.article, r.question}] = within[r.group]++;
+    for (const RaceQuestionRef& r : all)
+      index[{r.group, r.article, r.question}] = within[r.group]++;
 
     RaceBatcher batcher(&bert, options);
     for (const uint64_t seed : {0, 1, 2}) {

@@ -66,8 +66,8 @@ absl::StatusOr<RaceStep> RaceFineTuner::Step(models::Model& model, const nn::Ste
                                              absl::Span<const RaceQuestionRef> questions) {
   const int64_t G = options_.global_batch_size, M = options_.micro_batch_size;
   if (static_cast<int64_t>(questions.size()) != G) {
-    return absl::InvalidArgumentError(absl::StrCat("RACE fine-tuning: a step takes ", G,
-                                                   " questions, got ", questions.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RACE fine-tuning: a step takes ", G, " questions, got ", questions.size()));
   }
   const int64_t micro_batches = G / M;
   RaceStep r;
@@ -76,16 +76,16 @@ absl::StatusOr<RaceStep> RaceFineTuner::Step(models::Model& model, const nn::Ste
   r.loss_scale = scaler_.scale();
   RETURN_IF_ERROR(store_->ZeroGrads(*sc.exec));
   for (int64_t m = 0; m < micro_batches; ++m) {
-    ASSIGN_OR_RETURN(const models::Batch batch, batcher.Layout(groups, questions.subspan(m * M, M)));
+    ASSIGN_OR_RETURN(const models::Batch batch,
+                     batcher.Layout(groups, questions.subspan(m * M, M)));
     nn::StepContext micro = sc;
     micro.mode = nn::Mode::kTrain;
     micro.dropout_seed = options_.seed;
     micro.micro_step = static_cast<uint64_t>(steps_);
     micro.sample_offset = m * M * kRaceChoices;
     micro.grads_ready = nullptr;
-    ASSIGN_OR_RETURN(
-        const models::MultipleChoiceResult result,
-        model.MultipleChoice(micro, batch, models::Backward::kYes, r.loss_scale));
+    ASSIGN_OR_RETURN(const models::MultipleChoiceResult result,
+                     model.MultipleChoice(micro, batch, models::Backward::kYes, r.loss_scale));
     r.loss += result.loss / static_cast<double>(micro_batches);
     const std::vector<int32_t>& labels = batcher.rows().labels;
     for (int64_t q = 0; q < M; ++q) r.correct += result.predictions[q] == labels[q] ? 1 : 0;

@@ -45,20 +45,20 @@ struct RaceTrainingOptions {
   double lr = 2e-5;                // Peak learning rate.
   double warmup_fraction = 0.06;   // Of the run's questions, with a linear warmup.
   double weight_decay = 0.1;
-  double clip_grad = 1.0;          // Global gradient norm; <= 0: no clipping.
-  uint64_t seed = 1234;            // Dropout.
+  double clip_grad = 1.0;             // Global gradient norm; <= 0: no clipping.
+  uint64_t seed = 1234;               // Dropout.
   DType compute_dtype = DType::kF32;  // f16: dynamic loss scaling.
 };
 
 // What one step did (on every rank).
 struct RaceStep {
-  double loss = 0;         // Mean cross-entropy over the step's questions (with dropout).
-  int64_t questions = 0;   // global_batch_size.
-  int64_t correct = 0;     // Questions whose training-mode prediction was right.
+  double loss = 0;        // Mean cross-entropy over the step's questions (with dropout).
+  int64_t questions = 0;  // global_batch_size.
+  int64_t correct = 0;    // Questions whose training-mode prediction was right.
   double learning_rate = 0;
-  double grad_norm = 0;    // Before clipping (NaN / inf when the step was skipped).
-  double loss_scale = 1;   // The scale the step used.
-  bool skipped = false;    // inf / NaN gradients: the parameters did not change.
+  double grad_norm = 0;   // Before clipping (NaN / inf when the step was skipped).
+  double loss_scale = 1;  // The scale the step used.
+  bool skipped = false;   // inf / NaN gradients: the parameters did not change.
 };
 
 class RaceFineTuner {

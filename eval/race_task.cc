@@ -34,9 +34,9 @@ absl::Status CheckRaceModel(const train::CheckpointModel& checkpoint,
   const models::ModelConfig& c = checkpoint.config;
   if (c.family != models::Family::kBert) {
     return absl::FailedPreconditionError(
-        absl::StrCat("race fine-tunes BERT-family models; checkpoint ", checkpoint.dir,
-                     " holds a ", models::FamilyArchitecture(c.family),
-                     "-family model (architecture '", c.ArchitectureName(), "')"));
+        absl::StrCat("race fine-tunes BERT-family models; checkpoint ", checkpoint.dir, " holds a ",
+                     models::FamilyArchitecture(c.family), "-family model (architecture '",
+                     c.ArchitectureName(), "')"));
   }
   if (c.num_token_types < 2) {
     return absl::FailedPreconditionError(
@@ -102,13 +102,14 @@ absl::Status RaceConfig::Validate() const {
   if (seq_length < 0 || max_qa_length < 1 || epochs < 1 || log_interval < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "need --seq_length >= 0, --max_qa_length >= 1, --epochs >= 1 and --log_interval >= 1 "
-        "(got ", seq_length, ", ", max_qa_length, ", ", epochs, " and ", log_interval, ")"));
+        "(got ",
+        seq_length, ", ", max_qa_length, ", ", epochs, " and ", log_interval, ")"));
   }
   if (global_batch_size < 1 || global_batch_size % harness.micro_batch_size != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--global_batch_size=", global_batch_size,
-                     " must be a positive multiple of --micro_batch_size=",
-                     harness.micro_batch_size, " (both count questions)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--global_batch_size=", global_batch_size,
+        " must be a positive multiple of --micro_batch_size=", harness.micro_batch_size,
+        " (both count questions)"));
   }
   if (!(lr >= 0) || !(lr_warmup_fraction >= 0 && lr_warmup_fraction <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("need --lr >= 0 and --lr_warmup_fraction in ",
@@ -125,23 +126,23 @@ absl::Status RaceTask::Prepare(const train::CheckpointModel& checkpoint, bool ra
   ASSIGN_OR_RETURN(tokenizer_, LoadBertTokenizer(config_.harness.vocab_file));
   RETURN_IF_ERROR(CheckRaceModel(checkpoint, *tokenizer_));
   const int64_t positions = checkpoint.config.max_position_embeddings;
-  layout_.seq_length = config_.seq_length > 0 ? config_.seq_length : std::min<int64_t>(512, positions);
+  layout_.seq_length =
+      config_.seq_length > 0 ? config_.seq_length : std::min<int64_t>(512, positions);
   layout_.max_qa_length = config_.max_qa_length;
   if (layout_.seq_length > positions || layout_.seq_length < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--seq_length=", layout_.seq_length, " must be in [2, ", positions,
-                     "] (the model's max_position_embeddings)"));
+    return absl::InvalidArgumentError(absl::StrCat("--seq_length=", layout_.seq_length,
+                                                   " must be in [2, ", positions,
+                                                   "] (the model's max_position_embeddings)"));
   }
   ASSIGN_OR_RETURN(eval_, ReadRace(config_.data, {"dev", "test"}));
   if (!config_.eval_only) {
     ASSIGN_OR_RETURN(train_, ReadRace(config_.data, {"train"}));
     train_questions_ = ListRaceQuestions(train_);
-    steps_per_epoch_ =
-        static_cast<int64_t>(train_questions_.size()) / config_.global_batch_size;
+    steps_per_epoch_ = static_cast<int64_t>(train_questions_.size()) / config_.global_batch_size;
     if (steps_per_epoch_ < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--global_batch_size=", config_.global_batch_size, " exceeds the ",
-          train_questions_.size(), " training questions of ", config_.data, "/train"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--global_batch_size=", config_.global_batch_size, " exceeds the ",
+                       train_questions_.size(), " training questions of ", config_.data, "/train"));
     }
   }
   batcher_ = std::make_unique<RaceBatcher>(tokenizer_.get(), layout_);
@@ -152,9 +153,9 @@ absl::Status RaceTask::Prepare(const train::CheckpointModel& checkpoint, bool ra
   if (!config_.save.empty()) {
     absl::StatusOr<int64_t> existing = train::LatestIteration(config_.save);
     if (existing.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--save=", config_.save, " already holds a checkpoint (iteration ",
-                       *existing, "); give a new directory"));
+      return absl::FailedPreconditionError(absl::StrCat("--save=", config_.save,
+                                                        " already holds a checkpoint (iteration ",
+                                                        *existing, "); give a new directory"));
     }
   }
   if (!config_.harness.per_example_jsonl.empty()) {
@@ -228,8 +229,7 @@ void RaceTask::PrintSummary(const Harness& harness) const {
 }
 
 absl::StatusOr<RaceTask::GroupScore> RaceTask::ScoreGroup(Harness& harness, int32_t group,
-                                                          bool per_example,
-                                                          ProgressMeter& progress,
+                                                          bool per_example, ProgressMeter& progress,
                                                           int64_t* done) {
   const std::vector<RaceQuestionRef> refs = ListRaceQuestions(eval_, group);
   const int64_t B = config_.harness.micro_batch_size, n = static_cast<int64_t>(refs.size());
@@ -239,9 +239,9 @@ absl::StatusOr<RaceTask::GroupScore> RaceTask::ScoreGroup(Harness& harness, int3
     const int64_t count = std::min(B, n - first);
     const absl::Span<const RaceQuestionRef> some = absl::MakeConstSpan(refs).subspan(first, count);
     ASSIGN_OR_RETURN(const models::Batch batch, batcher_->Layout(eval_, some));
-    ASSIGN_OR_RETURN(const models::MultipleChoiceResult result,
-                     harness.model().MultipleChoice(harness.step_context(), batch,
-                                                    models::Backward::kNo));
+    ASSIGN_OR_RETURN(
+        const models::MultipleChoiceResult result,
+        harness.model().MultipleChoice(harness.step_context(), batch, models::Backward::kNo));
     const std::vector<int32_t>& labels = batcher_->rows().labels;
     score.questions += count;
     score.loss_sum += result.loss * static_cast<double>(count);
@@ -273,8 +273,8 @@ absl::StatusOr<RaceTask::Evaluation> RaceTask::Evaluate(Harness& harness, bool p
   Evaluation e;
   std::vector<RaceTally> tallies;
   for (size_t k = 0; k < eval_.size(); ++k) {
-    ASSIGN_OR_RETURN(const GroupScore s, ScoreGroup(harness, static_cast<int32_t>(k), per_example,
-                                                    progress, &done));
+    ASSIGN_OR_RETURN(const GroupScore s,
+                     ScoreGroup(harness, static_cast<int32_t>(k), per_example, progress, &done));
     tallies.push_back({eval_[k].split, eval_[k].level, s.questions, s.correct});
     e.loss_sums[eval_[k].name()] = s.loss_sum;
   }
@@ -364,8 +364,8 @@ absl::StatusOr<Json> RaceTask::Run(Harness& harness) {
     ASSIGN_OR_RETURN(last, Evaluate(harness, /*per_example=*/true));
   }
   if (!config_.save.empty()) {
-    RETURN_IF_ERROR(tuner_->Save(config_.save, harness.parallel(), harness.checkpoint().config,
-                                 model_name_));
+    RETURN_IF_ERROR(
+        tuner_->Save(config_.save, harness.parallel(), harness.checkpoint().config, model_name_));
     if (rank0) std::printf("race: saved the fine-tuned model to %s\n", config_.save.c_str());
   }
   if (!rank0) return Json::object();

@@ -53,9 +53,9 @@ namespace mt {
 namespace eval {
 
 struct RaceConfig {
-  HarnessConfig harness;     // micro_batch_size counts questions; vocab_file is a vocab.txt.
-  std::string data;          // The RACE directory: {train,dev,test}/{middle,high}/*.txt.
-  int64_t seq_length = 0;    // 0: min(512, the model's max_position_embeddings).
+  HarnessConfig harness;   // micro_batch_size counts questions; vocab_file is a vocab.txt.
+  std::string data;        // The RACE directory: {train,dev,test}/{middle,high}/*.txt.
+  int64_t seq_length = 0;  // 0: min(512, the model's max_position_embeddings).
   int64_t max_qa_length = 128;
   int epochs = 3;
   int64_t global_batch_size = 32;  // Questions per optimizer step.
@@ -63,11 +63,11 @@ struct RaceConfig {
   double lr_warmup_fraction = 0.06;
   double weight_decay = 0.1;
   double clip_grad = 1.0;
-  uint64_t seed = 1234;      // The new head's initial values, the data order, dropout.
-  std::string save;          // Write the fine-tuned checkpoint here.
-  bool eval_only = false;    // Score --load (a fine-tuned checkpoint) without training.
-  int log_interval = 10;     // Steps between training log lines.
-  std::string log_jsonl;     // One JSON line per training step.
+  uint64_t seed = 1234;    // The new head's initial values, the data order, dropout.
+  std::string save;        // Write the fine-tuned checkpoint here.
+  bool eval_only = false;  // Score --load (a fine-tuned checkpoint) without training.
+  int log_interval = 10;   // Steps between training log lines.
+  std::string log_jsonl;   // One JSON line per training step.
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {

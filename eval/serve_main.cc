@@ -29,9 +29,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/config_flags.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
-#include "core/config_flags.h"
 #include "eval/eval_main.h"
 #include "eval/inference.h"
 #include "eval/serve_api.h"

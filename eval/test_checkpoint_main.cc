@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/fields.h"
 #include "core/config_flags.h"
+#include "core/fields.h"
 #include "gflags/gflags.h"
 #include "models/config.h"
 #include "train/model_loading_testutil.h"

@@ -46,17 +46,18 @@ absl::Status ModelConfig::Validate() const {
 absl::Status ModelConfig::ValidateParallel(int tp) const {
   absl::Status s = Validate();
   if (!s.ok()) return s;
-  if (tp < 1) return absl::InvalidArgumentError(absl::StrCat("tensor_model_parallel_size ", tp, " must be >= 1"));
+  if (tp < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor_model_parallel_size ", tp, " must be >= 1"));
   if (num_attention_heads % tp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "num_attention_heads ", num_attention_heads,
-        " is not divisible by tensor_model_parallel_size ", tp,
-        "; choose a tensor-parallel size that divides the number of heads"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_attention_heads ", num_attention_heads,
+                     " is not divisible by tensor_model_parallel_size ", tp,
+                     "; choose a tensor-parallel size that divides the number of heads"));
   }
   if (ffn() % tp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("ffn_hidden_size ", ffn(),
-                                                   " is not divisible by tensor_model_parallel_size ",
-                                                   tp));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ffn_hidden_size ", ffn(), " is not divisible by tensor_model_parallel_size ", tp));
   }
   return absl::OkStatus();
 }
@@ -65,9 +66,7 @@ int64_t ModelConfig::PaddedVocab(int tp) const {
   return nn::PaddedVocabSize(vocab_size, make_vocab_size_divisible_by, tp);
 }
 
-const char* FamilyArchitecture(Family family) {
-  return family == Family::kGpt2 ? "gpt2" : "bert";
-}
+const char* FamilyArchitecture(Family family) { return family == Family::kGpt2 ? "gpt2" : "bert"; }
 
 ModelConfig ModelConfig::ForFamily(Family family) {
   ModelConfig c;

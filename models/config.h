@@ -34,17 +34,17 @@ struct ModelConfig {
   int num_layers = 4;
   int64_t hidden_size = 128;
   int num_attention_heads = 4;
-  int64_t ffn_hidden_size = 0;          // 0: 4 * hidden_size.
-  int64_t vocab_size = 50257;           // Real vocabulary (GPT-2 BPE: 50,257; BERT: 30,522).
+  int64_t ffn_hidden_size = 0;                 // 0: 4 * hidden_size.
+  int64_t vocab_size = 50257;                  // Real vocabulary (GPT-2 BPE: 50,257; BERT: 30,522).
   int64_t make_vocab_size_divisible_by = 128;  // Padded to a multiple of this times TP.
   int64_t max_position_embeddings = 1024;
-  bool position_embeddings = true;      // Learned absolute positions.
-  int num_token_types = 0;              // BERT: 2.
+  bool position_embeddings = true;  // Learned absolute positions.
+  int num_token_types = 0;          // BERT: 2.
   nn::NormPosition norm = nn::NormPosition::kPreNorm;
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;
   float layernorm_eps = 1e-5f;
-  double init_std = 0.02;               // N(0, 0.02); output projections / sqrt(2 * layers).
+  double init_std = 0.02;  // N(0, 0.02); output projections / sqrt(2 * layers).
 
   // Every field, declared once (core/fields.h): the printed description, the checkpoint JSON
   // and the drivers' flags walk this list.

@@ -25,8 +25,7 @@ absl::Status Describe(const std::string& name, int tp) {
   ASSIGN_OR_RETURN(const Architecture arch, FindArchitecture(model.config.ArchitectureName()));
   mt::nn::ParameterStore store(/*tp_rank=*/0, tp);
   ASSIGN_OR_RETURN(auto m, CreateModel(model.config, &store));
-  const int64_t s =
-      FLAGS_seq_length > 0 ? FLAGS_seq_length : model.config.max_position_embeddings;
+  const int64_t s = FLAGS_seq_length > 0 ? FLAGS_seq_length : model.config.max_position_embeddings;
   // Every position scored (a GPT's count; BERT's MLM head at every position).
   const double flops = m->TrainingFlops(1, s, s);
   std::printf("model: %s (%s)\n", model.name.c_str(), model.description.c_str());
@@ -36,8 +35,7 @@ absl::Status Describe(const std::string& name, int tp) {
   std::printf("padded_vocab_size: %lld\n", static_cast<long long>(count.padded_vocab));
   std::printf("parameters: %lld\n", static_cast<long long>(count.total));
   std::printf("parameters per rank: %lld\n", static_cast<long long>(count.per_rank));
-  std::printf("training FLOPs per sample of %lld tokens: %.4g\n", static_cast<long long>(s),
-              flops);
+  std::printf("training FLOPs per sample of %lld tokens: %.4g\n", static_cast<long long>(s), flops);
   return absl::OkStatus();
 }
 
@@ -49,11 +47,11 @@ int main(int argc, char** argv) {
   const auto models = mt::models::RegisteredModels();
   const auto architectures = mt::models::RegisteredArchitectures();
   const std::string names = absl::StrJoin(
-      models, " ", [](std::string* out, const mt::models::RegisteredModel& m) { out->append(m.name); });
-  const std::string arch_names =
-      absl::StrJoin(architectures, " ", [](std::string* out, const mt::models::Architecture& a) {
-        out->append(a.name);
-      });
+      models, " ",
+      [](std::string* out, const mt::models::RegisteredModel& m) { out->append(m.name); });
+  const std::string arch_names = absl::StrJoin(
+      architectures, " ",
+      [](std::string* out, const mt::models::Architecture& a) { out->append(a.name); });
   if (!FLAGS_model.empty()) {
     const absl::Status s = Describe(FLAGS_model, FLAGS_tensor_model_parallel_size);
     if (!s.ok()) {

@@ -20,9 +20,10 @@ TEST(FlopsTest, MatchesHandExpansion) {
   EXPECT_GT(f, 72 * B * s * L * h * h);
   EXPECT_LT(f, 1.15 * 72 * B * s * L * h * h);
   // Recompute: 96 / 72 = 4/3 more on the dominant term.
-  EXPECT_NEAR(ModelFlopsPerIteration(1, 1024, 40, 1536, 51200, true),
-              96.0 * 1024 * 40 * 1536.0 * 1536 * (1 + 1024 / (6.0 * 1536) + 51200 / (16.0 * 40 * 1536)),
-              1.0);
+  EXPECT_NEAR(
+      ModelFlopsPerIteration(1, 1024, 40, 1536, 51200, true),
+      96.0 * 1024 * 40 * 1536.0 * 1536 * (1 + 1024 / (6.0 * 1536) + 51200 / (16.0 * 40 * 1536)),
+      1.0);
 }
 
 // BERT: the layers as GPT's formula without its logit term; the heads counted weight by weight

@@ -10,9 +10,9 @@ absl::Status Model::Logits(const nn::StepContext& sc, const TensorView& tokens,
   (void)sc;
   (void)tokens;
   (void)full;
-  return absl::UnimplementedError(absl::StrCat(
-      "architecture '", config().ArchitectureName(),
-      "' has no language-model head over every position (no logits for generation)"));
+  return absl::UnimplementedError(
+      absl::StrCat("architecture '", config().ArchitectureName(),
+                   "' has no language-model head over every position (no logits for generation)"));
 }
 
 namespace {
@@ -22,8 +22,7 @@ absl::Status NoDecoding(const ModelConfig& config) {
 }
 }  // namespace
 
-absl::Status Model::StartDecoding(const nn::StepContext& sc, int64_t batch,
-                                  int64_t max_length) {
+absl::Status Model::StartDecoding(const nn::StepContext& sc, int64_t batch, int64_t max_length) {
   (void)sc;
   (void)batch;
   (void)max_length;
@@ -45,8 +44,8 @@ absl::StatusOr<MultipleChoiceResult> Model::MultipleChoice(const nn::StepContext
   (void)batch;
   (void)backward;
   (void)loss_scale;
-  return absl::UnimplementedError(absl::StrCat("architecture '", config().ArchitectureName(),
-                                               "' has no multiple-choice head"));
+  return absl::UnimplementedError(
+      absl::StrCat("architecture '", config().ArchitectureName(), "' has no multiple-choice head"));
 }
 
 double LayerMatrixWeights(const nn::ParameterStore& store, const std::string& layer_prefix) {
@@ -54,7 +53,8 @@ double LayerMatrixWeights(const nn::ParameterStore& store, const std::string& la
   for (int i = 0; i < store.size(); ++i) {
     const nn::ParamSpec& spec = store.spec(i);
     if (spec.global_shape.size() != 2 || spec.name.rfind(layer_prefix, 0) != 0) continue;
-    weights += static_cast<double>(spec.global_shape[0]) * static_cast<double>(spec.global_shape[1]);
+    weights +=
+        static_cast<double>(spec.global_shape[0]) * static_cast<double>(spec.global_shape[1]);
   }
   return weights;
 }

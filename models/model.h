@@ -172,8 +172,7 @@ class Model {
   // question's predicted choice; with Backward::kYes ACCUMULATES loss_scale * d(loss)/d(params).
   // Unimplemented for models without a multiple-choice head.
   virtual absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc,
-                                                              const Batch& batch,
-                                                              Backward backward,
+                                                              const Batch& batch, Backward backward,
                                                               double loss_scale = 1.0);
 };
 

@@ -39,8 +39,8 @@ std::vector<RegisteredModel> PaperModels() {
   m.push_back({"gpt2-124m", "GPT-2 small (12 layers, 768 hidden, 12 heads)", Gpt2(12, 768, 12)});
   m.push_back({"gpt2-355m", "GPT-2 355M, paper Tables 2-3", Gpt2(24, 1024, 16)});
   m.push_back({"gpt2-1.2b", "GPT-2 1.2B, paper Table 1 (1 GPU baseline)", Gpt2(40, 1536, 16)});
-  m.push_back({"gpt2-2.5b", "GPT-2 2.5B, paper Table 1 (2-way MP) and Tables 2-3",
-               Gpt2(54, 1920, 20)});
+  m.push_back(
+      {"gpt2-2.5b", "GPT-2 2.5B, paper Table 1 (2-way MP) and Tables 2-3", Gpt2(54, 1920, 20)});
   m.push_back({"gpt2-4.2b", "GPT-2 4.2B, paper Table 1 (4-way MP)", Gpt2(64, 2304, 24)});
   m.push_back({"gpt2-8.3b", "GPT-2 8.3B, paper Table 1 (8-way MP; Table 2 lists 24 heads)",
                Gpt2(72, 3072, 32)});

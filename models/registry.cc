@@ -85,9 +85,9 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config,
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
   ASSIGN_OR_RETURN(const Architecture arch, FindArchitecture(config.ArchitectureName()));
   if (arch.family != config.family) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "architecture '", arch.name, "' is of the ", FamilyArchitecture(arch.family),
-        " family, but the config's family is ", FamilyArchitecture(config.family)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("architecture '", arch.name, "' is of the ", FamilyArchitecture(arch.family),
+                     " family, but the config's family is ", FamilyArchitecture(config.family)));
   }
   return arch.create(config, store, options);
 }

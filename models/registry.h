@@ -73,8 +73,9 @@ int RegisterModels(std::vector<RegisteredModel> (*fn)());
 }  // namespace mt
 
 // Registers the architecture returned by `fn` (a function returning models::Architecture).
-#define MT_REGISTER_ARCHITECTURE(fn) \
-  static const int mt_architecture_registered_##fn = ::mt::models::internal::RegisterArchitecture(fn)
+#define MT_REGISTER_ARCHITECTURE(fn)                 \
+  static const int mt_architecture_registered_##fn = \
+      ::mt::models::internal::RegisterArchitecture(fn)
 
 // Registers the models returned by `fn` (a function returning std::vector<RegisteredModel>).
 #define MT_REGISTER_MODELS(fn) \

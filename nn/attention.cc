@@ -22,8 +22,9 @@ TensorView As(const Tensor& t, Shape shape) {
 }
 }  // namespace
 
-absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(
-    ParameterStore* store, const std::string& prefix, const AttentionConfig& config) {
+absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(ParameterStore* store,
+                                                                    const std::string& prefix,
+                                                                    const AttentionConfig& config) {
   const int tp = store->tp_size();
   if (config.hidden <= 0 || config.heads <= 0 || config.hidden % config.heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("attention: hidden size ", config.hidden,
@@ -48,12 +49,12 @@ absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(
   a.dtype_ = store->compute_dtype();
   a.local_heads_ = config.heads / tp;
   a.head_dim_ = config.hidden / config.heads;
-  ASSIGN_OR_RETURN(a.qkv_, ColumnParallelLinear::Create(store, prefix + ".qkv", config.hidden,
-                                                        3 * config.hidden, config.bias,
-                                                        config.init_std));
-  ASSIGN_OR_RETURN(a.proj_, RowParallelLinear::Create(store, prefix + ".proj", config.hidden,
-                                                      config.hidden, config.bias,
-                                                      config.output_init_std));
+  ASSIGN_OR_RETURN(
+      a.qkv_, ColumnParallelLinear::Create(store, prefix + ".qkv", config.hidden, 3 * config.hidden,
+                                           config.bias, config.init_std));
+  ASSIGN_OR_RETURN(a.proj_,
+                   RowParallelLinear::Create(store, prefix + ".proj", config.hidden, config.hidden,
+                                             config.bias, config.output_init_std));
   return a;
 }
 
@@ -277,14 +278,13 @@ absl::Status ParallelSelfAttention::DecodeForward(const StepContext& sc, const T
   if (x.rank() != 3 || x.dim(0) != c.batch || x.dim(1) < 1 || x.dim(2) != config_.hidden ||
       x.dtype != dtype_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "attention: decoding input ", x.DebugString(), " must be ", DTypeName(dtype_), "[",
-        c.batch, ", n >= 1, ", config_.hidden, "] (the started batch, the compute dtype)"));
+        "attention: decoding input ", x.DebugString(), " must be ", DTypeName(dtype_), "[", c.batch,
+        ", n >= 1, ", config_.hidden, "] (the started batch, the compute dtype)"));
   }
   const int64_t B = c.batch, n = x.dim(1), NH = local_heads_, D = head_dim_;
   if (c.length + n > c.max_length) {
     return absl::InvalidArgumentError(absl::StrCat("attention: ", n, " more positions after ",
-                                                   c.length, " exceed the cache's ",
-                                                   c.max_length));
+                                                   c.length, " exceed the cache's ", c.max_length));
   }
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(EnsureStepBuffers(ec, n));
@@ -298,8 +298,8 @@ absl::Status ParallelSelfAttention::DecodeForward(const StepContext& sc, const T
   ops::AttentionArgs args;  // Causal, no dropout: query i sees keys j <= i + length.
   args.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   args.causal = ops::CausalMask::kYes;
-  RETURN_IF_ERROR(ops::FusedAttention(ec, c.q.view(), keys, values, args, c.ctx_heads.view(),
-                                      c.lse.view()));
+  RETURN_IF_ERROR(
+      ops::FusedAttention(ec, c.q.view(), keys, values, args, c.ctx_heads.view(), c.lse.view()));
   RETURN_IF_ERROR(ops::MergeHeads(ec, hs, c.ctx_heads.view(), c.ctx.view()));
   c.length += n;
   ASSIGN_OR_RETURN(TensorView y2, y.Reshape({B * n, config_.hidden}));

@@ -26,8 +26,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "core/ops/attention.h"
 #include "absl/status/statusor.h"
+#include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/softmax.h"
 #include "core/tensor.h"
@@ -108,13 +108,13 @@ class ParallelSelfAttention {
   // The decoding state: the cache, its gather scratch, and the buffers of one step of n positions.
   struct KvCache {
     int64_t batch = 0, max_length = 0, length = 0;
-    Tensor keys, values;          // [max_length, B, NH_local, D]
+    Tensor keys, values;                    // [max_length, B, NH_local, D]
     Tensor gathered_keys, gathered_values;  // [B, NH_local, max_length, D] (prefixes used)
-    int64_t n = 0;                // Positions the step buffers hold.
-    Tensor qkv;                   // [B, n, 3 * H_local]
-    Tensor q, k, v, ctx_heads;    // [B, NH_local, n, D]
-    Tensor lse;                   // f32 [B, NH_local, n]
-    Tensor ctx;                   // [B, n, H_local]
+    int64_t n = 0;                          // Positions the step buffers hold.
+    Tensor qkv;                             // [B, n, 3 * H_local]
+    Tensor q, k, v, ctx_heads;              // [B, NH_local, n, D]
+    Tensor lse;                             // f32 [B, NH_local, n]
+    Tensor ctx;                             // [B, n, H_local]
   };
   absl::Status EnsureStepBuffers(const ExecContext& ec, int64_t n);
   // x's positions appended to the cache; *keys, *values: every cached position, head-major.
@@ -140,7 +140,7 @@ class ParallelSelfAttention {
   TensorView x_;  // The forward input (owned by the caller).
   TensorView padding_mask_;
   bool has_padding_mask_ = false;
-  Tensor qkv_out_;  // [B, T, 3 * H_local]
+  Tensor qkv_out_;    // [B, T, 3 * H_local]
   Tensor q_, k_, v_;  // [B, NH_local, T, D]
   Tensor lse_;        // f32 [B, NH_local, T]: log-sum-exp of each query row (fused attention)
   Tensor ctx_heads_;  // [B, NH_local, T, D]

@@ -10,7 +10,6 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-
 #include "comm/communicator.h"
 #include "core/exec_context.h"
 

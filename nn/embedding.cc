@@ -41,8 +41,12 @@ absl::StatusOr<VocabParallelEmbedding> VocabParallelEmbedding::Create(
   }
   VocabParallelEmbedding e;
   e.store_ = store;
-  ASSIGN_OR_RETURN(e.weight_, store->Add({prefix + ".weight", {padded_vocab, hidden}, 0,
-                                          Init::kNormal, init_std, /*weight_decay=*/true,
+  ASSIGN_OR_RETURN(e.weight_, store->Add({prefix + ".weight",
+                                          {padded_vocab, hidden},
+                                          0,
+                                          Init::kNormal,
+                                          init_std,
+                                          /*weight_decay=*/true,
                                           /*vocab_padded=*/true}));
   e.valid_vocab_ = valid_vocab;
   e.padded_vocab_ = padded_vocab;
@@ -100,8 +104,12 @@ absl::StatusOr<ReplicatedEmbedding> ReplicatedEmbedding::Create(ParameterStore* 
   ReplicatedEmbedding e;
   e.store_ = store;
   e.rows_ = rows;
-  ASSIGN_OR_RETURN(e.weight_, store->Add({prefix + ".weight", {rows, hidden}, -1, Init::kNormal,
-                                          init_std, /*weight_decay=*/true}));
+  ASSIGN_OR_RETURN(e.weight_, store->Add({prefix + ".weight",
+                                          {rows, hidden},
+                                          -1,
+                                          Init::kNormal,
+                                          init_std,
+                                          /*weight_decay=*/true}));
   return e;
 }
 

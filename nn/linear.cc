@@ -20,8 +20,8 @@ absl::Status GForward(const StepContext& sc, const TensorView& y) {
   return comm::ReduceFromTensorParallelRegionForward(*sc.tp, y);
 }
 
-absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy,
-                                const TensorView& grad, Tensor* scratch) {
+absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy, const TensorView& grad,
+                                Tensor* scratch) {
   if (scratch->numel() != grad.numel() || scratch->dtype() != grad.dtype ||
       scratch->device() != grad.device) {
     ASSIGN_OR_RETURN(*scratch, AllocZeros(*sc.exec, grad.shape, grad.dtype));
@@ -36,11 +36,17 @@ absl::StatusOr<ColumnParallelLinear> ColumnParallelLinear::Create(ParameterStore
                                                                   Bias bias, double init_std) {
   ColumnParallelLinear l;
   l.store_ = store;
-  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight", {in, out}, /*split_dim=*/1,
-                                          Init::kNormal, init_std, /*weight_decay=*/true}));
+  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight",
+                                          {in, out},
+                                          /*split_dim=*/1,
+                                          Init::kNormal,
+                                          init_std,
+                                          /*weight_decay=*/true}));
   if (bias == Bias::kYes) {
-    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias", {out}, /*split_dim=*/0, Init::kZeros,
-                                          0.0, /*weight_decay=*/false}));
+    ASSIGN_OR_RETURN(
+        l.bias_,
+        store->Add(
+            {prefix + ".bias", {out}, /*split_dim=*/0, Init::kZeros, 0.0, /*weight_decay=*/false}));
   }
   l.in_ = in;
   l.local_out_ = out / store->tp_size();
@@ -56,8 +62,7 @@ absl::Status ColumnParallelLinear::Forward(const StepContext& sc, const TensorVi
 }
 
 absl::Status ColumnParallelLinear::ForwardGelu(const StepContext& sc, const TensorView& x,
-                                               const TensorView& pre,
-                                               const TensorView& y) const {
+                                               const TensorView& pre, const TensorView& y) const {
   ops::GemmOptions options;
   if (bias_ >= 0) options.bias = &store_->compute_value(bias_);
   options.epilogue = ops::Epilogue::kGelu;
@@ -92,11 +97,19 @@ absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* stor
                                                             double init_std) {
   RowParallelLinear l;
   l.store_ = store;
-  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight", {in, out}, /*split_dim=*/0,
-                                          Init::kNormal, init_std, /*weight_decay=*/true}));
+  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight",
+                                          {in, out},
+                                          /*split_dim=*/0,
+                                          Init::kNormal,
+                                          init_std,
+                                          /*weight_decay=*/true}));
   if (bias == Bias::kYes) {
-    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias", {out}, /*split_dim=*/-1, Init::kZeros,
-                                          0.0, /*weight_decay=*/false}));
+    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias",
+                                          {out},
+                                          /*split_dim=*/-1,
+                                          Init::kZeros,
+                                          0.0,
+                                          /*weight_decay=*/false}));
   }
   l.local_in_ = in / store->tp_size();
   l.out_ = out;

@@ -114,8 +114,8 @@ absl::Status GForward(const StepContext& sc, const TensorView& y);
 
 // Accumulates the column sums of dy [N, C] (any float dtype) into grad [C] (f32, or dy's dtype)
 // through scratch [C] of grad's dtype; the sums are formed in f32.
-absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy,
-                                const TensorView& grad, Tensor* scratch);
+absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy, const TensorView& grad,
+                                Tensor* scratch);
 
 }  // namespace nn
 }  // namespace mt

@@ -47,8 +47,8 @@ absl::StatusOr<ParallelMLP> ParallelMLP::Create(ParameterStore* store, const std
   return m;
 }
 
-absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x,
-                                  const TensorView& y, const TensorView** deferred_bias) {
+absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
+                                  const TensorView** deferred_bias) {
   const int64_t N = x.dim(0), F = fc1_.local_out();
   RETURN_IF_ERROR(EnsureBuffers(sc, N, F, dtype_, {&pre_, &act_}));
   x_ = x;
@@ -82,8 +82,8 @@ absl::StatusOr<SwiGluMLP> SwiGluMLP::Create(ParameterStore* store, const std::st
   m.reduce_ = reduce;
   ASSIGN_OR_RETURN(m.gate_, ColumnParallelLinear::Create(store, prefix + ".gate", hidden, ffn,
                                                          Bias::kNo, init_std));
-  ASSIGN_OR_RETURN(m.up_, ColumnParallelLinear::Create(store, prefix + ".up", hidden, ffn,
-                                                       Bias::kNo, init_std));
+  ASSIGN_OR_RETURN(
+      m.up_, ColumnParallelLinear::Create(store, prefix + ".up", hidden, ffn, Bias::kNo, init_std));
   ASSIGN_OR_RETURN(m.down_, RowParallelLinear::Create(store, prefix + ".down", ffn, hidden,
                                                       Bias::kNo, output_init_std));
   return m;

@@ -80,8 +80,7 @@ class SwiGluMLP : public Mlp {
   // InvalidArgument if ffn is not divisible by the TP size.
   static absl::StatusOr<SwiGluMLP> Create(ParameterStore* store, const std::string& prefix,
                                           int64_t hidden, int64_t ffn, double init_std,
-                                          double output_init_std,
-                                          TpReduce reduce = TpReduce::kYes);
+                                          double output_init_std, TpReduce reduce = TpReduce::kYes);
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
                        const TensorView** deferred_bias = nullptr) override;
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx) override;

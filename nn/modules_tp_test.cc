@@ -135,7 +135,8 @@ void RunLinearPair(const StepContext& sc, ParameterStore* store, int64_t H, int6
   const int64_t local_f = F / sc.tp_size();
   ASSERT_EQ(col->local_out(), local_f);
   ASSERT_EQ(row->local_in(), local_f);
-  Tensor pre = Tensor::Host({N, local_f}, DType::kF32), act = Tensor::Host({N, local_f}, DType::kF32);
+  Tensor pre = Tensor::Host({N, local_f}, DType::kF32),
+         act = Tensor::Host({N, local_f}, DType::kF32);
   Tensor y = Tensor::Host({N, H}, DType::kF32), dx = Tensor::Host({N, H}, DType::kF32);
   if (sc.tp != nullptr) sc.tp->ResetCounters();
   ASSERT_TRUE(col->Forward(sc, x.view(), pre.view()).ok());
@@ -219,9 +220,8 @@ Tensor PaddingMask(int64_t B, int64_t T) {
 
 void CheckAttentionMatchesSerial(comm::Communicator* comm, const AttentionCase& c) {
   const int tp = comm->size(), rank = comm->rank();
-  SCOPED_TRACE(::testing::Message() << "tp=" << tp << " rank=" << rank << " B=" << c.B
-                                    << " T=" << c.T << " padded=" << c.padded
-                                    << " dropout=" << c.dropout);
+  SCOPED_TRACE(::testing::Message() << "tp=" << tp << " rank=" << rank << " B=" << c.B << " T="
+                                    << c.T << " padded=" << c.padded << " dropout=" << c.dropout);
   ExecContext ec;
   AttentionConfig ac;
   ac.hidden = c.H;

@@ -21,9 +21,9 @@ absl::StatusOr<Shape> LocalShape(const ParamSpec& spec, int tp_size) {
                                                    ShapeToString(shape)));
   }
   if (tp_size < 1 || shape[spec.split_dim] % tp_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parameter ", spec.name, " ", ShapeToString(shape), ": dimension ", spec.split_dim,
-        " is not divisible by the tensor-parallel size ", tp_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter ", spec.name, " ", ShapeToString(shape), ": dimension ",
+                     spec.split_dim, " is not divisible by the tensor-parallel size ", tp_size));
   }
   shape[spec.split_dim] /= tp_size;
   return shape;
@@ -83,8 +83,8 @@ absl::Status InitializeSlice(const ParamSpec& spec, int tp_rank, int tp_size, ui
 
 ParameterStore::ParameterStore(int tp_rank, int tp_size, DType compute_dtype, Device device)
     : tp_rank_(tp_rank), tp_size_(tp_size), compute_dtype_(compute_dtype), device_(device) {
-  CHECK(IsFloating(compute_dtype)) << "ParameterStore: compute dtype " << DTypeName(compute_dtype)
-                                   << " is not f32, bf16 or f16";
+  CHECK(IsFloating(compute_dtype))
+      << "ParameterStore: compute dtype " << DTypeName(compute_dtype) << " is not f32, bf16 or f16";
 }
 
 absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
@@ -191,9 +191,9 @@ absl::Status ParameterStore::CopyValuesFromHost(const ExecContext& ctx,
   CHECK(allocated_) << "ParameterStore::CopyValuesFromHost before Allocate";
   if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 ||
       host_values.shape != value_buffer_.shape() || !host_values.IsContiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ParameterStore::CopyValuesFromHost: host_values ", host_values.DebugString(),
-        " must be contiguous f32", ShapeToString(value_buffer_.shape()), " on cpu"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ParameterStore::CopyValuesFromHost: host_values ", host_values.DebugString(),
+                     " must be contiguous f32", ShapeToString(value_buffer_.shape()), " on cpu"));
   }
   RETURN_IF_ERROR(CopyTensor(ctx, host_values, value_buffer_.view()));
   return RefreshComputeWeights(ctx);

@@ -45,11 +45,11 @@ namespace nn {
 enum class Init { kNormal, kZeros, kOnes };
 
 struct ParamSpec {
-  std::string name;        // Unique, dotted: "layers.3.attention.qkv.weight".
-  Shape global_shape;      // Shape in the serial model.
-  int split_dim = -1;      // Dimension split across TP ranks; -1 = replicated on every TP rank.
+  std::string name;    // Unique, dotted: "layers.3.attention.qkv.weight".
+  Shape global_shape;  // Shape in the serial model.
+  int split_dim = -1;  // Dimension split across TP ranks; -1 = replicated on every TP rank.
   Init init = Init::kNormal;
-  double init_std = 0.02;  // For Init::kNormal.
+  double init_std = 0.02;    // For Init::kNormal.
   bool weight_decay = true;  // False for biases and LayerNorm parameters.
   // Dimension 0 is the vocabulary padded for the TP degree (its size changes with TP; rows past the
   // real vocabulary are never used). Checkpoint resharding re-pads such tensors.

@@ -3,7 +3,6 @@
 // serial (TP = 1) one for every split dimension; the normal initialisation has the requested mean
 // and standard deviation; the store lays values and gradients out in one flat buffer each.
 #include "nn/parameter.h"
-#include "nn/parameter_testutil.h"
 
 #include <cmath>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include "core/ops/testutil.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
+#include "nn/parameter_testutil.h"
 
 namespace mt {
 namespace nn {
@@ -140,7 +140,7 @@ TEST(InitializeSliceTest, NormalValuesHaveTheRequestedMeanAndStd) {
     // Six standard errors of each statistic of n independent standard normals.
     EXPECT_LT(std::fabs(mean), 6 / std::sqrt(n)) << init_std;
     EXPECT_LT(std::fabs(std - 1), 6 / std::sqrt(2 * n)) << init_std;  // SE of s is ~1/sqrt(2n).
-    const double p1 = 0.682689492137086;  // P(|z| < 1).
+    const double p1 = 0.682689492137086;                              // P(|z| < 1).
     EXPECT_LT(std::fabs(within_one / n - p1), 6 * std::sqrt(p1 * (1 - p1) / n)) << init_std;
     EXPECT_LT(std::fabs(sum_q / n - 3), 6 * std::sqrt(96 / n)) << init_std;  // Var(z^4) = 96.
     // Neighbouring elements are independent (their uniforms come from distinct Philox keys).
@@ -274,10 +274,9 @@ TEST(ParameterStoreTest, AddAllocateFindAndFlatViews) {
 }
 
 TEST(ParameterStoreTest, SerialAndShardedStoresHoldTheSameGlobalValues) {
-  const std::vector<ParamSpec> specs = {Spec("p.w", {4, 6}, 1, Init::kNormal, 0.3),
-                                        Spec("p.b", {6}, 0, Init::kNormal, 0.3),
-                                        Spec("q.w", {6, 4}, 0, Init::kNormal, 0.3),
-                                        Spec("q.b", {4}, -1, Init::kNormal, 0.3)};
+  const std::vector<ParamSpec> specs = {
+      Spec("p.w", {4, 6}, 1, Init::kNormal, 0.3), Spec("p.b", {6}, 0, Init::kNormal, 0.3),
+      Spec("q.w", {6, 4}, 0, Init::kNormal, 0.3), Spec("q.b", {4}, -1, Init::kNormal, 0.3)};
   ParameterStore serial(0, 1);
   for (const ParamSpec& s : specs) ASSERT_TRUE(serial.Add(s).ok());
   ASSERT_TRUE(serial.Allocate(31).ok());

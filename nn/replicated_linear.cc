@@ -10,19 +10,26 @@ namespace nn {
 
 absl::StatusOr<ReplicatedLinear> ReplicatedLinear::Create(ParameterStore* store,
                                                           const std::string& prefix, int64_t in,
-                                                          int64_t out, Bias bias,
-                                                          double init_std) {
+                                                          int64_t out, Bias bias, double init_std) {
   if (in < 1 || out < 1) {
     return absl::InvalidArgumentError(absl::StrCat("replicated linear ", prefix, ": sizes [", in,
                                                    ", ", out, "] must be positive"));
   }
   ReplicatedLinear l;
   l.store_ = store;
-  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight", {in, out}, /*split_dim=*/-1,
-                                          Init::kNormal, init_std, /*weight_decay=*/true}));
+  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight",
+                                          {in, out},
+                                          /*split_dim=*/-1,
+                                          Init::kNormal,
+                                          init_std,
+                                          /*weight_decay=*/true}));
   if (bias == Bias::kYes) {
-    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias", {out}, /*split_dim=*/-1, Init::kZeros,
-                                          0.0, /*weight_decay=*/false}));
+    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias",
+                                          {out},
+                                          /*split_dim=*/-1,
+                                          Init::kZeros,
+                                          0.0,
+                                          /*weight_decay=*/false}));
   }
   l.in_ = in;
   l.out_ = out;

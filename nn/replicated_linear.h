@@ -4,8 +4,8 @@
 //
 // Weights are stored [in, out] (y = x W + b), like ColumnParallelLinear / RowParallelLinear:
 // "<prefix>.weight" [in, out] N(0, init_std), "<prefix>.bias" [out] zeros (no weight decay), both
-// with split_dim -1. Activations are 2-D [N, features] in the store's compute dtype; the caller owns
-// them and keeps the forward input alive until Backward. The compute-dtype weights are read
+// with split_dim -1. Activations are 2-D [N, features] in the store's compute dtype; the caller
+// owns them and keeps the forward input alive until Backward. The compute-dtype weights are read
 // (ParameterStore::compute_value). Backward ACCUMULATES into the f32 parameter gradients (in f32)
 // and overwrites dx, which is complete (no f all-reduce: the input and the weights are replicated).
 // Errors: those of ops::Gemm / ops::BiasAdd for mismatched shapes (InvalidArgument).

@@ -49,17 +49,15 @@ NormFactory RmsNormFactory() {
 
 MlpFactory GeluMlpFactory() {
   return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
-    return Own<Mlp>(
-        ParallelMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std,
-                            c.tp_reduce));
+    return Own<Mlp>(ParallelMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std,
+                                        c.output_init_std, c.tp_reduce));
   };
 }
 
 MlpFactory SwiGluMlpFactory() {
   return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
-    return Own<Mlp>(
-        SwiGluMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std,
-                          c.tp_reduce));
+    return Own<Mlp>(SwiGluMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std, c.output_init_std,
+                                      c.tp_reduce));
   };
 }
 
@@ -125,10 +123,9 @@ ops::DropoutArgs TransformerLayer::HiddenDropout(const StepContext& sc, int site
 
 absl::Status TransformerLayer::CheckInput(const TensorView& x) const {
   if (x.rank() != 3 || x.dim(2) != config_.hidden || x.dtype != dtype_) {
-    return absl::InvalidArgumentError(absl::StrCat("transformer layer ", layer_index_, ": input ",
-                                                   x.DebugString(), " must be ", DTypeName(dtype_),
-                                                   "[B, T, ", config_.hidden,
-                                                   "] (the compute dtype)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("transformer layer ", layer_index_, ": input ", x.DebugString(), " must be ",
+                     DTypeName(dtype_), "[B, T, ", config_.hidden, "] (the compute dtype)"));
   }
   return absl::OkStatus();
 }
@@ -249,9 +246,10 @@ int64_t TransformerLayer::ActivationBytes() const {
 absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView& dy,
                                         const TensorView& dx) {
   if (x_.data == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "transformer layer ", layer_index_, ": Backward without a Forward (a decoding step "
-        "keeps nothing for Backward)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("transformer layer ", layer_index_,
+                     ": Backward without a Forward (a decoding step "
+                     "keeps nothing for Backward)"));
   }
   if (!saved_) {
     // Activation checkpointing: recompute this layer's forward (same masks) into scratch.
@@ -276,7 +274,8 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
     RETURN_IF_ERROR(ln2_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, dy2, db, da));  // da = dx1
     // x1 = x + drop(attn(LN1(x))): dx = dx1 + LN1'(attn'(drop'(dx1))).
-    RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
+    RETURN_IF_ERROR(
+        ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
     RETURN_IF_ERROR(attention_.Backward(sc, d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ln1_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, da, db, dx2));
@@ -288,7 +287,8 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
     RETURN_IF_ERROR(ops::Add(ec, da, dc, db));  // db = dx1
     // x1 = LN1(s1), s1 = x + drop(attn(x)).
     RETURN_IF_ERROR(ln1_->Backward(sc, db, da));  // da = ds1
-    RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
+    RETURN_IF_ERROR(
+        ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
     RETURN_IF_ERROR(attention_.Backward(sc, d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ops::Add(ec, da, dc, dx2));
   }
@@ -319,8 +319,7 @@ absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
 }
 
 absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
-    ParameterStore* store, const std::string& prefix, int num_layers,
-    const LayerFactory& factory) {
+    ParameterStore* store, const std::string& prefix, int num_layers, const LayerFactory& factory) {
   if (num_layers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("num_layers must be >= 1, got ", num_layers));
   }
@@ -350,7 +349,8 @@ absl::StatusOr<TensorView> TransformerStack::Forward(const StepContext& sc, cons
   }
   RETURN_IF_ERROR(CopyTensor(*sc.exec, x, hidden_[0].view()));
   for (int i = 0; i < L; ++i) {
-    RETURN_IF_ERROR(layers_[i]->Forward(sc, hidden_[i].view(), padding_mask, hidden_[i + 1].view()));
+    RETURN_IF_ERROR(
+        layers_[i]->Forward(sc, hidden_[i].view(), padding_mask, hidden_[i + 1].view()));
   }
   return hidden_[L].view();
 }
@@ -393,8 +393,7 @@ absl::Status TransformerStack::StartDecoding(const StepContext& sc, int64_t batc
   StopDecoding();
   if (batch < 1 || max_length < 1) {
     return absl::InvalidArgumentError(absl::StrCat("cannot decode ", batch, " sequences of up to ",
-                                                   max_length,
-                                                   " positions (both must be >= 1)"));
+                                                   max_length, " positions (both must be >= 1)"));
   }
   for (int i = 0; i < num_layers(); ++i) {
     absl::Status s = layers_[i]->StartDecoding(sc, batch, max_length);

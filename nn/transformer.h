@@ -218,7 +218,7 @@ class TransformerStack {
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<int> first_handles_;  // The first parameter handle of each layer.
-  std::vector<Tensor> hidden_;  // [L + 1] x [B, T, H]; hidden_[0] is a copy of the input.
+  std::vector<Tensor> hidden_;      // [L + 1] x [B, T, H]; hidden_[0] is a copy of the input.
   int64_t peak_backward_extra_ = 0;
   int64_t decode_batch_ = 0, decode_max_length_ = 0, decode_length_ = 0;
   Tensor decode_out_[2];  // [B, n, H]: the blocks' decoding outputs, alternately.

@@ -25,6 +25,7 @@ DEBIAN_PACKAGES=(
   nlohmann-json3-dev
   libicu-dev           # Unicode categories, case mapping and NFD for the BERT tokenizer
   libcpp-httplib-dev   # the HTTP server of //eval:serve (cpp-httplib)
+  clang-format         # the tree's formatting, checked in CI (tools/check_format.sh)
   fortunes             # plain English prose: the embedded default corpus
   fortunes-min
 )

@@ -1,10 +1,7 @@
 // Training-level golden tests of train::Trainer with BERT (run under mpirun with 2 ranks): TP=2
-// and DP=2 training curves (MLM and SOP losses, gradient norms) equal the serial curve over 16 steps within float32
-// rounding with dropout on, and the model learns; the BERT loader slices each global batch over
-// the DP ranks like the GPT loader and resumes from a consumed-samples count.
-#include "train/batches.h"
-#include "train/testing/training_harness.h"
-
+// and DP=2 training curves (MLM and SOP losses, gradient norms) equal the serial curve over 16
+// steps within float32 rounding with dropout on, and the model learns; the BERT loader slices each
+// global batch over the DP ranks like the GPT loader and resumes from a consumed-samples count.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,12 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_testutil.h"
-#include "core/status.h"
 #include "comm/parallel_context.h"
+#include "core/status.h"
 #include "data/bert_dataset/bert_dataset.h"
 #include "data/bert_dataset/bert_vocab.h"
 #include "data/indexed/indexed_dataset.h"
 #include "gtest/gtest.h"
+#include "train/batches.h"
+#include "train/testing/training_harness.h"
 
 namespace mt {
 namespace train {
@@ -152,10 +151,11 @@ TEST_F(MpiTest, BertTensorAndDataParallelCurvesMatchSerial) {
     EXPECT_NEAR(serial.losses[i], serial.lm[i] + serial.sop[i], 1e-12 * serial.losses[i]) << i;
   }
   if (comm_->rank() == 0) {
-    std::printf("BERT %d-step curves: worst relative lm/sop loss difference TP=2 %.3g, DP=2 %.3g; "
-                "lm loss %.4f -> %.4f, sop loss %.4f -> %.4f\n",
-                iters, worst_tp, worst_dp, serial.lm.front(), serial.lm.back(),
-                serial.sop.front(), serial.sop.back());
+    std::printf(
+        "BERT %d-step curves: worst relative lm/sop loss difference TP=2 %.3g, DP=2 %.3g; "
+        "lm loss %.4f -> %.4f, sop loss %.4f -> %.4f\n",
+        iters, worst_tp, worst_dp, serial.lm.front(), serial.lm.back(), serial.sop.front(),
+        serial.sop.back());
   }
   EXPECT_LT(worst_tp, 1e-5);
   EXPECT_LT(worst_dp, 1e-5);

@@ -144,9 +144,9 @@ struct ReshardedLoadOptions {
 };
 
 struct ReshardedLoad {
-  CheckpointMetadata meta;               // Shard 0's (tp_size: the degree it was saved with).
-  std::vector<std::string> missing;      // Records the checkpoint lacks, in record order.
-  std::vector<std::string> ignored;      // Checkpoint tensors no record names, in stored order.
+  CheckpointMetadata meta;           // Shard 0's (tp_size: the degree it was saved with).
+  std::vector<std::string> missing;  // Records the checkpoint lacks, in record order.
+  std::vector<std::string> ignored;  // Checkpoint tensors no record names, in stored order.
 };
 
 // Fills this rank's slices `into` (laid out for tp_size ranks: each record's local view is rank

@@ -100,8 +100,7 @@ void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_
 // Readers of every shard of checkpoint `iteration` (saved with first.meta.tp_size ranks; `first`
 // is shard 0's info), each checked to list first's tensors as the rank's slices. NotFound /
 // DataLoss for a missing or inconsistent shard.
-absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& dir,
-                                                          int64_t iteration,
+absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& dir, int64_t iteration,
                                                           const ShardInfo& first);
 // Stored tensor `s` assembled from every reader's slice, in its stored global shape and dtype.
 // DataLoss when the shards disagree on its dtype; the readers' errors.

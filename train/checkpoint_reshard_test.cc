@@ -88,11 +88,10 @@ TEST(CheckpointTest, LoadReshardedGivesTheSlicesOfAnyDegree) {
   options.skip_prefixes = {"optimizer."};
   for (int tp : {1, 2, 4}) {
     std::vector<SyntheticTensor> want = Repadded(model, PaddedVocab(tp));
-    want.erase(std::remove_if(want.begin(), want.end(),
-                              [](const SyntheticTensor& t) {
-                                return t.name.rfind("optimizer.", 0) == 0;
-                              }),
-               want.end());
+    want.erase(
+        std::remove_if(want.begin(), want.end(),
+                       [](const SyntheticTensor& t) { return t.name.rfind("optimizer.", 0) == 0; }),
+        want.end());
     for (int r = 0; r < tp; ++r) {
       SCOPED_TRACE(absl::StrCat("rank ", r, " of ", tp));
       std::vector<Tensor> storage;

@@ -6,9 +6,6 @@
 // gradients become inf), skips steps and halves the scale until the gradients fit, then learns;
 // bf16 training tracks the f32 curve for 20 steps, serially and at TP=2. The DP gradient
 // all-reduce overlapped with backward gives the same curve as the all-reduce after backward.
-#include "data/testing/synthetic_corpus.h"
-#include "train/testing/training_harness.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +14,9 @@
 
 #include "comm/mpi_testutil.h"
 #include "core/ops/testutil.h"
+#include "data/testing/synthetic_corpus.h"
 #include "gtest/gtest.h"
+#include "train/testing/training_harness.h"
 
 namespace mt {
 namespace train {
@@ -31,7 +30,8 @@ constexpr int kSeq = 16;
 // A learnable synthetic corpus (train/testing/synthetic_corpus.h): token -> (3 * token + 1) mod V.
 std::string MakeCorpus(int rank) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string prefix = std::string(tmp ? tmp : "/tmp") + "/corpus_rank" + std::to_string(rank);
+  const std::string prefix =
+      std::string(tmp ? tmp : "/tmp") + "/corpus_rank" + std::to_string(rank);
   data::testing::SyntheticCorpusConfig c;
   c.documents = 60;
   c.vocab = kVocab;
@@ -101,8 +101,9 @@ TEST_F(MpiTest, TensorAndDataParallelCurvesMatchSerial) {
     EXPECT_NEAR(tp2.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
   }
   if (comm_->rank() == 0) {
-    std::printf("20-step curves: worst relative loss difference TP=2 %.3g, DP=2 %.3g; loss %.4f -> %.4f\n",
-                worst_tp, worst_dp, serial.losses.front(), serial.losses.back());
+    std::printf(
+        "20-step curves: worst relative loss difference TP=2 %.3g, DP=2 %.3g; loss %.4f -> %.4f\n",
+        worst_tp, worst_dp, serial.losses.front(), serial.losses.back());
   }
   EXPECT_LT(worst_tp, 1e-5);
   EXPECT_LT(worst_dp, 1e-5);
@@ -119,7 +120,7 @@ TEST_F(MpiTest, InjectedOverflowSkipsStepAndHalvesScale) {
   Result r = Train(**self, 1, 2, 2, 1, prefix, lsc, /*inject_overflow_at=*/0);
   EXPECT_EQ(r.skipped, 1);
   EXPECT_EQ(r.final_scale, 2147483648.0);  // 2^32 halved.
-  EXPECT_EQ(r.schedule_samples, 0);  // Skipped steps do not advance the schedule.
+  EXPECT_EQ(r.schedule_samples, 0);        // Skipped steps do not advance the schedule.
   EXPECT_EQ(r.first_values, r.last_values);
   EXPECT_FALSE(std::isfinite(r.grad_norms[0]));
   // Training goes on after the skipped step.
@@ -152,17 +153,16 @@ TEST_F(MpiTest, OverlappedGradientReduceMatchesReduceAfterBackward) {
   EXPECT_LT(a.buckets_in_backward, a.buckets);
   EXPECT_EQ(b.buckets_in_backward, 0);
   if (comm_->rank() == 0) {
-    std::printf("overlapped DP all-reduce: %lld of %lld buckets started during backward; %d-step "
-                "curve identical to the reduce-after-backward curve\n",
-                static_cast<long long>(a.buckets_in_backward), static_cast<long long>(a.buckets),
-                iters);
+    std::printf(
+        "overlapped DP all-reduce: %lld of %lld buckets started during backward; %d-step "
+        "curve identical to the reduce-after-backward curve\n",
+        static_cast<long long>(a.buckets_in_backward), static_cast<long long>(a.buckets), iters);
   }
   // Fault injection happens after the overlapped reduction has completed, so both ranks skip.
   LossScalerConfig lsc;
   lsc.dynamic = true;
   lsc.hysteresis = 1;
-  Result c = Train(*comm_, 1, 2, 4, 2, prefix, lsc, /*inject_overflow_at=*/0, DType::kF32,
-                   overlap);
+  Result c = Train(*comm_, 1, 2, 4, 2, prefix, lsc, /*inject_overflow_at=*/0, DType::kF32, overlap);
   EXPECT_EQ(c.skipped, 1);
   EXPECT_FALSE(std::isfinite(c.grad_norms[0]));
   EXPECT_TRUE(std::isfinite(c.grad_norms[1]));
@@ -209,17 +209,18 @@ TEST_F(MpiTest, F16DynamicLossScalingSkipsRealOverflowsThenLearns) {
   const double untrained = Mean(r.losses, 0, 3);  // Steps 0-2 are skipped: initial weights.
   const double trained = Mean(r.losses, iters - 5, iters);
   if (comm_->rank() == 0) {
-    std::printf("f16 from loss scale 2^32: %lld skipped steps (the last at iteration %lld), final "
-                "scale %g, loss %.4f -> %.4f\n",
-                static_cast<long long>(skipped), static_cast<long long>(last_skip + 1),
-                r.final_scale, untrained, trained);
+    std::printf(
+        "f16 from loss scale 2^32: %lld skipped steps (the last at iteration %lld), final "
+        "scale %g, loss %.4f -> %.4f\n",
+        static_cast<long long>(skipped), static_cast<long long>(last_skip + 1), r.final_scale,
+        untrained, trained);
   }
   EXPECT_TRUE(!std::isfinite(r.grad_norms[1]) && !std::isfinite(r.grad_norms[2]));
   EXPECT_LT(trained, untrained - 0.5);
   // f16 compute copies followed the masters (refreshed after every applied step).
   std::vector<double> rounded(r.last_values.begin(), r.last_values.end());
-  Tensor f16 = ::mt::testing::FromDoubles({static_cast<int64_t>(rounded.size())}, DType::kF16,
-                                          rounded);
+  Tensor f16 =
+      ::mt::testing::FromDoubles({static_cast<int64_t>(rounded.size())}, DType::kF16, rounded);
   EXPECT_EQ(r.last_compute, ::mt::testing::ToDoubles(f16.view()));
 }
 
@@ -242,10 +243,11 @@ TEST_F(MpiTest, Bf16TrainingTracksTheF32Curve) {
     worst_tp = std::max(worst_tp, std::fabs(bf16_tp2.losses[i] - bf16.losses[i]) / bf16.losses[i]);
   }
   if (comm_->rank() == 0) {
-    std::printf("20-step curves: worst relative loss difference bf16 vs f32 %.3g, bf16 TP=2 vs "
-                "bf16 serial %.3g; bf16 loss %.4f -> %.4f (f32 %.4f -> %.4f)\n",
-                worst, worst_tp, bf16.losses.front(), bf16.losses.back(), f32.losses.front(),
-                f32.losses.back());
+    std::printf(
+        "20-step curves: worst relative loss difference bf16 vs f32 %.3g, bf16 TP=2 vs "
+        "bf16 serial %.3g; bf16 loss %.4f -> %.4f (f32 %.4f -> %.4f)\n",
+        worst, worst_tp, bf16.losses.front(), bf16.losses.back(), f32.losses.front(),
+        f32.losses.back());
   }
   // The first losses differ by bf16 rounding only (same masters); over 20 steps of a learning
   // curve falling by more than 0.5 nats the curves stay within 1% (loose: training can amplify

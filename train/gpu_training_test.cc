@@ -1,9 +1,10 @@
 // Training on a GPU against training on the CPU (tagged "gpu"; skips without a device): 20 steps
-// of a small GPT-2 with dropout on, through the same Trainer and Optimizer (train/testing/training_harness.h), with the
-// model, gradients, Adam moments and activations on cuda:0. The f32 GPU curve matches the f32
-// CPU curve to float rounding, and the bf16 GPU curve the bf16 CPU curve within bf16 tolerance
-// (dropout masks are the same Philox draws on both). A checkpoint written from the GPU at
-// iteration 10 and loaded into a fresh GPU model continues the curve.
+// of a small GPT-2 with dropout on, through the same Trainer and Optimizer
+// (train/testing/training_harness.h), with the model, gradients, Adam moments and activations on
+// cuda:0. The f32 GPU curve matches the f32 CPU curve to float rounding, and the bf16 GPU curve the
+// bf16 CPU curve within bf16 tolerance (dropout masks are the same Philox draws on both). A
+// checkpoint written from the GPU at iteration 10 and loaded into a fresh GPU model continues the
+// curve.
 //
 // Runs as one MPI rank (a singleton: the Trainer needs a communicator for its layout).
 #include <cmath>
@@ -15,8 +16,8 @@
 
 #include "comm/mpi_testutil.h"
 #include "core/cuda_device.h"
-#include "gtest/gtest.h"
 #include "data/testing/synthetic_corpus.h"
+#include "gtest/gtest.h"
 #include "train/testing/training_harness.h"
 
 namespace mt {
@@ -96,9 +97,10 @@ TEST_F(MpiTest, GpuTrainingMatchesCpuTraining) {
   const double f32 = WorstRelative(gpu32.losses, cpu32.losses);
   const double bf16 = WorstRelative(gpu16.losses, cpu16.losses);
   const double bf16_vs_f32 = WorstRelative(gpu16.losses, cpu32.losses);
-  std::printf("20-step GPT-2 curves: loss %.4f -> %.4f (CPU f32); worst relative difference GPU "
-              "vs CPU: f32 %.3g, bf16 %.3g; GPU bf16 vs CPU f32 %.3g\n",
-              cpu32.losses.front(), cpu32.losses.back(), f32, bf16, bf16_vs_f32);
+  std::printf(
+      "20-step GPT-2 curves: loss %.4f -> %.4f (CPU f32); worst relative difference GPU "
+      "vs CPU: f32 %.3g, bf16 %.3g; GPU bf16 vs CPU f32 %.3g\n",
+      cpu32.losses.front(), cpu32.losses.back(), f32, bf16, bf16_vs_f32);
   EXPECT_LT(f32, 1e-4);
   EXPECT_LT(WorstRelative(gpu32.grad_norms, cpu32.grad_norms), 1e-3);
   // bf16 has 8 significant bits (u = 2^-8): the CPU and GPU round different partial sums, and the
@@ -119,9 +121,10 @@ TEST_F(MpiTest, GpuCheckpointResumeContinuesTheCurve) {
   std::vector<double> resumed(first.losses);
   resumed.insert(resumed.end(), rest.losses.begin(), rest.losses.end());
   const double diff = WorstRelative(resumed, whole.losses);
-  std::printf("GPU bf16 run resumed at iteration 10: worst relative difference from the "
-              "uninterrupted run %.3g (%s)\n",
-              diff, diff == 0 ? "bit-identical" : "not bit-identical");
+  std::printf(
+      "GPU bf16 run resumed at iteration 10: worst relative difference from the "
+      "uninterrupted run %.3g (%s)\n",
+      diff, diff == 0 ? "bit-identical" : "not bit-identical");
   EXPECT_LT(diff, 1e-6);
 }
 

@@ -104,7 +104,8 @@ TEST_P(GradReadyTest, GptReportsAreTrue) {
     sc.sample_offset = 2 * micro;
     // As the trainer: only the last micro-batch's backward reports.
     if (micro == 1) sc.grads_ready = &listener;
-    auto loss = (*model)->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()), models::Backward::kYes);
+    auto loss = (*model)->ForwardBackward(
+        sc, models::LanguageModelBatch(tokens.view(), targets.view()), models::Backward::kYes);
     ASSERT_TRUE(loss.ok()) << loss.status();
   }
   EXPECT_EQ(listener.reports(), static_cast<size_t>(c.num_layers + 2));
@@ -114,10 +115,9 @@ TEST_P(GradReadyTest, GptReportsAreTrue) {
 TEST_P(GradReadyTest, BertReportsAreTrue) {
   const nn::Recompute recompute = GetParam() ? nn::Recompute::kYes : nn::Recompute::kNo;
   for (nn::NormPosition norm : {nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm}) {
-    for (models::Heads heads :
-         {models::Heads::kPretraining, models::Heads::kMultipleChoice}) {
-      SCOPED_TRACE(::testing::Message() << "norm " << static_cast<int>(norm) << " heads "
-                                        << static_cast<int>(heads));
+    for (models::Heads heads : {models::Heads::kPretraining, models::Heads::kMultipleChoice}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "norm " << static_cast<int>(norm) << " heads " << static_cast<int>(heads));
       const models::ModelConfig c = Tiny(models::Family::kBert, norm);
       nn::ParameterStore store(0, 1);
       auto model = models::BertModel::Create(c, &store, {recompute, heads});
@@ -141,10 +141,14 @@ TEST_P(GradReadyTest, BertReportsAreTrue) {
         sc.sample_offset = 2 * micro;
         if (micro == 1) sc.grads_ready = &listener;
         if (heads == models::Heads::kPretraining) {
-          auto l = (*model)->ForwardBackward(sc, models::BertBatch(tokens.view(), tt.view(), pm.view(), ml.view(), sop.view()), models::Backward::kYes);
+          auto l = (*model)->ForwardBackward(
+              sc, models::BertBatch(tokens.view(), tt.view(), pm.view(), ml.view(), sop.view()),
+              models::Backward::kYes);
           ASSERT_TRUE(l.ok()) << l.status();
         } else {
-          auto l = (*model)->MultipleChoice(sc, models::MultipleChoiceBatch(tokens.view(), tt.view(), pm.view(), choice.view()), models::Backward::kYes);
+          auto l = (*model)->MultipleChoice(
+              sc, models::MultipleChoiceBatch(tokens.view(), tt.view(), pm.view(), choice.view()),
+              models::Backward::kYes);
           ASSERT_TRUE(l.ok()) << l.status();
         }
       }
@@ -166,10 +170,16 @@ TEST(GradReadyCheckTest, CatchesAFalseReport) {
   Tensor tokens = I32({1, 2, 3, 4, 5, 6}, {1, 6}), targets = I32({2, 3, 4, 5, 6, 7}, {1, 6});
   nn::StepContext sc;
   sc.exec = &ec;
-  ASSERT_TRUE((*model)->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()), models::Backward::kYes).ok());
+  ASSERT_TRUE((*model)
+                  ->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()),
+                                    models::Backward::kYes)
+                  .ok());
   RecordingListener listener(&store);
   ASSERT_TRUE(listener.GradsReady(0).ok());  // False: another backward pass follows.
-  ASSERT_TRUE((*model)->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()), models::Backward::kYes).ok());
+  ASSERT_TRUE((*model)
+                  ->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()),
+                                    models::Backward::kYes)
+                  .ok());
   EXPECT_NONFATAL_FAILURE(listener.Check("false report"), "changed later");
 }
 

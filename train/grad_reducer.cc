@@ -29,9 +29,9 @@ nn::GradReadyListener* GradReducer::Begin(comm::Communicator* dp) {
 
 absl::Status GradReducer::Start(size_t bucket) {
   const auto [begin, end] = buckets_[bucket];
-  ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> r,
-                   dp_->AllReduceAsync(store_->flat_grads().Slice(begin, end),
-                                       comm::ReduceOp::kSum));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<comm::CommRequest> r,
+      dp_->AllReduceAsync(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum));
   pending_.push_back(std::move(r));
   return absl::OkStatus();
 }

@@ -7,8 +7,8 @@
 // are final (nn::GradReadyListener); every bucket that lies wholly in the final range is then
 // all-reduced with a non-blocking collective while backward goes on, and the pending requests are
 // polled at each report to keep them moving. Finish() starts whatever is left and waits for all.
-// Without overlap (or with one DP rank) Finish() does all buckets itself, in the same order and with
-// the same boundaries, so both ways produce the same sums.
+// Without overlap (or with one DP rank) Finish() does all buckets itself, in the same order and
+// with the same boundaries, so both ways produce the same sums.
 #ifndef MT_TRAIN_GRAD_REDUCER_H_
 #define MT_TRAIN_GRAD_REDUCER_H_
 

@@ -9,8 +9,8 @@ namespace train {
 
 absl::Status LrScheduleConfig::Validate() const {
   if (!(max_lr >= 0) || !(min_lr >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("lr (", max_lr, ") and min_lr (", min_lr,
-                                                   ") must be non-negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("lr (", max_lr, ") and min_lr (", min_lr, ") must be non-negative"));
   }
   if (min_lr > max_lr) {
     return absl::InvalidArgumentError(absl::StrCat("min_lr ", min_lr, " exceeds lr ", max_lr));
@@ -31,8 +31,8 @@ double LrSchedule::LrAt(int64_t samples) const {
   if (samples >= c.decay_samples) return c.min_lr;
   const double ratio = static_cast<double>(samples - c.warmup_samples) /
                        static_cast<double>(c.decay_samples - c.warmup_samples);
-  const double coeff = c.style == DecayStyle::kLinear ? 1.0 - ratio
-                                                      : 0.5 * (std::cos(M_PI * ratio) + 1.0);
+  const double coeff =
+      c.style == DecayStyle::kLinear ? 1.0 - ratio : 0.5 * (std::cos(M_PI * ratio) + 1.0);
   return c.min_lr + coeff * (c.max_lr - c.min_lr);
 }
 

@@ -69,10 +69,9 @@ TEST(LrScheduleTest, BadConfigsAndNames) {
   EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParseEnum<DecayStyle>("lr_decay_style", "cosine", kDecayStyleNames),
             DecayStyle::kCosine);
-  EXPECT_EQ(ParseEnum<DecayStyle>("lr_decay_style", "exponential", kDecayStyleNames)
-                .status()
-                .message(),
-            "--lr_decay_style=exponential: must be one of constant, linear, cosine");
+  EXPECT_EQ(
+      ParseEnum<DecayStyle>("lr_decay_style", "exponential", kDecayStyleNames).status().message(),
+      "--lr_decay_style=exponential: must be one of constant, linear, cosine");
 }
 
 }  // namespace

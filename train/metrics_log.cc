@@ -12,9 +12,8 @@ absl::StatusOr<std::unique_ptr<JsonlWriter>> JsonlWriter::Open(const std::string
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) {
     const int err = errno;
-    return absl::Status(absl::ErrnoToStatusCode(err),
-                        absl::StrCat("cannot open the metrics log ", path, ": ",
-                                     std::strerror(err)));
+    return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat("cannot open the metrics log ",
+                                                                   path, ": ", std::strerror(err)));
   }
   return std::unique_ptr<JsonlWriter>(new JsonlWriter(path, f));
 }

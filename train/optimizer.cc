@@ -99,8 +99,8 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
     a.mode = ops::WeightDecayMode::kAdamW;
     a.step = step_;
     a.grad_scale = clip;
-    RETURN_IF_ERROR(ops::AdamUpdate(ctx, store_->value(i), store_->grad(i), exp_avg(i),
-                                    exp_avg_sq(i), a));
+    RETURN_IF_ERROR(
+        ops::AdamUpdate(ctx, store_->value(i), store_->grad(i), exp_avg(i), exp_avg_sq(i), a));
   }
   // The modules compute with the compute-dtype copies: round the new masters into them.
   RETURN_IF_ERROR(store_->RefreshComputeWeights(ctx));

@@ -30,7 +30,7 @@ struct OptimizerConfig {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.01f;
-  double clip_grad = 1.0;  // <= 0 disables clipping.
+  double clip_grad = 1.0;                // <= 0 disables clipping.
   int64_t dp_bucket_elements = 1 << 22;  // Elements per data-parallel all-reduce.
   // Start each bucket's all-reduce during backward as soon as its gradients are final
   // (GradSyncListener); false: all buckets in Step().

@@ -127,8 +127,8 @@ nn::StepContext Trainer::MicroStep(int64_t micro) const {
   sc.dropout_seed = config_.seed;
   sc.micro_step = static_cast<uint64_t>(iteration_);
   sc.sample_offset =
-      consumed_samples_ + config_.micro_batch_size * (micro * parts_.parallel->dp_size() +
-                                                      parts_.parallel->dp_rank());
+      consumed_samples_ +
+      config_.micro_batch_size * (micro * parts_.parallel->dp_size() + parts_.parallel->dp_rank());
   return sc;
 }
 
@@ -176,13 +176,12 @@ absl::StatusOr<Trainer::Accumulated> Trainer::AccumulateGradients(BatchStream& d
           "training data exhausted at iteration %d; build the dataset with more samples",
           iteration_));
     }
-    ASSIGN_OR_RETURN(models::Losses l,
-                     parts_.model->ForwardBackward(sc, *batch, models::Backward::kYes,
-                                                   parts_.scaler->scale()));
+    ASSIGN_OR_RETURN(
+        models::Losses l,
+        parts_.model->ForwardBackward(sc, *batch, models::Backward::kYes, parts_.scaler->scale()));
     r.loss.total += l.total;
     for (size_t k = 0; k < r.loss.parts.size(); ++k) r.loss.parts[k] += l.parts[k];
-    r.flops += parts_.model->TrainingFlops(batch->tokens.dim(0),
-                                                      batch->tokens.dim(1), l.scored);
+    r.flops += parts_.model->TrainingFlops(batch->tokens.dim(0), batch->tokens.dim(1), l.scored);
   }
   r.loss.total /= accumulation;
   for (double& p : r.loss.parts) p /= accumulation;
@@ -211,8 +210,7 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
       RETURN_IF_ERROR(ops::Fill(*parts_.exec, parts_.store->flat_grads().Slice(0, 1),
                                 std::numeric_limits<double>::infinity()));
     }
-    const double divisor =
-        accumulation * parts_.parallel->dp_size() * parts_.scaler->scale();
+    const double divisor = accumulation * parts_.parallel->dp_size() * parts_.scaler->scale();
     const double lr_used = parts_.schedule->lr();
     ASSIGN_OR_RETURN(StepStats stats,
                      parts_.optimizer->Step(*parts_.exec, tp, dp, lr_used, divisor));

@@ -43,8 +43,8 @@ struct TrainerConfig {
   int64_t seq_length = 128;
   int64_t train_iters = 100;
   int log_interval = 10;
-  int eval_iters = 4;     // Micro-batches per evaluation (per DP rank).
-  uint64_t seed = 1234;   // Initialisation, data order and dropout.
+  int eval_iters = 4;    // Micro-batches per evaluation (per DP rank).
+  uint64_t seed = 1234;  // Initialisation, data order and dropout.
   bool recompute = false;
   std::string log_jsonl;  // Written by global rank 0; empty: none.
   bool quiet = false;     // No stdout lines (tests).
@@ -62,8 +62,7 @@ struct TrainerConfig {
     v("log_interval", &self.log_interval, "Iterations between log lines.");
     v("eval_iters", &self.eval_iters, "Validation micro-batches per evaluation.");
     v("seed", &self.seed, "Seed for initialisation, data order and dropout.");
-    v("recompute", &self.recompute,
-      "Activation checkpointing: recompute each layer in backward.");
+    v("recompute", &self.recompute, "Activation checkpointing: recompute each layer in backward.");
     v("log_jsonl", &self.log_jsonl, "Append the log lines as JSON objects to this file.");
   }
 };
@@ -93,8 +92,8 @@ struct LogRecord {
 };
 
 struct EvalResult {
-  models::Losses loss;     // Means over the evaluation's micro-batches and DP ranks.
-  double perplexity = 0;   // exp(loss.parts[0]).
+  models::Losses loss;    // Means over the evaluation's micro-batches and DP ranks.
+  double perplexity = 0;  // exp(loss.parts[0]).
 };
 
 // What the trainer drives; all owned by the caller and outliving the Trainer. The store is

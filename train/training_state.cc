@@ -129,8 +129,8 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const TrainingCounters& counters, const std::string& model_name) {
   if (parallel.dp_rank() == 0) {
     RETURN_IF_ERROR(SaveThisShard(save_dir, parallel, config, store, optimizer,
-                                  TrainerStateJson(optimizer, scaler, schedule, counters),
-                                  counters, model_name));
+                                  TrainerStateJson(optimizer, scaler, schedule, counters), counters,
+                                  model_name));
   }
   RETURN_IF_ERROR(parallel.world().Barrier());
   if (parallel.rank() == 0) {

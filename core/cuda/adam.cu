@@ -32,8 +32,8 @@ __global__ void AdamKernel(float* param, const float* grad, float* m, float* v, 
 LaunchResult LaunchAdam(float* param, const float* grad, float* m, float* v, int64_t n,
                         const AdamParams& params, void* stream) {
   if (n == 0) return {};
-  MT_LAUNCH(GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream), AdamKernel)(
-      param, grad, m, v, n, params);
+  MT_LAUNCH(GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream), AdamKernel)
+  (param, grad, m, v, n, params);
   MT_CHECK_LAUNCH();
   return {};
 }

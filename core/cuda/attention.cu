@@ -417,9 +417,9 @@ LaunchResult LaunchFusedAttention(ElemType type, const void* q, const void* k, c
     using T = typename decltype(tag)::type;
     MT_RETURN_IF_LAUNCH_FAILED(AllowShared(AttentionForwardKernel<T>, shared));
     MT_LAUNCH(blocks, kFwdThreads, shared, static_cast<cudaStream_t>(stream),
-              AttentionForwardKernel<T>)(
-        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-        static_cast<T*>(out), lse, params, q_tiles);
+              AttentionForwardKernel<T>)
+    (static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+     static_cast<T*>(out), lse, params, q_tiles);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -452,15 +452,15 @@ LaunchResult LaunchFusedAttentionBackward(ElemType type, const void* q, const vo
     if (k_blocks > 0) {
       const size_t shared = KeyGradSharedBytes(d);
       MT_RETURN_IF_LAUNCH_FAILED(AllowShared(AttentionKeyGradKernel<T>, shared));
-      MT_LAUNCH(k_blocks, kWarp, shared, s, AttentionKeyGradKernel<T>)(
-          pq, pk, pv, po, pdo, lse, static_cast<T*>(dk), static_cast<T*>(dv), params, k_tiles);
+      MT_LAUNCH(k_blocks, kWarp, shared, s, AttentionKeyGradKernel<T>)
+      (pq, pk, pv, po, pdo, lse, static_cast<T*>(dk), static_cast<T*>(dv), params, k_tiles);
       MT_CHECK_LAUNCH();
     }
     if (q_blocks > 0) {
       const size_t shared = QueryGradSharedBytes(d);
       MT_RETURN_IF_LAUNCH_FAILED(AllowShared(AttentionQueryGradKernel<T>, shared));
-      MT_LAUNCH(q_blocks, kWarp, shared, s, AttentionQueryGradKernel<T>)(
-          pq, pk, pv, po, pdo, lse, static_cast<T*>(dq), params, q_tiles);
+      MT_LAUNCH(q_blocks, kWarp, shared, s, AttentionQueryGradKernel<T>)
+      (pq, pk, pv, po, pdo, lse, static_cast<T*>(dq), params, q_tiles);
       MT_CHECK_LAUNCH();
     }
     return {};

@@ -21,8 +21,8 @@ LaunchResult LaunchBiasAdd(ElemType type, const void* x, const void* bias, void*
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
     MT_LAUNCH(internal::GridFor(n), internal::kThreads, 0, static_cast<cudaStream_t>(stream),
-              BiasAddKernel<T>)(
-        static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<T*>(y), n, cols);
+              BiasAddKernel<T>)
+    (static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<T*>(y), n, cols);
     MT_CHECK_LAUNCH();
     return {};
   });

@@ -54,12 +54,12 @@ class CachingAllocator : public DeviceMemoryPool {
   static Backend CudaBackend(int device);
 
   struct Stats {
-    size_t bytes_in_use = 0;        // Rounded sizes of the blocks handed out.
-    size_t peak_bytes_in_use = 0;   // Highest bytes_in_use so far (ResetPeak() restarts it).
-    size_t bytes_cached = 0;        // Free blocks kept for reuse.
-    size_t bytes_reserved = 0;      // bytes_in_use + bytes_cached: what the backend has given.
-    int64_t allocations = 0;        // Successful Allocate calls with nbytes > 0.
-    int64_t cache_hits = 0;         // ...of which served from a free list.
+    size_t bytes_in_use = 0;       // Rounded sizes of the blocks handed out.
+    size_t peak_bytes_in_use = 0;  // Highest bytes_in_use so far (ResetPeak() restarts it).
+    size_t bytes_cached = 0;       // Free blocks kept for reuse.
+    size_t bytes_reserved = 0;     // bytes_in_use + bytes_cached: what the backend has given.
+    int64_t allocations = 0;       // Successful Allocate calls with nbytes > 0.
+    int64_t cache_hits = 0;        // ...of which served from a free list.
     int64_t backend_allocations = 0;
     int64_t backend_frees = 0;
   };
@@ -89,8 +89,8 @@ class CachingAllocator : public DeviceMemoryPool {
 
   Backend backend_;
   mutable std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;      // Size class -> cached blocks.
-  std::unordered_map<void*, size_t> in_use_;       // Block -> size class.
+  std::map<size_t, std::vector<void*>> free_;  // Size class -> cached blocks.
+  std::unordered_map<void*, size_t> in_use_;   // Block -> size class.
   Stats stats_;
 };
 

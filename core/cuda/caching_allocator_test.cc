@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gtest/gtest.h"
 #include "core/cuda_device.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace cuda {
@@ -22,7 +22,7 @@ struct FakeBackend {
   int allocs = 0;
   int frees = 0;
   std::map<void*, size_t> live;  // Pointer -> size.
-  std::vector<size_t> sizes;  // Of every backend allocation.
+  std::vector<size_t> sizes;     // Of every backend allocation.
 
   CachingAllocator::Backend Make() {
     return CachingAllocator::Backend{
@@ -157,8 +157,7 @@ TEST(CachingAllocatorTest, ReleasesTheCacheBeforeRunningOutOfMemory) {
   absl::StatusOr<void*> more = alloc.Allocate(4096);
   ASSERT_FALSE(more.ok());
   EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(more.status().message().find("caching allocator"), std::string::npos)
-      << more.status();
+  EXPECT_NE(more.status().message().find("caching allocator"), std::string::npos) << more.status();
   alloc.Free(*big);
 }
 

@@ -19,7 +19,7 @@ constexpr int kRowLanes = 8;
 inline int64_t ColumnSumRowBlocks(int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return 0;
   const int64_t col_tiles = (cols + kColTile - 1) / kColTile;
-  int64_t blocks = (rows + 63) / 64;  // At least 64 rows (8 per lane) per block...
+  int64_t blocks = (rows + 63) / 64;         // At least 64 rows (8 per lane) per block...
   const int64_t by_grid = 2048 / col_tiles;  // ...and about 2048 thread blocks in all.
   if (blocks > by_grid) blocks = by_grid;
   if (blocks > 1024) blocks = 1024;
@@ -84,12 +84,12 @@ LaunchResult LaunchColumnSum(const Fn& fn, int64_t rows, int64_t cols, float* sc
     const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile),
                     static_cast<unsigned>(row_blocks));
     const dim3 block(kColTile, kRowLanes);
-    MT_LAUNCH(grid, block, 0, stream, ColumnPartialKernel<kTerms, Fn>)(
-        fn, rows, cols, rows_per_block, scratch);
+    MT_LAUNCH(grid, block, 0, stream, ColumnPartialKernel<kTerms, Fn>)
+    (fn, rows, cols, rows_per_block, scratch);
     MT_CHECK_LAUNCH();
   }
-  MT_LAUNCH(GridFor(cols), kThreads, 0, stream, ColumnFinishKernel<kTerms, P>)(
-      scratch, row_blocks, cols, out0, out1);
+  MT_LAUNCH(GridFor(cols), kThreads, 0, stream, ColumnFinishKernel<kTerms, P>)
+  (scratch, row_blocks, cols, out0, out1);
   MT_CHECK_LAUNCH();
   return {};
 }

@@ -150,8 +150,8 @@ LaunchResult LaunchCrossEntropy(ElemType type, IdType id_type, const void* logit
   return internal::DispatchElemAndId(type, id_type, [&](auto tag, auto id_tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
     using I = typename decltype(id_tag)::type;
-    MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyKernel<T, I>)(
-        static_cast<const T*>(logits), static_cast<const I*>(targets), losses, v);
+    MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyKernel<T, I>)
+    (static_cast<const T*>(logits), static_cast<const I*>(targets), losses, v);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -165,9 +165,9 @@ LaunchResult LaunchCrossEntropyBackward(ElemType type, IdType id_type, const voi
   return internal::DispatchElemAndId(type, id_type, [&](auto tag, auto id_tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
     using I = typename decltype(id_tag)::type;
-    MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyBackwardKernel<T, I>)(
-        static_cast<const T*>(logits), static_cast<const I*>(targets), dlosses,
-        static_cast<T*>(dlogits), v);
+    MT_LAUNCH(Rows(n), kThreads, 0, s, CrossEntropyBackwardKernel<T, I>)
+    (static_cast<const T*>(logits), static_cast<const I*>(targets), dlosses,
+     static_cast<T*>(dlogits), v);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -176,8 +176,8 @@ LaunchResult LaunchCrossEntropyBackward(ElemType type, IdType id_type, const voi
 LaunchResult LaunchShardedRowMax(const float* logits, float* row_max, int64_t n, int64_t v,
                                  int64_t valid, void* stream) {
   if (n == 0) return {};
-  MT_LAUNCH(Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedRowMaxKernel)(
-      logits, row_max, v, valid);
+  MT_LAUNCH(Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedRowMaxKernel)
+  (logits, row_max, v, valid);
   MT_CHECK_LAUNCH();
   return {};
 }
@@ -190,8 +190,8 @@ LaunchResult LaunchShardedTargetAndSumExp(IdType id_type, const float* logits, c
   return internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
     MT_LAUNCH(Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream),
-              ShardedTargetAndSumExpKernel<I>)(
-        logits, static_cast<const I*>(targets), row_max, partials, v, valid, vocab_start);
+              ShardedTargetAndSumExpKernel<I>)
+    (logits, static_cast<const I*>(targets), row_max, partials, v, valid, vocab_start);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -202,8 +202,8 @@ LaunchResult LaunchShardedLoss(IdType id_type, const void* targets, const float*
   if (n == 0) return {};
   return internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    MT_LAUNCH(GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedLossKernel<I>)(
-        static_cast<const I*>(targets), row_max, partials, losses, n);
+    MT_LAUNCH(GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedLossKernel<I>)
+    (static_cast<const I*>(targets), row_max, partials, losses, n);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -212,14 +212,14 @@ LaunchResult LaunchShardedLoss(IdType id_type, const void* targets, const float*
 LaunchResult LaunchShardedCrossEntropyBackward(IdType id_type, const float* logits,
                                                const void* targets, const float* row_max,
                                                const float* partials, const float* dlosses,
-                                               float* dlogits, int64_t n, int64_t v,
-                                               int64_t valid, int64_t vocab_start, void* stream) {
+                                               float* dlogits, int64_t n, int64_t v, int64_t valid,
+                                               int64_t vocab_start, void* stream) {
   if (n == 0) return {};
   return internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    MT_LAUNCH(Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedBackwardKernel<I>)(
-        logits, static_cast<const I*>(targets), row_max, partials, dlosses, dlogits, v, valid,
-        vocab_start);
+    MT_LAUNCH(Rows(n), kThreads, 0, static_cast<cudaStream_t>(stream), ShardedBackwardKernel<I>)
+    (logits, static_cast<const I*>(targets), row_max, partials, dlosses, dlogits, v, valid,
+     vocab_start);
     MT_CHECK_LAUNCH();
     return {};
   });

@@ -23,23 +23,24 @@ absl::Status CudaCallError(cudaError_t err, const char* expr, const char* file, 
         where, "; the GPU is out of memory: reduce the batch size or free cached memory"));
   }
   return absl::InternalError(absl::StrCat(
-      where, "; if it names an earlier asynchronous failure, rerun with CUDA_LAUNCH_BLOCKING=1 to "
-             "find the kernel that caused it"));
+      where,
+      "; if it names an earlier asynchronous failure, rerun with CUDA_LAUNCH_BLOCKING=1 to "
+      "find the kernel that caused it"));
 }
 
-absl::Status CublasCallError(cublasStatus_t status, const char* expr, const char* file,
-                             int line) {
-  const std::string where = absl::StrCat(file, ":", line, ": ", expr, " failed: ",
-                                         cublasGetStatusName(status), " (",
-                                         cublasGetStatusString(status), ")");
+absl::Status CublasCallError(cublasStatus_t status, const char* expr, const char* file, int line) {
+  const std::string where =
+      absl::StrCat(file, ":", line, ": ", expr, " failed: ", cublasGetStatusName(status), " (",
+                   cublasGetStatusString(status), ")");
   if (status == CUBLAS_STATUS_ALLOC_FAILED) {
     return absl::ResourceExhaustedError(
         absl::StrCat(where, "; the GPU is out of memory: reduce the batch size"));
   }
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_ARCH_MISMATCH) {
-    return absl::UnimplementedError(absl::StrCat(
-        where, "; this GPU or cuBLASLt version does not support the requested GEMM "
-               "(dtype, alignment or shape)"));
+    return absl::UnimplementedError(
+        absl::StrCat(where,
+                     "; this GPU or cuBLASLt version does not support the requested GEMM "
+                     "(dtype, alignment or shape)"));
   }
   return absl::InternalError(absl::StrCat(
       where, "; check the cuBLAS installation matches the toolkit this binary was built with"));
@@ -56,8 +57,7 @@ DeviceContextState::~DeviceContextState() {
   // Work queued with this context may still use the buffers: wait for it. Errors cannot be
   // returned from a destructor; log them.
   if (cudaSetDevice(device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-    LOG(ERROR) << "DeviceContext for cuda:" << device
-               << ": synchronizing before release failed: "
+    LOG(ERROR) << "DeviceContext for cuda:" << device << ": synchronizing before release failed: "
                << cudaGetErrorString(cudaGetLastError());
   }
   gemm_plans.clear();

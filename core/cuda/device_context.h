@@ -45,8 +45,7 @@ class DeviceContext {
 
   // FailedPrecondition if `device` does not exist (the message names the devices there are),
   // ResourceExhausted if the workspace does not fit, Internal for other CUDA/cuBLAS errors.
-  static absl::StatusOr<std::unique_ptr<DeviceContext>> Create(int device,
-                                                               const Options& options);
+  static absl::StatusOr<std::unique_ptr<DeviceContext>> Create(int device, const Options& options);
   static absl::StatusOr<std::unique_ptr<DeviceContext>> Create(int device) {
     return Create(device, Options());
   }

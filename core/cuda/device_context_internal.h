@@ -32,21 +32,20 @@ absl::Status CublasCallError(cublasStatus_t status, const char* expr, const char
 }  // namespace cuda
 }  // namespace mt
 
-#define MT_CUDA_RETURN_IF_ERROR(expr)                                                          \
-  do {                                                                                         \
-    const cudaError_t mt_cuda_err_ = (expr);                                                   \
-    if (mt_cuda_err_ != cudaSuccess) {                                                         \
-      return ::mt::cuda::internal::CudaCallError(mt_cuda_err_, #expr, __FILE__, __LINE__);     \
-    }                                                                                          \
+#define MT_CUDA_RETURN_IF_ERROR(expr)                                                      \
+  do {                                                                                     \
+    const cudaError_t mt_cuda_err_ = (expr);                                               \
+    if (mt_cuda_err_ != cudaSuccess) {                                                     \
+      return ::mt::cuda::internal::CudaCallError(mt_cuda_err_, #expr, __FILE__, __LINE__); \
+    }                                                                                      \
   } while (0)
 
-#define MT_CUBLAS_RETURN_IF_ERROR(expr)                                                        \
-  do {                                                                                         \
-    const cublasStatus_t mt_cublas_status_ = (expr);                                           \
-    if (mt_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                          \
-      return ::mt::cuda::internal::CublasCallError(mt_cublas_status_, #expr, __FILE__,         \
-                                                   __LINE__);                                  \
-    }                                                                                          \
+#define MT_CUBLAS_RETURN_IF_ERROR(expr)                                                           \
+  do {                                                                                            \
+    const cublasStatus_t mt_cublas_status_ = (expr);                                              \
+    if (mt_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                             \
+      return ::mt::cuda::internal::CublasCallError(mt_cublas_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                             \
   } while (0)
 
 namespace mt {
@@ -63,8 +62,8 @@ struct GemmPlanKey {
   int64_t batch, m, n, k;
   bool trans_a, trans_b;
   int align_a, align_b, align_c;
-  int epilogue = 1;     // cublasLtEpilogue_t; CUBLASLT_EPILOGUE_DEFAULT (1): none.
-  int bias_dtype = -1;  // cudaDataType_t of the bias; -1: no bias.
+  int epilogue = 1;                   // cublasLtEpilogue_t; CUBLASLT_EPILOGUE_DEFAULT (1): none.
+  int bias_dtype = -1;                // cudaDataType_t of the bias; -1: no bias.
   int align_bias = 0, align_aux = 0;  // 0: no such pointer.
   bool operator<(const GemmPlanKey& o) const {
     return std::tie(dtype, c_dtype, batch, m, n, k, trans_a, trans_b, align_a, align_b, align_c,

@@ -1,9 +1,8 @@
 // CPU-only build of DeviceContext: there is no device to hold resources for.
-#include "core/cuda/device_context.h"
-
 #include <utility>
 
 #include "absl/status/status.h"
+#include "core/cuda/device_context.h"
 
 namespace mt {
 namespace cuda {

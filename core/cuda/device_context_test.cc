@@ -4,9 +4,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "core/cuda_device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/cuda_device.h"
 
 namespace mt {
 namespace cuda {

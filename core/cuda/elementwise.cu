@@ -124,8 +124,7 @@ __global__ void BiasDropoutAddKernel(const T* x, const T* bias, const T* residua
         const uint64_t k = DropoutKey(p, i);
         const uint64_t block = k >> 2;
         if (!valid || block != cached_block) {
-          const uint32_t ctr[4] = {static_cast<uint32_t>(block),
-                                   static_cast<uint32_t>(block >> 32),
+          const uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                                    static_cast<uint32_t>(p.stream_id),
                                    static_cast<uint32_t>(p.stream_id >> 32)};
           ph = Philox4x32_10(ctr, key);
@@ -180,12 +179,12 @@ LaunchResult LaunchBinary(ElemType type, BinaryOp op, const void* a, const void*
         MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kAdd>)(pa, pb, po, n);
         break;
       case BinaryOp::kGeluBackward:
-        MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kGeluBackward>)(
-            pa, pb, po, n);
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kGeluBackward>)
+        (pa, pb, po, n);
         break;
       case BinaryOp::kTanhBackward:
-        MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kTanhBackward>)(
-            pa, pb, po, n);
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kTanhBackward>)
+        (pa, pb, po, n);
         break;
     }
     MT_CHECK_LAUNCH();
@@ -201,8 +200,8 @@ LaunchResult LaunchConvert(ElemType from, ElemType to, const void* x, void* y, i
     using From = typename decltype(from_tag)::type;
     return internal::DispatchElem(to, [&](auto to_tag) -> LaunchResult {
       using To = typename decltype(to_tag)::type;
-      MT_LAUNCH(GridFor(n), kThreads, 0, s, ConvertKernel<From, To>)(
-          static_cast<const From*>(x), static_cast<To*>(y), n);
+      MT_LAUNCH(GridFor(n), kThreads, 0, s, ConvertKernel<From, To>)
+      (static_cast<const From*>(x), static_cast<To*>(y), n);
       MT_CHECK_LAUNCH();
       return {};
     });
@@ -214,16 +213,16 @@ LaunchResult LaunchFill(const void* pattern, int elem_bytes, void* x, int64_t n,
   auto s = static_cast<cudaStream_t>(stream);
   switch (elem_bytes) {
     case 2:
-      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint16_t>)(
-          static_cast<uint16_t*>(x), n, *static_cast<const uint16_t*>(pattern));
+      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint16_t>)
+      (static_cast<uint16_t*>(x), n, *static_cast<const uint16_t*>(pattern));
       break;
     case 4:
-      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint32_t>)(
-          static_cast<uint32_t*>(x), n, *static_cast<const uint32_t*>(pattern));
+      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint32_t>)
+      (static_cast<uint32_t*>(x), n, *static_cast<const uint32_t*>(pattern));
       break;
     case 8:
-      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint64_t>)(
-          static_cast<uint64_t*>(x), n, *static_cast<const uint64_t*>(pattern));
+      MT_LAUNCH(GridFor(n), kThreads, 0, s, FillKernel<uint64_t>)
+      (static_cast<uint64_t*>(x), n, *static_cast<const uint64_t*>(pattern));
       break;
     default:
       return LaunchResult{static_cast<int>(cudaErrorInvalidValue), __FILE__, __LINE__};
@@ -238,8 +237,8 @@ LaunchResult LaunchDropout(ElemType type, const void* x, void* y, int64_t n,
   auto s = static_cast<cudaStream_t>(stream);
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
-    MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, DropoutKernel<T>)(
-        static_cast<const T*>(x), static_cast<T*>(y), n, params);
+    MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, DropoutKernel<T>)
+    (static_cast<const T*>(x), static_cast<T*>(y), n, params);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -257,11 +256,11 @@ LaunchResult LaunchBiasDropoutAdd(ElemType type, const void* x, const void* bias
     const T* pr = static_cast<const T*>(residual);
     T* po = static_cast<T*>(out);
     if (pb != nullptr) {
-      MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, BiasDropoutAddKernel<T, true>)(
-          px, pb, pr, po, n, cols, params);
+      MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, BiasDropoutAddKernel<T, true>)
+      (px, pb, pr, po, n, cols, params);
     } else {
-      MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, BiasDropoutAddKernel<T, false>)(
-          px, pb, pr, po, n, cols, params);
+      MT_LAUNCH(GridFor((n + 3) / 4), kThreads, 0, s, BiasDropoutAddKernel<T, false>)
+      (px, pb, pr, po, n, cols, params);
     }
     MT_CHECK_LAUNCH();
     return {};

@@ -81,23 +81,21 @@ size_t Align(size_t n) { return (n + 255) / 256 * 256; }
 // The CUB scratch for sorting n pairs (cudaSuccess on success).
 cudaError_t SortTempBytes(int64_t n, int64_t v, size_t* bytes) {
   *bytes = 0;
-  return cub::DeviceRadixSort::SortPairs(nullptr, *bytes, static_cast<const uint32_t*>(nullptr),
-                                         static_cast<uint32_t*>(nullptr),
-                                         static_cast<const int32_t*>(nullptr),
-                                         static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
-                                         KeyBits(v));
+  return cub::DeviceRadixSort::SortPairs(
+      nullptr, *bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
+      KeyBits(v));
 }
 
 }  // namespace
 
-LaunchResult LaunchFindBadId(IdType id_type, const void* ids, int64_t count, int64_t lo,
-                             int64_t hi, bool allow_ignore, unsigned long long* first_bad,
-                             void* stream) {
+LaunchResult LaunchFindBadId(IdType id_type, const void* ids, int64_t count, int64_t lo, int64_t hi,
+                             bool allow_ignore, unsigned long long* first_bad, void* stream) {
   if (count == 0) return {};
   return internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    MT_LAUNCH(GridFor(count), kThreads, 0, static_cast<cudaStream_t>(stream), FindBadIdKernel<I>)(
-        static_cast<const I*>(ids), count, lo, hi, allow_ignore, first_bad);
+    MT_LAUNCH(GridFor(count), kThreads, 0, static_cast<cudaStream_t>(stream), FindBadIdKernel<I>)
+    (static_cast<const I*>(ids), count, lo, hi, allow_ignore, first_bad);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -112,13 +110,13 @@ LaunchResult LaunchEmbedding(IdType id_type, int elem_bytes, const void* ids, co
     using I = typename decltype(tag)::type;
     const I* pids = static_cast<const I*>(ids);
     if (elem_bytes == 2) {
-      MT_LAUNCH(GridFor(n * c), kThreads, 0, s, EmbeddingKernel<I, uint16_t>)(
-          pids, static_cast<const uint16_t*>(table), static_cast<uint16_t*>(out), n, v, c,
-          vocab_start);
+      MT_LAUNCH(GridFor(n * c), kThreads, 0, s, EmbeddingKernel<I, uint16_t>)
+      (pids, static_cast<const uint16_t*>(table), static_cast<uint16_t*>(out), n, v, c,
+       vocab_start);
     } else if (elem_bytes == 4) {
-      MT_LAUNCH(GridFor(n * c), kThreads, 0, s, EmbeddingKernel<I, uint32_t>)(
-          pids, static_cast<const uint32_t*>(table), static_cast<uint32_t*>(out), n, v, c,
-          vocab_start);
+      MT_LAUNCH(GridFor(n * c), kThreads, 0, s, EmbeddingKernel<I, uint32_t>)
+      (pids, static_cast<const uint32_t*>(table), static_cast<uint32_t*>(out), n, v, c,
+       vocab_start);
     } else {
       return LaunchResult{static_cast<int>(cudaErrorInvalidValue), __FILE__, __LINE__};
     }
@@ -156,20 +154,20 @@ LaunchResult LaunchEmbeddingBackward(ElemType type, IdType id_type, const void* 
   void* temp = base + 4 * slot;
   MT_RETURN_IF_LAUNCH_FAILED(internal::DispatchId(id_type, [&](auto tag) -> LaunchResult {
     using I = typename decltype(tag)::type;
-    MT_LAUNCH(GridFor(n), kThreads, 0, s, SortKeysKernel<I>)(
-        static_cast<const I*>(ids), n, v, vocab_start, keys_in, values_in);
+    MT_LAUNCH(GridFor(n), kThreads, 0, s, SortKeysKernel<I>)
+    (static_cast<const I*>(ids), n, v, vocab_start, keys_in, values_in);
     MT_CHECK_LAUNCH();
     return {};
   }));
   // LSD radix sort is stable: equal rows keep their positions in increasing order.
-  MT_CHECK_CUDA_CALL(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out,
-                                                     values_in, values_out, static_cast<int>(n),
-                                                     0, KeyBits(v), s));
+  MT_CHECK_CUDA_CALL(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, values_in,
+                                                     values_out, static_cast<int>(n), 0, KeyBits(v),
+                                                     s));
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
     const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>((c + kThreads - 1) / kThreads));
-    MT_LAUNCH(grid, kThreads, 0, s, AccumulateKernel<T>)(
-        keys_out, values_out, static_cast<const T*>(dout), static_cast<T*>(dtable), n, v, c);
+    MT_LAUNCH(grid, kThreads, 0, s, AccumulateKernel<T>)
+    (keys_out, values_out, static_cast<const T*>(dout), static_cast<T*>(dtable), n, v, c);
     MT_CHECK_LAUNCH();
     return {};
   });

@@ -154,10 +154,10 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(absl::string_view op,
   // cuBLASLt's A is our B and its B is our A (see the top of the file).
   const cublasOperation_t op_first = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
-  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                           &op_first, sizeof(op_first)));
+  MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                           &op_second, sizeof(op_second)));
   const bool epilogue = key.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
   if (epilogue) RETURN_IF_ERROR(SetEpilogue(plan->desc, key, bias, aux));
   const int64_t M = key.m, N = key.n, K = key.k;
@@ -165,8 +165,7 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(absl::string_view op,
   // (or [M, K]), C is [N, M].
   RETURN_IF_ERROR(SetLayout(&plan->a, type, key.trans_b ? K : N, key.trans_b ? N : K, key.batch));
   RETURN_IF_ERROR(SetLayout(&plan->b, type, key.trans_a ? M : K, key.trans_a ? K : M, key.batch));
-  RETURN_IF_ERROR(
-      SetLayout(&plan->c, static_cast<cudaDataType_t>(key.c_dtype), N, M, key.batch));
+  RETURN_IF_ERROR(SetLayout(&plan->c, static_cast<cudaDataType_t>(key.c_dtype), N, M, key.batch));
 
   cublasLtMatmulPreference_t raw_pref = nullptr;
   MT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&raw_pref));
@@ -221,10 +220,11 @@ absl::Status LegacyGemm(absl::string_view op, internal::DeviceContextState& st,
   const int64_t M = key.m, N = key.n, K = key.k;
   for (int64_t v : {M, N, K, key.batch}) {
     if (v > INT_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": cuBLASLt has no algorithm for batch ", key.batch, " of [", M, ", ", K, "] x [",
-          K, ", ", N, "] and the cuBLAS fallback takes only 32-bit sizes; align the tensors to "
-          "16 bytes or split the product"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": cuBLASLt has no algorithm for batch ", key.batch, " of [", M, ", ", K,
+                       "] x [", K, ", ", N,
+                       "] and the cuBLAS fallback takes only 32-bit sizes; align the tensors to "
+                       "16 bytes or split the product"));
     }
   }
   const auto type = static_cast<cudaDataType_t>(key.dtype);
@@ -340,8 +340,7 @@ absl::Status LtGemm(absl::string_view op, const ExecContext& ctx, const TensorVi
   const cublasStatus_t status = cublasLtMatmul(
       st.blas, plan.desc, &alpha, b.data, plan.a, a.data, plan.b, &beta, c.data, plan.c, c.data,
       plan.c, &plan.algo, st.workspace, st.workspace_bytes, internal::Stream(ctx));
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
-      (fuse && status == CUBLAS_STATUS_INVALID_VALUE)) {
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (fuse && status == CUBLAS_STATUS_INVALID_VALUE)) {
     // The heuristic's choice turned the problem (or its epilogue) down: remember it and take the
     // fallback.
     plan.legacy = true;
@@ -382,9 +381,8 @@ absl::Status Gemm(absl::string_view op, const ExecContext& ctx, const TensorView
                                                    c.data, c_elems, ctx.cuda_stream));
     }
     if (dims.beta == 1.0f) return absl::OkStatus();
-    return internal::LaunchStatus(op, LaunchUnary(internal::Elem(c.dtype), UnaryOp::kScale,
-                                                  c.data, c.data, c_elems, dims.beta,
-                                                  ctx.cuda_stream));
+    return internal::LaunchStatus(op, LaunchUnary(internal::Elem(c.dtype), UnaryOp::kScale, c.data,
+                                                  c.data, c_elems, dims.beta, ctx.cuda_stream));
   }
   if (dims.batch > INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(

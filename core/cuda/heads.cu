@@ -37,8 +37,8 @@ LaunchResult Launch(int64_t b, int64_t t, int64_t nh, int64_t d, int slots, void
   U* hm0 = static_cast<U*>(head_major[0]);
   U* hm1 = slots > 1 ? static_cast<U*>(head_major[1]) : hm0;
   U* hm2 = slots > 2 ? static_cast<U*>(head_major[2]) : hm0;
-  MT_LAUNCH(GridFor(total), kThreads, 0, stream, HeadsPermuteKernel<U>)(
-      static_cast<U*>(token_major), hm0, hm1, hm2, t, nh, d, slots, to_heads, total);
+  MT_LAUNCH(GridFor(total), kThreads, 0, stream, HeadsPermuteKernel<U>)
+  (static_cast<U*>(token_major), hm0, hm1, hm2, t, nh, d, slots, to_heads, total);
   MT_CHECK_LAUNCH();
   return {};
 }

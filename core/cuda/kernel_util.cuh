@@ -29,28 +29,28 @@
 
 // Returns the pending CUDA error, if any, as a LaunchResult naming this line. Use after every
 // kernel launch.
-#define MT_CHECK_LAUNCH()                                                                 \
-  do {                                                                                    \
-    const cudaError_t mt_launch_err_ = cudaGetLastError();                                \
-    if (mt_launch_err_ != cudaSuccess) {                                                  \
+#define MT_CHECK_LAUNCH()                                                                    \
+  do {                                                                                       \
+    const cudaError_t mt_launch_err_ = cudaGetLastError();                                   \
+    if (mt_launch_err_ != cudaSuccess) {                                                     \
       return ::mt::cuda::LaunchResult{static_cast<int>(mt_launch_err_), __FILE__, __LINE__}; \
-    }                                                                                     \
+    }                                                                                        \
   } while (0)
 
 // Checks the cudaError_t of a runtime call made by a launcher.
-#define MT_CHECK_CUDA_CALL(expr)                                                          \
-  do {                                                                                    \
-    const cudaError_t mt_call_err_ = (expr);                                              \
-    if (mt_call_err_ != cudaSuccess) {                                                    \
+#define MT_CHECK_CUDA_CALL(expr)                                                           \
+  do {                                                                                     \
+    const cudaError_t mt_call_err_ = (expr);                                               \
+    if (mt_call_err_ != cudaSuccess) {                                                     \
       return ::mt::cuda::LaunchResult{static_cast<int>(mt_call_err_), __FILE__, __LINE__}; \
-    }                                                                                     \
+    }                                                                                      \
   } while (0)
 
 // Propagates a failed LaunchResult from a helper.
-#define MT_RETURN_IF_LAUNCH_FAILED(expr)                  \
-  do {                                                    \
-    const ::mt::cuda::LaunchResult mt_result_ = (expr);   \
-    if (!mt_result_.ok()) return mt_result_;              \
+#define MT_RETURN_IF_LAUNCH_FAILED(expr)                \
+  do {                                                  \
+    const ::mt::cuda::LaunchResult mt_result_ = (expr); \
+    if (!mt_result_.ok()) return mt_result_;            \
   } while (0)
 
 namespace mt {

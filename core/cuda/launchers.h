@@ -151,9 +151,8 @@ LaunchResult LaunchFusedAttentionBackward(ElemType type, const void* q, const vo
 // Finds the smallest position n < count whose id lies outside [lo, hi) (and is not -100 when
 // allow_ignore): atomically min-reduced into *first_bad, which the caller sets to all ones
 // (UINT64_MAX) beforehand and which stays so when every id is valid.
-LaunchResult LaunchFindBadId(IdType id_type, const void* ids, int64_t count, int64_t lo,
-                             int64_t hi, bool allow_ignore, unsigned long long* first_bad,
-                             void* stream);
+LaunchResult LaunchFindBadId(IdType id_type, const void* ids, int64_t count, int64_t lo, int64_t hi,
+                             bool allow_ignore, unsigned long long* first_bad, void* stream);
 // out[n, :] = table[ids[n] - vocab_start, :] when that row is in [0, V), else zeros; a bitwise
 // copy of elements of elem_bytes (2 or 4) bytes.
 LaunchResult LaunchEmbedding(IdType id_type, int elem_bytes, const void* ids, const void* table,
@@ -191,8 +190,8 @@ LaunchResult LaunchShardedLoss(IdType id_type, const void* targets, const float*
 LaunchResult LaunchShardedCrossEntropyBackward(IdType id_type, const float* logits,
                                                const void* targets, const float* row_max,
                                                const float* partials, const float* dlosses,
-                                               float* dlogits, int64_t n, int64_t v,
-                                               int64_t valid, int64_t vocab_start, void* stream);
+                                               float* dlogits, int64_t n, int64_t v, int64_t valid,
+                                               int64_t vocab_start, void* stream);
 
 // ---- heads.cu: pure permutations of elem_bytes (1, 2, 4 or 8) byte elements. ----
 

@@ -107,9 +107,9 @@ LaunchResult LaunchLayerNorm(ElemType type, ElemType param, const void* x, const
     using T = typename decltype(tag)::type;
     return DispatchParam<T>(param, [&](auto ptag) -> LaunchResult {
       using P = typename decltype(ptag)::type;
-      MT_LAUNCH(RowBlocks(rows), kWarpsPerBlock * kWarp, 0, s, LayerNormKernel<T, P>)(
-          static_cast<const T*>(x), static_cast<const P*>(gamma), static_cast<const P*>(beta), eps,
-          static_cast<T*>(y), mean, rstd, rows, cols);
+      MT_LAUNCH(RowBlocks(rows), kWarpsPerBlock * kWarp, 0, s, LayerNormKernel<T, P>)
+      (static_cast<const T*>(x), static_cast<const P*>(gamma), static_cast<const P*>(beta), eps,
+       static_cast<T*>(y), mean, rstd, rows, cols);
       MT_CHECK_LAUNCH();
       return {};
     });
@@ -137,8 +137,8 @@ LaunchResult LaunchLayerNormBackward(ElemType type, ElemType param, const void* 
       MT_RETURN_IF_LAUNCH_FAILED((internal::LaunchColumnSum<2, P>(
           terms, rows, cols, scratch, static_cast<P*>(dgamma), static_cast<P*>(dbeta), s)));
       if (rows == 0) return {};
-      MT_LAUNCH(RowBlocks(rows), kWarpsPerBlock * kWarp, 0, s, LayerNormDxKernel<T, P>)(
-          px, static_cast<const P*>(gamma), mean, rstd, pdy, static_cast<T*>(dx), rows, cols);
+      MT_LAUNCH(RowBlocks(rows), kWarpsPerBlock * kWarp, 0, s, LayerNormDxKernel<T, P>)
+      (px, static_cast<const P*>(gamma), mean, rstd, pdy, static_cast<T*>(dx), rows, cols);
       MT_CHECK_LAUNCH();
       return {};
     });

@@ -25,13 +25,13 @@ absl::Status CheckPointer(absl::string_view op, const Operand& operand, Device d
   }
   if (attr.type == cudaMemoryTypeManaged) return absl::OkStatus();
   if (attr.type == cudaMemoryTypeDevice && attr.device == device.index) return absl::OkStatus();
-  const std::string where = attr.type == cudaMemoryTypeDevice
-                                ? absl::StrCat("memory on cuda:", attr.device)
-                                : (attr.type == cudaMemoryTypeHost ? "pinned host memory"
-                                                                   : "host memory");
+  const std::string where =
+      attr.type == cudaMemoryTypeDevice
+          ? absl::StrCat("memory on cuda:", attr.device)
+          : (attr.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory");
   return absl::InvalidArgumentError(absl::StrCat(
-      op, ": ", operand.name, " (", t.DebugString(), ") points to ", where,
-      ", not to memory on ", device.ToString(),
+      op, ": ", operand.name, " (", t.DebugString(), ") points to ", where, ", not to memory on ",
+      device.ToString(),
       "; copy it there (cuda::Memcpy) or label the view with the device its memory is on"));
 }
 
@@ -45,13 +45,13 @@ absl::Status Enter(absl::string_view op, const ExecContext& ctx, Device device,
   if (err != cudaSuccess) {
     cudaGetLastError();
     if (DeviceCount() == 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          op, ": not implemented for ", device.ToString(), " here: ", Describe(),
-          "; run on a machine with a CUDA GPU, or keep the tensors on the CPU"));
+      return absl::UnimplementedError(
+          absl::StrCat(op, ": not implemented for ", device.ToString(), " here: ", Describe(),
+                       "; run on a machine with a CUDA GPU, or keep the tensors on the CPU"));
     }
     if (err == cudaErrorInvalidDevice) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", device.ToString(),
-                                                     " does not exist (", Describe(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", device.ToString(), " does not exist (", Describe(), ")"));
     }
     return WithOp(op, CudaCallError(err, "cudaSetDevice", __FILE__, __LINE__));
   }
@@ -63,9 +63,9 @@ absl::Status Enter(absl::string_view op, const ExecContext& ctx, Device device,
           "DeviceContext::Create and set it in the ExecContext"));
     }
     if (ctx.cuda->device() != device.index) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ctx.cuda serves cuda:",
-                                                     ctx.cuda->device(), ", but the tensors are",
-                                                     " on ", device.ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ctx.cuda serves cuda:", ctx.cuda->device(), ", but the tensors are",
+                       " on ", device.ToString()));
     }
   }
   for (const Operand& operand : operands) {
@@ -79,22 +79,23 @@ absl::Status LaunchStatus(absl::string_view op, const LaunchResult& result) {
   if (result.ok()) return absl::OkStatus();
   const auto err = static_cast<cudaError_t>(result.error);
   cudaGetLastError();
-  const std::string what = absl::StrCat(op, ": CUDA error at ", result.file, ":", result.line,
-                                        ": ", cudaGetErrorName(err), " (",
-                                        cudaGetErrorString(err), ")");
+  const std::string what = absl::StrCat(op, ": CUDA error at ", result.file, ":", result.line, ": ",
+                                        cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
   switch (err) {
     case cudaErrorMemoryAllocation:
       return absl::ResourceExhaustedError(
           absl::StrCat(what, "; the GPU is out of memory: reduce the batch size"));
     case cudaErrorNoKernelImageForDevice:
     case cudaErrorUnsupportedPtxVersion:
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, "; this binary has no kernels this GPU can run: add its architecture to "
-                "CUDA_GENCODE in tools/defs.bzl and rebuild (or update the driver)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(what,
+                       "; this binary has no kernels this GPU can run: add its architecture to "
+                       "CUDA_GENCODE in tools/defs.bzl and rebuild (or update the driver)"));
     default:
-      return absl::InternalError(absl::StrCat(
-          what, "; if it names an earlier asynchronous failure, rerun with "
-                "CUDA_LAUNCH_BLOCKING=1 to find the kernel that caused it"));
+      return absl::InternalError(
+          absl::StrCat(what,
+                       "; if it names an earlier asynchronous failure, rerun with "
+                       "CUDA_LAUNCH_BLOCKING=1 to find the kernel that caused it"));
   }
 }
 
@@ -110,8 +111,8 @@ absl::Status ReadBack(absl::string_view op, const ExecContext& ctx, const void* 
     return absl::InternalError(absl::StrCat(op, ": reading back ", bytes, " bytes exceeds the ",
                                             kHostScratchBytes, "-byte pinned buffer"));
   }
-  MT_OP_CUDA_CALL(op, cudaMemcpyAsync(st.host_scratch, device_ptr, bytes, cudaMemcpyDeviceToHost,
-                                      Stream(ctx)));
+  MT_OP_CUDA_CALL(
+      op, cudaMemcpyAsync(st.host_scratch, device_ptr, bytes, cudaMemcpyDeviceToHost, Stream(ctx)));
   MT_OP_CUDA_CALL(op, cudaStreamSynchronize(Stream(ctx)));
   std::memcpy(host, st.host_scratch, bytes);
   return absl::OkStatus();

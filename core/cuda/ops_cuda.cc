@@ -35,8 +35,8 @@ absl::StatusOr<void*> Scratch(absl::string_view op, const ExecContext& ctx, size
 absl::Status CopyIfDistinct(absl::string_view op, const ExecContext& ctx, const TensorView& x,
                             const TensorView& y) {
   if (x.data == y.data || x.nbytes() == 0) return absl::OkStatus();
-  MT_OP_CUDA_CALL(op, cudaMemcpyAsync(y.data, x.data, x.nbytes(), cudaMemcpyDeviceToDevice,
-                                      Stream(ctx)));
+  MT_OP_CUDA_CALL(
+      op, cudaMemcpyAsync(y.data, x.data, x.nbytes(), cudaMemcpyDeviceToDevice, Stream(ctx)));
   return absl::OkStatus();
 }
 
@@ -51,8 +51,8 @@ absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorVi
       Enter(kOp, ctx, x.device, {{"x", &x}, {"bias", &bias}, {"y", &y}}, Needs::kNothing));
   const int64_t cols = bias.numel();
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  return LaunchStatus(kOp, LaunchBiasAdd(Elem(x.dtype), x.data, bias.data, y.data, rows, cols,
-                                         ctx.cuda_stream));
+  return LaunchStatus(
+      kOp, LaunchBiasAdd(Elem(x.dtype), x.data, bias.data, y.data, rows, cols, ctx.cuda_stream));
 }
 
 absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias) {
@@ -63,14 +63,14 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
   const int64_t rows = cols == 0 ? 0 : dy.numel() / cols;
   const int64_t floats = BiasGradScratchFloats(rows, cols);
   ASSIGN_OR_RETURN(void* scratch, Scratch(kOp, ctx, static_cast<size_t>(floats) * sizeof(float)));
-  return LaunchStatus(kOp, LaunchBiasGrad(Elem(dy.dtype), Elem(dbias.dtype), dy.data, dbias.data,
-                                          rows, cols, static_cast<float*>(scratch),
-                                          ctx.cuda_stream));
+  return LaunchStatus(
+      kOp, LaunchBiasGrad(Elem(dy.dtype), Elem(dbias.dtype), dy.data, dbias.data, rows, cols,
+                          static_cast<float*>(scratch), ctx.cuda_stream));
 }
 
 namespace {
-absl::Status Unary(absl::string_view op, const ExecContext& ctx, UnaryOp kind,
-                   const TensorView& x, const TensorView& y, float alpha) {
+absl::Status Unary(absl::string_view op, const ExecContext& ctx, UnaryOp kind, const TensorView& x,
+                   const TensorView& y, float alpha) {
   RETURN_IF_ERROR(Enter(op, ctx, x.device, {{"x", &x}, {"y", &y}}, Needs::kNothing));
   return LaunchStatus(
       op, LaunchUnary(Elem(x.dtype), kind, x.data, y.data, x.numel(), alpha, ctx.cuda_stream));
@@ -81,8 +81,8 @@ absl::Status Binary(absl::string_view op, const ExecContext& ctx, BinaryOp kind,
                     const TensorView& b, absl::string_view out_name, const TensorView& out) {
   RETURN_IF_ERROR(
       Enter(op, ctx, a.device, {{a_name, &a}, {b_name, &b}, {out_name, &out}}, Needs::kNothing));
-  return LaunchStatus(op, LaunchBinary(Elem(a.dtype), kind, a.data, b.data, out.data, a.numel(),
-                                       ctx.cuda_stream));
+  return LaunchStatus(
+      op, LaunchBinary(Elem(a.dtype), kind, a.data, b.data, out.data, a.numel(), ctx.cuda_stream));
 }
 }  // namespace
 
@@ -117,16 +117,16 @@ absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorVi
   constexpr absl::string_view kOp = "Convert";
   RETURN_IF_ERROR(Enter(kOp, ctx, x.device, {{"x", &x}, {"y", &y}}, Needs::kNothing));
   if (x.dtype == y.dtype) return CopyIfDistinct(kOp, ctx, x, y);
-  return LaunchStatus(kOp, LaunchConvert(Elem(x.dtype), Elem(y.dtype), x.data, y.data, x.numel(),
-                                         ctx.cuda_stream));
+  return LaunchStatus(
+      kOp, LaunchConvert(Elem(x.dtype), Elem(y.dtype), x.data, y.data, x.numel(), ctx.cuda_stream));
 }
 
 absl::Status Fill(const ExecContext& ctx, const TensorView& x, const void* pattern,
                   size_t elem_bytes) {
   constexpr absl::string_view kOp = "Fill";
   RETURN_IF_ERROR(Enter(kOp, ctx, x.device, {{"x", &x}}, Needs::kNothing));
-  return LaunchStatus(kOp, LaunchFill(pattern, static_cast<int>(elem_bytes), x.data, x.numel(),
-                                      ctx.cuda_stream));
+  return LaunchStatus(
+      kOp, LaunchFill(pattern, static_cast<int>(elem_bytes), x.data, x.numel(), ctx.cuda_stream));
 }
 
 absl::Status Dropout(absl::string_view op, const ExecContext& ctx, const TensorView& x,
@@ -145,10 +145,10 @@ absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const T
                         {{"x", &x}, {"bias", bias}, {"residual", &residual}, {"out", &out}},
                         Needs::kNothing));
   if (x.numel() == 0) return absl::OkStatus();
-  return LaunchStatus(kOp, LaunchBiasDropoutAdd(Elem(x.dtype), x.data,
-                                                bias != nullptr ? bias->data : nullptr,
-                                                residual.data, out.data, x.numel(), x.dim(-1),
-                                                params, ctx.cuda_stream));
+  return LaunchStatus(
+      kOp,
+      LaunchBiasDropoutAdd(Elem(x.dtype), x.data, bias != nullptr ? bias->data : nullptr,
+                           residual.data, out.data, x.numel(), x.dim(-1), params, ctx.cuda_stream));
 }
 
 // ---- LayerNorm ----
@@ -157,14 +157,10 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
                        const TensorView& beta, float eps, const TensorView& y,
                        const TensorView& mean, const TensorView& rstd) {
   constexpr absl::string_view kOp = "LayerNorm";
-  RETURN_IF_ERROR(Enter(kOp, ctx, x.device,
-                        {{"x", &x},
-                         {"gamma", &gamma},
-                         {"beta", &beta},
-                         {"y", &y},
-                         {"mean", &mean},
-                         {"rstd", &rstd}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(Enter(
+      kOp, ctx, x.device,
+      {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}},
+      Needs::kNothing));
   const int64_t cols = x.dim(-1);
   const int64_t rows = x.numel() / cols;
   return LaunchStatus(kOp, LaunchLayerNorm(Elem(x.dtype), Elem(gamma.dtype), x.data, gamma.data,
@@ -172,10 +168,10 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
                                            rstd.data_as<float>(), rows, cols, ctx.cuda_stream));
 }
 
-absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x,
-                               const TensorView& gamma, const TensorView& mean,
-                               const TensorView& rstd, const TensorView& dy, const TensorView& dx,
-                               const TensorView& dgamma, const TensorView& dbeta) {
+absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
+                               const TensorView& mean, const TensorView& rstd, const TensorView& dy,
+                               const TensorView& dx, const TensorView& dgamma,
+                               const TensorView& dbeta) {
   constexpr absl::string_view kOp = "LayerNormBackward";
   RETURN_IF_ERROR(Enter(kOp, ctx, x.device,
                         {{"x", &x},
@@ -203,15 +199,15 @@ absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x,
 absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorView& y, float scale,
                      bool causal, const TensorView* padding_mask) {
   constexpr absl::string_view kOp = "Softmax";
-  RETURN_IF_ERROR(Enter(kOp, ctx, x.device,
-                        {{"x", &x}, {"y", &y}, {"padding_mask", padding_mask}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, {{"x", &x}, {"y", &y}, {"padding_mask", padding_mask}},
+                        Needs::kNothing));
   const int64_t tk = x.dim(-1);
   const int64_t tq = x.dim(-2);
   const int64_t rows = tk == 0 ? 0 : x.numel() / tk;
   const int32_t* mask = padding_mask == nullptr ? nullptr : padding_mask->data_as<int32_t>();
   const int64_t rows_per_b = (mask == nullptr || rows == 0) ? 1 : rows / x.dim(0);
-  return LaunchStatus(kOp, LaunchSoftmax(Elem(x.dtype), x.data, y.data, rows, tq, tk, scale,
-                                         causal, mask, rows_per_b, ctx.cuda_stream));
+  return LaunchStatus(kOp, LaunchSoftmax(Elem(x.dtype), x.data, y.data, rows, tq, tk, scale, causal,
+                                         mask, rows_per_b, ctx.cuda_stream));
 }
 
 absl::Status SoftmaxBackward(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
@@ -264,26 +260,25 @@ absl::Status Embedding(const ExecContext& ctx, const TensorView& ids, const Tens
   constexpr absl::string_view kOp = "Embedding";
   RETURN_IF_ERROR(Enter(kOp, ctx, ids.device, {{"ids", &ids}, {"table", &table}, {"out", &out}},
                         Needs::kNothing));
-  return LaunchStatus(kOp, LaunchEmbedding(Id(ids.dtype), static_cast<int>(DTypeSize(table.dtype)),
-                                           ids.data, table.data, out.data, ids.numel(),
-                                           table.dim(0), table.dim(1), vocab_start,
-                                           ctx.cuda_stream));
+  return LaunchStatus(
+      kOp, LaunchEmbedding(Id(ids.dtype), static_cast<int>(DTypeSize(table.dtype)), ids.data,
+                           table.data, out.data, ids.numel(), table.dim(0), table.dim(1),
+                           vocab_start, ctx.cuda_stream));
 }
 
 absl::Status EmbeddingBackward(const ExecContext& ctx, const TensorView& ids,
                                const TensorView& dout, const TensorView& dtable,
                                int64_t vocab_start) {
   constexpr absl::string_view kOp = "EmbeddingBackward";
-  RETURN_IF_ERROR(Enter(kOp, ctx, ids.device,
-                        {{"ids", &ids}, {"dout", &dout}, {"dtable", &dtable}},
+  RETURN_IF_ERROR(Enter(kOp, ctx, ids.device, {{"ids", &ids}, {"dout", &dout}, {"dtable", &dtable}},
                         Needs::kDeviceContext));
   const int64_t n = ids.numel(), v = dtable.dim(0), c = dtable.dim(1);
   if (n == 0 || v == 0 || c == 0) return absl::OkStatus();
   constexpr int64_t kMaxSorted = std::numeric_limits<int32_t>::max() - 1;
   if (n > kMaxSorted || v > kMaxSorted) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": ", n, " ids into a table of ", v, " rows exceed the CUDA kernel's 32-bit sort "
-        "keys; split the ids into smaller batches"));
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", n, " ids into a table of ", v,
+                                                   " rows exceed the CUDA kernel's 32-bit sort "
+                                                   "keys; split the ids into smaller batches"));
   }
   const size_t bytes = EmbeddingBackwardScratchBytes(n, v);
   if (bytes == 0) {
@@ -306,8 +301,8 @@ absl::Status CrossEntropy(const ExecContext& ctx, const TensorView& logits,
                         {{"logits", &logits}, {"targets", &targets}, {"losses", &losses}},
                         Needs::kNothing));
   return LaunchStatus(kOp, LaunchCrossEntropy(Elem(logits.dtype), Id(targets.dtype), logits.data,
-                                              targets.data, losses.data_as<float>(),
-                                              logits.dim(0), logits.dim(1), ctx.cuda_stream));
+                                              targets.data, losses.data_as<float>(), logits.dim(0),
+                                              logits.dim(1), ctx.cuda_stream));
 }
 
 absl::Status CrossEntropyBackward(const ExecContext& ctx, const TensorView& logits,
@@ -318,11 +313,10 @@ absl::Status CrossEntropyBackward(const ExecContext& ctx, const TensorView& logi
       kOp, ctx, logits.device,
       {{"logits", &logits}, {"targets", &targets}, {"dlosses", &dlosses}, {"dlogits", &dlogits}},
       Needs::kNothing));
-  return LaunchStatus(kOp, LaunchCrossEntropyBackward(Elem(logits.dtype), Id(targets.dtype),
-                                                      logits.data, targets.data,
-                                                      dlosses.data_as<float>(), dlogits.data,
-                                                      logits.dim(0), logits.dim(1),
-                                                      ctx.cuda_stream));
+  return LaunchStatus(
+      kOp, LaunchCrossEntropyBackward(Elem(logits.dtype), Id(targets.dtype), logits.data,
+                                      targets.data, dlosses.data_as<float>(), dlogits.data,
+                                      logits.dim(0), logits.dim(1), ctx.cuda_stream));
 }
 
 absl::Status ShardedRowMax(const ExecContext& ctx, const TensorView& logits, int64_t valid,
@@ -330,21 +324,19 @@ absl::Status ShardedRowMax(const ExecContext& ctx, const TensorView& logits, int
   constexpr absl::string_view kOp = "ShardedRowMax";
   RETURN_IF_ERROR(Enter(kOp, ctx, logits.device, {{"logits", &logits}, {"row_max", &row_max}},
                         Needs::kNothing));
-  return LaunchStatus(kOp, LaunchShardedRowMax(logits.data_as<float>(), row_max.data_as<float>(),
-                                               logits.dim(0), logits.dim(1), valid,
-                                               ctx.cuda_stream));
+  return LaunchStatus(
+      kOp, LaunchShardedRowMax(logits.data_as<float>(), row_max.data_as<float>(), logits.dim(0),
+                               logits.dim(1), valid, ctx.cuda_stream));
 }
 
 absl::Status ShardedTargetAndSumExp(const ExecContext& ctx, const TensorView& logits,
                                     const TensorView& targets, int64_t valid, int64_t vocab_start,
                                     const TensorView& row_max, const TensorView& partials) {
   constexpr absl::string_view kOp = "ShardedTargetAndSumExp";
-  RETURN_IF_ERROR(Enter(kOp, ctx, logits.device,
-                        {{"logits", &logits},
-                         {"targets", &targets},
-                         {"row_max", &row_max},
-                         {"partials", &partials}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(Enter(
+      kOp, ctx, logits.device,
+      {{"logits", &logits}, {"targets", &targets}, {"row_max", &row_max}, {"partials", &partials}},
+      Needs::kNothing));
   return LaunchStatus(kOp, LaunchShardedTargetAndSumExp(
                                Id(targets.dtype), logits.data_as<float>(), targets.data,
                                row_max.data_as<float>(), partials.data_as<float>(), logits.dim(0),
@@ -355,16 +347,14 @@ absl::Status ShardedLoss(const ExecContext& ctx, const TensorView& targets,
                          const TensorView& row_max, const TensorView& partials,
                          const TensorView& losses) {
   constexpr absl::string_view kOp = "ShardedLoss";
-  RETURN_IF_ERROR(Enter(kOp, ctx, losses.device,
-                        {{"targets", &targets},
-                         {"row_max", &row_max},
-                         {"partials", &partials},
-                         {"losses", &losses}},
-                        Needs::kNothing));
-  return LaunchStatus(kOp, LaunchShardedLoss(Id(targets.dtype), targets.data,
-                                             row_max.data_as<float>(), partials.data_as<float>(),
-                                             losses.data_as<float>(), losses.numel(),
-                                             ctx.cuda_stream));
+  RETURN_IF_ERROR(Enter(
+      kOp, ctx, losses.device,
+      {{"targets", &targets}, {"row_max", &row_max}, {"partials", &partials}, {"losses", &losses}},
+      Needs::kNothing));
+  return LaunchStatus(
+      kOp, LaunchShardedLoss(Id(targets.dtype), targets.data, row_max.data_as<float>(),
+                             partials.data_as<float>(), losses.data_as<float>(), losses.numel(),
+                             ctx.cuda_stream));
 }
 
 absl::Status ShardedCrossEntropyBackward(const ExecContext& ctx, const TensorView& logits,
@@ -401,9 +391,9 @@ absl::Status HeadsPermute(absl::string_view op, const ExecContext& ctx, int64_t 
                         Needs::kNothing));
   void* const hm[3] = {head_major[0]->data, slots > 1 ? head_major[1]->data : nullptr,
                        slots > 2 ? head_major[2]->data : nullptr};
-  return LaunchStatus(op, LaunchHeadsPermute(static_cast<int>(DTypeSize(token_major.dtype)), b, t,
-                                             nh, d, slots, token_major.data, hm, to_heads,
-                                             ctx.cuda_stream));
+  return LaunchStatus(
+      op, LaunchHeadsPermute(static_cast<int>(DTypeSize(token_major.dtype)), b, t, nh, d, slots,
+                             token_major.data, hm, to_heads, ctx.cuda_stream));
 }
 
 // ---- Reductions ----
@@ -430,9 +420,9 @@ absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const T
   RETURN_IF_ERROR(Enter(kOp, ctx, param.device,
                         {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}},
                         Needs::kNothing));
-  return LaunchStatus(kOp, LaunchAdam(param.data_as<float>(), grad.data_as<float>(),
-                                      m.data_as<float>(), v.data_as<float>(), param.numel(),
-                                      params, ctx.cuda_stream));
+  return LaunchStatus(kOp,
+                      LaunchAdam(param.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
+                                 v.data_as<float>(), param.numel(), params, ctx.cuda_stream));
 }
 
 }  // namespace cuda

@@ -62,10 +62,10 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
                        const TensorView& beta, float eps, const TensorView& y,
                        const TensorView& mean, const TensorView& rstd);
 // Needs ctx.cuda (scratch for the dgamma/dbeta partial sums).
-absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x,
-                               const TensorView& gamma, const TensorView& mean,
-                               const TensorView& rstd, const TensorView& dy, const TensorView& dx,
-                               const TensorView& dgamma, const TensorView& dbeta);
+absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
+                               const TensorView& mean, const TensorView& rstd, const TensorView& dy,
+                               const TensorView& dx, const TensorView& dgamma,
+                               const TensorView& dbeta);
 
 // ---- Softmax (core/ops/softmax.h) ----
 absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorView& y, float scale,
@@ -81,11 +81,11 @@ absl::Status FusedAttention(const ExecContext& ctx, const TensorView& q, const T
                             const AttentionParams& params, const TensorView& out,
                             const TensorView& lse);
 absl::Status FusedAttentionBackward(const ExecContext& ctx, const TensorView& q,
-                                    const TensorView& k, const TensorView& v,
-                                    const TensorView& out, const TensorView& dout,
-                                    const TensorView& lse, const TensorView* padding_mask,
-                                    const AttentionParams& params, const TensorView& dq,
-                                    const TensorView& dk, const TensorView& dv);
+                                    const TensorView& k, const TensorView& v, const TensorView& out,
+                                    const TensorView& dout, const TensorView& lse,
+                                    const TensorView* padding_mask, const AttentionParams& params,
+                                    const TensorView& dq, const TensorView& dk,
+                                    const TensorView& dv);
 
 // ---- Ids and targets ----
 // The first element of `ids` (i32/i64, called `name` in messages) outside [lo, hi), not counting

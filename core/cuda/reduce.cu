@@ -61,8 +61,8 @@ LaunchResult Launch(const T* x, int64_t n, double identity, double* scratch, cud
   const int64_t blocks = Blocks(n);
   double* partial = scratch + 1;
   if (blocks > 0) {
-    MT_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, s, ReducePartialKernel<T, kOp, Combine>)(
-        x, n, identity, partial);
+    MT_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, s, ReducePartialKernel<T, kOp, Combine>)
+    (x, n, identity, partial);
     MT_CHECK_LAUNCH();
   }
   MT_LAUNCH(1, 1024, 0, s, ReduceFinishKernel<Combine>)(partial, blocks, identity, scratch);

@@ -78,9 +78,9 @@ LaunchResult LaunchSoftmax(ElemType type, const void* x, void* y, int64_t rows, 
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
     MT_LAUNCH(Blocks(rows), kWarpsPerBlock * kWarp, 0, static_cast<cudaStream_t>(stream),
-              SoftmaxKernel<T>)(
-        static_cast<const T*>(x), static_cast<T*>(y), rows, tq, tk, scale, causal, padding_mask,
-        rows_per_b < 1 ? 1 : rows_per_b);
+              SoftmaxKernel<T>)
+    (static_cast<const T*>(x), static_cast<T*>(y), rows, tq, tk, scale, causal, padding_mask,
+     rows_per_b < 1 ? 1 : rows_per_b);
     MT_CHECK_LAUNCH();
     return {};
   });
@@ -92,8 +92,8 @@ LaunchResult LaunchSoftmaxBackward(ElemType type, const void* y, const void* dy,
   return internal::DispatchElem(type, [&](auto tag) -> LaunchResult {
     using T = typename decltype(tag)::type;
     MT_LAUNCH(Blocks(rows), kWarpsPerBlock * kWarp, 0, static_cast<cudaStream_t>(stream),
-              SoftmaxBackwardKernel<T>)(
-        static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), rows, tk, scale);
+              SoftmaxBackwardKernel<T>)
+    (static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), rows, tk, scale);
     MT_CHECK_LAUNCH();
     return {};
   });

@@ -2,10 +2,10 @@
 // f32 roundings in the same order (no fused multiply-adds), so parameters and moments agree to a
 // few ulps at most. Skipped without a GPU.
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "core/ops/adam.h"
 #include "core/ops/cuda_testutil.h"
 #include "core/ops/testutil.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {

@@ -435,9 +435,8 @@ void FusedAttentionCpu(const ExecContext& ctx, const AttentionProblem& p, const 
 
 void FusedAttentionBackwardCpu(const ExecContext& ctx, const AttentionProblem& p,
                                const TensorView& q, const TensorView& k, const TensorView& v,
-                               const TensorView& out, const TensorView& dout,
-                               const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                               const TensorView& dv) {
+                               const TensorView& out, const TensorView& dout, const TensorView& lse,
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   DispatchFloat(q.dtype, [&](auto tag) {
     BackwardCpu<decltype(tag)>(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
   });

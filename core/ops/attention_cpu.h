@@ -47,9 +47,8 @@ void FusedAttentionCpu(const ExecContext& ctx, const AttentionProblem& p, const 
 // bitwise independent of the thread count.
 void FusedAttentionBackwardCpu(const ExecContext& ctx, const AttentionProblem& p,
                                const TensorView& q, const TensorView& k, const TensorView& v,
-                               const TensorView& out, const TensorView& dout,
-                               const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                               const TensorView& dv);
+                               const TensorView& out, const TensorView& dout, const TensorView& lse,
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv);
 
 }  // namespace internal
 }  // namespace ops

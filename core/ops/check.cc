@@ -53,36 +53,36 @@ absl::Status CheckDType(absl::string_view op, absl::string_view name, const Tens
   for (DType d : dtypes) {
     if (t.dtype == d) return absl::OkStatus();
   }
-  return absl::UnimplementedError(absl::StrCat(
-      op, ": ", name, " has unsupported dtype ", DTypeName(t.dtype), "; supported: ",
-      absl::StrJoin(dtypes, ", ",
-                    [](std::string* out, DType d) { absl::StrAppend(out, DTypeName(d)); })));
+  return absl::UnimplementedError(
+      absl::StrCat(op, ": ", name, " has unsupported dtype ", DTypeName(t.dtype),
+                   "; supported: ", absl::StrJoin(dtypes, ", ", [](std::string* out, DType d) {
+                     absl::StrAppend(out, DTypeName(d));
+                   })));
 }
 
 absl::Status CheckDTypeIs(absl::string_view op, absl::string_view name, const TensorView& t,
                           DType dtype) {
   if (t.dtype != dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " has dtype ",
-                                                   DTypeName(t.dtype), ", expected ",
-                                                   DTypeName(dtype)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", name, " has dtype ", DTypeName(t.dtype), ", expected ", DTypeName(dtype)));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckDeviceOf(absl::string_view op, const NamedView& t, const NamedView& ref) {
   if (t.view->device != ref.view->device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", t.name, " is on ", t.view->device.ToString(), ", expected ",
-        ref.view->device.ToString(), " (the device of ", ref.name, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", t.name, " is on ", t.view->device.ToString(), ", expected ",
+                     ref.view->device.ToString(), " (the device of ", ref.name, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckDTypeOf(absl::string_view op, const NamedView& t, const NamedView& ref) {
   if (t.view->dtype != ref.view->dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": ", t.name, " has dtype ", DTypeName(t.view->dtype), ", expected ",
-        DTypeName(ref.view->dtype), " (the dtype of ", ref.name, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", t.name, " has dtype ", DTypeName(t.view->dtype), ", expected ",
+                     DTypeName(ref.view->dtype), " (the dtype of ", ref.name, ")"));
   }
   return absl::OkStatus();
 }
@@ -107,8 +107,8 @@ absl::Status CheckOperands(absl::string_view op, std::initializer_list<NamedView
 }
 
 absl::Status CheckMatching(absl::string_view op, const NamedView& ref,
-                           std::initializer_list<NamedView> ts,
-                           std::initializer_list<DType> dtypes, absl::Span<const int64_t> shape) {
+                           std::initializer_list<NamedView> ts, std::initializer_list<DType> dtypes,
+                           absl::Span<const int64_t> shape) {
   for (const NamedView& t : ts) {
     RETURN_IF_ERROR(CheckOperand(op, t, ref, dtypes));
     RETURN_IF_ERROR(CheckDTypeOf(op, t, ref));
@@ -166,18 +166,17 @@ absl::Status CheckSameDType(absl::string_view op, std::initializer_list<const Te
   const TensorView* first = *ts.begin();
   for (const TensorView* t : ts) {
     if (t->dtype != first->dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": mixed dtypes (",
-                                                     DTypeName(first->dtype), " and ",
-                                                     DTypeName(t->dtype), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": mixed dtypes (", DTypeName(first->dtype), " and ", DTypeName(t->dtype), ")"));
     }
   }
   return absl::OkStatus();
 }
 
 absl::Status UnsupportedDevice(absl::string_view op, const Device& device) {
-  return absl::UnimplementedError(
-      absl::StrCat(op, ": not implemented for ", device.ToString(),
-                   device.is_cuda() ? " (CUDA kernels for this op come with the CUDA backend)" : ""));
+  return absl::UnimplementedError(absl::StrCat(
+      op, ": not implemented for ", device.ToString(),
+      device.is_cuda() ? " (CUDA kernels for this op come with the CUDA backend)" : ""));
 }
 
 }  // namespace ops

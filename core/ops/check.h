@@ -35,8 +35,7 @@ absl::Status CheckContiguous(absl::string_view op, absl::string_view name, const
 absl::Status CheckShape(absl::string_view op, absl::string_view name, const TensorView& t,
                         absl::Span<const int64_t> shape);
 // `t` has rank `rank`.
-absl::Status CheckRank(absl::string_view op, absl::string_view name, const TensorView& t,
-                       int rank);
+absl::Status CheckRank(absl::string_view op, absl::string_view name, const TensorView& t, int rank);
 // `t` has rank >= `min_rank`: "<op>: <name> (<t>) must have rank >= <min_rank>".
 absl::Status CheckMinRank(absl::string_view op, absl::string_view name, const TensorView& t,
                           int min_rank);
@@ -66,8 +65,8 @@ absl::Status CheckOperands(absl::string_view op, std::initializer_list<NamedView
 // Each of `ts`, in order: contiguous, of one of `dtypes`, on the device and of the dtype of `ref`
 // (CheckDeviceOf, CheckDTypeOf), and of shape `shape` (CheckShape). `ref` need not be in `ts`.
 absl::Status CheckMatching(absl::string_view op, const NamedView& ref,
-                           std::initializer_list<NamedView> ts,
-                           std::initializer_list<DType> dtypes, absl::Span<const int64_t> shape);
+                           std::initializer_list<NamedView> ts, std::initializer_list<DType> dtypes,
+                           absl::Span<const int64_t> shape);
 // The same with the first of `ts` as `ref` and its shape: operands of one device, dtype and shape
 // (elementwise ops). `ts` must not be empty.
 absl::Status CheckMatching(absl::string_view op, std::initializer_list<NamedView> ts,

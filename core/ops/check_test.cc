@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gtest/gtest.h"
 #include "core/tensor.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {
@@ -19,8 +19,8 @@ constexpr auto kUnimplemented = absl::StatusCode::kUnimplemented;
 ::testing::AssertionResult Fails(const absl::Status& s, absl::StatusCode code,
                                  const std::string& message) {
   if (s.code() == code && s.message() == message) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "got " << s << ", expected "
-                                       << absl::Status(code, message);
+  return ::testing::AssertionFailure()
+         << "got " << s << ", expected " << absl::Status(code, message);
 }
 
 // Views into one host buffer (their contents are never read).
@@ -49,8 +49,8 @@ TEST_F(CheckTest, SingleTensorChecks) {
   EXPECT_TRUE(CheckContiguous("Op", "x", no_data).ok());  // Empty: no data needed.
 
   EXPECT_TRUE(CheckShape("Op", "x", x, {2, 3}).ok());
-  EXPECT_TRUE(Fails(CheckShape("Op", "x", x, {3, 2}), kInvalid,
-                    "Op: x has shape [2, 3], expected [3, 2]"));
+  EXPECT_TRUE(
+      Fails(CheckShape("Op", "x", x, {3, 2}), kInvalid, "Op: x has shape [2, 3], expected [3, 2]"));
   EXPECT_TRUE(CheckRank("Op", "x", x, 2).ok());
   EXPECT_TRUE(Fails(CheckRank("Op", "x", x, 4), kInvalid,
                     "Op: x has shape [2, 3] (rank 2), expected rank 4"));
@@ -64,8 +64,8 @@ TEST_F(CheckTest, SingleTensorChecks) {
 TEST_F(CheckTest, DTypeChecks) {
   const TensorView x = At(0, {4}, DType::kBF16);
   EXPECT_TRUE(CheckDType("Op", "x", x, kFloatDTypes).ok());
-  EXPECT_TRUE(Fails(CheckDType("Op", "ids", At(0, {4}, DType::kI64), {DType::kI32}),
-                    kUnimplemented, "Op: ids has unsupported dtype i64; supported: i32"));
+  EXPECT_TRUE(Fails(CheckDType("Op", "ids", At(0, {4}, DType::kI64), {DType::kI32}), kUnimplemented,
+                    "Op: ids has unsupported dtype i64; supported: i32"));
   EXPECT_TRUE(Fails(CheckDType("Op", "x", At(0, {4}, DType::kI32), kFloatDTypes), kUnimplemented,
                     "Op: x has unsupported dtype i32; supported: f32, bf16, f16"));
   EXPECT_TRUE(CheckDTypeIs("Op", "x", x, DType::kBF16).ok());
@@ -99,8 +99,7 @@ TEST_F(CheckTest, CheckOperandsChecksLayoutDTypeAndDevice) {
   EXPECT_TRUE(Fails(CheckOperands("Op", {{"ids", &ids}, {"x", &x}}, kFloatDTypes), kUnimplemented,
                     "Op: ids has unsupported dtype i32; supported: f32, bf16, f16"));
   const TensorView gpu = At(8, {3}, DType::kF32, Device::Cuda(0));
-  EXPECT_TRUE(Fails(CheckOperands("Op", {{"x", &x}, {"bias", &bias16}, {"b", &gpu}},
-                                  kFloatDTypes),
+  EXPECT_TRUE(Fails(CheckOperands("Op", {{"x", &x}, {"bias", &bias16}, {"b", &gpu}}, kFloatDTypes),
                     kInvalid, "Op: b is on cuda:0, expected cpu (the device of x)"));
 }
 
@@ -157,11 +156,11 @@ TEST_F(CheckTest, OverlapOfByteRanges) {
   EXPECT_TRUE(Overlap(a, a));
   EXPECT_TRUE(Overlap(a, At(13, {1})));
   EXPECT_TRUE(Overlap(At(13, {1}), a));
-  EXPECT_TRUE(Overlap(a, At(0, {2, 8})));        // Contains a.
-  EXPECT_TRUE(Overlap(At(11, {2}), a));          // Inside a.
-  EXPECT_FALSE(Overlap(a, At(14, {4})));         // Adjacent after.
-  EXPECT_FALSE(Overlap(At(6, {4}), a));          // Adjacent before.
-  EXPECT_FALSE(Overlap(a, At(11, {0})));         // Empty views overlap nothing.
+  EXPECT_TRUE(Overlap(a, At(0, {2, 8})));  // Contains a.
+  EXPECT_TRUE(Overlap(At(11, {2}), a));    // Inside a.
+  EXPECT_FALSE(Overlap(a, At(14, {4})));   // Adjacent after.
+  EXPECT_FALSE(Overlap(At(6, {4}), a));    // Adjacent before.
+  EXPECT_FALSE(Overlap(a, At(11, {0})));   // Empty views overlap nothing.
   EXPECT_FALSE(Overlap(At(11, {3, 0}), At(11, {3, 0})));
   // Byte ranges, not elements: two bf16 [2] views 4 bytes apart touch, 3 bytes apart overlap.
   EXPECT_FALSE(Overlap(At(1, {2}, DType::kBF16), At(2, {2}, DType::kBF16)));

@@ -4,11 +4,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/cuda_testutil.h"
 #include "core/ops/sharded_cross_entropy.h"
 #include "core/ops/testutil.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "core/ops/testutil.h"
 #include "core/thread_pool.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {
@@ -77,9 +77,9 @@ TEST(CrossEntropyTest, HandComputedLosses) {
 // The forward and backward sweeps: on the calling thread and on a pool, every dtype, id dtype, N
 // and V, with logits [N, V] in [-4, 4) and targets (MakeTargets) from seeds of N and V. Stops at
 // the first fatal failure.
-void ForEachSweepCase(const std::function<void(const ExecContext& ctx, DType dt, int64_t N,
-                                               int64_t V, const Tensor& logits,
-                                               const Tensor& targets)>& body) {
+void ForEachSweepCase(
+    const std::function<void(const ExecContext& ctx, DType dt, int64_t N, int64_t V,
+                             const Tensor& logits, const Tensor& targets)>& body) {
   ThreadPool pool(3);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
     const ExecContext ctx{p};
@@ -101,8 +101,8 @@ void ForEachSweepCase(const std::function<void(const ExecContext& ctx, DType dt,
 }
 
 TEST(CrossEntropyTest, ForwardMatchesFloat64) {
-  ForEachSweepCase([](const ExecContext& ctx, DType dt, int64_t N, int64_t V,
-                      const Tensor& logits, const Tensor& targets) {
+  ForEachSweepCase([](const ExecContext& ctx, DType dt, int64_t N, int64_t V, const Tensor& logits,
+                      const Tensor& targets) {
     Tensor losses = Tensor::Host({N}, DType::kF32);
     WriteDoubles(std::vector<double>(N, 9.0), losses.view());
     ASSERT_TRUE(CrossEntropy(ctx, logits.view(), targets.view(), losses.view()).ok());
@@ -142,8 +142,8 @@ TEST(CrossEntropyTest, LargeLogitsDoNotOverflow) {
 }
 
 TEST(CrossEntropyTest, BackwardMatchesFloat64) {
-  ForEachSweepCase([](const ExecContext& ctx, DType dt, int64_t N, int64_t V,
-                      const Tensor& logits, const Tensor& targets) {
+  ForEachSweepCase([](const ExecContext& ctx, DType dt, int64_t N, int64_t V, const Tensor& logits,
+                      const Tensor& targets) {
     Tensor dl = RandomTensor({N}, DType::kF32, N, -2.0, 2.0);
     Tensor dx = Tensor::Host({N, V}, dt);
     WriteDoubles(std::vector<double>(N * V, 9.0), dx.view());
@@ -271,10 +271,9 @@ TEST(CrossEntropyTest, BadArgumentsAreErrors) {
   // Devices: a CUDA view is rejected before its memory is touched; mixed devices are invalid.
   TensorView cx = logits.view(), ct = targets.view(), cl = losses.view(), cd = dx.view();
   cx.device = ct.device = cl.device = cd.device = Device::Cuda(0);
-  EXPECT_TRUE(::mt::testing::RejectsFakeCudaViews(
-      CrossEntropy(ExecContext{}, cx, ct, cl)));
-  EXPECT_TRUE(::mt::testing::RejectsFakeCudaViews(
-      CrossEntropyBackward(ExecContext{}, cx, ct, cl, cd)));
+  EXPECT_TRUE(::mt::testing::RejectsFakeCudaViews(CrossEntropy(ExecContext{}, cx, ct, cl)));
+  EXPECT_TRUE(
+      ::mt::testing::RejectsFakeCudaViews(CrossEntropyBackward(ExecContext{}, cx, ct, cl, cd)));
   EXPECT_EQ(fwd(cx, targets.view(), losses.view()), kInvalid);
   EXPECT_EQ(bwd(logits.view(), targets.view(), losses.view(), cd), kInvalid);
   // No rows: nothing to do.

@@ -9,8 +9,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/ops/adam.h"
@@ -25,6 +23,8 @@
 #include "core/ops/sharded_cross_entropy.h"
 #include "core/ops/softmax.h"
 #include "core/ops/tanh.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {
@@ -89,8 +89,7 @@ std::vector<Case> AllOps(FakeCuda& f) {
       {"Fill", false, [=](auto& c) { return Fill(c, x, 1.5); }},
       {"Dropout", false, [=](auto& c) { return Dropout(c, x, drop, y); }},
       {"DropoutBackward", false, [=](auto& c) { return DropoutBackward(c, x, drop, y); }},
-      {"BiasDropoutAdd", false,
-       [=](auto& c) { return BiasDropoutAdd(c, x, &bias, drop, y, z); }},
+      {"BiasDropoutAdd", false, [=](auto& c) { return BiasDropoutAdd(c, x, &bias, drop, y, z); }},
       {"Tanh", false, [=](auto& c) { return Tanh(c, x, y); }},
       {"TanhBackward", false, [=](auto& c) { return TanhBackward(c, x, y, z); }},
       {"LayerNorm", false,

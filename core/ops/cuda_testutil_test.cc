@@ -2,13 +2,14 @@
 // never by crashing the test binary: a failed allocation or copy, an op that fails on one side,
 // and results that differ. The cases without a fixture run everywhere; the fixture's skip without
 // a GPU.
+#include "core/ops/cuda_testutil.h"
+
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "core/cuda_device.h"
-#include "core/ops/cuda_testutil.h"
 #include "core/ops/testutil.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest-spi.h"

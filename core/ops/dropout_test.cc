@@ -332,8 +332,8 @@ TEST_F(DropoutTest, BiasDropoutAddBackwardIsDropoutBackwardAndBiasGrad) {
       4 * kU32, 1e-7));
   EXPECT_TRUE(AllClose(
       dbias.view(),
-      NumericalGradient([&](const std::vector<double>& v) { return loss_of(xd, v, rd); }, bd),
-      1e-6, 1e-6));
+      NumericalGradient([&](const std::vector<double>& v) { return loss_of(xd, v, rd); }, bd), 1e-6,
+      1e-6));
   EXPECT_TRUE(AllClose(
       dod, NumericalGradient([&](const std::vector<double>& v) { return loss_of(xd, bd, v); }, rd),
       1e-6, 1e-6));

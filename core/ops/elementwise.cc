@@ -188,8 +188,7 @@ constexpr int64_t kBiasDropoutAddBlock = 256;
 
 template <typename T, bool kBias>
 void BiasDropoutAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView* bias,
-                       const DropoutArgs& args, const TensorView& residual,
-                       const TensorView& out) {
+                       const DropoutArgs& args, const TensorView& residual, const TensorView& out) {
   const int64_t n = x.numel();
   if (n == 0) return;
   const int64_t N = x.dim(-1);
@@ -226,9 +225,9 @@ void BiasDropoutAddCpu(const ExecContext& ctx, const TensorView& x, const Tensor
 // Converting between dtypes in place would overwrite unread input.
 absl::Status CheckConvertOverlap(absl::string_view op, const TensorView& x, const TensorView& y) {
   if (Overlap(x, y)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": x (", x.DebugString(), ") and y (", y.DebugString(),
-        ") overlap; converting in place needs equal dtypes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": x (", x.DebugString(), ") and y (", y.DebugString(),
+                     ") overlap; converting in place needs equal dtypes"));
   }
   return absl::OkStatus();
 }
@@ -271,10 +270,10 @@ absl::Status CheckDropoutArgs(absl::string_view op, const DropoutArgs& args) {
   }
   if (args.key_base < 0 || args.key_inner < 0 ||
       (args.key_inner > 0 && args.key_outer_stride < args.key_inner)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": bad dropout key mapping (key_base ", args.key_base, ", key_inner ", args.key_inner,
-        ", key_outer_stride ", args.key_outer_stride,
-        "); need key_base >= 0, key_inner >= 0 and key_outer_stride >= key_inner"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": bad dropout key mapping (key_base ", args.key_base, ", key_inner ",
+                     args.key_inner, ", key_outer_stride ", args.key_outer_stride,
+                     "); need key_base >= 0, key_inner >= 0 and key_outer_stride >= key_inner"));
   }
   return absl::OkStatus();
 }
@@ -299,9 +298,9 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
   constexpr absl::string_view kOp = "BiasGrad";
   RETURN_IF_ERROR(CheckOperands(kOp, {{"dy", &dy}, {"dbias", &dbias}}, kFloatDTypes));
   if (dbias.dtype != dy.dtype && dbias.dtype != DType::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": dbias has dtype ",
-                                                   DTypeName(dbias.dtype), ", expected ",
-                                                   DTypeName(dy.dtype), " (the dtype of dy) or f32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": dbias has dtype ", DTypeName(dbias.dtype), ", expected ",
+                     DTypeName(dy.dtype), " (the dtype of dy) or f32"));
   }
   RETURN_IF_ERROR(CheckMinRank(kOp, "dy", dy, 1));
   RETURN_IF_ERROR(CheckShape(kOp, "dbias", dbias, {dy.dim(-1)}));
@@ -385,8 +384,7 @@ absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorVi
   }
   RETURN_IF_ERROR(CheckConvertOverlap(kOp, x, y));
   DispatchFloat(x.dtype, [&](auto from) {
-    DispatchFloat(y.dtype,
-                  [&](auto to) { ConvertCpu<decltype(from), decltype(to)>(ctx, x, y); });
+    DispatchFloat(y.dtype, [&](auto to) { ConvertCpu<decltype(from), decltype(to)>(ctx, x, y); });
   });
   return absl::OkStatus();
 }
@@ -415,8 +413,8 @@ absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value) {
     }
     const double t = std::trunc(value);
     if (!(t >= lo && t < hi)) {
-      return absl::InvalidArgumentError(absl::StrCat(kOp, ": value ", value,
-                                                     " is out of range for ", DTypeName(x.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": value ", value, " is out of range for ", DTypeName(x.dtype)));
     }
     const int64_t v = static_cast<int64_t>(t);
     switch (x.dtype) {
@@ -465,8 +463,7 @@ absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const T
   RETURN_IF_ERROR(CheckDropoutArgs(kOp, dropout));
 #if defined(MT_WITH_CUDA)
   if (x.device.is_cuda()) {
-    return cuda::BiasDropoutAdd(ctx, x, bias, internal::CudaDropoutParams(dropout), residual,
-                                out);
+    return cuda::BiasDropoutAdd(ctx, x, bias, internal::CudaDropoutParams(dropout), residual, out);
   }
 #endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);

@@ -56,9 +56,9 @@ absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value);
 // key_inner >= 0 and, when key_inner > 0, key_outer_stride >= key_inner (distinct elements get
 // distinct keys); InvalidArgument otherwise.
 struct DropoutArgs {
-  float p = 0.0f;         // Drop probability in [0, 1).
+  float p = 0.0f;  // Drop probability in [0, 1).
   uint64_t seed = 0;
-  uint64_t stream = 0;    // Distinguishes the call sites of one step (layer, position in layer).
+  uint64_t stream = 0;  // Distinguishes the call sites of one step (layer, position in layer).
   int64_t key_base = 0;
   int64_t key_inner = 0;  // 0 means "the whole tensor" (no wrap).
   int64_t key_outer_stride = 0;
@@ -88,9 +88,9 @@ absl::Status DropoutBackward(const ExecContext& ctx, const TensorView& dy, const
 // (rank >= 1), same dtype; bias: [N] of x's dtype, or null for no bias. Math in f32 as separate
 // roundings of (x + bias), (x + bias) * (1 / (1 - p)) and the sum (never fused into an FMA), then
 // one rounding to out's dtype: at f32 the result is bitwise that of BiasAdd -> Dropout -> Add. out
-// may alias x or residual. Its backward needs no fused op: dresidual = dout, dx = DropoutBackward(dout),
-// dbias = BiasGrad(dx). InvalidArgument as for BiasAdd and Dropout (shapes, dtypes, contiguity,
-// devices, p outside [0, 1), a bad key mapping).
+// may alias x or residual. Its backward needs no fused op: dresidual = dout, dx =
+// DropoutBackward(dout), dbias = BiasGrad(dx). InvalidArgument as for BiasAdd and Dropout (shapes,
+// dtypes, contiguity, devices, p outside [0, 1), a bad key mapping).
 absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const TensorView* bias,
                             const DropoutArgs& dropout, const TensorView& residual,
                             const TensorView& out);

@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "core/ops/cuda_testutil.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/tanh.h"
 #include "core/ops/testutil.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {

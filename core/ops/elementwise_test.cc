@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "core/cuda_device.h"
 #include "core/ops/testutil.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {
@@ -39,8 +39,8 @@ TEST_F(ElementwiseTest, BiasAddMatchesReference) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
       for (const Shape& shape : kOddShapes) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
-                                  ctx.num_threads()));
+        SCOPED_TRACE(
+            absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ", ctx.num_threads()));
         const int64_t N = shape.back();
         Tensor x = RandomTensor(shape, dt, 1);
         Tensor bias = RandomTensor({N}, dt, 2);
@@ -63,8 +63,8 @@ TEST_F(ElementwiseTest, BiasGradMatchesReferenceAndFiniteDifferences) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
       for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{2, 5, 129}, Shape{2000, 129}}) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
-                                  ctx.num_threads()));
+        SCOPED_TRACE(
+            absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ", ctx.num_threads()));
         const int64_t N = shape.back();
         const int64_t R = NumElements(shape) / N;
         Tensor dy = RandomTensor(shape, dt, 3);
@@ -114,8 +114,8 @@ TEST_F(ElementwiseTest, GeluMatchesReference) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
       for (const Shape& shape : kOddShapes) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
-                                  ctx.num_threads()));
+        SCOPED_TRACE(
+            absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ", ctx.num_threads()));
         Tensor x = RandomTensor(shape, dt, 7, -4.0, 4.0);
         Tensor y = Tensor::Host(shape, dt);
         ASSERT_TRUE(Gelu(ctx, x.view(), y.view()).ok());
@@ -133,8 +133,8 @@ TEST_F(ElementwiseTest, GeluBackwardMatchesFiniteDifferences) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
       for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{5, 129}}) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
-                                  ctx.num_threads()));
+        SCOPED_TRACE(
+            absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ", ctx.num_threads()));
         Tensor x = RandomTensor(shape, dt, 8, -4.0, 4.0);
         Tensor dy = RandomTensor(shape, dt, 9);
         Tensor dx = Tensor::Host(shape, dt);
@@ -161,8 +161,8 @@ TEST_F(ElementwiseTest, AddAndScaleMatchReference) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
       for (const Shape& shape : kOddShapes) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
-                                  ctx.num_threads()));
+        SCOPED_TRACE(
+            absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ", ctx.num_threads()));
         Tensor a = RandomTensor(shape, dt, 10);
         Tensor b = RandomTensor(shape, dt, 11);
         Tensor out = Tensor::Host(shape, dt);
@@ -205,8 +205,8 @@ TEST_F(ElementwiseTest, ConvertRoundsToNearestEven) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType from : kFloatTypes) {
       for (DType to : kFloatTypes) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(from), " -> ", DTypeName(to), " threads ",
-                                  ctx.num_threads()));
+        SCOPED_TRACE(
+            absl::StrCat(DTypeName(from), " -> ", DTypeName(to), " threads ", ctx.num_threads()));
         const Shape shape = {257, 129};
         Tensor x = RandomTensor(shape, from, 12, -100.0, 100.0);
         Tensor y = Tensor::Host(shape, to);
@@ -336,8 +336,7 @@ TEST_F(ElementwiseTest, BadArgumentsAreReported) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("b is on cuda:0"));
   TensorView bias_gpu(bias.data(), {4}, DType::kF32, Device::Cuda(0));
-  EXPECT_EQ(BiasAdd(ctx, a.view(), bias_gpu, a.view()).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BiasAdd(ctx, a.view(), bias_gpu, a.view()).code(), absl::StatusCode::kInvalidArgument);
   s = Gelu(ctx, on_gpu, on_gpu);
   if (cuda::DeviceCount() == 0) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);

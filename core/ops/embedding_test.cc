@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "core/ops/testutil.h"
 #include "core/thread_pool.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {
@@ -77,8 +77,8 @@ TEST(EmbeddingTest, ForwardGathersRowsOfEveryDType) {
     ASSERT_TRUE(Embedding(ctx, ids.view(), table.view(), out.view()).ok());
     // A copy: exact.
     EXPECT_TRUE(AllClose(out.view(),
-                         RefEmbedding(ToDoubles(ids.view()), ToDoubles(table.view()), V, C, 0),
-                         0.0, 0.0));
+                         RefEmbedding(ToDoubles(ids.view()), ToDoubles(table.view()), V, C, 0), 0.0,
+                         0.0));
   });
 }
 

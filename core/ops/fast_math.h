@@ -3,9 +3,9 @@
 #ifndef MT_CORE_OPS_FAST_MATH_H_
 #define MT_CORE_OPS_FAST_MATH_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 
 namespace mt {

@@ -119,13 +119,12 @@ absl::Status ValidateEpilogue(const char* op, int rank, const GemmShape& s, cons
         op, ": a bias, epilogue or pre_activation is supported by Gemm only (not batched)"));
   }
   if (options.beta != 0.0f) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": a bias, epilogue or pre_activation needs beta = 0, got beta = ",
-                     options.beta));
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": a bias, epilogue or pre_activation needs beta = 0, got beta = ", options.beta));
   }
   if (options.epilogue != Epilogue::kNone && options.epilogue != Epilogue::kGelu) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": unknown epilogue ", static_cast<int>(options.epilogue)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": unknown epilogue ", static_cast<int>(options.epilogue)));
   }
   const NamedView c_named{"C", &c};
   if (const TensorView* bias = options.bias; bias != nullptr) {
@@ -287,8 +286,8 @@ void EpilogueRow(int64_t n, const float* p, const float* bias, Out* c, Out* pre)
 // The epilogue over the f32 product p [M, N] (which may be C's own storage when Out = float),
 // split over rows on the pool: element-wise, so the result does not depend on the thread count.
 template <typename Out>
-void ApplyEpilogue(ThreadPool* pool, const GemmShape& s, const GemmOptions& options,
-                   const float* p, Out* c, Out* pre) {
+void ApplyEpilogue(ThreadPool* pool, const GemmShape& s, const GemmOptions& options, const float* p,
+                   Out* c, Out* pre) {
   const std::vector<float> bias = WidenedBias(options.bias);
   const bool gelu = options.epilogue == Epilogue::kGelu;
   auto row = bias.empty()
@@ -314,10 +313,9 @@ void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
   auto f32_epilogue = [&] {
     if (!epilogue) return;
     float* pc = c.data_as<float>();
-    ApplyEpilogue<float>(ctx.pool, s, options, pc, pc,
-                         options.pre_activation == nullptr
-                             ? nullptr
-                             : options.pre_activation->data_as<float>());
+    ApplyEpilogue<float>(
+        ctx.pool, s, options, pc, pc,
+        options.pre_activation == nullptr ? nullptr : options.pre_activation->data_as<float>());
   };
   if constexpr (std::is_same_v<T, float>) {
     GemmF32(backend, s, ctx.num_threads(), options.alpha, a.data_as<float>(), b.data_as<float>(),
@@ -339,10 +337,9 @@ void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
     GemmF32(backend, s, ctx.num_threads(), options.alpha, a32.data(), b32.data(), options.beta,
             c32.data());
     if (epilogue) {
-      ApplyEpilogue<T>(ctx.pool, s, options, c32.data(), c.data_as<T>(),
-                       options.pre_activation == nullptr
-                           ? nullptr
-                           : options.pre_activation->data_as<T>());
+      ApplyEpilogue<T>(
+          ctx.pool, s, options, c32.data(), c.data_as<T>(),
+          options.pre_activation == nullptr ? nullptr : options.pre_activation->data_as<T>());
     } else {
       Narrow(ctx.pool, c32.data(), c.numel(), c.data_as<T>());
     }
@@ -374,8 +371,7 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
   const CpuGemmBackend backend = Resolve(options.cpu_backend);
   if (backend == CpuGemmBackend::kOpenBlas && !LoadOpenBlas().status.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(op, ": ", LoadOpenBlas().status.message(),
-                     "; or use CpuGemmBackend::kEigen"));
+        absl::StrCat(op, ": ", LoadOpenBlas().status.message(), "; or use CpuGemmBackend::kEigen"));
   }
   if (backend == CpuGemmBackend::kOpenBlas &&
       std::max({s.m, s.n, s.k}) > static_cast<int64_t>(INT_MAX)) {

@@ -29,11 +29,11 @@
 // GELU_BIAS, GELU_AUX_BIAS, ...) run where cuBLASLt has a kernel for the shape and alignment and
 // the bias has C's dtype, bias and pre_activation are 16-byte aligned and, with pre_activation, N
 // is a multiple of 8; otherwise the product goes to f32 (device scratch of M N floats for a 16-bit
-// C) and the CUDA BiasAdd and Gelu kernels follow, with the same single rounding. cuBLASLt evaluates GeLU with its own tanh, so
-// CUDA results may differ from the CPU's by slightly more than f32 rounding.
-// Errors (InvalidArgument): an epilogue with BatchedGemm or beta != 0; pre_activation without
-// Epilogue::kGelu; a bias or pre_activation of the wrong shape, dtype or device, non-contiguous,
-// or overlapping as above.
+// C) and the CUDA BiasAdd and Gelu kernels follow, with the same single rounding. cuBLASLt
+// evaluates GeLU with its own tanh, so CUDA results may differ from the CPU's by slightly more than
+// f32 rounding. Errors (InvalidArgument): an epilogue with BatchedGemm or beta != 0; pre_activation
+// without Epilogue::kGelu; a bias or pre_activation of the wrong shape, dtype or device,
+// non-contiguous, or overlapping as above.
 //
 // CPU threads: ctx.num_threads() threads, run by the backend's own threads (OpenMP for Eigen,
 // OpenBLAS's pthreads), whose counts are process-wide settings that every call sets again; so
@@ -70,7 +70,7 @@ struct GemmOptions {
   float beta = 0.0f;
   CpuGemmBackend cpu_backend = CpuGemmBackend::kDefault;
   // The fused epilogue (see the top of the file); not owned, must outlive the call.
-  const TensorView* bias = nullptr;            // [N], A's dtype or f32; null: no bias.
+  const TensorView* bias = nullptr;  // [N], A's dtype or f32; null: no bias.
   Epilogue epilogue = Epilogue::kNone;
   const TensorView* pre_activation = nullptr;  // [M, N], C's dtype; only with kGelu.
 };

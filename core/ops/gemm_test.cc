@@ -214,8 +214,8 @@ TEST_P(GemmMixedPrecisionTest, AccumulatesIntoF32WithoutRounding) {
   EXPECT_EQ(ToDoubles(c.view())[0], expected + 1 + e7 + std::ldexp(1.0, -14));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypesAndBackends, GemmDTypeBackendTest,
-                         ::mt::testing::AllGemmParams(), ::mt::testing::GemmParamName);
+INSTANTIATE_TEST_SUITE_P(AllDTypesAndBackends, GemmDTypeBackendTest, ::mt::testing::AllGemmParams(),
+                         ::mt::testing::GemmParamName);
 INSTANTIATE_TEST_SUITE_P(HalfInputsF32Output, GemmMixedPrecisionTest,
                          ::mt::testing::HalfGemmParams(), ::mt::testing::GemmParamName);
 

@@ -19,8 +19,8 @@ absl::Status CheckView(absl::string_view op, absl::string_view name, const Tenso
                        int64_t numel, const TensorView& first) {
   RETURN_IF_ERROR(CheckContiguous(op, name, t));
   if (t.numel() != numel) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " (", t.DebugString(),
-                                                   ") must hold ", numel, " elements"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", name, " (", t.DebugString(), ") must hold ", numel, " elements"));
   }
   RETURN_IF_ERROR(CheckSameDevice(op, {&first, &t}));
   RETURN_IF_ERROR(CheckSameDType(op, {&first, &t}));
@@ -33,9 +33,8 @@ absl::Status CheckView(absl::string_view op, absl::string_view name, const Tenso
 
 absl::Status CheckShapeArgs(absl::string_view op, const HeadsShape& s) {
   if (s.batch < 0 || s.seq < 0 || s.heads < 0 || s.head_dim < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": negative dimension in B=", s.batch,
-                                                   " T=", s.seq, " NH=", s.heads, " D=",
-                                                   s.head_dim));
+    return absl::InvalidArgumentError(absl::StrCat(op, ": negative dimension in B=", s.batch, " T=",
+                                                   s.seq, " NH=", s.heads, " D=", s.head_dim));
   }
   return absl::OkStatus();
 }

@@ -23,9 +23,9 @@ namespace mt {
 namespace ops {
 
 struct HeadsShape {
-  int64_t batch = 0;   // B
-  int64_t seq = 0;     // T
-  int64_t heads = 0;   // NH (this rank's heads)
+  int64_t batch = 0;     // B
+  int64_t seq = 0;       // T
+  int64_t heads = 0;     // NH (this rank's heads)
   int64_t head_dim = 0;  // D
 };
 

@@ -1,10 +1,10 @@
 // The heads permutations on the GPU are bitwise the CPU's, for element sizes 2, 4 and 8 and odd
 // shapes. Skipped without a GPU.
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "core/ops/cuda_testutil.h"
 #include "core/ops/heads.h"
 #include "core/ops/testutil.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {

@@ -223,16 +223,15 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
 #endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
   const std::vector<float> g = ParamToFloat(gamma), b = ParamToFloat(beta);
-  DispatchFloat(x.dtype, [&](auto tag) {
-    LayerNormCpu<decltype(tag)>(ctx, x, g, b, eps, y, mean, rstd);
-  });
+  DispatchFloat(x.dtype,
+                [&](auto tag) { LayerNormCpu<decltype(tag)>(ctx, x, g, b, eps, y, mean, rstd); });
   return absl::OkStatus();
 }
 
-absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x,
-                               const TensorView& gamma, const TensorView& mean,
-                               const TensorView& rstd, const TensorView& dy, const TensorView& dx,
-                               const TensorView& dgamma, const TensorView& dbeta) {
+absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
+                               const TensorView& mean, const TensorView& rstd, const TensorView& dy,
+                               const TensorView& dx, const TensorView& dgamma,
+                               const TensorView& dbeta) {
   constexpr absl::string_view kOp = "LayerNormBackward";
   RETURN_IF_ERROR(CheckLayerNormArgs(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}},
                                      {{"gamma", &gamma}, {"dgamma", &dgamma}, {"dbeta", &dbeta}},

@@ -27,10 +27,10 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
                        const TensorView& beta, float eps, const TensorView& y,
                        const TensorView& mean, const TensorView& rstd);
 
-absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x,
-                               const TensorView& gamma, const TensorView& mean,
-                               const TensorView& rstd, const TensorView& dy, const TensorView& dx,
-                               const TensorView& dgamma, const TensorView& dbeta);
+absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
+                               const TensorView& mean, const TensorView& rstd, const TensorView& dy,
+                               const TensorView& dx, const TensorView& dgamma,
+                               const TensorView& dbeta);
 
 }  // namespace ops
 }  // namespace mt

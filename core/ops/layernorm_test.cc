@@ -48,9 +48,9 @@ TEST_F(LayerNormTest, HandComputedRow) {
   ASSERT_TRUE(LayerNorm(ExecContext{}, x.view(), gamma.view(), beta.view(), 0.0f, y.view(),
                         mean.view(), rstd.view())
                   .ok());
-  EXPECT_TRUE(AllClose(y.view(), {-1.3416407864998738, -0.4472135954999579, 0.8944271909999159,
-                                  11.341640786499874},
-                       4 * kU32, 0));
+  EXPECT_TRUE(AllClose(
+      y.view(), {-1.3416407864998738, -0.4472135954999579, 0.8944271909999159, 11.341640786499874},
+      4 * kU32, 0));
   EXPECT_TRUE(AllClose(mean.view(), {2.5}, 0, 0));
   EXPECT_TRUE(AllClose(rstd.view(), {0.8944271909999159}, 2 * kU32, 0));
 }
@@ -68,13 +68,13 @@ TEST_F(LayerNormTest, ForwardMatchesReference) {
           Tensor gamma = RandomTensor({C}, pt, 2, 0.5, 1.5);
           Tensor beta = RandomTensor({C}, pt, 3);
           Tensor y = Tensor::Host(shape, dt);
-          Tensor mean = Tensor::Host(Leading(shape), DType::kF32);  // Like x without C.
+          Tensor mean = Tensor::Host(Leading(shape), DType::kF32);            // Like x without C.
           Tensor rstd = Tensor::Host({NumElements(shape) / C}, DType::kF32);  // Flat [R].
           ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, y.view(),
                                 mean.view(), rstd.view())
                           .ok());
-          const LayerNormRef want = LayerNormReference(
-              ToDoubles(x.view()), ToDoubles(gamma.view()), ToDoubles(beta.view()), kEps);
+          const LayerNormRef want = LayerNormReference(ToDoubles(x.view()), ToDoubles(gamma.view()),
+                                                       ToDoubles(beta.view()), kEps);
           // f32 statistics: sums of C terms with eight accumulators, then one rounding of y to
           // the dtype.
           const double f32_err = (16 + C / 4.0) * kU32;
@@ -134,13 +134,13 @@ TEST_F(LayerNormTest, BackwardMatchesFiniteDifferences) {
           // each of size about rstd |g| |xhat|; then one rounding to the dtype.
           const double rstd_max = MaxAbs(ToDoubles(rstd.view()));
           const double f32_err = (16 + C) * kU32;
-          EXPECT_TRUE(AllClose(dx.view(), want_dx, UnitRoundoff(dt),
-                               f32_err * rstd_max * 1.5 * 4 + 1e-7));
+          EXPECT_TRUE(
+              AllClose(dx.view(), want_dx, UnitRoundoff(dt), f32_err * rstd_max * 1.5 * 4 + 1e-7));
           // dgamma, dbeta: f32 sums over R rows of terms below 1 * 4, one rounding to pt.
           EXPECT_TRUE(AllClose(dgamma.view(), want_dgamma, UnitRoundoff(pt),
                                (16 + C + R) * kU32 * 4 * R + 1e-7));
-          EXPECT_TRUE(AllClose(dbeta.view(), want_dbeta, UnitRoundoff(pt),
-                               (16 + R) * kU32 * R + 1e-7));
+          EXPECT_TRUE(
+              AllClose(dbeta.view(), want_dbeta, UnitRoundoff(pt), (16 + R) * kU32 * R + 1e-7));
         }
       }
     }
@@ -159,12 +159,12 @@ TEST_F(LayerNormTest, ResultsDoNotDependOnTheThreadCountAndMayRunInPlace) {
     std::vector<std::vector<Tensor>> results;
     for (const ExecContext& ctx : Contexts()) {
       std::vector<Tensor> r;
-      r.push_back(Tensor::Host(shape, dt));           // y
-      r.push_back(Tensor::Host({R}, DType::kF32));    // mean
-      r.push_back(Tensor::Host({R}, DType::kF32));    // rstd
-      r.push_back(Tensor::Host(shape, dt));           // dx
-      r.push_back(Tensor::Host({C}, DType::kF32));    // dgamma
-      r.push_back(Tensor::Host({C}, DType::kF32));    // dbeta
+      r.push_back(Tensor::Host(shape, dt));         // y
+      r.push_back(Tensor::Host({R}, DType::kF32));  // mean
+      r.push_back(Tensor::Host({R}, DType::kF32));  // rstd
+      r.push_back(Tensor::Host(shape, dt));         // dx
+      r.push_back(Tensor::Host({C}, DType::kF32));  // dgamma
+      r.push_back(Tensor::Host({C}, DType::kF32));  // dbeta
       ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, r[0].view(),
                             r[1].view(), r[2].view())
                       .ok());

@@ -124,9 +124,8 @@ void OpsBench::References() {
   {
     Tensor a = OnGpu({kCopyBytes}, DType::kU16), b = OnGpu({kCopyBytes}, DType::kU16);
     const size_t bytes = static_cast<size_t>(kCopyBytes) * 2;
-    const double t = TimePerCall([&] {
-      return cuda::Memcpy(b.data(), a.data(), bytes, cuda::CopyKind::kDeviceToDevice);
-    });
+    const double t = TimePerCall(
+        [&] { return cuda::Memcpy(b.data(), a.data(), bytes, cuda::CopyKind::kDeviceToDevice); });
     copy_bw_ = 2.0 * bytes / t / 1e9;  // Read + write.
     rows_.push_back({"copy d2d 2 GiB (reference)", t, copy_bw_, 1.0, "GB/s"});
   }

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "core/ops/cuda_testutil.h"
 #include "core/ops/reduce.h"
 #include "core/ops/testutil.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {

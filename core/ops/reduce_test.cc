@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "core/ops/testutil.h"
 #include "core/thread_pool.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace ops {

@@ -177,9 +177,10 @@ absl::Status ShardedLoss(const ExecContext& ctx, const TensorView& targets,
   const float* p = partials.data_as<float>();
   float* out = losses.data_as<float>();
   for (int64_t n = 0; n < N; ++n) {
-    out[n] = TargetAt(targets, n) == kIgnoreIndex
-                 ? 0.0f
-                 : static_cast<float>(std::log(static_cast<double>(p[2 * n + 1])) + m[n] - p[2 * n]);
+    out[n] =
+        TargetAt(targets, n) == kIgnoreIndex
+            ? 0.0f
+            : static_cast<float>(std::log(static_cast<double>(p[2 * n + 1])) + m[n] - p[2 * n]);
   }
   return absl::OkStatus();
 }

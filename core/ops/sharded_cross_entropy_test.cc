@@ -104,7 +104,8 @@ TEST(ShardedCrossEntropyTest, OneShardWithoutPaddingEqualsSerialCrossEntropy) {
   Tensor serial = Tensor::Zeros({N}, DType::kF32), dserial = Tensor::Zeros({N, V}, DType::kF32);
   ASSERT_TRUE(CrossEntropy(ctx, logits.view(), targets.view(), serial.view()).ok());
   ASSERT_TRUE(
-      CrossEntropyBackward(ctx, logits.view(), targets.view(), dlosses.view(), dserial.view()).ok());
+      CrossEntropyBackward(ctx, logits.view(), targets.view(), dlosses.view(), dserial.view())
+          .ok());
   EXPECT_TRUE(AllClose(losses, ToDoubles(serial.view()), 1e-6, 1e-6));
   EXPECT_TRUE(AllClose(grads, ToDoubles(dserial.view()), 1e-5, 1e-7));
 }
@@ -115,10 +116,10 @@ TEST(ShardedCrossEntropyTest, BadInputsAreRejected) {
   Tensor mx = Tensor::Zeros({2}, DType::kF32), partials = Tensor::Zeros({2, 2}, DType::kF32);
   Tensor targets = Tensor::Zeros({2}, DType::kI32);
   targets.data_as<int32_t>()[1] = 9;
-  EXPECT_EQ(ShardedTargetAndSumExp(ctx, logits.view(), targets.view(), {0, 8}, mx.view(),
-                                   partials.view())
-                .code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(
+      ShardedTargetAndSumExp(ctx, logits.view(), targets.view(), {0, 8}, mx.view(), partials.view())
+          .code(),
+      absl::StatusCode::kOutOfRange);
   Tensor wrong = Tensor::Zeros({3}, DType::kF32);
   EXPECT_EQ(ShardedRowMax(ctx, logits.view(), {0, 4}, wrong.view()).code(),
             absl::StatusCode::kInvalidArgument);

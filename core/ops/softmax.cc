@@ -127,9 +127,8 @@ absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorVi
     RETURN_IF_ERROR(CheckDType(kOp, "padding_mask", mask, {DType::kI32}));
     RETURN_IF_ERROR(CheckDeviceOf(kOp, {"padding_mask", &mask}, {"x", &x}));
     if (x.rank() < 3) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kOp, ": a padding mask needs x of rank >= 3 ([B, ..., Tq, Tk]), got ",
-                       x.DebugString()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          kOp, ": a padding mask needs x of rank >= 3 ([B, ..., Tq, Tk]), got ", x.DebugString()));
     }
     RETURN_IF_ERROR(CheckShape(kOp, "padding_mask", mask, {x.dim(0), x.dim(-1)}));
   }

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/testutil.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/ops/testutil.h"
 
 namespace mt {
 namespace ops {
@@ -115,8 +115,8 @@ TEST_F(SoftmaxTest, HandComputedRows) {
 
 TEST_F(SoftmaxTest, ForwardMatchesReference) {
   const std::vector<Case> cases = {
-      {{1, 1}, false, false},       {{2, 3, 5, 7}, false, false}, {{2, 3, 5, 7}, true, false},
-      {{2, 3, 5, 7}, false, true},  {{3, 1, 17, 17}, true, true}, {{1, 2, 6, 3}, true, false},
+      {{1, 1}, false, false},        {{2, 3, 5, 7}, false, false}, {{2, 3, 5, 7}, true, false},
+      {{2, 3, 5, 7}, false, true},   {{3, 1, 17, 17}, true, true}, {{1, 2, 6, 3}, true, false},
       {{2, 4, 64, 129}, true, true},
   };
   for (const ExecContext& ctx : Contexts()) {
@@ -130,8 +130,8 @@ TEST_F(SoftmaxTest, ForwardMatchesReference) {
         Tensor y = Tensor::Host(c.shape, dt);
         ASSERT_TRUE(Softmax(ctx, x.view(), y.view(), opt).ok());
         const std::vector<double> want =
-            SoftmaxRef(ToDoubles(x.view()), c.shape, opt.scale,
-                       c.causal, c.padding ? ToDoubles(mask.view()) : std::vector<double>{});
+            SoftmaxRef(ToDoubles(x.view()), c.shape, opt.scale, c.causal,
+                       c.padding ? ToDoubles(mask.view()) : std::vector<double>{});
         // exp in f32 (a few ulps, on arguments up to |2 * 4 * 0.7| so relative ~ 8 ulps), an
         // f32 sum of Tk terms, one rounding to the dtype; f16 subnormals are absolute.
         EXPECT_TRUE(AllClose(y.view(), want, UnitRoundoff(dt) + (16 + Tk) * kU32, 1e-7));
@@ -266,7 +266,8 @@ TEST_F(SoftmaxTest, BadArgumentsAreReported) {
   opt.padding_mask = &mask_bad.view();
   s = Softmax(ctx, x.view(), y.view(), opt);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("padding_mask has shape [3, 4], expected [2, 4]"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("padding_mask has shape [3, 4], expected [2, 4]"));
   Tensor mask64 = RandomInts({2, 4}, DType::kI64, 13, 0, 2);
   opt.padding_mask = &mask64.view();
   EXPECT_EQ(Softmax(ctx, x.view(), y.view(), opt).code(), absl::StatusCode::kUnimplemented);

@@ -4,8 +4,8 @@
 // math in f32, one rounding to the dtype. y may alias x; dx may alias dy or y.
 // Errors: InvalidArgument for mismatched shapes, dtypes or devices and non-contiguous views (the
 // message names the op and the tensor); Unimplemented for other dtypes and for devices without a
-// kernel (CPU; CUDA in CUDA builds). CPU kernels split the work over ctx.pool; results do not depend on
-// the number of threads (bitwise).
+// kernel (CPU; CUDA in CUDA builds). CPU kernels split the work over ctx.pool; results do not
+// depend on the number of threads (bitwise).
 #ifndef MT_CORE_OPS_TANH_H_
 #define MT_CORE_OPS_TANH_H_
 

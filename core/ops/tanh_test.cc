@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/testutil.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/ops/testutil.h"
 
 namespace mt {
 namespace ops {
@@ -41,8 +41,8 @@ TEST_F(TanhTest, MatchesFloat64Reference) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
       for (const Shape& shape : kOddShapes) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
-                                  ctx.num_threads()));
+        SCOPED_TRACE(
+            absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ", ctx.num_threads()));
         Tensor x = RandomTensor(shape, dt, 3, -4.0, 4.0);
         Tensor y = Tensor::Host(shape, dt);
         ASSERT_TRUE(Tanh(ctx, x.view(), y.view()).ok());
@@ -63,8 +63,8 @@ TEST_F(TanhTest, BackwardMatchesFiniteDifferences) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {
       for (const Shape& shape : {Shape{1}, Shape{3, 17}, Shape{5, 129}, Shape{129, 129}}) {
-        SCOPED_TRACE(absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ",
-                                  ctx.num_threads()));
+        SCOPED_TRACE(
+            absl::StrCat(DTypeName(dt), ShapeToString(shape), " threads ", ctx.num_threads()));
         Tensor x = RandomTensor(shape, dt, 8, -3.0, 3.0);
         Tensor dy = RandomTensor(shape, dt, 9);
         Tensor y = Tensor::Host(shape, dt), dx = Tensor::Host(shape, dt);

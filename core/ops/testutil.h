@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gtest/gtest.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "gtest/gtest.h"
 
 namespace mt {
 namespace testing {

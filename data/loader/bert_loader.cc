@@ -15,9 +15,9 @@ absl::StatusOr<std::unique_ptr<BertLoader>> BertLoader::Create(
   c.prefetch_depth = 0;
   RETURN_IF_ERROR(c.Validate());
   if (c.consumed_samples > dataset->num_samples()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "BertLoader: consumed_samples ", c.consumed_samples, " exceeds the dataset's ",
-        dataset->num_samples(), " samples"));
+    return absl::InvalidArgumentError(absl::StrCat("BertLoader: consumed_samples ",
+                                                   c.consumed_samples, " exceeds the dataset's ",
+                                                   dataset->num_samples(), " samples"));
   }
   return std::unique_ptr<BertLoader>(new BertLoader(std::move(dataset), c));
 }

@@ -27,11 +27,11 @@ struct BertMicroBatch {
   int64_t micro_step = 0;        // Its position in that global batch, [0, accumulation_steps).
   int64_t consumed_samples = 0;  // Samples consumed by all ranks once this micro-step is done.
   std::vector<int64_t> sample_indices;  // [micro_batch_size] dataset indices of the rows.
-  Tensor tokens;        // i32 [micro_batch_size, seq_len]
-  Tensor token_types;   // i32 [micro_batch_size, seq_len]
-  Tensor padding_mask;  // i32 [micro_batch_size, seq_len]: 1 real token, 0 [PAD]
-  Tensor mlm_labels;    // i32 [micro_batch_size, seq_len]: original id where masked, else -100
-  Tensor sop_labels;    // i32 [micro_batch_size]
+  Tensor tokens;                        // i32 [micro_batch_size, seq_len]
+  Tensor token_types;                   // i32 [micro_batch_size, seq_len]
+  Tensor padding_mask;                  // i32 [micro_batch_size, seq_len]: 1 real token, 0 [PAD]
+  Tensor mlm_labels;  // i32 [micro_batch_size, seq_len]: original id where masked, else -100
+  Tensor sop_labels;  // i32 [micro_batch_size]
 };
 
 // Not thread-safe: one consumer calls Next().

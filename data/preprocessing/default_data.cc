@@ -69,8 +69,8 @@ absl::StatusOr<std::string> FileLine(absl::string_view kind, const std::string& 
 
 // The part of a stamp that describes the inputs and settings.
 absl::StatusOr<std::string> InputsDescription(const DatasetSpec& spec,
-                                              const std::vector<std::string>& corpus,
-                                              bool shuffle, uint64_t seed) {
+                                              const std::vector<std::string>& corpus, bool shuffle,
+                                              uint64_t seed) {
   std::string out =
       absl::StrCat("megatron-cpp default data v", kDefaultDataVersion, "\n",
                    "settings tokenizer=", spec.tokenizer, " append_eod=", spec.append_eod,
@@ -158,8 +158,8 @@ absl::Status WriteStamp(const std::string& prefix, const std::string& inputs) {
 absl::StatusOr<bool> MakeOne(const DatasetSpec& spec, const std::vector<std::string>& corpus,
                              const DefaultDataConfig& config, const std::string& prefix,
                              const ProgressCallback& progress, PreprocessStats* stats) {
-  ASSIGN_OR_RETURN(std::string inputs, InputsDescription(spec, corpus, config.shuffle_documents,
-                                                         config.shuffle_seed));
+  ASSIGN_OR_RETURN(std::string inputs,
+                   InputsDescription(spec, corpus, config.shuffle_documents, config.shuffle_seed));
   if (!config.force && UpToDate(prefix, inputs)) return false;
   // Remove the old stamp first: if the build fails or is interrupted, nothing claims the old (or
   // a mixed) dataset is current.

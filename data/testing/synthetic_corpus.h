@@ -17,10 +17,10 @@ namespace testing {
 
 struct SyntheticCorpusConfig {
   int documents = 200;
-  int vocab = 64;             // >= 2.
+  int vocab = 64;  // >= 2.
   uint64_t seed = 5;
-  int min_length = 20;        // A document has min_length + (draw mod length_spread) tokens.
-  int length_spread = 80;     // >= 1.
+  int min_length = 20;     // A document has min_length + (draw mod length_spread) tokens.
+  int length_spread = 80;  // >= 1.
   int multiplier = 3;
   int increment = 1;
 };

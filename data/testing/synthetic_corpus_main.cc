@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "gflags/gflags.h"
 #include "data/testing/synthetic_corpus.h"
+#include "gflags/gflags.h"
 
 DEFINE_string(output_prefix, "", "Output prefix (PREFIX.bin / PREFIX.idx).");
 DEFINE_int32(documents, 200, "Documents.");

@@ -43,8 +43,9 @@ constexpr Keyword kOpKeywords[] = {
 };
 
 // Shared objects of MPI (Open MPI's libraries and its plug-ins) and NCCL.
-constexpr const char* kCommObjects[] = {"libmpi", "openmpi", "libopen-pal", "libopen-rte",
-                                        "libpmix", "libucp", "libucs", "libuct", "libnccl"};
+constexpr const char* kCommObjects[] = {"libmpi",      "openmpi", "libopen-pal",
+                                        "libopen-rte", "libpmix", "libucp",
+                                        "libucs",      "libuct",  "libnccl"};
 
 bool IsOpsFrame(const std::string& name) { return absl::StrContains(name, "mt::ops::"); }
 
@@ -68,8 +69,8 @@ std::vector<Symbol> ReadFunctionSymbols(const char* path) {
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return symbols;
   struct stat st;
-  void* map = fstat(fd, &st) == 0 ? mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)
-                                   : MAP_FAILED;
+  void* map =
+      fstat(fd, &st) == 0 ? mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
   close(fd);
   if (map == MAP_FAILED) return symbols;
   const char* base = static_cast<const char*>(map);
@@ -115,8 +116,9 @@ int FindMainProgram(dl_phdr_info* info, size_t, void* data) {
   main->bias = info->dlpi_addr;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& p = info->dlpi_phdr[i];
-    if (p.p_type == PT_LOAD) main->ranges.push_back({info->dlpi_addr + p.p_vaddr,
-                                                     info->dlpi_addr + p.p_vaddr + p.p_memsz});
+    if (p.p_type == PT_LOAD)
+      main->ranges.push_back(
+          {info->dlpi_addr + p.p_vaddr, info->dlpi_addr + p.p_vaddr + p.p_memsz});
   }
   main->found = true;
   return 1;  // The first one only.
@@ -172,7 +174,8 @@ void OnSignal(int, siginfo_t* info, void* context) {
 #if defined(__x86_64__)
   pc = static_cast<uintptr_t>(static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
 #endif
-  if (StackSampler* s = g_sampler.load(std::memory_order_acquire); s != nullptr) s->Record(pc, info->si_overrun);
+  if (StackSampler* s = g_sampler.load(std::memory_order_acquire); s != nullptr)
+    s->Record(pc, info->si_overrun);
   errno = saved_errno;
 }
 
@@ -180,8 +183,8 @@ void OnSignal(int, siginfo_t* info, void* context) {
 
 const char* OpClassName(OpClass c) {
   static constexpr const char* kNames[kNumOpClasses] = {
-      "GEMM", "attention", "element-wise", "LayerNorm", "loss", "optimizer", "communication",
-      "other"};
+      "GEMM", "attention", "element-wise",  "LayerNorm",
+      "loss", "optimizer", "communication", "other"};
   return kNames[static_cast<int>(c)];
 }
 
@@ -191,7 +194,8 @@ std::string StripSignature(const std::string& demangled) {
   int parens = 0, angles = 0;
   for (size_t i = 0; i < demangled.size(); ++i) {
     const char ch = demangled[i];
-    if (parens == 0 && angles == 0 && demangled.compare(i, sizeof(kAnonymous) - 1, kAnonymous) == 0) {
+    if (parens == 0 && angles == 0 &&
+        demangled.compare(i, sizeof(kAnonymous) - 1, kAnonymous) == 0) {
       out += kAnonymous;
       i += sizeof(kAnonymous) - 2;
       continue;

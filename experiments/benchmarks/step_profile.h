@@ -103,7 +103,7 @@ class StackSampler {
 
   double interval_s_;
   int64_t max_samples_;
-  std::vector<void*> pcs_;  // [max_samples, kMaxDepth]: the pc, then backtrace()'s frames.
+  std::vector<void*> pcs_;   // [max_samples, kMaxDepth]: the pc, then backtrace()'s frames.
   std::vector<int> depth_;   // [max_samples]
   std::vector<int> weight_;  // [max_samples]
   std::atomic<int64_t> next_{0};

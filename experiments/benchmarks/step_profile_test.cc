@@ -42,9 +42,9 @@ std::vector<StackFrame> Stack(std::vector<std::string> innermost_first,
 TEST(StepProfileTest, ClassifiesByTheOpTheModelCalled) {
   const std::string linear = "mt::nn::ColumnParallelLinear::Forward(mt::nn::StepContext const&)";
   // The public op may be a tail call away: its helper names the class.
-  EXPECT_EQ(ClassifyStack(Stack({"", "mt::ops::(anonymous namespace)::Run(char const*, int)",
-                                 linear, "main"},
-                                "/usr/lib/x86_64-linux-gnu/libopenblas.so.0")),
+  EXPECT_EQ(ClassifyStack(
+                Stack({"", "mt::ops::(anonymous namespace)::Run(char const*, int)", linear, "main"},
+                      "/usr/lib/x86_64-linux-gnu/libopenblas.so.0")),
             OpClass::kGemm);
   EXPECT_EQ(ClassifyStack(Stack({"mt::ops::(anonymous namespace)::ApplyEpilogue<float>()::{lambda("
                                  "long, long)#1}::operator()(long, long) const",
@@ -56,7 +56,8 @@ TEST(StepProfileTest, ClassifiesByTheOpTheModelCalled) {
             OpClass::kAttention);
   EXPECT_EQ(ClassifyStack(Stack({"mt::ops::MergeHeads(mt::ExecContext const&)"})),
             OpClass::kAttention);
-  EXPECT_EQ(ClassifyStack(Stack({"expf", "mt::ops::(anonymous namespace)::Rows<float>()::{lambda("
+  EXPECT_EQ(ClassifyStack(Stack({"expf",
+                                 "mt::ops::(anonymous namespace)::Rows<float>()::{lambda("
                                  "long, long)#1}::operator()(long, long) const",
                                  "mt::ops::LayerNormBackward(mt::ExecContext const&)"})),
             OpClass::kLayerNorm);
@@ -72,9 +73,9 @@ TEST(StepProfileTest, ClassifiesByTheOpTheModelCalled) {
   EXPECT_EQ(ClassifyStack(Stack({"mt::ops::AdamUpdate(mt::ExecContext const&)",
                                  "mt::train::Optimizer::Step(mt::ExecContext const&)"})),
             OpClass::kOptimizer);
-  EXPECT_EQ(ClassifyStack(Stack({"mt::ops::L2Norm(mt::ExecContext const&)"})),
-            OpClass::kOptimizer);
-  EXPECT_EQ(ClassifyStack(Stack({"memset", "mt::nn::ParameterStore::ZeroGrads(mt::ExecContext "
+  EXPECT_EQ(ClassifyStack(Stack({"mt::ops::L2Norm(mt::ExecContext const&)"})), OpClass::kOptimizer);
+  EXPECT_EQ(ClassifyStack(Stack({"memset",
+                                 "mt::nn::ParameterStore::ZeroGrads(mt::ExecContext "
                                  "const&)"})),
             OpClass::kOptimizer);
   EXPECT_EQ(ClassifyStack(Stack({"mt::train::Optimizer::Step(mt::ExecContext const&, "
@@ -85,8 +86,9 @@ TEST(StepProfileTest, ClassifiesByTheOpTheModelCalled) {
                                  "mt::ops::Gemm(mt::ExecContext const&)"},
                                 "/usr/lib/x86_64-linux-gnu/libmpi.so.40")),
             OpClass::kCommunication);
-  EXPECT_EQ(ClassifyStack(Stack({""}, "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/"
-                                      "mca_btl_vader.so")),
+  EXPECT_EQ(ClassifyStack(Stack({""},
+                                "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/"
+                                "mca_btl_vader.so")),
             OpClass::kCommunication);
   EXPECT_EQ(ClassifyStack(Stack({"malloc", "mt::Tensor::Host(mt::Shape, mt::DType)", linear})),
             OpClass::kOther);
@@ -133,9 +135,8 @@ TEST(StepProfileTest, SampledSharesMatchTheTimeSpent) {
   ASSERT_TRUE(StackSampler::Create(1e-3, 10).status().code() ==
               absl::StatusCode::kFailedPrecondition);  // One at a time.
   ASSERT_TRUE((*sampler)->Start().ok());
-  const double gemm_s = RunFor(0.5, [&] {
-    ASSERT_TRUE(ops::Gemm(ctx, a.view(), b.view(), c.view()).ok());
-  });
+  const double gemm_s =
+      RunFor(0.5, [&] { ASSERT_TRUE(ops::Gemm(ctx, a.view(), b.view(), c.view()).ok()); });
   const double norm_s = RunFor(0.3, [&] {
     ASSERT_TRUE(ops::LayerNorm(ctx, x.view(), gamma.view(), beta.view(), 1e-5f, y.view(),
                                mean.view(), rstd.view())
@@ -152,17 +153,17 @@ TEST(StepProfileTest, SampledSharesMatchTheTimeSpent) {
   auto share = [&](OpClass k) {
     return static_cast<double>(p.by_class[static_cast<int>(k)]) / p.intervals;
   };
-  std::printf("%lld samples, %lld intervals over %.3f s: GEMM %.3f (%.3f), LayerNorm %.3f (%.3f), "
-              "other %.3f (%.3f)\n", static_cast<long long>(p.samples),
-              static_cast<long long>(p.intervals), total_s, share(OpClass::kGemm),
-              gemm_s / total_s, share(OpClass::kLayerNorm), norm_s / total_s,
-              share(OpClass::kOther), other_s / total_s);
+  std::printf(
+      "%lld samples, %lld intervals over %.3f s: GEMM %.3f (%.3f), LayerNorm %.3f (%.3f), "
+      "other %.3f (%.3f)\n",
+      static_cast<long long>(p.samples), static_cast<long long>(p.intervals), total_s,
+      share(OpClass::kGemm), gemm_s / total_s, share(OpClass::kLayerNorm), norm_s / total_s,
+      share(OpClass::kOther), other_s / total_s);
   EXPECT_NEAR(share(OpClass::kGemm), gemm_s / total_s, 0.1);
   EXPECT_NEAR(share(OpClass::kLayerNorm), norm_s / total_s, 0.1);
   EXPECT_NEAR(share(OpClass::kOther), other_s / total_s, 0.1);
   ASSERT_FALSE(p.other_top.empty());
-  EXPECT_NE(p.other_top[0].first.find("SpinOutsideOps"), std::string::npos)
-      << p.other_top[0].first;
+  EXPECT_NE(p.other_top[0].first.find("SpinOutsideOps"), std::string::npos) << p.other_top[0].first;
 }
 
 }  // namespace

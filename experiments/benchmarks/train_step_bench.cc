@@ -1,8 +1,9 @@
 // Training-step benchmark: tokens/s and model TFLOP/s (Megatron's formula, models/flops.h) of full
-// training steps of any registered GPT-family model (--model; GPT-2 by default) (forward, backward, optimizer), with the ratio to this machine's own GEMM rate
-// measured in the same run: the CPU's f32 rate with the same threads, or with --device=cuda the
-// GPU's bf16 rate (cuBLASLt, f32 accumulation) and the model in bf16 (model FLOP utilisation,
-// MFU). Run under mpirun for TP > 1 or DP > 1:
+// training steps of any registered GPT-family model (--model; GPT-2 by default) (forward, backward,
+// optimizer), with the ratio to this machine's own GEMM rate measured in the same run: the CPU's
+// f32 rate with the same threads, or with --device=cuda the GPU's bf16 rate (cuBLASLt, f32
+// accumulation) and the model in bf16 (model FLOP utilisation, MFU). Run under mpirun for TP > 1 or
+// DP > 1:
 //
 //   bazel-bin/experiments/benchmarks/train_step_bench --hidden_size=512 --num_layers=4
 //   mpirun -np 2 bazel-bin/experiments/benchmarks/train_step_bench --tensor_model_parallel_size=2
@@ -32,6 +33,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/parallel_context.h"
 #include "core/alloc.h"
+#include "core/config_flags.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
@@ -40,7 +42,6 @@
 #include "core/ops/gemm.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "core/config_flags.h"
 #include "experiments/benchmarks/step_profile.h"
 #include "experiments/pretrain/pretrain.h"
 #include "gflags/gflags.h"
@@ -75,7 +76,8 @@ struct BenchConfig {
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
-    v("model", &self.model_name, "A registered GPT-family model; the model flags given override it.");
+    v("model", &self.model_name,
+      "A registered GPT-family model; the model flags given override it.");
     models::ModelConfig::Fields(self.model, v);
     v("seq_length", &self.seq_length, "Sequence length.");
     v("micro_batch_size", &self.micro_batch_size, "Samples per step.");
@@ -108,7 +110,8 @@ int64_t GemmRateSize(int flag, bool gpu) { return flag > 0 ? flag : (gpu ? 8192 
 // f32 GEMM rate of this rank's threads: best of 10 runs of a product (2048^3 by default) after a
 // warm-up; on a shared machine the best of a few 0.1 s runs is often a loaded one.
 double GemmGflops(const mt::ExecContext& ec, int64_t n) {
-  mt::Tensor a = mt::Tensor::Zeros({n, n}, mt::DType::kF32), b = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
+  mt::Tensor a = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
+             b = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
              c = mt::Tensor::Zeros({n, n}, mt::DType::kF32);
   std::mt19937 rng(1);
   for (int64_t i = 0; i < n * n; ++i) {
@@ -165,9 +168,10 @@ struct Device {
 absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int local_rank,
                                                     int local_size) {
   auto d = std::make_unique<Device>();
-  d->threads = c.threads > 0
-                   ? c.threads
-                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_size);
+  d->threads =
+      c.threads > 0
+          ? c.threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_size);
   d->pool = std::make_unique<ThreadPool>(d->threads);
   d->ec.pool = d->pool.get();
   d->gpu = c.device == DeviceKind::kCuda;
@@ -241,8 +245,8 @@ constexpr double kSampleInterval = 1e-3;  // Seconds.
 absl::Status ProfileSteps(const BenchConfig& c, StepRunner& run, train::Optimizer& o,
                           int first_step, Timings* t) {
   const double expected = c.breakdown_steps * MedianOf(t->times[0]) / kSampleInterval;
-  ASSIGN_OR_RETURN(auto sampler,
-                   StackSampler::Create(kSampleInterval, static_cast<int64_t>(2 * expected) + 1000));
+  ASSIGN_OR_RETURN(auto sampler, StackSampler::Create(kSampleInterval,
+                                                      static_cast<int64_t>(2 * expected) + 1000));
   for (int i = 0; i < c.breakdown_steps; ++i) {
     RETURN_IF_ERROR(sampler->Start());
     auto step = run.Run(o, first_step + i, nullptr);
@@ -295,15 +299,16 @@ void ReportBreakdown(const BenchConfig& c, const comm::ParallelContext& parallel
   for (double s : t.profiled) step += s / t.profiled.size();
   const models::ModelConfig& mc = model.config();
   const int64_t B = c.micro_batch_size * parallel.dp_size(), T = c.seq_length;
-  const double gemm_flops = (model.TrainingFlops(B, T, B * T) -
-                             models::LayerFlops(B, T, mc.num_layers, mc.hidden_size,
-                                                /*layer_weights=*/0.0, c.recompute)) /
-                            parallel.world_size();
-  std::printf("step breakdown by op class (rank 0's main thread sampled every %.0f ms over %d "
-              "more steps, %.3f s each on average; %lld samples standing for %lld intervals; "
-              "shares within about +-%.1f%%):\n",
-              kSampleInterval * 1e3, c.breakdown_steps, step, static_cast<long long>(p.samples),
-              static_cast<long long>(p.intervals), 100.0 / std::sqrt(std::max<int64_t>(1, p.samples)));
+  const double gemm_flops =
+      (model.TrainingFlops(B, T, B * T) - models::LayerFlops(B, T, mc.num_layers, mc.hidden_size,
+                                                             /*layer_weights=*/0.0, c.recompute)) /
+      parallel.world_size();
+  std::printf(
+      "step breakdown by op class (rank 0's main thread sampled every %.0f ms over %d "
+      "more steps, %.3f s each on average; %lld samples standing for %lld intervals; "
+      "shares within about +-%.1f%%):\n",
+      kSampleInterval * 1e3, c.breakdown_steps, step, static_cast<long long>(p.samples),
+      static_cast<long long>(p.intervals), 100.0 / std::sqrt(std::max<int64_t>(1, p.samples)));
   double gemm_s = 0;
   for (int k = 0; k < kNumOpClasses; ++k) {
     const OpClass op_class = static_cast<OpClass>(k);
@@ -312,9 +317,10 @@ void ReportBreakdown(const BenchConfig& c, const comm::ParallelContext& parallel
     if (op_class == OpClass::kGemm && share > 0) {
       gemm_s = share * step;
       const double rate = gemm_flops / gemm_s / 1e9;
-      note = absl::StrFormat("  %.1f GFLOP/s on the GEMM FLOPs outside attention = %.0f%% of the "
-                             "GEMM rate",
-                             rate, 100.0 * rate / gemm);
+      note = absl::StrFormat(
+          "  %.1f GFLOP/s on the GEMM FLOPs outside attention = %.0f%% of the "
+          "GEMM rate",
+          rate, 100.0 * rate / gemm);
     }
     if (op_class == OpClass::kOther) {
       for (const auto& [name, n] : p.other_top) {
@@ -359,31 +365,32 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
                 static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.threads,
                 LoadOpenBlas().core.c_str(), gemm);
   }
-  std::printf("step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
-              "ratio to GEMM rate%s: %.1f%%\n",
-              c.steps, has_dp ? ", DP all-reduce overlapped" : "", median,
-              B * T * dp_size / median, per_rank_gflops / 1e3, d.gpu ? " (MFU)" : "",
-              100.0 * per_rank_gflops / gemm);
+  std::printf(
+      "step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
+      "ratio to GEMM rate%s: %.1f%%\n",
+      c.steps, has_dp ? ", DP all-reduce overlapped" : "", median, B * T * dp_size / median,
+      per_rank_gflops / 1e3, d.gpu ? " (MFU)" : "", 100.0 * per_rank_gflops / gemm);
   if (d.gpu) {
     std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
                 device_in_use / 1073741824.0);
   }
   if (has_dp) {
     const double after = MedianOf(t.times[1]);
-    std::printf("DP gradient all-reduce, %lld buckets of <= %lld elements (%lld started during "
-                "backward when overlapped):\n"
-                "  overlapped with backward: step %.3f s, exposed after backward %.1f ms\n"
-                "  after backward:           step %.3f s, exposed after backward %.1f ms\n"
-                "  step time overlapped / after: %.3f\n",
-                static_cast<long long>(t.buckets), static_cast<long long>(c.ddp_bucket_size),
-                static_cast<long long>(t.started_in_backward), median,
-                MedianOf(t.exposed[0]) * 1e3, after, MedianOf(t.exposed[1]) * 1e3,
-                median / after);
+    std::printf(
+        "DP gradient all-reduce, %lld buckets of <= %lld elements (%lld started during "
+        "backward when overlapped):\n"
+        "  overlapped with backward: step %.3f s, exposed after backward %.1f ms\n"
+        "  after backward:           step %.3f s, exposed after backward %.1f ms\n"
+        "  step time overlapped / after: %.3f\n",
+        static_cast<long long>(t.buckets), static_cast<long long>(c.ddp_bucket_size),
+        static_cast<long long>(t.started_in_backward), median, MedianOf(t.exposed[0]) * 1e3, after,
+        MedianOf(t.exposed[1]) * 1e3, median / after);
   }
-  std::printf("transformer activations per rank: held after forward %.1f MiB, recompute "
-              "transient in backward %.1f MiB, peak %.1f MiB\n",
-              act.held / 1048576.0, act.backward_extra / 1048576.0,
-              (act.held + act.backward_extra) / 1048576.0);
+  std::printf(
+      "transformer activations per rank: held after forward %.1f MiB, recompute "
+      "transient in backward %.1f MiB, peak %.1f MiB\n",
+      act.held / 1048576.0, act.backward_extra / 1048576.0,
+      (act.held + act.backward_extra) / 1048576.0);
   if (!d.gpu) ReportBreakdown(c, parallel, model, gemm, t);
 }
 

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_communicator.h"
-#include "core/status.h"
 #include "core/config_flags.h"
+#include "core/status.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/registry.h"
@@ -27,7 +27,8 @@ void OnSigterm(int) { stop_requested.store(true); }
 absl::Status ResolvePrecision(PretrainConfig* c) {
   if (FLAGS_fp16 + FLAGS_bf16 + FLAGS_fp32 > 1) {
     return absl::InvalidArgumentError(
-        "--fp16, --bf16 and --fp32 are exclusive; pick one (default: f32 on the CPU, bf16 on CUDA)");
+        "--fp16, --bf16 and --fp32 are exclusive; pick one (default: f32 on the CPU, bf16 on "
+        "CUDA)");
   }
   const DType default_dtype = c->device == DeviceKind::kCuda ? DType::kBF16 : DType::kF32;
   c->compute_dtype = FLAGS_fp16   ? DType::kF16
@@ -60,11 +61,10 @@ absl::Status ResolveFlags(PretrainConfig* c, const std::function<absl::Status()>
   return ResolvePrecision(c);
 }
 
-int PretrainMain(
-    int argc, char** argv, const DriverInfo& info, PretrainConfig* config,
-    const std::function<absl::Status()>& apply_flags,
-    const std::function<absl::StatusOr<PretrainResult>(
-        const LocalRanks&, comm::Communicator&, const std::atomic<bool>*)>& run) {
+int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* config,
+                 const std::function<absl::Status()>& apply_flags,
+                 const std::function<absl::StatusOr<PretrainResult>(
+                     const LocalRanks&, comm::Communicator&, const std::atomic<bool>*)>& run) {
   gflags::SetUsageMessage(info.usage);
   FLAGS_minloglevel = 1;  // Library INFO logs (dataset index caching) only with --minloglevel=0.
   FLAGS_logtostderr = true;

@@ -47,11 +47,10 @@ struct DriverInfo {
 //   --lr_decay_samples=0   decay until train_iters x global_batch_size.
 // Bad flags print one line on rank 0 and return 1 on every rank before any collective; a failed
 // run ends every rank through MpiRuntime::Abort. Returns main's exit code.
-int PretrainMain(
-    int argc, char** argv, const DriverInfo& info, PretrainConfig* config,
-    const std::function<absl::Status()>& apply_flags,
-    const std::function<absl::StatusOr<PretrainResult>(
-        const LocalRanks&, comm::Communicator&, const std::atomic<bool>*)>& run);
+int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* config,
+                 const std::function<absl::Status()>& apply_flags,
+                 const std::function<absl::StatusOr<PretrainResult>(
+                     const LocalRanks&, comm::Communicator&, const std::atomic<bool>*)>& run);
 
 // The flag rules above, without MPI (PretrainMain calls it after parsing); for tests.
 absl::Status ResolveFlags(PretrainConfig* config, const std::function<absl::Status()>& apply_flags);

@@ -38,9 +38,9 @@ absl::Status PretrainConfig::Validate(int world_size) const {
         t.micro_batch_size, " x data-parallel size ", dp));
   }
   if (t.seq_length < 1 || t.seq_length > model.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat("seq_length ", t.seq_length,
-                                                   " must be in [1, max_position_embeddings = ",
-                                                   model.max_position_embeddings, "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "seq_length ", t.seq_length,
+        " must be in [1, max_position_embeddings = ", model.max_position_embeddings, "]"));
   }
   if (t.train_iters < 1) return absl::InvalidArgumentError("train_iters must be >= 1");
   if (t.log_interval < 1) return absl::InvalidArgumentError("log_interval must be >= 1");
@@ -48,8 +48,9 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   if (dp_bucket_elements < 1) return absl::InvalidArgumentError("ddp_bucket_size must be >= 1");
   if (data_path.empty()) return absl::InvalidArgumentError("--data_path is required");
   if (std::error_code ec; !std::filesystem::exists(data_path + ".idx", ec)) {
-    return absl::NotFoundError(absl::StrCat("--data_path ", data_path, ": ", data_path,
-                                            ".idx does not exist (make one with //data:preprocess)"));
+    return absl::NotFoundError(
+        absl::StrCat("--data_path ", data_path, ": ", data_path,
+                     ".idx does not exist (make one with //data:preprocess)"));
   }
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
   if (device == DeviceKind::kCpu && comm_backend == CommBackend::kNccl) {
@@ -123,9 +124,9 @@ absl::Status SetUpDevice(const PretrainConfig& c, const LocalRanks& local,
       std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
   job->exec.cuda = job->cuda.get();  // Kernels on the default stream (as comm/ and alloc assume).
   job->exec.memory_pool = job->memory_pool.get();
-  const bool nccl = c.comm_backend == CommBackend::kNccl ||
-                    (c.comm_backend == CommBackend::kAuto && comm::NcclAvailable() &&
-                     local.local_size <= gpus);
+  const bool nccl =
+      c.comm_backend == CommBackend::kNccl ||
+      (c.comm_backend == CommBackend::kAuto && comm::NcclAvailable() && local.local_size <= gpus);
   if (nccl) {
     ASSIGN_OR_RETURN(job->nccl_world,
                      comm::CreateNcclCommunicator(world, index, comm::NcclOptions(), "world"));
@@ -134,17 +135,18 @@ absl::Status SetUpDevice(const PretrainConfig& c, const LocalRanks& local,
 }
 
 void PrintArguments(const PretrainConfig& c, const Job& job) {
-  std::printf("------------------------ arguments ------------------------\n%s"
-              "loss_scale: %s\nworld_size: %d (data-parallel size %d)\n"
-              "-------------------- end of arguments ---------------------\n",
-              c.DebugString().c_str(), c.compute_dtype == DType::kF16 ? "dynamic" : "1",
-              job.parallel->world_size(), job.parallel->dp_size());
+  std::printf(
+      "------------------------ arguments ------------------------\n%s"
+      "loss_scale: %s\nworld_size: %d (data-parallel size %d)\n"
+      "-------------------- end of arguments ---------------------\n",
+      c.DebugString().c_str(), c.compute_dtype == DType::kF16 ? "dynamic" : "1",
+      job.parallel->world_size(), job.parallel->dp_size());
   std::printf("blas: %s\n", DescribeBlas().c_str());
   if (!job.exec.device.is_cpu()) {
-    std::printf("device: %s (of %d on this node), communicators: %s\n",
-                job.exec.device.ToString().c_str(), cuda::DeviceCount(),
-                job.nccl_world != nullptr ? "nccl"
-                                          : "mpi (CUDA tensors staged through host memory)");
+    std::printf(
+        "device: %s (of %d on this node), communicators: %s\n", job.exec.device.ToString().c_str(),
+        cuda::DeviceCount(),
+        job.nccl_world != nullptr ? "nccl" : "mpi (CUDA tensors staged through host memory)");
   }
 }
 
@@ -162,9 +164,10 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   job->verbose = job->rank0 && !c.trainer.quiet;
   if (job->verbose) PrintArguments(c, *job);
   // Share the cores among the ranks of this machine.
-  const int threads = c.threads > 0 ? c.threads
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                      std::max(1, local.local_size));
+  const int threads = c.threads > 0
+                          ? c.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                            std::max(1, local.local_size));
   job->pool = std::make_unique<ThreadPool>(threads);
   job->exec.pool = job->pool.get();
 
@@ -226,9 +229,8 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
 }
 
 // One evaluation over a fresh validation stream, printed as " validation <when> | lm loss ...".
-absl::StatusOr<train::EvalResult> Evaluate(PretrainData& data, const DataPlan& plan,
-                                           const Job& job, train::Trainer& trainer,
-                                           const std::string& when) {
+absl::StatusOr<train::EvalResult> Evaluate(PretrainData& data, const DataPlan& plan, const Job& job,
+                                           train::Trainer& trainer, const std::string& when) {
   ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> valid, data.Valid(plan));
   ASSIGN_OR_RETURN(train::EvalResult e, trainer.Evaluate(*valid));
   if (job.verbose) {
@@ -246,10 +248,9 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, P
                                                       bool has_valid, Job& job,
                                                       const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
-                   train::Trainer::Create(c.trainer, {job.parallel.get(), &job.exec,
-                                                      job.model.get(), job.store.get(),
-                                                      job.optimizer.get(), job.schedule.get(),
-                                                      job.scaler.get()}));
+                   train::Trainer::Create(
+                       c.trainer, {job.parallel.get(), &job.exec, job.model.get(), job.store.get(),
+                                   job.optimizer.get(), job.schedule.get(), job.scaler.get()}));
   trainer->set_consumed_samples(job.counters.consumed_samples);
   trainer->set_skipped_iterations(job.counters.skipped_iterations);
   auto on_iteration = [&](int64_t iteration) -> absl::Status {
@@ -315,7 +316,8 @@ absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainD
   RETURN_IF_ERROR(c.Validate(world.size()));
   ASSIGN_OR_RETURN(std::unique_ptr<Job> job, SetUp(c, local, world));
   RETURN_IF_ERROR(Resume(c, job.get()));
-  ASSIGN_OR_RETURN(const DataPlan plan, PlanData(c, *job->parallel, job->counters.consumed_samples));
+  ASSIGN_OR_RETURN(const DataPlan plan,
+                   PlanData(c, *job->parallel, job->counters.consumed_samples));
   ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> train_data, data.Train(plan));
   const bool has_valid = HasValidation(c, data, plan, *job);
   ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,

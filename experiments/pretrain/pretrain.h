@@ -53,14 +53,14 @@ struct PretrainConfig {
   // Mixed precision (f32 master weights and gradients either way): f32, bf16 (--bf16, loss scale 1)
   // or f16 (--fp16, with dynamic loss scaling from 2^32).
   DType compute_dtype = DType::kF32;
-  std::string data_path;         // Indexed dataset prefix (.bin/.idx).
+  std::string data_path;  // Indexed dataset prefix (.bin/.idx).
   std::string split = "969,30,1";
-  std::string save;              // Checkpoint directory; empty: no checkpoints.
-  std::string load;              // Resume from the latest checkpoint here (if any).
-  int save_interval = 0;         // Iterations between checkpoints (0: only at the end / SIGTERM).
+  std::string save;       // Checkpoint directory; empty: no checkpoints.
+  std::string load;       // Resume from the latest checkpoint here (if any).
+  int save_interval = 0;  // Iterations between checkpoints (0: only at the end / SIGTERM).
   int keep_last = 2;
-  int eval_interval = 0;         // Iterations between evaluations (0: only at the end).
-  int threads = 0;               // CPU threads per rank (0: cores / local ranks).
+  int eval_interval = 0;  // Iterations between evaluations (0: only at the end).
+  int threads = 0;        // CPU threads per rank (0: cores / local ranks).
   // kCuda: each rank uses GPU (local rank mod GPUs on its node); model, gradients, optimizer state
   // and activations live there.
   DeviceKind device = DeviceKind::kCpu;
@@ -141,8 +141,7 @@ class PretrainData {
   // ones); an error if the split has none (evaluation is then off).
   virtual absl::StatusOr<std::unique_ptr<train::BatchStream>> Valid(const DataPlan& plan) = 0;
   // Runs on every rank after training and the final evaluation, unless stopped by a signal.
-  virtual absl::Status AfterTraining(const nn::StepContext& sc, models::Model& model,
-                                     bool rank0) {
+  virtual absl::Status AfterTraining(const nn::StepContext& sc, models::Model& model, bool rank0) {
     (void)sc;
     (void)model;
     (void)rank0;

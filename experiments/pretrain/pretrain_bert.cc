@@ -15,8 +15,9 @@ namespace experiments {
 
 absl::Status PretrainBertConfig::Validate(int world_size) const {
   if (model.family != models::Family::kBert || model.num_token_types < 1) {
-    return absl::InvalidArgumentError("model config is not a BERT config (family bert, "
-                                      "num_token_types >= 1)");
+    return absl::InvalidArgumentError(
+        "model config is not a BERT config (family bert, "
+        "num_token_types >= 1)");
   }
   RETURN_IF_ERROR(PretrainConfig::Validate(world_size));
   if (trainer.seq_length < 5) {
@@ -44,9 +45,9 @@ absl::StatusOr<data::BertVocab> LoadVocab(const PretrainBertConfig& c) {
   }
   ASSIGN_OR_RETURN(data::BertVocab vocab, data::BertVocab::FromWordPiece(*wp));
   if (vocab.vocab_size != c.model.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--vocab_size ", c.model.vocab_size, " differs from the WordPiece vocabulary's ",
-        vocab.vocab_size, " tokens"));
+    return absl::InvalidArgumentError(absl::StrCat("--vocab_size ", c.model.vocab_size,
+                                                   " differs from the WordPiece vocabulary's ",
+                                                   vocab.vocab_size, " tokens"));
   }
   return vocab;
 }
@@ -75,9 +76,9 @@ class BertData : public PretrainData {
     dc.short_seq_prob = c_.short_seq_prob;
     dc.masking.masked_lm_prob = c_.mask_prob;
     ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(plan.indexed, split, dc, vocab_));
-    ASSIGN_OR_RETURN(auto loader,
-                     data::BertLoader::Create(std::shared_ptr<const data::BertDataset>(std::move(ds)),
-                                              train ? plan.train : plan.valid));
+    ASSIGN_OR_RETURN(auto loader, data::BertLoader::Create(
+                                      std::shared_ptr<const data::BertDataset>(std::move(ds)),
+                                      train ? plan.train : plan.valid));
     return train::BertBatches(std::move(loader));
   }
 
@@ -87,8 +88,8 @@ class BertData : public PretrainData {
 
 }  // namespace
 
-absl::StatusOr<PretrainResult> RunPretrainBert(const PretrainBertConfig& c,
-                                               const LocalRanks& local, comm::Communicator& world,
+absl::StatusOr<PretrainResult> RunPretrainBert(const PretrainBertConfig& c, const LocalRanks& local,
+                                               comm::Communicator& world,
                                                const std::atomic<bool>* stop) {
   RETURN_IF_ERROR(c.Validate(world.size()));
   ASSIGN_OR_RETURN(data::BertVocab vocab, LoadVocab(c));

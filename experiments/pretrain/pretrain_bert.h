@@ -19,9 +19,9 @@ namespace experiments {
 struct PretrainBertConfig : PretrainConfig {
   // model: family kBert, num_token_types >= 1; data_path: a sentence-level indexed dataset
   // (//data:preprocess --split_sentences).
-  double mask_prob = 0.15;       // Fraction of tokens masked for the MLM loss.
-  double short_seq_prob = 0.1;   // Probability of a shorter random target length.
-  std::string vocab_file;        // WordPiece vocab.txt; empty: the installed bert-base-uncased.
+  double mask_prob = 0.15;      // Fraction of tokens masked for the MLM loss.
+  double short_seq_prob = 0.1;  // Probability of a shorter random target length.
+  std::string vocab_file;       // WordPiece vocab.txt; empty: the installed bert-base-uncased.
 
   PretrainBertConfig() { model = models::ModelConfig::ForFamily(models::Family::kBert); }
 

@@ -19,9 +19,9 @@ namespace experiments {
 
 absl::Status PretrainGptConfig::Validate(int world_size) const {
   if (model.family != models::Family::kGpt2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--model=", model_name, " is not a GPT model (architecture ", model.ArchitectureName(),
-        "); pretrain_bert trains BERT models"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model=", model_name, " is not a GPT model (architecture ",
+                     model.ArchitectureName(), "); pretrain_bert trains BERT models"));
   }
   if (!vocab_file.empty() || !merge_file.empty()) {
     return absl::UnimplementedError(
@@ -67,11 +67,10 @@ class GptData : public PretrainData {
     return Batches(plan, data::Split::kValid);
   }
 
-  absl::Status AfterTraining(const nn::StepContext& sc, models::Model& model,
-                             bool rank0) override {
+  absl::Status AfterTraining(const nn::StepContext& sc, models::Model& model, bool rank0) override {
     if (c_.generate_prompt.empty()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string text, Generate(model, sc, c_.generate_prompt, c_.generate_tokens,
-                                                c_.trainer.seed));
+    ASSIGN_OR_RETURN(std::string text,
+                     Generate(model, sc, c_.generate_prompt, c_.generate_tokens, c_.trainer.seed));
     if (rank0) std::printf("--- sample ---\n%s\n--------------\n", text.c_str());
     return absl::OkStatus();
   }

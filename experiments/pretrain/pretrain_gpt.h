@@ -1,7 +1,7 @@
 // The GPT pretraining job (Megatron-LM's pretrain_gpt) as a library function, shared by the
-// pretrain_gpt binary and the quickstart: the shared job (pretrain.h) with any registered GPT-family
-// architecture trained on contiguous token samples of an indexed dataset, and optionally a sample
-// generated at the end.
+// pretrain_gpt binary and the quickstart: the shared job (pretrain.h) with any registered
+// GPT-family architecture trained on contiguous token samples of an indexed dataset, and optionally
+// a sample generated at the end.
 #ifndef MT_EXPERIMENTS_PRETRAIN_PRETRAIN_GPT_H_
 #define MT_EXPERIMENTS_PRETRAIN_PRETRAIN_GPT_H_
 

@@ -15,11 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_communicator.h"
+#include "core/config_flags.h"
 #include "core/status.h"
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/preprocessing/default_data.h"
-#include "core/config_flags.h"
 #include "experiments/pretrain/driver.h"
 #include "experiments/pretrain/pretrain_gpt.h"
 #include "gflags/gflags.h"
@@ -40,9 +40,10 @@ int Relaunch(int np, int argc, char** argv) {
   self[n] = '\0';
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  std::vector<std::string> args = {"mpirun", "--oversubscribe", "--bind-to", "none", "--mca",
-                                   "btl", "self,vader", "--mca", "mpi_yield_when_idle", "1",
-                                   "-np", std::to_string(np), self};
+  std::vector<std::string> args = {
+      "mpirun",     "--oversubscribe", "--bind-to",           "none", "--mca", "btl",
+      "self,vader", "--mca",           "mpi_yield_when_idle", "1",    "-np",   std::to_string(np),
+      self};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
@@ -133,9 +134,10 @@ absl::Status Run(mt::experiments::PretrainGptConfig c, const mt::experiments::Lo
   double baseline = 0;
   if (world.rank() == 0) {
     ASSIGN_OR_RETURN(baseline, UnigramBaseline(c.data_path, c.split, c.model.vocab_size));
-    std::printf("quickstart: unigram baseline on the validation documents: %.4f nats/token "
-                "(perplexity %.1f)\n",
-                baseline, std::exp(baseline));
+    std::printf(
+        "quickstart: unigram baseline on the validation documents: %.4f nats/token "
+        "(perplexity %.1f)\n",
+        baseline, std::exp(baseline));
   }
   ASSIGN_OR_RETURN(mt::experiments::PretrainResult r,
                    mt::experiments::RunPretrainGpt(c, local, world, nullptr));
@@ -161,10 +163,10 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   PretrainGptConfig config = QuickstartDefaults();
-  const mt::ConfigFlags<PretrainGptConfig> flags(config,
-                                                              mt::experiments::kNotFlags);
+  const mt::ConfigFlags<PretrainGptConfig> flags(config, mt::experiments::kNotFlags);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  absl::Status s = mt::experiments::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); });
+  absl::Status s =
+      mt::experiments::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); });
   DeriveSettings(&config);
   if (!s.ok()) {
     std::fprintf(stderr, "quickstart: error: %s\n", std::string(s.message()).c_str());
@@ -174,16 +176,19 @@ int main(int argc, char** argv) {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && tp > 1) return Relaunch(tp, argc, argv);
   auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
   if (!runtime.ok()) {
-    std::fprintf(stderr, "quickstart: error: %s\n", std::string(runtime.status().message()).c_str());
+    std::fprintf(stderr, "quickstart: error: %s\n",
+                 std::string(runtime.status().message()).c_str());
     return 1;
   }
   auto world = (*runtime)->World();
   if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
   if ((*world)->size() != tp) {
     if ((*world)->rank() == 0) {
-      std::fprintf(stderr, "quickstart: error: launched with %d ranks for "
+      std::fprintf(stderr,
+                   "quickstart: error: launched with %d ranks for "
                    "--tensor_model_parallel_size=%d; run it without mpirun and it launches the "
-                   "ranks itself\n", (*world)->size(), tp);
+                   "ranks itself\n",
+                   (*world)->size(), tp);
     }
     return 1;
   }

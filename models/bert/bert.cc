@@ -25,9 +25,8 @@ constexpr int kEmbeddingDropoutSite = 0;
 
 absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape) {
   if (t.dtype != DType::kI32 || t.shape != shape || !t.IsContiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat("BERT: ", what, " ", t.DebugString(),
-                                                   " must be contiguous i32 ",
-                                                   ShapeToString(shape)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BERT: ", what, " ", t.DebugString(), " must be contiguous i32 ", ShapeToString(shape)));
   }
   return absl::OkStatus();
 }
@@ -48,17 +47,17 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   const int64_t H = config.hidden_size;
   const double init_std = config.init_std;
   const int64_t padded_vocab = config.PaddedVocab(store->tp_size());
-  ASSIGN_OR_RETURN(m->word_, nn::VocabParallelEmbedding::Create(store, "embedding.word",
-                                                                config.vocab_size, padded_vocab,
-                                                                H, init_std));
+  ASSIGN_OR_RETURN(m->word_,
+                   nn::VocabParallelEmbedding::Create(store, "embedding.word", config.vocab_size,
+                                                      padded_vocab, H, init_std));
   if (config.position_embeddings) {
-    ASSIGN_OR_RETURN(m->position_, nn::ReplicatedEmbedding::Create(
-                                       store, "embedding.position",
-                                       config.max_position_embeddings, H, init_std));
+    ASSIGN_OR_RETURN(m->position_,
+                     nn::ReplicatedEmbedding::Create(store, "embedding.position",
+                                                     config.max_position_embeddings, H, init_std));
   }
-  ASSIGN_OR_RETURN(m->token_type_, nn::ReplicatedEmbedding::Create(
-                                       store, "embedding.token_type", config.num_token_types, H,
-                                       init_std));
+  ASSIGN_OR_RETURN(m->token_type_,
+                   nn::ReplicatedEmbedding::Create(store, "embedding.token_type",
+                                                   config.num_token_types, H, init_std));
   const bool post_norm = config.norm == nn::NormPosition::kPostNorm;
   if (post_norm) {
     ASSIGN_OR_RETURN(m->embedding_ln_, nn::LayerNormModule::Create(store, "embedding.layernorm", H,
@@ -86,10 +85,9 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
 
 absl::Status BertModel::CheckDevice(const ExecContext& ec) const {
   if (ec.device == store_->device()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("BERT: the step's ExecContext runs on ",
-                                                 ec.device.ToString(),
-                                                 " but the parameter store lives on ",
-                                                 store_->device().ToString()));
+  return absl::InvalidArgumentError(
+      absl::StrCat("BERT: the step's ExecContext runs on ", ec.device.ToString(),
+                   " but the parameter store lives on ", store_->device().ToString()));
 }
 
 ops::DropoutArgs BertModel::EmbeddingDropout(const nn::StepContext& sc) const {
@@ -129,8 +127,8 @@ absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t 
 absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& batch) {
   const TensorView& tokens = batch.tokens;
   if (tokens.rank() != 2 || tokens.dtype != DType::kI32) {
-    return absl::InvalidArgumentError(absl::StrCat("BERT: tokens ", tokens.DebugString(),
-                                                   " must be i32 [B, T]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("BERT: tokens ", tokens.DebugString(), " must be i32 [B, T]"));
   }
   const int64_t B = tokens.dim(0), T = tokens.dim(1), H = config_.hidden_size, N = B * T;
   if (T > config_.max_position_embeddings || T < 1 || B < 1) {
@@ -230,33 +228,33 @@ absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, con
   const TensorView& tokens = batch.tokens;
   RETURN_IF_ERROR(CheckI32("mlm_labels", batch.labels, tokens.shape));
   if (tokens.rank() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat("BERT: tokens ", tokens.DebugString(),
-                                                   " must be i32 [B, T]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("BERT: tokens ", tokens.DebugString(), " must be i32 [B, T]"));
   }
   RETURN_IF_ERROR(CheckI32("sop_labels", batch.sop_labels, {tokens.dim(0)}));
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(CheckDevice(ec));
   // Labels are read on the host (where the data loaders make them; downloaded otherwise).
-  ASSIGN_OR_RETURN(TensorView sop_host, OnHost(ec, batch.sop_labels, &sop_labels_host_staging_,
-                                               "BERT: sop_labels"));
+  ASSIGN_OR_RETURN(TensorView sop_host,
+                   OnHost(ec, batch.sop_labels, &sop_labels_host_staging_, "BERT: sop_labels"));
   const int32_t* sop = sop_host.data_as<int32_t>();
   for (int64_t b = 0; b < sop_host.numel(); ++b) {
     if (sop[b] != 0 && sop[b] != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("BERT: sop_labels[", b, "] = ", sop[b],
-                                                     " must be 0 or 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("BERT: sop_labels[", b, "] = ", sop[b], " must be 0 or 1"));
     }
   }
   RETURN_IF_ERROR(EncoderForward(sc, batch));
   const int64_t B = B_, N = B_ * T_, H = config_.hidden_size;
-  ASSIGN_OR_RETURN(TensorView mlm_host, OnHost(ec, batch.labels, &mlm_labels_host_staging_,
-                                               "BERT: mlm_labels"));
+  ASSIGN_OR_RETURN(TensorView mlm_host,
+                   OnHost(ec, batch.labels, &mlm_labels_host_staging_, "BERT: mlm_labels"));
   ASSIGN_OR_RETURN(TensorView mlm_flat, mlm_host.Reshape({N}));
   Losses losses;
   ASSIGN_OR_RETURN(const double mlm_total, mlm_.Forward(sc, word_, seq_, mlm_flat, &losses.scored));
   const double mlm = mlm_total / static_cast<double>(losses.scored);
   RETURN_IF_ERROR(PoolerForward(sc));
-  ASSIGN_OR_RETURN(const TensorView sop_dev, OnDevice(ec, batch.sop_labels, &sop_labels_staging_,
-                                                      "BERT: sop_labels"));
+  ASSIGN_OR_RETURN(const TensorView sop_dev,
+                   OnDevice(ec, batch.sop_labels, &sop_labels_staging_, "BERT: sop_labels"));
   ASSIGN_OR_RETURN(const double sop_total, sop_.Forward(sc, pooled_.view(), sop_dev));
   const double sop_loss = sop_total / static_cast<double>(B);
   losses.total = mlm + sop_loss;
@@ -264,8 +262,8 @@ absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, con
   if (backward == Backward::kNo) return losses;
 
   ASSIGN_OR_RETURN(Tensor dseq, AllocZeros(ec, {N, H}, dtype_));
-  RETURN_IF_ERROR(mlm_.Backward(sc, word_, loss_scale / static_cast<double>(losses.scored),
-                                dseq.view()));
+  RETURN_IF_ERROR(
+      mlm_.Backward(sc, word_, loss_scale / static_cast<double>(losses.scored), dseq.view()));
   ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B, H}, dtype_));
   RETURN_IF_ERROR(sop_.Backward(sc, loss_scale / static_cast<double>(B), dpooled.view()));
   RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
@@ -330,7 +328,8 @@ Architecture BertArchitecture() {
           "GeLU MLP, pooler, MLM + SOP or multiple-choice heads",
           [](const ModelConfig& config, nn::ParameterStore* store,
              const ModelOptions& options) -> absl::StatusOr<std::unique_ptr<Model>> {
-            ASSIGN_OR_RETURN(std::unique_ptr<BertModel> m, BertModel::Create(config, store, options));
+            ASSIGN_OR_RETURN(std::unique_ptr<BertModel> m,
+                             BertModel::Create(config, store, options));
             return std::unique_ptr<Model>(std::move(m));
           }};
 }

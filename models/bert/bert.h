@@ -107,8 +107,8 @@ class BertModel : public Model {
   // (sc.mode) no dropout. Errors: as ForwardBackward (InvalidArgument if tokens' rows are not a
   // multiple of Q, OutOfRange for a label outside [0, C)); FailedPrecondition without the
   // multiple-choice head.
-  absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc,
-                                                      const Batch& batch, Backward backward,
+  absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc, const Batch& batch,
+                                                      Backward backward,
                                                       double loss_scale = 1.0) override;
 
   Heads heads() const { return options_.heads; }
@@ -145,12 +145,12 @@ class BertModel : public Model {
   nn::LayerNormModule embedding_ln_;  // Post-norm only.
   std::unique_ptr<nn::TransformerStack> stack_;
   nn::LayerNormModule final_ln_;  // Pre-norm only.
-  int after_stack_handle_ = 0;  // First handle declared after the transformer layers.
+  int after_stack_handle_ = 0;    // First handle declared after the transformer layers.
   nn::ReplicatedLinear pooler_;
-  MlmHead mlm_;                 // With pretraining heads.
-  SopHead sop_;                 // With pretraining heads.
-  MultipleChoiceHead choice_;   // With the multiple-choice head.
-  double layer_weights_ = 0;    // Weights in one layer's matrix products (FLOPs).
+  MlmHead mlm_;                // With pretraining heads.
+  SopHead sop_;                // With pretraining heads.
+  MultipleChoiceHead choice_;  // With the multiple-choice head.
+  double layer_weights_ = 0;   // Weights in one layer's matrix products (FLOPs).
   nn::ParameterStore* store_ = nullptr;
 
   // Activations of the last forward. Buffers are reallocated only when B or T change.
@@ -160,17 +160,17 @@ class BertModel : public Model {
   Tensor tokens_staging_, token_types_staging_, padding_mask_staging_, sop_labels_staging_,
       mc_labels_staging_;
   Tensor mlm_labels_host_staging_, sop_labels_host_staging_;
-  Tensor positions_;    // i32 [B * T]
-  Tensor cls_rows_;     // i32 [B]: b * T, the rows of seq_ holding position 0.
-  Tensor emb_sum_;      // [B * T, H] word + position + type (post-norm: the LayerNorm input)
-  Tensor emb_part_;     // [B * T, H] scratch for one embedding term
-  Tensor emb_;          // [B, T, H] the stack's input (after dropout)
-  Tensor final_out_;    // [B * T, H] pre-norm: the final LayerNorm's output
-  TensorView seq_;      // [B * T, H] the encoder output: final_out_ (pre-norm) or the stack's
-                        // output buffer (post-norm)
-  Tensor cls_;          // [B, H] seq_ at position 0
-  Tensor pooled_pre_;   // [B, H] pooler dense output
-  Tensor pooled_;       // [B, H] tanh
+  Tensor positions_;   // i32 [B * T]
+  Tensor cls_rows_;    // i32 [B]: b * T, the rows of seq_ holding position 0.
+  Tensor emb_sum_;     // [B * T, H] word + position + type (post-norm: the LayerNorm input)
+  Tensor emb_part_;    // [B * T, H] scratch for one embedding term
+  Tensor emb_;         // [B, T, H] the stack's input (after dropout)
+  Tensor final_out_;   // [B * T, H] pre-norm: the final LayerNorm's output
+  TensorView seq_;     // [B * T, H] the encoder output: final_out_ (pre-norm) or the stack's
+                       // output buffer (post-norm)
+  Tensor cls_;         // [B, H] seq_ at position 0
+  Tensor pooled_pre_;  // [B, H] pooler dense output
+  Tensor pooled_;      // [B, H] tanh
 };
 
 }  // namespace models

@@ -146,7 +146,9 @@ TEST(BertDeviceTest, AStepOnAnotherDeviceThanTheStoreIsRefused) {
   ASSERT_TRUE(cs.Allocate(1).ok());
   int32_t fake[12] = {};
   const TensorView on_gpu(fake, {2, 6}, DType::kI32, Device::Cuda(0));  // Never dereferenced.
-  r = (*cm)->ForwardBackward(Step(&cpu, 0), BertBatch(b.tokens.view(), on_gpu, b.mask.view(), b.mlm.view(), b.sop.view()), Backward::kYes);
+  r = (*cm)->ForwardBackward(
+      Step(&cpu, 0), BertBatch(b.tokens.view(), on_gpu, b.mask.view(), b.mlm.view(), b.sop.view()),
+      Backward::kYes);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("token_types"), std::string::npos) << r.status();
   r = (*cm)->ForwardBackward(Step(&cpu, 0), b.Pretraining(), Backward::kYes);

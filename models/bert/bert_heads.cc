@@ -28,16 +28,20 @@ absl::StatusOr<MlmHead> MlmHead::Create(nn::ParameterStore* store, const ModelCo
   const int64_t H = config.hidden_size;
   ASSIGN_OR_RETURN(h.dense_, nn::ReplicatedLinear::Create(store, "lm_head.dense", H, H,
                                                           nn::Bias::kYes, config.init_std));
-  ASSIGN_OR_RETURN(h.ln_, nn::LayerNormModule::Create(store, "lm_head.layernorm", H,
-                                                      config.layernorm_eps));
-  ASSIGN_OR_RETURN(h.bias_, store->Add({"lm_head.bias", {padded_vocab}, /*split_dim=*/0,
-                                        nn::Init::kZeros, 0.0, /*weight_decay=*/false}));
+  ASSIGN_OR_RETURN(
+      h.ln_, nn::LayerNormModule::Create(store, "lm_head.layernorm", H, config.layernorm_eps));
+  ASSIGN_OR_RETURN(h.bias_, store->Add({"lm_head.bias",
+                                        {padded_vocab},
+                                        /*split_dim=*/0,
+                                        nn::Init::kZeros,
+                                        0.0,
+                                        /*weight_decay=*/false}));
   return h;
 }
 
-absl::StatusOr<double> MlmHead::Forward(const nn::StepContext& sc,
-                                        nn::VocabParallelEmbedding& word, const TensorView& seq,
-                                        const TensorView& labels_host, int64_t* scored) {
+absl::StatusOr<double> MlmHead::Forward(const nn::StepContext& sc, nn::VocabParallelEmbedding& word,
+                                        const TensorView& seq, const TensorView& labels_host,
+                                        int64_t* scored) {
   const ExecContext& ec = *sc.exec;
   const int64_t N = seq.dim(0), H = seq.dim(1);
   const DType dtype = seq.dtype;
@@ -88,8 +92,7 @@ absl::Status MlmHead::Backward(const nn::StepContext& sc, nn::VocabParallelEmbed
   ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, {M}, DType::kF32));
   RETURN_IF_ERROR(ops::Fill(ec, dl.view(), scale));
   RETURN_IF_ERROR(loss_.Backward(sc, dl.view(), logits_.view()));  // dlogits in place.
-  RETURN_IF_ERROR(
-      nn::AccumulateBiasGrad(sc, logits_.view(), store_->grad(bias_), &bias_scratch_));
+  RETURN_IF_ERROR(nn::AccumulateBiasGrad(sc, logits_.view(), store_->grad(bias_), &bias_scratch_));
   ASSIGN_OR_RETURN(Tensor d1, Alloc(ec, {M, H}, in_.dtype()));
   ASSIGN_OR_RETURN(Tensor d2, Alloc(ec, {M, H}, in_.dtype()));
   RETURN_IF_ERROR(word.LogitsBackward(sc, ln_out_.view(), logits_.view(), d1.view()));
@@ -104,8 +107,8 @@ absl::Status MlmHead::Backward(const nn::StepContext& sc, nn::VocabParallelEmbed
 absl::StatusOr<SopHead> SopHead::Create(nn::ParameterStore* store, const ModelConfig& config) {
   SopHead h;
   h.dtype_ = store->compute_dtype();
-  ASSIGN_OR_RETURN(h.linear_, nn::ReplicatedLinear::Create(store, "sop_head", config.hidden_size,
-                                                           2, nn::Bias::kYes, config.init_std));
+  ASSIGN_OR_RETURN(h.linear_, nn::ReplicatedLinear::Create(store, "sop_head", config.hidden_size, 2,
+                                                           nn::Bias::kYes, config.init_std));
   return h;
 }
 
@@ -124,8 +127,7 @@ absl::StatusOr<double> SopHead::Forward(const nn::StepContext& sc, const TensorV
   return ops::Sum(ec, losses_.view());
 }
 
-absl::Status SopHead::Backward(const nn::StepContext& sc, double scale,
-                               const TensorView& dpooled) {
+absl::Status SopHead::Backward(const nn::StepContext& sc, double scale, const TensorView& dpooled) {
   const ExecContext& ec = *sc.exec;
   ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, losses_.shape(), DType::kF32));
   RETURN_IF_ERROR(ops::Fill(ec, dl.view(), scale));
@@ -142,9 +144,9 @@ absl::StatusOr<MultipleChoiceHead> MultipleChoiceHead::Create(nn::ParameterStore
   h.dtype_ = store->compute_dtype();
   h.dropout_ = config.hidden_dropout;
   h.hidden_ = config.hidden_size;
-  ASSIGN_OR_RETURN(h.linear_,
-                   nn::ReplicatedLinear::Create(store, "multiple_choice_head", config.hidden_size,
-                                                1, nn::Bias::kYes, config.init_std));
+  ASSIGN_OR_RETURN(
+      h.linear_, nn::ReplicatedLinear::Create(store, "multiple_choice_head", config.hidden_size, 1,
+                                              nn::Bias::kYes, config.init_std));
   return h;
 }
 

@@ -60,12 +60,12 @@ class MlmHead {
   nn::VocabParallelCrossEntropy loss_;
   // Activations of the last Forward, on the M scored positions.
   int64_t M_ = 0;
-  Tensor rows_;     // i32 [M]: rows of seq with a label
-  Tensor targets_;  // i32 [M]
-  Tensor in_;       // [M, H] seq at those rows
+  Tensor rows_;                       // i32 [M]: rows of seq with a label
+  Tensor targets_;                    // i32 [M]
+  Tensor in_;                         // [M, H] seq at those rows
   Tensor dense_out_, gelu_, ln_out_;  // [M, H]
-  Tensor logits_;   // [M, V_pad / tp] f32
-  Tensor losses_;   // [M] f32
+  Tensor logits_;                     // [M, V_pad / tp] f32
+  Tensor losses_;                     // [M] f32
 };
 
 class SopHead {

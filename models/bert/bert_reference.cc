@@ -37,12 +37,12 @@ Mat Encoder(const ModelConfig& c, const ParamMap& p, const BertInputs& in) {
       x[n * H + h] = v;
     }
   if (!prenorm) {
-    x = LayerNorm(x, N, H, Get(p, "embedding.layernorm.weight"),
-                  Get(p, "embedding.layernorm.bias"), eps);
+    x = LayerNorm(x, N, H, Get(p, "embedding.layernorm.weight"), Get(p, "embedding.layernorm.bias"),
+                  eps);
   }
-  x = ReferenceTransformerLayers(
-      c, p, B, T, std::move(x),
-      [&](int b, int, int j) { return in.padding_mask[b * T + j] != 0; });  // Padded keys hidden.
+  x = ReferenceTransformerLayers(c, p, B, T, std::move(x), [&](int b, int, int j) {
+    return in.padding_mask[b * T + j] != 0;
+  });  // Padded keys hidden.
   if (prenorm) {
     x = LayerNorm(x, N, H, Get(p, "final_layernorm.weight"), Get(p, "final_layernorm.bias"), eps);
   }
@@ -55,7 +55,8 @@ Mat Pooled(const ModelConfig& c, const ParamMap& p, const BertInputs& in, const 
   Mat cls(in.rows * H);
   for (int b = 0; b < in.rows; ++b)
     for (int h = 0; h < H; ++h) cls[b * H + h] = seq[(b * in.T) * H + h];
-  Mat pooled = Linear(cls, in.rows, H, Get(p, "pooler.dense.weight"), Get(p, "pooler.dense.bias"), H);
+  Mat pooled =
+      Linear(cls, in.rows, H, Get(p, "pooler.dense.weight"), Get(p, "pooler.dense.bias"), H);
   for (double& v : pooled) v = std::tanh(v);
   return pooled;
 }
@@ -72,8 +73,8 @@ ReferenceBertLosses ReferenceBertPretrainingLoss(const ModelConfig& c, const Par
   // MLM head, applied to every position (only the scored ones enter the loss).
   Mat d = Linear(seq, N, H, Get(p, "lm_head.dense.weight"), Get(p, "lm_head.dense.bias"), H);
   for (double& v : d) v = Gelu(v);
-  const Mat t = LayerNorm(d, N, H, Get(p, "lm_head.layernorm.weight"),
-                          Get(p, "lm_head.layernorm.bias"), eps);
+  const Mat t =
+      LayerNorm(d, N, H, Get(p, "lm_head.layernorm.weight"), Get(p, "lm_head.layernorm.bias"), eps);
   const Mat& wte = Get(p, "embedding.word.weight");
   const Mat& bias = Get(p, "lm_head.bias");
   ReferenceBertLosses out;
@@ -111,7 +112,8 @@ double ReferenceBertMultipleChoiceLoss(const ModelConfig& c, const ParamMap& p,
   if (scores != nullptr) *scores = s;
   double loss = 0;
   for (int q = 0; q < Q; ++q) {
-    loss += CrossEntropy(std::vector<double>(s.begin() + q * C, s.begin() + (q + 1) * C), labels[q]);
+    loss +=
+        CrossEntropy(std::vector<double>(s.begin() + q * C, s.begin() + (q + 1) * C), labels[q]);
   }
   return loss / Q;
 }

@@ -17,7 +17,6 @@ namespace mt {
 namespace models {
 namespace testing {
 
-
 struct BertInputs {
   int rows = 0, T = 0;
   std::vector<int> tokens, token_types, padding_mask;  // [rows, T]

@@ -180,8 +180,8 @@ TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference)
   ASSERT_TRUE(result.ok()) << result.status();
   const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
   std::vector<double> scores;
-  EXPECT_NEAR(result->loss,
-              testing::ReferenceBertMultipleChoiceLoss(c, ref, b.in, labels, &scores), 1e-5);
+  EXPECT_NEAR(result->loss, testing::ReferenceBertMultipleChoiceLoss(c, ref, b.in, labels, &scores),
+              1e-5);
   ASSERT_EQ(result->predictions.size(), static_cast<size_t>(Q));
   for (int q = 0; q < Q; ++q) {
     int best = 0;
@@ -262,7 +262,8 @@ TEST(BertModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndLossScal
   double losses[3];
   for (int r = 0; r < 3; ++r) {
     nn::ParameterStore store(0, 1);
-    auto model = BertModel::Create(c, &store, {r == 1 ? nn::Recompute::kYes : nn::Recompute::kNo, Heads::kAll});
+    auto model = BertModel::Create(
+        c, &store, {r == 1 ? nn::Recompute::kYes : nn::Recompute::kNo, Heads::kAll});
     ASSERT_TRUE(model.ok());
     ASSERT_TRUE(store.Allocate(3).ok());
     nn::StepContext sc = Context(&ec);
@@ -363,24 +364,26 @@ TEST_P(BertMixedPrecisionTest, LossesAndGradientsTrackTheF32ModelWithinUnitRound
     worst = std::max(worst, e);
     EXPECT_LE(e, 32 * u) << ref.names[i];
   }
-  std::printf("%s %s: relative loss errors %.3g (%.2f u) pretraining, %.3g (%.2f u) multiple "
-              "choice; worst relative gradient error %.3g (%.2f u)\n",
-              std::string(DTypeName(dtype)).c_str(),
-              norm == nn::NormPosition::kPreNorm ? "pre-norm" : "post-norm", pre_err,
-              pre_err / u, mc_err, mc_err / u, worst, worst / u);
+  std::printf(
+      "%s %s: relative loss errors %.3g (%.2f u) pretraining, %.3g (%.2f u) multiple "
+      "choice; worst relative gradient error %.3g (%.2f u)\n",
+      std::string(DTypeName(dtype)).c_str(),
+      norm == nn::NormPosition::kPreNorm ? "pre-norm" : "post-norm", pre_err, pre_err / u, mc_err,
+      mc_err / u, worst, worst / u);
   EXPECT_LE(pre_err, 16 * u);
   EXPECT_LE(mc_err, 16 * u);
   EXPECT_GT(worst, 64 * ::mt::testing::UnitRoundoff(DType::kF32));  // Really lower precision.
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    HalfTypes, BertMixedPrecisionTest,
-    ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
-                       ::testing::Values(nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm)),
-    [](const ::testing::TestParamInfo<PrecisionParam>& info) {
-      return std::string(DTypeName(std::get<0>(info.param))) +
-             (std::get<1>(info.param) == nn::NormPosition::kPreNorm ? "_pre" : "_post");
-    });
+INSTANTIATE_TEST_SUITE_P(HalfTypes, BertMixedPrecisionTest,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(nn::NormPosition::kPreNorm,
+                                                              nn::NormPosition::kPostNorm)),
+                         [](const ::testing::TestParamInfo<PrecisionParam>& info) {
+                           return std::string(DTypeName(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) == nn::NormPosition::kPreNorm ? "_pre"
+                                                                                         : "_post");
+                         });
 
 TEST(BertModelTest, BadConfigsAreRejected) {
   ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);

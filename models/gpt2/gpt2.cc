@@ -25,26 +25,27 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
                                                            const DecoderSpec& spec) {
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
   if (options.heads != Heads::kPretraining) {
-    return absl::InvalidArgumentError("GPT-2 has only the language-model head (Heads::kPretraining)");
+    return absl::InvalidArgumentError(
+        "GPT-2 has only the language-model head (Heads::kPretraining)");
   }
   std::unique_ptr<GptModel> m(new GptModel());
   m->config_ = config;
   m->options_ = options;
   m->store_ = store;
   m->dtype_ = store->compute_dtype();
-  ASSIGN_OR_RETURN(m->word_, nn::VocabParallelEmbedding::Create(
-                                 store, "embedding.word", config.vocab_size,
-                                 config.PaddedVocab(store->tp_size()), config.hidden_size,
-                                 config.init_std));
+  ASSIGN_OR_RETURN(m->word_,
+                   nn::VocabParallelEmbedding::Create(store, "embedding.word", config.vocab_size,
+                                                      config.PaddedVocab(store->tp_size()),
+                                                      config.hidden_size, config.init_std));
   if (config.position_embeddings) {
     ASSIGN_OR_RETURN(m->position_, nn::ReplicatedEmbedding::Create(
-                                       store, "embedding.position",
-                                       config.max_position_embeddings, config.hidden_size,
-                                       config.init_std));
+                                       store, "embedding.position", config.max_position_embeddings,
+                                       config.hidden_size, config.init_std));
   }
-  const nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kYes, options.recompute);
-  ASSIGN_OR_RETURN(m->stack_,
-                   nn::TransformerStack::Create(store, "layers", config.num_layers, spec.blocks(lc)));
+  const nn::TransformerLayerConfig lc =
+      config.LayerConfig(ops::CausalMask::kYes, options.recompute);
+  ASSIGN_OR_RETURN(
+      m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, spec.blocks(lc)));
   m->layer_weights_ = LayerMatrixWeights(*store, "layers.0.");
   m->final_norm_handle_ = store->size();  // Its first parameter's handle (declaration order).
   ASSIGN_OR_RETURN(m->final_norm_, spec.final_norm(store, spec.final_norm_name, lc));
@@ -65,28 +66,28 @@ ops::DropoutArgs GptModel::EmbeddingDropout(const nn::StepContext& sc, int64_t T
 
 absl::Status GptModel::CheckDevice(const ExecContext& ec) const {
   if (ec.device != store_->device()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GPT-2: the step's ExecContext runs on ", ec.device.ToString(),
-        " but the parameter store lives on ", store_->device().ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPT-2: the step's ExecContext runs on ", ec.device.ToString(),
+                     " but the parameter store lives on ", store_->device().ToString()));
   }
   return absl::OkStatus();
 }
 
 absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& tokens) {
   if (tokens.rank() != 2 || tokens.dtype != DType::kI32) {
-    return absl::InvalidArgumentError(absl::StrCat("GPT-2: tokens ", tokens.DebugString(),
-                                                   " must be i32 [B, T]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPT-2: tokens ", tokens.DebugString(), " must be i32 [B, T]"));
   }
   const int64_t B = tokens.dim(0), T = tokens.dim(1), H = config_.hidden_size;
   if (T > config_.max_position_embeddings || T < 1 || B < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("GPT-2: sequence length ", T,
-                                                   " must be in [1, max_position_embeddings = ",
-                                                   config_.max_position_embeddings, "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPT-2: sequence length ", T,
+        " must be in [1, max_position_embeddings = ", config_.max_position_embeddings, "]"));
   }
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(CheckDevice(ec));
   if (B != B_ || T != T_ || emb_.device() != ec.device) {
-    B_ = T_ = 0;  // Until every buffer is allocated.
+    B_ = T_ = 0;                                            // Until every buffer is allocated.
     Tensor positions = Tensor::Host({B * T}, DType::kI32);  // Built here, uploaded.
     int32_t* pos = positions.data_as<int32_t>();
     for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T);
@@ -182,15 +183,14 @@ absl::Status GptModel::GatherInto(const nn::StepContext& sc, const TensorView& s
 
 // ---------------------------------------------------------------- incremental decoding
 
-absl::Status GptModel::StartDecoding(const nn::StepContext& sc, int64_t batch,
-                                     int64_t max_length) {
+absl::Status GptModel::StartDecoding(const nn::StepContext& sc, int64_t batch, int64_t max_length) {
   StopDecoding();
   RETURN_IF_ERROR(CheckDevice(*sc.exec));
   if (batch < 1 || max_length < 1 || max_length > config_.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GPT-2: cannot decode ", batch, " sequences of up to ", max_length,
-        " positions (need batch >= 1 and 1 <= length <= max_position_embeddings = ",
-        config_.max_position_embeddings, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPT-2: cannot decode ", batch, " sequences of up to ", max_length,
+                     " positions (need batch >= 1 and 1 <= length <= max_position_embeddings = ",
+                     config_.max_position_embeddings, ")"));
   }
   nn::StepContext eval = sc;
   eval.mode = nn::Mode::kEval;
@@ -231,8 +231,7 @@ absl::Status GptModel::DecodeStep(const nn::StepContext& sc, const TensorView& t
   return s;
 }
 
-absl::Status GptModel::EnsureDecodeBuffers(const ExecContext& ec, int64_t rows,
-                                           int64_t out_rows) {
+absl::Status GptModel::EnsureDecodeBuffers(const ExecContext& ec, int64_t rows, int64_t out_rows) {
   DecodeBuffers& d = decode_;
   const int64_t H = config_.hidden_size, B = stack_->decode_batch();
   if (d.rows == rows && d.out_rows == out_rows) return absl::OkStatus();

@@ -88,8 +88,7 @@ class GptModel : public Model {
                       const TensorView& full) override;
 
   // Incremental decoding (Model): see the file comment.
-  absl::Status StartDecoding(const nn::StepContext& sc, int64_t batch,
-                             int64_t max_length) override;
+  absl::Status StartDecoding(const nn::StepContext& sc, int64_t batch, int64_t max_length) override;
   absl::Status DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
                           const TensorView& logits) override;
   int64_t decode_length() const override { return stack_->decode_length(); }
@@ -141,12 +140,12 @@ class GptModel : public Model {
   TensorView tokens_;  // On the store's device: the caller's tokens or tokens_staging_.
   Tensor tokens_staging_, labels_staging_;  // Host inputs uploaded to a GPU.
   Tensor labels_host_staging_;              // Device labels downloaded to be counted.
-  Tensor positions_;  // i32 [B * T]
-  Tensor emb_;        // [B, T, H] compute dtype
-  Tensor pos_emb_;    // [B * T, H] compute dtype
-  Tensor final_;      // [B * T, H] compute dtype, after the final LayerNorm
-  Tensor logits_;     // [B * T, V_pad / tp] f32
-  Tensor losses_;     // [B * T] f32
+  Tensor positions_;                        // i32 [B * T]
+  Tensor emb_;                              // [B, T, H] compute dtype
+  Tensor pos_emb_;                          // [B * T, H] compute dtype
+  Tensor final_;                            // [B * T, H] compute dtype, after the final LayerNorm
+  Tensor logits_;                           // [B * T, V_pad / tp] f32
+  Tensor losses_;                           // [B * T] f32
   DecodeBuffers decode_;
 };
 

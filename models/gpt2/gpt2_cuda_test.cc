@@ -153,7 +153,8 @@ TEST(GptDeviceTest, AStepOnAnotherDeviceThanTheStoreIsRefused) {
   // Inputs on a GPU for a CPU model.
   int32_t fake[8] = {};
   const TensorView on_gpu(fake, {2, 4}, DType::kI32, Device::Cuda(0));  // Never dereferenced.
-  r = (*cm)->ForwardBackward(Step(&cpu, 0), LanguageModelBatch(on_gpu, b.labels.view()), Backward::kYes);
+  r = (*cm)->ForwardBackward(Step(&cpu, 0), LanguageModelBatch(on_gpu, b.labels.view()),
+                             Backward::kYes);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("tokens"), std::string::npos) << r.status();
   // The CPU model still works after the refusals.

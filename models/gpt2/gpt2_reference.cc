@@ -20,7 +20,8 @@ double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
   for (int n = 0; n < N; ++n)
     for (int h = 0; h < H; ++h) {
       x[n * H + h] = wte[tokens[n] * H + h];
-      if (c.position_embeddings) x[n * H + h] += Get(p, "embedding.position.weight")[(n % T) * H + h];
+      if (c.position_embeddings)
+        x[n * H + h] += Get(p, "embedding.position.weight")[(n % T) * H + h];
     }
   x = layers(c, p, B, T, std::move(x), [](int, int i, int j) { return j <= i; });  // Causal.
   Mat f = LayerNorm(x, N, H, Get(p, "final_layernorm.weight"), Get(p, "final_layernorm.bias"), eps);

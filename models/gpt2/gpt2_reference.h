@@ -16,7 +16,6 @@ namespace mt {
 namespace models {
 namespace testing {
 
-
 // Mean cross-entropy over labels != -100; tokens/labels are [B, T] row-major. `layers` computes
 // the transformer stack (GPT-2's by default; a variant's reference passes its own).
 double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,

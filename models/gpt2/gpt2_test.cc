@@ -80,10 +80,12 @@ TEST_P(GptGradientTest, LossAndAllGradientsMatchFloat64Reference) {
   ec.pool = &pool;
   nn::StepContext sc;
   sc.exec = &ec;
-  auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kYes);
+  auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()),
+                                        Backward::kYes);
   ASSERT_TRUE(loss.ok()) << loss.status();
   testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
-  EXPECT_NEAR(loss->total, testing::ReferenceGptLoss(c, ref, B, T, batch.tokens, batch.labels), 1e-5);
+  EXPECT_NEAR(loss->total, testing::ReferenceGptLoss(c, ref, B, T, batch.tokens, batch.labels),
+              1e-5);
 
   for (int i = 0; i < store.size(); ++i) {
     const std::string& name = store.spec(i).name;
@@ -138,7 +140,8 @@ Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale, const
   sc.exec = &ec;
   sc.dropout_seed = 11;  // Dropout on: the masks do not depend on the dtype.
   sc.micro_step = 2;
-  auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kYes, loss_scale);
+  auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()),
+                                        Backward::kYes, loss_scale);
   EXPECT_TRUE(loss.ok()) << loss.status();
   if (!loss.ok()) return out;
   EXPECT_EQ(batch.t.shape(), (Shape{B, T}));
@@ -191,25 +194,27 @@ TEST_P(GptMixedPrecisionTest, LossAndGradientsTrackTheF32ModelWithinUnitRoundoff
     worst = std::max(worst, e);
     EXPECT_LE(e, 32 * u) << ref.names[i];
   }
-  std::printf("%s %s: relative loss error %.3g (%.2f u), worst relative gradient error %.3g "
-              "(%.2f u)\n",
-              std::string(DTypeName(dtype)).c_str(),
-              norm == nn::NormPosition::kPreNorm ? "pre-norm" : "post-norm", loss_err,
-              loss_err / u, worst, worst / u);
+  std::printf(
+      "%s %s: relative loss error %.3g (%.2f u), worst relative gradient error %.3g "
+      "(%.2f u)\n",
+      std::string(DTypeName(dtype)).c_str(),
+      norm == nn::NormPosition::kPreNorm ? "pre-norm" : "post-norm", loss_err, loss_err / u, worst,
+      worst / u);
   EXPECT_LE(loss_err, 16 * u);
   // And the computation really ran in the lower precision: the results differ from f32 by more
   // than f32 rounding.
   EXPECT_GT(worst, 64 * ::mt::testing::UnitRoundoff(DType::kF32));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    HalfTypes, GptMixedPrecisionTest,
-    ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
-                       ::testing::Values(nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm)),
-    [](const ::testing::TestParamInfo<PrecisionParam>& info) {
-      return std::string(DTypeName(std::get<0>(info.param))) +
-             (std::get<1>(info.param) == nn::NormPosition::kPreNorm ? "_pre" : "_post");
-    });
+INSTANTIATE_TEST_SUITE_P(HalfTypes, GptMixedPrecisionTest,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(nn::NormPosition::kPreNorm,
+                                                              nn::NormPosition::kPostNorm)),
+                         [](const ::testing::TestParamInfo<PrecisionParam>& info) {
+                           return std::string(DTypeName(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) == nn::NormPosition::kPreNorm ? "_pre"
+                                                                                         : "_post");
+                         });
 
 TEST(GptModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndSavesMemory) {
   ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);
@@ -231,10 +236,12 @@ TEST(GptModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndSavesMemo
     sc.exec = &ec;
     sc.dropout_seed = 99;
     sc.micro_step = 5;
-    auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kNo);
+    auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()),
+                                          Backward::kNo);
     ASSERT_TRUE(loss.ok());
     held[r] = (*model)->stack().HeldActivationBytes();  // After a forward, before backward.
-    auto loss2 = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()), Backward::kYes);
+    auto loss2 = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()),
+                                           Backward::kYes);
     ASSERT_TRUE(loss2.ok());
     losses[r] = loss2->total;
     extra[r] = (*model)->stack().peak_backward_extra_bytes();
@@ -245,10 +252,11 @@ TEST(GptModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndSavesMemo
   ASSERT_EQ(grads[0].size(), grads[1].size());
   EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)), 0);
   // Stored activations for 4 layers versus only the residual stream plus one recomputed layer.
-  std::printf("activation bytes held after forward: stored %lld, recompute %lld; "
-              "recompute transient during backward %lld\n",
-              static_cast<long long>(held[0]), static_cast<long long>(held[1]),
-              static_cast<long long>(extra[1]));
+  std::printf(
+      "activation bytes held after forward: stored %lld, recompute %lld; "
+      "recompute transient during backward %lld\n",
+      static_cast<long long>(held[0]), static_cast<long long>(held[1]),
+      static_cast<long long>(extra[1]));
   EXPECT_LT(held[1] + extra[1], held[0]);
 }
 

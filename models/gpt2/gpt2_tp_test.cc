@@ -75,7 +75,8 @@ TEST_F(MpiTest, TensorParallelBf16GptMatchesSerialBf16WithDropout) {
   // serial bf16 model to a few bf16 roundings: 8 u relative for the loss, 32 u (norm-wise) for
   // each gradient slice.
   const double u = ::mt::testing::UnitRoundoff(DType::kBF16);
-  const double loss_err = std::fabs(loss->total - serial_loss->total) / std::fabs(serial_loss->total);
+  const double loss_err =
+      std::fabs(loss->total - serial_loss->total) / std::fabs(serial_loss->total);
   EXPECT_LE(loss_err, 8 * u) << "tp=" << tp;
   double worst = 0;
   for (int i = 0; i < store.size(); ++i) {
@@ -104,9 +105,10 @@ TEST_F(MpiTest, TensorParallelBf16GptMatchesSerialBf16WithDropout) {
     EXPECT_LE(err, 32 * u) << spec.name << " tp=" << tp;
   }
   if (rank == 0) {
-    std::printf("bf16 TP=%d vs serial bf16: relative loss error %.3g (%.2f u), worst relative "
-                "gradient error %.3g (%.2f u)\n",
-                tp, loss_err, loss_err / u, worst, worst / u);
+    std::printf(
+        "bf16 TP=%d vs serial bf16: relative loss error %.3g (%.2f u), worst relative "
+        "gradient error %.3g (%.2f u)\n",
+        tp, loss_err, loss_err / u, worst, worst / u);
   }
 }
 

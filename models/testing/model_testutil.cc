@@ -310,7 +310,8 @@ Learning TrainOnPattern(const ModelConfig& config, int steps, float lr) {
   Tensor tokens = Tensor::Host({B, T}, DType::kI32), labels = Tensor::Host({B, T}, DType::kI32);
   for (int64_t i = 0; i < B * T; ++i) {
     tokens.data_as<int32_t>()[i] = static_cast<int32_t>((i * 7) % c.vocab_size);
-    labels.data_as<int32_t>()[i] = static_cast<int32_t>(((i * 7) % c.vocab_size + 3) % c.vocab_size);
+    labels.data_as<int32_t>()[i] =
+        static_cast<int32_t>(((i * 7) % c.vocab_size + 3) % c.vocab_size);
   }
   ExecContext ec;
   const nn::StepContext sc = Context(&ec, nullptr, nn::Mode::kTrain);

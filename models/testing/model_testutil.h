@@ -84,8 +84,7 @@ AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const Model
 // `samples` parameter elements spread over every parameter tensor of the model: EXPECTs each
 // within `rel` of max(|analytic|, |numerical|) plus `abs`.
 void ExpectGradientsMatchFiniteDifferences(const ModelConfig& config, const Batch& batch,
-                                           int samples = 40, double rel = 2e-2,
-                                           double abs = 2e-4);
+                                           int samples = 40, double rel = 2e-2, double abs = 2e-4);
 
 // Trains `config` (dropout off) with Adam (lr) for `steps` steps on one batch whose next token is
 // (token + 3) mod vocab, a rule the model can only learn from content; returns the first and the

@@ -119,8 +119,8 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   tc.train_iters = c.end;
   tc.quiet = true;
   tc.inject_grad_overflow_at = c.inject_grad_overflow_at;
-  auto trainer = Trainer::Create(tc, {parallel->get(), &d.ec, model->get(), &store, &*opt,
-                                      &schedule, &scaler});
+  auto trainer = Trainer::Create(
+      tc, {parallel->get(), &d.ec, model->get(), &store, &*opt, &schedule, &scaler});
   if (!Ok(trainer.status(), "trainer")) return out;
   (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
   out.first_values = Masters(store, d.ec);

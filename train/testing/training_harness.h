@@ -29,34 +29,34 @@ namespace testing {
 
 struct HarnessConfig {
   models::ModelConfig model;
-  int tp = 1;                 // The rest of the world is data-parallel.
+  int tp = 1;  // The rest of the world is data-parallel.
   int64_t micro_batch_size = 2;
   int64_t global_batch_size = 4;
   int64_t seq_length = 16;
-  int start = 0;              // First iteration (> 0 with `load`).
-  int end = 20;               // Trains iterations [start, end).
+  int start = 0;  // First iteration (> 0 with `load`).
+  int end = 20;   // Trains iterations [start, end).
   DType compute_dtype = DType::kF32;
-  bool gpu = false;           // On cuda:0 with a caching allocator, as the drivers run.
+  bool gpu = false;  // On cuda:0 with a caching allocator, as the drivers run.
   uint64_t init_seed = 17;
   OptimizerConfig optimizer;
-  LrScheduleConfig lr;        // decay_samples 0: through `end`.
+  LrScheduleConfig lr;  // decay_samples 0: through `end`.
   LossScalerConfig scaler;
   int64_t inject_grad_overflow_at = -1;
-  std::string load;           // Resume from this checkpoint directory (must hold `start`).
-  std::string save;           // Save the state after `end` here.
+  std::string load;  // Resume from this checkpoint directory (must hold `start`).
+  std::string save;  // Save the state after `end` here.
 };
 
 struct HarnessResult {
-  std::vector<double> losses;                // Per iteration: the total loss.
-  std::vector<std::vector<double>> parts;    // Per iteration: the named parts.
+  std::vector<double> losses;              // Per iteration: the total loss.
+  std::vector<std::vector<double>> parts;  // Per iteration: the named parts.
   std::vector<double> grad_norms, lrs, scales;
   std::vector<int64_t> skipped_so_far;
   int64_t skipped = 0;
   double final_scale = 0;
   int64_t schedule_samples = 0;
-  std::vector<float> first_values, last_values;      // f32 masters before and after.
-  std::vector<double> first_compute, last_compute;   // Compute-dtype copies before and after.
-  int64_t buckets = 0, buckets_in_backward = 0;      // Of the last iteration's DP reduction.
+  std::vector<float> first_values, last_values;     // f32 masters before and after.
+  std::vector<double> first_compute, last_compute;  // Compute-dtype copies before and after.
+  int64_t buckets = 0, buckets_in_backward = 0;     // Of the last iteration's DP reduction.
 
   // Part k of every iteration.
   std::vector<double> Part(size_t k) const;
@@ -64,8 +64,8 @@ struct HarnessResult {
 
 // This DP rank's micro-batches for the run (LoaderConfig filled with the layout, the batch sizes
 // and start * global_batch_size consumed samples).
-using MakeBatches = std::function<absl::StatusOr<std::unique_ptr<BatchStream>>(
-    const data::LoaderConfig& loader)>;
+using MakeBatches =
+    std::function<absl::StatusOr<std::unique_ptr<BatchStream>>(const data::LoaderConfig& loader)>;
 
 // Collective over `world`.
 HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& config,

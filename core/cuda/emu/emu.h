@@ -107,7 +107,11 @@ class Launcher {
  public:
   Launcher(dim3 grid, dim3 block, size_t shared, cudaStream_t stream, void (*kernel)(P...),
            const char* name)
-      : grid_(grid), block_(block), shared_(shared), stream_(stream), kernel_(kernel),
+      : grid_(grid),
+        block_(block),
+        shared_(shared),
+        stream_(stream),
+        kernel_(kernel),
         name_(name) {}
 
   template <typename... A>
@@ -117,11 +121,10 @@ class Launcher {
     // gets its own copy (kernel parameters are per-thread values).
     const std::tuple<std::decay_t<P>...> params(static_cast<std::decay_t<P>>(args)...);
     CheckArguments(params, name_, std::index_sequence_for<P...>{});
-    RunGrid(reinterpret_cast<const void*>(kernel_), name_, grid_, block_, shared_, stream_,
-            [&] {
-              std::tuple<std::decay_t<P>...> copy = params;
-              std::apply(kernel_, copy);
-            });
+    RunGrid(reinterpret_cast<const void*>(kernel_), name_, grid_, block_, shared_, stream_, [&] {
+      std::tuple<std::decay_t<P>...> copy = params;
+      std::apply(kernel_, copy);
+    });
   }
 
  private:
@@ -180,8 +183,7 @@ struct DeviceRadixSort {
     }
     DeviceAccess access;
     const int width = end_bit - begin_bit;
-    const uint64_t field =
-        width >= 64 ? ~uint64_t{0} : ((uint64_t{1} << width) - 1) << begin_bit;
+    const uint64_t field = width >= 64 ? ~uint64_t{0} : ((uint64_t{1} << width) - 1) << begin_bit;
     std::vector<int64_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), int64_t{0});
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {

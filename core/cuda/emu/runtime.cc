@@ -35,7 +35,7 @@ enum class Protection { kNone, kKey, kMprotect };
 struct State {
   std::mutex mutex;
   Protection protection = Protection::kNone;
-  int key = -1;  // the allocations' protection key (kKey)
+  int key = -1;                              // the allocations' protection key (kKey)
   std::map<const char*, Allocation> device;  // by data pointer
   std::map<const char*, size_t> pinned;      // cudaMallocHost, by pointer
   size_t in_use = 0;
@@ -71,8 +71,7 @@ int DeviceCount() {
 
 // Applies the mprotect fallback to one allocation (not its trailing page).
 void Protect(const Allocation& a, bool accessible) {
-  if (mprotect(a.map, a.map_bytes - Page(), accessible ? PROT_READ | PROT_WRITE : PROT_NONE) !=
-      0) {
+  if (mprotect(a.map, a.map_bytes - Page(), accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
     Fail("cannot change device memory's protection");
   }
 }
@@ -135,9 +134,10 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) 
         return Record(cudaErrorInvalidMemcpyDirection);
     }
     if (!SideOk(s, dst, count, dst_device) || !SideOk(s, src, count, src_device)) {
-      Fail("cudaMemcpy of %zu bytes (kind %d) from %p to %p: a pointer is not of the kind the "
-           "copy names, or the range runs past its allocation",
-           count, static_cast<int>(kind), src, dst);
+      Fail(
+          "cudaMemcpy of %zu bytes (kind %d) from %p to %p: a pointer is not of the kind the "
+          "copy names, or the range runs past its allocation",
+          count, static_cast<int>(kind), src, dst);
     }
   }
   DeviceAccess access;
@@ -395,9 +395,9 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
                          size_t height, cudaMemcpyKind kind) {
   if (width > dpitch || width > spitch) return mt::cuda_emu::Record(cudaErrorInvalidPitchValue);
   for (size_t r = 0; r < height; ++r) {
-    const cudaError_t e = mt::cuda_emu::Copy(static_cast<char*>(dst) + r * dpitch,
-                                             static_cast<const char*>(src) + r * spitch, width,
-                                             kind);
+    const cudaError_t e =
+        mt::cuda_emu::Copy(static_cast<char*>(dst) + r * dpitch,
+                           static_cast<const char*>(src) + r * spitch, width, kind);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

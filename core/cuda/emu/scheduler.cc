@@ -24,7 +24,8 @@
 #error "The fiber switch returns onto another stack, which a CET shadow stack forbids."
 #endif
 #if defined(__SANITIZE_ADDRESS__)
-#error "The CUDA emulator's fibers are not annotated for AddressSanitizer (use --config=asan alone)."
+#error \
+    "The CUDA emulator's fibers are not annotated for AddressSanitizer (use --config=asan alone)."
 #endif
 
 // void MtEmuSwitch(void** save_sp, void* load_sp): saves the callee-saved registers, MXCSR and
@@ -74,8 +75,8 @@ struct Fiber {
   void* sp = nullptr;  // saved stack pointer while suspended
   ThreadState state;
   Wait wait = Wait::kRunnable;
-  unsigned mask = 0;     // of the warp barrier it waits at
-  uint64_t slot = 0;     // its deposit for a warp exchange
+  unsigned mask = 0;  // of the warp barrier it waits at
+  uint64_t slot = 0;  // its deposit for a warp exchange
 };
 
 size_t PageSize() {
@@ -126,8 +127,7 @@ struct SharedBuffer {
     const size_t page = PageSize();
     const size_t padded = (bytes + 15) / 16 * 16;
     map_bytes = (padded + page - 1) / page * page + page;
-    void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                   0);
+    void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) Fail("cannot map %zu bytes of shared memory", bytes);
     map = static_cast<char*>(p);
     char* guard = map + map_bytes - page;
@@ -167,9 +167,9 @@ thread_local Scheduler scheduler;
 void* InitialStack(char* stack_top) {
   auto top = reinterpret_cast<uintptr_t>(stack_top) & ~uintptr_t{15};
   auto* words = reinterpret_cast<uint64_t*>(top);
-  *--words = 0;                                           // FiberMain's "return address"
-  *--words = reinterpret_cast<uint64_t>(&FiberMain);      // where MtEmuSwitch returns
-  for (int i = 0; i < 6; ++i) *--words = 0;               // rbp rbx r12 r13 r14 r15
+  *--words = 0;                                       // FiberMain's "return address"
+  *--words = reinterpret_cast<uint64_t>(&FiberMain);  // where MtEmuSwitch returns
+  for (int i = 0; i < 6; ++i) *--words = 0;           // rbp rbx r12 r13 r14 r15
   uint32_t mxcsr = 0;
   uint16_t fpucw = 0;
   __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
@@ -209,8 +209,8 @@ const char* WaitName(Wait w) {
 [[noreturn]] void Deadlock(const char* why, const Fiber& waiter, const Fiber* other) {
   const Scheduler& s = scheduler;
   const ThreadState& t = waiter.state;
-  Fail("kernel %s, block (%u,%u,%u): %s: %s waits %s%s%s%s", s.name, t.block_idx.x,
-       t.block_idx.y, t.block_idx.z, why, Describe(waiter).c_str(), WaitName(waiter.wait),
+  Fail("kernel %s, block (%u,%u,%u): %s: %s waits %s%s%s%s", s.name, t.block_idx.x, t.block_idx.y,
+       t.block_idx.z, why, Describe(waiter).c_str(), WaitName(waiter.wait),
        other != nullptr ? " but " : "", other != nullptr ? Describe(*other).c_str() : "",
        other != nullptr ? (std::string(" is ") + WaitName(other->wait)).c_str() : "");
 }
@@ -368,8 +368,7 @@ void SyncWarp(unsigned mask) {
   Scheduler& s = scheduler;
   const int lane = Current().linear % kWarp;
   if ((mask >> lane & 1u) == 0) {
-    Fail("kernel %s: a lane calls __syncwarp or a shuffle with a mask that omits itself",
-         s.name);
+    Fail("kernel %s: a lane calls __syncwarp or a shuffle with a mask that omits itself", s.name);
   }
   s.current->wait = Wait::kWarpBarrier;
   s.current->mask = mask;

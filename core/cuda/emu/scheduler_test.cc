@@ -4,11 +4,10 @@
 // must stop the run or show in the results.
 #include <cuda_runtime.h>
 
-#include <csignal>
-#include <cstdio>
-
 #include <cmath>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -122,15 +121,15 @@ TEST(CudaEmulatorTest, BlockReduceMatchesFloat64Sum) {
   ASSERT_EQ(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
   BothOrders([&](const char* order) {
     for (int threads : {32, 96, 256}) {
-      MT_LAUNCH(static_cast<unsigned>(blocks), threads, 0, nullptr, ChunkSumKernel)(dx, n, chunk,
-                                                                                   dout);
+      MT_LAUNCH(static_cast<unsigned>(blocks), threads, 0, nullptr, ChunkSumKernel)
+      (dx, n, chunk, dout);
       ASSERT_EQ(cudaGetLastError(), cudaSuccess);
       const std::vector<float> out = ToHost(dout, blocks);
       for (int64_t b = 0; b < blocks; ++b) {
         double want = 0.0;
         for (int64_t i = b * chunk; i < std::min(n, (b + 1) * chunk); ++i) want += x[i];
-        EXPECT_NEAR(out[b], want, 1e-4 * chunk) << "block " << b << " threads " << threads
-                                                << " reverse " << order;
+        EXPECT_NEAR(out[b], want, 1e-4 * chunk)
+            << "block " << b << " threads " << threads << " reverse " << order;
       }
     }
   });
@@ -284,8 +283,8 @@ TEST(CudaEmulatorDeathTest, HostCodeCannotTouchDeviceMemory) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("key"), ::testing::KilledBySignal(SIGSEGV),
               "device access works");
-  EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("mprotect"),
-              ::testing::KilledBySignal(SIGSEGV), "device access works");
+  EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("mprotect"), ::testing::KilledBySignal(SIGSEGV),
+              "device access works");
   // The control: without protection the same host write goes through.
   EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("0"), ::testing::ExitedWithCode(0),
               "host access works");

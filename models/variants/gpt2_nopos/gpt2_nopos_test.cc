@@ -3,8 +3,8 @@
 // apart by content.
 #include "gtest/gtest.h"
 #include "models/count.h"
-#include "models/testing/model_testutil.h"
 #include "models/registry.h"
+#include "models/testing/model_testutil.h"
 
 namespace mt {
 namespace models {
@@ -18,8 +18,7 @@ TEST(Gpt2NoPosTest, RegisteredWithoutPositionTable) {
   EXPECT_FALSE(variant->config.position_embeddings);
   auto cv = CountParameters(variant->config, 1), cb = CountParameters(base->config, 1);
   ASSERT_TRUE(cv.ok() && cb.ok());
-  EXPECT_EQ(cb->total - cv->total,
-            base->config.max_position_embeddings * base->config.hidden_size);
+  EXPECT_EQ(cb->total - cv->total, base->config.max_position_embeddings * base->config.hidden_size);
 }
 
 TEST(Gpt2NoPosTest, LearnsWithoutPositions) {

@@ -39,9 +39,9 @@ TEST(ModernDecoderTest, RegisteredWithItsOwnParameters) {
   EXPECT_TRUE(store.Find("layers.0.mlp.gate.weight").ok());
   EXPECT_TRUE(store.Find("layers.11.mlp.down.weight").ok());
   EXPECT_TRUE(store.Find("final_norm.weight").ok());
-  for (const char* absent : {"embedding.position.weight", "layers.0.ln1.bias",
-                             "layers.0.attention.qkv.bias", "layers.0.attention.proj.bias",
-                             "final_layernorm.weight"}) {
+  for (const char* absent :
+       {"embedding.position.weight", "layers.0.ln1.bias", "layers.0.attention.qkv.bias",
+        "layers.0.attention.proj.bias", "final_layernorm.weight"}) {
     EXPECT_FALSE(store.Find(absent).ok()) << absent;
   }
   // V_pad h (tied embedding) + L (4 h^2 + 3 h f + 2 h) + h, V_pad = 50304.

@@ -31,9 +31,9 @@ absl::StatusOr<std::unique_ptr<ParallelBlock>> ParallelBlock::Create(
   b->dtype_ = store->compute_dtype();
   b->layer_index_ = layer_index;
   ASSIGN_OR_RETURN(b->ln_, nn::LayerNormFactory()(store, prefix + ".ln", b->config_));
-  ASSIGN_OR_RETURN(b->attention_,
-                   nn::ParallelSelfAttention::Create(store, prefix + ".attention",
-                                                     nn::AttentionConfigOf(b->config_, layer_index)));
+  ASSIGN_OR_RETURN(b->attention_, nn::ParallelSelfAttention::Create(
+                                      store, prefix + ".attention",
+                                      nn::AttentionConfigOf(b->config_, layer_index)));
   ASSIGN_OR_RETURN(b->mlp_, nn::GeluMlpFactory()(store, prefix + ".mlp", b->config_));
   return b;
 }
@@ -89,8 +89,8 @@ absl::Status ParallelBlock::ForwardImpl(const nn::StepContext& sc, const TensorV
   RETURN_IF_ERROR(ln_->Forward(sc, x2, ln2));
   // Both branches' partial products (no all-reduce, biases left out), summed, reduced once.
   const TensorView *attention_bias = nullptr, *mlp_bias = nullptr;
-  RETURN_IF_ERROR(attention_.Forward(sc, ln_out_.view(), padding_mask_, branch_.view(),
-                                     &attention_bias));
+  RETURN_IF_ERROR(
+      attention_.Forward(sc, ln_out_.view(), padding_mask_, branch_.view(), &attention_bias));
   RETURN_IF_ERROR(mlp_->Forward(sc, ln2, mlp_out, &mlp_bias));
   RETURN_IF_ERROR(ops::Add(ec, branch, mlp_out, branch));
   RETURN_IF_ERROR(nn::GForward(sc, branch));
