@@ -163,6 +163,30 @@ class Symbolizer {
   std::map<uintptr_t, StackFrame> cache_;
 };
 
+// The executable segments of the loaded objects whose path contains `name`.
+std::vector<std::pair<uintptr_t, uintptr_t>> ExecutableRanges(const char* name) {
+  struct Search {
+    const char* name;
+    std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  } search{name, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* search = static_cast<Search*>(data);
+        if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, search->name) == nullptr) {
+          return 0;
+        }
+        for (int h = 0; h < info->dlpi_phnum; ++h) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[h];
+          if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+          const uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+          search->ranges.emplace_back(begin, begin + ph.p_memsz);
+        }
+        return 0;
+      },
+      &search);
+  return search.ranges;
+}
+
 // ---- The signal handler. ----
 
 std::atomic<StackSampler*> g_sampler{nullptr};
@@ -256,6 +280,7 @@ absl::StatusOr<std::unique_ptr<StackSampler>> StackSampler::Create(double interv
   if (!g_sampler.compare_exchange_strong(expected, s.get())) {
     return absl::FailedPreconditionError("StackSampler: another sampler exists");
   }
+  s->no_unwind_ = ExecutableRanges("libopenblas");
   // The first backtrace() loads the unwinder (dlopen, malloc): not in a signal handler.
   void* warm_up[4];
   backtrace(warm_up, 4);
@@ -312,6 +337,12 @@ void StackSampler::Record(uintptr_t pc, int overruns) {
   weight_[i] = 1 + std::max(0, overruns);
   void** out = &pcs_[i * kMaxDepth];
   out[0] = reinterpret_cast<void*>(pc);
+  for (const auto& [begin, end] : no_unwind_) {
+    if (pc >= begin && pc < end) {
+      depth_[i] = 1;
+      return;
+    }
+  }
   depth_[i] = 1 + backtrace(out + 1, kMaxDepth - 1);
 }
 

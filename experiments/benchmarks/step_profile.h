@@ -107,6 +107,11 @@ class StackSampler {
   std::vector<int> depth_;   // [max_samples]
   std::vector<int> weight_;  // [max_samples]
   std::atomic<int64_t> next_{0};
+  // The executable code of libopenblas, [begin, end) pairs: a sample whose pc is there keeps the
+  // pc alone (rule 3 of ClassifyStack makes it GEMM). Its hand-written kernels carry no reliable
+  // unwind tables, and unwinding from inside them crashed the process (seen with the Prescott
+  // kernels).
+  std::vector<std::pair<uintptr_t, uintptr_t>> no_unwind_;
   timer_t timer_{};
   bool timer_created_ = false;
 };
