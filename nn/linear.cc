@@ -30,6 +30,20 @@ absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy, con
   return ops::Add(*sc.exec, grad, scratch->view(), grad);
 }
 
+absl::Status LinearBackwardLocal(const StepContext& sc, ParameterStore& store, int weight, int bias,
+                                 const TensorView& x, const TensorView& dy, const TensorView& dx,
+                                 bool accumulate_dx, Tensor* bias_scratch) {
+  ops::GemmOptions accumulate;
+  accumulate.transpose_a = ops::Transpose::kYes;
+  accumulate.beta = 1.0f;
+  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, dy, store.grad(weight), accumulate));
+  if (bias >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store.grad(bias), bias_scratch));
+  ops::GemmOptions nt;
+  nt.transpose_b = ops::Transpose::kYes;
+  if (accumulate_dx) nt.beta = 1.0f;
+  return ops::Gemm(*sc.exec, dy, store.compute_value(weight), dx, nt);
+}
+
 absl::StatusOr<ColumnParallelLinear> ColumnParallelLinear::Create(ParameterStore* store,
                                                                   const std::string& prefix,
                                                                   int64_t in, int64_t out,
@@ -80,15 +94,8 @@ absl::Status ColumnParallelLinear::Backward(const StepContext& sc, const TensorV
 absl::Status ColumnParallelLinear::BackwardLocal(const StepContext& sc, const TensorView& x,
                                                  const TensorView& dy, const TensorView& dx,
                                                  InputGrad mode) {
-  ops::GemmOptions accumulate;
-  accumulate.transpose_a = ops::Transpose::kYes;
-  accumulate.beta = 1.0f;
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, dy, store_->grad(weight_), accumulate));
-  if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
-  ops::GemmOptions nt;
-  nt.transpose_b = ops::Transpose::kYes;
-  if (mode == InputGrad::kAccumulate) nt.beta = 1.0f;
-  return ops::Gemm(*sc.exec, dy, store_->compute_value(weight_), dx, nt);
+  return LinearBackwardLocal(sc, *store_, weight_, bias_, x, dy, dx, mode == InputGrad::kAccumulate,
+                             &bias_scratch_);
 }
 
 absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* store,
@@ -150,14 +157,8 @@ absl::Status RowParallelLinear::Forward(const StepContext& sc, const TensorView&
 absl::Status RowParallelLinear::Backward(const StepContext& sc, const TensorView& x,
                                          const TensorView& dy, const TensorView& dx) {
   // g backward is the identity: dy is complete and identical on every TP rank.
-  ops::GemmOptions accumulate;
-  accumulate.transpose_a = ops::Transpose::kYes;
-  accumulate.beta = 1.0f;
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, dy, store_->grad(weight_), accumulate));
-  if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
-  ops::GemmOptions nt;
-  nt.transpose_b = ops::Transpose::kYes;
-  return ops::Gemm(*sc.exec, dy, store_->compute_value(weight_), dx, nt);
+  return LinearBackwardLocal(sc, *store_, weight_, bias_, x, dy, dx, /*accumulate_dx=*/false,
+                             &bias_scratch_);
 }
 
 }  // namespace nn

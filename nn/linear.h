@@ -117,6 +117,13 @@ absl::Status GForward(const StepContext& sc, const TensorView& y);
 absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy, const TensorView& grad,
                                 Tensor* scratch);
 
+// The local backward of y = x W (+ b) with W = store's `weight` [in, out] and b = its `bias`
+// (< 0: none), as every linear layer runs it on its own slice: dW += x^T dy, db += column sums of
+// dy (through bias_scratch), and dx = dy W^T (dx += dy W^T with `accumulate_dx`).
+absl::Status LinearBackwardLocal(const StepContext& sc, ParameterStore& store, int weight, int bias,
+                                 const TensorView& x, const TensorView& dy, const TensorView& dx,
+                                 bool accumulate_dx, Tensor* bias_scratch);
+
 }  // namespace nn
 }  // namespace mt
 

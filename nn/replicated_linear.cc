@@ -45,14 +45,8 @@ absl::Status ReplicatedLinear::Forward(const StepContext& sc, const TensorView& 
 
 absl::Status ReplicatedLinear::Backward(const StepContext& sc, const TensorView& x,
                                         const TensorView& dy, const TensorView& dx) {
-  ops::GemmOptions accumulate;
-  accumulate.transpose_a = ops::Transpose::kYes;
-  accumulate.beta = 1.0f;
-  RETURN_IF_ERROR(ops::Gemm(*sc.exec, x, dy, store_->grad(weight_), accumulate));
-  if (bias_ >= 0) RETURN_IF_ERROR(AccumulateBiasGrad(sc, dy, store_->grad(bias_), &bias_scratch_));
-  ops::GemmOptions nt;
-  nt.transpose_b = ops::Transpose::kYes;
-  return ops::Gemm(*sc.exec, dy, store_->compute_value(weight_), dx, nt);
+  return LinearBackwardLocal(sc, *store_, weight_, bias_, x, dy, dx, /*accumulate_dx=*/false,
+                             &bias_scratch_);
 }
 
 }  // namespace nn
