@@ -8,8 +8,7 @@
 //     GenerateMainConfig config;                               // The defaults.
 //     const ConfigFlags<GenerateMainConfig> flags(config);     // Before parsing.
 //     return EvalMain(argc, argv, {"generate", "Text generation ..."},
-//         [&]() -> absl::Status { RETURN_IF_ERROR(flags.ApplyGiven(&config));
-//                                 return config.Validate(); },
+//         ApplyFlagsAndValidate(flags, &config),
 //         [&](comm::Communicator& world, int local_rank, int local_size) {
 //           return Run(config, world, local_rank, local_size); });
 //   }
@@ -27,6 +26,8 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
+#include "core/config_flags.h"
+#include "core/status.h"
 
 namespace mt {
 namespace eval {
@@ -38,6 +39,17 @@ struct MainInfo {
 
 // "<name>: error: <message>" on one line of stderr (newlines in the message become spaces).
 void PrintError(const MainInfo& info, const absl::Status& status);
+
+// The `apply_flags` of every eval binary: the flags given on the command line into *config, then
+// config->Validate(). `flags` and `config` must outlive the returned function.
+template <typename Config>
+std::function<absl::Status()> ApplyFlagsAndValidate(const ConfigFlags<Config>& flags,
+                                                    Config* config) {
+  return [&flags, config]() -> absl::Status {
+    RETURN_IF_ERROR(flags.ApplyGiven(config));
+    return config->Validate();
+  };
+}
 
 // MPI and the communicator over every rank, once flags are applied.
 struct EvalProcess {

@@ -110,10 +110,7 @@ int main(int argc, char** argv) {
   return mt::eval::EvalMain(
       argc, argv,
       {"generate", "Text generation from a trained GPT checkpoint (Megatron-LM flags)."},
-      [&]() -> absl::Status {
-        RETURN_IF_ERROR(flags.ApplyGiven(&config));
-        return config.Validate();
-      },
+      mt::eval::ApplyFlagsAndValidate(flags, &config),
       [&](mt::comm::Communicator& world, int local_rank, int local_size) {
         return mt::eval::Run(config, world, local_rank, local_size);
       });

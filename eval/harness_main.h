@@ -10,8 +10,7 @@
 //     const ConfigFlags<WikiText103Config> flags(config);     // Before parsing.
 //     return HarnessMain(
 //         argc, argv, {"wikitext103", "usage"}, &config.harness,
-//         [&]() -> absl::Status { RETURN_IF_ERROR(flags.ApplyGiven(&config));
-//                                 return config.Validate(); },
+//         ApplyFlagsAndValidate(flags, &config),  // eval_main.h
 //         [&] { return std::make_unique<WikiText103Task>(config); });
 //   }
 #ifndef MT_EVAL_HARNESS_MAIN_H_

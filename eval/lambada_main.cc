@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "core/config_flags.h"
-#include "core/status.h"
+#include "eval/eval_main.h"
 #include "eval/harness_main.h"
 #include "eval/lambada_task.h"
 
@@ -22,10 +22,6 @@ int main(int argc, char** argv) {
       {"lambada",
        "LAMBADA accuracy of a checkpoint:\n  lambada --load=CKPT_DIR --data=lambada_test.jsonl "
        "[--strict=true] ..."},
-      &config.harness,
-      [&]() -> absl::Status {
-        RETURN_IF_ERROR(flags.ApplyGiven(&config));
-        return config.Validate();
-      },
+      &config.harness, mt::eval::ApplyFlagsAndValidate(flags, &config),
       [&] { return std::make_unique<mt::eval::LambadaTask>(config); });
 }

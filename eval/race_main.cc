@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "core/config_flags.h"
-#include "core/status.h"
+#include "eval/eval_main.h"
 #include "eval/harness_main.h"
 #include "eval/race_task.h"
 
@@ -25,10 +25,6 @@ int main(int argc, char** argv) {
        "RACE fine-tuning and accuracy of a BERT checkpoint:\n  race --load=BERT_CKPT "
        "--data=RACE_DIR [--epochs=3] [--save=DIR] ...\n  race --eval_only "
        "--load=FINETUNED --data=RACE_DIR"},
-      &config.harness,
-      [&]() -> absl::Status {
-        RETURN_IF_ERROR(flags.ApplyGiven(&config));
-        return config.Validate();
-      },
+      &config.harness, mt::eval::ApplyFlagsAndValidate(flags, &config),
       [&] { return std::make_unique<mt::eval::RaceTask>(config); });
 }

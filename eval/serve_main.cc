@@ -237,13 +237,10 @@ absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_ra
 int main(int argc, char** argv) {
   mt::eval::ServeConfig config;
   const mt::ConfigFlags<mt::eval::ServeConfig> flags(config);
-  return mt::eval::EvalMain(
-      argc, argv, {"serve", "HTTP text generation server for a trained GPT checkpoint."},
-      [&]() -> absl::Status {
-        RETURN_IF_ERROR(flags.ApplyGiven(&config));
-        return config.Validate();
-      },
-      [&](mt::comm::Communicator& world, int local_rank, int local_size) {
-        return mt::eval::Serve(config, world, local_rank, local_size);
-      });
+  return mt::eval::EvalMain(argc, argv,
+                            {"serve", "HTTP text generation server for a trained GPT checkpoint."},
+                            mt::eval::ApplyFlagsAndValidate(flags, &config),
+                            [&](mt::comm::Communicator& world, int local_rank, int local_size) {
+                              return mt::eval::Serve(config, world, local_rank, local_size);
+                            });
 }
