@@ -44,24 +44,33 @@ absl::Status LinearBackwardLocal(const StepContext& sc, ParameterStore& store, i
   return ops::Gemm(*sc.exec, dy, store.compute_value(weight), dx, nt);
 }
 
+absl::Status DeclareLinear(ParameterStore* store, const std::string& prefix, int64_t in,
+                           int64_t out, Bias bias, double init_std, int weight_split_dim,
+                           int bias_split_dim, int* weight, int* bias_index) {
+  ASSIGN_OR_RETURN(*weight, store->Add({prefix + ".weight",
+                                        {in, out},
+                                        weight_split_dim,
+                                        Init::kNormal,
+                                        init_std,
+                                        /*weight_decay=*/true}));
+  *bias_index = -1;
+  if (bias == Bias::kYes) {
+    ASSIGN_OR_RETURN(
+        *bias_index,
+        store->Add(
+            {prefix + ".bias", {out}, bias_split_dim, Init::kZeros, 0.0, /*weight_decay=*/false}));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ColumnParallelLinear> ColumnParallelLinear::Create(ParameterStore* store,
                                                                   const std::string& prefix,
                                                                   int64_t in, int64_t out,
                                                                   Bias bias, double init_std) {
   ColumnParallelLinear l;
   l.store_ = store;
-  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight",
-                                          {in, out},
-                                          /*split_dim=*/1,
-                                          Init::kNormal,
-                                          init_std,
-                                          /*weight_decay=*/true}));
-  if (bias == Bias::kYes) {
-    ASSIGN_OR_RETURN(
-        l.bias_,
-        store->Add(
-            {prefix + ".bias", {out}, /*split_dim=*/0, Init::kZeros, 0.0, /*weight_decay=*/false}));
-  }
+  RETURN_IF_ERROR(DeclareLinear(store, prefix, in, out, bias, init_std, /*weight_split_dim=*/1,
+                                /*bias_split_dim=*/0, &l.weight_, &l.bias_));
   l.in_ = in;
   l.local_out_ = out / store->tp_size();
   return l;
@@ -104,20 +113,8 @@ absl::StatusOr<RowParallelLinear> RowParallelLinear::Create(ParameterStore* stor
                                                             double init_std) {
   RowParallelLinear l;
   l.store_ = store;
-  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight",
-                                          {in, out},
-                                          /*split_dim=*/0,
-                                          Init::kNormal,
-                                          init_std,
-                                          /*weight_decay=*/true}));
-  if (bias == Bias::kYes) {
-    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias",
-                                          {out},
-                                          /*split_dim=*/-1,
-                                          Init::kZeros,
-                                          0.0,
-                                          /*weight_decay=*/false}));
-  }
+  RETURN_IF_ERROR(DeclareLinear(store, prefix, in, out, bias, init_std, /*weight_split_dim=*/0,
+                                /*bias_split_dim=*/-1, &l.weight_, &l.bias_));
   l.local_in_ = in / store->tp_size();
   l.out_ = out;
   return l;

@@ -117,6 +117,14 @@ absl::Status GForward(const StepContext& sc, const TensorView& y);
 absl::Status AccumulateBiasGrad(const StepContext& sc, const TensorView& dy, const TensorView& grad,
                                 Tensor* scratch);
 
+// Declares the parameters of y = x W (+ b) in `store`: "<prefix>.weight" [in, out] (normal init
+// with init_std, weight decay) split over TP on weight_split_dim and, with Bias::kYes,
+// "<prefix>.bias" [out] (zeros, no decay) split on bias_split_dim (-1: replicated). Sets *weight
+// and *bias_index to their indices (*bias_index = -1 without a bias).
+absl::Status DeclareLinear(ParameterStore* store, const std::string& prefix, int64_t in,
+                           int64_t out, Bias bias, double init_std, int weight_split_dim,
+                           int bias_split_dim, int* weight, int* bias_index);
+
 // The local backward of y = x W (+ b) with W = store's `weight` [in, out] and b = its `bias`
 // (< 0: none), as every linear layer runs it on its own slice: dW += x^T dy, db += column sums of
 // dy (through bias_scratch), and dx = dy W^T (dx += dy W^T with `accumulate_dx`).

@@ -17,20 +17,8 @@ absl::StatusOr<ReplicatedLinear> ReplicatedLinear::Create(ParameterStore* store,
   }
   ReplicatedLinear l;
   l.store_ = store;
-  ASSIGN_OR_RETURN(l.weight_, store->Add({prefix + ".weight",
-                                          {in, out},
-                                          /*split_dim=*/-1,
-                                          Init::kNormal,
-                                          init_std,
-                                          /*weight_decay=*/true}));
-  if (bias == Bias::kYes) {
-    ASSIGN_OR_RETURN(l.bias_, store->Add({prefix + ".bias",
-                                          {out},
-                                          /*split_dim=*/-1,
-                                          Init::kZeros,
-                                          0.0,
-                                          /*weight_decay=*/false}));
-  }
+  RETURN_IF_ERROR(DeclareLinear(store, prefix, in, out, bias, init_std, /*weight_split_dim=*/-1,
+                                /*bias_split_dim=*/-1, &l.weight_, &l.bias_));
   l.in_ = in;
   l.out_ = out;
   return l;

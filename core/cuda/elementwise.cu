@@ -76,30 +76,47 @@ __device__ __forceinline__ uint64_t DropoutKey(const DropoutParams& p, int64_t i
   return static_cast<uint64_t>(key);
 }
 
+// The dropout keep-test of element i, for the elements one thread visits in increasing order:
+// one Philox block serves four consecutive keys and is evaluated once for them (as the CPU
+// kernel's DropoutMask does).
+class DropoutSampler {
+ public:
+  __device__ explicit DropoutSampler(const DropoutParams& p)
+      : p_(p), key_{static_cast<uint32_t>(p.seed), static_cast<uint32_t>(p.seed >> 32)} {}
+
+  __device__ bool Keep(int64_t i) {
+    const uint64_t k = DropoutKey(p_, i);
+    const uint64_t block = k >> 2;
+    if (!valid_ || block != cached_block_) {
+      const uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                               static_cast<uint32_t>(p_.stream_id),
+                               static_cast<uint32_t>(p_.stream_id >> 32)};
+      out_ = Philox4x32_10(ctr, key_);
+      cached_block_ = block;
+      valid_ = true;
+    }
+    // The expression of PhiloxUniform, so the comparison with p is the CPU's, bit for bit.
+    const float u = static_cast<float>(out_.v[k & 3] >> 8) * (1.0f / 16777216.0f);
+    return u >= p_.p;
+  }
+
+ private:
+  const DropoutParams& p_;
+  const uint32_t key_[2];
+  Philox4x32Output out_{};
+  uint64_t cached_block_ = 0;
+  bool valid_ = false;
+};
+
 // Each thread handles four consecutive elements per step, so that a run of consecutive keys
-// evaluates one Philox block for up to four elements (as the CPU kernel's DropoutMask does).
+// evaluates one Philox block for up to four elements.
 template <typename T>
 __global__ void DropoutKernel(const T* x, T* y, int64_t n, DropoutParams p) {
-  const uint32_t key[2] = {static_cast<uint32_t>(p.seed), static_cast<uint32_t>(p.seed >> 32)};
   for (int64_t base = 4 * GlobalThread(); base < n; base += 4 * GridStride()) {
-    Philox4x32Output out{};
-    uint64_t cached_block = 0;
-    bool valid = false;
+    DropoutSampler sampler(p);
     for (int j = 0; j < 4 && base + j < n; ++j) {
       const int64_t i = base + j;
-      const uint64_t k = DropoutKey(p, i);
-      const uint64_t block = k >> 2;
-      if (!valid || block != cached_block) {
-        const uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                 static_cast<uint32_t>(p.stream_id),
-                                 static_cast<uint32_t>(p.stream_id >> 32)};
-        out = Philox4x32_10(ctr, key);
-        cached_block = block;
-        valid = true;
-      }
-      // The expression of PhiloxUniform, so the comparison with p is the CPU's, bit for bit.
-      const float u = static_cast<float>(out.v[k & 3] >> 8) * (1.0f / 16777216.0f);
-      Store(y + i, u >= p.p ? Load(x + i) * p.scale : 0.0f);
+      Store(y + i, sampler.Keep(i) ? Load(x + i) * p.scale : 0.0f);
     }
   }
 }
@@ -110,30 +127,14 @@ __global__ void DropoutKernel(const T* x, T* y, int64_t n, DropoutParams p) {
 template <typename T, bool kBias>
 __global__ void BiasDropoutAddKernel(const T* x, const T* bias, const T* residual, T* out,
                                      int64_t n, int64_t cols, DropoutParams p) {
-  const uint32_t key[2] = {static_cast<uint32_t>(p.seed), static_cast<uint32_t>(p.seed >> 32)};
   const bool drop = p.p > 0.0f;
   for (int64_t base = 4 * GlobalThread(); base < n; base += 4 * GridStride()) {
-    Philox4x32Output ph{};
-    uint64_t cached_block = 0;
-    bool valid = false;
+    DropoutSampler sampler(p);
     for (int j = 0; j < 4 && base + j < n; ++j) {
       const int64_t i = base + j;
       float v = Load(x + i);
       if constexpr (kBias) v = __fadd_rn(v, Load(bias + i % cols));
-      if (drop) {
-        const uint64_t k = DropoutKey(p, i);
-        const uint64_t block = k >> 2;
-        if (!valid || block != cached_block) {
-          const uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                   static_cast<uint32_t>(p.stream_id),
-                                   static_cast<uint32_t>(p.stream_id >> 32)};
-          ph = Philox4x32_10(ctr, key);
-          cached_block = block;
-          valid = true;
-        }
-        const float u = static_cast<float>(ph.v[k & 3] >> 8) * (1.0f / 16777216.0f);
-        v = u >= p.p ? __fmul_rn(v, p.scale) : 0.0f;
-      }
+      if (drop) v = sampler.Keep(i) ? __fmul_rn(v, p.scale) : 0.0f;
       Store(out + i, __fadd_rn(Load(residual + i), v));
     }
   }

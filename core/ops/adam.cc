@@ -6,11 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/status.h"
-
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
 
 namespace mt {
 namespace ops {

@@ -10,12 +10,9 @@
 #include "absl/strings/string_view.h"
 #include "core/ops/attention_cpu.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/dropout_cuda.h"
 #include "core/status.h"
-
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
 
 namespace mt {
 namespace ops {
@@ -95,12 +92,8 @@ absl::Status FusedAttention(const ExecContext& ctx, const TensorView& q, const T
   RETURN_IF_ERROR(CheckAttention(kOp, q, k, lse, args, {{"q", &q}, {"out", &out}},
                                  {{"k", &k}, {"v", &v}}, {{"q", &q}, {"k", &k}, {"v", &v}},
                                  {{"out", &out}, {"lse", &lse}}, &p));
-#if defined(MT_WITH_CUDA)
-  if (q.device.is_cuda()) {
-    return cuda::FusedAttention(ctx, q, k, v, args.padding_mask, CudaParams(p, args), out, lse);
-  }
-#endif
-  if (!q.device.is_cpu()) return UnsupportedDevice(kOp, q.device);
+  MT_ROUTE_DEVICE(
+      kOp, q, cuda::FusedAttention(ctx, q, k, v, args.padding_mask, CudaParams(p, args), out, lse));
   internal::FusedAttentionCpu(ctx, p, q, k, v, out, lse);
   return absl::OkStatus();
 }
@@ -117,13 +110,9 @@ absl::Status FusedAttentionBackward(const ExecContext& ctx, const TensorView& q,
       {{"k", &k}, {"v", &v}, {"dk", &dk}, {"dv", &dv}},
       {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"dout", &dout}, {"lse", &lse}},
       {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}}, &p));
-#if defined(MT_WITH_CUDA)
-  if (q.device.is_cuda()) {
-    return cuda::FusedAttentionBackward(ctx, q, k, v, out, dout, lse, args.padding_mask,
-                                        CudaParams(p, args), dq, dk, dv);
-  }
-#endif
-  if (!q.device.is_cpu()) return UnsupportedDevice(kOp, q.device);
+  MT_ROUTE_DEVICE(kOp, q,
+                  cuda::FusedAttentionBackward(ctx, q, k, v, out, dout, lse, args.padding_mask,
+                                               CudaParams(p, args), dq, dk, dv));
   internal::FusedAttentionBackwardCpu(ctx, p, q, k, v, out, dout, lse, dq, dk, dv);
   return absl::OkStatus();
 }

@@ -17,17 +17,14 @@
 #include "core/status.h"
 #include "glog/logging.h"
 
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
-
 namespace mt {
 namespace ops {
 namespace {
 
 using internal::DispatchFloat;
-using internal::MapBinary;
 using internal::MapUnary;
+using internal::RunBinary;
+using internal::RunUnary;
 
 constexpr int64_t kGrain = internal::kElementwiseGrain;
 
@@ -304,10 +301,7 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
   }
   RETURN_IF_ERROR(CheckMinRank(kOp, "dy", dy, 1));
   RETURN_IF_ERROR(CheckShape(kOp, "dbias", dbias, {dy.dim(-1)}));
-#if defined(MT_WITH_CUDA)
-  if (dy.device.is_cuda()) return cuda::BiasGrad(ctx, dy, dbias);
-#endif
-  if (!dy.device.is_cpu()) return UnsupportedDevice(kOp, dy.device);
+  MT_ROUTE_DEVICE(kOp, dy, cuda::BiasGrad(ctx, dy, dbias));
   DispatchFloat(dy.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (dbias.dtype == dy.dtype) {
@@ -320,47 +314,24 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
 }
 
 absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
-  constexpr absl::string_view kOp = "Gelu";
-  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::Gelu(ctx, x, y);
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
-  DispatchFloat(x.dtype, [&](auto tag) { MapUnary<decltype(tag)>(ctx, x, y, GeluForward); });
-  return absl::OkStatus();
+  return RunUnary("Gelu", ctx, {"x", &x}, {"y", &y}, MT_CUDA_KERNEL(Gelu), GeluForward);
 }
 
 absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
                           const TensorView& dx) {
-  constexpr absl::string_view kOp = "GeluBackward";
-  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}}, kFloatDTypes));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::GeluBackward(ctx, x, dy, dx);
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
-  DispatchFloat(x.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, x, dy, dx, GeluGrad); });
-  return absl::OkStatus();
+  return RunBinary("GeluBackward", ctx, {"x", &x}, {"dy", &dy}, {"dx", &dx},
+                   MT_CUDA_KERNEL(GeluBackward), GeluGrad);
 }
 
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                  const TensorView& out) {
-  constexpr absl::string_view kOp = "Add";
-  RETURN_IF_ERROR(CheckMatching(kOp, {{"a", &a}, {"b", &b}, {"out", &out}}, kFloatDTypes));
-#if defined(MT_WITH_CUDA)
-  if (a.device.is_cuda()) return cuda::Add(ctx, a, b, out);
-#endif
-  if (!a.device.is_cpu()) return UnsupportedDevice(kOp, a.device);
-  DispatchFloat(a.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, a, b, out, Sum); });
-  return absl::OkStatus();
+  return RunBinary("Add", ctx, {"a", &a}, {"b", &b}, {"out", &out}, MT_CUDA_KERNEL(Add), Sum);
 }
 
 absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y) {
   constexpr absl::string_view kOp = "Scale";
   RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::Scale(ctx, x, alpha, y);
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  MT_ROUTE_DEVICE(kOp, x, cuda::Scale(ctx, x, alpha, y));
   DispatchFloat(x.dtype, [&](auto tag) {
     MapUnary<decltype(tag)>(ctx, x, y, [alpha](float v) { return alpha * v; });
   });
@@ -461,12 +432,9 @@ absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const T
     RETURN_IF_ERROR(CheckShape(kOp, "bias", *bias, {x.dim(-1)}));
   }
   RETURN_IF_ERROR(CheckDropoutArgs(kOp, dropout));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) {
-    return cuda::BiasDropoutAdd(ctx, x, bias, internal::CudaDropoutParams(dropout), residual, out);
-  }
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  MT_ROUTE_DEVICE(
+      kOp, x,
+      cuda::BiasDropoutAdd(ctx, x, bias, internal::CudaDropoutParams(dropout), residual, out));
   DispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (bias != nullptr) {

@@ -1,13 +1,18 @@
-// The element-wise CPU loops of core/ops (internal): y = fn(x) and out = fn(a, b) element by
-// element, in f32 math (each element converted from and rounded back to T), split over the
-// context's pool.
+// The element-wise ops of core/ops (internal): y = fn(x) and out = fn(a, b) element by element,
+// in f32 math (each element converted from and rounded back to T), split over the context's pool;
+// and the whole of such an op (checks, device route, CPU loop) in one call.
 #ifndef MT_CORE_OPS_ELEMENTWISE_LOOPS_H_
 #define MT_CORE_OPS_ELEMENTWISE_LOOPS_H_
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/dtype.h"
 #include "core/exec_context.h"
+#include "core/ops/check.h"
+#include "core/ops/dispatch.h"
+#include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 
@@ -40,6 +45,41 @@ void MapBinary(const ExecContext& ctx, const TensorView& a, const TensorView& b,
   ParallelFor(ctx.pool, a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) po[i] = FromFloat<T>(fn(ToFloat(pa[i]), ToFloat(pb[i])));
   });
+}
+
+// The CUDA implementation of an element-wise op, by its name in mt::cuda (core/cuda/ops_cuda.h);
+// null in a build without the CUDA backend, where MT_ROUTE_DEVICE never calls it.
+#if defined(MT_WITH_CUDA)
+#define MT_CUDA_KERNEL(name) (&::mt::cuda::name)
+#else
+#define MT_CUDA_KERNEL(name) nullptr
+#endif
+
+using UnaryKernel = absl::Status (*)(const ExecContext&, const TensorView&, const TensorView&);
+using BinaryKernel = absl::Status (*)(const ExecContext&, const TensorView&, const TensorView&,
+                                      const TensorView&);
+
+// The op y = fn(x): x and y float, same dtype, shape and device, contiguous (checked, errors
+// naming `op` and the tensors); cuda_kernel on a CUDA device, MapUnary on the CPU.
+template <typename Fn>
+absl::Status RunUnary(absl::string_view op, const ExecContext& ctx, const NamedView& x,
+                      const NamedView& y, UnaryKernel cuda_kernel, Fn fn) {
+  RETURN_IF_ERROR(CheckMatching(op, {x, y}, kFloatDTypes));
+  const TensorView &vx = *x.view, &vy = *y.view;
+  MT_ROUTE_DEVICE(op, vx, cuda_kernel(ctx, vx, vy));
+  DispatchFloat(vx.dtype, [&](auto tag) { MapUnary<decltype(tag)>(ctx, vx, vy, fn); });
+  return absl::OkStatus();
+}
+
+// The op out = fn(a, b), with RunUnary's checks and routing over the three tensors.
+template <typename Fn>
+absl::Status RunBinary(absl::string_view op, const ExecContext& ctx, const NamedView& a,
+                       const NamedView& b, const NamedView& out, BinaryKernel cuda_kernel, Fn fn) {
+  RETURN_IF_ERROR(CheckMatching(op, {a, b, out}, kFloatDTypes));
+  const TensorView &va = *a.view, &vb = *b.view, &vo = *out.view;
+  MT_ROUTE_DEVICE(op, va, cuda_kernel(ctx, va, vb, vo));
+  DispatchFloat(va.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, va, vb, vo, fn); });
+  return absl::OkStatus();
 }
 
 }  // namespace internal

@@ -10,10 +10,6 @@
 #include "core/ops/dispatch.h"
 #include "core/status.h"
 
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
-
 namespace mt {
 namespace ops {
 namespace {
@@ -188,10 +184,7 @@ absl::Status CheckOperands(absl::string_view op, const ExecContext& ctx, const T
                            const EmbeddingRange& range) {
   RETURN_IF_ERROR(CheckArgs(op, ids, table, table_name, rows, rows_name, range));
   const int64_t vocab = GlobalVocab(range, table);
-#if defined(MT_WITH_CUDA)
-  if (ids.device.is_cuda()) return CheckIdsCuda(op, ctx, ids, vocab);
-#endif
-  if (!ids.device.is_cpu()) return UnsupportedDevice(op, ids.device);
+  MT_ROUTE_DEVICE(op, ids, CheckIdsCuda(op, ctx, ids, vocab));
   return CheckIds(op, ids, vocab);
 }
 

@@ -16,10 +16,6 @@
 #include "core/status.h"
 #include "glog/logging.h"
 
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
-
 namespace mt {
 namespace ops {
 namespace {

@@ -4,11 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/status.h"
-
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
 
 namespace mt {
 namespace ops {
@@ -24,10 +21,7 @@ absl::Status CheckView(absl::string_view op, absl::string_view name, const Tenso
   }
   RETURN_IF_ERROR(CheckSameDevice(op, {&first, &t}));
   RETURN_IF_ERROR(CheckSameDType(op, {&first, &t}));
-#if defined(MT_WITH_CUDA)
-  if (t.device.is_cuda()) return absl::OkStatus();
-#endif
-  if (!t.device.is_cpu()) return UnsupportedDevice(op, t.device);
+  MT_ROUTE_DEVICE(op, t, absl::OkStatus());
   return absl::OkStatus();
 }
 

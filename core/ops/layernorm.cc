@@ -13,10 +13,6 @@
 #include "core/status.h"
 #include "glog/logging.h"
 
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
-
 namespace mt {
 namespace ops {
 namespace {
@@ -218,10 +214,7 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": eps = ", eps, " must be finite and non-negative"));
   }
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::LayerNorm(ctx, x, gamma, beta, eps, y, mean, rstd);
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  MT_ROUTE_DEVICE(kOp, x, cuda::LayerNorm(ctx, x, gamma, beta, eps, y, mean, rstd));
   const std::vector<float> g = ParamToFloat(gamma), b = ParamToFloat(beta);
   DispatchFloat(x.dtype,
                 [&](auto tag) { LayerNormCpu<decltype(tag)>(ctx, x, g, b, eps, y, mean, rstd); });
@@ -236,12 +229,8 @@ absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x, cons
   RETURN_IF_ERROR(CheckLayerNormArgs(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}},
                                      {{"gamma", &gamma}, {"dgamma", &dgamma}, {"dbeta", &dbeta}},
                                      {{"mean", &mean}, {"rstd", &rstd}}));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) {
-    return cuda::LayerNormBackward(ctx, x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
-  }
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  MT_ROUTE_DEVICE(kOp, x,
+                  cuda::LayerNormBackward(ctx, x, gamma, mean, rstd, dy, dx, dgamma, dbeta));
   const std::vector<float> g = ParamToFloat(gamma);
   std::vector<float> dg, db;
   DispatchFloat(x.dtype, [&](auto tag) {

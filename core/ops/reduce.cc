@@ -7,11 +7,8 @@
 
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
+#include "core/ops/dispatch.h"
 #include "core/status.h"
-
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
 
 namespace mt {
 namespace ops {
@@ -85,15 +82,11 @@ template <Kind K>
 absl::StatusOr<double> Reduce(absl::string_view op, const ExecContext& ctx, const TensorView& x) {
   RETURN_IF_ERROR(CheckDType(op, "x", x, {DType::kF32, DType::kBF16, DType::kF16}));
   RETURN_IF_ERROR(CheckContiguous(op, "x", x));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) {
-    return cuda::Reduce(op, ctx, x,
-                        K == Kind::kSum   ? cuda::ReduceOp::kSum
-                        : K == Kind::kMax ? cuda::ReduceOp::kMax
-                                          : cuda::ReduceOp::kSumOfSquares);
-  }
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(op, x.device);
+  MT_ROUTE_DEVICE(op, x,
+                  cuda::Reduce(op, ctx, x,
+                               K == Kind::kSum   ? cuda::ReduceOp::kSum
+                               : K == Kind::kMax ? cuda::ReduceOp::kMax
+                                                 : cuda::ReduceOp::kSumOfSquares));
   const int64_t n = x.numel();
   switch (x.dtype) {
     case DType::kF32:

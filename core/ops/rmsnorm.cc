@@ -11,10 +11,6 @@
 #include "core/ops/dispatch.h"
 #include "core/status.h"
 
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
-
 namespace mt {
 namespace ops {
 namespace {
@@ -171,10 +167,7 @@ absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorVi
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": eps = ", eps, " must be finite and non-negative"));
   }
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::RmsNorm(ctx, x, gamma, eps, y, rstd);
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  MT_ROUTE_DEVICE(kOp, x, cuda::RmsNorm(ctx, x, gamma, eps, y, rstd));
   const std::vector<float> g = Widen(gamma);
   DispatchFloat(x.dtype, [&](auto tag) { RmsNormCpu<decltype(tag)>(ctx, x, g, eps, y, rstd); });
   return absl::OkStatus();
@@ -186,10 +179,7 @@ absl::Status RmsNormBackward(const ExecContext& ctx, const TensorView& x, const 
   constexpr absl::string_view kOp = "RmsNormBackward";
   RETURN_IF_ERROR(CheckRmsNormArgs(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}},
                                    {{"gamma", &gamma}, {"dgamma", &dgamma}}, rstd));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::RmsNormBackward(ctx, x, gamma, rstd, dy, dx, dgamma);
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  MT_ROUTE_DEVICE(kOp, x, cuda::RmsNormBackward(ctx, x, gamma, rstd, dy, dx, dgamma));
   const std::vector<float> g = Widen(gamma);
   const float* prstd = rstd.data_as<float>();
   DispatchFloat(x.dtype, [&](auto tag) {

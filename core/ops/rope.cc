@@ -11,10 +11,6 @@
 #include "core/ops/dispatch.h"
 #include "core/status.h"
 
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
-
 namespace mt {
 namespace ops {
 namespace {
@@ -99,10 +95,7 @@ absl::Status RopeImpl(const Direction& dir, const ExecContext& ctx, const Tensor
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": position_offset = ", args.position_offset, " must be >= 0"));
   }
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::Rope(op, ctx, x, args.base, args.position_offset, sign, y);
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(op, x.device);
+  MT_ROUTE_DEVICE(op, x, cuda::Rope(op, ctx, x, args.base, args.position_offset, sign, y));
   if (x.numel() == 0) return absl::OkStatus();
   const int64_t T = x.dim(-2), D = x.dim(-1);
   const RotationTable table = MakeTable(ctx, T, D, args, sign);

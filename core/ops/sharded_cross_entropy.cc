@@ -6,12 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/ops/check.h"
 #include "core/ops/cross_entropy.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/fast_math.h"
 #include "core/status.h"
-
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
 
 namespace mt {
 namespace ops {

@@ -13,10 +13,6 @@
 #include "core/status.h"
 #include "glog/logging.h"
 
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
-
 namespace mt {
 namespace ops {
 namespace {
@@ -132,13 +128,9 @@ absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorVi
     }
     RETURN_IF_ERROR(CheckShape(kOp, "padding_mask", mask, {x.dim(0), x.dim(-1)}));
   }
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) {
-    return cuda::Softmax(ctx, x, y, options.scale, options.causal == CausalMask::kYes,
-                         options.padding_mask);
-  }
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  MT_ROUTE_DEVICE(kOp, x,
+                  cuda::Softmax(ctx, x, y, options.scale, options.causal == CausalMask::kYes,
+                                options.padding_mask));
   DispatchFloat(x.dtype, [&](auto tag) { SoftmaxCpu<decltype(tag)>(ctx, x, y, options); });
   return absl::OkStatus();
 }
@@ -147,10 +139,7 @@ absl::Status SoftmaxBackward(const ExecContext& ctx, const TensorView& y, const 
                              const TensorView& dx, float scale) {
   constexpr absl::string_view kOp = "SoftmaxBackward";
   RETURN_IF_ERROR(CheckSoftmaxOperands(kOp, {{"y", &y}, {"dy", &dy}, {"dx", &dx}}, scale));
-#if defined(MT_WITH_CUDA)
-  if (y.device.is_cuda()) return cuda::SoftmaxBackward(ctx, y, dy, dx, scale);
-#endif
-  if (!y.device.is_cpu()) return UnsupportedDevice(kOp, y.device);
+  MT_ROUTE_DEVICE(kOp, y, cuda::SoftmaxBackward(ctx, y, dy, dx, scale));
   DispatchFloat(y.dtype,
                 [&](auto tag) { SoftmaxBackwardCpu<decltype(tag)>(ctx, y, dy, dx, scale); });
   return absl::OkStatus();

@@ -9,10 +9,6 @@
 #include "core/ops/dispatch.h"
 #include "core/status.h"
 
-#if defined(MT_WITH_CUDA)
-#include "core/cuda/ops_cuda.h"
-#endif
-
 namespace mt {
 namespace ops {
 namespace {
@@ -62,10 +58,7 @@ absl::Status SwiGlu(const ExecContext& ctx, const TensorView& gate, const Tensor
                     const TensorView& y) {
   constexpr absl::string_view kOp = "SwiGlu";
   RETURN_IF_ERROR(internal::CheckFloatActivations(kOp, {{"gate", &gate}, {"up", &up}, {"y", &y}}));
-#if defined(MT_WITH_CUDA)
-  if (gate.device.is_cuda()) return cuda::SwiGlu(ctx, gate, up, y);
-#endif
-  if (!gate.device.is_cpu()) return UnsupportedDevice(kOp, gate.device);
+  MT_ROUTE_DEVICE(kOp, gate, cuda::SwiGlu(ctx, gate, up, y));
   DispatchFloat(gate.dtype, [&](auto tag) { SwiGluCpu<decltype(tag)>(ctx, gate, up, y); });
   return absl::OkStatus();
 }
@@ -79,10 +72,7 @@ absl::Status SwiGluBackward(const ExecContext& ctx, const TensorView& gate, cons
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": dgate and dup are the same memory; give them separate buffers"));
   }
-#if defined(MT_WITH_CUDA)
-  if (gate.device.is_cuda()) return cuda::SwiGluBackward(ctx, gate, up, dy, dgate, dup);
-#endif
-  if (!gate.device.is_cpu()) return UnsupportedDevice(kOp, gate.device);
+  MT_ROUTE_DEVICE(kOp, gate, cuda::SwiGluBackward(ctx, gate, up, dy, dgate, dup));
   DispatchFloat(gate.dtype,
                 [&](auto tag) { SwiGluBackwardCpu<decltype(tag)>(ctx, gate, up, dy, dgate, dup); });
   return absl::OkStatus();
