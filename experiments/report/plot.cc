@@ -71,8 +71,8 @@ absl::StatusOr<std::string> PlotScript(const Plot& plot, const std::string& dir,
       "set datafile separator \",\"\n"
       "set title %s\nset xlabel %s\nset ylabel %s\n"
       "set grid\nset key outside right top box\n",
-      png_name, plot.width, plot.height, Quoted(png_name), Quoted(plot.title),
-      Quoted(plot.xlabel), Quoted(plot.ylabel));
+      png_name, plot.width, plot.height, Quoted(png_name), Quoted(plot.title), Quoted(plot.xlabel),
+      Quoted(plot.ylabel));
   if (plot.logx) absl::StrAppend(&s, "set logscale x 2\n");
   if (plot.logy) absl::StrAppend(&s, "set logscale y\n");
   if (plot.ymin || plot.ymax) {
@@ -153,7 +153,8 @@ absl::Status DrawPlot(const Plot& plot, const std::string& png_path) {
   if (auto s = WriteFile(absl::StrCat(dir, "/", script_name), *script); !s.ok()) return s;
   std::remove(png_path.c_str());
   auto out = RunCommand({"gnuplot", script_name}, dir);
-  if (!out.ok()) return absl::InternalError(absl::StrCat("plot ", png_path, ": ", out.status().message()));
+  if (!out.ok())
+    return absl::InternalError(absl::StrCat("plot ", png_path, ": ", out.status().message()));
   if (access(png_path.c_str(), R_OK) != 0) {
     return absl::InternalError(absl::StrCat("gnuplot wrote no ", png_path));
   }

@@ -45,8 +45,7 @@ TEST(PlotTest, ScriptResolvesColumnsAndFilters) {
                     "linespoints title \"model parallel\""),
             std::string::npos)
       << *s;
-  EXPECT_NE(s->find("\"e.csv\" every ::1 using 1:3 with points title \"all\""),
-            std::string::npos)
+  EXPECT_NE(s->find("\"e.csv\" every ::1 using 1:3 with points title \"all\""), std::string::npos)
       << *s;
 }
 

@@ -222,10 +222,10 @@ std::string Report::Render(const ExperimentRun& run, const MachineInfo& machine,
   absl::StrAppend(&out, "- command: `", run.command, "`\n");
   absl::StrAppend(&out, "- machine: ", machine.cpu_model, ", ", machine.cores, " cores",
                   machine.os.empty() ? "" : absl::StrCat(", ", machine.os), "\n");
-  absl::StrAppend(&out, "- date: ",
-                  absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromChrono(run.started),
-                                   absl::UTCTimeZone()),
-                  "\n");
+  absl::StrAppend(
+      &out, "- date: ",
+      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromChrono(run.started), absl::UTCTimeZone()),
+      "\n");
   absl::StrAppend(&out, "- wall time: ", Fixed(wall_seconds, 1), " s\n");
   return out;
 }

@@ -68,8 +68,7 @@ TEST(ResultsDirTest, ClearErrors) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(bad.status().message().find("/dev/null/sub"), absl::string_view::npos);
-  EXPECT_EQ(ResolveResultsDir("a/b", "", "").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveResultsDir("a/b", "", "").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveResultsDir("", "", "").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
