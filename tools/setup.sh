@@ -28,6 +28,7 @@ DEBIAN_PACKAGES=(
   clang-format         # the tree's formatting, checked in CI (tools/check_format.sh)
   fortunes             # plain English prose: the embedded default corpus
   fortunes-min
+  gnuplot-nox          # the experiments' PNG plots (experiments/report)
 )
 
 missing_packages() {

@@ -1,0 +1,41 @@
+#!/bin/bash
+# //experiments:smoke_test: every experiment at a tiny size with --results_dir in a temporary
+# directory; checks that its report, CSVs (with their headers) and PNGs are written and
+# well-formed. Add an experiment with one `check` line at the bottom.
+#   check NAME BINARY "FLAGS" CSV:HEADER... PNG...
+set -uo pipefail
+fail() { echo "FAIL: $*" >&2; exit 1; }
+command -v gnuplot >/dev/null || fail "gnuplot not installed: run tools/setup.sh (Debian gnuplot-nox)"
+# OpenMPI's session directory needs a short, writable TMPDIR (Unix socket paths <= 108 bytes).
+export TMPDIR="$(mktemp -d /tmp/mt_smoke.XXXXXX)"
+trap 'rm -rf "$TMPDIR"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+check() {
+  local name="$1" bin="$2" flags="$3"
+  shift 3
+  local dir="${TEST_TMPDIR:-$TMPDIR}/$name"
+  # shellcheck disable=SC2086
+  "$bin" --results_dir="$dir" $flags >"$dir.log" 2>&1 || { cat "$dir.log" >&2; fail "$name exited $?"; }
+  [[ -s "$dir/report.md" ]] || fail "$name: no report.md"
+  grep -q "^- wall time: " "$dir/report.md" || fail "$name: report.md has no wall time"
+  grep -q "^- command: " "$dir/report.md" || fail "$name: report.md has no command"
+  local f
+  for f in "$@"; do
+    if [[ "$f" == *.csv:* ]]; then
+      local csv="${f%%:*}" header="${f#*:}"
+      [[ "$(head -n 1 "$dir/$csv")" == "$header" ]] || fail "$name: $csv header is not '$header'"
+      [[ $(wc -l <"$dir/$csv") -ge 2 ]] || fail "$name: $csv has no rows"
+    else
+      [[ "$(head -c 8 "$dir/$f" | od -An -tx1 | tr -d ' \n')" == "89504e470d0a1a0a" ]] ||
+        fail "$name: $f is not a PNG"
+    fi
+  done
+  echo "ok: $name"
+}
+
+check table1_weak_scaling "$1" \
+  "--bench_hidden_size=64 --bench_num_layers=1 --bench_heads=2 --bench_seq_length=32 --bench_micro_batch_size=2 --bench_steps=1 --bench_comm_max_bytes=65536" \
+  "efficiency.csv:params,gpus,mode,paper_pct,model_pct" "measured.csv:config,GEMM GFLOP/s per rank,measured step (s),predicted step (s),predicted / measured,measured efficiency %,predicted efficiency %" \
+  efficiency.png strong_scaling.png
+echo PASS

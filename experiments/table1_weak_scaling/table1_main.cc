@@ -1,0 +1,250 @@
+// ./bazelw run //experiments/table1_weak_scaling: the paper's Table 1 (weak scaling), its heads
+// table and strong scaling from the analytical performance model (perf_model.h), the same model
+// on H200 nodes, and a measured TP=1 / TP=2 / DP=2 step on this machine beside the model's
+// prediction from inputs measured here. Writes results/table1_weak_scaling/ (report.md, CSVs,
+// PNGs).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status.h"
+#include "experiments/report/plot.h"
+#include "experiments/report/report.h"
+#include "experiments/table1_weak_scaling/measured.h"
+#include "experiments/table1_weak_scaling/tables.h"
+#include "gflags/gflags.h"
+
+DEFINE_string(results_dir, "", "Where to write (default: <workspace>/results/table1_weak_scaling).");
+DEFINE_bool(measure, true, "Run part (d): the measured CPU steps under mpirun.");
+DEFINE_int64(bench_hidden_size, 256, "Part (d): hidden size of the measured GPT.");
+DEFINE_int64(bench_num_layers, 2, "Part (d): layers.");
+DEFINE_int64(bench_heads, 4, "Part (d): attention heads.");
+DEFINE_int64(bench_seq_length, 128, "Part (d): sequence length.");
+DEFINE_int64(bench_micro_batch_size, 4, "Part (d): samples per model replica.");
+DEFINE_int32(bench_steps, 3, "Part (d): timed steps per configuration.");
+DEFINE_int64(bench_comm_max_bytes, 16 << 20, "Part (d): largest all-reduce timed.");
+
+namespace mt {
+namespace experiments {
+namespace {
+
+// A file of this binary's runfiles (bazel run / bazel test).
+std::string Runfile(const std::string& path) {
+  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    const char* d = std::getenv(env);
+    if (d != nullptr) {
+      const std::string p = absl::StrCat(d, "/megatron_cpp/", path);
+      if (access(p.c_str(), X_OK) == 0) return p;
+    }
+  }
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    const std::string p = absl::StrCat(self, ".runfiles/megatron_cpp/", path);
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  return path;
+}
+
+constexpr char kModelText[] =
+    "One iteration of each configuration is built from the work it does and the hardware's "
+    "physical rates (`experiments/table1_weak_scaling/perf_model.h`). Per layer and TP rank: the "
+    "six matrix products (forward, recomputed forward, backward: activation checkpointing as in "
+    "the paper) at a GEMM efficiency that depends on the per-GPU shape after the TP split (wave "
+    "quantization of 128x128 tiles on 80 SMs, and K / (K + k0) for each tile's prologue and "
+    "epilogue); the 2019 code's element-wise kernels (bias adds, dropouts, residual adds, layer "
+    "norms, the attention scale/mask/softmax/dropout chain) as bytes over memory bandwidth plus "
+    "a per-kernel overhead, replicated on every TP rank outside the TP regions and split inside; "
+    "6 ring all-reduces of the layer's activations (2 forward, 2 recomputed, 2 backward) over "
+    "NVSwitch, 2 (t-1) alpha + 2 (t-1)/t bytes / bandwidth; the logits and the vocab-parallel "
+    "cross-entropy; the optimizer step per parameter tensor (its bytes at memory bandwidth, each "
+    "small kernel at least the host's time per op, and 2 host-device synchronisations per tensor "
+    "as the 2019 fp16 optimizer's inf/NaN check and gradient norm read back per tensor); and for "
+    "MP+DP the fp16 gradient all-reduce between DGX-2H nodes (each node's 8 x 100 Gb/s "
+    "InfiniBand carries 2 (nodes-1)/nodes of the gradients of each TP rank's DP group), "
+    "overlapped with backward, slowing compute by NCCL's share of the SMs while it runs. "
+    "Efficiency is per-GPU model FLOP/s (the paper's formula, models/flops.h) relative to the "
+    "1.2B model on one GPU, both predicted. Nothing is fitted per row; the global values are "
+    "below with their sources.";
+
+constexpr char kSources[] =
+    "| parameter | V100 (DGX-2H) | source |\n|---|---|---|\n"
+    "| peak fp16 tensor FLOP/s | 130e12 | the paper: 39 TFLOP/s is 30% of peak |\n"
+    "| GEMM efficiency, large shapes | 0.85 | cuBLAS fp16 tensor-core GEMMs on V100 reach ~105-110 TFLOP/s |\n"
+    "| SMs, tile | 80, 128x128 | V100; Volta HMMA GEMM kernels' tile |\n"
+    "| per-tile overhead k0 | 64 | prologue + epilogue ~ two 32-deep main-loop steps |\n"
+    "| memory bandwidth | 800e9 B/s | HBM2 900 GB/s x ~0.89 (copy kernels) |\n"
+    "| kernel overhead | 5 us | CUDA launch + ramp per kernel |\n"
+    "| NVSwitch all-reduce bus bandwidth | 120e9 B/s | 6 NVLinks x 25 GB/s per direction (the paper's 300 GB/s both ways) x 0.8 (NCCL) |\n"
+    "| NVSwitch ring-step latency | 8 us | NCCL per-step latency over NVLink |\n"
+    "| InfiniBand per node | 85e9 B/s | the paper: 8 x 100 Gb/s per DGX-2H, x 0.85 |\n"
+    "| InfiniBand ring-step latency | 10 us | NCCL over IB |\n"
+    "| host time per op | 30 us | PyTorch eager from Python (2019): tens of us per op |\n"
+    "| host-device sync | 25 us | reading back a scalar (.item()) |\n"
+    "| DP overlap, bucket | 1.0, 25 MB | gradients all-reduced in buckets during backward |\n"
+    "| NCCL SM share | 0.1 | NCCL's 8 channels of 80 SMs while the DP all-reduce runs |\n";
+
+absl::Status WriteEfficiency(const ExperimentRun& run, const Table1Results& r) {
+  RETURN_IF_ERROR(WriteCsv(run.Path("efficiency.csv"), r.efficiency));
+  RETURN_IF_ERROR(WriteCsv(run.Path("heads.csv"), r.heads));
+  RETURN_IF_ERROR(WriteCsv(run.Path("strong_scaling.csv"), r.strong));
+  RETURN_IF_ERROR(WriteCsv(run.Path("breakdown.csv"), r.breakdown));
+  RETURN_IF_ERROR(WriteCsv(run.Path("sensitivity.csv"), r.sensitivity));
+  Plot p;
+  p.title = "Weak scaling (paper Table 1 / Figure 5): paper vs performance model";
+  p.xlabel = "GPUs (log scale)";
+  p.ylabel = "weak-scaling efficiency (% of 1 GPU's per-GPU FLOP/s)";
+  p.logx = true;
+  p.ymin = 50;
+  p.ymax = 105;
+  p.series = {{"paper, model parallel", "efficiency.csv", "gpus", "paper_pct", "mode", "mp"},
+              {"model, model parallel", "efficiency.csv", "gpus", "model_pct", "mode", "mp"},
+              {"paper, model+data parallel", "efficiency.csv", "gpus", "paper_pct", "mode", "mp_dp"},
+              {"model, model+data parallel", "efficiency.csv", "gpus", "model_pct", "mode", "mp_dp"}};
+  RETURN_IF_ERROR(DrawPlot(p, run.Path("efficiency.png")));
+  Plot s;
+  s.title = "Strong scaling of the 1.2B model, batch 8";
+  s.xlabel = "GPUs (log scale)";
+  s.ylabel = "speedup over 1 GPU (x)";
+  s.logx = true;
+  s.series = {{"paper", "strong_scaling.csv", "gpus", "paper_speedup"},
+              {"model", "strong_scaling.csv", "gpus", "model_speedup"}};
+  return DrawPlot(s, run.Path("strong_scaling.png"));
+}
+
+void AddMeasured(const Measurement& m, Report* report, Table* t) {
+  for (const MeasuredRun& r : m.runs) {
+    const double base_m = m.runs[0].measured_s, base_p = m.runs[0].predicted_s;
+    t->AddRow({r.name, Fixed(r.gemm_gflops, 1), Fixed(r.measured_s, 4), Fixed(r.predicted_s, 4),
+               Fixed(r.predicted_s / r.measured_s, 2),
+               Fixed(100 * base_m * r.dp / (r.measured_s * r.tp * r.dp) * 1, 1),
+               Fixed(100 * base_p * r.dp / (r.predicted_s * r.tp * r.dp), 1)});
+  }
+  report->Paragraph(absl::StrFormat(
+      "Inputs measured here: shared-memory all-reduce of 2 ranks fitted as alpha + 2(n-1)/n "
+      "bytes / bandwidth over comm_bench's sizes: alpha = %.1f us, bus bandwidth = %.2f GB/s; "
+      "copy bandwidth %.2f GB/s (1 thread), %.2f GB/s (all cores); each run's own f32 GEMM rate "
+      "per rank (below). The model runs with f32, no recompute, no host overheads, AdamW at 28 "
+      "bytes a weight. Efficiency = per-rank throughput relative to TP=1 (a DP=2 rank does the "
+      "TP=1 work).",
+      m.allreduce_alpha_s * 1e6, m.allreduce_bus_bandwidth / 1e9, m.mem_bandwidth_1thread / 1e9,
+      m.mem_bandwidth_all / 1e9));
+  report->AddTable(*t);
+  report->Paragraph(
+      "Read predicted / measured as the model's error on this CPU: it times element-wise work at "
+      "copy bandwidth and GEMMs at the reference GEMM rate, with nothing for the CPU's attention "
+      "and element-wise kernels running below those rates or for the other jobs sharing the "
+      "machine; it is not tuned to this machine.");
+  std::string cmds = m.comm_command + "\n";
+  for (const MeasuredRun& r : m.runs) absl::StrAppend(&cmds, r.command, "\n");
+  report->Code(cmds);
+}
+
+absl::Status Run(int argc, char** argv) {
+  ASSIGN_OR_RETURN(ExperimentRun run,
+                   StartExperiment("table1_weak_scaling", FLAGS_results_dir, argc, argv));
+  const perf::Hardware hw = perf::Dgx2hV100();
+  const perf::Software sw = perf::Megatron2019();
+  ASSIGN_OR_RETURN(Table1Results r, ComputeTable1(hw, sw));
+  RETURN_IF_ERROR(WriteEfficiency(run, r));
+  ASSIGN_OR_RETURN(Table h200, ComputeH200(sw, perf::FusedSoftware()));
+  RETURN_IF_ERROR(WriteCsv(run.Path("h200.csv"), h200));
+
+  Report report("Table 1: weak scaling of model and model+data parallelism (performance model)");
+  report.Paragraph(
+      "Reproduces Table 1 and Figure 5 of Shoeybi et al. 2019 (Megatron-LM), the appendix's "
+      "attention-heads table and its strong-scaling numbers with an analytical model of one "
+      "training iteration on DGX-2H nodes; predicts the same on H200 nodes; and measures the "
+      "same step on this machine's CPU at TP=1, TP=2 and DP=2.");
+  report.Heading("(a) The configurations, from the model registry");
+  report.AddTable(r.parameters);
+  report.Heading("(b) The model and its global parameters");
+  report.Paragraph(kModelText);
+  report.Paragraph(kSources);
+  report.Heading("Table 1: weak-scaling efficiency, paper vs model");
+  report.AddTable(r.efficiency);
+  report.Paragraph(absl::StrFormat(
+      "Model-parallel cells within 3 points: %d of 4. Model+data-parallel cells within 4 points: "
+      "%d of 4. Heads within 4 points: %d of 3. Strong-scaling speedups within 10%%: %d of 3. The "
+      "predicted baseline (1.2B on one V100) runs at %.1f model TFLOP/s; the paper measured 39.",
+      r.mp_within3, r.mp_dp_within4, r.heads_within4, r.strong_within10, r.baseline_tflops));
+  report.Paragraph(
+      "The 2.5B model+data-parallel cell (paper 83%, 12 points below its model-parallel 95%) is "
+      "not explained by bandwidth: its DP gradients (2.5 GB per TP rank, 10 GB across each "
+      "node's InfiniBand per iteration) are fewer than the 8.3B run's (33 GB per node), which "
+      "loses only 3 points. The model keeps its physics rather than bend to this cell; a run "
+      "specific effect (e.g. how NCCL mapped rings of 8 GPUs per node onto the NICs) is the "
+      "likelier cause.");
+  report.Image("efficiency.png", "weak-scaling efficiency against GPUs, paper and model");
+  report.Heading("Attention heads (8.3B, 8-way model parallel)");
+  report.AddTable(r.heads);
+  report.Heading("Strong scaling (1.2B, batch 8)");
+  report.AddTable(r.strong);
+  report.Image("strong_scaling.png", "strong-scaling speedup against GPUs, paper and model");
+  report.Heading("Where the time goes (predicted seconds per iteration per GPU)");
+  report.AddTable(r.breakdown);
+  report.Heading("Sensitivity: each global parameter x0.8 and x1.2");
+  report.Paragraph("Cells: model-parallel efficiency of 2.5B/4.2B/8.3B (%), MP+DP 8.3B (%), "
+                   "16-head 8.3B (%), strong-scaling speedup on 8 GPUs.");
+  report.AddTable(r.sensitivity);
+  report.Heading("(c) The same model on H200 nodes");
+  report.Paragraph(
+      "H200: dense bf16 989 TFLOP/s at 0.75 for large GEMMs, 132 SMs, 128x256 tiles, HBM3e 4.8 "
+      "TB/s x 0.9, NVLink 4 (900 GB/s both ways; 450 GB/s x 0.8 per direction) inside an 8-GPU "
+      "node, 8 x 400 Gb/s InfiniBand per node (x 0.85) between nodes; TP above 8 runs its "
+      "all-reduces over InfiniBand. Efficiency relative to the 1.2B model on one H200. '2019 sw' "
+      "keeps the 2019 software's host and per-tensor optimizer costs (which the 7x faster GPU "
+      "exposes); 'fused' drops the per-tensor optimizer synchronisations and launches.");
+  report.AddTable(h200);
+  if (FLAGS_measure) {
+    // mpirun as root (containers), as the quickstart launches it.
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    MeasureConfig mc;
+    mc.train_step_bench = Runfile("experiments/benchmarks/train_step_bench");
+    mc.comm_bench = Runfile("comm/comm_bench");
+    mc.hidden = FLAGS_bench_hidden_size;
+    mc.layers = FLAGS_bench_num_layers;
+    mc.heads = FLAGS_bench_heads;
+    mc.seq = FLAGS_bench_seq_length;
+    mc.micro_batch = FLAGS_bench_micro_batch_size;
+    mc.steps = FLAGS_bench_steps;
+    mc.comm_max_bytes = FLAGS_bench_comm_max_bytes;
+    ASSIGN_OR_RETURN(Measurement m, MeasureOnThisMachine(mc));
+    Table t({"config", "GEMM GFLOP/s per rank", "measured step (s)", "predicted step (s)",
+             "predicted / measured", "measured efficiency %", "predicted efficiency %"});
+    report.Heading(absl::StrFormat(
+        "(d) Measured on this machine: GPT %lld layers, hidden %lld, %lld heads, seq %lld, batch "
+        "%lld per replica",
+        static_cast<long long>(mc.layers), static_cast<long long>(mc.hidden),
+        static_cast<long long>(mc.heads), static_cast<long long>(mc.seq),
+        static_cast<long long>(mc.micro_batch)));
+    AddMeasured(m, &report, &t);
+    RETURN_IF_ERROR(WriteCsv(run.Path("measured.csv"), t));
+  }
+  RETURN_IF_ERROR(report.Write(run));
+  std::printf("table1_weak_scaling: wrote %s (MP within 3: %d/4, MP+DP within 4: %d/4, heads "
+              "within 4: %d/3, strong within 10%%: %d/3)\n",
+              run.Path("report.md").c_str(), r.mp_within3, r.mp_dp_within4, r.heads_within4,
+              r.strong_within10);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace experiments
+}  // namespace mt
+
+int main(int argc, char** argv) {
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const absl::Status s = mt::experiments::Run(argc, argv);
+  if (!s.ok()) {
+    std::fprintf(stderr, "table1_weak_scaling: error: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

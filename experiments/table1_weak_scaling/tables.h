@@ -1,0 +1,54 @@
+// The paper's numbers for Table 1, the heads table and strong scaling, and the performance
+// model's predictions for them (perf_model.h), as report tables and CSV rows.
+#ifndef MT_EXPERIMENTS_TABLE1_WEAK_SCALING_TABLES_H_
+#define MT_EXPERIMENTS_TABLE1_WEAK_SCALING_TABLES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "experiments/report/report.h"
+#include "experiments/table1_weak_scaling/perf_model.h"
+
+namespace mt {
+namespace experiments {
+
+// One row of the paper's Table 1 (Shoeybi et al. 2019) with the registry's model.
+struct PaperConfig {
+  std::string label;  // "1.2B" as the paper writes it.
+  std::string model;  // Registered name.
+  int mp_gpus = 1;
+  double mp_pct = 0, mp_dp_pct = 0;
+};
+const std::vector<PaperConfig>& PaperTable1();
+
+// The workload of a registered model at TP `tp` x DP `dp` (parameter counts and padded vocabulary
+// from the registry), batch 8 per model replica, sequence 1024.
+absl::StatusOr<perf::Workload> RegistryWorkload(const std::string& model, int tp, int dp,
+                                                int heads_override = 0);
+
+struct Table1Results {
+  Table efficiency{{"params", "gpus", "mode", "paper_pct", "model_pct"}};
+  Table parameters{{"params", "model", "layers", "hidden", "heads", "parameters (registry)",
+                    "per rank at MP", "padded vocab"}};
+  Table breakdown{{"config", "GEMM (s)", "element-wise (s)", "TP all-reduce (s)",
+                   "logits+loss (s)", "optimizer (s)", "DP exposed (s)", "iteration (s)",
+                   "model TFLOP/s per GPU"}};
+  Table heads{{"heads", "head dim", "paper_pct", "model_pct"}};
+  Table strong{{"gpus", "paper_speedup", "model_speedup"}};
+  Table sensitivity{{"parameter", "value", "x0.8: MP 2.5B/4.2B/8.3B, MP+DP 8.3B, heads16, "
+                                           "strong x8",
+                     "x1.2: same"}};
+  double baseline_tflops = 0;
+  int mp_within3 = 0, mp_dp_within4 = 0, heads_within4 = 0, strong_within10 = 0;
+};
+absl::StatusOr<Table1Results> ComputeTable1(const perf::Hardware& hw, const perf::Software& sw);
+
+// Efficiencies of the four configurations and larger ones on H200 nodes, for the 2019
+// software and a fused one.
+absl::StatusOr<Table> ComputeH200(const perf::Software& sw_2019, const perf::Software& fused);
+
+}  // namespace experiments
+}  // namespace mt
+
+#endif  // MT_EXPERIMENTS_TABLE1_WEAK_SCALING_TABLES_H_
