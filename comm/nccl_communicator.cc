@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/cuda_error.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "glog/logging.h"
@@ -23,18 +24,6 @@ namespace mt {
 namespace comm {
 
 namespace {
-
-absl::Status CudaError(cudaError_t err, const char* what, const char* file, int line) {
-  return absl::InternalError(absl::StrCat(file, ":", line, ": ", what,
-                                          " failed: ", cudaGetErrorName(err), " (",
-                                          cudaGetErrorString(err), ")"));
-}
-
-#define MT_CUDA_RETURN_IF_ERROR(expr)                                                           \
-  do {                                                                                          \
-    const cudaError_t mt_cuda_err_ = (expr);                                                    \
-    if (mt_cuda_err_ != cudaSuccess) return CudaError(mt_cuda_err_, #expr, __FILE__, __LINE__); \
-  } while (0)
 
 absl::Status NcclError(ncclResult_t res, ncclComm_t comm, const char* what, const char* file,
                        int line) {
@@ -329,7 +318,7 @@ class NcclCommunicator final : public Communicator {
       const cudaError_t q = cudaStreamQuery(stream_);
       if (q == cudaSuccess) return true;
       if (q != cudaErrorNotReady) {
-        return Aborted(CudaError(q, "cudaStreamQuery", __FILE__, __LINE__));
+        return Aborted(cuda::CudaCallError(q, "cudaStreamQuery", __FILE__, __LINE__));
       }
       RETURN_IF_ERROR(CheckAsyncError(label));
       return false;
@@ -354,7 +343,8 @@ class NcclCommunicator final : public Communicator {
           cudaStreamWaitEvent(static_cast<cudaStream_t>(options_.compute_stream), done, 0));
       return true;
     }
-    if (q != cudaErrorNotReady) return Aborted(CudaError(q, "cudaEventQuery", __FILE__, __LINE__));
+    if (q != cudaErrorNotReady)
+      return Aborted(cuda::CudaCallError(q, "cudaEventQuery", __FILE__, __LINE__));
     RETURN_IF_ERROR(CheckAsyncError(label));
     return false;
   }

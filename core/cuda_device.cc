@@ -4,22 +4,10 @@
 #include <cuda_runtime.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/cuda_error.h"
 
 namespace mt {
 namespace cuda {
-
-namespace {
-absl::Status CudaError(cudaError_t err, const char* what, const char* file, int line) {
-  return absl::InternalError(absl::StrCat(file, ":", line, ": ", what,
-                                          " failed: ", cudaGetErrorName(err), " (",
-                                          cudaGetErrorString(err), ")"));
-}
-#define MT_CUDA_RETURN_IF_ERROR(expr)                                                 \
-  do {                                                                                \
-    cudaError_t mt_err_ = (expr);                                                     \
-    if (mt_err_ != cudaSuccess) return CudaError(mt_err_, #expr, __FILE__, __LINE__); \
-  } while (0)
-}  // namespace
 
 bool BuiltWithCuda() { return true; }
 
@@ -60,7 +48,7 @@ absl::StatusOr<void*> Malloc(int device, size_t nbytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cuda:", device, " out of memory allocating ", nbytes, " bytes"));
   }
-  if (err != cudaSuccess) return CudaError(err, "cudaMalloc", __FILE__, __LINE__);
+  if (err != cudaSuccess) return CudaCallError(err, "cudaMalloc", __FILE__, __LINE__);
   return p;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "core/exec_context.h"
+#include "core/ops/elementwise.h"
 
 namespace mt {
 namespace nn {
@@ -56,6 +57,17 @@ struct StepContext {
   // The Philox stream of dropout site `site` (< 16) of layer `layer` (< 4096) in this micro-step.
   uint64_t DropoutStream(int layer, int site) const {
     return (micro_step << 16) | (static_cast<uint64_t>(layer) << 4) | static_cast<uint64_t>(site);
+  }
+  // The dropout of an activation of `sample_elems` elements per sample at dropout site `site` of
+  // layer `layer`: probability p while training, none otherwise; each element keyed by its index
+  // in the whole batch, so that the mask does not depend on the micro-batch or DP split.
+  ops::DropoutArgs Dropout(float p, int layer, int site, int64_t sample_elems) const {
+    ops::DropoutArgs d;
+    d.p = training() ? p : 0.0f;
+    d.seed = dropout_seed;
+    d.stream = DropoutStream(layer, site);
+    d.key_base = sample_offset * sample_elems;
+    return d;
   }
 };
 

@@ -113,12 +113,7 @@ absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
 }
 
 ops::DropoutArgs TransformerLayer::HiddenDropout(const StepContext& sc, int site) const {
-  ops::DropoutArgs d;
-  d.p = sc.training() ? config_.hidden_dropout : 0.0f;
-  d.seed = sc.dropout_seed;
-  d.stream = sc.DropoutStream(layer_index_, site);
-  d.key_base = sc.sample_offset * T_ * config_.hidden;
-  return d;
+  return sc.Dropout(config_.hidden_dropout, layer_index_, site, T_ * config_.hidden);
 }
 
 absl::Status TransformerLayer::CheckInput(const TensorView& x) const {

@@ -16,29 +16,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/cuda_error.h"
 
 namespace mt {
 namespace cuda {
 namespace internal {
 
-// Status for a failed CUDA runtime call: "<file>:<line>: <expr> failed: <name> (<text>); <hint>".
-// Out-of-memory becomes ResourceExhausted, everything else Internal; the (non-sticky) error is
-// cleared so that later calls are not blamed for it.
-absl::Status CudaCallError(cudaError_t err, const char* expr, const char* file, int line);
-// The same for cuBLAS / cuBLASLt.
+// The Status of a failed cuBLAS / cuBLASLt call, as CudaCallError (core/cuda_error.h) is for the
+// CUDA runtime.
 absl::Status CublasCallError(cublasStatus_t status, const char* expr, const char* file, int line);
 
 }  // namespace internal
 }  // namespace cuda
 }  // namespace mt
-
-#define MT_CUDA_RETURN_IF_ERROR(expr)                                                      \
-  do {                                                                                     \
-    const cudaError_t mt_cuda_err_ = (expr);                                               \
-    if (mt_cuda_err_ != cudaSuccess) {                                                     \
-      return ::mt::cuda::internal::CudaCallError(mt_cuda_err_, #expr, __FILE__, __LINE__); \
-    }                                                                                      \
-  } while (0)
 
 #define MT_CUBLAS_RETURN_IF_ERROR(expr)                                                           \
   do {                                                                                            \

@@ -60,13 +60,13 @@ IdType Id(DType dtype);
 }  // namespace mt
 
 // A CUDA runtime call inside an op: on failure, the call's Status with the op's name in front.
-#define MT_OP_CUDA_CALL(op, expr)                                                          \
-  do {                                                                                     \
-    const cudaError_t mt_op_err_ = (expr);                                                 \
-    if (mt_op_err_ != cudaSuccess) {                                                       \
-      return ::mt::cuda::internal::WithOp(                                                 \
-          op, ::mt::cuda::internal::CudaCallError(mt_op_err_, #expr, __FILE__, __LINE__)); \
-    }                                                                                      \
+#define MT_OP_CUDA_CALL(op, expr)                                                \
+  do {                                                                           \
+    const cudaError_t mt_op_err_ = (expr);                                       \
+    if (mt_op_err_ != cudaSuccess) {                                             \
+      return ::mt::cuda::internal::WithOp(                                       \
+          op, ::mt::cuda::CudaCallError(mt_op_err_, #expr, __FILE__, __LINE__)); \
+    }                                                                            \
   } while (0)
 
 #endif  // MT_CORE_CUDA_OP_UTIL_H_

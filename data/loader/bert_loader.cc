@@ -23,22 +23,20 @@ absl::StatusOr<std::unique_ptr<BertLoader>> BertLoader::Create(
 }
 
 BertLoader::BertLoader(std::shared_ptr<const BertDataset> dataset, const LoaderConfig& config)
-    : dataset_(std::move(dataset)), config_(config) {
-  samples_per_step_ = config_.micro_batch_size * config_.data_parallel_size;
-  accumulation_steps_ = config_.global_batch_size / samples_per_step_;
-  end_samples_ = dataset_->num_samples() / config_.global_batch_size * config_.global_batch_size;
-  next_step_ = config_.consumed_samples / samples_per_step_;
-}
+    : dataset_(std::move(dataset)),
+      config_(config),
+      plan_(config, dataset_->num_samples()),
+      next_step_(plan_.first_step) {}
 
 std::optional<BertMicroBatch> BertLoader::Next() {
-  const int64_t start = next_step_ * samples_per_step_;
-  if (start + samples_per_step_ > end_samples_) return std::nullopt;
+  const int64_t start = next_step_ * plan_.samples_per_step;
+  if (start + plan_.samples_per_step > plan_.end_samples) return std::nullopt;
   const int64_t B = config_.micro_batch_size;
   const int64_t T = dataset_->seq_len();
   BertMicroBatch mb;
   mb.iteration = start / config_.global_batch_size;
-  mb.micro_step = next_step_ % accumulation_steps_;
-  mb.consumed_samples = start + samples_per_step_;
+  mb.micro_step = next_step_ % plan_.accumulation_steps;
+  mb.consumed_samples = start + plan_.samples_per_step;
   mb.tokens = Tensor::Host({B, T}, DType::kI32);
   mb.token_types = Tensor::Host({B, T}, DType::kI32);
   mb.padding_mask = Tensor::Host({B, T}, DType::kI32);

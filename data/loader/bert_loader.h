@@ -45,19 +45,17 @@ class BertLoader {
   // The next micro-batch for this rank, or nullopt after the last complete global batch.
   std::optional<BertMicroBatch> Next();
 
-  int64_t accumulation_steps() const { return accumulation_steps_; }
+  int64_t accumulation_steps() const { return plan_.accumulation_steps; }
   // Complete global batches in the dataset (counted from sample 0).
-  int64_t num_iterations() const { return end_samples_ / config_.global_batch_size; }
+  int64_t num_iterations() const { return plan_.num_iterations(); }
 
  private:
   BertLoader(std::shared_ptr<const BertDataset> dataset, const LoaderConfig& config);
 
   const std::shared_ptr<const BertDataset> dataset_;
   const LoaderConfig config_;
-  int64_t accumulation_steps_ = 1;
-  int64_t samples_per_step_ = 1;  // micro_batch_size * data_parallel_size.
-  int64_t end_samples_ = 0;       // Samples in complete global batches.
-  int64_t next_step_ = 0;         // The next micro-step to hand out.
+  const StepPlan plan_;
+  int64_t next_step_ = 0;  // The next micro-step to hand out.
   BertSample scratch_;
 };
 

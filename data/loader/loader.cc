@@ -87,12 +87,10 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(
 }
 
 Loader::Loader(std::shared_ptr<const TokenSampleSource> source, const LoaderConfig& config)
-    : source_(std::move(source)), config_(config) {
-  samples_per_step_ = config_.micro_batch_size * config_.data_parallel_size;
-  accumulation_steps_ = config_.global_batch_size / samples_per_step_;
-  end_samples_ = source_->num_samples() / config_.global_batch_size * config_.global_batch_size;
-  next_step_ = config_.consumed_samples / samples_per_step_;
-}
+    : source_(std::move(source)),
+      config_(config),
+      plan_(config, source_->num_samples()),
+      next_step_(plan_.first_step) {}
 
 Loader::~Loader() {
   {
@@ -109,15 +107,15 @@ MicroBatch Loader::Make(int64_t step) const {
   const int64_t L = source_->sample_length();
   const int64_t T = L - 1;
   MicroBatch batch;
-  batch.iteration = step / accumulation_steps_;
-  batch.micro_step = step % accumulation_steps_;
-  batch.consumed_samples = (step + 1) * samples_per_step_;
+  batch.iteration = step / plan_.accumulation_steps;
+  batch.micro_step = step % plan_.accumulation_steps;
+  batch.consumed_samples = (step + 1) * plan_.samples_per_step;
   batch.inputs = Tensor::Host({B, T}, DType::kI32);  // [B, T]
   batch.labels = Tensor::Host({B, T}, DType::kI32);  // [B, T]
   int32_t* inputs = batch.inputs.data_as<int32_t>();
   int32_t* labels = batch.labels.data_as<int32_t>();
   std::vector<int32_t> row(L);
-  const int64_t first = step * samples_per_step_ + config_.data_parallel_rank * B;
+  const int64_t first = step * plan_.samples_per_step + config_.data_parallel_rank * B;
   for (int64_t b = 0; b < B; ++b) {
     batch.sample_indices.push_back(first + b);
     source_->GetSample(first + b, absl::MakeSpan(row));
@@ -128,7 +126,7 @@ MicroBatch Loader::Make(int64_t step) const {
 }
 
 void Loader::PrefetchLoop() {
-  const int64_t end_step = end_samples_ / samples_per_step_;
+  const int64_t end_step = plan_.end_samples / plan_.samples_per_step;
   for (int64_t step = next_step_; step < end_step; ++step) {
     MicroBatch batch = Make(step);  // Outside the lock: the consumer keeps going meanwhile.
     std::unique_lock<std::mutex> lock(mu_);
@@ -149,7 +147,7 @@ void Loader::PrefetchLoop() {
 
 std::optional<MicroBatch> Loader::Next() {
   if (config_.prefetch_depth == 0) {
-    if (next_step_ * samples_per_step_ >= end_samples_) return std::nullopt;
+    if (next_step_ * plan_.samples_per_step >= plan_.end_samples) return std::nullopt;
     return Make(next_step_++);
   }
   std::unique_lock<std::mutex> lock(mu_);

@@ -65,6 +65,26 @@ struct LoaderConfig {
   absl::Status Validate() const;
 };
 
+// How a run's samples divide into micro-steps: each takes micro_batch_size samples on each of the
+// data_parallel_size ranks; accumulation_steps of them make one global batch (an optimizer step);
+// only complete global batches are used. For a config that passed Validate().
+struct StepPlan {
+  StepPlan(const LoaderConfig& config, int64_t num_samples)
+      : samples_per_step(config.micro_batch_size * config.data_parallel_size),
+        accumulation_steps(config.global_batch_size / samples_per_step),
+        end_samples(num_samples / config.global_batch_size * config.global_batch_size),
+        first_step(config.consumed_samples / samples_per_step),
+        global_batch_size(config.global_batch_size) {}
+  // Complete global batches (counted from sample 0).
+  int64_t num_iterations() const { return end_samples / global_batch_size; }
+
+  int64_t samples_per_step;    // micro_batch_size * data_parallel_size.
+  int64_t accumulation_steps;  // Micro-steps per global batch.
+  int64_t end_samples;         // Samples in complete global batches.
+  int64_t first_step;          // The micro-step that consumed_samples resumes at.
+  int64_t global_batch_size;
+};
+
 struct MicroBatch {
   int64_t iteration = 0;         // Global batch (optimizer step) this micro-batch belongs to.
   int64_t micro_step = 0;        // Its position in that global batch, [0, accumulation_steps).
@@ -89,9 +109,9 @@ class Loader {
   // The next micro-batch for this rank, or nullopt after the last complete global batch.
   std::optional<MicroBatch> Next();
 
-  int64_t accumulation_steps() const { return accumulation_steps_; }
+  int64_t accumulation_steps() const { return plan_.accumulation_steps; }
   // Complete global batches in the source (counted from sample 0).
-  int64_t num_iterations() const { return end_samples_ / config_.global_batch_size; }
+  int64_t num_iterations() const { return plan_.num_iterations(); }
 
  private:
   Loader(std::shared_ptr<const TokenSampleSource> source, const LoaderConfig& config);
@@ -101,10 +121,8 @@ class Loader {
 
   const std::shared_ptr<const TokenSampleSource> source_;
   const LoaderConfig config_;
-  int64_t accumulation_steps_ = 1;
-  int64_t samples_per_step_ = 1;  // micro_batch_size * data_parallel_size.
-  int64_t end_samples_ = 0;       // Samples in complete global batches.
-  int64_t next_step_ = 0;         // The next micro-step to hand out (no prefetch thread).
+  const StepPlan plan_;
+  int64_t next_step_ = 0;  // The next micro-step to hand out (no prefetch thread).
 
   // Prefetch state.
   std::thread thread_;

@@ -37,15 +37,16 @@ double CopyBandwidth(int threads) {
       });
     }
     for (auto& t : pool) t.join();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return 2.0 * n * sizeof(float) / best;
 }
 
 std::vector<std::string> Mpirun(int np, std::vector<std::string> args) {
-  std::vector<std::string> cmd = {"mpirun",  "--oversubscribe", "--bind-to", "none",
-                                  "--mca",   "btl",             "self,vader", "--mca",
-                                  "mpi_yield_when_idle", "1",   "-np",        std::to_string(np)};
+  std::vector<std::string> cmd = {
+      "mpirun",     "--oversubscribe", "--bind-to",           "none", "--mca", "btl",
+      "self,vader", "--mca",           "mpi_yield_when_idle", "1",    "-np",   std::to_string(np)};
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }
@@ -57,13 +58,12 @@ absl::StatusOr<MeasuredRun> RunBench(const MeasureConfig& c, const std::string& 
   r.tp = tp;
   r.dp = dp;
   const std::vector<std::string> cmd = Mpirun(
-      tp * dp, {c.train_step_bench, absl::StrCat("--hidden_size=", c.hidden),
-                absl::StrCat("--num_layers=", c.layers),
-                absl::StrCat("--num_attention_heads=", c.heads),
-                absl::StrCat("--seq_length=", c.seq),
-                absl::StrCat("--micro_batch_size=", c.micro_batch),
-                absl::StrCat("--tensor_model_parallel_size=", tp),
-                absl::StrCat("--steps=", c.steps), "--breakdown_steps=0", "--gemm_rate_size=1024"});
+      tp * dp,
+      {c.train_step_bench, absl::StrCat("--hidden_size=", c.hidden),
+       absl::StrCat("--num_layers=", c.layers), absl::StrCat("--num_attention_heads=", c.heads),
+       absl::StrCat("--seq_length=", c.seq), absl::StrCat("--micro_batch_size=", c.micro_batch),
+       absl::StrCat("--tensor_model_parallel_size=", tp), absl::StrCat("--steps=", c.steps),
+       "--breakdown_steps=0", "--gemm_rate_size=1024"});
   r.command = absl::StrJoin(cmd, " ");
   auto out = RunCommand(cmd);
   if (!out.ok()) return out.status();
@@ -130,16 +130,18 @@ absl::StatusOr<double> NumberAfter(absl::string_view text, absl::string_view lin
     double v;
     if (absl::SimpleAtod(rest.substr(0, end), &v)) return v;
   }
-  return absl::NotFoundError(absl::StrCat("no number after '", line_prefix, "...", marker,
-                                          "' in the output:\n", text));
+  return absl::NotFoundError(
+      absl::StrCat("no number after '", line_prefix, "...", marker, "' in the output:\n", text));
 }
 
 std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view out) {
   std::vector<std::pair<double, double>> rows;
   bool in_all_reduce = false;
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    if (absl::StartsWith(line, "# all_reduce")) in_all_reduce = true;
-    else if (absl::StartsWith(line, "# all_gather") || absl::StartsWith(line, "# overlap")) in_all_reduce = false;
+    if (absl::StartsWith(line, "# all_reduce"))
+      in_all_reduce = true;
+    else if (absl::StartsWith(line, "# all_gather") || absl::StartsWith(line, "# overlap"))
+      in_all_reduce = false;
     if (!in_all_reduce || absl::StartsWith(line, "#")) continue;
     std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     double bytes, us;

@@ -34,7 +34,7 @@ struct MeasuredRun {
 };
 
 struct Measurement {
-  double allreduce_alpha_s = 0;       // Fitted: time = alpha + 2(n-1)/n bytes / bandwidth.
+  double allreduce_alpha_s = 0;        // Fitted: time = alpha + 2(n-1)/n bytes / bandwidth.
   double allreduce_bus_bandwidth = 0;  // Bytes/s.
   double mem_bandwidth_1thread = 0;    // Copy, bytes/s (read + write).
   double mem_bandwidth_all = 0;        // With every core.

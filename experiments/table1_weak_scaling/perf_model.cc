@@ -25,11 +25,11 @@ struct Kernel {
 // contiguous; the output projection's bias (after the all-reduce), dropout, residual add; LN2;
 // fc1 bias, GeLU (one fused kernel); fc2 bias, dropout, residual add.
 constexpr Kernel kForward[] = {
-    {Extent::kStream, 2},  {Extent::kSplit3, 2}, {Extent::kSplit, 2},    {Extent::kSplit, 2},
-    {Extent::kSplit, 2},   {Extent::kScores, 2}, {Extent::kScores, 2},   {Extent::kScores, 2},
-    {Extent::kScores, 2},  {Extent::kScores, 2.5}, {Extent::kSplit, 2},  {Extent::kStream, 2},
-    {Extent::kStream, 2.5}, {Extent::kStream, 3}, {Extent::kStream, 2},  {Extent::kSplit4, 2},
-    {Extent::kSplit4, 2},  {Extent::kStream, 2}, {Extent::kStream, 2.5}, {Extent::kStream, 3},
+    {Extent::kStream, 2},   {Extent::kSplit3, 2},   {Extent::kSplit, 2},    {Extent::kSplit, 2},
+    {Extent::kSplit, 2},    {Extent::kScores, 2},   {Extent::kScores, 2},   {Extent::kScores, 2},
+    {Extent::kScores, 2},   {Extent::kScores, 2.5}, {Extent::kSplit, 2},    {Extent::kStream, 2},
+    {Extent::kStream, 2.5}, {Extent::kStream, 3},   {Extent::kStream, 2},   {Extent::kSplit4, 2},
+    {Extent::kSplit4, 2},   {Extent::kStream, 2},   {Extent::kStream, 2.5}, {Extent::kStream, 3},
 };
 
 // Backward, in reverse: LN1 (and its parameter-gradient reduction); QKV bias gradient; the three
@@ -37,11 +37,11 @@ constexpr Kernel kForward[] = {
 // dropout, the residual's gradient sum; LN2 (and parameter gradients); fc1 bias gradient, GeLU
 // backward; fc2 bias gradient, dropout, residual sum.
 constexpr Kernel kBackward[] = {
-    {Extent::kStream, 3},   {Extent::kStream, 0.1}, {Extent::kSplit3, 1},  {Extent::kSplit, 2},
-    {Extent::kSplit, 2},    {Extent::kSplit, 2},    {Extent::kScores, 2},  {Extent::kScores, 2},
-    {Extent::kScores, 3},   {Extent::kScores, 2.5}, {Extent::kSplit, 2},   {Extent::kStream, 1},
-    {Extent::kStream, 2.5}, {Extent::kStream, 3},   {Extent::kStream, 3},  {Extent::kStream, 0.1},
-    {Extent::kSplit4, 1},   {Extent::kSplit4, 3},   {Extent::kStream, 1},  {Extent::kStream, 2.5},
+    {Extent::kStream, 3},   {Extent::kStream, 0.1}, {Extent::kSplit3, 1}, {Extent::kSplit, 2},
+    {Extent::kSplit, 2},    {Extent::kSplit, 2},    {Extent::kScores, 2}, {Extent::kScores, 2},
+    {Extent::kScores, 3},   {Extent::kScores, 2.5}, {Extent::kSplit, 2},  {Extent::kStream, 1},
+    {Extent::kStream, 2.5}, {Extent::kStream, 3},   {Extent::kStream, 3}, {Extent::kStream, 0.1},
+    {Extent::kSplit4, 1},   {Extent::kSplit4, 3},   {Extent::kStream, 1}, {Extent::kStream, 2.5},
     {Extent::kStream, 3},
 };
 
@@ -84,7 +84,7 @@ struct Gemm {
 std::vector<Gemm> ForwardGemms(const Workload& w) {
   const int64_t n = w.micro_batch * w.seq, h = w.hidden, t = w.tp, s = w.seq;
   const int64_t d = h / w.heads, bh = w.micro_batch * w.heads / t;
-  return {{n, 3 * h / t, h, 1}, {s, s, d, bh},         {s, d, s, bh},
+  return {{n, 3 * h / t, h, 1}, {s, s, d, bh},        {s, d, s, bh},
           {n, h, h / t, 1},     {n, 4 * h / t, h, 1}, {n, h, 4 * h / t, 1}};
 }
 
@@ -122,7 +122,7 @@ double OptimizerSeconds(const Workload& w, const Hardware& hw, const Software& s
   }
   // A layer's tensors: LN1 (2), QKV weight and bias, projection weight and bias, LN2 (2), fc1
   // weight and bias, fc2 weight and bias.
-  const double layer_tensors[] = {h, h, 3 * h * h / t, 3 * h / t, h * h / t, h,
+  const double layer_tensors[] = {h, h, 3 * h * h / t, 3 * h / t, h * h / t,     h,
                                   h, h, 4 * h * h / t, 4 * h / t, 4 * h * h / t, h};
   double layer = 0;
   for (double e : layer_tensors) layer += TensorOptimizerSeconds(e, hw, sw);
@@ -140,7 +140,8 @@ double HeadSeconds(const Workload& w, const Hardware& hw, const Software& sw) {
   const int64_t v = w.vocab / w.tp;
   return GemmSeconds(hw, n, v, w.hidden) + GemmSeconds(hw, n, w.hidden, v) +
          GemmSeconds(hw, w.hidden, v, n) +
-         ElementwiseSeconds(static_cast<double>(n) * v, 12, 4, hw) + 2 * TpAllReduceSeconds(w, hw, sw);
+         ElementwiseSeconds(static_cast<double>(n) * v, 12, 4, hw) +
+         2 * TpAllReduceSeconds(w, hw, sw);
 }
 
 // The DP gradient all-reduce left after backward, plus the compute it slows while overlapped.
@@ -175,7 +176,8 @@ double RingAllReduceSeconds(double bytes, int ranks, double alpha, double bus_ba
 
 double WaveEfficiency(const Hardware& hw, int64_t m, int64_t n, int64_t batch) {
   if (hw.sms <= 0) return 1.0;
-  const int64_t tiles = ((m + hw.tile_m - 1) / hw.tile_m) * ((n + hw.tile_n - 1) / hw.tile_n) * batch;
+  const int64_t tiles =
+      ((m + hw.tile_m - 1) / hw.tile_m) * ((n + hw.tile_n - 1) / hw.tile_n) * batch;
   const int64_t waves = (tiles + hw.sms - 1) / hw.sms;
   return static_cast<double>(m) * n * batch /
          (static_cast<double>(waves) * hw.sms * hw.tile_m * hw.tile_n);
@@ -230,13 +232,13 @@ double Efficiency(const Workload& w, const Workload& baseline, const Hardware& h
 Hardware Dgx2hV100() {
   Hardware hw;
   hw.name = "DGX-2H (16 x V100 32GB, NVSwitch)";
-  hw.peak_flops = 130e12;        // Paper: 39 TFLOP/s is 30% of the DGX-2H V100's peak.
-  hw.gemm_efficiency = 0.85;     // cuBLAS fp16 tensor-core GEMMs on large shapes.
-  hw.sms = 80;                   // V100.
-  hw.tile_m = hw.tile_n = 128;   // Volta HMMA GEMM kernels' tile.
-  hw.tile_k_overhead = 64;       // Prologue/epilogue ~ two 32-deep main-loop steps.
-  hw.mem_bandwidth = 800e9;      // HBM2 900 GB/s x ~0.89 (STREAM-like copy).
-  hw.kernel_overhead = 5e-6;     // Launch + ramp per kernel.
+  hw.peak_flops = 130e12;       // Paper: 39 TFLOP/s is 30% of the DGX-2H V100's peak.
+  hw.gemm_efficiency = 0.85;    // cuBLAS fp16 tensor-core GEMMs on large shapes.
+  hw.sms = 80;                  // V100.
+  hw.tile_m = hw.tile_n = 128;  // Volta HMMA GEMM kernels' tile.
+  hw.tile_k_overhead = 64;      // Prologue/epilogue ~ two 32-deep main-loop steps.
+  hw.mem_bandwidth = 800e9;     // HBM2 900 GB/s x ~0.89 (STREAM-like copy).
+  hw.kernel_overhead = 5e-6;    // Launch + ramp per kernel.
   hw.gpus_per_node = 16;
   hw.intra_bus_bandwidth = 120e9;  // 6 NVLinks x 25 GB/s per direction x 0.8 (NCCL bus bw).
   hw.intra_alpha = 8e-6;           // Per ring step (NCCL over NVSwitch).
@@ -248,13 +250,13 @@ Hardware Dgx2hV100() {
 Hardware H200Node() {
   Hardware hw;
   hw.name = "8 x H200 per node (NVLink 4), 8 x 400 Gb/s InfiniBand per node";
-  hw.peak_flops = 989e12;        // Dense bf16.
-  hw.gemm_efficiency = 0.75;     // cuBLAS bf16 on large shapes (~740 TFLOP/s).
+  hw.peak_flops = 989e12;     // Dense bf16.
+  hw.gemm_efficiency = 0.75;  // cuBLAS bf16 on large shapes (~740 TFLOP/s).
   hw.sms = 132;
   hw.tile_m = 128;
-  hw.tile_n = 256;               // Hopper WGMMA kernels' common tile.
+  hw.tile_n = 256;  // Hopper WGMMA kernels' common tile.
   hw.tile_k_overhead = 64;
-  hw.mem_bandwidth = 4.3e12;     // HBM3e 4.8 TB/s x 0.9.
+  hw.mem_bandwidth = 4.3e12;  // HBM3e 4.8 TB/s x 0.9.
   hw.kernel_overhead = 3e-6;
   hw.gpus_per_node = 8;
   hw.intra_bus_bandwidth = 360e9;  // NVLink 4: 450 GB/s per direction x 0.8.

@@ -41,24 +41,24 @@ struct Hardware {
   double mem_bandwidth = 0;    // Achieved by element-wise kernels.
   double kernel_overhead = 0;  // Per kernel launch, on the GPU.
   int gpus_per_node = 1;
-  double intra_bus_bandwidth = 0;  // Ring all-reduce bus bandwidth per GPU inside a node.
-  double intra_alpha = 0;          // Per ring step inside a node.
+  double intra_bus_bandwidth = 0;   // Ring all-reduce bus bandwidth per GPU inside a node.
+  double intra_alpha = 0;           // Per ring step inside a node.
   double inter_node_bandwidth = 0;  // Per node, per direction, achieved (all NICs).
   double inter_alpha = 0;           // Per ring step between nodes.
 };
 
 // The software stack.
 struct Software {
-  bool recompute = true;           // Activation checkpointing of every layer.
-  int activation_bytes = 2;        // fp16 activations, gradients and all-reduces.
-  double host_op = 0;              // Host time to issue one op when the GPU queue is empty.
-  double sync = 0;                 // One host-device synchronisation (read back a scalar).
-  int syncs_per_tensor = 2;        // In the optimizer step, per parameter tensor.
+  bool recompute = true;             // Activation checkpointing of every layer.
+  int activation_bytes = 2;          // fp16 activations, gradients and all-reduces.
+  double host_op = 0;                // Host time to issue one op when the GPU queue is empty.
+  double sync = 0;                   // One host-device synchronisation (read back a scalar).
+  int syncs_per_tensor = 2;          // In the optimizer step, per parameter tensor.
   bool per_tensor_optimizer = true;  // false: one multi-tensor kernel per optimizer op.
   // Bytes per element of each optimizer kernel on a tensor: grad to fp32, inf/NaN check,
   // its sum, the norm, unscale, Adam, copy to the fp16 weights.
   std::vector<double> optimizer_bytes = {6, 6, 4, 4, 8, 28, 6};
-  double dp_overlap = 1.0;      // Fraction of backward the DP all-reduce may run under.
+  double dp_overlap = 1.0;        // Fraction of backward the DP all-reduce may run under.
   double dp_bucket_bytes = 25e6;  // DP all-reduce bucket.
   double nccl_sm_share = 0.1;     // Compute slowdown while a DP all-reduce runs.
 };

@@ -18,7 +18,8 @@
 #include "experiments/table1_weak_scaling/tables.h"
 #include "gflags/gflags.h"
 
-DEFINE_string(results_dir, "", "Where to write (default: <workspace>/results/table1_weak_scaling).");
+DEFINE_string(results_dir, "",
+              "Where to write (default: <workspace>/results/table1_weak_scaling).");
 DEFINE_bool(measure, true, "Run part (d): the measured CPU steps under mpirun.");
 DEFINE_int64(bench_hidden_size, 256, "Part (d): hidden size of the measured GPT.");
 DEFINE_int64(bench_num_layers, 2, "Part (d): layers.");
@@ -75,12 +76,14 @@ constexpr char kModelText[] =
 constexpr char kSources[] =
     "| parameter | V100 (DGX-2H) | source |\n|---|---|---|\n"
     "| peak fp16 tensor FLOP/s | 130e12 | the paper: 39 TFLOP/s is 30% of peak |\n"
-    "| GEMM efficiency, large shapes | 0.85 | cuBLAS fp16 tensor-core GEMMs on V100 reach ~105-110 TFLOP/s |\n"
+    "| GEMM efficiency, large shapes | 0.85 | cuBLAS fp16 tensor-core GEMMs on V100 reach ~105-110 "
+    "TFLOP/s |\n"
     "| SMs, tile | 80, 128x128 | V100; Volta HMMA GEMM kernels' tile |\n"
     "| per-tile overhead k0 | 64 | prologue + epilogue ~ two 32-deep main-loop steps |\n"
     "| memory bandwidth | 800e9 B/s | HBM2 900 GB/s x ~0.89 (copy kernels) |\n"
     "| kernel overhead | 5 us | CUDA launch + ramp per kernel |\n"
-    "| NVSwitch all-reduce bus bandwidth | 120e9 B/s | 6 NVLinks x 25 GB/s per direction (the paper's 300 GB/s both ways) x 0.8 (NCCL) |\n"
+    "| NVSwitch all-reduce bus bandwidth | 120e9 B/s | 6 NVLinks x 25 GB/s per direction (the "
+    "paper's 300 GB/s both ways) x 0.8 (NCCL) |\n"
     "| NVSwitch ring-step latency | 8 us | NCCL per-step latency over NVLink |\n"
     "| InfiniBand per node | 85e9 B/s | the paper: 8 x 100 Gb/s per DGX-2H, x 0.85 |\n"
     "| InfiniBand ring-step latency | 10 us | NCCL over IB |\n"
@@ -102,10 +105,11 @@ absl::Status WriteEfficiency(const ExperimentRun& run, const Table1Results& r) {
   p.logx = true;
   p.ymin = 50;
   p.ymax = 105;
-  p.series = {{"paper, model parallel", "efficiency.csv", "gpus", "paper_pct", "mode", "mp"},
-              {"model, model parallel", "efficiency.csv", "gpus", "model_pct", "mode", "mp"},
-              {"paper, model+data parallel", "efficiency.csv", "gpus", "paper_pct", "mode", "mp_dp"},
-              {"model, model+data parallel", "efficiency.csv", "gpus", "model_pct", "mode", "mp_dp"}};
+  p.series = {
+      {"paper, model parallel", "efficiency.csv", "gpus", "paper_pct", "mode", "mp"},
+      {"model, model parallel", "efficiency.csv", "gpus", "model_pct", "mode", "mp"},
+      {"paper, model+data parallel", "efficiency.csv", "gpus", "paper_pct", "mode", "mp_dp"},
+      {"model, model+data parallel", "efficiency.csv", "gpus", "model_pct", "mode", "mp_dp"}};
   RETURN_IF_ERROR(DrawPlot(p, run.Path("efficiency.png")));
   Plot s;
   s.title = "Strong scaling of the 1.2B model, batch 8";
@@ -189,8 +193,9 @@ absl::Status Run(int argc, char** argv) {
   report.Heading("Where the time goes (predicted seconds per iteration per GPU)");
   report.AddTable(r.breakdown);
   report.Heading("Sensitivity: each global parameter x0.8 and x1.2");
-  report.Paragraph("Cells: model-parallel efficiency of 2.5B/4.2B/8.3B (%), MP+DP 8.3B (%), "
-                   "16-head 8.3B (%), strong-scaling speedup on 8 GPUs.");
+  report.Paragraph(
+      "Cells: model-parallel efficiency of 2.5B/4.2B/8.3B (%), MP+DP 8.3B (%), "
+      "16-head 8.3B (%), strong-scaling speedup on 8 GPUs.");
   report.AddTable(r.sensitivity);
   report.Heading("(c) The same model on H200 nodes");
   report.Paragraph(
@@ -228,10 +233,11 @@ absl::Status Run(int argc, char** argv) {
     RETURN_IF_ERROR(WriteCsv(run.Path("measured.csv"), t));
   }
   RETURN_IF_ERROR(report.Write(run));
-  std::printf("table1_weak_scaling: wrote %s (MP within 3: %d/4, MP+DP within 4: %d/4, heads "
-              "within 4: %d/3, strong within 10%%: %d/3)\n",
-              run.Path("report.md").c_str(), r.mp_within3, r.mp_dp_within4, r.heads_within4,
-              r.strong_within10);
+  std::printf(
+      "table1_weak_scaling: wrote %s (MP within 3: %d/4, MP+DP within 4: %d/4, heads "
+      "within 4: %d/3, strong within 10%%: %d/3)\n",
+      run.Path("report.md").c_str(), r.mp_within3, r.mp_dp_within4, r.heads_within4,
+      r.strong_within10);
   return absl::OkStatus();
 }
 

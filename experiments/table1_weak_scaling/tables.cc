@@ -62,7 +62,8 @@ std::vector<Knob> Knobs() {
       {"per-tile overhead k0", [](H& h, S&) -> double& { return h.tile_k_overhead; }},
       {"memory bandwidth", [](H& h, S&) -> double& { return h.mem_bandwidth; }},
       {"kernel overhead", [](H& h, S&) -> double& { return h.kernel_overhead; }},
-      {"NVSwitch all-reduce bus bandwidth", [](H& h, S&) -> double& { return h.intra_bus_bandwidth; }},
+      {"NVSwitch all-reduce bus bandwidth",
+       [](H& h, S&) -> double& { return h.intra_bus_bandwidth; }},
       {"NVSwitch ring-step latency", [](H& h, S&) -> double& { return h.intra_alpha; }},
       {"InfiniBand bandwidth per node", [](H& h, S&) -> double& { return h.inter_node_bandwidth; }},
       {"InfiniBand ring-step latency", [](H& h, S&) -> double& { return h.inter_alpha; }},
@@ -81,8 +82,8 @@ absl::StatusOr<std::string> Summary(const perf::Hardware& hw, const perf::Softwa
 
 void AddBreakdown(const std::string& name, const perf::Workload& w, const perf::Breakdown& b,
                   Table* t) {
-  t->AddRow({name, Fixed(b.gemm, 3), Fixed(b.elementwise, 3), Fixed(b.tp_comm, 3),
-             Fixed(b.head, 3), Fixed(b.optimizer, 3), Fixed(b.dp, 3), Fixed(b.total(), 3),
+  t->AddRow({name, Fixed(b.gemm, 3), Fixed(b.elementwise, 3), Fixed(b.tp_comm, 3), Fixed(b.head, 3),
+             Fixed(b.optimizer, 3), Fixed(b.dp, 3), Fixed(b.total(), 3),
              Fixed(perf::ModelFlopsPerGpu(w, b.total()) / 1e12, 1)});
 }
 
@@ -137,11 +138,11 @@ absl::StatusOr<Table1Results> ComputeTable1(const perf::Hardware& hw, const perf
                          absl::StrCat(m.config.num_attention_heads), absl::StrCat(count.total),
                          absl::StrCat(count.per_rank), absl::StrCat(count.padded_vocab)});
     for (int mode = 0; mode < 2; ++mode) {
-      ASSIGN_OR_RETURN(auto w, RegistryWorkload(paper[i].model, paper[i].mp_gpus,
-                                                mode == 0 ? 1 : kDp));
-      AddBreakdown(absl::StrCat(paper[i].label, mode == 0 ? " MP " : " MP+DP ", w.tp * w.dp,
-                                " GPUs"),
-                   w, p.breakdowns[2 * i + mode], &r.breakdown);
+      ASSIGN_OR_RETURN(auto w,
+                       RegistryWorkload(paper[i].model, paper[i].mp_gpus, mode == 0 ? 1 : kDp));
+      AddBreakdown(
+          absl::StrCat(paper[i].label, mode == 0 ? " MP " : " MP+DP ", w.tp * w.dp, " GPUs"), w,
+          p.breakdowns[2 * i + mode], &r.breakdown);
     }
   }
   for (int i = 0; i < 3; ++i) {
@@ -180,9 +181,9 @@ absl::StatusOr<Table> ComputeH200(const perf::Software& sw_2019, const perf::Sof
     int64_t layers, hidden, heads;
     int tp;
   };
-  const Row rows[] = {{"1.2B", 40, 1536, 16, 1},  {"2.5B", 54, 1920, 20, 2},
-                      {"4.2B", 64, 2304, 24, 4},  {"8.3B", 72, 3072, 32, 8},
-                      {"20B", 44, 6144, 48, 8},   {"39B", 48, 8192, 64, 16}};
+  const Row rows[] = {{"1.2B", 40, 1536, 16, 1}, {"2.5B", 54, 1920, 20, 2},
+                      {"4.2B", 64, 2304, 24, 4}, {"8.3B", 72, 3072, 32, 8},
+                      {"20B", 44, 6144, 48, 8},  {"39B", 48, 8192, 64, 16}};
   for (const Row& r : rows) {
     std::string cells[4];
     for (int j = 0; j < 4; ++j) {
@@ -193,7 +194,8 @@ absl::StatusOr<Table> ComputeH200(const perf::Software& sw_2019, const perf::Sof
       w.tp = r.tp;
       w.dp = j % 2 == 0 ? 1 : kDp;
       // 12 L h^2 + (V + s) h, split over TP (the layer norms and biases are under 0.1%).
-      w.params_per_rank = (12 * r.layers * r.hidden * r.hidden + (w.vocab + w.seq) * r.hidden) / r.tp;
+      w.params_per_rank =
+          (12 * r.layers * r.hidden * r.hidden + (w.vocab + w.seq) * r.hidden) / r.tp;
       cells[j] = Pct(perf::Efficiency(w, base, hw, j < 2 ? sw_2019 : fused));
     }
     t.AddRow({r.label, absl::StrCat(r.layers, "/", r.hidden, "/", r.heads), absl::StrCat(r.tp),

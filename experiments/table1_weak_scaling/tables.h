@@ -31,13 +31,13 @@ struct Table1Results {
   Table efficiency{{"params", "gpus", "mode", "paper_pct", "model_pct"}};
   Table parameters{{"params", "model", "layers", "hidden", "heads", "parameters (registry)",
                     "per rank at MP", "padded vocab"}};
-  Table breakdown{{"config", "GEMM (s)", "element-wise (s)", "TP all-reduce (s)",
-                   "logits+loss (s)", "optimizer (s)", "DP exposed (s)", "iteration (s)",
-                   "model TFLOP/s per GPU"}};
+  Table breakdown{{"config", "GEMM (s)", "element-wise (s)", "TP all-reduce (s)", "logits+loss (s)",
+                   "optimizer (s)", "DP exposed (s)", "iteration (s)", "model TFLOP/s per GPU"}};
   Table heads{{"heads", "head dim", "paper_pct", "model_pct"}};
   Table strong{{"gpus", "paper_speedup", "model_speedup"}};
-  Table sensitivity{{"parameter", "value", "x0.8: MP 2.5B/4.2B/8.3B, MP+DP 8.3B, heads16, "
-                                           "strong x8",
+  Table sensitivity{{"parameter", "value",
+                     "x0.8: MP 2.5B/4.2B/8.3B, MP+DP 8.3B, heads16, "
+                     "strong x8",
                      "x1.2: same"}};
   double baseline_tflops = 0;
   int mp_within3 = 0, mp_dp_within4 = 0, heads_within4 = 0, strong_within10 = 0;

@@ -91,12 +91,8 @@ absl::Status BertModel::CheckDevice(const ExecContext& ec) const {
 }
 
 ops::DropoutArgs BertModel::EmbeddingDropout(const nn::StepContext& sc) const {
-  ops::DropoutArgs d;
-  d.p = sc.training() ? config_.hidden_dropout : 0.0f;
-  d.seed = sc.dropout_seed;
-  d.stream = sc.DropoutStream(kOutsideLayersDropout, kEmbeddingDropoutSite);
-  d.key_base = sc.sample_offset * T_ * config_.hidden_size;
-  return d;
+  return sc.Dropout(config_.hidden_dropout, kOutsideLayersDropout, kEmbeddingDropoutSite,
+                    T_ * config_.hidden_size);
 }
 
 absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T) {

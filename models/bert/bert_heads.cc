@@ -151,12 +151,8 @@ absl::StatusOr<MultipleChoiceHead> MultipleChoiceHead::Create(nn::ParameterStore
 }
 
 ops::DropoutArgs MultipleChoiceHead::Dropout(const nn::StepContext& sc) const {
-  ops::DropoutArgs d;
-  d.p = sc.training() ? dropout_ : 0.0f;
-  d.seed = sc.dropout_seed;
-  d.stream = sc.DropoutStream(kOutsideLayersDropout, kMultipleChoiceDropoutSite);
-  d.key_base = sc.sample_offset * hidden_;  // One pooled row per sequence.
-  return d;
+  // One pooled row per sequence.
+  return sc.Dropout(dropout_, kOutsideLayersDropout, kMultipleChoiceDropoutSite, hidden_);
 }
 
 absl::StatusOr<double> MultipleChoiceHead::Forward(const nn::StepContext& sc,

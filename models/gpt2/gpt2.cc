@@ -56,12 +56,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
 }
 
 ops::DropoutArgs GptModel::EmbeddingDropout(const nn::StepContext& sc, int64_t T) const {
-  ops::DropoutArgs d;
-  d.p = sc.training() ? config_.hidden_dropout : 0.0f;
-  d.seed = sc.dropout_seed;
-  d.stream = sc.DropoutStream(kEmbeddingDropoutLayer, 0);
-  d.key_base = sc.sample_offset * T * config_.hidden_size;
-  return d;
+  return sc.Dropout(config_.hidden_dropout, kEmbeddingDropoutLayer, 0, T * config_.hidden_size);
 }
 
 absl::Status GptModel::CheckDevice(const ExecContext& ec) const {

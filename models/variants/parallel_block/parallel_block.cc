@@ -47,12 +47,7 @@ nn::LayerFactory ParallelBlock::Factory(const nn::TransformerLayerConfig& config
 }
 
 ops::DropoutArgs ParallelBlock::HiddenDropout(const nn::StepContext& sc) const {
-  ops::DropoutArgs d;
-  d.p = sc.training() ? config_.hidden_dropout : 0.0f;
-  d.seed = sc.dropout_seed;
-  d.stream = sc.DropoutStream(layer_index_, kDropoutSite);
-  d.key_base = sc.sample_offset * T_ * config_.hidden;
-  return d;
+  return sc.Dropout(config_.hidden_dropout, layer_index_, kDropoutSite, T_ * config_.hidden);
 }
 
 absl::Status ParallelBlock::Forward(const nn::StepContext& sc, const TensorView& x,
