@@ -112,9 +112,10 @@ absl::Status CheckExtras(const models::ModelConfig& c, const HfWeights& w,
   return absl::OkStatus();
 }
 
-// Every parameter of `store` from the Hugging Face tensors.
+// Every parameter of `store` from the Hugging Face tensors; *dtype: the word embedding's (the
+// file's dtype; buffers may be stored in another).
 absl::Status FillFromHf(const models::ModelConfig& c, const HfWeights& w, nn::ParameterStore* store,
-                        std::vector<std::string>* initialized) {
+                        std::vector<std::string>* initialized, DType* dtype) {
   ASSIGN_OR_RETURN(const auto names, CanonicalHfNames(c.family, w.names()));
   std::set<std::string> used;
   const std::vector<HfTensorMap> maps = HfTensorMaps(c);
@@ -131,6 +132,7 @@ absl::Status FillFromHf(const models::ModelConfig& c, const HfWeights& w, nn::Pa
       initialized->push_back(map.ours);
       continue;
     }
+    if (&map == &maps.front()) *dtype = w.entry(names.at(map.hf[0])).dtype;
     HfToOurs(map, parts, c.num_attention_heads, store->value(*handle));
   }
   return CheckExtras(c, w, names, &used);
@@ -213,9 +215,9 @@ absl::StatusOr<HfImportResult> ImportHfCheckpoint(const HfImportOptions& o) {
   }
   result.padded_vocab = c.PaddedVocab(o.tp_size);
   ASSIGN_OR_RETURN(const HfWeights weights, HfWeights::Open(o.input_dir));
-  result.source_dtype = weights.dtype();
   ASSIGN_OR_RETURN(SerialModel serial, BuildSerial(c, o.seed));
-  RETURN_IF_ERROR(FillFromHf(c, weights, serial.store.get(), &result.initialized));
+  RETURN_IF_ERROR(
+      FillFromHf(c, weights, serial.store.get(), &result.initialized, &result.source_dtype));
   RETURN_IF_ERROR(SaveConverted(o, result, *serial.store));
   ASSIGN_OR_RETURN(result.tokenizer_files,
                    CopyFiles(TokenizerFilesIn(o.input_dir), HfPath(o.save_dir, kHfTokenizerDir)));

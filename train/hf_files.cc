@@ -122,14 +122,5 @@ absl::StatusOr<Tensor> HfWeights::ReadF32(const std::string& name) const {
   return out;
 }
 
-DType HfWeights::dtype() const {
-  for (const SafetensorsReader& r : readers_) {
-    for (const SafetensorsEntry& e : r.entries()) {
-      if (IsFloating(e.dtype)) return e.dtype;
-    }
-  }
-  return DType::kF32;
-}
-
 }  // namespace train
 }  // namespace mt

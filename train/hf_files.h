@@ -42,8 +42,6 @@ class HfWeights {
   // The tensor as f32 on the host (bf16 and f16 widened exactly). InvalidArgument naming the
   // tensor for an integer tensor; DataLoss if the file was truncated since it was opened.
   absl::StatusOr<Tensor> ReadF32(const std::string& name) const;
-  // The floating dtype of the first floating tensor (f32 when there is none).
-  DType dtype() const;
 
  private:
   std::vector<SafetensorsReader> readers_;

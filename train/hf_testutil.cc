@@ -78,12 +78,12 @@ std::map<std::string, HfTestTensor> Extras(const HfTestModel& m, const HfWriteOp
   std::map<std::string, HfTestTensor> extras;
   const bool gpt = m.config["model_type"] == "gpt2";
   if (o.buffers && gpt) {
-    const int64_t n = m.config["n_positions"].get<int64_t>();
+    const int64_t n = m.config.value("n_positions", int64_t{1});
     HfTestTensor mask{{1, 1, n, n}, {}};
     for (int64_t i = 0; i < n * n; ++i) mask.values.push_back(i % n <= i / n ? 1.0 : 0.0);
     HfTestTensor masked;  // A scalar (shape []).
     masked.values = {-1e4};
-    for (int l = 0; l < m.config["n_layer"].get<int>(); ++l) {
+    for (int l = 0; l < m.config.value("n_layer", 0); ++l) {
       extras[absl::StrCat("h.", l, ".attn.bias")] = mask;
       extras[absl::StrCat("h.", l, ".attn.masked_bias")] = masked;
     }

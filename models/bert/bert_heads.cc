@@ -35,7 +35,8 @@ absl::StatusOr<MlmHead> MlmHead::Create(nn::ParameterStore* store, const ModelCo
                                         /*split_dim=*/0,
                                         nn::Init::kZeros,
                                         0.0,
-                                        /*weight_decay=*/false}));
+                                        /*weight_decay=*/false,
+                                        /*vocab_padded=*/true}));
   return h;
 }
 
