@@ -126,16 +126,22 @@ class KeyReader {
     }
     return absl::OkStatus();
   }
-  // The activation: GeLU in the tanh form (all the spellings of it).
-  absl::Status Activation(const std::string& key) {
+  // The activation: GeLU, "gelu" the exact erf form, the others the tanh approximation.
+  absl::Status Activation(const std::string& key, ops::GeluForm* form) {
     const Json* v = Find(key);
     if (v == nullptr) return Error(key, "missing (the MLP activation)");
     const std::string name = v->is_string() ? v->get<std::string>() : v->dump();
+    if (name == "gelu") {
+      *form = ops::GeluForm::kErf;
+      return absl::OkStatus();
+    }
     if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") {
+      *form = ops::GeluForm::kTanh;
       return absl::OkStatus();
     }
     return Unsupported(key, absl::StrCat("unknown activation '", name,
-                                         "' (supported: gelu_new, gelu_pytorch_tanh, gelu_fast)"));
+                                         "' (supported: gelu, gelu_new, gelu_pytorch_tanh, "
+                                         "gelu_fast)"));
   }
   // Every key is consumed or neutral.
   absl::Status CheckUnknown() const {
@@ -170,7 +176,7 @@ absl::Status ParseGpt2(KeyReader& r, models::ModelConfig* c) {
     }
     c->ffn_hidden_size = inner->get<int64_t>();
   }
-  RETURN_IF_ERROR(r.Activation("activation_function"));
+  RETURN_IF_ERROR(r.Activation("activation_function", &c->gelu));
   RETURN_IF_ERROR(r.Number("layer_norm_epsilon", &c->layernorm_eps, 0.0, 1.0));
   RETURN_IF_ERROR(r.Number("attn_pdrop", &c->attention_dropout, 0.0, 1.0));
   RETURN_IF_ERROR(r.Number("resid_pdrop", &c->hidden_dropout, 0.0, 1.0));
@@ -192,7 +198,7 @@ absl::Status ParseBert(KeyReader& r, models::ModelConfig* c) {
   RETURN_IF_ERROR(r.Positive("max_position_embeddings", &c->max_position_embeddings));
   RETURN_IF_ERROR(r.Positive("type_vocab_size", &c->num_token_types));
   RETURN_IF_ERROR(r.Positive("vocab_size", &c->vocab_size));
-  RETURN_IF_ERROR(r.Activation("hidden_act"));
+  RETURN_IF_ERROR(r.Activation("hidden_act", &c->gelu));
   RETURN_IF_ERROR(r.Number("layer_norm_eps", &c->layernorm_eps, 0.0, 1.0));
   RETURN_IF_ERROR(r.Number("hidden_dropout_prob", &c->hidden_dropout, 0.0, 1.0));
   RETURN_IF_ERROR(r.Number("attention_probs_dropout_prob", &c->attention_dropout, 0.0, 1.0));
@@ -269,6 +275,7 @@ absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const std::stri
   }
   if (!c.position_embeddings) return refuse("position_embeddings false");
   if (!gpt && c.num_token_types < 1) return refuse("num_token_types 0 in a BERT");
+  const char* act = c.gelu == ops::GeluForm::kErf ? "gelu" : "gelu_new";
   Json j = Json::object();
   if (gpt) {
     j = {{"architectures", {"GPT2LMHeadModel"}},
@@ -280,7 +287,7 @@ absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const std::stri
          {"n_ctx", c.max_position_embeddings},
          {"n_inner", c.ffn() == 4 * c.hidden_size ? Json(nullptr) : Json(c.ffn())},
          {"vocab_size", c.vocab_size},
-         {"activation_function", "gelu_new"},
+         {"activation_function", act},
          {"layer_norm_epsilon", ShortestEps(c.layernorm_eps)},
          {"attn_pdrop", ShortestEps(c.attention_dropout)},
          {"resid_pdrop", ShortestEps(c.hidden_dropout)},
@@ -297,7 +304,7 @@ absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const std::stri
          {"max_position_embeddings", c.max_position_embeddings},
          {"type_vocab_size", c.num_token_types},
          {"vocab_size", c.vocab_size},
-         {"hidden_act", "gelu_new"},
+         {"hidden_act", act},
          {"layer_norm_eps", ShortestEps(c.layernorm_eps)},
          {"hidden_dropout_prob", ShortestEps(c.hidden_dropout)},
          {"attention_probs_dropout_prob", ShortestEps(c.attention_dropout)},

@@ -3,16 +3,16 @@
 //
 // GPT-2 keys read: n_layer, n_embd, n_head, n_positions, n_inner (null: 4 x n_embd),
 // vocab_size, layer_norm_epsilon, activation_function (gelu_new / gelu_pytorch_tanh / gelu_fast:
-// the tanh form), attn_pdrop, resid_pdrop, initializer_range, and the switches that change the
-// forward math and must hold their published values: scale_attn_weights (true),
-// scale_attn_by_inverse_layer_idx (false), add_cross_attention (false), tie_word_embeddings
-// (true). BERT keys read: num_hidden_layers, hidden_size, num_attention_heads, intermediate_size,
-// max_position_embeddings, type_vocab_size, vocab_size, layer_norm_eps, hidden_act (gelu: the
-// erf form; gelu_new: tanh), hidden_dropout_prob, attention_probs_dropout_prob,
-// initializer_range, and position_embedding_type (absolute), is_decoder (false),
-// add_cross_attention (false), tie_word_embeddings (true). Keys that do not change the forward
-// math (model_type, architectures, n_ctx, *_token_id, torch_dtype, summary_*, use_cache, ...) are
-// accepted; any other key is an error naming it, never silently ignored.
+// the tanh form; gelu: the erf form, ModelConfig::gelu), attn_pdrop, resid_pdrop,
+// initializer_range, and the switches that change the forward math and must hold their published
+// values: scale_attn_weights (true), scale_attn_by_inverse_layer_idx (false), add_cross_attention
+// (false), tie_word_embeddings (true). BERT keys read: num_hidden_layers, hidden_size,
+// num_attention_heads, intermediate_size, max_position_embeddings, type_vocab_size, vocab_size,
+// layer_norm_eps, hidden_act (gelu: the erf form; gelu_new: tanh), hidden_dropout_prob,
+// attention_probs_dropout_prob, initializer_range, and position_embedding_type (absolute),
+// is_decoder (false), add_cross_attention (false), tie_word_embeddings (true). Keys that do not
+// change the forward math (model_type, architectures, n_ctx, *_token_id, torch_dtype, summary_*,
+// use_cache, ...) are accepted; any other key is an error naming it, never silently ignored.
 #ifndef MT_TRAIN_HF_CONFIG_H_
 #define MT_TRAIN_HF_CONFIG_H_
 

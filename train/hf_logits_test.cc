@@ -8,6 +8,7 @@
 // 2 layers and O(1) activations, 64 u norm-wise relative (4e-6) leaves headroom over the ~5 u
 // measured, while any layout error (a transposed or permuted tensor, a wrong GeLU form or
 // epsilon) moves the logits by O(1) relative.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -116,6 +117,73 @@ TEST_F(HfLogitsTest, Gpt2LogitsMatchFloat64HuggingFace) {
     if (rank == 0) {
       std::printf("GPT-2 %s file, TP=%d: logits relative error %.3g (%.1f u)\n",
                   std::string(DTypeName(dtype)).c_str(), tp, err, err / kU);
+    }
+  }
+}
+
+// Cross-entropy of row n of logits [N, V] at `label`, in float64.
+double CrossEntropy(const std::vector<double>& logits, int V, int n, int label) {
+  double mx = logits[n * V];
+  for (int v = 0; v < V; ++v) mx = std::max(mx, logits[n * V + v]);
+  double z = 0;
+  for (int v = 0; v < V; ++v) z += std::exp(logits[n * V + v] - mx);
+  return mx + std::log(z) - logits[n * V + label];
+}
+
+// BERT's MLM logits are not returned by the model; each position's loss with one label scored
+// is the cross-entropy of its logits, so the per-position losses (at random labels) and the
+// sentence-order loss (the NSP head) are compared with the float64 logits' cross-entropies.
+TEST_F(HfLogitsTest, BertLossesMatchFloat64HuggingFace) {
+  const int rank = comm_->rank(), tp = comm_->size();
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    HfTestOptions opt;
+    opt.dtype = dtype;
+    opt.seed = 12;
+    const HfTestModel hf = testing::TinyBert(opt, "gelu");
+    HfWriteOptions write;
+    write.prefix = "bert.";
+    write.legacy_norm_names = true;
+    write.tied_copies = true;
+    const std::string ckpt = Convert(hf, write, absl::StrCat("bert_", DTypeName(dtype)), rank, tp);
+    ExecContext ec;
+    absl::StatusOr<LoadedModel> m = LoadModel(ckpt, rank, tp, ec);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->checkpoint.config.gelu, ops::GeluForm::kErf);
+    const int B = 2, T = 7, V = static_cast<int>(opt.vocab);
+    const std::vector<int> ids = RandomIds(B * T, V, 6), labels = RandomIds(B * T, V, 7);
+    const std::vector<int> types = {0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1};
+    const std::vector<int> mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+    const std::vector<int> sop = {1, 0};
+    const testing::BertOutputs want = testing::BertForward(hf, ids, types, mask, B, T);
+    const Tensor tokens = I32(ids, B, T), tt = I32(types, B, T), pm = I32(mask, B, T);
+    std::vector<double> got, ref;
+    double sop_loss = 0;
+    for (int n = 0; n < B * T; ++n) {
+      if (mask[n] == 0) continue;
+      std::vector<int> one(B * T, ops::kIgnoreIndex);
+      one[n] = labels[n];
+      const Tensor l = I32(one, B, T);
+      const Tensor sl = I32(sop, B, 1);
+      const TensorView sop_view = *sl.view().Reshape({B});
+      absl::StatusOr<models::Losses> losses = m->model->ForwardBackward(
+          EvalContext(&ec, comm_.get()),
+          models::BertBatch(tokens.view(), tt.view(), pm.view(), l.view(), sop_view),
+          models::Backward::kNo);
+      ASSERT_TRUE(losses.ok()) << losses.status();
+      got.push_back(losses->parts[0]);
+      ref.push_back(CrossEntropy(want.mlm_logits, V, n, labels[n]));
+      sop_loss = losses->parts[1];
+    }
+    const double sop_want = (CrossEntropy(want.nsp_logits, 2, 0, sop[0]) +
+                             CrossEntropy(want.nsp_logits, 2, 1, sop[1])) /
+                            2;
+    const double err = RelativeError(got, ref);
+    EXPECT_LE(err, kTolerance) << DTypeName(dtype) << " tp=" << tp;
+    EXPECT_LE(std::fabs(sop_loss - sop_want), kTolerance * std::fabs(sop_want) + 8 * kU);
+    if (rank == 0) {
+      std::printf(
+          "BERT %s file, TP=%d: MLM losses relative error %.3g (%.1f u), NSP loss %.3g vs %.3g\n",
+          std::string(DTypeName(dtype)).c_str(), tp, err, err / kU, sop_loss, sop_want);
     }
   }
 }

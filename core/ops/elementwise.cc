@@ -106,6 +106,15 @@ inline float GeluForward(float x) { return internal::GeluTanh(x); }
 inline float GeluDerivative(float x) { return internal::GeluTanhDerivative(x); }
 
 inline float GeluGrad(float x, float dy) { return dy * GeluDerivative(x); }
+
+// x Phi(x) and its derivative Phi(x) + x phi(x).
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+inline float GeluErfForward(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+inline float GeluErfGrad(float x, float dy) {
+  const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+  return dy * (cdf + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
+}
 inline float Sum(float a, float b) { return a + b; }
 
 template <typename From, typename To>
@@ -339,6 +348,25 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
 #endif
   if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
   DispatchFloat(x.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, x, dy, dx, GeluGrad); });
+  return absl::OkStatus();
+}
+
+absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y, GeluForm form) {
+  if (form == GeluForm::kTanh) return Gelu(ctx, x, y);
+  constexpr absl::string_view kOp = "Gelu(erf)";
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) { MapUnary<decltype(tag)>(ctx, x, y, GeluErfForward); });
+  return absl::OkStatus();
+}
+
+absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
+                          const TensorView& dx, GeluForm form) {
+  if (form == GeluForm::kTanh) return GeluBackward(ctx, x, dy, dx);
+  constexpr absl::string_view kOp = "GeluBackward(erf)";
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}}, kFloatDTypes));
+  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  DispatchFloat(x.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, x, dy, dx, GeluErfGrad); });
   return absl::OkStatus();
 }
 
