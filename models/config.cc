@@ -89,6 +89,7 @@ nn::TransformerLayerConfig ModelConfig::LayerConfig(ops::CausalMask causal,
   lc.hidden_dropout = hidden_dropout;
   lc.attention_dropout = attention_dropout;
   lc.layernorm_eps = layernorm_eps;
+  lc.gelu = gelu;
   lc.init_std = init_std;
   lc.output_init_std = init_std / std::sqrt(2.0 * num_layers);
   lc.recompute = recompute;
@@ -115,7 +116,11 @@ std::string ModelConfig::DebugString() const {
   return FieldsToText(c);
 }
 
-std::string ModelConfig::ToJson() const { return FieldsToJson(Canonical(*this)).dump(); }
+std::string ModelConfig::ToJson() const {
+  nlohmann::json j = FieldsToJson(Canonical(*this));
+  if (gelu == ops::GeluForm::kTanh) j.erase("gelu");
+  return j.dump();
+}
 
 absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& json) {
   const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);

@@ -20,6 +20,8 @@ inline constexpr std::pair<absl::string_view, Family> kFamilyNames[] = {{"gpt2",
                                                                         {"bert", Family::kBert}};
 inline constexpr std::pair<absl::string_view, nn::NormPosition> kNormNames[] = {
     {"pre", nn::NormPosition::kPreNorm}, {"post", nn::NormPosition::kPostNorm}};
+inline constexpr std::pair<absl::string_view, ops::GeluForm> kGeluNames[] = {
+    {"tanh", ops::GeluForm::kTanh}, {"erf", ops::GeluForm::kErf}};
 
 // The standard architecture of each family: "gpt2" or "bert".
 const char* FamilyArchitecture(Family family);
@@ -44,6 +46,9 @@ struct ModelConfig {
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;
   float layernorm_eps = 1e-5f;
+  // The GeLU of the MLPs and of BERT's MLM head: tanh (GPT-2, Megatron) or erf (the published
+  // BERT).
+  ops::GeluForm gelu = ops::GeluForm::kTanh;
   double init_std = 0.02;  // N(0, 0.02); output projections / sqrt(2 * layers).
 
   // Every field, declared once (core/fields.h): the printed description, the checkpoint JSON
@@ -68,6 +73,7 @@ struct ModelConfig {
     v("hidden_dropout", &self.hidden_dropout, "Dropout on the residual stream.");
     v("attention_dropout", &self.attention_dropout, "Dropout on attention probabilities.");
     v("layernorm_eps", &self.layernorm_eps, "Epsilon of the norms.");
+    v("gelu", &self.gelu, "GeLU form: tanh (approximation) or erf (exact).", kGeluNames);
     v("init_std", &self.init_std, "Std of the normal initialisation.");
   }
 
@@ -89,8 +95,9 @@ struct ModelConfig {
   // Multi-line "key: value" description of every field (ffn_hidden_size resolved).
   std::string DebugString() const;
   // Every field as a JSON object (stored in checkpoints and compared on load; ffn_hidden_size
-  // resolved). "architecture" is written only when it is not the family's standard one, so that
-  // checkpoints of the standard GPT-2 and BERT read the same with or without it.
+  // resolved). "architecture" is written only when it is not the family's standard one, and
+  // "gelu" only when it is not tanh, so that checkpoints of the standard GPT-2 and BERT read the
+  // same with or without them.
   std::string ToJson() const;
   // The inverse of ToJson (missing keys keep the family's defaults, ForFamily). InvalidArgument
   // naming the key for malformed JSON, a value of the wrong type, or an unknown family or norm.

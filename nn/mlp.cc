@@ -35,11 +35,13 @@ absl::Status EnsureBuffers(const StepContext& sc, int64_t N, int64_t F, DType dt
 
 absl::StatusOr<ParallelMLP> ParallelMLP::Create(ParameterStore* store, const std::string& prefix,
                                                 int64_t hidden, int64_t ffn, double init_std,
-                                                double output_init_std, TpReduce reduce) {
+                                                double output_init_std, TpReduce reduce,
+                                                ops::GeluForm gelu) {
   RETURN_IF_ERROR(CheckFfn("mlp", ffn, *store));
   ParallelMLP m;
   m.dtype_ = store->compute_dtype();
   m.reduce_ = reduce;
+  m.gelu_ = gelu;
   ASSIGN_OR_RETURN(m.fc1_, ColumnParallelLinear::Create(store, prefix + ".fc1", hidden, ffn,
                                                         Bias::kYes, init_std));
   ASSIGN_OR_RETURN(m.fc2_, RowParallelLinear::Create(store, prefix + ".fc2", ffn, hidden,
@@ -52,7 +54,12 @@ absl::Status ParallelMLP::Forward(const StepContext& sc, const TensorView& x, co
   const int64_t N = x.dim(0), F = fc1_.local_out();
   RETURN_IF_ERROR(EnsureBuffers(sc, N, F, dtype_, {&pre_, &act_}));
   x_ = x;
-  RETURN_IF_ERROR(fc1_.ForwardGelu(sc, x, pre_.view(), act_.view()));
+  if (gelu_ == ops::GeluForm::kTanh) {
+    RETURN_IF_ERROR(fc1_.ForwardGelu(sc, x, pre_.view(), act_.view()));
+  } else {
+    RETURN_IF_ERROR(fc1_.Forward(sc, x, pre_.view()));
+    RETURN_IF_ERROR(ops::Gelu(*sc.exec, pre_.view(), act_.view(), gelu_));
+  }
   return fc2_.Forward(sc, act_.view(), y, deferred_bias, reduce_);
 }
 
@@ -61,7 +68,7 @@ absl::Status ParallelMLP::Backward(const StepContext& sc, const TensorView& dy,
   if (pre_.numel() == 0) return absl::FailedPreconditionError("mlp: Backward without Forward");
   ASSIGN_OR_RETURN(Tensor dact, Alloc(*sc.exec, pre_.shape(), dtype_));
   RETURN_IF_ERROR(fc2_.Backward(sc, act_.view(), dy, dact.view()));
-  RETURN_IF_ERROR(ops::GeluBackward(*sc.exec, pre_.view(), dact.view(), dact.view()));
+  RETURN_IF_ERROR(ops::GeluBackward(*sc.exec, pre_.view(), dact.view(), dact.view(), gelu_));
   RETURN_IF_ERROR(fc1_.BackwardLocal(sc, x_, dact.view(), dx, InputGrad::kOverwrite));
   return reduce_ == TpReduce::kYes ? FBackward(sc, dx) : absl::OkStatus();
 }

@@ -7,7 +7,8 @@
 //   ParallelMLP (GPT-2, BERT): y = RowParallel(GeLU(ColumnParallel(x))), with biases
 //     "<prefix>.fc1.{weight,bias}" [H, F], [F]; "<prefix>.fc2.{weight,bias}" [F, H], [H].
 //     fc1's bias and the GeLU run in its GEMM's fused epilogue (ColumnParallelLinear::ForwardGelu),
-//     which also writes the pre-activation GeluBackward needs.
+//     which also writes the pre-activation GeluBackward needs. With ops::GeluForm::kErf (the
+//     published BERT's exact GeLU) the GEMM adds the bias and ops::Gelu(kErf) follows.
 //   SwiGluMLP (PaLM, LLaMA): y = down(silu(gate(x)) * up(x)), no biases
 //     "<prefix>.gate.weight", "<prefix>.up.weight" [H, F], both column-parallel (split on F, so
 //     every rank holds matching gate and up columns, and the initial values do not depend on the
@@ -23,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ops/elementwise.h"
 #include "core/tensor.h"
 #include "nn/context.h"
 #include "nn/linear.h"
@@ -57,7 +59,8 @@ class ParallelMLP : public Mlp {
   static absl::StatusOr<ParallelMLP> Create(ParameterStore* store, const std::string& prefix,
                                             int64_t hidden, int64_t ffn, double init_std,
                                             double output_init_std,
-                                            TpReduce reduce = TpReduce::kYes);
+                                            TpReduce reduce = TpReduce::kYes,
+                                            ops::GeluForm gelu = ops::GeluForm::kTanh);
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView& y,
                        const TensorView** deferred_bias = nullptr) override;
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx) override;
@@ -67,6 +70,7 @@ class ParallelMLP : public Mlp {
  private:
   DType dtype_ = DType::kF32;  // The store's compute dtype.
   TpReduce reduce_ = TpReduce::kYes;
+  ops::GeluForm gelu_ = ops::GeluForm::kTanh;
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
   TensorView x_;

@@ -50,7 +50,7 @@ NormFactory RmsNormFactory() {
 MlpFactory GeluMlpFactory() {
   return [](ParameterStore* store, const std::string& prefix, const TransformerLayerConfig& c) {
     return Own<Mlp>(ParallelMLP::Create(store, prefix, c.hidden, c.ffn, c.init_std,
-                                        c.output_init_std, c.tp_reduce));
+                                        c.output_init_std, c.tp_reduce, c.gelu));
   };
 }
 

@@ -79,6 +79,9 @@ struct TransformerLayerConfig {
   // TransformerLayer; kPartial for a block that sums their partial outputs and reduces once
   // (nn/linear.h TpReduce).
   TpReduce tp_reduce = TpReduce::kYes;
+  // The GeLU MLP's form (GeluMlpFactory): the tanh approximation, or the exact erf form of the
+  // published BERT.
+  ops::GeluForm gelu = ops::GeluForm::kTanh;
 };
 
 // Builders of a layer's norms and MLP, given the layer's config (with ffn resolved: 4 * hidden when
@@ -92,7 +95,8 @@ using MlpFactory = std::function<absl::StatusOr<std::unique_ptr<Mlp>>(
 NormFactory LayerNormFactory();
 // RmsNormModule(hidden, layernorm_eps): "<prefix>.weight".
 NormFactory RmsNormFactory();
-// ParallelMLP(hidden, ffn, init_std, output_init_std): "<prefix>.fc1.*", "<prefix>.fc2.*".
+// ParallelMLP(hidden, ffn, init_std, output_init_std, tp_reduce, gelu): "<prefix>.fc1.*",
+// "<prefix>.fc2.*".
 MlpFactory GeluMlpFactory();
 // SwiGluMLP(hidden, ffn, init_std, output_init_std): "<prefix>.{gate,up,down}.weight".
 MlpFactory SwiGluMlpFactory();

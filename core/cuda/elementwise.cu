@@ -23,6 +23,18 @@ __device__ __forceinline__ float GeluDerivative(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
+// The exact GeLU x Phi(x) and its derivative Phi(x) + x phi(x), as the CPU kernels compute them.
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+__device__ __forceinline__ float GeluErfForward(float x) {
+  return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+}
+
+__device__ __forceinline__ float GeluErfDerivative(float x) {
+  return 0.5f * (1.0f + erff(x * kInvSqrt2)) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
+}
+
 template <typename T, UnaryOp kOp>
 __global__ void UnaryKernel(const T* x, T* y, int64_t n, float alpha) {
   for (int64_t i = GlobalThread(); i < n; i += GridStride()) {
@@ -30,6 +42,8 @@ __global__ void UnaryKernel(const T* x, T* y, int64_t n, float alpha) {
     float r;
     if constexpr (kOp == UnaryOp::kGelu) {
       r = GeluForward(v);
+    } else if constexpr (kOp == UnaryOp::kGeluErf) {
+      r = GeluErfForward(v);
     } else if constexpr (kOp == UnaryOp::kTanh) {
       r = tanhf(v);
     } else {
@@ -49,6 +63,8 @@ __global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t n) {
       r = va + vb;
     } else if constexpr (kOp == BinaryOp::kGeluBackward) {
       r = vb * GeluDerivative(va);
+    } else if constexpr (kOp == BinaryOp::kGeluErfBackward) {
+      r = vb * GeluErfDerivative(va);
     } else {
       // (1 - t)(1 + t) rather than 1 - t^2: no cancellation where |t| is close to 1.
       r = vb * ((1.0f - va) * (1.0f + va));
@@ -154,6 +170,9 @@ LaunchResult LaunchUnary(ElemType type, UnaryOp op, const void* x, void* y, int6
       case UnaryOp::kGelu:
         MT_LAUNCH(GridFor(n), kThreads, 0, s, UnaryKernel<T, UnaryOp::kGelu>)(px, py, n, alpha);
         break;
+      case UnaryOp::kGeluErf:
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, UnaryKernel<T, UnaryOp::kGeluErf>)(px, py, n, alpha);
+        break;
       case UnaryOp::kTanh:
         MT_LAUNCH(GridFor(n), kThreads, 0, s, UnaryKernel<T, UnaryOp::kTanh>)(px, py, n, alpha);
         break;
@@ -181,6 +200,10 @@ LaunchResult LaunchBinary(ElemType type, BinaryOp op, const void* a, const void*
         break;
       case BinaryOp::kGeluBackward:
         MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kGeluBackward>)
+        (pa, pb, po, n);
+        break;
+      case BinaryOp::kGeluErfBackward:
+        MT_LAUNCH(GridFor(n), kThreads, 0, s, BinaryKernel<T, BinaryOp::kGeluErfBackward>)
         (pa, pb, po, n);
         break;
       case BinaryOp::kTanhBackward:

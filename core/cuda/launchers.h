@@ -36,17 +36,19 @@ LaunchResult LaunchBiasAdd(ElemType type, const void* x, const void* bias, void*
 // ---- elementwise.cu: math in f32, one rounding to the element type; outputs may alias inputs.
 
 enum class UnaryOp {
-  kGelu,   // y = GeLU(x), the tanh approximation
-  kTanh,   // y = tanh(x)
-  kScale,  // y = alpha * x
+  kGelu,     // y = GeLU(x), the tanh approximation
+  kGeluErf,  // y = x Phi(x), the exact GeLU
+  kTanh,     // y = tanh(x)
+  kScale,    // y = alpha * x
 };
 LaunchResult LaunchUnary(ElemType type, UnaryOp op, const void* x, void* y, int64_t n, float alpha,
                          void* stream);
 
 enum class BinaryOp {
-  kAdd,           // out = a + b
-  kGeluBackward,  // out = b * GeLU'(a)            (a = x, b = dy)
-  kTanhBackward,  // out = b * (1 - a) * (1 + a)   (a = y = tanh(x), b = dy)
+  kAdd,              // out = a + b
+  kGeluBackward,     // out = b * GeLU'(a)            (a = x, b = dy)
+  kGeluErfBackward,  // out = b * (x Phi(x))'(a)      (a = x, b = dy)
+  kTanhBackward,     // out = b * (1 - a) * (1 + a)   (a = y = tanh(x), b = dy)
 };
 LaunchResult LaunchBinary(ElemType type, BinaryOp op, const void* a, const void* b, void* out,
                           int64_t n, void* stream);

@@ -104,6 +104,15 @@ absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, con
   return Unary("Scale", ctx, UnaryOp::kScale, x, y, alpha);
 }
 
+absl::Status GeluErf(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
+  return Unary("Gelu", ctx, UnaryOp::kGeluErf, x, y, 0.0f);
+}
+
+absl::Status GeluErfBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
+                             const TensorView& dx) {
+  return Binary("GeluBackward", ctx, BinaryOp::kGeluErfBackward, "x", x, "dy", dy, "dx", dx);
+}
+
 absl::Status Tanh(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
   return Unary("Tanh", ctx, UnaryOp::kTanh, x, y, 0.0f);
 }

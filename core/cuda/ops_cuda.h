@@ -37,6 +37,10 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
 absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y);
 absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
                           const TensorView& dx);
+// ops::Gelu and ops::GeluBackward with GeluForm::kErf.
+absl::Status GeluErf(const ExecContext& ctx, const TensorView& x, const TensorView& y);
+absl::Status GeluErfBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
+                             const TensorView& dx);
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                  const TensorView& out);
 absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y);

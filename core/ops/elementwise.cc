@@ -103,6 +103,15 @@ inline float GeluForward(float x) { return internal::GeluTanh(x); }
 inline float GeluDerivative(float x) { return internal::GeluTanhDerivative(x); }
 
 inline float GeluGrad(float x, float dy) { return dy * GeluDerivative(x); }
+
+// x Phi(x) and its derivative Phi(x) + x phi(x).
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+inline float GeluErfForward(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+inline float GeluErfGrad(float x, float dy) {
+  const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+  return dy * (cdf + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
+}
 inline float Sum(float a, float b) { return a + b; }
 
 template <typename From, typename To>
@@ -321,6 +330,18 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
                           const TensorView& dx) {
   return RunBinary("GeluBackward", ctx, {"x", &x}, {"dy", &dy}, {"dx", &dx},
                    MT_CUDA_KERNEL(GeluBackward), GeluGrad);
+}
+
+absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y, GeluForm form) {
+  if (form == GeluForm::kTanh) return Gelu(ctx, x, y);
+  return RunUnary("Gelu(erf)", ctx, {"x", &x}, {"y", &y}, MT_CUDA_KERNEL(GeluErf), GeluErfForward);
+}
+
+absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
+                          const TensorView& dx, GeluForm form) {
+  if (form == GeluForm::kTanh) return GeluBackward(ctx, x, dy, dx);
+  return RunBinary("GeluBackward(erf)", ctx, {"x", &x}, {"dy", &dy}, {"dx", &dx},
+                   MT_CUDA_KERNEL(GeluErfBackward), GeluErfGrad);
 }
 
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,

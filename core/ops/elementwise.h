@@ -33,6 +33,13 @@ absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView&
 // dx = dy * GeLU'(x); overwrites dx (may alias dy).
 absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
                           const TensorView& dx);
+// The GeLU forms: kTanh, the approximation above (GPT-2, Megatron); kErf, the exact
+// x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) of the published BERT (Hugging Face's "gelu").
+enum class GeluForm { kTanh, kErf };
+// Gelu / GeluBackward in `form` (kTanh: the functions above).
+absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y, GeluForm form);
+absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
+                          const TensorView& dx, GeluForm form);
 
 // out = a + b (residual connections).
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,

@@ -71,6 +71,12 @@ TEST_F(ElementwiseCudaTest, UnaryAndBinaryOpsMatchCpu) {
         return GeluBackward(c, x[s], dy[s], out[s]);
       })) << "GeluBackward";
       EXPECT_TRUE(OnBothMatch(out, kTranscendental, [&](const ExecContext& c, Side s) {
+        return Gelu(c, x[s], out[s], GeluForm::kErf);
+      })) << "Gelu(erf)";
+      EXPECT_TRUE(OnBothMatch(out, kTranscendental, [&](const ExecContext& c, Side s) {
+        return GeluBackward(c, x[s], dy[s], out[s], GeluForm::kErf);
+      })) << "GeluBackward(erf)";
+      EXPECT_TRUE(OnBothMatch(out, kTranscendental, [&](const ExecContext& c, Side s) {
         return Tanh(c, x[s], out[s]);
       })) << "Tanh";
       // TanhBackward from y = tanh(x) (the CPU's y, so both start from the same values). Two f32

@@ -157,6 +157,40 @@ TEST_F(ElementwiseTest, GeluBackwardMatchesFiniteDifferences) {
   }
 }
 
+TEST_F(ElementwiseTest, ErfGeluAndItsBackwardMatchFloat64) {
+  // x Phi(x) in float64: gelu(1) = 0.8413447460685429 (not the tanh form's 0.84119...).
+  auto gelu = [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); };
+  Tensor one = FromDoubles({2}, DType::kF32, {1.0, -2.0});
+  Tensor out = Tensor::Host({2}, DType::kF32);
+  ASSERT_TRUE(Gelu(ExecContext{}, one.view(), out.view(), GeluForm::kErf).ok());
+  // 1 + erf cancels for x < 0: an absolute error of a few ulps of 1 there.
+  EXPECT_TRUE(AllClose(out.view(), {0.8413447460685429, -0.04550026389635842}, 4 * kU32, 4 * kU32));
+  for (const ExecContext& ctx : Contexts()) {
+    for (DType dt : kFloatTypes) {
+      const Shape shape{5, 129};
+      SCOPED_TRACE(absl::StrCat(DTypeName(dt), " threads ", ctx.num_threads()));
+      Tensor x = RandomTensor(shape, dt, 17, -4.0, 4.0);
+      Tensor y = Tensor::Host(shape, dt);
+      ASSERT_TRUE(Gelu(ctx, x.view(), y.view(), GeluForm::kErf).ok());
+      std::vector<double> want = ToDoubles(x.view());
+      for (double& v : want) v = gelu(v);
+      // erf and exp in f32 are good to a few ulps; 1 + erf cancels for x < 0 as 1 + tanh does.
+      EXPECT_TRUE(AllClose(y.view(), want, UnitRoundoff(dt) + 8 * kU32, 32 * kU32));
+      Tensor dy = RandomTensor(shape, dt, 18);
+      Tensor dx = Tensor::Host(shape, dt);
+      ASSERT_TRUE(GeluBackward(ctx, x.view(), dy.view(), dx.view(), GeluForm::kErf).ok());
+      const std::vector<double> dyd = ToDoubles(dy.view());
+      auto loss = [&](const std::vector<double>& xs) {
+        double l = 0;
+        for (size_t i = 0; i < xs.size(); ++i) l += dyd[i] * gelu(xs[i]);
+        return l;
+      };
+      EXPECT_TRUE(AllClose(dx.view(), NumericalGradient(loss, ToDoubles(x.view())),
+                           UnitRoundoff(dt) + 16 * kU32, 64 * kU32 + 1e-7));
+    }
+  }
+}
+
 TEST_F(ElementwiseTest, AddAndScaleMatchReference) {
   for (const ExecContext& ctx : Contexts()) {
     for (DType dt : kFloatTypes) {

@@ -11,11 +11,15 @@
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/openblas.h"
+#include "core/ops/elementwise.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "models/registry.h"
 #include "nn/parameter.h"
+#include "train/checkpoint.h"
+#include "train/hf_checkpoint.h"
 #include "train/loss_scaler.h"
+#include "train/model_loading.h"
 #include "train/optimizer.h"
 #include "train/training_state.h"
 
@@ -192,21 +196,50 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   return job;
 }
 
+// --finetune, or a checkpoint convert_checkpoint wrote (no optimizer state): the weights only,
+// at any TP degree; training starts at iteration 0.
+absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Job* job) {
+  ASSIGN_OR_RETURN(const train::CheckpointModel ckpt, train::ReadCheckpointModel(c.load));
+  RETURN_IF_ERROR(train::LoadParameters(ckpt, job->exec, job->store.get()).status());
+  if (job->verbose) {
+    std::printf(
+        "loaded the weights of %s iteration %lld only (%s): starting at iteration 0 "
+        "with fresh optimizer state\n",
+        c.load.c_str(), static_cast<long long>(ckpt.iteration), why.c_str());
+  }
+  return absl::OkStatus();
+}
+
 // Step 2: the latest checkpoint under --load, if there is one.
 absl::Status Resume(const PretrainConfig& c, Job* job) {
   if (c.load.empty()) return absl::OkStatus();
-  absl::Status s = train::LoadTrainingState(c.load, *job->parallel, c.model, job->store.get(),
-                                            job->optimizer.get(), job->scaler.get(),
-                                            job->schedule.get(), &job->counters);
-  if (absl::IsNotFound(s)) {
+  absl::StatusOr<int64_t> latest = train::LatestIteration(c.load);
+  if (absl::IsNotFound(latest.status())) {
     if (job->verbose) std::printf("no checkpoint in %s: starting from scratch\n", c.load.c_str());
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(s);
+  RETURN_IF_ERROR(latest.status());
+  ASSIGN_OR_RETURN(const train::CheckpointMetadata meta,
+                   train::ReadShardMetadata(c.load, *latest, /*tp_rank=*/0));
+  if (c.finetune) return LoadWeightsOnly(c, "--finetune", job);
+  if (train::ParseHfConversionState(meta.trainer_state_json).has_value()) {
+    return LoadWeightsOnly(c, "a converted checkpoint without optimizer state, as --finetune", job);
+  }
+  RETURN_IF_ERROR(train::LoadTrainingState(c.load, *job->parallel, c.model, job->store.get(),
+                                           job->optimizer.get(), job->scaler.get(),
+                                           job->schedule.get(), &job->counters));
+  if (c.no_load_optim) {
+    RETURN_IF_ERROR(ops::Fill(job->exec, job->optimizer->exp_avg(), 0.0));
+    RETURN_IF_ERROR(ops::Fill(job->exec, job->optimizer->exp_avg_sq(), 0.0));
+    job->optimizer->set_step(0);
+  }
+  if (c.no_load_rng) job->counters.seed = c.trainer.seed;
   if (job->verbose) {
-    std::printf("loaded checkpoint from %s at iteration %lld (consumed samples %lld)\n",
+    std::printf("loaded checkpoint from %s at iteration %lld (consumed samples %lld)%s%s\n",
                 c.load.c_str(), static_cast<long long>(job->counters.iteration),
-                static_cast<long long>(job->counters.consumed_samples));
+                static_cast<long long>(job->counters.consumed_samples),
+                c.no_load_optim ? ", fresh optimizer state (--no_load_optim)" : "",
+                c.no_load_rng ? ", this run's --seed (--no_load_rng)" : "");
   }
   return absl::OkStatus();
 }

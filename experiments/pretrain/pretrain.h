@@ -55,8 +55,16 @@ struct PretrainConfig {
   DType compute_dtype = DType::kF32;
   std::string data_path;  // Indexed dataset prefix (.bin/.idx).
   std::string split = "969,30,1";
-  std::string save;       // Checkpoint directory; empty: no checkpoints.
-  std::string load;       // Resume from the latest checkpoint here (if any).
+  std::string save;  // Checkpoint directory; empty: no checkpoints.
+  std::string load;  // Resume from the latest checkpoint here (if any).
+  // Megatron's: load the weights only (any TP degree), start at iteration 0 with fresh optimizer,
+  // loss-scaler and schedule state (what a converted checkpoint, which has no optimizer state,
+  // is always loaded as); or resume but with fresh Adam moments and step (no_load_optim), or
+  // recording this run's --seed instead of the checkpoint's (no_load_rng: there is no other RNG
+  // state; dropout masks are a function of --seed, the iteration and the sample).
+  bool finetune = false;
+  bool no_load_optim = false;
+  bool no_load_rng = false;
   int save_interval = 0;  // Iterations between checkpoints (0: only at the end / SIGTERM).
   int keep_last = 2;
   int eval_interval = 0;  // Iterations between evaluations (0: only at the end).
@@ -90,6 +98,12 @@ struct PretrainConfig {
     v("split", &self.split, "Train/valid/test document split weights.");
     v("save", &self.save, "Checkpoint directory.");
     v("load", &self.load, "Resume from the latest checkpoint in this directory.");
+    v("finetune", &self.finetune,
+      "Load only the weights of --load; start at iteration 0 with fresh optimizer state.");
+    v("no_load_optim", &self.no_load_optim,
+      "Resume from --load but with fresh Adam moments and optimizer step.");
+    v("no_load_rng", &self.no_load_rng,
+      "Resume from --load but record this run's --seed (dropout always follows --seed).");
     v("save_interval", &self.save_interval,
       "Iterations between checkpoints (0: at the end and on SIGTERM).");
     v("keep_last", &self.keep_last, "Checkpoints to keep.");

@@ -3,7 +3,8 @@
 # sequence per sentence) -> pretrain_bert over 2 MPI ranks (DP=2) for 12 iterations with a
 # checkpoint at 6: the MLM loss falls, checkpoints are written, and a second job that trains to 6,
 # saves, and resumes to 12 logs exactly the uninterrupted run's iterations 7..12; then bf16 and
-# fp16 runs at TP=2 (fp16 skips the overflowing steps from a loss scale of 2^32, then learns).
+# fp16 runs at TP=2 (fp16 skips the overflowing steps from a loss scale of 2^32, then learns);
+# then --finetune from the first run's checkpoint at TP=2: iterations restart at 1 from its weights.
 #   pretrain_bert_test.sh PREPROCESS_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
 preprocess="$1"; pretrain="$2"
@@ -97,5 +98,21 @@ assert last < first - 1.0, ("fp16 did not learn after the skipped steps", first,
 print("bf16 TP=2 lm loss %.4f -> %.4f; fp16: %d skipped steps (the last at iteration %d), "
       "loss scale %g, lm loss %.4f -> %.4f" % (bf[0]["lm_loss"], bf[-1]["lm_loss"], skipped,
       last_skip, fp[-1]["loss_scale"], first, last))
+PY
+
+# 4. --finetune at TP=2 from run A's final checkpoint (saved at TP=1): the weights only, so the
+#    iterations restart at 1 and the first MLM loss is run A's trained one, not a fresh model's.
+timeout 200 "${mpi[@]}" "$pretrain" "${common[@]}" --train_iters=2 --tensor_model_parallel_size=2 \
+  --load="$work/ckpt_a" --finetune --save="" --eval_iters=0 --log_jsonl="$work/ft.jsonl" \
+  > "$work/ft.out" 2>&1 || { cat "$work/ft.out"; fail "--finetune"; }
+grep -q "loaded the weights of .* only (--finetune)" "$work/ft.out" || fail "$(head -5 "$work/ft.out")"
+python3 - "$work/a.jsonl" "$work/ft.jsonl" <<'PY' || fail "finetune"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+ft = [json.loads(l) for l in open(sys.argv[2])]
+assert [r["iteration"] for r in ft] == [1, 2], [r["iteration"] for r in ft]
+assert ft[0]["lm_loss"] < a[0]["lm_loss"] - 1.0, (ft[0]["lm_loss"], a[0]["lm_loss"])
+print("--finetune: iterations 1..2 from lm loss %.4f (a fresh model: %.4f)" %
+      (ft[0]["lm_loss"], a[0]["lm_loss"]))
 PY
 echo PASS

@@ -25,6 +25,7 @@ absl::StatusOr<MlmHead> MlmHead::Create(nn::ParameterStore* store, const ModelCo
   MlmHead h;
   h.store_ = store;
   h.vocab_size_ = config.vocab_size;
+  h.gelu_form_ = config.gelu;
   const int64_t H = config.hidden_size;
   ASSIGN_OR_RETURN(h.dense_, nn::ReplicatedLinear::Create(store, "lm_head.dense", H, H,
                                                           nn::Bias::kYes, config.init_std));
@@ -35,7 +36,8 @@ absl::StatusOr<MlmHead> MlmHead::Create(nn::ParameterStore* store, const ModelCo
                                         /*split_dim=*/0,
                                         nn::Init::kZeros,
                                         0.0,
-                                        /*weight_decay=*/false}));
+                                        /*weight_decay=*/false,
+                                        /*vocab_padded=*/true}));
   return h;
 }
 
@@ -73,7 +75,7 @@ absl::StatusOr<double> MlmHead::Forward(const nn::StepContext& sc, nn::VocabPara
   RETURN_IF_ERROR(CopyTensor(ec, targets.view(), targets_.view()));
   RETURN_IF_ERROR(ops::Embedding(ec, rows_.view(), seq, in_.view()));  // Gathers rows.
   RETURN_IF_ERROR(dense_.Forward(sc, in_.view(), dense_out_.view()));
-  RETURN_IF_ERROR(ops::Gelu(ec, dense_out_.view(), gelu_.view()));
+  RETURN_IF_ERROR(ops::Gelu(ec, dense_out_.view(), gelu_.view(), gelu_form_));
   RETURN_IF_ERROR(ln_.Forward(sc, gelu_.view(), ln_out_.view()));
   RETURN_IF_ERROR(word.LogitsForward(sc, ln_out_.view(), logits_.view()));
   // The logits are f32 (nn::VocabParallelEmbedding::LogitsForward), so the output bias is added
@@ -97,7 +99,7 @@ absl::Status MlmHead::Backward(const nn::StepContext& sc, nn::VocabParallelEmbed
   ASSIGN_OR_RETURN(Tensor d2, Alloc(ec, {M, H}, in_.dtype()));
   RETURN_IF_ERROR(word.LogitsBackward(sc, ln_out_.view(), logits_.view(), d1.view()));
   RETURN_IF_ERROR(ln_.Backward(sc, d1.view(), d2.view()));
-  RETURN_IF_ERROR(ops::GeluBackward(ec, dense_out_.view(), d2.view(), d2.view()));
+  RETURN_IF_ERROR(ops::GeluBackward(ec, dense_out_.view(), d2.view(), d2.view(), gelu_form_));
   RETURN_IF_ERROR(dense_.Backward(sc, in_.view(), d2.view(), d1.view()));
   return ops::EmbeddingBackward(ec, rows_.view(), d1.view(), dseq);  // Scatter-adds the rows.
 }

@@ -53,6 +53,7 @@ class MlmHead {
  private:
   nn::ParameterStore* store_ = nullptr;
   int64_t vocab_size_ = 0;
+  ops::GeluForm gelu_form_ = ops::GeluForm::kTanh;
   nn::ReplicatedLinear dense_;
   nn::LayerNormModule ln_;
   int bias_ = -1;  // Handle of lm_head.bias [V_pad] (this rank's [V_pad / tp] slice).
