@@ -24,7 +24,8 @@ absl::StatusOr<std::string> RunfilePath(const std::string& argv0, const std::str
     if (!p.empty() && access(p.c_str(), F_OK) == 0) return p;
   }
   return absl::NotFoundError(absl::StrCat(
-      path, " is not in this binary's runfiles", error.empty() ? "" : absl::StrCat(" (", error, ")"),
+      path, " is not in this binary's runfiles",
+      error.empty() ? "" : absl::StrCat(" (", error, ")"),
       ": run it with `./bazelw run //experiments/...` or from bazel-bin after `./bazelw build`"));
 }
 
@@ -34,8 +35,8 @@ absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view progr
   const absl::string_view line = nl == absl::string_view::npos ? out : out.substr(nl + 1);
   Json json = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        program, " printed no results JSON object as its last line: '", line, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(program, " printed no results JSON object as its last line: '", line, "'"));
   }
   return json;
 }

@@ -44,7 +44,8 @@ DEFINE_int64(overlapping_eval, 32, "WikiText window stride.");
 DEFINE_string(device, "cpu", "cpu or cuda, for training and scoring.");
 DEFINE_string(launcher, "",
               "Prefix of every training and scoring command, e.g. 'mpirun -np 8' (TP = ranks).");
-DEFINE_string(work_dir, "", "Checkpoints and held-out files (default: $MT_DATA_DIR/gpt2_zeroshot).");
+DEFINE_string(work_dir, "",
+              "Checkpoints and held-out files (default: $MT_DATA_DIR/gpt2_zeroshot).");
 
 namespace mt {
 namespace experiments {
@@ -117,8 +118,8 @@ absl::StatusOr<Setup> Prepare(const std::string& argv0) {
     ASSIGN_OR_RETURN(auto gpt2, data::CreateTokenizer("gpt2"));
     ASSIGN_OR_RETURN(HeldOutFiles h, WriteHeldOut(s.data_prefix, FLAGS_split, FLAGS_heldout_docs,
                                                   FLAGS_seq_length, *gpt2, s.work_dir));
-    const std::string name = absl::StrFormat("held-out %lld test-split documents",
-                                             static_cast<long long>(h.documents));
+    const std::string name =
+        absl::StrFormat("held-out %lld test-split documents", static_cast<long long>(h.documents));
     if (FLAGS_wikitext.empty()) s.wikitext.push_back({h.wikitext, name});
     if (FLAGS_lambada.empty() && h.lambada_examples > 0) s.lambada.push_back({h.lambada, name});
   }
@@ -151,13 +152,14 @@ absl::Status Run(int argc, char** argv) {
   for (size_t i = 0; i < checkpoints.size(); ++i) {
     std::printf("gpt2_zeroshot: scoring %s\n", checkpoints[i].c_str());
     std::fflush(stdout);
-    ASSIGN_OR_RETURN(ModelScores m, ScoreCheckpoint(settings, checkpoints[i], s.wikitext,
-                                                    s.lambada));
+    ASSIGN_OR_RETURN(ModelScores m,
+                     ScoreCheckpoint(settings, checkpoints[i], s.wikitext, s.lambada));
     if (i < train_seconds.size()) m.train_seconds = train_seconds[i];
     scores.push_back(std::move(m));
   }
-  ZeroShotReportInputs in{s.data_name, FLAGS_load.empty(), FLAGS_train_iters,
-                          FLAGS_global_batch_size, FLAGS_seq_length, s.wikitext, s.lambada};
+  ZeroShotReportInputs in{
+      s.data_name,      FLAGS_load.empty(), FLAGS_train_iters, FLAGS_global_batch_size,
+      FLAGS_seq_length, s.wikitext,         s.lambada};
   RETURN_IF_ERROR(WriteZeroShotResults(run, in, scores));
   std::printf("gpt2_zeroshot: wrote %s\n", run.Path("report.md").c_str());
   return absl::OkStatus();

@@ -45,9 +45,9 @@ std::optional<std::string> ToLambadaText(absl::string_view text, int min_words);
 std::string WikiTextFile(const std::vector<std::string>& documents);
 
 struct HeldOutFiles {
-  std::string wikitext;  // Path of the WikiText-format file.
-  std::string lambada;   // Path of the LAMBADA jsonl.
-  int64_t documents = 0;       // Test-split documents used (at most max_documents).
+  std::string wikitext;   // Path of the WikiText-format file.
+  std::string lambada;    // Path of the LAMBADA jsonl.
+  int64_t documents = 0;  // Test-split documents used (at most max_documents).
   int64_t lambada_examples = 0;
   int64_t first_document = 0;  // Their index range in the dataset: [first, first + documents).
 };

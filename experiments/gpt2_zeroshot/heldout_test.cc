@@ -22,8 +22,7 @@ TEST(ToWikiTextTokensTest, HarnessDetokeniserGivesTheTextBack) {
   const std::string a = "A well-known fact (3.5 kg), isn't it?";
   const std::string b = "He said \"Stop!\" twice; 1,000 dogs ate John's bones...";
   // " \n D1 \n \n D2 \n \n": " \n" -> "\n" then "\n " -> "\n" leave the paragraphs.
-  EXPECT_EQ(eval::DetokenizeWikiText(WikiTextFile({a, "   ", b})),
-            "\n" + a + "\n\n" + b + "\n\n");
+  EXPECT_EQ(eval::DetokenizeWikiText(WikiTextFile({a, "   ", b})), "\n" + a + "\n\n" + b + "\n\n");
   EXPECT_EQ(WikiTextFile({"x-y", ""}), " \n x @-@ y \n \n");
 }
 
@@ -33,7 +32,7 @@ TEST(ToLambadaTextTest, LastWordCleanedAndChecked) {
   EXPECT_EQ(ToLambadaText("-- Anon.\" ", 2).value(), "-- Anon");
   EXPECT_FALSE(ToLambadaText("Never put off till tomorrow what you can do today.", 11));
   EXPECT_FALSE(ToLambadaText("It costs $5.", 2));  // Not all letters.
-  EXPECT_FALSE(ToLambadaText("Plan b", 2));       // One letter.
+  EXPECT_FALSE(ToLambadaText("Plan b", 2));        // One letter.
   EXPECT_FALSE(ToLambadaText("  ", 0));
 }
 

@@ -62,7 +62,8 @@ absl::Status WritePlots(const ExperimentRun& run, const ZeroShotReportInputs& in
     Plot p;
     p.xlabel = "parameters (millions, log scale)";
     p.logx = true;
-    p.series.push_back({absl::StrCat("paper (", paper, ")"), csv, "params_m", y, "series", "paper"});
+    p.series.push_back(
+        {absl::StrCat("paper (", paper, ")"), csv, "params_m", y, "series", "paper"});
     for (size_t d = 0; d < data.size(); ++d) {
       p.series.push_back({absl::StrCat("ours (", data[d].name, ")"), csv, "params_m", y, "series",
                           absl::StrCat("d", d)});
@@ -84,8 +85,7 @@ absl::Status WritePlots(const ExperimentRun& run, const ZeroShotReportInputs& in
 
 // The Markdown table: the paper's rows and ours, a column per dataset.
 Table WideTable(const ZeroShotReportInputs& in, const std::vector<ModelScores>& scores) {
-  std::vector<std::string> header = {"model", "params",
-                                     absl::StrCat(kPaperWiki, " ppl (adjusted)"),
+  std::vector<std::string> header = {"model", "params", absl::StrCat(kPaperWiki, " ppl (adjusted)"),
                                      absl::StrCat(kPaperLambada, " acc %")};
   for (const EvalData& d : in.wikitext) header.push_back(absl::StrCat(d.name, ": ppl (adjusted)"));
   for (const EvalData& d : in.lambada) header.push_back(absl::StrCat(d.name, ": acc %"));
@@ -126,7 +126,9 @@ Table LongTable(const std::vector<ModelScores>& scores, const ZeroShotReportInpu
 
 }  // namespace
 
-std::string ModelSize::Label() const { return absl::StrCat("gpt2_", layers, "x", hidden, "x", heads); }
+std::string ModelSize::Label() const {
+  return absl::StrCat("gpt2_", layers, "x", hidden, "x", heads);
+}
 
 absl::StatusOr<std::vector<ModelSize>> ParseModelSizes(absl::string_view list) {
   std::vector<ModelSize> out;
@@ -146,8 +148,7 @@ absl::StatusOr<std::vector<ModelSize>> ParseModelSizes(absl::string_view list) {
   return out;
 }
 
-absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s,
-                                            const std::string& checkpoint,
+absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s, const std::string& checkpoint,
                                             const std::vector<EvalData>& wikitext,
                                             const std::vector<EvalData>& lambada) {
   ASSIGN_OR_RETURN(train::CheckpointModel ckpt, train::ReadCheckpointModel(checkpoint));
@@ -216,8 +217,10 @@ absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReport
                             static_cast<long long>(in.seq_length))
           : "the checkpoints given with --load",
       "\n");
-  for (const EvalData& d : in.wikitext) absl::StrAppend(&data, "- WikiText-format: ", d.name, " (`", d.path, "`)\n");
-  for (const EvalData& d : in.lambada) absl::StrAppend(&data, "- LAMBADA-format: ", d.name, " (`", d.path, "`)\n");
+  for (const EvalData& d : in.wikitext)
+    absl::StrAppend(&data, "- WikiText-format: ", d.name, " (`", d.path, "`)\n");
+  for (const EvalData& d : in.lambada)
+    absl::StrAppend(&data, "- LAMBADA-format: ", d.name, " (`", d.path, "`)\n");
   absl::StrAppend(&data,
                   "\nThe fixtures (eval/testdata) are a few paragraphs written for the harness "
                   "tests, not WikiText-103 or LAMBADA. The held-out split is documents of the "

@@ -43,10 +43,10 @@ struct ScoringSettings {
 };
 
 struct ModelScores {
-  std::string label;     // The checkpoint directory's last component.
-  std::string model;     // The registered model name the checkpoint records.
-  std::string shape;     // "4 layers, hidden 128, 4 heads".
-  int64_t params = 0;    // Parameters of the serial model (padded vocabulary).
+  std::string label;          // The checkpoint directory's last component.
+  std::string model;          // The registered model name the checkpoint records.
+  std::string shape;          // "4 layers, hidden 128, 4 heads".
+  int64_t params = 0;         // Parameters of the serial model (padded vocabulary).
   double train_seconds = -1;  // < 0: not trained here.
   std::vector<double> wikitext_adjusted_ppl, wikitext_ppl;  // Per WikiText file, in order.
   std::vector<double> lambada_accuracy;                     // Per LAMBADA file.

@@ -23,9 +23,8 @@ TEST(PaperZeroShotRowsTest, Table2) {
   const Table t = PaperZeroShotRows();
   EXPECT_EQ(t.ToCsv().substr(0, t.ToCsv().find('\n')), "model,params,dataset,metric,value");
   ASSERT_EQ(t.rows().size(), 8u);
-  EXPECT_EQ(t.rows()[0],
-            (std::vector<std::string>{"paper 355M", "355000000", "WikiText-103 test",
-                                      "adjusted_ppl", "19.31"}));
+  EXPECT_EQ(t.rows()[0], (std::vector<std::string>{"paper 355M", "355000000", "WikiText-103 test",
+                                                   "adjusted_ppl", "19.31"}));
   EXPECT_EQ(t.rows()[5], (std::vector<std::string>{"paper 8.3B", "8300000000", "LAMBADA test",
                                                    "accuracy_pct", "66.51"}));
   EXPECT_EQ(t.rows()[7][1], "");

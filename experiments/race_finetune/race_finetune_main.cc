@@ -29,7 +29,7 @@ DEFINE_string(data_path, "", "BERT indexed dataset prefix to pretrain on (defaul
 DEFINE_int32(num_layers, 2, "Pretrained BERT: layers.");
 DEFINE_int64(hidden_size, 64, "Pretrained BERT: hidden size.");
 DEFINE_int32(num_attention_heads, 4, "Pretrained BERT: attention heads.");
-DEFINE_int64(pretrain_iters, 200, "Pretraining steps.");
+DEFINE_int64(pretrain_iters, 100, "Pretraining steps.");
 DEFINE_int64(pretrain_batch_size, 8, "Pretraining global batch size (sequences).");
 DEFINE_double(pretrain_lr, 3e-3, "Pretraining peak learning rate (linear decay to a tenth).");
 DEFINE_int64(seq_length, 128, "Pretraining and fine-tuning sequence length.");
@@ -66,22 +66,27 @@ absl::StatusOr<std::string> Pretrain(const std::string& argv0, const std::string
                                         FLAGS_hidden_size, "x", FLAGS_num_attention_heads);
   const int64_t samples = FLAGS_pretrain_iters * FLAGS_pretrain_batch_size;
   RETURN_IF_ERROR(
-      RunCommand(WithLauncher(
-                     {bin, "--data_path=" + prefix, absl::StrCat("--num_layers=", FLAGS_num_layers),
-                      absl::StrCat("--hidden_size=", FLAGS_hidden_size),
-                      absl::StrCat("--num_attention_heads=", FLAGS_num_attention_heads),
-                      absl::StrCat("--seq_length=", FLAGS_seq_length),
-                      absl::StrCat("--max_position_embeddings=", FLAGS_seq_length),
-                      absl::StrCat("--micro_batch_size=", FLAGS_pretrain_batch_size),
-                      absl::StrCat("--global_batch_size=", FLAGS_pretrain_batch_size),
-                      absl::StrCat("--train_iters=", FLAGS_pretrain_iters),
-                      absl::StrCat("--lr=", FLAGS_pretrain_lr),
-                      absl::StrCat("--min_lr=", FLAGS_pretrain_lr / 10),
-                      absl::StrCat("--lr_warmup_samples=", samples / 10),
-                      absl::StrCat("--lr_decay_samples=", samples),
-                      absl::StrCat("--log_interval=", std::max<int64_t>(1, FLAGS_pretrain_iters / 10)),
-                      absl::StrCat("--eval_interval=", FLAGS_pretrain_iters), "--eval_iters=2",
-                      "--device=" + FLAGS_device, "--save=" + save, "--keep_last=1"}))
+      RunCommand(WithLauncher({bin,
+                               "--data_path=" + prefix,
+                               absl::StrCat("--num_layers=", FLAGS_num_layers),
+                               absl::StrCat("--hidden_size=", FLAGS_hidden_size),
+                               absl::StrCat("--num_attention_heads=", FLAGS_num_attention_heads),
+                               absl::StrCat("--seq_length=", FLAGS_seq_length),
+                               absl::StrCat("--max_position_embeddings=", FLAGS_seq_length),
+                               absl::StrCat("--micro_batch_size=", FLAGS_pretrain_batch_size),
+                               absl::StrCat("--global_batch_size=", FLAGS_pretrain_batch_size),
+                               absl::StrCat("--train_iters=", FLAGS_pretrain_iters),
+                               absl::StrCat("--lr=", FLAGS_pretrain_lr),
+                               absl::StrCat("--min_lr=", FLAGS_pretrain_lr / 10),
+                               absl::StrCat("--lr_warmup_samples=", samples / 10),
+                               absl::StrCat("--lr_decay_samples=", samples),
+                               absl::StrCat("--log_interval=",
+                                            std::max<int64_t>(1, FLAGS_pretrain_iters / 10)),
+                               absl::StrCat("--eval_interval=", FLAGS_pretrain_iters),
+                               "--eval_iters=2",
+                               "--device=" + FLAGS_device,
+                               "--save=" + save,
+                               "--keep_last=1"}))
           .status());
   return save;
 }
@@ -157,8 +162,9 @@ absl::Status Run(int argc, char** argv) {
       return absl::NotFoundError(absl::StrCat(
           "no RACE fixture at ", data, ": pass --data=RACE_DIR, or run from the repository root"));
     }
-    data_name = "the small RACE-format fixture eval/testdata/RACE written for the harness tests "
-                "(3 training articles; not RACE)";
+    data_name =
+        "the small RACE-format fixture eval/testdata/RACE written for the harness tests "
+        "(3 training articles; not RACE)";
   }
   std::string checkpoint = FLAGS_load, pretrain_data;
   double pretrain_s = 0;

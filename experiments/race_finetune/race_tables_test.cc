@@ -33,17 +33,16 @@ TEST(ReadRaceAccuraciesTest, LevelsAndOverallPerSplit) {
 TEST(ReadRaceAccuraciesTest, MissingKeysAreNotFound) {
   EXPECT_EQ(ReadRaceAccuracies(Json::parse(R"({"accuracy": 0.5})")).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(ReadRaceAccuracies(Json::parse(R"({"splits": {"dev": {"questions": 3}}})"))
-                .status()
-                .code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      ReadRaceAccuracies(Json::parse(R"({"splits": {"dev": {"questions": 3}}})")).status().code(),
+      absl::StatusCode::kNotFound);
 }
 
 TEST(PaperRaceRowsTest, Table5) {
   const Table t = PaperRaceRows();
   ASSERT_EQ(t.rows().size(), 12u);
-  EXPECT_EQ(t.rows()[0], (std::vector<std::string>{"paper Megatron-BERT 336M", "test", "middle",
-                                                   "86.9"}));
+  EXPECT_EQ(t.rows()[0],
+            (std::vector<std::string>{"paper Megatron-BERT 336M", "test", "middle", "86.9"}));
   EXPECT_EQ(t.rows()[8][3], "89.5");
   EXPECT_EQ(t.rows()[10][3], "90.0");
 }
