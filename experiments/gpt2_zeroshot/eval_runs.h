@@ -1,0 +1,49 @@
+// The experiments' side of the evaluation and pretraining binaries they run as subprocesses
+// (//eval:wikitext103, //eval:lambada, //eval:race, //experiments/pretrain:pretrain_*): finding
+// them in the runfiles, running them, and reading the results JSON object each prints as its last
+// stdout line.
+//
+//   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv[0], "eval/wikitext103"));
+//   ASSIGN_OR_RETURN(Json r, RunForJson({}, {bin, "--load=CKPT", "--data=wiki.test.tokens"}));
+//   double ppl = r["adjusted_ppl"];
+#ifndef MT_EXPERIMENTS_GPT2_ZEROSHOT_EVAL_RUNS_H_
+#define MT_EXPERIMENTS_GPT2_ZEROSHOT_EVAL_RUNS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace mt {
+namespace experiments {
+
+using Json = nlohmann::ordered_json;
+
+// The path of `path` (relative to the workspace root, e.g. "eval/wikitext103") in the runfiles of
+// the binary started as `argv0`: under `bazel run`, `bazel test` and from bazel-bin. NotFound
+// naming the path (and saying to run the experiment through bazel) when it is not there.
+absl::StatusOr<std::string> RunfilePath(const std::string& argv0, const std::string& path);
+
+// The last non-empty line of `out` (trailing whitespace ignored) parsed as a JSON object.
+// InvalidArgument naming `program` and quoting the line when there is none or it is not an object.
+absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view program);
+
+// Runs `launcher` (e.g. {"mpirun", "-np", "2"}; empty: a plain process) followed by `argv`, and
+// returns LastJsonLine of its standard output. RunCommand's errors (experiments/report/plot.h).
+absl::StatusOr<Json> RunForJson(const std::vector<std::string>& launcher,
+                                const std::vector<std::string>& argv);
+
+// A comma-separated list without its empty items: "a,,b" -> {"a", "b"}.
+std::vector<std::string> CommaList(absl::string_view list);
+
+// `json` at `path` ("splits", "test/high", "accuracy"), as a number. NotFound naming the path and
+// `what` when a key is missing or the value is not a number.
+absl::StatusOr<double> NumberAt(const Json& json, const std::vector<std::string>& path,
+                                absl::string_view what);
+
+}  // namespace experiments
+}  // namespace mt
+
+#endif  // MT_EXPERIMENTS_GPT2_ZEROSHOT_EVAL_RUNS_H_

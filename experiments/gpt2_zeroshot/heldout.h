@@ -1,0 +1,68 @@
+// Held-out evaluation data from documents a GPT training run did not see: the test split of an
+// indexed GPT-2 dataset (data/gpt_dataset/gpt_dataset.h, SplitDocuments), decoded back to text and
+// written in the two zero-shot harnesses' input formats:
+//   - WikiText-103's word-level tokenised format (what eval/wikitext.h's DetokenizeWikiText
+//     undoes): one document per paragraph line, " tokens \n", separated by " \n" lines;
+//   - LAMBADA's jsonl ({"text": ...} per line), the last word being the one to predict.
+//
+//   ASSIGN_OR_RETURN(HeldOutFiles f, WriteHeldOut(prefix, "90,5,5", 200, *gpt2, dir));
+//   // f.wikitext = dir/heldout.wiki.tokens, f.lambada = dir/heldout_lambada.jsonl
+//
+// Pure functions, and WriteHeldOut which only reads the dataset and writes the two files.
+#ifndef MT_EXPERIMENTS_GPT2_ZEROSHOT_HELDOUT_H_
+#define MT_EXPERIMENTS_GPT2_ZEROSHOT_HELDOUT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "data/tokenizers/tokenizer.h"
+
+namespace mt {
+namespace experiments {
+
+// One paragraph of plain text in WikiText-103's tokenisation (no leading space or newline):
+// whitespace runs become one space; in each word, leading ( [ { " and trailing . , ; : ! ? " ) ] }
+// become tokens of their own (a run of dots, "...", stays on its word); a final 's or 'S is
+// split off (" 's"); a hyphen between letters or digits becomes " @-@ ", and a comma or a point
+// between digits " @,@ " / " @.@ ". DetokenizeWikiText of " " + result + " \n" gives back the
+// whitespace-collapsed text for text without stray quotes or brackets (tested).
+//   "A well-known fact (3.5 kg), isn't it?" ->
+//   "A well @-@ known fact ( 3 @.@ 5 kg ) , isn't it ?"
+std::string ToWikiTextTokens(absl::string_view text);
+
+// A LAMBADA-style line from a document: its words (whitespace collapsed) with the last word's
+// trailing non-alphanumeric characters removed; nullopt unless it has at least `min_words` words
+// and the last word is then all letters (ASCII) and at least 2 long.
+//   "Never put off till tomorrow what you can do today." -> "... what you can do today"
+std::optional<std::string> ToLambadaText(absl::string_view text, int min_words);
+
+// The WikiText file of `documents`: " \n" then, per document with any text, " " +
+// ToWikiTextTokens(doc) + " \n \n".
+std::string WikiTextFile(const std::vector<std::string>& documents);
+
+struct HeldOutFiles {
+  std::string wikitext;   // Path of the WikiText-format file.
+  std::string lambada;    // Path of the LAMBADA jsonl.
+  int64_t documents = 0;  // Test-split documents used (at most max_documents).
+  int64_t lambada_examples = 0;
+  int64_t first_document = 0;  // Their index range in the dataset: [first, first + documents).
+};
+
+// Decodes (with `gpt2`, dropping its end-of-document id) the first `max_documents` documents of
+// the test split of the dataset at `prefix` under `split` and writes `dir`/heldout.wiki.tokens and
+// `dir`/heldout_lambada.jsonl (documents of at least 10 words and at most `max_tokens` - 4 GPT-2
+// tokens, so that a model of `max_tokens` positions fits them). Errors: the dataset's and
+// SplitDocuments's; FailedPrecondition when the test split is empty (naming the split); Internal
+// naming a file that cannot be written.
+absl::StatusOr<HeldOutFiles> WriteHeldOut(const std::string& prefix, const std::string& split,
+                                          int64_t max_documents, int64_t max_tokens,
+                                          const data::Tokenizer& gpt2, const std::string& dir);
+
+}  // namespace experiments
+}  // namespace mt
+
+#endif  // MT_EXPERIMENTS_GPT2_ZEROSHOT_HELDOUT_H_

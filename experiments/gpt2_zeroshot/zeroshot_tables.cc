@@ -1,0 +1,247 @@
+#include "experiments/gpt2_zeroshot/zeroshot_tables.h"
+
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/status.h"
+#include "experiments/gpt2_zeroshot/eval_runs.h"
+#include "experiments/report/plot.h"
+#include "models/count.h"
+#include "train/model_loading.h"
+
+namespace mt {
+namespace experiments {
+namespace {
+
+// Paper Table 2 (Shoeybi et al. 2019): WikiText-103 adjusted perplexity, LAMBADA accuracy (%).
+struct PaperRow {
+  const char* model;
+  double params;  // 0: not a model of the paper (the previous state of the art).
+  double wikitext_ppl, lambada_pct;
+};
+constexpr PaperRow kPaper[] = {{"paper 355M", 355e6, 19.31, 45.18},
+                               {"paper 2.5B", 2.5e9, 12.76, 61.73},
+                               {"paper 8.3B", 8.3e9, 10.81, 66.51},
+                               {"previous SOTA (as the paper lists it)", 0, 15.79, 63.24}};
+constexpr char kPaperWiki[] = "WikiText-103 test";
+constexpr char kPaperLambada[] = "LAMBADA test";
+
+std::string Basename(const std::string& path) {
+  const std::string p(absl::StripSuffix(path, "/"));
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string Millions(double params) { return absl::StrFormat("%.3f", params / 1e6); }
+
+// wikitext_points.csv / lambada_points.csv: series,params_m,value (series "paper", "d0", ...).
+absl::Status WritePlots(const ExperimentRun& run, const ZeroShotReportInputs& in,
+                        const std::vector<ModelScores>& scores) {
+  Table wiki({"series", "params_m", "adjusted_ppl"}), lam({"series", "params_m", "accuracy_pct"});
+  for (const PaperRow& p : kPaper) {
+    if (p.params == 0) continue;
+    wiki.AddRow({"paper", Millions(p.params), Fixed(p.wikitext_ppl, 2)});
+    lam.AddRow({"paper", Millions(p.params), Fixed(p.lambada_pct, 2)});
+  }
+  for (const ModelScores& m : scores) {
+    for (size_t d = 0; d < m.wikitext_adjusted_ppl.size(); ++d) {
+      wiki.AddRow({absl::StrCat("d", d), Millions(m.params), Fixed(m.wikitext_adjusted_ppl[d], 3)});
+    }
+    for (size_t d = 0; d < m.lambada_accuracy.size(); ++d) {
+      lam.AddRow({absl::StrCat("d", d), Millions(m.params), Fixed(100 * m.lambada_accuracy[d], 2)});
+    }
+  }
+  RETURN_IF_ERROR(WriteCsv(run.Path("wikitext_points.csv"), wiki));
+  RETURN_IF_ERROR(WriteCsv(run.Path("lambada_points.csv"), lam));
+  auto plot = [&](const std::string& csv, const std::string& y, const std::string& paper,
+                  const std::vector<EvalData>& data) {
+    Plot p;
+    p.xlabel = "parameters (millions, log scale)";
+    p.logx = true;
+    p.series.push_back(
+        {absl::StrCat("paper (", paper, ")"), csv, "params_m", y, "series", "paper"});
+    for (size_t d = 0; d < data.size(); ++d) {
+      p.series.push_back({absl::StrCat("ours (", data[d].name, ")"), csv, "params_m", y, "series",
+                          absl::StrCat("d", d)});
+    }
+    return p;
+  };
+  Plot w = plot("wikitext_points.csv", "adjusted_ppl", kPaperWiki, in.wikitext);
+  w.title = "Zero-shot WikiText-103-format perplexity vs model size (paper Table 2)";
+  w.ylabel = "adjusted perplexity (per original token, log scale)";
+  w.logy = true;
+  RETURN_IF_ERROR(DrawPlot(w, run.Path("wikitext_ppl.png")));
+  Plot l = plot("lambada_points.csv", "accuracy_pct", kPaperLambada, in.lambada);
+  l.title = "Zero-shot LAMBADA-format last-word accuracy vs model size (paper Table 2)";
+  l.ylabel = "accuracy (% of examples, strict whole word)";
+  l.ymin = 0;
+  l.ymax = 100;
+  return DrawPlot(l, run.Path("lambada_acc.png"));
+}
+
+// The Markdown table: the paper's rows and ours, a column per dataset.
+Table WideTable(const ZeroShotReportInputs& in, const std::vector<ModelScores>& scores) {
+  std::vector<std::string> header = {"model", "params", absl::StrCat(kPaperWiki, " ppl (adjusted)"),
+                                     absl::StrCat(kPaperLambada, " acc %")};
+  for (const EvalData& d : in.wikitext) header.push_back(absl::StrCat(d.name, ": ppl (adjusted)"));
+  for (const EvalData& d : in.lambada) header.push_back(absl::StrCat(d.name, ": acc %"));
+  Table t(header);
+  const size_t ours = in.wikitext.size() + in.lambada.size();
+  for (const PaperRow& p : kPaper) {
+    std::vector<std::string> row = {p.model, p.params > 0 ? Millions(p.params) + "M" : "-",
+                                    Fixed(p.wikitext_ppl, 2), Fixed(p.lambada_pct, 2)};
+    row.resize(row.size() + ours, "-");
+    t.AddRow(row);
+  }
+  for (const ModelScores& m : scores) {
+    std::vector<std::string> row = {absl::StrCat("ours ", m.label), Millions(m.params) + "M", "-",
+                                    "-"};
+    for (double v : m.wikitext_adjusted_ppl) row.push_back(Fixed(v, 2));
+    for (double v : m.lambada_accuracy) row.push_back(Fixed(100 * v, 2));
+    t.AddRow(row);
+  }
+  return t;
+}
+
+Table LongTable(const std::vector<ModelScores>& scores, const ZeroShotReportInputs& in) {
+  Table t = PaperZeroShotRows();
+  for (const ModelScores& m : scores) {
+    const std::string params = absl::StrCat(m.params);
+    for (size_t d = 0; d < in.wikitext.size(); ++d) {
+      t.AddRow({m.label, params, in.wikitext[d].name, "adjusted_ppl",
+                Fixed(m.wikitext_adjusted_ppl[d], 4)});
+      t.AddRow({m.label, params, in.wikitext[d].name, "ppl", Fixed(m.wikitext_ppl[d], 4)});
+    }
+    for (size_t d = 0; d < in.lambada.size(); ++d) {
+      t.AddRow({m.label, params, in.lambada[d].name, "accuracy_pct",
+                Fixed(100 * m.lambada_accuracy[d], 2)});
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string ModelSize::Label() const {
+  return absl::StrCat("gpt2_", layers, "x", hidden, "x", heads);
+}
+
+absl::StatusOr<std::vector<ModelSize>> ParseModelSizes(absl::string_view list) {
+  std::vector<ModelSize> out;
+  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(item, 'x');
+    ModelSize m;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &m.layers) ||
+        !absl::SimpleAtoi(parts[1], &m.hidden) || !absl::SimpleAtoi(parts[2], &m.heads) ||
+        m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.hidden % m.heads != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--models: '", item,
+          "' is not LAYERSxHIDDENxHEADS with positive values and heads dividing hidden"));
+    }
+    out.push_back(m);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--models: no model sizes given");
+  return out;
+}
+
+absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s, const std::string& checkpoint,
+                                            const std::vector<EvalData>& wikitext,
+                                            const std::vector<EvalData>& lambada) {
+  ASSIGN_OR_RETURN(train::CheckpointModel ckpt, train::ReadCheckpointModel(checkpoint));
+  ASSIGN_OR_RETURN(models::ParameterCount count, models::CountParameters(ckpt.config, 1));
+  ModelScores m;
+  m.label = Basename(checkpoint);
+  m.model = ckpt.model_name;
+  m.params = count.total;
+  m.shape = absl::StrFormat("%d layers, hidden %lld, %d heads", ckpt.config.num_layers,
+                            static_cast<long long>(ckpt.config.hidden_size),
+                            ckpt.config.num_attention_heads);
+  const std::vector<std::string> common = {"--load=" + checkpoint, "--device=" + s.device};
+  for (const EvalData& d : wikitext) {
+    std::vector<std::string> argv = {s.wikitext_bin, "--data=" + d.path,
+                                     absl::StrCat("--overlapping_eval=", s.overlapping_eval)};
+    argv.insert(argv.end(), common.begin(), common.end());
+    ASSIGN_OR_RETURN(Json r, RunForJson(s.launcher, argv));
+    ASSIGN_OR_RETURN(double adjusted, NumberAt(r, {"adjusted_ppl"}, "wikitext103"));
+    ASSIGN_OR_RETURN(double ppl, NumberAt(r, {"ppl"}, "wikitext103"));
+    m.wikitext_adjusted_ppl.push_back(adjusted);
+    m.wikitext_ppl.push_back(ppl);
+  }
+  for (const EvalData& d : lambada) {
+    std::vector<std::string> argv = {s.lambada_bin, "--data=" + d.path};
+    argv.insert(argv.end(), common.begin(), common.end());
+    ASSIGN_OR_RETURN(Json r, RunForJson(s.launcher, argv));
+    ASSIGN_OR_RETURN(double accuracy, NumberAt(r, {"accuracy"}, "lambada"));
+    ASSIGN_OR_RETURN(double examples, NumberAt(r, {"examples"}, "lambada"));
+    m.lambada_accuracy.push_back(accuracy);
+    m.lambada_examples.push_back(static_cast<int64_t>(examples));
+  }
+  return m;
+}
+
+Table PaperZeroShotRows() {
+  Table t({"model", "params", "dataset", "metric", "value"});
+  for (const PaperRow& p : kPaper) {
+    const std::string params = p.params > 0 ? absl::StrFormat("%.0f", p.params) : "";
+    t.AddRow({p.model, params, kPaperWiki, "adjusted_ppl", Fixed(p.wikitext_ppl, 2)});
+    t.AddRow({p.model, params, kPaperLambada, "accuracy_pct", Fixed(p.lambada_pct, 2)});
+  }
+  return t;
+}
+
+absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReportInputs& in,
+                                  const std::vector<ModelScores>& scores) {
+  RETURN_IF_ERROR(WriteCsv(run.Path("zeroshot.csv"), LongTable(scores, in)));
+  RETURN_IF_ERROR(WritePlots(run, in, scores));
+  Report report("Tables 2-3: GPT-2 zero-shot WikiText-103 perplexity and LAMBADA accuracy");
+  report.Paragraph(
+      "The paper's rows (Table 2; model shapes in Table 3) beside ours. Ours are scored with the "
+      "same protocols (`eval/wikitext103`: detokenised text, windows of the model's sequence "
+      "length every `--overlapping_eval` tokens, perplexity per original whitespace token; "
+      "`eval/lambada`: strict whole-word, teacher-forced argmax) but NOT on the paper's data or "
+      "at its scale, so the numbers are not comparable with the paper's: see the data below.");
+  report.AddTable(WideTable(in, scores));
+  report.Heading("What our numbers used");
+  std::string data = absl::StrCat(
+      "- models: ",
+      in.trained_here
+          ? absl::StrFormat("trained here on %s (%lld steps of %lld sequences of %lld tokens "
+                            "each, a few hundred thousand tokens seen in all vs the paper's "
+                            "157B), the test split held out",
+                            in.data_name, static_cast<long long>(in.train_iters),
+                            static_cast<long long>(in.global_batch_size),
+                            static_cast<long long>(in.seq_length))
+          : "the checkpoints given with --load",
+      "\n");
+  for (const EvalData& d : in.wikitext)
+    absl::StrAppend(&data, "- WikiText-format: ", d.name, " (`", d.path, "`)\n");
+  for (const EvalData& d : in.lambada)
+    absl::StrAppend(&data, "- LAMBADA-format: ", d.name, " (`", d.path, "`)\n");
+  absl::StrAppend(&data,
+                  "\nThe fixtures (eval/testdata) are a few paragraphs written for the harness "
+                  "tests, not WikiText-103 or LAMBADA. The held-out split is documents of the "
+                  "training data that training did not use, written as WikiText's tokenised "
+                  "format (one document per paragraph, no headings) and as LAMBADA lines (last "
+                  "word of each document of 10 or more words, trailing punctuation removed).");
+  report.Paragraph(data);
+  Table models({"model", "registered name", "shape", "params", "training wall time (s)"});
+  for (const ModelScores& m : scores) {
+    models.AddRow({m.label, m.model, m.shape, absl::StrCat(m.params),
+                   m.train_seconds < 0 ? "-" : Fixed(m.train_seconds, 1)});
+  }
+  report.AddTable(models);
+  report.Image("wikitext_ppl.png", "adjusted perplexity against parameters, paper and ours");
+  report.Image("lambada_acc.png", "LAMBADA accuracy against parameters, paper and ours");
+  report.Paragraph(
+      "At paper scale: `--load=` the trained checkpoints (any TP degree), "
+      "`--wikitext=wikitext-103/wiki.test.tokens --lambada=lambada_test.jsonl`, "
+      "`--device=cuda --launcher='mpirun -np 8'`.");
+  return report.Write(run);
+}
+
+}  // namespace experiments
+}  // namespace mt

@@ -1,0 +1,82 @@
+// The gpt2_zeroshot experiment's parts below its main(): model sizes from a flag, scoring one
+// checkpoint with the WikiText-103 and LAMBADA harnesses, and the report with the paper's Tables
+// 2-3 beside ours (zeroshot.csv, wikitext_ppl.png, lambada_acc.png).
+#ifndef MT_EXPERIMENTS_GPT2_ZEROSHOT_ZEROSHOT_TABLES_H_
+#define MT_EXPERIMENTS_GPT2_ZEROSHOT_ZEROSHOT_TABLES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "experiments/report/report.h"
+
+namespace mt {
+namespace experiments {
+
+// A GPT-2 shape to train.
+struct ModelSize {
+  int layers = 0;
+  int64_t hidden = 0;
+  int heads = 0;
+  std::string Label() const;  // "gpt2_4x128x4".
+};
+
+// "2x64x4,4x128x4" (LAYERSxHIDDENxHEADS, comma-separated) -> sizes. InvalidArgument quoting the
+// item for an empty list, a malformed item, a value < 1, or heads not dividing hidden.
+absl::StatusOr<std::vector<ModelSize>> ParseModelSizes(absl::string_view list);
+
+// An evaluation file and how the report names it.
+struct EvalData {
+  std::string path;
+  std::string name;
+};
+
+// How the harnesses run.
+struct ScoringSettings {
+  std::vector<std::string> launcher;  // E.g. {"mpirun", "-np", "2"}; empty: a plain process.
+  std::string wikitext_bin, lambada_bin;
+  std::string device;  // --device
+  int64_t overlapping_eval = 32;
+};
+
+struct ModelScores {
+  std::string label;          // The checkpoint directory's last component.
+  std::string model;          // The registered model name the checkpoint records.
+  std::string shape;          // "4 layers, hidden 128, 4 heads".
+  int64_t params = 0;         // Parameters of the serial model (padded vocabulary).
+  double train_seconds = -1;  // < 0: not trained here.
+  std::vector<double> wikitext_adjusted_ppl, wikitext_ppl;  // Per WikiText file, in order.
+  std::vector<double> lambada_accuracy;                     // Per LAMBADA file.
+  std::vector<int64_t> lambada_examples;
+};
+
+// Runs both harnesses on `checkpoint` for every file. Errors: the checkpoint's
+// (train::ReadCheckpointModel), the harnesses' (their exit and message), missing result keys.
+absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& settings,
+                                            const std::string& checkpoint,
+                                            const std::vector<EvalData>& wikitext,
+                                            const std::vector<EvalData>& lambada);
+
+struct ZeroShotReportInputs {
+  std::string data_name;  // What the models were trained on.
+  bool trained_here = true;
+  int64_t train_iters = 0, global_batch_size = 0, seq_length = 0;
+  std::vector<EvalData> wikitext, lambada;
+};
+
+// The paper's rows (Table 2: 355M, 2.5B, 8.3B and the previous state of the art) in the CSV's
+// layout: model, params, dataset, metric, value.
+Table PaperZeroShotRows();
+
+// zeroshot.csv (model,params,dataset,metric,value: the paper's rows then ours), the two PNGs and
+// report.md in `run`'s directory.
+absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReportInputs& in,
+                                  const std::vector<ModelScores>& scores);
+
+}  // namespace experiments
+}  // namespace mt
+
+#endif  // MT_EXPERIMENTS_GPT2_ZEROSHOT_ZEROSHOT_TABLES_H_

@@ -1,0 +1,14 @@
+# Written by experiments/report/plot.cc; run in this directory: gnuplot wikitext_ppl.png.gp
+set terminal pngcairo size 900,600 enhanced font "sans,11"
+set output "wikitext_ppl.png"
+set datafile separator ","
+set title "Zero-shot WikiText-103-format perplexity vs model size (paper Table 2)"
+set xlabel "parameters (millions, log scale)"
+set ylabel "adjusted perplexity (per original token, log scale)"
+set grid
+set key outside right top box
+set logscale x 2
+set logscale y
+plot "wikitext_points.csv" every ::1 using 2:(strcol(1) eq "paper" ? $3 : NaN) with linespoints title "paper (WikiText-103 test)", \
+     "wikitext_points.csv" every ::1 using 2:(strcol(1) eq "d0" ? $3 : NaN) with linespoints title "ours (eval/testdata WikiText-format fixture)", \
+     "wikitext_points.csv" every ::1 using 2:(strcol(1) eq "d1" ? $3 : NaN) with linespoints title "ours (held-out 200 test-split documents)"
