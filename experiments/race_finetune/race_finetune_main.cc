@@ -2,7 +2,6 @@
 // BERT on the embedded corpus with //experiments/pretrain:pretrain_bert (or takes --load), then
 // fine-tunes and scores it with //eval:race on --data (default: the eval/testdata RACE fixture),
 // middle / high / overall beside the paper's. Writes results/race_finetune/ (report.md, race.csv).
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -154,14 +153,10 @@ absl::Status Run(int argc, char** argv) {
   RETURN_IF_ERROR(RunCommand({"mkdir", "-p", work_dir}).status());
   std::string data = FLAGS_data, data_name = FLAGS_data;
   if (data.empty()) {
-    // The fixture in the source tree (eval/ does not export it to the runfiles): under `bazel
-    // run` in the workspace, else relative to the current directory (the repository root).
-    const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-    data = absl::StrCat(ws != nullptr ? ws : ".", "/eval/testdata/RACE");
-    if (access((data + "/train").c_str(), F_OK) != 0) {
-      return absl::NotFoundError(absl::StrCat(
-          "no RACE fixture at ", data, ": pass --data=RACE_DIR, or run from the repository root"));
-    }
+    // The fixture (//eval:race_fixture) from the runfiles: the directory of one of its files.
+    ASSIGN_OR_RETURN(const std::string one,
+                     RunfilePath(argv[0], "eval/testdata/RACE/train/middle/1.txt"));
+    data = one.substr(0, one.size() - std::string("/train/middle/1.txt").size());
     data_name =
         "the small RACE-format fixture eval/testdata/RACE written for the harness tests "
         "(3 training articles; not RACE)";
