@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/nccl_communicator.h"
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/status.h"
 
@@ -52,25 +49,12 @@ absl::StatusOr<std::unique_ptr<Harness>> Harness::Open(const HarnessConfig& conf
   std::unique_ptr<Harness> h(new Harness());
   h->config_ = config;
   h->placement_ = placement;
-  if (config.device == HarnessDevice::kCuda) {
-    const int gpus = cuda::DeviceCount();
-    if (gpus < 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--device=cuda: no CUDA device here (", cuda::Describe(), ")"));
-    }
-    const int index = placement.local_rank % gpus;
-    ASSIGN_OR_RETURN(h->cuda_, cuda::DeviceContext::Create(index));
-    h->memory_pool_ =
-        std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
-    h->exec_.device = Device::Cuda(index);
-    h->exec_.cuda = h->cuda_.get();  // Kernels on the default stream, as core/alloc.h assumes.
-    h->exec_.memory_pool = h->memory_pool_.get();
-  }
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const int threads =
-      config.threads > 0 ? config.threads : std::max(1, cores / std::max(1, placement.local_size));
-  h->pool_ = std::make_unique<ThreadPool>(threads);
-  h->exec_.pool = h->pool_.get();
+  RankExecutionOptions ro;
+  ro.cuda = config.device == HarnessDevice::kCuda;
+  ro.threads = config.threads;
+  ro.local_rank = placement.local_rank;
+  ro.local_size = placement.local_size;
+  ASSIGN_OR_RETURN(h->rank_, CreateRankExecution(ro));
   ASSIGN_OR_RETURN(h->checkpoint_, train::ReadCheckpointModel(config.load, config.iteration));
   const models::ModelConfig& m = h->checkpoint_.config;
   if (absl::Status s = m.ValidateParallel(placement.world_size); !s.ok()) {
@@ -87,15 +71,15 @@ absl::Status Harness::LoadModel(train::LoadModelOptions options) {
   options.iteration = checkpoint_.iteration;
   options.compute_dtype = config_.ComputeDType();
   ASSIGN_OR_RETURN(loaded_, train::LoadModel(config_.load, placement_.rank, placement_.world_size,
-                                             exec_, options));
+                                             rank_.exec, options));
   return absl::OkStatus();
 }
 
 absl::Status Harness::Connect(comm::Communicator& world) {
   comm::Communicator* comm_world = &world;
-  if (exec_.device.is_cuda() && comm::NcclAvailable() &&
+  if (rank_.exec.device.is_cuda() && comm::NcclAvailable() &&
       placement_.local_size <= cuda::DeviceCount()) {
-    ASSIGN_OR_RETURN(nccl_world_, comm::CreateNcclCommunicator(world, exec_.device.index,
+    ASSIGN_OR_RETURN(nccl_world_, comm::CreateNcclCommunicator(world, rank_.exec.device.index,
                                                                comm::NcclOptions(), "world"));
     comm_world = nccl_world_.get();
   }
@@ -108,7 +92,7 @@ absl::Status Harness::Connect(comm::Communicator& world) {
 
 nn::StepContext Harness::step_context() const {
   nn::StepContext sc;
-  sc.exec = &exec_;
+  sc.exec = &rank_.exec;
   sc.tp = parallel_->tp_size() > 1 ? &parallel_->tp() : nullptr;
   sc.mode = nn::Mode::kEval;
   return sc;
@@ -121,7 +105,7 @@ std::string Harness::Describe() const {
                       ", ", m.num_attention_heads, " heads, vocab ", m.vocab_size, ") from ",
                       checkpoint_.dir, " iteration ", checkpoint_.iteration, " (saved at TP ",
                       checkpoint_.tp_size, "), run at TP ", placement_.world_size, " on ",
-                      exec_.device.ToString(), " in ", DTypeName(config_.ComputeDType()),
+                      rank_.exec.device.ToString(), " in ", DTypeName(config_.ComputeDType()),
                       nccl_world_ != nullptr ? " (NCCL)" : "");
 }
 

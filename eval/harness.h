@@ -35,6 +35,7 @@
 #include "comm/parallel_context.h"
 #include "core/dtype.h"
 #include "core/exec_context.h"
+#include "core/rank_execution.h"
 #include "core/thread_pool.h"
 #include "models/model.h"
 #include "nlohmann/json.hpp"
@@ -42,11 +43,6 @@
 #include "train/model_loading.h"
 
 namespace mt {
-namespace cuda {
-class CachingAllocator;
-class DeviceContext;
-}  // namespace cuda
-
 namespace eval {
 
 // JSON objects keep their keys in insertion order (results print as the tasks list them).
@@ -136,8 +132,8 @@ class Harness {
   models::Model& model() { return *loaded_.model; }
   nn::ParameterStore& store() { return *loaded_.store; }
   const train::ParameterLoad& parameter_load() const { return loaded_.load; }
-  const ExecContext& exec() const { return exec_; }
-  ThreadPool* pool() { return pool_.get(); }
+  const ExecContext& exec() const { return rank_.exec; }
+  ThreadPool* pool() { return rank_.pool.get(); }
   // After Connect: the layout (one TP group over the world), and eval mode on the TP group.
   comm::ParallelContext& parallel() { return *parallel_; }
   nn::StepContext step_context() const;
@@ -152,10 +148,7 @@ class Harness {
   Placement placement_;
   train::CheckpointModel checkpoint_;
   // Destroyed in reverse order: the model and communicators before the device's pool and context.
-  std::unique_ptr<cuda::DeviceContext> cuda_;
-  std::unique_ptr<cuda::CachingAllocator> memory_pool_;
-  std::unique_ptr<ThreadPool> pool_;
-  ExecContext exec_;
+  RankExecution rank_;
   std::unique_ptr<comm::Communicator> nccl_world_;
   std::unique_ptr<comm::ParallelContext> parallel_;
   train::LoadedModel loaded_;

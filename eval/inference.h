@@ -21,12 +21,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "comm/communicator.h"
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/device_context.h"
 #include "core/device.h"
 #include "core/exec_context.h"
 #include "core/fields.h"
-#include "core/thread_pool.h"
+#include "core/rank_execution.h"
 #include "models/model.h"
 #include "nn/context.h"
 #include "nn/parameter.h"
@@ -56,17 +54,14 @@ struct InferenceConfig {
 // Everything a loaded model needs alive (members destroyed in reverse order: the model's tensors
 // before the device's allocator and context).
 struct InferenceSession {
-  std::unique_ptr<cuda::DeviceContext> cuda;
-  std::unique_ptr<cuda::CachingAllocator> memory_pool;
-  std::unique_ptr<ThreadPool> pool;
-  ExecContext exec;
+  RankExecution rank;                // Ops run on rank.exec.
   comm::Communicator* tp = nullptr;  // The world when TP > 1 (not owned); null for TP = 1.
   std::unique_ptr<nn::ParameterStore> store;
   std::unique_ptr<models::Model> model;
   int64_t iteration = 0;   // Of the checkpoint loaded.
   std::string model_name;  // The registered model the checkpoint records (may be empty).
 
-  // An eval-mode step context over exec and tp.
+  // An eval-mode step context over rank.exec and tp.
   nn::StepContext Step() const;
 };
 

@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <random>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -34,14 +33,12 @@
 #include "comm/parallel_context.h"
 #include "core/alloc.h"
 #include "core/config_flags.h"
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/openblas.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
+#include "core/rank_execution.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "experiments/benchmarks/step_profile.h"
 #include "experiments/pretrain/pretrain.h"
 #include "gflags/gflags.h"
@@ -155,37 +152,23 @@ double GpuGemmGflops(const mt::ExecContext& ec, int64_t n) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-// What one rank runs on: threads, and on a GPU its context and allocator.
+// What one rank runs on (threads, and on a GPU its context and allocator), and whether it is a GPU.
 struct Device {
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<cuda::DeviceContext> context;
-  std::unique_ptr<cuda::CachingAllocator> memory_pool;
-  ExecContext ec;
+  RankExecution rank;
   bool gpu = false;
-  int threads = 1;
 };
 
 absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int local_rank,
                                                     int local_size) {
   auto d = std::make_unique<Device>();
-  d->threads =
-      c.threads > 0
-          ? c.threads
-          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_size);
-  d->pool = std::make_unique<ThreadPool>(d->threads);
-  d->ec.pool = d->pool.get();
   d->gpu = c.device == DeviceKind::kCuda;
-  if (!d->gpu) return d;
-  if (cuda::DeviceCount() < 1) return absl::FailedPreconditionError(cuda::Describe());
-  const int index = local_rank % cuda::DeviceCount();
-  ASSIGN_OR_RETURN(d->context, cuda::DeviceContext::Create(index));
-  d->ec.device = mt::Device::Cuda(index);
-  d->ec.cuda = d->context.get();
-  if (c.caching_allocator) {
-    d->memory_pool =
-        std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
-    d->ec.memory_pool = d->memory_pool.get();
-  }
+  RankExecutionOptions ro;
+  ro.cuda = d->gpu;
+  ro.threads = c.threads;
+  ro.local_rank = local_rank;
+  ro.local_size = local_size;
+  ro.caching_allocator = c.caching_allocator;
+  ASSIGN_OR_RETURN(d->rank, CreateRankExecution(ro));
   return d;
 }
 
@@ -221,19 +204,19 @@ struct StepRunner {
     RETURN_IF_ERROR(world.Barrier());
     auto start = std::chrono::steady_clock::now();
     sc.micro_step = step;
-    RETURN_IF_ERROR(store.ZeroGrads(d.ec));
+    RETURN_IF_ERROR(store.ZeroGrads(d.rank.exec));
     sc.grads_ready = o.BeginGradReduce(dp);
     RETURN_IF_ERROR(model.ForwardBackward(sc, batch, models::Backward::kYes).status());
     sc.grads_ready = nullptr;
-    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.ec.device.index));
+    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.rank.exec.device.index));
     auto t_reduce = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(o.FinishGradReduce());
     const double reduce_s = Seconds(t_reduce);
     if (started_in_backward != nullptr) {
       *started_in_backward = o.grad_reducer().buckets_started_in_backward();
     }
-    RETURN_IF_ERROR(o.Step(d.ec, sc.tp, dp, 1e-4, 1.0).status());
-    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.ec.device.index));
+    RETURN_IF_ERROR(o.Step(d.rank.exec, sc.tp, dp, 1e-4, 1.0).status());
+    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.rank.exec.device.index));
     RETURN_IF_ERROR(world.Barrier());
     return std::make_pair(Seconds(start), reduce_s);
   }
@@ -352,8 +335,8 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
       c.model_name.empty() ? "(flags)" : c.model_name.c_str(), mc.ArchitectureName().c_str(),
       mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
       static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(mc.vocab_size),
-      static_cast<long long>(model.padded_vocab()), parallel.tp_size(), dp_size, ranks, d.threads,
-      c.recompute ? "yes" : "no", d.gpu ? "bf16" : "f32");
+      static_cast<long long>(model.padded_vocab()), parallel.tp_size(), dp_size, ranks,
+      d.rank.threads, c.recompute ? "yes" : "no", d.gpu ? "bf16" : "f32");
   std::printf("parameters: %lld\n", static_cast<long long>(parameters));
   if (d.gpu) {
     std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f TFLOP/s\n",
@@ -362,7 +345,7 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
   } else {
     std::printf("blas: %s\n", DescribeBlas().c_str());
     std::printf("f32 GEMM rate per rank (%lld^3, %d threads, OpenBLAS core %s): %.1f GFLOP/s\n",
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.threads,
+                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.rank.threads,
                 LoadOpenBlas().core.c_str(), gemm);
   }
   std::printf(
@@ -402,10 +385,10 @@ absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communic
   ASSIGN_OR_RETURN(auto d, SetUpDevice(c, runtime.local_rank(), runtime.local_size()));
   // Measure every rank's GEMM rate at once (they share the machine as in training).
   const int64_t n = GemmRateSize(c.gemm_rate_size, d->gpu);
-  const double gemm = d->gpu ? GpuGemmGflops(d->ec, n) : GemmGflops(d->ec, n);
+  const double gemm = d->gpu ? GpuGemmGflops(d->rank.exec, n) : GemmGflops(d->rank.exec, n);
 
   nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(),
-                           d->gpu ? DType::kBF16 : DType::kF32, d->ec.device);
+                           d->gpu ? DType::kBF16 : DType::kF32, d->rank.exec.device);
   models::ModelOptions options;
   options.recompute = c.recompute ? nn::Recompute::kYes : nn::Recompute::kNo;
   ASSIGN_OR_RETURN(auto model, models::CreateModel(c.model, &store, options));
@@ -421,7 +404,7 @@ absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communic
   batch.tokens = tokens.view();
   batch.labels = labels.view();
   nn::StepContext sc;
-  sc.exec = &d->ec;
+  sc.exec = &d->rank.exec;
   sc.tp = parallel->tp_size() > 1 ? &parallel->tp() : nullptr;
   sc.dropout_seed = 1;
   ASSIGN_OR_RETURN(Timings t, TimeSteps(c, world, *parallel, *d, store, *model, batch, sc));
@@ -431,10 +414,10 @@ absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communic
   const int64_t held = model->activation_bytes().held;
   size_t device_in_use = 0;  // After the forward pass: parameters, optimizer state, activations.
   if (d->gpu) {
-    auto used = cuda::MemoryInUse(d->ec.device.index);
+    auto used = cuda::MemoryInUse(d->rank.exec.device.index);
     if (used.ok()) device_in_use = *used;
   }
-  RETURN_IF_ERROR(store.ZeroGrads(d->ec));
+  RETURN_IF_ERROR(store.ZeroGrads(d->rank.exec));
   RETURN_IF_ERROR(model->ForwardBackward(sc, batch, models::Backward::kYes).status());
   const models::Model::ActivationBytes act{held, model->activation_bytes().backward_extra};
   if (world.rank() == 0) {

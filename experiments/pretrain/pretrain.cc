@@ -3,17 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "comm/nccl_communicator.h"
-#include "core/cuda/caching_allocator.h"
-#include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
 #include "core/openblas.h"
 #include "core/ops/elementwise.h"
+#include "core/rank_execution.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "models/registry.h"
 #include "nn/parameter.h"
 #include "train/checkpoint.h"
@@ -92,14 +89,11 @@ namespace {
 // Everything a running job holds, built by SetUp. Members are destroyed in reverse order, so the
 // model's tensors go before the device's allocator and context.
 struct Job {
-  std::unique_ptr<cuda::DeviceContext> cuda;
-  // Every GPU tensor's memory (all kernels run on the default stream, so blocks are reused
-  // safely).
-  std::unique_ptr<cuda::CachingAllocator> memory_pool;
+  // The threads and the GPU (every GPU tensor's memory from its caching allocator: all kernels
+  // run on the default stream, so blocks are reused safely).
+  RankExecution rank;
   std::unique_ptr<comm::Communicator> nccl_world;  // With the NCCL backend.
   std::unique_ptr<comm::ParallelContext> parallel;
-  std::unique_ptr<ThreadPool> pool;
-  ExecContext exec;
   std::unique_ptr<nn::ParameterStore> store;
   std::unique_ptr<models::Model> model;
   std::unique_ptr<train::Optimizer> optimizer;
@@ -110,24 +104,18 @@ struct Job {
   bool verbose = false;  // Rank 0 prints progress.
 };
 
-// Picks this rank's GPU and what it needs there. Collective over `world` when it creates NCCL
-// communicators.
+// Sets up this rank's threads and GPU, and what it needs there. Collective over `world` when it
+// creates NCCL communicators.
 absl::Status SetUpDevice(const PretrainConfig& c, const LocalRanks& local,
                          comm::Communicator& world, Job* job) {
-  job->exec.device = Device::Cpu();
-  if (c.device == DeviceKind::kCpu) return absl::OkStatus();
-  const int gpus = cuda::DeviceCount();
-  if (gpus < 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--device=cuda: no CUDA device here (", cuda::Describe(), ")"));
-  }
-  const int index = local.local_rank % gpus;
-  job->exec.device = Device::Cuda(index);
-  ASSIGN_OR_RETURN(job->cuda, cuda::DeviceContext::Create(index));
-  job->memory_pool =
-      std::make_unique<cuda::CachingAllocator>(cuda::CachingAllocator::CudaBackend(index));
-  job->exec.cuda = job->cuda.get();  // Kernels on the default stream (as comm/ and alloc assume).
-  job->exec.memory_pool = job->memory_pool.get();
+  RankExecutionOptions ro;
+  ro.cuda = c.device == DeviceKind::kCuda;
+  ro.threads = c.threads;  // Shares the cores among the ranks of this machine.
+  ro.local_rank = local.local_rank;
+  ro.local_size = local.local_size;
+  ASSIGN_OR_RETURN(job->rank, CreateRankExecution(ro));
+  if (!ro.cuda) return absl::OkStatus();
+  const int gpus = cuda::DeviceCount(), index = job->rank.exec.device.index;
   const bool nccl =
       c.comm_backend == CommBackend::kNccl ||
       (c.comm_backend == CommBackend::kAuto && comm::NcclAvailable() && local.local_size <= gpus);
@@ -146,10 +134,10 @@ void PrintArguments(const PretrainConfig& c, const Job& job) {
       c.DebugString().c_str(), c.compute_dtype == DType::kF16 ? "dynamic" : "1",
       job.parallel->world_size(), job.parallel->dp_size());
   std::printf("blas: %s\n", DescribeBlas().c_str());
-  if (!job.exec.device.is_cpu()) {
+  if (!job.rank.exec.device.is_cpu()) {
     std::printf(
-        "device: %s (of %d on this node), communicators: %s\n", job.exec.device.ToString().c_str(),
-        cuda::DeviceCount(),
+        "device: %s (of %d on this node), communicators: %s\n",
+        job.rank.exec.device.ToString().c_str(), cuda::DeviceCount(),
         job.nccl_world != nullptr ? "nccl" : "mpi (CUDA tensors staged through host memory)");
   }
 }
@@ -167,16 +155,9 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   job->rank0 = job->parallel->rank() == 0;
   job->verbose = job->rank0 && !c.trainer.quiet;
   if (job->verbose) PrintArguments(c, *job);
-  // Share the cores among the ranks of this machine.
-  const int threads = c.threads > 0
-                          ? c.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                            std::max(1, local.local_size));
-  job->pool = std::make_unique<ThreadPool>(threads);
-  job->exec.pool = job->pool.get();
 
   job->store = std::make_unique<nn::ParameterStore>(
-      job->parallel->tp_rank(), job->parallel->tp_size(), c.compute_dtype, job->exec.device);
+      job->parallel->tp_rank(), job->parallel->tp_size(), c.compute_dtype, job->rank.exec.device);
   models::ModelOptions options;
   options.recompute = c.trainer.recompute ? nn::Recompute::kYes : nn::Recompute::kNo;
   ASSIGN_OR_RETURN(job->model, models::CreateModel(c.model, job->store.get(), options));
@@ -200,7 +181,7 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
 // at any TP degree; training starts at iteration 0.
 absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Job* job) {
   ASSIGN_OR_RETURN(const train::CheckpointModel ckpt, train::ReadCheckpointModel(c.load));
-  RETURN_IF_ERROR(train::LoadParameters(ckpt, job->exec, job->store.get()).status());
+  RETURN_IF_ERROR(train::LoadParameters(ckpt, job->rank.exec, job->store.get()).status());
   if (job->verbose) {
     std::printf(
         "loaded the weights of %s iteration %lld only (%s): starting at iteration 0 "
@@ -229,8 +210,8 @@ absl::Status Resume(const PretrainConfig& c, Job* job) {
                                            job->optimizer.get(), job->scaler.get(),
                                            job->schedule.get(), &job->counters));
   if (c.no_load_optim) {
-    RETURN_IF_ERROR(ops::Fill(job->exec, job->optimizer->exp_avg(), 0.0));
-    RETURN_IF_ERROR(ops::Fill(job->exec, job->optimizer->exp_avg_sq(), 0.0));
+    RETURN_IF_ERROR(ops::Fill(job->rank.exec, job->optimizer->exp_avg(), 0.0));
+    RETURN_IF_ERROR(ops::Fill(job->rank.exec, job->optimizer->exp_avg_sq(), 0.0));
     job->optimizer->set_step(0);
   }
   if (c.no_load_rng) job->counters.seed = c.trainer.seed;
@@ -280,10 +261,11 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, P
                                                       train::BatchStream& train_data,
                                                       bool has_valid, Job& job,
                                                       const std::atomic<bool>* stop) {
-  ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
-                   train::Trainer::Create(
-                       c.trainer, {job.parallel.get(), &job.exec, job.model.get(), job.store.get(),
-                                   job.optimizer.get(), job.schedule.get(), job.scaler.get()}));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<train::Trainer> trainer,
+      train::Trainer::Create(c.trainer,
+                             {job.parallel.get(), &job.rank.exec, job.model.get(), job.store.get(),
+                              job.optimizer.get(), job.schedule.get(), job.scaler.get()}));
   trainer->set_consumed_samples(job.counters.consumed_samples);
   trainer->set_skipped_iterations(job.counters.skipped_iterations);
   auto on_iteration = [&](int64_t iteration) -> absl::Status {
@@ -323,7 +305,7 @@ absl::StatusOr<PretrainResult> Finish(const PretrainConfig& c, PretrainData& dat
     result.has_valid = true;
   }
   nn::StepContext sc;
-  sc.exec = &job.exec;
+  sc.exec = &job.rank.exec;
   sc.tp = job.parallel->tp_size() > 1 ? &job.parallel->tp() : nullptr;
   sc.mode = nn::Mode::kEval;
   RETURN_IF_ERROR(data.AfterTraining(sc, *job.model, job.rank0));
