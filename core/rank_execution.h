@@ -16,8 +16,8 @@
 namespace mt {
 
 struct RankExecutionOptions {
-  bool cuda = false;  // On the GPU local_rank mod the GPUs here; the CPU otherwise.
-  int threads = 0;    // 0: the hardware threads / local_size, at least 1.
+  bool cuda = false;   // On the GPU local_rank mod the GPUs here; the CPU otherwise.
+  int threads = 0;     // 0: the hardware threads / local_size, at least 1.
   int local_rank = 0;  // This process among the ranks on its machine.
   int local_size = 1;
   bool caching_allocator = true;  // GPU memory through a CachingAllocator (else cudaMalloc).

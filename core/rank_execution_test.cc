@@ -15,7 +15,7 @@ TEST(RankExecutionTest, ThreadsShareTheCoresAmongTheLocalRanks) {
   EXPECT_EQ(ThreadsPerRank(3, 8), 3);
   EXPECT_EQ(ThreadsPerRank(0, 1), std::max(1, cores));
   EXPECT_EQ(ThreadsPerRank(0, 2), std::max(1, cores / 2));
-  EXPECT_EQ(ThreadsPerRank(0, 4 * cores + 1), 1);  // Never fewer than one.
+  EXPECT_EQ(ThreadsPerRank(0, 4 * cores + 1), 1);       // Never fewer than one.
   EXPECT_EQ(ThreadsPerRank(0, 0), std::max(1, cores));  // A bad local size counts as 1.
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,29 @@ absl::StatusOr<std::string> RunfilePath(const std::string& argv0, const std::str
       path, " is not in this binary's runfiles",
       error.empty() ? "" : absl::StrCat(" (", error, ")"),
       ": run it with `./bazelw run //experiments/...` or from bazel-bin after `./bazelw build`"));
+}
+
+std::vector<std::string> PretrainArgs(const PretrainRun& r) {
+  const int64_t samples = r.iters * r.global_batch;
+  return {"--data_path=" + r.data_path,
+          absl::StrCat("--num_layers=", r.layers),
+          absl::StrCat("--hidden_size=", r.hidden),
+          absl::StrCat("--num_attention_heads=", r.heads),
+          absl::StrCat("--seq_length=", r.seq_length),
+          absl::StrCat("--max_position_embeddings=", r.seq_length),
+          absl::StrCat("--micro_batch_size=", r.micro_batch > 0 ? r.micro_batch : r.global_batch),
+          absl::StrCat("--global_batch_size=", r.global_batch),
+          absl::StrCat("--train_iters=", r.iters),
+          absl::StrCat("--lr=", r.lr),
+          absl::StrCat("--min_lr=", r.lr / 10),
+          absl::StrCat("--lr_warmup_samples=", samples / 10),
+          absl::StrCat("--lr_decay_samples=", samples),
+          absl::StrCat("--log_interval=", std::max<int64_t>(1, r.iters / 10)),
+          absl::StrCat("--eval_interval=", r.iters),
+          "--eval_iters=2",
+          "--device=" + r.device,
+          "--save=" + r.save,
+          "--keep_last=1"};
 }
 
 absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view program) {

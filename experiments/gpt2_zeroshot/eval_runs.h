@@ -9,6 +9,7 @@
 #ifndef MT_EXPERIMENTS_GPT2_ZEROSHOT_EVAL_RUNS_H_
 #define MT_EXPERIMENTS_GPT2_ZEROSHOT_EVAL_RUNS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,19 @@ absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view progr
 // returns LastJsonLine of its standard output. RunCommand's errors (experiments/report/plot.h).
 absl::StatusOr<Json> RunForJson(const std::vector<std::string>& launcher,
                                 const std::vector<std::string>& argv);
+
+// A short pretraining run of pretrain_gpt or pretrain_bert as the experiments launch one: peak
+// `lr`, linear warmup over the first tenth of the samples and decay to lr / 10 over all of them, a
+// log line every tenth of the run, one validation (2 batches) at the end, the last checkpoint kept
+// in `save`.
+struct PretrainRun {
+  std::string data_path, save, device = "cpu";
+  int64_t layers = 0, hidden = 0, heads = 0, seq_length = 0, global_batch = 0, iters = 0;
+  int64_t micro_batch = 0;  // 0: the global batch (no accumulation).
+  double lr = 0;
+};
+// Its flags (without the binary).
+std::vector<std::string> PretrainArgs(const PretrainRun& r);
 
 // A comma-separated list without its empty items: "a,,b" -> {"a", "b"}.
 std::vector<std::string> CommaList(absl::string_view list);

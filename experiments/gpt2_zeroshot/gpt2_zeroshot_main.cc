@@ -60,31 +60,22 @@ struct Setup {
 // Trains one model with pretrain_gpt into work_dir/<label>; returns the checkpoint directory.
 absl::StatusOr<std::string> Train(const std::string& bin, const Setup& s, const ModelSize& m) {
   const std::string save = absl::StrCat(s.work_dir, "/", m.Label());
-  const int64_t samples = FLAGS_train_iters * FLAGS_global_batch_size;
-  const std::vector<std::string> argv = {
-      bin,
-      "--data_path=" + s.data_prefix,
-      "--split=" + FLAGS_split,
-      absl::StrCat("--num_layers=", m.layers),
-      absl::StrCat("--hidden_size=", m.hidden),
-      absl::StrCat("--num_attention_heads=", m.heads),
-      absl::StrCat("--seq_length=", FLAGS_seq_length),
-      absl::StrCat("--max_position_embeddings=", FLAGS_seq_length),
-      absl::StrCat("--micro_batch_size=", FLAGS_micro_batch_size),
-      absl::StrCat("--global_batch_size=", FLAGS_global_batch_size),
-      absl::StrCat("--train_iters=", FLAGS_train_iters),
-      absl::StrCat("--lr=", FLAGS_lr),
-      absl::StrCat("--min_lr=", FLAGS_lr / 10),
-      absl::StrCat("--lr_warmup_samples=", samples / 10),
-      absl::StrCat("--lr_decay_samples=", samples),
-      absl::StrCat("--log_interval=", std::max<int64_t>(1, FLAGS_train_iters / 10)),
-      absl::StrCat("--eval_interval=", FLAGS_train_iters),
-      "--eval_iters=2",
-      "--device=" + FLAGS_device,
-      "--save=" + save,
-      "--keep_last=1",
-      absl::StrCat("--log_jsonl=", save, ".log.jsonl"),
-  };
+  PretrainRun r;
+  r.data_path = s.data_prefix;
+  r.save = save;
+  r.device = FLAGS_device;
+  r.layers = m.layers;
+  r.hidden = m.hidden;
+  r.heads = m.heads;
+  r.seq_length = FLAGS_seq_length;
+  r.micro_batch = FLAGS_micro_batch_size;
+  r.global_batch = FLAGS_global_batch_size;
+  r.iters = FLAGS_train_iters;
+  r.lr = FLAGS_lr;
+  std::vector<std::string> argv = PretrainArgs(r);
+  argv.insert(argv.begin(), bin);
+  argv.push_back("--split=" + FLAGS_split);
+  argv.push_back(absl::StrCat("--log_jsonl=", save, ".log.jsonl"));
   std::vector<std::string> cmd = s.launcher;
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   RETURN_IF_ERROR(RunCommand(cmd).status());
@@ -170,11 +161,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  const absl::Status s = mt::experiments::Run(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "gpt2_zeroshot: error: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return mt::experiments::ExperimentMain("gpt2_zeroshot", argc, argv, mt::experiments::Run);
 }

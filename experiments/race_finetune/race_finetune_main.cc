@@ -63,30 +63,20 @@ absl::StatusOr<std::string> Pretrain(const std::string& argv0, const std::string
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "experiments/pretrain/pretrain_bert"));
   const std::string save = absl::StrCat(work_dir, "/bert_", FLAGS_num_layers, "x",
                                         FLAGS_hidden_size, "x", FLAGS_num_attention_heads);
-  const int64_t samples = FLAGS_pretrain_iters * FLAGS_pretrain_batch_size;
-  RETURN_IF_ERROR(
-      RunCommand(WithLauncher({bin,
-                               "--data_path=" + prefix,
-                               absl::StrCat("--num_layers=", FLAGS_num_layers),
-                               absl::StrCat("--hidden_size=", FLAGS_hidden_size),
-                               absl::StrCat("--num_attention_heads=", FLAGS_num_attention_heads),
-                               absl::StrCat("--seq_length=", FLAGS_seq_length),
-                               absl::StrCat("--max_position_embeddings=", FLAGS_seq_length),
-                               absl::StrCat("--micro_batch_size=", FLAGS_pretrain_batch_size),
-                               absl::StrCat("--global_batch_size=", FLAGS_pretrain_batch_size),
-                               absl::StrCat("--train_iters=", FLAGS_pretrain_iters),
-                               absl::StrCat("--lr=", FLAGS_pretrain_lr),
-                               absl::StrCat("--min_lr=", FLAGS_pretrain_lr / 10),
-                               absl::StrCat("--lr_warmup_samples=", samples / 10),
-                               absl::StrCat("--lr_decay_samples=", samples),
-                               absl::StrCat("--log_interval=",
-                                            std::max<int64_t>(1, FLAGS_pretrain_iters / 10)),
-                               absl::StrCat("--eval_interval=", FLAGS_pretrain_iters),
-                               "--eval_iters=2",
-                               "--device=" + FLAGS_device,
-                               "--save=" + save,
-                               "--keep_last=1"}))
-          .status());
+  PretrainRun r;
+  r.data_path = prefix;
+  r.save = save;
+  r.device = FLAGS_device;
+  r.layers = FLAGS_num_layers;
+  r.hidden = FLAGS_hidden_size;
+  r.heads = FLAGS_num_attention_heads;
+  r.seq_length = FLAGS_seq_length;
+  r.global_batch = FLAGS_pretrain_batch_size;
+  r.iters = FLAGS_pretrain_iters;
+  r.lr = FLAGS_pretrain_lr;
+  std::vector<std::string> argv = PretrainArgs(r);
+  argv.insert(argv.begin(), bin);
+  RETURN_IF_ERROR(RunCommand(WithLauncher(argv)).status());
   return save;
 }
 
@@ -200,11 +190,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  const absl::Status s = mt::experiments::Run(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "race_finetune: error: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return mt::experiments::ExperimentMain("race_finetune", argc, argv, mt::experiments::Run);
 }

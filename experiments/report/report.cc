@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "gflags/gflags.h"
 #include "glog/logging.h"
 
 namespace mt {
@@ -118,6 +119,16 @@ std::string ExperimentRun::Path(absl::string_view file) const {
 
 double ExperimentRun::WallSeconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_steady).count();
+}
+
+int ExperimentMain(absl::string_view name, int argc, char** argv,
+                   absl::Status (*run)(int argc, char** argv)) {
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
+  const absl::Status s = run(argc, argv);
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "%s: error: %s\n", std::string(name).c_str(),
+               std::string(s.message()).c_str());
+  return 1;
 }
 
 absl::StatusOr<ExperimentRun> StartExperiment(absl::string_view name,

@@ -61,6 +61,12 @@ struct ExperimentRun {
   double WallSeconds() const;
 };
 
+// The main() of an experiment binary: parses the flags (leaving them in argv, so that the report
+// records the exact command), runs `run`, and on an error prints "<name>: error: <message>" on
+// stderr and returns 1 (0 otherwise).
+int ExperimentMain(absl::string_view name, int argc, char** argv,
+                   absl::Status (*run)(int argc, char** argv));
+
 // Resolves the results directory (reading BUILD_WORKSPACE_DIRECTORY) and records the command
 // and the start time. Errors as ResolveResultsDir.
 absl::StatusOr<ExperimentRun> StartExperiment(absl::string_view name,
