@@ -23,23 +23,23 @@
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
 #include "gflags/gflags.h"
-#include "glog/logging.h"
 
 DEFINE_string(results_dir, "", "Where to write (default: <workspace>/results/<name>).");
 DEFINE_string(num_layers, "2,8,24", "Depths to train (comma-separated).");
 DEFINE_int64(hidden_size, 64, "Hidden size of every model.");
 DEFINE_int32(num_attention_heads, 4, "Attention heads.");
 DEFINE_int64(seq_length, 64, "Tokens per sample.");
-DEFINE_int64(micro_batch_size, 8, "Samples per micro-batch.");
-DEFINE_int64(global_batch_size, 8, "Samples per optimizer step.");
-DEFINE_int64(train_iters, 120, "Optimizer steps of every run.");
-DEFINE_double(lr, 1e-3, "Learning rate (Adam), the same for every run.");
+DEFINE_int64(micro_batch_size, 4, "Samples per micro-batch.");
+DEFINE_int64(global_batch_size, 4, "Samples per optimizer step.");
+DEFINE_int64(train_iters, 80, "Optimizer steps of every run.");
+DEFINE_double(lr, 3e-3, "Learning rate (Adam), the same for every run.");
 DEFINE_int64(lr_warmup_samples, 0, "Samples of linear warmup (0: none); constant LR after it.");
 DEFINE_string(seeds, "1,2,3", "Seeds (initialisation, data order, dropout), comma-separated.");
 DEFINE_string(device, "cpu", "cpu or cuda.");
 DEFINE_int32(threads, 0, "CPU threads (0: every core).");
-DEFINE_string(data_dir, "", "Where the tokenised corpus is kept (default: $MT_DATA_DIR or "
-                            "~/.cache/megatron-cpp/data).");
+DEFINE_string(data_dir, "",
+              "Where the tokenised corpus is kept (default: $MT_DATA_DIR or "
+              "~/.cache/megatron-cpp/data).");
 DEFINE_int32(window, 10, "Final loss: mean training loss over this many last iterations.");
 
 namespace mt {
@@ -48,32 +48,17 @@ namespace {
 
 constexpr char kName[] = "bert_prenorm_vs_postnorm";
 
-PretrainBertConfig MakeConfig(int64_t depth, nn::NormPosition norm, int64_t seed,
-                              DeviceKind device, const std::string& data_path,
-                              const std::string& log) {
+PretrainBertConfig MakeConfig(RunShape shape, nn::NormPosition norm, const std::string& log) {
   PretrainBertConfig c;
-  c.model.num_layers = static_cast<int>(depth);
-  c.model.hidden_size = FLAGS_hidden_size;
-  c.model.num_attention_heads = FLAGS_num_attention_heads;
-  c.model.max_position_embeddings = FLAGS_seq_length;
+  ApplyRunShape(shape, &c);
   c.model.norm = norm;
-  c.trainer.seq_length = FLAGS_seq_length;
-  c.trainer.micro_batch_size = FLAGS_micro_batch_size;
-  c.trainer.global_batch_size = FLAGS_global_batch_size;
-  c.trainer.train_iters = FLAGS_train_iters;
   c.trainer.log_interval = 1;
   c.trainer.eval_iters = 0;  // Training loss only.
-  c.trainer.seed = seed;
-  c.trainer.quiet = true;
   c.trainer.log_jsonl = log;
   c.lr.max_lr = c.lr.min_lr = FLAGS_lr;
   c.lr.warmup_samples = FLAGS_lr_warmup_samples;
   c.lr.decay_samples = FLAGS_train_iters * FLAGS_global_batch_size;
   c.lr.style = train::DecayStyle::kConstant;
-  c.device = device;
-  c.threads = FLAGS_threads;
-  c.data_path = data_path;
-  c.split = "949,50,1";
   return c;
 }
 
@@ -81,8 +66,16 @@ PretrainBertConfig MakeConfig(int64_t depth, nn::NormPosition norm, int64_t seed
 absl::StatusOr<std::vector<NormRun>> TrainAll(const LocalRanks& local, comm::Communicator& world) {
   ASSIGN_OR_RETURN(std::vector<int64_t> depths, ParsePositiveList("num_layers", FLAGS_num_layers));
   ASSIGN_OR_RETURN(std::vector<int64_t> seeds, ParsePositiveList("seeds", FLAGS_seeds));
-  ASSIGN_OR_RETURN(DeviceKind device, ParseDevice(FLAGS_device));
-  ASSIGN_OR_RETURN(std::string data_path, DefaultDataset(FLAGS_data_dir, /*gpt2=*/false));
+  RunShape shape{0,
+                 FLAGS_hidden_size,
+                 FLAGS_num_attention_heads,
+                 FLAGS_seq_length,
+                 FLAGS_micro_batch_size,
+                 FLAGS_global_batch_size,
+                 FLAGS_train_iters};
+  ASSIGN_OR_RETURN(shape.device, ParseDevice(FLAGS_device));
+  shape.threads = FLAGS_threads;
+  ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(FLAGS_data_dir, /*gpt2=*/false));
   ASSIGN_OR_RETURN(std::string scratch, ScratchDir(kName));
   std::vector<NormRun> runs;
   for (int64_t depth : depths) {
@@ -91,15 +84,15 @@ absl::StatusOr<std::vector<NormRun>> TrainAll(const LocalRanks& local, comm::Com
         const std::string log = absl::StrCat(scratch, "/run.jsonl");
         std::filesystem::remove(log);
         const auto start = std::chrono::steady_clock::now();
-        RETURN_IF_ERROR(RunPretrainBert(MakeConfig(depth, norm, seed, device, data_path, log),
-                                        local, world, nullptr)
-                            .status());
+        shape.layers = depth;
+        shape.seed = static_cast<uint64_t>(seed);
+        RETURN_IF_ERROR(
+            RunPretrainBert(MakeConfig(shape, norm, log), local, world, nullptr).status());
         NormRun r{depth, norm == nn::NormPosition::kPreNorm, seed};
-        r.seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         ASSIGN_OR_RETURN(r.curve, ReadLossCurve(log));
-        std::printf("%s: %2lld layers, %s-norm, seed %lld: loss %.3f -> %.3f (%s), %.0f s\n",
-                    kName, static_cast<long long>(depth), r.pre ? "pre" : "post",
+        std::printf("%s: %2lld layers, %s-norm, seed %lld: loss %.3f -> %.3f (%s), %.0f s\n", kName,
+                    static_cast<long long>(depth), r.pre ? "pre" : "post",
                     static_cast<long long>(seed), HeadMean(r.curve, FLAGS_window),
                     TailMean(r.curve, FLAGS_window),
                     OutcomeName(Classify(r.curve, FLAGS_window, kMinDrop)), r.seconds);
@@ -128,19 +121,17 @@ absl::Status DrawPlots(const ExperimentRun& run, const std::vector<int64_t>& dep
   }
   RETURN_IF_ERROR(DrawPlot(curves, run.Path("loss_curves.png")));
   Plot final;
-  final.title = absl::StrFormat("BERT final training loss vs depth (mean of the last %d iterations)",
-                                FLAGS_window);
-  final.xlabel = "transformer layers (log scale)";
+  final.title = absl::StrFormat(
+      "BERT final training loss vs depth (mean of the last %d iterations)", FLAGS_window);
+  final.xlabel = "transformer layers";
   final.ylabel = "final training loss, MLM + SOP (nats/token)";
-  final.logx = true;
-  final.series = {{"post-norm, mean over seeds", "final_losses.csv", "layers", "mean", "norm",
-                   "post"},
-                  {"pre-norm, mean over seeds", "final_losses.csv", "layers", "mean", "norm",
-                   "pre"},
-                  {"post-norm, each seed", "final_losses_per_seed.csv", "layers", "final_loss",
-                   "norm", "post", "points"},
-                  {"pre-norm, each seed", "final_losses_per_seed.csv", "layers", "final_loss",
-                   "norm", "pre", "points"}};
+  final.series = {
+      {"post-norm, mean over seeds", "final_losses.csv", "layers", "mean", "norm", "post"},
+      {"pre-norm, mean over seeds", "final_losses.csv", "layers", "mean", "norm", "pre"},
+      {"post-norm, each seed", "final_losses_per_seed.csv", "layers", "final_loss", "norm", "post",
+       "points"},
+      {"pre-norm, each seed", "final_losses_per_seed.csv", "layers", "final_loss", "norm", "pre",
+       "points"}};
   return DrawPlot(final, run.Path("final_loss.png"));
 }
 
@@ -194,16 +185,7 @@ absl::Status Run(int argc, char** argv, const LocalRanks& local, comm::Communica
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("BERT post-norm vs pre-norm at increasing depth (paper Figure 7).");
-  FLAGS_minloglevel = 1;
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  const int original_argc = argc;
-  char** const original_argv = argv;
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  return mt::experiments::RunInProcess(
-      &argc, &argv, mt::experiments::kName,
-      [&](const mt::experiments::LocalRanks& local, mt::comm::Communicator& world) {
-        return mt::experiments::Run(original_argc, original_argv, local, world);
-      });
+  return mt::experiments::ExperimentMain(
+      argc, argv, mt::experiments::kName,
+      "BERT post-norm vs pre-norm at increasing depth (paper Figure 7).", mt::experiments::Run);
 }

@@ -42,9 +42,8 @@ absl::StatusOr<std::vector<LossPoint>> ReadLossCurve(const std::string& path,
     const std::string k(key);
     if (!j.is_object() || !j.contains("iteration") || !j["iteration"].is_number_integer() ||
         !j.contains(k) || !(j[k].is_number() || j[k].is_null())) {
-      return absl::DataLossError(absl::StrCat(path, ":", number,
-                                              ": not a log line with \"iteration\" and \"", k,
-                                              "\""));
+      return absl::DataLossError(
+          absl::StrCat(path, ":", number, ": not a log line with \"iteration\" and \"", k, "\""));
     }
     curve.push_back({j["iteration"].get<int64_t>(), j[k].is_null() ? kNaN : j[k].get<double>()});
   }
@@ -54,8 +53,8 @@ absl::StatusOr<std::vector<LossPoint>> ReadLossCurve(const std::string& path,
 Spread Summarize(const std::vector<double>& values) {
   Spread s;
   s.n = static_cast<int>(values.size());
-  const bool finite = std::all_of(values.begin(), values.end(),
-                                  [](double v) { return std::isfinite(v); });
+  const bool finite =
+      std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
   if (values.empty() || !finite) {
     s.mean = s.stddev = s.min = s.max = kNaN;
     return s;

@@ -29,11 +29,10 @@ std::vector<LossPoint> Curve(const std::vector<double>& losses) {
 }
 
 TEST(ReadLossCurveTest, ReadsTheKeyAndNullAsNaN) {
-  const std::string path = WriteTemp(
-      "log.jsonl",
-      "{\"iteration\":1,\"loss\":10.5,\"lm_loss\":9.75}\n"
-      "{\"iteration\":2,\"loss\":null,\"lm_loss\":9.5}\n\n"
-      "{\"iteration\":3,\"loss\":8.25,\"lm_loss\":7.0}\n");
+  const std::string path = WriteTemp("log.jsonl",
+                                     "{\"iteration\":1,\"loss\":10.5,\"lm_loss\":9.75}\n"
+                                     "{\"iteration\":2,\"loss\":null,\"lm_loss\":9.5}\n\n"
+                                     "{\"iteration\":3,\"loss\":8.25,\"lm_loss\":7.0}\n");
   auto curve = ReadLossCurve(path);
   ASSERT_TRUE(curve.ok()) << curve.status();
   ASSERT_EQ(curve->size(), 3u);

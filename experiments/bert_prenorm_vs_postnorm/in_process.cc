@@ -11,6 +11,8 @@
 #include "comm/mpi_communicator.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
 
 namespace mt {
 namespace experiments {
@@ -30,6 +32,38 @@ int RunInProcess(int* argc, char*** argv, absl::string_view name,
   if (s.ok()) return 0;
   if ((*world)->size() > 1) comm::MpiRuntime::Abort(s);
   return fail(s);
+}
+
+int ExperimentMain(
+    int argc, char** argv, absl::string_view name, const char* usage,
+    const std::function<absl::Status(int, char**, const LocalRanks&, comm::Communicator&)>& run) {
+  gflags::SetUsageMessage(usage);
+  FLAGS_minloglevel = 1;
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  const int original_argc = argc;
+  char** const original_argv = argv;
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
+  return RunInProcess(&argc, &argv, name, [&](const LocalRanks& local, comm::Communicator& world) {
+    return run(original_argc, original_argv, local, world);
+  });
+}
+
+void ApplyRunShape(const RunShape& s, PretrainConfig* c) {
+  c->model.num_layers = static_cast<int>(s.layers);
+  c->model.hidden_size = s.hidden;
+  c->model.num_attention_heads = static_cast<int>(s.heads);
+  c->model.max_position_embeddings = s.seq_length;
+  c->trainer.seq_length = s.seq_length;
+  c->trainer.micro_batch_size = s.micro_batch_size;
+  c->trainer.global_batch_size = s.global_batch_size;
+  c->trainer.train_iters = s.train_iters;
+  c->trainer.seed = s.seed;
+  c->trainer.quiet = true;
+  c->device = s.device;
+  c->threads = s.threads;
+  c->data_path = s.data_path;
+  c->split = "949,50,1";
 }
 
 absl::StatusOr<DeviceKind> ParseDevice(absl::string_view text) {
@@ -56,8 +90,8 @@ absl::StatusOr<std::string> ScratchDir(absl::string_view experiment) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   if (!std::filesystem::create_directories(dir, ec) || ec) {
-    return absl::InternalError(absl::StrCat("cannot create the scratch directory ", dir, ": ",
-                                            ec.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot create the scratch directory ", dir, ": ", ec.message()));
   }
   return dir;
 }

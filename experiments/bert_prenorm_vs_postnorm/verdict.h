@@ -39,11 +39,11 @@ struct NormFinal {
 struct NormTables {
   Table curves{{"iteration", "depth", "norm", "seed", "loss"}};
   Table mean_curves{{"series", "layers", "norm", "iteration", "mean_loss", "smoothed_loss"}};
-  Table final_csv{{"layers", "norm", "seeds", "mean", "stddev", "min", "max", "diverged",
-                   "stalled", "learned"}};
+  Table final_csv{{"layers", "norm", "seeds", "mean", "stddev", "min", "max", "diverged", "stalled",
+                   "learned"}};
   Table per_seed{{"layers", "norm", "seed", "final_loss", "outcome"}};
-  Table final_table{{"layers", "norm", "final loss (mean ± sd)", "range over seeds",
-                     "outcomes", "train time (s)"}};
+  Table final_table{{"layers", "norm", "final loss (mean ± sd)", "range over seeds", "outcomes",
+                     "train time (s)"}};
   std::vector<NormFinal> finals;  // In the order of the runs' first appearance.
 };
 

@@ -23,26 +23,26 @@
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
 #include "gflags/gflags.h"
-#include "glog/logging.h"
 #include "models/count.h"
 
 DEFINE_string(results_dir, "", "Where to write (default: <workspace>/results/<name>).");
 DEFINE_string(num_layers, "2,3,4", "Layers of each size (comma-separated, one per size).");
-DEFINE_string(hidden_size, "64,128,256", "Hidden size of each size.");
-DEFINE_string(num_attention_heads, "2,4,8", "Attention heads of each size.");
+DEFINE_string(hidden_size, "32,64,128", "Hidden size of each size.");
+DEFINE_string(num_attention_heads, "2,2,4", "Attention heads of each size.");
 DEFINE_int64(seq_length, 64, "Tokens per sample.");
-DEFINE_int64(micro_batch_size, 8, "Samples per micro-batch.");
-DEFINE_int64(global_batch_size, 8, "Samples per optimizer step.");
-DEFINE_int64(train_iters, 150, "Optimizer steps of every size (the token budget).");
-DEFINE_int64(eval_interval, 25, "Iterations between validation runs.");
-DEFINE_int32(eval_iters, 16, "Validation micro-batches per validation run.");
+DEFINE_int64(micro_batch_size, 4, "Samples per micro-batch.");
+DEFINE_int64(global_batch_size, 4, "Samples per optimizer step.");
+DEFINE_int64(train_iters, 100, "Optimizer steps of every size (the token budget).");
+DEFINE_int64(eval_interval, 20, "Iterations between validation runs.");
+DEFINE_int32(eval_iters, 8, "Validation micro-batches per validation run.");
 DEFINE_double(lr, 2e-3, "Peak learning rate (Adam), the same for every size.");
 DEFINE_double(warmup_fraction, 0.1, "Share of the budget in linear warmup; cosine decay to lr/10.");
 DEFINE_int64(seed, 1234, "Seed (initialisation, data order, dropout).");
 DEFINE_string(device, "cpu", "cpu or cuda.");
 DEFINE_int32(threads, 0, "CPU threads (0: every core).");
-DEFINE_string(data_dir, "", "Where the tokenised corpus is kept (default: $MT_DATA_DIR or "
-                            "~/.cache/megatron-cpp/data).");
+DEFINE_string(data_dir, "",
+              "Where the tokenised corpus is kept (default: $MT_DATA_DIR or "
+              "~/.cache/megatron-cpp/data).");
 
 namespace mt {
 namespace experiments {
@@ -50,42 +50,28 @@ namespace {
 
 constexpr char kName[] = "gpt2_scaling_curves";
 
-PretrainGptConfig MakeConfig(int64_t layers, int64_t hidden, int64_t heads, DeviceKind device,
-                             const std::string& data_path, const std::string& checkpoints) {
+PretrainGptConfig MakeConfig(const RunShape& shape, const std::string& checkpoints) {
   PretrainGptConfig c;
-  c.model.num_layers = static_cast<int>(layers);
-  c.model.hidden_size = hidden;
-  c.model.num_attention_heads = static_cast<int>(heads);
-  c.model.max_position_embeddings = FLAGS_seq_length;
-  c.trainer.seq_length = FLAGS_seq_length;
-  c.trainer.micro_batch_size = FLAGS_micro_batch_size;
-  c.trainer.global_batch_size = FLAGS_global_batch_size;
+  ApplyRunShape(shape, &c);
   c.trainer.eval_iters = FLAGS_eval_iters;
-  c.trainer.seed = FLAGS_seed;
-  c.trainer.quiet = true;
   const int64_t samples = FLAGS_train_iters * FLAGS_global_batch_size;
   c.lr.max_lr = FLAGS_lr;
   c.lr.min_lr = FLAGS_lr / 10;
   c.lr.warmup_samples = static_cast<int64_t>(FLAGS_warmup_fraction * samples);
   c.lr.decay_samples = samples;
   c.lr.style = train::DecayStyle::kCosine;
-  c.device = device;
-  c.threads = FLAGS_threads;
-  c.data_path = data_path;
-  c.split = "949,50,1";
   c.save = c.load = checkpoints;
   c.keep_last = 1;
   return c;
 }
 
 // Trains one size to --train_iters in chunks, validating after each.
-absl::StatusOr<SizeCurve> TrainSize(int64_t layers, int64_t hidden, int64_t heads,
-                                    DeviceKind device, const std::string& data_path,
-                                    const std::string& scratch, const LocalRanks& local,
-                                    comm::Communicator& world) {
-  SizeCurve s{absl::StrFormat("%dL-%dH", layers, hidden), layers, hidden, heads};
+absl::StatusOr<SizeCurve> TrainSize(const RunShape& shape, const std::string& scratch,
+                                    const LocalRanks& local, comm::Communicator& world) {
+  SizeCurve s{absl::StrFormat("%dL-%dH", shape.layers, shape.hidden), shape.layers, shape.hidden,
+              shape.heads};
   const std::string checkpoints = absl::StrCat(scratch, "/", s.model);
-  PretrainGptConfig c = MakeConfig(layers, hidden, heads, device, data_path, checkpoints);
+  PretrainGptConfig c = MakeConfig(shape, checkpoints);
   ASSIGN_OR_RETURN(models::ParameterCount count, models::CountParameters(c.model, 1));
   s.params = count.total;
   const auto start = std::chrono::steady_clock::now();
@@ -95,8 +81,8 @@ absl::StatusOr<SizeCurve> TrainSize(int64_t layers, int64_t hidden, int64_t head
     if (!r.has_valid) return absl::InternalError("no validation run: the split has no documents");
     s.points.push_back({it, r.valid.loss.total, r.valid.perplexity});
     std::printf("%s: %s (%s parameters) iteration %lld: validation loss %.4f, perplexity %.2f\n",
-                kName, s.model.c_str(), FormatParams(s.params).c_str(),
-                static_cast<long long>(it), r.valid.loss.total, r.valid.perplexity);
+                kName, s.model.c_str(), FormatParams(s.params).c_str(), static_cast<long long>(it),
+                r.valid.loss.total, r.valid.perplexity);
     std::fflush(stdout);
   }
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -107,25 +93,37 @@ absl::StatusOr<SizeCurve> TrainSize(int64_t layers, int64_t hidden, int64_t head
 absl::StatusOr<std::vector<SizeCurve>> TrainAll(const LocalRanks& local,
                                                 comm::Communicator& world) {
   ASSIGN_OR_RETURN(std::vector<int64_t> layers, ParsePositiveList("num_layers", FLAGS_num_layers));
-  ASSIGN_OR_RETURN(std::vector<int64_t> hidden, ParsePositiveList("hidden_size", FLAGS_hidden_size));
+  ASSIGN_OR_RETURN(std::vector<int64_t> hidden,
+                   ParsePositiveList("hidden_size", FLAGS_hidden_size));
   ASSIGN_OR_RETURN(std::vector<int64_t> heads,
                    ParsePositiveList("num_attention_heads", FLAGS_num_attention_heads));
   if (hidden.size() != layers.size() || heads.size() != layers.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--num_layers, --hidden_size and --num_attention_heads must list as many values (one per "
-        "size); got ", layers.size(), ", ", hidden.size(), " and ", heads.size()));
+        "size); got ",
+        layers.size(), ", ", hidden.size(), " and ", heads.size()));
   }
   if (FLAGS_train_iters < 1 || FLAGS_eval_interval < 1) {
     return absl::InvalidArgumentError("--train_iters and --eval_interval must be >= 1");
   }
-  ASSIGN_OR_RETURN(DeviceKind device, ParseDevice(FLAGS_device));
-  ASSIGN_OR_RETURN(std::string data_path, DefaultDataset(FLAGS_data_dir, /*gpt2=*/true));
+  RunShape shape{0,
+                 0,
+                 0,
+                 FLAGS_seq_length,
+                 FLAGS_micro_batch_size,
+                 FLAGS_global_batch_size,
+                 FLAGS_train_iters,
+                 static_cast<uint64_t>(FLAGS_seed)};
+  ASSIGN_OR_RETURN(shape.device, ParseDevice(FLAGS_device));
+  shape.threads = FLAGS_threads;
+  ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(FLAGS_data_dir, /*gpt2=*/true));
   ASSIGN_OR_RETURN(std::string scratch, ScratchDir(kName));
   std::vector<SizeCurve> sizes;
   for (size_t i = 0; i < layers.size(); ++i) {
-    ASSIGN_OR_RETURN(SizeCurve s,
-                     TrainSize(layers[i], hidden[i], heads[i], device, data_path, scratch, local,
-                               world));
+    shape.layers = layers[i];
+    shape.hidden = hidden[i];
+    shape.heads = heads[i];
+    ASSIGN_OR_RETURN(SizeCurve s, TrainSize(shape, scratch, local, world));
     sizes.push_back(std::move(s));
   }
   std::filesystem::remove_all(scratch);
@@ -177,16 +175,8 @@ absl::Status Run(int argc, char** argv, const LocalRanks& local, comm::Communica
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("GPT-2 validation perplexity over iterations by size (paper Figure 6).");
-  FLAGS_minloglevel = 1;
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  const int original_argc = argc;
-  char** const original_argv = argv;
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  return mt::experiments::RunInProcess(
-      &argc, &argv, mt::experiments::kName,
-      [&](const mt::experiments::LocalRanks& local, mt::comm::Communicator& world) {
-        return mt::experiments::Run(original_argc, original_argv, local, world);
-      });
+  return mt::experiments::ExperimentMain(
+      argc, argv, mt::experiments::kName,
+      "GPT-2 validation perplexity over iterations by size (paper Figure 6).",
+      mt::experiments::Run);
 }

@@ -59,7 +59,8 @@ std::string ScalingFinding(std::vector<SizeCurve> sizes, int64_t tokens_per_iter
   int falls = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     finals.push_back(absl::StrFormat("%s (%s parameters) %.2f", sizes[i].model,
-                                     FormatParams(sizes[i].params), sizes[i].points.back().val_ppl));
+                                     FormatParams(sizes[i].params),
+                                     sizes[i].points.back().val_ppl));
     if (i > 0) falls += sizes[i].points.back().val_ppl < sizes[i - 1].points.back().val_ppl;
   }
   const int steps = static_cast<int>(sizes.size()) - 1;
@@ -81,8 +82,9 @@ std::string ScalingFinding(std::vector<SizeCurve> sizes, int64_t tokens_per_iter
       "Final validation perplexity after %d iterations (%d tokens), smallest model first: %s. ",
       last, last * tokens_per_iteration, absl::StrJoin(finals, "; "));
   if (falls == steps) {
-    absl::StrAppend(&out, "**Every larger model reaches a lower perplexity at equal tokens**, "
-                          "as in the paper's Figure 6");
+    absl::StrAppend(&out,
+                    "**Every larger model reaches a lower perplexity at equal tokens**, "
+                    "as in the paper's Figure 6");
   } else {
     absl::StrAppendFormat(&out,
                           "**The larger model reaches a lower final perplexity in %d of %d size "

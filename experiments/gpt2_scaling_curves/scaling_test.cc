@@ -45,10 +45,10 @@ TEST(CurvesCsvTest, OneRowPerPoint) {
 
 TEST(ScalingFindingTest, LargerIsLowerEverywhere) {
   // Given out of order: sorted by parameters before comparing.
-  const std::string s = ScalingFinding({Size("big", 9000000, {300, 150, 90}),
-                                        Size("small", 1000000, {400, 250, 160}),
-                                        Size("mid", 4000000, {350, 200, 120})},
-                                       512);
+  const std::string s =
+      ScalingFinding({Size("big", 9000000, {300, 150, 90}), Size("small", 1000000, {400, 250, 160}),
+                      Size("mid", 4000000, {350, 200, 120})},
+                     512);
   EXPECT_NE(s.find("after 30 iterations (15360 tokens), smallest model first: small (1.0M "
                    "parameters) 160.00; mid (4.0M parameters) 120.00; big (9.0M parameters) "
                    "90.00"),
@@ -61,10 +61,10 @@ TEST(ScalingFindingTest, LargerIsLowerEverywhere) {
 
 TEST(ScalingFindingTest, SaysWhereTheOrderingFails) {
   // The mid model ends above the small one; at iteration 10 the order holds, at 20 and 30 not.
-  const std::string s = ScalingFinding({Size("small", 1000000, {400, 250, 160}),
-                                        Size("mid", 4000000, {350, 260, 170}),
-                                        Size("big", 9000000, {300, 150, 90})},
-                                       512);
+  const std::string s =
+      ScalingFinding({Size("small", 1000000, {400, 250, 160}),
+                      Size("mid", 4000000, {350, 260, 170}), Size("big", 9000000, {300, 150, 90})},
+                     512);
   EXPECT_NE(s.find("in 1 of 2 size steps only"), std::string::npos) << s;
   EXPECT_NE(s.find("at 1 of the 3 evaluation iterations"), std::string::npos) << s;
   EXPECT_EQ(ScalingFinding({Size("one", 10, {5})}, 512),
