@@ -44,4 +44,13 @@ check gpt2_zeroshot "$2" \
 check race_finetune "$3" \
   "--num_layers=1 --hidden_size=16 --num_attention_heads=2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=32 --epochs=1 --work_dir=$TMPDIR/race_finetune_work" \
   "race.csv:model,split,subset,accuracy"
+# In-process training experiments (binaries from the runfiles; the corpus tokenised once into
+# $TMPDIR/data for both).
+check bert_prenorm_vs_postnorm experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm \
+  "--data_dir=$TMPDIR/data --num_layers=1,2 --hidden_size=32 --num_attention_heads=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --seeds=1,2 --window=2" \
+  "loss_curves.csv:iteration,depth,norm,seed,loss" "final_losses.csv:layers,norm,seeds,mean,stddev,min,max,diverged,stalled,learned" \
+  loss_curves.png final_loss.png
+check gpt2_scaling_curves experiments/gpt2_scaling_curves/gpt2_scaling_curves \
+  "--data_dir=$TMPDIR/data --num_layers=1,1 --hidden_size=32,64 --num_attention_heads=2,2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --eval_interval=2 --eval_iters=1" \
+  "val_curves.csv:model,params,iteration,val_loss,val_ppl" val_ppl.png
 echo PASS

@@ -1,0 +1,62 @@
+// The main() of an experiment that trains in this process through the library (pretrain.h's
+// RunPretrainBert / RunPretrainGpt), with no mpirun: MPI over a world of this one process.
+#ifndef MT_EXPERIMENTS_BERT_PRENORM_VS_POSTNORM_IN_PROCESS_H_
+#define MT_EXPERIMENTS_BERT_PRENORM_VS_POSTNORM_IN_PROCESS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "comm/communicator.h"
+#include "experiments/pretrain/pretrain.h"
+
+namespace mt {
+namespace experiments {
+
+// The main() of such an experiment: logs to stderr (library INFO lines off), `usage` as the
+// flags' usage line, the flags parsed, then RunInProcess, passing `run` the original argv (for
+// the report's command line).
+int InProcessExperimentMain(
+    int argc, char** argv, absl::string_view name, const char* usage,
+    const std::function<absl::Status(int, char**, const LocalRanks&, comm::Communicator&)>& run);
+
+// Starts MPI (a world of one rank unless launched under mpirun), runs `run` on the world, and
+// returns main's exit code: 0, or 1 after printing "<name>: error: <status>" (a run over several
+// ranks is ended on every rank through MpiRuntime::Abort).
+int RunInProcess(int* argc, char*** argv, absl::string_view name,
+                 const std::function<absl::Status(const LocalRanks&, comm::Communicator&)>& run);
+
+// What every run of these experiments sets: the model's shape, the batch layout and budget, the
+// seed, where it runs and on what data.
+struct RunShape {
+  int64_t layers = 2, hidden = 64, heads = 4;
+  int64_t seq_length = 64, micro_batch_size = 4, global_batch_size = 4, train_iters = 100;
+  uint64_t seed = 1;
+  DeviceKind device = DeviceKind::kCpu;
+  int threads = 0;  // 0: every core.
+  std::string data_path;
+};
+// Sets those fields of `config` (and max_position_embeddings = seq_length, a quiet trainer, the
+// split 949,50,1); the rest keep their values.
+void ApplyRunShape(const RunShape& shape, PretrainConfig* config);
+
+// "cpu" or "cuda" (the --device flag). InvalidArgument otherwise.
+absl::StatusOr<DeviceKind> ParseDevice(absl::string_view text);
+
+// The embedded corpus tokenised for both families (data/preprocessing/default_data.h) under
+// `data_dir` (empty: $MT_DATA_DIR or the default), built if missing or out of date; prints a line
+// when it builds. Returns the GPT-2 (`gpt2` true) or BERT dataset prefix.
+absl::StatusOr<std::string> DefaultDataset(const std::string& data_dir, bool gpt2);
+
+// A fresh empty directory for the runs' logs and checkpoints, <TMPDIR or
+// /tmp>/mt_<experiment>_<pid> (removed first if it exists); the caller removes it. Internal naming
+// it if it cannot be made.
+absl::StatusOr<std::string> ScratchDir(absl::string_view experiment);
+
+}  // namespace experiments
+}  // namespace mt
+
+#endif  // MT_EXPERIMENTS_BERT_PRENORM_VS_POSTNORM_IN_PROCESS_H_

@@ -1,0 +1,15 @@
+# Written by experiments/report/plot.cc; run in this directory: gnuplot loss_curves.png.gp
+set terminal pngcairo size 900,600 enhanced font "sans,11"
+set output "loss_curves.png"
+set datafile separator ","
+set title "BERT training loss, post-norm vs pre-norm (hidden 64, lr 0.003, mean over seeds)"
+set xlabel "iteration (optimizer steps)"
+set ylabel "training loss, MLM + SOP (nats/token)"
+set grid
+set key outside right top box
+plot "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_2" ? $6 : NaN) with lines title "post-norm, 2 layers", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "pre_2" ? $6 : NaN) with lines title "pre-norm, 2 layers", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_8" ? $6 : NaN) with lines title "post-norm, 8 layers", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "pre_8" ? $6 : NaN) with lines title "pre-norm, 8 layers", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_24" ? $6 : NaN) with lines title "post-norm, 24 layers", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "pre_24" ? $6 : NaN) with lines title "pre-norm, 24 layers"
