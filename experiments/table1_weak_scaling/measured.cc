@@ -38,7 +38,7 @@ absl::Status TimeOps(const MeasureConfig& c, const StepShape& s, bool first, Mea
        absl::StrCat("--layers=", s.layers), absl::StrCat("--seq=", s.seq),
        absl::StrCat("--micro_batch=", s.micro_batch), absl::StrCat("--tp=", s.tp),
        absl::StrCat("--vocab=", s.padded_vocab), absl::StrCat("--params=", s.params_per_rank),
-       absl::StrCat("--threads=", r->threads)});
+       absl::StrCat("--threads=", r->threads), "--reps=3"});
   r->op_command = absl::StrJoin(cmd, " ");
   ASSIGN_OR_RETURN(const std::string out, RunCommand(cmd));
   ASSIGN_OR_RETURN(const OpTimes t, ParseOpTimes(out));
@@ -58,7 +58,7 @@ absl::Status TimeOps(const MeasureConfig& c, const StepShape& s, bool first, Mea
 }
 
 // The training step: its best time over the rounds.
-absl::Status TimeStep(const MeasureConfig& c, bool first, MeasuredRun* r) {
+absl::Status TimeStep(const MeasureConfig& c, bool first, bool last, MeasuredRun* r) {
   const std::vector<std::string> cmd = Mpirun(
       r->tp * r->dp,
       {c.train_step_bench, absl::StrCat("--hidden_size=", c.hidden),
@@ -66,13 +66,14 @@ absl::Status TimeStep(const MeasureConfig& c, bool first, MeasuredRun* r) {
        absl::StrCat("--seq_length=", c.seq), absl::StrCat("--micro_batch_size=", c.micro_batch),
        absl::StrCat("--tensor_model_parallel_size=", r->tp), absl::StrCat("--steps=", c.steps),
        absl::StrCat("--threads=", r->threads),
-       absl::StrCat("--ddp_bucket_size=", c.dp_bucket_elements), "--breakdown_steps=0",
-       "--gemm_rate_size=1024"});
+       absl::StrCat("--ddp_bucket_size=", c.dp_bucket_elements),
+       absl::StrCat("--breakdown_steps=", last ? c.breakdown_steps : 0), "--gemm_rate_size=1024"});
   r->command = absl::StrJoin(cmd, " ");
   ASSIGN_OR_RETURN(const std::string out, RunCommand(cmd));
   ASSIGN_OR_RETURN(r->gemm_gflops, NumberAfter(out, "f32 GEMM rate per rank", "): "));
   ASSIGN_OR_RETURN(const double best, NumberAfter(out, "step time (best of", "): "));
   r->measured_s = first ? best : std::min(r->measured_s, best);
+  if (last) r->profile = ParseStepProfile(out);
   return absl::OkStatus();
 }
 
@@ -184,6 +185,27 @@ absl::StatusOr<std::pair<double, double>> FitAllReduce(
   return std::make_pair(alpha, sxx / sxy);
 }
 
+std::vector<std::pair<std::string, double>> ParseStepProfile(absl::string_view out) {
+  std::vector<std::pair<std::string, double>> rows;
+  bool in_profile = false;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, "step breakdown by op class")) {
+      in_profile = true;
+      continue;
+    }
+    if (!in_profile) continue;
+    // "  GEMM             0.298 s   40.9%  ...": a class, its seconds, "s".
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    double seconds;
+    if (!absl::StartsWith(line, "  ") || f.size() < 3 || f[2] != "s" ||
+        !absl::SimpleAtod(f[1], &seconds)) {
+      break;
+    }
+    rows.emplace_back(std::string(f[0]), seconds);
+  }
+  return rows;
+}
+
 absl::StatusOr<OpTimes> ParseOpTimes(absl::string_view out) {
   OpTimes t;
   ASSIGN_OR_RETURN(t.gemm, NumberAfter(out, "gemm_s", ": "));
@@ -235,6 +257,7 @@ absl::StatusOr<Measurement> MeasureOnThisMachine(const MeasureConfig& c) {
   ASSIGN_OR_RETURN(const auto fit, FitAllReduce(m.allreduce_points, 2));
   m.allreduce_alpha_s = fit.first;
   m.allreduce_bus_bandwidth = fit.second;
+  std::vector<StepShape> shapes;
   for (auto [name, tp, dp] : {std::make_tuple("TP=1", 1, 1), std::make_tuple("TP=2", 2, 1),
                               std::make_tuple("DP=2", 1, 2)}) {
     MeasuredRun r;
@@ -243,12 +266,19 @@ absl::StatusOr<Measurement> MeasureOnThisMachine(const MeasureConfig& c) {
     r.dp = dp;
     r.threads = std::max(1, c.cores / (tp * dp));
     ASSIGN_OR_RETURN(const StepShape shape, ShapeOf(c, tp, dp));
-    for (int round = 0; round < c.rounds; ++round) {
-      RETURN_IF_ERROR(TimeOps(c, shape, round == 0, &r));
-      RETURN_IF_ERROR(TimeStep(c, round == 0, &r));
-    }
-    r.predicted = PredictStep(shape, r.ops, m.allreduce_alpha_s, m.allreduce_bus_bandwidth);
+    shapes.push_back(shape);
     m.runs.push_back(r);
+  }
+  // Round by round over the configurations, so that each sees the machine's load of each round.
+  for (int round = 0; round < c.rounds; ++round) {
+    for (size_t i = 0; i < m.runs.size(); ++i) {
+      RETURN_IF_ERROR(TimeOps(c, shapes[i], round == 0, &m.runs[i]));
+      RETURN_IF_ERROR(TimeStep(c, round == 0, round == c.rounds - 1, &m.runs[i]));
+    }
+  }
+  for (size_t i = 0; i < m.runs.size(); ++i) {
+    m.runs[i].predicted =
+        PredictStep(shapes[i], m.runs[i].ops, m.allreduce_alpha_s, m.allreduce_bus_bandwidth);
   }
   return m;
 }

@@ -25,7 +25,8 @@ struct MeasureConfig {
   int steps = 3;
   // Rounds of (op timings, training steps) per configuration; every measured time is the least
   // over them (other jobs on a shared machine only slow a run down).
-  int rounds = 2;
+  int rounds = 3;
+  int breakdown_steps = 2;  // Profiled steps in the last round.
   int64_t comm_max_bytes = 16 << 20;
   int cores = 2;                         // Of this machine: a rank runs cores / ranks threads.
   int64_t dp_bucket_elements = 1 << 20;  // train_step_bench's --ddp_bucket_size default.
@@ -66,6 +67,9 @@ struct MeasuredRun {
   double measured_s = 0;   // Best step time over the steps and rounds.
   OpTimes ops;
   PredictedStep predicted;
+  // Rank 0's sampled profile of the last round's extra steps (train_step_bench
+  // --breakdown_steps): seconds per step by op class, in its order.
+  std::vector<std::pair<std::string, double>> profile;
   std::string command, op_command;
 };
 
@@ -90,6 +94,9 @@ std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view comm
 // non-positive size or ranks < 2.
 absl::StatusOr<std::pair<double, double>> FitAllReduce(
     const std::vector<std::pair<double, double>>& rows, int ranks);
+// train_step_bench's "step breakdown by op class" rows: (class, seconds per step); empty when
+// it printed none.
+std::vector<std::pair<std::string, double>> ParseStepProfile(absl::string_view output);
 // step_op_bench's output; NotFound when a part is missing.
 absl::StatusOr<OpTimes> ParseOpTimes(absl::string_view step_op_bench_output);
 
@@ -100,7 +107,7 @@ absl::StatusOr<OpTimes> ParseOpTimes(absl::string_view step_op_bench_output);
 PredictedStep PredictStep(const StepShape& s, const OpTimes& ops, double alpha,
                           double bus_bandwidth);
 
-// Runs comm_bench, then for each configuration `rounds` times step_op_bench and train_step_bench
+// Runs comm_bench, then `rounds` times over the configurations step_op_bench and train_step_bench
 // under mpirun, and predicts each step time.
 absl::StatusOr<Measurement> MeasureOnThisMachine(const MeasureConfig& config);
 

@@ -12,8 +12,7 @@ TEST(MeasuredTest, FitAllReduceByHand) {
   // Latency: the smallest message's time, 10 us (rows given out of order). Then time - alpha =
   // 0, 2, 10 us at 1000, 2000, 4000 bytes (k = 2 (n - 1) / n = 1 for 2 ranks): the slope through
   // the origin is (2e-6 * 2000 + 10e-6 * 4000) / (1000^2 + 2000^2 + 4000^2) = 0.044 / 21e6.
-  const std::vector<std::pair<double, double>> rows = {
-      {2000, 12e-6}, {1000, 10e-6}, {4000, 20e-6}};
+  const std::vector<std::pair<double, double>> rows = {{2000, 12e-6}, {1000, 10e-6}, {4000, 20e-6}};
   auto fit = FitAllReduce(rows, 2);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_DOUBLE_EQ(fit->first, 10e-6);
@@ -51,6 +50,25 @@ TEST(MeasuredTest, ParseOpTimes) {
   EXPECT_DOUBLE_EQ(t->optimizer, 0.147649);
   EXPECT_DOUBLE_EQ(t->copy_bandwidth, 1.52e10);
   EXPECT_FALSE(ParseOpTimes("gemm_s: 1\n").ok());
+}
+
+TEST(MeasuredTest, ParseStepProfile) {
+  const auto rows = ParseStepProfile(
+      "step time (best of 3): 0.675 s\n"
+      "step breakdown by op class (rank 0's main thread sampled every 1 ms over 3 more steps):\n"
+      "  GEMM             0.298 s   40.9%  74.6 GFLOP/s on the GEMM FLOPs\n"
+      "  element-wise     0.047 s    6.4%\n"
+      "  other            0.001 s    0.1%  most: foo 0.1%\n"
+      "  with the GEMMs at the GEMM rate and the rest as sampled: 0.616 s per step\n"
+      "  GEMM             9 s\n");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].first, "GEMM");
+  EXPECT_DOUBLE_EQ(rows[0].second, 0.298);
+  EXPECT_EQ(rows[1].first, "element-wise");
+  EXPECT_DOUBLE_EQ(rows[1].second, 0.047);
+  EXPECT_EQ(rows[2].first, "other");
+  EXPECT_DOUBLE_EQ(rows[2].second, 0.001);
+  EXPECT_TRUE(ParseStepProfile("step time (best of 3): 0.675 s\n").empty());
 }
 
 StepShape Tiny(int tp, int dp) {

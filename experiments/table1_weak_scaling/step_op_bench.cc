@@ -2,8 +2,8 @@
 // by part, from the project's own ops (core/ops) at that rank's shapes and thread count. Run under
 // mpirun with as many copies as the measured configuration has ranks, so that they share the
 // machine's cores and memory as the ranks of the training run do (every copy prints; table1 reads
-// the first). Per step and rank it times, each as the best of --reps runs after a warm-up (the least disturbed by other jobs on a
-// shared machine: they only ever slow a run down):
+// the first). Per step and rank it times, each as the best of --reps runs after a warm-up (the
+// least disturbed by other jobs on a shared machine: they only ever slow a run down):
 //
 //   gemm_s       every matrix product outside attention: per layer the forward QKV, projection,
 //                fc1 and fc2 products at [B*T, H] x [H, 3H/tp] etc. and their input and weight
@@ -18,10 +18,10 @@
 //   bazel-bin/experiments/table1_weak_scaling/step_op_bench --hidden=256 --heads=4 --layers=2
 //       --seq=128 --micro_batch=4 --tp=1 --vocab=50304 --params=14490624 --threads=2
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -30,9 +30,9 @@
 #include "core/exec_context.h"
 #include "core/ops/adam.h"
 #include "core/ops/attention.h"
-#include "core/ops/sharded_cross_entropy.h"
 #include "core/ops/gemm.h"
 #include "core/ops/layernorm.h"
+#include "core/ops/sharded_cross_entropy.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "gflags/gflags.h"
@@ -95,10 +95,9 @@ double ProductSeconds(const ExecContext& ec, int64_t m, int64_t n, int64_t k, in
 
 double GemmSeconds(const ExecContext& ec, int reps) {
   const int64_t n = FLAGS_micro_batch * FLAGS_seq, h = FLAGS_hidden, t = FLAGS_tp;
-  const double layer = ProductSeconds(ec, n, 3 * h / t, h, reps) +
-                       ProductSeconds(ec, n, h, h / t, reps) +
-                       ProductSeconds(ec, n, 4 * h / t, h, reps) +
-                       ProductSeconds(ec, n, h, 4 * h / t, reps);
+  const double layer =
+      ProductSeconds(ec, n, 3 * h / t, h, reps) + ProductSeconds(ec, n, h, h / t, reps) +
+      ProductSeconds(ec, n, 4 * h / t, h, reps) + ProductSeconds(ec, n, h, 4 * h / t, reps);
   return FLAGS_layers * layer + ProductSeconds(ec, n, FLAGS_vocab / t, h, reps);
 }
 
@@ -108,7 +107,8 @@ double AttentionSeconds(const ExecContext& ec, int reps) {
   Tensor q = Random({b, nh, s, d}, 4), k = Random({b, nh, s, d}, 5), v = Random({b, nh, s, d}, 6);
   Tensor out = Tensor::Zeros({b, nh, s, d}, DType::kF32), dout = Random({b, nh, s, d}, 7);
   Tensor lse = Tensor::Zeros({b, nh, s}, DType::kF32);
-  Tensor dq = Tensor::Zeros({b, nh, s, d}, DType::kF32), dk = Tensor::Zeros({b, nh, s, d}, DType::kF32),
+  Tensor dq = Tensor::Zeros({b, nh, s, d}, DType::kF32),
+         dk = Tensor::Zeros({b, nh, s, d}, DType::kF32),
          dv = Tensor::Zeros({b, nh, s, d}, DType::kF32);
   ops::AttentionArgs args;
   args.scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -116,7 +116,7 @@ double AttentionSeconds(const ExecContext& ec, int reps) {
   return FLAGS_layers * BestSeconds(
                             [&] {
                               Ok(ops::FusedAttention(ec, q.view(), k.view(), v.view(), args,
-                                                           out.view(), lse.view()));
+                                                     out.view(), lse.view()));
                               Ok(ops::FusedAttentionBackward(
                                   ec, q.view(), k.view(), v.view(), out.view(), dout.view(),
                                   lse.view(), args, dq.view(), dk.view(), dv.view()));
@@ -134,9 +134,9 @@ double LayerNormSeconds(const ExecContext& ec, int reps) {
   const double one = BestSeconds(
       [&] {
         Ok(ops::LayerNorm(ec, x.view(), gamma.view(), beta.view(), 1e-5f, y.view(), mean.view(),
-                       rstd.view()));
+                          rstd.view()));
         Ok(ops::LayerNormBackward(ec, x.view(), gamma.view(), mean.view(), rstd.view(), dy.view(),
-                              dx.view(), dgamma.view(), dbeta.view()));
+                                  dx.view(), dgamma.view(), dbeta.view()));
       },
       reps);
   return (2 * FLAGS_layers + 1) * one;

@@ -29,7 +29,7 @@ DEFINE_int64(bench_heads, 4, "Part (d): attention heads.");
 DEFINE_int64(bench_seq_length, 128, "Part (d): sequence length.");
 DEFINE_int64(bench_micro_batch_size, 4, "Part (d): samples per model replica.");
 DEFINE_int32(bench_steps, 3, "Part (d): timed steps per configuration and round.");
-DEFINE_int32(bench_rounds, 2, "Part (d): rounds of op timings and steps (the least time counts).");
+DEFINE_int32(bench_rounds, 3, "Part (d): rounds of op timings and steps (the least time counts).");
 DEFINE_int64(bench_comm_max_bytes, 16 << 20, "Part (d): largest all-reduce timed.");
 
 namespace mt {
@@ -144,6 +144,39 @@ Table MeasuredTable(const Measurement& m) {
   return t;
 }
 
+// The predicted part of a step_profile.h op class (0 for "other").
+double PredictedPart(const PredictedStep& p, const std::string& op_class) {
+  if (op_class == "GEMM") return p.gemm;
+  if (op_class == "attention") return p.attention;
+  if (op_class == "element-wise") return p.elementwise;
+  if (op_class == "LayerNorm") return p.layernorm;
+  if (op_class == "loss") return p.loss;
+  if (op_class == "optimizer") return p.optimizer;
+  if (op_class == "communication") return p.tp_comm + p.dp_comm;
+  return 0;
+}
+
+// Rank 0's sampled step by op class beside the predicted part: where the residual is.
+Table ProfileTable(const Measurement& m) {
+  std::vector<std::string> header = {"config", "profiled step (s)"};
+  for (const auto& [op_class, s] : m.runs[0].profile) {
+    header.push_back(absl::StrCat(op_class, ": profiled / predicted (s)"));
+  }
+  Table t(header);
+  for (const MeasuredRun& r : m.runs) {
+    if (r.profile.size() + 2 != header.size()) continue;
+    double total = 0;
+    for (const auto& [op_class, s] : r.profile) total += s;
+    std::vector<std::string> row = {r.name, Fixed(total, 3)};
+    for (const auto& [op_class, s] : r.profile) {
+      row.push_back(
+          absl::StrCat(Fixed(s, 3), " / ", Fixed(PredictedPart(r.predicted, op_class), 3)));
+    }
+    t.AddRow(row);
+  }
+  return t;
+}
+
 void AddMeasured(const MeasureConfig& c, const Measurement& m, const Table& t, Report* report) {
   report->Paragraph(absl::StrFormat(
       "The prediction adds up one rank's step from inputs measured here, none fitted to the step "
@@ -170,17 +203,28 @@ void AddMeasured(const MeasureConfig& c, const Measurement& m, const Table& t, R
   }
   report->Paragraph(absl::StrCat(
       "Predicted / measured: ", ratios,
-      ". What the prediction leaves out is the residual: the model's code between ops (embedding "
-      "lookups and their gradient, dropout masks, the loss's sum, allocating and first touching "
-      "the step's buffers, the [B*T, V/tp] logits among them), and the difference between timing "
-      "each part alone and inside a step (caches warm with that part's data here). ",
+      ". What the prediction leaves out is the residual, which the profile below locates: the "
+      "time a rank waits at each all-reduce for the other one (TP=2 and DP=2 only), the model's "
+      "element-wise code (embedding lookups and gradients, dropouts, residual adds, copies: "
+      "small ops that run below the copy bandwidth the kernel list is timed at), allocating and "
+      "first touching the step's buffers, and the difference between timing each part alone "
+      "and inside a step (caches warm with that part's data here). ",
       absl::StrFormat(
-          "Every time in this table is the least over %d rounds of (the op timings, then %d "
-          "training steps) per configuration, the same statistic for the inputs and the steps: "
-          "the machine is shared with other jobs (builds of other work run on its 2 cores), which "
+          "Every time in this table is the least over %d rounds, each over the three "
+          "configurations in turn (the op timings, then %d training steps), the same statistic "
+          "for the inputs and the steps: the machine is shared with other jobs (builds of other "
+          "work run on its 2 cores), which "
           "only ever slow a run down. The numbers still move by 10-30%% between runs of this "
           "binary, and so do the ratios.",
           c.rounds, c.steps)));
+  report->Paragraph(
+      "Where the residual is: the last round's training run samples rank 0's main thread every "
+      "millisecond over a few more steps (experiments/benchmarks/step_profile.h) and attributes "
+      "each sample to an op class; beside each class, the prediction's part for it. "
+      "'communication' there is the time rank 0 spends inside MPI, waiting for the other rank "
+      "as well as moving data: each of TP=2's all-reduces and DP=2's buckets makes the faster "
+      "rank wait for the slower, which comm_bench (both ranks arrive together) does not see.");
+  report->AddTable(ProfileTable(m));
   std::string cmds = m.comm_command + "\n";
   for (const MeasuredRun& r : m.runs) absl::StrAppend(&cmds, r.op_command, "\n", r.command, "\n");
   report->Code(cmds);
