@@ -214,8 +214,9 @@ void AddMeasured(const MeasureConfig& c, const Measurement& m, const Table& t, R
           "configurations in turn (the op timings, then %d training steps), the same statistic "
           "for the inputs and the steps: the machine is shared with other jobs (builds of other "
           "work run on its 2 cores), which "
-          "only ever slow a run down. The numbers still move by 10-30%% between runs of this "
-          "binary, and so do the ratios.",
+          "only ever slow a run down. The numbers, and so the ratios, still move by tens of "
+          "percent between runs of this binary: a ratio below 1 in one run can be above it in "
+          "the next. What does not move is where the prediction falls short (the profile below).",
           c.rounds, c.steps)));
   report->Paragraph(
       "Where the residual is: the last round's training run samples rank 0's main thread every "
@@ -223,7 +224,10 @@ void AddMeasured(const MeasureConfig& c, const Measurement& m, const Table& t, R
       "each sample to an op class; beside each class, the prediction's part for it. "
       "'communication' there is the time rank 0 spends inside MPI, waiting for the other rank "
       "as well as moving data: each of TP=2's all-reduces and DP=2's buckets makes the faster "
-      "rank wait for the slower, which comm_bench (both ranks arrive together) does not see.");
+      "rank wait for the slower, which comm_bench (both ranks arrive together) does not see. The "
+      "profiled steps are the mean of a few, under the sampler, not the least over rounds, so "
+      "their parts run above the least times of the table above (by the machine's load at the "
+      "time): compare the classes' shares of the profiled step with those of the prediction.");
   report->AddTable(ProfileTable(m));
   std::string cmds = m.comm_command + "\n";
   for (const MeasuredRun& r : m.runs) absl::StrAppend(&cmds, r.op_command, "\n", r.command, "\n");
