@@ -220,11 +220,7 @@ absl::StatusOr<OpTimes> ParseOpTimes(absl::string_view out) {
 PredictedStep PredictStep(const StepShape& s, const OpTimes& ops, double alpha,
                           double bus_bandwidth) {
   PredictedStep p;
-  p.gemm = ops.gemm;
-  p.attention = ops.attention;
-  p.layernorm = ops.layernorm;
-  p.loss = ops.loss;
-  p.optimizer = ops.optimizer;
+  p.ops = ops;
   p.elementwise = ElementwiseSeconds(s, ops.copy_bandwidth);
   // alpha is a 2-rank all-reduce's latency: 2 ring steps.
   const double step_alpha = alpha / 2;

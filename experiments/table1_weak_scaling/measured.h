@@ -41,12 +41,13 @@ struct OpTimes {
 
 // The predicted step of one rank, by part (seconds).
 struct PredictedStep {
-  double gemm = 0, attention = 0, layernorm = 0, loss = 0, optimizer = 0;
+  OpTimes ops;             // The measured parts, as they are.
   double elementwise = 0;  // perf_model.h's element-wise kernels at the measured copy bandwidth.
   double tp_comm = 0;      // The TP all-reduces: 4 per layer and 2 in the head.
   double dp_comm = 0;      // The DP gradient all-reduce, one ring per bucket, not hidden.
   double total() const {
-    return gemm + attention + layernorm + loss + optimizer + elementwise + tp_comm + dp_comm;
+    return ops.gemm + ops.attention + ops.layernorm + ops.loss + ops.optimizer + elementwise +
+           tp_comm + dp_comm;
   }
 };
 

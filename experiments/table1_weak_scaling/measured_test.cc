@@ -89,11 +89,11 @@ StepShape Tiny(int tp, int dp) {
 TEST(MeasuredTest, PredictStepTpByHand) {
   OpTimes ops{1, 2, 3, 4, 5, /*copy_bandwidth=*/1e9};
   const PredictedStep p = PredictStep(Tiny(2, 1), ops, /*alpha=*/1e-5, /*bus_bandwidth=*/1e9);
-  EXPECT_EQ(p.gemm, 1);
-  EXPECT_EQ(p.attention, 2);
-  EXPECT_EQ(p.layernorm, 3);
-  EXPECT_EQ(p.loss, 4);
-  EXPECT_EQ(p.optimizer, 5);
+  EXPECT_EQ(p.ops.gemm, 1);
+  EXPECT_EQ(p.ops.attention, 2);
+  EXPECT_EQ(p.ops.layernorm, 3);
+  EXPECT_EQ(p.ops.loss, 4);
+  EXPECT_EQ(p.ops.optimizer, 5);
   // perf_model.cc's 2019 kernel list at T*B = 2 tokens, H = 4, TP = 2 (stream 8 elements, split
   // 4, 3-split 12, 4-split 16, scores 1 x 1 head x 2 x 2 = 4): forward 19 stream + 8 split + 2
   // 3-split + 4 4-split + 10.5 scores passes = 152 + 32 + 24 + 64 + 42 = 314 element-passes,

@@ -135,10 +135,11 @@ Table MeasuredTable(const Measurement& m) {
     const PredictedStep& p = r.predicted;
     // Per-rank throughput relative to TP=1: a TP=2 rank does half the TP=1 work, a DP=2 rank all.
     const double work = 1.0 / r.tp;
-    t.AddRow({r.name, absl::StrCat(r.threads), Fixed(p.gemm, 3), Fixed(p.loss, 3),
-              Fixed(p.optimizer, 3), Fixed(p.attention + p.layernorm, 3), Fixed(p.elementwise, 3),
-              Fixed(p.tp_comm + p.dp_comm, 3), Fixed(p.total(), 3), Fixed(r.measured_s, 3),
-              Fixed(p.total() / r.measured_s, 2), Fixed(100 * work * base_m / r.measured_s, 1),
+    t.AddRow({r.name, absl::StrCat(r.threads), Fixed(p.ops.gemm, 3), Fixed(p.ops.loss, 3),
+              Fixed(p.ops.optimizer, 3), Fixed(p.ops.attention + p.ops.layernorm, 3),
+              Fixed(p.elementwise, 3), Fixed(p.tp_comm + p.dp_comm, 3), Fixed(p.total(), 3),
+              Fixed(r.measured_s, 3), Fixed(p.total() / r.measured_s, 2),
+              Fixed(100 * work * base_m / r.measured_s, 1),
               Fixed(100 * work * base_p / p.total(), 1), Fixed(r.gemm_gflops, 1)});
   }
   return t;
@@ -146,12 +147,12 @@ Table MeasuredTable(const Measurement& m) {
 
 // The predicted part of a step_profile.h op class (0 for "other").
 double PredictedPart(const PredictedStep& p, const std::string& op_class) {
-  if (op_class == "GEMM") return p.gemm;
-  if (op_class == "attention") return p.attention;
+  if (op_class == "GEMM") return p.ops.gemm;
+  if (op_class == "attention") return p.ops.attention;
   if (op_class == "element-wise") return p.elementwise;
-  if (op_class == "LayerNorm") return p.layernorm;
-  if (op_class == "loss") return p.loss;
-  if (op_class == "optimizer") return p.optimizer;
+  if (op_class == "LayerNorm") return p.ops.layernorm;
+  if (op_class == "loss") return p.ops.loss;
+  if (op_class == "optimizer") return p.ops.optimizer;
   if (op_class == "communication") return p.tp_comm + p.dp_comm;
   return 0;
 }
