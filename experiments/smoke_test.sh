@@ -35,8 +35,8 @@ check() {
 }
 
 check table1_weak_scaling "$1" \
-  "--bench_hidden_size=64 --bench_num_layers=1 --bench_heads=2 --bench_seq_length=32 --bench_micro_batch_size=2 --bench_steps=1 --bench_comm_max_bytes=65536" \
-  "efficiency.csv:params,gpus,mode,paper_pct,model_pct" "measured.csv:config,GEMM GFLOP/s per rank,measured step (s),predicted step (s),predicted / measured,measured efficiency %,predicted efficiency %" \
+  "--bench_hidden_size=64 --bench_num_layers=1 --bench_heads=2 --bench_seq_length=32 --bench_micro_batch_size=2 --bench_steps=1 --bench_rounds=1 --bench_comm_max_bytes=65536" \
+  "efficiency.csv:params,gpus,mode,paper_pct,model_pct" "measured.csv:config,threads per rank,GEMM (s),loss (s),optimizer (s),attention + LayerNorm (s),element-wise (s),all-reduce (s),predicted step (s),measured step (s),predicted / measured,measured efficiency %,predicted efficiency %,reference GEMM GFLOP/s per rank" \
   efficiency.png strong_scaling.png
 check gpt2_zeroshot "$2" \
   "--models=1x16x2 --train_iters=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --heldout_docs=5 --overlapping_eval=8 --work_dir=$TMPDIR/gpt2_zeroshot_work" \

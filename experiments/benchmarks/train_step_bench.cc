@@ -353,6 +353,9 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
       "ratio to GEMM rate%s: %.1f%%\n",
       c.steps, has_dp ? ", DP all-reduce overlapped" : "", median, B * T * dp_size / median,
       per_rank_gflops / 1e3, d.gpu ? " (MFU)" : "", 100.0 * per_rank_gflops / gemm);
+  std::printf("step time (best of %d%s): %.3f s\n", c.steps,
+              has_dp ? ", DP all-reduce overlapped" : "",
+              *std::min_element(t.times[0].begin(), t.times[0].end()));
   if (d.gpu) {
     std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
                 device_in_use / 1073741824.0);

@@ -3,15 +3,14 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
-#include <thread>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/status.h"
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
 #include "experiments/table1_weak_scaling/perf_model.h"
@@ -22,27 +21,6 @@ namespace mt {
 namespace experiments {
 namespace {
 
-// Copy bandwidth (bytes read + written per second) with `threads` threads, best of 5.
-double CopyBandwidth(int threads) {
-  const size_t n = size_t{32} << 20;  // Floats per buffer: 128 MiB.
-  std::vector<float> a(n, 1.0f), b(n, 0.0f);
-  double best = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    for (int i = 0; i < threads; ++i) {
-      pool.emplace_back([&, i] {
-        const size_t lo = n * i / threads, hi = n * (i + 1) / threads;
-        std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * sizeof(float));
-      });
-    }
-    for (auto& t : pool) t.join();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 2.0 * n * sizeof(float) / best;
-}
-
 std::vector<std::string> Mpirun(int np, std::vector<std::string> args) {
   std::vector<std::string> cmd = {
       "mpirun",     "--oversubscribe", "--bind-to",           "none", "--mca", "btl",
@@ -51,69 +29,96 @@ std::vector<std::string> Mpirun(int np, std::vector<std::string> args) {
   return cmd;
 }
 
-absl::StatusOr<MeasuredRun> RunBench(const MeasureConfig& c, const std::string& name, int tp,
-                                     int dp) {
-  MeasuredRun r;
-  r.name = name;
-  r.tp = tp;
-  r.dp = dp;
+// The rank's compute by part: step_op_bench at its shapes, one copy per rank of the configuration;
+// after the first round each part keeps its least time (the copy bandwidth its highest).
+absl::Status TimeOps(const MeasureConfig& c, const StepShape& s, bool first, MeasuredRun* r) {
   const std::vector<std::string> cmd = Mpirun(
-      tp * dp,
+      s.tp * s.dp,
+      {c.step_op_bench, absl::StrCat("--hidden=", s.hidden), absl::StrCat("--heads=", s.heads),
+       absl::StrCat("--layers=", s.layers), absl::StrCat("--seq=", s.seq),
+       absl::StrCat("--micro_batch=", s.micro_batch), absl::StrCat("--tp=", s.tp),
+       absl::StrCat("--vocab=", s.padded_vocab), absl::StrCat("--params=", s.params_per_rank),
+       absl::StrCat("--threads=", r->threads), "--reps=3"});
+  r->op_command = absl::StrJoin(cmd, " ");
+  ASSIGN_OR_RETURN(const std::string out, RunCommand(cmd));
+  ASSIGN_OR_RETURN(const OpTimes t, ParseOpTimes(out));
+  if (first) {
+    r->ops = t;
+    return absl::OkStatus();
+  }
+  OpTimes& o = r->ops;
+  for (auto [best, now] :
+       {std::make_pair(&o.gemm, t.gemm), std::make_pair(&o.attention, t.attention),
+        std::make_pair(&o.layernorm, t.layernorm), std::make_pair(&o.loss, t.loss),
+        std::make_pair(&o.optimizer, t.optimizer)}) {
+    *best = std::min(*best, now);
+  }
+  o.copy_bandwidth = std::max(o.copy_bandwidth, t.copy_bandwidth);
+  return absl::OkStatus();
+}
+
+// The training step: its best time over the rounds.
+absl::Status TimeStep(const MeasureConfig& c, bool first, bool last, MeasuredRun* r) {
+  const std::vector<std::string> cmd = Mpirun(
+      r->tp * r->dp,
       {c.train_step_bench, absl::StrCat("--hidden_size=", c.hidden),
        absl::StrCat("--num_layers=", c.layers), absl::StrCat("--num_attention_heads=", c.heads),
        absl::StrCat("--seq_length=", c.seq), absl::StrCat("--micro_batch_size=", c.micro_batch),
-       absl::StrCat("--tensor_model_parallel_size=", tp), absl::StrCat("--steps=", c.steps),
-       "--breakdown_steps=0", "--gemm_rate_size=1024"});
-  r.command = absl::StrJoin(cmd, " ");
-  auto out = RunCommand(cmd);
-  if (!out.ok()) return out.status();
-  auto gemm = NumberAfter(*out, "f32 GEMM rate per rank", "): ");
-  if (!gemm.ok()) return gemm.status();
-  auto step = NumberAfter(*out, "step time (median of", "): ");
-  if (!step.ok()) return step.status();
-  r.gemm_gflops = *gemm;
-  r.measured_s = *step;
-  return r;
+       absl::StrCat("--tensor_model_parallel_size=", r->tp), absl::StrCat("--steps=", c.steps),
+       absl::StrCat("--threads=", r->threads),
+       absl::StrCat("--ddp_bucket_size=", c.dp_bucket_elements),
+       absl::StrCat("--breakdown_steps=", last ? c.breakdown_steps : 0), "--gemm_rate_size=1024"});
+  r->command = absl::StrJoin(cmd, " ");
+  ASSIGN_OR_RETURN(const std::string out, RunCommand(cmd));
+  ASSIGN_OR_RETURN(r->gemm_gflops, NumberAfter(out, "f32 GEMM rate per rank", "): "));
+  ASSIGN_OR_RETURN(const double best, NumberAfter(out, "step time (best of", "): "));
+  r->measured_s = first ? best : std::min(r->measured_s, best);
+  if (last) r->profile = ParseStepProfile(out);
+  return absl::OkStatus();
 }
 
-// The model with this machine's measured inputs: a CPU "GPU" whose GEMMs run at the run's own
-// measured rate (no tiles), element-wise work at the measured copy bandwidth, the all-reduce's
-// fitted latency and bandwidth; f32, no recompute, AdamW reading and writing 28 bytes a weight,
-// no host overheads (C++).
-double Predict(const MeasureConfig& c, const Measurement& m, const MeasuredRun& r) {
-  perf::Hardware hw;
-  hw.peak_flops = r.gemm_gflops * 1e9;
-  hw.gemm_efficiency = 1.0;
-  hw.sms = 0;
-  hw.tile_k_overhead = 0;
-  hw.mem_bandwidth = r.tp * r.dp == 1 ? m.mem_bandwidth_all : m.mem_bandwidth_1thread;
-  hw.gpus_per_node = 2;
-  hw.intra_bus_bandwidth = m.allreduce_bus_bandwidth;
-  hw.intra_alpha = m.allreduce_alpha_s / 2.0;  // Ring of 2: 2 (n - 1) = 2 steps.
-  perf::Software sw;
-  sw.recompute = false;
-  sw.activation_bytes = 4;
-  sw.per_tensor_optimizer = false;
-  sw.syncs_per_tensor = 0;
-  sw.optimizer_bytes = {28};
-  sw.nccl_sm_share = 0;
+absl::StatusOr<StepShape> ShapeOf(const MeasureConfig& c, int tp, int dp) {
   models::ModelConfig mc;
   mc.num_layers = static_cast<int>(c.layers);
   mc.hidden_size = c.hidden;
   mc.num_attention_heads = static_cast<int>(c.heads);
   mc.max_position_embeddings = c.seq;
-  auto count = models::CountParameters(mc, r.tp);
+  ASSIGN_OR_RETURN(const models::ParameterCount count, models::CountParameters(mc, tp));
+  StepShape s;
+  s.hidden = c.hidden;
+  s.heads = c.heads;
+  s.layers = c.layers;
+  s.seq = c.seq;
+  s.micro_batch = c.micro_batch;
+  s.padded_vocab = count.padded_vocab;
+  s.params_per_rank = count.per_rank;
+  s.tp = tp;
+  s.dp = dp;
+  s.dp_bucket_elements = c.dp_bucket_elements;
+  return s;
+}
+
+// perf_model.h's element-wise kernels of the layers (the 2019 list: an upper estimate here,
+// where the attention chain is fused) at `bandwidth`, f32, no recompute, no launch overhead.
+double ElementwiseSeconds(const StepShape& s, double bandwidth) {
+  perf::Hardware hw;
+  hw.peak_flops = 1e12;  // The GEMM terms are not used.
+  hw.gemm_efficiency = 1.0;
+  hw.sms = 0;
+  hw.mem_bandwidth = bandwidth;
+  perf::Software sw;
+  sw.recompute = false;
+  sw.activation_bytes = 4;
+  sw.per_tensor_optimizer = false;
   perf::Workload w;
-  w.hidden = c.hidden;
-  w.heads = c.heads;
-  w.layers = c.layers;
-  w.seq = c.seq;
-  w.micro_batch = c.micro_batch;
-  w.tp = r.tp;
-  w.dp = r.dp;
-  w.vocab = count.ok() ? count->padded_vocab : mc.vocab_size;
-  w.params_per_rank = count.ok() ? count->per_rank : 0;
-  return perf::PredictIteration(w, hw, sw).total();
+  w.hidden = s.hidden;
+  w.heads = s.heads;
+  w.layers = s.layers;
+  w.seq = s.seq;
+  w.micro_batch = s.micro_batch;
+  w.tp = s.tp;
+  w.vocab = s.padded_vocab;
+  return perf::PredictIteration(w, hw, sw).elementwise;
 }
 
 }  // namespace
@@ -152,45 +157,124 @@ std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view out)
   return rows;
 }
 
-std::pair<double, double> FitAllReduce(const std::vector<std::pair<double, double>>& rows,
-                                       int ranks) {
-  const double k = 2.0 * (ranks - 1) / ranks;
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& [bytes, s] : rows) {
-    const double x = k * bytes;
-    sx += x;
-    sy += s;
-    sxx += x * x;
-    sxy += x * s;
+absl::StatusOr<std::pair<double, double>> FitAllReduce(
+    const std::vector<std::pair<double, double>>& rows, int ranks) {
+  if (rows.empty() || ranks < 2) {
+    return absl::InvalidArgumentError("FitAllReduce: needs rows and at least 2 ranks");
   }
-  const double n = rows.size();
-  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-  const double alpha = (sy - slope * sx) / n;
-  return {std::max(0.0, alpha), 1.0 / slope};
+  double alpha = 0, smallest = 0;
+  for (const auto& [bytes, s] : rows) {
+    if (!(bytes > 0) || !(s >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("FitAllReduce: bad row (", bytes, " bytes, ", s, " s)"));
+    }
+    if (smallest == 0 || bytes < smallest) {
+      smallest = bytes;
+      alpha = s;
+    }
+  }
+  const double k = 2.0 * (ranks - 1) / ranks;
+  double sxx = 0, sxy = 0;
+  for (const auto& [bytes, s] : rows) {
+    sxx += k * bytes * k * bytes;
+    sxy += k * bytes * (s - alpha);
+  }
+  if (!(sxy > 0)) {
+    return absl::InvalidArgumentError("FitAllReduce: the times do not grow with the size");
+  }
+  return std::make_pair(alpha, sxx / sxy);
+}
+
+std::vector<std::pair<std::string, double>> ParseStepProfile(absl::string_view out) {
+  std::vector<std::pair<std::string, double>> rows;
+  bool in_profile = false;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, "step breakdown by op class")) {
+      in_profile = true;
+      continue;
+    }
+    if (!in_profile) continue;
+    // "  GEMM             0.298 s   40.9%  ...": a class, its seconds, "s".
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    double seconds;
+    if (!absl::StartsWith(line, "  ") || f.size() < 3 || f[2] != "s" ||
+        !absl::SimpleAtod(f[1], &seconds)) {
+      break;
+    }
+    rows.emplace_back(std::string(f[0]), seconds);
+  }
+  return rows;
+}
+
+absl::StatusOr<OpTimes> ParseOpTimes(absl::string_view out) {
+  OpTimes t;
+  ASSIGN_OR_RETURN(t.gemm, NumberAfter(out, "gemm_s", ": "));
+  ASSIGN_OR_RETURN(t.attention, NumberAfter(out, "attention_s", ": "));
+  ASSIGN_OR_RETURN(t.layernorm, NumberAfter(out, "layernorm_s", ": "));
+  ASSIGN_OR_RETURN(t.loss, NumberAfter(out, "loss_s", ": "));
+  ASSIGN_OR_RETURN(t.optimizer, NumberAfter(out, "optimizer_s", ": "));
+  ASSIGN_OR_RETURN(t.copy_bandwidth, NumberAfter(out, "copy_bytes_per_s", ": "));
+  return t;
+}
+
+PredictedStep PredictStep(const StepShape& s, const OpTimes& ops, double alpha,
+                          double bus_bandwidth) {
+  PredictedStep p;
+  p.ops = ops;
+  p.elementwise = ElementwiseSeconds(s, ops.copy_bandwidth);
+  // alpha is a 2-rank all-reduce's latency: 2 ring steps.
+  const double step_alpha = alpha / 2;
+  const double tokens = static_cast<double>(s.micro_batch) * s.seq;
+  // 2 forward and 2 backward per layer, 2 around the logits; the cross-entropy's row maxima and
+  // (target logit, sum of exponentials) pairs.
+  p.tp_comm = (4.0 * s.layers + 2) * perf::RingAllReduceSeconds(tokens * s.hidden * 4, s.tp,
+                                                                step_alpha, bus_bandwidth) +
+              perf::RingAllReduceSeconds(tokens * 4, s.tp, step_alpha, bus_bandwidth) +
+              perf::RingAllReduceSeconds(tokens * 8, s.tp, step_alpha, bus_bandwidth);
+  if (s.dp > 1) {
+    const int64_t buckets = (s.params_per_rank + s.dp_bucket_elements - 1) / s.dp_bucket_elements;
+    p.dp_comm = buckets * perf::RingAllReduceSeconds(0, s.dp, step_alpha, bus_bandwidth) +
+                perf::RingAllReduceSeconds(s.params_per_rank * 4.0, s.dp, 0, bus_bandwidth);
+  }
+  return p;
 }
 
 absl::StatusOr<Measurement> MeasureOnThisMachine(const MeasureConfig& c) {
   Measurement m;
-  m.mem_bandwidth_1thread = CopyBandwidth(1);
-  m.mem_bandwidth_all =
-      CopyBandwidth(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   const std::vector<std::string> comm =
       Mpirun(2, {c.comm_bench, "--min_bytes=4096", absl::StrCat("--max_bytes=", c.comm_max_bytes),
                  "--step_factor=4", "--iters=10", "--warmup=3", "--ops=all_reduce"});
   m.comm_command = absl::StrJoin(comm, " ");
-  auto out = RunCommand(comm);
-  if (!out.ok()) return out.status();
-  m.allreduce_points = ParseAllReduceRows(*out);
+  ASSIGN_OR_RETURN(const std::string out, RunCommand(comm));
+  m.allreduce_points = ParseAllReduceRows(out);
   if (m.allreduce_points.size() < 2) {
-    return absl::InternalError(absl::StrCat("comm_bench printed no all-reduce rows:\n", *out));
+    return absl::InternalError(absl::StrCat("comm_bench printed no all-reduce rows:\n", out));
   }
-  std::tie(m.allreduce_alpha_s, m.allreduce_bus_bandwidth) = FitAllReduce(m.allreduce_points, 2);
+  ASSIGN_OR_RETURN(const auto fit, FitAllReduce(m.allreduce_points, 2));
+  m.allreduce_alpha_s = fit.first;
+  m.allreduce_bus_bandwidth = fit.second;
+  std::vector<StepShape> shapes;
   for (auto [name, tp, dp] : {std::make_tuple("TP=1", 1, 1), std::make_tuple("TP=2", 2, 1),
                               std::make_tuple("DP=2", 1, 2)}) {
-    auto r = RunBench(c, name, tp, dp);
-    if (!r.ok()) return r.status();
-    r->predicted_s = Predict(c, m, *r);
-    m.runs.push_back(*r);
+    MeasuredRun r;
+    r.name = name;
+    r.tp = tp;
+    r.dp = dp;
+    r.threads = std::max(1, c.cores / (tp * dp));
+    ASSIGN_OR_RETURN(const StepShape shape, ShapeOf(c, tp, dp));
+    shapes.push_back(shape);
+    m.runs.push_back(r);
+  }
+  // Round by round over the configurations, so that each sees the machine's load of each round.
+  for (int round = 0; round < c.rounds; ++round) {
+    for (size_t i = 0; i < m.runs.size(); ++i) {
+      RETURN_IF_ERROR(TimeOps(c, shapes[i], round == 0, &m.runs[i]));
+      RETURN_IF_ERROR(TimeStep(c, round == 0, round == c.rounds - 1, &m.runs[i]));
+    }
+  }
+  for (size_t i = 0; i < m.runs.size(); ++i) {
+    m.runs[i].predicted =
+        PredictStep(shapes[i], m.runs[i].ops, m.allreduce_alpha_s, m.allreduce_bus_bandwidth);
   }
   return m;
 }

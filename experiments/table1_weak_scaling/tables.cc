@@ -1,5 +1,6 @@
 #include "experiments/table1_weak_scaling/tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -171,11 +172,15 @@ absl::StatusOr<Table1Results> ComputeTable1(const perf::Hardware& hw, const perf
   return r;
 }
 
-absl::StatusOr<Table> ComputeH200(const perf::Software& sw_2019, const perf::Software& fused) {
+absl::StatusOr<H200Results> ComputeH200(const perf::Software& sw_2019,
+                                        const perf::Software& fused) {
   const perf::Hardware hw = perf::H200Node();
-  Table t({"model", "layers/hidden/heads", "TP", "TP x DP GPUs", "MP % (2019 sw)",
-           "MP+DP % (2019 sw)", "MP % (fused)", "MP+DP % (fused)"});
+  H200Results out;
   ASSIGN_OR_RETURN(const perf::Workload base, RegistryWorkload("gpt2-1.2b", 1, 1));
+  out.baseline_tflops_2019 =
+      perf::ModelFlopsPerGpu(base, perf::PredictIteration(base, hw, sw_2019).total()) / 1e12;
+  out.baseline_tflops_fused =
+      perf::ModelFlopsPerGpu(base, perf::PredictIteration(base, hw, fused).total()) / 1e12;
   struct Row {
     std::string label;
     int64_t layers, hidden, heads;
@@ -185,7 +190,7 @@ absl::StatusOr<Table> ComputeH200(const perf::Software& sw_2019, const perf::Sof
                       {"4.2B", 64, 2304, 24, 4}, {"8.3B", 72, 3072, 32, 8},
                       {"20B", 44, 6144, 48, 8},  {"39B", 48, 8192, 64, 16}};
   for (const Row& r : rows) {
-    std::string cells[4];
+    std::string cells[4], tflops[4];
     for (int j = 0; j < 4; ++j) {
       perf::Workload w = base;
       w.layers = r.layers;
@@ -196,12 +201,19 @@ absl::StatusOr<Table> ComputeH200(const perf::Software& sw_2019, const perf::Sof
       // 12 L h^2 + (V + s) h, split over TP (the layer norms and biases are under 0.1%).
       w.params_per_rank =
           (12 * r.layers * r.hidden * r.hidden + (w.vocab + w.seq) * r.hidden) / r.tp;
-      cells[j] = Pct(perf::Efficiency(w, base, hw, j < 2 ? sw_2019 : fused));
+      const perf::Software& sw = j < 2 ? sw_2019 : fused;
+      cells[j] = Pct(perf::Efficiency(w, base, hw, sw));
+      const perf::Breakdown b = perf::PredictIteration(w, hw, sw);
+      const double f = perf::ModelFlopsPerGpu(w, b.total());
+      if (j == 0) out.gemm_share.push_back(b.gemm / b.total());
+      tflops[j] = absl::StrCat(Fixed(f / 1e12, 0), " (", Fixed(100 * f / hw.peak_flops, 0), "%)");
+      out.max_pct_of_peak = std::max(out.max_pct_of_peak, 100 * f / hw.peak_flops);
     }
-    t.AddRow({r.label, absl::StrCat(r.layers, "/", r.hidden, "/", r.heads), absl::StrCat(r.tp),
-              absl::StrCat(r.tp, " / ", r.tp * kDp), cells[0], cells[1], cells[2], cells[3]});
+    out.table.AddRow({r.label, absl::StrCat(r.layers, "/", r.hidden, "/", r.heads),
+                      absl::StrCat(r.tp), absl::StrCat(r.tp, " / ", r.tp * kDp), cells[0], cells[1],
+                      cells[2], cells[3], tflops[0], tflops[1], tflops[2], tflops[3]});
   }
-  return t;
+  return out;
 }
 
 }  // namespace experiments

@@ -44,9 +44,20 @@ struct Table1Results {
 };
 absl::StatusOr<Table1Results> ComputeTable1(const perf::Hardware& hw, const perf::Software& sw);
 
-// Efficiencies of the four configurations and larger ones on H200 nodes, for the 2019
-// software and a fused one.
-absl::StatusOr<Table> ComputeH200(const perf::Software& sw_2019, const perf::Software& fused);
+// The four configurations and larger ones on H200 nodes, for the 2019 software and a fused one:
+// weak-scaling efficiency relative to the 1.2B model on one H200 (which can exceed 100% where
+// the baseline itself runs far below the GPU's rate), and the absolute model TFLOP/s per GPU
+// with its percentage of the H200's dense bf16 peak, which cannot.
+struct H200Results {
+  Table table{{"model", "layers/hidden/heads", "TP", "TP x DP GPUs", "MP % (2019 sw)",
+               "MP+DP % (2019 sw)", "MP % (fused)", "MP+DP % (fused)",
+               "MP TFLOP/s per GPU (% of peak), 2019 sw", "MP+DP TFLOP/s (% of peak), 2019 sw",
+               "MP TFLOP/s (% of peak), fused", "MP+DP TFLOP/s (% of peak), fused"}};
+  double baseline_tflops_2019 = 0, baseline_tflops_fused = 0;  // 1.2B on one H200.
+  double max_pct_of_peak = 0;                                  // Over every cell.
+  std::vector<double> gemm_share;  // Per row: the GEMMs' share of the MP iteration (2019 sw).
+};
+absl::StatusOr<H200Results> ComputeH200(const perf::Software& sw_2019, const perf::Software& fused);
 
 }  // namespace experiments
 }  // namespace mt
