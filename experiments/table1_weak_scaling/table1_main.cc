@@ -365,11 +365,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  const absl::Status s = mt::experiments::Run(argc, argv);
-  if (!s.ok()) {
-    std::fprintf(stderr, "table1_weak_scaling: error: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  return mt::experiments::ExperimentMain("table1_weak_scaling", argc, argv, mt::experiments::Run);
 }
