@@ -76,6 +76,32 @@ class Layer {
   virtual void StopDecoding() {}
 };
 
+// The forward input a block keeps for Backward (and for recomputing its forward under activation
+// checkpointing): x and the padding mask as views. The caller keeps their memory alive until
+// Backward (Layer::Forward's contract), not the TensorView objects, so the mask's view is copied.
+class SavedInput {
+ public:
+  void Save(const TensorView& x, const TensorView* padding_mask) {
+    x_ = x;
+    has_mask_ = padding_mask != nullptr;
+    if (has_mask_) mask_ = *padding_mask;
+  }
+  // Nothing kept (a decoding step keeps nothing for Backward).
+  void Clear() {
+    x_.data = nullptr;
+    has_mask_ = false;
+  }
+  bool empty() const { return x_.data == nullptr; }
+  const TensorView& x() const { return x_; }
+  // Null when Forward had no mask.
+  const TensorView* padding_mask() const { return has_mask_ ? &mask_ : nullptr; }
+
+ private:
+  TensorView x_;
+  TensorView mask_;
+  bool has_mask_ = false;
+};
+
 // Builds block `layer_index` (0-based; for dropout streams and initialisation scales), declaring
 // its parameters in `store` under `prefix` ("<stack prefix>.<layer_index>").
 using LayerFactory = std::function<absl::StatusOr<std::unique_ptr<Layer>>(

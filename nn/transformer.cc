@@ -128,19 +128,14 @@ absl::Status TransformerLayer::CheckInput(const TensorView& x) const {
 absl::Status TransformerLayer::Forward(const StepContext& sc, const TensorView& x,
                                        const TensorView* padding_mask, const TensorView& y) {
   RETURN_IF_ERROR(CheckInput(x));
-  x_ = x;
-  padding_mask_ = nullptr;
-  if (padding_mask != nullptr) {
-    padding_mask_copy_ = *padding_mask;
-    padding_mask_ = &padding_mask_copy_;
-  }
+  input_.Save(x, padding_mask);
   RETURN_IF_ERROR(ForwardImpl(sc, y));
   if (config_.recompute == Recompute::kYes) ReleaseAll();
   return absl::OkStatus();
 }
 
 absl::Status TransformerLayer::ForwardImpl(const StepContext& sc, const TensorView& y) {
-  RETURN_IF_ERROR(Run(sc, Pass::kFull, x_, y));
+  RETURN_IF_ERROR(Run(sc, Pass::kFull, input_.x(), y));
   saved_ = true;
   return absl::OkStatus();
 }
@@ -154,8 +149,7 @@ absl::Status TransformerLayer::DecodeForward(const StepContext& sc, const Tensor
                                              const TensorView& y) {
   RETURN_IF_ERROR(CheckInput(x));
   // Nothing of a decoding step is kept for Backward.
-  x_.data = nullptr;
-  padding_mask_ = nullptr;
+  input_.Clear();
   saved_ = false;
   StepContext eval = sc;
   eval.mode = Mode::kEval;
@@ -165,7 +159,7 @@ absl::Status TransformerLayer::DecodeForward(const StepContext& sc, const Tensor
 absl::Status TransformerLayer::Attend(const StepContext& sc, Pass pass, const TensorView& x,
                                       const TensorView& y, const TensorView** bias) {
   if (pass == Pass::kDecode) return attention_.DecodeForward(sc, x, y, bias);
-  return attention_.Forward(sc, x, padding_mask_, y, bias);
+  return attention_.Forward(sc, x, input_.padding_mask(), y, bias);
 }
 
 absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const TensorView& x,
@@ -240,7 +234,7 @@ int64_t TransformerLayer::ActivationBytes() const {
 
 absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView& dy,
                                         const TensorView& dx) {
-  if (x_.data == nullptr) {
+  if (input_.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("transformer layer ", layer_index_,
                      ": Backward without a Forward (a decoding step "
@@ -248,7 +242,7 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
   }
   if (!saved_) {
     // Activation checkpointing: recompute this layer's forward (same masks) into scratch.
-    ASSIGN_OR_RETURN(Tensor scratch, Alloc(*sc.exec, x_.shape, dtype_));
+    ASSIGN_OR_RETURN(Tensor scratch, Alloc(*sc.exec, input_.x().shape, dtype_));
     RETURN_IF_ERROR(ForwardImpl(sc, scratch.view()));
   }
   backward_peak_bytes_ = ActivationBytes();

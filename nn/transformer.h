@@ -159,9 +159,7 @@ class TransformerLayer : public Layer {
   std::unique_ptr<Norm> ln1_, ln2_;
   ParallelSelfAttention attention_;
   std::unique_ptr<Mlp> mlp_;
-  TensorView x_;
-  const TensorView* padding_mask_ = nullptr;
-  TensorView padding_mask_copy_;
+  SavedInput input_;
   int64_t B_ = 0, T_ = 0;
   bool saved_ = false;
   int64_t backward_peak_bytes_ = 0;

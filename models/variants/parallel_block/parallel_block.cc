@@ -57,26 +57,21 @@ absl::Status ParallelBlock::Forward(const nn::StepContext& sc, const TensorView&
                                                    x.DebugString(), " must be ", DTypeName(dtype_),
                                                    "[B, T, ", config_.hidden, "]"));
   }
-  x_ = x;
-  padding_mask_ = nullptr;
-  if (padding_mask != nullptr) {
-    padding_mask_copy_ = *padding_mask;
-    padding_mask_ = &padding_mask_copy_;
-  }
+  input_.Save(x, padding_mask);
   RETURN_IF_ERROR(ForwardImpl(sc, y));
   if (config_.recompute == nn::Recompute::kYes) ReleaseAll();
   return absl::OkStatus();
 }
 
 absl::Status ParallelBlock::ForwardImpl(const nn::StepContext& sc, const TensorView& y) {
-  B_ = x_.dim(0);
-  T_ = x_.dim(1);
+  B_ = input_.x().dim(0);
+  T_ = input_.x().dim(1);
   const ExecContext& ec = *sc.exec;
   for (Tensor* t : {&ln_out_, &branch_, &mlp_out_}) {
-    if (t->shape() == x_.shape && t->device() == ec.device) continue;
-    ASSIGN_OR_RETURN(*t, Alloc(ec, x_.shape, dtype_));
+    if (t->shape() == input_.x().shape && t->device() == ec.device) continue;
+    ASSIGN_OR_RETURN(*t, Alloc(ec, input_.x().shape, dtype_));
   }
-  ASSIGN_OR_RETURN(TensorView x2, As2D(x_));
+  ASSIGN_OR_RETURN(TensorView x2, As2D(input_.x()));
   ASSIGN_OR_RETURN(TensorView ln2, As2D(ln_out_.view()));
   ASSIGN_OR_RETURN(TensorView branch, As2D(branch_.view()));
   ASSIGN_OR_RETURN(TensorView mlp_out, As2D(mlp_out_.view()));
@@ -84,8 +79,8 @@ absl::Status ParallelBlock::ForwardImpl(const nn::StepContext& sc, const TensorV
   RETURN_IF_ERROR(ln_->Forward(sc, x2, ln2));
   // Both branches' partial products (no all-reduce, biases left out), summed, reduced once.
   const TensorView *attention_bias = nullptr, *mlp_bias = nullptr;
-  RETURN_IF_ERROR(
-      attention_.Forward(sc, ln_out_.view(), padding_mask_, branch_.view(), &attention_bias));
+  RETURN_IF_ERROR(attention_.Forward(sc, ln_out_.view(), input_.padding_mask(), branch_.view(),
+                                     &attention_bias));
   RETURN_IF_ERROR(mlp_->Forward(sc, ln2, mlp_out, &mlp_bias));
   RETURN_IF_ERROR(ops::Add(ec, branch, mlp_out, branch));
   RETURN_IF_ERROR(nn::GForward(sc, branch));
@@ -112,15 +107,16 @@ int64_t ParallelBlock::ActivationBytes() const {
 absl::Status ParallelBlock::Backward(const nn::StepContext& sc, const TensorView& dy,
                                      const TensorView& dx) {
   const ExecContext& ec = *sc.exec;
+  const auto& shape = input_.x().shape;  // [B, T, H]
   if (!saved_) {
     // Activation checkpointing: recompute the forward (same masks) into scratch.
-    ASSIGN_OR_RETURN(Tensor scratch, Alloc(ec, x_.shape, dtype_));
+    ASSIGN_OR_RETURN(Tensor scratch, Alloc(ec, shape, dtype_));
     RETURN_IF_ERROR(ForwardImpl(sc, scratch.view()));
   }
   backward_peak_bytes_ = ActivationBytes();
-  ASSIGN_OR_RETURN(Tensor d_sum, Alloc(ec, x_.shape, dtype_));   // Of the branches' sum.
-  ASSIGN_OR_RETURN(Tensor d_attn, Alloc(ec, x_.shape, dtype_));  // Partial input gradients.
-  ASSIGN_OR_RETURN(Tensor d_mlp, Alloc(ec, x_.shape, dtype_));
+  ASSIGN_OR_RETURN(Tensor d_sum, Alloc(ec, shape, dtype_));   // Of the branches' sum.
+  ASSIGN_OR_RETURN(Tensor d_attn, Alloc(ec, shape, dtype_));  // Partial input gradients.
+  ASSIGN_OR_RETURN(Tensor d_mlp, Alloc(ec, shape, dtype_));
   ASSIGN_OR_RETURN(TensorView dy2, As2D(dy));
   ASSIGN_OR_RETURN(TensorView dx2, As2D(dx));
   ASSIGN_OR_RETURN(TensorView dsum, As2D(d_sum.view()));

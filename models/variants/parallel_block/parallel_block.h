@@ -48,7 +48,7 @@ class ParallelBlock : public nn::Layer {
 
  private:
   ParallelBlock() = default;
-  // The forward from the saved input x_ into y; keeps what Backward needs.
+  // The forward from the saved input into y; keeps what Backward needs.
   absl::Status ForwardImpl(const nn::StepContext& sc, const TensorView& y);
   void ReleaseAll();
   ops::DropoutArgs HiddenDropout(const nn::StepContext& sc) const;
@@ -59,9 +59,7 @@ class ParallelBlock : public nn::Layer {
   std::unique_ptr<nn::Norm> ln_;
   nn::ParallelSelfAttention attention_;
   std::unique_ptr<nn::Mlp> mlp_;
-  TensorView x_;
-  const TensorView* padding_mask_ = nullptr;
-  TensorView padding_mask_copy_;
+  nn::SavedInput input_;
   int64_t B_ = 0, T_ = 0;
   bool saved_ = false;
   int64_t backward_peak_bytes_ = 0;
