@@ -42,9 +42,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root" || exit 1
 ./bazelw build //experiments/quickstart >/dev/null 2>&1 || {
   echo "soak.sh: error: building //experiments/quickstart failed" >&2; exit 1; }
-bin="$root/bazel-bin/experiments/quickstart/quickstart"
 [[ -n "$work" ]] || work="$(mktemp -d /tmp/mt_soak.XXXXXX)"
 mkdir -p "$work" || exit 1
+# A copy, so that a rebuild during the hours of the run does not change the binary under it.
+bin="$work/quickstart"
+cp -f "$root/bazel-bin/experiments/quickstart/quickstart" "$bin" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 RANDOM=$seed
 common=(--train_iters="$iters" --log_interval=1 --save_interval="$save_interval" --keep_last=2
