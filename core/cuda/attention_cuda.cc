@@ -37,14 +37,8 @@ absl::Status FusedAttention(const ExecContext& ctx, const TensorView& q, const T
                             const AttentionParams& params, const TensorView& out,
                             const TensorView& lse) {
   constexpr absl::string_view kOp = "FusedAttention";
-  RETURN_IF_ERROR(Enter(kOp, ctx, q.device,
-                        {{"q", &q},
-                         {"k", &k},
-                         {"v", &v},
-                         {"padding_mask", padding_mask},
-                         {"out", &out},
-                         {"lse", &lse}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(
+      Enter(kOp, ctx, q.device, MT_OPERANDS(q, k, v, padding_mask, out, lse), Needs::kNothing));
   RETURN_IF_ERROR(CheckHeadDim(kOp, params.d));
   AttentionParams p = params;
   p.padding_mask = MaskData(padding_mask);
@@ -60,16 +54,7 @@ absl::Status FusedAttentionBackward(const ExecContext& ctx, const TensorView& q,
                                     const TensorView& dv) {
   constexpr absl::string_view kOp = "FusedAttentionBackward";
   RETURN_IF_ERROR(Enter(kOp, ctx, q.device,
-                        {{"q", &q},
-                         {"k", &k},
-                         {"v", &v},
-                         {"out", &out},
-                         {"dout", &dout},
-                         {"lse", &lse},
-                         {"padding_mask", padding_mask},
-                         {"dq", &dq},
-                         {"dk", &dk},
-                         {"dv", &dv}},
+                        MT_OPERANDS(q, k, v, out, dout, lse, padding_mask, dq, dk, dv),
                         Needs::kNothing));
   RETURN_IF_ERROR(CheckHeadDim(kOp, params.d));
   AttentionParams p = params;

@@ -18,9 +18,7 @@ using internal::WithOp;
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
                      float eps, const TensorView& y, const TensorView& rstd) {
   constexpr absl::string_view kOp = "RmsNorm";
-  RETURN_IF_ERROR(Enter(kOp, ctx, x.device,
-                        {{"x", &x}, {"gamma", &gamma}, {"y", &y}, {"rstd", &rstd}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, MT_OPERANDS(x, gamma, y, rstd), Needs::kNothing));
   const int64_t cols = x.dim(-1);
   return LaunchStatus(
       kOp, LaunchRmsNorm(Elem(x.dtype), Elem(gamma.dtype), x.data, gamma.data, eps, y.data,
@@ -31,13 +29,7 @@ absl::Status RmsNormBackward(const ExecContext& ctx, const TensorView& x, const 
                              const TensorView& rstd, const TensorView& dy, const TensorView& dx,
                              const TensorView& dgamma) {
   constexpr absl::string_view kOp = "RmsNormBackward";
-  RETURN_IF_ERROR(Enter(kOp, ctx, x.device,
-                        {{"x", &x},
-                         {"gamma", &gamma},
-                         {"rstd", &rstd},
-                         {"dy", &dy},
-                         {"dx", &dx},
-                         {"dgamma", &dgamma}},
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, MT_OPERANDS(x, gamma, rstd, dy, dx, dgamma),
                         Needs::kDeviceContext));
   const int64_t cols = x.dim(-1);
   const int64_t rows = x.numel() / cols;
@@ -53,7 +45,7 @@ absl::Status RmsNormBackward(const ExecContext& ctx, const TensorView& x, const 
 
 absl::Status Rope(absl::string_view op, const ExecContext& ctx, const TensorView& x, double base,
                   int64_t position_offset, float sign, const TensorView& y) {
-  RETURN_IF_ERROR(Enter(op, ctx, x.device, {{"x", &x}, {"y", &y}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(op, ctx, x.device, MT_OPERANDS(x, y), Needs::kNothing));
   RopeParams p;
   p.seq = x.dim(-2);
   p.head_dim = x.dim(-1);
@@ -67,8 +59,7 @@ absl::Status Rope(absl::string_view op, const ExecContext& ctx, const TensorView
 absl::Status SwiGlu(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
                     const TensorView& y) {
   constexpr absl::string_view kOp = "SwiGlu";
-  RETURN_IF_ERROR(
-      Enter(kOp, ctx, gate.device, {{"gate", &gate}, {"up", &up}, {"y", &y}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, gate.device, MT_OPERANDS(gate, up, y), Needs::kNothing));
   return LaunchStatus(kOp, LaunchSwiGlu(Elem(gate.dtype), gate.data, up.data, y.data, gate.numel(),
                                         ctx.cuda_stream));
 }
@@ -77,9 +68,7 @@ absl::Status SwiGluBackward(const ExecContext& ctx, const TensorView& gate, cons
                             const TensorView& dy, const TensorView& dgate, const TensorView& dup) {
   constexpr absl::string_view kOp = "SwiGluBackward";
   RETURN_IF_ERROR(
-      Enter(kOp, ctx, gate.device,
-            {{"gate", &gate}, {"up", &up}, {"dy", &dy}, {"dgate", &dgate}, {"dup", &dup}},
-            Needs::kNothing));
+      Enter(kOp, ctx, gate.device, MT_OPERANDS(gate, up, dy, dgate, dup), Needs::kNothing));
   return LaunchStatus(
       kOp, LaunchSwiGluBackward(Elem(gate.dtype), gate.data, up.data, dy.data, dgate.data, dup.data,
                                 gate.numel(), ctx.cuda_stream));

@@ -3,9 +3,12 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/cuda_device.h"
 #include "core/status.h"
+#include "glog/logging.h"
 
 namespace mt {
 namespace cuda {
@@ -37,8 +40,17 @@ absl::Status CheckPointer(absl::string_view op, const Operand& operand, Device d
 
 }  // namespace
 
+Operands::Operands(absl::string_view names, std::initializer_list<View> views) {
+  for (absl::string_view name : absl::StrSplit(names, ',')) {
+    operands_.push_back({absl::StripAsciiWhitespace(name), nullptr});
+  }
+  CHECK_EQ(operands_.size(), views.size()) << "MT_OPERANDS(" << names << ")";
+  int i = 0;
+  for (const View& v : views) operands_[i++].t = v.t;
+}
+
 absl::Status Enter(absl::string_view op, const ExecContext& ctx, Device device,
-                   std::initializer_list<Operand> operands, Needs needs) {
+                   absl::Span<const Operand> operands, Needs needs) {
   int current = -1;
   cudaError_t err = cudaGetDevice(&current);
   if (err == cudaSuccess && current != device.index) err = cudaSetDevice(device.index);

@@ -8,8 +8,10 @@
 #include <cstddef>
 #include <initializer_list>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda/device_context_internal.h"
 #include "core/cuda/launchers.h"
@@ -27,13 +29,41 @@ struct Operand {
 
 enum class Needs { kNothing, kDeviceContext };
 
+// An op's operands named as their variables are spelled: MT_OPERANDS(x, gamma, y, padding_mask)
+// lists TensorViews, and pointers to them (null: an absent optional operand), for Enter.
+#define MT_OPERANDS(...) ::mt::cuda::internal::Operands(#__VA_ARGS__, {__VA_ARGS__})
+
+class Operands {
+ public:
+  // One view, or a pointer to one, of an MT_OPERANDS list.
+  struct View {
+    View(const TensorView& t) : t(&t) {}  // NOLINT(runtime/explicit): list elements.
+    View(const TensorView* t) : t(t) {}   // NOLINT(runtime/explicit)
+    const TensorView* t;
+  };
+  // `names`: the list's spelling, comma-separated, one name per view.
+  Operands(absl::string_view names, std::initializer_list<View> views);
+  absl::Span<const Operand> operands() const { return operands_; }
+
+ private:
+  absl::InlinedVector<Operand, 12> operands_;
+};
+
 // The entry check of every CUDA op: makes `device` current; Unimplemented ("<op>: not implemented
 // for cuda:N here: no CUDA device ...") when the machine has no usable CUDA device,
 // InvalidArgument for a device index it does not have; with kDeviceContext, FailedPrecondition
 // without ctx.cuda and InvalidArgument when ctx.cuda serves another device; InvalidArgument for a
 // non-empty operand whose memory is not on `device` (host memory, another GPU).
 absl::Status Enter(absl::string_view op, const ExecContext& ctx, Device device,
-                   std::initializer_list<Operand> operands, Needs needs);
+                   absl::Span<const Operand> operands, Needs needs);
+inline absl::Status Enter(absl::string_view op, const ExecContext& ctx, Device device,
+                          std::initializer_list<Operand> operands, Needs needs) {
+  return Enter(op, ctx, device, absl::MakeConstSpan(operands.begin(), operands.size()), needs);
+}
+inline absl::Status Enter(absl::string_view op, const ExecContext& ctx, Device device,
+                          const Operands& operands, Needs needs) {
+  return Enter(op, ctx, device, operands.operands(), needs);
+}
 
 // OK, or the launcher's failure as a Status naming the op, the source line and what to do.
 absl::Status LaunchStatus(absl::string_view op, const LaunchResult& result);

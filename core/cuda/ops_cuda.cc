@@ -47,8 +47,7 @@ absl::Status CopyIfDistinct(absl::string_view op, const ExecContext& ctx, const 
 absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
                      const TensorView& y) {
   constexpr absl::string_view kOp = "BiasAdd";
-  RETURN_IF_ERROR(
-      Enter(kOp, ctx, x.device, {{"x", &x}, {"bias", &bias}, {"y", &y}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, MT_OPERANDS(x, bias, y), Needs::kNothing));
   const int64_t cols = bias.numel();
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   return LaunchStatus(
@@ -57,8 +56,7 @@ absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorVi
 
 absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const TensorView& dbias) {
   constexpr absl::string_view kOp = "BiasGrad";
-  RETURN_IF_ERROR(
-      Enter(kOp, ctx, dy.device, {{"dy", &dy}, {"dbias", &dbias}}, Needs::kDeviceContext));
+  RETURN_IF_ERROR(Enter(kOp, ctx, dy.device, MT_OPERANDS(dy, dbias), Needs::kDeviceContext));
   const int64_t cols = dbias.numel();
   const int64_t rows = cols == 0 ? 0 : dy.numel() / cols;
   const int64_t floats = BiasGradScratchFloats(rows, cols);
@@ -71,7 +69,7 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
 namespace {
 absl::Status Unary(absl::string_view op, const ExecContext& ctx, UnaryOp kind, const TensorView& x,
                    const TensorView& y, float alpha) {
-  RETURN_IF_ERROR(Enter(op, ctx, x.device, {{"x", &x}, {"y", &y}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(op, ctx, x.device, MT_OPERANDS(x, y), Needs::kNothing));
   return LaunchStatus(
       op, LaunchUnary(Elem(x.dtype), kind, x.data, y.data, x.numel(), alpha, ctx.cuda_stream));
 }
@@ -124,7 +122,7 @@ absl::Status TanhBackward(const ExecContext& ctx, const TensorView& y, const Ten
 
 absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
   constexpr absl::string_view kOp = "Convert";
-  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, {{"x", &x}, {"y", &y}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, MT_OPERANDS(x, y), Needs::kNothing));
   if (x.dtype == y.dtype) return CopyIfDistinct(kOp, ctx, x, y);
   return LaunchStatus(
       kOp, LaunchConvert(Elem(x.dtype), Elem(y.dtype), x.data, y.data, x.numel(), ctx.cuda_stream));
@@ -133,14 +131,14 @@ absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorVi
 absl::Status Fill(const ExecContext& ctx, const TensorView& x, const void* pattern,
                   size_t elem_bytes) {
   constexpr absl::string_view kOp = "Fill";
-  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, {{"x", &x}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, MT_OPERANDS(x), Needs::kNothing));
   return LaunchStatus(
       kOp, LaunchFill(pattern, static_cast<int>(elem_bytes), x.data, x.numel(), ctx.cuda_stream));
 }
 
 absl::Status Dropout(absl::string_view op, const ExecContext& ctx, const TensorView& x,
                      const DropoutParams& params, const TensorView& y) {
-  RETURN_IF_ERROR(Enter(op, ctx, x.device, {{"x", &x}, {"y", &y}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(op, ctx, x.device, MT_OPERANDS(x, y), Needs::kNothing));
   if (params.p == 0.0f) return CopyIfDistinct(op, ctx, x, y);
   return LaunchStatus(
       op, LaunchDropout(Elem(x.dtype), x.data, y.data, x.numel(), params, ctx.cuda_stream));
@@ -150,9 +148,7 @@ absl::Status BiasDropoutAdd(const ExecContext& ctx, const TensorView& x, const T
                             const DropoutParams& params, const TensorView& residual,
                             const TensorView& out) {
   constexpr absl::string_view kOp = "BiasDropoutAdd";
-  RETURN_IF_ERROR(Enter(kOp, ctx, x.device,
-                        {{"x", &x}, {"bias", bias}, {"residual", &residual}, {"out", &out}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, MT_OPERANDS(x, bias, residual, out), Needs::kNothing));
   if (x.numel() == 0) return absl::OkStatus();
   return LaunchStatus(
       kOp,
@@ -166,10 +162,8 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
                        const TensorView& beta, float eps, const TensorView& y,
                        const TensorView& mean, const TensorView& rstd) {
   constexpr absl::string_view kOp = "LayerNorm";
-  RETURN_IF_ERROR(Enter(
-      kOp, ctx, x.device,
-      {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}, {"y", &y}, {"mean", &mean}, {"rstd", &rstd}},
-      Needs::kNothing));
+  RETURN_IF_ERROR(
+      Enter(kOp, ctx, x.device, MT_OPERANDS(x, gamma, beta, y, mean, rstd), Needs::kNothing));
   const int64_t cols = x.dim(-1);
   const int64_t rows = x.numel() / cols;
   return LaunchStatus(kOp, LaunchLayerNorm(Elem(x.dtype), Elem(gamma.dtype), x.data, gamma.data,
@@ -183,14 +177,7 @@ absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x, cons
                                const TensorView& dbeta) {
   constexpr absl::string_view kOp = "LayerNormBackward";
   RETURN_IF_ERROR(Enter(kOp, ctx, x.device,
-                        {{"x", &x},
-                         {"gamma", &gamma},
-                         {"mean", &mean},
-                         {"rstd", &rstd},
-                         {"dy", &dy},
-                         {"dx", &dx},
-                         {"dgamma", &dgamma},
-                         {"dbeta", &dbeta}},
+                        MT_OPERANDS(x, gamma, mean, rstd, dy, dx, dgamma, dbeta),
                         Needs::kDeviceContext));
   const int64_t cols = x.dim(-1);
   const int64_t rows = x.numel() / cols;
@@ -208,8 +195,7 @@ absl::Status LayerNormBackward(const ExecContext& ctx, const TensorView& x, cons
 absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorView& y, float scale,
                      bool causal, const TensorView* padding_mask) {
   constexpr absl::string_view kOp = "Softmax";
-  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, {{"x", &x}, {"y", &y}, {"padding_mask", padding_mask}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, x.device, MT_OPERANDS(x, y, padding_mask), Needs::kNothing));
   const int64_t tk = x.dim(-1);
   const int64_t tq = x.dim(-2);
   const int64_t rows = tk == 0 ? 0 : x.numel() / tk;
@@ -222,8 +208,7 @@ absl::Status Softmax(const ExecContext& ctx, const TensorView& x, const TensorVi
 absl::Status SoftmaxBackward(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
                              const TensorView& dx, float scale) {
   constexpr absl::string_view kOp = "SoftmaxBackward";
-  RETURN_IF_ERROR(
-      Enter(kOp, ctx, y.device, {{"y", &y}, {"dy", &dy}, {"dx", &dx}}, Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, y.device, MT_OPERANDS(y, dy, dx), Needs::kNothing));
   const int64_t tk = y.dim(-1);
   const int64_t rows = tk == 0 ? 0 : y.numel() / tk;
   return LaunchStatus(kOp, LaunchSoftmaxBackward(Elem(y.dtype), y.data, dy.data, dx.data, rows, tk,
@@ -267,8 +252,7 @@ absl::StatusOr<BadId> FindBadId(absl::string_view op, const ExecContext& ctx,
 absl::Status Embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& table,
                        const TensorView& out, int64_t vocab_start) {
   constexpr absl::string_view kOp = "Embedding";
-  RETURN_IF_ERROR(Enter(kOp, ctx, ids.device, {{"ids", &ids}, {"table", &table}, {"out", &out}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, ids.device, MT_OPERANDS(ids, table, out), Needs::kNothing));
   return LaunchStatus(
       kOp, LaunchEmbedding(Id(ids.dtype), static_cast<int>(DTypeSize(table.dtype)), ids.data,
                            table.data, out.data, ids.numel(), table.dim(0), table.dim(1),
@@ -279,8 +263,8 @@ absl::Status EmbeddingBackward(const ExecContext& ctx, const TensorView& ids,
                                const TensorView& dout, const TensorView& dtable,
                                int64_t vocab_start) {
   constexpr absl::string_view kOp = "EmbeddingBackward";
-  RETURN_IF_ERROR(Enter(kOp, ctx, ids.device, {{"ids", &ids}, {"dout", &dout}, {"dtable", &dtable}},
-                        Needs::kDeviceContext));
+  RETURN_IF_ERROR(
+      Enter(kOp, ctx, ids.device, MT_OPERANDS(ids, dout, dtable), Needs::kDeviceContext));
   const int64_t n = ids.numel(), v = dtable.dim(0), c = dtable.dim(1);
   if (n == 0 || v == 0 || c == 0) return absl::OkStatus();
   constexpr int64_t kMaxSorted = std::numeric_limits<int32_t>::max() - 1;
@@ -306,9 +290,8 @@ absl::Status EmbeddingBackward(const ExecContext& ctx, const TensorView& ids,
 absl::Status CrossEntropy(const ExecContext& ctx, const TensorView& logits,
                           const TensorView& targets, const TensorView& losses) {
   constexpr absl::string_view kOp = "CrossEntropy";
-  RETURN_IF_ERROR(Enter(kOp, ctx, logits.device,
-                        {{"logits", &logits}, {"targets", &targets}, {"losses", &losses}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(
+      Enter(kOp, ctx, logits.device, MT_OPERANDS(logits, targets, losses), Needs::kNothing));
   return LaunchStatus(kOp, LaunchCrossEntropy(Elem(logits.dtype), Id(targets.dtype), logits.data,
                                               targets.data, losses.data_as<float>(), logits.dim(0),
                                               logits.dim(1), ctx.cuda_stream));
@@ -318,10 +301,8 @@ absl::Status CrossEntropyBackward(const ExecContext& ctx, const TensorView& logi
                                   const TensorView& targets, const TensorView& dlosses,
                                   const TensorView& dlogits) {
   constexpr absl::string_view kOp = "CrossEntropyBackward";
-  RETURN_IF_ERROR(Enter(
-      kOp, ctx, logits.device,
-      {{"logits", &logits}, {"targets", &targets}, {"dlosses", &dlosses}, {"dlogits", &dlogits}},
-      Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, logits.device, MT_OPERANDS(logits, targets, dlosses, dlogits),
+                        Needs::kNothing));
   return LaunchStatus(
       kOp, LaunchCrossEntropyBackward(Elem(logits.dtype), Id(targets.dtype), logits.data,
                                       targets.data, dlosses.data_as<float>(), dlogits.data,
@@ -331,8 +312,7 @@ absl::Status CrossEntropyBackward(const ExecContext& ctx, const TensorView& logi
 absl::Status ShardedRowMax(const ExecContext& ctx, const TensorView& logits, int64_t valid,
                            const TensorView& row_max) {
   constexpr absl::string_view kOp = "ShardedRowMax";
-  RETURN_IF_ERROR(Enter(kOp, ctx, logits.device, {{"logits", &logits}, {"row_max", &row_max}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, logits.device, MT_OPERANDS(logits, row_max), Needs::kNothing));
   return LaunchStatus(
       kOp, LaunchShardedRowMax(logits.data_as<float>(), row_max.data_as<float>(), logits.dim(0),
                                logits.dim(1), valid, ctx.cuda_stream));
@@ -342,10 +322,8 @@ absl::Status ShardedTargetAndSumExp(const ExecContext& ctx, const TensorView& lo
                                     const TensorView& targets, int64_t valid, int64_t vocab_start,
                                     const TensorView& row_max, const TensorView& partials) {
   constexpr absl::string_view kOp = "ShardedTargetAndSumExp";
-  RETURN_IF_ERROR(Enter(
-      kOp, ctx, logits.device,
-      {{"logits", &logits}, {"targets", &targets}, {"row_max", &row_max}, {"partials", &partials}},
-      Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, logits.device, MT_OPERANDS(logits, targets, row_max, partials),
+                        Needs::kNothing));
   return LaunchStatus(kOp, LaunchShardedTargetAndSumExp(
                                Id(targets.dtype), logits.data_as<float>(), targets.data,
                                row_max.data_as<float>(), partials.data_as<float>(), logits.dim(0),
@@ -356,10 +334,8 @@ absl::Status ShardedLoss(const ExecContext& ctx, const TensorView& targets,
                          const TensorView& row_max, const TensorView& partials,
                          const TensorView& losses) {
   constexpr absl::string_view kOp = "ShardedLoss";
-  RETURN_IF_ERROR(Enter(
-      kOp, ctx, losses.device,
-      {{"targets", &targets}, {"row_max", &row_max}, {"partials", &partials}, {"losses", &losses}},
-      Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, losses.device, MT_OPERANDS(targets, row_max, partials, losses),
+                        Needs::kNothing));
   return LaunchStatus(
       kOp, LaunchShardedLoss(Id(targets.dtype), targets.data, row_max.data_as<float>(),
                              partials.data_as<float>(), losses.data_as<float>(), losses.numel(),
@@ -373,12 +349,7 @@ absl::Status ShardedCrossEntropyBackward(const ExecContext& ctx, const TensorVie
                                          const TensorView& dlogits) {
   constexpr absl::string_view kOp = "ShardedCrossEntropyBackward";
   RETURN_IF_ERROR(Enter(kOp, ctx, logits.device,
-                        {{"logits", &logits},
-                         {"targets", &targets},
-                         {"row_max", &row_max},
-                         {"partials", &partials},
-                         {"dlosses", &dlosses},
-                         {"dlogits", &dlogits}},
+                        MT_OPERANDS(logits, targets, row_max, partials, dlosses, dlogits),
                         Needs::kNothing));
   return LaunchStatus(
       kOp, LaunchShardedCrossEntropyBackward(
@@ -409,7 +380,7 @@ absl::Status HeadsPermute(absl::string_view op, const ExecContext& ctx, int64_t 
 
 absl::StatusOr<double> Reduce(absl::string_view op, const ExecContext& ctx, const TensorView& x,
                               ReduceOp kind) {
-  RETURN_IF_ERROR(Enter(op, ctx, x.device, {{"x", &x}}, Needs::kDeviceContext));
+  RETURN_IF_ERROR(Enter(op, ctx, x.device, MT_OPERANDS(x), Needs::kDeviceContext));
   const int64_t n = x.numel();
   const size_t bytes = static_cast<size_t>(ReduceScratchDoubles(n)) * sizeof(double);
   ASSIGN_OR_RETURN(void* scratch, Scratch(op, ctx, bytes));
@@ -426,9 +397,7 @@ absl::StatusOr<double> Reduce(absl::string_view op, const ExecContext& ctx, cons
 absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const TensorView& grad,
                         const TensorView& m, const TensorView& v, const AdamParams& params) {
   constexpr absl::string_view kOp = "AdamUpdate";
-  RETURN_IF_ERROR(Enter(kOp, ctx, param.device,
-                        {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}},
-                        Needs::kNothing));
+  RETURN_IF_ERROR(Enter(kOp, ctx, param.device, MT_OPERANDS(param, grad, m, v), Needs::kNothing));
   return LaunchStatus(kOp,
                       LaunchAdam(param.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
                                  v.data_as<float>(), param.numel(), params, ctx.cuda_stream));
