@@ -1,0 +1,23 @@
+// Fuzz target: the WikiText-103 reader's text side on an arbitrary file: the whole-file read,
+// Megatron's detokeniser (its regex-like delimiter rules over arbitrary, possibly invalid UTF-8)
+// and the original-token count. Neither may crash; the count is at least one piece.
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "eval/text_file.h"
+#include "eval/wikitext.h"
+#include "glog/logging.h"
+#include "tools/fuzz/fuzz_files.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = mt::fuzz::WriteScratchFile(
+      "wiki.test.tokens", absl::string_view(reinterpret_cast<const char*>(data), size));
+  auto raw = mt::eval::ReadTextFile(path);
+  CHECK(raw.ok()) << raw.status();
+  CHECK_EQ(raw->size(), size);
+  const std::string text = mt::eval::DetokenizeWikiText(*raw);
+  CHECK_LE(text.size(), raw->size());
+  CHECK_GE(mt::eval::CountOriginalTokens(*raw), 1);
+  return 0;
+}
