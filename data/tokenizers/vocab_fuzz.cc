@@ -4,13 +4,14 @@
 //   mode odd:  BERT's vocab.txt (WordPiece::Load).
 // A malformed vocabulary must be a status; a loaded one must tokenize a fixed text into ids in
 // its vocabulary (and, for GPT-2, decode them back to the text).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "data/tokenizers/assets.h"
+#include "data/tokenizers/fuzz_checks.h"
 #include "data/tokenizers/gpt2_bpe.h"
 #include "data/tokenizers/wordpiece.h"
 #include "glog/logging.h"
@@ -21,13 +22,6 @@ namespace {
 constexpr absl::string_view kText =
     "Hello, world! It's 2024: na\xc3\xafve caf\xc3\xa9 \xe2\x80\x94 ok?";
 
-void CheckIds(const mt::data::Tokenizer& tokenizer) {
-  const std::vector<int32_t> ids = tokenizer.Encode(kText);
-  for (int32_t id : ids) CHECK(id >= 0 && id < tokenizer.vocab_size()) << id;
-  auto decoded = tokenizer.Decode(ids);
-  CHECK(decoded.ok()) << decoded.status();
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -35,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (data[0] % 2 == 1) {
     auto wordpiece = mt::data::WordPiece::Load(mt::fuzz::WriteScratchFile("vocab.txt", rest));
-    if (wordpiece.ok()) CheckIds(**wordpiece);
+    if (wordpiece.ok()) mt::data::CheckEncodeDecode(**wordpiece, kText);
     return 0;
   }
   static const std::string js_classes = [] {
@@ -49,7 +43,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       mt::fuzz::WriteScratchFile("vocab.bpe", rest.substr(nul + (nul < rest.size())));
   auto bpe = mt::data::Gpt2Bpe::Load(encoder, merges, js_classes);
   if (!bpe.ok()) return 0;
-  CheckIds(**bpe);
-  CHECK(*(*bpe)->Decode((*bpe)->Encode(kText)) == kText);
+  CHECK(mt::data::CheckEncodeDecode(**bpe, kText) == kText);
   return 0;
 }

@@ -24,18 +24,18 @@ constexpr uint64_t kBoundaryInts[] = {0,
                                       0x8000000000000000ull,
                                       0xffffffffffffffffull};
 
-void FlipBit(std::string* s, Rng* rng) {
+void FlipBit(std::string* s, const std::vector<std::string>&, Rng* rng) {
   if (s->empty()) return;
   (*s)[rng->Below(s->size())] ^= static_cast<char>(1u << rng->Below(8));
 }
 
-void SetByte(std::string* s, Rng* rng) {
+void SetByte(std::string* s, const std::vector<std::string>&, Rng* rng) {
   if (s->empty()) return;
   (*s)[rng->Below(s->size())] =
       static_cast<char>(kBoundaryBytes[rng->Below(sizeof(kBoundaryBytes))]);
 }
 
-void SetInteger(std::string* s, Rng* rng) {
+void SetInteger(std::string* s, const std::vector<std::string>&, Rng* rng) {
   const size_t width = size_t{2} << rng->Below(3);  // 2, 4 or 8 bytes
   if (s->size() < width) return;
   uint64_t v = kBoundaryInts[rng->Below(sizeof(kBoundaryInts) / sizeof(kBoundaryInts[0]))];
@@ -44,7 +44,7 @@ void SetInteger(std::string* s, Rng* rng) {
   for (size_t i = 0; i < width; ++i) (*s)[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
-void InsertBytes(std::string* s, Rng* rng) {
+void InsertBytes(std::string* s, const std::vector<std::string>&, Rng* rng) {
   const size_t n = 1 + rng->Below(8);
   std::string bytes(n, '\0');
   for (char& c : bytes) {
@@ -54,13 +54,13 @@ void InsertBytes(std::string* s, Rng* rng) {
   s->insert(rng->Below(s->size() + 1), bytes);
 }
 
-void EraseRange(std::string* s, Rng* rng) {
+void EraseRange(std::string* s, const std::vector<std::string>&, Rng* rng) {
   if (s->empty()) return;
   const size_t at = rng->Below(s->size());
   s->erase(at, 1 + rng->Below(std::min<size_t>(s->size() - at, 16)));
 }
 
-void DuplicateRange(std::string* s, Rng* rng) {
+void DuplicateRange(std::string* s, const std::vector<std::string>&, Rng* rng) {
   if (s->empty()) return;
   const size_t at = rng->Below(s->size());
   const std::string piece = s->substr(at, 1 + rng->Below(std::min<size_t>(s->size() - at, 32)));
@@ -73,6 +73,11 @@ void Splice(std::string* s, const std::vector<std::string>& seeds, Rng* rng) {
   const size_t from = rng->Below(other.size() + 1);
   *s = s->substr(0, keep) + other.substr(from);
 }
+
+using Mutation = void (*)(std::string*, const std::vector<std::string>&, Rng*);
+constexpr Mutation kMutations[] = {FlipBit,    SetByte,        SetInteger, InsertBytes,
+                                   EraseRange, DuplicateRange, Splice};
+constexpr size_t kNumMutations = sizeof(kMutations) / sizeof(kMutations[0]);
 
 }  // namespace
 
@@ -87,29 +92,7 @@ std::string Mutate(const std::vector<std::string>& seeds, size_t max_size, Rng* 
   std::string s = seeds[rng->Below(seeds.size())];
   const size_t mutations = 1 + rng->Below(4);
   for (size_t m = 0; m < mutations; ++m) {
-    switch (rng->Below(7)) {
-      case 0:
-        FlipBit(&s, rng);
-        break;
-      case 1:
-        SetByte(&s, rng);
-        break;
-      case 2:
-        SetInteger(&s, rng);
-        break;
-      case 3:
-        InsertBytes(&s, rng);
-        break;
-      case 4:
-        EraseRange(&s, rng);
-        break;
-      case 5:
-        DuplicateRange(&s, rng);
-        break;
-      default:
-        Splice(&s, seeds, rng);
-        break;
-    }
+    kMutations[rng->Below(kNumMutations)](&s, seeds, rng);
   }
   if (s.size() > max_size) s.resize(max_size);
   return s;
