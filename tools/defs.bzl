@@ -16,10 +16,13 @@ MT_COPTS = [
     "-Wno-unused-parameter",
     "-Wno-sign-compare",
     "-Wno-missing-field-initializers",
+] + select({
+    # clang (--config=fuzz) has no such option.
+    "//tools/fuzz:fuzzing": [],
     # GCC 12's -O2 vectorises only loops its "very cheap" model accepts; the dynamic model lets
     # kernel loops with runtime trip counts vectorise too (no reassociation: results unchanged).
-    "-fvect-cost-model=dynamic",
-]
+    "//conditions:default": ["-fvect-cost-model=dynamic"],
+})
 
 # GPU architectures: SASS for A100 (sm_80) and H100/H200 (sm_90), plus PTX for newer cards.
 CUDA_GENCODE = [
@@ -67,6 +70,34 @@ def mt_cc_test(name, copts = [], deps = [], size = "small", **kwargs):
         copts = MT_COPTS + copts,
         deps = deps + ["@gtest//:gtest_main"],
         size = size,
+        **kwargs
+    )
+
+def mt_fuzz_test(name, srcs, deps = [], size = "small", **kwargs):
+    """A fuzz target: `srcs` define LLVMFuzzerTestOneInput; seeds in testdata/fuzz/<name>/.
+
+    In the default build it is an ordinary test linked with //tools/fuzz:regression_driver, which
+    runs every seed and then a few thousand inputs mutated from them (bounded to seconds); under
+    --config=fuzz it is a libFuzzer binary (run on the seeds as a test, or for as long as wanted
+    with tools/fuzz.sh).
+    """
+    seeds = native.glob(["testdata/fuzz/%s/*" % name])
+    native.cc_test(
+        name = name,
+        srcs = srcs,
+        copts = MT_COPTS,
+        deps = deps + select({
+            "//tools/fuzz:fuzzing": [],
+            "//conditions:default": ["//tools/fuzz:regression_driver"],
+        }),
+        linkopts = select({
+            "//tools/fuzz:fuzzing": ["-fsanitize=fuzzer"],
+            "//conditions:default": [],
+        }),
+        data = seeds,
+        args = ["$(location %s)" % s for s in seeds],
+        size = size,
+        tags = kwargs.pop("tags", []) + ["fuzz"],
         **kwargs
     )
 

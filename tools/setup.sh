@@ -29,6 +29,8 @@ DEBIAN_PACKAGES=(
   fortunes             # plain English prose: the embedded default corpus
   fortunes-min
   gnuplot-nox          # the experiments' PNG plots (experiments/report)
+  clang-16             # --config=fuzz: libFuzzer binaries (tools/fuzz.sh)
+  libclang-rt-16-dev   # libFuzzer and the sanitizer runtimes of clang-16
 )
 
 missing_packages() {
