@@ -9,10 +9,7 @@
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace mt {
-namespace ops {
-namespace internal {
-namespace HWY_NAMESPACE {
+namespace mt::ops::internal::HWY_NAMESPACE {
 namespace hn = ::hwy::HWY_NAMESPACE;
 
 // One element, in adam.h's order; the tail of AdamRange, and its reference for the lanes.
@@ -54,17 +51,11 @@ void AdamRange(const AdamConstants& c, float* HWY_RESTRICT param, const float* H
   for (; i < n; ++i) AdamScalar(c, param, grad, m, v, i);
 }
 
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace internal
-}  // namespace ops
-}  // namespace mt
+}  // namespace mt::ops::internal::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace mt {
-namespace ops {
-namespace internal {
+namespace mt::ops::internal {
 
 HWY_EXPORT(AdamRange);
 
@@ -73,7 +64,5 @@ void AdamRange(const AdamConstants& c, float* param, const float* grad, float* m
   HWY_DYNAMIC_DISPATCH(AdamRange)(c, param, grad, m, v, n);
 }
 
-}  // namespace internal
-}  // namespace ops
-}  // namespace mt
+}  // namespace mt::ops::internal
 #endif  // HWY_ONCE

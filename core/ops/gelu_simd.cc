@@ -12,10 +12,7 @@
 #include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace mt {
-namespace ops {
-namespace internal {
-namespace HWY_NAMESPACE {
+namespace mt::ops::internal::HWY_NAMESPACE {
 namespace hn = ::hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
@@ -84,17 +81,11 @@ void GeluTanhGradRange(const float* x, const float* dy, float* dx, int64_t n) {
   });
 }
 
-// NOLINTNEXTLINE(google-readability-namespace-comments)
-}  // namespace HWY_NAMESPACE
-}  // namespace internal
-}  // namespace ops
-}  // namespace mt
+}  // namespace mt::ops::internal::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace mt {
-namespace ops {
-namespace internal {
+namespace mt::ops::internal {
 
 HWY_EXPORT(GeluTanhRange);
 HWY_EXPORT(GeluTanhGradRange);
@@ -107,7 +98,5 @@ void GeluTanhGradRange(const float* x, const float* dy, float* dx, int64_t n) {
   HWY_DYNAMIC_DISPATCH(GeluTanhGradRange)(x, dy, dx, n);
 }
 
-}  // namespace internal
-}  // namespace ops
-}  // namespace mt
+}  // namespace mt::ops::internal
 #endif  // HWY_ONCE
