@@ -47,7 +47,15 @@ absl::Status SetZero(const ExecContext& ctx, const TensorView& t) {
         absl::StrCat("SetZero: ", t.DebugString(), " must be contiguous with data"));
   }
   if (InHostMemory(t)) {
-    std::memset(t.data, 0, t.nbytes());
+    // Large buffers (a store's gradients every step) are zeroed by all of the pool's threads:
+    // one thread cannot fill the memory bandwidth.
+    constexpr int64_t kChunkBytes = int64_t{1} << 20;
+    char* bytes = static_cast<char*>(t.data);
+    const int64_t n = t.nbytes();
+    ParallelFor(ctx.pool, (n + kChunkBytes - 1) / kChunkBytes, 4, [&](int64_t c0, int64_t c1) {
+      const int64_t begin = c0 * kChunkBytes;
+      std::memset(bytes + begin, 0, std::min(n, c1 * kChunkBytes) - begin);
+    });
     return absl::OkStatus();
   }
   return ops::Fill(ctx, t, 0.0);

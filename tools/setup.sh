@@ -19,6 +19,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev
   libgmock-dev
   libeigen3-dev
+  libhwy-dev           # Google Highway: SIMD kernels with runtime dispatch (core/simd.h)
   libopenblas-dev      # Eigen's GEMM is routed to OpenBLAS (see docs/perf/gemm.md)
   libopenmpi-dev
   openmpi-bin          # mpirun

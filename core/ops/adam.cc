@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/ops/adam_simd.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
 #include "core/status.h"
@@ -36,28 +37,28 @@ absl::Status CheckHyperparameters(const AdamArgs& a) {
   return absl::OkStatus();
 }
 
+// The constants of adam.h's formulas, rounded to f32 once (CPU and CUDA alike).
+internal::AdamConstants Constants(const AdamArgs& a) {
+  internal::AdamConstants c;
+  c.beta1 = a.beta1;
+  c.beta2 = a.beta2;
+  c.one_minus_beta1 = 1.0f - a.beta1;
+  c.one_minus_beta2 = 1.0f - a.beta2;
+  c.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(a.beta1), a.step));
+  c.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(a.beta2), a.step));
+  c.lr = a.lr;
+  c.eps = a.eps;
+  c.weight_decay = a.weight_decay;
+  c.grad_scale = a.grad_scale;
+  c.decoupled = a.mode == WeightDecayMode::kAdamW;
+  return c;
+}
+
 void AdamCpu(ThreadPool* pool, float* param, const float* grad, float* m, float* v, int64_t n,
              const AdamArgs& a) {
-  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(a.beta1), a.step));
-  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(a.beta2), a.step));
-  const float b1 = a.beta1, b2 = a.beta2, one_minus_b1 = 1.0f - a.beta1,
-              one_minus_b2 = 1.0f - a.beta2;
-  const float lr = a.lr, eps = a.eps, wd = a.weight_decay, scale = a.grad_scale;
-  const bool decoupled = a.mode == WeightDecayMode::kAdamW;
+  const internal::AdamConstants c = Constants(a);
   ParallelFor(pool, n, int64_t{1} << 14, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float p = param[i];
-      float g = grad[i] * scale;
-      if (!decoupled) g += wd * p;
-      const float mi = b1 * m[i] + one_minus_b1 * g;
-      const float vi = b2 * v[i] + one_minus_b2 * (g * g);
-      m[i] = mi;
-      v[i] = vi;
-      const float m_hat = mi / bc1;
-      const float v_hat = vi / bc2;
-      const float update = m_hat / (std::sqrt(v_hat) + eps);
-      param[i] = decoupled ? p - lr * (update + wd * p) : p - lr * update;
-    }
+    internal::AdamRange(c, param + begin, grad + begin, m + begin, v + begin, end - begin);
   });
 }
 
@@ -81,20 +82,19 @@ absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const T
 #if defined(MT_WITH_CUDA)
   if (param.device.is_cuda()) {
     // The same f32 constants as AdamCpu, so the kernel's update is the CPU's.
+    const internal::AdamConstants c = Constants(args);
     cuda::AdamParams p;
-    p.lr = args.lr;
-    p.beta1 = args.beta1;
-    p.beta2 = args.beta2;
-    p.one_minus_beta1 = 1.0f - args.beta1;
-    p.one_minus_beta2 = 1.0f - args.beta2;
-    p.eps = args.eps;
-    p.weight_decay = args.weight_decay;
-    p.grad_scale = args.grad_scale;
-    p.bias_correction1 =
-        static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta1), args.step));
-    p.bias_correction2 =
-        static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), args.step));
-    p.decoupled = args.mode == WeightDecayMode::kAdamW;
+    p.lr = c.lr;
+    p.beta1 = c.beta1;
+    p.beta2 = c.beta2;
+    p.one_minus_beta1 = c.one_minus_beta1;
+    p.one_minus_beta2 = c.one_minus_beta2;
+    p.eps = c.eps;
+    p.weight_decay = c.weight_decay;
+    p.grad_scale = c.grad_scale;
+    p.bias_correction1 = c.bias_correction1;
+    p.bias_correction2 = c.bias_correction2;
+    p.decoupled = c.decoupled;
     return cuda::AdamUpdate(ctx, param, grad, m, v, p);
   }
 #endif

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 
@@ -102,52 +103,105 @@ TEST(AdamTest, FirstL2StepFollowsTheSignOfTheDecayedGradient) {
   EXPECT_TRUE(AllClose(p.view(), expect, 2 * kU32, 0.01 * (1e-8 / min_abs + 64 * kU32)));
 }
 
-TEST(AdamTest, SeveralStepsMatchFloat64) {
+TEST(AdamTest, SeveralStepsMatchFloat64AtEverySimdTarget) {
   ThreadPool pool(3);
   const int kSteps = 10;
-  for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
-    for (WeightDecayMode mode : {WeightDecayMode::kAdamW, WeightDecayMode::kAdamL2}) {
-      for (float grad_scale : {1.0f, 0.25f}) {
-        for (float wd : {0.0f, 0.1f}) {
-          for (int64_t n : {1, 3, 17, 129, 4099}) {
-            for (int64_t first_step : {int64_t{1}, int64_t{1000000}}) {
-              SCOPED_TRACE(::testing::Message()
-                           << (mode == WeightDecayMode::kAdamW ? "AdamW" : "AdamL2") << " scale "
-                           << grad_scale << " wd " << wd << " n " << n << " first step "
-                           << first_step << " pool " << (pl != nullptr));
-              const ExecContext ctx{pl};
-              AdamArgs args;
-              args.lr = 1e-2f;
-              args.beta1 = 0.9f;
-              args.beta2 = 0.95f;
-              args.eps = 1e-6f;
-              args.weight_decay = wd;
-              args.mode = mode;
-              args.grad_scale = grad_scale;
-              Tensor p = RandomTensor({n}, DType::kF32, n);
-              // Late steps start from warm moments (v > 0), as a resumed run would.
-              Tensor m = first_step == 1 ? Tensor::Zeros({n}, DType::kF32)
-                                         : RandomTensor({n}, DType::kF32, n + 1, -0.1, 0.1);
-              Tensor v = first_step == 1 ? Tensor::Zeros({n}, DType::kF32)
-                                         : RandomTensor({n}, DType::kF32, n + 2, 0.01, 0.1);
-              RefAdam ref{ToDoubles(p.view()), ToDoubles(m.view()), ToDoubles(v.view())};
-              for (int s = 0; s < kSteps; ++s) {
-                args.step = first_step + s;
-                Tensor grad = RandomTensor({n}, DType::kF32, 1000 * s + n, -2.0, 2.0);
-                ASSERT_TRUE(AdamUpdate(ctx, p.view(), grad.view(), m.view(), v.view(), args).ok());
-                ref.Step(ToDoubles(grad.view()), args);
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    SCOPED_TRACE(target.name);
+    for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      for (WeightDecayMode mode : {WeightDecayMode::kAdamW, WeightDecayMode::kAdamL2}) {
+        for (float grad_scale : {1.0f, 0.25f}) {
+          for (float wd : {0.0f, 0.1f}) {
+            for (int64_t n : {1, 3, 17, 129, 4099}) {
+              for (int64_t first_step : {int64_t{1}, int64_t{1000000}}) {
+                SCOPED_TRACE(::testing::Message()
+                             << (mode == WeightDecayMode::kAdamW ? "AdamW" : "AdamL2") << " scale "
+                             << grad_scale << " wd " << wd << " n " << n << " first step "
+                             << first_step << " pool " << (pl != nullptr));
+                const ExecContext ctx{pl};
+                AdamArgs args;
+                args.lr = 1e-2f;
+                args.beta1 = 0.9f;
+                args.beta2 = 0.95f;
+                args.eps = 1e-6f;
+                args.weight_decay = wd;
+                args.mode = mode;
+                args.grad_scale = grad_scale;
+                Tensor p = RandomTensor({n}, DType::kF32, n);
+                // Late steps start from warm moments (v > 0), as a resumed run would.
+                Tensor m = first_step == 1 ? Tensor::Zeros({n}, DType::kF32)
+                                           : RandomTensor({n}, DType::kF32, n + 1, -0.1, 0.1);
+                Tensor v = first_step == 1 ? Tensor::Zeros({n}, DType::kF32)
+                                           : RandomTensor({n}, DType::kF32, n + 2, 0.01, 0.1);
+                RefAdam ref{ToDoubles(p.view()), ToDoubles(m.view()), ToDoubles(v.view())};
+                for (int s = 0; s < kSteps; ++s) {
+                  args.step = first_step + s;
+                  Tensor grad = RandomTensor({n}, DType::kF32, 1000 * s + n, -2.0, 2.0);
+                  ASSERT_TRUE(
+                      AdamUpdate(ctx, p.view(), grad.view(), m.view(), v.view(), args).ok());
+                  ref.Step(ToDoubles(grad.view()), args);
+                }
+                // Each step adds a few f32 roundings: relative to the moments, and for p relative
+                // to p plus a few u32 of the O(lr) step.
+                const double steps = kSteps;
+                const double g_max = 2.0 * grad_scale + wd * (1.0 + MaxAbs(ref.p));
+                EXPECT_TRUE(
+                    AllClose(m.view(), ref.m, 0, 8 * steps * kU32 * (g_max + MaxAbs(ref.m))));
+                EXPECT_TRUE(AllClose(v.view(), ref.v, 8 * steps * kU32, 0));
+                EXPECT_TRUE(
+                    AllClose(p.view(), ref.p, 4 * steps * kU32, 64 * steps * kU32 * args.lr));
               }
-              // Each step adds a few f32 roundings: relative to the moments, and for p relative
-              // to p plus a few u32 of the O(lr) step.
-              const double steps = kSteps;
-              const double g_max = 2.0 * grad_scale + wd * (1.0 + MaxAbs(ref.p));
-              EXPECT_TRUE(AllClose(m.view(), ref.m, 0, 8 * steps * kU32 * (g_max + MaxAbs(ref.m))));
-              EXPECT_TRUE(AllClose(v.view(), ref.v, 8 * steps * kU32, 0));
-              EXPECT_TRUE(AllClose(p.view(), ref.p, 4 * steps * kU32, 64 * steps * kU32 * args.lr));
             }
           }
         }
       }
+    }
+  }
+}
+
+// adam.h's update written out in f32, one element at a time: what every SIMD target must give
+// bit for bit (the CUDA kernel performs the same roundings).
+void ScalarAdamF32(const AdamArgs& a, float* p, const float* grad, float* m, float* v, int64_t n) {
+  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(a.beta1), a.step));
+  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(a.beta2), a.step));
+  const bool adamw = a.mode == WeightDecayMode::kAdamW;
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i] * a.grad_scale;
+    if (!adamw) g += a.weight_decay * p[i];
+    m[i] = a.beta1 * m[i] + (1.0f - a.beta1) * g;
+    v[i] = a.beta2 * v[i] + (1.0f - a.beta2) * (g * g);
+    const float update = (m[i] / bc1) / (std::sqrt(v[i] / bc2) + a.eps);
+    p[i] = adamw ? p[i] - a.lr * (update + a.weight_decay * p[i]) : p[i] - a.lr * update;
+  }
+}
+
+TEST(AdamTest, EverySimdTargetGivesTheBitsOfTheScalarF32Formula) {
+  ThreadPool pool(2);
+  const int64_t n = 40009;  // Not a multiple of any vector width: the scalar tail runs too.
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    for (WeightDecayMode mode : {WeightDecayMode::kAdamW, WeightDecayMode::kAdamL2}) {
+      SCOPED_TRACE(::testing::Message() << target.name << " mode " << static_cast<int>(mode));
+      AdamArgs args;
+      args.lr = 3e-3f;
+      args.weight_decay = 0.1f;
+      args.mode = mode;
+      args.step = 5;
+      args.grad_scale = 0.5f;
+      Tensor p = RandomTensor({n}, DType::kF32, 11);
+      Tensor g = RandomTensor({n}, DType::kF32, 12, -3.0, 3.0);
+      Tensor m = RandomTensor({n}, DType::kF32, 13, -0.1, 0.1);
+      Tensor v = RandomTensor({n}, DType::kF32, 14, 0.0, 0.1);
+      std::vector<float> ep(p.data_as<float>(), p.data_as<float>() + n);
+      std::vector<float> em(m.data_as<float>(), m.data_as<float>() + n);
+      std::vector<float> ev(v.data_as<float>(), v.data_as<float>() + n);
+      ScalarAdamF32(args, ep.data(), g.data_as<float>(), em.data(), ev.data(), n);
+      ASSERT_TRUE(
+          AdamUpdate(ExecContext{&pool}, p.view(), g.view(), m.view(), v.view(), args).ok());
+      EXPECT_EQ(0, std::memcmp(ep.data(), p.data(), n * 4));
+      EXPECT_EQ(0, std::memcmp(em.data(), m.data(), n * 4));
+      EXPECT_EQ(0, std::memcmp(ev.data(), v.data(), n * 4));
     }
   }
 }

@@ -12,7 +12,7 @@
 #include "core/ops/dispatch.h"
 #include "core/ops/dropout_cuda.h"
 #include "core/ops/elementwise_loops.h"
-#include "core/ops/fast_math.h"
+#include "core/ops/gelu_simd.h"
 #include "core/philox.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -98,11 +98,6 @@ void BiasGradCpu(const ExecContext& ctx, const TensorView& dy, const TensorView&
     }
   });
 }
-
-inline float GeluForward(float x) { return internal::GeluTanh(x); }
-inline float GeluDerivative(float x) { return internal::GeluTanhDerivative(x); }
-
-inline float GeluGrad(float x, float dy) { return dy * GeluDerivative(x); }
 
 // x Phi(x) and its derivative Phi(x) + x phi(x).
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -323,13 +318,24 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
 }
 
 absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
-  return RunUnary("Gelu", ctx, {"x", &x}, {"y", &y}, MT_CUDA_KERNEL(Gelu), GeluForward);
+  constexpr absl::string_view kOp = "Gelu";
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
+  MT_ROUTE_DEVICE(kOp, x, MT_CUDA_KERNEL(Gelu)(ctx, x, y));
+  DispatchFloat(x.dtype, [&](auto tag) {
+    internal::MapUnaryRanges<decltype(tag)>(ctx, x, y, internal::GeluTanhRange);
+  });
+  return absl::OkStatus();
 }
 
 absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
                           const TensorView& dx) {
-  return RunBinary("GeluBackward", ctx, {"x", &x}, {"dy", &dy}, {"dx", &dx},
-                   MT_CUDA_KERNEL(GeluBackward), GeluGrad);
+  constexpr absl::string_view kOp = "GeluBackward";
+  RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}}, kFloatDTypes));
+  MT_ROUTE_DEVICE(kOp, x, MT_CUDA_KERNEL(GeluBackward)(ctx, x, dy, dx));
+  DispatchFloat(x.dtype, [&](auto tag) {
+    internal::MapBinaryRanges<decltype(tag)>(ctx, x, dy, dx, internal::GeluTanhGradRange);
+  });
+  return absl::OkStatus();
 }
 
 absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y, GeluForm form) {

@@ -5,6 +5,8 @@
 #define MT_CORE_OPS_ELEMENTWISE_LOOPS_H_
 
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -44,6 +46,50 @@ void MapBinary(const ExecContext& ctx, const TensorView& a, const TensorView& b,
   T* po = out.data_as<T>();
   ParallelFor(ctx.pool, a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) po[i] = FromFloat<T>(fn(ToFloat(pa[i]), ToFloat(pb[i])));
+  });
+}
+
+// y = fn(x) where fn works on f32 ranges, fn(const float* x, float* y, int64_t n) (a SIMD kernel
+// such as gelu_simd.h's): on the tensors themselves for T = float, else through f32 copies of each
+// chunk, so that every element is the f32 function of its widened value rounded once to T. y may
+// alias x.
+template <typename T, typename RangeFn>
+void MapUnaryRanges(const ExecContext& ctx, const TensorView& x, const TensorView& y, RangeFn fn) {
+  const T* px = x.data_as<T>();
+  T* py = y.data_as<T>();
+  ParallelFor(ctx.pool, x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      fn(px + begin, py + begin, end - begin);
+    } else {
+      std::vector<float> buf(end - begin);
+      for (int64_t i = begin; i < end; ++i) buf[i - begin] = ToFloat(px[i]);
+      fn(buf.data(), buf.data(), end - begin);
+      for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<T>(buf[i - begin]);
+    }
+  });
+}
+
+// out = fn(a, b) where fn(const float* a, const float* b, float* out, int64_t n) works on f32
+// ranges, as MapUnaryRanges. out may alias a or b.
+template <typename T, typename RangeFn>
+void MapBinaryRanges(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+                     const TensorView& out, RangeFn fn) {
+  const T* pa = a.data_as<T>();
+  const T* pb = b.data_as<T>();
+  T* po = out.data_as<T>();
+  ParallelFor(ctx.pool, a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      fn(pa + begin, pb + begin, po + begin, end - begin);
+    } else {
+      const int64_t n = end - begin;
+      std::vector<float> buf(2 * n);
+      for (int64_t i = 0; i < n; ++i) {
+        buf[i] = ToFloat(pa[begin + i]);
+        buf[n + i] = ToFloat(pb[begin + i]);
+      }
+      fn(buf.data(), buf.data() + n, buf.data(), n);
+      for (int64_t i = 0; i < n; ++i) po[begin + i] = FromFloat<T>(buf[i]);
+    }
   });
 }
 

@@ -5,12 +5,14 @@
 #include "core/ops/elementwise.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/cuda_device.h"
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -153,6 +155,43 @@ TEST_F(ElementwiseTest, GeluBackwardMatchesFiniteDifferences) {
         ASSERT_TRUE(GeluBackward(ctx, x.view(), dy.view(), dy.view()).ok());
         EXPECT_TRUE(SameBits(dy, dx));
       }
+    }
+  }
+}
+
+// GeLU's SIMD kernel (gelu_simd.h) at each target this machine runs: the float64 values within
+// the tolerances above, and each element's bits independent of where it falls in a range (whole
+// vectors or the padded tail), which tensor-parallel invariance relies on.
+TEST_F(ElementwiseTest, GeluAtEverySimdTargetMatchesFloat64AndIgnoresPosition) {
+  const int64_t n = 203;
+  Tensor x = RandomTensor({n}, DType::kF32, 21, -6.0, 6.0);
+  Tensor dy = RandomTensor({n}, DType::kF32, 22);
+  const std::vector<double> xd = ToDoubles(x.view()), dyd = ToDoubles(dy.view());
+  std::vector<double> want_y(n), want_dx(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xd[i], k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    const double t = std::tanh(k * (v + c * v * v * v));
+    want_y[i] = GeluReference(v);
+    want_dx[i] = dyd[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v));
+  }
+  auto shifted = [](const Tensor& t, int64_t k) {
+    return TensorView(t.data_as<float>() + k, {t.numel() - k}, DType::kF32, Device::Cpu());
+  };
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    SCOPED_TRACE(target.name);
+    Tensor y = Tensor::Host({n}, DType::kF32), dx = Tensor::Host({n}, DType::kF32);
+    ASSERT_TRUE(Gelu(ExecContext{}, x.view(), y.view()).ok());
+    ASSERT_TRUE(GeluBackward(ExecContext{}, x.view(), dy.view(), dx.view()).ok());
+    EXPECT_TRUE(AllClose(y.view(), want_y, 8 * kU32, 32 * kU32));
+    EXPECT_TRUE(AllClose(dx.view(), want_dx, 16 * kU32, 64 * kU32));
+    for (int64_t k = 1; k <= 17; ++k) {
+      Tensor y2 = Tensor::Host({n}, DType::kF32), dx2 = Tensor::Host({n}, DType::kF32);
+      ASSERT_TRUE(Gelu(ExecContext{}, shifted(x, k), shifted(y2, k)).ok());
+      ASSERT_TRUE(GeluBackward(ExecContext{}, shifted(x, k), shifted(dy, k), shifted(dx2, k)).ok());
+      EXPECT_EQ(0, std::memcmp(y.data_as<float>() + k, y2.data_as<float>() + k, (n - k) * 4)) << k;
+      EXPECT_EQ(0, std::memcmp(dx.data_as<float>() + k, dx2.data_as<float>() + k, (n - k) * 4))
+          << k;
     }
   }
 }

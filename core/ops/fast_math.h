@@ -1,4 +1,4 @@
-// Vectorisable f32 math for CPU kernels: GeLU, a branch-free exp for x <= 0, and eight-lane
+// Vectorisable f32 math for CPU kernels: a branch-free exp for x <= 0, and eight-lane
 // vector helpers (exp, small matrix products). Internal to core/ops.
 #ifndef MT_CORE_OPS_FAST_MATH_H_
 #define MT_CORE_OPS_FAST_MATH_H_
@@ -11,24 +11,6 @@
 namespace mt {
 namespace ops {
 namespace internal {
-
-// GeLU, the tanh approximation of GPT-2 and Megatron: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
-// x^3))), and its derivative. One definition for ops::Gelu and the GEMM epilogue, so that a fused
-// f32 epilogue is bitwise the unfused Gelu.
-inline constexpr float kSqrt2OverPi = 0.7978845608028654f;
-inline constexpr float kGeluCubic = 0.044715f;
-
-inline float GeluTanh(float x) {
-  const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  return 0.5f * x * (1.0f + std::tanh(u));
-}
-
-inline float GeluTanhDerivative(float x) {
-  const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  const float t = std::tanh(u);
-  const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-}
 
 // exp(x) for x <= 0 (softmax terms after subtracting the row max), relative error below 3e-7;
 // exactly 0 below -87.3 (where expf underflows anyway). Branch-free so that loops over it

@@ -12,7 +12,7 @@
 #include "core/openblas.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
-#include "core/ops/fast_math.h"
+#include "core/ops/gelu_simd.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -246,8 +246,6 @@ void Narrow(ThreadPool* pool, const float* src, int64_t n, T* dst) {
 
 // ---- Epilogue: bias and GeLU on the f32 product, then the one rounding to C's dtype. ----
 
-using internal::GeluTanh;  // ops::Gelu's function (core/ops/fast_math.h).
-
 // The bias in f32 (empty without one).
 std::vector<float> WidenedBias(const TensorView* bias) {
   std::vector<float> out;
@@ -261,20 +259,26 @@ std::vector<float> WidenedBias(const TensorView* bias) {
   return out;
 }
 
-// One row: v = p + bias (kBias), pre = v (when pre is set), c = GeLU(v) (kGelu) or v, each rounded
-// to Out once. p may be c itself (Out = float): element j is read before it is written.
+// One row: v = p + bias (kBias), pre = v (when pre is set), c = GeLU(v) (kGelu, ops::Gelu's
+// kernel: gelu_simd.h) or v, each rounded to Out once. p may be c itself (Out = float): element j
+// is read before it is written. `scratch`: n floats for a 16-bit Out with GeLU.
 template <typename Out, bool kBias, bool kGelu>
-void EpilogueRow(int64_t n, const float* p, const float* bias, Out* c, Out* pre) {
-  if (pre != nullptr) {
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = kBias ? p[j] + bias[j] : p[j];
-      pre[j] = FromFloat<Out>(v);
-      c[j] = FromFloat<Out>(kGelu ? GeluTanh(v) : v);
+void EpilogueRow(int64_t n, const float* p, const float* bias, Out* c, Out* pre, float* scratch) {
+  constexpr bool kInPlace = kGelu && std::is_same_v<Out, float>;
+  float* v = kInPlace ? reinterpret_cast<float*>(c) : scratch;
+  for (int64_t j = 0; j < n; ++j) {
+    const float vj = kBias ? p[j] + bias[j] : p[j];
+    if (pre != nullptr) pre[j] = FromFloat<Out>(vj);
+    if (kGelu) {
+      v[j] = vj;
+    } else {
+      c[j] = FromFloat<Out>(vj);
     }
-  } else {
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = kBias ? p[j] + bias[j] : p[j];
-      c[j] = FromFloat<Out>(kGelu ? GeluTanh(v) : v);
+  }
+  if constexpr (kGelu) {
+    internal::GeluTanhRange(v, v, n);
+    if constexpr (!kInPlace) {
+      for (int64_t j = 0; j < n; ++j) c[j] = FromFloat<Out>(v[j]);
     }
   }
 }
@@ -292,8 +296,10 @@ void ApplyEpilogue(ThreadPool* pool, const GemmShape& s, const GemmOptions& opti
   const int64_t n = s.n;
   ParallelFor(pool, s.m, std::max<int64_t>(1, kEpilogueGrain / std::max<int64_t>(1, n)),
               [&](int64_t begin, int64_t end) {
+                std::vector<float> scratch(gelu && !std::is_same_v<Out, float> ? n : 0);
                 for (int64_t i = begin; i < end; ++i) {
-                  row(n, p + i * n, bias.data(), c + i * n, pre == nullptr ? nullptr : pre + i * n);
+                  row(n, p + i * n, bias.data(), c + i * n, pre == nullptr ? nullptr : pre + i * n,
+                      scratch.data());
                 }
               });
 }

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -249,15 +250,21 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   oc.dp_bucket_elements = c.ddp_bucket_size;
   oc.overlap_grad_reduce = true;
   ASSIGN_OR_RETURN(train::Optimizer overlapped, train::Optimizer::Create(&store, oc));
-  oc.overlap_grad_reduce = false;
-  ASSIGN_OR_RETURN(train::Optimizer after, train::Optimizer::Create(&store, oc));
   comm::Communicator* dp = parallel.dp_size() > 1 ? &parallel.dp() : nullptr;
+  // The after-backward optimizer (its own Adam moments, as large as the parameters twice over)
+  // exists only when there is a DP all-reduce to compare: without DP it would be dead memory in
+  // the peak RSS.
+  std::optional<train::Optimizer> after;
+  if (dp != nullptr) {
+    oc.overlap_grad_reduce = false;
+    ASSIGN_OR_RETURN(after, train::Optimizer::Create(&store, oc));
+  }
   StepRunner run{world, dp, d, store, model, batch, sc};
   const int modes = dp != nullptr ? 2 : 1;
   Timings t;
   for (int step = 0; step < (c.steps + 1) * modes; ++step) {
     const int mode = step % modes;
-    ASSIGN_OR_RETURN(auto times, run.Run(mode == 0 ? overlapped : after, step,
+    ASSIGN_OR_RETURN(auto times, run.Run(mode == 0 ? overlapped : *after, step,
                                          mode == 0 ? &t.started_in_backward : nullptr));
     if (step >= modes) {  // The first step of each mode warms up.
       t.times[mode].push_back(times.first);
