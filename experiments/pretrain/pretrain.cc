@@ -45,6 +45,11 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   }
   if (t.train_iters < 1) return absl::InvalidArgumentError("train_iters must be >= 1");
   if (t.log_interval < 1) return absl::InvalidArgumentError("log_interval must be >= 1");
+  if (t.max_nan_skips < 0) return absl::InvalidArgumentError("max_nan_skips must be >= 0");
+  if (t.inject_nonfinite_at_iteration < 0 || t.inject_nonfinite_count < 1) {
+    return absl::InvalidArgumentError(
+        "inject_nonfinite_at_iteration must be >= 0 and inject_nonfinite_count >= 1");
+  }
   if (eval_interval < 0) return absl::InvalidArgumentError("eval_interval must be >= 0");
   if (dp_bucket_elements < 1) return absl::InvalidArgumentError("ddp_bucket_size must be >= 1");
   if (data_path.empty()) return absl::InvalidArgumentError("--data_path is required");

@@ -35,7 +35,7 @@ common=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_b
 rank_pid() {
   local p
   for p in $(pgrep -f -- "$1"); do
-    [[ "$(cat /proc/"$p"/comm 2>/dev/null)" == pretrain_gpt ]] || continue
+    [[ "$(cat /proc/"$p"/comm 2>/dev/null)" == "$(basename "$pretrain" | cut -c1-15)" ]] || continue
     if tr '\0' '\n' < /proc/"$p"/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
       echo "$p"; return 0
     fi
