@@ -12,17 +12,9 @@
 #   nan_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
-work="$(mktemp -d /tmp/mt_nan.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=300 >/dev/null || fail "corpus"
-common=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_by=8
-        --num_layers=2 --hidden_size=64 --num_attention_heads=4 --seq_length=32
-        --micro_batch_size=2 --global_batch_size=4 --lr=3e-3 --train_iters=12 --save_interval=4
-        --log_interval=1 --eval_iters=0 --threads=1 --distributed_timeout=60 --keep_last=5)
+source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_nan
+common=("${tiny[@]}" --train_iters=12 --save_interval=4
+        --distributed_timeout=60 --keep_last=5)
 mpi=(timeout 120 mpirun --oversubscribe --bind-to none -np 2 --mca btl self,vader
      --mca mpi_yield_when_idle 1)
 inject=(--inject_nonfinite_at_iteration=6 --inject_nonfinite_count=3)

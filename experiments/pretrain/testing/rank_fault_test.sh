@@ -18,17 +18,9 @@ RANDOM="${RANK_FAULT_SEED:-17}"
 timeout_s=8    # --distributed_timeout
 slack_s=20     # detection (up to two heartbeats), MPI_Abort, mpirun's teardown, a loaded machine
 iters=40
-work="$(mktemp -d /tmp/mt_rankfault.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=300 >/dev/null || fail "corpus"
-common=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_by=8
-        --num_layers=2 --hidden_size=64 --num_attention_heads=4 --seq_length=32
-        --micro_batch_size=2 --global_batch_size=4 --lr=3e-3 --tensor_model_parallel_size=2
-        --train_iters=$iters --save_interval=5 --log_interval=1 --eval_iters=0 --threads=1
+source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_rankfault
+common=("${tiny[@]}" --tensor_model_parallel_size=2
+        --train_iters=$iters --save_interval=5
         --distributed_timeout=$timeout_s)
 
 # The PID of world rank $2 among the processes whose command line holds marker $1.
