@@ -1,5 +1,7 @@
 #include "comm/communicator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -71,6 +73,54 @@ bool operator==(const CommCounters& a, const CommCounters& b) {
          a.barrier == b.barrier && a.send == b.send && a.recv == b.recv && a.bytes == b.bytes;
 }
 
+namespace {
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Enter/Leave of a monitor (if any) around one blocking call.
+class CallScope {
+ public:
+  CallScope(CallMonitor* monitor, const char* op) : monitor_(monitor) {
+    if (monitor_ != nullptr) monitor_->Enter(op);
+  }
+  ~CallScope() {
+    if (monitor_ != nullptr) monitor_->Leave();
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  CallMonitor* monitor_;
+};
+
+}  // namespace
+
+void CallMonitor::Enter(const char* op) {
+  if (depth_++ > 0) return;
+  op_.store(op, std::memory_order_relaxed);
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  entered_ns_.store(std::max<int64_t>(SteadyNanos(), 1), std::memory_order_release);
+}
+
+void CallMonitor::Leave() {
+  if (--depth_ > 0) return;
+  entered_ns_.store(0, std::memory_order_release);
+}
+
+CallMonitor::Snapshot CallMonitor::Read() const {
+  Snapshot s;
+  const int64_t entered = entered_ns_.load(std::memory_order_acquire);
+  s.calls = calls_.load(std::memory_order_relaxed);
+  s.op = op_.load(std::memory_order_relaxed);
+  s.in_call = entered != 0;
+  if (s.in_call) s.seconds_in_call = std::max<int64_t>(SteadyNanos() - entered, 0) * 1e-9;
+  return s;
+}
+
 CommRequest::CommRequest(std::string label) : label_(std::move(label)) {}
 
 CommRequest::~CommRequest() {
@@ -95,6 +145,7 @@ absl::StatusOr<bool> CommRequest::Test() {
 
 absl::Status CommRequest::Wait() {
   if (done_) return status_;
+  CallScope scope(owner_ != nullptr ? owner_->monitor_ : nullptr, "Wait");
   absl::Status s = DoWait();
   Finish(s);
   return s;
@@ -151,6 +202,7 @@ absl::Status Communicator::AllReduce(const TensorView& t, ReduceOp op) {
   ++counters_.all_reduce;
   counters_.bytes += t.nbytes();
   if (t.numel() == 0) return absl::OkStatus();
+  CallScope scope(monitor_, "AllReduce");
   return DoAllReduce(t, op);
 }
 
@@ -165,6 +217,7 @@ absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::AllReduceAsync(const 
   if (t.numel() == 0) {
     request = internal::CompletedRequest(std::move(label));
   } else {
+    CallScope scope(monitor_, "AllReduceAsync");
     ASSIGN_OR_RETURN(request, DoAllReduceAsync(t, op));
   }
   // A backend may hand back a request of another communicator (NCCL passes CPU tensors to its
@@ -196,6 +249,7 @@ absl::Status Communicator::AllGather(const TensorView& in, const TensorView& out
   ++counters_.all_gather;
   counters_.bytes += in.nbytes();
   if (in.numel() == 0) return absl::OkStatus();
+  CallScope scope(monitor_, "AllGather");
   // A gather along the last dimension of a tensor with one row is a gather along the first.
   if (axis == GatherAxis::kFirst || in.numel() == in.dim(-1)) return DoAllGather(in, out);
   return DoAllGatherLastDim(in, out);
@@ -214,6 +268,7 @@ absl::Status Communicator::ReduceScatter(const TensorView& in, const TensorView&
   ++counters_.reduce_scatter;
   counters_.bytes += in.nbytes();
   if (out.numel() == 0) return absl::OkStatus();
+  CallScope scope(monitor_, "ReduceScatter");
   return DoReduceScatter(in, out, op);
 }
 
@@ -228,11 +283,13 @@ absl::Status Communicator::Broadcast(const TensorView& t, int root) {
   ++counters_.broadcast;
   counters_.bytes += t.nbytes();
   if (t.numel() == 0) return absl::OkStatus();
+  CallScope scope(monitor_, "Broadcast");
   return DoBroadcast(t, root);
 }
 
 absl::Status Communicator::Barrier() {
   ++counters_.barrier;
+  CallScope scope(monitor_, "Barrier");
   return DoBarrier();
 }
 
@@ -257,6 +314,7 @@ absl::Status Communicator::Send(const TensorView& t, int peer, int tag) {
   RETURN_IF_ERROR(CheckPeer(label, peer, tag, rank_, size_));
   ++counters_.send;
   counters_.bytes += t.nbytes();
+  CallScope scope(monitor_, "Send");
   return DoSend(t, peer, tag);
 }
 
@@ -267,6 +325,7 @@ absl::Status Communicator::Recv(const TensorView& t, int peer, int tag) {
   RETURN_IF_ERROR(CheckPeer(label, peer, tag, rank_, size_));
   ++counters_.recv;
   counters_.bytes += t.nbytes();
+  CallScope scope(monitor_, "Recv");
   return DoRecv(t, peer, tag);
 }
 

@@ -47,6 +47,7 @@
 #ifndef MT_COMM_COMMUNICATOR_H_
 #define MT_COMM_COMMUNICATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,6 +89,31 @@ struct CommCounters {
   std::string DebugString() const;
   friend bool operator==(const CommCounters& a, const CommCounters& b);
   friend bool operator!=(const CommCounters& a, const CommCounters& b) { return !(a == b); }
+};
+
+// Where the communicator calls of one process stand, for a watchdog on another thread
+// (comm/watchdog.h) to read. A communicator given one (Communicator::set_call_monitor; Split()
+// passes it on to the new communicator) records each blocking call from entry to return: the
+// collectives, Send/Recv, CommRequest::Wait (not Test, which returns at once). Nested calls (a
+// backend calling another communicator) count as one. Enter/Leave come from the thread that owns
+// the communicators; Read from any thread.
+class CallMonitor {
+ public:
+  struct Snapshot {
+    int64_t calls = 0;            // Outermost calls entered so far.
+    bool in_call = false;         // Whether a call is running now.
+    double seconds_in_call = 0;   // How long it has been running (0 when none is).
+    const char* op = "";          // "AllReduce", "Wait", ...: the running or the last call.
+  };
+  void Enter(const char* op);
+  void Leave();
+  Snapshot Read() const;
+
+ private:
+  int depth_ = 0;  // Owner thread only.
+  std::atomic<int64_t> calls_{0};
+  std::atomic<int64_t> entered_ns_{0};  // steady_clock time of the running call's entry; 0: none.
+  std::atomic<const char*> op_{""};
 };
 
 class Communicator;
@@ -212,6 +238,11 @@ class Communicator {
   // Returns the counters and zeroes them.
   CommCounters ResetCounters();
 
+  // Records this communicator's blocking calls in `monitor` (null: none; not owned, must outlive
+  // the communicator). Communicators made by Split() afterwards get the same monitor.
+  void set_call_monitor(CallMonitor* monitor) { monitor_ = monitor; }
+  CallMonitor* call_monitor() const { return monitor_; }
+
  protected:
   Communicator(int rank, int size, std::string name);
 
@@ -244,6 +275,7 @@ class Communicator {
   std::string name_;
   CommCounters counters_;
   int64_t pending_requests_ = 0;
+  CallMonitor* monitor_ = nullptr;
   friend class CommRequest;
 };
 

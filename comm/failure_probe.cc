@@ -6,23 +6,29 @@
 //   exit    rank 1 calls exit(3) without finalising MPI (a library that gave up);
 //   status  rank 1 gets an error Status from a collective (a non-contiguous view) and takes the
 //           binaries' clean abort path, MpiRuntime::Abort;
-//   none    control: every rank completes the all-reduce and the job exits 0.
+//   none    control: every rank completes the all-reduce and the job exits 0;
+// and, with --watchdog=SECONDS (comm/watchdog.h, which must end the job naming the rank):
+//   stop    rank --victim (default 1) raises SIGSTOP (a hung process);
+//   stuck   rank --victim sleeps (alive, heartbeating) outside any call for 4 x the timeout.
 //
-// Every rank first completes one all-reduce (so the job is up), then ranks != 1 enter a second
-// one (4 MiB) that rank 1 never joins unless --mode=none. A survivor that returns from it prints
-// "UNEXPECTED".
+// Every rank first completes one all-reduce (so the job is up), then ranks != victim enter a
+// second one (4 MiB) that the victim never joins unless --mode=none. A survivor that returns from
+// it prints "UNEXPECTED". With --watchdog the job ends with Watchdog::Stop (a clean goodbye).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
+#include "comm/watchdog.h"
 #include "core/tensor.h"
 
 namespace {
@@ -35,7 +41,7 @@ void Check(const absl::Status& s) {
   if (!s.ok()) MpiRuntime::Abort(s);
 }
 
-int Run(const std::string& mode, Communicator& world) {
+int Run(const std::string& mode, int victim, double watchdog_seconds, Communicator& world) {
   const int rank = world.rank();
   float one = 1;
   Check(world.AllReduce(mt::TensorView(&one, mt::Shape{1}, mt::DType::kF32), ReduceOp::kSum));
@@ -43,12 +49,19 @@ int Run(const std::string& mode, Communicator& world) {
   std::fflush(stdout);
   std::vector<float> data(1 << 20, 1.0f);
   mt::TensorView t(data.data(), mt::Shape{static_cast<int64_t>(data.size())}, mt::DType::kF32);
-  if (rank == 1 && mode != "none") {
+  if (rank == victim && mode != "none") {
     // Let the others block in the all-reduce first.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::printf("rank 1: failing (--mode=%s)\n", mode.c_str());
+    std::printf("rank %d: failing (--mode=%s)\n", rank, mode.c_str());
     std::fflush(stdout);
     if (mode == "kill") std::raise(SIGKILL);
+    if (mode == "stop") std::raise(SIGSTOP);
+    if (mode == "stuck") {
+      std::this_thread::sleep_for(std::chrono::duration<double>(4 * watchdog_seconds));
+      std::printf("UNEXPECTED: rank %d slept %g s without the watchdog ending the job\n", rank,
+                  4 * watchdog_seconds);
+      return 4;
+    }
     if (mode == "exit") std::exit(3);
     if (mode == "status") {
       mt::TensorView strided = t.Slice(0, 6);
@@ -61,7 +74,7 @@ int Run(const std::string& mode, Communicator& world) {
   }
   Check(world.AllReduce(t, ReduceOp::kSum));
   if (mode != "none") {
-    std::printf("UNEXPECTED: rank %d finished the all-reduce without rank 1\n", rank);
+    std::printf("UNEXPECTED: rank %d finished the all-reduce without rank %d\n", rank, victim);
   } else {
     std::printf("rank %d: all-reduce done (%g)\n", rank, data[0]);
   }
@@ -72,16 +85,33 @@ int Run(const std::string& mode, Communicator& world) {
 
 int main(int argc, char** argv) {
   std::string mode = "none";
+  int victim = 1;
+  double watchdog_seconds = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--mode=", 7) == 0) mode = argv[i] + 7;
+    if (std::strncmp(argv[i], "--victim=", 9) == 0) victim = std::atoi(argv[i] + 9);
+    if (std::strncmp(argv[i], "--watchdog=", 11) == 0) watchdog_seconds = std::atof(argv[i] + 11);
   }
-  auto runtime = MpiRuntime::Init(&argc, &argv);
+  auto runtime = MpiRuntime::Init(&argc, &argv,
+                                  watchdog_seconds > 0 ? mt::comm::MpiThreads::kMultiple
+                                                       : mt::comm::MpiThreads::kSerialized);
   if (!runtime.ok()) MpiRuntime::Abort(runtime.status());
   int rc = 0;
   {
     auto world = (*runtime)->World();
     if (!world.ok()) MpiRuntime::Abort(world.status());
-    rc = Run(mode, **world);
+    std::unique_ptr<mt::comm::Watchdog> watchdog;
+    if (watchdog_seconds > 0) {
+      mt::comm::WatchdogOptions options;
+      options.timeout_seconds = watchdog_seconds;
+      options.timeout_name = "--watchdog";
+      auto started = mt::comm::Watchdog::Start(options);
+      if (!started.ok()) MpiRuntime::Abort(started.status());
+      watchdog = std::move(*started);
+      (*world)->set_call_monitor(watchdog->monitor());
+    }
+    rc = Run(mode, victim, watchdog_seconds, **world);
+    if (watchdog != nullptr) watchdog->Stop();
   }
   return rc;
 }

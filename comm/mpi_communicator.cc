@@ -201,7 +201,9 @@ class MpiCommunicator final : public Communicator {
     }
     MPI_Comm sub = MPI_COMM_NULL;
     MT_MPI_RETURN_IF_ERROR(MPI_Comm_split(comm_, color, key, &sub));
-    return Wrap(sub, name);
+    ASSIGN_OR_RETURN(std::unique_ptr<Communicator> c, Wrap(sub, name));
+    c->set_call_monitor(call_monitor());
+    return c;
   }
 
  protected:
@@ -317,7 +319,8 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
+absl::StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv,
+                                                             MpiThreads threads) {
   int initialized = 0;
   MT_MPI_RETURN_IF_ERROR(MPI_Initialized(&initialized));
   if (initialized) {
@@ -335,12 +338,15 @@ absl::StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** 
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
 #endif
   int provided = 0;
-  MT_MPI_RETURN_IF_ERROR(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  const int wanted =
+      threads == MpiThreads::kMultiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
+  MT_MPI_RETURN_IF_ERROR(MPI_Init_thread(argc, argv, wanted, &provided));
   if (provided < MPI_THREAD_SERIALIZED) {
     LOG(WARNING) << "MPI provides thread level " << provided
                  << " < MPI_THREAD_SERIALIZED: call communicators from the main thread only";
   }
   std::unique_ptr<MpiRuntime> rt(new MpiRuntime());
+  rt->thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   MT_MPI_RETURN_IF_ERROR(MPI_Comm_rank(MPI_COMM_WORLD, &rt->world_rank_));
   MT_MPI_RETURN_IF_ERROR(MPI_Comm_size(MPI_COMM_WORLD, &rt->world_size_));
   MPI_Comm local = MPI_COMM_NULL;

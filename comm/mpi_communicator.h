@@ -47,14 +47,20 @@
 namespace mt {
 namespace comm {
 
+// The thread level MpiRuntime::Init asks MPI for: kSerialized (any thread may call MPI, one at a
+// time), or kMultiple (threads may call MPI at once: what comm/watchdog.h needs for its heartbeats
+// while the main thread waits in a collective).
+enum class MpiThreads { kSerialized, kMultiple };
+
 class MpiRuntime {
  public:
-  // Initialises MPI (MPI_Init_thread, requesting MPI_THREAD_SERIALIZED: any thread may call MPI,
-  // one at a time). With OpenMPI it first sets OMPI_MCA_coll_libnbc_iallreduce_algorithm=3 in the
+  // Initialises MPI (MPI_Init_thread at the level `threads` asks for; thread_multiple() says
+  // whether MPI granted kMultiple). With OpenMPI it first sets OMPI_MCA_coll_libnbc_iallreduce_algorithm=3 in the
   // environment unless already set (the non-blocking all-reduce schedule; see the .cc and
   // docs/perf/comm.md). argc/argv may be null. FailedPrecondition if MPI was already initialised in
   // this process (MPI allows it once); Internal if initialisation fails.
-  static absl::StatusOr<std::unique_ptr<MpiRuntime>> Init(int* argc, char*** argv);
+  static absl::StatusOr<std::unique_ptr<MpiRuntime>> Init(
+      int* argc, char*** argv, MpiThreads threads = MpiThreads::kSerialized);
   // Finalises MPI. Destroy communicators first (those still alive become unusable).
   ~MpiRuntime();
   MpiRuntime(const MpiRuntime&) = delete;
@@ -67,6 +73,8 @@ class MpiRuntime {
   int local_size() const { return local_size_; }
   // This host's name as MPI reports it.
   const std::string& host_name() const { return host_name_; }
+  // Whether MPI granted MPI_THREAD_MULTIPLE.
+  bool thread_multiple() const { return thread_multiple_; }
 
   // A new communicator over every rank (a duplicate of MPI_COMM_WORLD, so its traffic never mixes
   // with another's). Collective over the world. Internal on MPI failure.
@@ -85,6 +93,7 @@ class MpiRuntime {
   int local_rank_ = 0;
   int local_size_ = 1;
   std::string host_name_;
+  bool thread_multiple_ = false;
 };
 
 }  // namespace comm

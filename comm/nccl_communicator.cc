@@ -478,6 +478,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Create(Communica
   std::unique_ptr<NcclCommunicator> c(
       new NcclCommunicator(std::move(dup), device, options, std::string(name)));
   RETURN_IF_ERROR(c->Init(id, label));
+  c->set_call_monitor(bootstrap.call_monitor());
   return std::unique_ptr<Communicator>(std::move(c));
 }
 

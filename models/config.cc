@@ -32,6 +32,10 @@ absl::Status ModelConfig::Validate() const {
                                                    " is not divisible by num_attention_heads ",
                                                    num_attention_heads));
   }
+  if (ffn_hidden_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ffn_hidden_size must be >= 0 (0: 4 x hidden_size), got ", ffn_hidden_size));
+  }
   if (family == Family::kBert && num_token_types < 1) {
     return absl::InvalidArgumentError("BERT needs num_token_types >= 1");
   }

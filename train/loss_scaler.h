@@ -26,6 +26,8 @@ class LossScaler {
  public:
   explicit LossScaler(const LossScalerConfig& config);
   double scale() const { return scale_; }
+  // Whether the scale is dynamic (f16), so that skipped steps are part of its work.
+  bool dynamic() const { return config_.dynamic; }
   // Records the outcome of a step: found_inf means the step must be skipped.
   void Update(bool found_inf);
   // State for checkpoints: "scale growth_tracker hysteresis_tracker".

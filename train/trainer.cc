@@ -188,6 +188,51 @@ absl::StatusOr<Trainer::Accumulated> Trainer::AccumulateGradients(BatchStream& d
   return r;
 }
 
+absl::Status Trainer::InjectFaults(Accumulated* acc) {
+  if (iteration_ == config_.inject_grad_overflow_at) {
+    RETURN_IF_ERROR(ops::Fill(*parts_.exec, parts_.store->flat_grads().Slice(0, 1),
+                              std::numeric_limits<double>::infinity()));
+  }
+  const int64_t first = config_.inject_nonfinite_at_iteration - 1;  // 0-based, as iteration_.
+  if (first < 0 || iteration_ < first || iteration_ >= first + config_.inject_nonfinite_count) {
+    return absl::OkStatus();
+  }
+  if (config_.inject_nonfinite_into == NonfiniteTarget::kGrad) {
+    return ops::Fill(*parts_.exec, parts_.store->flat_grads().Slice(0, 1),
+                     std::numeric_limits<double>::infinity());
+  }
+  if (parts_.parallel->dp_rank() == 0) {
+    acc->loss.total = std::numeric_limits<double>::quiet_NaN();
+    for (double& p : acc->loss.parts) p = std::numeric_limits<double>::quiet_NaN();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::CheckNonfinite(const StepStats& stats, const models::Losses& loss) {
+  if (!stats.skipped || parts_.scaler->dynamic()) {
+    nonfinite_in_a_row_ = 0;
+    return absl::OkStatus();
+  }
+  ++nonfinite_in_a_row_;
+  const std::string what = absl::StrFormat(
+      "the loss (%g) or the gradient norm (%g) is not finite", loss.total, stats.grad_norm);
+  if (config_.max_nan_skips > 0 && nonfinite_in_a_row_ >= config_.max_nan_skips) {
+    return absl::AbortedError(absl::StrFormat(
+        "iteration %d: %s in %d iterations in a row (%d to %d), each skipped; stopping "
+        "(--max_nan_skips=%d). The weights were not updated by them and no checkpoint was "
+        "written after them: resume from the last one with --load (a lower --lr may help)",
+        iteration_, what, nonfinite_in_a_row_, iteration_ - nonfinite_in_a_row_ + 1, iteration_,
+        config_.max_nan_skips));
+  }
+  if (parts_.parallel->rank() == 0 && !config_.quiet) {
+    std::printf(" iteration %lld: %s; step skipped (%lld in a row; --max_nan_skips=%d)\n",
+                static_cast<long long>(iteration_), what.c_str(),
+                static_cast<long long>(nonfinite_in_a_row_), config_.max_nan_skips);
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
                             const std::atomic<bool>* stop,
                             const std::function<absl::Status(int64_t)>& on_iteration) {
@@ -206,14 +251,18 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     RETURN_IF_ERROR(parts_.store->ZeroGrads(*parts_.exec));
     ASSIGN_OR_RETURN(Accumulated acc, AccumulateGradients(data));
     RETURN_IF_ERROR(parts_.optimizer->FinishGradReduce());
-    if (iteration_ == config_.inject_grad_overflow_at) {
-      RETURN_IF_ERROR(ops::Fill(*parts_.exec, parts_.store->flat_grads().Slice(0, 1),
-                                std::numeric_limits<double>::infinity()));
-    }
+    RETURN_IF_ERROR(InjectFaults(&acc));
+    // The mean loss first: a non-finite one (the same on every rank) skips the step.
+    RETURN_IF_ERROR(DpMean(&acc.loss, &acc.flops));
     const double divisor = accumulation * parts_.parallel->dp_size() * parts_.scaler->scale();
     const double lr_used = parts_.schedule->lr();
-    ASSIGN_OR_RETURN(StepStats stats,
-                     parts_.optimizer->Step(*parts_.exec, tp, dp, lr_used, divisor));
+    StepStats stats;
+    if (std::isfinite(acc.loss.total)) {
+      ASSIGN_OR_RETURN(stats, parts_.optimizer->Step(*parts_.exec, tp, dp, lr_used, divisor));
+    } else {
+      stats.skipped = true;
+      stats.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    }
     parts_.scaler->Update(stats.skipped);
     if (stats.skipped) {
       ++skipped_;
@@ -222,7 +271,6 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     }
     consumed_samples_ += config_.global_batch_size;
     ++iteration_;
-    RETURN_IF_ERROR(DpMean(&acc.loss, &acc.flops));
     const double flops = acc.flops;
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -243,6 +291,7 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
       RETURN_IF_ERROR(Log(interval.Mean(r, config_, world_size)));
       interval = IntervalSums();
     }
+    RETURN_IF_ERROR(CheckNonfinite(stats, acc.loss));
     if (on_iteration) RETURN_IF_ERROR(on_iteration(iteration_));
   }
   return absl::OkStatus();

@@ -20,10 +20,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "comm/parallel_context.h"
 #include "core/exec_context.h"
 #include "models/model.h"
@@ -36,6 +38,11 @@
 
 namespace mt {
 namespace train {
+
+// Where --inject_nonfinite_at_iteration puts its value (a test-only fault).
+enum class NonfiniteTarget { kGrad, kLoss };
+inline constexpr std::pair<absl::string_view, NonfiniteTarget> kNonfiniteTargetNames[] = {
+    {"grad", NonfiniteTarget::kGrad}, {"loss", NonfiniteTarget::kLoss}};
 
 struct TrainerConfig {
   int64_t micro_batch_size = 4;
@@ -51,6 +58,17 @@ struct TrainerConfig {
   // Fault injection for tests: after the backward passes of this iteration (0-based), one gradient
   // element is set to +inf, as an f16 overflow would; -1 = never.
   int64_t inject_grad_overflow_at = -1;
+  // Without dynamic loss scaling (f32, bf16), a step whose loss or gradient norm is not finite is
+  // skipped, and this many such steps in a row stop training with an Aborted error naming the
+  // iterations (0: never stop). With f16 skipped steps are the loss scaler's (not counted).
+  int max_nan_skips = 3;
+  // Test-only fault (flags marked so): in `inject_nonfinite_count` iterations from this one (as
+  // numbered in the log, from 1; 0 = never), the loss of data-parallel rank 0 (on every TP rank
+  // of it, as a NaN from the forward pass would be) becomes NaN, or, for kGrad, one reduced
+  // gradient element becomes +inf on every rank (as an overflow would).
+  int64_t inject_nonfinite_at_iteration = 0;
+  int64_t inject_nonfinite_count = 1;
+  NonfiniteTarget inject_nonfinite_into = NonfiniteTarget::kGrad;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -64,6 +82,15 @@ struct TrainerConfig {
     v("seed", &self.seed, "Seed for initialisation, data order and dropout.");
     v("recompute", &self.recompute, "Activation checkpointing: recompute each layer in backward.");
     v("log_jsonl", &self.log_jsonl, "Append the log lines as JSON objects to this file.");
+    v("max_nan_skips", &self.max_nan_skips,
+      "f32/bf16: stop after this many consecutive steps with a non-finite loss or gradient norm "
+      "(each skipped; 0: never stop).");
+    v("inject_nonfinite_at_iteration", &self.inject_nonfinite_at_iteration,
+      "[test only] Inject NaN (loss) or inf (grad) at this iteration (from 1; 0: never).");
+    v("inject_nonfinite_count", &self.inject_nonfinite_count,
+      "[test only] Iterations in a row to inject into.");
+    v("inject_nonfinite_into", &self.inject_nonfinite_into, "[test only] loss or grad.",
+      kNonfiniteTargetNames);
   }
 };
 
@@ -152,6 +179,10 @@ class Trainer {
   absl::Status DpSum(std::vector<double>* values);
   // Means over the DP ranks of per-rank losses and the total FLOPs.
   absl::Status DpMean(models::Losses* losses, double* flops);
+  // The test-only faults of the config, for the current iteration.
+  absl::Status InjectFaults(Accumulated* acc);
+  // Counts a skipped step without loss scaling; Aborted after max_nan_skips in a row.
+  absl::Status CheckNonfinite(const StepStats& stats, const models::Losses& loss);
   absl::Status Log(const LogRecord& r);
 
   TrainerConfig config_;
@@ -161,6 +192,7 @@ class Trainer {
   std::vector<LogRecord> history_;
   int64_t consumed_samples_ = 0;
   int64_t skipped_ = 0;
+  int64_t nonfinite_in_a_row_ = 0;  // Skipped steps in a row without loss scaling.
   int64_t iteration_ = 0;
   bool stopped_early_ = false;
 };

@@ -2,9 +2,12 @@
 
 #include <csignal>
 #include <cstdio>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_communicator.h"
+#include "comm/watchdog.h"
 #include "core/config_flags.h"
 #include "core/status.h"
 #include "gflags/gflags.h"
@@ -14,6 +17,10 @@
 DEFINE_bool(fp16, false, "f16 compute (f32 master weights) with dynamic loss scaling.");
 DEFINE_bool(bf16, false, "bf16 compute (f32 master weights), no loss scaling.");
 DEFINE_bool(fp32, false, "f32 compute (the default on the CPU).");
+DEFINE_double(distributed_timeout, 600,
+              "Seconds a rank may be silent (stopped, hung) or one communicator call may wait "
+              "before the whole job is ended with a message naming the rank (0: off; "
+              "comm/watchdog.h).");
 
 namespace mt {
 namespace experiments {
@@ -70,7 +77,9 @@ int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* 
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  auto runtime = comm::MpiRuntime::Init(&argc, &argv);
+  auto runtime = comm::MpiRuntime::Init(
+      &argc, &argv,
+      FLAGS_distributed_timeout > 0 ? comm::MpiThreads::kMultiple : comm::MpiThreads::kSerialized);
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s: error: %s\n", info.name,
                  std::string(runtime.status().message()).c_str());
@@ -81,16 +90,32 @@ int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* 
   // Flag validation is deterministic, so every rank fails alike here, before any collective.
   absl::Status valid = ResolveFlags(config, apply_flags);
   if (valid.ok()) valid = config->Validate((*world)->size());
+  if (valid.ok() && !(FLAGS_distributed_timeout >= 0)) {
+    valid = absl::InvalidArgumentError(absl::StrCat("--distributed_timeout=",
+                                                    FLAGS_distributed_timeout,
+                                                    " must be >= 0 seconds (0: no watchdog)"));
+  }
   if (!valid.ok()) {
     if ((*world)->rank() == 0) {
       std::fprintf(stderr, "%s: error: %s\n", info.name, std::string(valid.message()).c_str());
     }
     return 1;
   }
+  std::unique_ptr<comm::Watchdog> watchdog;
+  if (FLAGS_distributed_timeout > 0) {
+    comm::WatchdogOptions wo;
+    wo.timeout_seconds = FLAGS_distributed_timeout;
+    wo.timeout_name = "--distributed_timeout";
+    auto started = comm::Watchdog::Start(wo);
+    if (!started.ok()) comm::MpiRuntime::Abort(started.status());
+    watchdog = std::move(*started);
+    (*world)->set_call_monitor(watchdog->monitor());
+  }
   std::signal(SIGTERM, OnSigterm);
   const LocalRanks local{(*runtime)->local_rank(), (*runtime)->local_size()};
   auto result = run(local, **world, &stop_requested);
   if (!result.ok()) comm::MpiRuntime::Abort(result.status());
+  if (watchdog != nullptr) watchdog->Stop();
   if (result->stopped_by_signal && (*world)->rank() == 0) {
     std::printf("stopped by SIGTERM at iteration %lld\n",
                 static_cast<long long>(result->iterations));

@@ -23,7 +23,36 @@
 namespace mt {
 namespace experiments {
 
+namespace {
+
+// The checks on the trainer's own settings that others (the schedule's sample counts, the
+// model's positions) derive from, so that the message names the flag given.
+absl::Status ValidateTrainerFlags(const train::TrainerConfig& t) {
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"train_iters", t.train_iters},
+                         {"micro_batch_size", t.micro_batch_size},
+                         {"global_batch_size", t.global_batch_size},
+                         {"seq_length", t.seq_length}}) {
+    if (v < 1) return absl::InvalidArgumentError(absl::StrCat(name, " must be >= 1, got ", v));
+  }
+  if (t.eval_iters < 0) return absl::InvalidArgumentError("eval_iters must be >= 0 (0: none)");
+  return absl::OkStatus();
+}
+
+// A path given for a directory that exists as something else.
+absl::Status CheckDirectoryFlag(const char* flag, const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec) ||
+      std::filesystem::is_directory(path, ec)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", path, " is not a directory (a checkpoint directory)"));
+}
+
+}  // namespace
+
 absl::Status PretrainConfig::Validate(int world_size) const {
+  RETURN_IF_ERROR(ValidateTrainerFlags(trainer));
   RETURN_IF_ERROR(model.ValidateParallel(tensor_model_parallel_size));
   RETURN_IF_ERROR(lr.Validate());
   const train::TrainerConfig& t = trainer;
@@ -43,8 +72,12 @@ absl::Status PretrainConfig::Validate(int world_size) const {
         "seq_length ", t.seq_length,
         " must be in [1, max_position_embeddings = ", model.max_position_embeddings, "]"));
   }
-  if (t.train_iters < 1) return absl::InvalidArgumentError("train_iters must be >= 1");
   if (t.log_interval < 1) return absl::InvalidArgumentError("log_interval must be >= 1");
+  if (t.max_nan_skips < 0) return absl::InvalidArgumentError("max_nan_skips must be >= 0");
+  if (t.inject_nonfinite_at_iteration < 0 || t.inject_nonfinite_count < 1) {
+    return absl::InvalidArgumentError(
+        "inject_nonfinite_at_iteration must be >= 0 and inject_nonfinite_count >= 1");
+  }
   if (eval_interval < 0) return absl::InvalidArgumentError("eval_interval must be >= 0");
   if (dp_bucket_elements < 1) return absl::InvalidArgumentError("ddp_bucket_size must be >= 1");
   if (data_path.empty()) return absl::InvalidArgumentError("--data_path is required");
@@ -54,6 +87,10 @@ absl::Status PretrainConfig::Validate(int world_size) const {
                      ".idx does not exist (make one with //data:preprocess)"));
   }
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
+  if (!(clip_grad >= 0)) return absl::InvalidArgumentError("clip_grad must be >= 0 (0: off)");
+  if (threads < 0) return absl::InvalidArgumentError("threads must be >= 0 (0: cores / ranks)");
+  RETURN_IF_ERROR(CheckDirectoryFlag("load", load));
+  RETURN_IF_ERROR(CheckDirectoryFlag("save", save));
   if (device == DeviceKind::kCpu && comm_backend == CommBackend::kNccl) {
     return absl::InvalidArgumentError("--comm_backend=nccl needs --device=cuda");
   }
