@@ -54,6 +54,12 @@ absl::Status PretrainConfig::Validate(int world_size) const {
                      ".idx does not exist (make one with //data:preprocess)"));
   }
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
+  if (!save.empty()) {
+    // Refused now, not at the first save after the training it was meant to keep.
+    if (absl::Status writable = train::CheckSaveDirectory(save); !writable.ok()) {
+      return absl::Status(writable.code(), absl::StrCat("--save=", save, ": ", writable.message()));
+    }
+  }
   if (device == DeviceKind::kCpu && comm_backend == CommBackend::kNccl) {
     return absl::InvalidArgumentError("--comm_backend=nccl needs --device=cuda");
   }
