@@ -2,7 +2,6 @@
 // digest of its bytes in the shard's tensors file (checked here with sha256sum on the extracted
 // byte range), a flipped byte inside a tensor is refused by every load path naming the tensor and
 // the file, and checkpoints written before digests existed still load.
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -28,6 +27,7 @@ using testing::kRealVocab;
 using testing::PaddedVocab;
 using testing::ReadText;
 using testing::SaveModel;
+using testing::Sha256sum;
 using testing::SyntheticModel;
 using testing::WriteText;
 using testing::ZeroRecords;
@@ -52,24 +52,6 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> FileRanges(const std::strin
     ranges[e.name] = {8 + header + e.begin, 8 + header + e.end};
   }
   return ranges;
-}
-
-// sha256sum's digest of each file.
-std::map<std::string, std::string> Sha256sum(const std::vector<std::string>& files) {
-  std::string command = "sha256sum";
-  for (const std::string& f : files) absl::StrAppend(&command, " '", f, "'");
-  std::map<std::string, std::string> out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char line[4096];
-  while (fgets(line, sizeof line, pipe) != nullptr) {
-    std::istringstream fields(line);
-    std::string digest, path;
-    fields >> digest >> path;
-    out[path] = digest;
-  }
-  EXPECT_EQ(pclose(pipe), 0) << command;
-  return out;
 }
 
 TEST(CheckpointIntegrityTest, DigestsAreSha256sumOfTheStoredBytes) {

@@ -1,15 +1,14 @@
 #include "train/sha256.h"
 
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "train/checkpoint_testutil.h"
 
 namespace mt {
 namespace train {
@@ -53,7 +52,6 @@ TEST(Sha256Test, StreamingEqualsOneShot) {
 TEST(Sha256Test, RandomLengthsMatchSha256sum) {
   std::mt19937 rng(20261201);
   std::vector<std::string> inputs, paths;
-  std::string command = "sha256sum";
   for (int len = 0; len <= 200; ++len) {
     std::string bytes(len, '\0');
     for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
@@ -61,23 +59,12 @@ TEST(Sha256Test, RandomLengthsMatchSha256sum) {
     std::ofstream(path, std::ios::binary).write(bytes.data(), len);
     inputs.push_back(bytes);
     paths.push_back(path);
-    absl::StrAppend(&command, " ", path);
   }
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr) << command;
-  std::map<std::string, std::string> expected;  // path -> digest
-  char line[4096];
-  while (fgets(line, sizeof line, pipe) != nullptr) {
-    std::istringstream fields(line);
-    std::string digest, path;
-    fields >> digest >> path;
-    expected[path] = digest;
-  }
-  ASSERT_EQ(pclose(pipe), 0) << command;
+  const std::map<std::string, std::string> expected = testing::Sha256sum(paths);
   ASSERT_EQ(expected.size(), inputs.size());
   for (size_t len = 0; len < inputs.size(); ++len) {
-    EXPECT_EQ(Sha256Hex(inputs[len]), expected[paths[len]]) << "length " << len;
-    EXPECT_TRUE(IsSha256Hex(expected[paths[len]]));
+    EXPECT_EQ(Sha256Hex(inputs[len]), expected.at(paths[len])) << "length " << len;
+    EXPECT_TRUE(IsSha256Hex(expected.at(paths[len])));
   }
 }
 
