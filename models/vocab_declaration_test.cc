@@ -18,16 +18,21 @@ namespace {
 // GPT-2 with one extra parameter of shape [rows(padded vocabulary)], declared as `declared`.
 absl::StatusOr<std::unique_ptr<Model>> Gpt2WithExtra(const ModelConfig& config,
                                                      nn::ParameterStore* store,
-                                                     const ModelOptions& options,
-                                                     bool vocab_sized, bool declared) {
+                                                     const ModelOptions& options, bool vocab_sized,
+                                                     bool declared) {
   ModelConfig standard = config;
   standard.architecture.clear();
   ASSIGN_OR_RETURN(const Architecture gpt2, FindArchitecture("gpt2"));
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, gpt2.create(standard, store, options));
   const int64_t rows = vocab_sized ? config.PaddedVocab(store->tp_size()) : 8;
   RETURN_IF_ERROR(store
-                      ->Add({"extra.bias", {rows}, /*split_dim=*/0, nn::Init::kZeros, 0.0,
-                             /*weight_decay=*/false, /*vocab_padded=*/declared})
+                      ->Add({"extra.bias",
+                             {rows},
+                             /*split_dim=*/0,
+                             nn::Init::kZeros,
+                             0.0,
+                             /*weight_decay=*/false,
+                             /*vocab_padded=*/declared})
                       .status());
   return model;
 }
@@ -71,8 +76,8 @@ TEST(VocabDeclarationTest, UndeclaredVocabularySizedParameterIsRefused) {
     nn::ParameterStore store(0, tp);
     const auto model = CreateModel(Tiny("test-undeclared-vocab"), &store);
     EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << tp;
-    EXPECT_TRUE(absl::StrContains(model.status().message(),
-                                  "parameter 'extra.bias' is vocabulary-sized"))
+    EXPECT_TRUE(
+        absl::StrContains(model.status().message(), "parameter 'extra.bias' is vocabulary-sized"))
         << model.status();
   }
 }
@@ -81,8 +86,8 @@ TEST(VocabDeclarationTest, MisdeclaredParameterIsRefused) {
   nn::ParameterStore store(0, 2);
   const auto model = CreateModel(Tiny("test-misdeclared-vocab"), &store);
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(model.status().message(),
-                                "parameter 'extra.bias' declares vocab_padded"))
+  EXPECT_TRUE(
+      absl::StrContains(model.status().message(), "parameter 'extra.bias' declares vocab_padded"))
       << model.status();
 }
 

@@ -109,9 +109,9 @@ TEST(CheckpointIntegrityTest, AFlippedByteIsRefusedByEveryLoadPath) {
     // The committed checkpoint still looks complete (sizes agree): only the digest tells.
     ASSERT_TRUE(LatestIteration(dir).ok());
     std::vector<Tensor> storage;
-    EXPECT_STATUS(LoadShard(dir, 7, rank, 2, ConfigJson(), ZeroRecords(model, rank, 2, &storage),
-                            nullptr),
-                  absl::StatusCode::kDataLoss, what);
+    EXPECT_STATUS(
+        LoadShard(dir, 7, rank, 2, ConfigJson(), ZeroRecords(model, rank, 2, &storage), nullptr),
+        absl::StatusCode::kDataLoss, what);
     // Resharded loads: the same degree (read directly), and TP=1 (reassembled from both shards).
     EXPECT_STATUS(
         LoadResharded(dir, 7, rank, 2, kRealVocab, ZeroRecords(model, rank, 2, &storage)).status(),
@@ -123,8 +123,8 @@ TEST(CheckpointIntegrityTest, AFlippedByteIsRefusedByEveryLoadPath) {
     EXPECT_STATUS(ReshardCheckpoint(dir, 7, dir + "_tp4", 4, kRealVocab, PaddedVocab(4)),
                   absl::StatusCode::kDataLoss, what);
     // The message is one line.
-    const absl::Status s = LoadShard(dir, 7, rank, 2, ConfigJson(),
-                                     ZeroRecords(model, rank, 2, &storage), nullptr);
+    const absl::Status s =
+        LoadShard(dir, 7, rank, 2, ConfigJson(), ZeroRecords(model, rank, 2, &storage), nullptr);
     EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << s;
     // The other shard is intact.
     EXPECT_TRUE(LoadShard(dir, 7, 1 - rank, 2, ConfigJson(),

@@ -100,8 +100,8 @@ absl::StatusOr<StoredTensor> ParseTensor(const std::string& path, const Json& t,
   auto sha256 = t.find("sha256");  // Absent in checkpoints written before digests.
   if (sha256 != t.end()) {
     if (!sha256->is_string() || !IsSha256Hex(sha256->get<std::string>())) {
-      return Corrupt(path, absl::StrCat("tensor '", s.name,
-                                        "': \"sha256\" is not 64 lowercase hex digits"));
+      return Corrupt(
+          path, absl::StrCat("tensor '", s.name, "': \"sha256\" is not 64 lowercase hex digits"));
     }
     s.sha256 = sha256->get<std::string>();
   }

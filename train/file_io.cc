@@ -88,9 +88,9 @@ absl::Status InjectFault(const std::string& path) {
     ::pause();  // SIGKILL cannot be caught; delivery is immediate for the calling thread.
   }
   if (f.kind == Fault::kErrno) return ErrnoStatus(f.error_number, "cannot write", path);
-  return absl::InvalidArgumentError(
-      absl::StrCat("MT_FAULT_INJECT=", f.spec,
-                   ": expected kill_at_write_byte:N, enospc_at_byte:N or eio_at_byte:N (test-only)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "MT_FAULT_INJECT=", f.spec,
+      ": expected kill_at_write_byte:N, enospc_at_byte:N or eio_at_byte:N (test-only)"));
 }
 
 }  // namespace

@@ -418,10 +418,10 @@ absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& d
   if (expected == expected_sha256_.end()) return absl::OkStatus();
   const std::string actual = Sha256Hex(dst.data, e->end - e->begin);
   if (actual != expected->second) {
-    return Corrupt(path_, absl::StrCat("tensor '", e->name, "' fails its SHA-256 check (bytes ",
-                                       data_start_ + e->begin, "..", data_start_ + e->end,
-                                       " hash to ", actual, ", expected ", expected->second,
-                                       "): the file is corrupt"));
+    return Corrupt(
+        path_, absl::StrCat("tensor '", e->name, "' fails its SHA-256 check (bytes ",
+                            data_start_ + e->begin, "..", data_start_ + e->end, " hash to ", actual,
+                            ", expected ", expected->second, "): the file is corrupt"));
   }
   return absl::OkStatus();
 }

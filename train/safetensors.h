@@ -113,7 +113,7 @@ class SafetensorsReader {
   int fd_ = -1;
   uint64_t data_start_ = 0;  // 8 + N.
   std::vector<SafetensorsEntry> entries_;
-  absl::flat_hash_map<std::string, size_t> index_;  // Name -> position in entries_.
+  absl::flat_hash_map<std::string, size_t> index_;                 // Name -> position in entries_.
   absl::flat_hash_map<std::string, std::string> expected_sha256_;  // Name -> hex digest.
   SafetensorsMetadata metadata_;
 };

@@ -31,8 +31,8 @@ class Sha256 {
 
   std::array<uint32_t, 8> state_;
   std::array<uint8_t, 64> buffer_;
-  size_t buffered_ = 0;    // Bytes in buffer_.
-  uint64_t total_ = 0;     // Bytes appended in all.
+  size_t buffered_ = 0;  // Bytes in buffer_.
+  uint64_t total_ = 0;   // Bytes appended in all.
 };
 
 // The lowercase hexadecimal digest of `n` bytes, as sha256sum prints it (64 characters).
