@@ -52,6 +52,49 @@ absl::StatusOr<Entry> Find(const std::vector<Entry>& all, const std::string& nam
 using ArchitectureFn = Architecture (*)();
 using ModelsFn = std::vector<RegisteredModel> (*)();
 
+// Every vocabulary-sized parameter must declare itself (nn::ParamSpec::vocab_padded), so that
+// checkpoint resharding, which re-pads exactly those, cannot miss one. Which parameters follow the
+// padded vocabulary is found by building the architecture a second time, specs only, at TP=1 with
+// a vocabulary padded one row further: the parameters whose global shape changes are exactly the
+// vocabulary-sized ones, and they must differ in dimension 0 only.
+absl::Status CheckVocabDeclarations(const Architecture& arch, const ModelConfig& config,
+                                    const nn::ParameterStore& store, const ModelOptions& options) {
+  const int64_t padded = config.PaddedVocab(store.tp_size());
+  ModelConfig wider = config;
+  wider.make_vocab_size_divisible_by = padded + 1;  // Pads vocab_size <= padded to padded + 1.
+  nn::ParameterStore scratch(/*tp_rank=*/0, /*tp_size=*/1);
+  ASSIGN_OR_RETURN(const std::unique_ptr<Model> unused, arch.create(wider, &scratch, options));
+  const std::string where = absl::StrCat("architecture '", arch.name, "': parameter '");
+  if (scratch.size() != store.size()) {
+    return absl::InternalError(absl::StrCat("architecture '", arch.name,
+                                            "' declares a different number of parameters when "
+                                            "only the vocabulary padding changes"));
+  }
+  for (int i = 0; i < store.size(); ++i) {
+    const nn::ParamSpec& spec = store.spec(i);
+    ASSIGN_OR_RETURN(const int j, scratch.Find(spec.name));
+    const Shape& other = scratch.spec(j).global_shape;
+    const bool follows = other != spec.global_shape;
+    if (follows && !spec.vocab_padded) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, spec.name, "' is vocabulary-sized (its global shape follows the padded ",
+          "vocabulary) but its ParamSpec does not declare vocab_padded, so resharding a ",
+          "checkpoint would not re-pad it"));
+    }
+    if (!spec.vocab_padded) continue;
+    Shape expected = spec.global_shape;  // Dimension 0 one row longer, nothing else changed.
+    const bool padded_rows = !expected.empty() && expected[0] == padded;
+    if (padded_rows) expected[0] = padded + 1;
+    if (!padded_rows || other != expected) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, spec.name, "' declares vocab_padded, but its dimension 0 is not ",
+                       "the padded vocabulary (or another dimension follows it too): ",
+                       ShapeToString(spec.global_shape), " at padded vocabulary ", padded));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace internal {
@@ -89,7 +132,9 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config,
         absl::StrCat("architecture '", arch.name, "' is of the ", FamilyArchitecture(arch.family),
                      " family, but the config's family is ", FamilyArchitecture(config.family)));
   }
-  return arch.create(config, store, options);
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, arch.create(config, store, options));
+  RETURN_IF_ERROR(CheckVocabDeclarations(arch, config, *store, options));
+  return model;
 }
 
 }  // namespace models

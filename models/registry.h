@@ -56,9 +56,13 @@ std::vector<RegisteredModel> RegisteredModels();
 absl::StatusOr<Architecture> FindArchitecture(const std::string& name);
 absl::StatusOr<RegisteredModel> FindModel(const std::string& name);
 
-// Builds config.ArchitectureName()'s model after ValidateParallel(store->tp_size()).
+// Builds config.ArchitectureName()'s model after ValidateParallel(store->tp_size()), then checks
+// that its vocabulary-sized parameters declare nn::ParamSpec::vocab_padded (found by declaring the
+// architecture's specs once more, at TP=1 with the vocabulary padded one row further: the
+// parameters whose shape changes), so that checkpoint resharding cannot miss one.
 // NotFound for an unregistered architecture (listing them: link its package, or //models:all);
-// InvalidArgument when the config's family is not the architecture's, or from the factory.
+// InvalidArgument when the config's family is not the architecture's, from the factory, or naming
+// a parameter that is vocabulary-sized but undeclared (or declared but not vocabulary-sized).
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config,
                                                    nn::ParameterStore* store,
                                                    const ModelOptions& options = {});

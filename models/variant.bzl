@@ -23,7 +23,8 @@ makes, in the variant's package and with no edit anywhere else:
     with `all_reduces_per_layer` TP all-reduces per layer each way (tp_test_np1/2/4,
     //models/testing:variant_tp_test), and training through its own pretrain_gpt at TP=2 with a
     checkpoint that records `architecture` and resumes (driver_test,
-    //models/testing:variant_driver_test.sh), and the evaluation binaries on its checkpoint at
+    //models/testing:variant_driver_test.sh), resharding at TP 1 -> 2 -> 4 -> 1 with the same
+    validation loss (reshard_test, //models/testing:reshard_model_test.sh), and the evaluation binaries on its checkpoint at
     TP = 1 and 2 (eval_test, //models/testing:variant_eval_test.sh), on a small version of
     `test_model`.
 """
@@ -89,6 +90,24 @@ def _variant_tests(name, test_model, architecture, all_reduces_per_layer):
             ":describe",
             ":pretrain_gpt",
             "//data/testing:synthetic_corpus",
+        ],
+        tags = ["cpu:2"],
+    )
+    native.sh_test(
+        name = "reshard_test",
+        size = "medium",
+        srcs = ["//models/testing:reshard_model_test.sh"],
+        args = [
+            "gpt",
+            "$(location //data/testing:synthetic_corpus)",
+            "$(location :pretrain_gpt)",
+            "$(location //train:reshard_checkpoint)",
+            "--model=" + test_model,
+        ],
+        data = [
+            ":pretrain_gpt",
+            "//data/testing:synthetic_corpus",
+            "//train:reshard_checkpoint",
         ],
         tags = ["cpu:2"],
     )

@@ -52,7 +52,9 @@ struct ParamSpec {
   double init_std = 0.02;    // For Init::kNormal.
   bool weight_decay = true;  // False for biases and LayerNorm parameters.
   // Dimension 0 is the vocabulary padded for the TP degree (its size changes with TP; rows past the
-  // real vocabulary are never used). Checkpoint resharding re-pads such tensors.
+  // real vocabulary are never used). Checkpoint resharding re-pads such tensors. Every parameter
+  // whose shape follows the padded vocabulary must say so: models::CreateModel refuses a model
+  // with one that does not (or with a declared one whose dimension 0 is not the vocabulary).
   bool vocab_padded = false;
 };
 

@@ -2,8 +2,13 @@
 // shard writes with fsyncs, the pointer file and the pruning of old iterations.
 #include "train/checkpoint.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <utility>
 
@@ -18,6 +23,7 @@
 #include "train/checkpoint_internal.h"
 #include "train/file_io.h"
 #include "train/safetensors.h"
+#include "train/sha256.h"
 
 namespace mt {
 namespace train {
@@ -220,8 +226,12 @@ absl::Status WriteShardFiles(const std::string& dir, const CheckpointMetadata& m
   };
   RETURN_IF_ERROR(WriteSafetensors(tensors_path, named, st_meta, Sync::kFsync));
   ASSIGN_OR_RETURN(const int64_t bytes, internal::FileSize(tensors_path));
+  // The digests of the bytes just written, from memory (the file holds them verbatim).
+  std::vector<std::string> sha256;
+  sha256.reserve(named.size());
+  for (const NamedTensor& t : named) sha256.push_back(Sha256Hex(t.view.data, t.view.nbytes()));
   const std::string metadata =
-      internal::Dump(internal::MetadataJson(meta, config, tensors, bytes), 1) + "\n";
+      internal::Dump(internal::MetadataJson(meta, config, tensors, sha256, bytes), 1) + "\n";
   RETURN_IF_ERROR(internal::WriteFile(JoinPath(dir, kShardMetadataFile), metadata, Sync::kFsync));
   return internal::SyncDirectory(dir);
 }
@@ -307,6 +317,28 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
   return internal::SyncDirectory(iter_dir);
 }
 
+absl::Status CheckSaveDirectory(const std::string& save_dir) {
+  if (save_dir.empty()) return absl::InvalidArgumentError("the checkpoint directory is empty");
+  // The nearest existing ancestor (or save_dir itself); a file on the way ends the walk there.
+  auto exists = [](const std::filesystem::path& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  };
+  std::filesystem::path p = std::filesystem::path(save_dir).lexically_normal();
+  while (!exists(p) && p.has_relative_path() && p.has_parent_path() && p.parent_path() != p) {
+    p = p.parent_path();
+  }
+  const std::string existing = exists(p) ? p.string() : ".";
+  if (!internal::IsDirectory(existing)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot save checkpoints there: ", existing, " is not a directory"));
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    return internal::ErrnoStatus(errno, "cannot save checkpoints in directory", existing);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, int tp_size,
                               int keep_last) {
   if (iteration < 0 || tp_size < 1) {
@@ -317,7 +349,12 @@ absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, in
 
   const std::string pointer = JoinPath(save_dir, kLatestIterationFile);
   const std::string temp = JoinPath(save_dir, absl::StrCat(".", kLatestIterationFile, ".tmp"));
-  RETURN_IF_ERROR(internal::WriteFile(temp, absl::StrCat(iteration, "\n"), Sync::kFsync));
+  absl::Status written = internal::WriteFile(temp, absl::StrCat(iteration, "\n"), Sync::kFsync);
+  if (!written.ok()) {
+    // The pointer itself is untouched; drop the partial temporary (best effort).
+    internal::RemoveAll(temp).IgnoreError();
+    return written;
+  }
   RETURN_IF_ERROR(internal::Rename(temp, pointer));
   RETURN_IF_ERROR(internal::SyncDirectory(save_dir));
   return PruneIterations(save_dir, iteration, keep_last);

@@ -6,8 +6,16 @@
 //                                                            readable by other tools)
 //   <dir>/iter_0000100/mp_rank_00/metadata.json    model config, parallel layout, iteration,
 //                                                  consumed samples, trainer state, and per tensor
-//                                                  its global shape and partitioning
+//                                                  its global shape, partitioning and "sha256"
 //   <dir>/iter_0000100/mp_rank_01/...
+//
+// Integrity: each entry of metadata.json's "tensors" list carries "sha256", the lowercase hex
+// SHA-256 of that tensor's bytes as stored in the shard's safetensors file (the byte range its
+// data_offsets give past the header: `tail -c +$((8 + N + begin + 1)) FILE | head -c $((end -
+// begin)) | sha256sum`). Every load path (LoadShard, LoadResharded, ReshardCheckpoint and the
+// tools built on them) checks each tensor it reads against it: a changed byte is DataLoss
+// "<file>: tensor '<name>' fails its SHA-256 check ...". Checkpoints written before digests
+// existed have no "sha256" and load unchecked, silently (the field is optional in the format).
 //
 // Saving is crash-safe at every point:
 //   1. every TP rank (of data-parallel rank 0) calls SaveShard(), which writes its shard into a
@@ -95,6 +103,13 @@ struct CheckpointMetadata {
 absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& meta,
                        const std::vector<TensorRecord>& tensors);
 
+// Whether checkpoints can be written under save_dir, checked without creating anything (for a
+// start-up check, before the training a failing save would lose): save_dir is a directory this
+// process may write, or does not exist yet and its nearest existing ancestor is one (SaveShard
+// creates the rest). FailedPrecondition "<path> is not a directory" for a file on the way;
+// errno-derived statuses (PermissionDenied, read-only file system) naming the directory.
+absl::Status CheckSaveDirectory(const std::string& save_dir);
+
 // Marks iteration `iteration` complete: checks that shards mp_rank_00 .. mp_rank_{tp_size-1} all
 // exist and agree (iteration, tp_size, model config, file sizes), atomically rewrites
 // latest_checkpointed_iteration.txt, then deletes the oldest iter_* directories below `iteration`
@@ -124,7 +139,8 @@ absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir
 // this run: saved with another tensor_model_parallel_size (the message says to run the reshard
 // tool), a different model config (the message lists the differing keys), a tensor missing from
 // the checkpoint or from `into`, or a tensor whose shape, partitioning or dtype differs (named).
-// NotFound if the shard does not exist; DataLoss for corrupt files; InvalidArgument for a bad
+// NotFound if the shard does not exist; DataLoss for corrupt files, including a tensor whose bytes
+// fail their SHA-256 digest (`into` may then be partly overwritten); InvalidArgument for a bad
 // `into` (non-contiguous view, local shape not the rank's slice, expected config not JSON).
 absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_rank, int tp_size,
                        const std::string& expected_model_config_json,
@@ -159,7 +175,8 @@ struct ReshardedLoad {
 // it builds). Nothing is written into `into` until every check has passed.
 // Errors: InvalidArgument for bad arguments (tp_rank outside [0, tp_size), real_vocab < 1, a
 // record as LoadShard refuses it, a duplicate name); NotFound if the checkpoint or one of its
-// shards does not exist; DataLoss for corrupt files; FailedPrecondition, naming the checkpoint and
+// shards does not exist; DataLoss for corrupt files (a tensor failing its SHA-256 digest: `into`
+// may then be partly overwritten); FailedPrecondition, naming the checkpoint and
 // the tensor, for a tensor whose partitioning, global shape (besides padded rows) or dtype differs
 // from its record's, a vocab-padded tensor with fewer than real_vocab rows on either side, or the
 // missing / ignored names when not allowed (listing them).

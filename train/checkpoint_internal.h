@@ -53,6 +53,9 @@ struct StoredTensor {
   Shape global_shape;
   int split_dim = -1;
   bool vocab_padded = false;
+  // Lowercase hex SHA-256 of the tensor's bytes in the shard's tensors file; empty in checkpoints
+  // written before digests were recorded (loaded unchecked).
+  std::string sha256;
 };
 
 // A shard's parsed metadata.json.
@@ -69,9 +72,11 @@ struct ShardInfo {
 std::string Dump(const Json& j, int indent = -1);
 // `text` parsed as a JSON object; a discarded value (is_discarded()) for anything else.
 Json ParseObject(absl::string_view text);
-// The metadata.json document of a shard holding `tensors` (model_config: meta's config, parsed).
+// The metadata.json document of a shard holding `tensors` (model_config: meta's config, parsed;
+// sha256: each tensor's digest, in the order of `tensors`).
 Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
-                  const std::vector<TensorRecord>& tensors, int64_t tensors_file_bytes);
+                  const std::vector<TensorRecord>& tensors, const std::vector<std::string>& sha256,
+                  int64_t tensors_file_bytes);
 // Parses the metadata.json at `path` (for messages). DataLoss naming the path and the field for
 // anything that is not this format and version or not self-consistent.
 absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::string& text);
@@ -84,6 +89,11 @@ std::string ConfigDifferences(const Json& checkpoint, const Json& run);
 std::string DescribeTensor(const Shape& global_shape, int split_dim, bool vocab_padded);
 
 // ---- Loading (checkpoint_load.cc).
+
+// The shard's tensors file, open, with every tensor that metadata.json gives a digest for checked
+// against it on each read (SafetensorsReader::ExpectSha256). The reader's errors; DataLoss for a
+// tensor listed in metadata.json but absent from the file.
+absl::StatusOr<SafetensorsReader> OpenShardTensors(const ShardInfo& info);
 
 // FailedPrecondition "<where><verb>N tensor(s) <which>: a, b, c" (at most 8 names), e.g.
 // where + " lacks " ... "of this model".

@@ -25,6 +25,22 @@ absl::Status NamesError(absl::string_view where, absl::string_view verb,
       names.size() > 8 ? ", ..." : ""));
 }
 
+absl::StatusOr<SafetensorsReader> OpenShardTensors(const ShardInfo& info) {
+  ASSIGN_OR_RETURN(SafetensorsReader reader,
+                   SafetensorsReader::Open(JoinPath(info.shard_dir, kShardTensorsFile)));
+  for (const StoredTensor& s : info.tensors) {
+    if (s.sha256.empty()) continue;  // A checkpoint from before digests: read unchecked.
+    absl::Status expected = reader.ExpectSha256(s.name, s.sha256);
+    if (absl::IsNotFound(expected)) {
+      return absl::DataLossError(absl::StrCat(reader.path(), ": tensor '", s.name,
+                                              "' is listed in ", kShardMetadataFile,
+                                              " but missing"));
+    }
+    RETURN_IF_ERROR(expected);
+  }
+  return reader;
+}
+
 }  // namespace internal
 
 namespace {
@@ -147,8 +163,7 @@ absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_ra
   ASSIGN_OR_RETURN(const ShardInfo info, ReadMatchingShard(load_dir, iteration, tp_rank, tp_size,
                                                            expected_config, where));
   // Does the checkpoint fit `into`? All of this is checked before anything is overwritten.
-  ASSIGN_OR_RETURN(SafetensorsReader reader,
-                   SafetensorsReader::Open(internal::JoinPath(info.shard_dir, kShardTensorsFile)));
+  ASSIGN_OR_RETURN(SafetensorsReader reader, internal::OpenShardTensors(info));
   RETURN_IF_ERROR(CheckAllFit(info, reader, wanted, tp_size, where));
   for (const TensorRecord& t : into) RETURN_IF_ERROR(reader.Read(t.name, t.local));
   if (meta != nullptr) *meta = info.meta;

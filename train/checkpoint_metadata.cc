@@ -9,6 +9,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_internal.h"
 #include "train/file_io.h"
+#include "train/sha256.h"
 
 namespace mt {
 namespace train {
@@ -96,6 +97,14 @@ absl::StatusOr<StoredTensor> ParseTensor(const std::string& path, const Json& t,
   }
   s.split_dim = static_cast<int>(sd);
   s.vocab_padded = padded->get<bool>();
+  auto sha256 = t.find("sha256");  // Absent in checkpoints written before digests.
+  if (sha256 != t.end()) {
+    if (!sha256->is_string() || !IsSha256Hex(sha256->get<std::string>())) {
+      return Corrupt(
+          path, absl::StrCat("tensor '", s.name, "': \"sha256\" is not 64 lowercase hex digits"));
+    }
+    s.sha256 = sha256->get<std::string>();
+  }
   return s;
 }
 
@@ -113,14 +122,17 @@ Json ParseObject(absl::string_view text) {
 }
 
 Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
-                  const std::vector<TensorRecord>& tensors, int64_t tensors_file_bytes) {
+                  const std::vector<TensorRecord>& tensors, const std::vector<std::string>& sha256,
+                  int64_t tensors_file_bytes) {
   Json list = Json::array();
-  for (const TensorRecord& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorRecord& t = tensors[i];
     list.push_back(
         {{"name", t.name},
          {"global_shape", Json(std::vector<int64_t>(t.global_shape.begin(), t.global_shape.end()))},
          {"split_dim", t.split_dim},
-         {"vocab_padded", t.vocab_padded}});
+         {"vocab_padded", t.vocab_padded},
+         {"sha256", sha256[i]}});
   }
   return {{"format", kFormat},
           {"version", kVersion},

@@ -52,8 +52,7 @@ absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& src
   std::vector<SafetensorsReader> readers;
   for (int r = 0; r < old_tp; ++r) {
     ASSIGN_OR_RETURN(ShardInfo info, ReadShardInfo(src_dir, iteration, r));
-    ASSIGN_OR_RETURN(SafetensorsReader reader,
-                     SafetensorsReader::Open(JoinPath(info.shard_dir, kShardTensorsFile)));
+    ASSIGN_OR_RETURN(SafetensorsReader reader, OpenShardTensors(info));
     if (info.tensors.size() != first.tensors.size()) {
       return absl::DataLossError(absl::StrCat(info.shard_dir, " lists ", info.tensors.size(),
                                               " tensors, ", ShardName(0), " lists ",

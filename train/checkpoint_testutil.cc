@@ -1,6 +1,7 @@
 #include "train/checkpoint_testutil.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -229,6 +230,26 @@ std::vector<std::string> Entries(const std::string& dir) {
     names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::map<std::string, std::string> Sha256sum(const std::vector<std::string>& files) {
+  std::string command = "sha256sum";
+  for (const std::string& f : files) absl::StrAppend(&command, " '", f, "'");
+  std::map<std::string, std::string> out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "cannot run " << command;
+    return out;
+  }
+  char line[4096];
+  while (fgets(line, sizeof line, pipe) != nullptr) {
+    std::istringstream fields(line);
+    std::string digest, path;
+    fields >> digest >> path;
+    out[path] = digest;
+  }
+  EXPECT_EQ(pclose(pipe), 0) << command;
+  return out;
 }
 
 }  // namespace testing

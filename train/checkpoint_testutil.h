@@ -7,6 +7,7 @@
 #define MT_TRAIN_CHECKPOINT_TESTUTIL_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ std::string ReadText(const std::string& path);
 void WriteText(const std::string& path, const std::string& text);
 // The names in a directory, sorted.
 std::vector<std::string> Entries(const std::string& dir);
+// Each file's digest as the system's sha256sum prints it (an independent SHA-256), by path;
+// files it cannot read are absent (and a gtest failure is recorded).
+std::map<std::string, std::string> Sha256sum(const std::vector<std::string>& files);
 
 // Expects `expr` (an absl::Status) to have `status_code` and a message containing `substring`.
 #define EXPECT_STATUS(expr, status_code, substring)                                 \

@@ -7,13 +7,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace mt {
 namespace train {
@@ -23,6 +28,72 @@ absl::Status ErrnoStatus(int error_number, absl::string_view what, absl::string_
   return absl::Status(absl::ErrnoToStatusCode(error_number),
                       absl::StrCat(what, " ", path, ": ", std::strerror(error_number)));
 }
+
+namespace {
+
+// The test-only fault of MT_FAULT_INJECT (file_io.h), parsed once.
+struct Fault {
+  enum Kind { kNone, kKill, kErrno, kMalformed } kind = kNone;
+  int64_t at_byte = 0;
+  int error_number = 0;  // For kErrno.
+  std::string spec;      // The variable's value, for messages.
+};
+
+const Fault& InjectedFault() {
+  static const Fault fault = [] {
+    Fault f;
+    const char* env = std::getenv("MT_FAULT_INJECT");
+    if (env == nullptr || *env == '\0') return f;
+    f.spec = env;
+    absl::string_view v = f.spec;
+    struct Form {
+      const char* prefix;
+      Fault::Kind kind;
+      int error_number;
+    };
+    for (const Form& form : {Form{"kill_at_write_byte:", Fault::kKill, 0},
+                             Form{"enospc_at_byte:", Fault::kErrno, ENOSPC},
+                             Form{"eio_at_byte:", Fault::kErrno, EIO}}) {
+      if (absl::ConsumePrefix(&v, form.prefix) && absl::SimpleAtoi(v, &f.at_byte) &&
+          f.at_byte >= 0) {
+        f.kind = form.kind;
+        f.error_number = form.error_number;
+        return f;
+      }
+      v = f.spec;
+    }
+    f.kind = Fault::kMalformed;
+    return f;
+  }();
+  return fault;
+}
+
+// Bytes written through OutputFile by this process (counted only while a fault is armed).
+std::atomic<int64_t> bytes_written{0};
+
+// How many of the next n bytes may be written before the injected fault; n when none is armed.
+size_t BytesBeforeFault(size_t n) {
+  const Fault& f = InjectedFault();
+  if (f.kind == Fault::kNone) return n;
+  if (f.kind == Fault::kMalformed) return 0;
+  const int64_t left = std::max<int64_t>(f.at_byte - bytes_written.load(), 0);
+  return static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(n)));
+}
+
+// The injected fault, once the bytes before it are written: never returns for a kill.
+absl::Status InjectFault(const std::string& path) {
+  const Fault& f = InjectedFault();
+  if (f.kind == Fault::kKill) {
+    ::kill(::getpid(), SIGKILL);
+    ::pause();  // SIGKILL cannot be caught; delivery is immediate for the calling thread.
+  }
+  if (f.kind == Fault::kErrno) return ErrnoStatus(f.error_number, "cannot write", path);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "MT_FAULT_INJECT=", f.spec,
+      ": expected kill_at_write_byte:N, enospc_at_byte:N or eio_at_byte:N (test-only)"));
+}
+
+}  // namespace
 
 absl::StatusOr<OutputFile> OutputFile::Create(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -50,7 +121,16 @@ OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
 }
 
 absl::Status OutputFile::Write(const void* data, size_t n) {
+  const size_t allowed = BytesBeforeFault(n);
+  absl::Status written = WriteAll(data, allowed);
+  if (!written.ok()) return written;
+  if (allowed < n) return InjectFault(path_);
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::WriteAll(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
+  if (InjectedFault().kind != Fault::kNone) bytes_written += static_cast<int64_t>(n);
   while (n > 0) {
     // Linux writes at most ~2 GiB per call; larger requests come back short and loop.
     const ssize_t w = ::write(fd_, p, n);

@@ -2,6 +2,19 @@
 // atomic renames and recursive removal, each returning an errno-derived absl::Status that names the
 // path; and a UTF-8 check. Internal to train/ (the checkpoint and safetensors code); not
 // thread-safe with respect to other writers of the same paths.
+//
+// Fault injection (TEST-ONLY): every byte written through OutputFile (and so WriteFile and
+// WriteSafetensors: a checkpoint's tensors, metadata and pointer file) counts towards a
+// process-wide total. When the environment variable MT_FAULT_INJECT is set, once that total
+// reaches N the write that would pass it writes only up to byte N, and then:
+//   MT_FAULT_INJECT=kill_at_write_byte:N   the process kills itself with SIGKILL (a crash);
+//   MT_FAULT_INJECT=enospc_at_byte:N       this and every later write fails with ENOSPC (a full
+//                                          disk: ResourceExhausted "cannot write PATH: No space
+//                                          left on device");
+//   MT_FAULT_INJECT=eio_at_byte:N          likewise with EIO (an I/O error: "Input/output error").
+// A malformed value makes every write fail with InvalidArgument naming the variable. The variable
+// is read once, at the first write; it is the only environment this layer reads, and only tests
+// set it (experiments/pretrain/testing/checkpoint_fault_test.sh).
 #ifndef MT_TRAIN_FILE_IO_H_
 #define MT_TRAIN_FILE_IO_H_
 
@@ -43,6 +56,8 @@ class OutputFile {
   const std::string& path() const { return path_; }
 
  private:
+  absl::Status WriteAll(const void* data, size_t n);  // Write() without fault injection.
+
   int fd_ = -1;
   std::string path_;
 };

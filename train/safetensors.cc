@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
+#include "train/sha256.h"
 
 namespace mt {
 namespace train {
@@ -375,6 +376,7 @@ SafetensorsReader::SafetensorsReader(SafetensorsReader&& other) noexcept
       data_start_(other.data_start_),
       entries_(std::move(other.entries_)),
       index_(std::move(other.index_)),
+      expected_sha256_(std::move(other.expected_sha256_)),
       metadata_(std::move(other.metadata_)) {}
 
 SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& other) noexcept {
@@ -385,6 +387,7 @@ SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& other) noexc
     data_start_ = other.data_start_;
     entries_ = std::move(other.entries_);
     index_ = std::move(other.index_);
+    expected_sha256_ = std::move(other.expected_sha256_);
     metadata_ = std::move(other.metadata_);
   }
   return *this;
@@ -410,7 +413,30 @@ absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& d
         absl::StrCat("safetensors read of '", name, "': destination is ", dst.DebugString(),
                      ", file holds ", DTypeName(e->dtype), ShapeToString(e->shape)));
   }
-  return ReadExactly(fd_, path_, data_start_ + e->begin, dst.data, e->end - e->begin);
+  RETURN_IF_ERROR(ReadExactly(fd_, path_, data_start_ + e->begin, dst.data, e->end - e->begin));
+  auto expected = expected_sha256_.find(name);
+  if (expected == expected_sha256_.end()) return absl::OkStatus();
+  const std::string actual = Sha256Hex(dst.data, e->end - e->begin);
+  if (actual != expected->second) {
+    return Corrupt(
+        path_, absl::StrCat("tensor '", e->name, "' fails its SHA-256 check (bytes ",
+                            data_start_ + e->begin, "..", data_start_ + e->end, " hash to ", actual,
+                            ", expected ", expected->second, "): the file is corrupt"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SafetensorsReader::ExpectSha256(absl::string_view name,
+                                             const std::string& sha256_hex) {
+  if (Find(name) == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "'"));
+  }
+  if (!IsSha256Hex(sha256_hex)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': '", sha256_hex,
+                                                   "' is not a lowercase hex SHA-256 digest"));
+  }
+  expected_sha256_[std::string(name)] = sha256_hex;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Tensor> SafetensorsReader::ReadTensor(absl::string_view name) const {

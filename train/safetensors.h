@@ -93,6 +93,11 @@ class SafetensorsReader {
   const SafetensorsMetadata& metadata() const { return metadata_; }
   // The entry called `name`, or nullptr.
   const SafetensorsEntry* Find(absl::string_view name) const;
+  // From now on, Read() and ReadTensor() of tensor `name` check the bytes they read against
+  // `sha256_hex` (lowercase hex SHA-256 of the tensor's bytes in the file, as sha256sum prints it
+  // for that byte range): a mismatch is DataLoss "<path>: tensor '<name>' fails its SHA-256
+  // check ...". NotFound if there is no such tensor; InvalidArgument for a malformed digest.
+  absl::Status ExpectSha256(absl::string_view name, const std::string& sha256_hex);
 
   // Copies the tensor into `dst` (a contiguous CPU view of the same dtype and shape).
   // NotFound if there is no such tensor; InvalidArgument (naming the tensor) for a mismatched
@@ -108,7 +113,8 @@ class SafetensorsReader {
   int fd_ = -1;
   uint64_t data_start_ = 0;  // 8 + N.
   std::vector<SafetensorsEntry> entries_;
-  absl::flat_hash_map<std::string, size_t> index_;  // Name -> position in entries_.
+  absl::flat_hash_map<std::string, size_t> index_;                 // Name -> position in entries_.
+  absl::flat_hash_map<std::string, std::string> expected_sha256_;  // Name -> hex digest.
   SafetensorsMetadata metadata_;
 };
 

@@ -91,9 +91,9 @@ int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* 
   absl::Status valid = ResolveFlags(config, apply_flags);
   if (valid.ok()) valid = config->Validate((*world)->size());
   if (valid.ok() && !(FLAGS_distributed_timeout >= 0)) {
-    valid = absl::InvalidArgumentError(absl::StrCat("--distributed_timeout=",
-                                                    FLAGS_distributed_timeout,
-                                                    " must be >= 0 seconds (0: no watchdog)"));
+    valid =
+        absl::InvalidArgumentError(absl::StrCat("--distributed_timeout=", FLAGS_distributed_timeout,
+                                                " must be >= 0 seconds (0: no watchdog)"));
   }
   if (!valid.ok()) {
     if ((*world)->rank() == 0) {

@@ -90,7 +90,12 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   if (!(clip_grad >= 0)) return absl::InvalidArgumentError("clip_grad must be >= 0 (0: off)");
   if (threads < 0) return absl::InvalidArgumentError("threads must be >= 0 (0: cores / ranks)");
   RETURN_IF_ERROR(CheckDirectoryFlag("load", load));
-  RETURN_IF_ERROR(CheckDirectoryFlag("save", save));
+  if (!save.empty()) {
+    // Refused now, not at the first save after the training it was meant to keep.
+    if (absl::Status writable = train::CheckSaveDirectory(save); !writable.ok()) {
+      return absl::Status(writable.code(), absl::StrCat("--save=", save, ": ", writable.message()));
+    }
+  }
   if (device == DeviceKind::kCpu && comm_backend == CommBackend::kNccl) {
     return absl::InvalidArgumentError("--comm_backend=nccl needs --device=cuda");
   }
