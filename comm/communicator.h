@@ -100,10 +100,10 @@ struct CommCounters {
 class CallMonitor {
  public:
   struct Snapshot {
-    int64_t calls = 0;            // Outermost calls entered so far.
-    bool in_call = false;         // Whether a call is running now.
-    double seconds_in_call = 0;   // How long it has been running (0 when none is).
-    const char* op = "";          // "AllReduce", "Wait", ...: the running or the last call.
+    int64_t calls = 0;           // Outermost calls entered so far.
+    bool in_call = false;        // Whether a call is running now.
+    double seconds_in_call = 0;  // How long it has been running (0 when none is).
+    const char* op = "";         // "AllReduce", "Wait", ...: the running or the last call.
   };
   void Enter(const char* op);
   void Leave();

@@ -92,9 +92,9 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--victim=", 9) == 0) victim = std::atoi(argv[i] + 9);
     if (std::strncmp(argv[i], "--watchdog=", 11) == 0) watchdog_seconds = std::atof(argv[i] + 11);
   }
-  auto runtime = MpiRuntime::Init(&argc, &argv,
-                                  watchdog_seconds > 0 ? mt::comm::MpiThreads::kMultiple
-                                                       : mt::comm::MpiThreads::kSerialized);
+  auto runtime = MpiRuntime::Init(
+      &argc, &argv,
+      watchdog_seconds > 0 ? mt::comm::MpiThreads::kMultiple : mt::comm::MpiThreads::kSerialized);
   if (!runtime.ok()) MpiRuntime::Abort(runtime.status());
   int rc = 0;
   {

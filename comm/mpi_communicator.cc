@@ -338,8 +338,7 @@ absl::StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** 
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
 #endif
   int provided = 0;
-  const int wanted =
-      threads == MpiThreads::kMultiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
+  const int wanted = threads == MpiThreads::kMultiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
   MT_MPI_RETURN_IF_ERROR(MPI_Init_thread(argc, argv, wanted, &provided));
   if (provided < MPI_THREAD_SERIALIZED) {
     LOG(WARNING) << "MPI provides thread level " << provided

@@ -55,10 +55,11 @@ enum class MpiThreads { kSerialized, kMultiple };
 class MpiRuntime {
  public:
   // Initialises MPI (MPI_Init_thread at the level `threads` asks for; thread_multiple() says
-  // whether MPI granted kMultiple). With OpenMPI it first sets OMPI_MCA_coll_libnbc_iallreduce_algorithm=3 in the
-  // environment unless already set (the non-blocking all-reduce schedule; see the .cc and
-  // docs/perf/comm.md). argc/argv may be null. FailedPrecondition if MPI was already initialised in
-  // this process (MPI allows it once); Internal if initialisation fails.
+  // whether MPI granted kMultiple). With OpenMPI it first sets
+  // OMPI_MCA_coll_libnbc_iallreduce_algorithm=3 in the environment unless already set (the
+  // non-blocking all-reduce schedule; see the .cc and docs/perf/comm.md). argc/argv may be null.
+  // FailedPrecondition if MPI was already initialised in this process (MPI allows it once);
+  // Internal if initialisation fails.
   static absl::StatusOr<std::unique_ptr<MpiRuntime>> Init(
       int* argc, char*** argv, MpiThreads threads = MpiThreads::kSerialized);
   // Finalises MPI. Destroy communicators first (those still alive become unusable).

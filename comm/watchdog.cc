@@ -43,7 +43,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 struct Peer {
   int rank = 0;
   Clock::time_point last_heard;
-  Beat last;              // The latest heartbeat received.
+  Beat last;  // The latest heartbeat received.
   bool said_goodbye = false;
   bool sent_goodbye = false;
   MPI_Request send = MPI_REQUEST_NULL;  // At most one send outstanding.
@@ -64,7 +64,7 @@ struct Watchdog::State {
   std::condition_variable wake;
   bool stopping = false;             // Guarded by mu.
   Clock::time_point stopping_since;  // Guarded by mu.
-  bool stopped = false;  // Stop() has returned (main thread only).
+  bool stopped = false;              // Stop() has returned (main thread only).
   // Watchdog thread only: its previous loop, and until when checks are off after a freeze of
   // this process.
   Clock::time_point last_tick, frozen_until;
@@ -142,8 +142,9 @@ void Watchdog::State::CheckSilence(Clock::time_point now) {
     if (p.said_goodbye) continue;
     const double silent = Seconds(now - p.last_heard);
     if (silent > options.timeout_seconds + grace) {
-      Fail(absl::StrFormat("rank %d has sent no heartbeat for %.1f s (stopped, hung or unreachable)",
-                           p.rank, silent));
+      Fail(
+          absl::StrFormat("rank %d has sent no heartbeat for %.1f s (stopped, hung or unreachable)",
+                          p.rank, silent));
     }
   }
 }
@@ -189,15 +190,17 @@ void Watchdog::State::CheckStuckCall() {
   std::vector<std::string> outside, inside;
   for (const Seen& s : seen) {
     (s.in_call ? inside : outside)
-        .push_back(absl::StrFormat("rank %d (%s, call %d%s)", s.rank, s.in_call ? s.op : "last " + s.op,
-                                   s.calls, s.in_call ? absl::StrFormat(", %.0f s", s.seconds) : ""));
+        .push_back(absl::StrFormat("rank %d (%s, call %d%s)", s.rank,
+                                   s.in_call ? s.op : "last " + s.op, s.calls,
+                                   s.in_call ? absl::StrFormat(", %.0f s", s.seconds) : ""));
   }
-  const std::string who = outside.empty()
-                              ? absl::StrCat("every rank is in a call, different ones? ",
-                                             absl::StrJoin(inside, "; "))
-                              : absl::StrCat("not in any communicator call (busy or stuck "
-                                             "elsewhere): ",
-                                             absl::StrJoin(outside, "; "));
+  const std::string who =
+      outside.empty()
+          ? absl::StrCat("every rank is in a call, different ones? ", absl::StrJoin(inside, "; "))
+          : absl::StrCat(
+                "not in any communicator call (busy or stuck "
+                "elsewhere): ",
+                absl::StrJoin(outside, "; "));
   Fail(absl::StrFormat("rank %d has waited %.1f s in %s (call %d), which has not completed; %s",
                        waiting->rank, waiting->seconds, waiting->op, waiting->calls, who));
 }

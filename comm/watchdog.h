@@ -9,7 +9,8 @@
 //   WatchdogOptions o;
 //   o.timeout_seconds = 600;
 //   auto watchdog = Watchdog::Start(o);            // collective over MPI_COMM_WORLD
-//   (*world)->set_call_monitor((*watchdog)->monitor());   // before Split(): sub-communicators inherit
+//   (*world)->set_call_monitor((*watchdog)->monitor());   // before Split(): sub-communicators
+//   inherit
 //   ... train ...
 //   (*watchdog)->Stop();                           // collective, before the communicators go
 //

@@ -56,7 +56,8 @@ bool InHostMemory(const TensorView& t);
 bool InHostMemory(const Device& device);
 
 // Sets every byte of `t` (contiguous, on any device) to zero, i.e. +0.0 or 0: a memset in host
-// memory (in 1 MiB pieces over ctx.pool), ops::Fill on ctx.cuda_stream on a GPU. InvalidArgument for a non-contiguous view.
+// memory (in 1 MiB pieces over ctx.pool), ops::Fill on ctx.cuda_stream on a GPU. InvalidArgument
+// for a non-contiguous view.
 absl::Status SetZero(const ExecContext& ctx, const TensorView& t);
 
 // Returns once all work queued on ctx.device (on any stream) has finished; at once for the CPU.

@@ -33,8 +33,8 @@ absl::Status ModelConfig::Validate() const {
                                                    num_attention_heads));
   }
   if (ffn_hidden_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ffn_hidden_size must be >= 0 (0: 4 x hidden_size), got ", ffn_hidden_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ffn_hidden_size must be >= 0 (0: 4 x hidden_size), got ", ffn_hidden_size));
   }
   if (family == Family::kBert && num_token_types < 1) {
     return absl::InvalidArgumentError("BERT needs num_token_types >= 1");

@@ -214,8 +214,8 @@ absl::Status Trainer::CheckNonfinite(const StepStats& stats, const models::Losse
     return absl::OkStatus();
   }
   ++nonfinite_in_a_row_;
-  const std::string what = absl::StrFormat(
-      "the loss (%g) or the gradient norm (%g) is not finite", loss.total, stats.grad_norm);
+  const std::string what = absl::StrFormat("the loss (%g) or the gradient norm (%g) is not finite",
+                                           loss.total, stats.grad_norm);
   if (config_.max_nan_skips > 0 && nonfinite_in_a_row_ >= config_.max_nan_skips) {
     return absl::AbortedError(absl::StrFormat(
         "iteration %d: %s in %d iterations in a row (%d to %d), each skipped; stopping "
