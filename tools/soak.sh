@@ -13,10 +13,10 @@
 #              open file descriptors are sampled every 2 s into rss.csv;
 #   reference: the same N iterations without a kill.
 # Then it reports: kills, the RSS growth of each uninterrupted stretch after warm-up (its first
-# sample past 50 iterations to its last), the most descriptors open, whether every iteration's
-# logged values of the soak run (the last time each iteration ran) equal the reference's, and
-# whether the final checkpoints' tensors are the same bytes. Exit status 0 only when both are
-# bit-exact and nothing grew by more than 5%.
+# sample past 50 iterations to its last before the stretch's final iteration), the peak RSS, the
+# most descriptors open, whether every iteration's logged values of the soak run (the last time
+# each iteration ran) equal the reference's, and whether the final checkpoints' tensors are the
+# same bytes. Exit status 0 only when both are bit-exact and nothing grew by more than 5%.
 #
 # Defaults: 5000 iterations, a checkpoint every 100, a kill about every 400 (about 65 minutes per
 # run on a 2-core machine). Results go to --work (default: a new /tmp/mt_soak.XXXXXX), kept.
@@ -144,11 +144,15 @@ same_ckpt = it_s == it_r and ts == tr
 segs = {}
 for row in csv.DictReader(open(os.path.join(work, "rss.csv"))):
     segs.setdefault(row["segment"], []).append(row)
-growth, max_fds, samples = [], 0, 0
+growth, max_fds, samples, peak = [], 0, 0, 0
 for rows in segs.values():
     samples += len(rows)
     max_fds = max([max_fds] + [int(r["fds"]) for r in rows])
-    warm = [r for r in rows if int(r["iteration"]) >= int(rows[0]["iteration"]) + 50]
+    peak = max([peak] + [int(r["rss_kib"]) for r in rows])
+    # From 50 iterations into the stretch to its last training sample (the end of a run adds
+    # the final validation, the checkpoint and the sample on top, once).
+    warm = [r for r in rows if int(rows[0]["iteration"]) + 50 <= int(r["iteration"]) <
+            int(rows[-1]["iteration"])]
     if len(warm) >= 2:
         a, b = int(warm[0]["rss_kib"]), int(warm[-1]["rss_kib"])
         growth.append((b - a) / a)
@@ -156,6 +160,7 @@ worst = max(growth) if growth else float("nan")
 print("soak.sh: %d iterations, %d kills and resumes, %d samples in %d stretches" %
       (iters, kills, samples, len(segs)))
 print("  RSS of the ranks after warm-up: largest growth within a stretch %+.2f%%" % (100 * worst))
+print("  peak RSS of the ranks (both together): %.1f MiB" % (peak / 1024))
 print("  open file descriptors (both ranks): at most %d" % max_fds)
 print("  logged values of every iteration equal the uninterrupted run's: %s" % ("yes" if same_log else "NO"))
 print("  final checkpoint (iteration %s) tensors bit-identical to the uninterrupted run's: %s" %
