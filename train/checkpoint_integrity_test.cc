@@ -133,6 +133,30 @@ TEST(CheckpointIntegrityTest, AFlippedByteIsRefusedByEveryLoadPath) {
   }
 }
 
+TEST(CheckpointIntegrityTest, ReplicatedTensorsMustAgreeAcrossShards) {
+  // Shard 1 of another model (seed 26): every shard is intact on its own, but the replicated
+  // tensors (read from shard 0 alone when resharding) no longer agree with shard 0's.
+  const auto model = SyntheticModel(PaddedVocab(2), 25);
+  const auto other = SyntheticModel(PaddedVocab(2), 26);
+  const std::string dir = FreshDir("integrity_replicas");
+  const std::string other_dir = FreshDir("integrity_replicas_other");
+  ASSERT_TRUE(SaveModel(dir, model, 2, 3).ok());
+  ASSERT_TRUE(SaveModel(other_dir, other, 2, 3).ok());
+  WriteText(TensorsFile(dir, 3, 1), ReadText(TensorsFile(other_dir, 3, 1)));
+  WriteText(MetadataFile(dir, 3, 1), ReadText(MetadataFile(other_dir, 3, 1)));
+  std::vector<Tensor> storage;
+  EXPECT_TRUE(
+      LoadShard(dir, 3, 1, 2, ConfigJson(), ZeroRecords(other, 1, 2, &storage), nullptr).ok());
+  const std::string what =
+      absl::StrCat(ShardDir(dir, 3, 1), ": replicated tensor 'layers.0.ln.weight' differs from");
+  const auto serial = SyntheticModel(PaddedVocab(1), 25);
+  EXPECT_STATUS(
+      LoadResharded(dir, 3, 0, 1, kRealVocab, ZeroRecords(serial, 0, 1, &storage)).status(),
+      absl::StatusCode::kDataLoss, what);
+  EXPECT_STATUS(ReshardCheckpoint(dir, 3, dir + "_tp1", 1, kRealVocab, PaddedVocab(1)),
+                absl::StatusCode::kDataLoss, what);
+}
+
 TEST(CheckpointIntegrityTest, CheckpointsWithoutDigestsStillLoad) {
   const auto model = SyntheticModel(PaddedVocab(2), 23);
   const std::string dir = FreshDir("integrity_old");

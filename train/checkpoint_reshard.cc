@@ -67,6 +67,12 @@ absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& src
                                                 "') does not match ", ShardName(0), "'s ('", a.name,
                                                 "')"));
       }
+      // A replicated tensor is stored by every rank and read from shard 0 alone: the copies
+      // must agree (each shard's digest was checked against its own bytes when it was opened).
+      if (a.split_dim < 0 && !a.sha256.empty() && !b.sha256.empty() && a.sha256 != b.sha256) {
+        return absl::DataLossError(absl::StrCat(info.shard_dir, ": replicated tensor '", a.name,
+                                                "' differs from its copy in ", ShardName(0)));
+      }
       const SafetensorsEntry* e = reader.Find(a.name);
       if (e == nullptr || e->shape != LocalShape(a.global_shape, a.split_dim, old_tp)) {
         return absl::DataLossError(absl::StrCat(reader.path(), ": tensor '", a.name,
