@@ -47,6 +47,29 @@ absl::Status ResolvePrecision(PretrainConfig* c) {
 
 }  // namespace
 
+comm::MpiThreads WatchdogMpiThreads() {
+  return FLAGS_distributed_timeout > 0 ? comm::MpiThreads::kMultiple
+                                       : comm::MpiThreads::kSerialized;
+}
+
+absl::Status ValidateDistributedTimeout() {
+  if (FLAGS_distributed_timeout >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--distributed_timeout=", FLAGS_distributed_timeout,
+                   " must be >= 0 seconds (0: no watchdog)"));
+}
+
+std::unique_ptr<comm::Watchdog> StartWatchdog(comm::Communicator& world) {
+  if (!(FLAGS_distributed_timeout > 0)) return nullptr;
+  comm::WatchdogOptions wo;
+  wo.timeout_seconds = FLAGS_distributed_timeout;
+  wo.timeout_name = "--distributed_timeout";
+  auto started = comm::Watchdog::Start(wo);
+  if (!started.ok()) comm::MpiRuntime::Abort(started.status());
+  world.set_call_monitor((*started)->monitor());
+  return std::move(*started);
+}
+
 absl::Status ResolveFlags(PretrainConfig* c, const std::function<absl::Status()>& apply_flags) {
   RETURN_IF_ERROR(apply_flags());
   if (!c->model_name.empty()) {
@@ -77,9 +100,7 @@ int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* 
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  auto runtime = comm::MpiRuntime::Init(
-      &argc, &argv,
-      FLAGS_distributed_timeout > 0 ? comm::MpiThreads::kMultiple : comm::MpiThreads::kSerialized);
+  auto runtime = comm::MpiRuntime::Init(&argc, &argv, WatchdogMpiThreads());
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s: error: %s\n", info.name,
                  std::string(runtime.status().message()).c_str());
@@ -90,27 +111,14 @@ int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* 
   // Flag validation is deterministic, so every rank fails alike here, before any collective.
   absl::Status valid = ResolveFlags(config, apply_flags);
   if (valid.ok()) valid = config->Validate((*world)->size());
-  if (valid.ok() && !(FLAGS_distributed_timeout >= 0)) {
-    valid =
-        absl::InvalidArgumentError(absl::StrCat("--distributed_timeout=", FLAGS_distributed_timeout,
-                                                " must be >= 0 seconds (0: no watchdog)"));
-  }
+  if (valid.ok()) valid = ValidateDistributedTimeout();
   if (!valid.ok()) {
     if ((*world)->rank() == 0) {
       std::fprintf(stderr, "%s: error: %s\n", info.name, std::string(valid.message()).c_str());
     }
     return 1;
   }
-  std::unique_ptr<comm::Watchdog> watchdog;
-  if (FLAGS_distributed_timeout > 0) {
-    comm::WatchdogOptions wo;
-    wo.timeout_seconds = FLAGS_distributed_timeout;
-    wo.timeout_name = "--distributed_timeout";
-    auto started = comm::Watchdog::Start(wo);
-    if (!started.ok()) comm::MpiRuntime::Abort(started.status());
-    watchdog = std::move(*started);
-    (*world)->set_call_monitor(watchdog->monitor());
-  }
+  std::unique_ptr<comm::Watchdog> watchdog = StartWatchdog(**world);
   std::signal(SIGTERM, OnSigterm);
   const LocalRanks local{(*runtime)->local_rank(), (*runtime)->local_size()};
   auto result = run(local, **world, &stop_requested);

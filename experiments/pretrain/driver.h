@@ -16,12 +16,15 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/watchdog.h"
 #include "experiments/pretrain/pretrain.h"
 
 namespace mt {
@@ -51,6 +54,15 @@ int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* 
                  const std::function<absl::Status()>& apply_flags,
                  const std::function<absl::StatusOr<PretrainResult>(
                      const LocalRanks&, comm::Communicator&, const std::atomic<bool>*)>& run);
+
+// --distributed_timeout (defined with PretrainMain, for every binary that links it): the MPI
+// thread level to initialise MPI with (the watchdog's thread calls MPI when the flag is > 0);
+// InvalidArgument for a negative value; and the watchdog (comm/watchdog.h) started and attached
+// to `world` (collective over MPI_COMM_WORLD; aborts the job if it cannot start), or nullptr when
+// the flag is 0. Stop() it before the communicators go.
+comm::MpiThreads WatchdogMpiThreads();
+absl::Status ValidateDistributedTimeout();
+std::unique_ptr<comm::Watchdog> StartWatchdog(comm::Communicator& world);
 
 // The flag rules above, without MPI (PretrainMain calls it after parsing); for tests.
 absl::Status ResolveFlags(PretrainConfig* config, const std::function<absl::Status()>& apply_flags);

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_communicator.h"
+#include "comm/watchdog.h"
 #include "core/config_flags.h"
 #include "core/status.h"
 #include "data/gpt_dataset/gpt_dataset.h"
@@ -168,13 +170,14 @@ int main(int argc, char** argv) {
   absl::Status s =
       mt::experiments::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); });
   DeriveSettings(&config);
+  if (s.ok()) s = mt::experiments::ValidateDistributedTimeout();
   if (!s.ok()) {
     std::fprintf(stderr, "quickstart: error: %s\n", std::string(s.message()).c_str());
     return 1;
   }
   const int tp = config.tensor_model_parallel_size;
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && tp > 1) return Relaunch(tp, argc, argv);
-  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
+  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv, mt::experiments::WatchdogMpiThreads());
   if (!runtime.ok()) {
     std::fprintf(stderr, "quickstart: error: %s\n",
                  std::string(runtime.status().message()).c_str());
@@ -192,7 +195,10 @@ int main(int argc, char** argv) {
     }
     return 1;
   }
+  // A rank that dies or hangs ends the job within --distributed_timeout (default 600 s).
+  std::unique_ptr<mt::comm::Watchdog> watchdog = mt::experiments::StartWatchdog(**world);
   s = Run(config, {(*runtime)->local_rank(), (*runtime)->local_size()}, **world);
   if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
+  if (watchdog != nullptr) watchdog->Stop();
   return 0;
 }
