@@ -87,8 +87,10 @@ class Registrar {
     if (skip_.count(name) > 0) return;
     F* current = storage_->New<F>(value);
     storage_->current[name] = current;
-    // gflags keeps the name and help pointers: the field tables' literals live forever.
-    new gflags::FlagRegisterer(name, help, "config", current, storage_->New<F>(value));
+    // gflags keeps the name and help pointers (the field tables' literals live forever) and the
+    // two values (in storage_); the registerer itself holds nothing once it has registered.
+    const gflags::FlagRegisterer registered(name, help, "config", current, storage_->New<F>(value));
+    (void)registered;
   }
   FlagStorage* storage_;
   const std::set<std::string>& skip_;
