@@ -19,6 +19,11 @@ if [[ ${#tmp} -gt 60 ]]; then
   trap 'rm -rf "$tmp"' EXIT
 fi
 export TMPDIR="$tmp"
+# OpenMPI's shared-memory segments go to /dev/shm by default, named by a job id derived from
+# mpirun's PID; tests run in Bazel's PID namespaces, where concurrent (or killed, leaked) jobs get
+# the same PIDs, so two jobs could open each other's segments (a crash inside the vader BTL). In
+# the test's own directory they cannot, and they go when it does.
+export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Under --config=asan: OpenMPI keeps memory until exit, which tools/lsan_suppressions.txt drops by
 # OpenMPI's modules (found next to this script's source, which the runfiles link to); OpenMPI has

@@ -19,6 +19,7 @@ make_ckpt="$1"; race="$2"; fixture="$(dirname "$(dirname "$(dirname "$3")")")"
 work="$(mktemp -d /tmp/mt_race.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
 unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
 fail() { echo "FAIL: $*" >&2; exit 1; }
 tiny=(--num_layers=2 --hidden_size=32 --num_attention_heads=4 --max_position_embeddings=64)

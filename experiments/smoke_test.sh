@@ -8,6 +8,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v gnuplot >/dev/null || fail "gnuplot not installed: run tools/setup.sh (Debian gnuplot-nox)"
 # OpenMPI's session directory needs a short, writable TMPDIR (Unix socket paths <= 108 bytes).
 export TMPDIR="$(mktemp -d /tmp/mt_smoke.XXXXXX)"
+export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
 trap 'rm -rf "$TMPDIR"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 

@@ -11,6 +11,7 @@ family="$1"; data_tool="$2"; pretrain="$3"; reshard="$4"; shift 4
 work="$(mktemp -d /tmp/mt_reshard_model.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
 unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
 fail() { echo "FAIL: $*" >&2; exit 1; }
 mpi() { local np="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$np" \

@@ -12,6 +12,7 @@ preprocess="$1"; pretrain="$2"; wikitext="$3"; lambada="$4"; wiki="$5"; lambada_
 work="$(mktemp -d /tmp/mt_eval_tp.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
 unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
 fail() { echo "FAIL: $*" >&2; exit 1; }
 mpi() { local np="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$np" \

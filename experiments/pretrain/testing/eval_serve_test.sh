@@ -15,6 +15,7 @@ cleanup() {
 }
 trap cleanup EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
 unset XML_OUTPUT_FILE GTEST_OUTPUT
 fail() {
   echo "FAIL: $*" >&2

@@ -8,6 +8,7 @@ corpus_bin="$1"; pretrain="$2"
 work="$(mktemp -d /tmp/mt_resume.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
 unset XML_OUTPUT_FILE GTEST_OUTPUT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
