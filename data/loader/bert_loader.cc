@@ -1,6 +1,7 @@
 #include "data/loader/bert_loader.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
@@ -8,8 +9,35 @@
 namespace mt {
 namespace data {
 
+namespace {
+
+class DatasetSource : public BertSampleSource {
+ public:
+  explicit DatasetSource(std::shared_ptr<const BertDataset> dataset)
+      : dataset_(std::move(dataset)) {}
+  int64_t num_samples() const override { return dataset_->num_samples(); }
+  int64_t seq_len() const override { return dataset_->seq_len(); }
+  void GetSample(int64_t i, BertSample* out) const override { dataset_->GetSample(i, out); }
+
+ private:
+  const std::shared_ptr<const BertDataset> dataset_;
+};
+
+}  // namespace
+
+std::shared_ptr<const BertSampleSource> BertDatasetSource(
+    std::shared_ptr<const BertDataset> dataset) {
+  if (dataset == nullptr) return nullptr;
+  return std::make_shared<DatasetSource>(std::move(dataset));
+}
+
 absl::StatusOr<std::unique_ptr<BertLoader>> BertLoader::Create(
     std::shared_ptr<const BertDataset> dataset, const LoaderConfig& config) {
+  return Create(BertDatasetSource(std::move(dataset)), config);
+}
+
+absl::StatusOr<std::unique_ptr<BertLoader>> BertLoader::Create(
+    std::shared_ptr<const BertSampleSource> dataset, const LoaderConfig& config) {
   if (dataset == nullptr) return absl::InvalidArgumentError("BertLoader: dataset is null");
   LoaderConfig c = config;
   c.prefetch_depth = 0;
@@ -22,7 +50,7 @@ absl::StatusOr<std::unique_ptr<BertLoader>> BertLoader::Create(
   return std::unique_ptr<BertLoader>(new BertLoader(std::move(dataset), c));
 }
 
-BertLoader::BertLoader(std::shared_ptr<const BertDataset> dataset, const LoaderConfig& config)
+BertLoader::BertLoader(std::shared_ptr<const BertSampleSource> dataset, const LoaderConfig& config)
     : dataset_(std::move(dataset)),
       config_(config),
       plan_(config, dataset_->num_samples()),

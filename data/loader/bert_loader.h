@@ -34,11 +34,28 @@ struct BertMicroBatch {
   Tensor sop_labels;  // i32 [micro_batch_size]
 };
 
+// Where BERT samples come from: a BertDataset, or a blend of several (blending.h).
+class BertSampleSource {
+ public:
+  virtual ~BertSampleSource() = default;
+  virtual int64_t num_samples() const = 0;
+  virtual int64_t seq_len() const = 0;
+  // Writes sample i (0 <= i < num_samples()) into *out, reusing its buffers.
+  virtual void GetSample(int64_t i, BertSample* out) const = 0;
+};
+
+// The samples of a BertDataset.
+std::shared_ptr<const BertSampleSource> BertDatasetSource(
+    std::shared_ptr<const BertDataset> dataset);
+
 // Not thread-safe: one consumer calls Next().
 class BertLoader {
  public:
-  // InvalidArgument for a bad config (LoaderConfig::Validate; prefetch_depth is ignored) or
-  // consumed_samples beyond the dataset's num_samples().
+  // InvalidArgument for a null source, a bad config (LoaderConfig::Validate; prefetch_depth is
+  // ignored) or consumed_samples beyond the source's num_samples().
+  static absl::StatusOr<std::unique_ptr<BertLoader>> Create(
+      std::shared_ptr<const BertSampleSource> source, const LoaderConfig& config);
+  // The same over BertDatasetSource(dataset).
   static absl::StatusOr<std::unique_ptr<BertLoader>> Create(
       std::shared_ptr<const BertDataset> dataset, const LoaderConfig& config);
 
@@ -50,9 +67,9 @@ class BertLoader {
   int64_t num_iterations() const { return plan_.num_iterations(); }
 
  private:
-  BertLoader(std::shared_ptr<const BertDataset> dataset, const LoaderConfig& config);
+  BertLoader(std::shared_ptr<const BertSampleSource> source, const LoaderConfig& config);
 
-  const std::shared_ptr<const BertDataset> dataset_;
+  const std::shared_ptr<const BertSampleSource> dataset_;
   const LoaderConfig config_;
   const StepPlan plan_;
   int64_t next_step_ = 0;  // The next micro-step to hand out.

@@ -3,7 +3,9 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_communicator.h"
@@ -43,6 +45,33 @@ absl::Status ResolvePrecision(PretrainConfig* c) {
                      : FLAGS_fp32 ? DType::kF32
                                   : default_dtype;
   return absl::OkStatus();
+}
+
+// Megatron spells a blend `--data_path 0.3 A 0.7 B`: gflags would take "0.3" as the value and
+// leave the rest as arguments, so the words after a bare --data_path (up to the next flag) are
+// joined into one value first. The joined strings live as long as the process.
+void JoinDataPathWords(int* argc, char** argv) {
+  static std::vector<std::string>* joined = new std::vector<std::string>();
+  int out = 0;
+  for (int i = 0; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg != "--data_path" && arg != "-data_path") {
+      argv[out++] = argv[i];
+      continue;
+    }
+    std::string value;
+    int j = i + 1;
+    for (; j < *argc && argv[j][0] != '-'; ++j)
+      absl::StrAppend(&value, value.empty() ? "" : " ", argv[j]);
+    if (j - i - 1 < 2) {  // Zero or one word: gflags' own spelling.
+      argv[out++] = argv[i];
+      continue;
+    }
+    joined->push_back("--data_path=" + value);
+    argv[out++] = joined->back().data();
+    i = j - 1;
+  }
+  *argc = out;
 }
 
 }  // namespace
@@ -99,6 +128,7 @@ int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* 
   FLAGS_minloglevel = 1;  // Library INFO logs (dataset index caching) only with --minloglevel=0.
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  JoinDataPathWords(&argc, argv);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   auto runtime = comm::MpiRuntime::Init(&argc, &argv, WatchdogMpiThreads());
   if (!runtime.ok()) {
@@ -109,7 +139,9 @@ int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* 
   auto world = (*runtime)->World();
   if (!world.ok()) comm::MpiRuntime::Abort(world.status());
   // Flag validation is deterministic, so every rank fails alike here, before any collective.
-  absl::Status valid = ResolveFlags(config, apply_flags);
+  absl::Status valid =
+      argc > 1 ? absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[1], "'"))
+               : ResolveFlags(config, apply_flags);
   if (valid.ok()) valid = config->Validate((*world)->size());
   if (valid.ok()) valid = ValidateDistributedTimeout();
   if (!valid.ok()) {

@@ -81,10 +81,13 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   if (eval_interval < 0) return absl::InvalidArgumentError("eval_interval must be >= 0");
   if (dp_bucket_elements < 1) return absl::InvalidArgumentError("ddp_bucket_size must be >= 1");
   if (data_path.empty()) return absl::InvalidArgumentError("--data_path is required");
-  if (std::error_code ec; !std::filesystem::exists(data_path + ".idx", ec)) {
-    return absl::NotFoundError(
-        absl::StrCat("--data_path ", data_path, ": ", data_path,
-                     ".idx does not exist (make one with //data:preprocess)"));
+  ASSIGN_OR_RETURN(const std::vector<data::DataPathEntry> datasets, data::ParseDataPath(data_path));
+  for (const data::DataPathEntry& d : datasets) {
+    if (std::error_code ec; !std::filesystem::exists(d.prefix + ".idx", ec)) {
+      return absl::NotFoundError(
+          absl::StrCat("--data_path ", data_path, ": ", d.prefix,
+                       ".idx does not exist (make one with //data:preprocess)"));
+    }
   }
   if (save_interval < 0) return absl::InvalidArgumentError("save_interval must be >= 0");
   if (!(clip_grad >= 0)) return absl::InvalidArgumentError("clip_grad must be >= 0 (0: off)");
@@ -109,8 +112,13 @@ absl::Status PretrainConfig::Validate(int world_size) const {
 absl::StatusOr<DataPlan> PlanData(const PretrainConfig& c, const comm::ParallelContext& parallel,
                                   int64_t consumed_samples) {
   DataPlan plan;
-  ASSIGN_OR_RETURN(auto indexed, data::IndexedDataset::Open(c.data_path));
-  plan.indexed = std::move(indexed);
+  ASSIGN_OR_RETURN(const std::vector<data::DataPathEntry> datasets,
+                   data::ParseDataPath(c.data_path));
+  for (const data::DataPathEntry& d : datasets) {
+    ASSIGN_OR_RETURN(auto indexed, data::IndexedDataset::Open(d.prefix));
+    plan.indexed.push_back(std::move(indexed));
+    plan.weights.push_back(d.weight);
+  }
   const int64_t global = c.trainer.global_batch_size;
   const int64_t step = c.trainer.micro_batch_size * parallel.dp_size();
   plan.train_samples = c.trainer.train_iters * global;

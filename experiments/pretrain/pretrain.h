@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/fields.h"
 #include "data/indexed/indexed_dataset.h"
+#include "data/loader/blending.h"
 #include "data/loader/loader.h"
 #include "models/config.h"
 #include "models/model.h"
@@ -53,7 +55,9 @@ struct PretrainConfig {
   // Mixed precision (f32 master weights and gradients either way): f32, bf16 (--bf16, loss scale 1)
   // or f16 (--fp16, with dynamic loss scaling from 2^32).
   DType compute_dtype = DType::kF32;
-  std::string data_path;  // Indexed dataset prefix (.bin/.idx).
+  // Indexed dataset prefix (.bin/.idx), or Megatron's weighted blend "W1 PREFIX1 W2 PREFIX2 ..."
+  // (data/loader/blending.h).
+  std::string data_path;
   std::string split = "969,30,1";
   std::string save;  // Checkpoint directory; empty: no checkpoints.
   std::string load;  // Resume from the latest checkpoint here (if any).
@@ -94,7 +98,9 @@ struct PretrainConfig {
       "Tensor-parallel degree (divides the heads).");
     v("compute_dtype", &self.compute_dtype, "f32, bf16 or f16 (drivers: --fp32/--bf16/--fp16).",
       kComputeDTypeNames);
-    v("data_path", &self.data_path, "Indexed dataset prefix (PREFIX.bin / PREFIX.idx).");
+    v("data_path", &self.data_path,
+      "Indexed dataset prefix (PREFIX.bin / PREFIX.idx), or a weighted blend of several: "
+      "'0.3 PREFIX_A 0.7 PREFIX_B' (Megatron's --data_path 0.3 A 0.7 B also works).");
     v("split", &self.split, "Train/valid/test document split weights.");
     v("save", &self.save, "Checkpoint directory.");
     v("load", &self.load, "Resume from the latest checkpoint in this directory.");
@@ -132,17 +138,37 @@ struct PretrainConfig {
   virtual std::string DebugString() const { return FieldsToText(*this); }
 };
 
-// What the family's data streams read on this rank: the indexed dataset, and the loader settings
-// and sample counts of the training stream (train_iters global batches, resuming after consumed
-// samples) and of one evaluation (the first eval_iters micro-steps of the validation split).
+// What the family's data streams read on this rank: the indexed datasets of --data_path with
+// their normalised weights (one, of weight 1, unless blended), and the loader settings and sample
+// counts of the training stream (train_iters global batches, resuming after consumed samples)
+// and of one evaluation (the first eval_iters micro-steps of the validation split).
 struct DataPlan {
-  std::shared_ptr<const data::IndexedDataset> indexed;
+  std::vector<std::shared_ptr<const data::IndexedDataset>> indexed;
+  std::vector<double> weights;
   int64_t train_samples = 0, valid_samples = 0;
   data::LoaderConfig train, valid;
 };
-// Opens config.data_path (NotFound / DataLoss for a missing or corrupt dataset).
+// Opens the datasets of config.data_path (NotFound / DataLoss for a missing or corrupt one).
 absl::StatusOr<DataPlan> PlanData(const PretrainConfig& config,
                                   const comm::ParallelContext& parallel, int64_t consumed_samples);
+
+// The plan's num_samples samples as one Source (data::TokenSampleSource or BertSampleSource):
+// make(indexed, n) builds n samples of one dataset; several datasets are blended by their
+// weights (data::BlendingIndex: each gives the samples its weight needs).
+template <typename Source, typename Make>
+absl::StatusOr<std::shared_ptr<const Source>> PlannedSource(const DataPlan& plan,
+                                                            int64_t num_samples, Make make) {
+  if (plan.indexed.size() == 1) return make(plan.indexed[0], num_samples);
+  auto index = std::make_shared<const data::BlendingIndex>(plan.weights, num_samples);
+  std::vector<std::shared_ptr<const Source>> sources;
+  for (size_t d = 0; d < plan.indexed.size(); ++d) {
+    absl::StatusOr<std::shared_ptr<const Source>> source =
+        make(plan.indexed[d], index->samples_needed(static_cast<int>(d)));
+    if (!source.ok()) return source.status();
+    sources.push_back(*std::move(source));
+  }
+  return data::BlendSources(std::move(sources), std::move(index));
+}
 
 // A model family's data (GPT: token samples; BERT: masked sentence pairs), and what the family
 // does after training.

@@ -68,17 +68,23 @@ class BertData : public PretrainData {
   absl::StatusOr<std::unique_ptr<train::BatchStream>> Batches(const DataPlan& plan,
                                                               data::Split split) const {
     const bool train = split == data::Split::kTrain;
-    data::BertDatasetConfig dc;
-    dc.split = c_.split;
-    dc.seq_len = c_.trainer.seq_length;
-    dc.num_samples = train ? plan.train_samples : plan.valid_samples;
-    dc.seed = c_.trainer.seed;
-    dc.short_seq_prob = c_.short_seq_prob;
-    dc.masking.masked_lm_prob = c_.mask_prob;
-    ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(plan.indexed, split, dc, vocab_));
-    ASSIGN_OR_RETURN(auto loader, data::BertLoader::Create(
-                                      std::shared_ptr<const data::BertDataset>(std::move(ds)),
-                                      train ? plan.train : plan.valid));
+    auto make =
+        [&](std::shared_ptr<const data::IndexedDataset> indexed,
+            int64_t num_samples) -> absl::StatusOr<std::shared_ptr<const data::BertSampleSource>> {
+      data::BertDatasetConfig dc;
+      dc.split = c_.split;
+      dc.seq_len = c_.trainer.seq_length;
+      dc.num_samples = num_samples;
+      dc.seed = c_.trainer.seed;
+      dc.short_seq_prob = c_.short_seq_prob;
+      dc.masking.masked_lm_prob = c_.mask_prob;
+      ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(std::move(indexed), split, dc, vocab_));
+      return data::BertDatasetSource(std::shared_ptr<const data::BertDataset>(std::move(ds)));
+    };
+    ASSIGN_OR_RETURN(auto source, PlannedSource<data::BertSampleSource>(
+                                      plan, train ? plan.train_samples : plan.valid_samples, make));
+    ASSIGN_OR_RETURN(auto loader,
+                     data::BertLoader::Create(std::move(source), train ? plan.train : plan.valid));
     return train::BertBatches(std::move(loader));
   }
 

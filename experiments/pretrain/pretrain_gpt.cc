@@ -79,17 +79,21 @@ class GptData : public PretrainData {
   absl::StatusOr<std::unique_ptr<train::BatchStream>> Batches(const DataPlan& plan,
                                                               data::Split split) const {
     const bool train = split == data::Split::kTrain;
-    data::GptDatasetConfig dc;
-    dc.split = c_.split;
-    dc.seq_len = c_.trainer.seq_length;
-    dc.num_samples = train ? plan.train_samples : plan.valid_samples;
-    dc.seed = c_.trainer.seed;
-    ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(plan.indexed, split, dc));
-    ASSIGN_OR_RETURN(
-        auto loader,
-        data::Loader::Create(
-            data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds))),
-            train ? plan.train : plan.valid));
+    auto make =
+        [&](std::shared_ptr<const data::IndexedDataset> indexed,
+            int64_t num_samples) -> absl::StatusOr<std::shared_ptr<const data::TokenSampleSource>> {
+      data::GptDatasetConfig dc;
+      dc.split = c_.split;
+      dc.seq_len = c_.trainer.seq_length;
+      dc.num_samples = num_samples;
+      dc.seed = c_.trainer.seed;
+      ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(std::move(indexed), split, dc));
+      return data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds)));
+    };
+    ASSIGN_OR_RETURN(auto source, PlannedSource<data::TokenSampleSource>(
+                                      plan, train ? plan.train_samples : plan.valid_samples, make));
+    ASSIGN_OR_RETURN(auto loader,
+                     data::Loader::Create(std::move(source), train ? plan.train : plan.valid));
     return train::LanguageModelBatches(std::move(loader));
   }
 
