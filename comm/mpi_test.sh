@@ -30,6 +30,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # no frame pointers, so the slow unwinder is needed for its frames to appear in an allocation's
 # stack at all. Leak detection stays on for our own code.
 suppressions="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../tools/lsan_suppressions.txt"
+if [[ -n "${ASAN_OPTIONS:-}" ]]; then
+  limit=$((limit * 3))  # Sanitized code is slower; .bazelrc triples Bazel's timeouts alike.
+fi
 if [[ -f "$suppressions" ]]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
   export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$suppressions"

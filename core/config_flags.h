@@ -21,9 +21,11 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -66,6 +68,14 @@ struct FlagStorage {
     if constexpr (std::is_same_v<F, std::string>) return &strings.emplace_back(value);
   }
 };
+
+// A new FlagStorage that lives as long as the program: gflags points into it to the end, so it
+// stays reachable from a static list (not a leak to LeakSanitizer) and is never freed.
+inline FlagStorage* NewProgramLongFlagStorage() {
+  static auto* const all = new std::vector<std::unique_ptr<FlagStorage>>();
+  all->push_back(std::make_unique<FlagStorage>());
+  return all->back().get();
+}
 
 // Registers a flag per field not in `skip`.
 class Registrar {
@@ -141,7 +151,7 @@ class ConfigFlags {
   // Registers a flag for every field of `defaults` except those named in `skip`, with the
   // field's value in `defaults` as the flag's default.
   explicit ConfigFlags(const Config& defaults, const std::set<std::string>& skip = {})
-      : storage_(new internal::FlagStorage()) {
+      : storage_(internal::NewProgramLongFlagStorage()) {
     internal::Registrar r(storage_, skip);
     Config::Fields(defaults, r);
   }
@@ -156,7 +166,7 @@ class ConfigFlags {
   }
 
  private:
-  internal::FlagStorage* storage_;  // Never freed (see FlagStorage).
+  internal::FlagStorage* storage_;  // Program-long (NewProgramLongFlagStorage).
 };
 
 // Whether --name was given on the command line (false for an unknown flag).

@@ -89,9 +89,15 @@ done
 small_mb=$(awk -v b="$(stat -c %s "$tmp/small.txt")" 'BEGIN { print b / 1e6 }')
 big_mb=$(awk -v b="$(stat -c %s "$tmp/big.txt")" 'BEGIN { print b / 1e6 }')
 echo "peak RSS: ${rss[small]} MB for $small_mb MB of input, ${rss[big]} MB for $big_mb MB"
-awk -v s="${rss[small]}" -v b="${rss[big]}" -v si="$small_mb" -v bi="$big_mb" \
-  'BEGIN { exit !(s > 0 && b - s < 0.25 * (bi - si)) }' ||
-  fail "peak RSS grew from ${rss[small]} MB to ${rss[big]} MB with the input ($small_mb -> $big_mb MB)"
+if [[ -n "${ASAN_OPTIONS:-}" ]]; then
+  # --config=asan: AddressSanitizer's quarantine holds freed memory, so RSS follows the bytes
+  # allocated, not those live; the bound is this build's to check, not the sanitizer's.
+  echo "peak RSS bound not checked under AddressSanitizer"
+else
+  awk -v s="${rss[small]}" -v b="${rss[big]}" -v si="$small_mb" -v bi="$big_mb" \
+    'BEGIN { exit !(s > 0 && b - s < 0.25 * (bi - si)) }' ||
+    fail "peak RSS grew from ${rss[small]} MB to ${rss[big]} MB with the input ($small_mb -> $big_mb MB)"
+fi
 [[ $(summary_value documents "$tmp/summary_big") == 21000 ]] || fail "big.txt documents"
 
 if [[ $failures -ne 0 ]]; then
