@@ -52,8 +52,7 @@ absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerS
   std::unique_ptr<DistributedOptimizerState> s(new DistributedOptimizerState());
   s->store_ = store;
   s->dp_ = dp;
-  s->layout_ =
-      PartitionBuckets(store->NumLocalElements(), bucket_elements, dp->size(), dp->rank());
+  s->layout_ = PartitionBuckets(store->NumLocalElements(), bucket_elements, dp->size(), dp->rank());
   int64_t largest_part = 0;
   for (const ShardBucket& b : s->layout_.buckets) {
     largest_part = std::max(largest_part, b.padded / dp->size());
@@ -136,8 +135,7 @@ absl::Status DistributedOptimizerState::GatherMasters(const ExecContext& ctx) {
     const TensorView out = Padded(b, values, gather_staging_);
     RETURN_IF_ERROR(dp_->AllGather(part, out));
     if (out.data != values.Slice(b.begin, b.end).data) {
-      RETURN_IF_ERROR(
-          CopyTensor(ctx, out.Slice(0, b.end - b.begin), values.Slice(b.begin, b.end)));
+      RETURN_IF_ERROR(CopyTensor(ctx, out.Slice(0, b.end - b.begin), values.Slice(b.begin, b.end)));
     }
   }
   return absl::OkStatus();

@@ -124,7 +124,7 @@ class DistributedOptimizerState {
   comm::Communicator* dp_ = nullptr;
   ShardLayout layout_;
   std::vector<Piece> pieces_;
-  Tensor part_;     // f32 [max padded / P]: a bucket part (reduce-scatter out, all-gather in).
+  Tensor part_;  // f32 [max padded / P]: a bucket part (reduce-scatter out, all-gather in).
   // f32 [P] each when N mod P != 0: the padded bucket, for the reduce-scatter (only its first
   // N mod P elements are ever written, so the padding stays zero) and for the all-gathers.
   Tensor reduce_staging_, gather_staging_;

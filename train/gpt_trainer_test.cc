@@ -87,7 +87,8 @@ Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, i
              int64_t inject_overflow_at = -1, DType compute_dtype = DType::kF32,
              const OptimizerConfig& oc = {}) {
   return testing::RunTraining(
-      world, GptConfig(tp, micro, global, iters, scaler_config, inject_overflow_at, compute_dtype, oc),
+      world,
+      GptConfig(tp, micro, global, iters, scaler_config, inject_overflow_at, compute_dtype, oc),
       testing::GptBatches(prefix, kSeq, global * iters, /*seed=*/3));
 }
 
@@ -356,8 +357,8 @@ TEST_F(MpiTest, DistributedOptimizerMatchesSerialAndUnsharded) {
   LossScalerConfig lsc;
   lsc.dynamic = true;
   lsc.hysteresis = 1;
-  Result o = Train(*comm_, 1, 2, 4, 2, prefix, lsc, /*inject_overflow_at=*/0, DType::kF32,
-                   Distributed());
+  Result o =
+      Train(*comm_, 1, 2, 4, 2, prefix, lsc, /*inject_overflow_at=*/0, DType::kF32, Distributed());
   EXPECT_EQ(o.skipped, 1);
   EXPECT_FALSE(std::isfinite(o.grad_norms[0]));
   EXPECT_TRUE(std::isfinite(o.grad_norms[1]));

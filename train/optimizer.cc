@@ -24,8 +24,7 @@ absl::Status OptimizerConfig::Validate() const {
 }
 
 absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
-                                            const OptimizerConfig& config,
-                                            comm::Communicator* dp) {
+                                            const OptimizerConfig& config, comm::Communicator* dp) {
   RETURN_IF_ERROR(config.Validate());
   Optimizer o;
   o.store_ = store;

@@ -192,7 +192,7 @@ struct Timings {
   std::vector<double> times[2], exposed[2];
   int64_t started_in_backward = 0;
   int64_t buckets = 0;
-  int64_t moment_elements = 0;  // Of one optimizer's exp_avg on this rank.
+  int64_t moment_elements = 0;   // Of one optimizer's exp_avg on this rank.
   std::vector<double> profiled;  // The sampled steps' times.
   StackSampler::Profile profile;
 };
@@ -391,7 +391,8 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
         static_cast<long long>(t.started_in_backward), median, MedianOf(t.exposed[0]) * 1e3, after,
         MedianOf(t.exposed[1]) * 1e3, median / after);
     if (sharded) {
-      std::printf("  (distributed optimizer: each bucket reduce-scattered, the masters all-gathered)\n");
+      std::printf(
+          "  (distributed optimizer: each bucket reduce-scattered, the masters all-gathered)\n");
     }
   }
   std::printf(

@@ -10,18 +10,8 @@
 #   distributed_optimizer_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
-work="$(mktemp -d /tmp/mt_dist_opt.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=200 > /dev/null ||
-  fail "corpus"
-common=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_by=8
-        --num_layers=2 --hidden_size=32 --num_attention_heads=4 --seq_length=16
-        --micro_batch_size=2 --global_batch_size=8 --lr=3e-3 --min_lr=3e-4
-        --lr_warmup_samples=16 --train_iters=20 --log_interval=1 --eval_iters=0 --threads=1
+source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_dist_opt
+common=("${tiny[@]}" --global_batch_size=8 --min_lr=3e-4 --lr_warmup_samples=16 --train_iters=20
         --clip_grad=0 --ddp_bucket_size=999 --save_interval=10 --keep_last=5)
 mpi=(mpirun --oversubscribe --bind-to none -np 2 --mca btl self,vader)
 
