@@ -4,9 +4,11 @@
 // cuda:0. The f32 GPU curve matches the f32 CPU curve to float rounding, and the bf16 GPU curve the
 // bf16 CPU curve within bf16 tolerance (dropout masks are the same Philox draws on both). A
 // checkpoint written from the GPU at iteration 10 and loaded into a fresh GPU model continues the
-// curve.
+// curve. The distributed optimizer on the GPU (two ranks sharing it through MPI) trains as the
+// unsharded one.
 //
-// Runs as one MPI rank (a singleton: the Trainer needs a communicator for its layout).
+// Runs as one MPI rank (a singleton: the Trainer needs a communicator for its layout); the
+// TwoRanks test as two (gpu_training_test_np2).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,9 +37,10 @@ std::string TmpDir() {
   return tmp != nullptr ? tmp : "/tmp";
 }
 
-// A learnable corpus (train/testing/synthetic_corpus.h): token -> (5 * token + 3) mod V.
-std::string MakeCorpus() {
-  const std::string prefix = TmpDir() + "/gpu_training_corpus";
+// A learnable corpus (train/testing/synthetic_corpus.h): token -> (5 * token + 3) mod V; each
+// rank of a multi-rank test writes its own (`suffix`).
+std::string MakeCorpus(const std::string& suffix = "") {
+  const std::string prefix = TmpDir() + "/gpu_training_corpus" + suffix;
   data::testing::SyntheticCorpusConfig c;
   c.documents = 200;
   c.vocab = kVocab;
@@ -51,13 +54,16 @@ std::string MakeCorpus() {
 
 struct Curve {
   std::vector<double> losses, grad_norms;
+  std::vector<float> last_values;
 };
 
 // Trains iterations [start, end) on the GPU or the CPU (loading `load` first and saving to `save`
 // at the end when non-empty).
 Curve Train(comm::Communicator& world, const std::string& corpus, bool gpu, DType dtype, int start,
-            int end, const std::string& load = "", const std::string& save = "") {
+            int end, const std::string& load = "", const std::string& save = "",
+            const OptimizerConfig& oc = {}) {
   testing::HarnessConfig c;
+  c.optimizer = oc;
   c.model.num_layers = 3;
   c.model.hidden_size = 64;
   c.model.num_attention_heads = 4;
@@ -80,10 +86,34 @@ Curve Train(comm::Communicator& world, const std::string& corpus, bool gpu, DTyp
   c.save = save;
   const testing::HarnessResult r = testing::RunTraining(
       world, c, testing::GptBatches(corpus, kSeq, c.global_batch_size * kIters, /*seed=*/5));
-  return {r.losses, r.grad_norms};
+  return {r.losses, r.grad_norms, r.last_values};
 }
 
 using testing::WorstRelative;
+
+// DP=2 on one GPU, bf16: the distributed optimizer's reduce-scatters, sharded AdamW and
+// all-gathers of device tensors give the unsharded optimizer's training bit for bit (no
+// clipping: see gpt_trainer_test.cc), and its GPU checkpoint resumes it bit for bit.
+TEST_F(MpiTest, TwoRanksGpuDistributedOptimizer) {
+  if (cuda::DeviceCount() < 1) GTEST_SKIP() << cuda::Describe();
+  if (comm_->size() != 2) GTEST_SKIP() << "run with 2 ranks";
+  const std::string corpus = MakeCorpus(std::to_string(comm_->rank()));
+  const std::string dir = TmpDir() + "/gpu_dist_ckpt";
+  OptimizerConfig plain, dist;
+  plain.clip_grad = dist.clip_grad = 0;
+  plain.dp_bucket_elements = dist.dp_bucket_elements = 4001;
+  dist.use_distributed_optimizer = true;
+  const int iters = 4;
+  const Curve a = Train(*comm_, corpus, true, DType::kBF16, 0, iters, "", "", plain);
+  const Curve b = Train(*comm_, corpus, true, DType::kBF16, 0, iters, "", "", dist);
+  ASSERT_EQ(b.losses.size(), static_cast<size_t>(iters));
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(a.last_values, b.last_values);
+  Train(*comm_, corpus, true, DType::kBF16, 0, iters / 2, "", dir, dist);
+  const Curve rest = Train(*comm_, corpus, true, DType::kBF16, iters / 2, iters, dir, "", dist);
+  EXPECT_EQ(rest.losses, std::vector<double>(b.losses.begin() + iters / 2, b.losses.end()));
+  EXPECT_EQ(rest.last_values, b.last_values);
+}
 
 TEST_F(MpiTest, GpuTrainingMatchesCpuTraining) {
   if (cuda::DeviceCount() < 1) GTEST_SKIP() << cuda::Describe();

@@ -1,6 +1,7 @@
 #include "train/grad_reducer.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
@@ -18,6 +19,11 @@ GradReducer::GradReducer(const nn::ParameterStore* store, int64_t bucket_element
   }
 }
 
+GradReducer::GradReducer(const nn::ParameterStore* store,
+                         std::vector<std::pair<int64_t, int64_t>> buckets, bool overlap,
+                         ReduceBucket reduce)
+    : store_(store), overlap_(overlap), buckets_(std::move(buckets)), reduce_(std::move(reduce)) {}
+
 nn::GradReadyListener* GradReducer::Begin(comm::Communicator* dp) {
   CHECK(finished_) << "GradReducer::Begin before the previous iteration's Finish";
   dp_ = dp != nullptr && dp->size() > 1 ? dp : nullptr;
@@ -27,7 +33,14 @@ nn::GradReadyListener* GradReducer::Begin(comm::Communicator* dp) {
   return dp_ != nullptr && overlap_ ? this : nullptr;
 }
 
+absl::Status GradReducer::ReduceNow(size_t bucket) {
+  if (reduce_) return reduce_(bucket);
+  const auto [begin, end] = buckets_[bucket];
+  return dp_->AllReduce(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum);
+}
+
 absl::Status GradReducer::Start(size_t bucket) {
+  if (reduce_) return reduce_(bucket);
   const auto [begin, end] = buckets_[bucket];
   ASSIGN_OR_RETURN(
       std::unique_ptr<comm::CommRequest> r,
@@ -63,10 +76,7 @@ absl::Status GradReducer::Finish() {
     while (status.ok() && next_ < buckets_.size()) status = Start(next_++);
   } else {
     // Blocking all-reduces of the same buckets in the same order.
-    for (; status.ok() && next_ < buckets_.size(); ++next_) {
-      const auto [begin, end] = buckets_[next_];
-      status = dp_->AllReduce(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum);
-    }
+    for (; status.ok() && next_ < buckets_.size(); ++next_) status = ReduceNow(next_);
   }
   for (auto& r : pending_) {
     absl::Status s = r->Wait();

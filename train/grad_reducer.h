@@ -9,10 +9,15 @@
 // polled at each report to keep them moving. Finish() starts whatever is left and waits for all.
 // Without overlap (or with one DP rank) Finish() does all buckets itself, in the same order and
 // with the same boundaries, so both ways produce the same sums.
+//
+// The distributed optimizer (train/distributed_optimizer.h) gives its own buckets and a blocking
+// function that reduce-scatters one of them; it is called at the same points (the communicator
+// has no non-blocking reduce-scatter, so such a bucket completes before backward goes on).
 #ifndef MT_TRAIN_GRAD_REDUCER_H_
 #define MT_TRAIN_GRAD_REDUCER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -29,6 +34,11 @@ class GradReducer : public nn::GradReadyListener {
  public:
   // The store must be allocated and outlive the reducer. bucket_elements >= 1.
   GradReducer(const nn::ParameterStore* store, int64_t bucket_elements, bool overlap);
+  // Buckets [begin, end) given in the order to reduce them (from the end of the buffer), each
+  // reduced by `reduce(index)` instead of all-reduced (collective over the `dp` of Begin).
+  using ReduceBucket = std::function<absl::Status(size_t index)>;
+  GradReducer(const nn::ParameterStore* store, std::vector<std::pair<int64_t, int64_t>> buckets,
+              bool overlap, ReduceBucket reduce);
 
   // Starts an iteration's reduction over `dp` (null or size 1: nothing to reduce). Returns the
   // listener to put in the StepContext of the iteration's LAST backward pass (earlier micro-batches
@@ -50,10 +60,13 @@ class GradReducer : public nn::GradReadyListener {
 
  private:
   absl::Status Start(size_t bucket);
+  // Blocking: reduce_(bucket), or an all-reduce.
+  absl::Status ReduceNow(size_t bucket);
 
   const nn::ParameterStore* store_;
   bool overlap_;
   std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end), from the end of the buffer.
+  ReduceBucket reduce_;                               // Empty: all-reduce.
   comm::Communicator* dp_ = nullptr;
   size_t next_ = 0;  // Buckets [0, next_) have been started.
   std::vector<std::unique_ptr<comm::CommRequest>> pending_;

@@ -9,6 +9,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/status.h"
+#include "glog/logging.h"
 
 namespace mt {
 namespace train {
@@ -23,27 +24,60 @@ absl::Status OptimizerConfig::Validate() const {
 }
 
 absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
-                                            const OptimizerConfig& config) {
+                                            const OptimizerConfig& config, comm::Communicator* dp) {
   RETURN_IF_ERROR(config.Validate());
   Optimizer o;
   o.store_ = store;
   o.config_ = config;
+  int64_t moment_elements = store->NumLocalElements();
+  if (config.use_distributed_optimizer && dp != nullptr && dp->size() > 1) {
+    ASSIGN_OR_RETURN(o.dist_,
+                     DistributedOptimizerState::Create(store, config.dp_bucket_elements, dp));
+    moment_elements = o.dist_->shard_elements();
+    DistributedOptimizerState* dist = o.dist_.get();
+    o.reducer_ = std::make_unique<GradReducer>(
+        store, dist->layout().Ranges(), config.overlap_grad_reduce,
+        [dist](size_t bucket) { return dist->ReduceScatterBucket(bucket); });
+  } else {
+    o.reducer_ =
+        std::make_unique<GradReducer>(store, config.dp_bucket_elements, config.overlap_grad_reduce);
+  }
   // The moments live with the parameters (a GPU store: on its device).
   ExecContext on_device;
   on_device.device = store->device();
-  ASSIGN_OR_RETURN(o.m_, AllocZeros(on_device, {store->NumLocalElements()}, DType::kF32));
-  ASSIGN_OR_RETURN(o.v_, AllocZeros(on_device, {store->NumLocalElements()}, DType::kF32));
-  o.reducer_ =
-      std::make_unique<GradReducer>(store, config.dp_bucket_elements, config.overlap_grad_reduce);
+  ASSIGN_OR_RETURN(o.m_, AllocZeros(on_device, {moment_elements}, DType::kF32));
+  ASSIGN_OR_RETURN(o.v_, AllocZeros(on_device, {moment_elements}, DType::kF32));
   return o;
 }
 
+absl::Status Optimizer::GatherMoments(const ExecContext& ctx, const TensorView& exp_avg,
+                                      const TensorView& exp_avg_sq) const {
+  if (dist_ == nullptr) {
+    RETURN_IF_ERROR(CopyTensor(ctx, m_.view(), exp_avg));
+    return CopyTensor(ctx, v_.view(), exp_avg_sq);
+  }
+  RETURN_IF_ERROR(dist_->Gather(ctx, m_.view(), exp_avg));
+  return dist_->Gather(ctx, v_.view(), exp_avg_sq);
+}
+
+absl::Status Optimizer::LoadMoments(const ExecContext& ctx, const TensorView& exp_avg,
+                                    const TensorView& exp_avg_sq) {
+  if (dist_ == nullptr) {
+    RETURN_IF_ERROR(CopyTensor(ctx, exp_avg, m_.view()));
+    return CopyTensor(ctx, exp_avg_sq, v_.view());
+  }
+  RETURN_IF_ERROR(dist_->Scatter(ctx, exp_avg, m_.view()));
+  return dist_->Scatter(ctx, exp_avg_sq, v_.view());
+}
+
 TensorView Optimizer::exp_avg(int handle) const {
+  CHECK(dist_ == nullptr) << "per-parameter moments of a distributed optimizer";
   return TensorView(m_.data_as<float>() + store_->offset(handle), store_->value(handle).shape,
                     DType::kF32, m_.device());
 }
 
 TensorView Optimizer::exp_avg_sq(int handle) const {
+  CHECK(dist_ == nullptr) << "per-parameter moments of a distributed optimizer";
   return TensorView(v_.data_as<float>() + store_->offset(handle), store_->value(handle).shape,
                     DType::kF32, v_.device());
 }
@@ -52,24 +86,52 @@ absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
                                                     comm::Communicator* tp) const {
   const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
   double local = 0;
-  for (int i = 0; i < store_->size(); ++i) {
-    if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
-    ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, store_->grad(i)));
-    local += s;
+  if (dist_ != nullptr) {
+    ASSIGN_OR_RETURN(local, dist_->OwnedGradSumOfSquares(ctx, first_tp_rank));
+  } else {
+    for (int i = 0; i < store_->size(); ++i) {
+      if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
+      ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, store_->grad(i)));
+      local += s;
+    }
   }
-  if (tp == nullptr || tp->size() == 1) return local;
-  // The communicator reduces f32: the TP-summed square norm is exact to f32 rounding, which is
-  // ample for clipping and logging.
+  // The communicator reduces f32: the summed square norm is exact to f32 rounding, which is ample
+  // for clipping and logging. A distributed optimizer's shards are summed over DP first; a
+  // non-finite element anywhere makes every rank's sum non-finite, so all skip the step.
   Tensor part = Tensor::Host({1}, DType::kF32);
   part.data_as<float>()[0] = static_cast<float>(local);
-  RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
-  return static_cast<double>(part.data_as<float>()[0]);
+  if (dist_ != nullptr) RETURN_IF_ERROR(dist_->dp()->AllReduce(part.view(), comm::ReduceOp::kSum));
+  if (tp != nullptr && tp->size() > 1) {
+    RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
+  }
+  return dist_ == nullptr && (tp == nullptr || tp->size() == 1)
+             ? local
+             : static_cast<double>(part.data_as<float>()[0]);
+}
+
+absl::Status Optimizer::Update(const ExecContext& ctx, const ops::AdamArgs& args) {
+  if (dist_ != nullptr) {
+    RETURN_IF_ERROR(dist_->Update(ctx, args, m_.view(), v_.view()));
+    return dist_->GatherMasters(ctx);
+  }
+  for (int i = 0; i < store_->size(); ++i) {
+    ops::AdamArgs a = args;
+    if (!store_->spec(i).weight_decay) a.weight_decay = 0.0f;
+    RETURN_IF_ERROR(
+        ops::AdamUpdate(ctx, store_->value(i), store_->grad(i), exp_avg(i), exp_avg_sq(i), a));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communicator* tp,
                                           comm::Communicator* dp, double lr, double grad_divisor) {
   if (!(grad_divisor > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("grad_divisor must be > 0, got ", grad_divisor));
+  }
+  if (dist_ != nullptr && dp != dist_->dp()) {
+    return absl::InvalidArgumentError(
+        "Optimizer::Step: a distributed optimizer steps over the data-parallel communicator it "
+        "was created with");
   }
   const TensorView flat = store_->flat_grads();
   if (!reduce_begun_) reducer_->Begin(dp);
@@ -89,19 +151,16 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
     if (coeff < 1.0) clip = static_cast<float>(coeff);
   }
   ++step_;
-  for (int i = 0; i < store_->size(); ++i) {
-    ops::AdamArgs a;
-    a.lr = static_cast<float>(lr);
-    a.beta1 = config_.beta1;
-    a.beta2 = config_.beta2;
-    a.eps = config_.eps;
-    a.weight_decay = store_->spec(i).weight_decay ? config_.weight_decay : 0.0f;
-    a.mode = ops::WeightDecayMode::kAdamW;
-    a.step = step_;
-    a.grad_scale = clip;
-    RETURN_IF_ERROR(
-        ops::AdamUpdate(ctx, store_->value(i), store_->grad(i), exp_avg(i), exp_avg_sq(i), a));
-  }
+  ops::AdamArgs a;
+  a.lr = static_cast<float>(lr);
+  a.beta1 = config_.beta1;
+  a.beta2 = config_.beta2;
+  a.eps = config_.eps;
+  a.weight_decay = config_.weight_decay;
+  a.mode = ops::WeightDecayMode::kAdamW;
+  a.step = step_;
+  a.grad_scale = clip;
+  RETURN_IF_ERROR(Update(ctx, a));
   // The modules compute with the compute-dtype copies: round the new masters into them.
   RETURN_IF_ERROR(store_->RefreshComputeWeights(ctx));
   return stats;

@@ -7,6 +7,13 @@
 // ParameterStore's flat layout, so checkpoints can save them next to the values. With a bf16/f16
 // compute dtype (mixed precision) an applied step ends by refreshing the store's compute-dtype
 // weight copies from the updated masters; a skipped step leaves masters and copies untouched.
+//
+// With use_distributed_optimizer and a data-parallel group of two or more ranks (ZeRO stage 1,
+// train/distributed_optimizer.h) the moments are this rank's shard only, the gradient buckets
+// are reduce-scattered instead of all-reduced, the norm is summed from the shards, and the
+// updated masters are all-gathered: the same AdamW kernel on the same values, so the same result
+// as the unsharded optimizer (up to the rounding of the norm's sums). With one DP rank it is the
+// unsharded optimizer (one shard is the whole state).
 #ifndef MT_TRAIN_OPTIMIZER_H_
 #define MT_TRAIN_OPTIMIZER_H_
 
@@ -17,9 +24,11 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "core/exec_context.h"
+#include "core/ops/adam.h"
 #include "core/tensor.h"
 #include "nn/context.h"
 #include "nn/parameter.h"
+#include "train/distributed_optimizer.h"
 #include "train/grad_reducer.h"
 
 namespace mt {
@@ -35,6 +44,8 @@ struct OptimizerConfig {
   // Start each bucket's all-reduce during backward as soon as its gradients are final
   // (GradSyncListener); false: all buckets in Step().
   bool overlap_grad_reduce = true;
+  // Shard the Adam moments over the data-parallel group (see the file comment).
+  bool use_distributed_optimizer = false;
   absl::Status Validate() const;
 };
 
@@ -45,8 +56,11 @@ struct StepStats {
 
 class Optimizer {
  public:
-  // The store must be allocated; the moments are allocated (zeroed) on its device.
-  static absl::StatusOr<Optimizer> Create(nn::ParameterStore* store, const OptimizerConfig& config);
+  // The store must be allocated; the moments are allocated (zeroed) on its device. `dp`: the
+  // data-parallel group the steps will reduce over, needed (and kept) for
+  // use_distributed_optimizer; it must outlive the optimizer and be the `dp` of every call.
+  static absl::StatusOr<Optimizer> Create(nn::ParameterStore* store, const OptimizerConfig& config,
+                                          comm::Communicator* dp = nullptr);
 
   // Starts an iteration's data-parallel gradient reduction (train/grad_reducer.h); returns the
   // listener for the StepContext of the iteration's last backward pass, or null (no overlap, or
@@ -73,18 +87,33 @@ class Optimizer {
   // Adam steps taken (skipped steps excluded).
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
-  // Moments in the store's flat layout, and per-parameter views of them.
+  // Whether the moments are sharded (use_distributed_optimizer over two or more DP ranks).
+  bool distributed() const { return dist_ != nullptr; }
+  const DistributedOptimizerState* distributed_state() const { return dist_.get(); }
+  // The moments this rank holds: the store's flat layout, or (distributed) this rank's shard
+  // (f32 [distributed_state()->shard_elements()]); and per-parameter views (not distributed).
   TensorView exp_avg() const { return m_.view(); }
   TensorView exp_avg_sq() const { return v_.view(); }
   TensorView exp_avg(int handle) const;
   TensorView exp_avg_sq(int handle) const;
+  // The whole moments in the store's flat layout, written to f32 [NumLocalElements()] tensors on
+  // the store's device (for checkpoints). Collective over the DP group when distributed.
+  absl::Status GatherMoments(const ExecContext& ctx, const TensorView& exp_avg,
+                             const TensorView& exp_avg_sq) const;
+  // Sets the moments from whole ones in the store's flat layout (f32 [NumLocalElements()], host
+  // or the store's device); a distributed optimizer keeps its shard of them. Local.
+  absl::Status LoadMoments(const ExecContext& ctx, const TensorView& exp_avg,
+                           const TensorView& exp_avg_sq);
 
  private:
   Optimizer() = default;
   absl::StatusOr<double> GlobalNormSquared(const ExecContext& ctx, comm::Communicator* tp) const;
+  // AdamW with `args` (weight decay where the spec asks for it) on what this rank updates.
+  absl::Status Update(const ExecContext& ctx, const ops::AdamArgs& args);
 
   nn::ParameterStore* store_ = nullptr;
   OptimizerConfig config_;
+  std::unique_ptr<DistributedOptimizerState> dist_;  // Null unless distributed.
   std::unique_ptr<GradReducer> reducer_;
   bool reduce_begun_ = false;
   Tensor m_, v_;

@@ -4,6 +4,7 @@
 #include "core/alloc.h"
 #include "core/exec_context.h"
 #include "core/status.h"
+#include "glog/logging.h"
 #include "nlohmann/json.hpp"
 
 namespace mt {
@@ -56,10 +57,10 @@ std::string TrainerStateJson(const Optimizer& optimizer, const LossScaler& scale
   return state.dump();
 }
 
-// Writes this rank's shard (called on data-parallel rank 0 only).
+// Writes this rank's shard of `live` (called on data-parallel rank 0 only).
 absl::Status SaveThisShard(const std::string& save_dir, const comm::ParallelContext& parallel,
                            const models::ModelConfig& config, const nn::ParameterStore& store,
-                           const Optimizer& optimizer, const std::string& trainer_state,
+                           const FlatState& live, const std::string& trainer_state,
                            const TrainingCounters& counters, const std::string& model_name) {
   CheckpointMetadata meta;
   meta.model_config_json = config.ToJson();
@@ -71,7 +72,6 @@ absl::Status SaveThisShard(const std::string& save_dir, const comm::ParallelCont
   meta.consumed_samples = counters.consumed_samples;
   meta.trainer_state_json = trainer_state;
   const ExecContext ctx = StoreContext(store);
-  const FlatState live = LiveState(store, optimizer);
   HostStagings staging;
   FlatState host;
   ASSIGN_OR_RETURN(host.values, staging.values.Download(ctx, live.values));
@@ -118,7 +118,10 @@ TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const 
 std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
                                           const Optimizer& optimizer,
                                           const HostTrainingState* host) {
-  if (host == nullptr) return Records(store, LiveState(store, optimizer));
+  if (host == nullptr) {
+    CHECK(!optimizer.distributed()) << "TrainingRecords of a distributed optimizer need `host`";
+    return Records(store, LiveState(store, optimizer));
+  }
   return Records(store, {host->values.view(), host->exp_avg.view(), host->exp_avg_sq.view()});
 }
 
@@ -127,8 +130,20 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const nn::ParameterStore& store, const Optimizer& optimizer,
                                const LossScaler& scaler, const LrSchedule& schedule,
                                const TrainingCounters& counters, const std::string& model_name) {
+  FlatState live = LiveState(store, optimizer);
+  // A distributed optimizer's moments are gathered whole (every DP rank takes part), so the
+  // checkpoint has the unsharded layout and loads at any DP size.
+  Tensor whole_exp_avg, whole_exp_avg_sq;
+  if (optimizer.distributed()) {
+    const ExecContext ctx = StoreContext(store);
+    ASSIGN_OR_RETURN(whole_exp_avg, Alloc(ctx, {store.NumLocalElements()}, DType::kF32));
+    ASSIGN_OR_RETURN(whole_exp_avg_sq, Alloc(ctx, {store.NumLocalElements()}, DType::kF32));
+    RETURN_IF_ERROR(optimizer.GatherMoments(ctx, whole_exp_avg.view(), whole_exp_avg_sq.view()));
+    live.exp_avg = whole_exp_avg.view();
+    live.exp_avg_sq = whole_exp_avg_sq.view();
+  }
   if (parallel.dp_rank() == 0) {
-    RETURN_IF_ERROR(SaveThisShard(save_dir, parallel, config, store, optimizer,
+    RETURN_IF_ERROR(SaveThisShard(save_dir, parallel, config, store, live,
                                   TrainerStateJson(optimizer, scaler, schedule, counters), counters,
                                   model_name));
   }
@@ -146,7 +161,15 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   ASSIGN_OR_RETURN(int64_t iteration, LatestIteration(load_dir));
   // Read into the live tensors in host memory, else into host staging that is then uploaded.
   const ExecContext ctx = StoreContext(*store);
-  const FlatState live = LiveState(*store, *optimizer);
+  FlatState live = LiveState(*store, *optimizer);
+  // A distributed optimizer reads the whole moments on the host and keeps its shard of them.
+  Tensor whole_exp_avg, whole_exp_avg_sq;
+  if (optimizer->distributed()) {
+    whole_exp_avg = Tensor::Host({store->NumLocalElements()}, DType::kF32);
+    whole_exp_avg_sq = Tensor::Host({store->NumLocalElements()}, DType::kF32);
+    live.exp_avg = whole_exp_avg.view();
+    live.exp_avg_sq = whole_exp_avg_sq.view();
+  }
   HostStagings staging;
   FlatState host;
   ASSIGN_OR_RETURN(host.values, staging.values.ForWriting(live.values));
@@ -157,8 +180,7 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
                             config.ToJson(), Records(*store, host), &meta));
   // The masters changed: CopyValuesFromHost also refreshes the compute-dtype copies.
   RETURN_IF_ERROR(store->CopyValuesFromHost(ctx, host.values));
-  RETURN_IF_ERROR(CopyTensor(ctx, host.exp_avg, live.exp_avg));
-  RETURN_IF_ERROR(CopyTensor(ctx, host.exp_avg_sq, live.exp_avg_sq));
+  RETURN_IF_ERROR(optimizer->LoadMoments(ctx, host.exp_avg, host.exp_avg_sq));
   return RestoreTrainerState(load_dir, meta, optimizer, scaler, schedule, counters);
 }
 

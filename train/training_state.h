@@ -6,7 +6,11 @@
 // Tensors: "<param>", "optimizer.exp_avg.<param>", "optimizer.exp_avg_sq.<param>", each with its
 // parameter's partitioning (model_loading.h reads the parameters alone, at any TP degree). Only
 // data-parallel rank 0 of each TP group writes its shard; global rank 0 commits after a barrier
-// over the world.
+// over the world. A distributed optimizer (train/distributed_optimizer.h) saves the same layout:
+// its moment shards are all-gathered over the DP group first (transiently the whole moments on
+// every DP rank), and loading keeps each rank's shard of them, so a checkpoint loads at any DP
+// size with or without the distributed optimizer, and every consumer (the reshard tool too)
+// reads it unchanged.
 #ifndef MT_TRAIN_TRAINING_STATE_H_
 #define MT_TRAIN_TRAINING_STATE_H_
 
@@ -50,7 +54,8 @@ TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const 
                              const std::string& name);
 
 // The records of every parameter and its Adam moments: views of the live tensors (on the store's
-// device), or of `host` when given (which must hold the store's flat layout).
+// device), or of `host` when given (which must hold the store's flat layout). A distributed
+// optimizer has no live moments in that layout: give `host` (Optimizer::GatherMoments).
 std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
                                           const Optimizer& optimizer,
                                           const HostTrainingState* host = nullptr);

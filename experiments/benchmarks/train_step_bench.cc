@@ -14,11 +14,16 @@
 // all-reduce after backward, and both step times, their ratio and the all-reduce time left after
 // backward ("exposed") are printed.
 // Every rank uses --threads threads (default: cores / ranks).
+// --use_distributed_optimizer shards both optimizers' Adam moments over the DP ranks (ZeRO stage 1,
+// train/distributed_optimizer.h); the report gives the optimizer state each rank holds and every
+// rank's peak resident set (getrusage), to measure what sharding saves.
 //
 // On the CPU it also prints the OpenBLAS kernel in use (core/openblas.h) and, from
 // --breakdown_steps more steps run under a sampling profiler (step_profile.h), where rank 0's
 // step time goes by op class (GEMM, attention, element-wise, LayerNorm, loss, optimizer,
 // communication, other), with the GEMMs' achieved rate next to the GEMM rate: the gap, by class.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -59,6 +64,7 @@ struct BenchConfig {
   int64_t micro_batch_size = 4;
   int tensor_model_parallel_size = 1;
   int64_t ddp_bucket_size = int64_t{1} << 20;
+  bool use_distributed_optimizer = false;
   int steps = 5;
   int threads = 0;
   bool recompute = false;
@@ -82,6 +88,8 @@ struct BenchConfig {
     v("tensor_model_parallel_size", &self.tensor_model_parallel_size,
       "TP degree (ranks / TP are data-parallel).");
     v("ddp_bucket_size", &self.ddp_bucket_size, "Gradient elements per DP all-reduce bucket.");
+    v("use_distributed_optimizer", &self.use_distributed_optimizer,
+      "Shard the Adam moments over the DP ranks (ZeRO stage 1).");
     v("steps", &self.steps, "Timed steps (after one warm-up step).");
     v("threads", &self.threads, "Threads per rank (0: cores / ranks).");
     v("recompute", &self.recompute, "Activation checkpointing.");
@@ -184,6 +192,7 @@ struct Timings {
   std::vector<double> times[2], exposed[2];
   int64_t started_in_backward = 0;
   int64_t buckets = 0;
+  int64_t moment_elements = 0;   // Of one optimizer's exp_avg on this rank.
   std::vector<double> profiled;  // The sampled steps' times.
   StackSampler::Profile profile;
 };
@@ -249,15 +258,16 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   train::OptimizerConfig oc;
   oc.dp_bucket_elements = c.ddp_bucket_size;
   oc.overlap_grad_reduce = true;
-  ASSIGN_OR_RETURN(train::Optimizer overlapped, train::Optimizer::Create(&store, oc));
+  oc.use_distributed_optimizer = c.use_distributed_optimizer;
   comm::Communicator* dp = parallel.dp_size() > 1 ? &parallel.dp() : nullptr;
+  ASSIGN_OR_RETURN(train::Optimizer overlapped, train::Optimizer::Create(&store, oc, dp));
   // The after-backward optimizer (its own Adam moments, as large as the parameters twice over)
   // exists only when there is a DP all-reduce to compare: without DP it would be dead memory in
   // the peak RSS.
   std::optional<train::Optimizer> after;
   if (dp != nullptr) {
     oc.overlap_grad_reduce = false;
-    ASSIGN_OR_RETURN(after, train::Optimizer::Create(&store, oc));
+    ASSIGN_OR_RETURN(after, train::Optimizer::Create(&store, oc, dp));
   }
   StepRunner run{world, dp, d, store, model, batch, sc};
   const int modes = dp != nullptr ? 2 : 1;
@@ -272,6 +282,7 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
     }
   }
   t.buckets = overlapped.grad_reducer().num_buckets();
+  t.moment_elements = overlapped.exp_avg().numel();
   if (!d.gpu && c.breakdown_steps > 0) {
     RETURN_IF_ERROR(ProfileSteps(c, run, overlapped, (c.steps + 1) * modes, &t));
   }
@@ -333,6 +344,7 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
   const int64_t B = c.micro_batch_size, T = c.seq_length;
   const int dp_size = parallel.dp_size(), ranks = parallel.world_size();
   const bool has_dp = dp_size > 1;
+  const bool sharded = c.use_distributed_optimizer && has_dp;
   const double median = MedianOf(t.times[0]);
   const double flops = model.TrainingFlops(B * dp_size, T, B * dp_size * T);
   const double per_rank_gflops = flops / median / ranks / 1e9;
@@ -378,6 +390,10 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
         static_cast<long long>(t.buckets), static_cast<long long>(c.ddp_bucket_size),
         static_cast<long long>(t.started_in_backward), median, MedianOf(t.exposed[0]) * 1e3, after,
         MedianOf(t.exposed[1]) * 1e3, median / after);
+    if (sharded) {
+      std::printf(
+          "  (distributed optimizer: each bucket reduce-scattered, the masters all-gathered)\n");
+    }
   }
   std::printf(
       "transformer activations per rank: held after forward %.1f MiB, recompute "
@@ -385,6 +401,32 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
       act.held / 1048576.0, act.backward_extra / 1048576.0,
       (act.held + act.backward_extra) / 1048576.0);
   if (!d.gpu) ReportBreakdown(c, parallel, model, gemm, t);
+}
+
+// The optimizer state and gradients this rank holds, and every rank's peak resident set
+// (getrusage: the whole process, both optimizers included). Collective over `world`.
+absl::Status ReportMemory(const BenchConfig& c, comm::Communicator& world, int dp_size,
+                          const nn::ParameterStore& store, const Timings& t) {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  Tensor mine = Tensor::Host({1}, DType::kI64), all = Tensor::Host({world.size()}, DType::kI64);
+  mine.data_as<int64_t>()[0] = static_cast<int64_t>(usage.ru_maxrss);  // KiB.
+  RETURN_IF_ERROR(world.AllGather(mine.view(), all.view()));
+  if (world.rank() != 0) return absl::OkStatus();
+  const double mib = 1048576.0, local = static_cast<double>(store.NumLocalElements());
+  std::printf(
+      "memory per rank (rank 0): f32 masters %.1f MiB, f32 gradients %.1f MiB, Adam moments "
+      "%.1f MiB per optimizer (%lld elements each: %s)%s\n",
+      4 * local / mib, 4 * local / mib, 8.0 * t.moment_elements / mib,
+      static_cast<long long>(t.moment_elements),
+      c.use_distributed_optimizer && dp_size > 1 ? "a 1/DP shard" : "unsharded",
+      dp_size > 1 ? "; two optimizers exist (overlapped and after-backward steps)" : "");
+  std::printf("peak RSS per rank (getrusage):");
+  for (int r = 0; r < world.size(); ++r) {
+    std::printf(" %.1f MiB", all.data_as<int64_t>()[r] / 1024.0);
+  }
+  std::printf("\n");
+  return absl::OkStatus();
 }
 
 absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communicator& world) {
@@ -433,7 +475,7 @@ absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communic
   if (world.rank() == 0) {
     Report(c, *parallel, *d, *model, store.NumGlobalElements(), gemm, t, act, device_in_use);
   }
-  return absl::OkStatus();
+  return ReportMemory(c, world, parallel->dp_size(), store, t);
 }
 
 // --model and the flags given, as the pretraining drivers resolve them; positions cover

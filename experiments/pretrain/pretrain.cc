@@ -217,7 +217,9 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   oc.clip_grad = c.clip_grad;
   oc.dp_bucket_elements = c.dp_bucket_elements;
   oc.overlap_grad_reduce = c.overlap_grad_reduce;
-  ASSIGN_OR_RETURN(train::Optimizer optimizer, train::Optimizer::Create(job->store.get(), oc));
+  oc.use_distributed_optimizer = c.use_distributed_optimizer;
+  ASSIGN_OR_RETURN(train::Optimizer optimizer,
+                   train::Optimizer::Create(job->store.get(), oc, &job->parallel->dp()));
   job->optimizer = std::make_unique<train::Optimizer>(std::move(optimizer));
   job->schedule = std::make_unique<train::LrSchedule>(c.lr);
   train::LossScalerConfig scaler_config;

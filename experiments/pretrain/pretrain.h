@@ -84,6 +84,9 @@ struct PretrainConfig {
   // during the backward pass as their gradients become final (overlap) or all after it.
   int64_t dp_bucket_elements = int64_t{1} << 22;
   bool overlap_grad_reduce = true;
+  // ZeRO stage 1 (train/distributed_optimizer.h): the Adam moments sharded over the DP ranks,
+  // gradients reduce-scattered, masters all-gathered. With one DP rank: the unsharded optimizer.
+  bool use_distributed_optimizer = false;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -128,6 +131,10 @@ struct PretrainConfig {
     v("overlap_grad_reduce", &self.overlap_grad_reduce,
       "All-reduce each data-parallel gradient bucket during backward, as soon as its gradients "
       "are final (false: all buckets after backward).");
+    v("use_distributed_optimizer", &self.use_distributed_optimizer,
+      "Shard the Adam moments over the data-parallel ranks (ZeRO stage 1): gradient buckets "
+      "reduce-scattered, updated weights all-gathered; checkpoints keep the unsharded layout "
+      "(any DP size loads them). With one DP rank it is the ordinary optimizer.");
   }
 
   virtual ~PretrainConfig() = default;

@@ -99,7 +99,7 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   nn::ParameterStore store((*parallel)->tp_rank(), c.tp, c.compute_dtype, d.ec.device);
   auto model = models::CreateModel(c.model, &store);
   if (!Ok(model.status(), "model") || !Ok(store.Allocate(c.init_seed), "allocation")) return out;
-  auto opt = Optimizer::Create(&store, c.optimizer);
+  auto opt = Optimizer::Create(&store, c.optimizer, &(*parallel)->dp());
   if (!Ok(opt.status(), "optimizer")) return out;
   LrSchedule schedule(c.lr);
   LossScaler scaler(c.scaler);
@@ -125,7 +125,9 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
   out.first_values = Masters(store, d.ec);
   out.first_compute = ComputeCopies(store, d.ec);
+  (*parallel)->dp().ResetCounters();
   Ok((*trainer)->Train(**batches, c.start, nullptr, nullptr), "training");
+  out.dp_calls = (*parallel)->dp().counters();
   Record(**trainer, &out);
   out.final_scale = scaler.scale();
   out.schedule_samples = schedule.samples();

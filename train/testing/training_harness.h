@@ -57,6 +57,7 @@ struct HarnessResult {
   std::vector<float> first_values, last_values;     // f32 masters before and after.
   std::vector<double> first_compute, last_compute;  // Compute-dtype copies before and after.
   int64_t buckets = 0, buckets_in_backward = 0;     // Of the last iteration's DP reduction.
+  comm::CommCounters dp_calls;                      // Of the DP group, over the training only.
 
   // Part k of every iteration.
   std::vector<double> Part(size_t k) const;

@@ -1,0 +1,169 @@
+#include "train/distributed_optimizer.h"
+
+#include <algorithm>
+
+#include "core/alloc.h"
+#include "core/ops/reduce.h"
+#include "core/status.h"
+#include "glog/logging.h"
+
+namespace mt {
+namespace train {
+
+std::vector<std::pair<int64_t, int64_t>> ShardLayout::Ranges() const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const ShardBucket& b : buckets) out.push_back({b.begin, b.end});
+  return out;
+}
+
+ShardLayout PartitionBuckets(int64_t num_elements, int64_t bucket_elements, int dp_size,
+                             int dp_rank) {
+  CHECK_GE(num_elements, 0);
+  CHECK_GE(bucket_elements, 1);
+  CHECK_GE(dp_size, 1);
+  CHECK(dp_rank >= 0 && dp_rank < dp_size);
+  const int64_t p = dp_size;
+  const int64_t size = (bucket_elements + p - 1) / p * p;
+  const int64_t remainder = num_elements % p;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t end = num_elements; end > remainder; end -= size) {
+    ranges.push_back({std::max(remainder, end - size), end});
+  }
+  if (remainder > 0) ranges.push_back({0, remainder});
+  ShardLayout layout;
+  for (const auto& [begin, end] : ranges) {
+    ShardBucket b;
+    b.begin = begin;
+    b.end = end;
+    b.padded = (end - begin + p - 1) / p * p;
+    const int64_t part = b.padded / p;
+    b.part_begin = begin + dp_rank * part;
+    b.part_end = std::max(b.part_begin, std::min(end, b.part_begin + part));
+    b.shard_offset = layout.shard_elements;
+    layout.shard_elements += part;
+    layout.buckets.push_back(b);
+  }
+  return layout;
+}
+
+absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerState::Create(
+    nn::ParameterStore* store, int64_t bucket_elements, comm::Communicator* dp) {
+  CHECK(dp != nullptr && dp->size() >= 2);
+  std::unique_ptr<DistributedOptimizerState> s(new DistributedOptimizerState());
+  s->store_ = store;
+  s->dp_ = dp;
+  s->layout_ = PartitionBuckets(store->NumLocalElements(), bucket_elements, dp->size(), dp->rank());
+  int64_t largest_part = 0;
+  for (const ShardBucket& b : s->layout_.buckets) {
+    largest_part = std::max(largest_part, b.padded / dp->size());
+    // The parameters this part overlaps, in flat order (the store lays them out contiguously).
+    for (int h = 0; h < store->size(); ++h) {
+      const int64_t begin = std::max(b.part_begin, store->offset(h));
+      const int64_t end = std::min(b.part_end, store->offset(h) + store->value(h).numel());
+      if (begin < end) {
+        s->pieces_.push_back({h, begin, end, b.shard_offset + (begin - b.part_begin)});
+      }
+    }
+  }
+  ExecContext on_device;
+  on_device.device = store->device();
+  ASSIGN_OR_RETURN(s->part_, AllocZeros(on_device, {largest_part}, DType::kF32));
+  if (store->NumLocalElements() % dp->size() != 0) {
+    ASSIGN_OR_RETURN(s->reduce_staging_, AllocZeros(on_device, {dp->size()}, DType::kF32));
+    ASSIGN_OR_RETURN(s->gather_staging_, AllocZeros(on_device, {dp->size()}, DType::kF32));
+  }
+  return s;
+}
+
+TensorView DistributedOptimizerState::Padded(const ShardBucket& b, const TensorView& flat,
+                                             const Tensor& staging) const {
+  if (b.padded == b.end - b.begin) return flat.Slice(b.begin, b.end);
+  return staging.view();
+}
+
+absl::Status DistributedOptimizerState::ReduceScatterBucket(size_t index) {
+  CHECK_LT(index, layout_.buckets.size());
+  const ShardBucket& b = layout_.buckets[index];
+  const TensorView grads = store_->flat_grads();
+  ExecContext ctx;
+  ctx.device = store_->device();
+  const TensorView in = Padded(b, grads, reduce_staging_);
+  if (in.data != grads.Slice(b.begin, b.end).data) {  // The padded bucket (zeros after the data).
+    RETURN_IF_ERROR(CopyTensor(ctx, grads.Slice(b.begin, b.end), in.Slice(0, b.end - b.begin)));
+  }
+  const TensorView part = part_.view().Slice(0, b.padded / dp_->size());
+  RETURN_IF_ERROR(dp_->ReduceScatter(in, part, comm::ReduceOp::kSum));
+  if (b.part_end == b.part_begin) return absl::OkStatus();
+  return CopyTensor(ctx, part.Slice(0, b.part_end - b.part_begin),
+                    grads.Slice(b.part_begin, b.part_end));
+}
+
+absl::StatusOr<double> DistributedOptimizerState::OwnedGradSumOfSquares(const ExecContext& ctx,
+                                                                        bool first_tp_rank) const {
+  const TensorView grads = store_->flat_grads();
+  double sum = 0;
+  for (const Piece& p : pieces_) {
+    if (store_->spec(p.handle).split_dim < 0 && !first_tp_rank) continue;  // On TP rank 0.
+    ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, grads.Slice(p.begin, p.end)));
+    sum += s;
+  }
+  return sum;
+}
+
+absl::Status DistributedOptimizerState::Update(const ExecContext& ctx, const ops::AdamArgs& args,
+                                               const TensorView& m, const TensorView& v) const {
+  const TensorView values = store_->flat_values(), grads = store_->flat_grads();
+  for (const Piece& p : pieces_) {
+    ops::AdamArgs a = args;
+    if (!store_->spec(p.handle).weight_decay) a.weight_decay = 0.0f;
+    const int64_t n = p.end - p.begin;
+    RETURN_IF_ERROR(ops::AdamUpdate(ctx, values.Slice(p.begin, p.end), grads.Slice(p.begin, p.end),
+                                    m.Slice(p.shard_offset, p.shard_offset + n),
+                                    v.Slice(p.shard_offset, p.shard_offset + n), a));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedOptimizerState::GatherMasters(const ExecContext& ctx) {
+  const TensorView values = store_->flat_values();
+  for (const ShardBucket& b : layout_.buckets) {
+    const TensorView part = part_.view().Slice(0, b.padded / dp_->size());
+    if (b.part_end > b.part_begin) {
+      RETURN_IF_ERROR(CopyTensor(ctx, values.Slice(b.part_begin, b.part_end),
+                                 part.Slice(0, b.part_end - b.part_begin)));
+    }
+    const TensorView out = Padded(b, values, gather_staging_);
+    RETURN_IF_ERROR(dp_->AllGather(part, out));
+    if (out.data != values.Slice(b.begin, b.end).data) {
+      RETURN_IF_ERROR(CopyTensor(ctx, out.Slice(0, b.end - b.begin), values.Slice(b.begin, b.end)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedOptimizerState::Gather(const ExecContext& ctx, const TensorView& shard,
+                                               const TensorView& flat) {
+  for (const ShardBucket& b : layout_.buckets) {
+    const int64_t part = b.padded / dp_->size();
+    const TensorView out = Padded(b, flat, gather_staging_);
+    RETURN_IF_ERROR(dp_->AllGather(shard.Slice(b.shard_offset, b.shard_offset + part), out));
+    if (out.data != flat.Slice(b.begin, b.end).data) {
+      RETURN_IF_ERROR(CopyTensor(ctx, out.Slice(0, b.end - b.begin), flat.Slice(b.begin, b.end)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedOptimizerState::Scatter(const ExecContext& ctx, const TensorView& flat,
+                                                const TensorView& shard) const {
+  for (const ShardBucket& b : layout_.buckets) {
+    if (b.part_end == b.part_begin) continue;
+    const int64_t n = b.part_end - b.part_begin;
+    RETURN_IF_ERROR(CopyTensor(ctx, flat.Slice(b.part_begin, b.part_end),
+                               shard.Slice(b.shard_offset, b.shard_offset + n)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace train
+}  // namespace mt

@@ -1,0 +1,136 @@
+// The distributed optimizer (ZeRO stage 1, Megatron's --use_distributed_optimizer): the Adam
+// moments are sharded over the data-parallel group instead of replicated on every DP rank.
+//
+// Layout. The flat gradient/parameter buffer of the store (nn::ParameterStore::flat_grads, N
+// elements) is cut into buckets from its END, as the all-reducing GradReducer cuts it, so that
+// reductions still start during backward (train/grad_reducer.h). Every bucket's length is a
+// multiple of the DP size P: the elements [r, N) (r = N mod P) are cut into buckets of
+// bucket_elements rounded up to a multiple of P (the frontmost one shorter, still a multiple of
+// P), and the r < P elements [0, r), when r > 0, form one last bucket padded with zeros to P
+// elements. Rank k of the group owns the contiguous k-th 1/P of every bucket (Megatron-core's
+// per-bucket sharding: a bucket is one reduce-scatter); its shard is the concatenation of its
+// parts in bucket order, sum(padded / P) elements on every rank, padding included.
+//
+// One step: each bucket of the flat gradients is reduce-scattered (summed) into this rank's part,
+// which lands back in the flat gradient buffer at the part's own offsets (through a bucket-part
+// scratch, since the communicator's in and out may not overlap), so the reduced gradients this
+// rank owns sit where the unsharded optimizer would read them and the rest of the buffer is left
+// unreduced. The optimizer (train/optimizer.h) then computes the global gradient norm from the
+// owned elements (summed over DP, then over TP), runs the same AdamW kernel on the owned slices
+// of the f32 masters with the sharded moments, and all-gathers the updated masters bucket by
+// bucket, so every rank ends the step with the weights of the unsharded optimizer.
+//
+// What is sharded: the two Adam moments (8 bytes per parameter -> 8 / P). The f32 masters stay
+// whole in the ParameterStore, which every consumer (evaluation, checkpoints, the compute-copy
+// refresh) reads; the all-gather therefore moves the f32 masters, and each rank then rounds them
+// into its compute-dtype copies.
+//
+// Devices: everything lives on the store's device; the communicator must reach it.
+#ifndef MT_TRAIN_DISTRIBUTED_OPTIMIZER_H_
+#define MT_TRAIN_DISTRIBUTED_OPTIMIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/exec_context.h"
+#include "core/ops/adam.h"
+#include "core/tensor.h"
+#include "nn/parameter.h"
+
+namespace mt {
+namespace train {
+
+// One bucket of the flat buffer and this rank's part of it.
+struct ShardBucket {
+  int64_t begin = 0, end = 0;  // The bucket's elements [begin, end) of the flat buffer.
+  int64_t padded = 0;          // end - begin rounded up to a multiple of the DP size.
+  // This rank's part: [part_begin, part_begin + padded / P) of the zero-padded bucket, of which
+  // [part_begin, part_end) are real elements (part_end <= end, or part_end == part_begin for a
+  // part of padding only).
+  int64_t part_begin = 0, part_end = 0;
+  int64_t shard_offset = 0;  // Where the part starts in this rank's shard.
+};
+
+struct ShardLayout {
+  std::vector<ShardBucket> buckets;  // From the end of the flat buffer to its start.
+  int64_t shard_elements = 0;        // sum(padded / P): the same on every rank.
+  // The buckets' [begin, end), in the same order (what GradReducer takes).
+  std::vector<std::pair<int64_t, int64_t>> Ranges() const;
+};
+
+// The layout of `num_elements` (>= 0) over `dp_size` (>= 1) ranks for rank `dp_rank`, with
+// buckets of at most `bucket_elements` (>= 1) rounded up to a multiple of dp_size (see the file
+// comment). Pure arithmetic; CHECK-fails on arguments out of range.
+ShardLayout PartitionBuckets(int64_t num_elements, int64_t bucket_elements, int dp_size,
+                             int dp_rank);
+
+// This rank's share of the optimizer step over a store (see the file comment). Made by
+// train::Optimizer for --use_distributed_optimizer; not thread-safe.
+class DistributedOptimizerState {
+ public:
+  // The store must be allocated and outlive this; dp (size >= 2) too. Allocates the bucket
+  // scratch on the store's device (ResourceExhausted/CUDA errors as core/alloc.h).
+  static absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> Create(
+      nn::ParameterStore* store, int64_t bucket_elements, comm::Communicator* dp);
+
+  const ShardLayout& layout() const { return layout_; }
+  comm::Communicator* dp() const { return dp_; }
+  int64_t shard_elements() const { return layout_.shard_elements; }
+
+  // Reduce-scatters bucket `index` (of layout().buckets) of the flat gradients: this rank's part
+  // of it becomes the DP sum, in place. Collective over dp (blocking).
+  absl::Status ReduceScatterBucket(size_t index);
+
+  // The sum of squares of the reduced gradients this rank owns, over the parameters counted on
+  // this TP rank (replicated ones only when first_tp_rank). Local.
+  absl::StatusOr<double> OwnedGradSumOfSquares(const ExecContext& ctx, bool first_tp_rank) const;
+
+  // AdamW on the owned elements of the f32 masters, with the shard moments m, v (f32
+  // [shard_elements()]); args.weight_decay applies to the parameters whose spec asks for it, 0
+  // to the others. Local.
+  absl::Status Update(const ExecContext& ctx, const ops::AdamArgs& args, const TensorView& m,
+                      const TensorView& v) const;
+
+  // All-gathers every rank's owned masters into the whole flat master buffer (the compute
+  // copies are not refreshed). Collective over dp.
+  absl::Status GatherMasters(const ExecContext& ctx);
+
+  // flat (f32 [N], store device) <- the shard-layout tensors of every rank (f32
+  // [shard_elements()], store device), padding dropped. Collective over dp.
+  absl::Status Gather(const ExecContext& ctx, const TensorView& shard, const TensorView& flat);
+
+  // shard (f32 [shard_elements()], store device) <- this rank's elements of `flat` (f32 [N],
+  // host or store device); padding left as it is. Local.
+  absl::Status Scatter(const ExecContext& ctx, const TensorView& flat,
+                       const TensorView& shard) const;
+
+ private:
+  // A run of owned elements inside one parameter: flat [begin, end), shard [shard_offset, ...).
+  struct Piece {
+    int handle;
+    int64_t begin, end, shard_offset;
+  };
+  DistributedOptimizerState() = default;
+  // The view the bucket is reduced/gathered through: the flat slice itself, or (the padded
+  // bucket) `staging`.
+  TensorView Padded(const ShardBucket& b, const TensorView& flat, const Tensor& staging) const;
+
+  nn::ParameterStore* store_ = nullptr;
+  comm::Communicator* dp_ = nullptr;
+  ShardLayout layout_;
+  std::vector<Piece> pieces_;
+  Tensor part_;  // f32 [max padded / P]: a bucket part (reduce-scatter out, all-gather in).
+  // f32 [P] each when N mod P != 0: the padded bucket, for the reduce-scatter (only its first
+  // N mod P elements are ever written, so the padding stays zero) and for the all-gathers.
+  Tensor reduce_staging_, gather_staging_;
+};
+
+}  // namespace train
+}  // namespace mt
+
+#endif  // MT_TRAIN_DISTRIBUTED_OPTIMIZER_H_
