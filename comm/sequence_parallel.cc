@@ -79,6 +79,17 @@ absl::Status ReduceScatterSequence(Communicator& tp, const TensorView& full,
   }
   return tp.ReduceScatter(scratch.view(), local2, ReduceOp::kSum);
 }
+
+// The mappings' directions that communicate: full [B, n t, ...] and local [B, t, ...] checked as
+// `op` names them, then local all-gathered into full or full reduce-scattered into local.
+enum class Move { kAllGather, kReduceScatter };
+absl::Status Collective(Communicator& tp, const std::string& op, Move move,
+                        absl::string_view full_name, const TensorView& full,
+                        absl::string_view local_name, const TensorView& local) {
+  RETURN_IF_ERROR(CheckSlices(op, full_name, full, local_name, local, tp.size()));
+  return move == Move::kAllGather ? AllGatherSequence(tp, local, full)
+                                  : ReduceScatterSequence(tp, full, local);
+}
 }  // namespace
 
 absl::Status SplitSequence(absl::string_view op, const TensorView& full, int index, int parts,
@@ -100,37 +111,32 @@ absl::Status ScatterToSequenceParallelRegionForward(Communicator& tp, const Tens
 
 absl::Status ScatterToSequenceParallelRegionBackward(Communicator& tp, const TensorView& dy_local,
                                                      const TensorView& dx) {
-  RETURN_IF_ERROR(
-      CheckSlices(Label(kScatter, "Backward"), "dx", dx, "dy_local", dy_local, tp.size()));
-  return AllGatherSequence(tp, dy_local, dx);
+  return Collective(tp, Label(kScatter, "Backward"), Move::kAllGather, "dx", dx, "dy_local",
+                    dy_local);
 }
 
 absl::Status GatherFromSequenceParallelRegionForward(Communicator& tp, const TensorView& x_local,
                                                      const TensorView& y) {
-  RETURN_IF_ERROR(CheckSlices(Label(kGather, "Forward"), "y", y, "x_local", x_local, tp.size()));
-  return AllGatherSequence(tp, x_local, y);
+  return Collective(tp, Label(kGather, "Forward"), Move::kAllGather, "y", y, "x_local", x_local);
 }
 
 absl::Status GatherFromSequenceParallelRegionBackward(Communicator& tp, const TensorView& dy,
                                                       const TensorView& dx_local) {
-  RETURN_IF_ERROR(
-      CheckSlices(Label(kGather, "Backward"), "dy", dy, "dx_local", dx_local, tp.size()));
-  return ReduceScatterSequence(tp, dy, dx_local);
+  return Collective(tp, Label(kGather, "Backward"), Move::kReduceScatter, "dy", dy, "dx_local",
+                    dx_local);
 }
 
 absl::Status ReduceScatterToSequenceParallelRegionForward(Communicator& tp, const TensorView& x,
                                                           const TensorView& y_local) {
-  RETURN_IF_ERROR(
-      CheckSlices(Label(kReduceScatter, "Forward"), "x", x, "y_local", y_local, tp.size()));
-  return ReduceScatterSequence(tp, x, y_local);
+  return Collective(tp, Label(kReduceScatter, "Forward"), Move::kReduceScatter, "x", x, "y_local",
+                    y_local);
 }
 
 absl::Status ReduceScatterToSequenceParallelRegionBackward(Communicator& tp,
                                                            const TensorView& dy_local,
                                                            const TensorView& dx) {
-  RETURN_IF_ERROR(
-      CheckSlices(Label(kReduceScatter, "Backward"), "dx", dx, "dy_local", dy_local, tp.size()));
-  return AllGatherSequence(tp, dy_local, dx);
+  return Collective(tp, Label(kReduceScatter, "Backward"), Move::kAllGather, "dx", dx, "dy_local",
+                    dy_local);
 }
 
 }  // namespace comm
