@@ -94,8 +94,13 @@ enum class Heads {
 };
 
 struct ModelOptions {
-  nn::Recompute recompute = nn::Recompute::kNo;  // Activation checkpointing of every layer.
+  // Activation recomputation of every layer: kYes (full) or kSelective (the attention core).
+  nn::Recompute recompute = nn::Recompute::kNo;
   Heads heads = Heads::kPretraining;
+  // Sequence parallelism (models/sequence_parallel.h; needs TP > 1 and a sequence length divisible
+  // by TP): the stack's residual stream, norms and dropouts on this rank's slice of the sequence.
+  // GPT-2 and BERT (and variants whose blocks support it) implement it; others refuse it.
+  bool sequence_parallel = false;
 };
 
 class Model {

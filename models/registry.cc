@@ -63,7 +63,9 @@ absl::Status CheckVocabDeclarations(const Architecture& arch, const ModelConfig&
   ModelConfig wider = config;
   wider.make_vocab_size_divisible_by = padded + 1;  // Pads vocab_size <= padded to padded + 1.
   nn::ParameterStore scratch(/*tp_rank=*/0, /*tp_size=*/1);
-  ASSIGN_OR_RETURN(const std::unique_ptr<Model> unused, arch.create(wider, &scratch, options));
+  ModelOptions serial = options;
+  serial.sequence_parallel = false;  // Needs TP > 1; declares the same parameters.
+  ASSIGN_OR_RETURN(const std::unique_ptr<Model> unused, arch.create(wider, &scratch, serial));
   const std::string where = absl::StrCat("architecture '", arch.name, "': parameter '");
   if (scratch.size() != store.size()) {
     return absl::InternalError(absl::StrCat("architecture '", arch.name,

@@ -59,7 +59,8 @@ absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(ParameterSto
 }
 
 absl::Status ParallelSelfAttention::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T) {
-  if (B == B_ && T == T_ && qkv_out_.numel() > 0 && qkv_out_.device() == ec.device) {
+  if (B == B_ && T == T_ && qkv_out_.numel() > 0 && q_.numel() > 0 &&
+      qkv_out_.device() == ec.device) {
     return absl::OkStatus();
   }
   const int64_t NH = local_heads_, D = head_dim_;
@@ -74,6 +75,29 @@ absl::Status ParallelSelfAttention::EnsureBuffers(const ExecContext& ec, int64_t
   B_ = B;
   T_ = T;
   return absl::OkStatus();
+}
+
+void ParallelSelfAttention::ReleaseCore() {
+  for (Tensor* t : {&q_, &k_, &v_, &lse_, &ctx_heads_}) *t = Tensor();
+}
+
+absl::Status ParallelSelfAttention::RunCore(const StepContext& sc) {
+  const ExecContext& ec = *sc.exec;
+  const ops::HeadsShape hs{B_, T_, local_heads_, head_dim_};
+  const Shape heads = {B_, local_heads_, T_, head_dim_};
+  for (Tensor* t : {&q_, &k_, &v_, &ctx_heads_}) {
+    if (t->numel() == 0) {
+      ASSIGN_OR_RETURN(*t, Alloc(ec, heads, dtype_));
+    }
+  }
+  if (lse_.numel() == 0) {
+    ASSIGN_OR_RETURN(lse_, Alloc(ec, {B_, local_heads_, T_}, DType::kF32));
+  }
+  RETURN_IF_ERROR(ops::SplitQkv(ec, hs, qkv_out_.view(), q_.view(), k_.view(), v_.view()));
+  RETURN_IF_ERROR(Rotate(ec, q_.view(), k_.view(), Rotation::kForward));
+  // ctx = dropout(softmax(q k^T / sqrt(D))) v, fused: no [T, T] buffer is kept.
+  return ops::FusedAttention(ec, q_.view(), k_.view(), v_.view(), Args(sc), ctx_heads_.view(),
+                             lse_.view());
 }
 
 void ParallelSelfAttention::Release() {
@@ -146,12 +170,9 @@ absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorV
 
   ASSIGN_OR_RETURN(TensorView x2, x.Reshape({B * T, config_.hidden}));
   RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(qkv_out_, {B * T, 3 * NH * D})));
-  RETURN_IF_ERROR(ops::SplitQkv(ec, hs, qkv_out_.view(), q_.view(), k_.view(), v_.view()));
-  RETURN_IF_ERROR(Rotate(ec, q_.view(), k_.view(), Rotation::kForward));
-  // ctx = dropout(softmax(q k^T / sqrt(D))) v, fused: no [T, T] buffer is kept.
-  RETURN_IF_ERROR(ops::FusedAttention(ec, q_.view(), k_.view(), v_.view(), Args(sc),
-                                      ctx_heads_.view(), lse_.view()));
+  RETURN_IF_ERROR(RunCore(sc));
   RETURN_IF_ERROR(ops::MergeHeads(ec, hs, ctx_heads_.view(), ctx_.view()));
+  if (config_.recompute_core) ReleaseCore();
   ASSIGN_OR_RETURN(TensorView y2, y.Reshape({B * T, config_.hidden}));
   return proj_.Forward(sc, As(ctx_, {B * T, NH * D}), y2, deferred_bias, config_.tp_reduce);
 }
@@ -164,6 +185,8 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   }
   const ops::HeadsShape hs{B, T, NH, D};
   const ExecContext& ec = *sc.exec;
+  // Selective recomputation: the core again, with the same dropout masks.
+  if (q_.numel() == 0) RETURN_IF_ERROR(RunCore(sc));
   // Scratch for gradients: reuse shapes of the saved activations.
   ASSIGN_OR_RETURN(Tensor dctx, Alloc(ec, {B, T, NH * D}, dtype_));
   ASSIGN_OR_RETURN(TensorView dy2, dy.Reshape({B * T, config_.hidden}));
@@ -182,6 +205,7 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   RETURN_IF_ERROR(ops::MergeQkv(ec, hs, dq.view(), dk.view(), dv.view(), dqkv.view()));
   ASSIGN_OR_RETURN(TensorView x2, x_.Reshape({B * T, config_.hidden}));
   ASSIGN_OR_RETURN(TensorView dx2, dx.Reshape({B * T, config_.hidden}));
+  if (config_.recompute_core) ReleaseCore();
   if (config_.tp_reduce == TpReduce::kPartial) {
     return qkv_.BackwardLocal(sc, x2, As(dqkv, {B * T, 3 * NH * D}), dx2, InputGrad::kOverwrite);
   }

@@ -55,6 +55,12 @@ struct AttentionConfig {
   // (no all-reduce, no bias: deferred_bias must be given) and Backward the QKV projection's
   // partial input gradient (no all-reduce), for the caller to reduce with another module's.
   TpReduce tp_reduce = TpReduce::kYes;
+  // Selective activation recomputation (Korthikanti et al. 2022): after Forward only the QKV
+  // projection's output and the context (the inputs of the two projections' backward) are kept;
+  // q, k, v, the context heads and the log-sum-exps are freed and Backward recomputes them (split,
+  // rotation, fused attention: the same values, bitwise, so the gradients are those of the stored
+  // path).
+  bool recompute_core = false;
 };
 
 class ParallelSelfAttention {
@@ -121,6 +127,10 @@ class ParallelSelfAttention {
   absl::Status AppendToCache(const ExecContext& ec, TensorView* keys, TensorView* values);
 
   absl::Status EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T);
+  // The attention core: q, k, v from qkv_out_ (rotated), ctx_heads_ and lse_ from them.
+  absl::Status RunCore(const StepContext& sc);
+  // Frees what RunCore writes (selective recomputation).
+  void ReleaseCore();
   ops::DropoutArgs ProbsDropout(const StepContext& sc) const;
   // The fused op's arguments for this micro-batch (dropout only when training).
   ops::AttentionArgs Args(const StepContext& sc) const;

@@ -74,6 +74,11 @@ class Layer {
   }
   // Frees the cache (decoding must start again).
   virtual void StopDecoding() {}
+
+  // Whether the block runs with sequence parallelism (nn/sequence_parallel.h: x and y are this
+  // rank's slices [B, T / tp, H]). A model asked for sequence parallelism refuses blocks that
+  // do not.
+  virtual bool sequence_parallel() const { return false; }
 };
 
 // The forward input a block keeps for Backward (and for recomputing its forward under activation

@@ -38,7 +38,8 @@ using ::mt::comm::testing::MpiTest;
 using ::mt::testing::MaxAbs;
 using ::mt::testing::RandomTensor;
 using ::mt::testing::ToDoubles;
-using testing::GlobalIndexOf;
+using testing::ExpectGradientSlicesMatch;
+using testing::FillGlobal;
 
 using Vec = std::vector<double>;
 
@@ -49,40 +50,6 @@ const double kU = ::mt::testing::UnitRoundoff(DType::kF32);
 const double kTpTol = 128 * kU;  // ~7.6e-6, relative to the largest magnitude.
 
 Vec Bound(const Vec& expected) { return Vec(expected.size(), kTpTol * MaxAbs(expected)); }
-
-// Sets every parameter to a deterministic function of (name, global index), so that the serial
-// and TP stores hold the same global values, with non-zero biases and non-unit LayerNorm gains.
-void FillGlobal(ParameterStore* store) {
-  for (int i = 0; i < store->size(); ++i) {
-    const ParamSpec& spec = store->spec(i);
-    const double phase = static_cast<double>(NameHash(spec.name) % 1000) * 1e-3;
-    const TensorView v = store->value(i);
-    for (int64_t j = 0; j < v.numel(); ++j) {
-      const int64_t g = GlobalIndexOf(spec, v.shape, store->tp_rank(), j);
-      const double x = 0.5 * std::sin(0.731 * static_cast<double>(g) + 6.283 * phase);
-      v.data_as<float>()[j] = static_cast<float>(spec.init == Init::kOnes ? 1.0 + x : x);
-    }
-  }
-}
-
-// Every local gradient of `sharded` equals the corresponding slice of `serial`'s.
-void ExpectGradientSlicesMatch(const ParameterStore& serial, const ParameterStore& sharded,
-                               const std::string& what) {
-  ASSERT_EQ(serial.size(), sharded.size());
-  for (int i = 0; i < sharded.size(); ++i) {
-    const ParamSpec& spec = sharded.spec(i);
-    auto si = serial.Find(spec.name);
-    ASSERT_TRUE(si.ok()) << si.status();
-    const Vec full = ToDoubles(serial.grad(*si));
-    const TensorView local = sharded.grad(i);
-    Vec expected(local.numel());
-    for (int64_t j = 0; j < local.numel(); ++j) {
-      expected[j] = full[GlobalIndexOf(spec, local.shape, sharded.tp_rank(), j)];
-    }
-    ExpectWithin(ToDoubles(local), expected, Vec(expected.size(), kTpTol * MaxAbs(full)),
-                 what + " gradient of " + spec.name);
-  }
-}
 
 StepContext Context(const ExecContext* ec, comm::Communicator* tp) {
   StepContext sc;
@@ -114,7 +81,7 @@ void ExpectMatchesSerial(const ParameterStore& serial, const ParameterStore& sha
                          const std::string& what) {
   ExpectWithin(t.y, s.y, Bound(s.y), what + " output");
   ExpectWithin(t.dx, s.dx, Bound(s.dx), what + " input gradient");
-  ExpectGradientSlicesMatch(serial, sharded, what);
+  ExpectGradientSlicesMatch(serial, sharded, kTpTol, what);
   EXPECT_GT(MaxAbs(s.y), 0.1) << what;
   EXPECT_EQ(t.forward_all_reduces, all_reduces) << what;
   EXPECT_EQ(t.backward_all_reduces, all_reduces) << what;

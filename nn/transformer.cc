@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/sequence_parallel.h"
 #include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/status.h"
@@ -74,7 +75,9 @@ AttentionConfig AttentionConfigOf(const TransformerLayerConfig& config, int laye
   ac.layer_index = layer_index;
   ac.rotary_base = config.rotary_base;
   ac.bias = config.attention_bias;
-  ac.tp_reduce = config.tp_reduce;
+  // With sequence parallelism the layer reduce-scatters the attention's partial output itself.
+  ac.tp_reduce = config.sequence_parallel ? TpReduce::kPartial : config.tp_reduce;
+  ac.recompute_core = config.recompute == Recompute::kSelective;
   return ac;
 }
 
@@ -94,17 +97,29 @@ absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
   l->config_ = spec.config;
   TransformerLayerConfig& config = l->config_;
   if (config.ffn == 0) config.ffn = 4 * config.hidden;
+  l->store_ = store;
   l->dtype_ = store->compute_dtype();
   l->layer_index_ = layer_index;
   if (config.tp_reduce != TpReduce::kYes) {
     return absl::InvalidArgumentError(
         "transformer layer: reduces its attention and MLP itself (tp_reduce must be kYes)");
   }
+  if (config.sequence_parallel && store->tp_size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transformer layer ", prefix, ": sequence parallelism needs tensor parallelism (TP > 1)"));
+  }
+  int first = store->size();
   ASSIGN_OR_RETURN(l->ln1_, spec.norm(store, prefix + ".ln1", config));
+  if (config.sequence_parallel) l->norm_grads_.Add(first, store->size());
   const AttentionConfig ac = AttentionConfigOf(config, layer_index);
   ASSIGN_OR_RETURN(l->attention_, ParallelSelfAttention::Create(store, prefix + ".attention", ac));
+  first = store->size();
   ASSIGN_OR_RETURN(l->ln2_, spec.norm(store, prefix + ".ln2", config));
-  ASSIGN_OR_RETURN(l->mlp_, spec.mlp(store, prefix + ".mlp", config));
+  if (config.sequence_parallel) l->norm_grads_.Add(first, store->size());
+  TransformerLayerConfig mlp_config = config;
+  if (config.sequence_parallel) mlp_config.tp_reduce = TpReduce::kPartial;
+  ASSIGN_OR_RETURN(l->mlp_, spec.mlp(store, prefix + ".mlp", mlp_config));
+  if (config.sequence_parallel) l->gather_ = std::make_shared<GatherBuffers>();
   if (l->ln1_ == nullptr || l->ln2_ == nullptr || l->mlp_ == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transformer layer ", prefix, ": a LayerSpec factory returned no module without an error"));
@@ -113,7 +128,10 @@ absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
 }
 
 ops::DropoutArgs TransformerLayer::HiddenDropout(const StepContext& sc, int site) const {
-  return sc.Dropout(config_.hidden_dropout, layer_index_, site, T_ * config_.hidden);
+  // Keyed by the element's index in the whole [B, T, H] (sequence parallel: of this rank's slice).
+  const ops::DropoutArgs full =
+      sc.Dropout(config_.hidden_dropout, layer_index_, site, seq_ * config_.hidden);
+  return config_.sequence_parallel ? SliceDropout(sc, full, seq_, config_.hidden) : full;
 }
 
 absl::Status TransformerLayer::CheckInput(const TensorView& x) const {
@@ -148,6 +166,10 @@ absl::Status TransformerLayer::StartDecoding(const StepContext& sc, int64_t batc
 absl::Status TransformerLayer::DecodeForward(const StepContext& sc, const TensorView& x,
                                              const TensorView& y) {
   RETURN_IF_ERROR(CheckInput(x));
+  if (config_.sequence_parallel) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "transformer layer ", layer_index_, ": no incremental decoding with sequence parallelism"));
+  }
   // Nothing of a decoding step is kept for Backward.
   input_.Clear();
   saved_ = false;
@@ -162,11 +184,72 @@ absl::Status TransformerLayer::Attend(const StepContext& sc, Pass pass, const Te
   return attention_.Forward(sc, x, input_.padding_mask(), y, bias);
 }
 
+absl::Status TransformerLayer::GatherInput(const StepContext& sc, const TensorView& x) {
+  const Shape full = {x.dim(0), x.dim(1) * sc.tp_size(), x.dim(2)};
+  RETURN_IF_ERROR(gather_->Ensure(*sc.exec, full, dtype_));
+  if (sc.tp == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transformer layer ", layer_index_, ": sequence parallelism without a TP communicator"));
+  }
+  return comm::GatherFromSequenceParallelRegionForward(*sc.tp, x, gather_->input.view());
+}
+
+absl::Status TransformerLayer::AttentionBranch(const StepContext& sc, Pass pass,
+                                               const TensorView& x, const TensorView** bias) {
+  if (!config_.sequence_parallel) return Attend(sc, pass, x, branch_.view(), bias);
+  RETURN_IF_ERROR(GatherInput(sc, x));
+  RETURN_IF_ERROR(Attend(sc, pass, gather_->input.view(), gather_->full_a.view(), bias));
+  return comm::ReduceScatterToSequenceParallelRegionForward(*sc.tp, gather_->full_a.view(),
+                                                            branch_.view());
+}
+
+absl::Status TransformerLayer::MlpBranch(const StepContext& sc, const TensorView& x,
+                                         const TensorView** bias) {
+  ASSIGN_OR_RETURN(TensorView branch, As2D(branch_.view()));
+  if (!config_.sequence_parallel) {
+    ASSIGN_OR_RETURN(TensorView x2, As2D(x));
+    return mlp_->Forward(sc, x2, branch, bias);
+  }
+  RETURN_IF_ERROR(GatherInput(sc, x));
+  ASSIGN_OR_RETURN(TensorView in, As2D(gather_->input.view()));
+  ASSIGN_OR_RETURN(TensorView partial, As2D(gather_->full_a.view()));
+  RETURN_IF_ERROR(mlp_->Forward(sc, in, partial, bias));
+  return comm::ReduceScatterToSequenceParallelRegionForward(*sc.tp, gather_->full_a.view(),
+                                                            branch_.view());
+}
+
+absl::Status TransformerLayer::AttentionBranchBackward(const StepContext& sc, const TensorView& x,
+                                                       const TensorView& dy, const TensorView& dx) {
+  if (!config_.sequence_parallel) return attention_.Backward(sc, dy, dx);
+  RETURN_IF_ERROR(GatherInput(sc, x));
+  const TensorView dy_full = gather_->full_a.view(), dx_full = gather_->full_b.view();
+  RETURN_IF_ERROR(comm::ReduceScatterToSequenceParallelRegionBackward(*sc.tp, dy, dy_full));
+  RETURN_IF_ERROR(attention_.Backward(sc, dy_full, dx_full));
+  return comm::GatherFromSequenceParallelRegionBackward(*sc.tp, dx_full, dx);
+}
+
+absl::Status TransformerLayer::MlpBranchBackward(const StepContext& sc, const TensorView& x,
+                                                 const TensorView& dy, const TensorView& dx) {
+  if (!config_.sequence_parallel) {
+    ASSIGN_OR_RETURN(TensorView dy2, As2D(dy));
+    ASSIGN_OR_RETURN(TensorView dx2, As2D(dx));
+    return mlp_->Backward(sc, dy2, dx2);
+  }
+  RETURN_IF_ERROR(GatherInput(sc, x));
+  RETURN_IF_ERROR(
+      comm::ReduceScatterToSequenceParallelRegionBackward(*sc.tp, dy, gather_->full_a.view()));
+  ASSIGN_OR_RETURN(TensorView dy2, As2D(gather_->full_a.view()));
+  ASSIGN_OR_RETURN(TensorView dx2, As2D(gather_->full_b.view()));
+  RETURN_IF_ERROR(mlp_->Backward(sc, dy2, dx2));
+  return comm::GatherFromSequenceParallelRegionBackward(*sc.tp, gather_->full_b.view(), dx);
+}
+
 absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const TensorView& x,
                                    const TensorView& y) {
   const int64_t B = x.dim(0), T = x.dim(1), H = config_.hidden;
   B_ = B;
   T_ = T;
+  seq_ = config_.sequence_parallel ? T * sc.tp_size() : T;
   const ExecContext& ec = *sc.exec;
   // The buffers keep their [B, T, H] shape (the attention reads B and T from its input's), so a
   // step of another shape with the same element count needs new ones too.
@@ -192,11 +275,11 @@ absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const Tenso
     ASSIGN_OR_RETURN(TensorView ln1, As2D(ln1_out_.view()));
     ASSIGN_OR_RETURN(TensorView ln2, As2D(ln2_out_.view()));
     RETURN_IF_ERROR(ln1_->Forward(sc, x2, ln1));
-    RETURN_IF_ERROR(Attend(sc, pass, ln1_out_.view(), branch_.view(), &bias));
+    RETURN_IF_ERROR(AttentionBranch(sc, pass, ln1_out_.view(), &bias));
     RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
                                         HiddenDropout(sc, kAttentionOutputDropoutSite), x2, x1));
     RETURN_IF_ERROR(ln2_->Forward(sc, x1, ln2));
-    RETURN_IF_ERROR(mlp_->Forward(sc, ln2, branch, &bias));
+    RETURN_IF_ERROR(MlpBranch(sc, ln2_out_.view(), &bias));
     RETURN_IF_ERROR(
         ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, y2));
   } else {
@@ -204,11 +287,11 @@ absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const Tenso
     RETURN_IF_ERROR(ensure(&s2_));
     ASSIGN_OR_RETURN(TensorView s1, As2D(s1_.view()));
     ASSIGN_OR_RETURN(TensorView s2, As2D(s2_.view()));
-    RETURN_IF_ERROR(Attend(sc, pass, x, branch_.view(), &bias));
+    RETURN_IF_ERROR(AttentionBranch(sc, pass, x, &bias));
     RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
                                         HiddenDropout(sc, kAttentionOutputDropoutSite), x2, s1));
     RETURN_IF_ERROR(ln1_->Forward(sc, s1, x1));
-    RETURN_IF_ERROR(mlp_->Forward(sc, x1, branch, &bias));
+    RETURN_IF_ERROR(MlpBranch(sc, x1_.view(), &bias));
     RETURN_IF_ERROR(
         ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, s2));
     RETURN_IF_ERROR(ln2_->Forward(sc, s2, y2));
@@ -246,6 +329,16 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
     RETURN_IF_ERROR(ForwardImpl(sc, scratch.view()));
   }
   backward_peak_bytes_ = ActivationBytes();
+  // Sequence parallel: the norms' gradients of this backward are partial sums over positions.
+  RETURN_IF_ERROR(norm_grads_.Begin(sc, *store_));
+  RETURN_IF_ERROR(BackwardImpl(sc, dy, dx));
+  RETURN_IF_ERROR(norm_grads_.End(sc, *store_));
+  if (config_.recompute == Recompute::kYes) ReleaseAll();
+  return absl::OkStatus();
+}
+
+absl::Status TransformerLayer::BackwardImpl(const StepContext& sc, const TensorView& dy,
+                                            const TensorView& dx) {
   const ExecContext& ec = *sc.exec;
   const int64_t B = B_, T = T_, H = config_.hidden;
   ASSIGN_OR_RETURN(TensorView dy2, As2D(dy));
@@ -259,29 +352,28 @@ absl::Status TransformerLayer::Backward(const StepContext& sc, const TensorView&
   if (config_.norm == NormPosition::kPreNorm) {
     // y = x1 + drop(mlp(LN2(x1))): dx1 = dy + LN2'(mlp'(drop'(dy))).
     RETURN_IF_ERROR(ops::DropoutBackward(ec, dy2, HiddenDropout(sc, kMlpOutputDropoutSite), db));
-    RETURN_IF_ERROR(mlp_->Backward(sc, db, dc));
+    RETURN_IF_ERROR(MlpBranchBackward(sc, ln2_out_.view(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ln2_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, dy2, db, da));  // da = dx1
     // x1 = x + drop(attn(LN1(x))): dx = dx1 + LN1'(attn'(drop'(dx1))).
     RETURN_IF_ERROR(
         ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
-    RETURN_IF_ERROR(attention_.Backward(sc, d_b.view(), d_c.view()));
+    RETURN_IF_ERROR(AttentionBranchBackward(sc, ln1_out_.view(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ln1_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, da, db, dx2));
   } else {
     // y = LN2(s2), s2 = x1 + drop(mlp(x1)).
     RETURN_IF_ERROR(ln2_->Backward(sc, dy2, da));  // da = ds2
     RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kMlpOutputDropoutSite), db));
-    RETURN_IF_ERROR(mlp_->Backward(sc, db, dc));
+    RETURN_IF_ERROR(MlpBranchBackward(sc, x1_.view(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ops::Add(ec, da, dc, db));  // db = dx1
     // x1 = LN1(s1), s1 = x + drop(attn(x)).
     RETURN_IF_ERROR(ln1_->Backward(sc, db, da));  // da = ds1
     RETURN_IF_ERROR(
         ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
-    RETURN_IF_ERROR(attention_.Backward(sc, d_b.view(), d_c.view()));
+    RETURN_IF_ERROR(AttentionBranchBackward(sc, input_.x(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ops::Add(ec, da, dc, dx2));
   }
-  if (config_.recompute == Recompute::kYes) ReleaseAll();
   return absl::OkStatus();
 }
 
@@ -294,10 +386,13 @@ absl::StatusOr<std::unique_ptr<TransformerStack>> TransformerStack::Create(
 }
 
 LayerFactory TransformerLayers(const LayerSpec& spec) {
-  return [spec](ParameterStore* s, const std::string& p,
-                int i) -> absl::StatusOr<std::unique_ptr<Layer>> {
+  auto gather = std::make_shared<GatherBuffers>();
+  return [spec, gather](ParameterStore* s, const std::string& p,
+                        int i) -> absl::StatusOr<std::unique_ptr<Layer>> {
     ASSIGN_OR_RETURN(std::unique_ptr<TransformerLayer> layer,
                      TransformerLayer::Create(s, p, i, spec));
+    // Sequence parallel: one set of gather buffers for the stack (the layers run one at a time).
+    if (spec.config.sequence_parallel) layer->ShareGatherBuffers(gather);
     return std::unique_ptr<Layer>(std::move(layer));
   };
 }
@@ -359,6 +454,13 @@ absl::Status TransformerStack::Backward(const StepContext& sc, const TensorView&
         std::max(peak_backward_extra_, layers_[i]->backward_peak_bytes() - before);
   }
   return CopyTensor(*sc.exec, grad.view(), dx);
+}
+
+bool TransformerStack::sequence_parallel() const {
+  for (const auto& l : layers_) {
+    if (!l->sequence_parallel()) return false;
+  }
+  return true;
 }
 
 int64_t TransformerStack::HeldActivationBytes() const {

@@ -52,12 +52,16 @@
 #include "nn/mlp.h"
 #include "nn/norm.h"
 #include "nn/parameter.h"
+#include "nn/sequence_parallel.h"
 
 namespace mt {
 namespace nn {
 
 enum class NormPosition { kPreNorm, kPostNorm };
-enum class Recompute { kNo, kYes };
+// Activation recomputation: kNo keeps every activation; kYes (full) keeps only each layer's input
+// and re-runs the whole layer in Backward; kSelective (Korthikanti et al. 2022) re-runs only the
+// attention core in Backward (nn/attention.h AttentionConfig::recompute_core).
+enum class Recompute { kNo, kYes, kSelective };
 
 struct TransformerLayerConfig {
   int64_t hidden = 0;
@@ -82,6 +86,13 @@ struct TransformerLayerConfig {
   // The GeLU MLP's form (GeluMlpFactory): the tanh approximation, or the exact erf form of the
   // published BERT.
   ops::GeluForm gelu = ops::GeluForm::kTanh;
+  // Sequence parallelism (nn/sequence_parallel.h; needs TP > 1): the layer's input and output are
+  // this rank's slice [B, T / tp, H] of the residual stream; its norms, dropouts and residual adds
+  // run on the slice; the attention and the MLP see the sequence all-gathered, and their partial
+  // outputs are reduce-scattered (and the reverse in Backward) instead of the two all-reduces each
+  // way. The norms' gradients are summed over TP at the end of the layer's Backward (one more
+  // all-reduce per layer and micro-batch, of the norms' parameters only).
+  bool sequence_parallel = false;
 };
 
 // Builders of a layer's norms and MLP, given the layer's config (with ffn resolved: 4 * hidden when
@@ -116,7 +127,7 @@ class TransformerLayer : public Layer {
   // Parameters, in this order: "<prefix>.ln1.*", "<prefix>.attention.*", "<prefix>.ln2.*",
   // "<prefix>.mlp.*". Errors: those of the modules (InvalidArgument for indivisible sizes, a bad
   // rotary setting, duplicate names); InvalidArgument for a spec without a norm or MLP factory,
-  // or one that returns no module.
+  // or one that returns no module, and for sequence parallelism at TP = 1.
   static absl::StatusOr<std::unique_ptr<TransformerLayer>> Create(ParameterStore* store,
                                                                   const std::string& prefix,
                                                                   int layer_index,
@@ -126,7 +137,8 @@ class TransformerLayer : public Layer {
       ParameterStore* store, const std::string& prefix, int layer_index,
       const TransformerLayerConfig& config);
   // x: [B, T, H] in the compute dtype, kept alive by the caller until Backward; y: [B, T, H].
-  // InvalidArgument for another shape or dtype.
+  // With sequence parallelism x and y are this rank's slices [B, T / tp, H] (padding_mask stays
+  // [B, T]). InvalidArgument for another shape or dtype.
   absl::Status Forward(const StepContext& sc, const TensorView& x, const TensorView* padding_mask,
                        const TensorView& y) override;
   // dy: [B, T, H]; dx: [B, T, H] (compute dtype).
@@ -138,6 +150,10 @@ class TransformerLayer : public Layer {
   absl::Status DecodeForward(const StepContext& sc, const TensorView& x,
                              const TensorView& y) override;
   void StopDecoding() override { attention_.StopDecoding(); }
+  bool sequence_parallel() const override { return config_.sequence_parallel; }
+  // With sequence parallelism: the [B, T, H] gather buffers, shared with the other layers of a
+  // stack (TransformerLayers does this); by default each layer has its own.
+  void ShareGatherBuffers(std::shared_ptr<GatherBuffers> buffers) { gather_ = std::move(buffers); }
 
  private:
   // Which attention pass a layer's computation runs: the full-sequence one, or a decoding step.
@@ -150,19 +166,38 @@ class TransformerLayer : public Layer {
   absl::Status Run(const StepContext& sc, Pass pass, const TensorView& x, const TensorView& y);
   absl::Status Attend(const StepContext& sc, Pass pass, const TensorView& x, const TensorView& y,
                       const TensorView** bias);
+  // The residual branches, x [B, t, H] (this rank's slice with sequence parallelism) into branch_:
+  // the module itself, or (sequence parallel) the module on the gathered sequence with its partial
+  // output reduce-scattered.
+  absl::Status AttentionBranch(const StepContext& sc, Pass pass, const TensorView& x,
+                               const TensorView** bias);
+  absl::Status MlpBranch(const StepContext& sc, const TensorView& x, const TensorView** bias);
+  // Their backward: dy [B, t, H] -> dx [B, t, H]; x: the branch's forward input (gathered again
+  // with sequence parallelism, into the memory the module saw in Forward).
+  absl::Status AttentionBranchBackward(const StepContext& sc, const TensorView& x,
+                                       const TensorView& dy, const TensorView& dx);
+  absl::Status MlpBranchBackward(const StepContext& sc, const TensorView& x, const TensorView& dy,
+                                 const TensorView& dx);
+  // gather_->input <- x [B, t, H] all-gathered along the sequence.
+  absl::Status GatherInput(const StepContext& sc, const TensorView& x);
+  absl::Status BackwardImpl(const StepContext& sc, const TensorView& dy, const TensorView& dx);
   void ReleaseAll();
   ops::DropoutArgs HiddenDropout(const StepContext& sc, int site) const;
 
   TransformerLayerConfig config_;
+  ParameterStore* store_ = nullptr;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
   int layer_index_ = 0;
   std::unique_ptr<Norm> ln1_, ln2_;
   ParallelSelfAttention attention_;
   std::unique_ptr<Mlp> mlp_;
   SavedInput input_;
-  int64_t B_ = 0, T_ = 0;
+  int64_t B_ = 0, T_ = 0;  // T_: positions of this rank's input (T / tp with sequence parallelism).
+  int64_t seq_ = 0;        // The whole sequence length T.
   bool saved_ = false;
   int64_t backward_peak_bytes_ = 0;
+  SequenceParallelGrads norm_grads_;  // The norms' parameters (sequence parallelism).
+  std::shared_ptr<GatherBuffers> gather_;
   // [B, T, H] buffers. Pre-norm: ln1_out_, x1_, ln2_out_. Post-norm: s1_, x1_, s2_.
   Tensor ln1_out_, x1_, ln2_out_, s1_, s2_, branch_;
 };
@@ -194,6 +229,8 @@ class TransformerStack {
   // dy: [B, T, H]; dx: [B, T, H] (may alias dy).
   absl::Status Backward(const StepContext& sc, const TensorView& dy, const TensorView& dx);
   int num_layers() const { return static_cast<int>(layers_.size()); }
+  // Whether every block runs with sequence parallelism (Layer::sequence_parallel).
+  bool sequence_parallel() const;
   // Activation bytes held between Forward and Backward (layer internals plus the residual stream
   // buffers), and the largest transient extra seen during the last Backward (a recomputed layer).
   int64_t HeldActivationBytes() const;

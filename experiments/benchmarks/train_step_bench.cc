@@ -72,6 +72,7 @@ struct BenchConfig {
   bool caching_allocator = true;
   int gemm_rate_size = 0;
   int breakdown_steps = 3;
+  ActivationConfig activations;  // --sequence_parallel, --recompute_granularity.
 
   BenchConfig() {
     model.hidden_size = 512;
@@ -93,6 +94,7 @@ struct BenchConfig {
     v("steps", &self.steps, "Timed steps (after one warm-up step).");
     v("threads", &self.threads, "Threads per rank (0: cores / ranks).");
     v("recompute", &self.recompute, "Activation checkpointing.");
+    ActivationConfig::Fields(self.activations, v);
     v("device", &self.device, "cpu (f32) or cuda (bf16, rank r on GPU local_rank mod GPUs).",
       kDeviceNames);
     v("caching_allocator", &self.caching_allocator,
@@ -179,6 +181,13 @@ absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int lo
   ro.caching_allocator = c.caching_allocator;
   ASSIGN_OR_RETURN(d->rank, CreateRankExecution(ro));
   return d;
+}
+
+// "no", "full" or "selective".
+const char* RecomputeName(const BenchConfig& c) {
+  const absl::StatusOr<nn::Recompute> r = c.activations.Recompute(c.recompute);
+  if (!r.ok() || *r == nn::Recompute::kNo) return "no";
+  return *r == nn::Recompute::kYes ? "full" : "selective";
 }
 
 double MedianOf(std::vector<double> v) {
@@ -339,7 +348,7 @@ void ReportBreakdown(const BenchConfig& c, const comm::ParallelContext& parallel
 
 void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const Device& d,
             const models::Model& model, int64_t parameters, double gemm, const Timings& t,
-            const models::Model::ActivationBytes& act, size_t device_in_use) {
+            const models::Model::ActivationBytes& act, size_t device_in_use, size_t peak_bytes) {
   const models::ModelConfig& mc = model.config();
   const int64_t B = c.micro_batch_size, T = c.seq_length;
   const int dp_size = parallel.dp_size(), ranks = parallel.world_size();
@@ -350,12 +359,14 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
   const double per_rank_gflops = flops / median / ranks / 1e9;
   std::printf(
       "config: model=%s architecture=%s layers=%d hidden=%d heads=%d seq=%lld batch=%lld "
-      "vocab=%lld (padded %lld) tp=%d dp=%d ranks=%d threads/rank=%d recompute=%s dtype=%s\n",
+      "vocab=%lld (padded %lld) tp=%d dp=%d ranks=%d threads/rank=%d recompute=%s "
+      "sequence_parallel=%s dtype=%s\n",
       c.model_name.empty() ? "(flags)" : c.model_name.c_str(), mc.ArchitectureName().c_str(),
       mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
       static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(mc.vocab_size),
       static_cast<long long>(model.padded_vocab()), parallel.tp_size(), dp_size, ranks,
-      d.rank.threads, c.recompute ? "yes" : "no", d.gpu ? "bf16" : "f32");
+      d.rank.threads, RecomputeName(c), c.activations.sequence_parallel ? "yes" : "no",
+      d.gpu ? "bf16" : "f32");
   std::printf("parameters: %lld\n", static_cast<long long>(parameters));
   if (d.gpu) {
     std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f TFLOP/s\n",
@@ -400,6 +411,15 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
       "transient in backward %.1f MiB, peak %.1f MiB\n",
       act.held / 1048576.0, act.backward_extra / 1048576.0,
       (act.held + act.backward_extra) / 1048576.0);
+  if (d.rank.memory_pool != nullptr) {
+    std::printf(
+        "device memory per rank (caching allocator): peak during a training step %.1f MiB\n",
+        static_cast<double>(peak_bytes) / 1048576.0);
+  }
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0) {
+    std::printf("peak RSS of rank 0: %.1f MiB\n", usage.ru_maxrss / 1024.0);
+  }
   if (!d.gpu) ReportBreakdown(c, parallel, model, gemm, t);
 }
 
@@ -442,7 +462,8 @@ absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communic
   nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(),
                            d->gpu ? DType::kBF16 : DType::kF32, d->rank.exec.device);
   models::ModelOptions options;
-  options.recompute = c.recompute ? nn::Recompute::kYes : nn::Recompute::kNo;
+  ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.recompute));
+  options.sequence_parallel = c.activations.sequence_parallel;
   ASSIGN_OR_RETURN(auto model, models::CreateModel(c.model, &store, options));
   RETURN_IF_ERROR(store.Allocate(1));
   const int64_t B = c.micro_batch_size, T = c.seq_length;
@@ -470,10 +491,14 @@ absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communic
     if (used.ok()) device_in_use = *used;
   }
   RETURN_IF_ERROR(store.ZeroGrads(d->rank.exec));
+  cuda::CachingAllocator* pool = d->rank.memory_pool.get();
+  if (pool != nullptr) pool->ResetPeak();
   RETURN_IF_ERROR(model->ForwardBackward(sc, batch, models::Backward::kYes).status());
+  const size_t peak_bytes = pool != nullptr ? pool->stats().peak_bytes_in_use : 0;
   const models::Model::ActivationBytes act{held, model->activation_bytes().backward_extra};
   if (world.rank() == 0) {
-    Report(c, *parallel, *d, *model, store.NumGlobalElements(), gemm, t, act, device_in_use);
+    Report(c, *parallel, *d, *model, store.NumGlobalElements(), gemm, t, act, device_in_use,
+           peak_bytes);
   }
   return ReportMemory(c, world, parallel->dp_size(), store, t);
 }
@@ -492,6 +517,8 @@ absl::Status ResolveConfig(const ConfigFlags<BenchConfig>& flags, BenchConfig* c
     return absl::InvalidArgumentError("train_step_bench runs GPT-family models");
   }
   if (c->steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
+  RETURN_IF_ERROR(c->activations.Validate(c->tensor_model_parallel_size, c->seq_length));
+  RETURN_IF_ERROR(c->activations.Recompute(c->recompute).status());
   return absl::OkStatus();
 }
 

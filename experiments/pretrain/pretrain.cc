@@ -51,8 +51,33 @@ absl::Status CheckDirectoryFlag(const char* flag, const std::string& path) {
 
 }  // namespace
 
+absl::StatusOr<nn::Recompute> ActivationConfig::Recompute(bool recompute_flag) const {
+  if (!recompute_flag) return recompute_granularity;
+  if (recompute_granularity == nn::Recompute::kSelective) {
+    return absl::InvalidArgumentError(
+        "--recompute (full recomputation) contradicts --recompute_granularity=selective");
+  }
+  return nn::Recompute::kYes;
+}
+
+absl::Status ActivationConfig::Validate(int tensor_parallel, int64_t seq_length) const {
+  if (!sequence_parallel) return absl::OkStatus();
+  if (tensor_parallel < 2) {
+    return absl::InvalidArgumentError(
+        "--sequence_parallel needs tensor parallelism (--tensor_model_parallel_size > 1)");
+  }
+  if (seq_length % tensor_parallel != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sequence_parallel: --seq_length ", seq_length,
+                     " is not divisible by --tensor_model_parallel_size ", tensor_parallel));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PretrainConfig::Validate(int world_size) const {
   RETURN_IF_ERROR(ValidateTrainerFlags(trainer));
+  RETURN_IF_ERROR(activations.Validate(tensor_model_parallel_size, trainer.seq_length));
+  RETURN_IF_ERROR(activations.Recompute(trainer.recompute).status());
   RETURN_IF_ERROR(model.ValidateParallel(tensor_model_parallel_size));
   RETURN_IF_ERROR(lr.Validate());
   const train::TrainerConfig& t = trainer;
@@ -209,7 +234,8 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   job->store = std::make_unique<nn::ParameterStore>(
       job->parallel->tp_rank(), job->parallel->tp_size(), c.compute_dtype, job->rank.exec.device);
   models::ModelOptions options;
-  options.recompute = c.trainer.recompute ? nn::Recompute::kYes : nn::Recompute::kNo;
+  ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.trainer.recompute));
+  options.sequence_parallel = c.activations.sequence_parallel;
   ASSIGN_OR_RETURN(job->model, models::CreateModel(c.model, job->store.get(), options));
   RETURN_IF_ERROR(job->store->Allocate(c.trainer.seed));
   train::OptimizerConfig oc;

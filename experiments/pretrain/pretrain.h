@@ -27,6 +27,7 @@
 #include "models/config.h"
 #include "models/model.h"
 #include "nn/context.h"
+#include "nn/transformer.h"
 #include "train/lr_schedule.h"
 #include "train/trainer.h"
 
@@ -41,6 +42,38 @@ inline constexpr std::pair<absl::string_view, CommBackend> kCommBackendNames[] =
     {"auto", CommBackend::kAuto}, {"mpi", CommBackend::kMpi}, {"nccl", CommBackend::kNccl}};
 inline constexpr std::pair<absl::string_view, DType> kComputeDTypeNames[] = {
     {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}};
+
+inline constexpr std::pair<absl::string_view, nn::Recompute> kRecomputeGranularityNames[] = {
+    {"none", nn::Recompute::kNo},
+    {"full", nn::Recompute::kYes},
+    {"selective", nn::Recompute::kSelective}};
+
+// How the transformer layers keep their activations (Korthikanti et al. 2022), with Megatron-LM's
+// flag names: sequence parallelism (TP > 1; the norms, dropouts and residual stream on each TP
+// rank's slice of the sequence) and the recomputation granularity (--recompute, the older flag,
+// means full).
+struct ActivationConfig {
+  bool sequence_parallel = false;
+  nn::Recompute recompute_granularity = nn::Recompute::kNo;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("sequence_parallel", &self.sequence_parallel,
+      "Run the norms, dropouts and residual adds on each TP rank's slice of the sequence "
+      "(all-gather / reduce-scatter instead of all-reduce; needs TP > 1 and a seq_length "
+      "divisible by it).");
+    v("recompute_granularity", &self.recompute_granularity,
+      "none, full (recompute each layer in backward; as --recompute) or selective (only the "
+      "attention core).",
+      kRecomputeGranularityNames);
+  }
+  // The recomputation the model runs given the older --recompute flag; InvalidArgument when they
+  // disagree.
+  absl::StatusOr<nn::Recompute> Recompute(bool recompute_flag) const;
+  // InvalidArgument naming the flag: sequence parallelism at TP = 1 or with a seq_length that TP
+  // does not divide.
+  absl::Status Validate(int tensor_parallel, int64_t seq_length) const;
+};
 
 // The settings every pretraining job has, with Megatron-LM's flag names (the field table below
 // is the drivers' flags: core/config_flags.h).
@@ -87,6 +120,7 @@ struct PretrainConfig {
   // ZeRO stage 1 (train/distributed_optimizer.h): the Adam moments sharded over the DP ranks,
   // gradients reduce-scattered, masters all-gathered. With one DP rank: the unsharded optimizer.
   bool use_distributed_optimizer = false;
+  ActivationConfig activations;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -95,6 +129,7 @@ struct PretrainConfig {
     models::ModelConfig::Fields(self.model, v);
     train::TrainerConfig::Fields(self.trainer, v);
     train::LrScheduleConfig::Fields(self.lr, v);
+    ActivationConfig::Fields(self.activations, v);
     v("weight_decay", &self.weight_decay, "Decoupled weight decay (not on biases or norms).");
     v("clip_grad", &self.clip_grad, "Clip the global gradient L2 norm to this (0: off).");
     v("tensor_model_parallel_size", &self.tensor_model_parallel_size,

@@ -63,13 +63,18 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
     ASSIGN_OR_RETURN(m->embedding_ln_, nn::LayerNormModule::Create(store, "embedding.layernorm", H,
                                                                    config.layernorm_eps));
   }
-  const nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kNo, options.recompute);
+  nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kNo, options.recompute);
+  lc.sequence_parallel = options.sequence_parallel;
   ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
   m->layer_weights_ = LayerMatrixWeights(*store, "layers.0.");
   m->after_stack_handle_ = store->size();  // The final LayerNorm and the heads come after.
   if (!post_norm) {
     ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm", H,
                                                                config.layernorm_eps));
+  }
+  if (options.sequence_parallel) {
+    m->sp_ = std::make_unique<SequenceParallelEnds>(store, post_norm ? nullptr : &m->final_ln_,
+                                                    m->after_stack_handle_, store->size());
   }
   ASSIGN_OR_RETURN(m->pooler_, nn::ReplicatedLinear::Create(store, "pooler.dense", H, H,
                                                             nn::Bias::kYes, init_std));
@@ -109,7 +114,7 @@ absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t 
   ASSIGN_OR_RETURN(emb_sum_, Alloc(ec, {N, H}, dtype_));
   ASSIGN_OR_RETURN(emb_part_, Alloc(ec, {N, H}, dtype_));
   ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
-  if (config_.norm == nn::NormPosition::kPreNorm) {
+  if (config_.norm == nn::NormPosition::kPreNorm || sp_ != nullptr) {
     ASSIGN_OR_RETURN(final_out_, Alloc(ec, {N, H}, dtype_));
   }
   ASSIGN_OR_RETURN(cls_, Alloc(ec, {B, H}, dtype_));
@@ -153,12 +158,21 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& b
   RETURN_IF_ERROR(token_type_.Forward(sc, token_types_, part));
   RETURN_IF_ERROR(ops::Add(ec, sum, part, sum));
   ASSIGN_OR_RETURN(TensorView emb2, emb_.view().Reshape({N, H}));
+  TensorView before_dropout = sum;
   if (config_.norm == nn::NormPosition::kPostNorm) {
     RETURN_IF_ERROR(embedding_ln_.Forward(sc, sum, emb2));
-    RETURN_IF_ERROR(ops::Dropout(ec, emb2, EmbeddingDropout(sc), emb2));
-  } else {
-    RETURN_IF_ERROR(ops::Dropout(ec, sum, EmbeddingDropout(sc), emb2));
+    before_dropout = emb2;
   }
+  if (sp_ != nullptr) {
+    // Sequence parallel: the stack (and the final LayerNorm) on this rank's slice, gathered after.
+    ASSIGN_OR_RETURN(TensorView emb3, before_dropout.Reshape({B, T, H}));
+    ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb3, EmbeddingDropout(sc)));
+    ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, x, &padding_mask_));
+    RETURN_IF_ERROR(sp_->Exit(sc, h, final_out_.view()));
+    seq_ = final_out_.view();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(ops::Dropout(ec, before_dropout, EmbeddingDropout(sc), emb2));
   ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, emb_.view(), &padding_mask_));
   ASSIGN_OR_RETURN(TensorView h2, h.Reshape({N, H}));
   if (config_.norm == nn::NormPosition::kPreNorm) {
@@ -175,6 +189,14 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
   const ExecContext& ec = *sc.exec;
   Tensor dh_pre_norm;
   TensorView dh2 = dseq;
+  if (sp_ != nullptr) {
+    ASSIGN_OR_RETURN(Tensor dlocal, Alloc(ec, {B_, T_ / sc.tp_size(), H}, dtype_));
+    RETURN_IF_ERROR(sp_->ExitBackward(sc, dseq, dlocal.view()));
+    RETURN_IF_ERROR(sc.NotifyGradsReady(after_stack_handle_));
+    RETURN_IF_ERROR(stack_->Backward(sc, dlocal.view(), dlocal.view()));
+    RETURN_IF_ERROR(sp_->EnterBackward(sc, dlocal.view(), EmbeddingDropout(sc), dseq));
+    return EmbeddingBackward(sc, dseq);
+  }
   if (config_.norm == nn::NormPosition::kPreNorm) {
     ASSIGN_OR_RETURN(dh_pre_norm, Alloc(ec, {N, H}, dtype_));
     dh2 = dh_pre_norm.view();
@@ -186,6 +208,10 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
   ASSIGN_OR_RETURN(TensorView dh, dh2.Reshape({B_, T_, H}));
   RETURN_IF_ERROR(stack_->Backward(sc, dh, dh));
   RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc), dh2));
+  return EmbeddingBackward(sc, dh2);
+}
+
+absl::Status BertModel::EmbeddingBackward(const nn::StepContext& sc, const TensorView& dh2) {
   TensorView dsum = dh2;
   if (config_.norm == nn::NormPosition::kPostNorm) {
     dsum = emb_part_.view();  // Free after the forward: scratch for the LayerNorm's input grad.

@@ -61,6 +61,7 @@
 #include "models/bert/bert_heads.h"
 #include "models/config.h"
 #include "models/model.h"
+#include "models/sequence_parallel.h"
 #include "nn/context.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
@@ -126,6 +127,9 @@ class BertModel : public Model {
   absl::Status EncoderForward(const nn::StepContext& sc, const Batch& batch);
   // dseq: [B * T, H], the gradient of seq_ (overwritten as scratch).
   absl::Status EncoderBackward(const nn::StepContext& sc, const TensorView& dseq);
+  // From dh2 [B * T, H], the gradient of the embeddings after their LayerNorm (post-norm) and
+  // before the dropout, into the embedding tables' gradients.
+  absl::Status EmbeddingBackward(const nn::StepContext& sc, const TensorView& dh2);
   // pooled_ [B, H] = tanh(dense(seq_[position 0 of each sequence])).
   absl::Status PoolerForward(const nn::StepContext& sc);
   // Accumulates the gradient of pooled_ (dpooled [B, H], overwritten) into dseq.
@@ -144,8 +148,9 @@ class BertModel : public Model {
   nn::ReplicatedEmbedding position_, token_type_;
   nn::LayerNormModule embedding_ln_;  // Post-norm only.
   std::unique_ptr<nn::TransformerStack> stack_;
-  nn::LayerNormModule final_ln_;  // Pre-norm only.
-  int after_stack_handle_ = 0;    // First handle declared after the transformer layers.
+  nn::LayerNormModule final_ln_;              // Pre-norm only.
+  std::unique_ptr<SequenceParallelEnds> sp_;  // With sequence parallelism.
+  int after_stack_handle_ = 0;                // First handle declared after the transformer layers.
   nn::ReplicatedLinear pooler_;
   MlmHead mlm_;                // With pretraining heads.
   SopHead sop_;                // With pretraining heads.
@@ -165,7 +170,8 @@ class BertModel : public Model {
   Tensor emb_sum_;     // [B * T, H] word + position + type (post-norm: the LayerNorm input)
   Tensor emb_part_;    // [B * T, H] scratch for one embedding term
   Tensor emb_;         // [B, T, H] the stack's input (after dropout)
-  Tensor final_out_;   // [B * T, H] pre-norm: the final LayerNorm's output
+  Tensor final_out_;   // [B * T, H] pre-norm: the final LayerNorm's output (sequence parallel:
+                       // also post-norm, the gathered stack output)
   TensorView seq_;     // [B * T, H] the encoder output: final_out_ (pre-norm) or the stack's
                        // output buffer (post-norm)
   Tensor cls_;         // [B, H] seq_ at position 0

@@ -139,6 +139,28 @@ TEST_F(MpiTest, TwoAllReducesForwardAndTwoBackwardPerLayer) {
   }
 }
 
+// Sequence parallelism, pre-norm and post-norm, with the padding mask and dropout on: the serial
+// model's losses and gradient slices; per layer no all-reduce forward and one (the LayerNorms'
+// gradients) backward, the TP model's all-reduces replaced by all-gathers and reduce-scatters
+// (as GPT's: models/gpt2/gpt2_tp_test.cc).
+TEST_F(MpiTest, SequenceParallelBertMatchesSerial) {
+  if (comm_->size() == 1) GTEST_SKIP() << "sequence parallelism needs TP > 1";
+  for (nn::NormPosition norm : {nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm}) {
+    SCOPED_TRACE(norm == nn::NormPosition::kPreNorm ? "pre-norm" : "post-norm");
+    TensorParallelCheck check = BertCheck(Objective::kPretraining, 3);
+    check.options.sequence_parallel = true;
+    AllReduces counts[3];
+    for (int layers : {1, 2}) {
+      const ModelConfig c = SmallConfig(layers, norm);
+      const BertInputs b = MakeInputs(3, 8, static_cast<int>(c.vocab_size));
+      counts[layers] = ExpectTensorParallelMatchesSerial(*comm_, c, b.Pretraining(), check);
+    }
+    EXPECT_EQ(counts[2].forward - counts[1].forward, 0);
+    EXPECT_EQ(counts[2].backward - counts[1].backward, 1);
+    EXPECT_EQ(counts[2].others - counts[1].others, 14);
+  }
+}
+
 }  // namespace
 }  // namespace models
 }  // namespace mt

@@ -42,15 +42,23 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
                                        store, "embedding.position", config.max_position_embeddings,
                                        config.hidden_size, config.init_std));
   }
-  const nn::TransformerLayerConfig lc =
-      config.LayerConfig(ops::CausalMask::kYes, options.recompute);
+  nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kYes, options.recompute);
+  lc.sequence_parallel = options.sequence_parallel;
   ASSIGN_OR_RETURN(
       m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, spec.blocks(lc)));
+  if (options.sequence_parallel && !m->stack_->sequence_parallel()) {
+    return absl::InvalidArgumentError(
+        "GPT: the blocks of this architecture do not run with sequence parallelism");
+  }
   m->layer_weights_ = LayerMatrixWeights(*store, "layers.0.");
   m->final_norm_handle_ = store->size();  // Its first parameter's handle (declaration order).
   ASSIGN_OR_RETURN(m->final_norm_, spec.final_norm(store, spec.final_norm_name, lc));
   if (m->final_norm_ == nullptr) {
     return absl::InvalidArgumentError("GPT: the DecoderSpec's final_norm factory returned no norm");
+  }
+  if (options.sequence_parallel) {
+    m->sp_ = std::make_unique<SequenceParallelEnds>(store, m->final_norm_.get(),
+                                                    m->final_norm_handle_, store->size());
   }
   return m;
 }
@@ -102,10 +110,17 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
     RETURN_IF_ERROR(position_.Forward(sc, positions_.view(), pos_emb_.view()));
     RETURN_IF_ERROR(ops::Add(ec, emb2, pos_emb_.view(), emb2));
   }
-  RETURN_IF_ERROR(ops::Dropout(ec, emb2, EmbeddingDropout(sc, T), emb2));
-  ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, emb_.view(), /*padding_mask=*/nullptr));
-  ASSIGN_OR_RETURN(TensorView h2, h.Reshape({B * T, H}));
-  RETURN_IF_ERROR(final_norm_->Forward(sc, h2, final_.view()));
+  if (sp_ != nullptr) {
+    // Sequence parallel: the stack and the final norm on this rank's slice, gathered after.
+    ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb_.view(), EmbeddingDropout(sc, T)));
+    ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, x, /*padding_mask=*/nullptr));
+    RETURN_IF_ERROR(sp_->Exit(sc, h, final_.view()));
+  } else {
+    RETURN_IF_ERROR(ops::Dropout(ec, emb2, EmbeddingDropout(sc, T), emb2));
+    ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, emb_.view(), /*padding_mask=*/nullptr));
+    ASSIGN_OR_RETURN(TensorView h2, h.Reshape({B * T, H}));
+    RETURN_IF_ERROR(final_norm_->Forward(sc, h2, final_.view()));
+  }
   return word_.LogitsForward(sc, final_.view(), logits_.view());
 }
 
@@ -144,10 +159,18 @@ absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, cons
   RETURN_IF_ERROR(word_.LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));
   ASSIGN_OR_RETURN(Tensor dh, Alloc(ec, {B_, T_, H}, dtype_));
   ASSIGN_OR_RETURN(TensorView dh2, dh.view().Reshape({N, H}));
-  RETURN_IF_ERROR(final_norm_->Backward(sc, dfinal.view(), dh2));
-  RETURN_IF_ERROR(sc.NotifyGradsReady(final_norm_handle_));
-  RETURN_IF_ERROR(stack_->Backward(sc, dh.view(), dh.view()));
-  RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc, T_), dh2));
+  if (sp_ != nullptr) {
+    ASSIGN_OR_RETURN(Tensor dlocal, Alloc(ec, {B_, T_ / sc.tp_size(), H}, dtype_));
+    RETURN_IF_ERROR(sp_->ExitBackward(sc, dfinal.view(), dlocal.view()));
+    RETURN_IF_ERROR(sc.NotifyGradsReady(final_norm_handle_));
+    RETURN_IF_ERROR(stack_->Backward(sc, dlocal.view(), dlocal.view()));
+    RETURN_IF_ERROR(sp_->EnterBackward(sc, dlocal.view(), EmbeddingDropout(sc, T_), dh2));
+  } else {
+    RETURN_IF_ERROR(final_norm_->Backward(sc, dfinal.view(), dh2));
+    RETURN_IF_ERROR(sc.NotifyGradsReady(final_norm_handle_));
+    RETURN_IF_ERROR(stack_->Backward(sc, dh.view(), dh.view()));
+    RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc, T_), dh2));
+  }
   RETURN_IF_ERROR(word_.Backward(sc, tokens_, dh2));
   if (config_.position_embeddings) RETURN_IF_ERROR(position_.Backward(sc, positions_.view(), dh2));
   RETURN_IF_ERROR(sc.NotifyGradsReady(0));

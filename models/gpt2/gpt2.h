@@ -1,7 +1,9 @@
 // GPT-2 language model with Megatron tensor parallelism: vocab-parallel word embedding + learned
 // positions -> dropout -> N pre-norm TransformerLayers (causal) -> final LayerNorm -> logits from
 // the word embedding (tied) -> vocab-parallel cross-entropy. The same object serves TP = 1 (null
-// communicator) and TP > 1; every rank of a TP group calls it with the same tokens.
+// communicator) and TP > 1; every rank of a TP group calls it with the same tokens. With
+// ModelOptions::sequence_parallel the stack and the final LayerNorm run on this rank's slice of the
+// sequence (models/sequence_parallel.h), gathered before the output layer.
 //
 // Mixed precision: the model computes in the store's compute dtype (nn::ParameterStore; f32, bf16
 // or f16) with f32 master weights and f32 gradients. Activations, the residual stream included,
@@ -36,6 +38,7 @@
 #include "core/tensor.h"
 #include "models/config.h"
 #include "models/model.h"
+#include "models/sequence_parallel.h"
 #include "nn/context.h"
 #include "nn/cross_entropy.h"
 #include "nn/embedding.h"
@@ -132,6 +135,7 @@ class GptModel : public Model {
   nn::ReplicatedEmbedding position_;
   std::unique_ptr<nn::TransformerStack> stack_;
   std::unique_ptr<nn::Norm> final_norm_;
+  std::unique_ptr<SequenceParallelEnds> sp_;  // With sequence parallelism.
   int final_norm_handle_ = 0;  // Parameters from here on are final after final_norm_'s Backward.
   double layer_weights_ = 0;   // Weights in one block's matrix products (FLOPs).
   nn::VocabParallelCrossEntropy loss_;

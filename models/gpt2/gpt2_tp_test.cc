@@ -137,6 +137,40 @@ TEST_F(MpiTest, GatheredLogitsMatchSerial) {
   ExpectTensorParallelMatchesSerial(*comm_, SmallConfig(1), batch.view(), check);
 }
 
+// Sequence parallelism (ModelOptions::sequence_parallel): the serial model's loss, gradient slices
+// and gathered logits, dropout on. Per layer, the TP model's two all-reduces each way become
+// all-gathers and reduce-scatters (2 + 2 forward; backward 4 all-gathers, two of them gathering the
+// branch inputs again, and 2 reduce-scatters), plus one all-reduce of the layer's LayerNorm
+// gradients; the rest of the model keeps its all-reduces, and the final LayerNorm's gradients add
+// one.
+TEST_F(MpiTest, SequenceParallelGptMatchesSerial) {
+  const int tp = comm_->size();
+  if (tp == 1) GTEST_SKIP() << "sequence parallelism needs TP > 1";
+  const LmBatch batch = MakeLmBatch(3, 8, 37);  // T = 8: divisible by TP 2 and 4.
+  TensorParallelCheck check;
+  check.options.sequence_parallel = true;
+  const AllReduces one =
+      ExpectTensorParallelMatchesSerial(*comm_, SmallConfig(1), batch.view(), check);
+  const AllReduces two =
+      ExpectTensorParallelMatchesSerial(*comm_, SmallConfig(2), batch.view(), check);
+  EXPECT_EQ(two.forward - one.forward, 0);
+  EXPECT_EQ(two.backward - one.backward, 1);
+  // A forward-only step and a step with backward: (2 + 2) + (2 + 2) + (4 + 2) per layer.
+  EXPECT_EQ(two.others - one.others, 14);
+  EXPECT_EQ(two.forward, 1 + 2);
+  EXPECT_EQ(two.backward, 2 + 1 + 1);
+  // Embedding scatter (none) and gather before the output layer (1 all-gather) in each forward;
+  // in backward the gather's adjoint is a slice (the output layer's gradient is complete) and the
+  // scatter's an all-gather (1).
+  EXPECT_EQ(two.others, 2 * 14 + 1 + 1 + 1);
+  // Sequence parallelism at TP = 1 is refused.
+  nn::ParameterStore store(0, 1);
+  ModelOptions options;
+  options.sequence_parallel = true;
+  EXPECT_EQ(GptModel::Create(SmallConfig(1), &store, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace models
 }  // namespace mt

@@ -208,7 +208,9 @@ AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const Model
   const ExecContext cpu;
   const ExecContext& tp_exec = check.tp_exec != nullptr ? *check.tp_exec : cpu;
   Built serial, sharded;
-  if (!Build(config, 0, 1, &serial, check.options, check.seed) ||
+  ModelOptions serial_options = check.options;
+  serial_options.sequence_parallel = false;  // The serial reference of a sequence-parallel model.
+  if (!Build(config, 0, 1, &serial, serial_options, check.seed) ||
       !Build(config, tp.rank(), tp.size(), &sharded, check.options, check.seed, tp_exec.device)) {
     return counts;
   }

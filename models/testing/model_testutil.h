@@ -52,7 +52,8 @@ struct TensorParallelCheck {
   // 1 + |serial logit|.
   double grad_rel = 1e-5;
   Objective objective = Objective::kPretraining;
-  ModelOptions options;       // Both models' (e.g. BERT's heads).
+  ModelOptions options;       // Both models' (e.g. BERT's heads; sequence parallelism: the TP
+                              // model's only).
   uint64_t seed = 7;          // Both stores' initial values.
   int64_t sample_offset = 0;  // The step's first sample (it keys the dropout masks).
   // Where the TP model and its store live: null for the CPU, else an ExecContext on a device.
