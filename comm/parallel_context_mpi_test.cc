@@ -1,9 +1,12 @@
 // Multi-process test of ParallelContext with pipeline stages over MPI: every (TP, PP) that divides
 // the world, the pipeline and embedding communicators against the layout (group sums of world
-// ranks), and a message passed down the pipeline and back through prev_stage()/next_stage().
+// ranks), a message passed down the pipeline and back through prev_stage()/next_stage(), and the
+// non-blocking SendAsync/RecvAsync that the pipeline schedule exchanges activations with.
 // Run under mpirun (comm/mpi_test.sh) with 1-4 ranks.
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 #include "comm/mpi_testutil.h"
 #include "comm/parallel_context.h"
@@ -60,6 +63,49 @@ TEST_F(MpiTest, PipelineGroupsMatchLayout) {
                 pp == 1 ? 0 : (ctx.is_first_stage() || ctx.is_last_stage() ? 1 : 2));
     }
   }
+}
+
+// Neighbouring stages exchange large messages both ways at once (blocking Send on both sides could
+// wait for each other): every stage posts its sends and receives to both neighbours, then waits.
+// Each dtype; the values, the counters and the pending requests.
+TEST_F(MpiTest, AsyncSendRecvBothWaysAtOnce) {
+  const int world = comm_->size(), me = comm_->rank();
+  if (world == 1) GTEST_SKIP() << "needs 2 ranks";
+  ASSERT_TRUE(comm_->nonblocking_point_to_point());
+  const int64_t n = 1 << 20;  // 4 MiB of f32: past any eager limit.
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
+    const Shape shape{n};
+    std::vector<Tensor> in, out;
+    std::vector<std::unique_ptr<CommRequest>> requests;
+    for (int peer : {me - 1, me + 1}) {
+      if (peer < 0 || peer >= world) continue;
+      out.push_back(testing::RankData(shape, dtype, /*seed=*/3 + 100 * peer, me));
+      in.push_back(Tensor::Host(shape, dtype));
+      auto send = comm_->SendAsync(out.back().view(), peer, /*tag=*/7);
+      auto recv = comm_->RecvAsync(in.back().view(), peer, /*tag=*/7);
+      ASSERT_TRUE(send.ok() && recv.ok()) << send.status() << recv.status();
+      requests.push_back(std::move(send).value());
+      requests.push_back(std::move(recv).value());
+    }
+    EXPECT_EQ(comm_->pending_requests(), static_cast<int64_t>(requests.size()));
+    for (auto& r : requests) ASSERT_TRUE(r->Wait().ok());
+    EXPECT_EQ(comm_->pending_requests(), 0);
+    int k = 0;
+    for (int peer : {me - 1, me + 1}) {
+      if (peer < 0 || peer >= world) continue;
+      const Tensor want = testing::RankData(shape, dtype, 3 + 100 * me, peer);
+      EXPECT_EQ(0, std::memcmp(in[k].data(), want.data(), want.nbytes())) << DTypeName(dtype);
+      ++k;
+    }
+  }
+  const int neighbours = (me > 0) + (me < world - 1);
+  EXPECT_EQ(comm_->counters().send, 3 * neighbours);
+  EXPECT_EQ(comm_->counters().recv, 3 * neighbours);
+  // Argument errors come back from the call and are not counted.
+  Tensor t = Tensor::Host({4}, DType::kF32);
+  EXPECT_EQ(comm_->SendAsync(t.view(), me).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm_->RecvAsync(t.view(), world).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm_->counters().send, 3 * neighbours);
 }
 
 }  // namespace
