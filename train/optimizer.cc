@@ -54,15 +54,18 @@ absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
   double local = 0;
   for (int i = 0; i < store_->size(); ++i) {
     if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
+    if (i == uncounted_handle_) continue;                           // Counted on another stage.
     ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, store_->grad(i)));
     local += s;
   }
-  if (tp == nullptr || tp->size() == 1) return local;
-  // The communicator reduces f32: the TP-summed square norm is exact to f32 rounding, which is
+  const bool over_tp = tp != nullptr && tp->size() > 1, over_pp = pp_ != nullptr && pp_->size() > 1;
+  if (!over_tp && !over_pp) return local;
+  // The communicator reduces f32: the summed square norm is exact to f32 rounding, which is
   // ample for clipping and logging.
   Tensor part = Tensor::Host({1}, DType::kF32);
   part.data_as<float>()[0] = static_cast<float>(local);
-  RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
+  if (over_tp) RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
+  if (over_pp) RETURN_IF_ERROR(pp_->AllReduce(part.view(), comm::ReduceOp::kSum));
   return static_cast<double>(part.data_as<float>()[0]);
 }
 
