@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "comm/nccl_communicator.h"
 #include "core/cuda_device.h"
 #include "core/openblas.h"
@@ -336,15 +337,34 @@ std::vector<models::Model*> ChunkPointers(const Job& job) {
   return out;
 }
 
-// With pipeline stages, rank 0's share of the schedule's time spent waiting for other stages.
-void PrintPipelineBubble(const Job& job, const train::Trainer& trainer) {
+// With pipeline stages, the measured bubble of every stage: 1 - (its time computing) / (the
+// longest stage's time in the schedule), per iteration on average; the stages enter the schedule
+// together (the previous step's reductions synchronise them). Gathered over rank 0's pipeline
+// group (collective over it).
+absl::Status PrintPipelineBubble(const Job& job, const train::Trainer& trainer) {
   const train::PipelineTotals& p = trainer.pipeline_totals();
-  if (!job.verbose || p.iterations == 0) return;
+  if (job.parallel->pp_size() == 1 || p.iterations == 0) return absl::OkStatus();
+  comm::Communicator& pp = job.parallel->pp();
+  Tensor mine = Tensor::Host({2}, DType::kF32);
+  mine.data_as<float>()[0] = static_cast<float>(p.seconds / p.iterations);
+  mine.data_as<float>()[1] = static_cast<float>((p.seconds - p.wait_seconds) / p.iterations);
+  Tensor all = Tensor::Host({2 * pp.size()}, DType::kF32);
+  RETURN_IF_ERROR(pp.AllGather(mine.view(), all.view()));
+  if (!job.verbose) return absl::OkStatus();
+  const float* v = all.data_as<float>();
+  double makespan = 0;
+  for (int s = 0; s < pp.size(); ++s) makespan = std::max(makespan, double{v[2 * s]});
+  std::string shares;
+  for (int s = 0; s < pp.size(); ++s) {
+    absl::StrAppendFormat(&shares, "%s%.1f%%", s == 0 ? "" : " / ",
+                          100.0 * (1.0 - v[2 * s + 1] / makespan));
+  }
   std::printf(
-      "pipeline (stage 0 of %d): %lld iterations, %.1f ms per iteration in the schedule, of which "
-      "%.1f%% waiting for other stages (bubble); %lld forwards recomputed\n",
-      job.parallel->pp_size(), static_cast<long long>(p.iterations), 1e3 * p.seconds / p.iterations,
-      100.0 * p.wait_seconds / p.seconds, static_cast<long long>(p.recomputed));
+      "pipeline: %d stages, %lld iterations, %.1f ms per iteration in the schedule; bubble (idle "
+      "share) per stage: %s; %lld forwards recomputed on stage 0\n",
+      pp.size(), static_cast<long long>(p.iterations), 1e3 * makespan, shares.c_str(),
+      static_cast<long long>(p.recomputed));
+  return absl::OkStatus();
 }
 
 // Step 3: the training loop over `train_data`, evaluating and saving every eval_interval /
@@ -373,7 +393,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, P
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(trainer->Train(train_data, job.counters.iteration, stop, on_iteration));
-  PrintPipelineBubble(job, *trainer);
+  RETURN_IF_ERROR(PrintPipelineBubble(job, *trainer));
   return trainer;
 }
 

@@ -42,7 +42,7 @@ want="$(valid "$work/serial.log")"
 [ -n "$want" ] || fail "no validation line in the serial log"
 for run in pp2 pp2tp2; do
   [ "$(grep -c ' iteration .* lm loss: ' "$work/$run.log")" = 6 ] || fail "$run: not 6 log lines"
-  grep -q 'pipeline (stage 0 of 2): 6 iterations' "$work/$run.log" || fail "$run: no pipeline line"
+  grep -q 'pipeline: 2 stages, 6 iterations' "$work/$run.log" || fail "$run: no pipeline line"
   got="$(valid "$work/$run.log")"
   python3 -c 'import sys; a, b = (float(x.split()[-1]) for x in sys.argv[1:]);
 assert abs(a - b) <= 1e-5 * b, (a, b)' "$got" "$want" || fail "$run: validation $got vs $want"
