@@ -29,19 +29,7 @@ constexpr int kSeq = 16;
 constexpr int kIters = 20;
 constexpr int64_t kGlobal = 8, kMicro = 2;
 
-std::string MakeCorpus(int rank) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string prefix =
-      std::string(tmp ? tmp : "/tmp") + "/pp_corpus_rank" + std::to_string(rank);
-  data::testing::SyntheticCorpusConfig c;
-  c.documents = 80;
-  c.vocab = kVocab;
-  c.min_length = 10;
-  c.length_spread = 50;
-  const absl::Status s = data::testing::WriteSyntheticCorpus(prefix, c);
-  EXPECT_TRUE(s.ok()) << s;
-  return prefix;
-}
+std::string MakeCorpus(int rank) { return testing::WriteGptCorpus("pp_corpus", rank, kVocab, 80); }
 
 testing::HarnessConfig Config(int tp, int pp, int layers_per_virtual_stage = 0) {
   testing::HarnessConfig c;

@@ -1,8 +1,10 @@
 #include "train/testing/training_harness.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "core/alloc.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
@@ -10,6 +12,7 @@
 #include "core/status.h"
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
+#include "data/testing/synthetic_corpus.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
 #include "train/batches.h"
@@ -177,6 +180,18 @@ MakeBatches GptBatches(const std::string& prefix, int64_t seq_length, int64_t nu
             data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds))), lc));
     return LanguageModelBatches(std::move(loader));
   };
+}
+
+std::string WriteGptCorpus(const std::string& name, int rank, int vocab, int documents) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string prefix = absl::StrCat(tmp ? tmp : "/tmp", "/", name, "_rank", rank);
+  data::testing::SyntheticCorpusConfig c;
+  c.documents = documents;
+  c.vocab = vocab;
+  c.min_length = 10;
+  c.length_spread = 50;
+  Ok(data::testing::WriteSyntheticCorpus(prefix, c), "writing the corpus");
+  return prefix;
 }
 
 double WorstRelative(const std::vector<double>& a, const std::vector<double>& b) {

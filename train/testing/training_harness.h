@@ -83,6 +83,11 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& config
 MakeBatches GptBatches(const std::string& prefix, int64_t seq_length, int64_t num_samples,
                        uint64_t seed);
 
+// Writes the learnable synthetic GPT corpus (data/testing/synthetic_corpus.h: token ->
+// (3 * token + 1) mod vocab) of `documents` documents of 10 to 59 tokens under $TEST_TMPDIR (or
+// /tmp) as "<name>_rank<rank>" and returns its prefix; a failure is a test failure.
+std::string WriteGptCorpus(const std::string& name, int rank, int vocab, int documents);
+
 // max |a_i - b_i| / |b_i|; infinite when the sizes differ.
 double WorstRelative(const std::vector<double>& a, const std::vector<double>& b);
 
