@@ -222,10 +222,7 @@ absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::AllReduceAsync(const 
   }
   // A backend may hand back a request of another communicator (NCCL passes CPU tensors to its
   // MPI bootstrap), which already counts it.
-  if (request->owner_ == nullptr && !request->done_) {
-    request->owner_ = this;
-    ++pending_requests_;
-  }
+  Adopt(request.get());
   return request;
 }
 
@@ -307,26 +304,63 @@ absl::Status CheckPeer(absl::string_view label, int peer, int tag, int rank, int
 }
 }  // namespace
 
-absl::Status Communicator::Send(const TensorView& t, int peer, int tag) {
-  const std::string label = OpLabel("Send");
+absl::Status Communicator::CheckAndCountP2p(const std::string& label, const TensorView& t, int peer,
+                                            int tag, bool recv) {
   RETURN_IF_ERROR(ops::CheckContiguous(label, "t", t));
   RETURN_IF_ERROR(ops::CheckDType(label, "t", t, kMoveDTypes));
   RETURN_IF_ERROR(CheckPeer(label, peer, tag, rank_, size_));
-  ++counters_.send;
+  ++(recv ? counters_.recv : counters_.send);
   counters_.bytes += t.nbytes();
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Send(const TensorView& t, int peer, int tag) {
+  RETURN_IF_ERROR(CheckAndCountP2p(OpLabel("Send"), t, peer, tag, /*recv=*/false));
   CallScope scope(monitor_, "Send");
   return DoSend(t, peer, tag);
 }
 
 absl::Status Communicator::Recv(const TensorView& t, int peer, int tag) {
-  const std::string label = OpLabel("Recv");
-  RETURN_IF_ERROR(ops::CheckContiguous(label, "t", t));
-  RETURN_IF_ERROR(ops::CheckDType(label, "t", t, kMoveDTypes));
-  RETURN_IF_ERROR(CheckPeer(label, peer, tag, rank_, size_));
-  ++counters_.recv;
-  counters_.bytes += t.nbytes();
+  RETURN_IF_ERROR(CheckAndCountP2p(OpLabel("Recv"), t, peer, tag, /*recv=*/true));
   CallScope scope(monitor_, "Recv");
   return DoRecv(t, peer, tag);
+}
+
+void Communicator::Adopt(CommRequest* request) {
+  if (request->owner_ == nullptr && !request->done_) {
+    request->owner_ = this;
+    ++pending_requests_;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::SendAsync(const TensorView& t, int peer,
+                                                                     int tag) {
+  RETURN_IF_ERROR(CheckAndCountP2p(OpLabel("SendAsync"), t, peer, tag, /*recv=*/false));
+  CallScope scope(monitor_, "SendAsync");
+  ASSIGN_OR_RETURN(std::unique_ptr<CommRequest> request, DoSendAsync(t, peer, tag));
+  Adopt(request.get());
+  return request;
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::RecvAsync(const TensorView& t, int peer,
+                                                                     int tag) {
+  RETURN_IF_ERROR(CheckAndCountP2p(OpLabel("RecvAsync"), t, peer, tag, /*recv=*/true));
+  CallScope scope(monitor_, "RecvAsync");
+  ASSIGN_OR_RETURN(std::unique_ptr<CommRequest> request, DoRecvAsync(t, peer, tag));
+  Adopt(request.get());
+  return request;
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::DoSendAsync(const TensorView& t,
+                                                                       int peer, int tag) {
+  RETURN_IF_ERROR(DoSend(t, peer, tag));
+  return internal::CompletedRequest(OpLabel("SendAsync"));
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::DoRecvAsync(const TensorView& t,
+                                                                       int peer, int tag) {
+  RETURN_IF_ERROR(DoRecv(t, peer, tag));
+  return internal::CompletedRequest(OpLabel("RecvAsync"));
 }
 
 namespace internal {

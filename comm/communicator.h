@@ -225,6 +225,18 @@ class Communicator {
   // between one pair with the same tag arrive in order; tag >= 0. peer != rank().
   absl::Status Send(const TensorView& t, int peer, int tag = 0);
   absl::Status Recv(const TensorView& t, int peer, int tag = 0);
+  // Non-blocking Send/Recv (pipeline stages exchanging activations both ways at once): start the
+  // call and return a request that completes it (CommRequest: `t` must stay alive, and not be
+  // written (SendAsync) or read (RecvAsync), until it has completed). Validation, errors,
+  // counting (as a send / a recv) and matching are those of Send/Recv. Requests of a
+  // communicator may complete in any order. A backend without non-blocking point-to-point
+  // (nonblocking_point_to_point() false) completes the call inside SendAsync/RecvAsync.
+  absl::StatusOr<std::unique_ptr<CommRequest>> SendAsync(const TensorView& t, int peer,
+                                                         int tag = 0);
+  absl::StatusOr<std::unique_ptr<CommRequest>> RecvAsync(const TensorView& t, int peer,
+                                                         int tag = 0);
+  // Whether SendAsync/RecvAsync return before the peer has matched them (MPI: true).
+  virtual bool nonblocking_point_to_point() const { return false; }
 
   // A communicator over the ranks of this group that pass the same `color` (>= 0), ordered by
   // `key` (ties by rank in this group), with its own counters; the same backend as this one.
@@ -265,11 +277,23 @@ class Communicator {
   virtual absl::Status DoBarrier() = 0;
   virtual absl::Status DoSend(const TensorView& t, int peer, int tag) = 0;
   virtual absl::Status DoRecv(const TensorView& t, int peer, int tag) = 0;
+  // Start DoSend's / DoRecv's transfer without waiting. The defaults, for backends that cannot,
+  // run DoSend / DoRecv to completion and return an already-completed request.
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>> DoSendAsync(const TensorView& t, int peer,
+                                                                   int tag);
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>> DoRecvAsync(const TensorView& t, int peer,
+                                                                   int tag);
 
   // "Communicator::AllReduce (mpi 'tp', rank 1 of 2)": the prefix of every error message.
   std::string OpLabel(absl::string_view op) const;
 
  private:
+  // Validates a point-to-point call's arguments and counts it (a send unless `recv`).
+  absl::Status CheckAndCountP2p(const std::string& label, const TensorView& t, int peer, int tag,
+                                bool recv);
+  // Counts a request from an *Async call as pending until it is done.
+  void Adopt(CommRequest* request);
+
   int rank_;
   int size_;
   std::string name_;

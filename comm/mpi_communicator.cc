@@ -171,6 +171,71 @@ class MpiAllReduceRequest final : public CommRequest {
   internal::HostScratch f32_buffer_;
 };
 
+// An MPI_Isend or MPI_Irecv in flight. A send reads t itself (CPU) or a host copy owned by the
+// request (CUDA); a receive lands in t itself (CPU) or in a host buffer owned by the request that
+// is copied into t when completion is first observed, after checking the received count.
+class MpiP2pRequest final : public CommRequest {
+ public:
+  static absl::StatusOr<std::unique_ptr<CommRequest>> Start(MPI_Comm comm, const TensorView& t,
+                                                            int n, int peer, int tag, bool recv,
+                                                            std::string label) {
+    std::unique_ptr<MpiP2pRequest> r(new MpiP2pRequest(t, n, peer, tag, recv, std::move(label)));
+    if (recv) {
+      ASSIGN_OR_RETURN(r->host_, HostFor(t, &r->stage_));
+      MT_MPI_RETURN_IF_ERROR(MPI_Irecv(r->host_, n, MpiType(t.dtype), peer, tag, comm, &r->req_));
+    } else {
+      ASSIGN_OR_RETURN(r->host_, StageIn(t, &r->stage_));
+      MT_MPI_RETURN_IF_ERROR(MPI_Isend(r->host_, n, MpiType(t.dtype), peer, tag, comm, &r->req_));
+    }
+    r->started_ = true;
+    return std::unique_ptr<CommRequest>(std::move(r));
+  }
+
+  ~MpiP2pRequest() override { WaitIfPending(); }
+
+ protected:
+  absl::StatusOr<bool> DoTest() override {
+    if (!started_) return true;
+    int flag = 0;
+    MPI_Status status;
+    MT_MPI_RETURN_IF_ERROR(MPI_Test(&req_, &flag, &status));
+    if (!flag) return false;
+    RETURN_IF_ERROR(Complete(status));
+    return true;
+  }
+
+  absl::Status DoWait() override {
+    if (!started_) return absl::OkStatus();
+    MPI_Status status;
+    MT_MPI_RETURN_IF_ERROR(MPI_Wait(&req_, &status));
+    return Complete(status);
+  }
+
+ private:
+  MpiP2pRequest(const TensorView& t, int n, int peer, int tag, bool recv, std::string label)
+      : CommRequest(std::move(label)), t_(t), n_(n), peer_(peer), tag_(tag), recv_(recv) {}
+
+  absl::Status Complete(MPI_Status& status) {
+    if (!recv_) return absl::OkStatus();
+    int received = 0;
+    MT_MPI_RETURN_IF_ERROR(MPI_Get_count(&status, MpiType(t_.dtype), &received));
+    if (received != n_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label(), ": received ", received, " elements from rank ", peer_, " (tag ", tag_,
+          "), expected ", n_, " for t (", t_.DebugString(), "); sender and receiver must agree"));
+    }
+    return StageOut(host_, t_);
+  }
+
+  TensorView t_;
+  int n_, peer_, tag_;
+  bool recv_;
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  bool started_ = false;
+  void* host_ = nullptr;
+  HostStaging stage_;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, int rank, int size, std::string name)
@@ -292,6 +357,22 @@ class MpiCommunicator final : public Communicator {
     ASSIGN_OR_RETURN(void* host, StageIn(t, &stage_a_));
     MT_MPI_RETURN_IF_ERROR(MPI_Send(host, n, MpiType(t.dtype), peer, tag, comm_));
     return absl::OkStatus();
+  }
+
+  bool nonblocking_point_to_point() const override { return true; }
+
+  absl::StatusOr<std::unique_ptr<CommRequest>> DoSendAsync(const TensorView& t, int peer,
+                                                           int tag) override {
+    const std::string label = OpLabel("SendAsync");
+    ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), label));
+    return MpiP2pRequest::Start(comm_, t, n, peer, tag, /*recv=*/false, label);
+  }
+
+  absl::StatusOr<std::unique_ptr<CommRequest>> DoRecvAsync(const TensorView& t, int peer,
+                                                           int tag) override {
+    const std::string label = OpLabel("RecvAsync");
+    ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), label));
+    return MpiP2pRequest::Start(comm_, t, n, peer, tag, /*recv=*/true, label);
   }
 
   absl::Status DoRecv(const TensorView& t, int peer, int tag) override {

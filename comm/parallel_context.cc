@@ -24,10 +24,6 @@ absl::Status ParallelConfig::Validate(int world_size, int num_attention_heads) c
     return absl::InvalidArgumentError(
         absl::StrCat("parallel config: pipeline-parallel degree ", pp, " must be >= 1"));
   }
-  if (pp > 1) {
-    return absl::UnimplementedError(absl::StrCat("parallel config: pipeline parallelism (degree ",
-                                                 pp, ") is not implemented; use 1"));
-  }
   if (world_size % (tp * pp) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "parallel config: world size ", world_size, " is not divisible by tensor-parallel x ",
@@ -62,14 +58,56 @@ absl::StatusOr<ParallelLayout> MakeParallelLayout(int world_size, const Parallel
   ParallelLayout l;
   l.world_size = world_size;
   l.tp_size = config.tensor_parallel;
-  l.dp_size = world_size / l.tp_size;
-  l.tp_groups.assign(l.dp_size, {});
-  l.dp_groups.assign(l.tp_size, {});
+  l.pp_size = config.pipeline_parallel;
+  l.dp_size = world_size / (l.tp_size * l.pp_size);
+  l.tp_groups.assign(l.dp_size * l.pp_size, {});
+  l.dp_groups.assign(l.tp_size * l.pp_size, {});
+  l.pp_groups.assign(l.tp_size * l.dp_size, {});
+  // Ranks ascend, and within each group so do dp_rank and pp_rank: pushing in rank order lists
+  // every group in its own rank order.
   for (int rank = 0; rank < world_size; ++rank) {
     l.tp_groups[l.TpGroupOf(rank)].push_back(rank);
     l.dp_groups[l.DpGroupOf(rank)].push_back(rank);
+    l.pp_groups[l.PpGroupOf(rank)].push_back(rank);
   }
   return l;
+}
+
+std::vector<int> ParallelLayout::EmbeddingGroupOf(int rank) const {
+  const std::vector<int>& pipeline = pp_groups[PpGroupOf(rank)];
+  const int stage = PpRank(rank);
+  if (pp_size == 1 || (stage != 0 && stage != pp_size - 1)) return {rank};
+  return {pipeline.front(), pipeline.back()};
+}
+
+absl::StatusOr<PipelineSplit> MakePipelineSplit(int num_layers, int pipeline_parallel,
+                                                int layers_per_virtual_stage) {
+  const int pp = pipeline_parallel;
+  if (num_layers < 1 || pp < 1 || layers_per_virtual_stage < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline split: need num_layers >= 1 (got ", num_layers,
+        "), pipeline-parallel degree >= 1 (got ", pp,
+        ") and num_layers_per_virtual_pipeline_stage >= 0 (got ", layers_per_virtual_stage, ")"));
+  }
+  if (num_layers % pp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline split: --num_layers=", num_layers, " does not divide into ", pp,
+        " pipeline stages (--pipeline_model_parallel_size); every stage must hold the same "
+        "number of layers"));
+  }
+  PipelineSplit split;
+  split.num_layers = num_layers;
+  split.stages = pp;
+  if (layers_per_virtual_stage == 0) return split;
+  const int per_stage = num_layers / pp;
+  if (pp < 2 || per_stage % layers_per_virtual_stage != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline split: --num_layers_per_virtual_pipeline_stage=", layers_per_virtual_stage,
+        " needs --pipeline_model_parallel_size >= 2 (got ", pp, ") and must divide the ", per_stage,
+        " layers of each stage"));
+  }
+  split.virtual_stages = per_stage / layers_per_virtual_stage;
+  return split;
 }
 
 absl::StatusOr<std::unique_ptr<ParallelContext>> ParallelContext::Create(
@@ -79,16 +117,25 @@ absl::StatusOr<std::unique_ptr<ParallelContext>> ParallelContext::Create(
   ASSIGN_OR_RETURN(ctx->layout_, MakeParallelLayout(world.size(), config, num_attention_heads));
   const ParallelLayout& l = ctx->layout_;
   const int rank = world.rank();
-  // Keys order each group by world rank, which is tp_rank (resp. dp_rank) order.
+  // Keys order each group by world rank, which is tp_rank (resp. dp_rank, pp_rank) order.
   ASSIGN_OR_RETURN(ctx->tp_, world.Split(l.TpGroupOf(rank), rank, "tp"));
   ASSIGN_OR_RETURN(ctx->dp_, world.Split(l.DpGroupOf(rank), rank, "dp"));
+  ASSIGN_OR_RETURN(ctx->pp_, world.Split(l.PpGroupOf(rank), rank, "pp"));
+  // An embedding group is named by its first stage's rank, a singleton by its own rank.
+  ASSIGN_OR_RETURN(ctx->embedding_,
+                   world.Split(l.EmbeddingGroupOf(rank).front(), rank, "embedding"));
+  const int emb_size = static_cast<int>(l.EmbeddingGroupOf(rank).size());
   if (ctx->tp_->size() != l.tp_size || ctx->tp_->rank() != l.TpRank(rank) ||
-      ctx->dp_->size() != l.dp_size || ctx->dp_->rank() != l.DpRank(rank)) {
+      ctx->dp_->size() != l.dp_size || ctx->dp_->rank() != l.DpRank(rank) ||
+      ctx->pp_->size() != l.pp_size || ctx->pp_->rank() != l.PpRank(rank) ||
+      ctx->embedding_->size() != emb_size) {
     return absl::InternalError(
         absl::StrCat("ParallelContext::Create: the backend split world rank ", rank, " into tp ",
-                     ctx->tp_->rank(), "/", ctx->tp_->size(), " and dp ", ctx->dp_->rank(), "/",
-                     ctx->dp_->size(), ", expected tp ", l.TpRank(rank), "/", l.tp_size, " and dp ",
-                     l.DpRank(rank), "/", l.dp_size));
+                     ctx->tp_->rank(), "/", ctx->tp_->size(), ", dp ", ctx->dp_->rank(), "/",
+                     ctx->dp_->size(), ", pp ", ctx->pp_->rank(), "/", ctx->pp_->size(),
+                     " and an embedding group of ", ctx->embedding_->size(), ", expected tp ",
+                     l.TpRank(rank), "/", l.tp_size, ", dp ", l.DpRank(rank), "/", l.dp_size,
+                     ", pp ", l.PpRank(rank), "/", l.pp_size, " and ", emb_size));
   }
   return ctx;
 }
@@ -98,7 +145,9 @@ std::string ParallelContext::DebugString() const {
   return absl::StrCat("rank ", r, " of ", world_size(), ": tp ", tp_rank(), " of ", tp_size(),
                       " (group [", absl::StrJoin(layout_.tp_groups[layout_.TpGroupOf(r)], ","),
                       "]), dp ", dp_rank(), " of ", dp_size(), " (group [",
-                      absl::StrJoin(layout_.dp_groups[layout_.DpGroupOf(r)], ","), "])");
+                      absl::StrJoin(layout_.dp_groups[layout_.DpGroupOf(r)], ","), "]), pp ",
+                      pp_rank(), " of ", pp_size(), " (group [",
+                      absl::StrJoin(layout_.pp_groups[layout_.PpGroupOf(r)], ","), "])");
 }
 
 }  // namespace comm

@@ -1,15 +1,21 @@
-// The process layout of a tensor-parallel x data-parallel job, and the object that holds a rank's
-// communicators for it.
+// The process layout of a tensor-parallel x data-parallel x pipeline-parallel job, and the object
+// that holds a rank's communicators for it.
 //
-// Layout (REFERENCE.md section 3, Megatron's order): tensor-parallel ranks are consecutive, i.e.
-// TP varies fastest. With world size W and TP degree T (D = W / T data-parallel replicas):
-//   TP group g (g in [0, D)) = ranks [g*T, g*T + 1, ..., g*T + T - 1]   tp_rank = rank % T
-//   DP group j (j in [0, T)) = ranks [j, j + T, j + 2T, ..., j + (D-1)T] dp_rank = rank / T
-// e.g. W = 16, T = 2: TP groups [0,1], [2,3], ..., [14,15]; DP groups [0,2,...,14], [1,3,...,15].
-// Launch T consecutive ranks per node (mpirun's default by-slot mapping does this) so that TP
-// traffic stays on the fast intra-node links and DP traffic crosses nodes.
+// Layout (REFERENCE.md section 3, Megatron's order): TP varies fastest, then DP, then PP. With
+// world size W, TP degree T and PP degree P (D = W / (T * P) data-parallel replicas):
+//   rank = tp_rank + T * (dp_rank + D * pp_rank)
+//   TP group g (g in [0, D*P))  = ranks [g*T, ..., g*T + T - 1]            (same dp, pp rank)
+//   DP group j (j in [0, T*P))  = ranks [t + T*D*p + T*k for k in [0, D)]  j = t + T*p
+//   PP group i (i in [0, T*D))  = ranks [i, i + T*D, ..., i + (P-1)*T*D]   (same tp, dp rank)
+// e.g. W = 16, T = 2, P = 1: TP groups [0,1], [2,3], ..., [14,15]; DP groups [0,2,...,14],
+// [1,3,...,15]. W = 8, T = 2, P = 2: TP [0,1] [2,3] [4,5] [6,7]; DP [0,2] [1,3] [4,6] [5,7];
+// PP [0,4] [1,5] [2,6] [3,7]. Launch T consecutive ranks per node (mpirun's default by-slot mapping
+// does this) so that TP traffic stays on the fast intra-node links.
 //
-// Pipeline parallelism is reserved: the degree is part of the config and must be 1 for now.
+// Pipeline stage s (= pp_rank) sends its activations to stage s + 1 and receives their gradients
+// back. The embedding group of a pipeline group is its first and last stage (which both hold the
+// tied word embedding and all-reduce its gradient); with P = 1 it is the rank alone, and a middle
+// stage's is the rank alone too (it holds no embedding).
 #ifndef MT_COMM_PARALLEL_CONTEXT_H_
 #define MT_COMM_PARALLEL_CONTEXT_H_
 
@@ -27,13 +33,13 @@ namespace comm {
 struct ParallelConfig {
   // Ranks that split each layer's weights (Megatron's --tensor-model-parallel-size).
   int tensor_parallel = 1;
-  // Reserved for pipeline parallelism; must be 1.
+  // Pipeline stages (Megatron's --pipeline-model-parallel-size).
   int pipeline_parallel = 1;
 
   // InvalidArgument unless: world_size >= 1, tensor_parallel >= 1, pipeline_parallel >= 1,
   // tensor_parallel * pipeline_parallel divides world_size, num_attention_heads >= 1,
   // tensor_parallel <= num_attention_heads and divides it (each rank holds whole heads).
-  // Unimplemented if pipeline_parallel > 1. Messages name the offending values.
+  // Messages name the offending values. (How the layers split over the stages: PipelineSplit.)
   absl::Status Validate(int world_size, int num_attention_heads) const;
   // "tp=2 pp=1".
   std::string DebugString() const;
@@ -43,18 +49,54 @@ struct ParallelConfig {
 struct ParallelLayout {
   int world_size = 1;
   int tp_size = 1;  // T
-  int dp_size = 1;  // D = world_size / T
-  // tp_groups[g] lists the world ranks of TP group g in tp_rank order (D groups of T ranks).
+  int dp_size = 1;  // D = world_size / (T * P)
+  int pp_size = 1;  // P
+  // tp_groups[g] lists the world ranks of TP group g in tp_rank order (D*P groups of T ranks).
   std::vector<std::vector<int>> tp_groups;
-  // dp_groups[j] lists the world ranks of DP group j in dp_rank order (T groups of D ranks).
+  // dp_groups[j] lists the world ranks of DP group j in dp_rank order (T*P groups of D ranks).
   std::vector<std::vector<int>> dp_groups;
+  // pp_groups[i] lists the world ranks of PP group i in pp_rank (stage) order (T*D groups of P).
+  std::vector<std::vector<int>> pp_groups;
 
   // For a world rank in [0, world_size).
   int TpRank(int rank) const { return rank % tp_size; }
-  int DpRank(int rank) const { return rank / tp_size; }
+  int DpRank(int rank) const { return (rank / tp_size) % dp_size; }
+  int PpRank(int rank) const { return rank / (tp_size * dp_size); }
   int TpGroupOf(int rank) const { return rank / tp_size; }
-  int DpGroupOf(int rank) const { return rank % tp_size; }
+  int DpGroupOf(int rank) const { return TpRank(rank) + tp_size * PpRank(rank); }
+  int PpGroupOf(int rank) const { return rank % (tp_size * dp_size); }
+  // The world ranks of `rank`'s embedding group: its pipeline group's first and last stage when
+  // `rank` is one of them and P > 1; {rank} otherwise.
+  std::vector<int> EmbeddingGroupOf(int rank) const;
 };
+
+// How a model's layers split over P pipeline stages, each holding V model chunks (V > 1: the
+// interleaved schedule's virtual stages, Narayanan et al. 2021). With L layers and c = L / (P*V)
+// layers per chunk, chunk v of stage s holds layers [(v*P + s) * c, (v*P + s + 1) * c): the model
+// runs through stage 0's chunk 0, stage 1's chunk 0, ..., stage P-1's chunk 0, stage 0's chunk 1...
+struct PipelineSplit {
+  int num_layers = 1;
+  int stages = 1;          // P
+  int virtual_stages = 1;  // V: model chunks per stage
+  int layers_per_chunk() const { return num_layers / (stages * virtual_stages); }
+  // The first layer of chunk `chunk` (in [0, V)) of stage `stage` (in [0, P)).
+  int FirstLayer(int stage, int chunk) const {
+    return (chunk * stages + stage) * layers_per_chunk();
+  }
+  // Whether that chunk holds the model's input embedding (the very first chunk) or its output
+  // layer and loss (the very last).
+  bool HoldsInput(int stage, int chunk) const { return stage == 0 && chunk == 0; }
+  bool HoldsOutput(int stage, int chunk) const {
+    return stage == stages - 1 && chunk == virtual_stages - 1;
+  }
+};
+
+// InvalidArgument (naming the values and the flags) unless pipeline_parallel >= 1 divides
+// num_layers >= 1 into whole stages; with layers_per_virtual_stage > 0 (Megatron's
+// --num-layers-per-virtual-pipeline-stage; 0: none), unless pipeline_parallel >= 2 and each
+// stage's layers divide into chunks of that many.
+absl::StatusOr<PipelineSplit> MakePipelineSplit(int num_layers, int pipeline_parallel,
+                                                int layers_per_virtual_stage);
 
 // Validates (ParallelConfig::Validate) and builds the layout.
 absl::StatusOr<ParallelLayout> MakeParallelLayout(int world_size, const ParallelConfig& config,
@@ -78,14 +120,27 @@ class ParallelContext {
   int tp_rank() const { return tp_->rank(); }
   int dp_size() const { return layout_.dp_size; }
   int dp_rank() const { return dp_->rank(); }
+  int pp_size() const { return layout_.pp_size; }
+  int pp_rank() const { return pp_->rank(); }
+  bool is_first_stage() const { return pp_rank() == 0; }
+  bool is_last_stage() const { return pp_rank() == pp_size() - 1; }
+  // The previous and next stage as ranks of pp() (for Send/Recv); -1 at the ends.
+  int prev_stage() const { return is_first_stage() ? -1 : pp_rank() - 1; }
+  int next_stage() const { return is_last_stage() ? -1 : pp_rank() + 1; }
 
   Communicator& world() const { return *world_; }
   // The ranks this rank shares a layer's shards with (f/g all-reduces, gathers).
   Communicator& tp() const { return *tp_; }
   // The replicas of this rank's shard (gradient all-reduce).
   Communicator& dp() const { return *dp_; }
+  // The stages of this rank's pipeline (same tp and dp rank), in stage order: activations and
+  // gradients between stages, the loss and gradient norm reduced across stages.
+  Communicator& pp() const { return *pp_; }
+  // The first and last stage of this rank's pipeline (the tied word embedding's gradient
+  // all-reduce); size 1 with P = 1 and on middle stages (ParallelLayout::EmbeddingGroupOf).
+  Communicator& embedding() const { return *embedding_; }
 
-  // "rank 3 of 8: tp 1 of 2 (group [2,3]), dp 1 of 4 (group [1,3,5,7])".
+  // "rank 3 of 8: tp 1 of 2 (group [2,3]), dp 1 of 2 (group [1,3]), pp 0 of 2 (group [3,7])".
   std::string DebugString() const;
 
  private:
@@ -94,6 +149,8 @@ class ParallelContext {
   ParallelLayout layout_;
   std::unique_ptr<Communicator> tp_;
   std::unique_ptr<Communicator> dp_;
+  std::unique_ptr<Communicator> pp_;
+  std::unique_ptr<Communicator> embedding_;
 };
 
 }  // namespace comm

@@ -37,6 +37,30 @@ absl::Status Model::DecodeStep(const nn::StepContext& sc, const TensorView& toke
   return NoDecoding(config());
 }
 
+absl::StatusOr<Losses> Model::StageForward(const nn::StepContext& sc, const Batch& batch,
+                                           const TensorView& input, const TensorView& output) {
+  (void)sc;
+  (void)batch;
+  (void)input;
+  (void)output;
+  return NoStages(config());
+}
+
+absl::Status Model::StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
+                                  const TensorView& input_grad, double loss_scale) {
+  (void)sc;
+  (void)output_grad;
+  (void)input_grad;
+  (void)loss_scale;
+  return NoStages(config());
+}
+
+absl::Status NoStages(const ModelConfig& config) {
+  return absl::UnimplementedError(
+      absl::StrCat("architecture '", config.ArchitectureName(),
+                   "' cannot be split into pipeline stages (--pipeline_model_parallel_size 1)"));
+}
+
 absl::StatusOr<MultipleChoiceResult> Model::MultipleChoice(const nn::StepContext& sc,
                                                            const Batch& batch, Backward backward,
                                                            double loss_scale) {

@@ -93,6 +93,20 @@ enum class Heads {
   kAll,             // BERT: both (fine-tune a pretrained checkpoint in one store).
 };
 
+// The part of the model a pipeline stage builds (comm::PipelineSplit says which): transformer
+// layers [first_layer, first_layer + num_layers), the input embedding on the first stage, the final
+// norm, output layer and loss on the last. The default is the whole model. Parameters keep the
+// whole model's names ("layers.<global index>...") and initial values, and dropout masks their
+// global layer indices, so the stages together compute exactly what the whole model does. A tied
+// word embedding is declared on both the first and the last stage (tied_embedding_handle()).
+struct StageOptions {
+  int first_layer = 0;
+  int num_layers = 0;  // 0: every layer from first_layer on.
+  bool holds_input = true;
+  bool holds_output = true;
+  bool whole() const { return first_layer == 0 && num_layers == 0 && holds_input && holds_output; }
+};
+
 struct ModelOptions {
   // Activation recomputation of every layer: kYes (full) or kSelective (the attention core).
   nn::Recompute recompute = nn::Recompute::kNo;
@@ -101,6 +115,7 @@ struct ModelOptions {
   // by TP): the stack's residual stream, norms and dropouts on this rank's slice of the sequence.
   // GPT-2 and BERT (and variants whose blocks support it) implement it; others refuse it.
   bool sequence_parallel = false;
+  StageOptions stage;  // Pipeline parallelism: which part of the model to build.
 };
 
 class Model {
@@ -173,6 +188,30 @@ class Model {
   // Frees the caches.
   virtual void StopDecoding() {}
 
+  // ---- Pipeline stages (ModelOptions::stage; train/pipeline_schedule.h drives them). Every
+  // stage is given the whole micro-batch (the first reads its tokens, the last its labels).
+  //
+  // Forward of this stage on one micro-batch (sc.mode selects dropout). The stage holding the
+  // input embeds batch.tokens and ignores `input`; the others read `input` [B, T, H] (the previous
+  // stage's output, compute dtype, the model's device). The stage holding the output returns the
+  // losses (as ForwardBackward) and ignores `output`; the others write their last layer's output
+  // into `output` [B, T, H] (compute dtype, the model's device) and return Losses without parts.
+  // The activations stay for StageBackward until the next StageForward. InvalidArgument for
+  // inputs of the wrong shape, dtype or device (and ForwardBackward's input errors); Unimplemented
+  // for architectures without stages.
+  virtual absl::StatusOr<Losses> StageForward(const nn::StepContext& sc, const Batch& batch,
+                                              const TensorView& input, const TensorView& output);
+  // Backward of the latest StageForward (the same sc): ACCUMULATES the gradients of this stage's
+  // parameters. The stage holding the output starts from loss_scale * d(total) and ignores
+  // `output_grad`; the others read output_grad = d(scaled loss)/d(output) [B, T, H]. Writes
+  // input_grad = d(scaled loss)/d(input) [B, T, H] unless the stage holds the input (then it is
+  // ignored). FailedPrecondition without a forward; InvalidArgument for wrong shapes.
+  virtual absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
+                                     const TensorView& input_grad, double loss_scale = 1.0);
+  // The store handle of this stage's copy of a word embedding that the first and the last stage
+  // share (its gradient is summed over the embedding group), or -1 when there is none here.
+  virtual int tied_embedding_handle() const { return -1; }
+
   // Multiple choice (RACE): see Batch. Returns the mean cross-entropy over the questions and each
   // question's predicted choice; with Backward::kYes ACCUMULATES loss_scale * d(loss)/d(params).
   // Unimplemented for models without a multiple-choice head.
@@ -180,6 +219,10 @@ class Model {
                                                               const Batch& batch, Backward backward,
                                                               double loss_scale = 1.0);
 };
+
+// Unimplemented: `config`'s architecture has no pipeline stages. Factories of such architectures
+// return it for ModelOptions whose stage is not whole().
+absl::Status NoStages(const ModelConfig& config);
 
 // Weights in the matrix products of the layer whose parameters are named "<layer_prefix>*" (its
 // 2-D parameters, global shapes): the per-layer count models/flops.h takes, whatever the layer's

@@ -57,8 +57,11 @@ using ModelsFn = std::vector<RegisteredModel> (*)();
 // padded vocabulary is found by building the architecture a second time, specs only, at TP=1 with
 // a vocabulary padded one row further: the parameters whose global shape changes are exactly the
 // vocabulary-sized ones, and they must differ in dimension 0 only.
+// The model's parameters are the store's from handle `first` on (a store may hold several
+// pipeline chunks).
 absl::Status CheckVocabDeclarations(const Architecture& arch, const ModelConfig& config,
-                                    const nn::ParameterStore& store, const ModelOptions& options) {
+                                    const nn::ParameterStore& store, const ModelOptions& options,
+                                    int first) {
   const int64_t padded = config.PaddedVocab(store.tp_size());
   ModelConfig wider = config;
   wider.make_vocab_size_divisible_by = padded + 1;  // Pads vocab_size <= padded to padded + 1.
@@ -67,12 +70,12 @@ absl::Status CheckVocabDeclarations(const Architecture& arch, const ModelConfig&
   serial.sequence_parallel = false;  // Needs TP > 1; declares the same parameters.
   ASSIGN_OR_RETURN(const std::unique_ptr<Model> unused, arch.create(wider, &scratch, serial));
   const std::string where = absl::StrCat("architecture '", arch.name, "': parameter '");
-  if (scratch.size() != store.size()) {
+  if (scratch.size() != store.size() - first) {
     return absl::InternalError(absl::StrCat("architecture '", arch.name,
                                             "' declares a different number of parameters when "
                                             "only the vocabulary padding changes"));
   }
-  for (int i = 0; i < store.size(); ++i) {
+  for (int i = first; i < store.size(); ++i) {
     const nn::ParamSpec& spec = store.spec(i);
     ASSIGN_OR_RETURN(const int j, scratch.Find(spec.name));
     const Shape& other = scratch.spec(j).global_shape;
@@ -134,8 +137,9 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config,
         absl::StrCat("architecture '", arch.name, "' is of the ", FamilyArchitecture(arch.family),
                      " family, but the config's family is ", FamilyArchitecture(config.family)));
   }
+  const int first = store->size();
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, arch.create(config, store, options));
-  RETURN_IF_ERROR(CheckVocabDeclarations(arch, config, *store, options));
+  RETURN_IF_ERROR(CheckVocabDeclarations(arch, config, *store, options, first));
   return model;
 }
 

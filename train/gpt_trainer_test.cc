@@ -31,19 +31,7 @@ constexpr int kVocab = 50;
 constexpr int kSeq = 16;
 
 // A learnable synthetic corpus (train/testing/synthetic_corpus.h): token -> (3 * token + 1) mod V.
-std::string MakeCorpus(int rank) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string prefix =
-      std::string(tmp ? tmp : "/tmp") + "/corpus_rank" + std::to_string(rank);
-  data::testing::SyntheticCorpusConfig c;
-  c.documents = 60;
-  c.vocab = kVocab;
-  c.min_length = 10;
-  c.length_spread = 50;
-  const absl::Status s = data::testing::WriteSyntheticCorpus(prefix, c);
-  EXPECT_TRUE(s.ok()) << s;
-  return prefix;
-}
+std::string MakeCorpus(int rank) { return testing::WriteGptCorpus("corpus", rank, kVocab, 60); }
 
 models::ModelConfig TinyGpt() {
   models::ModelConfig c;

@@ -87,26 +87,30 @@ absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
   const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
   double local = 0;
   if (dist_ != nullptr) {
+    if (pp_ != nullptr && pp_->size() > 1) {
+      return absl::UnimplementedError(
+          "the distributed optimizer with pipeline parallelism is not implemented");
+    }
     ASSIGN_OR_RETURN(local, dist_->OwnedGradSumOfSquares(ctx, first_tp_rank));
   } else {
     for (int i = 0; i < store_->size(); ++i) {
       if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
+      if (i == uncounted_handle_) continue;                           // Counted on another stage.
       ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, store_->grad(i)));
       local += s;
     }
   }
+  const bool over_tp = tp != nullptr && tp->size() > 1, over_pp = pp_ != nullptr && pp_->size() > 1;
+  if (dist_ == nullptr && !over_tp && !over_pp) return local;
   // The communicator reduces f32: the summed square norm is exact to f32 rounding, which is ample
   // for clipping and logging. A distributed optimizer's shards are summed over DP first; a
   // non-finite element anywhere makes every rank's sum non-finite, so all skip the step.
   Tensor part = Tensor::Host({1}, DType::kF32);
   part.data_as<float>()[0] = static_cast<float>(local);
   if (dist_ != nullptr) RETURN_IF_ERROR(dist_->dp()->AllReduce(part.view(), comm::ReduceOp::kSum));
-  if (tp != nullptr && tp->size() > 1) {
-    RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
-  }
-  return dist_ == nullptr && (tp == nullptr || tp->size() == 1)
-             ? local
-             : static_cast<double>(part.data_as<float>()[0]);
+  if (over_tp) RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
+  if (over_pp) RETURN_IF_ERROR(pp_->AllReduce(part.view(), comm::ReduceOp::kSum));
+  return static_cast<double>(part.data_as<float>()[0]);
 }
 
 absl::Status Optimizer::Update(const ExecContext& ctx, const ops::AdamArgs& args) {

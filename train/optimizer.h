@@ -84,6 +84,14 @@ class Optimizer {
   absl::StatusOr<StepStats> Step(const ExecContext& ctx, comm::Communicator* tp,
                                  comm::Communicator* dp, double lr, double grad_divisor);
 
+  // Pipeline parallelism: Step's gradient norm also sums over the stages of `pp` (null: no
+  // pipeline), leaving out parameter `uncounted_handle` (-1: none), a copy of a parameter that
+  // another stage counts (the last stage's tied word embedding). Not owned; must outlive Step.
+  void set_pipeline(comm::Communicator* pp, int uncounted_handle) {
+    pp_ = pp;
+    uncounted_handle_ = uncounted_handle;
+  }
+
   // Adam steps taken (skipped steps excluded).
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
@@ -118,6 +126,8 @@ class Optimizer {
   bool reduce_begun_ = false;
   Tensor m_, v_;
   int64_t step_ = 0;
+  comm::Communicator* pp_ = nullptr;
+  int uncounted_handle_ = -1;
 };
 
 }  // namespace train

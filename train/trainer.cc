@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,6 +52,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& co
   if (parts.parallel->rank() == 0 && !config.log_jsonl.empty()) {
     ASSIGN_OR_RETURN(t->jsonl_, JsonlWriter::Open(config.log_jsonl));
   }
+  if (parts.parallel->pp_size() > 1) RETURN_IF_ERROR(t->SetUpPipeline());
   return t;
 }
 
@@ -140,7 +142,10 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchStream& valid) {
   models::Losses sums;
   sums.parts.assign(loss_names_.size(), 0.0);
   int n = 0;
-  for (int i = 0; i < config_.eval_iters; ++i) {
+  if (pipeline_ != nullptr) {
+    ASSIGN_OR_RETURN(std::tie(sums, n), PipelinedEvalSums(valid));
+  }
+  for (int i = 0; i < config_.eval_iters && pipeline_ == nullptr; ++i) {
     std::optional<models::Batch> batch = valid.Next();
     if (!batch) break;
     ASSIGN_OR_RETURN(models::Losses l,
@@ -153,6 +158,7 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchStream& valid) {
   sums.total /= n;
   for (double& p : sums.parts) p /= n;
   double no_flops = 0;
+  RETURN_IF_ERROR(PpSum(&sums, &no_flops));
   RETURN_IF_ERROR(DpMean(&sums, &no_flops));
   EvalResult e;
   e.loss = sums;
@@ -161,6 +167,7 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchStream& valid) {
 }
 
 absl::StatusOr<Trainer::Accumulated> Trainer::AccumulateGradients(BatchStream& data) {
+  if (pipeline_ != nullptr) return AccumulatePipelined(data);
   comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
   const int64_t accumulation = data.accumulation_steps();
   Accumulated r;
@@ -251,6 +258,8 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     RETURN_IF_ERROR(parts_.store->ZeroGrads(*parts_.exec));
     ASSIGN_OR_RETURN(Accumulated acc, AccumulateGradients(data));
     RETURN_IF_ERROR(parts_.optimizer->FinishGradReduce());
+    RETURN_IF_ERROR(ReduceTiedEmbedding());
+    RETURN_IF_ERROR(PpSum(&acc.loss, &acc.flops));
     RETURN_IF_ERROR(InjectFaults(&acc));
     // The mean loss first: a non-finite one (the same on every rank) skips the step.
     RETURN_IF_ERROR(DpMean(&acc.loss, &acc.flops));

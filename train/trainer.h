@@ -10,7 +10,11 @@
 // on the TP degree or on how the global batch is split over micro-batches and DP ranks.
 //
 // Every rank of the job runs Train() with the same config; collectives inside are over the
-// ParallelContext's TP and DP groups.
+// ParallelContext's TP and DP groups, and with pipeline parallelism (PP > 1) its pipeline and
+// embedding groups: each iteration runs the 1F1B schedule (train/pipeline_schedule.h; interleaved
+// with several model chunks per stage), the tied word embedding's gradient is summed over the
+// first and last stage, and the losses (computed on the last stage), the FLOPs and the gradient
+// norm are summed over the stages, so every rank logs, clips and skips alike.
 #ifndef MT_TRAIN_TRAINER_H_
 #define MT_TRAIN_TRAINER_H_
 
@@ -35,6 +39,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
+#include "train/pipeline_schedule.h"
 
 namespace mt {
 namespace train {
@@ -133,6 +138,17 @@ struct TrainingParts {
   Optimizer* optimizer = nullptr;
   LrSchedule* schedule = nullptr;
   LossScaler* scaler = nullptr;
+  // With PP > 1: this stage's model chunks in chunk order (train::CreateStageModels), all in
+  // `store`; empty: {model}. `model` must be one of them (its loss names are logged).
+  std::vector<models::Model*> chunks;
+};
+
+// Pipeline time of this rank over the iterations trained so far (PP > 1).
+struct PipelineTotals {
+  int64_t iterations = 0;
+  double seconds = 0;       // In the schedule (forward and backward passes with their messages).
+  double wait_seconds = 0;  // Of which waiting for other stages: the bubble (and message time).
+  int64_t recomputed = 0;   // Forwards run again at the stage boundary.
 };
 
 class Trainer {
@@ -163,6 +179,7 @@ class Trainer {
   void set_skipped_iterations(int64_t n) { skipped_ = n; }
   bool stopped_early() const { return stopped_early_; }
   int64_t iteration() const { return iteration_; }
+  const PipelineTotals& pipeline_totals() const { return pipeline_totals_; }
 
  private:
   Trainer(const TrainerConfig& config, const TrainingParts& parts);
@@ -175,6 +192,20 @@ class Trainer {
   };
   // Forward and backward of every micro-batch of one iteration.
   absl::StatusOr<Accumulated> AccumulateGradients(BatchStream& data);
+  // The same through the pipeline schedule (PP > 1); losses are sums over the stages.
+  absl::StatusOr<Accumulated> AccumulatePipelined(BatchStream& data);
+  // The next n micro-batches of `data`, copied (OutOfRange naming the iteration when exhausted;
+  // fewer than n only with `partial`).
+  absl::StatusOr<std::vector<OwnedBatch>> TakeBatches(BatchStream& data, int64_t n, bool partial);
+  // Builds the pipeline runner and tells the optimizer about the stages (PP > 1).
+  absl::Status SetUpPipeline();
+  // Evaluation through the pipeline: the sums of the losses of up to eval_iters micro-batches
+  // (on the last stage; zero elsewhere) and their number.
+  absl::StatusOr<std::pair<models::Losses, int>> PipelinedEvalSums(BatchStream& valid);
+  // Sums the losses and FLOPs over the pipeline stages (one all-reduce; no-op without PP).
+  absl::Status PpSum(models::Losses* losses, double* flops);
+  // Sums the tied word embedding's gradient over the embedding group (first and last stage).
+  absl::Status ReduceTiedEmbedding();
   // Sums `values` over the DP ranks (one all-reduce, f32).
   absl::Status DpSum(std::vector<double>* values);
   // Means over the DP ranks of per-rank losses and the total FLOPs.
@@ -188,7 +219,10 @@ class Trainer {
   TrainerConfig config_;
   TrainingParts parts_;
   std::vector<std::string> loss_names_;
-  std::unique_ptr<JsonlWriter> jsonl_;  // Global rank 0 with log_jsonl set.
+  std::unique_ptr<JsonlWriter> jsonl_;        // Global rank 0 with log_jsonl set.
+  std::unique_ptr<PipelineRunner> pipeline_;  // PP > 1.
+  int tied_handle_ = -1;                      // This stage's copy of the tied embedding, or -1.
+  PipelineTotals pipeline_totals_;
   std::vector<LogRecord> history_;
   int64_t consumed_samples_ = 0;
   int64_t skipped_ = 0;

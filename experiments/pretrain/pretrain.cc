@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "comm/nccl_communicator.h"
 #include "core/cuda_device.h"
 #include "core/openblas.h"
@@ -18,6 +20,7 @@
 #include "train/loss_scaler.h"
 #include "train/model_loading.h"
 #include "train/optimizer.h"
+#include "train/pipeline_schedule.h"
 #include "train/training_state.h"
 
 namespace mt {
@@ -74,6 +77,34 @@ absl::Status ActivationConfig::Validate(int tensor_parallel, int64_t seq_length)
   return absl::OkStatus();
 }
 
+// What pipeline parallelism cannot do yet, refused before anything runs; `micro_batches`: per
+// iteration and DP rank.
+absl::Status ValidatePipelineFlags(const PretrainConfig& c, int64_t micro_batches) {
+  const int pp = c.pipeline_model_parallel_size;
+  if (c.num_layers_per_virtual_pipeline_stage > 0 && micro_batches % pp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the interleaved pipeline schedule (--num_layers_per_virtual_pipeline_stage) needs the ",
+        micro_batches, " micro-batches per iteration (global_batch_size / (micro_batch_size x ",
+        "data-parallel size)) to be a multiple of --pipeline_model_parallel_size=", pp));
+  }
+  if (pp > 1 && c.use_distributed_optimizer) {
+    return absl::UnimplementedError(
+        absl::StrCat("--use_distributed_optimizer with --pipeline_model_parallel_size=", pp,
+                     ": the distributed optimizer over pipeline stages is not implemented yet"));
+  }
+  if (pp > 1 && c.activations.sequence_parallel) {
+    return absl::UnimplementedError(
+        absl::StrCat("--sequence_parallel with --pipeline_model_parallel_size=", pp,
+                     ": sequence parallelism within a pipeline stage is not implemented yet"));
+  }
+  if (pp > 1 && (!c.save.empty() || !c.load.empty())) {
+    return absl::UnimplementedError(
+        absl::StrCat("--save/--load with --pipeline_model_parallel_size=", pp,
+                     ": checkpoints of pipeline stages (mp_rank_TT_PPP) are not implemented yet"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PretrainConfig::Validate(int world_size) const {
   RETURN_IF_ERROR(ValidateTrainerFlags(trainer));
   RETURN_IF_ERROR(activations.Validate(tensor_model_parallel_size, trainer.seq_length));
@@ -81,17 +112,23 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   RETURN_IF_ERROR(model.ValidateParallel(tensor_model_parallel_size));
   RETURN_IF_ERROR(lr.Validate());
   const train::TrainerConfig& t = trainer;
-  if (world_size % tensor_model_parallel_size != 0) {
+  const int model_parallel = tensor_model_parallel_size * pipeline_model_parallel_size;
+  if (pipeline_model_parallel_size < 1 || world_size % model_parallel != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("world size ", world_size, " is not divisible by tensor_model_parallel_size ",
-                     tensor_model_parallel_size));
+                     tensor_model_parallel_size, " x pipeline_model_parallel_size ",
+                     pipeline_model_parallel_size));
   }
-  const int dp = world_size / tensor_model_parallel_size;
+  RETURN_IF_ERROR(comm::MakePipelineSplit(model.num_layers, pipeline_model_parallel_size,
+                                          num_layers_per_virtual_pipeline_stage)
+                      .status());
+  const int dp = world_size / model_parallel;
   if (t.micro_batch_size < 1 || t.global_batch_size % (t.micro_batch_size * dp) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "global_batch_size ", t.global_batch_size, " must be a multiple of micro_batch_size ",
         t.micro_batch_size, " x data-parallel size ", dp));
   }
+  RETURN_IF_ERROR(ValidatePipelineFlags(*this, t.global_batch_size / (t.micro_batch_size * dp)));
   if (t.seq_length < 1 || t.seq_length > model.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
         "seq_length ", t.seq_length,
@@ -170,7 +207,9 @@ struct Job {
   std::unique_ptr<comm::Communicator> nccl_world;  // With the NCCL backend.
   std::unique_ptr<comm::ParallelContext> parallel;
   std::unique_ptr<nn::ParameterStore> store;
-  std::unique_ptr<models::Model> model;
+  // This rank's model chunks (one unless the interleaved pipeline schedule); `model` is the first.
+  std::vector<std::unique_ptr<models::Model>> chunks;
+  models::Model* model = nullptr;
   std::unique_ptr<train::Optimizer> optimizer;
   std::unique_ptr<train::LrSchedule> schedule;
   std::unique_ptr<train::LossScaler> scaler;
@@ -224,6 +263,7 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   RETURN_IF_ERROR(SetUpDevice(c, local, world, job.get()));
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
+  pc.pipeline_parallel = c.pipeline_model_parallel_size;
   comm::Communicator& comm_world = job->nccl_world != nullptr ? *job->nccl_world : world;
   ASSIGN_OR_RETURN(job->parallel,
                    comm::ParallelContext::Create(comm_world, pc, c.model.num_attention_heads));
@@ -236,7 +276,12 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.trainer.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;
-  ASSIGN_OR_RETURN(job->model, models::CreateModel(c.model, job->store.get(), options));
+  ASSIGN_OR_RETURN(const comm::PipelineSplit split,
+                   comm::MakePipelineSplit(c.model.num_layers, c.pipeline_model_parallel_size,
+                                           c.num_layers_per_virtual_pipeline_stage));
+  ASSIGN_OR_RETURN(job->chunks, train::CreateStageModels(c.model, job->store.get(), options, split,
+                                                         job->parallel->pp_rank()));
+  job->model = job->chunks.front().get();
   RETURN_IF_ERROR(job->store->Allocate(c.trainer.seed));
   train::OptimizerConfig oc;
   oc.weight_decay = static_cast<float>(c.weight_decay);
@@ -332,6 +377,42 @@ absl::StatusOr<train::EvalResult> Evaluate(PretrainData& data, const DataPlan& p
   return e;
 }
 
+std::vector<models::Model*> ChunkPointers(const Job& job) {
+  std::vector<models::Model*> out;
+  for (const auto& m : job.chunks) out.push_back(m.get());
+  return out;
+}
+
+// With pipeline stages, the measured bubble of every stage: 1 - (its time computing) / (the
+// longest stage's time in the schedule), per iteration on average; the stages enter the schedule
+// together (the previous step's reductions synchronise them). Gathered over rank 0's pipeline
+// group (collective over it).
+absl::Status PrintPipelineBubble(const Job& job, const train::Trainer& trainer) {
+  const train::PipelineTotals& p = trainer.pipeline_totals();
+  if (job.parallel->pp_size() == 1 || p.iterations == 0) return absl::OkStatus();
+  comm::Communicator& pp = job.parallel->pp();
+  Tensor mine = Tensor::Host({2}, DType::kF32);
+  mine.data_as<float>()[0] = static_cast<float>(p.seconds / p.iterations);
+  mine.data_as<float>()[1] = static_cast<float>((p.seconds - p.wait_seconds) / p.iterations);
+  Tensor all = Tensor::Host({2 * pp.size()}, DType::kF32);
+  RETURN_IF_ERROR(pp.AllGather(mine.view(), all.view()));
+  if (!job.verbose) return absl::OkStatus();
+  const float* v = all.data_as<float>();
+  double makespan = 0;
+  for (int s = 0; s < pp.size(); ++s) makespan = std::max(makespan, double{v[2 * s]});
+  std::string shares;
+  for (int s = 0; s < pp.size(); ++s) {
+    absl::StrAppendFormat(&shares, "%s%.1f%%", s == 0 ? "" : " / ",
+                          100.0 * (1.0 - v[2 * s + 1] / makespan));
+  }
+  std::printf(
+      "pipeline: %d stages, %lld iterations, %.1f ms per iteration in the schedule; bubble (idle "
+      "share) per stage: %s; %lld forwards recomputed on stage 0\n",
+      pp.size(), static_cast<long long>(p.iterations), 1e3 * makespan, shares.c_str(),
+      static_cast<long long>(p.recomputed));
+  return absl::OkStatus();
+}
+
 // Step 3: the training loop over `train_data`, evaluating and saving every eval_interval /
 // save_interval iterations. `has_valid`: whether the family has validation data.
 absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, PretrainData& data,
@@ -341,9 +422,9 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, P
                                                       const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(
       std::unique_ptr<train::Trainer> trainer,
-      train::Trainer::Create(c.trainer,
-                             {job.parallel.get(), &job.rank.exec, job.model.get(), job.store.get(),
-                              job.optimizer.get(), job.schedule.get(), job.scaler.get()}));
+      train::Trainer::Create(c.trainer, {job.parallel.get(), &job.rank.exec, job.model,
+                                         job.store.get(), job.optimizer.get(), job.schedule.get(),
+                                         job.scaler.get(), ChunkPointers(job)}));
   trainer->set_consumed_samples(job.counters.consumed_samples);
   trainer->set_skipped_iterations(job.counters.skipped_iterations);
   auto on_iteration = [&](int64_t iteration) -> absl::Status {
@@ -358,6 +439,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, P
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(trainer->Train(train_data, job.counters.iteration, stop, on_iteration));
+  RETURN_IF_ERROR(PrintPipelineBubble(job, *trainer));
   return trainer;
 }
 
@@ -381,6 +463,10 @@ absl::StatusOr<PretrainResult> Finish(const PretrainConfig& c, PretrainData& dat
   if (has_valid) {
     ASSIGN_OR_RETURN(result.valid, Evaluate(data, plan, job, trainer, "at the end"));
     result.has_valid = true;
+  }
+  if (job.parallel->pp_size() > 1) {
+    if (job.verbose) std::printf("pipeline stages: no after-training step (generation)\n");
+    return result;
   }
   nn::StepContext sc;
   sc.exec = &job.rank.exec;

@@ -85,6 +85,9 @@ struct PretrainConfig {
   double weight_decay = 0.01;
   double clip_grad = 1.0;
   int tensor_model_parallel_size = 1;
+  // Pipeline stages, and the layers of each model chunk of the interleaved schedule (0: 1F1B).
+  int pipeline_model_parallel_size = 1;
+  int num_layers_per_virtual_pipeline_stage = 0;
   // Mixed precision (f32 master weights and gradients either way): f32, bf16 (--bf16, loss scale 1)
   // or f16 (--fp16, with dynamic loss scaling from 2^32).
   DType compute_dtype = DType::kF32;
@@ -134,6 +137,10 @@ struct PretrainConfig {
     v("clip_grad", &self.clip_grad, "Clip the global gradient L2 norm to this (0: off).");
     v("tensor_model_parallel_size", &self.tensor_model_parallel_size,
       "Tensor-parallel degree (divides the heads).");
+    v("pipeline_model_parallel_size", &self.pipeline_model_parallel_size,
+      "Pipeline stages (divide the layers; world = TP x DP x PP); the 1F1B schedule.");
+    v("num_layers_per_virtual_pipeline_stage", &self.num_layers_per_virtual_pipeline_stage,
+      "Layers per model chunk of the interleaved pipeline schedule (0: plain 1F1B).");
     v("compute_dtype", &self.compute_dtype, "f32, bf16 or f16 (drivers: --fp32/--bf16/--fp16).",
       kComputeDTypeNames);
     v("data_path", &self.data_path,

@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
     return absl::InvalidArgumentError("BERT: the config's family is not kBert");
   }
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
+  if (!options.stage.whole()) return NoStages(config);
   std::unique_ptr<BertModel> m(new BertModel());
   m->config_ = config;
   m->options_ = options;

@@ -28,30 +28,55 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
     return absl::InvalidArgumentError(
         "GPT-2 has only the language-model head (Heads::kPretraining)");
   }
+  const StageOptions& stage = options.stage;
+  if (options.sequence_parallel && !stage.whole()) {
+    return absl::UnimplementedError(
+        "GPT-2: sequence parallelism within a pipeline stage is not implemented; use one of "
+        "--sequence_parallel and --pipeline_model_parallel_size > 1");
+  }
+  const int layers =
+      stage.num_layers == 0 ? config.num_layers - stage.first_layer : stage.num_layers;
+  if (stage.first_layer < 0 || layers < 1 || stage.first_layer + layers > config.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPT-2: the pipeline stage's layers [", stage.first_layer, ", ", stage.first_layer + layers,
+        ") are not a non-empty range of the model's ", config.num_layers, " layers"));
+  }
   std::unique_ptr<GptModel> m(new GptModel());
   m->config_ = config;
   m->options_ = options;
   m->store_ = store;
   m->dtype_ = store->compute_dtype();
-  ASSIGN_OR_RETURN(m->word_,
-                   nn::VocabParallelEmbedding::Create(store, "embedding.word", config.vocab_size,
-                                                      config.PaddedVocab(store->tp_size()),
-                                                      config.hidden_size, config.init_std));
-  if (config.position_embeddings) {
+  if (stage.holds_input || stage.holds_output) {
+    m->word_handle_ = store->size();
+    ASSIGN_OR_RETURN(m->word_,
+                     nn::VocabParallelEmbedding::Create(store, "embedding.word", config.vocab_size,
+                                                        config.PaddedVocab(store->tp_size()),
+                                                        config.hidden_size, config.init_std));
+  }
+  if (config.position_embeddings && stage.holds_input) {
     ASSIGN_OR_RETURN(m->position_, nn::ReplicatedEmbedding::Create(
                                        store, "embedding.position", config.max_position_embeddings,
                                        config.hidden_size, config.init_std));
   }
   nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kYes, options.recompute);
   lc.sequence_parallel = options.sequence_parallel;
-  ASSIGN_OR_RETURN(
-      m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, spec.blocks(lc)));
+  // The stack numbers its blocks from 0; the stage's blocks keep their global index (names and
+  // dropout streams), so that the stages together are the whole model.
+  const nn::LayerFactory blocks = spec.blocks(lc);
+  const int first = stage.first_layer;
+  const nn::LayerFactory global = [blocks, first](nn::ParameterStore* st, const std::string&,
+                                                  int i) {
+    return blocks(st, absl::StrCat("layers.", first + i), first + i);
+  };
+  m->stack_handle_ = store->size();
+  ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", layers, global));
   if (options.sequence_parallel && !m->stack_->sequence_parallel()) {
     return absl::InvalidArgumentError(
         "GPT: the blocks of this architecture do not run with sequence parallelism");
   }
-  m->layer_weights_ = LayerMatrixWeights(*store, "layers.0.");
+  m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", first, "."));
   m->final_norm_handle_ = store->size();  // Its first parameter's handle (declaration order).
+  if (!stage.holds_output) return m;
   ASSIGN_OR_RETURN(m->final_norm_, spec.final_norm(store, spec.final_norm_name, lc));
   if (m->final_norm_ == nullptr) {
     return absl::InvalidArgumentError("GPT: the DecoderSpec's final_norm factory returned no norm");
@@ -76,7 +101,7 @@ absl::Status GptModel::CheckDevice(const ExecContext& ec) const {
   return absl::OkStatus();
 }
 
-absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& tokens) {
+absl::Status GptModel::PrepareForward(const ExecContext& ec, const TensorView& tokens) {
   if (tokens.rank() != 2 || tokens.dtype != DType::kI32) {
     return absl::InvalidArgumentError(
         absl::StrCat("GPT-2: tokens ", tokens.DebugString(), " must be i32 [B, T]"));
@@ -87,22 +112,53 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
         "GPT-2: sequence length ", T,
         " must be in [1, max_position_embeddings = ", config_.max_position_embeddings, "]"));
   }
-  const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(CheckDevice(ec));
-  if (B != B_ || T != T_ || emb_.device() != ec.device) {
-    B_ = T_ = 0;                                            // Until every buffer is allocated.
+  if (B == B_ && T == T_ && positions_.device() == ec.device) return absl::OkStatus();
+  B_ = T_ = 0;  // Until every buffer is allocated.
+  has_forward_ = false;
+  const StageOptions& stage = options_.stage;
+  if (stage.holds_input) {
     Tensor positions = Tensor::Host({B * T}, DType::kI32);  // Built here, uploaded.
     int32_t* pos = positions.data_as<int32_t>();
     for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T);
     ASSIGN_OR_RETURN(positions_, CopyToDevice(ec, positions.view()));
     ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
     ASSIGN_OR_RETURN(pos_emb_, Alloc(ec, {B * T, H}, dtype_));
+  } else {
+    ASSIGN_OR_RETURN(positions_, Alloc(ec, {0}, DType::kI32));  // Marks the buffers' device.
+  }
+  if (stage.holds_output) {
     ASSIGN_OR_RETURN(final_, Alloc(ec, {B * T, H}, dtype_));
     ASSIGN_OR_RETURN(logits_, Alloc(ec, {B * T, word_.local_vocab()}, DType::kF32));
     ASSIGN_OR_RETURN(losses_, Alloc(ec, {B * T}, DType::kF32));
-    B_ = B;
-    T_ = T;
   }
+  B_ = B;
+  T_ = T;
+  return absl::OkStatus();
+}
+
+absl::Status GptModel::CheckHidden(const ExecContext& ec, const TensorView& t,
+                                   const char* what) const {
+  if (t.shape != Shape{B_, T_, config_.hidden_size} || t.dtype != dtype_ || t.device != ec.device ||
+      !t.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPT-2 pipeline stage: ", what, " ", t.DebugString(), " must be contiguous ",
+                     DTypeName(dtype_), " [", B_, ", ", T_, ", ", config_.hidden_size, "] on ",
+                     ec.device.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const TensorView& tokens,
+                                               const TensorView& input) {
+  const ExecContext& ec = *sc.exec;
+  RETURN_IF_ERROR(PrepareForward(ec, tokens));
+  has_forward_ = true;
+  if (!options_.stage.holds_input) {
+    RETURN_IF_ERROR(CheckHidden(ec, input, "input"));
+    return stack_->Forward(sc, input, /*padding_mask=*/nullptr);
+  }
+  const int64_t B = B_, T = T_, H = config_.hidden_size;
   ASSIGN_OR_RETURN(tokens_, OnDevice(ec, tokens, &tokens_staging_, "GPT-2: tokens"));
   ASSIGN_OR_RETURN(TensorView emb2, emb_.view().Reshape({B * T, H}));
   RETURN_IF_ERROR(word_.Forward(sc, tokens_, emb2));
@@ -111,30 +167,32 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
     RETURN_IF_ERROR(ops::Add(ec, emb2, pos_emb_.view(), emb2));
   }
   if (sp_ != nullptr) {
-    // Sequence parallel: the stack and the final norm on this rank's slice, gathered after.
+    // Sequence parallel (whole models only): the stack on this rank's slice of the sequence.
     ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb_.view(), EmbeddingDropout(sc, T)));
-    ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, x, /*padding_mask=*/nullptr));
-    RETURN_IF_ERROR(sp_->Exit(sc, h, final_.view()));
-  } else {
-    RETURN_IF_ERROR(ops::Dropout(ec, emb2, EmbeddingDropout(sc, T), emb2));
-    ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, emb_.view(), /*padding_mask=*/nullptr));
-    ASSIGN_OR_RETURN(TensorView h2, h.Reshape({B * T, H}));
-    RETURN_IF_ERROR(final_norm_->Forward(sc, h2, final_.view()));
+    return stack_->Forward(sc, x, /*padding_mask=*/nullptr);
   }
+  RETURN_IF_ERROR(ops::Dropout(ec, emb2, EmbeddingDropout(sc, T), emb2));
+  return stack_->Forward(sc, emb_.view(), /*padding_mask=*/nullptr);
+}
+
+absl::Status GptModel::FinalNorm(const nn::StepContext& sc, const TensorView& h) {
+  if (sp_ != nullptr) return sp_->Exit(sc, h, final_.view());  // Gathered from the slices.
+  ASSIGN_OR_RETURN(TensorView h2, h.Reshape({B_ * T_, config_.hidden_size}));
+  return final_norm_->Forward(sc, h2, final_.view());
+}
+
+absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& tokens) {
+  if (!options_.stage.whole()) {
+    return absl::FailedPreconditionError(
+        "GPT-2: this model is one pipeline stage; run it with StageForward/StageBackward");
+  }
+  ASSIGN_OR_RETURN(TensorView h, RunLayers(sc, tokens, TensorView()));
+  RETURN_IF_ERROR(FinalNorm(sc, h));
   return word_.LogitsForward(sc, final_.view(), logits_.view());
 }
 
-absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, const Batch& batch,
-                                                 Backward backward, double loss_scale) {
-  const TensorView& tokens = batch.tokens;
-  const TensorView& labels = batch.labels;
-  if (labels.shape != tokens.shape || labels.dtype != DType::kI32) {
-    return absl::InvalidArgumentError(absl::StrCat("GPT-2: labels ", labels.DebugString(),
-                                                   " must be i32 with the shape of the tokens ",
-                                                   tokens.DebugString()));
-  }
-  RETURN_IF_ERROR(Forward(sc, tokens));
-  const int64_t N = B_ * T_, H = config_.hidden_size;
+absl::StatusOr<Losses> GptModel::Loss(const nn::StepContext& sc, const TensorView& labels) {
+  const int64_t N = B_ * T_;
   const ExecContext& ec = *sc.exec;
   ASSIGN_OR_RETURN(TensorView labels_dev, OnDevice(ec, labels, &labels_staging_, "GPT-2: labels"));
   ASSIGN_OR_RETURN(TensorView labels1, labels_dev.Reshape({N}));
@@ -147,40 +205,108 @@ absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, cons
   const int32_t* lab = labels_host.data_as<int32_t>();
   for (int64_t i = 0; i < N; ++i) count += lab[i] != ops::kIgnoreIndex;
   if (count == 0) return absl::InvalidArgumentError("GPT-2: every label is ignored");
+  scored_ = count;
   ASSIGN_OR_RETURN(double total, ops::Sum(ec, losses_.view()));
   const double loss = total / static_cast<double>(count);
-  const Losses losses{loss, {loss}, count};
-  if (backward == Backward::kNo) return losses;
+  return Losses{loss, {loss}, count};
+}
 
+namespace {
+absl::Status CheckLabels(const Batch& batch) {
+  if (batch.labels.shape != batch.tokens.shape || batch.labels.dtype != DType::kI32) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT-2: labels ", batch.labels.DebugString(),
+                                                   " must be i32 with the shape of the tokens ",
+                                                   batch.tokens.DebugString()));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, const Batch& batch,
+                                                 Backward backward, double loss_scale) {
+  RETURN_IF_ERROR(CheckLabels(batch));
+  RETURN_IF_ERROR(Forward(sc, batch.tokens));
+  ASSIGN_OR_RETURN(const Losses losses, Loss(sc, batch.labels));
+  if (backward == Backward::kNo) return losses;
+  RETURN_IF_ERROR(StageBackward(sc, TensorView(), TensorView(), loss_scale));
+  return losses;
+}
+
+absl::StatusOr<Losses> GptModel::StageForward(const nn::StepContext& sc, const Batch& batch,
+                                              const TensorView& input, const TensorView& output) {
+  if (options_.stage.holds_output) RETURN_IF_ERROR(CheckLabels(batch));
+  ASSIGN_OR_RETURN(TensorView h, RunLayers(sc, batch.tokens, input));
+  if (!options_.stage.holds_output) {
+    RETURN_IF_ERROR(CheckHidden(*sc.exec, output, "output"));
+    RETURN_IF_ERROR(CopyTensor(*sc.exec, h, output));
+    return Losses();
+  }
+  RETURN_IF_ERROR(FinalNorm(sc, h));
+  RETURN_IF_ERROR(word_.LogitsForward(sc, final_.view(), logits_.view()));
+  return Loss(sc, batch.labels);
+}
+
+absl::Status GptModel::HeadBackward(const nn::StepContext& sc, double loss_scale,
+                                    const TensorView& dh) {
+  const ExecContext& ec = *sc.exec;
+  const int64_t N = B_ * T_, H = config_.hidden_size;
   ASSIGN_OR_RETURN(Tensor dlosses, Alloc(ec, {N}, DType::kF32));
-  RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), loss_scale / static_cast<double>(count)));
+  RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), loss_scale / static_cast<double>(scored_)));
   RETURN_IF_ERROR(loss_.Backward(sc, dlosses.view(), logits_.view()));  // dlogits in place.
   ASSIGN_OR_RETURN(Tensor dfinal, Alloc(ec, {N, H}, dtype_));
   RETURN_IF_ERROR(word_.LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));
-  ASSIGN_OR_RETURN(Tensor dh, Alloc(ec, {B_, T_, H}, dtype_));
-  ASSIGN_OR_RETURN(TensorView dh2, dh.view().Reshape({N, H}));
   if (sp_ != nullptr) {
-    ASSIGN_OR_RETURN(Tensor dlocal, Alloc(ec, {B_, T_ / sc.tp_size(), H}, dtype_));
-    RETURN_IF_ERROR(sp_->ExitBackward(sc, dfinal.view(), dlocal.view()));
-    RETURN_IF_ERROR(sc.NotifyGradsReady(final_norm_handle_));
-    RETURN_IF_ERROR(stack_->Backward(sc, dlocal.view(), dlocal.view()));
-    RETURN_IF_ERROR(sp_->EnterBackward(sc, dlocal.view(), EmbeddingDropout(sc, T_), dh2));
+    RETURN_IF_ERROR(sp_->ExitBackward(sc, dfinal.view(), dh));  // dh: this rank's slice.
   } else {
+    ASSIGN_OR_RETURN(TensorView dh2, dh.Reshape({N, H}));
     RETURN_IF_ERROR(final_norm_->Backward(sc, dfinal.view(), dh2));
-    RETURN_IF_ERROR(sc.NotifyGradsReady(final_norm_handle_));
-    RETURN_IF_ERROR(stack_->Backward(sc, dh.view(), dh.view()));
+  }
+  return sc.NotifyGradsReady(final_norm_handle_);
+}
+
+absl::Status GptModel::StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
+                                     const TensorView& input_grad, double loss_scale) {
+  if (!has_forward_) return absl::FailedPreconditionError("GPT-2: StageBackward before a forward");
+  const ExecContext& ec = *sc.exec;
+  const int64_t N = B_ * T_, H = config_.hidden_size;
+  const StageOptions& stage = options_.stage;
+  if (!stage.holds_output) RETURN_IF_ERROR(CheckHidden(ec, output_grad, "output gradient"));
+  if (!stage.holds_input) RETURN_IF_ERROR(CheckHidden(ec, input_grad, "input gradient"));
+  // The stack's output gradient: [B, T / tp, H] with sequence parallelism, else [B, T, H].
+  const int64_t T_local = sp_ != nullptr ? T_ / sc.tp_size() : T_;
+  ASSIGN_OR_RETURN(Tensor dh, Alloc(ec, {B_, T_local, H}, dtype_));
+  if (stage.holds_output) {
+    RETURN_IF_ERROR(HeadBackward(sc, loss_scale, dh.view()));
+  } else {
+    RETURN_IF_ERROR(CopyTensor(ec, output_grad, dh.view()));
+  }
+  RETURN_IF_ERROR(stack_->Backward(sc, dh.view(), dh.view()));
+  if (!stage.holds_input) {
+    RETURN_IF_ERROR(CopyTensor(ec, dh.view(), input_grad));
+    return sc.NotifyGradsReady(stack_handle_);
+  }
+  Tensor gathered;  // With sequence parallelism: the whole sequence's embedding gradient.
+  TensorView dh2;
+  if (sp_ != nullptr) {
+    ASSIGN_OR_RETURN(gathered, Alloc(ec, {N, H}, dtype_));
+    dh2 = gathered.view();
+    RETURN_IF_ERROR(sp_->EnterBackward(sc, dh.view(), EmbeddingDropout(sc, T_), dh2));
+  } else {
+    ASSIGN_OR_RETURN(dh2, dh.view().Reshape({N, H}));
     RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc, T_), dh2));
   }
   RETURN_IF_ERROR(word_.Backward(sc, tokens_, dh2));
   if (config_.position_embeddings) RETURN_IF_ERROR(position_.Backward(sc, positions_.view(), dh2));
-  RETURN_IF_ERROR(sc.NotifyGradsReady(0));
-  return losses;
+  return sc.NotifyGradsReady(0);
 }
+
+int GptModel::tied_embedding_handle() const { return options_.stage.whole() ? -1 : word_handle_; }
 
 double GptModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const {
   (void)scored;
-  return DecoderFlops(batch, seq_length, config_.num_layers, config_.hidden_size, padded_vocab(),
-                      layer_weights_, options_.recompute == nn::Recompute::kYes);
+  return DecoderFlops(batch, seq_length, stack_->num_layers(), config_.hidden_size,
+                      options_.stage.holds_output ? padded_vocab() : 0, layer_weights_,
+                      options_.recompute == nn::Recompute::kYes);
 }
 
 absl::Status GptModel::Logits(const nn::StepContext& sc, const TensorView& tokens,
@@ -204,6 +330,9 @@ absl::Status GptModel::GatherInto(const nn::StepContext& sc, const TensorView& s
 absl::Status GptModel::StartDecoding(const nn::StepContext& sc, int64_t batch, int64_t max_length) {
   StopDecoding();
   RETURN_IF_ERROR(CheckDevice(*sc.exec));
+  if (!options_.stage.whole()) {
+    return absl::FailedPreconditionError("GPT-2: a pipeline stage cannot decode (generation)");
+  }
   if (batch < 1 || max_length < 1 || max_length > config_.max_position_embeddings) {
     return absl::InvalidArgumentError(
         absl::StrCat("GPT-2: cannot decode ", batch, " sequences of up to ", max_length,

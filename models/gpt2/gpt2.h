@@ -75,16 +75,24 @@ class GptModel : public Model {
                                                           const DecoderSpec& spec = {});
 
   const ModelConfig& config() const override { return config_; }
-  int64_t padded_vocab() const override { return word_.padded_vocab(); }
+  int64_t padded_vocab() const override { return config_.PaddedVocab(store_->tp_size()); }
   std::vector<std::string> loss_names() const override { return {"lm loss"}; }
 
   // batch.tokens, batch.labels: contiguous i32 [B, T] with T <= max_position_embeddings; a label
   // of ops::kIgnoreIndex is not scored. parts = {mean cross-entropy (nats) over the scored
-  // labels}; InvalidArgument when every label is ignored.
+  // labels}; InvalidArgument when every label is ignored. FailedPrecondition on a pipeline stage
+  // that is not the whole model (StageForward/StageBackward).
   absl::StatusOr<Losses> ForwardBackward(const nn::StepContext& sc, const Batch& batch,
                                          Backward backward, double loss_scale = 1.0) override;
-  // Megatron's formula (models/flops.h); `scored` does not matter (every position's logits are
-  // computed).
+  // Pipeline stages (Model; ModelOptions::stage): the first stage holds the word (tied) and
+  // position embeddings, the last the final norm and a copy of the word embedding for the logits.
+  absl::StatusOr<Losses> StageForward(const nn::StepContext& sc, const Batch& batch,
+                                      const TensorView& input, const TensorView& output) override;
+  absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
+                             const TensorView& input_grad, double loss_scale = 1.0) override;
+  int tied_embedding_handle() const override;
+  // Megatron's formula (models/flops.h) for this stage's layers (and the logits on the stage that
+  // holds the output); `scored` does not matter (every position's logits are computed).
   double TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const override;
   // Full logits [B * T, padded_vocab] (gathered across TP ranks) for generation.
   absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
@@ -117,7 +125,25 @@ class GptModel : public Model {
   GptModel() = default;
   // InvalidArgument unless ec runs on the store's device.
   absl::Status CheckDevice(const ExecContext& ec) const;
+  // InvalidArgument for tokens that are not i32 [B, T] with 1 <= T <= max_position_embeddings;
+  // (re)allocates the activation buffers for [B, T].
+  absl::Status PrepareForward(const ExecContext& ec, const TensorView& tokens);
+  // The embeddings (first stage) or `input` (the others) through this stage's layers: returns the
+  // stack's output [B, T, H].
+  absl::StatusOr<TensorView> RunLayers(const nn::StepContext& sc, const TensorView& tokens,
+                                       const TensorView& input);
+  // The whole model up to the logits (logits_).
   absl::Status Forward(const nn::StepContext& sc, const TensorView& tokens);
+  // The loss of logits_ against `labels` (counts the scored labels into scored_).
+  absl::StatusOr<Losses> Loss(const nn::StepContext& sc, const TensorView& labels);
+  // The backward of Loss and of the head: d(scaled loss)/d(stack output) into dh, [B, T, H]
+  // ([B, T / tp, H], this rank's slice, with sequence parallelism).
+  absl::Status HeadBackward(const nn::StepContext& sc, double loss_scale, const TensorView& dh);
+  // The final norm of the stack's output h into final_ (gathered from the sequence slices with
+  // sequence parallelism).
+  absl::Status FinalNorm(const nn::StepContext& sc, const TensorView& h);
+  // InvalidArgument unless t is [B_, T_, H] in the compute dtype on ec's device.
+  absl::Status CheckHidden(const ExecContext& ec, const TensorView& t, const char* what) const;
   // Gathers this rank's logits shard [N, V_pad / tp] into full [N, V_pad] (host or device).
   absl::Status GatherInto(const nn::StepContext& sc, const TensorView& shard,
                           const TensorView& full);
@@ -137,11 +163,15 @@ class GptModel : public Model {
   std::unique_ptr<nn::Norm> final_norm_;
   std::unique_ptr<SequenceParallelEnds> sp_;  // With sequence parallelism.
   int final_norm_handle_ = 0;  // Parameters from here on are final after final_norm_'s Backward.
+  int word_handle_ = -1;       // The word embedding's handle, -1 on a stage without it.
+  int stack_handle_ = 0;       // The first layer's first parameter.
+  bool has_forward_ = false;   // A forward ran since the buffers were (re)made.
   double layer_weights_ = 0;   // Weights in one block's matrix products (FLOPs).
   nn::VocabParallelCrossEntropy loss_;
   // Activations of the last Forward.
   int64_t B_ = 0, T_ = 0;
-  TensorView tokens_;  // On the store's device: the caller's tokens or tokens_staging_.
+  int64_t scored_ = 0;  // Labels the last Loss scored.
+  TensorView tokens_;   // On the store's device: the caller's tokens or tokens_staging_.
   Tensor tokens_staging_, labels_staging_;  // Host inputs uploaded to a GPU.
   Tensor labels_host_staging_;              // Device labels downloaded to be counted.
   Tensor positions_;                        // i32 [B * T]

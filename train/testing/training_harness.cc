@@ -1,8 +1,10 @@
 #include "train/testing/training_harness.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "core/alloc.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_context.h"
@@ -10,6 +12,7 @@
 #include "core/status.h"
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
+#include "data/testing/synthetic_corpus.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
 #include "train/batches.h"
@@ -83,6 +86,9 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   HarnessResult out;
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tp;
+  pc.pipeline_parallel = c.pp;
+  auto split = comm::MakePipelineSplit(c.model.num_layers, c.pp, c.layers_per_virtual_stage);
+  if (!Ok(split.status(), "pipeline split")) return out;
   auto parallel = comm::ParallelContext::Create(world, pc, c.model.num_attention_heads);
   if (!Ok(parallel.status(), "parallel layout")) return out;
   Device d;
@@ -97,14 +103,18 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   if (!Ok(batches.status(), "batches")) return out;
 
   nn::ParameterStore store((*parallel)->tp_rank(), c.tp, c.compute_dtype, d.ec.device);
-  auto model = models::CreateModel(c.model, &store);
-  if (!Ok(model.status(), "model") || !Ok(store.Allocate(c.init_seed), "allocation")) return out;
+  auto chunks = CreateStageModels(c.model, &store, {}, *split, (*parallel)->pp_rank());
+  if (!Ok(chunks.status(), "model") || !Ok(store.Allocate(c.init_seed), "allocation")) return out;
+  std::vector<models::Model*> chunk_ptrs;
+  for (const auto& m : *chunks) chunk_ptrs.push_back(m.get());
+  models::Model* model = chunk_ptrs.front();
   auto opt = Optimizer::Create(&store, c.optimizer, &(*parallel)->dp());
   if (!Ok(opt.status(), "optimizer")) return out;
   LrSchedule schedule(c.lr);
   LossScaler scaler(c.scaler);
   TrainingCounters counters;
   if (!c.load.empty()) {
+    if (c.pp > 1) ADD_FAILURE() << "checkpoints with pipeline stages are not supported";
     if (!Ok(LoadTrainingState(c.load, **parallel, c.model, &store, &*opt, &scaler, &schedule,
                               &counters),
             "loading the checkpoint")) {
@@ -120,7 +130,7 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   tc.quiet = true;
   tc.inject_grad_overflow_at = c.inject_grad_overflow_at;
   auto trainer = Trainer::Create(
-      tc, {parallel->get(), &d.ec, model->get(), &store, &*opt, &schedule, &scaler});
+      tc, {parallel->get(), &d.ec, model, &store, &*opt, &schedule, &scaler, chunk_ptrs});
   if (!Ok(trainer.status(), "trainer")) return out;
   (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
   out.first_values = Masters(store, d.ec);
@@ -135,6 +145,15 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   out.buckets_in_backward = opt->grad_reducer().buckets_started_in_backward();
   out.last_values = Masters(store, d.ec);
   out.last_compute = ComputeCopies(store, d.ec);
+  for (int i = 0; i < store.size() && !out.last_values.empty() && !out.first_values.empty(); ++i) {
+    const int64_t n = store.value(i).numel();
+    const float* first = out.first_values.data() + store.offset(i);
+    const float* last = out.last_values.data() + store.offset(i);
+    out.first_by_name[store.spec(i).name].assign(first, first + n);
+    out.last_by_name[store.spec(i).name].assign(last, last + n);
+  }
+  out.pp_counters = (*parallel)->pp().counters();
+  out.pipeline = (*trainer)->pipeline_totals();
   if (!c.save.empty()) {
     counters.iteration = c.end;
     counters.consumed_samples = (*trainer)->consumed_samples();
@@ -163,6 +182,18 @@ MakeBatches GptBatches(const std::string& prefix, int64_t seq_length, int64_t nu
             data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds))), lc));
     return LanguageModelBatches(std::move(loader));
   };
+}
+
+std::string WriteGptCorpus(const std::string& name, int rank, int vocab, int documents) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string prefix = absl::StrCat(tmp ? tmp : "/tmp", "/", name, "_rank", rank);
+  data::testing::SyntheticCorpusConfig c;
+  c.documents = documents;
+  c.vocab = vocab;
+  c.min_length = 10;
+  c.length_spread = 50;
+  Ok(data::testing::WriteSyntheticCorpus(prefix, c), "writing the corpus");
+  return prefix;
 }
 
 double WorstRelative(const std::vector<double>& a, const std::vector<double>& b) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,7 +30,9 @@ namespace testing {
 
 struct HarnessConfig {
   models::ModelConfig model;
-  int tp = 1;  // The rest of the world is data-parallel.
+  int tp = 1;                        // The rest of the world is data-parallel.
+  int pp = 1;                        // Pipeline stages (the model built as this rank's stage).
+  int layers_per_virtual_stage = 0;  // > 0: the interleaved schedule's model chunks.
   int64_t micro_batch_size = 2;
   int64_t global_batch_size = 4;
   int64_t seq_length = 16;
@@ -58,6 +61,10 @@ struct HarnessResult {
   std::vector<double> first_compute, last_compute;  // Compute-dtype copies before and after.
   int64_t buckets = 0, buckets_in_backward = 0;     // Of the last iteration's DP reduction.
   comm::CommCounters dp_calls;                      // Of the DP group, over the training only.
+  // Initial and final f32 masters by parameter name (this rank's shard).
+  std::map<std::string, std::vector<float>> first_by_name, last_by_name;
+  comm::CommCounters pp_counters;  // The pipeline communicator's calls over the run.
+  PipelineTotals pipeline;         // The trainer's pipeline time (PP > 1).
 
   // Part k of every iteration.
   std::vector<double> Part(size_t k) const;
@@ -76,6 +83,11 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& config
 // `prefix` (split "1", shuffled with `seed`), `num_samples` of them.
 MakeBatches GptBatches(const std::string& prefix, int64_t seq_length, int64_t num_samples,
                        uint64_t seed);
+
+// Writes the learnable synthetic GPT corpus (data/testing/synthetic_corpus.h: token ->
+// (3 * token + 1) mod vocab) of `documents` documents of 10 to 59 tokens under $TEST_TMPDIR (or
+// /tmp) as "<name>_rank<rank>" and returns its prefix; a failure is a test failure.
+std::string WriteGptCorpus(const std::string& name, int rank, int vocab, int documents);
 
 // max |a_i - b_i| / |b_i|; infinite when the sizes differ.
 double WorstRelative(const std::vector<double>& a, const std::vector<double>& b);

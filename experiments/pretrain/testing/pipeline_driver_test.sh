@@ -1,0 +1,65 @@
+#!/bin/bash
+# pretrain_gpt with pipeline stages against the serial run, on a tiny 4-layer GPT, 6 iterations:
+#   PP=2 (2 ranks) and PP=2 x TP=2 with the interleaved schedule (4 ranks, 1 layer per chunk)
+#   log the serial run's lm_loss at every iteration within float32 rounding (relative 1e-5, the
+#   bound of train:pipeline_trainer_test), in one JSONL file with one line per iteration (one
+#   writer per job, the same keys), and the same end-of-training validation loss; rank 0's log
+#   shows "lm loss" and the pipeline line (the share of the schedule spent waiting);
+#   bad pipeline flags are refused with one line naming the flag (non-zero exit).
+#   pipeline_driver_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
+set -uo pipefail
+corpus_bin="$1"; pretrain="$2"
+source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_pipeline
+common=("${tiny[@]}" --num_layers=4 --global_batch_size=8 --train_iters=6 --eval_iters=2)
+mpi() { local n="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$n" \
+  --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
+
+"$pretrain" "${common[@]}" --log_jsonl="$work/serial.jsonl" >"$work/serial.log" 2>&1 ||
+  { cat "$work/serial.log"; fail "serial run"; }
+mpi 2 "$pretrain" "${common[@]}" --pipeline_model_parallel_size=2 \
+  --log_jsonl="$work/pp2.jsonl" >"$work/pp2.log" 2>&1 || { cat "$work/pp2.log"; fail "PP=2 run"; }
+mpi 4 "$pretrain" "${common[@]}" --pipeline_model_parallel_size=2 --tensor_model_parallel_size=2 \
+  --num_layers_per_virtual_pipeline_stage=1 --log_jsonl="$work/pp2tp2.jsonl" >"$work/pp2tp2.log" \
+  2>&1 || { cat "$work/pp2tp2.log"; fail "PP=2 x TP=2 interleaved run"; }
+
+python3 - "$work" <<'PY' || fail "curves differ"
+import json, sys
+work = sys.argv[1]
+def curve(name):
+    return [json.loads(l) for l in open(f"{work}/{name}.jsonl")]
+serial = curve("serial")
+assert len(serial) == 6, len(serial)
+for name in ("pp2", "pp2tp2"):
+    run = curve(name)
+    assert len(run) == 6, (name, len(run))
+    assert [set(r) for r in run] == [set(r) for r in serial], name
+    worst = max(abs(a["lm_loss"] - b["lm_loss"]) / b["lm_loss"] for a, b in zip(run, serial))
+    print(f"{name}: worst relative lm_loss difference {worst:.3g}")
+    assert worst < 1e-5, (name, worst)
+PY
+valid() { grep -o 'validation at the end | lm loss: [0-9.E+-]*' "$1"; }
+want="$(valid "$work/serial.log")"
+[ -n "$want" ] || fail "no validation line in the serial log"
+for run in pp2 pp2tp2; do
+  [ "$(grep -c ' iteration .* lm loss: ' "$work/$run.log")" = 6 ] || fail "$run: not 6 log lines"
+  grep -q 'pipeline: 2 stages, 6 iterations' "$work/$run.log" || fail "$run: no pipeline line"
+  got="$(valid "$work/$run.log")"
+  python3 -c 'import sys; a, b = (float(x.split()[-1]) for x in sys.argv[1:]);
+assert abs(a - b) <= 1e-5 * b, (a, b)' "$got" "$want" || fail "$run: validation $got vs $want"
+done
+
+refused() {  # refused NEEDLE FLAGS...: exits non-zero with one error line containing NEEDLE
+  local needle="$1"; shift
+  if mpi 2 "$pretrain" "${common[@]}" "$@" >"$work/bad.log" 2>&1; then fail "accepted: $*"; fi
+  grep -q -- "$needle" "$work/bad.log" || { cat "$work/bad.log"; fail "no '$needle' for: $*"; }
+}
+refused "not divisible by tensor_model_parallel_size 1 x pipeline_model_parallel_size 3" \
+  --pipeline_model_parallel_size=3
+refused "--num_layers=3 does not divide into 2 pipeline stages" --pipeline_model_parallel_size=2 \
+  --num_layers=3
+refused "checkpoints of pipeline stages" --pipeline_model_parallel_size=2 --save="$work/ckpt"
+refused "multiple of --pipeline_model_parallel_size=2" --pipeline_model_parallel_size=2 \
+  --num_layers_per_virtual_pipeline_stage=1 --global_batch_size=6
+refused "must divide the 2 layers of each stage" --pipeline_model_parallel_size=2 \
+  --num_layers_per_virtual_pipeline_stage=3
+echo PASS

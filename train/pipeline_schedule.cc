@@ -1,0 +1,331 @@
+#include "train/pipeline_schedule.h"
+
+#include <algorithm>
+#include <chrono>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/alloc.h"
+#include "core/status.h"
+#include "models/registry.h"
+
+namespace mt {
+namespace train {
+
+namespace {
+
+using Kind = PipelineOp::Kind;
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+absl::Status CheckSchedule(int stages, int stage, int chunks, int micro_batches) {
+  if (stages < 1 || stage < 0 || stage >= stages || chunks < 1 || micro_batches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline schedule: need stages >= 1 (got ", stages, "), a stage in [0, ",
+                     stages, ") (got ", stage, "), chunks >= 1 (got ", chunks,
+                     ") and micro-batches >= 1 (got ", micro_batches, ")"));
+  }
+  if (chunks > 1 && (stages < 2 || micro_batches % stages != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline schedule: the interleaved schedule (", chunks,
+        " virtual stages per stage) needs --pipeline_model_parallel_size >= 2 (got ", stages,
+        ") and a number of micro-batches per iteration (global_batch_size / (micro_batch_size x "
+        "data-parallel size) = ",
+        micro_batches, ") that is a multiple of it"));
+  }
+  return absl::OkStatus();
+}
+
+// The k-th forward (or backward) of the interleaved schedule: micro-batches go in groups of P
+// through chunk 0, then chunk 1, ...; backwards run the chunks in reverse.
+PipelineOp InterleavedOp(Kind kind, int k, int stages, int chunks) {
+  const int group = k / (stages * chunks), in_group = k % (stages * chunks);
+  const int forward_chunk = in_group / stages;
+  const int chunk = kind == Kind::kForward ? forward_chunk : chunks - 1 - forward_chunk;
+  return PipelineOp{kind, group * stages + in_group % stages, chunk};
+}
+
+}  // namespace
+
+std::string OpName(const PipelineOp& op) {
+  const std::string base = absl::StrCat(op.kind == Kind::kForward ? "F" : "B", op.micro);
+  return op.chunk == 0 ? base : absl::StrCat(base, ".", op.chunk);
+}
+
+absl::StatusOr<std::vector<PipelineOp>> PipelineScheduleOps(int stages, int stage, int chunks,
+                                                            int micro_batches) {
+  RETURN_IF_ERROR(CheckSchedule(stages, stage, chunks, micro_batches));
+  const int total = micro_batches * chunks;
+  int warmup = std::min((stages - stage - 1) * (chunks > 1 ? 2 : 1) + (chunks - 1) * stages, total);
+  if (chunks > 1 && micro_batches == stages) warmup = total;  // Megatron: all forwards first.
+  auto op = [&](Kind kind, int k) {
+    return chunks == 1 ? PipelineOp{kind, k, 0} : InterleavedOp(kind, k, stages, chunks);
+  };
+  std::vector<PipelineOp> ops;
+  for (int k = 0; k < warmup; ++k) ops.push_back(op(Kind::kForward, k));
+  for (int k = 0; k < total - warmup; ++k) {
+    ops.push_back(op(Kind::kForward, warmup + k));
+    ops.push_back(op(Kind::kBackward, k));
+  }
+  for (int k = total - warmup; k < total; ++k) ops.push_back(op(Kind::kBackward, k));
+  return ops;
+}
+
+absl::StatusOr<SimulatedPipeline> SimulatePipeline(int stages, int chunks, int micro_batches,
+                                                   double tf, double tb) {
+  std::vector<std::vector<PipelineOp>> ops(stages);
+  for (int s = 0; s < stages; ++s) {
+    ASSIGN_OR_RETURN(ops[s], PipelineScheduleOps(stages, s, chunks, micro_batches));
+  }
+  // Finish time of (kind, micro, virtual stage).
+  std::map<std::tuple<int, int, int>, double> done;
+  std::vector<size_t> next(stages, 0);
+  std::vector<double> free(stages, 0.0), busy(stages, 0.0);
+  const int last = stages * chunks - 1;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      while (next[s] < ops[s].size()) {
+        const PipelineOp& op = ops[s][next[s]];
+        const int v = op.chunk * stages + s;
+        const bool fwd = op.kind == Kind::kForward;
+        // The input: the previous virtual stage's forward, the next one's backward (and this
+        // virtual stage's own forward).
+        double ready = 0;
+        std::vector<std::tuple<int, int, int>> deps;
+        if (fwd && v > 0) deps.emplace_back(0, op.micro, v - 1);
+        if (!fwd && v < last) deps.emplace_back(1, op.micro, v + 1);
+        if (!fwd) deps.emplace_back(0, op.micro, v);
+        bool blocked = false;
+        for (const auto& d : deps) {
+          auto it = done.find(d);
+          if (it == done.end()) {
+            blocked = true;
+            break;
+          }
+          ready = std::max(ready, it->second);
+        }
+        if (blocked) break;
+        const double cost = fwd ? tf : tb;
+        free[s] = std::max(free[s], ready) + cost;
+        busy[s] += cost;
+        done[{fwd ? 0 : 1, op.micro, v}] = free[s];
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  SimulatedPipeline sim;
+  for (int s = 0; s < stages; ++s) {
+    if (next[s] != ops[s].size()) {
+      return absl::InternalError(absl::StrCat("pipeline schedule: stage ", s, " is stuck at ",
+                                              OpName(ops[s][next[s]]), " (a deadlock)"));
+    }
+    sim.makespan = std::max(sim.makespan, free[s]);
+  }
+  for (int s = 0; s < stages; ++s) sim.idle_fraction.push_back(1.0 - busy[s] / sim.makespan);
+  return sim;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<models::Model>>> CreateStageModels(
+    const models::ModelConfig& config, nn::ParameterStore* store,
+    const models::ModelOptions& options, const comm::PipelineSplit& split, int stage) {
+  std::vector<std::unique_ptr<models::Model>> chunks;
+  for (int v = 0; v < split.virtual_stages; ++v) {
+    models::ModelOptions o = options;
+    o.stage.first_layer = split.FirstLayer(stage, v);
+    o.stage.num_layers = split.layers_per_chunk();
+    o.stage.holds_input = split.HoldsInput(stage, v);
+    o.stage.holds_output = split.HoldsOutput(stage, v);
+    if (split.stages == 1 && split.virtual_stages == 1) o.stage = models::StageOptions();
+    ASSIGN_OR_RETURN(std::unique_ptr<models::Model> m, models::CreateModel(config, store, o));
+    chunks.push_back(std::move(m));
+  }
+  return chunks;
+}
+
+models::Batch OwnedBatch::view() const {
+  models::Batch b;
+  b.tokens = tokens.view();
+  b.labels = labels.view();
+  b.token_types = token_types.view();
+  b.padding_mask = padding_mask.view();
+  b.sop_labels = sop_labels.view();
+  return b;
+}
+
+absl::StatusOr<OwnedBatch> CopyBatch(const ExecContext& ec, const models::Batch& batch) {
+  OwnedBatch o;
+  const std::pair<const TensorView*, Tensor*> fields[] = {{&batch.tokens, &o.tokens},
+                                                          {&batch.labels, &o.labels},
+                                                          {&batch.token_types, &o.token_types},
+                                                          {&batch.padding_mask, &o.padding_mask},
+                                                          {&batch.sop_labels, &o.sop_labels}};
+  for (const auto& [from, to] : fields) {
+    if (from->data == nullptr) continue;
+    ASSIGN_OR_RETURN(*to, CopyToHost(ec, *from));
+  }
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<PipelineRunner>> PipelineRunner::Create(
+    comm::Communicator* pp, const comm::PipelineSplit& split, std::vector<models::Model*> chunks,
+    const ExecContext* exec, int64_t hidden, DType dtype) {
+  if (pp == nullptr || pp->size() != split.stages ||
+      static_cast<int>(chunks.size()) != split.virtual_stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PipelineRunner: ", chunks.size(), " model chunks over a pipeline of ",
+                     pp == nullptr ? 0 : pp->size(), " ranks do not match the split's ",
+                     split.stages, " stages of ", split.virtual_stages, " chunks"));
+  }
+  if (split.stages > 1 && !pp->nonblocking_point_to_point()) {
+    return absl::UnimplementedError(
+        absl::StrCat("pipeline parallelism needs non-blocking point-to-point messages, which the ",
+                     pp->backend(), " communicator lacks; use --comm_backend=mpi"));
+  }
+  std::unique_ptr<PipelineRunner> r(new PipelineRunner());
+  r->pp_ = pp;
+  r->split_ = split;
+  r->chunks_ = std::move(chunks);
+  r->exec_ = exec;
+  r->hidden_ = hidden;
+  r->dtype_ = dtype;
+  r->stage_ = pp->rank();
+  r->last_forward_.assign(r->chunks_.size(), -1);
+  return r;
+}
+
+// Tags: activations entering virtual stage v travel with tag 2v, their gradients leaving it
+// (towards v - 1) with tag 2(v - 1) + 1, so the messages of different chunks never match each
+// other; within one tag, micro-batches go in order on both sides.
+absl::StatusOr<Tensor> PipelineRunner::Receive(const models::Batch& batch, int peer, int tag) {
+  ASSIGN_OR_RETURN(Tensor t,
+                   Alloc(*exec_, {batch.tokens.dim(0), batch.tokens.dim(1), hidden_}, dtype_));
+  ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> request, pp_->RecvAsync(t.view(), peer, tag));
+  const auto start = Clock::now();
+  RETURN_IF_ERROR(request->Wait());
+  stats_.wait_seconds += SecondsSince(start);
+  return t;
+}
+
+absl::Status PipelineRunner::Send(Tensor t, int peer, int tag) {
+  ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> request, pp_->SendAsync(t.view(), peer, tag));
+  sends_.emplace_back(std::move(request), std::move(t));
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRunner::ReapSends(bool all) {
+  for (auto& send : sends_) {
+    if (all) {
+      RETURN_IF_ERROR(send.first->Wait());
+    } else {
+      RETURN_IF_ERROR(send.first->Test().status());
+    }
+  }
+  sends_.erase(
+      std::remove_if(sends_.begin(), sends_.end(), [](const auto& s) { return s.first->done(); }),
+      sends_.end());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<models::Losses> PipelineRunner::Forward(const PipelineOp& op,
+                                                       const models::Batch& batch,
+                                                       const nn::StepContext& sc) {
+  const int P = split_.stages, s = stage_, c = op.chunk, v = c * P + s;
+  TensorView input;
+  if (!split_.HoldsInput(s, c)) {
+    ASSIGN_OR_RETURN(Tensor in, Receive(batch, (s + P - 1) % P, 2 * v));
+    input = (inputs_[{c, op.micro}] = std::move(in)).view();
+  }
+  Tensor out;
+  const bool sends = !split_.HoldsOutput(s, c);
+  if (sends) {
+    ASSIGN_OR_RETURN(out,
+                     Alloc(*exec_, {batch.tokens.dim(0), batch.tokens.dim(1), hidden_}, dtype_));
+  }
+  ASSIGN_OR_RETURN(models::Losses l, chunks_[c]->StageForward(sc, batch, input, out.view()));
+  last_forward_[c] = op.micro;
+  if (sends) RETURN_IF_ERROR(Send(std::move(out), (s + 1) % P, 2 * (v + 1)));
+  return l;
+}
+
+absl::Status PipelineRunner::Backward(const PipelineOp& op, const models::Batch& batch,
+                                      const nn::StepContext& sc, double loss_scale) {
+  const int P = split_.stages, s = stage_, c = op.chunk, v = c * P + s;
+  const bool holds_input = split_.HoldsInput(s, c), holds_output = split_.HoldsOutput(s, c);
+  Tensor out_grad;
+  if (!holds_output) {
+    ASSIGN_OR_RETURN(out_grad, Receive(batch, (s + 1) % P, 2 * v + 1));
+  }
+  auto stashed = inputs_.find({c, op.micro});
+  const TensorView input = stashed == inputs_.end() ? TensorView() : stashed->second.view();
+  if (last_forward_[c] != op.micro) {  // Recompute this micro-batch's activations.
+    Tensor scratch;
+    if (!holds_output) {
+      ASSIGN_OR_RETURN(scratch,
+                       Alloc(*exec_, {batch.tokens.dim(0), batch.tokens.dim(1), hidden_}, dtype_));
+    }
+    RETURN_IF_ERROR(chunks_[c]->StageForward(sc, batch, input, scratch.view()).status());
+    ++stats_.recomputed;
+  }
+  Tensor in_grad;
+  if (!holds_input) {
+    ASSIGN_OR_RETURN(in_grad,
+                     Alloc(*exec_, {batch.tokens.dim(0), batch.tokens.dim(1), hidden_}, dtype_));
+  }
+  RETURN_IF_ERROR(chunks_[c]->StageBackward(sc, out_grad.view(), in_grad.view(), loss_scale));
+  last_forward_[c] = -1;  // Backward consumed the activations.
+  if (stashed != inputs_.end()) inputs_.erase(stashed);
+  if (!holds_input) RETURN_IF_ERROR(Send(std::move(in_grad), (s + P - 1) % P, 2 * (v - 1) + 1));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<models::Losses> PipelineRunner::Run(const std::vector<models::Batch>& batches,
+                                                   const std::function<nn::StepContext(int)>& step,
+                                                   models::Backward backward, double loss_scale,
+                                                   double* flops) {
+  const auto start = Clock::now();
+  stats_ = PipelineStats();
+  const int m = static_cast<int>(batches.size()), V = split_.virtual_stages;
+  std::vector<PipelineOp> ops;
+  if (backward == models::Backward::kYes) {
+    ASSIGN_OR_RETURN(ops, PipelineScheduleOps(split_.stages, stage_, V, m));
+  } else {
+    RETURN_IF_ERROR(CheckSchedule(split_.stages, stage_, 1, m));
+    for (int i = 0; i < m; ++i) {
+      for (int c = 0; c < V; ++c) ops.push_back(PipelineOp{Kind::kForward, i, c});
+    }
+  }
+  models::Losses sum;
+  sum.parts.assign(chunks_[0]->loss_names().size(), 0.0);
+  for (const PipelineOp& op : ops) {
+    const models::Batch& batch = batches[op.micro];
+    const nn::StepContext sc = step(op.micro);
+    if (op.kind == Kind::kBackward) {
+      RETURN_IF_ERROR(Backward(op, batch, sc, loss_scale));
+    } else {
+      ASSIGN_OR_RETURN(models::Losses l, Forward(op, batch, sc));
+      if (backward == models::Backward::kNo) inputs_.erase({op.chunk, op.micro});
+      sum.total += l.total;
+      sum.scored += l.scored;
+      for (size_t k = 0; k < l.parts.size() && k < sum.parts.size(); ++k)
+        sum.parts[k] += l.parts[k];
+      if (flops != nullptr) {
+        *flops +=
+            chunks_[op.chunk]->TrainingFlops(batch.tokens.dim(0), batch.tokens.dim(1), l.scored);
+      }
+    }
+    RETURN_IF_ERROR(ReapSends(/*all=*/false));
+  }
+  RETURN_IF_ERROR(ReapSends(/*all=*/true));
+  inputs_.clear();
+  stats_.seconds = SecondsSince(start);
+  return sum;
+}
+
+}  // namespace train
+}  // namespace mt

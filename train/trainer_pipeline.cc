@@ -1,0 +1,121 @@
+// The Trainer's pipeline-parallel parts (PP > 1): the runner of the schedule, the reductions over
+// the pipeline and embedding groups, and evaluation through the stages.
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/status.h"
+#include "train/trainer.h"
+
+namespace mt {
+namespace train {
+
+absl::Status Trainer::SetUpPipeline() {
+  comm::ParallelContext& pc = *parts_.parallel;
+  std::vector<models::Model*> chunks = parts_.chunks;
+  if (chunks.empty()) chunks.push_back(parts_.model);
+  comm::PipelineSplit split;
+  split.num_layers = parts_.model->config().num_layers;
+  split.stages = pc.pp_size();
+  split.virtual_stages = static_cast<int>(chunks.size());
+  ASSIGN_OR_RETURN(pipeline_, PipelineRunner::Create(&pc.pp(), split, chunks, parts_.exec,
+                                                     parts_.model->config().hidden_size,
+                                                     parts_.store->compute_dtype()));
+  for (models::Model* chunk : chunks) {
+    if (chunk->tied_embedding_handle() >= 0) tied_handle_ = chunk->tied_embedding_handle();
+  }
+  // The first stage counts the tied embedding in the gradient norm; the last stage's copy (the
+  // same values after ReduceTiedEmbedding) is left out.
+  parts_.optimizer->set_pipeline(&pc.pp(), pc.is_first_stage() ? -1 : tied_handle_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<OwnedBatch>> Trainer::TakeBatches(BatchStream& data, int64_t n,
+                                                             bool partial) {
+  std::vector<OwnedBatch> out;
+  for (int64_t i = 0; i < n; ++i) {
+    std::optional<models::Batch> batch = data.Next();
+    if (!batch && partial) break;
+    if (!batch) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "training data exhausted at iteration %d; build the dataset with more samples",
+          iteration_));
+    }
+    ASSIGN_OR_RETURN(OwnedBatch owned, CopyBatch(*parts_.exec, *batch));
+    out.push_back(std::move(owned));
+  }
+  return out;
+}
+
+absl::StatusOr<Trainer::Accumulated> Trainer::AccumulatePipelined(BatchStream& data) {
+  comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
+  // The stages' backward passes interleave, so no bucket is started during backward: the
+  // optimizer reduces them all after the schedule.
+  (void)parts_.optimizer->BeginGradReduce(dp);
+  const int64_t m = data.accumulation_steps();
+  ASSIGN_OR_RETURN(const std::vector<OwnedBatch> owned, TakeBatches(data, m, /*partial=*/false));
+  std::vector<models::Batch> batches;
+  for (const OwnedBatch& b : owned) batches.push_back(b.view());
+  Accumulated r;
+  ASSIGN_OR_RETURN(r.loss, pipeline_->Run(
+                               batches, [this](int micro) { return MicroStep(micro); },
+                               models::Backward::kYes, parts_.scaler->scale(), &r.flops));
+  r.loss.total /= m;
+  for (double& p : r.loss.parts) p /= m;
+  const PipelineStats& st = pipeline_->stats();
+  ++pipeline_totals_.iterations;
+  pipeline_totals_.seconds += st.seconds;
+  pipeline_totals_.wait_seconds += st.wait_seconds;
+  pipeline_totals_.recomputed += st.recomputed;
+  return r;
+}
+
+absl::StatusOr<std::pair<models::Losses, int>> Trainer::PipelinedEvalSums(BatchStream& valid) {
+  ASSIGN_OR_RETURN(const std::vector<OwnedBatch> owned,
+                   TakeBatches(valid, config_.eval_iters, /*partial=*/true));
+  std::vector<models::Batch> batches;
+  for (const OwnedBatch& b : owned) batches.push_back(b.view());
+  // Every stage has read the same number of micro-batches (the same data on every stage).
+  if (batches.empty()) return std::make_pair(models::Losses(), 0);
+  nn::StepContext sc;
+  sc.exec = parts_.exec;
+  sc.tp = parts_.parallel->tp_size() > 1 ? &parts_.parallel->tp() : nullptr;
+  sc.mode = nn::Mode::kEval;
+  ASSIGN_OR_RETURN(models::Losses sums,
+                   pipeline_->Run(
+                       batches, [&sc](int) { return sc; }, models::Backward::kNo, 1.0, nullptr));
+  return std::make_pair(sums, static_cast<int>(batches.size()));
+}
+
+absl::Status Trainer::PpSum(models::Losses* losses, double* flops) {
+  if (pipeline_ == nullptr) return absl::OkStatus();
+  // One exact i64 sum: the last stage contributes the bit patterns of its f64 losses (the others
+  // zeros, so the sum is those bits), every stage its FLOPs rounded to an integer.
+  comm::ParallelContext& pc = *parts_.parallel;
+  const size_t parts = losses->parts.size();
+  std::vector<double> mine = {losses->total};
+  mine.insert(mine.end(), losses->parts.begin(), losses->parts.end());
+  Tensor t = Tensor::Host({static_cast<int64_t>(parts + 2)}, DType::kI64);
+  int64_t* v = t.data_as<int64_t>();
+  std::memset(v, 0, (parts + 1) * sizeof(int64_t));
+  if (pc.is_last_stage()) std::memcpy(v, mine.data(), (parts + 1) * sizeof(double));
+  v[parts + 1] = static_cast<int64_t>(std::llround(*flops));
+  RETURN_IF_ERROR(pc.pp().AllReduce(t.view(), comm::ReduceOp::kSum));
+  std::memcpy(mine.data(), v, (parts + 1) * sizeof(double));
+  losses->total = mine[0];
+  for (size_t k = 0; k < parts; ++k) losses->parts[k] = mine[1 + k];
+  *flops = static_cast<double>(v[parts + 1]);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::ReduceTiedEmbedding() {
+  if (pipeline_ == nullptr || tied_handle_ < 0) return absl::OkStatus();
+  comm::Communicator& emb = parts_.parallel->embedding();
+  if (emb.size() == 1) return absl::OkStatus();
+  return emb.AllReduce(parts_.store->grad(tied_handle_), comm::ReduceOp::kSum);
+}
+
+}  // namespace train
+}  // namespace mt
