@@ -59,15 +59,15 @@ void LayerNormCpu(const ExecContext& ctx, const TensorView& x, const std::vector
   ParallelFor(ctx.pool, R, std::max<int64_t>(1, kGrain / C), [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
       for (int64_t r = begin; r < end; ++r) {
-        internal::LayerNormRow(px + r * C, gamma.data(), beta.data(), eps, C, py + r * C,
-                               &pmean[r], &prstd[r]);
+        internal::LayerNormRow(px + r * C, gamma.data(), beta.data(), eps, C, py + r * C, &pmean[r],
+                               &prstd[r]);
       }
     } else {
       std::vector<float> row(C);
       for (int64_t r = begin; r < end; ++r) {
         LoadRow(px + r * C, C, row.data());
-        internal::LayerNormRow(row.data(), gamma.data(), beta.data(), eps, C, row.data(),
-                               &pmean[r], &prstd[r]);
+        internal::LayerNormRow(row.data(), gamma.data(), beta.data(), eps, C, row.data(), &pmean[r],
+                               &prstd[r]);
         for (int64_t c = 0; c < C; ++c) py[r * C + c] = FromFloat<T>(row[c]);
       }
     }

@@ -1,8 +1,8 @@
 // Highway compiles this file once per SIMD target (hwy/foreach_target.h re-includes it).
+#include "core/ops/layernorm_simd.h"
+
 #include <cmath>
 #include <cstdint>
-
-#include "core/ops/layernorm_simd.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/ops/layernorm_simd.cc"
@@ -45,10 +45,10 @@ HWY_INLINE float SumLanes(int64_t n, const VecTerm& vec, const ScalarTerm& scala
 void LayerNormRow(const float* x, const float* gamma, const float* beta, float eps, int64_t C,
                   float* y, float* mean, float* rstd) {
   const D8 d;
-  const float mu = SumLanes(
-                       C, [&](int64_t c) { return hn::LoadU(d, x + c); },
-                       [&](int64_t c) { return x[c]; }) /
-                   static_cast<float>(C);
+  const float mu =
+      SumLanes(
+          C, [&](int64_t c) { return hn::LoadU(d, x + c); }, [&](int64_t c) { return x[c]; }) /
+      static_cast<float>(C);
   const V8 vmu = hn::Set(d, mu);
   const float var = SumLanes(
                         C,

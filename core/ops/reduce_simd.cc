@@ -1,7 +1,7 @@
 // Highway compiles this file once per SIMD target (hwy/foreach_target.h re-includes it).
-#include <cstdint>
-
 #include "core/ops/reduce_simd.h"
+
+#include <cstdint>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/ops/reduce_simd.cc"
