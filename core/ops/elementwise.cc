@@ -367,13 +367,8 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
 
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                  const TensorView& out) {
-  constexpr absl::string_view kOp = "Add";
-  RETURN_IF_ERROR(CheckMatching(kOp, {{"a", &a}, {"b", &b}, {"out", &out}}, kFloatDTypes));
-  MT_ROUTE_DEVICE(kOp, a, MT_CUDA_KERNEL(Add)(ctx, a, b, out));
-  DispatchFloat(a.dtype, [&](auto tag) {
-    internal::MapBinaryRanges<decltype(tag)>(ctx, a, b, out, internal::AddRange);
-  });
-  return absl::OkStatus();
+  return RunBinary("Add", ctx, {"a", &a}, {"b", &b}, {"out", &out}, MT_CUDA_KERNEL(Add),
+                   internal::AddRange);
 }
 
 absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y) {

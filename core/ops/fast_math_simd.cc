@@ -10,6 +10,8 @@
 #define HWY_TARGET_INCLUDE "core/ops/fast_math_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+// After highway.h, once per target.
+#include "core/ops/eight_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mt::ops::internal::HWY_NAMESPACE {
@@ -17,8 +19,6 @@ namespace hn = ::hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
-// Eight lanes or fewer (four on 128-bit targets): the fixed eight-lane sums use 8 / Lanes of them.
-using D8 = hn::CappedTag<float, 8>;
 
 // ExpNonPositive on lanes: n = round(x log2 e) by adding and subtracting 1.5 * 2^23 (round half
 // to even, where the scalar version rounds half up: either n is a valid reduction), the same
@@ -68,29 +68,25 @@ void ScaledExpTerms(const float* x, float a, float b, float c, int64_t n, float*
 }
 
 double SumExpTerms(const float* x, float b, int64_t n) {
-  const D8 d;
-  constexpr size_t kN = hn::MaxLanes(D8());
-  constexpr size_t kVecs = 8 / kN;
-  static_assert(kVecs * kN == 8, "eight lanes in whole vectors");
-  hn::Vec<D8> acc[kVecs];
-  for (size_t v = 0; v < kVecs; ++v) acc[v] = hn::Zero(d);
+  using Acc = EightLanes<float>;
+  const Acc::D d;
+  Acc acc;
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
-    for (size_t v = 0; v < kVecs; ++v) {
-      acc[v] = hn::Add(acc[v], ScaledExpTerm(d, hn::LoadU(d, x + j + v * kN), 1.0f, b, 1.0f));
-    }
+    acc.AddEight(j,
+                 [&](int64_t c) { return ScaledExpTerm(d, hn::LoadU(d, x + c), 1.0f, b, 1.0f); });
   }
-  HWY_ALIGN float lanes[8] = {};
+  float lanes[8] = {};
   if (j < n) {
     // The last n - j < 8 terms into lanes 0 .. n - j - 1, the others adding +0.
     std::copy(x + j, x + n, lanes);
-    for (size_t v = 0; v < kVecs; ++v) {
-      const int64_t valid = std::clamp<int64_t>(n - j - static_cast<int64_t>(v * kN), 0, kN);
-      const auto t = ScaledExpTerm(d, hn::Load(d, lanes + v * kN), 1.0f, b, 1.0f);
-      acc[v] = hn::Add(acc[v], hn::IfThenElseZero(hn::FirstN(d, valid), t));
-    }
+    acc.AddEight(0, [&](int64_t c) {
+      const int64_t valid = std::clamp<int64_t>(n - j - c, 0, Acc::kN);
+      return hn::IfThenElseZero(hn::FirstN(d, valid),
+                                ScaledExpTerm(d, hn::LoadU(d, lanes + c), 1.0f, b, 1.0f));
+    });
   }
-  for (size_t v = 0; v < kVecs; ++v) hn::Store(acc[v], d, lanes + v * kN);
+  acc.Store(lanes);
   double s = 0.0;
   for (float lane : lanes) s += lane;
   return s;
@@ -116,24 +112,33 @@ HWY_INLINE void RowBlockTimesMatrix(const float* a, int64_t lda, const float* b,
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   int64_t n0 = 0;
   for (; n0 + V * lanes <= N; n0 += V * lanes) {
+    // Fully unrolled, so that the accumulators live in registers.
     VF acc[R][V];
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
       for (int u = 0; u < V; ++u) acc[r][u] = hn::LoadU(d, c + r * ldc + n0 + u * lanes);
     }
     const float* bk = b + n0;
     for (int64_t k = 0; k < K; ++k, bk += ldb) {
       VF bv[V];
+#pragma GCC unroll 8
       for (int u = 0; u < V; ++u) bv[u] = hn::LoadU(d, bk + u * lanes);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const VF ar = hn::Set(d, a[r * lda + k]);
+#pragma GCC unroll 8
         for (int u = 0; u < V; ++u) acc[r][u] = hn::MulAdd(ar, bv[u], acc[r][u]);
       }
     }
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
       for (int u = 0; u < V; ++u) hn::StoreU(acc[r][u], d, c + r * ldc + n0 + u * lanes);
     }
   }
   for (; n0 + lanes <= N; n0 += lanes) {
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       VF acc = hn::LoadU(d, c + r * ldc + n0);
       const float* bk = b + n0;

@@ -8,18 +8,19 @@
 #define HWY_TARGET_INCLUDE "core/ops/layernorm_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+// After highway.h, once per target.
+#include "core/ops/eight_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mt::ops::internal::HWY_NAMESPACE {
 namespace hn = ::hwy::HWY_NAMESPACE;
 
-// The eight sum lanes of layernorm_simd.h in 8 / Lanes vectors of four or eight lanes; the
-// element-wise passes use the same vectors.
-using D8 = hn::CappedTag<float, 8>;
+// The eight sum lanes of layernorm_simd.h in vectors of four or eight lanes; the element-wise
+// passes use the same vectors.
+using Acc = EightLanes<float>;
+using D8 = Acc::D;
 using V8 = hn::Vec<D8>;
-constexpr size_t kN = hn::MaxLanes(D8());
-constexpr size_t kVecs = 8 / kN;
-static_assert(kVecs * kN == 8, "eight lanes in whole vectors");
+constexpr size_t kN = Acc::kN;
 
 inline float Combine(const float* l) {
   return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
@@ -29,15 +30,11 @@ inline float Combine(const float* l) {
 // scalar(c) one term computed with the same roundings (the last n mod 8).
 template <typename VecTerm, typename ScalarTerm>
 HWY_INLINE float SumLanes(int64_t n, const VecTerm& vec, const ScalarTerm& scalar) {
-  const D8 d;
-  V8 acc[kVecs];
-  for (size_t v = 0; v < kVecs; ++v) acc[v] = hn::Zero(d);
+  Acc acc;
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (size_t v = 0; v < kVecs; ++v) acc[v] = hn::Add(acc[v], vec(i + v * kN));
-  }
-  HWY_ALIGN float lanes[8];
-  for (size_t v = 0; v < kVecs; ++v) hn::Store(acc[v], d, lanes + v * kN);
+  for (; i + 8 <= n; i += 8) acc.AddEight(i, vec);
+  float lanes[8];
+  acc.Store(lanes);
   for (int k = 0; i < n; ++i, ++k) lanes[k] += scalar(i);
   return Combine(lanes);
 }
@@ -78,26 +75,23 @@ void LayerNormGradRow(const float* x, const float* dy, const float* gamma, float
   const D8 d;
   const V8 vmu = hn::Set(d, mean), vrs = hn::Set(d, rstd);
   // Pass 1: the parameter gradients, and the lanes of sum(g) and sum(g xhat).
-  V8 acc_g[kVecs], acc_gx[kVecs];
-  for (size_t v = 0; v < kVecs; ++v) acc_g[v] = acc_gx[v] = hn::Zero(d);
+  Acc acc_g, acc_gx;
   int64_t i = 0;
   for (; i + 8 <= C; i += 8) {
-    for (size_t v = 0; v < kVecs; ++v) {
+    for (size_t v = 0; v < Acc::kVecs; ++v) {
       const int64_t c = i + v * kN;
       const V8 dv = hn::LoadU(d, dy + c);
       const V8 xhat = hn::Mul(hn::Sub(hn::LoadU(d, x + c), vmu), vrs);
       hn::StoreU(hn::Add(hn::LoadU(d, dgamma + c), hn::Mul(dv, xhat)), d, dgamma + c);
       hn::StoreU(hn::Add(hn::LoadU(d, dbeta + c), dv), d, dbeta + c);
       const V8 g = hn::Mul(dv, hn::LoadU(d, gamma + c));
-      acc_g[v] = hn::Add(acc_g[v], g);
-      acc_gx[v] = hn::Add(acc_gx[v], hn::Mul(g, xhat));
+      acc_g.vec[v] = hn::Add(acc_g.vec[v], g);
+      acc_gx.vec[v] = hn::Add(acc_gx.vec[v], hn::Mul(g, xhat));
     }
   }
-  HWY_ALIGN float lanes_g[8], lanes_gx[8];
-  for (size_t v = 0; v < kVecs; ++v) {
-    hn::Store(acc_g[v], d, lanes_g + v * kN);
-    hn::Store(acc_gx[v], d, lanes_gx + v * kN);
-  }
+  float lanes_g[8], lanes_gx[8];
+  acc_g.Store(lanes_g);
+  acc_gx.Store(lanes_gx);
   for (int k = 0; i < C; ++i, ++k) {
     const float xhat = (x[i] - mean) * rstd;
     dgamma[i] += dy[i] * xhat;

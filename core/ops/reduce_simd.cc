@@ -7,34 +7,29 @@
 #define HWY_TARGET_INCLUDE "core/ops/reduce_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+// After highway.h, once per target.
+#include "core/ops/eight_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mt::ops::internal::HWY_NAMESPACE {
 namespace hn = ::hwy::HWY_NAMESPACE;
 
-// The eight f64 accumulators in 8 / Lanes vectors (two to eight lanes each), and the f32 lanes
-// that widen into one of them.
-using DD = hn::CappedTag<double, 8>;
-using DF = hn::Rebind<float, DD>;
-
 template <bool kSquares>
 double SumTerms(const float* x, int64_t n) {
-  const DD dd;
-  const DF df;
-  constexpr size_t kN = hn::MaxLanes(DD());
-  constexpr size_t kVecs = 8 / kN;
-  static_assert(kVecs * kN == 8, "eight lanes in whole vectors");
-  hn::Vec<DD> acc[kVecs];
-  for (size_t v = 0; v < kVecs; ++v) acc[v] = hn::Zero(dd);
+  // The eight f64 accumulators, and the f32 lanes that widen into one of their vectors.
+  using Acc = EightLanes<double>;
+  const Acc::D dd;
+  const hn::Rebind<float, Acc::D> df;
+  Acc acc;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (size_t v = 0; v < kVecs; ++v) {
-      const auto t = hn::PromoteTo(dd, hn::LoadU(df, x + i + v * kN));
-      acc[v] = kSquares ? hn::MulAdd(t, t, acc[v]) : hn::Add(acc[v], t);  // t * t is exact.
-    }
+    acc.AddEight(i, [&](int64_t c) {
+      const auto t = hn::PromoteTo(dd, hn::LoadU(df, x + c));
+      return kSquares ? hn::Mul(t, t) : t;  // t * t is exact.
+    });
   }
-  HWY_ALIGN double lanes[8];
-  for (size_t v = 0; v < kVecs; ++v) hn::Store(acc[v], dd, lanes + v * kN);
+  double lanes[8];
+  acc.Store(lanes);
   for (int k = 0; i < n; ++i, ++k) {
     const double t = x[i];
     lanes[k] += kSquares ? t * t : t;
