@@ -12,6 +12,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/testutil.h"
 #include "core/philox.h"
+#include "core/simd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -40,32 +41,36 @@ bool RefKeep(const DropoutArgs& args, int64_t i) {
 // Every op runs on the calling thread alone and on a pool of three.
 using DropoutTest = ::mt::testing::ThreadedOpTest;
 
-TEST_F(DropoutTest, DropoutMaskIsPhiloxAndScalesKeptElements) {
-  for (const ExecContext& ctx : Contexts()) {
-    for (DType dt : kFloatTypes) {
-      for (float p : {0.1f, 0.5f, 0.9f}) {
-        const Shape shape = {3, 17, 129};
-        SCOPED_TRACE(absl::StrCat(DTypeName(dt), " p ", p, " threads ", ctx.num_threads()));
-        DropoutArgs args;
-        args.p = p;
-        args.seed = 0x1234567890abcdefull;
-        args.stream = 77;
-        args.key_base = 5;  // Not a multiple of 4: blocks of the generator straddle elements.
-        Tensor x = RandomTensor(shape, dt, 13, 0.5, 1.5);  // Nonzero, so drops are visible.
-        Tensor y = Tensor::Host(shape, dt);
-        ASSERT_TRUE(Dropout(ctx, x.view(), args, y.view()).ok());
-        const std::vector<double> xd = ToDoubles(x.view()), yd = ToDoubles(y.view());
-        std::vector<double> want(xd.size());
-        for (size_t i = 0; i < xd.size(); ++i) {
-          const bool keep = RefKeep(args, static_cast<int64_t>(i));
-          want[i] = keep ? xd[i] / (1.0 - p) : 0.0;
-          ASSERT_EQ(yd[i] != 0.0, keep) << i;
+TEST_F(DropoutTest, DropoutMaskIsPhiloxAndScalesKeptElementsAtEverySimdTarget) {
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    SCOPED_TRACE(target.name);
+    for (const ExecContext& ctx : Contexts()) {
+      for (DType dt : kFloatTypes) {
+        for (float p : {0.1f, 0.5f, 0.9f}) {
+          const Shape shape = {3, 17, 129};
+          SCOPED_TRACE(absl::StrCat(DTypeName(dt), " p ", p, " threads ", ctx.num_threads()));
+          DropoutArgs args;
+          args.p = p;
+          args.seed = 0x1234567890abcdefull;
+          args.stream = 77;
+          args.key_base = 5;  // Not a multiple of 4: blocks of the generator straddle elements.
+          Tensor x = RandomTensor(shape, dt, 13, 0.5, 1.5);  // Nonzero, so drops are visible.
+          Tensor y = Tensor::Host(shape, dt);
+          ASSERT_TRUE(Dropout(ctx, x.view(), args, y.view()).ok());
+          const std::vector<double> xd = ToDoubles(x.view()), yd = ToDoubles(y.view());
+          std::vector<double> want(xd.size());
+          for (size_t i = 0; i < xd.size(); ++i) {
+            const bool keep = RefKeep(args, static_cast<int64_t>(i));
+            want[i] = keep ? xd[i] / (1.0 - p) : 0.0;
+            ASSERT_EQ(yd[i] != 0.0, keep) << i;
+          }
+          EXPECT_TRUE(AllClose(yd, want, UnitRoundoff(dt) + 4 * kU32, 0));
+          // The backward applies the same mask to dy.
+          Tensor dx = Tensor::Host(shape, dt);
+          ASSERT_TRUE(DropoutBackward(ctx, x.view(), args, dx.view()).ok());
+          EXPECT_TRUE(SameBits(dx, y));
         }
-        EXPECT_TRUE(AllClose(yd, want, UnitRoundoff(dt) + 4 * kU32, 0));
-        // The backward applies the same mask to dy.
-        Tensor dx = Tensor::Host(shape, dt);
-        ASSERT_TRUE(DropoutBackward(ctx, x.view(), args, dx.view()).ok());
-        EXPECT_TRUE(SameBits(dx, y));
       }
     }
   }
@@ -263,7 +268,8 @@ TEST_F(DropoutTest, BiasDropoutAddMatchesReference) {
 TEST_F(DropoutTest, BiasDropoutAddIsBitwiseTheUnfusedChainAtF32) {
   // BiasAdd -> Dropout -> Add rounds to f32 after each step; the fused op must round the same way
   // (in particular, never contract (x + b) * scale + r into an FMA). Values spread over a wide
-  // range, so that an FMA would change many results. Also independent of the thread count.
+  // range, so that an FMA would change many results. Also independent of the thread count and
+  // of the SIMD target.
   const Shape shape = {67, 257};
   for (bool with_bias : {true, false}) {
     for (float p : {0.0f, 0.3f}) {
@@ -279,23 +285,26 @@ TEST_F(DropoutTest, BiasDropoutAddIsBitwiseTheUnfusedChainAtF32) {
         Tensor residual = RandomTensor(shape, DType::kF32, 36, -1.0, 1.0);
         const TensorView bias_view = bias.view();
         std::vector<Tensor> fused;
-        for (const ExecContext& ctx : Contexts()) {
-          Tensor chain = Tensor::Host(shape, DType::kF32);
-          if (with_bias) {
-            ASSERT_TRUE(BiasAdd(ctx, x.view(), bias.view(), chain.view()).ok());
-          } else {
-            ASSERT_TRUE(Convert(ctx, x.view(), chain.view()).ok());  // A copy.
+        for (const SimdTarget& target : SimdTargets()) {
+          ScopedSimdTarget scope(target);
+          for (const ExecContext& ctx : Contexts()) {
+            Tensor chain = Tensor::Host(shape, DType::kF32);
+            if (with_bias) {
+              ASSERT_TRUE(BiasAdd(ctx, x.view(), bias.view(), chain.view()).ok());
+            } else {
+              ASSERT_TRUE(Convert(ctx, x.view(), chain.view()).ok());  // A copy.
+            }
+            ASSERT_TRUE(Dropout(ctx, chain.view(), args, chain.view()).ok());
+            ASSERT_TRUE(Add(ctx, residual.view(), chain.view(), chain.view()).ok());
+            Tensor out = Tensor::Host(shape, DType::kF32);
+            ASSERT_TRUE(BiasDropoutAdd(ctx, x.view(), with_bias ? &bias_view : nullptr, args,
+                                       residual.view(), out.view())
+                            .ok());
+            EXPECT_TRUE(SameBits(out, chain)) << target.name;
+            fused.push_back(std::move(out));
           }
-          ASSERT_TRUE(Dropout(ctx, chain.view(), args, chain.view()).ok());
-          ASSERT_TRUE(Add(ctx, residual.view(), chain.view(), chain.view()).ok());
-          Tensor out = Tensor::Host(shape, DType::kF32);
-          ASSERT_TRUE(BiasDropoutAdd(ctx, x.view(), with_bias ? &bias_view : nullptr, args,
-                                     residual.view(), out.view())
-                          .ok());
-          EXPECT_TRUE(SameBits(out, chain));
-          fused.push_back(std::move(out));
         }
-        EXPECT_TRUE(SameBits(fused[0], fused[1]));
+        for (const Tensor& f : fused) EXPECT_TRUE(SameBits(f, fused[0]));
       }
     }
   }

@@ -11,9 +11,10 @@
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/dropout_cuda.h"
+#include "core/ops/dropout_factors.h"
 #include "core/ops/elementwise_loops.h"
+#include "core/ops/elementwise_simd.h"
 #include "core/ops/gelu_simd.h"
-#include "core/philox.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -22,7 +23,6 @@ namespace ops {
 namespace {
 
 using internal::DispatchFloat;
-using internal::MapUnary;
 using internal::RunBinary;
 using internal::RunUnary;
 
@@ -38,6 +38,16 @@ constexpr int64_t kColumnChunk = 1024;
 
 // ---- Kernels ----
 
+// out[i] = x[i] + bias[(c0 + i) mod N] for i < n: f32 rows of N columns from column c0, a row
+// segment at a time. out may be x.
+void AddBiasRange(const float* x, const float* bias, int64_t N, int64_t c0, int64_t n, float* out) {
+  for (int64_t i = 0, c = c0 % N; i < n; c = 0) {
+    const int64_t len = std::min(n - i, N - c);
+    internal::AddRange(x + i, bias + c, out + i, len);
+    i += len;
+  }
+}
+
 template <typename T>
 void BiasAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
                 const TensorView& y) {
@@ -50,6 +60,10 @@ void BiasAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView& b
   const T* px = x.data_as<T>();
   T* py = y.data_as<T>();
   ParallelFor(ctx.pool, n, kGrain, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      AddBiasRange(px + begin, b.data(), N, begin, end - begin, py + begin);
+      return;
+    }
     int64_t c = begin % N;
     for (int64_t i = begin; i < end; ++i) {
       py[i] = FromFloat<T>(ToFloat(px[i]) + b[c]);
@@ -86,7 +100,11 @@ void BiasGradCpu(const ExecContext& ctx, const TensorView& dy, const TensorView&
       for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0f;
       for (int64_t r = r0; r < r1; ++r) {
         const T* row = pdy + r * N;
-        for (int64_t c = c0; c < c1; ++c) acc[c] += ToFloat(row[c]);
+        if constexpr (std::is_same_v<T, float>) {
+          internal::AddRange(acc + c0, row + c0, acc + c0, c1 - c0);
+        } else {
+          for (int64_t c = c0; c < c1; ++c) acc[c] += ToFloat(row[c]);
+        }
       }
     }
   });
@@ -107,7 +125,6 @@ inline float GeluErfGrad(float x, float dy) {
   const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
   return dy * (cdf + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
 }
-inline float Sum(float a, float b) { return a + b; }
 
 template <typename From, typename To>
 void ConvertCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
@@ -137,35 +154,29 @@ void FillCpu(const ExecContext& ctx, const TensorView& x, T value) {
   });
 }
 
-// The project's Philox element convention (core/philox.h) evaluated four keys at a time: a run
-// of consecutive keys reuses one Philox block instead of computing it once per element.
-class DropoutMask {
- public:
-  explicit DropoutMask(const DropoutArgs& args) : args_(args) {}
-  bool Keep(int64_t i) {
-    const uint64_t key = static_cast<uint64_t>(DropoutKey(args_, i));
-    const uint64_t block = key >> 2;
-    if (!valid_ || block != block_) {
-      const uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                               static_cast<uint32_t>(args_.stream),
-                               static_cast<uint32_t>(args_.stream >> 32)};
-      const uint32_t k[2] = {static_cast<uint32_t>(args_.seed),
-                             static_cast<uint32_t>(args_.seed >> 32)};
-      out_ = Philox4x32_10(ctr, k);
-      block_ = block;
-      valid_ = true;
-    }
-    // Same expression as PhiloxUniform, so the comparison with p is identical.
-    const float u = static_cast<float>(out_.v[key & 3] >> 8) * (1.0f / 16777216.0f);
-    return u >= args_.p;
-  }
+// Elements per block of the dropout kernels: the block's dropout factors and f32 values stay in
+// L1.
+constexpr int64_t kDropoutBlock = 256;
 
- private:
-  const DropoutArgs& args_;
-  Philox4x32Output out_{};
-  uint64_t block_ = 0;
-  bool valid_ = false;
-};
+// f32 values of src[0, n): src itself for T = float, else widened into buf.
+template <typename T>
+const float* AsFloat(const T* src, int64_t n, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return src;
+  } else {
+    for (int64_t i = 0; i < n; ++i) buf[i] = ToFloat(src[i]);
+    return buf;
+  }
+}
+
+// dst[0, n) = src rounded to T (nothing to do where dst is src, for T = float).
+template <typename T>
+void StoreFloat(const float* src, int64_t n, T* dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (src == dst) return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
+}
 
 template <typename T>
 void DropoutCpu(const ExecContext& ctx, const TensorView& x, const DropoutArgs& args,
@@ -174,19 +185,20 @@ void DropoutCpu(const ExecContext& ctx, const TensorView& x, const DropoutArgs& 
   T* py = y.data_as<T>();
   const float scale = 1.0f / (1.0f - args.p);
   ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    DropoutMask mask(args);
-    for (int64_t i = begin; i < end; ++i) {
-      py[i] = FromFloat<T>(mask.Keep(i) ? ToFloat(px[i]) * scale : 0.0f);
+    internal::DropoutFactors<kDropoutBlock> mask(&args);
+    float factor[kDropoutBlock], buf[kDropoutBlock];
+    for (int64_t b0 = begin; b0 < end; b0 += kDropoutBlock) {
+      const int64_t len = std::min(end - b0, kDropoutBlock);
+      mask.Factors(b0, len, scale, factor);
+      float* out = std::is_same_v<T, float> ? reinterpret_cast<float*>(py + b0) : buf;
+      internal::DropoutRange(AsFloat(px + b0, len, buf), factor, out, len);
+      StoreFloat(out, len, py + b0);
     }
   });
 }
 
-// Elements per BiasDropoutAddCpu block. The dropped-out branch of a block goes through an f32
-// buffer before the residual add: that keeps the compiler from contracting (x + b) * scale + r
-// into an FMA (GCC contracts across statements in C++ with FMA targets), so the product is rounded
-// as in the unfused chain.
-constexpr int64_t kBiasDropoutAddBlock = 256;
-
+// The dropped-out branch (x + bias, times its dropout factor) is rounded to f32 in a buffer before
+// the residual add: each step rounds as in the unfused chain (no FMA; elementwise_simd.h).
 template <typename T, bool kBias>
 void BiasDropoutAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView* bias,
                        const DropoutArgs& args, const TensorView& residual, const TensorView& out) {
@@ -204,21 +216,24 @@ void BiasDropoutAddCpu(const ExecContext& ctx, const TensorView& x, const Tensor
   const T* pr = residual.data_as<T>();
   T* po = out.data_as<T>();
   ParallelFor(ctx.pool, n, kGrain, [&](int64_t begin, int64_t end) {
-    DropoutMask mask(args);
-    float branch[kBiasDropoutAddBlock];
-    int64_t c = begin % N;
-    for (int64_t b0 = begin; b0 < end; b0 += kBiasDropoutAddBlock) {
-      const int64_t b1 = std::min(end, b0 + kBiasDropoutAddBlock);
-      for (int64_t i = b0; i < b1; ++i) {
-        float v = ToFloat(px[i]);
-        if (kBias) {
-          v += b[c];
-          if (++c == N) c = 0;
-        }
-        branch[i - b0] = !drop ? v : mask.Keep(i) ? v * scale : 0.0f;
+    internal::DropoutFactors<kDropoutBlock> mask(&args);
+    float branch[kDropoutBlock], factor[kDropoutBlock], buf[kDropoutBlock];
+    for (int64_t b0 = begin; b0 < end; b0 += kDropoutBlock) {
+      const int64_t len = std::min(end - b0, kDropoutBlock);
+      const float* xf = AsFloat(px + b0, len, buf);
+      if (kBias) {
+        AddBiasRange(xf, b.data(), N, b0, len, branch);
+      } else {
+        std::copy(xf, xf + len, branch);
+      }
+      if (drop) {
+        mask.Factors(b0, len, scale, factor);
+        internal::DropoutRange(branch, factor, branch, len);
       }
       // Reads each element of x and residual before writing out's: out may alias either.
-      for (int64_t i = b0; i < b1; ++i) po[i] = FromFloat<T>(ToFloat(pr[i]) + branch[i - b0]);
+      float* sum = std::is_same_v<T, float> ? reinterpret_cast<float*>(po + b0) : buf;
+      internal::AddRange(AsFloat(pr + b0, len, buf), branch, sum, len);
+      StoreFloat(sum, len, po + b0);
     }
   });
 }
@@ -352,7 +367,8 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
 
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                  const TensorView& out) {
-  return RunBinary("Add", ctx, {"a", &a}, {"b", &b}, {"out", &out}, MT_CUDA_KERNEL(Add), Sum);
+  return RunBinary("Add", ctx, {"a", &a}, {"b", &b}, {"out", &out}, MT_CUDA_KERNEL(Add),
+                   internal::AddRange);
 }
 
 absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y) {
@@ -360,7 +376,10 @@ absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, con
   RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
   MT_ROUTE_DEVICE(kOp, x, cuda::Scale(ctx, x, alpha, y));
   DispatchFloat(x.dtype, [&](auto tag) {
-    MapUnary<decltype(tag)>(ctx, x, y, [alpha](float v) { return alpha * v; });
+    internal::MapUnaryRanges<decltype(tag)>(ctx, x, y,
+                                            [alpha](const float* in, float* out, int64_t n) {
+                                              internal::ScaleRange(in, alpha, out, n);
+                                            });
   });
   return absl::OkStatus();
 }

@@ -117,14 +117,22 @@ absl::Status RunUnary(absl::string_view op, const ExecContext& ctx, const NamedV
   return absl::OkStatus();
 }
 
-// The op out = fn(a, b), with RunUnary's checks and routing over the three tensors.
+// The op out = fn(a, b), with RunUnary's checks and routing over the three tensors. fn works on
+// elements, fn(float, float) (MapBinary), or on f32 ranges, fn(const float* a, const float* b,
+// float* out, int64_t n) (MapBinaryRanges).
 template <typename Fn>
 absl::Status RunBinary(absl::string_view op, const ExecContext& ctx, const NamedView& a,
                        const NamedView& b, const NamedView& out, BinaryKernel cuda_kernel, Fn fn) {
   RETURN_IF_ERROR(CheckMatching(op, {a, b, out}, kFloatDTypes));
   const TensorView &va = *a.view, &vb = *b.view, &vo = *out.view;
   MT_ROUTE_DEVICE(op, va, cuda_kernel(ctx, va, vb, vo));
-  DispatchFloat(va.dtype, [&](auto tag) { MapBinary<decltype(tag)>(ctx, va, vb, vo, fn); });
+  DispatchFloat(va.dtype, [&](auto tag) {
+    if constexpr (std::is_invocable_v<Fn, const float*, const float*, float*, int64_t>) {
+      MapBinaryRanges<decltype(tag)>(ctx, va, vb, vo, fn);
+    } else {
+      MapBinary<decltype(tag)>(ctx, va, vb, vo, fn);
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 // elementwise_cuda_test.cc.
 #include "core/ops/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -255,6 +256,48 @@ TEST_F(ElementwiseTest, AddAndScaleMatchReference) {
         ASSERT_TRUE(Add(ctx, a.view(), b.view(), sum.view()).ok());
         ASSERT_TRUE(Add(ctx, a.view(), b.view(), a.view()).ok());
         EXPECT_TRUE(SameBits(a, sum));
+      }
+    }
+  }
+}
+
+// The f32 kernels of Add, Scale, BiasAdd and BiasGrad (elementwise_simd.h) at each SIMD target
+// this machine runs: every element is the one f32 rounding of the scalar formula, wherever it
+// falls in a vector or a row.
+TEST_F(ElementwiseTest, F32KernelsAtEverySimdTargetRoundOncePerElement) {
+  const int64_t R = 37, N = 29;  // Rows that start at every offset into a vector.
+  Tensor a = RandomTensor({R, N}, DType::kF32, 40);
+  Tensor b = RandomTensor({R, N}, DType::kF32, 41);
+  Tensor bias = RandomTensor({N}, DType::kF32, 42);
+  const float* pa = a.data_as<float>();
+  const float* pb = b.data_as<float>();
+  const float* pbias = bias.data_as<float>();
+  const float alpha = -1.7f;
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    for (const ExecContext& ctx : Contexts()) {
+      SCOPED_TRACE(absl::StrCat(target.name, " threads ", ctx.num_threads()));
+      Tensor sum = Tensor::Host({R, N}, DType::kF32), scaled = Tensor::Host({R, N}, DType::kF32);
+      Tensor biased = Tensor::Host({R, N}, DType::kF32), dbias = Tensor::Host({N}, DType::kF32);
+      ASSERT_TRUE(Add(ctx, a.view(), b.view(), sum.view()).ok());
+      ASSERT_TRUE(Scale(ctx, a.view(), alpha, scaled.view()).ok());
+      ASSERT_TRUE(BiasAdd(ctx, a.view(), bias.view(), biased.view()).ok());
+      ASSERT_TRUE(BiasGrad(ctx, a.view(), dbias.view()).ok());
+      for (int64_t i = 0; i < R * N; ++i) {
+        ASSERT_EQ(FloatBits(sum.data_as<float>()[i]), FloatBits(pa[i] + pb[i])) << i;
+        ASSERT_EQ(FloatBits(scaled.data_as<float>()[i]), FloatBits(alpha * pa[i])) << i;
+        ASSERT_EQ(FloatBits(biased.data_as<float>()[i]), FloatBits(pa[i] + pbias[i % N])) << i;
+      }
+      // BiasGrad: ceil(R / 16) blocks of equal rows, each summed in row order, then the blocks.
+      const int64_t blocks = (R + 15) / 16, rows = (R + blocks - 1) / blocks;
+      for (int64_t c = 0; c < N; ++c) {
+        float total = 0.0f;
+        for (int64_t r0 = 0; r0 < R; r0 += rows) {
+          float block = 0.0f;
+          for (int64_t r = r0; r < std::min(R, r0 + rows); ++r) block += pa[r * N + c];
+          total += block;
+        }
+        ASSERT_EQ(FloatBits(dbias.data_as<float>()[c]), FloatBits(total)) << c;
       }
     }
   }

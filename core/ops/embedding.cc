@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise_simd.h"
 #include "core/status.h"
 
 namespace mt {
@@ -149,6 +151,12 @@ void EmbeddingBackwardCpu(ThreadPool* pool, const I* ids, const T* dout, T* dtab
       const int64_t c0 = (item % num_blocks) * kBlock;
       const int64_t width = std::min(kBlock, C - c0);
       T* dst = dtable + r * C + c0;
+      if constexpr (std::is_same_v<T, float>) {  // The same additions, in place.
+        for (int64_t k = start[r]; k < start[r + 1]; ++k) {
+          internal::AddRange(dst, dout + positions[k] * C + c0, dst, width);
+        }
+        continue;
+      }
       for (int64_t c = 0; c < width; ++c) acc[c] = ToFloat(dst[c]);
       for (int64_t k = start[r]; k < start[r + 1]; ++k) {
         const T* src = dout + positions[k] * C + c0;

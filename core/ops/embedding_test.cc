@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 
@@ -158,7 +159,7 @@ TEST(EmbeddingTest, BackwardAccumulatesRepeatedIdsAgainstFloat64) {
   });
 }
 
-TEST(EmbeddingTest, BackwardIsBitwiseIndependentOfThreads) {
+TEST(EmbeddingTest, BackwardIsBitwiseIndependentOfThreadsAndSimdTarget) {
   // Many column blocks and touched rows, so that the pool really splits the work.
   ThreadPool pool(3);
   const int64_t V = 50, C = 600, N = 2001;
@@ -166,13 +167,16 @@ TEST(EmbeddingTest, BackwardIsBitwiseIndependentOfThreads) {
     Tensor ids = RandomInts({N}, DType::kI64, 7, 0, 2 * V);
     Tensor dout = RandomTensor({N, C}, dt, 8);
     Tensor a = RandomTensor({V, C}, dt, 9);
-    Tensor b = RandomTensor({V, C}, dt, 9);
     const EmbeddingRange range{V, 3 * V};
     ASSERT_TRUE(
         EmbeddingBackward(ExecContext{nullptr}, ids.view(), dout.view(), a.view(), range).ok());
-    ASSERT_TRUE(
-        EmbeddingBackward(ExecContext{&pool}, ids.view(), dout.view(), b.view(), range).ok());
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.nbytes())) << DTypeName(dt);
+    for (const SimdTarget& target : SimdTargets()) {
+      ScopedSimdTarget scope(target);
+      Tensor b = RandomTensor({V, C}, dt, 9);
+      ASSERT_TRUE(
+          EmbeddingBackward(ExecContext{&pool}, ids.view(), dout.view(), b.view(), range).ok());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.nbytes())) << DTypeName(dt) << target.name;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "absl/types/span.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/layernorm_simd.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -25,17 +27,6 @@ constexpr int64_t kMaxRowBlocks = 128;
 constexpr int64_t kMinRowsPerBlock = 16;
 
 using internal::DispatchFloat;
-
-// Sum with eight interleaved accumulators: vectorisable, and its rounding error grows with n / 8.
-float Sum(const float* v, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += v[i + k];
-  }
-  for (int k = 0; i < n; ++i, ++k) acc[k] += v[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
 
 template <typename T>
 void LoadRow(const T* src, int64_t n, float* dst) {
@@ -66,26 +57,19 @@ void LayerNormCpu(const ExecContext& ctx, const TensorView& x, const std::vector
   float* pmean = mean.data_as<float>();
   float* prstd = rstd.data_as<float>();
   ParallelFor(ctx.pool, R, std::max<int64_t>(1, kGrain / C), [&](int64_t begin, int64_t end) {
-    std::vector<float> row(C);
-    for (int64_t r = begin; r < end; ++r) {
-      LoadRow(px + r * C, C, row.data());
-      // Two passes: the variance of the centred values does not cancel catastrophically.
-      const float mu = Sum(row.data(), C) / static_cast<float>(C);
-      for (int64_t c = 0; c < C; ++c) row[c] -= mu;
-      float sq[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      int64_t c = 0;
-      for (; c + 8 <= C; c += 8) {
-        for (int k = 0; k < 8; ++k) sq[k] += row[c + k] * row[c + k];
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t r = begin; r < end; ++r) {
+        internal::LayerNormRow(px + r * C, gamma.data(), beta.data(), eps, C, py + r * C, &pmean[r],
+                               &prstd[r]);
       }
-      for (int k = 0; c < C; ++c, ++k) sq[k] += row[c] * row[c];
-      const float var =
-          (((sq[0] + sq[4]) + (sq[1] + sq[5])) + ((sq[2] + sq[6]) + (sq[3] + sq[7]))) /
-          static_cast<float>(C);
-      const float rs = 1.0f / std::sqrt(var + eps);
-      pmean[r] = mu;
-      prstd[r] = rs;
-      T* out = py + r * C;
-      for (int64_t j = 0; j < C; ++j) out[j] = FromFloat<T>(row[j] * rs * gamma[j] + beta[j]);
+    } else {
+      std::vector<float> row(C);
+      for (int64_t r = begin; r < end; ++r) {
+        LoadRow(px + r * C, C, row.data());
+        internal::LayerNormRow(row.data(), gamma.data(), beta.data(), eps, C, row.data(), &pmean[r],
+                               &prstd[r]);
+        for (int64_t c = 0; c < C; ++c) py[r * C + c] = FromFloat<T>(row[c]);
+      }
     }
   });
 }
@@ -114,10 +98,15 @@ void LayerNormBackwardCpu(const ExecContext& ctx, const TensorView& x,
   const int64_t blocks = std::min(kMaxRowBlocks, (R + kMinRowsPerBlock - 1) / kMinRowsPerBlock);
   const int64_t rows_per_block = (R + blocks - 1) / blocks;
   std::vector<float> part_dgamma(blocks * C), part_dbeta(blocks * C);  // [blocks, C]
-  const float inv_c = 1.0f / static_cast<float>(C);
   const int64_t grain = std::max<int64_t>(1, kGrain / (rows_per_block * C));
   ParallelFor(ctx.pool, blocks, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> xhat(C), d(C), g(C);
+    // f32 copies of a row of x and dy, and its dx (16-bit dtypes only).
+    std::vector<float> xf, dyf, dxf;
+    if constexpr (!std::is_same_v<T, float>) {
+      xf.resize(C);
+      dyf.resize(C);
+      dxf.resize(C);
+    }
     for (int64_t blk = begin; blk < end; ++blk) {
       float* dgam = part_dgamma.data() + blk * C;
       float* dbet = part_dbeta.data() + blk * C;
@@ -125,22 +114,15 @@ void LayerNormBackwardCpu(const ExecContext& ctx, const TensorView& x,
       std::fill(dbet, dbet + C, 0.0f);
       const int64_t r1 = std::min(R, (blk + 1) * rows_per_block);
       for (int64_t r = blk * rows_per_block; r < r1; ++r) {
-        const float mu = pmean[r];
-        const float rs = prstd[r];
-        LoadRow(px + r * C, C, xhat.data());
-        LoadRow(pdy + r * C, C, d.data());
-        for (int64_t c = 0; c < C; ++c) {
-          xhat[c] = (xhat[c] - mu) * rs;
-          dgam[c] += d[c] * xhat[c];
-          dbet[c] += d[c];
-          g[c] = d[c] * gamma[c];
-        }
-        const float mean_g = Sum(g.data(), C) * inv_c;
-        for (int64_t c = 0; c < C; ++c) d[c] = g[c] * xhat[c];  // d is free now.
-        const float mean_gx = Sum(d.data(), C) * inv_c;
-        T* out = pdx + r * C;
-        for (int64_t c = 0; c < C; ++c) {
-          out[c] = FromFloat<T>(rs * (g[c] - mean_g - xhat[c] * mean_gx));
+        if constexpr (std::is_same_v<T, float>) {
+          internal::LayerNormGradRow(px + r * C, pdy + r * C, gamma.data(), pmean[r], prstd[r], C,
+                                     pdx + r * C, dgam, dbet);
+        } else {
+          LoadRow(px + r * C, C, xf.data());
+          LoadRow(pdy + r * C, C, dyf.data());
+          internal::LayerNormGradRow(xf.data(), dyf.data(), gamma.data(), pmean[r], prstd[r], C,
+                                     dxf.data(), dgam, dbet);
+          for (int64_t c = 0; c < C; ++c) pdx[r * C + c] = FromFloat<T>(dxf[c]);
         }
       }
     }

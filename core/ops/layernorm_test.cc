@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -147,7 +148,7 @@ TEST_F(LayerNormTest, BackwardMatchesFiniteDifferences) {
   }
 }
 
-TEST_F(LayerNormTest, ResultsDoNotDependOnTheThreadCountAndMayRunInPlace) {
+TEST_F(LayerNormTest, ResultsDoNotDependOnThreadsOrSimdTargetAndMayRunInPlace) {
   const Shape shape = {2001, 129};  // Many row blocks for the pool.
   for (DType dt : kFloatTypes) {
     SCOPED_TRACE(DTypeName(dt));
@@ -156,25 +157,31 @@ TEST_F(LayerNormTest, ResultsDoNotDependOnTheThreadCountAndMayRunInPlace) {
     Tensor gamma = RandomTensor({C}, DType::kF32, 11, 0.5, 1.5);
     Tensor beta = RandomTensor({C}, DType::kF32, 12);
     Tensor dy = RandomTensor(shape, dt, 13);
+    // Every SIMD target, each with and without threads (layernorm_simd.h: the same bits).
     std::vector<std::vector<Tensor>> results;
-    for (const ExecContext& ctx : Contexts()) {
-      std::vector<Tensor> r;
-      r.push_back(Tensor::Host(shape, dt));         // y
-      r.push_back(Tensor::Host({R}, DType::kF32));  // mean
-      r.push_back(Tensor::Host({R}, DType::kF32));  // rstd
-      r.push_back(Tensor::Host(shape, dt));         // dx
-      r.push_back(Tensor::Host({C}, DType::kF32));  // dgamma
-      r.push_back(Tensor::Host({C}, DType::kF32));  // dbeta
-      ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, r[0].view(),
-                            r[1].view(), r[2].view())
-                      .ok());
-      ASSERT_TRUE(LayerNormBackward(ctx, x.view(), gamma.view(), r[1].view(), r[2].view(),
-                                    dy.view(), r[3].view(), r[4].view(), r[5].view())
-                      .ok());
-      results.push_back(std::move(r));
+    for (const SimdTarget& target : SimdTargets()) {
+      ScopedSimdTarget scope(target);
+      for (const ExecContext& ctx : Contexts()) {
+        std::vector<Tensor> r;
+        r.push_back(Tensor::Host(shape, dt));         // y
+        r.push_back(Tensor::Host({R}, DType::kF32));  // mean
+        r.push_back(Tensor::Host({R}, DType::kF32));  // rstd
+        r.push_back(Tensor::Host(shape, dt));         // dx
+        r.push_back(Tensor::Host({C}, DType::kF32));  // dgamma
+        r.push_back(Tensor::Host({C}, DType::kF32));  // dbeta
+        ASSERT_TRUE(LayerNorm(ctx, x.view(), gamma.view(), beta.view(), kEps, r[0].view(),
+                              r[1].view(), r[2].view())
+                        .ok());
+        ASSERT_TRUE(LayerNormBackward(ctx, x.view(), gamma.view(), r[1].view(), r[2].view(),
+                                      dy.view(), r[3].view(), r[4].view(), r[5].view())
+                        .ok());
+        results.push_back(std::move(r));
+      }
     }
-    for (size_t i = 0; i < results[0].size(); ++i) {
-      EXPECT_TRUE(SameBits(results[0][i], results[1][i])) << "output " << i;
+    for (size_t k = 1; k < results.size(); ++k) {
+      for (size_t i = 0; i < results[0].size(); ++i) {
+        EXPECT_TRUE(SameBits(results[k][i], results[0][i])) << "run " << k << " output " << i;
+      }
     }
     // The reduction over many row blocks against float64 sums.
     const std::vector<double> xd = ToDoubles(x.view()), dyd = ToDoubles(dy.view());

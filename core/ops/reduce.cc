@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/reduce_simd.h"
 #include "core/status.h"
 
 namespace mt {
@@ -40,7 +42,10 @@ double ReduceChunk(const T* x, int64_t n) {
       m = std::max(m, static_cast<double>(v));  // Keeps m when v is NaN; `nan` remembers it.
     }
     return nan ? std::numeric_limits<double>::quiet_NaN() : m;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return K == Kind::kSum ? internal::SumF32(x, n) : internal::SumOfSquaresF32(x, n);
   } else {
+    // The layout of reduce_simd.h's f32 kernels.
     double acc[kLanes] = {};
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {

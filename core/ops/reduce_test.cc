@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 
@@ -72,6 +73,31 @@ TEST(ReduceTest, MatchFloat64AtOddSizesForEveryDTypeAndAreThreadIndependent) {
         EXPECT_TRUE(SameBits(*SumOfSquares(serial, x.view()), *SumOfSquares(threaded, x.view())));
         EXPECT_TRUE(SameBits(*L2Norm(serial, x.view()), *L2Norm(threaded, x.view())));
         EXPECT_TRUE(SameBits(*Max(serial, x.view()), *Max(threaded, x.view())));
+      }
+    }
+  }
+}
+
+// The f32 sums run SIMD kernels (reduce_simd.h) with the accumulator layout of the scalar loop
+// that sums the other dtypes: at every SIMD target, the f32 sums of bf16 values are the bits of
+// the bf16 tensor's sums, with and without threads, and within the float64 bound.
+TEST(ReduceTest, F32SumsAreTheScalarLayoutsBitsAtEverySimdTarget) {
+  ThreadPool pool(2);
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    for (int64_t n : {1, 7, 8, 9, 23, 16385, 100003}) {
+      SCOPED_TRACE(::testing::Message() << target.name << " n=" << n);
+      Tensor b = RandomTensor({n}, DType::kBF16, n + 11, -1.0, 3.0);
+      const std::vector<double> values = ToDoubles(b.view());
+      Tensor f = FromDoubles({n}, DType::kF32, values);
+      const Refs ref = Reference(values);
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        const ExecContext ctx{p};
+        const double sum = *Sum(ctx, f.view()), sumsq = *SumOfSquares(ctx, f.view());
+        EXPECT_TRUE(SameBits(sum, *Sum(ctx, b.view()))) << sum;
+        EXPECT_TRUE(SameBits(sumsq, *SumOfSquares(ctx, b.view()))) << sumsq;
+        EXPECT_NEAR(sum, ref.sum, 2 * n * kU64 * ref.sum_abs);
+        EXPECT_NEAR(sumsq, ref.sumsq, 2 * n * kU64 * ref.sumsq);
       }
     }
   }
