@@ -1,22 +1,118 @@
-// Prints a registered model's config, parameter counts and training FLOPs per sample, and the
-// registered models and architectures.
+// Prints a registered model's config, parameter counts and training FLOPs per sample, the memory
+// per rank of a training job with a given layout (models/memory.h), and the registered models and
+// architectures.
 //
 //   bazel run //models:describe -- --model=gpt2-1.2b [--tensor_model_parallel_size=N]
-//       [--seq_length=1024]
+//       [--pipeline_model_parallel_size=N] [--data_parallel_size=N] [--seq_length=1024]
+//       [--micro_batch_size=N] [--global_batch_size=N] [--num_layers_per_virtual_pipeline_stage=N]
+//       [--bf16 | --fp16] [--use_distributed_optimizer] [--sequence_parallel]
+//       [--recompute_granularity=none|full|selective]
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/fields.h"
 #include "core/status.h"
 #include "gflags/gflags.h"
 #include "models/count.h"
+#include "models/memory.h"
 #include "models/registry.h"
 
 DEFINE_string(model, "", "Registered model name (empty: list the registered models).");
 DEFINE_int32(tensor_model_parallel_size, 1, "Tensor-parallel degree for the per-rank count.");
-DEFINE_int32(seq_length, 0, "Sequence length of the FLOPs line (0: max_position_embeddings).");
+DEFINE_int32(seq_length, 0,
+             "Sequence length of the FLOPs line and the memory (0: max_position_embeddings).");
+DEFINE_int32(pipeline_model_parallel_size, 1, "Pipeline stages (PP) of the memory per rank.");
+DEFINE_int32(data_parallel_size, 1, "Data-parallel ranks (DP) of the memory per rank.");
+DEFINE_int32(num_layers_per_virtual_pipeline_stage, 0,
+             "Layers per model chunk of the interleaved schedule (0: not interleaved).");
+DEFINE_int64(micro_batch_size, 1, "Samples per micro-batch of the activation memory.");
+DEFINE_int64(global_batch_size, 0,
+             "Samples per iteration: micro-batches per DP rank = global / (micro x DP), which "
+             "caps the micro-batches in flight (0: as many as the pipeline schedule can use).");
+DEFINE_bool(fp16, false, "f16 compute (f32 master weights; f32 otherwise).");
+DEFINE_bool(bf16, false, "bf16 compute (f32 master weights; f32 otherwise).");
+DEFINE_bool(use_distributed_optimizer, false, "Adam moments sharded over the DP ranks.");
+DEFINE_bool(sequence_parallel, false, "Sequence parallelism (needs TP > 1).");
+DEFINE_string(recompute_granularity, "none", "Activation recomputation: none, full or selective.");
 
 namespace {
+
+constexpr std::pair<absl::string_view, mt::nn::Recompute> kRecomputeNames[] = {
+    {"none", mt::nn::Recompute::kNo},
+    {"full", mt::nn::Recompute::kYes},
+    {"selective", mt::nn::Recompute::kSelective}};
+
+absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(int tp) {
+  mt::models::MemoryOptions o;
+  o.tensor_parallel = tp;
+  o.pipeline_parallel = FLAGS_pipeline_model_parallel_size;
+  o.data_parallel = FLAGS_data_parallel_size;
+  o.layers_per_virtual_stage = FLAGS_num_layers_per_virtual_pipeline_stage;
+  o.micro_batch = FLAGS_micro_batch_size;
+  o.seq_length = FLAGS_seq_length;
+  if (FLAGS_global_batch_size < 0 || o.micro_batch < 1 || o.data_parallel < 1 ||
+      FLAGS_global_batch_size % (o.micro_batch * o.data_parallel) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--global_batch_size=", FLAGS_global_batch_size,
+        " must be a multiple of --micro_batch_size x --data_parallel_size (", o.micro_batch, " x ",
+        o.data_parallel, ")"));
+  }
+  o.micro_batches = FLAGS_global_batch_size / (o.micro_batch * o.data_parallel);
+  if (FLAGS_fp16 && FLAGS_bf16) {
+    return absl::InvalidArgumentError("--fp16 and --bf16 are exclusive; pick one");
+  }
+  o.compute_dtype = FLAGS_fp16   ? mt::DType::kF16
+                    : FLAGS_bf16 ? mt::DType::kBF16
+                                 : mt::DType::kF32;
+  o.distributed_optimizer = FLAGS_use_distributed_optimizer;
+  o.sequence_parallel = FLAGS_sequence_parallel;
+  ASSIGN_OR_RETURN(o.recompute, mt::ParseEnum<mt::nn::Recompute>("recompute_granularity",
+                                                                FLAGS_recompute_granularity,
+                                                                kRecomputeNames));
+  return o;
+}
+
+std::string GiB(double bytes) { return absl::StrFormat("%.3f", bytes / (1024.0 * 1024 * 1024)); }
+
+absl::Status PrintMemory(const mt::models::ModelConfig& config, int tp) {
+  using namespace mt::models;  // NOLINT: a main of this package.
+  ASSIGN_OR_RETURN(const MemoryOptions o, MemoryFlags(tp));
+  ASSIGN_OR_RETURN(const MemoryEstimate est, EstimateMemory(config, o));
+  std::printf(
+      "memory per rank: TP %d x PP %d x DP %d, micro batch %lld x %lld tokens, %s compute, "
+      "recompute %s%s%s%s\n",
+      o.tensor_parallel, o.pipeline_parallel, o.data_parallel,
+      static_cast<long long>(o.micro_batch),
+      static_cast<long long>(o.seq_length > 0 ? o.seq_length : config.max_position_embeddings),
+      std::string(mt::DTypeName(o.compute_dtype)).c_str(),
+      std::string(mt::EnumName(o.recompute, mt::EnumNames<mt::nn::Recompute>(kRecomputeNames)))
+          .c_str(),
+      o.sequence_parallel ? ", sequence parallel" : "",
+      o.distributed_optimizer ? ", distributed optimizer" : "",
+      o.layers_per_virtual_stage > 0
+          ? absl::StrCat(", ", o.layers_per_virtual_stage, " layers per virtual stage").c_str()
+          : "");
+  std::printf("activations per layer and micro-batch: %s GiB (Korthikanti et al. 2022)\n",
+              GiB(est.layer_activations).c_str());
+  std::printf("%-6s %12s %8s %8s %9s %6s %9s %11s %10s %8s\n", "stage", "parameters", "layers",
+              "weights", "gradients", "optim", "in_flight", "activations", "megatron", "total");
+  for (size_t i = 0; i < est.stages.size(); ++i) {
+    const StageMemory& m = est.stages[i];
+    std::printf("%-6zu %12lld %8lld %8s %9s %6s %9lld %11s %10s %8s\n", i,
+                static_cast<long long>(m.parameters), static_cast<long long>(m.layers),
+                GiB(m.weights).c_str(), GiB(m.gradients).c_str(), GiB(m.optimizer).c_str(),
+                static_cast<long long>(m.in_flight), GiB(m.activations).c_str(),
+                GiB(m.activations_megatron).c_str(), GiB(m.total()).c_str());
+  }
+  std::printf(
+      "(GiB per rank; activations: this stack's, which keeps one micro-batch per model chunk and "
+      "the stage inputs of the others; megatron: every in-flight micro-batch's, the paper's "
+      "accounting; total: weights + gradients + optim + activations)\n");
+  return absl::OkStatus();
+}
 
 absl::Status Describe(const std::string& name, int tp) {
   using namespace mt::models;  // NOLINT: a main of this package.
@@ -36,7 +132,7 @@ absl::Status Describe(const std::string& name, int tp) {
   std::printf("parameters: %lld\n", static_cast<long long>(count.total));
   std::printf("parameters per rank: %lld\n", static_cast<long long>(count.per_rank));
   std::printf("training FLOPs per sample of %lld tokens: %.4g\n", static_cast<long long>(s), flops);
-  return absl::OkStatus();
+  return PrintMemory(model.config, tp);
 }
 
 }  // namespace

@@ -15,6 +15,33 @@ grep -q "^registered architectures: bert gpt2" <<<"$out" || fail "architectures 
 # (TP 2 pads to 50432: V = 50432 here).
 grep -qx "training FLOPs per sample of 1024 tokens: 7.82e+12" <<<"$out" || fail "FLOPs line: $out"
 
+# Memory per rank, GPT-2 1.2B at TP 2 x PP 2 x DP 2, bf16, micro batch 4, 16 micro-batches per DP
+# rank: stage 0's parameters (embeddings + 20 layers, per TP rank) and bytes by hand.
+out=$("$bin" --model=gpt2-1.2b --tensor_model_parallel_size=2 --pipeline_model_parallel_size=2 \
+  --data_parallel_size=2 --bf16 --micro_batch_size=4 --global_batch_size=128) ||
+  fail "describe with a layout exited $?"
+h=1536
+p0=$((50432 / 2 * h + 1024 * h + 20 * ((12 * h * h + 7 * h) / 2 + 6 * h)))
+# Per layer: s b h (10 + 24 / t + 5 a s / (h t)) bytes; stage 0 keeps one micro-batch's 20 layers,
+# the other in-flight micro-batch's input (2 s b h) and the embedding's dropout mask (s b h).
+want=$(awk -v p="$p0" -v h="$h" 'BEGIN {
+  g = 1024 * 1024 * 1024; sbh = 1024 * 4 * h; layer = sbh * (10 + 12 + 5 * 16 * 1024 / (h * 2));
+  act = 20 * layer + 3 * sbh; meg = 40 * layer + 2 * sbh;
+  printf "0 %d 20 %.3f %.3f %.3f 2 %.3f %.3f %.3f", p, 6 * p / g, 4 * p / g, 8 * p / g, act / g,
+    meg / g, (18 * p + act) / g }')
+got=$(grep -E '^0 +[0-9]' <<<"$out" | tr -s ' ')
+[[ "$got" == "$want" ]] || fail "stage 0 memory: got '$got', want '$want' in: $out"
+grep -q "^memory per rank: TP 2 x PP 2 x DP 2, micro batch 4 x 1024 tokens, bf16 compute" <<<"$out" ||
+  fail "no memory header in: $out"
+
+err=$("$bin" --model=gpt2-1.2b --pipeline_model_parallel_size=3 2>&1 >/dev/null) &&
+  fail "PP 3 accepted for 40 layers"
+grep -q "does not divide into 3 pipeline stages" <<<"$err" || fail "unclear error: $err"
+err=$("$bin" --model=gpt2-1.2b --recompute_granularity=some 2>&1 >/dev/null) &&
+  fail "--recompute_granularity=some accepted"
+grep -q "recompute_granularity=some: must be one of none, full, selective" <<<"$err" ||
+  fail "unclear error: $err"
+
 err=$("$bin" --model=gpt2-1.2b --tensor_model_parallel_size=3 2>&1 >/dev/null) && fail "TP 3 accepted"
 [[ $(wc -l <<<"$err") -eq 1 ]] || fail "error is not one line: $err"
 grep -q "not divisible by tensor_model_parallel_size 3" <<<"$err" || fail "unclear error: $err"

@@ -1,15 +1,18 @@
 // The pipeline schedules as pure functions: 1F1B and interleaved op orders by hand, every
 // micro-batch's forward before its backward on every stage, no deadlock for many shapes, the
 // simulated bubble against the theory ((P - 1) / (m + P - 1) for 1F1B, (P - 1) / (V m + P - 1)
-// interleaved), and the argument errors.
+// interleaved), the peak of micro-batches in flight against models/memory.h's count, and the
+// argument errors.
 #include "train/pipeline_schedule.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/memory.h"
 
 namespace mt {
 namespace train {
@@ -77,6 +80,31 @@ TEST(PipelineScheduleTest, EveryOpOnceForwardBeforeBackward) {
 
 // With uniform stage times the simulated idle fraction of every stage is the theory's bubble, for
 // any ratio of backward to forward time; no shape deadlocks.
+// models::InFlightMicroBatches (describe's activation memory) is the peak of forwards run and not
+// yet backward on a stage, walked over the schedule's ops.
+TEST(PipelineScheduleTest, InFlightPeakMatchesTheMemoryModel) {
+  for (int stages : {1, 2, 3, 4}) {
+    for (int chunks : {1, 2, 3}) {
+      if (chunks > 1 && stages < 2) continue;
+      for (int m = stages; m <= 4 * stages; m += (chunks > 1 ? stages : 1)) {
+        for (int stage = 0; stage < stages; ++stage) {
+          auto ops = PipelineScheduleOps(stages, stage, chunks, m);
+          ASSERT_TRUE(ops.ok()) << ops.status();
+          int64_t now = 0, peak = 0;
+          for (const PipelineOp& op : *ops) {
+            now += op.kind == PipelineOp::Kind::kForward ? 1 : -1;
+            peak = std::max(peak, now);
+          }
+          auto want = models::InFlightMicroBatches(stages, stage, chunks, m);
+          ASSERT_TRUE(want.ok()) << want.status();
+          EXPECT_EQ(peak, *want) << "P " << stages << " V " << chunks << " m " << m << " stage "
+                                 << stage;
+        }
+      }
+    }
+  }
+}
+
 TEST(PipelineScheduleTest, SimulatedBubbleMatchesTheory) {
   for (int P : {2, 3, 4, 8}) {
     for (int m : {1, 2, 4, 8, 16, 32}) {

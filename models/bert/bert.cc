@@ -39,7 +39,19 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
     return absl::InvalidArgumentError("BERT: the config's family is not kBert");
   }
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
-  if (!options.stage.whole()) return NoStages(config);
+  const StageOptions& stage = options.stage;
+  if (!stage.whole() && (options.heads != Heads::kPretraining || options.sequence_parallel)) {
+    return absl::UnimplementedError(
+        "BERT: pipeline stages are implemented for the pretraining heads without sequence "
+        "parallelism; use one of --sequence_parallel and --pipeline_model_parallel_size > 1");
+  }
+  const int layers =
+      stage.num_layers == 0 ? config.num_layers - stage.first_layer : stage.num_layers;
+  if (stage.first_layer < 0 || layers < 1 || stage.first_layer + layers > config.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BERT: the pipeline stage's layers [", stage.first_layer, ", ", stage.first_layer + layers,
+        ") are not a non-empty range of the model's ", config.num_layers, " layers"));
+  }
   std::unique_ptr<BertModel> m(new BertModel());
   m->config_ = config;
   m->options_ = options;
@@ -48,27 +60,43 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   const int64_t H = config.hidden_size;
   const double init_std = config.init_std;
   const int64_t padded_vocab = config.PaddedVocab(store->tp_size());
-  ASSIGN_OR_RETURN(m->word_,
-                   nn::VocabParallelEmbedding::Create(store, "embedding.word", config.vocab_size,
-                                                      padded_vocab, H, init_std));
-  if (config.position_embeddings) {
-    ASSIGN_OR_RETURN(m->position_,
-                     nn::ReplicatedEmbedding::Create(store, "embedding.position",
-                                                     config.max_position_embeddings, H, init_std));
+  // The word embedding: on the first stage, and on the last for the MLM head's tied decoder.
+  if (stage.holds_input || stage.holds_output) {
+    m->word_handle_ = store->size();
+    ASSIGN_OR_RETURN(m->word_,
+                     nn::VocabParallelEmbedding::Create(store, "embedding.word", config.vocab_size,
+                                                        padded_vocab, H, init_std));
   }
-  ASSIGN_OR_RETURN(m->token_type_,
-                   nn::ReplicatedEmbedding::Create(store, "embedding.token_type",
-                                                   config.num_token_types, H, init_std));
   const bool post_norm = config.norm == nn::NormPosition::kPostNorm;
-  if (post_norm) {
-    ASSIGN_OR_RETURN(m->embedding_ln_, nn::LayerNormModule::Create(store, "embedding.layernorm", H,
-                                                                   config.layernorm_eps));
+  if (stage.holds_input) {
+    if (config.position_embeddings) {
+      ASSIGN_OR_RETURN(m->position_, nn::ReplicatedEmbedding::Create(
+                                         store, "embedding.position",
+                                         config.max_position_embeddings, H, init_std));
+    }
+    ASSIGN_OR_RETURN(m->token_type_,
+                     nn::ReplicatedEmbedding::Create(store, "embedding.token_type",
+                                                     config.num_token_types, H, init_std));
+    if (post_norm) {
+      ASSIGN_OR_RETURN(m->embedding_ln_, nn::LayerNormModule::Create(
+                                             store, "embedding.layernorm", H, config.layernorm_eps));
+    }
   }
   nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kNo, options.recompute);
   lc.sequence_parallel = options.sequence_parallel;
-  ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", config.num_layers, lc));
-  m->layer_weights_ = LayerMatrixWeights(*store, "layers.0.");
+  // A stage's blocks keep their global index (names and dropout streams), so that the stages
+  // together are the whole model.
+  const nn::LayerFactory blocks = nn::TransformerLayers(nn::LayerSpec{lc});
+  const int first = stage.first_layer;
+  const nn::LayerFactory global = [blocks, first](nn::ParameterStore* st, const std::string&,
+                                                  int i) {
+    return blocks(st, absl::StrCat("layers.", first + i), first + i);
+  };
+  m->stack_handle_ = store->size();
+  ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", layers, global));
+  m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", first, "."));
   m->after_stack_handle_ = store->size();  // The final LayerNorm and the heads come after.
+  if (!stage.holds_output) return m;
   if (!post_norm) {
     ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm", H,
                                                                config.layernorm_eps));
@@ -102,31 +130,50 @@ ops::DropoutArgs BertModel::EmbeddingDropout(const nn::StepContext& sc) const {
 }
 
 absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T) {
-  if (B == B_ && T == T_ && emb_.device() == ec.device) return absl::OkStatus();
+  if (B == B_ && T == T_ && positions_.device() == ec.device) return absl::OkStatus();
   const int64_t H = config_.hidden_size, N = B * T;
   B_ = T_ = 0;  // Until every buffer is allocated.
+  has_forward_ = false;
+  const StageOptions& stage = options_.stage;
   // Index tensors are built on the host and uploaded.
   Tensor positions = Tensor::Host({N}, DType::kI32);
   for (int64_t i = 0; i < N; ++i) positions.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
   ASSIGN_OR_RETURN(positions_, CopyToDevice(ec, positions.view()));
-  Tensor cls_rows = Tensor::Host({B}, DType::kI32);
-  for (int64_t b = 0; b < B; ++b) cls_rows.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
-  ASSIGN_OR_RETURN(cls_rows_, CopyToDevice(ec, cls_rows.view()));
-  ASSIGN_OR_RETURN(emb_sum_, Alloc(ec, {N, H}, dtype_));
-  ASSIGN_OR_RETURN(emb_part_, Alloc(ec, {N, H}, dtype_));
-  ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
-  if (config_.norm == nn::NormPosition::kPreNorm || sp_ != nullptr) {
-    ASSIGN_OR_RETURN(final_out_, Alloc(ec, {N, H}, dtype_));
+  if (stage.holds_input) {
+    ASSIGN_OR_RETURN(emb_sum_, Alloc(ec, {N, H}, dtype_));
+    ASSIGN_OR_RETURN(emb_part_, Alloc(ec, {N, H}, dtype_));
+    ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
   }
-  ASSIGN_OR_RETURN(cls_, Alloc(ec, {B, H}, dtype_));
-  ASSIGN_OR_RETURN(pooled_pre_, Alloc(ec, {B, H}, dtype_));
-  ASSIGN_OR_RETURN(pooled_, Alloc(ec, {B, H}, dtype_));
+  if (stage.holds_output) {
+    Tensor cls_rows = Tensor::Host({B}, DType::kI32);
+    for (int64_t b = 0; b < B; ++b) cls_rows.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
+    ASSIGN_OR_RETURN(cls_rows_, CopyToDevice(ec, cls_rows.view()));
+    if (config_.norm == nn::NormPosition::kPreNorm || sp_ != nullptr) {
+      ASSIGN_OR_RETURN(final_out_, Alloc(ec, {N, H}, dtype_));
+    }
+    ASSIGN_OR_RETURN(cls_, Alloc(ec, {B, H}, dtype_));
+    ASSIGN_OR_RETURN(pooled_pre_, Alloc(ec, {B, H}, dtype_));
+    ASSIGN_OR_RETURN(pooled_, Alloc(ec, {B, H}, dtype_));
+  }
   B_ = B;
   T_ = T;
   return absl::OkStatus();
 }
 
-absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& batch) {
+absl::Status BertModel::CheckHidden(const ExecContext& ec, const TensorView& t,
+                                    const char* what) const {
+  if (t.shape != Shape{B_, T_, config_.hidden_size} || t.dtype != dtype_ || t.device != ec.device ||
+      !t.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BERT pipeline stage: ", what, " ", t.DebugString(), " must be contiguous ",
+                     DTypeName(dtype_), " [", B_, ", ", T_, ", ", config_.hidden_size, "] on ",
+                     ec.device.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& batch,
+                                       const TensorView& input) {
   const TensorView& tokens = batch.tokens;
   if (tokens.rank() != 2 || tokens.dtype != DType::kI32) {
     return absl::InvalidArgumentError(
@@ -144,39 +191,46 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& b
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(CheckDevice(ec));
   RETURN_IF_ERROR(EnsureBuffers(ec, B, T));
-  ASSIGN_OR_RETURN(tokens_, OnDevice(ec, tokens, &tokens_staging_, "BERT: tokens"));
-  ASSIGN_OR_RETURN(token_types_,
-                   OnDevice(ec, batch.token_types, &token_types_staging_, "BERT: token_types"));
   ASSIGN_OR_RETURN(padding_mask_,
                    OnDevice(ec, batch.padding_mask, &padding_mask_staging_, "BERT: padding_mask"));
-
-  const TensorView sum = emb_sum_.view(), part = emb_part_.view();
-  RETURN_IF_ERROR(word_.Forward(sc, tokens_, sum));
-  if (config_.position_embeddings) {
-    RETURN_IF_ERROR(position_.Forward(sc, positions_.view(), part));
+  const StageOptions& stage = options_.stage;
+  TensorView h;
+  if (!stage.holds_input) {
+    RETURN_IF_ERROR(CheckHidden(ec, input, "input"));
+    ASSIGN_OR_RETURN(h, stack_->Forward(sc, input, &padding_mask_));
+  } else {
+    ASSIGN_OR_RETURN(tokens_, OnDevice(ec, tokens, &tokens_staging_, "BERT: tokens"));
+    ASSIGN_OR_RETURN(token_types_,
+                     OnDevice(ec, batch.token_types, &token_types_staging_, "BERT: token_types"));
+    const TensorView sum = emb_sum_.view(), part = emb_part_.view();
+    RETURN_IF_ERROR(word_.Forward(sc, tokens_, sum));
+    if (config_.position_embeddings) {
+      RETURN_IF_ERROR(position_.Forward(sc, positions_.view(), part));
+      RETURN_IF_ERROR(ops::Add(ec, sum, part, sum));
+    }
+    RETURN_IF_ERROR(token_type_.Forward(sc, token_types_, part));
     RETURN_IF_ERROR(ops::Add(ec, sum, part, sum));
+    ASSIGN_OR_RETURN(TensorView emb2, emb_.view().Reshape({N, H}));
+    TensorView before_dropout = sum;
+    if (config_.norm == nn::NormPosition::kPostNorm) {
+      RETURN_IF_ERROR(embedding_ln_.Forward(sc, sum, emb2));
+      before_dropout = emb2;
+    }
+    if (sp_ != nullptr) {
+      // Sequence parallel (whole models only): the stack (and the final LayerNorm) on this rank's
+      // slice, gathered after.
+      ASSIGN_OR_RETURN(TensorView emb3, before_dropout.Reshape({B, T, H}));
+      ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb3, EmbeddingDropout(sc)));
+      ASSIGN_OR_RETURN(TensorView hs, stack_->Forward(sc, x, &padding_mask_));
+      RETURN_IF_ERROR(sp_->Exit(sc, hs, final_out_.view()));
+      seq_ = final_out_.view();
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(ops::Dropout(ec, before_dropout, EmbeddingDropout(sc), emb2));
+    ASSIGN_OR_RETURN(h, stack_->Forward(sc, emb_.view(), &padding_mask_));
   }
-  RETURN_IF_ERROR(token_type_.Forward(sc, token_types_, part));
-  RETURN_IF_ERROR(ops::Add(ec, sum, part, sum));
-  ASSIGN_OR_RETURN(TensorView emb2, emb_.view().Reshape({N, H}));
-  TensorView before_dropout = sum;
-  if (config_.norm == nn::NormPosition::kPostNorm) {
-    RETURN_IF_ERROR(embedding_ln_.Forward(sc, sum, emb2));
-    before_dropout = emb2;
-  }
-  if (sp_ != nullptr) {
-    // Sequence parallel: the stack (and the final LayerNorm) on this rank's slice, gathered after.
-    ASSIGN_OR_RETURN(TensorView emb3, before_dropout.Reshape({B, T, H}));
-    ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb3, EmbeddingDropout(sc)));
-    ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, x, &padding_mask_));
-    RETURN_IF_ERROR(sp_->Exit(sc, h, final_out_.view()));
-    seq_ = final_out_.view();
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(ops::Dropout(ec, before_dropout, EmbeddingDropout(sc), emb2));
-  ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, emb_.view(), &padding_mask_));
   ASSIGN_OR_RETURN(TensorView h2, h.Reshape({N, H}));
-  if (config_.norm == nn::NormPosition::kPreNorm) {
+  if (stage.holds_output && config_.norm == nn::NormPosition::kPreNorm) {
     RETURN_IF_ERROR(final_ln_.Forward(sc, h2, final_out_.view()));
     seq_ = final_out_.view();
   } else {
@@ -185,9 +239,11 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& b
   return absl::OkStatus();
 }
 
-absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorView& dseq) {
+absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorView& dseq,
+                                        const TensorView& input_grad) {
   const int64_t N = B_ * T_, H = config_.hidden_size;
   const ExecContext& ec = *sc.exec;
+  const StageOptions& stage = options_.stage;
   Tensor dh_pre_norm;
   TensorView dh2 = dseq;
   if (sp_ != nullptr) {
@@ -198,16 +254,22 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
     RETURN_IF_ERROR(sp_->EnterBackward(sc, dlocal.view(), EmbeddingDropout(sc), dseq));
     return EmbeddingBackward(sc, dseq);
   }
-  if (config_.norm == nn::NormPosition::kPreNorm) {
-    ASSIGN_OR_RETURN(dh_pre_norm, Alloc(ec, {N, H}, dtype_));
-    dh2 = dh_pre_norm.view();
-    RETURN_IF_ERROR(final_ln_.Backward(sc, dseq, dh2));
+  if (stage.holds_output) {
+    if (config_.norm == nn::NormPosition::kPreNorm) {
+      ASSIGN_OR_RETURN(dh_pre_norm, Alloc(ec, {N, H}, dtype_));
+      dh2 = dh_pre_norm.view();
+      RETURN_IF_ERROR(final_ln_.Backward(sc, dseq, dh2));
+    }
+    // The heads' backward passes have run, and the final LayerNorm's: what follows the layers is
+    // final.
+    RETURN_IF_ERROR(sc.NotifyGradsReady(after_stack_handle_));
   }
-  // The heads' backward passes have run, and the final LayerNorm's: what follows the layers is
-  // final.
-  RETURN_IF_ERROR(sc.NotifyGradsReady(after_stack_handle_));
   ASSIGN_OR_RETURN(TensorView dh, dh2.Reshape({B_, T_, H}));
   RETURN_IF_ERROR(stack_->Backward(sc, dh, dh));
+  if (!stage.holds_input) {
+    RETURN_IF_ERROR(CopyTensor(ec, dh, input_grad));
+    return sc.NotifyGradsReady(stack_handle_);
+  }
   RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc), dh2));
   return EmbeddingBackward(sc, dh2);
 }
@@ -241,13 +303,7 @@ absl::Status BertModel::PoolerBackward(const nn::StepContext& sc, const TensorVi
   return ops::EmbeddingBackward(ec, cls_rows_.view(), dcls.view(), dseq);
 }
 
-absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, const Batch& batch,
-                                                  Backward backward, double loss_scale) {
-  if (!has_pretraining_heads()) {
-    // The multiple-choice model's objective: its choice loss (fine-tuning runs the trainer).
-    ASSIGN_OR_RETURN(MultipleChoiceResult r, MultipleChoice(sc, batch, backward, loss_scale));
-    return Losses{r.loss, {r.loss}, batch.labels.numel()};
-  }
+absl::Status BertModel::CheckPretrainingLabels(const nn::StepContext& sc, const Batch& batch) {
   const TensorView& tokens = batch.tokens;
   RETURN_IF_ERROR(CheckI32("mlm_labels", batch.labels, tokens.shape));
   if (tokens.rank() != 2) {
@@ -267,8 +323,13 @@ absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, con
           absl::StrCat("BERT: sop_labels[", b, "] = ", sop[b], " must be 0 or 1"));
     }
   }
-  RETURN_IF_ERROR(EncoderForward(sc, batch));
-  const int64_t B = B_, N = B_ * T_, H = config_.hidden_size;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Losses> BertModel::PretrainingLosses(const nn::StepContext& sc,
+                                                    const Batch& batch) {
+  const ExecContext& ec = *sc.exec;
+  const int64_t B = B_, N = B_ * T_;
   ASSIGN_OR_RETURN(TensorView mlm_host,
                    OnHost(ec, batch.labels, &mlm_labels_host_staging_, "BERT: mlm_labels"));
   ASSIGN_OR_RETURN(TensorView mlm_flat, mlm_host.Reshape({N}));
@@ -282,16 +343,78 @@ absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, con
   const double sop_loss = sop_total / static_cast<double>(B);
   losses.total = mlm + sop_loss;
   losses.parts = {mlm, sop_loss};
-  if (backward == Backward::kNo) return losses;
+  stage_losses_ = losses;
+  return losses;
+}
 
-  ASSIGN_OR_RETURN(Tensor dseq, AllocZeros(ec, {N, H}, dtype_));
-  RETURN_IF_ERROR(
-      mlm_.Backward(sc, word_, loss_scale / static_cast<double>(losses.scored), dseq.view()));
-  ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B, H}, dtype_));
-  RETURN_IF_ERROR(sop_.Backward(sc, loss_scale / static_cast<double>(B), dpooled.view()));
-  RETURN_IF_ERROR(PoolerBackward(sc, dpooled.view(), dseq.view()));
+absl::Status BertModel::PretrainingHeadsBackward(const nn::StepContext& sc, double loss_scale,
+                                                 const TensorView& dseq) {
+  const ExecContext& ec = *sc.exec;
+  RETURN_IF_ERROR(ops::Fill(ec, dseq, 0.0));
+  RETURN_IF_ERROR(mlm_.Backward(sc, word_, loss_scale / static_cast<double>(stage_losses_.scored),
+                                dseq));
+  ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B_, config_.hidden_size}, dtype_));
+  RETURN_IF_ERROR(sop_.Backward(sc, loss_scale / static_cast<double>(B_), dpooled.view()));
+  return PoolerBackward(sc, dpooled.view(), dseq);
+}
+
+absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, const Batch& batch,
+                                                  Backward backward, double loss_scale) {
+  if (!has_pretraining_heads()) {
+    // The multiple-choice model's objective: its choice loss (fine-tuning runs the trainer).
+    ASSIGN_OR_RETURN(MultipleChoiceResult r, MultipleChoice(sc, batch, backward, loss_scale));
+    return Losses{r.loss, {r.loss}, batch.labels.numel()};
+  }
+  if (!options_.stage.whole()) {
+    return absl::FailedPreconditionError(
+        "BERT: this model is one pipeline stage; run it with StageForward/StageBackward");
+  }
+  RETURN_IF_ERROR(CheckPretrainingLabels(sc, batch));
+  RETURN_IF_ERROR(EncoderForward(sc, batch));
+  ASSIGN_OR_RETURN(const Losses losses, PretrainingLosses(sc, batch));
+  if (backward == Backward::kNo) return losses;
+  ASSIGN_OR_RETURN(Tensor dseq, Alloc(*sc.exec, {B_ * T_, config_.hidden_size}, dtype_));
+  RETURN_IF_ERROR(PretrainingHeadsBackward(sc, loss_scale, dseq.view()));
   RETURN_IF_ERROR(EncoderBackward(sc, dseq.view()));
   return losses;
+}
+
+absl::StatusOr<Losses> BertModel::StageForward(const nn::StepContext& sc, const Batch& batch,
+                                               const TensorView& input, const TensorView& output) {
+  if (!has_pretraining_heads()) {
+    return absl::UnimplementedError("BERT: pipeline stages need the pretraining heads");
+  }
+  has_forward_ = false;
+  const StageOptions& stage = options_.stage;
+  if (stage.holds_output) RETURN_IF_ERROR(CheckPretrainingLabels(sc, batch));
+  RETURN_IF_ERROR(EncoderForward(sc, batch, input));
+  if (!stage.holds_output) {
+    RETURN_IF_ERROR(CheckHidden(*sc.exec, output, "output"));
+    ASSIGN_OR_RETURN(TensorView seq3, seq_.Reshape({B_, T_, config_.hidden_size}));
+    RETURN_IF_ERROR(CopyTensor(*sc.exec, seq3, output));
+    has_forward_ = true;
+    return Losses();
+  }
+  ASSIGN_OR_RETURN(Losses losses, PretrainingLosses(sc, batch));
+  has_forward_ = true;
+  return losses;
+}
+
+absl::Status BertModel::StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
+                                      const TensorView& input_grad, double loss_scale) {
+  if (!has_forward_) return absl::FailedPreconditionError("BERT: StageBackward before a forward");
+  const ExecContext& ec = *sc.exec;
+  const StageOptions& stage = options_.stage;
+  if (!stage.holds_output) RETURN_IF_ERROR(CheckHidden(ec, output_grad, "output gradient"));
+  if (!stage.holds_input) RETURN_IF_ERROR(CheckHidden(ec, input_grad, "input gradient"));
+  ASSIGN_OR_RETURN(Tensor dseq, Alloc(ec, {B_ * T_, config_.hidden_size}, dtype_));
+  if (stage.holds_output) {
+    RETURN_IF_ERROR(PretrainingHeadsBackward(sc, loss_scale, dseq.view()));
+  } else {
+    ASSIGN_OR_RETURN(TensorView out3, dseq.view().Reshape({B_, T_, config_.hidden_size}));
+    RETURN_IF_ERROR(CopyTensor(ec, output_grad, out3));
+  }
+  return EncoderBackward(sc, dseq.view(), input_grad);
 }
 
 double BertModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const {
@@ -303,7 +426,12 @@ double BertModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t score
                       recompute) +
            6.0 * B * (h * h + h);
   }
-  return BertModelFlops(batch, seq_length, scored, config_.num_layers, config_.hidden_size,
+  // A pipeline stage: its layers, and the heads on the last.
+  if (!options_.stage.holds_output) {
+    return LayerFlops(batch, seq_length, stack_->num_layers(), config_.hidden_size, layer_weights_,
+                      recompute);
+  }
+  return BertModelFlops(batch, seq_length, scored, stack_->num_layers(), config_.hidden_size,
                         padded_vocab(), layer_weights_, recompute);
 }
 

@@ -24,6 +24,11 @@
 //   kMultipleChoice: multiple_choice_head.{weight [H, 1], bias [1]} (as Megatron; the bias adds
 //                 the same constant to every choice, so its gradient is zero up to rounding).
 //
+// Pipeline stages (ModelOptions::stage; pretraining heads, no sequence parallelism): a stage
+// declares the parameters above of its layers (global indices) and, on the first stage, the
+// embeddings, on the last the final LayerNorm, the pooler and the heads, and a copy of the word
+// embedding for the tied decoder (its gradient summed over the embedding group).
+//
 // Dropout masks are keyed by global element indices (sc.sample_offset counts sequences, i.e. rows
 // of `tokens`), so they do not depend on the TP degree. The same object serves TP = 1 (null
 // communicator) and TP > 1; every rank of a TP group calls it with the same inputs. A pretraining
@@ -83,7 +88,7 @@ class BertModel : public Model {
                                                            const ModelOptions& options = {});
 
   const ModelConfig& config() const override { return config_; }
-  int64_t padded_vocab() const override { return word_.padded_vocab(); }
+  int64_t padded_vocab() const override { return config_.PaddedVocab(store_->tp_size()); }
   std::vector<std::string> loss_names() const override {
     if (!has_pretraining_heads()) return {"choice loss"};
     return {"lm loss", "sop loss"};
@@ -112,6 +117,18 @@ class BertModel : public Model {
                                                       Backward backward,
                                                       double loss_scale = 1.0) override;
 
+  // Pipeline stages (ModelOptions::stage, pretraining heads only): the first stage embeds, the
+  // last runs the final LayerNorm, the pooler and the MLM and SOP heads and holds a copy of the
+  // word embedding for the tied decoder; every stage reads the batch's padding mask. See
+  // models::Model.
+  absl::StatusOr<Losses> StageForward(const nn::StepContext& sc, const Batch& batch,
+                                      const TensorView& input, const TensorView& output) override;
+  absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
+                             const TensorView& input_grad, double loss_scale = 1.0) override;
+  int tied_embedding_handle() const override {
+    return options_.stage.whole() ? -1 : word_handle_;
+  }
+
   Heads heads() const { return options_.heads; }
   ActivationBytes activation_bytes() const override {
     return {stack_->HeldActivationBytes(), stack_->peak_backward_extra_bytes()};
@@ -123,10 +140,24 @@ class BertModel : public Model {
   bool has_pretraining_heads() const { return options_.heads != Heads::kMultipleChoice; }
   bool has_multiple_choice_head() const { return options_.heads != Heads::kPretraining; }
 
-  // Embeddings -> stack -> (final LayerNorm); leaves the output in seq_ [B * T, H].
-  absl::Status EncoderForward(const nn::StepContext& sc, const Batch& batch);
-  // dseq: [B * T, H], the gradient of seq_ (overwritten as scratch).
-  absl::Status EncoderBackward(const nn::StepContext& sc, const TensorView& dseq);
+  // Embeddings (the first stage; the others read `input` [B, T, H]) -> stack -> (the last stage,
+  // pre-norm: final LayerNorm); leaves the output in seq_ [B * T, H].
+  absl::Status EncoderForward(const nn::StepContext& sc, const Batch& batch,
+                              const TensorView& input = TensorView());
+  // dseq: [B * T, H], the gradient of seq_ (overwritten as scratch). A stage without the input
+  // writes the gradient of its input into input_grad [B, T, H].
+  absl::Status EncoderBackward(const nn::StepContext& sc, const TensorView& dseq,
+                               const TensorView& input_grad = TensorView());
+  // InvalidArgument for MLM or SOP labels of the wrong shape or dtype, or a SOP label outside
+  // {0, 1} (read on the host).
+  absl::Status CheckPretrainingLabels(const nn::StepContext& sc, const Batch& batch);
+  // The pretraining heads' losses on seq_ (the labels checked and read on the host).
+  absl::StatusOr<Losses> PretrainingLosses(const nn::StepContext& sc, const Batch& batch);
+  // The heads' backward from loss_scale * d(total) into dseq [B * T, H] (zeroed here).
+  absl::Status PretrainingHeadsBackward(const nn::StepContext& sc, double loss_scale,
+                                        const TensorView& dseq);
+  // InvalidArgument unless t is contiguous [B_, T_, H] in the compute dtype on ec's device.
+  absl::Status CheckHidden(const ExecContext& ec, const TensorView& t, const char* what) const;
   // From dh2 [B * T, H], the gradient of the embeddings after their LayerNorm (post-norm) and
   // before the dropout, into the embedding tables' gradients.
   absl::Status EmbeddingBackward(const nn::StepContext& sc, const TensorView& dh2);
@@ -150,6 +181,8 @@ class BertModel : public Model {
   std::unique_ptr<nn::TransformerStack> stack_;
   nn::LayerNormModule final_ln_;              // Pre-norm only.
   std::unique_ptr<SequenceParallelEnds> sp_;  // With sequence parallelism.
+  int word_handle_ = -1;                      // The word embedding's (first and last stage).
+  int stack_handle_ = 0;                      // The first transformer layer's first handle.
   int after_stack_handle_ = 0;                // First handle declared after the transformer layers.
   nn::ReplicatedLinear pooler_;
   MlmHead mlm_;                // With pretraining heads.
@@ -160,6 +193,8 @@ class BertModel : public Model {
 
   // Activations of the last forward. Buffers are reallocated only when B or T change.
   int64_t B_ = 0, T_ = 0;
+  bool has_forward_ = false;  // A StageForward that StageBackward can follow.
+  Losses stage_losses_;       // The last stage's last StageForward.
   TensorView tokens_, token_types_, padding_mask_;  // On the store's device.
   // Host inputs uploaded to a GPU, and device labels downloaded to be read on the host.
   Tensor tokens_staging_, token_types_staging_, padding_mask_staging_, sop_labels_staging_,

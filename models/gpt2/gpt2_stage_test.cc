@@ -179,21 +179,9 @@ TEST(GptStageTest, ArgumentErrors) {
   ASSERT_TRUE(middle.model->StageForward(sc, data.batch(), x.view(), x.view()).ok());
   EXPECT_EQ(middle.model->StageBackward(sc, wrong.view(), x.view()).code(),
             absl::StatusCode::kInvalidArgument);
-  // The whole model reports no tied copy; BERT has no stages.
+  // The whole model reports no tied copy.
   Built whole = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions());
   EXPECT_EQ(whole.model->tied_embedding_handle(), -1);
-  ModelConfig bert = ModelConfig::ForFamily(Family::kBert);
-  bert.num_layers = 2;
-  bert.hidden_size = 8;
-  bert.num_attention_heads = 2;
-  bert.vocab_size = 37;
-  bert.max_position_embeddings = 8;
-  nn::ParameterStore bert_store(0, 1);
-  ModelOptions staged;
-  staged.stage = StageOptions{0, 1, true, false};
-  const absl::Status no = CreateModel(bert, &bert_store, staged).status();
-  EXPECT_EQ(no.code(), absl::StatusCode::kUnimplemented) << no;
-  EXPECT_NE(no.message().find("cannot be split into pipeline stages"), std::string::npos) << no;
 }
 
 }  // namespace

@@ -5,10 +5,11 @@
 #   bound of train:pipeline_trainer_test), in one JSONL file with one line per iteration (one
 #   writer per job, the same keys), and the same end-of-training validation loss; rank 0's log
 #   shows "lm loss" and the pipeline line (the share of the schedule spent waiting);
-#   bad pipeline flags are refused with one line naming the flag (non-zero exit).
-#   pipeline_driver_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
+#   bad pipeline flags are refused with one line naming the flag (non-zero exit);
+#   pretrain_bert at PP=2 (2 layers per stage) logs the serial lm and sop losses alike.
+#   pipeline_driver_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN PREPROCESS_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
-corpus_bin="$1"; pretrain="$2"
+corpus_bin="$1"; pretrain="$2"; preprocess="$3"; bert="$4"
 source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_pipeline
 common=("${tiny[@]}" --num_layers=4 --global_batch_size=8 --train_iters=6 --eval_iters=2)
 mpi() { local n="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$n" \
@@ -47,6 +48,29 @@ for run in pp2 pp2tp2; do
   python3 -c 'import sys; a, b = (float(x.split()[-1]) for x in sys.argv[1:]);
 assert abs(a - b) <= 1e-5 * b, (a, b)' "$got" "$want" || fail "$run: validation $got vs $want"
 done
+
+# BERT: serial against PP=2 (the MLM head and the tied decoder on the last stage).
+make_bert_corpus "$preprocess"
+bert_common=(--data_path="$work/bert" --num_layers=4 --hidden_size=32 --num_attention_heads=4
+             --seq_length=16 --micro_batch_size=2 --global_batch_size=8 --lr=3e-3 --log_interval=1
+             --eval_iters=0 --threads=1 --train_iters=6)
+"$bert" "${bert_common[@]}" --log_jsonl="$work/bert_serial.jsonl" >"$work/bert_serial.log" 2>&1 ||
+  { cat "$work/bert_serial.log"; fail "BERT serial run"; }
+mpi 2 "$bert" "${bert_common[@]}" --pipeline_model_parallel_size=2 \
+  --log_jsonl="$work/bert_pp2.jsonl" >"$work/bert_pp2.log" 2>&1 ||
+  { cat "$work/bert_pp2.log"; fail "BERT PP=2 run"; }
+grep -q 'pipeline: 2 stages, 6 iterations' "$work/bert_pp2.log" || fail "BERT: no pipeline line"
+python3 - "$work" <<'PY' || fail "BERT curves differ"
+import json, sys
+work = sys.argv[1]
+serial, run = ([json.loads(l) for l in open(f"{work}/{n}.jsonl")] for n in ("bert_serial", "bert_pp2"))
+assert len(serial) == len(run) == 6, (len(serial), len(run))
+assert [set(r) for r in run] == [set(r) for r in serial]
+for key in ("lm_loss", "sop_loss"):
+    worst = max(abs(a[key] - b[key]) / b[key] for a, b in zip(run, serial))
+    print(f"BERT PP=2: worst relative {key} difference {worst:.3g}")
+    assert worst < 1e-5, (key, worst)
+PY
 
 refused() {  # refused NEEDLE FLAGS...: exits non-zero with one error line containing NEEDLE
   local needle="$1"; shift

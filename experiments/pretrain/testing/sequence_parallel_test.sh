@@ -19,17 +19,7 @@ source "$1" "$2" mt_sp  # $work (removed at exit), fail(), the GPT corpus $work/
 mpi() { local np="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$np" \
   --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
 
-python3 - "$work/bert.txt" <<'PY'
-import random, sys
-random.seed(3)
-words = "the cat a dog sees likes finds the ball a small house river green tree red car".split()
-with open(sys.argv[1], "w") as f:
-    for d in range(200):
-        f.write(" ".join(" ".join(random.choice(words) for _ in range(random.randint(4, 9)))
-                         .capitalize() + "." for _ in range(random.randint(3, 6))) + "\n\n")
-PY
-"$preprocess" --input="$work/bert.txt" --input_format=text --tokenizer=bert --split_sentences \
-  --output_prefix="$work/bert" --workers=1 > "$work/pre.out" 2>&1 || { cat "$work/pre.out"; fail "preprocess"; }
+make_bert_corpus "$3"  # $work/bert
 
 common=(--num_layers=2 --hidden_size=32 --num_attention_heads=4 --seq_length=16
         --micro_batch_size=2 --global_batch_size=4 --lr=3e-3 --log_interval=1 --eval_iters=0

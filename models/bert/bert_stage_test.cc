@@ -1,0 +1,239 @@
+// BERT split into pipeline stages (ModelOptions::stage) in one process: the stages' forward and
+// backward chained by hand give the whole model's losses (MLM and SOP) and gradients, bit for bit
+// (pre-norm and post-norm, f32 and bf16, dropout on, with and without activation checkpointing, 2
+// and 4 stages, padded rows); the tied word embedding's gradient is the sum of the first and last
+// stage's copies; what each stage declares; argument errors.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/thread_pool.h"
+#include "gtest/gtest.h"
+#include "models/bert/bert.h"
+#include "models/registry.h"
+
+namespace mt {
+namespace models {
+namespace {
+
+constexpr int kVocab = 61, kRows = 2, kT = 8;
+
+ModelConfig StageConfig(nn::NormPosition norm) {
+  ModelConfig c = ModelConfig::ForFamily(Family::kBert);
+  c.num_layers = 4;
+  c.hidden_size = 8;
+  c.num_attention_heads = 2;
+  c.vocab_size = kVocab;
+  c.make_vocab_size_divisible_by = 4;
+  c.max_position_embeddings = kT;
+  c.norm = norm;
+  c.hidden_dropout = 0.2f;  // Masks keyed by the global layer index must agree with the whole.
+  c.attention_dropout = 0.1f;
+  c.init_std = 0.3;
+  return c;
+}
+
+Tensor I32(const std::vector<int>& v, Shape shape) {
+  Tensor t = Tensor::Host(shape, DType::kI32);
+  for (size_t i = 0; i < v.size(); ++i) t.data_as<int32_t>()[i] = v[i];
+  return t;
+}
+
+// kRows * kT = 16 distinct tokens (each word-embedding row gets at most one lookup gradient, so
+// the sum of the two stages' copies is the whole model's gradient exactly); row 1 has two padded
+// positions; segment B from kT / 2.
+struct StageBatch {
+  Tensor tokens, types, mask, mlm, sop;
+  StageBatch() {
+    std::vector<int> t, ty, m, l;
+    for (int r = 0; r < kRows; ++r) {
+      const int real = kT - 2 * r;
+      for (int p = 0; p < kT; ++p) {
+        const int i = r * kT + p;
+        t.push_back((i * 7 + 3) % kVocab);
+        ty.push_back(p >= kT / 2 ? 1 : 0);
+        m.push_back(p < real ? 1 : 0);
+        l.push_back(p > 0 && p < real && i % 2 == 1 ? (i * 5 + 1) % kVocab : -100);
+      }
+    }
+    tokens = I32(t, {kRows, kT});
+    types = I32(ty, {kRows, kT});
+    mask = I32(m, {kRows, kT});
+    mlm = I32(l, {kRows, kT});
+    sop = I32({1, 0}, {kRows});
+  }
+  Batch batch() const {
+    return BertBatch(tokens.view(), types.view(), mask.view(), mlm.view(), sop.view());
+  }
+};
+
+struct Built {
+  std::unique_ptr<nn::ParameterStore> store;
+  std::unique_ptr<Model> model;
+};
+
+Built Build(const ModelConfig& c, DType dtype, nn::Recompute recompute, StageOptions stage) {
+  Built b;
+  b.store = std::make_unique<nn::ParameterStore>(0, 1, dtype);
+  ModelOptions options;
+  options.recompute = recompute;
+  options.stage = stage;
+  auto m = CreateModel(c, b.store.get(), options);
+  CHECK(m.ok()) << m.status();
+  b.model = std::move(m).value();
+  CHECK(b.store->Allocate(/*seed=*/5).ok());
+  return b;
+}
+
+std::vector<float> Grad(const nn::ParameterStore& s, int handle) {
+  const TensorView g = s.grad(handle);
+  const float* p = g.data_as<float>();
+  return std::vector<float>(p, p + g.numel());
+}
+
+void RunStagesAndCompare(nn::NormPosition norm, int stages, DType dtype, nn::Recompute recompute) {
+  const ModelConfig c = StageConfig(norm);
+  const std::string what =
+      absl::StrCat(norm == nn::NormPosition::kPreNorm ? "pre-norm, " : "post-norm, ", stages,
+                   " stages, ", DTypeName(dtype), recompute == nn::Recompute::kYes ? ", recompute" : "");
+  ThreadPool pool(2);
+  ExecContext ec;
+  ec.pool = &pool;
+  nn::StepContext sc;
+  sc.exec = &ec;
+  sc.dropout_seed = 9;
+  sc.micro_step = 3;
+  sc.sample_offset = 4;
+  const StageBatch data;
+  Built whole = Build(c, dtype, recompute, StageOptions());
+  auto want = whole.model->ForwardBackward(sc, data.batch(), Backward::kYes, /*loss_scale=*/8.0);
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  std::vector<Built> st;
+  const int per = c.num_layers / stages;
+  for (int s = 0; s < stages; ++s) {
+    st.push_back(Build(c, dtype, recompute, StageOptions{s * per, per, s == 0, s == stages - 1}));
+  }
+  std::vector<Tensor> act, grad;  // act[s]: stage s's output; grad[s]: d loss / d act[s].
+  for (int s = 0; s < stages; ++s) {
+    act.push_back(Tensor::Host({kRows, kT, c.hidden_size}, dtype));
+    grad.push_back(Tensor::Host({kRows, kT, c.hidden_size}, dtype));
+  }
+  Losses got;
+  for (int s = 0; s < stages; ++s) {
+    const TensorView in = s == 0 ? TensorView() : act[s - 1].view();
+    auto l = st[s].model->StageForward(sc, data.batch(), in, act[s].view());
+    ASSERT_TRUE(l.ok()) << what << ": " << l.status();
+    if (s == stages - 1) got = *l;
+    if (s < stages - 1) EXPECT_TRUE(l->parts.empty()) << what;
+  }
+  for (int s = stages - 1; s >= 0; --s) {
+    const TensorView out_grad = s == stages - 1 ? TensorView() : grad[s].view();
+    const TensorView in_grad = s == 0 ? TensorView() : grad[s - 1].view();
+    const absl::Status b = st[s].model->StageBackward(sc, out_grad, in_grad, 8.0);
+    ASSERT_TRUE(b.ok()) << what << ": " << b;
+  }
+  EXPECT_EQ(got.total, want->total) << what;
+  EXPECT_EQ(got.parts, want->parts) << what;
+  EXPECT_EQ(got.scored, want->scored) << what;
+  // Every parameter of the whole model is on exactly one stage (the word embedding on two), with
+  // the same gradient.
+  for (int i = 0; i < whole.store->size(); ++i) {
+    const std::string& name = whole.store->spec(i).name;
+    std::vector<float> sum;
+    int holders = 0;
+    for (int s = 0; s < stages; ++s) {
+      auto h = st[s].store->Find(name);
+      if (!h.ok()) continue;
+      ++holders;
+      const std::vector<float> g = Grad(*st[s].store, *h);
+      if (sum.empty()) sum.assign(g.size(), 0.0f);
+      for (size_t k = 0; k < g.size(); ++k) sum[k] += g[k];
+      EXPECT_EQ(st[s].model->tied_embedding_handle() == *h, name == "embedding.word.weight")
+          << name;
+    }
+    EXPECT_EQ(holders, name == "embedding.word.weight" ? 2 : 1) << what << ": " << name;
+    EXPECT_EQ(sum, Grad(*whole.store, i)) << what << ": " << name;
+  }
+  // The stages' FLOPs add up to the whole model's.
+  double flops = 0;
+  for (const Built& b : st) flops += b.model->TrainingFlops(kRows, kT, got.scored);
+  EXPECT_DOUBLE_EQ(flops, whole.model->TrainingFlops(kRows, kT, got.scored)) << what;
+}
+
+TEST(BertStageTest, StagesTogetherAreTheWholeModel) {
+  for (nn::NormPosition norm : {nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (nn::Recompute r : {nn::Recompute::kNo, nn::Recompute::kYes}) {
+        RunStagesAndCompare(norm, 2, dtype, r);
+      }
+    }
+    RunStagesAndCompare(norm, 4, DType::kF32, nn::Recompute::kNo);
+  }
+}
+
+TEST(BertStageTest, WhatEachStageDeclaresAndArgumentErrors) {
+  const ModelConfig c = StageConfig(nn::NormPosition::kPostNorm);
+  ThreadPool pool(1);
+  ExecContext ec;
+  ec.pool = &pool;
+  nn::StepContext sc;
+  sc.exec = &ec;
+  const StageBatch data;
+  nn::ParameterStore bad_store(0, 1);
+  ModelOptions bad;
+  bad.stage = StageOptions{3, 2, false, true};  // Layers [3, 5) of 4.
+  auto m = CreateModel(c, &bad_store, bad);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("layers [3, 5)"), std::string::npos) << m.status();
+  // Pipeline stages are for pretraining: the multiple-choice head and sequence parallelism
+  // are refused.
+  nn::ParameterStore mc_store(0, 1);
+  ModelOptions mc;
+  mc.stage = StageOptions{0, 2, true, false};
+  mc.heads = Heads::kMultipleChoice;
+  const absl::Status no = CreateModel(c, &mc_store, mc).status();
+  EXPECT_EQ(no.code(), absl::StatusCode::kUnimplemented) << no;
+
+  Built first = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions{0, 2, true, false});
+  EXPECT_TRUE(first.store->Find("embedding.token_type.weight").ok());
+  EXPECT_TRUE(first.store->Find("embedding.layernorm.weight").ok());
+  EXPECT_FALSE(first.store->Find("pooler.dense.weight").ok());
+  Built last = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions{2, 2, false, true});
+  EXPECT_TRUE(last.store->Find("embedding.word.weight").ok());
+  EXPECT_FALSE(last.store->Find("embedding.position.weight").ok());
+  EXPECT_TRUE(last.store->Find("sop_head.weight").ok());
+  Built middle = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
+  EXPECT_FALSE(middle.store->Find("embedding.word.weight").ok());
+  EXPECT_FALSE(middle.store->Find("lm_head.bias").ok());
+  EXPECT_TRUE(middle.store->Find("layers.2.ln1.weight").ok());
+  EXPECT_FALSE(middle.store->Find("layers.0.ln1.weight").ok());
+  EXPECT_EQ(middle.model->tied_embedding_handle(), -1);
+  EXPECT_EQ(middle.model->ForwardBackward(sc, data.batch(), Backward::kNo).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  Tensor x = Tensor::Host({kRows, kT, 8}, DType::kF32);
+  Tensor wrong = Tensor::Host({kRows, kT - 1, 8}, DType::kF32);
+  EXPECT_EQ(middle.model->StageBackward(sc, x.view(), x.view()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::memset(x.data(), 0, x.nbytes());
+  auto l = middle.model->StageForward(sc, data.batch(), wrong.view(), x.view());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("input"), std::string::npos) << l.status();
+  ASSERT_TRUE(middle.model->StageForward(sc, data.batch(), x.view(), x.view()).ok());
+  EXPECT_EQ(middle.model->StageBackward(sc, wrong.view(), x.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+  // The last stage checks the labels; the whole model reports no tied copy.
+  Tensor bad_sop = I32({2, 0}, {kRows});
+  Batch b = data.batch();
+  b.sop_labels = bad_sop.view();
+  EXPECT_EQ(last.model->StageForward(sc, b, x.view(), TensorView()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Built whole = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions());
+  EXPECT_EQ(whole.model->tied_embedding_handle(), -1);
+}
+
+}  // namespace
+}  // namespace models
+}  // namespace mt

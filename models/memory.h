@@ -1,0 +1,97 @@
+// Memory per rank of a training job, by pipeline stage: the parameters each rank holds (counted by
+// declaring the stage's real model, as models/count.h does), the bytes of its weights, gradients
+// and optimizer state as this stack keeps them, and its activations by the formulas of Korthikanti
+// et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", section 4) for
+// tensor, sequence and pipeline parallelism and selective or full recomputation.
+//
+// Per parameter and rank: f32 master weights (4 B) plus, for bf16/f16 compute, the compute copy
+// (2 B); f32 gradients (4 B); the two f32 Adam moments (8 B, divided by DP with the distributed
+// optimizer; the masters stay whole, docs/perf/distributed_optimizer.md).
+//
+// Activations of one transformer layer and one micro-batch, with e bytes per compute-dtype element,
+// 1-byte dropout masks, s the sequence length, b the micro batch, h the hidden size, f the MLP
+// width, a the heads and t the TP degree, as the paper counts a GeLU-MLP layer:
+//   kept whole on every TP rank: (4 e + 2) s b h   (the two norms' inputs, the attention and MLP
+//                                                   inputs, the two dropout masks)
+//   split over TP:      (4 e + 2 e f / h) s b h / t (Q, K, V, the output projection's input, the
+//                                                   MLP's GeLU input and output)
+//   attention scores:   (2 e + 1) a s^2 b / t      (softmax output, its dropout mask and output)
+// With e = 2 and f = 4 h this is the paper's s b h (10 + 24 / t + 5 a s / (h t)). Sequence
+// parallelism divides the whole-kept part by t too; selective recomputation drops the scores; full
+// recomputation keeps only each layer's input, e s b h (/ t with sequence parallelism). The first
+// stage adds the input embedding's dropout mask (s b h, / t with SP) per micro-batch in flight,
+// the last the final norm's and the output layer's inputs (2 e s b h, / t with SP) and the f32
+// logits of the loss (4 s b V / t) for one micro-batch.
+//
+// Micro-batches in flight on a stage: the 1F1B schedules of train/pipeline_schedule.h (stage s of
+// P keeps min(P - s, m) with one chunk; interleaved, its warm-up forwards plus one, in chunk
+// units). Megatron keeps every in-flight micro-batch's activations; this stack keeps one
+// micro-batch's activations per model chunk and only the stage inputs (e s b h each) of the
+// others, recomputing their forward before their backward (train/pipeline_schedule.h): both are
+// reported.
+#ifndef MT_MODELS_MEMORY_H_
+#define MT_MODELS_MEMORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/dtype.h"
+#include "models/config.h"
+#include "models/model.h"
+
+namespace mt {
+namespace models {
+
+struct MemoryOptions {
+  int tensor_parallel = 1;
+  int pipeline_parallel = 1;
+  int data_parallel = 1;
+  int layers_per_virtual_stage = 0;  // 0: no interleaving.
+  int64_t micro_batch = 1;
+  int64_t seq_length = 0;     // 0: max_position_embeddings.
+  int64_t micro_batches = 0;  // Per iteration and DP rank; 0: as many as the schedule can use.
+  DType compute_dtype = DType::kF32;
+  bool distributed_optimizer = false;
+  bool sequence_parallel = false;
+  nn::Recompute recompute = nn::Recompute::kNo;
+};
+
+// One pipeline stage's rank (every TP and DP rank of a stage holds the same amounts).
+struct StageMemory {
+  int64_t parameters = 0;  // This rank's (its chunks, a tied embedding's copy included).
+  double weights = 0;      // Bytes: f32 masters plus compute copies.
+  double gradients = 0;    // Bytes: f32.
+  double optimizer = 0;    // Bytes: Adam moments (this rank's shard with the distributed optimizer).
+  int64_t in_flight = 0;   // Micro-batches in flight at the peak, in chunk units (see above).
+  int64_t layers = 0;      // Transformer layers on this stage (all chunks).
+  double activations_megatron = 0;  // Every in-flight micro-batch's activations kept.
+  double activations = 0;           // This stack: one per chunk plus the stage inputs.
+  double total() const { return weights + gradients + optimizer + activations; }
+};
+
+struct MemoryEstimate {
+  double layer_activations = 0;  // One layer, one micro-batch (the formula above).
+  std::vector<StageMemory> stages;
+};
+
+// Activation bytes of one transformer layer and one micro-batch (the formula above).
+double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& options);
+
+// Micro-batches in flight at the peak on `stage` of the schedule (in chunk units); the errors of
+// the schedule's arguments as InvalidArgument.
+absl::StatusOr<int64_t> InFlightMicroBatches(int stages, int stage, int chunks,
+                                             int64_t micro_batches);
+
+// InvalidArgument for options the drivers refuse (a TP degree that does not divide the heads, a
+// pipeline split that does not divide the layers, sequence parallelism without TP > 1 or with a
+// sequence length TP does not divide, ...); Unimplemented for an architecture without stages at
+// PP > 1; NotFound for an unregistered architecture.
+absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config,
+                                              const MemoryOptions& options);
+
+}  // namespace models
+}  // namespace mt
+
+#endif  // MT_MODELS_MEMORY_H_

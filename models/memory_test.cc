@@ -1,0 +1,138 @@
+#include "models/memory.h"
+
+#include <cstdint>
+
+#include "gtest/gtest.h"
+#include "models/registry.h"
+
+namespace mt {
+namespace models {
+namespace {
+
+ModelConfig Gpt2_1_2b() {
+  auto m = FindModel("gpt2-1.2b");  // L 40, h 1536, a 16, s 1024.
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m->config;
+}
+
+// The paper's per-layer formulas (Korthikanti et al. 2022, section 4: 16-bit activations, byte
+// masks, f = 4 h), written out as published.
+TEST(MemoryTest, LayerActivationsAreThePapersFormulasInSixteenBits) {
+  const ModelConfig c = Gpt2_1_2b();
+  const double s = 1024, b = 4, h = 1536, a = 16;
+  MemoryOptions o;
+  o.compute_dtype = DType::kBF16;
+  o.micro_batch = 4;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), s * b * h * (34 + 5 * a * s / h));
+  for (int t : {2, 4, 8}) {
+    o.tensor_parallel = t;
+    o.sequence_parallel = false;
+    o.recompute = nn::Recompute::kNo;
+    EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o),
+                     s * b * h * (10 + 24.0 / t + 5 * a * s / (h * t)));
+    o.sequence_parallel = true;
+    EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), s * b * h / t * (34 + 5 * a * s / h));
+    o.recompute = nn::Recompute::kSelective;
+    EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), s * b * h * 34 / t);
+    o.sequence_parallel = false;
+    EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), s * b * h * (10 + 24.0 / t));
+    o.recompute = nn::Recompute::kYes;
+    EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), 2 * s * b * h);
+    o.sequence_parallel = true;
+    EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), 2 * s * b * h / t);
+  }
+}
+
+// f32 activations by hand: whole 4 x 4 + 2 = 18, split 4 x 4 + 2 x 4 x 4 = 48, scores 2 x 4 + 1.
+TEST(MemoryTest, LayerActivationsInF32) {
+  const ModelConfig c = Gpt2_1_2b();
+  MemoryOptions o;
+  o.tensor_parallel = 2;
+  o.seq_length = 512;
+  const double s = 512, h = 1536, a = 16;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), s * h * (18 + 48.0 / 2 + 9 * a * s / (h * 2)));
+}
+
+// 1F1B: stage s of P keeps min(P - s, m); interleaved (Megatron): 2 (P - s - 1) + (V - 1) P
+// warm-up forwards plus one, all m V when m = P. train/pipeline_schedule_test checks these
+// against the schedules' ops.
+TEST(MemoryTest, InFlightMicroBatches) {
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(*InFlightMicroBatches(4, s, 1, 0), 4 - s);
+    EXPECT_EQ(*InFlightMicroBatches(4, s, 1, 2), std::min(4 - s, 2));
+  }
+  EXPECT_EQ(*InFlightMicroBatches(2, 0, 2, 0), 5);
+  EXPECT_EQ(*InFlightMicroBatches(2, 1, 2, 0), 3);
+  EXPECT_EQ(*InFlightMicroBatches(2, 0, 2, 2), 4);
+  EXPECT_EQ(*InFlightMicroBatches(2, 1, 2, 8), 3);
+  EXPECT_EQ(InFlightMicroBatches(2, 0, 2, 3).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InFlightMicroBatches(2, 2, 1, 4).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// GPT-2 1.2B at TP 2 x PP 2 x DP 2, bf16, micro batch 4, 8 micro-batches per DP rank, by hand.
+TEST(MemoryTest, StagesByHand) {
+  const ModelConfig c = Gpt2_1_2b();
+  MemoryOptions o;
+  o.tensor_parallel = 2;
+  o.pipeline_parallel = 2;
+  o.data_parallel = 2;
+  o.micro_batch = 4;
+  o.micro_batches = 8;
+  o.compute_dtype = DType::kBF16;
+  auto est = EstimateMemory(c, o);
+  ASSERT_TRUE(est.ok()) << est.status();
+  ASSERT_EQ(est->stages.size(), 2u);
+  const int64_t h = 1536, s = 1024, v = 50432, t = 2, layers = 20;
+  // Per rank, as count_test's closed form, split between the stages: the first holds the word
+  // and position embeddings, the last the final LayerNorm and its copy of the tied embedding.
+  const int64_t per_layer = (12 * h * h + 7 * h) / t + 6 * h;
+  const int64_t p0 = v / t * h + s * h + layers * per_layer;
+  const int64_t p1 = layers * per_layer + 2 * h + v / t * h;
+  EXPECT_EQ(est->stages[0].parameters, p0);
+  EXPECT_EQ(est->stages[1].parameters, p1);
+  EXPECT_DOUBLE_EQ(est->stages[0].weights, 6.0 * p0);  // f32 master + bf16 copy
+  EXPECT_DOUBLE_EQ(est->stages[0].gradients, 4.0 * p0);
+  EXPECT_DOUBLE_EQ(est->stages[0].optimizer, 8.0 * p0);
+  EXPECT_EQ(est->stages[0].in_flight, 2);
+  EXPECT_EQ(est->stages[1].in_flight, 1);
+  const double sbh = 1024.0 * 4 * h;
+  const double layer = sbh * (10 + 24.0 / t + 5.0 * 16 * 1024 / (h * t));
+  EXPECT_DOUBLE_EQ(est->layer_activations, layer);
+  // Megatron: 2 micro-batches x 20 layers plus 2 embedding-dropout masks; this stack: one
+  // micro-batch's layers, the other's stage input (2 bytes per element) and one mask.
+  EXPECT_DOUBLE_EQ(est->stages[0].activations_megatron, 40 * layer + 2 * sbh);
+  EXPECT_DOUBLE_EQ(est->stages[0].activations, 20 * layer + 2 * sbh + sbh);
+  // The last stage: one micro-batch, the final norm's and output layer's inputs, f32 logits.
+  const double output = 2 * 2 * sbh + 4.0 * 1024 * 4 * v / t;
+  EXPECT_DOUBLE_EQ(est->stages[1].activations_megatron, 20 * layer + output);
+  EXPECT_DOUBLE_EQ(est->stages[1].activations, 20 * layer + output);
+  // The distributed optimizer shards the moments (PP 1: the drivers do not combine it with PP).
+  o.pipeline_parallel = 1;
+  o.distributed_optimizer = true;
+  est = EstimateMemory(c, o);
+  ASSERT_TRUE(est.ok()) << est.status();
+  ASSERT_EQ(est->stages.size(), 1u);
+  const int64_t whole = v / t * h + s * h + 40 * per_layer + 2 * h;
+  EXPECT_EQ(est->stages[0].parameters, whole);
+  EXPECT_DOUBLE_EQ(est->stages[0].optimizer, 8.0 * whole / 2);
+}
+
+TEST(MemoryTest, BadLayoutsAreRefused) {
+  const ModelConfig c = Gpt2_1_2b();
+  MemoryOptions o;
+  o.tensor_parallel = 3;  // 16 heads
+  EXPECT_EQ(EstimateMemory(c, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.tensor_parallel = 1;
+  o.pipeline_parallel = 3;  // 40 layers
+  EXPECT_EQ(EstimateMemory(c, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.pipeline_parallel = 1;
+  o.sequence_parallel = true;  // TP 1
+  EXPECT_EQ(EstimateMemory(c, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.sequence_parallel = false;
+  o.seq_length = 4096;
+  EXPECT_EQ(EstimateMemory(c, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace models
+}  // namespace mt
