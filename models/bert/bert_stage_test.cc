@@ -127,7 +127,9 @@ void RunStagesAndCompare(nn::NormPosition norm, int stages, DType dtype, nn::Rec
     auto l = st[s].model->StageForward(sc, data.batch(), in, act[s].view());
     ASSERT_TRUE(l.ok()) << what << ": " << l.status();
     if (s == stages - 1) got = *l;
-    if (s < stages - 1) EXPECT_TRUE(l->parts.empty()) << what;
+    if (s < stages - 1) {
+      EXPECT_TRUE(l->parts.empty()) << what;
+    }
   }
   for (int s = stages - 1; s >= 0; --s) {
     const TensorView out_grad = s == stages - 1 ? TensorView() : grad[s].view();
