@@ -95,8 +95,8 @@ absl::Status PrintMemory(const mt::models::ModelConfig& config, int tp) {
       o.layers_per_virtual_stage > 0
           ? absl::StrCat(", ", o.layers_per_virtual_stage, " layers per virtual stage").c_str()
           : "");
-  std::printf("activations per layer and micro-batch: %s GiB (Korthikanti et al. 2022)\n",
-              GiB(est.layer_activations).c_str());
+  std::printf("activations per layer and micro-batch: %.2f MiB (Korthikanti et al. 2022)\n",
+              est.layer_activations / (1024.0 * 1024));
   std::printf("%-6s %12s %8s %8s %9s %6s %9s %11s %10s %8s\n", "stage", "parameters", "layers",
               "weights", "gradients", "optim", "in_flight", "activations", "megatron", "total");
   for (size_t i = 0; i < est.stages.size(); ++i) {
