@@ -55,23 +55,21 @@ absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(int tp) {
   o.seq_length = FLAGS_seq_length;
   if (FLAGS_global_batch_size < 0 || o.micro_batch < 1 || o.data_parallel < 1 ||
       FLAGS_global_batch_size % (o.micro_batch * o.data_parallel) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--global_batch_size=", FLAGS_global_batch_size,
-        " must be a multiple of --micro_batch_size x --data_parallel_size (", o.micro_batch, " x ",
-        o.data_parallel, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--global_batch_size=", FLAGS_global_batch_size,
+                     " must be a multiple of --micro_batch_size x --data_parallel_size (",
+                     o.micro_batch, " x ", o.data_parallel, ")"));
   }
   o.micro_batches = FLAGS_global_batch_size / (o.micro_batch * o.data_parallel);
   if (FLAGS_fp16 && FLAGS_bf16) {
     return absl::InvalidArgumentError("--fp16 and --bf16 are exclusive; pick one");
   }
-  o.compute_dtype = FLAGS_fp16   ? mt::DType::kF16
-                    : FLAGS_bf16 ? mt::DType::kBF16
-                                 : mt::DType::kF32;
+  o.compute_dtype = FLAGS_fp16 ? mt::DType::kF16 : FLAGS_bf16 ? mt::DType::kBF16 : mt::DType::kF32;
   o.distributed_optimizer = FLAGS_use_distributed_optimizer;
   o.sequence_parallel = FLAGS_sequence_parallel;
-  ASSIGN_OR_RETURN(o.recompute, mt::ParseEnum<mt::nn::Recompute>("recompute_granularity",
-                                                                FLAGS_recompute_granularity,
-                                                                kRecomputeNames));
+  ASSIGN_OR_RETURN(o.recompute,
+                   mt::ParseEnum<mt::nn::Recompute>("recompute_granularity",
+                                                    FLAGS_recompute_granularity, kRecomputeNames));
   return o;
 }
 

@@ -31,9 +31,9 @@ absl::Status CheckOptions(const ModelConfig& config, const MemoryOptions& o) {
                                                    config.max_position_embeddings));
   }
   if (o.sequence_parallel && (o.tensor_parallel < 2 || s % o.tensor_parallel != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory: --sequence_parallel needs --tensor_model_parallel_size > 1 (got ",
-        o.tensor_parallel, ") dividing the sequence length ", s));
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory: --sequence_parallel needs --tensor_model_parallel_size > 1 (got ",
+                     o.tensor_parallel, ") dividing the sequence length ", s));
   }
   if (o.pipeline_parallel > 1 && (o.sequence_parallel || o.distributed_optimizer)) {
     return absl::UnimplementedError(absl::StrCat(
@@ -60,7 +60,8 @@ double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
   }
   const double whole = (4 * e + 2) * sbh / (o.sequence_parallel ? t : 1.0);
   const double split = (4 * e + 2 * e * f / h) * sbh / t;
-  const double scores = o.recompute == nn::Recompute::kSelective ? 0.0 : (2 * e + 1) * a * s * s * b / t;
+  const double scores =
+      o.recompute == nn::Recompute::kSelective ? 0.0 : (2 * e + 1) * a * s * s * b / t;
   return whole + split + scores;
 }
 
@@ -68,10 +69,11 @@ absl::StatusOr<int64_t> InFlightMicroBatches(int stages, int stage, int chunks,
                                              int64_t micro_batches) {
   if (stages < 1 || stage < 0 || stage >= stages || chunks < 1 || micro_batches < 0 ||
       (chunks > 1 && (stages < 2 || micro_batches % stages != 0))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline schedule: stage ", stage, " of ", stages, " with ", chunks, " chunks over ",
-        micro_batches, " micro-batches (interleaving needs >= 2 stages and a number of "
-        "micro-batches that they divide)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline schedule: stage ", stage, " of ", stages, " with ", chunks,
+                     " chunks over ", micro_batches,
+                     " micro-batches (interleaving needs >= 2 stages and a number of "
+                     "micro-batches that they divide)"));
   }
   const int64_t warmup = static_cast<int64_t>(stages - stage - 1) * (chunks > 1 ? 2 : 1) +
                          static_cast<int64_t>(chunks - 1) * stages;
@@ -81,13 +83,12 @@ absl::StatusOr<int64_t> InFlightMicroBatches(int stages, int stage, int chunks,
   return std::min(warmup + 1, total);
 }
 
-absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config,
-                                              const MemoryOptions& o) {
+absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const MemoryOptions& o) {
   RETURN_IF_ERROR(config.ValidateParallel(o.tensor_parallel));
   RETURN_IF_ERROR(CheckOptions(config, o));
-  ASSIGN_OR_RETURN(const comm::PipelineSplit split,
-                   comm::MakePipelineSplit(config.num_layers, o.pipeline_parallel,
-                                           o.layers_per_virtual_stage));
+  ASSIGN_OR_RETURN(
+      const comm::PipelineSplit split,
+      comm::MakePipelineSplit(config.num_layers, o.pipeline_parallel, o.layers_per_virtual_stage));
   const double e = static_cast<double>(DTypeSize(o.compute_dtype));
   const double master = 4, grad = 4, moments = 8;
   const double copy = o.compute_dtype == DType::kF32 ? 0.0 : e;
@@ -136,8 +137,8 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config,
       m.activations += embedding_mask;
     }
     if (stage == split.stages - 1) {
-      const double output = 2 * e * sbh / sp +
-                            4.0 * s * o.micro_batch * config.PaddedVocab(o.tensor_parallel) / t;
+      const double output =
+          2 * e * sbh / sp + 4.0 * s * o.micro_batch * config.PaddedVocab(o.tensor_parallel) / t;
       m.activations_megatron += output;
       m.activations += output;
     }

@@ -63,9 +63,9 @@ struct StageMemory {
   int64_t parameters = 0;  // This rank's (its chunks, a tied embedding's copy included).
   double weights = 0;      // Bytes: f32 masters plus compute copies.
   double gradients = 0;    // Bytes: f32.
-  double optimizer = 0;    // Bytes: Adam moments (this rank's shard with the distributed optimizer).
-  int64_t in_flight = 0;   // Micro-batches in flight at the peak, in chunk units (see above).
-  int64_t layers = 0;      // Transformer layers on this stage (all chunks).
+  double optimizer = 0;   // Bytes: Adam moments (this rank's shard with the distributed optimizer).
+  int64_t in_flight = 0;  // Micro-batches in flight at the peak, in chunk units (see above).
+  int64_t layers = 0;     // Transformer layers on this stage (all chunks).
   double activations_megatron = 0;  // Every in-flight micro-batch's activations kept.
   double activations = 0;           // This stack: one per chunk plus the stage inputs.
   double total() const { return weights + gradients + optimizer + activations; }

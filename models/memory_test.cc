@@ -28,8 +28,7 @@ TEST(MemoryTest, LayerActivationsAreThePapersFormulasInSixteenBits) {
     o.tensor_parallel = t;
     o.sequence_parallel = false;
     o.recompute = nn::Recompute::kNo;
-    EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o),
-                     s * b * h * (10 + 24.0 / t + 5 * a * s / (h * t)));
+    EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), s * b * h * (10 + 24.0 / t + 5 * a * s / (h * t)));
     o.sequence_parallel = true;
     EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), s * b * h / t * (34 + 5 * a * s / h));
     o.recompute = nn::Recompute::kSelective;

@@ -70,16 +70,16 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   const bool post_norm = config.norm == nn::NormPosition::kPostNorm;
   if (stage.holds_input) {
     if (config.position_embeddings) {
-      ASSIGN_OR_RETURN(m->position_, nn::ReplicatedEmbedding::Create(
-                                         store, "embedding.position",
-                                         config.max_position_embeddings, H, init_std));
+      ASSIGN_OR_RETURN(m->position_, nn::ReplicatedEmbedding::Create(store, "embedding.position",
+                                                                     config.max_position_embeddings,
+                                                                     H, init_std));
     }
     ASSIGN_OR_RETURN(m->token_type_,
                      nn::ReplicatedEmbedding::Create(store, "embedding.token_type",
                                                      config.num_token_types, H, init_std));
     if (post_norm) {
-      ASSIGN_OR_RETURN(m->embedding_ln_, nn::LayerNormModule::Create(
-                                             store, "embedding.layernorm", H, config.layernorm_eps));
+      ASSIGN_OR_RETURN(m->embedding_ln_, nn::LayerNormModule::Create(store, "embedding.layernorm",
+                                                                     H, config.layernorm_eps));
     }
   }
   nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kNo, options.recompute);
@@ -326,8 +326,7 @@ absl::Status BertModel::CheckPretrainingLabels(const nn::StepContext& sc, const 
   return absl::OkStatus();
 }
 
-absl::StatusOr<Losses> BertModel::PretrainingLosses(const nn::StepContext& sc,
-                                                    const Batch& batch) {
+absl::StatusOr<Losses> BertModel::PretrainingLosses(const nn::StepContext& sc, const Batch& batch) {
   const ExecContext& ec = *sc.exec;
   const int64_t B = B_, N = B_ * T_;
   ASSIGN_OR_RETURN(TensorView mlm_host,
@@ -351,8 +350,8 @@ absl::Status BertModel::PretrainingHeadsBackward(const nn::StepContext& sc, doub
                                                  const TensorView& dseq) {
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(ops::Fill(ec, dseq, 0.0));
-  RETURN_IF_ERROR(mlm_.Backward(sc, word_, loss_scale / static_cast<double>(stage_losses_.scored),
-                                dseq));
+  RETURN_IF_ERROR(
+      mlm_.Backward(sc, word_, loss_scale / static_cast<double>(stage_losses_.scored), dseq));
   ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B_, config_.hidden_size}, dtype_));
   RETURN_IF_ERROR(sop_.Backward(sc, loss_scale / static_cast<double>(B_), dpooled.view()));
   return PoolerBackward(sc, dpooled.view(), dseq);

@@ -125,9 +125,7 @@ class BertModel : public Model {
                                       const TensorView& input, const TensorView& output) override;
   absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
                              const TensorView& input_grad, double loss_scale = 1.0) override;
-  int tied_embedding_handle() const override {
-    return options_.stage.whole() ? -1 : word_handle_;
-  }
+  int tied_embedding_handle() const override { return options_.stage.whole() ? -1 : word_handle_; }
 
   Heads heads() const { return options_.heads; }
   ActivationBytes activation_bytes() const override {
@@ -193,8 +191,8 @@ class BertModel : public Model {
 
   // Activations of the last forward. Buffers are reallocated only when B or T change.
   int64_t B_ = 0, T_ = 0;
-  bool has_forward_ = false;  // A StageForward that StageBackward can follow.
-  Losses stage_losses_;       // The last stage's last StageForward.
+  bool has_forward_ = false;                        // A StageForward that StageBackward can follow.
+  Losses stage_losses_;                             // The last stage's last StageForward.
   TensorView tokens_, token_types_, padding_mask_;  // On the store's device.
   // Host inputs uploaded to a GPU, and device labels downloaded to be read on the host.
   Tensor tokens_staging_, token_types_staging_, padding_mask_staging_, sop_labels_staging_,

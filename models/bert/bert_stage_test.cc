@@ -95,9 +95,9 @@ std::vector<float> Grad(const nn::ParameterStore& s, int handle) {
 
 void RunStagesAndCompare(nn::NormPosition norm, int stages, DType dtype, nn::Recompute recompute) {
   const ModelConfig c = StageConfig(norm);
-  const std::string what =
-      absl::StrCat(norm == nn::NormPosition::kPreNorm ? "pre-norm, " : "post-norm, ", stages,
-                   " stages, ", DTypeName(dtype), recompute == nn::Recompute::kYes ? ", recompute" : "");
+  const std::string what = absl::StrCat(
+      norm == nn::NormPosition::kPreNorm ? "pre-norm, " : "post-norm, ", stages, " stages, ",
+      DTypeName(dtype), recompute == nn::Recompute::kYes ? ", recompute" : "");
   ThreadPool pool(2);
   ExecContext ec;
   ec.pool = &pool;
