@@ -1,5 +1,8 @@
 #include "models/model.h"
 
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace mt {
@@ -53,6 +56,26 @@ absl::Status Model::StageBackward(const nn::StepContext& sc, const TensorView& o
   (void)input_grad;
   (void)loss_scale;
   return NoStages(config());
+}
+
+absl::StatusOr<int> StageLayerCount(const StageOptions& stage, const ModelConfig& config,
+                                    absl::string_view model) {
+  const int layers =
+      stage.num_layers == 0 ? config.num_layers - stage.first_layer : stage.num_layers;
+  if (stage.first_layer < 0 || layers < 1 || stage.first_layer + layers > config.num_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(model, ": the pipeline stage's layers [", stage.first_layer, ", ",
+                     stage.first_layer + layers, ") are not a non-empty range of the model's ",
+                     config.num_layers, " layers"));
+  }
+  return layers;
+}
+
+nn::LayerFactory StageBlocks(nn::LayerFactory blocks, int first_layer) {
+  return [blocks = std::move(blocks), first_layer](nn::ParameterStore* store, const std::string&,
+                                                   int i) {
+    return blocks(store, absl::StrCat("layers.", first_layer + i), first_layer + i);
+  };
 }
 
 absl::Status NoStages(const ModelConfig& config) {

@@ -26,9 +26,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/tensor.h"
 #include "models/config.h"
 #include "nn/context.h"
+#include "nn/layer.h"
 #include "nn/parameter.h"
 #include "nn/transformer.h"
 
@@ -219,6 +221,16 @@ class Model {
                                                               const Batch& batch, Backward backward,
                                                               double loss_scale = 1.0);
 };
+
+// The number of transformer layers `stage` builds of `config`'s (num_layers 0: through the last);
+// InvalidArgument, naming `model` ("GPT-2", "BERT"), unless they are a non-empty range of them.
+absl::StatusOr<int> StageLayerCount(const StageOptions& stage, const ModelConfig& config,
+                                    absl::string_view model);
+
+// The block factory of a stage's stack: its block i is the model's layer first_layer + i, built
+// by `blocks` under the name "layers.<global index>" and with that index (dropout streams,
+// initialisation scales), so that the stages together are the whole model.
+nn::LayerFactory StageBlocks(nn::LayerFactory blocks, int first_layer);
 
 // Unimplemented: `config`'s architecture has no pipeline stages. Factories of such architectures
 // return it for ModelOptions whose stage is not whole().

@@ -45,13 +45,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
         "BERT: pipeline stages are implemented for the pretraining heads without sequence "
         "parallelism; use one of --sequence_parallel and --pipeline_model_parallel_size > 1");
   }
-  const int layers =
-      stage.num_layers == 0 ? config.num_layers - stage.first_layer : stage.num_layers;
-  if (stage.first_layer < 0 || layers < 1 || stage.first_layer + layers > config.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "BERT: the pipeline stage's layers [", stage.first_layer, ", ", stage.first_layer + layers,
-        ") are not a non-empty range of the model's ", config.num_layers, " layers"));
-  }
+  ASSIGN_OR_RETURN(const int layers, StageLayerCount(stage, config, "BERT"));
   std::unique_ptr<BertModel> m(new BertModel());
   m->config_ = config;
   m->options_ = options;
@@ -84,17 +78,12 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   }
   nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kNo, options.recompute);
   lc.sequence_parallel = options.sequence_parallel;
-  // A stage's blocks keep their global index (names and dropout streams), so that the stages
-  // together are the whole model.
-  const nn::LayerFactory blocks = nn::TransformerLayers(nn::LayerSpec{lc});
-  const int first = stage.first_layer;
-  const nn::LayerFactory global = [blocks, first](nn::ParameterStore* st, const std::string&,
-                                                  int i) {
-    return blocks(st, absl::StrCat("layers.", first + i), first + i);
-  };
   m->stack_handle_ = store->size();
-  ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", layers, global));
-  m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", first, "."));
+  ASSIGN_OR_RETURN(m->stack_,
+                   nn::TransformerStack::Create(
+                       store, "layers", layers,
+                       StageBlocks(nn::TransformerLayers(nn::LayerSpec{lc}), stage.first_layer)));
+  m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", stage.first_layer, "."));
   m->after_stack_handle_ = store->size();  // The final LayerNorm and the heads come after.
   if (!stage.holds_output) return m;
   if (!post_norm) {

@@ -34,13 +34,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
         "GPT-2: sequence parallelism within a pipeline stage is not implemented; use one of "
         "--sequence_parallel and --pipeline_model_parallel_size > 1");
   }
-  const int layers =
-      stage.num_layers == 0 ? config.num_layers - stage.first_layer : stage.num_layers;
-  if (stage.first_layer < 0 || layers < 1 || stage.first_layer + layers > config.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GPT-2: the pipeline stage's layers [", stage.first_layer, ", ", stage.first_layer + layers,
-        ") are not a non-empty range of the model's ", config.num_layers, " layers"));
-  }
+  ASSIGN_OR_RETURN(const int layers, StageLayerCount(stage, config, "GPT-2"));
   std::unique_ptr<GptModel> m(new GptModel());
   m->config_ = config;
   m->options_ = options;
@@ -60,21 +54,15 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
   }
   nn::TransformerLayerConfig lc = config.LayerConfig(ops::CausalMask::kYes, options.recompute);
   lc.sequence_parallel = options.sequence_parallel;
-  // The stack numbers its blocks from 0; the stage's blocks keep their global index (names and
-  // dropout streams), so that the stages together are the whole model.
-  const nn::LayerFactory blocks = spec.blocks(lc);
-  const int first = stage.first_layer;
-  const nn::LayerFactory global = [blocks, first](nn::ParameterStore* st, const std::string&,
-                                                  int i) {
-    return blocks(st, absl::StrCat("layers.", first + i), first + i);
-  };
   m->stack_handle_ = store->size();
-  ASSIGN_OR_RETURN(m->stack_, nn::TransformerStack::Create(store, "layers", layers, global));
+  ASSIGN_OR_RETURN(m->stack_,
+                   nn::TransformerStack::Create(store, "layers", layers,
+                                                StageBlocks(spec.blocks(lc), stage.first_layer)));
   if (options.sequence_parallel && !m->stack_->sequence_parallel()) {
     return absl::InvalidArgumentError(
         "GPT: the blocks of this architecture do not run with sequence parallelism");
   }
-  m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", first, "."));
+  m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", stage.first_layer, "."));
   m->final_norm_handle_ = store->size();  // Its first parameter's handle (declaration order).
   if (!stage.holds_output) return m;
   ASSIGN_OR_RETURN(m->final_norm_, spec.final_norm(store, spec.final_norm_name, lc));
