@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "models/bert/bert.h"
 #include "models/registry.h"
+#include "models/testing/stage_testutil.h"
 
 namespace mt {
 namespace models {
@@ -69,100 +70,19 @@ struct StageBatch {
   }
 };
 
-struct Built {
-  std::unique_ptr<nn::ParameterStore> store;
-  std::unique_ptr<Model> model;
-};
+using Built = testing::BuiltModel;
 
 Built Build(const ModelConfig& c, DType dtype, nn::Recompute recompute, StageOptions stage) {
-  Built b;
-  b.store = std::make_unique<nn::ParameterStore>(0, 1, dtype);
-  ModelOptions options;
-  options.recompute = recompute;
-  options.stage = stage;
-  auto m = CreateModel(c, b.store.get(), options);
-  CHECK(m.ok()) << m.status();
-  b.model = std::move(m).value();
-  CHECK(b.store->Allocate(/*seed=*/5).ok());
-  return b;
-}
-
-std::vector<float> Grad(const nn::ParameterStore& s, int handle) {
-  const TensorView g = s.grad(handle);
-  const float* p = g.data_as<float>();
-  return std::vector<float>(p, p + g.numel());
+  return testing::BuildStage(c, dtype, recompute, stage);
 }
 
 void RunStagesAndCompare(nn::NormPosition norm, int stages, DType dtype, nn::Recompute recompute) {
-  const ModelConfig c = StageConfig(norm);
   const std::string what = absl::StrCat(
       norm == nn::NormPosition::kPreNorm ? "pre-norm, " : "post-norm, ", stages, " stages, ",
       DTypeName(dtype), recompute == nn::Recompute::kYes ? ", recompute" : "");
-  ThreadPool pool(2);
-  ExecContext ec;
-  ec.pool = &pool;
-  nn::StepContext sc;
-  sc.exec = &ec;
-  sc.dropout_seed = 9;
-  sc.micro_step = 3;
-  sc.sample_offset = 4;
   const StageBatch data;
-  Built whole = Build(c, dtype, recompute, StageOptions());
-  auto want = whole.model->ForwardBackward(sc, data.batch(), Backward::kYes, /*loss_scale=*/8.0);
-  ASSERT_TRUE(want.ok()) << want.status();
-
-  std::vector<Built> st;
-  const int per = c.num_layers / stages;
-  for (int s = 0; s < stages; ++s) {
-    st.push_back(Build(c, dtype, recompute, StageOptions{s * per, per, s == 0, s == stages - 1}));
-  }
-  std::vector<Tensor> act, grad;  // act[s]: stage s's output; grad[s]: d loss / d act[s].
-  for (int s = 0; s < stages; ++s) {
-    act.push_back(Tensor::Host({kRows, kT, c.hidden_size}, dtype));
-    grad.push_back(Tensor::Host({kRows, kT, c.hidden_size}, dtype));
-  }
-  Losses got;
-  for (int s = 0; s < stages; ++s) {
-    const TensorView in = s == 0 ? TensorView() : act[s - 1].view();
-    auto l = st[s].model->StageForward(sc, data.batch(), in, act[s].view());
-    ASSERT_TRUE(l.ok()) << what << ": " << l.status();
-    if (s == stages - 1) got = *l;
-    if (s < stages - 1) {
-      EXPECT_TRUE(l->parts.empty()) << what;
-    }
-  }
-  for (int s = stages - 1; s >= 0; --s) {
-    const TensorView out_grad = s == stages - 1 ? TensorView() : grad[s].view();
-    const TensorView in_grad = s == 0 ? TensorView() : grad[s - 1].view();
-    const absl::Status b = st[s].model->StageBackward(sc, out_grad, in_grad, 8.0);
-    ASSERT_TRUE(b.ok()) << what << ": " << b;
-  }
-  EXPECT_EQ(got.total, want->total) << what;
-  EXPECT_EQ(got.parts, want->parts) << what;
-  EXPECT_EQ(got.scored, want->scored) << what;
-  // Every parameter of the whole model is on exactly one stage (the word embedding on two), with
-  // the same gradient.
-  for (int i = 0; i < whole.store->size(); ++i) {
-    const std::string& name = whole.store->spec(i).name;
-    std::vector<float> sum;
-    int holders = 0;
-    for (int s = 0; s < stages; ++s) {
-      auto h = st[s].store->Find(name);
-      if (!h.ok()) continue;
-      ++holders;
-      const std::vector<float> g = Grad(*st[s].store, *h);
-      if (sum.empty()) sum.assign(g.size(), 0.0f);
-      for (size_t k = 0; k < g.size(); ++k) sum[k] += g[k];
-      EXPECT_EQ(st[s].model->tied_embedding_handle() == *h, name == "embedding.word.weight")
-          << name;
-    }
-    EXPECT_EQ(holders, name == "embedding.word.weight" ? 2 : 1) << what << ": " << name;
-    EXPECT_EQ(sum, Grad(*whole.store, i)) << what << ": " << name;
-  }
-  // The stages' FLOPs add up to the whole model's.
-  double flops = 0;
-  for (const Built& b : st) flops += b.model->TrainingFlops(kRows, kT, got.scored);
-  EXPECT_DOUBLE_EQ(flops, whole.model->TrainingFlops(kRows, kT, got.scored)) << what;
+  testing::ExpectStagesEqualWholeModel(StageConfig(norm), stages, dtype, recompute, data.batch(),
+                                       what);
 }
 
 TEST(BertStageTest, StagesTogetherAreTheWholeModel) {

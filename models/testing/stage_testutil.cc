@@ -1,0 +1,110 @@
+#include "models/testing/stage_testutil.h"
+
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "glog/logging.h"
+#include "gtest/gtest.h"
+#include "models/registry.h"
+
+namespace mt {
+namespace models {
+namespace testing {
+namespace {
+
+std::vector<float> Grad(const nn::ParameterStore& s, int handle) {
+  const TensorView g = s.grad(handle);
+  const float* p = g.data_as<float>();
+  return std::vector<float>(p, p + g.numel());
+}
+
+}  // namespace
+
+BuiltModel BuildStage(const ModelConfig& config, DType dtype, nn::Recompute recompute,
+                      const StageOptions& stage) {
+  BuiltModel b;
+  b.store = std::make_unique<nn::ParameterStore>(0, 1, dtype);
+  ModelOptions options;
+  options.recompute = recompute;
+  options.stage = stage;
+  auto m = CreateModel(config, b.store.get(), options);
+  CHECK(m.ok()) << m.status();
+  b.model = std::move(m).value();
+  CHECK(b.store->Allocate(/*seed=*/5).ok());
+  return b;
+}
+
+void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dtype,
+                                 nn::Recompute recompute, const Batch& batch,
+                                 const std::string& what) {
+  ThreadPool pool(2);
+  ExecContext ec;
+  ec.pool = &pool;
+  nn::StepContext sc;
+  sc.exec = &ec;
+  sc.dropout_seed = 9;
+  sc.micro_step = 3;
+  sc.sample_offset = 4;
+  const int64_t B = batch.tokens.dim(0), T = batch.tokens.dim(1);
+  BuiltModel whole = BuildStage(config, dtype, recompute, StageOptions());
+  auto want = whole.model->ForwardBackward(sc, batch, Backward::kYes, /*loss_scale=*/8.0);
+  ASSERT_TRUE(want.ok()) << what << ": " << want.status();
+
+  std::vector<BuiltModel> st;
+  const int per = config.num_layers / stages;
+  for (int s = 0; s < stages; ++s) {
+    st.push_back(
+        BuildStage(config, dtype, recompute, StageOptions{s * per, per, s == 0, s == stages - 1}));
+  }
+  std::vector<Tensor> act, grad;  // act[s]: stage s's output; grad[s]: d loss / d act[s].
+  for (int s = 0; s < stages; ++s) {
+    act.push_back(Tensor::Host({B, T, config.hidden_size}, dtype));
+    grad.push_back(Tensor::Host({B, T, config.hidden_size}, dtype));
+  }
+  Losses got;
+  for (int s = 0; s < stages; ++s) {
+    const TensorView in = s == 0 ? TensorView() : act[s - 1].view();
+    auto l = st[s].model->StageForward(sc, batch, in, act[s].view());
+    ASSERT_TRUE(l.ok()) << what << ": " << l.status();
+    if (s == stages - 1) {
+      got = *l;
+    } else {
+      EXPECT_TRUE(l->parts.empty()) << what;
+    }
+  }
+  for (int s = stages - 1; s >= 0; --s) {
+    const TensorView out_grad = s == stages - 1 ? TensorView() : grad[s].view();
+    const TensorView in_grad = s == 0 ? TensorView() : grad[s - 1].view();
+    const absl::Status b = st[s].model->StageBackward(sc, out_grad, in_grad, 8.0);
+    ASSERT_TRUE(b.ok()) << what << ": " << b;
+  }
+  EXPECT_EQ(got.total, want->total) << what;
+  EXPECT_EQ(got.parts, want->parts) << what;
+  EXPECT_EQ(got.scored, want->scored) << what;
+  // Every parameter of the whole model is on exactly one stage (the word embedding on two), with
+  // the same gradient.
+  for (int i = 0; i < whole.store->size(); ++i) {
+    const std::string& name = whole.store->spec(i).name;
+    std::vector<float> sum;
+    int holders = 0;
+    for (int s = 0; s < stages; ++s) {
+      auto h = st[s].store->Find(name);
+      if (!h.ok()) continue;
+      ++holders;
+      const std::vector<float> g = Grad(*st[s].store, *h);
+      if (sum.empty()) sum.assign(g.size(), 0.0f);
+      for (size_t k = 0; k < g.size(); ++k) sum[k] += g[k];
+      EXPECT_EQ(st[s].model->tied_embedding_handle() == *h, name == "embedding.word.weight")
+          << what << ": " << name;
+    }
+    EXPECT_EQ(holders, name == "embedding.word.weight" ? 2 : 1) << what << ": " << name;
+    EXPECT_EQ(sum, Grad(*whole.store, i)) << what << ": " << name;
+  }
+  double flops = 0;
+  for (const BuiltModel& b : st) flops += b.model->TrainingFlops(B, T, got.scored);
+  EXPECT_DOUBLE_EQ(flops, whole.model->TrainingFlops(B, T, got.scored)) << what;
+}
+
+}  // namespace testing
+}  // namespace models
+}  // namespace mt

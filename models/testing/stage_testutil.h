@@ -1,0 +1,44 @@
+// Pipeline stages against the whole model, for the architectures' stage tests: the stages of a
+// model chained by hand (forwards first to last, backwards last to first) must give the whole
+// model's losses and gradients bit for bit. testonly.
+#ifndef MT_MODELS_TESTING_STAGE_TESTUTIL_H_
+#define MT_MODELS_TESTING_STAGE_TESTUTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "models/config.h"
+#include "models/model.h"
+#include "nn/parameter.h"
+
+namespace mt {
+namespace models {
+namespace testing {
+
+struct BuiltModel {
+  std::unique_ptr<nn::ParameterStore> store;
+  std::unique_ptr<Model> model;
+};
+
+// `config`'s model, or the part `stage` says, through the registry in a store of its own (TP 1,
+// `dtype`), allocated from seed 5. CHECK-fails on an error (the tests build valid models).
+BuiltModel BuildStage(const ModelConfig& config, DType dtype, nn::Recompute recompute,
+                      const StageOptions& stage);
+
+// Runs the whole model's ForwardBackward on `batch` (tokens [B, T]) and the same step through
+// `stages` equal stages chained by hand, with dropout on and loss scale 8, and checks with gtest
+// that the losses (total, parts, scored) and every parameter's gradient are the whole model's
+// bit for bit (the tied word embedding: the sum of its copies on the first and the last stage,
+// which report it as tied_embedding_handle), and that the stages' training FLOPs add up to the
+// whole model's. `what` names the case in failures.
+void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dtype,
+                                 nn::Recompute recompute, const Batch& batch,
+                                 const std::string& what);
+
+}  // namespace testing
+}  // namespace models
+}  // namespace mt
+
+#endif  // MT_MODELS_TESTING_STAGE_TESTUTIL_H_
