@@ -71,10 +71,7 @@ struct StageBatch {
 };
 
 using Built = testing::BuiltModel;
-
-Built Build(const ModelConfig& c, DType dtype, nn::Recompute recompute, StageOptions stage) {
-  return testing::BuildStage(c, dtype, recompute, stage);
-}
+using testing::BuildStage;
 
 void RunStagesAndCompare(nn::NormPosition norm, int stages, DType dtype, nn::Recompute recompute) {
   const std::string what = absl::StrCat(
@@ -119,15 +116,15 @@ TEST(BertStageTest, WhatEachStageDeclaresAndArgumentErrors) {
   const absl::Status no = CreateModel(c, &mc_store, mc).status();
   EXPECT_EQ(no.code(), absl::StatusCode::kUnimplemented) << no;
 
-  Built first = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions{0, 2, true, false});
+  Built first = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{0, 2, true, false});
   EXPECT_TRUE(first.store->Find("embedding.token_type.weight").ok());
   EXPECT_TRUE(first.store->Find("embedding.layernorm.weight").ok());
   EXPECT_FALSE(first.store->Find("pooler.dense.weight").ok());
-  Built last = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions{2, 2, false, true});
+  Built last = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{2, 2, false, true});
   EXPECT_TRUE(last.store->Find("embedding.word.weight").ok());
   EXPECT_FALSE(last.store->Find("embedding.position.weight").ok());
   EXPECT_TRUE(last.store->Find("sop_head.weight").ok());
-  Built middle = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
+  Built middle = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
   EXPECT_FALSE(middle.store->Find("embedding.word.weight").ok());
   EXPECT_FALSE(middle.store->Find("lm_head.bias").ok());
   EXPECT_TRUE(middle.store->Find("layers.2.ln1.weight").ok());
@@ -152,7 +149,7 @@ TEST(BertStageTest, WhatEachStageDeclaresAndArgumentErrors) {
   b.sop_labels = bad_sop.view();
   EXPECT_EQ(last.model->StageForward(sc, b, x.view(), TensorView()).status().code(),
             absl::StatusCode::kInvalidArgument);
-  Built whole = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions());
+  Built whole = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions());
   EXPECT_EQ(whole.model->tied_embedding_handle(), -1);
 }
 

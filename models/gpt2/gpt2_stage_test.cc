@@ -48,12 +48,8 @@ struct StageBatch {
   Batch batch() const { return LanguageModelBatch(tokens.view(), labels.view()); }
 };
 
-using testing::BuildStage;
 using Built = testing::BuiltModel;
-
-Built Build(const ModelConfig& c, DType dtype, nn::Recompute recompute, StageOptions stage) {
-  return BuildStage(c, dtype, recompute, stage);
-}
+using testing::BuildStage;
 
 void RunStagesAndCompare(int stages, DType dtype, nn::Recompute recompute) {
   const std::string what = absl::StrCat(stages, " stages, ", DTypeName(dtype),
@@ -86,7 +82,7 @@ TEST(GptStageTest, ArgumentErrors) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("layers [3, 5)"), std::string::npos) << m.status();
 
-  Built middle = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
+  Built middle = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
   EXPECT_FALSE(middle.store->Find("embedding.word").ok());
   EXPECT_FALSE(middle.store->Find("final_layernorm.weight").ok());
   EXPECT_TRUE(middle.store->Find("layers.2.ln1.weight").ok());
@@ -105,7 +101,7 @@ TEST(GptStageTest, ArgumentErrors) {
   EXPECT_EQ(middle.model->StageBackward(sc, wrong.view(), x.view()).code(),
             absl::StatusCode::kInvalidArgument);
   // The whole model reports no tied copy.
-  Built whole = Build(c, DType::kF32, nn::Recompute::kNo, StageOptions());
+  Built whole = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions());
   EXPECT_EQ(whole.model->tied_embedding_handle(), -1);
 }
 
