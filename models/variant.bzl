@@ -16,8 +16,9 @@ makes, in the variant's package and with no edit anywhere else:
   - the family's drivers, evaluation binaries and tools linked with it, so that
     `bazel run //models/variants/<pkg>:<tool> -- --model=NAME` runs the variant (the evaluation
     binaries take it from the checkpoint, which records the model):
-      gpt family:  pretrain_gpt, describe, wikitext103, lambada, generate, serve
-      bert family: pretrain_bert, describe, race
+      gpt family:  pretrain_gpt, describe, wikitext103, lambada, generate, serve,
+                   reshard_checkpoint
+      bert family: pretrain_bert, describe, race, reshard_checkpoint
     (they link the standard models too, //models:all);
   - for the gpt family, the tests every variant owes: tensor-parallel invariance at TP = 1, 2, 4
     with `all_reduces_per_layer` TP all-reduces per layer each way (tp_test_np1/2/4,
@@ -36,12 +37,14 @@ _TOOLS = {
         "describe": "//models:describe_main",
         "pretrain_bert": "//experiments/pretrain:pretrain_bert_main",
         "race": "//eval:race_main",
+        "reshard_checkpoint": "//train:reshard_checkpoint_main",
     },
     "gpt": {
         "describe": "//models:describe_main",
         "generate": "//eval:generate_main",
         "lambada": "//eval:lambada_main",
         "pretrain_gpt": "//experiments/pretrain:pretrain_gpt_main",
+        "reshard_checkpoint": "//train:reshard_checkpoint_main",
         "serve": "//eval:serve_main",
         "wikitext103": "//eval:wikitext103_main",
     },
@@ -101,13 +104,13 @@ def _variant_tests(name, test_model, architecture, all_reduces_per_layer):
             "gpt",
             "$(location //data/testing:synthetic_corpus)",
             "$(location :pretrain_gpt)",
-            "$(location //train:reshard_checkpoint)",
+            "$(location :reshard_checkpoint)",
             "--model=" + test_model,
         ],
         data = [
             ":pretrain_gpt",
+            ":reshard_checkpoint",
             "//data/testing:synthetic_corpus",
-            "//train:reshard_checkpoint",
         ],
         tags = ["cpu:2"],
     )

@@ -35,7 +35,10 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
-std::string ShardName(int tp_rank) { return absl::StrFormat("mp_rank_%02d", tp_rank); }
+std::string ShardName(int tp_rank, int pp_rank, int pp_size) {
+  if (pp_size == 1) return absl::StrFormat("mp_rank_%02d", tp_rank);
+  return absl::StrFormat("mp_rank_%02d_%03d", tp_rank, pp_rank);
+}
 
 Shape LocalShape(const Shape& global, int split_dim, int tp_size) {
   Shape local = global;
@@ -84,40 +87,46 @@ absl::Status ValidateRecord(absl::string_view op, const TensorRecord& t, int tp_
   return absl::OkStatus();
 }
 
-absl::Status VerifyComplete(const std::string& dir, int64_t iteration, int tp_size) {
+absl::Status VerifyComplete(const std::string& dir, int64_t iteration, int tp_size, int pp_size) {
   const std::string where =
       absl::StrCat("checkpoint iteration ", iteration, " in ", dir, " is incomplete: ");
   Json config;
-  for (int r = 0; r < tp_size; ++r) {
-    auto info = ReadShardInfo(dir, iteration, r);
-    if (!info.ok()) {
-      if (absl::IsNotFound(info.status())) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(where, "shard ", ShardName(r), " of ", tp_size,
-                         " is missing (every TP rank must save its shard before the commit)"));
+  for (int p = 0; p < pp_size; ++p) {
+    for (int r = 0; r < tp_size; ++r) {
+      const std::string name = ShardName(r, p, pp_size);
+      auto info = ReadShardInfo(dir, iteration, r, p, pp_size);
+      if (!info.ok()) {
+        if (absl::IsNotFound(info.status())) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              where, "shard ", name, " of ", tp_size * pp_size,
+              " is missing (every TP rank of every pipeline stage must save its shard before the "
+              "commit)"));
+        }
+        return info.status();
       }
-      return info.status();
-    }
-    if (info->meta.tp_size != tp_size) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(where, "shard ", ShardName(r), " was saved with tensor_model_parallel_size ",
-                       info->meta.tp_size, ", expected ", tp_size));
-    }
-    if (r == 0) {
-      config = info->model_config;
-    } else if (info->model_config != config) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, "shard ", ShardName(r), " has a different model config than ", ShardName(0)));
-    }
-    const std::string tensors = JoinPath(info->shard_dir, kShardTensorsFile);
-    auto size = FileSize(tensors);
-    if (!size.ok()) {
-      return absl::DataLossError(absl::StrCat(where, size.status().message()));
-    }
-    if (*size != info->tensors_file_bytes) {
-      return absl::DataLossError(absl::StrCat(where, tensors, " has ", *size, " bytes, ",
-                                              kShardMetadataFile, " records ",
-                                              info->tensors_file_bytes));
+      if (info->meta.tp_size != tp_size || info->meta.pp_size != pp_size) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(where, "shard ", name, " was saved with tensor_model_parallel_size ",
+                         info->meta.tp_size, " and pipeline_model_parallel_size ",
+                         info->meta.pp_size, ", expected ", tp_size, " and ", pp_size));
+      }
+      if (r == 0 && p == 0) {
+        config = info->model_config;
+      } else if (info->model_config != config) {
+        return absl::FailedPreconditionError(absl::StrCat(where, "shard ", name,
+                                                          " has a different model config than ",
+                                                          ShardName(0, 0, pp_size)));
+      }
+      const std::string tensors = JoinPath(info->shard_dir, kShardTensorsFile);
+      auto size = FileSize(tensors);
+      if (!size.ok()) {
+        return absl::DataLossError(absl::StrCat(where, size.status().message()));
+      }
+      if (*size != info->tensors_file_bytes) {
+        return absl::DataLossError(absl::StrCat(where, tensors, " has ", *size, " bytes, ",
+                                                kShardMetadataFile, " records ",
+                                                info->tensors_file_bytes));
+      }
     }
   }
   return absl::OkStatus();
@@ -183,10 +192,11 @@ absl::Status ValidateSave(const CheckpointMetadata& meta, const Json& config,
                           const std::vector<TensorRecord>& tensors,
                           std::vector<NamedTensor>* named) {
   constexpr char kOp[] = "SaveShard";
-  if (meta.tp_size < 1 || meta.tp_rank < 0 || meta.tp_rank >= meta.tp_size || meta.dp_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": bad parallel layout: tp_rank ",
-                                                   meta.tp_rank, " of tp_size ", meta.tp_size,
-                                                   ", dp_size ", meta.dp_size));
+  if (meta.tp_size < 1 || meta.tp_rank < 0 || meta.tp_rank >= meta.tp_size || meta.dp_size < 1 ||
+      meta.pp_size < 1 || meta.pp_rank < 0 || meta.pp_rank >= meta.pp_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": bad parallel layout: tp_rank ", meta.tp_rank, " of tp_size ", meta.tp_size,
+        ", pp_rank ", meta.pp_rank, " of pp_size ", meta.pp_size, ", dp_size ", meta.dp_size));
   }
   if (meta.iteration < 0 || meta.consumed_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": negative iteration ", meta.iteration,
@@ -223,6 +233,8 @@ absl::Status WriteShardFiles(const std::string& dir, const CheckpointMetadata& m
       {"iteration", absl::StrCat(meta.iteration)},
       {"tensor_model_parallel_rank", absl::StrCat(meta.tp_rank)},
       {"tensor_model_parallel_size", absl::StrCat(meta.tp_size)},
+      {"pipeline_model_parallel_rank", absl::StrCat(meta.pp_rank)},
+      {"pipeline_model_parallel_size", absl::StrCat(meta.pp_size)},
   };
   RETURN_IF_ERROR(WriteSafetensors(tensors_path, named, st_meta, Sync::kFsync));
   ASSIGN_OR_RETURN(const int64_t bytes, internal::FileSize(tensors_path));
@@ -282,8 +294,9 @@ std::string IterationDir(const std::string& dir, int64_t iteration) {
   return JoinPath(dir, IterationDirName(iteration));
 }
 
-std::string ShardDir(const std::string& dir, int64_t iteration, int tp_rank) {
-  return JoinPath(IterationDir(dir, iteration), ShardName(tp_rank));
+std::string ShardDir(const std::string& dir, int64_t iteration, int tp_rank, int pp_rank,
+                     int pp_size) {
+  return JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, pp_rank, pp_size));
 }
 
 absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& meta,
@@ -293,7 +306,7 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
   RETURN_IF_ERROR(ValidateSave(meta, config, tensors, &named));
 
   const std::string iter_dir = IterationDir(save_dir, meta.iteration);
-  const std::string name = ShardName(meta.tp_rank);
+  const std::string name = ShardName(meta.tp_rank, meta.pp_rank, meta.pp_size);
   const std::string final_dir = JoinPath(iter_dir, name);
   const std::string temp_dir = JoinPath(iter_dir, "." + name + ".tmp");
   const std::string old_dir = JoinPath(iter_dir, "." + name + ".old");
@@ -340,12 +353,12 @@ absl::Status CheckSaveDirectory(const std::string& save_dir) {
 }
 
 absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, int tp_size,
-                              int keep_last) {
-  if (iteration < 0 || tp_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CommitCheckpoint: bad iteration ", iteration, " or tp_size ", tp_size));
+                              int keep_last, int pp_size) {
+  if (iteration < 0 || tp_size < 1 || pp_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("CommitCheckpoint: bad iteration ", iteration,
+                                                   ", tp_size ", tp_size, " or pp_size ", pp_size));
   }
-  RETURN_IF_ERROR(internal::VerifyComplete(save_dir, iteration, tp_size));
+  RETURN_IF_ERROR(internal::VerifyComplete(save_dir, iteration, tp_size, pp_size));
 
   const std::string pointer = JoinPath(save_dir, kLatestIterationFile);
   const std::string temp = JoinPath(save_dir, absl::StrCat(".", kLatestIterationFile, ".tmp"));
@@ -372,7 +385,8 @@ absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir) {
   };
   auto first = internal::ReadShardInfo(load_dir, iteration, 0);
   if (!first.ok()) return fail(first.status());
-  absl::Status complete = internal::VerifyComplete(load_dir, iteration, first->meta.tp_size);
+  absl::Status complete =
+      internal::VerifyComplete(load_dir, iteration, first->meta.tp_size, first->meta.pp_size);
   if (!complete.ok()) return fail(complete);
   return iteration;
 }

@@ -89,8 +89,9 @@ TEST(CheckpointTest, MismatchedRunsAreRefused) {
     const auto into = ZeroRecords(model4, rank, 4, &storage);
     EXPECT_STATUS(LoadShard(dir, 100, rank, 4, ConfigJson(), into, nullptr),
                   absl::StatusCode::kFailedPrecondition,
-                  "was saved with tensor_model_parallel_size 2 but this run uses 4; convert it "
-                  "first: bazel run //train:reshard_checkpoint -- --load=" +
+                  "was saved with tensor_model_parallel_size 2 and pipeline_model_parallel_size 1 "
+                  "but this run uses 4 and 1; convert it first: bazel run "
+                  "//train:reshard_checkpoint -- --load=" +
                       dir);
   }
 

@@ -32,18 +32,19 @@ using Json = nlohmann::json;
 
 // dir + "/" + name, without doubling a trailing slash.
 std::string JoinPath(const std::string& dir, const std::string& name);
-// "mp_rank_01".
-std::string ShardName(int tp_rank);
+// "mp_rank_01" (pp_size 1), "mp_rank_01_002" (pp_rank 2 of any other pp_size).
+std::string ShardName(int tp_rank, int pp_rank = 0, int pp_size = 1);
 // Shape of a rank's slice of `global` (split_dim -1: the whole tensor). Assumes divisibility.
 Shape LocalShape(const Shape& global, int split_dim, int tp_size);
 // The checks SaveShard and LoadShard make on a caller's record (InvalidArgument naming `op` and
 // the tensor): a non-empty UTF-8 name, split_dim in range, divisibility, the local view being
 // the rank's slice, contiguous host memory.
 absl::Status ValidateRecord(absl::string_view op, const TensorRecord& t, int tp_size);
-// Every shard of the iteration exists, has a tensors file of the recorded size, and agrees with
-// shard 0 on tp_size and model config. FailedPrecondition for a missing or inconsistent shard,
-// DataLoss for a tensors file of the wrong size.
-absl::Status VerifyComplete(const std::string& dir, int64_t iteration, int tp_size);
+// Every shard of the iteration (tp_size x pp_size) exists, has a tensors file of the recorded
+// size, and agrees with the first on the layout and model config. FailedPrecondition for a
+// missing or inconsistent shard, DataLoss for a tensors file of the wrong size.
+absl::Status VerifyComplete(const std::string& dir, int64_t iteration, int tp_size,
+                            int pp_size = 1);
 
 // ---- metadata.json (checkpoint_metadata.cc).
 
@@ -80,9 +81,12 @@ Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
 // Parses the metadata.json at `path` (for messages). DataLoss naming the path and the field for
 // anything that is not this format and version or not self-consistent.
 absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::string& text);
-// Reads and parses shard tp_rank's metadata, checking that it describes that iteration and rank.
-// NotFound if the shard does not exist; DataLoss as ParseMetadata.
-absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteration, int tp_rank);
+// Reads and parses the metadata of TP rank tp_rank's shard on pipeline stage pp_rank, checking
+// that it describes that iteration, rank and stage. pp_size 0: whatever the checkpoint's pipeline
+// size (for stage 0: mp_rank_TT, else mp_rank_TT_000). NotFound if the shard does not exist;
+// DataLoss as ParseMetadata.
+absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteration, int tp_rank,
+                                        int pp_rank = 0, int pp_size = 0);
 // "a (checkpoint: 1, this run: 2); b (checkpoint: absent, this run: 3)".
 std::string ConfigDifferences(const Json& checkpoint, const Json& run);
 // "global shape [4, 6] split on dim 1 (vocab-padded)" / "... replicated".
@@ -107,11 +111,35 @@ absl::Status NamesError(absl::string_view where, absl::string_view verb,
 // else global -> local).
 void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_t elem_bytes,
                char* global, char* local, bool to_global);
-// Readers of every shard of checkpoint `iteration` (saved with first.meta.tp_size ranks; `first`
-// is shard 0's info), each checked to list first's tensors as the rank's slices. NotFound /
-// DataLoss for a missing or inconsistent shard.
+// Readers of every TP shard of one pipeline stage of checkpoint `iteration` (saved with
+// first.meta.tp_size ranks; `first` is the stage's TP rank 0's info), each checked to list
+// first's tensors as the rank's slices. NotFound / DataLoss for a missing or inconsistent shard.
 absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& dir, int64_t iteration,
                                                           const ShardInfo& first);
+
+// One pipeline stage of a checkpoint: its TP rank 0's metadata and a reader per TP shard.
+struct SourceStage {
+  ShardInfo first;
+  std::vector<SafetensorsReader> readers;
+};
+
+// A whole checkpoint, opened (every stage, checked complete first), and where each tensor name
+// is read from: the first stage holding it.
+struct Source {
+  std::vector<SourceStage> stages;
+  struct Entry {
+    int stage;
+    const StoredTensor* stored;  // In stages[stage].first.tensors.
+  };
+  // In stored order: stage 0's tensors, then the later stages' new names.
+  std::vector<std::pair<std::string, Entry>> tensors;
+  const ShardInfo& first() const { return stages[0].first; }
+};
+
+// Opens checkpoint `iteration` of dir. NotFound / DataLoss / FailedPrecondition for a missing,
+// corrupt or incomplete checkpoint; DataLoss when two stages hold one name with different
+// global shapes or partitioning.
+absl::StatusOr<Source> OpenSource(const std::string& dir, int64_t iteration);
 // Stored tensor `s` assembled from every reader's slice, in its stored global shape and dtype.
 // DataLoss when the shards disagree on its dtype; the readers' errors.
 absl::StatusOr<Tensor> ReadGlobal(const StoredTensor& s, std::vector<SafetensorsReader>& readers);

@@ -49,28 +49,26 @@ using internal::Json;
 using internal::ShardInfo;
 using internal::StoredTensor;
 
-// The shard's metadata, checked against this run's TP degree and model config.
+// The shard's metadata, checked against this run's TP degree, pipeline size and model config.
 absl::StatusOr<ShardInfo> ReadMatchingShard(const std::string& load_dir, int64_t iteration,
-                                            int tp_rank, int tp_size, const Json& expected_config,
-                                            const std::string& where) {
-  auto info = internal::ReadShardInfo(load_dir, iteration, tp_rank);
-  if (!info.ok() && absl::IsNotFound(info.status()) && tp_rank != 0) {
-    // A higher rank than the checkpoint has: report the degree mismatch if that is what it is.
-    auto first = internal::ReadShardInfo(load_dir, iteration, 0);
-    if (first.ok()) info = std::move(first);
-  }
-  if (!info.ok()) return info.status();
-  if (info->meta.tp_size != tp_size) {
+                                            int tp_rank, int tp_size, int pp_rank, int pp_size,
+                                            const Json& expected_config, const std::string& where) {
+  // The first shard says how the checkpoint is laid out.
+  ASSIGN_OR_RETURN(const ShardInfo first, internal::ReadShardInfo(load_dir, iteration, 0));
+  if (first.meta.tp_size != tp_size || first.meta.pp_size != pp_size) {
     return absl::FailedPreconditionError(absl::StrCat(
-        where, " was saved with tensor_model_parallel_size ", info->meta.tp_size,
-        " but this run uses ", tp_size,
-        "; convert it first: bazel run //train:reshard_checkpoint -- --load=", load_dir,
-        " --save=<new dir> --tensor_model_parallel_size=", tp_size, " --iteration=", iteration));
+        where, " was saved with tensor_model_parallel_size ", first.meta.tp_size,
+        " and pipeline_model_parallel_size ", first.meta.pp_size, " but this run uses ", tp_size,
+        " and ", pp_size, "; convert it first: bazel run //train:reshard_checkpoint -- --load=",
+        load_dir, " --save=<new dir> --tensor_model_parallel_size=", tp_size,
+        " --pipeline_model_parallel_size=", pp_size, " --iteration=", iteration));
   }
-  if (info->model_config != expected_config) {
+  ASSIGN_OR_RETURN(ShardInfo info,
+                   internal::ReadShardInfo(load_dir, iteration, tp_rank, pp_rank, pp_size));
+  if (info.model_config != expected_config) {
     return absl::FailedPreconditionError(
         absl::StrCat(where, ": model config differs from this run's: ",
-                     internal::ConfigDifferences(info->model_config, expected_config)));
+                     internal::ConfigDifferences(info.model_config, expected_config)));
   }
   return info;
 }
@@ -140,11 +138,14 @@ absl::Status CheckAllFit(const ShardInfo& info, const SafetensorsReader& reader,
 
 absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_rank, int tp_size,
                        const std::string& expected_model_config_json,
-                       const std::vector<TensorRecord>& into, CheckpointMetadata* meta) {
+                       const std::vector<TensorRecord>& into, CheckpointMetadata* meta, int pp_rank,
+                       int pp_size) {
   constexpr char kOp[] = "LoadShard";
-  if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": bad tp_rank ", tp_rank, " of tp_size ", tp_size));
+  if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || pp_size < 1 || pp_rank < 0 ||
+      pp_rank >= pp_size) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": bad tp_rank ", tp_rank, " of tp_size ",
+                                                   tp_size, " or pp_rank ", pp_rank, " of pp_size ",
+                                                   pp_size));
   }
   const Json expected_config = internal::ParseObject(expected_model_config_json);
   if (expected_config.is_discarded()) {
@@ -160,8 +161,9 @@ absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_ra
   }
 
   const std::string where = absl::StrCat("checkpoint ", load_dir, " iteration ", iteration);
-  ASSIGN_OR_RETURN(const ShardInfo info, ReadMatchingShard(load_dir, iteration, tp_rank, tp_size,
-                                                           expected_config, where));
+  ASSIGN_OR_RETURN(const ShardInfo info,
+                   ReadMatchingShard(load_dir, iteration, tp_rank, tp_size, pp_rank, pp_size,
+                                     expected_config, where));
   // Does the checkpoint fit `into`? All of this is checked before anything is overwritten.
   ASSIGN_OR_RETURN(SafetensorsReader reader, internal::OpenShardTensors(info));
   RETURN_IF_ERROR(CheckAllFit(info, reader, wanted, tp_size, where));

@@ -18,14 +18,14 @@ namespace train {
 
 namespace {
 
-using internal::ShardInfo;
 using internal::StoredTensor;
 
 constexpr char kOp[] = "LoadResharded";
 
-// A stored tensor and the record it is read into.
+// A stored tensor, the pipeline stage it is read from, and the record it is read into.
 struct Pending {
   const StoredTensor* stored;
+  int stage;
   const TensorRecord* record;
 };
 
@@ -59,7 +59,7 @@ absl::Status CheckCompatible(const StoredTensor& s, DType stored_dtype, const Te
 
 // Pairs every stored tensor with its record, checking each pair; lists the names on one side
 // only in *out. FailedPrecondition for an incompatible pair or names not allowed to differ.
-absl::StatusOr<std::vector<Pending>> Match(const ShardInfo& first, const SafetensorsReader& reader,
+absl::StatusOr<std::vector<Pending>> Match(const internal::Source& source,
                                            const std::vector<TensorRecord>& into,
                                            int64_t real_vocab, const ReshardedLoadOptions& options,
                                            const std::string& where, ReshardedLoad* out) {
@@ -67,7 +67,8 @@ absl::StatusOr<std::vector<Pending>> Match(const ShardInfo& first, const Safeten
   for (const TensorRecord& t : into) wanted.emplace(t.name, &t);
   std::vector<Pending> pending;
   std::set<std::string> stored_names;
-  for (const StoredTensor& s : first.tensors) {
+  for (const auto& [name, entry] : source.tensors) {
+    const StoredTensor& s = *entry.stored;
     stored_names.insert(s.name);
     if (std::any_of(options.skip_prefixes.begin(), options.skip_prefixes.end(),
                     [&](const std::string& p) { return absl::StartsWith(s.name, p); })) {
@@ -78,8 +79,9 @@ absl::StatusOr<std::vector<Pending>> Match(const ShardInfo& first, const Safeten
       out->ignored.push_back(s.name);
       continue;
     }
+    const SafetensorsReader& reader = source.stages[entry.stage].readers[0];
     RETURN_IF_ERROR(CheckCompatible(s, reader.Find(s.name)->dtype, *it->second, real_vocab, where));
-    pending.push_back({&s, it->second});
+    pending.push_back({&s, entry.stage, it->second});
   }
   for (const TensorRecord& t : into) {
     if (stored_names.count(t.name) == 0) out->missing.push_back(t.name);
@@ -106,9 +108,10 @@ void ZeroPaddingRows(const TensorRecord& t, int tp_rank, int tp_size, int64_t re
 // agree, else reassembled, re-padded and sliced.
 absl::Status ReadInto(const StoredTensor& s, const TensorRecord& t,
                       std::vector<SafetensorsReader>& readers, int tp_rank, int tp_size,
-                      int64_t real_vocab) {
+                      int64_t real_vocab, bool keep_padding_rows) {
   if (static_cast<int>(readers.size()) == tp_size && s.global_shape == t.global_shape) {
     RETURN_IF_ERROR(readers[tp_rank].Read(s.name, t.local));
+    if (keep_padding_rows) return absl::OkStatus();
   } else {
     ASSIGN_OR_RETURN(Tensor global, internal::ReadGlobal(s, readers));
     if (s.vocab_padded) {
@@ -143,17 +146,29 @@ absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t
       return absl::InvalidArgumentError(absl::StrCat(kOp, ": tensor '", t.name, "' listed twice"));
     }
   }
+  internal::Json expected_config;
+  if (!options.expected_model_config_json.empty()) {
+    expected_config = internal::ParseObject(options.expected_model_config_json);
+    if (expected_config.is_discarded()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": expected model config is not a JSON ",
+                       "object: ", options.expected_model_config_json));
+    }
+  }
   const std::string where = absl::StrCat("checkpoint ", load_dir, " iteration ", iteration);
-  ASSIGN_OR_RETURN(const ShardInfo first, internal::ReadShardInfo(load_dir, iteration, 0));
-  RETURN_IF_ERROR(internal::VerifyComplete(load_dir, iteration, first.meta.tp_size));
-  ASSIGN_OR_RETURN(std::vector<SafetensorsReader> readers,
-                   internal::OpenShards(load_dir, iteration, first));
+  ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(load_dir, iteration));
+  if (!expected_config.is_null() && source.first().model_config != expected_config) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": model config differs from this run's: ",
+                     internal::ConfigDifferences(source.first().model_config, expected_config)));
+  }
   ReshardedLoad result;
-  result.meta = first.meta;
+  result.meta = source.first().meta;
   ASSIGN_OR_RETURN(const std::vector<Pending> pending,
-                   Match(first, readers[0], into, real_vocab, options, where, &result));
+                   Match(source, into, real_vocab, options, where, &result));
   for (const Pending& p : pending) {
-    RETURN_IF_ERROR(ReadInto(*p.stored, *p.record, readers, tp_rank, tp_size, real_vocab));
+    RETURN_IF_ERROR(ReadInto(*p.stored, *p.record, source.stages[p.stage].readers, tp_rank, tp_size,
+                             real_vocab, options.keep_padding_rows));
   }
   return result;
 }

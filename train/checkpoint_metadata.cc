@@ -66,6 +66,22 @@ absl::Status ParseHeader(const std::string& path, const Json& j, ShardInfo* info
   info->meta.tp_size = static_cast<int>(tp_size);
   info->meta.tp_rank = static_cast<int>(tp_rank);
   info->meta.dp_size = static_cast<int>(dp_size);
+  // Absent in checkpoints written before pipeline parallelism: one stage.
+  int64_t pp_size = 1, pp_rank = 0;
+  const bool has_pp_size = j.contains("pipeline_model_parallel_size");
+  const bool has_pp_rank = j.contains("pipeline_model_parallel_rank");
+  if (has_pp_size != has_pp_rank ||
+      (has_pp_size && (!GetCount(j, "pipeline_model_parallel_size", &pp_size) ||
+                       !GetCount(j, "pipeline_model_parallel_rank", &pp_rank)))) {
+    return Corrupt(path,
+                   "pipeline_model_parallel_size and _rank must both be non-negative integers");
+  }
+  if (pp_size < 1 || pp_size > (1 << 20) || pp_rank >= pp_size) {
+    return Corrupt(path, absl::StrCat("invalid pipeline layout: pipeline_model_parallel_rank ",
+                                      pp_rank, " of size ", pp_size));
+  }
+  info->meta.pp_size = static_cast<int>(pp_size);
+  info->meta.pp_rank = static_cast<int>(pp_rank);
   return absl::OkStatus();
 }
 
@@ -141,6 +157,8 @@ Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
           {"tensor_model_parallel_size", meta.tp_size},
           {"tensor_model_parallel_rank", meta.tp_rank},
           {"data_parallel_size", meta.dp_size},
+          {"pipeline_model_parallel_size", meta.pp_size},
+          {"pipeline_model_parallel_rank", meta.pp_rank},
           {"model_config", model_config},
           {"trainer_state", meta.trainer_state_json},
           {"model_name", meta.model_name},
@@ -187,8 +205,13 @@ absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::stri
   return info;
 }
 
-absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteration, int tp_rank) {
-  const std::string shard_dir = ShardDir(dir, iteration, tp_rank);
+absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteration, int tp_rank,
+                                        int pp_rank, int pp_size) {
+  // One stage's shards are named mp_rank_TT, several stages' mp_rank_TT_PPP.
+  const bool one_stage = pp_size == 1 || (pp_size == 0 && pp_rank == 0 &&
+                                          PathExists(ShardDir(dir, iteration, tp_rank)));
+  const std::string shard_dir =
+      JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, pp_rank, one_stage ? 1 : 0));
   const std::string path = JoinPath(shard_dir, kShardMetadataFile);
   auto text = ReadFile(path);
   if (!text.ok()) {
@@ -198,10 +221,12 @@ absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteratio
     return text.status();
   }
   ASSIGN_OR_RETURN(ShardInfo info, ParseMetadata(path, *text));
-  if (info.meta.iteration != iteration || info.meta.tp_rank != tp_rank) {
-    return absl::DataLossError(absl::StrCat(path, ": describes iteration ", info.meta.iteration,
-                                            " rank ", info.meta.tp_rank, ", expected iteration ",
-                                            iteration, " rank ", tp_rank));
+  if (info.meta.iteration != iteration || info.meta.tp_rank != tp_rank ||
+      info.meta.pp_rank != pp_rank || (info.meta.pp_size == 1) != one_stage) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": describes iteration ", info.meta.iteration, " rank ", info.meta.tp_rank,
+        " of pipeline stage ", info.meta.pp_rank, " of ", info.meta.pp_size,
+        ", expected iteration ", iteration, " rank ", tp_rank, " of pipeline stage ", pp_rank));
   }
   info.shard_dir = shard_dir;
   return info;
@@ -233,8 +258,9 @@ std::string DescribeTensor(const Shape& global_shape, int split_dim, bool vocab_
 }  // namespace internal
 
 absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir, int64_t iteration,
-                                                     int tp_rank) {
-  ASSIGN_OR_RETURN(internal::ShardInfo info, internal::ReadShardInfo(load_dir, iteration, tp_rank));
+                                                     int tp_rank, int pp_rank) {
+  ASSIGN_OR_RETURN(internal::ShardInfo info,
+                   internal::ReadShardInfo(load_dir, iteration, tp_rank, pp_rank));
   return info.meta;
 }
 

@@ -1,5 +1,6 @@
-// Tests of ReshardCheckpoint (checkpoint_reshard.cc) against slices of the synthetic model's
-// global tensors computed by plain index arithmetic (checkpoint_testutil.h).
+// Tests of ReshardCheckpoint (checkpoint_reshard.cc) and LoadResharded across TP degrees and
+// pipeline layouts (mp_rank_TT_PPP), against slices of the synthetic model's global tensors
+// computed by plain index arithmetic (checkpoint_testutil.h).
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -150,6 +151,148 @@ TEST(CheckpointTest, ReshardErrors) {
   fs::remove_all(ShardDir(src, 9, 1));
   EXPECT_STATUS(ReshardCheckpoint(src, 9, FreshDir("reshard_err_dst2"), 1, kRealVocab, 40),
                 absl::StatusCode::kFailedPrecondition, "shard mp_rank_01 of 2 is missing");
+}
+
+// A checkpoint of TP=2 x PP=2 shards: named as Megatron names them, each stage's shards holding
+// its tensors (the tied embedding in both), the layout in the metadata, complete only when every
+// one of the four shards is there.
+TEST(CheckpointTest, PipelineStagesAreShardsOfTheirOwn) {
+  EXPECT_EQ(ShardDir("/ckpt", 100, 1, 2, 4), "/ckpt/iter_0000100/mp_rank_01_002");
+  EXPECT_EQ(ShardDir("/ckpt", 100, 1, 0, 1), "/ckpt/iter_0000100/mp_rank_01");
+  const std::string dir = FreshDir("pp_layout");
+  const auto model = SyntheticModel(PaddedVocab(2), 31);
+  ASSERT_TRUE(testing::SaveStages(dir, model, 2, 2, 6, testing::TwoStages).ok());
+  EXPECT_EQ(testing::Entries(dir + "/iter_0000006"),
+            (std::vector<std::string>{"mp_rank_00_000", "mp_rank_00_001", "mp_rank_01_000",
+                                      "mp_rank_01_001"}));
+  EXPECT_TRUE(HoldsModel(dir, 6, 2, model, 2, testing::TwoStages));
+  auto meta = ReadShardMetadata(dir, 6, 1, 1);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->pp_size, 2);
+  EXPECT_EQ(meta->pp_rank, 1);
+  EXPECT_EQ(meta->tp_rank, 1);
+  auto latest = LatestIteration(dir);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, 6);
+
+  // Loading one stage's shard into a run laid out otherwise says how to convert it.
+  std::vector<Tensor> storage;
+  EXPECT_STATUS(LoadShard(dir, 6, 0, 2, testing::ConfigJson(),
+                          testing::ZeroRecords(model, 0, 2, &storage), nullptr),
+                absl::StatusCode::kFailedPrecondition,
+                "pipeline_model_parallel_size 2 but this run uses 2 and 1; convert it first");
+  // A stage's shard missing: no commit, and a pointer naming it is refused.
+  const std::string partial = FreshDir("pp_partial");
+  const auto stage1 = testing::StageTensors(model, 1, testing::TwoStages);
+  for (int r = 0; r < 2; ++r) {
+    CheckpointMetadata m = testing::SyntheticMeta(6, r, 2);
+    m.pp_size = 2;
+    m.pp_rank = 1;
+    ASSERT_TRUE(SaveShard(partial, m, testing::FilledRecords(stage1, r, 2, &storage)).ok());
+  }
+  EXPECT_STATUS(CommitCheckpoint(partial, 6, 2, 0, 2), absl::StatusCode::kFailedPrecondition,
+                "shard mp_rank_00_000 of 4 is missing");
+  fs::remove_all(ShardDir(dir, 6, 1, 1, 2));
+  EXPECT_STATUS(LatestIteration(dir).status(), absl::StatusCode::kDataLoss,
+                "shard mp_rank_01_001 of 4 is missing");
+  // A stage number outside the layout.
+  CheckpointMetadata bad = testing::SyntheticMeta(6, 0, 2);
+  bad.pp_size = 2;
+  bad.pp_rank = 2;
+  EXPECT_STATUS(SaveShard(partial, bad, testing::FilledRecords(stage1, 0, 2, &storage)),
+                absl::StatusCode::kInvalidArgument, "pp_rank 2 of pp_size 2");
+}
+
+// Any layout loads into any other: every tensor of a TP=2 x PP=2 checkpoint read by LoadResharded
+// into the whole model at TP 1, 2 and 4, and into each stage of a 2-stage run.
+TEST(CheckpointTest, LoadReshardedReadsEveryStage) {
+  const std::string src = FreshDir("pp_load_src");
+  const auto model = SyntheticModel(PaddedVocab(2), 32);
+  ASSERT_TRUE(testing::SaveStages(src, model, 2, 2, 8, testing::TwoStages).ok());
+  for (int tp : {1, 2, 4}) {
+    const std::vector<SyntheticTensor> whole = Repadded(model, PaddedVocab(tp));
+    for (int stage : {-1, 0, 1}) {  // -1: the whole model.
+      const std::vector<SyntheticTensor> want =
+          stage < 0 ? Repadded(whole, PaddedVocab(tp))
+                    : testing::StageTensors(whole, stage, testing::TwoStages);
+      ReshardedLoadOptions options;
+      options.allow_unexpected = stage >= 0;
+      options.expected_model_config_json = testing::ConfigJson();
+      for (int r = 0; r < tp; ++r) {
+        SCOPED_TRACE(absl::StrCat("rank ", r, " of ", tp, ", stage ", stage));
+        std::vector<Tensor> storage;
+        const std::vector<TensorRecord> records = testing::ZeroRecords(want, r, tp, &storage);
+        auto loaded = LoadResharded(src, 8, r, tp, kRealVocab, records, options);
+        ASSERT_TRUE(loaded.ok()) << loaded.status();
+        EXPECT_EQ(loaded->meta.pp_size, 2);
+        EXPECT_TRUE(loaded->missing.empty());
+        EXPECT_EQ(loaded->ignored.empty(), stage < 0);
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_EQ(Bytes(records[i].local),
+                    Bytes(testing::SliceOf(want[i].global.view(), want[i].split_dim, r, tp).view()))
+              << want[i].name;
+        }
+      }
+    }
+  }
+  // At the saved shape and degree, keep_padding_rows reads the padding rows as stored.
+  std::vector<Tensor> storage;
+  const auto stage0 = testing::StageTensors(model, 0, testing::TwoStages);
+  const std::vector<TensorRecord> records = testing::ZeroRecords(stage0, 1, 2, &storage);
+  ReshardedLoadOptions keep;
+  keep.allow_unexpected = keep.keep_padding_rows = true;
+  ASSERT_TRUE(LoadResharded(src, 8, 1, 2, kRealVocab, records, keep).ok());
+  for (size_t i = 0; i < stage0.size(); ++i) {
+    EXPECT_EQ(Bytes(records[i].local),
+              Bytes(testing::SliceOf(stage0[i].global.view(), stage0[i].split_dim, 1, 2).view()))
+        << stage0[i].name;
+  }
+  // Another model config is refused when one is expected.
+  keep.expected_model_config_json = R"({"family": "bert"})";
+  EXPECT_STATUS(LoadResharded(src, 8, 1, 2, kRealVocab, records, keep).status(),
+                absl::StatusCode::kFailedPrecondition, "model config differs from this run's");
+}
+
+// ReshardCheckpoint between pipeline layouts: TP=2 x PP=2 -> TP=1 (one stage) -> TP=4 x PP=2 ->
+// TP=2 x PP=2 again, bit for bit where the vocabulary padding allows.
+TEST(CheckpointTest, ReshardBetweenPipelineLayouts) {
+  const std::string a = FreshDir("pp_reshard_a");
+  const auto model = Repadded(SyntheticModel(PaddedVocab(2), 33), PaddedVocab(2));
+  ASSERT_TRUE(testing::SaveStages(a, model, 2, 2, 3, testing::TwoStages).ok());
+  const std::string b = FreshDir("pp_reshard_b");
+  ASSERT_TRUE(ReshardCheckpoint(a, 3, b, 1, kRealVocab, PaddedVocab(1)).ok());
+  EXPECT_TRUE(HoldsModel(b, 3, 1, Repadded(model, PaddedVocab(1))));
+  ReshardLayout four;
+  four.tp_size = 4;
+  four.padded_vocab = PaddedVocab(4);
+  four.pp_size = 2;
+  four.stages_of = testing::TwoStages;
+  const std::string c = FreshDir("pp_reshard_c");
+  ASSERT_TRUE(ReshardCheckpoint(b, 3, c, kRealVocab, four).ok());
+  EXPECT_TRUE(HoldsModel(c, 3, 4, Repadded(model, PaddedVocab(4)), 2, testing::TwoStages));
+  ReshardLayout two = four;
+  two.tp_size = 2;
+  two.padded_vocab = PaddedVocab(2);
+  const std::string d = FreshDir("pp_reshard_d");
+  ASSERT_TRUE(ReshardCheckpoint(c, 3, d, kRealVocab, two).ok());
+  EXPECT_TRUE(HoldsModel(d, 3, 2, model, 2, testing::TwoStages));
+
+  // A layout that loses a tensor or leaves a stage empty is refused before anything is written.
+  ReshardLayout lossy = two;
+  lossy.stages_of = [](const std::string& name) {
+    return name == "tokens" ? std::vector<int>() : testing::TwoStages(name);
+  };
+  const std::string e = FreshDir("pp_reshard_e");
+  EXPECT_STATUS(ReshardCheckpoint(a, 3, e, kRealVocab, lossy), absl::StatusCode::kInvalidArgument,
+                "places tensor 'tokens' on no stage");
+  ReshardLayout three = two;
+  three.pp_size = 3;
+  EXPECT_STATUS(ReshardCheckpoint(a, 3, e, kRealVocab, three), absl::StatusCode::kInvalidArgument,
+                "pipeline stage 2 of 3 would hold no tensor");
+  three.stages_of = nullptr;
+  EXPECT_STATUS(ReshardCheckpoint(a, 3, e, kRealVocab, three), absl::StatusCode::kInvalidArgument,
+                "needs the stages that hold each tensor");
+  EXPECT_FALSE(fs::exists(e + "/iter_0000003"));
 }
 
 }  // namespace

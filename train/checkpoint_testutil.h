@@ -7,6 +7,7 @@
 #define MT_TRAIN_CHECKPOINT_TESTUTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,10 +66,26 @@ CheckpointMetadata SyntheticMeta(int64_t iteration, int tp_rank, int tp_size);
 absl::Status SaveModel(const std::string& dir, const std::vector<SyntheticTensor>& model, int tp,
                        int64_t iteration, int keep_last = 0);
 
+// The pipeline stages (of 2) of the synthetic model's tensors, as a model's stages hold them:
+// the word embedding (and its moment) on both, the embedding side's tensors on stage 0, the rest
+// on stage 1.
+std::vector<int> TwoStages(const std::string& name);
+// The tensors of `model` that stages_of places on `stage`.
+std::vector<SyntheticTensor> StageTensors(
+    const std::vector<SyntheticTensor>& model, int stage,
+    const std::function<std::vector<int>(const std::string&)>& stages_of);
+// Saves `model` as a checkpoint of tp x pp shards (stage p's hold StageTensors(model, p)) and
+// commits.
+absl::Status SaveStages(const std::string& dir, const std::vector<SyntheticTensor>& model, int tp,
+                        int pp, int64_t iteration,
+                        const std::function<std::vector<int>(const std::string&)>& stages_of);
+
 // Loads every shard of the checkpoint and compares it byte for byte with `expected`'s slices and
-// SyntheticMeta(iteration, rank, tp).
-::testing::AssertionResult HoldsModel(const std::string& dir, int64_t iteration, int tp,
-                                      const std::vector<SyntheticTensor>& expected);
+// SyntheticMeta(iteration, rank, tp). With pp > 1: every stage's shards, each against the
+// tensors stages_of places on it.
+::testing::AssertionResult HoldsModel(
+    const std::string& dir, int64_t iteration, int tp, const std::vector<SyntheticTensor>& expected,
+    int pp = 1, const std::function<std::vector<int>(const std::string&)>& stages_of = nullptr);
 
 // The bytes of a host view.
 std::string Bytes(const TensorView& v);

@@ -24,12 +24,13 @@ absl::StatusOr<CheckpointModel> ReadCheckpointModel(const std::string& load_dir,
   ASSIGN_OR_RETURN(const CheckpointMetadata meta,
                    ReadShardMetadata(load_dir, m.iteration, /*tp_rank=*/0));
   m.tp_size = meta.tp_size;
+  m.pp_size = meta.pp_size;
   m.model_name = meta.model_name;
   absl::StatusOr<models::ModelConfig> config =
       models::ModelConfig::FromJson(meta.model_config_json);
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        ShardDir(load_dir, m.iteration, 0), "/", kShardMetadataFile,
+        ShardDir(load_dir, m.iteration, 0, 0, meta.pp_size), "/", kShardMetadataFile,
         ": the stored model config is not a valid config: ", config.status().message()));
   }
   m.config = *std::move(config);

@@ -20,8 +20,9 @@
 //
 // Only the parameters are read (the f32 master weights; the optimizer's tensors are skipped), so
 // the store's compute dtype and device are the caller's choice. A checkpoint saved at another TP
-// degree is resharded in memory, one tensor at a time (train::LoadResharded): each rank reads the
-// global tensors it needs from every source shard and keeps its slice; vocab-padded tensors keep
+// degree or with pipeline stages is resharded in memory, one tensor at a time
+// (train::LoadResharded): each rank reads the global tensors it needs from the source shards of
+// the stage holding them and keeps its slice; vocab-padded tensors keep
 // the real vocabulary's rows and their padding rows are zero whatever the degree.
 //
 // Every function only reads files; none communicates, so ranks may load at different times.
@@ -48,6 +49,7 @@ struct CheckpointModel {
   std::string dir;             // The checkpoint directory (as given).
   int64_t iteration = 0;       // The iteration read.
   int tp_size = 1;             // The TP degree it was saved with.
+  int pp_size = 1;             // Its pipeline stages (any layout loads into any model).
   std::string model_name;      // The registered model the run started from; may be empty.
   models::ModelConfig config;  // The stored model config.
 };

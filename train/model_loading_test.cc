@@ -6,17 +6,21 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "comm/parallel_context.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "train/checkpoint.h"
 #include "train/checkpoint_testutil.h"
 #include "train/model_loading_testutil.h"
+#include "train/pipeline_schedule.h"
+#include "train/training_state.h"
 
 namespace mt {
 namespace train {
@@ -65,6 +69,66 @@ TEST(ModelLoadingTest, EveryTpDegreeHoldsTheSavedGlobalWeights) {
         EXPECT_TRUE(m->load.missing.empty());
         EXPECT_TRUE(m->load.ignored.empty());  // The optimizer's tensors are skipped silently.
         EXPECT_EQ(m->model->padded_vocab(), config.PaddedVocab(tp));
+        EXPECT_TRUE(HoldsPattern(*m->store, ExecContext{}, config.vocab_size));
+      }
+    }
+  }
+}
+
+// Checkpoints of pipeline stages (mp_rank_TT_PPP), here written by ReshardCheckpoint in the
+// layout StageParameterNames gives (the tied word embedding on both stages, the position
+// embedding on the first, the final norm on the last), load into the whole model at any TP
+// degree: what evaluation, generation and fine-tuning read.
+TEST(ModelLoadingTest, PipelineStagesLoadIntoTheWholeModel) {
+  for (const models::ModelConfig& config :
+       {TinyGpt(), testing::TinyConfig(models::Family::kBert, 2, 2, 45, 8)}) {
+    SCOPED_TRACE(config.ToJson());
+    const std::string src = SavePattern("pp_src", config, 2);
+    auto split = comm::MakePipelineSplit(config.num_layers, 2, 0);
+    ASSERT_TRUE(split.ok()) << split.status();
+    auto names = StageParameterNames(config, 2, *split);
+    ASSERT_TRUE(names.ok()) << names.status();
+    ASSERT_EQ(names->size(), 2u);
+    // Together the stages hold the whole model's parameters; only the word embedding twice.
+    auto whole = BuildRanks(config, 2, /*seed=*/3);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    std::vector<std::string> all, both;
+    for (int i = 0; i < (*whole)[0].store->size(); ++i) {
+      all.push_back((*whole)[0].store->spec(i).name);
+    }
+    std::vector<std::string> first = (*names)[0], last = (*names)[1], united;
+    std::sort(first.begin(), first.end());
+    std::sort(last.begin(), last.end());
+    std::sort(all.begin(), all.end());
+    std::set_union(first.begin(), first.end(), last.begin(), last.end(),
+                   std::back_inserter(united));
+    std::set_intersection(first.begin(), first.end(), last.begin(), last.end(),
+                          std::back_inserter(both));
+    EXPECT_EQ(united, all);
+    EXPECT_EQ(both, std::vector<std::string>{"embedding.word.weight"});
+    ReshardLayout layout;
+    layout.tp_size = 2;
+    layout.padded_vocab = config.PaddedVocab(2);
+    layout.pp_size = 2;
+    layout.stages_of = [&](const std::string& tensor) {
+      std::vector<int> in;
+      for (int p = 0; p < 2; ++p) {
+        const std::vector<std::string>& stage = (*names)[p];
+        if (std::find(stage.begin(), stage.end(), ParameterOfTensor(tensor)) != stage.end()) {
+          in.push_back(p);
+        }
+      }
+      return in;
+    };
+    const std::string dst = FreshDir("pp_dst");
+    ASSERT_TRUE(ReshardCheckpoint(src, 7, dst, config.vocab_size, layout).ok());
+    for (int tp : {1, 2}) {
+      for (int rank = 0; rank < tp; ++rank) {
+        SCOPED_TRACE(absl::StrCat("rank ", rank, " of ", tp));
+        auto m = LoadModel(dst, rank, tp, ExecContext{});
+        ASSERT_TRUE(m.ok()) << m.status();
+        EXPECT_EQ(m->checkpoint.pp_size, 2);
+        EXPECT_TRUE(m->load.missing.empty());
         EXPECT_TRUE(HoldsPattern(*m->store, ExecContext{}, config.vocab_size));
       }
     }

@@ -148,6 +148,19 @@ absl::StatusOr<std::vector<std::unique_ptr<models::Model>>> CreateStageModels(
   return chunks;
 }
 
+absl::StatusOr<std::vector<std::vector<std::string>>> StageParameterNames(
+    const models::ModelConfig& config, int tp_size, const comm::PipelineSplit& split) {
+  std::vector<std::vector<std::string>> names;
+  for (int stage = 0; stage < split.stages; ++stage) {
+    nn::ParameterStore store(/*tp_rank=*/0, tp_size, DType::kF32);
+    ASSIGN_OR_RETURN(const std::vector<std::unique_ptr<models::Model>> chunks,
+                     CreateStageModels(config, &store, models::ModelOptions(), split, stage));
+    std::vector<std::string>& mine = names.emplace_back();
+    for (int i = 0; i < store.size(); ++i) mine.push_back(store.spec(i).name);
+  }
+  return names;
+}
+
 models::Batch OwnedBatch::view() const {
   models::Batch b;
   b.tokens = tokens.view();

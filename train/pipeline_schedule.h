@@ -82,6 +82,13 @@ absl::StatusOr<std::vector<std::unique_ptr<models::Model>>> CreateStageModels(
     const models::ModelConfig& config, nn::ParameterStore* store,
     const models::ModelOptions& options, const comm::PipelineSplit& split, int stage);
 
+// The names of the parameters each pipeline stage's store holds under `split` (split.stages
+// lists, every chunk of a stage in one), from stage models declared in a store of TP degree
+// tp_size (nothing is allocated): where a checkpoint's tensors go in that layout. The errors of
+// CreateStageModels.
+absl::StatusOr<std::vector<std::vector<std::string>>> StageParameterNames(
+    const models::ModelConfig& config, int tp_size, const comm::PipelineSplit& split);
+
 // A micro-batch copied to host tensors of its own (a BatchStream's views last one call only).
 struct OwnedBatch {
   Tensor tokens, labels, token_types, padding_mask, sop_labels;

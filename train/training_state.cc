@@ -1,5 +1,6 @@
 #include "train/training_state.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/alloc.h"
 #include "core/exec_context.h"
@@ -68,6 +69,8 @@ absl::Status SaveThisShard(const std::string& save_dir, const comm::ParallelCont
   meta.tp_size = parallel.tp_size();
   meta.tp_rank = parallel.tp_rank();
   meta.dp_size = parallel.dp_size();
+  meta.pp_size = parallel.pp_size();
+  meta.pp_rank = parallel.pp_rank();
   meta.iteration = counters.iteration;
   meta.consumed_samples = counters.consumed_samples;
   meta.trainer_state_json = trainer_state;
@@ -100,7 +103,39 @@ absl::Status RestoreTrainerState(const std::string& load_dir, const CheckpointMe
   return absl::OkStatus();
 }
 
+// Fills `records` (this rank's tensors) from checkpoint `iteration`: from the shard of this TP
+// rank and pipeline stage when the checkpoint has this run's layout, else, at the same TP degree,
+// from whichever stages of the checkpoint hold them (a pipeline laid out otherwise, or none).
+absl::Status LoadThisStage(const std::string& load_dir, int64_t iteration,
+                           const comm::ParallelContext& parallel, const models::ModelConfig& config,
+                           const std::vector<TensorRecord>& records, CheckpointMetadata* meta) {
+  ASSIGN_OR_RETURN(const CheckpointMetadata first, ReadShardMetadata(load_dir, iteration, 0));
+  const bool same_stages = first.pp_size == 1 && parallel.pp_size() == 1;
+  if (same_stages || first.tp_size != parallel.tp_size()) {
+    // LoadShard also refuses another TP degree, saying how to convert the checkpoint.
+    return LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(), config.ToJson(),
+                     records, meta, parallel.pp_rank(), parallel.pp_size());
+  }
+  ReshardedLoadOptions options;
+  options.allow_unexpected = true;  // The other stages' tensors.
+  options.keep_padding_rows = true;
+  options.expected_model_config_json = config.ToJson();
+  ASSIGN_OR_RETURN(const ReshardedLoad loaded,
+                   LoadResharded(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(),
+                                 config.vocab_size, records, options));
+  *meta = loaded.meta;
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string ParameterOfTensor(const std::string& tensor_name) {
+  for (const char* moment : {"exp_avg.", "exp_avg_sq."}) {
+    const std::string prefix = absl::StrCat(kOptimizerTensorPrefix, moment);
+    if (absl::StartsWith(tensor_name, prefix)) return tensor_name.substr(prefix.size());
+  }
+  return tensor_name;
+}
 
 TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const TensorView& flat,
                              const std::string& name) {
@@ -149,7 +184,8 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
   }
   RETURN_IF_ERROR(parallel.world().Barrier());
   if (parallel.rank() == 0) {
-    RETURN_IF_ERROR(CommitCheckpoint(save_dir, counters.iteration, parallel.tp_size(), keep_last));
+    RETURN_IF_ERROR(CommitCheckpoint(save_dir, counters.iteration, parallel.tp_size(), keep_last,
+                                     parallel.pp_size()));
   }
   return parallel.world().Barrier();
 }
@@ -176,8 +212,8 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   ASSIGN_OR_RETURN(host.exp_avg, staging.exp_avg.ForWriting(live.exp_avg));
   ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.ForWriting(live.exp_avg_sq));
   CheckpointMetadata meta;
-  RETURN_IF_ERROR(LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(),
-                            config.ToJson(), Records(*store, host), &meta));
+  RETURN_IF_ERROR(
+      LoadThisStage(load_dir, iteration, parallel, config, Records(*store, host), &meta));
   // The masters changed: CopyValuesFromHost also refreshes the compute-dtype copies.
   RETURN_IF_ERROR(store->CopyValuesFromHost(ctx, host.values));
   RETURN_IF_ERROR(optimizer->LoadMoments(ctx, host.exp_avg, host.exp_avg_sq));

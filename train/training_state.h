@@ -4,13 +4,14 @@
 // pure function of (seed, iteration, global sample index).
 //
 // Tensors: "<param>", "optimizer.exp_avg.<param>", "optimizer.exp_avg_sq.<param>", each with its
-// parameter's partitioning (model_loading.h reads the parameters alone, at any TP degree). Only
-// data-parallel rank 0 of each TP group writes its shard; global rank 0 commits after a barrier
-// over the world. A distributed optimizer (train/distributed_optimizer.h) saves the same layout:
-// its moment shards are all-gathered over the DP group first (transiently the whole moments on
-// every DP rank), and loading keeps each rank's shard of them, so a checkpoint loads at any DP
-// size with or without the distributed optimizer, and every consumer (the reshard tool too)
-// reads it unchanged.
+// parameter's partitioning (model_loading.h reads the parameters alone, at any TP degree and
+// pipeline layout). Only data-parallel rank 0 of each TP group of each pipeline stage writes its
+// shard (mp_rank_TT_PPP with pipeline stages: the stage's own parameters, the tied word embedding
+// in the first and the last stage); global rank 0 commits after a barrier over the world. A
+// distributed optimizer (train/distributed_optimizer.h) saves the same layout: its moment shards
+// are all-gathered over the DP group first (transiently the whole moments on every DP rank), and
+// loading keeps each rank's shard of them, so a checkpoint loads at any DP size with or without the
+// distributed optimizer, and every consumer (the reshard tool too) reads it unchanged.
 #ifndef MT_TRAIN_TRAINING_STATE_H_
 #define MT_TRAIN_TRAINING_STATE_H_
 
@@ -32,6 +33,10 @@ namespace train {
 
 // The prefix of every optimizer tensor's name in a training checkpoint.
 inline constexpr char kOptimizerTensorPrefix[] = "optimizer.";
+
+// The parameter a training checkpoint's tensor belongs to: "<param>" for "<param>",
+// "optimizer.exp_avg.<param>" and "optimizer.exp_avg_sq.<param>".
+std::string ParameterOfTensor(const std::string& tensor_name);
 
 struct TrainingCounters {
   int64_t iteration = 0;
@@ -71,8 +76,10 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const std::string& model_name = std::string());
 
 // Loads the latest checkpoint under load_dir into this rank's state (f32 master weights, then the
-// store's compute-dtype copies are refreshed from them). NotFound if there is none;
-// FailedPrecondition for a mismatched config or TP degree (with what to do).
+// store's compute-dtype copies are refreshed from them). At this run's TP degree, any pipeline
+// layout loads into any other (each stage reads its tensors from the checkpoint's stages holding
+// them, bit for bit). NotFound if there is none; FailedPrecondition for a mismatched config or TP
+// degree (with what to do) or a tensor of this stage that the checkpoint lacks.
 absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContext& parallel,
                                const models::ModelConfig& config, nn::ParameterStore* store,
                                Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,

@@ -5,6 +5,10 @@
 #   bound of train:pipeline_trainer_test), in one JSONL file with one line per iteration (one
 #   writer per job, the same keys), and the same end-of-training validation loss; rank 0's log
 #   shows "lm loss" and the pipeline line (the share of the schedule spent waiting);
+#   checkpoints of pipeline stages (mp_rank_TT_PPP): the interleaved run saved at iteration 3 and
+#   resumed in the same layout logs iterations 4-6 bit for bit as the uninterrupted run, and
+#   resumed with plain 1F1B (stage 0 then holds layers 0-1, not 0 and 2) within float32
+#   rounding of the serial run;
 #   bad pipeline flags are refused with one line naming the flag (non-zero exit);
 #   pretrain_bert at PP=2 (2 layers per stage) logs the serial lm and sop losses alike.
 #   pipeline_driver_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN PREPROCESS_BIN PRETRAIN_BERT_BIN
@@ -38,6 +42,36 @@ for name in ("pp2", "pp2tp2"):
     print(f"{name}: worst relative lm_loss difference {worst:.3g}")
     assert worst < 1e-5, (name, worst)
 PY
+# Save at iteration 3 (interleaved PP=2 x TP=2), resume in the same layout and in another.
+interleaved=(--pipeline_model_parallel_size=2 --tensor_model_parallel_size=2
+             --num_layers_per_virtual_pipeline_stage=1)
+half=("${common[@]}" --train_iters=3 --lr_decay_samples=48)  # the 6-iteration run's schedule
+mpi 4 "$pretrain" "${half[@]}" "${interleaved[@]}" --save="$work/ckpt" >"$work/half.log" 2>&1 ||
+  { cat "$work/half.log"; fail "PP=2 x TP=2 interleaved run to iteration 3"; }
+for shard in mp_rank_00_000 mp_rank_01_000 mp_rank_00_001 mp_rank_01_001; do
+  [ -d "$work/ckpt/iter_0000003/$shard" ] || fail "no $shard in the PP=2 x TP=2 checkpoint"
+done
+cp -r "$work/ckpt" "$work/ckpt_1f1b"
+mpi 4 "$pretrain" "${common[@]}" "${interleaved[@]}" --load="$work/ckpt" \
+  --log_jsonl="$work/same.jsonl" >"$work/same.log" 2>&1 || { cat "$work/same.log"; fail "resume"; }
+mpi 4 "$pretrain" "${common[@]}" --pipeline_model_parallel_size=2 --tensor_model_parallel_size=2 \
+  --load="$work/ckpt_1f1b" --log_jsonl="$work/other.jsonl" >"$work/other.log" 2>&1 ||
+  { cat "$work/other.log"; fail "resume with plain 1F1B"; }
+grep -q "loaded checkpoint from $work/ckpt_1f1b at iteration 3 " "$work/other.log" ||
+  fail "1F1B did not resume: $(head -3 "$work/other.log")"
+python3 - "$work" <<'PY' || fail "resumed curves differ"
+import json, sys
+work = sys.argv[1]
+def curve(name):
+    return [json.loads(l) for l in open(f"{work}/{name}.jsonl")]
+whole, same, other, serial = (curve(n) for n in ("pp2tp2", "same", "other", "serial"))
+assert [r["iteration"] for r in same] == [r["iteration"] for r in other] == [4, 5, 6], same
+assert [r["lm_loss"] for r in same] == [r["lm_loss"] for r in whole[3:]], (same, whole)
+worst = max(abs(a["lm_loss"] - b["lm_loss"]) / b["lm_loss"] for a, b in zip(other, serial[3:]))
+print(f"resumed in another stage layout: worst relative lm_loss difference {worst:.3g}")
+assert worst < 1e-5, worst
+PY
+
 valid() { grep -o 'validation at the end | lm loss: [0-9.E+-]*' "$1"; }
 want="$(valid "$work/serial.log")"
 [ -n "$want" ] || fail "no validation line in the serial log"
@@ -81,7 +115,6 @@ refused "not divisible by tensor_model_parallel_size 1 x pipeline_model_parallel
   --pipeline_model_parallel_size=3
 refused "--num_layers=3 does not divide into 2 pipeline stages" --pipeline_model_parallel_size=2 \
   --num_layers=3
-refused "checkpoints of pipeline stages" --pipeline_model_parallel_size=2 --save="$work/ckpt"
 refused "multiple of --pipeline_model_parallel_size=2" --pipeline_model_parallel_size=2 \
   --num_layers_per_virtual_pipeline_stage=1 --global_batch_size=6
 refused "must divide the 2 layers of each stage" --pipeline_model_parallel_size=2 \
