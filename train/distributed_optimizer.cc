@@ -99,11 +99,13 @@ absl::Status DistributedOptimizerState::ReduceScatterBucket(size_t index) {
 }
 
 absl::StatusOr<double> DistributedOptimizerState::OwnedGradSumOfSquares(const ExecContext& ctx,
-                                                                        bool first_tp_rank) const {
+                                                                        bool first_tp_rank,
+                                                                        int skip_handle) const {
   const TensorView grads = store_->flat_grads();
   double sum = 0;
   for (const Piece& p : pieces_) {
     if (store_->spec(p.handle).split_dim < 0 && !first_tp_rank) continue;  // On TP rank 0.
+    if (p.handle == skip_handle) continue;  // Counted on another pipeline stage.
     ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, grads.Slice(p.begin, p.end)));
     sum += s;
   }

@@ -87,8 +87,10 @@ class DistributedOptimizerState {
   absl::Status ReduceScatterBucket(size_t index);
 
   // The sum of squares of the reduced gradients this rank owns, over the parameters counted on
-  // this TP rank (replicated ones only when first_tp_rank). Local.
-  absl::StatusOr<double> OwnedGradSumOfSquares(const ExecContext& ctx, bool first_tp_rank) const;
+  // this TP rank (replicated ones only when first_tp_rank) except parameter skip_handle (-1:
+  // none; a copy another pipeline stage counts). Local.
+  absl::StatusOr<double> OwnedGradSumOfSquares(const ExecContext& ctx, bool first_tp_rank,
+                                               int skip_handle = -1) const;
 
   // AdamW on the owned elements of the f32 masters, with the shard moments m, v (f32
   // [shard_elements()]); args.weight_decay applies to the parameters whose spec asks for it, 0

@@ -87,11 +87,7 @@ absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
   const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
   double local = 0;
   if (dist_ != nullptr) {
-    if (pp_ != nullptr && pp_->size() > 1) {
-      return absl::UnimplementedError(
-          "the distributed optimizer with pipeline parallelism is not implemented");
-    }
-    ASSIGN_OR_RETURN(local, dist_->OwnedGradSumOfSquares(ctx, first_tp_rank));
+    ASSIGN_OR_RETURN(local, dist_->OwnedGradSumOfSquares(ctx, first_tp_rank, uncounted_handle_));
   } else {
     for (int i = 0; i < store_->size(); ++i) {
       if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
@@ -116,7 +112,11 @@ absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
 absl::Status Optimizer::Update(const ExecContext& ctx, const ops::AdamArgs& args) {
   if (dist_ != nullptr) {
     RETURN_IF_ERROR(dist_->Update(ctx, args, m_.view(), v_.view()));
-    return dist_->GatherMasters(ctx);
+    RETURN_IF_ERROR(dist_->GatherMasters(ctx));
+    if (embedding_ != nullptr && embedding_->size() > 1 && tied_handle_ >= 0) {
+      RETURN_IF_ERROR(embedding_->Broadcast(store_->value(tied_handle_), /*root=*/0));
+    }
+    return absl::OkStatus();
   }
   for (int i = 0; i < store_->size(); ++i) {
     ops::AdamArgs a = args;

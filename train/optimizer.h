@@ -86,10 +86,18 @@ class Optimizer {
 
   // Pipeline parallelism: Step's gradient norm also sums over the stages of `pp` (null: no
   // pipeline), leaving out parameter `uncounted_handle` (-1: none), a copy of a parameter that
-  // another stage counts (the last stage's tied word embedding). Not owned; must outlive Step.
-  void set_pipeline(comm::Communicator* pp, int uncounted_handle) {
+  // another stage counts (the last stage's tied word embedding). With a distributed optimizer,
+  // parameter `tied_handle` (-1: none; the tied word embedding of the first and the last stage)
+  // takes, after each update, the values of rank 0 of `embedding` (the first stage) on every
+  // member: each stage reduce-scatters its copy's gradient at other offsets of its buffer, so the
+  // sums (over 3 or more DP ranks) may round differently, and the first stage's copy is the
+  // model's. Not owned; must outlive Step.
+  void set_pipeline(comm::Communicator* pp, int uncounted_handle,
+                    comm::Communicator* embedding = nullptr, int tied_handle = -1) {
     pp_ = pp;
     uncounted_handle_ = uncounted_handle;
+    embedding_ = embedding;
+    tied_handle_ = tied_handle;
   }
 
   // Adam steps taken (skipped steps excluded).
@@ -128,6 +136,8 @@ class Optimizer {
   int64_t step_ = 0;
   comm::Communicator* pp_ = nullptr;
   int uncounted_handle_ = -1;
+  comm::Communicator* embedding_ = nullptr;
+  int tied_handle_ = -1;
 };
 
 }  // namespace train

@@ -1,7 +1,8 @@
 // Training-level tests of pipeline parallelism with GPT-2 (run under mpirun with 4 ranks,
 // oversubscribed on small machines): 20-step loss curves, gradient norms and final weights at
-// PP=2, PP=2 x TP=2, PP=2 x DP=2 and the interleaved schedule (PP=2, 2 virtual stages) equal the
-// serial run's within float32 rounding (dropout on); the sends and receives per micro-batch per
+// PP=2, PP=2 x TP=2, PP=2 x DP=2 (with and without the distributed optimizer) and the
+// interleaved schedule (PP=2, 2 virtual stages) equal the serial run's within float32 rounding
+// (dropout on); the sends and receives per micro-batch per
 // stage boundary are exactly the schedule's; the measured bubble is printed next to the theory.
 #include <algorithm>
 #include <cmath>
@@ -147,8 +148,15 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
     testing::HarnessConfig config;
     int tp_rank;
   };
+  // Buckets of 1000 elements, laid out from the end of each stage's buffer: the tied word
+  // embedding (56 x 32 at the start of both stages' buffers) spans buckets whose DP shards split
+  // it at other rows on the two stages, so each stage owns other parts of its copy.
+  testing::HarnessConfig distributed = Config(1, 2);
+  distributed.optimizer.use_distributed_optimizer = true;
+  distributed.optimizer.dp_bucket_elements = 1000;
   const Case cases[] = {
       {"PP=2", pair->get(), Config(1, 2), 0},
+      {"PP=2 x DP=2, distributed optimizer", comm_.get(), distributed, 0},
       {"PP=2 x TP=2", comm_.get(), Config(2, 2), me % 2},
       {"PP=2 x DP=2", comm_.get(), Config(1, 2), 0},
       {"PP=2 interleaved (2 virtual stages)", pair->get(), Config(1, 2, 1), 0},

@@ -27,8 +27,10 @@ absl::Status Trainer::SetUpPipeline() {
     if (chunk->tied_embedding_handle() >= 0) tied_handle_ = chunk->tied_embedding_handle();
   }
   // The first stage counts the tied embedding in the gradient norm; the last stage's copy (the
-  // same values after ReduceTiedEmbedding) is left out.
-  parts_.optimizer->set_pipeline(&pc.pp(), pc.is_first_stage() ? -1 : tied_handle_);
+  // same values after ReduceTiedEmbedding) is left out. A distributed optimizer then makes the
+  // copies' updated values equal (see Optimizer::set_pipeline).
+  parts_.optimizer->set_pipeline(&pc.pp(), pc.is_first_stage() ? -1 : tied_handle_, &pc.embedding(),
+                                 tied_handle_);
   return absl::OkStatus();
 }
 

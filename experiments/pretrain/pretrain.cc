@@ -87,11 +87,6 @@ absl::Status ValidatePipelineFlags(const PretrainConfig& c, int64_t micro_batche
         micro_batches, " micro-batches per iteration (global_batch_size / (micro_batch_size x ",
         "data-parallel size)) to be a multiple of --pipeline_model_parallel_size=", pp));
   }
-  if (pp > 1 && c.use_distributed_optimizer) {
-    return absl::UnimplementedError(
-        absl::StrCat("--use_distributed_optimizer with --pipeline_model_parallel_size=", pp,
-                     ": the distributed optimizer over pipeline stages is not implemented yet"));
-  }
   if (pp > 1 && c.activations.sequence_parallel) {
     return absl::UnimplementedError(
         absl::StrCat("--sequence_parallel with --pipeline_model_parallel_size=", pp,
