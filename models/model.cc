@@ -49,6 +49,10 @@ absl::StatusOr<Losses> Model::StageForward(const nn::StepContext& sc, const Batc
   return NoStages(config());
 }
 
+Shape Model::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
+  return {batch, seq_length, config().hidden_size};
+}
+
 absl::Status Model::StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
                                   const TensorView& input_grad, double loss_scale) {
   (void)sc;

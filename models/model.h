@@ -194,10 +194,11 @@ class Model {
   // stage is given the whole micro-batch (the first reads its tokens, the last its labels).
   //
   // Forward of this stage on one micro-batch (sc.mode selects dropout). The stage holding the
-  // input embeds batch.tokens and ignores `input`; the others read `input` [B, T, H] (the previous
-  // stage's output, compute dtype, the model's device). The stage holding the output returns the
-  // losses (as ForwardBackward) and ignores `output`; the others write their last layer's output
-  // into `output` [B, T, H] (compute dtype, the model's device) and return Losses without parts.
+  // input embeds batch.tokens and ignores `input`; the others read `input` (the previous stage's
+  // output, StageBoundaryShape, compute dtype, the model's device). The stage holding the output
+  // returns the losses (as ForwardBackward) and ignores `output`; the others write their last
+  // layer's output into `output` (StageBoundaryShape, compute dtype, the model's device) and
+  // return Losses without parts.
   // The activations stay for StageBackward until the next StageForward. InvalidArgument for
   // inputs of the wrong shape, dtype or device (and ForwardBackward's input errors); Unimplemented
   // for architectures without stages.
@@ -205,11 +206,15 @@ class Model {
                                               const TensorView& input, const TensorView& output);
   // Backward of the latest StageForward (the same sc): ACCUMULATES the gradients of this stage's
   // parameters. The stage holding the output starts from loss_scale * d(total) and ignores
-  // `output_grad`; the others read output_grad = d(scaled loss)/d(output) [B, T, H]. Writes
-  // input_grad = d(scaled loss)/d(input) [B, T, H] unless the stage holds the input (then it is
-  // ignored). FailedPrecondition without a forward; InvalidArgument for wrong shapes.
+  // `output_grad`; the others read output_grad = d(scaled loss)/d(output). Writes input_grad =
+  // d(scaled loss)/d(input) unless the stage holds the input (then it is ignored); both
+  // StageBoundaryShape. FailedPrecondition without a forward; InvalidArgument for wrong shapes.
   virtual absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
                                      const TensorView& input_grad, double loss_scale = 1.0);
+  // The activation one stage passes to the next (and its gradient: `input`, `output` and their
+  // gradients above) for a micro-batch of `batch` sequences of seq_length tokens: [B, T, H], or
+  // with sequence parallelism this TP rank's slice of the sequence, [B, T / tp, H].
+  virtual Shape StageBoundaryShape(int64_t batch, int64_t seq_length) const;
   // The store handle of this stage's copy of a word embedding that the first and the last stage
   // share (its gradient is summed over the embedding group), or -1 when there is none here.
   virtual int tied_embedding_handle() const { return -1; }

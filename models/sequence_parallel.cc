@@ -63,6 +63,14 @@ absl::Status SequenceParallelEnds::EnterBackward(const nn::StepContext& sc,
 
 absl::Status SequenceParallelEnds::Exit(const nn::StepContext& sc, const TensorView& h_local,
                                         const TensorView& out) {
+  // A pipeline stage's last layers come without Enter on this stage: the sizes from the slice.
+  if (h_local.rank() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence parallelism: the stack's output ",
+                                                   h_local.DebugString(),
+                                                   " is not [B, T / tp, H]"));
+  }
+  B_ = h_local.dim(0);
+  H_ = h_local.dim(2);
   ASSIGN_OR_RETURN(TensorView out3, As3D(out));
   TensorView normed = h_local;
   if (norm_ != nullptr) {

@@ -43,7 +43,8 @@ class SequenceParallelEnds {
   // dx_local: the stack's input gradient [B, T / tp, H] (overwritten); demb [B, T, H].
   absl::Status EnterBackward(const nn::StepContext& sc, const TensorView& dx_local,
                              const ops::DropoutArgs& dropout, const TensorView& demb);
-  // h_local: the stack's output [B, T / tp, H]; out: [B, T, H] or [B * T, H].
+  // h_local: the stack's output [B, T / tp, H]; out: [B, T, H] or [B * T, H]. Needs no Enter
+  // on this model first (a pipeline stage holding the last layers but not the embeddings).
   absl::Status Exit(const nn::StepContext& sc, const TensorView& h_local, const TensorView& out);
   // dout: the complete gradient of out (identical on every TP rank); dh_local [B, T / tp, H].
   absl::Status ExitBackward(const nn::StepContext& sc, const TensorView& dout,

@@ -187,7 +187,7 @@ absl::StatusOr<OwnedBatch> CopyBatch(const ExecContext& ec, const models::Batch&
 
 absl::StatusOr<std::unique_ptr<PipelineRunner>> PipelineRunner::Create(
     comm::Communicator* pp, const comm::PipelineSplit& split, std::vector<models::Model*> chunks,
-    const ExecContext* exec, int64_t hidden, DType dtype) {
+    const ExecContext* exec, DType dtype) {
   if (pp == nullptr || pp->size() != split.stages ||
       static_cast<int>(chunks.size()) != split.virtual_stages) {
     return absl::InvalidArgumentError(
@@ -205,7 +205,6 @@ absl::StatusOr<std::unique_ptr<PipelineRunner>> PipelineRunner::Create(
   r->split_ = split;
   r->chunks_ = std::move(chunks);
   r->exec_ = exec;
-  r->hidden_ = hidden;
   r->dtype_ = dtype;
   r->stage_ = pp->rank();
   r->last_forward_.assign(r->chunks_.size(), -1);
@@ -215,9 +214,13 @@ absl::StatusOr<std::unique_ptr<PipelineRunner>> PipelineRunner::Create(
 // Tags: activations entering virtual stage v travel with tag 2v, their gradients leaving it
 // (towards v - 1) with tag 2(v - 1) + 1, so the messages of different chunks never match each
 // other; within one tag, micro-batches go in order on both sides.
+absl::StatusOr<Tensor> PipelineRunner::Boundary(const models::Batch& batch) const {
+  return Alloc(*exec_, chunks_[0]->StageBoundaryShape(batch.tokens.dim(0), batch.tokens.dim(1)),
+               dtype_);
+}
+
 absl::StatusOr<Tensor> PipelineRunner::Receive(const models::Batch& batch, int peer, int tag) {
-  ASSIGN_OR_RETURN(Tensor t,
-                   Alloc(*exec_, {batch.tokens.dim(0), batch.tokens.dim(1), hidden_}, dtype_));
+  ASSIGN_OR_RETURN(Tensor t, Boundary(batch));
   ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> request, pp_->RecvAsync(t.view(), peer, tag));
   const auto start = Clock::now();
   RETURN_IF_ERROR(request->Wait());
@@ -257,8 +260,7 @@ absl::StatusOr<models::Losses> PipelineRunner::Forward(const PipelineOp& op,
   Tensor out;
   const bool sends = !split_.HoldsOutput(s, c);
   if (sends) {
-    ASSIGN_OR_RETURN(out,
-                     Alloc(*exec_, {batch.tokens.dim(0), batch.tokens.dim(1), hidden_}, dtype_));
+    ASSIGN_OR_RETURN(out, Boundary(batch));
   }
   ASSIGN_OR_RETURN(models::Losses l, chunks_[c]->StageForward(sc, batch, input, out.view()));
   last_forward_[c] = op.micro;
@@ -279,16 +281,14 @@ absl::Status PipelineRunner::Backward(const PipelineOp& op, const models::Batch&
   if (last_forward_[c] != op.micro) {  // Recompute this micro-batch's activations.
     Tensor scratch;
     if (!holds_output) {
-      ASSIGN_OR_RETURN(scratch,
-                       Alloc(*exec_, {batch.tokens.dim(0), batch.tokens.dim(1), hidden_}, dtype_));
+      ASSIGN_OR_RETURN(scratch, Boundary(batch));
     }
     RETURN_IF_ERROR(chunks_[c]->StageForward(sc, batch, input, scratch.view()).status());
     ++stats_.recomputed;
   }
   Tensor in_grad;
   if (!holds_input) {
-    ASSIGN_OR_RETURN(in_grad,
-                     Alloc(*exec_, {batch.tokens.dim(0), batch.tokens.dim(1), hidden_}, dtype_));
+    ASSIGN_OR_RETURN(in_grad, Boundary(batch));
   }
   RETURN_IF_ERROR(chunks_[c]->StageBackward(sc, out_grad.view(), in_grad.view(), loss_scale));
   last_forward_[c] = -1;  // Backward consumed the activations.

@@ -109,14 +109,15 @@ class PipelineRunner {
  public:
   // `pp`: the pipeline communicator (rank = stage); `split`: its stages and chunks; `chunks`: this
   // stage's models, chunk v built with comm::PipelineSplit's layers of (pp->rank(), v) (not owned,
-  // outlive the runner); activations [B, T, hidden] in `dtype` on exec's device. InvalidArgument
+  // outlive the runner); activations of the chunks' StageBoundaryShape in `dtype` on exec's
+  // device. InvalidArgument
   // unless chunks.size() == split.virtual_stages and pp->size() == split.stages; Unimplemented for
   // P > 1 over a communicator without non-blocking point-to-point (NCCL: use --comm_backend=mpi).
   static absl::StatusOr<std::unique_ptr<PipelineRunner>> Create(comm::Communicator* pp,
                                                                 const comm::PipelineSplit& split,
                                                                 std::vector<models::Model*> chunks,
                                                                 const ExecContext* exec,
-                                                                int64_t hidden, DType dtype);
+                                                                DType dtype);
 
   // One iteration on micro-batches `batches` (each stage is given all of them; step(i) is the
   // StepContext of micro-batch i, the same on every stage): with Backward::kYes the schedule's
@@ -139,6 +140,8 @@ class PipelineRunner {
                                          const nn::StepContext& sc);
   absl::Status Backward(const PipelineOp& op, const models::Batch& batch, const nn::StepContext& sc,
                         double loss_scale);
+  // A new tensor of the micro-batch's stage boundary shape.
+  absl::StatusOr<Tensor> Boundary(const models::Batch& batch) const;
   // Receives into a new tensor of the micro-batch's activation shape (tag: see the .cc).
   absl::StatusOr<Tensor> Receive(const models::Batch& batch, int peer, int tag);
   // Sends t (kept alive until the send completes) without waiting.
@@ -150,7 +153,6 @@ class PipelineRunner {
   comm::PipelineSplit split_;
   std::vector<models::Model*> chunks_;
   const ExecContext* exec_ = nullptr;
-  int64_t hidden_ = 0;
   DType dtype_ = DType::kF32;
   int stage_ = 0;
   std::vector<int> last_forward_;  // Per chunk: the micro-batch of its latest StageForward.

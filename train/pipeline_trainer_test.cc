@@ -1,6 +1,7 @@
 // Training-level tests of pipeline parallelism with GPT-2 (run under mpirun with 4 ranks,
 // oversubscribed on small machines): 20-step loss curves, gradient norms and final weights at
-// PP=2, PP=2 x TP=2, PP=2 x DP=2 (with and without the distributed optimizer) and the
+// PP=2, PP=2 x TP=2 (with and without sequence parallelism), PP=2 x DP=2 (with and without the
+// distributed optimizer) and the
 // interleaved schedule (PP=2, 2 virtual stages) equal the serial run's within float32 rounding
 // (dropout on); the sends and receives per micro-batch per
 // stage boundary are exactly the schedule's; the measured bubble is printed next to the theory.
@@ -154,8 +155,11 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
   testing::HarnessConfig distributed = Config(1, 2);
   distributed.optimizer.use_distributed_optimizer = true;
   distributed.optimizer.dp_bucket_elements = 1000;
+  testing::HarnessConfig sequence_parallel = Config(2, 2);
+  sequence_parallel.model_options.sequence_parallel = true;
   const Case cases[] = {
       {"PP=2", pair->get(), Config(1, 2), 0},
+      {"PP=2 x TP=2, sequence parallel", comm_.get(), sequence_parallel, me % 2},
       {"PP=2 x DP=2, distributed optimizer", comm_.get(), distributed, 0},
       {"PP=2 x TP=2", comm_.get(), Config(2, 2), me % 2},
       {"PP=2 x DP=2", comm_.get(), Config(1, 2), 0},

@@ -21,7 +21,6 @@ absl::Status Trainer::SetUpPipeline() {
   split.stages = pc.pp_size();
   split.virtual_stages = static_cast<int>(chunks.size());
   ASSIGN_OR_RETURN(pipeline_, PipelineRunner::Create(&pc.pp(), split, chunks, parts_.exec,
-                                                     parts_.model->config().hidden_size,
                                                      parts_.store->compute_dtype()));
   for (models::Model* chunk : chunks) {
     if (chunk->tied_embedding_handle() >= 0) tied_handle_ = chunk->tied_embedding_handle();

@@ -77,7 +77,7 @@ absl::Status ActivationConfig::Validate(int tensor_parallel, int64_t seq_length)
   return absl::OkStatus();
 }
 
-// What pipeline parallelism cannot do yet, refused before anything runs; `micro_batches`: per
+// The pipeline flags that do not fit the batch, refused before anything runs; `micro_batches`: per
 // iteration and DP rank.
 absl::Status ValidatePipelineFlags(const PretrainConfig& c, int64_t micro_batches) {
   const int pp = c.pipeline_model_parallel_size;
@@ -86,11 +86,6 @@ absl::Status ValidatePipelineFlags(const PretrainConfig& c, int64_t micro_batche
         "the interleaved pipeline schedule (--num_layers_per_virtual_pipeline_stage) needs the ",
         micro_batches, " micro-batches per iteration (global_batch_size / (micro_batch_size x ",
         "data-parallel size)) to be a multiple of --pipeline_model_parallel_size=", pp));
-  }
-  if (pp > 1 && c.activations.sequence_parallel) {
-    return absl::UnimplementedError(
-        absl::StrCat("--sequence_parallel with --pipeline_model_parallel_size=", pp,
-                     ": sequence parallelism within a pipeline stage is not implemented yet"));
   }
   return absl::OkStatus();
 }

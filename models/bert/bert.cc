@@ -40,10 +40,9 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
   }
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
   const StageOptions& stage = options.stage;
-  if (!stage.whole() && (options.heads != Heads::kPretraining || options.sequence_parallel)) {
+  if (!stage.whole() && options.heads != Heads::kPretraining) {
     return absl::UnimplementedError(
-        "BERT: pipeline stages are implemented for the pretraining heads without sequence "
-        "parallelism; use one of --sequence_parallel and --pipeline_model_parallel_size > 1");
+        "BERT: pipeline stages are implemented for the pretraining heads");
   }
   ASSIGN_OR_RETURN(const int layers, StageLayerCount(stage, config, "BERT"));
   std::unique_ptr<BertModel> m(new BertModel());
@@ -85,7 +84,13 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
                        StageBlocks(nn::TransformerLayers(nn::LayerSpec{lc}), stage.first_layer)));
   m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", stage.first_layer, "."));
   m->after_stack_handle_ = store->size();  // The final LayerNorm and the heads come after.
-  if (!stage.holds_output) return m;
+  if (!stage.holds_output) {
+    // Sequence parallel stages pass slices of the sequence; the first one scatters into them.
+    if (options.sequence_parallel) {
+      m->sp_ = std::make_unique<SequenceParallelEnds>(store, nullptr, store->size(), store->size());
+    }
+    return m;
+  }
   if (!post_norm) {
     ASSIGN_OR_RETURN(m->final_ln_, nn::LayerNormModule::Create(store, "final_layernorm", H,
                                                                config.layernorm_eps));
@@ -149,14 +154,17 @@ absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t 
   return absl::OkStatus();
 }
 
+Shape BertModel::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
+  return {batch, sp_ != nullptr ? seq_length / store_->tp_size() : seq_length, config_.hidden_size};
+}
+
 absl::Status BertModel::CheckHidden(const ExecContext& ec, const TensorView& t,
                                     const char* what) const {
-  if (t.shape != Shape{B_, T_, config_.hidden_size} || t.dtype != dtype_ || t.device != ec.device ||
-      !t.IsContiguous()) {
+  const Shape want = StageBoundaryShape(B_, T_);
+  if (t.shape != want || t.dtype != dtype_ || t.device != ec.device || !t.IsContiguous()) {
     return absl::InvalidArgumentError(
         absl::StrCat("BERT pipeline stage: ", what, " ", t.DebugString(), " must be contiguous ",
-                     DTypeName(dtype_), " [", B_, ", ", T_, ", ", config_.hidden_size, "] on ",
-                     ec.device.ToString()));
+                     DTypeName(dtype_), " ", ShapeToString(want), " on ", ec.device.ToString()));
   }
   return absl::OkStatus();
 }
@@ -183,10 +191,10 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& b
   ASSIGN_OR_RETURN(padding_mask_,
                    OnDevice(ec, batch.padding_mask, &padding_mask_staging_, "BERT: padding_mask"));
   const StageOptions& stage = options_.stage;
-  TensorView h;
+  TensorView x;  // The stack's input: [B, T, H], or this rank's slice [B, T / tp, H] (SP).
   if (!stage.holds_input) {
     RETURN_IF_ERROR(CheckHidden(ec, input, "input"));
-    ASSIGN_OR_RETURN(h, stack_->Forward(sc, input, &padding_mask_));
+    x = input;
   } else {
     ASSIGN_OR_RETURN(tokens_, OnDevice(ec, tokens, &tokens_staging_, "BERT: tokens"));
     ASSIGN_OR_RETURN(token_types_,
@@ -206,20 +214,26 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& b
       before_dropout = emb2;
     }
     if (sp_ != nullptr) {
-      // Sequence parallel (whole models only): the stack (and the final LayerNorm) on this rank's
-      // slice, gathered after.
+      // Sequence parallel: the stack (and the final LayerNorm) on this rank's slice.
       ASSIGN_OR_RETURN(TensorView emb3, before_dropout.Reshape({B, T, H}));
-      ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb3, EmbeddingDropout(sc)));
-      ASSIGN_OR_RETURN(TensorView hs, stack_->Forward(sc, x, &padding_mask_));
-      RETURN_IF_ERROR(sp_->Exit(sc, hs, final_out_.view()));
-      seq_ = final_out_.view();
-      return absl::OkStatus();
+      ASSIGN_OR_RETURN(x, sp_->Enter(sc, emb3, EmbeddingDropout(sc)));
+    } else {
+      RETURN_IF_ERROR(ops::Dropout(ec, before_dropout, EmbeddingDropout(sc), emb2));
+      x = emb_.view();
     }
-    RETURN_IF_ERROR(ops::Dropout(ec, before_dropout, EmbeddingDropout(sc), emb2));
-    ASSIGN_OR_RETURN(h, stack_->Forward(sc, emb_.view(), &padding_mask_));
+  }
+  ASSIGN_OR_RETURN(TensorView h, stack_->Forward(sc, x, &padding_mask_));
+  if (!stage.holds_output) {
+    seq_ = h;  // The stack's output buffer (StageBoundaryShape), valid until the next forward.
+    return absl::OkStatus();
+  }
+  if (sp_ != nullptr) {
+    RETURN_IF_ERROR(sp_->Exit(sc, h, final_out_.view()));  // Gathered from the slices.
+    seq_ = final_out_.view();
+    return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(TensorView h2, h.Reshape({N, H}));
-  if (stage.holds_output && config_.norm == nn::NormPosition::kPreNorm) {
+  if (config_.norm == nn::NormPosition::kPreNorm) {
     RETURN_IF_ERROR(final_ln_.Forward(sc, h2, final_out_.view()));
     seq_ = final_out_.view();
   } else {
@@ -233,32 +247,45 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
   const int64_t N = B_ * T_, H = config_.hidden_size;
   const ExecContext& ec = *sc.exec;
   const StageOptions& stage = options_.stage;
-  Tensor dh_pre_norm;
-  TensorView dh2 = dseq;
-  if (sp_ != nullptr) {
-    ASSIGN_OR_RETURN(Tensor dlocal, Alloc(ec, {B_, T_ / sc.tp_size(), H}, dtype_));
-    RETURN_IF_ERROR(sp_->ExitBackward(sc, dseq, dlocal.view()));
-    RETURN_IF_ERROR(sc.NotifyGradsReady(after_stack_handle_));
-    RETURN_IF_ERROR(stack_->Backward(sc, dlocal.view(), dlocal.view()));
-    RETURN_IF_ERROR(sp_->EnterBackward(sc, dlocal.view(), EmbeddingDropout(sc), dseq));
-    return EmbeddingBackward(sc, dseq);
-  }
-  if (stage.holds_output) {
-    if (config_.norm == nn::NormPosition::kPreNorm) {
-      ASSIGN_OR_RETURN(dh_pre_norm, Alloc(ec, {N, H}, dtype_));
-      dh2 = dh_pre_norm.view();
+  // The stack's output gradient: [B, T, H], or this rank's slice [B, T / tp, H] (SP).
+  Tensor dh_buffer;
+  TensorView dh;
+  if (!stage.holds_output) {
+    dh = dseq;  // The next stage's input gradient (StageBoundaryShape).
+  } else {
+    if (sp_ != nullptr) {
+      ASSIGN_OR_RETURN(dh_buffer, Alloc(ec, StageBoundaryShape(B_, T_), dtype_));
+      RETURN_IF_ERROR(sp_->ExitBackward(sc, dseq, dh_buffer.view()));
+      dh = dh_buffer.view();
+    } else if (config_.norm == nn::NormPosition::kPreNorm) {
+      ASSIGN_OR_RETURN(dh_buffer, Alloc(ec, {B_, T_, H}, dtype_));
+      ASSIGN_OR_RETURN(TensorView dh2, dh_buffer.view().Reshape({N, H}));
       RETURN_IF_ERROR(final_ln_.Backward(sc, dseq, dh2));
+      dh = dh_buffer.view();
+    } else {
+      ASSIGN_OR_RETURN(dh, dseq.Reshape({B_, T_, H}));
     }
     // The heads' backward passes have run, and the final LayerNorm's: what follows the layers is
     // final.
     RETURN_IF_ERROR(sc.NotifyGradsReady(after_stack_handle_));
   }
-  ASSIGN_OR_RETURN(TensorView dh, dh2.Reshape({B_, T_, H}));
   RETURN_IF_ERROR(stack_->Backward(sc, dh, dh));
   if (!stage.holds_input) {
     RETURN_IF_ERROR(CopyTensor(ec, dh, input_grad));
     return sc.NotifyGradsReady(stack_handle_);
   }
+  if (sp_ != nullptr) {
+    // The whole sequence's embedding gradient: into dseq where it is that size (free now).
+    Tensor demb_buffer;
+    TensorView demb = dseq;
+    if (!stage.holds_output) {
+      ASSIGN_OR_RETURN(demb_buffer, Alloc(ec, {N, H}, dtype_));
+      demb = demb_buffer.view();
+    }
+    RETURN_IF_ERROR(sp_->EnterBackward(sc, dh, EmbeddingDropout(sc), demb));
+    return EmbeddingBackward(sc, demb);
+  }
+  ASSIGN_OR_RETURN(TensorView dh2, dh.Reshape({N, H}));
   RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc), dh2));
   return EmbeddingBackward(sc, dh2);
 }
@@ -378,8 +405,7 @@ absl::StatusOr<Losses> BertModel::StageForward(const nn::StepContext& sc, const 
   RETURN_IF_ERROR(EncoderForward(sc, batch, input));
   if (!stage.holds_output) {
     RETURN_IF_ERROR(CheckHidden(*sc.exec, output, "output"));
-    ASSIGN_OR_RETURN(TensorView seq3, seq_.Reshape({B_, T_, config_.hidden_size}));
-    RETURN_IF_ERROR(CopyTensor(*sc.exec, seq3, output));
+    RETURN_IF_ERROR(CopyTensor(*sc.exec, seq_, output));
     has_forward_ = true;
     return Losses();
   }
@@ -395,12 +421,13 @@ absl::Status BertModel::StageBackward(const nn::StepContext& sc, const TensorVie
   const StageOptions& stage = options_.stage;
   if (!stage.holds_output) RETURN_IF_ERROR(CheckHidden(ec, output_grad, "output gradient"));
   if (!stage.holds_input) RETURN_IF_ERROR(CheckHidden(ec, input_grad, "input gradient"));
-  ASSIGN_OR_RETURN(Tensor dseq, Alloc(ec, {B_ * T_, config_.hidden_size}, dtype_));
+  Tensor dseq;  // The gradient of seq_: [B * T, H] on the last stage, else StageBoundaryShape.
   if (stage.holds_output) {
+    ASSIGN_OR_RETURN(dseq, Alloc(ec, {B_ * T_, config_.hidden_size}, dtype_));
     RETURN_IF_ERROR(PretrainingHeadsBackward(sc, loss_scale, dseq.view()));
   } else {
-    ASSIGN_OR_RETURN(TensorView out3, dseq.view().Reshape({B_, T_, config_.hidden_size}));
-    RETURN_IF_ERROR(CopyTensor(ec, output_grad, out3));
+    ASSIGN_OR_RETURN(dseq, Alloc(ec, StageBoundaryShape(B_, T_), dtype_));
+    RETURN_IF_ERROR(CopyTensor(ec, output_grad, dseq.view()));
   }
   return EncoderBackward(sc, dseq.view(), input_grad);
 }

@@ -126,6 +126,7 @@ class BertModel : public Model {
   absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
                              const TensorView& input_grad, double loss_scale = 1.0) override;
   int tied_embedding_handle() const override { return options_.stage.whole() ? -1 : word_handle_; }
+  Shape StageBoundaryShape(int64_t batch, int64_t seq_length) const override;
 
   Heads heads() const { return options_.heads; }
   ActivationBytes activation_bytes() const override {
@@ -138,12 +139,13 @@ class BertModel : public Model {
   bool has_pretraining_heads() const { return options_.heads != Heads::kMultipleChoice; }
   bool has_multiple_choice_head() const { return options_.heads != Heads::kPretraining; }
 
-  // Embeddings (the first stage; the others read `input` [B, T, H]) -> stack -> (the last stage,
-  // pre-norm: final LayerNorm); leaves the output in seq_ [B * T, H].
+  // Embeddings (the first stage; the others read `input`, StageBoundaryShape) -> stack -> (the
+  // last stage, pre-norm: final LayerNorm; sequence parallel: gathered); leaves the output in
+  // seq_: [B * T, H] on the last stage, StageBoundaryShape on the others.
   absl::Status EncoderForward(const nn::StepContext& sc, const Batch& batch,
                               const TensorView& input = TensorView());
-  // dseq: [B * T, H], the gradient of seq_ (overwritten as scratch). A stage without the input
-  // writes the gradient of its input into input_grad [B, T, H].
+  // dseq: the gradient of seq_, of its shape (overwritten as scratch). A stage without the input
+  // writes the gradient of its input into input_grad (StageBoundaryShape).
   absl::Status EncoderBackward(const nn::StepContext& sc, const TensorView& dseq,
                                const TensorView& input_grad = TensorView());
   // InvalidArgument for MLM or SOP labels of the wrong shape or dtype, or a SOP label outside

@@ -29,11 +29,6 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
         "GPT-2 has only the language-model head (Heads::kPretraining)");
   }
   const StageOptions& stage = options.stage;
-  if (options.sequence_parallel && !stage.whole()) {
-    return absl::UnimplementedError(
-        "GPT-2: sequence parallelism within a pipeline stage is not implemented; use one of "
-        "--sequence_parallel and --pipeline_model_parallel_size > 1");
-  }
   ASSIGN_OR_RETURN(const int layers, StageLayerCount(stage, config, "GPT-2"));
   std::unique_ptr<GptModel> m(new GptModel());
   m->config_ = config;
@@ -64,7 +59,13 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
   }
   m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", stage.first_layer, "."));
   m->final_norm_handle_ = store->size();  // Its first parameter's handle (declaration order).
-  if (!stage.holds_output) return m;
+  if (!stage.holds_output) {
+    // Sequence parallel stages pass slices of the sequence; the first one scatters into them.
+    if (options.sequence_parallel) {
+      m->sp_ = std::make_unique<SequenceParallelEnds>(store, nullptr, store->size(), store->size());
+    }
+    return m;
+  }
   ASSIGN_OR_RETURN(m->final_norm_, spec.final_norm(store, spec.final_norm_name, lc));
   if (m->final_norm_ == nullptr) {
     return absl::InvalidArgumentError("GPT: the DecoderSpec's final_norm factory returned no norm");
@@ -125,14 +126,17 @@ absl::Status GptModel::PrepareForward(const ExecContext& ec, const TensorView& t
   return absl::OkStatus();
 }
 
+Shape GptModel::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
+  return {batch, sp_ != nullptr ? seq_length / store_->tp_size() : seq_length, config_.hidden_size};
+}
+
 absl::Status GptModel::CheckHidden(const ExecContext& ec, const TensorView& t,
                                    const char* what) const {
-  if (t.shape != Shape{B_, T_, config_.hidden_size} || t.dtype != dtype_ || t.device != ec.device ||
-      !t.IsContiguous()) {
+  const Shape want = StageBoundaryShape(B_, T_);
+  if (t.shape != want || t.dtype != dtype_ || t.device != ec.device || !t.IsContiguous()) {
     return absl::InvalidArgumentError(
         absl::StrCat("GPT-2 pipeline stage: ", what, " ", t.DebugString(), " must be contiguous ",
-                     DTypeName(dtype_), " [", B_, ", ", T_, ", ", config_.hidden_size, "] on ",
-                     ec.device.ToString()));
+                     DTypeName(dtype_), " ", ShapeToString(want), " on ", ec.device.ToString()));
   }
   return absl::OkStatus();
 }
@@ -155,7 +159,7 @@ absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const 
     RETURN_IF_ERROR(ops::Add(ec, emb2, pos_emb_.view(), emb2));
   }
   if (sp_ != nullptr) {
-    // Sequence parallel (whole models only): the stack on this rank's slice of the sequence.
+    // Sequence parallel: the stack on this rank's slice of the sequence.
     ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb_.view(), EmbeddingDropout(sc, T)));
     return stack_->Forward(sc, x, /*padding_mask=*/nullptr);
   }

@@ -91,6 +91,7 @@ class GptModel : public Model {
   absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
                              const TensorView& input_grad, double loss_scale = 1.0) override;
   int tied_embedding_handle() const override;
+  Shape StageBoundaryShape(int64_t batch, int64_t seq_length) const override;
   // Megatron's formula (models/flops.h) for this stage's layers (and the logits on the stage that
   // holds the output); `scored` does not matter (every position's logits are computed).
   double TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const override;

@@ -10,7 +10,8 @@
 #   resumed with plain 1F1B (stage 0 then holds layers 0-1, not 0 and 2) within float32
 #   rounding of the serial run;
 #   bad pipeline flags are refused with one line naming the flag (non-zero exit);
-#   pretrain_bert at PP=2 (2 layers per stage) logs the serial lm and sop losses alike.
+#   pretrain_bert at PP=2 (2 layers per stage), and at PP=2 x TP=2 with --sequence_parallel
+#   (stages passing each TP rank's slice of the sequence), logs the serial lm and sop losses alike.
 #   pipeline_driver_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN PREPROCESS_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"; preprocess="$3"; bert="$4"
@@ -94,16 +95,23 @@ mpi 2 "$bert" "${bert_common[@]}" --pipeline_model_parallel_size=2 \
   --log_jsonl="$work/bert_pp2.jsonl" >"$work/bert_pp2.log" 2>&1 ||
   { cat "$work/bert_pp2.log"; fail "BERT PP=2 run"; }
 grep -q 'pipeline: 2 stages, 6 iterations' "$work/bert_pp2.log" || fail "BERT: no pipeline line"
+mpi 4 "$bert" "${bert_common[@]}" --pipeline_model_parallel_size=2 --tensor_model_parallel_size=2 \
+  --sequence_parallel --log_jsonl="$work/bert_pp2_sp.jsonl" >"$work/bert_pp2_sp.log" 2>&1 ||
+  { cat "$work/bert_pp2_sp.log"; fail "BERT PP=2 x TP=2 sequence-parallel run"; }
 python3 - "$work" <<'PY' || fail "BERT curves differ"
 import json, sys
 work = sys.argv[1]
-serial, run = ([json.loads(l) for l in open(f"{work}/{n}.jsonl")] for n in ("bert_serial", "bert_pp2"))
-assert len(serial) == len(run) == 6, (len(serial), len(run))
-assert [set(r) for r in run] == [set(r) for r in serial]
-for key in ("lm_loss", "sop_loss"):
-    worst = max(abs(a[key] - b[key]) / b[key] for a, b in zip(run, serial))
-    print(f"BERT PP=2: worst relative {key} difference {worst:.3g}")
-    assert worst < 1e-5, (key, worst)
+def curve(name):
+    return [json.loads(l) for l in open(f"{work}/{name}.jsonl")]
+serial = curve("bert_serial")
+for name, what in (("bert_pp2", "PP=2"), ("bert_pp2_sp", "PP=2 x TP=2 sequence parallel")):
+    run = curve(name)
+    assert len(serial) == len(run) == 6, (len(serial), len(run))
+    assert [set(r) for r in run] == [set(r) for r in serial]
+    for key in ("lm_loss", "sop_loss"):
+        worst = max(abs(a[key] - b[key]) / b[key] for a, b in zip(run, serial))
+        print(f"BERT {what}: worst relative {key} difference {worst:.3g}")
+        assert worst < 1e-5, (key, worst)
 PY
 
 refused() {  # refused NEEDLE FLAGS...: exits non-zero with one error line containing NEEDLE
