@@ -155,6 +155,29 @@ cuda_archive = rule(
     doc = "Compiles .cu files with nvcc (position-independent) into one static archive.",
 )
 
+def _static_archive_impl(ctx):
+    lib = ctx.attr.library
+    files = []
+    for linker_input in lib[CcInfo].linking_context.linker_inputs.to_list():
+        if linker_input.owner != lib.label:
+            continue
+        for library in linker_input.libraries:
+            archive = library.pic_static_library or library.static_library
+            if archive != None:
+                files.append(archive)
+    if len(files) != 1:
+        fail("%s: expected one static archive of %s's own objects, found %d" %
+             (ctx.label, lib.label, len(files)))
+    return [DefaultInfo(files = depset(files))]
+
+static_archive = rule(
+    implementation = _static_archive_impl,
+    attrs = {"library": attr.label(providers = [CcInfo])},
+    doc = """The static archive of a cc_library's own objects (".lo" when it is alwayslink), as a
+file for another library's srcs: its objects linked without its headers and dependencies
+reaching the dependents' compile actions.""",
+)
+
 def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts = [], **kwargs):
     """CUDA kernels (srcs, .cu via nvcc) plus host code (cc_srcs, via the C++ toolchain).
 
@@ -166,7 +189,9 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
         return
 
     # Under the emulator each .cu file is compiled as host C++ (kernel_util.cuh then includes
-    # core/cuda/emu/emu.h), from a copy named .cc.
+    # core/cuda/emu/emu.h), from a copy named .cc, and linked as an archive file (static_archive),
+    # as nvcc's objects are in the default build: the emulator's headers never reach the compile
+    # actions of the libraries above, which therefore stay cached across the two builds.
     emu_srcs = []
     for src in srcs:
         stem = src[:-len(".cu")]
@@ -187,8 +212,14 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
             "-ffp-contract=off",  # __fmul_rn etc. and no fusing nvcc was told not to do
             "-Wno-unknown-pragmas",  # #pragma unroll
         ],
-        deps = deps + ["//core/cuda/emu:runtime"],
+        deps = deps + ["//core/cuda/emu:cudart"],
         alwayslink = 1,
+        tags = ["manual"],
+        testonly = kwargs.get("testonly", False),
+    )
+    static_archive(
+        name = name + "_emu_archive",
+        library = ":" + name + "_emu_kernels",
         tags = ["manual"],
         testonly = kwargs.get("testonly", False),
     )
@@ -203,7 +234,7 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
         hdrs = hdrs,
         srcs = select({
             "//third_party/cuda:cpu_only": [],
-            "//third_party/cuda:emu": cc_srcs,
+            "//third_party/cuda:emu": [":" + name + "_emu_archive"] + cc_srcs,
             "//conditions:default": [":" + name + "_kernels"] + cc_srcs,
         }),
         copts = MT_COPTS + copts,
@@ -213,7 +244,6 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
         }),
         deps = deps + select({
             "//third_party/cuda:cpu_only": [],
-            "//third_party/cuda:emu": [":" + name + "_emu_kernels", CUDART, CUBLAS],
             "//conditions:default": [CUDART, CUBLAS],
         }),
         alwayslink = 1,
