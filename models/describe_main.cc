@@ -19,6 +19,7 @@
 #include "models/count.h"
 #include "models/memory.h"
 #include "models/registry.h"
+#include "nn/transformer.h"
 
 DEFINE_string(model, "", "Registered model name (empty: list the registered models).");
 DEFINE_int32(tensor_model_parallel_size, 1, "Tensor-parallel degree for the per-rank count.");
@@ -39,11 +40,6 @@ DEFINE_bool(sequence_parallel, false, "Sequence parallelism (needs TP > 1).");
 DEFINE_string(recompute_granularity, "none", "Activation recomputation: none, full or selective.");
 
 namespace {
-
-constexpr std::pair<absl::string_view, mt::nn::Recompute> kRecomputeNames[] = {
-    {"none", mt::nn::Recompute::kNo},
-    {"full", mt::nn::Recompute::kYes},
-    {"selective", mt::nn::Recompute::kSelective}};
 
 absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(int tp) {
   mt::models::MemoryOptions o;
@@ -67,9 +63,9 @@ absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(int tp) {
   o.compute_dtype = FLAGS_fp16 ? mt::DType::kF16 : FLAGS_bf16 ? mt::DType::kBF16 : mt::DType::kF32;
   o.distributed_optimizer = FLAGS_use_distributed_optimizer;
   o.sequence_parallel = FLAGS_sequence_parallel;
-  ASSIGN_OR_RETURN(o.recompute,
-                   mt::ParseEnum<mt::nn::Recompute>("recompute_granularity",
-                                                    FLAGS_recompute_granularity, kRecomputeNames));
+  ASSIGN_OR_RETURN(o.recompute, mt::ParseEnum<mt::nn::Recompute>("recompute_granularity",
+                                                                 FLAGS_recompute_granularity,
+                                                                 mt::nn::kRecomputeNames));
   return o;
 }
 
@@ -86,7 +82,8 @@ absl::Status PrintMemory(const mt::models::ModelConfig& config, int tp) {
       static_cast<long long>(o.micro_batch),
       static_cast<long long>(o.seq_length > 0 ? o.seq_length : config.max_position_embeddings),
       std::string(mt::DTypeName(o.compute_dtype)).c_str(),
-      std::string(mt::EnumName(o.recompute, mt::EnumNames<mt::nn::Recompute>(kRecomputeNames)))
+      std::string(
+          mt::EnumName(o.recompute, mt::EnumNames<mt::nn::Recompute>(mt::nn::kRecomputeNames)))
           .c_str(),
       o.sequence_parallel ? ", sequence parallel" : "",
       o.distributed_optimizer ? ", distributed optimizer" : "",

@@ -38,10 +38,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/softmax.h"
 #include "core/tensor.h"
@@ -62,6 +64,9 @@ enum class NormPosition { kPreNorm, kPostNorm };
 // and re-runs the whole layer in Backward; kSelective (Korthikanti et al. 2022) re-runs only the
 // attention core in Backward (nn/attention.h AttentionConfig::recompute_core).
 enum class Recompute { kNo, kYes, kSelective };
+// Their names as Megatron-LM's --recompute_granularity spells them (core/fields.h tables).
+inline constexpr std::pair<absl::string_view, Recompute> kRecomputeNames[] = {
+    {"none", Recompute::kNo}, {"full", Recompute::kYes}, {"selective", Recompute::kSelective}};
 
 struct TransformerLayerConfig {
   int64_t hidden = 0;

@@ -43,11 +43,6 @@ inline constexpr std::pair<absl::string_view, CommBackend> kCommBackendNames[] =
 inline constexpr std::pair<absl::string_view, DType> kComputeDTypeNames[] = {
     {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}};
 
-inline constexpr std::pair<absl::string_view, nn::Recompute> kRecomputeGranularityNames[] = {
-    {"none", nn::Recompute::kNo},
-    {"full", nn::Recompute::kYes},
-    {"selective", nn::Recompute::kSelective}};
-
 // How the transformer layers keep their activations (Korthikanti et al. 2022), with Megatron-LM's
 // flag names: sequence parallelism (TP > 1; the norms, dropouts and residual stream on each TP
 // rank's slice of the sequence) and the recomputation granularity (--recompute, the older flag,
@@ -65,7 +60,7 @@ struct ActivationConfig {
     v("recompute_granularity", &self.recompute_granularity,
       "none, full (recompute each layer in backward; as --recompute) or selective (only the "
       "attention core).",
-      kRecomputeGranularityNames);
+      nn::kRecomputeNames);
   }
   // The recomputation the model runs given the older --recompute flag; InvalidArgument when they
   // disagree.
