@@ -35,12 +35,6 @@ absl::Status CheckOptions(const ModelConfig& config, const MemoryOptions& o) {
         absl::StrCat("memory: --sequence_parallel needs --tensor_model_parallel_size > 1 (got ",
                      o.tensor_parallel, ") dividing the sequence length ", s));
   }
-  if (o.pipeline_parallel > 1 && (o.sequence_parallel || o.distributed_optimizer)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "memory: --pipeline_model_parallel_size=", o.pipeline_parallel,
-        " with --sequence_parallel or --use_distributed_optimizer: the pretraining drivers do not "
-        "combine them yet"));
-  }
   return absl::OkStatus();
 }
 
@@ -124,10 +118,11 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const M
     m.layers = per_chunk * split.virtual_stages;
     // Megatron: every in-flight (micro-batch, chunk) keeps its layers' activations.
     m.activations_megatron = static_cast<double>(m.in_flight * per_chunk) * est.layer_activations;
-    // This stack: each chunk one micro-batch's activations, the other in-flight ones their input.
+    // This stack: each chunk one micro-batch's activations, the other in-flight ones their input
+    // (with sequence parallelism, this TP rank's slice of it).
     const int64_t kept = std::min<int64_t>(m.in_flight, split.virtual_stages);
     m.activations = static_cast<double>(kept * per_chunk) * est.layer_activations +
-                    static_cast<double>(m.in_flight - kept) * e * sbh;
+                    static_cast<double>(m.in_flight - kept) * e * sbh / sp;
     // Input and output layers (the paper's section 4.3).
     const int64_t micro_in_flight =
         o.micro_batches > 0 ? std::min<int64_t>(split.stages, o.micro_batches) : split.stages;

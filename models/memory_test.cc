@@ -105,9 +105,20 @@ TEST(MemoryTest, StagesByHand) {
   const double output = 2 * 2 * sbh + 4.0 * 1024 * 4 * v / t;
   EXPECT_DOUBLE_EQ(est->stages[1].activations_megatron, 20 * layer + output);
   EXPECT_DOUBLE_EQ(est->stages[1].activations, 20 * layer + output);
-  // The distributed optimizer shards the moments (PP 1: the drivers do not combine it with PP).
-  o.pipeline_parallel = 1;
+  // The distributed optimizer shards each stage's moments over its DP group; sequence
+  // parallelism divides the stage inputs kept for the other micro-batch by TP.
   o.distributed_optimizer = true;
+  o.sequence_parallel = true;
+  est = EstimateMemory(c, o);
+  ASSERT_TRUE(est.ok()) << est.status();
+  ASSERT_EQ(est->stages.size(), 2u);
+  EXPECT_DOUBLE_EQ(est->stages[0].optimizer, 8.0 * est->stages[0].parameters / 2);
+  EXPECT_DOUBLE_EQ(est->stages[1].optimizer, 8.0 * est->stages[1].parameters / 2);
+  const double sp_layer = LayerActivationBytes(c, o);
+  EXPECT_LT(sp_layer, layer);
+  EXPECT_DOUBLE_EQ(est->stages[0].activations, 20 * sp_layer + 2 * sbh / t + sbh / t);
+  o.sequence_parallel = false;
+  o.pipeline_parallel = 1;
   est = EstimateMemory(c, o);
   ASSERT_TRUE(est.ok()) << est.status();
   ASSERT_EQ(est->stages.size(), 1u);

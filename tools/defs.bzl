@@ -172,7 +172,7 @@ def _static_archive_impl(ctx):
 
 static_archive = rule(
     implementation = _static_archive_impl,
-    attrs = {"library": attr.label(providers = [CcInfo])},
+    attrs = {"library": attr.label(providers = [CcInfo], mandatory = True)},
     doc = """The static archive of a cc_library's own objects (".lo" when it is alwayslink), as a
 file for another library's srcs: its objects linked without its headers and dependencies
 reaching the dependents' compile actions.""",

@@ -187,6 +187,26 @@ absl::Status PruneIterations(const std::string& save_dir, int64_t iteration, int
   return removed ? internal::SyncDirectory(save_dir) : absl::OkStatus();
 }
 
+// Removes the shard directories of iteration `iteration` that the layout (tp_size x pp_size) does
+// not name: left by a save in another layout that was killed before its commit, they would
+// otherwise be read by the loaders' layout detection (mp_rank_TT before mp_rank_TT_000).
+absl::Status RemoveOtherShards(const std::string& save_dir, int64_t iteration, int tp_size,
+                               int pp_size) {
+  const std::string iter_dir = IterationDir(save_dir, iteration);
+  std::set<std::string> wanted;
+  for (int p = 0; p < pp_size; ++p) {
+    for (int r = 0; r < tp_size; ++r) wanted.insert(ShardName(r, p, pp_size));
+  }
+  ASSIGN_OR_RETURN(const std::vector<std::string> entries, internal::ListDirectory(iter_dir));
+  bool removed = false;
+  for (const std::string& name : entries) {
+    if (!absl::StartsWith(name, "mp_rank_") || wanted.count(name) > 0) continue;
+    RETURN_IF_ERROR(DeleteIterationDir(iter_dir, name));
+    removed = true;
+  }
+  return removed ? internal::SyncDirectory(iter_dir) : absl::OkStatus();
+}
+
 // SaveShard's checks of its arguments; the tensors to write, named, into *named.
 absl::Status ValidateSave(const CheckpointMetadata& meta, const Json& config,
                           const std::vector<TensorRecord>& tensors,
@@ -359,6 +379,7 @@ absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, in
                                                    ", tp_size ", tp_size, " or pp_size ", pp_size));
   }
   RETURN_IF_ERROR(internal::VerifyComplete(save_dir, iteration, tp_size, pp_size));
+  RETURN_IF_ERROR(RemoveOtherShards(save_dir, iteration, tp_size, pp_size));
 
   const std::string pointer = JoinPath(save_dir, kLatestIterationFile);
   const std::string temp = JoinPath(save_dir, absl::StrCat(".", kLatestIterationFile, ".tmp"));

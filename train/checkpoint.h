@@ -13,7 +13,9 @@
 // pipeline stage PPP is mp_rank_TT_PPP (mp_rank_01_003): TP x PP shards in all. Tensor names are
 // the serial model's (a stage holding layers 4-7 names them layers.4 .. layers.7), so a stage's
 // shard holds its own tensors under their global names, and a tensor two stages both hold (the
-// tied word embedding of the first and the last stage) is in both shards with the same value.
+// tied word embedding of the first and the last stage) is in both shards: the same weights, and
+// moments equal but for the distributed optimizer's rounding at DP >= 3 (the last stage's
+// update is replaced by the first's); loading reads the first stage's copy.
 //
 // Integrity: each entry of metadata.json's "tensors" list carries "sha256", the lowercase hex
 // SHA-256 of that tensor's bytes as stored in the shard's safetensors file (the byte range its
@@ -127,7 +129,9 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
 absl::Status CheckSaveDirectory(const std::string& save_dir);
 
 // Marks iteration `iteration` complete: checks that the tp_size x pp_size shards all exist and
-// agree (iteration, parallel layout, model config, file sizes), atomically rewrites
+// agree (iteration, parallel layout, model config, file sizes), removes any other shard
+// directory of that iteration (a save in another layout killed before its commit), atomically
+// rewrites
 // latest_checkpointed_iteration.txt, then deletes the oldest iter_* directories below `iteration`
 // so that keep_last directories remain (keep_last <= 0 keeps all). Newer iter_* directories (left
 // by a run that crashed before committing them) are left alone. Call once, after every rank's
@@ -201,13 +205,15 @@ struct ReshardedLoad {
 // reassembled from that stage's shards (as ReshardCheckpoint does, one tensor at a time) and
 // sliced. Vocab-padded tensors may differ in their padded row count:
 // the first real_vocab rows are copied and the padding rows come out zero (also at the same
-// degree). Names are matched exactly; the model config is not compared (the caller decides what
+// degree, unless options.keep_padding_rows). Names are matched exactly; the model config is
+// compared only when options.expected_model_config_json is given (else the caller decides what
 // it builds). Nothing is written into `into` until every check has passed.
 // Errors: InvalidArgument for bad arguments (tp_rank outside [0, tp_size), real_vocab < 1, a
 // record as LoadShard refuses it, a duplicate name); NotFound if the checkpoint or one of its
-// shards does not exist; DataLoss for corrupt files (two stages holding one name with different
-// shapes included) (a tensor failing its SHA-256 digest: `into`
-// may then be partly overwritten); FailedPrecondition, naming the checkpoint and
+// shards does not exist; DataLoss for corrupt files (a tensor failing its SHA-256 digest: `into`
+// may then be partly overwritten; two stages holding one name with different shapes);
+// FailedPrecondition for a model config other than options.expected_model_config_json (listing
+// the keys); FailedPrecondition, naming the checkpoint and
 // the tensor, for a tensor whose partitioning, global shape (besides padded rows) or dtype differs
 // from its record's, a vocab-padded tensor with fewer than real_vocab rows on either side, or the
 // missing / ignored names when not allowed (listing them).

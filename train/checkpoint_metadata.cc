@@ -210,6 +210,12 @@ absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteratio
   // One stage's shards are named mp_rank_TT, several stages' mp_rank_TT_PPP.
   const bool one_stage = pp_size == 1 || (pp_size == 0 && pp_rank == 0 &&
                                           PathExists(ShardDir(dir, iteration, tp_rank)));
+  if (pp_size == 0 && pp_rank == 0 && !one_stage &&
+      !PathExists(JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, 0, 0)))) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint shard ",
+                                            ShardDir(dir, iteration, tp_rank), " (nor ",
+                                            ShardName(tp_rank, 0, 0), ")"));
+  }
   const std::string shard_dir =
       JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, pp_rank, one_stage ? 1 : 0));
   const std::string path = JoinPath(shard_dir, kShardMetadataFile);

@@ -195,6 +195,15 @@ TEST(CheckpointTest, PipelineStagesAreShardsOfTheirOwn) {
   fs::remove_all(ShardDir(dir, 6, 1, 1, 2));
   EXPECT_STATUS(LatestIteration(dir).status(), absl::StatusCode::kDataLoss,
                 "shard mp_rank_01_001 of 4 is missing");
+  // A one-stage save of an iteration killed before its commit leaves mp_rank_00; a two-stage
+  // save of the same iteration then commits: the stale shard goes, and loading sees two stages.
+  const std::string stale = FreshDir("pp_stale");
+  ASSERT_TRUE(SaveShard(stale, testing::SyntheticMeta(6, 0, 1),
+                        testing::FilledRecords(model, 0, 1, &storage))
+                  .ok());
+  ASSERT_TRUE(testing::SaveStages(stale, model, 2, 2, 6, testing::TwoStages).ok());
+  EXPECT_FALSE(fs::exists(stale + "/iter_0000006/mp_rank_00"));
+  EXPECT_TRUE(HoldsModel(stale, 6, 2, model, 2, testing::TwoStages));
   // A stage number outside the layout.
   CheckpointMetadata bad = testing::SyntheticMeta(6, 0, 2);
   bad.pp_size = 2;

@@ -7,7 +7,8 @@
 // Reads iteration K (default: the latest) of the checkpoint in DIR (any layout), reassembles every
 // tensor from its TP slices, re-pads the vocabulary for the new degree (vocab_size rounded up to a
 // multiple of make_vocab_size_divisible_by * N, as the models do) and writes a committed
-// checkpoint with N x P shards to NEW_DIR (P: the checkpoint's own when not given). Which
+// checkpoint with N x P shards to NEW_DIR (P: the checkpoint's own number of stages when not
+// given, laid out for plain 1F1B unless L is given; any layout loads into any other). Which
 // tensors a pipeline stage holds comes from the model, built from the stored config through the
 // registry (the standard models are linked in; a variant package's own reshard_checkpoint links
 // the variant). Data parallelism needs no conversion: a checkpoint holds one copy of the state
