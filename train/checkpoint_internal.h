@@ -89,6 +89,9 @@ absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteratio
                                         int pp_rank = 0, int pp_size = 0);
 // "a (checkpoint: 1, this run: 2); b (checkpoint: absent, this run: 3)".
 std::string ConfigDifferences(const Json& checkpoint, const Json& run);
+// OK when the configs are equal; else FailedPrecondition "<where>: model config differs from this
+// run's: <ConfigDifferences>".
+absl::Status CheckSameConfig(absl::string_view where, const Json& checkpoint, const Json& run);
 // "global shape [4, 6] split on dim 1 (vocab-padded)" / "... replicated".
 std::string DescribeTensor(const Shape& global_shape, int split_dim, bool vocab_padded);
 

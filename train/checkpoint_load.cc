@@ -65,11 +65,7 @@ absl::StatusOr<ShardInfo> ReadMatchingShard(const std::string& load_dir, int64_t
   }
   ASSIGN_OR_RETURN(ShardInfo info,
                    internal::ReadShardInfo(load_dir, iteration, tp_rank, pp_rank, pp_size));
-  if (info.model_config != expected_config) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, ": model config differs from this run's: ",
-                     internal::ConfigDifferences(info.model_config, expected_config)));
-  }
+  RETURN_IF_ERROR(internal::CheckSameConfig(where, info.model_config, expected_config));
   return info;
 }
 

@@ -157,10 +157,8 @@ absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t
   }
   const std::string where = absl::StrCat("checkpoint ", load_dir, " iteration ", iteration);
   ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(load_dir, iteration));
-  if (!expected_config.is_null() && source.first().model_config != expected_config) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, ": model config differs from this run's: ",
-                     internal::ConfigDifferences(source.first().model_config, expected_config)));
+  if (!expected_config.is_null()) {
+    RETURN_IF_ERROR(internal::CheckSameConfig(where, source.first().model_config, expected_config));
   }
   ReshardedLoad result;
   result.meta = source.first().meta;

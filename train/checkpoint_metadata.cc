@@ -254,6 +254,12 @@ std::string ConfigDifferences(const Json& checkpoint, const Json& run) {
   return absl::StrJoin(diffs, "; ");
 }
 
+absl::Status CheckSameConfig(absl::string_view where, const Json& checkpoint, const Json& run) {
+  if (checkpoint == run) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      where, ": model config differs from this run's: ", ConfigDifferences(checkpoint, run)));
+}
+
 std::string DescribeTensor(const Shape& global_shape, int split_dim, bool vocab_padded) {
   return absl::StrCat(
       "global shape ", ShapeToString(global_shape),

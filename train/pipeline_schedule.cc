@@ -211,14 +211,14 @@ absl::StatusOr<std::unique_ptr<PipelineRunner>> PipelineRunner::Create(
   return r;
 }
 
-// Tags: activations entering virtual stage v travel with tag 2v, their gradients leaving it
-// (towards v - 1) with tag 2(v - 1) + 1, so the messages of different chunks never match each
-// other; within one tag, micro-batches go in order on both sides.
 absl::StatusOr<Tensor> PipelineRunner::Boundary(const models::Batch& batch) const {
   return Alloc(*exec_, chunks_[0]->StageBoundaryShape(batch.tokens.dim(0), batch.tokens.dim(1)),
                dtype_);
 }
 
+// Tags: activations entering virtual stage v travel with tag 2v, their gradients leaving it
+// (towards v - 1) with tag 2(v - 1) + 1, so the messages of different chunks never match each
+// other; within one tag, micro-batches go in order on both sides.
 absl::StatusOr<Tensor> PipelineRunner::Receive(const models::Batch& batch, int peer, int tag) {
   ASSIGN_OR_RETURN(Tensor t, Boundary(batch));
   ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> request, pp_->RecvAsync(t.view(), peer, tag));

@@ -1,5 +1,7 @@
 #include "train/training_state.h"
 
+#include <iterator>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/alloc.h"
@@ -21,12 +23,15 @@ struct FlatState {
 // The records of every parameter and its Adam moments over `flat`, in the store's layout.
 std::vector<TensorRecord> Records(const nn::ParameterStore& store, const FlatState& flat) {
   std::vector<TensorRecord> records;
-  const std::string prefix = kOptimizerTensorPrefix;
+  const TensorView moments[] = {flat.exp_avg, flat.exp_avg_sq};  // kMomentTensorNames' order.
+  static_assert(std::size(moments) == std::size(kMomentTensorNames));
   for (int i = 0; i < store.size(); ++i) {
     const std::string& name = store.spec(i).name;
     records.push_back(ParameterRecord(store, i, flat.values, name));
-    records.push_back(ParameterRecord(store, i, flat.exp_avg, prefix + "exp_avg." + name));
-    records.push_back(ParameterRecord(store, i, flat.exp_avg_sq, prefix + "exp_avg_sq." + name));
+    for (size_t k = 0; k < std::size(moments); ++k) {
+      records.push_back(ParameterRecord(
+          store, i, moments[k], absl::StrCat(kOptimizerTensorPrefix, kMomentTensorNames[k], name)));
+    }
   }
   return records;
 }
@@ -130,7 +135,7 @@ absl::Status LoadThisStage(const std::string& load_dir, int64_t iteration,
 }  // namespace
 
 std::string ParameterOfTensor(const std::string& tensor_name) {
-  for (const char* moment : {"exp_avg.", "exp_avg_sq."}) {
+  for (const char* moment : kMomentTensorNames) {
     const std::string prefix = absl::StrCat(kOptimizerTensorPrefix, moment);
     if (absl::StartsWith(tensor_name, prefix)) return tensor_name.substr(prefix.size());
   }

@@ -31,8 +31,10 @@
 namespace mt {
 namespace train {
 
-// The prefix of every optimizer tensor's name in a training checkpoint.
+// The prefix of every optimizer tensor's name in a training checkpoint, and the Adam moments'
+// names after it: "optimizer.exp_avg.<param>", "optimizer.exp_avg_sq.<param>".
 inline constexpr char kOptimizerTensorPrefix[] = "optimizer.";
+inline constexpr const char* kMomentTensorNames[] = {"exp_avg.", "exp_avg_sq."};
 
 // The parameter a training checkpoint's tensor belongs to: "<param>" for "<param>",
 // "optimizer.exp_avg.<param>" and "optimizer.exp_avg_sq.<param>".
