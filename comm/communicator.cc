@@ -252,8 +252,8 @@ absl::Status Communicator::AllGather(const TensorView& in, const TensorView& out
   return DoAllGatherLastDim(in, out);
 }
 
-absl::Status Communicator::ReduceScatter(const TensorView& in, const TensorView& out, ReduceOp op) {
-  const std::string label = OpLabel("ReduceScatter");
+absl::Status Communicator::CheckAndCountReduceScatter(const std::string& label,
+                                                      const TensorView& in, const TensorView& out) {
   RETURN_IF_ERROR(CheckPair(label, in, out, kReduceDTypes));
   if (out.rank() < 1) {
     return absl::InvalidArgumentError(
@@ -264,9 +264,36 @@ absl::Status Communicator::ReduceScatter(const TensorView& in, const TensorView&
   RETURN_IF_ERROR(ops::CheckShape(label, "in", in, expected));
   ++counters_.reduce_scatter;
   counters_.bytes += in.nbytes();
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::ReduceScatter(const TensorView& in, const TensorView& out, ReduceOp op) {
+  RETURN_IF_ERROR(CheckAndCountReduceScatter(OpLabel("ReduceScatter"), in, out));
   if (out.numel() == 0) return absl::OkStatus();
   CallScope scope(monitor_, "ReduceScatter");
   return DoReduceScatter(in, out, op);
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::ReduceScatterAsync(const TensorView& in,
+                                                                              const TensorView& out,
+                                                                              ReduceOp op) {
+  std::string label = OpLabel("ReduceScatterAsync");
+  RETURN_IF_ERROR(CheckAndCountReduceScatter(label, in, out));
+  std::unique_ptr<CommRequest> request;
+  if (out.numel() == 0) {
+    request = internal::CompletedRequest(std::move(label));
+  } else {
+    CallScope scope(monitor_, "ReduceScatterAsync");
+    ASSIGN_OR_RETURN(request, DoReduceScatterAsync(in, out, op));
+  }
+  Adopt(request.get());  // As in AllReduceAsync.
+  return request;
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::DoReduceScatterAsync(
+    const TensorView& in, const TensorView& out, ReduceOp op) {
+  RETURN_IF_ERROR(DoReduceScatter(in, out, op));
+  return internal::CompletedRequest(OpLabel("ReduceScatterAsync"));
 }
 
 absl::Status Communicator::Broadcast(const TensorView& t, int root) {

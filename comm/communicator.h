@@ -24,20 +24,21 @@
 // so a sum over n ranks has relative error about u16 + (n-1) * u32; NCCL reduces natively in the
 // 16-bit type (error up to about (n-1) * u16). Integer sums are exact (wrapping on overflow).
 //
-// All calls are synchronous except AllReduceAsync: when a call returns, its output is complete and
+// All calls are synchronous except the *Async ones: when a call returns, its output is complete and
 // its input may be reused. Views on the CPU and on CUDA devices are accepted by both backends (see
 // their headers for how each one moves the data). A Communicator is not thread-safe: one thread at
 // a time, and the same thread for a communicator and its pending CommRequests.
 //
 // Non-blocking all-reduce (to overlap the data-parallel gradient all-reduce with the backward
-// pass): AllReduceAsync starts the collective and returns a CommRequest at once; the result is in
-// the tensor once Test() returns true or Wait() returns OK. It is matched like AllReduce: every
-// rank starts the same calls in the same order, with blocking and non-blocking calls on the same
-// communicator interleaved identically; several requests may be outstanding at once, on this and
-// on other communicators. Whether the transfer really progresses while the caller computes is the
-// backend's affair: NCCL runs it on its own stream; OpenMPI progresses non-blocking collectives
-// only inside MPI calls, so call Test() now and then (e.g. after each layer's backward) to move it
-// along; a backend without a non-blocking path completes the call inside AllReduceAsync.
+// pass; ReduceScatterAsync likewise for the distributed optimizer): AllReduceAsync starts the
+// collective and returns a CommRequest at once; the result is in the tensor once Test() returns
+// true or Wait() returns OK. It is matched like AllReduce: every rank starts the same calls in the
+// same order, with blocking and non-blocking calls on the same communicator interleaved
+// identically; several requests may be outstanding at once, on this and on other communicators.
+// Whether the transfer really progresses while the caller computes is the backend's affair: NCCL
+// runs it on its own stream; OpenMPI progresses non-blocking collectives only inside MPI calls, so
+// call Test() now and then (e.g. after each layer's backward) to move it along; a backend without a
+// non-blocking path completes the call inside AllReduceAsync.
 //
 // Every communicator counts the calls it has issued, per kind (counters()); nn/ tests assert on
 // them (a transformer layer performs exactly two all-reduces forward and two backward). A call is
@@ -213,6 +214,13 @@ class Communicator {
   absl::Status ReduceScatter(const TensorView& in, const TensorView& out,
                              ReduceOp op = ReduceOp::kSum);
 
+  // Starts ReduceScatter and returns at once with a request that completes it (CommRequest: `in`
+  // must not be written, nor `out` read, until then). Validation, errors, counting (as a
+  // reduce_scatter) and matching are those of ReduceScatter, as AllReduceAsync's are AllReduce's.
+  absl::StatusOr<std::unique_ptr<CommRequest>> ReduceScatterAsync(const TensorView& in,
+                                                                  const TensorView& out,
+                                                                  ReduceOp op = ReduceOp::kSum);
+
   // t <- root's t on every rank. root in [0, size()).
   absl::Status Broadcast(const TensorView& t, int root);
 
@@ -245,7 +253,7 @@ class Communicator {
                                                               absl::string_view name) = 0;
 
   const CommCounters& counters() const { return counters_; }
-  // Requests from AllReduceAsync that are alive and not done.
+  // Requests from the *Async calls that are alive and not done.
   int64_t pending_requests() const { return pending_requests_; }
   // Returns the counters and zeroes them.
   CommCounters ResetCounters();
@@ -273,6 +281,10 @@ class Communicator {
   virtual absl::Status DoAllGatherLastDim(const TensorView& in, const TensorView& out) = 0;
   virtual absl::Status DoReduceScatter(const TensorView& in, const TensorView& out,
                                        ReduceOp op) = 0;
+  // Starts DoReduceScatter's collective without waiting; the default completes it first.
+  virtual absl::StatusOr<std::unique_ptr<CommRequest>> DoReduceScatterAsync(const TensorView& in,
+                                                                            const TensorView& out,
+                                                                            ReduceOp op);
   virtual absl::Status DoBroadcast(const TensorView& t, int root) = 0;
   virtual absl::Status DoBarrier() = 0;
   virtual absl::Status DoSend(const TensorView& t, int peer, int tag) = 0;
@@ -291,6 +303,9 @@ class Communicator {
   // Validates a point-to-point call's arguments and counts it (a send unless `recv`).
   absl::Status CheckAndCountP2p(const std::string& label, const TensorView& t, int peer, int tag,
                                 bool recv);
+  // Validates a reduce-scatter's arguments and counts it.
+  absl::Status CheckAndCountReduceScatter(const std::string& label, const TensorView& in,
+                                          const TensorView& out);
   // Counts a request from an *Async call as pending until it is done.
   void Adopt(CommRequest* request);
 

@@ -110,31 +110,50 @@ absl::Status StageOut(void* host, const TensorView& t) {
   return CopyTensor(ExecContext(), TensorView(host, t.shape, t.dtype), t);
 }
 
-// An MPI_Iallreduce in flight. f32/i32/i64 CPU tensors are reduced in place; CUDA tensors and
-// 16-bit floats go through buffers owned by the request (a host copy of a CUDA tensor, the f32
-// values of a 16-bit one), filled at the start and copied/converted back into the tensor when
-// completion is first observed. So the request owns everything MPI is working on except t.
-class MpiAllReduceRequest final : public CommRequest {
+// An MPI_Iallreduce or MPI_Ireduce_scatter_block in flight. f32/i32/i64 CPU tensors are reduced
+// in place (all-reduce) or from `in` into `out` (reduce-scatter); CUDA tensors and 16-bit floats go
+// through buffers owned by the request (host copies of CUDA tensors, the f32 values of 16-bit
+// ones), filled at the start and copied/converted back into `out` when completion is first
+// observed. So the request owns everything MPI is working on except the tensors.
+class MpiReduceRequest final : public CommRequest {
  public:
-  // Stages t and starts the collective; the request is returned only if it started.
-  static absl::StatusOr<std::unique_ptr<CommRequest>> Start(MPI_Comm comm, const TensorView& t,
-                                                            int n, ReduceOp op, std::string label) {
-    std::unique_ptr<MpiAllReduceRequest> r(new MpiAllReduceRequest(t, std::move(label)));
-    ASSIGN_OR_RETURN(r->host_, StageIn(t, &r->stage_));
-    void* buf = r->host_;
-    MPI_Datatype type = MpiType(t.dtype);
-    if (IsHalf(t.dtype)) {
-      r->f32_ = static_cast<float*>(r->f32_buffer_.Get(n * sizeof(float)));
-      HalfToF32(r->host_, t.dtype, r->f32_, n);
-      buf = r->f32_;
+  // Stages the tensors and starts the collective (an all-reduce of `in` in place when `scatter`
+  // is false; out must then be in); the request is returned only if it started.
+  static absl::StatusOr<std::unique_ptr<CommRequest>> Start(MPI_Comm comm, const TensorView& in,
+                                                            const TensorView& out, ReduceOp op,
+                                                            bool scatter, std::string label) {
+    ASSIGN_OR_RETURN(const int n_in, MpiCount(in.numel(), label));
+    ASSIGN_OR_RETURN(const int n_out, MpiCount(out.numel(), label));
+    std::unique_ptr<MpiReduceRequest> r(new MpiReduceRequest(out, std::move(label)));
+    ASSIGN_OR_RETURN(void* host_in, StageIn(in, &r->stage_in_));
+    if (scatter) {
+      ASSIGN_OR_RETURN(r->host_out_, HostFor(out, &r->stage_out_));
+    } else {
+      r->host_out_ = host_in;
+    }
+    void* buf_in = host_in;
+    void* buf_out = r->host_out_;
+    MPI_Datatype type = MpiType(in.dtype);
+    if (IsHalf(in.dtype)) {
+      float* f_in = static_cast<float*>(r->f32_in_.Get(n_in * sizeof(float)));
+      HalfToF32(host_in, in.dtype, f_in, n_in);
+      buf_in = f_in;
+      buf_out = scatter ? r->f32_out_.Get(n_out * sizeof(float)) : f_in;
+      r->f32_result_ = static_cast<float*>(buf_out);
       type = MPI_FLOAT;
     }
-    MT_MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, MpiOp(op), comm, &r->req_));
+    if (scatter) {
+      MT_MPI_RETURN_IF_ERROR(
+          MPI_Ireduce_scatter_block(buf_in, buf_out, n_out, type, MpiOp(op), comm, &r->req_));
+    } else {
+      MT_MPI_RETURN_IF_ERROR(
+          MPI_Iallreduce(MPI_IN_PLACE, buf_in, n_in, type, MpiOp(op), comm, &r->req_));
+    }
     r->started_ = true;
     return std::unique_ptr<CommRequest>(std::move(r));
   }
 
-  ~MpiAllReduceRequest() override { WaitIfPending(); }
+  ~MpiReduceRequest() override { WaitIfPending(); }
 
  protected:
   absl::StatusOr<bool> DoTest() override {
@@ -153,22 +172,22 @@ class MpiAllReduceRequest final : public CommRequest {
   }
 
  private:
-  MpiAllReduceRequest(const TensorView& t, std::string label)
-      : CommRequest(std::move(label)), t_(t) {}
+  MpiReduceRequest(const TensorView& out, std::string label)
+      : CommRequest(std::move(label)), out_(out) {}
 
-  // The collective has completed: its result goes back into t (f32 -> 16 bits, host -> device).
+  // The collective has completed: its result goes into out (f32 -> 16 bits, host -> device).
   absl::Status Unstage() {
-    if (IsHalf(t_.dtype)) F32ToHalf(f32_, t_.dtype, host_, t_.numel());
-    return StageOut(host_, t_);
+    if (f32_result_ != nullptr) F32ToHalf(f32_result_, out_.dtype, host_out_, out_.numel());
+    return StageOut(host_out_, out_);
   }
 
-  TensorView t_;
+  TensorView out_;
   MPI_Request req_ = MPI_REQUEST_NULL;
   bool started_ = false;
-  void* host_ = nullptr;  // t's bytes on the host: t itself (CPU) or stage_ (CUDA).
-  float* f32_ = nullptr;  // The f32 values MPI reduces for a 16-bit t, in f32_buffer_.
-  HostStaging stage_;
-  internal::HostScratch f32_buffer_;
+  void* host_out_ = nullptr;     // out's bytes on the host: out itself (CPU) or a stage.
+  float* f32_result_ = nullptr;  // The f32 result of a 16-bit reduction.
+  HostStaging stage_in_, stage_out_;
+  internal::HostScratch f32_in_, f32_out_;
 };
 
 // An MPI_Isend or MPI_Irecv in flight. A send reads t itself (CPU) or a host copy owned by the
@@ -289,9 +308,14 @@ class MpiCommunicator final : public Communicator {
 
   absl::StatusOr<std::unique_ptr<CommRequest>> DoAllReduceAsync(const TensorView& t,
                                                                 ReduceOp op) override {
-    const std::string label = OpLabel("AllReduceAsync");
-    ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), label));
-    return MpiAllReduceRequest::Start(comm_, t, n, op, label);
+    return MpiReduceRequest::Start(comm_, t, t, op, /*scatter=*/false, OpLabel("AllReduceAsync"));
+  }
+
+  absl::StatusOr<std::unique_ptr<CommRequest>> DoReduceScatterAsync(const TensorView& in,
+                                                                    const TensorView& out,
+                                                                    ReduceOp op) override {
+    return MpiReduceRequest::Start(comm_, in, out, op, /*scatter=*/true,
+                                   OpLabel("ReduceScatterAsync"));
   }
 
   absl::Status DoAllGather(const TensorView& in, const TensorView& out) override {

@@ -1,4 +1,5 @@
-// Multi-process test of the MPI communicator's non-blocking all-reduce (CommRequest), and of CUDA
+// Multi-process test of the MPI communicator's non-blocking all-reduce and reduce-scatter
+// (CommRequest), and of CUDA
 // tensors staged through host memory. Linked into mpi_communicator_test_bin with
 // mpi_communicator_test.cc; run under mpirun (comm/mpi_test.sh) with 1-4 ranks. Every rank
 // regenerates every rank's data and checks its own result against the serial float64 answer.
@@ -25,10 +26,13 @@ using ::mt::testing::ToDoubles;
 using testing::CaseName;
 using testing::ExpectIdenticalOnAllRanks;
 using testing::ExpectMpiSum;
+using testing::ExpectWithin;
 using testing::GatheredLastDim;
+using testing::MpiSumBound;
 using testing::MpiTest;
 using testing::RankData;
 using testing::SerialReduce;
+using testing::SerialReduction;
 
 // Waits for every request, latest first (completion order need not follow start order).
 void WaitAll(std::vector<std::unique_ptr<CommRequest>>* requests, const std::string& what) {
@@ -186,6 +190,65 @@ TEST_F(MpiTest, AsyncAllReduceMatchesSerialForEveryDtype) {
   EXPECT_EQ(comm_->pending_requests(), 0);
 }
 
+// The non-blocking reduce-scatter: every dtype, sums and maxima, several requests outstanding at
+// once (each waited for latest first) with a blocking all-reduce issued between them, counted as
+// reduce-scatters; each rank's rows against float64.
+TEST_F(MpiTest, AsyncReduceScatterMatchesSerialForEveryDtype) {
+  const DType kAllDTypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64};
+  const Shape kOutShapes[] = {{1}, {17, 3}, {129}, {20001}};
+  const int n = comm_->size(), me = comm_->rank();
+  uint64_t seed = 1400;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    for (DType dtype : kAllDTypes) {
+      const CommCounters before = comm_->counters();
+      std::vector<Tensor> ins, outs;
+      std::vector<uint64_t> seeds;
+      std::vector<std::unique_ptr<CommRequest>> requests;
+      for (const Shape& out_shape : kOutShapes) {
+        Shape in_shape = out_shape;
+        in_shape[0] *= n;
+        seeds.push_back(++seed);
+        ins.push_back(RankData(in_shape, dtype, seed, me));
+        outs.push_back(Tensor::Host(out_shape, dtype));
+        auto r = comm_->ReduceScatterAsync(ins.back().view(), outs.back().view(), op);
+        ASSERT_TRUE(r.ok()) << CaseName(dtype, out_shape) << ": " << r.status();
+        requests.push_back(std::move(r).value());
+        if (requests.size() == 2) {
+          int64_t one = 1;
+          ASSERT_TRUE(
+              comm_->AllReduce(TensorView(&one, Shape{1}, DType::kI64), ReduceOp::kSum).ok());
+          EXPECT_EQ(one, n);
+        }
+      }
+      EXPECT_EQ(comm_->counters().reduce_scatter - before.reduce_scatter, 4);
+      WaitAll(&requests, std::string(DTypeName(dtype)));
+      EXPECT_EQ(comm_->pending_requests(), 0);
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const Shape& out_shape = kOutShapes[k];
+        Shape in_shape = out_shape;
+        in_shape[0] *= n;
+        const int64_t m = outs[k].numel();
+        const SerialReduction want = SerialReduce(in_shape, dtype, seeds[k], n, op, me * m, m);
+        const std::string what = absl::StrCat("async reduce-scatter ", ReduceOpName(op), " ",
+                                              CaseName(dtype, out_shape));
+        if (op == ReduceOp::kSum) {
+          ExpectWithin(ToDoubles(outs[k].view()), want.exact, MpiSumBound(dtype, want, n), what);
+        } else {
+          EXPECT_EQ(ToDoubles(outs[k].view()), want.exact) << what;
+        }
+      }
+    }
+  }
+  // Local errors are statuses, named after the call, and not counted.
+  const CommCounters before = comm_->counters();
+  float data[8] = {};
+  auto bad = comm_->ReduceScatterAsync(TensorView(data, Shape{3 * n + 1}, DType::kF32),
+                                       TensorView(data + 4, Shape{3}, DType::kF32));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find("ReduceScatterAsync"), std::string::npos) << bad.status();
+  EXPECT_EQ(comm_->counters(), before);
+}
+
 // Test() drives the collective to completion; after it has reported true, Test() and Wait()
 // return at once and leave the result alone.
 TEST_F(MpiTest, AsyncTestPollsUntilComplete) {
@@ -327,6 +390,16 @@ TEST_F(MpiTest, CudaTensorsAreStagedThroughHost) {
     ASSERT_TRUE((*r1)->Wait().ok());
     ExpectMpiSum(ToHost(a1.view()).view(), shape, dtype, seed + 3, n, "cuda async " + what);
     ExpectMpiSum(ToHost(a2.view()).view(), shape, dtype, seed + 4, n, "cuda async " + what);
+    // Non-blocking reduce-scatter: the device output filled when the request completes.
+    Tensor rs_in = rank_data_on_device({7 * n, 9}, dtype, seed + 5);
+    Tensor rs_out = EmptyDevice(shape, dtype, dev);
+    auto rs = comm_->ReduceScatterAsync(rs_in.view(), rs_out.view());
+    ASSERT_TRUE(rs.ok()) << rs.status();
+    ASSERT_TRUE((*rs)->Wait().ok());
+    const SerialReduction want =
+        SerialReduce({7 * n, 9}, dtype, seed + 5, n, ReduceOp::kSum, me * 63, 63);
+    ExpectWithin(ToDoubles(ToHost(rs_out.view()).view()), want.exact, MpiSumBound(dtype, want, n),
+                 "cuda async reduce-scatter " + what);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,7 +66,7 @@ ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMa
 
 using Clock = std::chrono::steady_clock;
 
-class NcclAllReduceRequest;
+class NcclCollectiveRequest;
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -117,9 +118,12 @@ class NcclCommunicator final : public Communicator {
         });
   }
 
-  // Defined after NcclAllReduceRequest.
+  // Defined after NcclCollectiveRequest.
   absl::StatusOr<std::unique_ptr<CommRequest>> DoAllReduceAsync(const TensorView& t,
                                                                 ReduceOp op) override;
+  absl::StatusOr<std::unique_ptr<CommRequest>> DoReduceScatterAsync(const TensorView& in,
+                                                                    const TensorView& out,
+                                                                    ReduceOp op) override;
 
   absl::Status DoAllGather(const TensorView& in, const TensorView& out) override {
     return Run(
@@ -201,7 +205,7 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  friend class NcclAllReduceRequest;
+  friend class NcclCollectiveRequest;
 
   NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int device, NcclOptions options,
                    std::string name)
@@ -215,6 +219,11 @@ class NcclCommunicator final : public Communicator {
   absl::Status Init(const ncclUniqueId& id, const std::string& label);
 
   Clock::duration Timeout() const { return absl::ToChronoNanoseconds(options_.timeout); }
+
+  // A non-blocking collective: after Begin, `enqueue()` (the NCCL call) on stream_, then an event
+  // the returned request waits for. Defined after NcclCollectiveRequest.
+  absl::StatusOr<std::unique_ptr<CommRequest>> StartAsync(
+      const std::string& label, const std::function<ncclResult_t()>& enqueue);
 
   // A collective on tensor t (op names it in errors): a CPU tensor goes through the bootstrap
   // (`on_host()`); a CUDA tensor is enqueued on stream_ (`enqueue()`, the NCCL call's status)
@@ -495,12 +504,12 @@ absl::Status NcclCommunicator::Init(const ncclUniqueId& id, const std::string& l
   return WaitForComm(label, Clock::now() + Timeout());
 }
 
-// An ncclAllReduce queued on the communicator's stream, followed by `done_` (owned here).
-class NcclAllReduceRequest final : public CommRequest {
+// A collective queued on the communicator's stream, followed by `done_` (owned here).
+class NcclCollectiveRequest final : public CommRequest {
  public:
-  NcclAllReduceRequest(NcclCommunicator* comm, cudaEvent_t done, std::string label)
+  NcclCollectiveRequest(NcclCommunicator* comm, cudaEvent_t done, std::string label)
       : CommRequest(std::move(label)), comm_(comm), done_(done) {}
-  ~NcclAllReduceRequest() override {
+  ~NcclCollectiveRequest() override {
     WaitIfPending();
     cudaEventDestroy(done_);
   }
@@ -514,18 +523,14 @@ class NcclAllReduceRequest final : public CommRequest {
   cudaEvent_t done_;
 };
 
-absl::StatusOr<std::unique_ptr<CommRequest>> NcclCommunicator::DoAllReduceAsync(const TensorView& t,
-                                                                                ReduceOp op) {
-  const std::string label = OpLabel("AllReduceAsync");
-  ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
-  if (!gpu) return bootstrap_->AllReduceAsync(t, op);
+absl::StatusOr<std::unique_ptr<CommRequest>> NcclCommunicator::StartAsync(
+    const std::string& label, const std::function<ncclResult_t()>& enqueue) {
   RETURN_IF_ERROR(Begin(label));
   cudaEvent_t done = nullptr;
   MT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   const absl::Status started = [&]() -> absl::Status {
-    MT_NCCL_RETURN_IF_ERROR(comm_, ncclAllReduce(t.data, t.data, t.numel(), NcclType(t.dtype),
-                                                 NcclOp(op), comm_, stream_));
-    // A non-blocking communicator may still be enqueueing the all-reduce: the event must be
+    MT_NCCL_RETURN_IF_ERROR(comm_, enqueue());
+    // A non-blocking communicator may still be enqueueing the collective: the event must be
     // recorded after it.
     RETURN_IF_ERROR(WaitForComm(label, Clock::now() + Timeout()));
     MT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done, stream_));
@@ -535,7 +540,28 @@ absl::StatusOr<std::unique_ptr<CommRequest>> NcclCommunicator::DoAllReduceAsync(
     cudaEventDestroy(done);
     return started;
   }
-  return std::unique_ptr<CommRequest>(new NcclAllReduceRequest(this, done, label));
+  return std::unique_ptr<CommRequest>(new NcclCollectiveRequest(this, done, label));
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> NcclCommunicator::DoAllReduceAsync(const TensorView& t,
+                                                                                ReduceOp op) {
+  const std::string label = OpLabel("AllReduceAsync");
+  ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, t));
+  if (!gpu) return bootstrap_->AllReduceAsync(t, op);
+  return StartAsync(label, [&] {
+    return ncclAllReduce(t.data, t.data, t.numel(), NcclType(t.dtype), NcclOp(op), comm_, stream_);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<CommRequest>> NcclCommunicator::DoReduceScatterAsync(
+    const TensorView& in, const TensorView& out, ReduceOp op) {
+  const std::string label = OpLabel("ReduceScatterAsync");
+  ASSIGN_OR_RETURN(const bool gpu, OnDevice(label, in));
+  if (!gpu) return bootstrap_->ReduceScatterAsync(in, out, op);
+  return StartAsync(label, [&] {
+    return ncclReduceScatter(in.data, out.data, out.numel(), NcclType(in.dtype), NcclOp(op), comm_,
+                             stream_);
+  });
 }
 
 }  // namespace

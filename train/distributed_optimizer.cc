@@ -1,6 +1,9 @@
 #include "train/distributed_optimizer.h"
 
 #include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "core/alloc.h"
 #include "core/ops/reduce.h"
@@ -53,9 +56,8 @@ absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerS
   s->store_ = store;
   s->dp_ = dp;
   s->layout_ = PartitionBuckets(store->NumLocalElements(), bucket_elements, dp->size(), dp->rank());
-  int64_t largest_part = 0;
   for (const ShardBucket& b : s->layout_.buckets) {
-    largest_part = std::max(largest_part, b.padded / dp->size());
+    s->largest_part_ = std::max(s->largest_part_, b.padded / dp->size());
     // The parameters this part overlaps, in flat order (the store lays them out contiguously).
     for (int h = 0; h < store->size(); ++h) {
       const int64_t begin = std::max(b.part_begin, store->offset(h));
@@ -67,7 +69,9 @@ absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerS
   }
   ExecContext on_device;
   on_device.device = store->device();
-  ASSIGN_OR_RETURN(s->part_, AllocZeros(on_device, {largest_part}, DType::kF32));
+  ASSIGN_OR_RETURN(Tensor part, AllocZeros(on_device, {s->largest_part_}, DType::kF32));
+  s->parts_.push_back(std::move(part));
+  s->free_parts_.push_back(0);
   if (store->NumLocalElements() % dp->size() != 0) {
     ASSIGN_OR_RETURN(s->reduce_staging_, AllocZeros(on_device, {dp->size()}, DType::kF32));
     ASSIGN_OR_RETURN(s->gather_staging_, AllocZeros(on_device, {dp->size()}, DType::kF32));
@@ -81,7 +85,38 @@ TensorView DistributedOptimizerState::Padded(const ShardBucket& b, const TensorV
   return staging.view();
 }
 
-absl::Status DistributedOptimizerState::ReduceScatterBucket(size_t index) {
+// A bucket's reduce-scatter: completes the communicator's request, then lands the part.
+class DistributedOptimizerState::LandingRequest final : public comm::CommRequest {
+ public:
+  LandingRequest(DistributedOptimizerState* state, size_t index, size_t slot,
+                 std::unique_ptr<comm::CommRequest> inner, std::string label)
+      : CommRequest(std::move(label)),
+        state_(state),
+        index_(index),
+        slot_(slot),
+        inner_(std::move(inner)) {}
+  ~LandingRequest() override { WaitIfPending(); }
+
+ protected:
+  absl::StatusOr<bool> DoTest() override {
+    ASSIGN_OR_RETURN(const bool complete, inner_->Test());
+    if (!complete) return false;
+    RETURN_IF_ERROR(state_->Land(index_, slot_));
+    return true;
+  }
+  absl::Status DoWait() override {
+    RETURN_IF_ERROR(inner_->Wait());
+    return state_->Land(index_, slot_);
+  }
+
+ private:
+  DistributedOptimizerState* state_;
+  size_t index_, slot_;
+  std::unique_ptr<comm::CommRequest> inner_;
+};
+
+absl::StatusOr<std::unique_ptr<comm::CommRequest>> DistributedOptimizerState::ReduceScatterBucket(
+    size_t index) {
   CHECK_LT(index, layout_.buckets.size());
   const ShardBucket& b = layout_.buckets[index];
   const TensorView grads = store_->flat_grads();
@@ -91,11 +126,32 @@ absl::Status DistributedOptimizerState::ReduceScatterBucket(size_t index) {
   if (in.data != grads.Slice(b.begin, b.end).data) {  // The padded bucket (zeros after the data).
     RETURN_IF_ERROR(CopyTensor(ctx, grads.Slice(b.begin, b.end), in.Slice(0, b.end - b.begin)));
   }
-  const TensorView part = part_.view().Slice(0, b.padded / dp_->size());
-  RETURN_IF_ERROR(dp_->ReduceScatter(in, part, comm::ReduceOp::kSum));
+  if (free_parts_.empty()) {
+    ASSIGN_OR_RETURN(Tensor part, AllocZeros(ctx, {largest_part_}, DType::kF32));
+    parts_.push_back(std::move(part));
+    free_parts_.push_back(parts_.size() - 1);
+  }
+  const size_t slot = free_parts_.back();
+  free_parts_.pop_back();
+  const TensorView part = parts_[slot].view().Slice(0, b.padded / dp_->size());
+  absl::StatusOr<std::unique_ptr<comm::CommRequest>> inner =
+      dp_->ReduceScatterAsync(in, part, comm::ReduceOp::kSum);
+  if (!inner.ok()) {
+    free_parts_.push_back(slot);
+    return inner.status();
+  }
+  return std::unique_ptr<comm::CommRequest>(new LandingRequest(
+      this, index, slot, std::move(inner).value(), "reduce-scatter of gradient bucket"));
+}
+
+absl::Status DistributedOptimizerState::Land(size_t index, size_t slot) {
+  const ShardBucket& b = layout_.buckets[index];
+  free_parts_.push_back(slot);
   if (b.part_end == b.part_begin) return absl::OkStatus();
-  return CopyTensor(ctx, part.Slice(0, b.part_end - b.part_begin),
-                    grads.Slice(b.part_begin, b.part_end));
+  ExecContext ctx;
+  ctx.device = store_->device();
+  return CopyTensor(ctx, parts_[slot].view().Slice(0, b.part_end - b.part_begin),
+                    store_->flat_grads().Slice(b.part_begin, b.part_end));
 }
 
 absl::StatusOr<double> DistributedOptimizerState::OwnedGradSumOfSquares(const ExecContext& ctx,
@@ -129,7 +185,7 @@ absl::Status DistributedOptimizerState::Update(const ExecContext& ctx, const ops
 absl::Status DistributedOptimizerState::GatherMasters(const ExecContext& ctx) {
   const TensorView values = store_->flat_values();
   for (const ShardBucket& b : layout_.buckets) {
-    const TensorView part = part_.view().Slice(0, b.padded / dp_->size());
+    const TensorView part = parts_[0].view().Slice(0, b.padded / dp_->size());
     if (b.part_end > b.part_begin) {
       RETURN_IF_ERROR(CopyTensor(ctx, values.Slice(b.part_begin, b.part_end),
                                  part.Slice(0, b.part_end - b.part_begin)));

@@ -11,14 +11,15 @@
 // per-bucket sharding: a bucket is one reduce-scatter); its shard is the concatenation of its
 // parts in bucket order, sum(padded / P) elements on every rank, padding included.
 //
-// One step: each bucket of the flat gradients is reduce-scattered (summed) into this rank's part,
-// which lands back in the flat gradient buffer at the part's own offsets (through a bucket-part
-// scratch, since the communicator's in and out may not overlap), so the reduced gradients this
-// rank owns sit where the unsharded optimizer would read them and the rest of the buffer is left
-// unreduced. The optimizer (train/optimizer.h) then computes the global gradient norm from the
-// owned elements (summed over DP, then over TP), runs the same AdamW kernel on the owned slices
-// of the f32 masters with the sharded moments, and all-gathers the updated masters bucket by
-// bucket, so every rank ends the step with the weights of the unsharded optimizer.
+// One step: each bucket of the flat gradients is reduce-scattered (summed) into this rank's part
+// with a non-blocking collective, started during backward as today's all-reduce is; when it
+// completes the part lands back in the flat gradient buffer at the part's own offsets (through a
+// bucket-part buffer, since the communicator's in and out may not overlap), so the reduced
+// gradients this rank owns sit where the unsharded optimizer would read them and the rest of the
+// buffer is left unreduced. The optimizer (train/optimizer.h) then computes the global gradient
+// norm from the owned elements (summed over DP, then over TP), runs the same AdamW kernel on the
+// owned slices of the f32 masters with the sharded moments, and all-gathers the updated masters
+// bucket by bucket, so every rank ends the step with the weights of the unsharded optimizer.
 //
 // What is sharded: the two Adam moments (8 bytes per parameter -> 8 / P). The f32 masters stay
 // whole in the ParameterStore, which every consumer (evaluation, checkpoints, the compute-copy
@@ -82,9 +83,12 @@ class DistributedOptimizerState {
   comm::Communicator* dp() const { return dp_; }
   int64_t shard_elements() const { return layout_.shard_elements; }
 
-  // Reduce-scatters bucket `index` (of layout().buckets) of the flat gradients: this rank's part
-  // of it becomes the DP sum, in place. Collective over dp (blocking).
-  absl::Status ReduceScatterBucket(size_t index);
+  // Starts the reduce-scatter of bucket `index` (of layout().buckets) of the flat gradients
+  // (non-blocking, comm::Communicator::ReduceScatterAsync); once the returned request has
+  // completed, this rank's part of the bucket is the DP sum, in place. The bucket's gradients
+  // must not change until then. Each pending request holds a part buffer of its own (allocated
+  // the first time that many are pending, reused after). Collective over dp.
+  absl::StatusOr<std::unique_ptr<comm::CommRequest>> ReduceScatterBucket(size_t index);
 
   // The sum of squares of the reduced gradients this rank owns, over the parameters counted on
   // this TP rank (replicated ones only when first_tp_rank) except parameter skip_handle (-1:
@@ -122,11 +126,21 @@ class DistributedOptimizerState {
   // bucket) `staging`.
   TensorView Padded(const ShardBucket& b, const TensorView& flat, const Tensor& staging) const;
 
+  class LandingRequest;
+
+  // Copies bucket `index`'s reduced part from part buffer `slot` to the flat gradients and frees
+  // the slot.
+  absl::Status Land(size_t index, size_t slot);
+
   nn::ParameterStore* store_ = nullptr;
   comm::Communicator* dp_ = nullptr;
   ShardLayout layout_;
   std::vector<Piece> pieces_;
-  Tensor part_;  // f32 [max padded / P]: a bucket part (reduce-scatter out, all-gather in).
+  int64_t largest_part_ = 0;  // max padded / P.
+  // f32 [largest_part_] each: bucket parts (reduce-scatter out; [0] is also the all-gather in);
+  // free_parts_ lists the ones no pending reduce-scatter holds.
+  std::vector<Tensor> parts_;
+  std::vector<size_t> free_parts_;
   // f32 [P] each when N mod P != 0: the padded bucket, for the reduce-scatter (only its first
   // N mod P elements are ever written, so the padding stays zero) and for the all-gathers.
   Tensor reduce_staging_, gather_staging_;

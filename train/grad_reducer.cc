@@ -34,17 +34,23 @@ nn::GradReadyListener* GradReducer::Begin(comm::Communicator* dp) {
 }
 
 absl::Status GradReducer::ReduceNow(size_t bucket) {
-  if (reduce_) return reduce_(bucket);
+  if (reduce_) {
+    ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> r, reduce_(bucket));
+    return r->Wait();
+  }
   const auto [begin, end] = buckets_[bucket];
   return dp_->AllReduce(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum);
 }
 
 absl::Status GradReducer::Start(size_t bucket) {
-  if (reduce_) return reduce_(bucket);
-  const auto [begin, end] = buckets_[bucket];
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<comm::CommRequest> r,
-      dp_->AllReduceAsync(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum));
+  std::unique_ptr<comm::CommRequest> r;
+  if (reduce_) {
+    ASSIGN_OR_RETURN(r, reduce_(bucket));
+  } else {
+    const auto [begin, end] = buckets_[bucket];
+    ASSIGN_OR_RETURN(
+        r, dp_->AllReduceAsync(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum));
+  }
   pending_.push_back(std::move(r));
   return absl::OkStatus();
 }

@@ -10,9 +10,9 @@
 // Without overlap (or with one DP rank) Finish() does all buckets itself, in the same order and
 // with the same boundaries, so both ways produce the same sums.
 //
-// The distributed optimizer (train/distributed_optimizer.h) gives its own buckets and a blocking
-// function that reduce-scatters one of them; it is called at the same points (the communicator
-// has no non-blocking reduce-scatter, so such a bucket completes before backward goes on).
+// The distributed optimizer (train/distributed_optimizer.h) gives its own buckets and a function
+// that starts one's non-blocking reduce-scatter; it is called at the same points and its
+// requests are polled and waited for like the all-reduces.
 #ifndef MT_TRAIN_GRAD_REDUCER_H_
 #define MT_TRAIN_GRAD_REDUCER_H_
 
@@ -35,8 +35,10 @@ class GradReducer : public nn::GradReadyListener {
   // The store must be allocated and outlive the reducer. bucket_elements >= 1.
   GradReducer(const nn::ParameterStore* store, int64_t bucket_elements, bool overlap);
   // Buckets [begin, end) given in the order to reduce them (from the end of the buffer), each
-  // reduced by `reduce(index)` instead of all-reduced (collective over the `dp` of Begin).
-  using ReduceBucket = std::function<absl::Status(size_t index)>;
+  // reduced by the request `reduce(index)` starts instead of an all-reduce (collective over the
+  // `dp` of Begin).
+  using ReduceBucket =
+      std::function<absl::StatusOr<std::unique_ptr<comm::CommRequest>>(size_t index)>;
   GradReducer(const nn::ParameterStore* store, std::vector<std::pair<int64_t, int64_t>> buckets,
               bool overlap, ReduceBucket reduce);
 
@@ -60,7 +62,7 @@ class GradReducer : public nn::GradReadyListener {
 
  private:
   absl::Status Start(size_t bucket);
-  // Blocking: reduce_(bucket), or an all-reduce.
+  // Blocking: reduce_(bucket) waited for, or an all-reduce.
   absl::Status ReduceNow(size_t bucket);
 
   const nn::ParameterStore* store_;
