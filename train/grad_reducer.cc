@@ -28,6 +28,7 @@ nn::GradReadyListener* GradReducer::Begin(comm::Communicator* dp) {
   CHECK(finished_) << "GradReducer::Begin before the previous iteration's Finish";
   dp_ = dp != nullptr && dp->size() > 1 ? dp : nullptr;
   next_ = 0;
+  deferred_.clear();
   started_in_backward_ = 0;
   finished_ = false;
   return dp_ != nullptr && overlap_ ? this : nullptr;
@@ -63,8 +64,13 @@ absl::Status GradReducer::GradsReady(int first_handle) {
   // Pointer arithmetic only (the buffer may live on a device).
   const int64_t ready_from =
       store_->grad(first_handle).data_as<float>() - store_->flat_grads().data_as<float>();
-  while (next_ < buckets_.size() && buckets_[next_].first >= ready_from) {
-    RETURN_IF_ERROR(Start(next_++));
+  for (; next_ < buckets_.size() && buckets_[next_].first >= ready_from; ++next_) {
+    const auto [begin, end] = buckets_[next_];
+    if (begin < held_.second && held_.first < end) {
+      deferred_.push_back(next_);
+      continue;
+    }
+    RETURN_IF_ERROR(Start(next_));
     if (first_handle > 0) ++started_in_backward_;  // Handle 0: backward has ended.
   }
   for (auto& r : pending_) {
@@ -79,6 +85,7 @@ absl::Status GradReducer::Finish() {
   if (dp_ == nullptr) return absl::OkStatus();
   absl::Status status;
   if (overlap_) {
+    for (size_t i = 0; status.ok() && i < deferred_.size(); ++i) status = Start(deferred_[i]);
     while (status.ok() && next_ < buckets_.size()) status = Start(next_++);
   } else {
     // Blocking all-reduces of the same buckets in the same order.

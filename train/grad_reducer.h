@@ -42,13 +42,19 @@ class GradReducer : public nn::GradReadyListener {
   GradReducer(const nn::ParameterStore* store, std::vector<std::pair<int64_t, int64_t>> buckets,
               bool overlap, ReduceBucket reduce);
 
+  // Buckets overlapping the flat elements [begin, end) are not started from GradsReady but by
+  // Finish (the later buckets still start as they become ready): the distributed optimizer under
+  // pipeline parallelism holds back the tied word embedding, whose gradient must first be summed
+  // across the embedding group. Replaces an earlier hold; begin == end holds nothing.
+  void Hold(int64_t begin, int64_t end) { held_ = {begin, end}; }
+
   // Starts an iteration's reduction over `dp` (null or size 1: nothing to reduce). Returns the
   // listener to put in the StepContext of the iteration's LAST backward pass (earlier micro-batches
   // still accumulate), or null when buckets are not to be overlapped.
   nn::GradReadyListener* Begin(comm::Communicator* dp);
 
   // nn::GradReadyListener: starts every bucket whose elements are all at or after the flat offset
-  // of `first_handle`, then polls the pending ones.
+  // of `first_handle` (except held ones), then polls the pending ones.
   absl::Status GradsReady(int first_handle) override;
 
   // Starts the buckets not yet started, waits for all of them: on return every gradient is the sum
@@ -70,7 +76,9 @@ class GradReducer : public nn::GradReadyListener {
   std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end), from the end of the buffer.
   ReduceBucket reduce_;                               // Empty: all-reduce.
   comm::Communicator* dp_ = nullptr;
-  size_t next_ = 0;  // Buckets [0, next_) have been started.
+  size_t next_ = 0;  // Buckets [0, next_) have been started or deferred.
+  std::pair<int64_t, int64_t> held_ = {0, 0};
+  std::vector<size_t> deferred_;  // Held buckets passed over by GradsReady, for Finish.
   std::vector<std::unique_ptr<comm::CommRequest>> pending_;
   int64_t started_in_backward_ = 0;
   bool finished_ = true;

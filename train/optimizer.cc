@@ -50,6 +50,18 @@ absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
   return o;
 }
 
+void Optimizer::set_pipeline(comm::Communicator* pp, int uncounted_handle,
+                             comm::Communicator* embedding, int tied_handle) {
+  pp_ = pp;
+  uncounted_handle_ = uncounted_handle;
+  embedding_ = embedding;
+  tied_handle_ = tied_handle;
+  if (dist_ != nullptr && tied_handle >= 0) {
+    const int64_t begin = store_->offset(tied_handle);
+    reducer_->Hold(begin, begin + store_->value(tied_handle).numel());
+  }
+}
+
 absl::Status Optimizer::GatherMoments(const ExecContext& ctx, const TensorView& exp_avg,
                                       const TensorView& exp_avg_sq) const {
   if (dist_ == nullptr) {

@@ -91,14 +91,11 @@ class Optimizer {
   // takes, after each update, the values of rank 0 of `embedding` (the first stage) on every
   // member: each stage reduce-scatters its copy's gradient at other offsets of its buffer, so the
   // sums (over 3 or more DP ranks) may round differently, and the first stage's copy is the
-  // model's. Not owned; must outlive Step.
+  // model's. The reduce-scatter of the buckets holding `tied_handle` waits for FinishGradReduce
+  // (GradReducer::Hold), which the caller runs after summing that gradient over `embedding`.
+  // Not owned; must outlive Step.
   void set_pipeline(comm::Communicator* pp, int uncounted_handle,
-                    comm::Communicator* embedding = nullptr, int tied_handle = -1) {
-    pp_ = pp;
-    uncounted_handle_ = uncounted_handle;
-    embedding_ = embedding;
-    tied_handle_ = tied_handle;
-  }
+                    comm::Communicator* embedding = nullptr, int tied_handle = -1);
 
   // Adam steps taken (skipped steps excluded).
   int64_t step() const { return step_; }

@@ -52,17 +52,23 @@ absl::StatusOr<std::vector<OwnedBatch>> Trainer::TakeBatches(BatchStream& data, 
 
 absl::StatusOr<Trainer::Accumulated> Trainer::AccumulatePipelined(BatchStream& data) {
   comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
-  // The stages' backward passes interleave, so no bucket is started during backward: the
-  // optimizer reduces them all after the schedule.
-  (void)parts_.optimizer->BeginGradReduce(dp);
+  // Each chunk's backward of the last micro-batch is its last one: from there on it reports its
+  // finished gradients, so their DP reduction overlaps the rest of the schedule. The chunks
+  // declared their parameters in chunk order and finish in reverse chunk order, as the buckets
+  // are taken (train/grad_reducer.h).
+  nn::GradReadyListener* listener = parts_.optimizer->BeginGradReduce(dp);
   const int64_t m = data.accumulation_steps();
   ASSIGN_OR_RETURN(const std::vector<OwnedBatch> owned, TakeBatches(data, m, /*partial=*/false));
   std::vector<models::Batch> batches;
   for (const OwnedBatch& b : owned) batches.push_back(b.view());
   Accumulated r;
-  ASSIGN_OR_RETURN(r.loss, pipeline_->Run(
-                               batches, [this](int micro) { return MicroStep(micro); },
-                               models::Backward::kYes, parts_.scaler->scale(), &r.flops));
+  auto step = [this, listener, m](int micro) {
+    nn::StepContext sc = MicroStep(micro);
+    if (micro == m - 1) sc.grads_ready = listener;
+    return sc;
+  };
+  ASSIGN_OR_RETURN(r.loss, pipeline_->Run(batches, step, models::Backward::kYes,
+                                          parts_.scaler->scale(), &r.flops));
   r.loss.total /= m;
   for (double& p : r.loss.parts) p /= m;
   const PipelineStats& st = pipeline_->stats();
