@@ -1,0 +1,61 @@
+#!/bin/bash
+# train_step_bench's pipeline mode on a tiny GPT (4 layers, hidden 64, vocabulary 512), 2 steps:
+#   - PP=2 (2 ranks): the two stages' parameters add up to the whole model's (from the PP=1 run)
+#     plus the last stage's copy of the tied word embedding (512 x 64); the bubble line gives
+#     each stage's idle share, in [0, 100]%;
+#   - PP=2 x DP=2 interleaved with the distributed optimizer (4 ranks): each rank's Adam moments
+#     are its 1/DP shard (half its parameters, rounded up), and DP buckets start during the
+#     schedule;
+#   - bad pipeline flags end with one line naming the flag and a non-zero exit.
+#   train_step_bench_test.sh TRAIN_STEP_BENCH_BIN
+set -uo pipefail
+bench="$1"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false
+work="${TEST_TMPDIR:-$(mktemp -d)}"
+mpi=(mpirun --oversubscribe --bind-to none --mca btl self,vader)
+tiny=(--num_layers=4 --hidden_size=64 --num_attention_heads=4 --seq_length=32 --vocab_size=512
+      --micro_batch_size=2 --steps=2 --threads=1 --breakdown_steps=0 --gemm_rate_size=128)
+
+timeout 120 "$bench" "${tiny[@]}" > "$work/serial.out" 2>&1 || { cat "$work/serial.out"; fail "PP=1 run"; }
+whole=$(sed -n 's/^parameters: \([0-9]*\)$/\1/p' "$work/serial.out")
+[[ -n "$whole" ]] || { cat "$work/serial.out"; fail "no parameter count in the PP=1 run"; }
+
+timeout 120 "${mpi[@]}" -np 2 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
+  > "$work/pp2.out" 2>&1 || { cat "$work/pp2.out"; fail "PP=2 run"; }
+staged=$(sed -n 's/^rank [0-9]* (stage .*): parameters \([0-9]*\) .*/\1/p' "$work/pp2.out" |
+  awk '{ s += $1 } END { print s }')
+[[ "$staged" == "$((whole + 512 * 64))" ]] ||
+  { cat "$work/pp2.out"; fail "stage parameters $staged != $whole + 512 x 64"; }
+bubble=$(grep '^pipeline bubble' "$work/pp2.out") || { cat "$work/pp2.out"; fail "no bubble line"; }
+for share in $(echo "$bubble" | grep -o 'stage [01] [0-9.-]*%' | sed 's/.* \([0-9.-]*\)%/\1/'); do
+  awk -v s="$share" 'BEGIN { exit !(s >= 0 && s <= 100) }' || fail "idle share $share% in: $bubble"
+done
+[[ $(echo "$bubble" | grep -o 'stage [01] ' | wc -l) -eq 2 ]] || fail "not two stages in: $bubble"
+grep -q '^step time (median of 2, 8 micro-batches of 2 per DP rank)' "$work/pp2.out" ||
+  { cat "$work/pp2.out"; fail "no step time line"; }
+
+timeout 180 "${mpi[@]}" -np 4 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
+  --num_layers_per_virtual_pipeline_stage=1 --use_distributed_optimizer --ddp_bucket_size=2000 \
+  > "$work/dist.out" 2>&1 || { cat "$work/dist.out"; fail "PP=2 x DP=2 distributed run"; }
+ranks=0
+while read -r params moments; do
+  ranks=$((ranks + 1))
+  [[ "$moments" -ge $(((params + 1) / 2)) && "$moments" -le $(((params + 1) / 2 + 1)) ]] ||
+    fail "moments $moments for $params parameters: not a half shard"
+done < <(sed -n 's/^rank .*: parameters \([0-9]*\) .*Adam moments .* (\([0-9]*\) elements each, a 1\/DP shard).*/\1 \2/p' "$work/dist.out")
+[[ $ranks -eq 4 ]] || { cat "$work/dist.out"; fail "$ranks ranks reported sharded moments, not 4"; }
+started=$(sed -n 's/^DP gradient reduce-scatter of rank 0: \([0-9]*\) buckets .*, \([0-9]*\) started during the schedule$/\2/p' "$work/dist.out")
+[[ -n "$started" && "$started" -gt 0 ]] || { cat "$work/dist.out"; fail "no bucket started during the schedule"; }
+
+# Bad flags: one line naming the flag, a non-zero exit.
+bad() {  # bad FLAG-TEXT ARGS...
+  local want="$1"; shift
+  out=$(timeout 60 "$bench" "${tiny[@]}" "$@" 2>&1) && fail "accepted: $*"
+  [[ $(echo "$out" | wc -l) -eq 1 && "$out" == *"$want"* ]] || fail "for $*: $out"
+}
+bad num_layers_per_virtual_pipeline_stage --pipeline_model_parallel_size=2 \
+  --num_layers_per_virtual_pipeline_stage=3
+bad pipeline_model_parallel_size --pipeline_model_parallel_size=3
+bad num_micro_batches --num_micro_batches=-1
+echo PASS
