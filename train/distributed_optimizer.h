@@ -82,6 +82,10 @@ class DistributedOptimizerState {
   const ShardLayout& layout() const { return layout_; }
   comm::Communicator* dp() const { return dp_; }
   int64_t shard_elements() const { return layout_.shard_elements; }
+  // Bucket-part buffers allocated so far (the most reduce-scatters pending at once, at least 1),
+  // of part_buffer_elements() f32 each.
+  int64_t part_buffers() const { return static_cast<int64_t>(parts_.size()); }
+  int64_t part_buffer_elements() const { return largest_part_; }
 
   // Starts the reduce-scatter of bucket `index` (of layout().buckets) of the flat gradients
   // (non-blocking, comm::Communicator::ReduceScatterAsync); once the returned request has

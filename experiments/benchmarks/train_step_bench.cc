@@ -222,7 +222,9 @@ struct Timings {
   std::vector<double> times[2], exposed[2];
   int64_t started_in_backward = 0;
   int64_t buckets = 0;
-  int64_t moment_elements = 0;   // Of one optimizer's exp_avg on this rank.
+  int64_t moment_elements = 0;  // Of one optimizer's exp_avg on this rank.
+  int64_t part_buffers = 0;     // Distributed optimizer (overlapped): bucket-part buffers.
+  double part_buffer_mib = 0;
   std::vector<double> profiled;  // The sampled steps' times.
   StackSampler::Profile profile;
 };
@@ -313,6 +315,10 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   }
   t.buckets = overlapped.grad_reducer().num_buckets();
   t.moment_elements = overlapped.exp_avg().numel();
+  if (const train::DistributedOptimizerState* dist = overlapped.distributed_state()) {
+    t.part_buffers = dist->part_buffers();
+    t.part_buffer_mib = 4.0 * dist->part_buffer_elements() / 1048576.0;
+  }
   if (!d.gpu && c.breakdown_steps > 0) {
     RETURN_IF_ERROR(ProfileSteps(c, run, overlapped, (c.steps + 1) * modes, &t));
   }
@@ -424,7 +430,9 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
         MedianOf(t.exposed[1]) * 1e3, median / after);
     if (sharded) {
       std::printf(
-          "  (distributed optimizer: each bucket reduce-scattered, the masters all-gathered)\n");
+          "  (distributed optimizer: each bucket reduce-scattered, the masters all-gathered; "
+          "%lld bucket-part buffers of %.1f MiB for the reduce-scatters pending at once)\n",
+          static_cast<long long>(t.part_buffers), t.part_buffer_mib);
     }
   }
   std::printf(
@@ -474,8 +482,17 @@ absl::Status ReportMemory(const BenchConfig& c, comm::Communicator& world, int d
 
 // One rank's figures of a pipelined run, gathered to rank 0 as i64 (times in ns).
 enum PipelineField {
-  kStage, kTpRank, kDpRank, kParameters, kMomentElements, kPeakRssKib, kScheduleNs, kWaitNs,
-  kRecomputed, kFlops, kNumPipelineFields
+  kStage,
+  kTpRank,
+  kDpRank,
+  kParameters,
+  kMomentElements,
+  kPeakRssKib,
+  kScheduleNs,
+  kWaitNs,
+  kRecomputed,
+  kFlops,
+  kNumPipelineFields
 };
 
 // Timed steps through the pipeline schedule, as train::Trainer runs them (PP > 1; see the file
@@ -490,8 +507,8 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;
-  ASSIGN_OR_RETURN(auto chunks, train::CreateStageModels(c.model, &store, options, split,
-                                                         parallel.pp_rank()));
+  ASSIGN_OR_RETURN(auto chunks,
+                   train::CreateStageModels(c.model, &store, options, split, parallel.pp_rank()));
   RETURN_IF_ERROR(store.Allocate(1));
   std::vector<models::Model*> chunk_ptrs;
   int tied = -1;
@@ -553,10 +570,9 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
     if (o.distributed()) RETURN_IF_ERROR(reduce_tied());
     RETURN_IF_ERROR(o.FinishGradReduce());
     if (!o.distributed()) RETURN_IF_ERROR(reduce_tied());
-    RETURN_IF_ERROR(
-        o.Step(d.rank.exec, parallel.tp_size() > 1 ? &parallel.tp() : nullptr, dp, 1e-4,
-               static_cast<double>(m) * parallel.dp_size())
-            .status());
+    RETURN_IF_ERROR(o.Step(d.rank.exec, parallel.tp_size() > 1 ? &parallel.tp() : nullptr, dp, 1e-4,
+                           static_cast<double>(m) * parallel.dp_size())
+                        .status());
     if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.rank.exec.device.index));
     RETURN_IF_ERROR(world.Barrier());
     if (step == 0) continue;
@@ -656,10 +672,8 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
         r, static_cast<long long>(field(r, kStage)), static_cast<long long>(field(r, kTpRank)),
         static_cast<long long>(field(r, kDpRank)), static_cast<long long>(field(r, kParameters)),
         4.0 * field(r, kParameters) / mib, 4.0 * field(r, kParameters) / mib,
-        8.0 * field(r, kMomentElements) / mib,
-        static_cast<long long>(field(r, kMomentElements)),
-        o.distributed() ? "a 1/DP shard" : "unsharded",
-        field(r, kPeakRssKib) / 1024.0);
+        8.0 * field(r, kMomentElements) / mib, static_cast<long long>(field(r, kMomentElements)),
+        o.distributed() ? "a 1/DP shard" : "unsharded", field(r, kPeakRssKib) / 1024.0);
   }
   return absl::OkStatus();
 }
