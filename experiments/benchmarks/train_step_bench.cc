@@ -204,6 +204,20 @@ absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int lo
   return d;
 }
 
+// The reference GEMM rate's line(s): the device or the BLAS, and the rate `gemm` (GFLOP/s).
+void PrintGemmRate(const BenchConfig& c, const Device& d, double gemm) {
+  if (d.gpu) {
+    std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f TFLOP/s\n",
+                cuda::Describe().c_str(),
+                static_cast<long long>(GemmRateSize(c.gemm_rate_size, true)), gemm / 1e3);
+  } else {
+    std::printf("blas: %s\n", DescribeBlas().c_str());
+    std::printf("f32 GEMM rate per rank (%lld^3, %d threads, OpenBLAS core %s): %.1f GFLOP/s\n",
+                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.rank.threads,
+                LoadOpenBlas().core.c_str(), gemm);
+  }
+}
+
 // "no", "full" or "selective".
 const char* RecomputeName(const BenchConfig& c) {
   const absl::StatusOr<nn::Recompute> r = c.activations.Recompute(c.recompute);
@@ -395,16 +409,7 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
       d.rank.threads, RecomputeName(c), c.activations.sequence_parallel ? "yes" : "no",
       d.gpu ? "bf16" : "f32");
   std::printf("parameters: %lld\n", static_cast<long long>(parameters));
-  if (d.gpu) {
-    std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f TFLOP/s\n",
-                cuda::Describe().c_str(),
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, true)), gemm / 1e3);
-  } else {
-    std::printf("blas: %s\n", DescribeBlas().c_str());
-    std::printf("f32 GEMM rate per rank (%lld^3, %d threads, OpenBLAS core %s): %.1f GFLOP/s\n",
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.rank.threads,
-                LoadOpenBlas().core.c_str(), gemm);
-  }
+  PrintGemmRate(c, d, gemm);
   std::printf(
       "step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
       "ratio to GEMM rate%s: %.1f%%\n",
@@ -625,16 +630,7 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
       static_cast<long long>(T), static_cast<long long>(B), m, parallel.tp_size(), dp_size, P, V,
       ranks, d.rank.threads, RecomputeName(c), c.activations.sequence_parallel ? "yes" : "no",
       o.distributed() ? "yes" : "no", d.gpu ? "bf16" : "f32");
-  if (d.gpu) {
-    std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f TFLOP/s\n",
-                cuda::Describe().c_str(),
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, true)), gemm / 1e3);
-  } else {
-    std::printf("blas: %s\n", DescribeBlas().c_str());
-    std::printf("f32 GEMM rate per rank (%lld^3, %d threads, OpenBLAS core %s): %.1f GFLOP/s\n",
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.rank.threads,
-                LoadOpenBlas().core.c_str(), gemm);
-  }
+  PrintGemmRate(c, d, gemm);
   std::printf(
       "step time (median of %d, %d micro-batches of %lld per DP rank): %.3f s | tokens/s: %.0f | "
       "model TFLOP/s per rank: %.4f | ratio to GEMM rate%s: %.1f%%\n",
