@@ -529,7 +529,8 @@ absl::StatusOr<std::unique_ptr<CommRequest>> NcclCommunicator::StartAsync(
   cudaEvent_t done = nullptr;
   MT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   const absl::Status started = [&]() -> absl::Status {
-    MT_NCCL_RETURN_IF_ERROR(comm_, enqueue());
+    // The label names the call ("Communicator::ReduceScatterAsync (nccl ...)").
+    RETURN_IF_ERROR(NcclStarted(enqueue(), comm_, label.c_str(), __FILE__, __LINE__));
     // A non-blocking communicator may still be enqueueing the collective: the event must be
     // recorded after it.
     RETURN_IF_ERROR(WaitForComm(label, Clock::now() + Timeout()));

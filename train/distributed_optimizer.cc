@@ -85,7 +85,9 @@ TensorView DistributedOptimizerState::Padded(const ShardBucket& b, const TensorV
   return staging.view();
 }
 
-// A bucket's reduce-scatter: completes the communicator's request, then lands the part.
+// A bucket's reduce-scatter: completes the communicator's request, then lands the part. If the
+// collective fails, its part buffer is not returned to the pool (the job ends; a collective that
+// failed on a device may still write to it).
 class DistributedOptimizerState::LandingRequest final : public comm::CommRequest {
  public:
   LandingRequest(DistributedOptimizerState* state, size_t index, size_t slot,

@@ -66,7 +66,7 @@ absl::Status GradReducer::GradsReady(int first_handle) {
       store_->grad(first_handle).data_as<float>() - store_->flat_grads().data_as<float>();
   for (; next_ < buckets_.size() && buckets_[next_].first >= ready_from; ++next_) {
     const auto [begin, end] = buckets_[next_];
-    if (begin < held_.second && held_.first < end) {
+    if (held_.first < held_.second && begin < held_.second && held_.first < end) {
       deferred_.push_back(next_);
       continue;
     }
