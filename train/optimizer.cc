@@ -62,6 +62,22 @@ void Optimizer::set_pipeline(comm::Communicator* pp, int uncounted_handle,
   }
 }
 
+absl::Status Optimizer::FinishGradReduce() {
+  auto sum_tied_copies = [this]() -> absl::Status {
+    if (!tied_pending_) return absl::OkStatus();
+    tied_pending_ = false;
+    if (embedding_ == nullptr || embedding_->size() == 1 || tied_handle_ < 0) {
+      return absl::OkStatus();
+    }
+    return embedding_->AllReduce(store_->grad(tied_handle_), comm::ReduceOp::kSum);
+  };
+  const bool tied_first = dist_ != nullptr;
+  if (tied_first) RETURN_IF_ERROR(sum_tied_copies());
+  RETURN_IF_ERROR(reducer_->Finish());
+  if (!tied_first) RETURN_IF_ERROR(sum_tied_copies());
+  return absl::OkStatus();
+}
+
 absl::Status Optimizer::GatherMoments(const ExecContext& ctx, const TensorView& exp_avg,
                                       const TensorView& exp_avg_sq) const {
   if (dist_ == nullptr) {
@@ -150,9 +166,9 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
         "was created with");
   }
   const TensorView flat = store_->flat_grads();
-  if (!reduce_begun_) reducer_->Begin(dp);
+  if (!reduce_begun_) (void)BeginGradReduce(dp);
   reduce_begun_ = false;
-  RETURN_IF_ERROR(reducer_->Finish());
+  RETURN_IF_ERROR(FinishGradReduce());
   RETURN_IF_ERROR(ops::Scale(ctx, flat, static_cast<float>(1.0 / grad_divisor), flat));
   ASSIGN_OR_RETURN(double norm_sq, GlobalNormSquared(ctx, tp));
   StepStats stats;

@@ -67,11 +67,16 @@ class Optimizer {
   // no DP). Optional: Step() reduces whatever was not.
   nn::GradReadyListener* BeginGradReduce(comm::Communicator* dp) {
     reduce_begun_ = true;
+    tied_pending_ = true;
     return reducer_->Begin(dp);
   }
   // Completes the reduction begun by BeginGradReduce (waits for the pending buckets, all-reduces
-  // the rest): the gradients are then DP sums. Step() calls it if the caller has not.
-  absl::Status FinishGradReduce() { return reducer_->Finish(); }
+  // the rest): the gradients are then DP sums. With pipeline stages (set_pipeline) it also sums
+  // the tied embedding's copies over the embedding group, once per iteration: after the DP
+  // reduction (a two-term sum, the same bits on both stages), or with a distributed optimizer
+  // before it (its reduce-scatter leaves each stage's own part of the copy reduced, and the parts
+  // differ between the stages). Step() calls it if the caller has not.
+  absl::Status FinishGradReduce();
   const GradReducer& grad_reducer() const { return *reducer_; }
 
   // Completes one step from the gradients accumulated in the store:
@@ -86,7 +91,8 @@ class Optimizer {
 
   // Pipeline parallelism: Step's gradient norm also sums over the stages of `pp` (null: no
   // pipeline), leaving out parameter `uncounted_handle` (-1: none), a copy of a parameter that
-  // another stage counts (the last stage's tied word embedding). With a distributed optimizer,
+  // another stage counts (the last stage's tied word embedding). FinishGradReduce sums the
+  // gradient of parameter `tied_handle` (-1: none) over `embedding`. With a distributed optimizer,
   // parameter `tied_handle` (-1: none; the tied word embedding of the first and the last stage)
   // takes, after each update, the values of rank 0 of `embedding` (the first stage) on every
   // member: each stage reduce-scatters its copy's gradient at other offsets of its buffer, so the
@@ -129,6 +135,7 @@ class Optimizer {
   std::unique_ptr<DistributedOptimizerState> dist_;  // Null unless distributed.
   std::unique_ptr<GradReducer> reducer_;
   bool reduce_begun_ = false;
+  bool tied_pending_ = false;  // The tied embedding's copies are still to be summed.
   Tensor m_, v_;
   int64_t step_ = 0;
   comm::Communicator* pp_ = nullptr;

@@ -257,13 +257,8 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(parts_.store->ZeroGrads(*parts_.exec));
     ASSIGN_OR_RETURN(Accumulated acc, AccumulateGradients(data));
-    // The tied embedding's two copies are summed after the DP reduction (a two-term sum, the
-    // same bits on both stages), except with a distributed optimizer: its reduce-scatter leaves
-    // each stage's own part of the copy reduced, and the parts differ between stages.
-    const bool tied_first = parts_.optimizer->distributed();
-    if (tied_first) RETURN_IF_ERROR(ReduceTiedEmbedding());
+    // The DP reduction and, with pipeline stages, the sum of the tied embedding's copies.
     RETURN_IF_ERROR(parts_.optimizer->FinishGradReduce());
-    if (!tied_first) RETURN_IF_ERROR(ReduceTiedEmbedding());
     RETURN_IF_ERROR(PpSum(&acc.loss, &acc.flops));
     RETURN_IF_ERROR(InjectFaults(&acc));
     // The mean loss first: a non-finite one (the same on every rank) skips the step.

@@ -204,8 +204,6 @@ class Trainer {
   absl::StatusOr<std::pair<models::Losses, int>> PipelinedEvalSums(BatchStream& valid);
   // Sums the losses and FLOPs over the pipeline stages (one all-reduce; no-op without PP).
   absl::Status PpSum(models::Losses* losses, double* flops);
-  // Sums the tied word embedding's gradient over the embedding group (first and last stage).
-  absl::Status ReduceTiedEmbedding();
   // Sums `values` over the DP ranks (one all-reduce, f32).
   absl::Status DpSum(std::vector<double>* values);
   // Means over the DP ranks of per-rank losses and the total FLOPs.

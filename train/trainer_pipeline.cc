@@ -26,8 +26,8 @@ absl::Status Trainer::SetUpPipeline() {
     if (chunk->tied_embedding_handle() >= 0) tied_handle_ = chunk->tied_embedding_handle();
   }
   // The first stage counts the tied embedding in the gradient norm; the last stage's copy (the
-  // same values after ReduceTiedEmbedding) is left out. A distributed optimizer then makes the
-  // copies' updated values equal (see Optimizer::set_pipeline).
+  // same values after Optimizer::FinishGradReduce sums them) is left out. A distributed optimizer
+  // then makes the copies' updated values equal (see Optimizer::set_pipeline).
   parts_.optimizer->set_pipeline(&pc.pp(), pc.is_first_stage() ? -1 : tied_handle_, &pc.embedding(),
                                  tied_handle_);
   return absl::OkStatus();
@@ -115,13 +115,6 @@ absl::Status Trainer::PpSum(models::Losses* losses, double* flops) {
   for (size_t k = 0; k < parts; ++k) losses->parts[k] = mine[1 + k];
   *flops = static_cast<double>(v[parts + 1]);
   return absl::OkStatus();
-}
-
-absl::Status Trainer::ReduceTiedEmbedding() {
-  if (pipeline_ == nullptr || tied_handle_ < 0) return absl::OkStatus();
-  comm::Communicator& emb = parts_.parallel->embedding();
-  if (emb.size() == 1) return absl::OkStatus();
-  return emb.AllReduce(parts_.store->grad(tied_handle_), comm::ReduceOp::kSum);
 }
 
 }  // namespace train

@@ -566,15 +566,8 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
     double step_flops = 0;
     RETURN_IF_ERROR(
         runner->Run(batches, micro_step, models::Backward::kYes, 1.0, &step_flops).status());
-    // The tied embedding's two copies: summed over the embedding group before the reduce-scatter
-    // of a distributed optimizer, after the all-reduce otherwise (as train::Trainer does).
-    auto reduce_tied = [&]() -> absl::Status {
-      if (tied < 0 || parallel.embedding().size() == 1) return absl::OkStatus();
-      return parallel.embedding().AllReduce(store.grad(tied), comm::ReduceOp::kSum);
-    };
-    if (o.distributed()) RETURN_IF_ERROR(reduce_tied());
+    // The DP reduction and the sum of the tied embedding's copies over the first and last stage.
     RETURN_IF_ERROR(o.FinishGradReduce());
-    if (!o.distributed()) RETURN_IF_ERROR(reduce_tied());
     RETURN_IF_ERROR(o.Step(d.rank.exec, parallel.tp_size() > 1 ? &parallel.tp() : nullptr, dp, 1e-4,
                            static_cast<double>(m) * parallel.dp_size())
                         .status());
