@@ -162,16 +162,15 @@ absl::StatusOr<std::pair<double, double>> FitAllReduce(
   if (rows.empty() || ranks < 2) {
     return absl::InvalidArgumentError("FitAllReduce: needs rows and at least 2 ranks");
   }
-  double alpha = 0, smallest = 0;
+  // The fastest time of any size: on a loaded machine the smallest message can be the one a
+  // preemption slowed, and taking its time would push every larger size below the latency.
+  double alpha = -1;
   for (const auto& [bytes, s] : rows) {
     if (!(bytes > 0) || !(s >= 0)) {
       return absl::InvalidArgumentError(
           absl::StrCat("FitAllReduce: bad row (", bytes, " bytes, ", s, " s)"));
     }
-    if (smallest == 0 || bytes < smallest) {
-      smallest = bytes;
-      alpha = s;
-    }
+    if (alpha < 0 || s < alpha) alpha = s;
   }
   const double k = 2.0 * (ranks - 1) / ranks;
   double sxx = 0, sxy = 0;

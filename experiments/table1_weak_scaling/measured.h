@@ -88,11 +88,12 @@ absl::StatusOr<double> NumberAfter(absl::string_view text, absl::string_view lin
                                    absl::string_view marker);
 // comm_bench's all-reduce rows: (bytes, seconds).
 std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view comm_bench_output);
-// (alpha, bus bandwidth) of time = alpha + 2 (n - 1) / n * bytes / bandwidth: alpha is the time
-// of the smallest message (a latency cannot be negative, and an unconstrained least-squares
-// intercept dominated by the large sizes is), then 1 / bandwidth is the least-squares slope of
-// time - alpha through the origin over the rows, at least 0. InvalidArgument for no rows, a
-// non-positive size or ranks < 2.
+// (alpha, bus bandwidth) of time = alpha + 2 (n - 1) / n * bytes / bandwidth: alpha is the fastest
+// time of any row, normally the smallest message's (a latency cannot be negative, and an
+// unconstrained least-squares intercept dominated by the large sizes is; a slowed smallest
+// message must not lift it above the others), then 1 / bandwidth is the least-squares slope of
+// time - alpha through the origin over the rows. InvalidArgument for no rows, a non-positive size,
+// ranks < 2, or times that do not grow with the size.
 absl::StatusOr<std::pair<double, double>> FitAllReduce(
     const std::vector<std::pair<double, double>>& rows, int ranks);
 // train_step_bench's "step breakdown by op class" rows: (class, seconds per step); empty when

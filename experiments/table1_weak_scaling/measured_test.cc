@@ -38,6 +38,17 @@ TEST(MeasuredTest, FitAllReduceNeverNegativeAndRejectsBadRows) {
   EXPECT_FALSE(FitAllReduce({{100, 2e-6}, {200, 2e-6}}, 2).ok());  // Flat: no bandwidth.
 }
 
+TEST(MeasuredTest, FitAllReduceSurvivesASlowedSmallestMessage) {
+  // The 1000-byte row was preempted (50 us). The latency is the fastest row, 10 us at 2000 bytes;
+  // time - alpha = 40, 0, 10 us at 1000, 2000, 4000 bytes, so the slope through the origin is
+  // (40e-6 * 1000 + 10e-6 * 4000) / 21e6 = 0.08 / 21e6.
+  const std::vector<std::pair<double, double>> rows = {{1000, 50e-6}, {2000, 10e-6}, {4000, 20e-6}};
+  auto fit = FitAllReduce(rows, 2);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_DOUBLE_EQ(fit->first, 10e-6);
+  EXPECT_NEAR(fit->second, 21e6 / 0.08, 1e-6 * 21e6 / 0.08);
+}
+
 TEST(MeasuredTest, ParseOpTimes) {
   auto t = ParseOpTimes(
       "gemm_s: 0.925549\nattention_s: 0.017100\nlayernorm_s: 0.001617\nloss_s: 0.286168\n"

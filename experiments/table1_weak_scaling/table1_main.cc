@@ -191,9 +191,9 @@ void AddMeasured(const MeasureConfig& c, const Measurement& m, const Table& t, R
       "same way; and the all-reduces (4 per layer and 4 in the head and loss for TP=2; the "
       "gradients in 1M-element buckets for DP=2, none of it hidden, as the cores that would hide "
       "it are computing) at comm_bench's shared-memory all-reduce of 2 ranks: latency %.1f us "
-      "(its smallest message), bus bandwidth %.2f GB/s (least squares of the rest through the "
-      "latency over %d sizes up to %.0f MiB). The reference GEMM rate is train_step_bench's "
-      "1024^3 product, shown for comparison only.",
+      "(its fastest size, normally the smallest), bus bandwidth %.2f GB/s (least squares of the "
+      "rest through the latency over %d sizes up to %.0f MiB). The reference GEMM rate is "
+      "train_step_bench's 1024^3 product, shown for comparison only.",
       m.allreduce_alpha_s * 1e6, m.allreduce_bus_bandwidth / 1e9,
       static_cast<int>(m.allreduce_points.size()), m.allreduce_points.back().first / 1048576.0));
   report->AddTable(t);
