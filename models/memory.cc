@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/parallel_context.h"
+#include "comm/pipeline_order.h"
 #include "core/status.h"
 #include "models/registry.h"
 #include "nn/parameter.h"
@@ -59,24 +60,6 @@ double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
   return whole + split + scores;
 }
 
-absl::StatusOr<int64_t> InFlightMicroBatches(int stages, int stage, int chunks,
-                                             int64_t micro_batches) {
-  if (stages < 1 || stage < 0 || stage >= stages || chunks < 1 || micro_batches < 0 ||
-      (chunks > 1 && (stages < 2 || micro_batches % stages != 0))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline schedule: stage ", stage, " of ", stages, " with ", chunks,
-                     " chunks over ", micro_batches,
-                     " micro-batches (interleaving needs >= 2 stages and a number of "
-                     "micro-batches that they divide)"));
-  }
-  const int64_t warmup = static_cast<int64_t>(stages - stage - 1) * (chunks > 1 ? 2 : 1) +
-                         static_cast<int64_t>(chunks - 1) * stages;
-  if (micro_batches == 0) return warmup + 1;  // As many as the schedule can use.
-  const int64_t total = micro_batches * chunks;
-  if (chunks > 1 && micro_batches == stages) return total;  // All forwards first.
-  return std::min(warmup + 1, total);
-}
-
 absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const MemoryOptions& o) {
   RETURN_IF_ERROR(config.ValidateParallel(o.tensor_parallel));
   RETURN_IF_ERROR(CheckOptions(config, o));
@@ -112,30 +95,23 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const M
     m.weights = n * (master + copy);
     m.gradients = n * grad;
     m.optimizer = n * moments / (o.distributed_optimizer ? o.data_parallel : 1);
-    ASSIGN_OR_RETURN(m.in_flight, InFlightMicroBatches(split.stages, stage, split.virtual_stages,
-                                                       o.micro_batches));
+    ASSIGN_OR_RETURN(const comm::PipelineInFlight in_flight,
+                     comm::PipelineInFlightMicroBatches(split.stages, stage, split.virtual_stages,
+                                                        static_cast<int>(o.micro_batches)));
+    m.in_flight = in_flight.peak;
+    m.activation_sets = in_flight.chunk_peak_sum();
     const int64_t per_chunk = split.layers_per_chunk();
     m.layers = per_chunk * split.virtual_stages;
-    // Megatron: every in-flight (micro-batch, chunk) keeps its layers' activations.
-    m.activations_megatron = static_cast<double>(m.in_flight * per_chunk) * est.layer_activations;
-    // This stack: each chunk one micro-batch's activations, the other in-flight ones their input
-    // (with sequence parallelism, this TP rank's slice of it).
-    const int64_t kept = std::min<int64_t>(m.in_flight, split.virtual_stages);
-    m.activations = static_cast<double>(kept * per_chunk) * est.layer_activations +
-                    static_cast<double>(m.in_flight - kept) * e * sbh / sp;
-    // Input and output layers (the paper's section 4.3).
-    const int64_t micro_in_flight =
-        o.micro_batches > 0 ? std::min<int64_t>(split.stages, o.micro_batches) : split.stages;
-    if (stage == 0) {
-      const double embedding_mask = sbh / sp;
-      m.activations_megatron += static_cast<double>(micro_in_flight) * embedding_mask;
-      m.activations += embedding_mask;
+    // Each activation set: its chunk's layers.
+    m.activations = static_cast<double>(m.activation_sets * per_chunk) * est.layer_activations;
+    // Input and output layers (the paper's section 4.3), in the sets of the first and last chunk.
+    if (stage == 0) {  // The embedding's dropout mask.
+      m.activations += static_cast<double>(in_flight.chunk_peaks.front()) * sbh / sp;
     }
     if (stage == split.stages - 1) {
       const double output =
           2 * e * sbh / sp + 4.0 * s * o.micro_batch * config.PaddedVocab(o.tensor_parallel) / t;
-      m.activations_megatron += output;
-      m.activations += output;
+      m.activations += static_cast<double>(in_flight.chunk_peaks.back()) * output;
     }
     est.stages.push_back(m);
   }

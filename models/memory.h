@@ -23,12 +23,12 @@
 // the last the final norm's and the output layer's inputs (2 e s b h, / t with SP) and the f32
 // logits of the loss (4 s b V / t) for one micro-batch.
 //
-// Micro-batches in flight on a stage: the 1F1B schedules of train/pipeline_schedule.h (stage s of
-// P keeps min(P - s, m) with one chunk; interleaved, its warm-up forwards plus one, in chunk
-// units). Megatron keeps every in-flight micro-batch's activations; this stack keeps one
-// micro-batch's activations per model chunk and only the stage inputs (e s b h each) of the
-// others, recomputing their forward before their backward (train/pipeline_schedule.h): both are
-// reported.
+// Micro-batches in flight on a stage: comm::PipelineInFlightMicroBatches over the schedule's ops
+// (stage s of P keeps min(P - s, m) with one chunk). As Megatron, the pipeline keeps every
+// in-flight micro-batch's activations, in a model chunk instance each (train/pipeline_schedule.h),
+// and a chunk keeps as many instances as its own peak: with the interleaved schedule the chunks
+// peak at different times, so a stage holds the sum of its chunks' peaks, more than its peak in
+// flight (Megatron frees each micro-batch's activations after its backward and holds the peak).
 #ifndef MT_MODELS_MEMORY_H_
 #define MT_MODELS_MEMORY_H_
 
@@ -65,9 +65,9 @@ struct StageMemory {
   double gradients = 0;    // Bytes: f32.
   double optimizer = 0;   // Bytes: Adam moments (this rank's shard with the distributed optimizer).
   int64_t in_flight = 0;  // Micro-batches in flight at the peak, in chunk units (see above).
-  int64_t layers = 0;     // Transformer layers on this stage (all chunks).
-  double activations_megatron = 0;  // Every in-flight micro-batch's activations kept.
-  double activations = 0;           // This stack: one per chunk plus the stage inputs.
+  int64_t activation_sets = 0;  // Kept: the sum of the chunks' peaks (see above).
+  int64_t layers = 0;           // Transformer layers on this stage (all chunks).
+  double activations = 0;       // Of the activation sets.
   double total() const { return weights + gradients + optimizer + activations; }
 };
 
@@ -78,11 +78,6 @@ struct MemoryEstimate {
 
 // Activation bytes of one transformer layer and one micro-batch (the formula above).
 double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& options);
-
-// Micro-batches in flight at the peak on `stage` of the schedule (in chunk units); the errors of
-// the schedule's arguments as InvalidArgument.
-absl::StatusOr<int64_t> InFlightMicroBatches(int stages, int stage, int chunks,
-                                             int64_t micro_batches);
 
 // InvalidArgument for options the drivers refuse (a TP degree that does not divide the heads, a
 // pipeline split that does not divide the layers, sequence parallelism without TP > 1 or with a

@@ -52,22 +52,6 @@ TEST(MemoryTest, LayerActivationsInF32) {
   EXPECT_DOUBLE_EQ(LayerActivationBytes(c, o), s * h * (18 + 48.0 / 2 + 9 * a * s / (h * 2)));
 }
 
-// 1F1B: stage s of P keeps min(P - s, m); interleaved (Megatron): 2 (P - s - 1) + (V - 1) P
-// warm-up forwards plus one, all m V when m = P. train/pipeline_schedule_test checks these
-// against the schedules' ops.
-TEST(MemoryTest, InFlightMicroBatches) {
-  for (int s = 0; s < 4; ++s) {
-    EXPECT_EQ(*InFlightMicroBatches(4, s, 1, 0), 4 - s);
-    EXPECT_EQ(*InFlightMicroBatches(4, s, 1, 2), std::min(4 - s, 2));
-  }
-  EXPECT_EQ(*InFlightMicroBatches(2, 0, 2, 0), 5);
-  EXPECT_EQ(*InFlightMicroBatches(2, 1, 2, 0), 3);
-  EXPECT_EQ(*InFlightMicroBatches(2, 0, 2, 2), 4);
-  EXPECT_EQ(*InFlightMicroBatches(2, 1, 2, 8), 3);
-  EXPECT_EQ(InFlightMicroBatches(2, 0, 2, 3).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(InFlightMicroBatches(2, 2, 1, 4).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
 // GPT-2 1.2B at TP 2 x PP 2 x DP 2, bf16, micro batch 4, 8 micro-batches per DP rank, by hand.
 TEST(MemoryTest, StagesByHand) {
   const ModelConfig c = Gpt2_1_2b();
@@ -94,19 +78,18 @@ TEST(MemoryTest, StagesByHand) {
   EXPECT_DOUBLE_EQ(est->stages[0].optimizer, 8.0 * p0);
   EXPECT_EQ(est->stages[0].in_flight, 2);
   EXPECT_EQ(est->stages[1].in_flight, 1);
+  EXPECT_EQ(est->stages[0].activation_sets, 2);
+  EXPECT_EQ(est->stages[1].activation_sets, 1);
   const double sbh = 1024.0 * 4 * h;
   const double layer = sbh * (10 + 24.0 / t + 5.0 * 16 * 1024 / (h * t));
   EXPECT_DOUBLE_EQ(est->layer_activations, layer);
-  // Megatron: 2 micro-batches x 20 layers plus 2 embedding-dropout masks; this stack: one
-  // micro-batch's layers, the other's stage input (2 bytes per element) and one mask.
-  EXPECT_DOUBLE_EQ(est->stages[0].activations_megatron, 40 * layer + 2 * sbh);
-  EXPECT_DOUBLE_EQ(est->stages[0].activations, 20 * layer + 2 * sbh + sbh);
+  // 2 micro-batches x 20 layers plus 2 embedding-dropout masks.
+  EXPECT_DOUBLE_EQ(est->stages[0].activations, 40 * layer + 2 * sbh);
   // The last stage: one micro-batch, the final norm's and output layer's inputs, f32 logits.
   const double output = 2 * 2 * sbh + 4.0 * 1024 * 4 * v / t;
-  EXPECT_DOUBLE_EQ(est->stages[1].activations_megatron, 20 * layer + output);
   EXPECT_DOUBLE_EQ(est->stages[1].activations, 20 * layer + output);
   // The distributed optimizer shards each stage's moments over its DP group; sequence
-  // parallelism divides the stage inputs kept for the other micro-batch by TP.
+  // parallelism divides the layers' whole-kept part and the dropout masks by TP.
   o.distributed_optimizer = true;
   o.sequence_parallel = true;
   est = EstimateMemory(c, o);
@@ -116,8 +99,22 @@ TEST(MemoryTest, StagesByHand) {
   EXPECT_DOUBLE_EQ(est->stages[1].optimizer, 8.0 * est->stages[1].parameters / 2);
   const double sp_layer = LayerActivationBytes(c, o);
   EXPECT_LT(sp_layer, layer);
-  EXPECT_DOUBLE_EQ(est->stages[0].activations, 20 * sp_layer + 2 * sbh / t + sbh / t);
+  EXPECT_DOUBLE_EQ(est->stages[0].activations, 40 * sp_layer + 2 * sbh / t);
+  // Interleaved, 2 chunks of 10 layers per stage over 8 micro-batches: stage 0's chunks peak at 4
+  // and 2 micro-batches (comm/pipeline_order_test), 6 sets of 10 layers, and chunk 0 (the
+  // embedding's) keeps 4 dropout masks; the last stage's chunks peak at 3 and 1, and its last
+  // chunk keeps one output.
   o.sequence_parallel = false;
+  o.layers_per_virtual_stage = 10;
+  est = EstimateMemory(c, o);
+  ASSERT_TRUE(est.ok()) << est.status();
+  EXPECT_EQ(est->stages[0].in_flight, 5);
+  EXPECT_EQ(est->stages[0].activation_sets, 6);
+  EXPECT_DOUBLE_EQ(est->stages[0].activations, 60 * layer + 4 * sbh);
+  EXPECT_EQ(est->stages[1].in_flight, 3);
+  EXPECT_EQ(est->stages[1].activation_sets, 4);
+  EXPECT_DOUBLE_EQ(est->stages[1].activations, 40 * layer + output);
+  o.layers_per_virtual_stage = 0;
   o.pipeline_parallel = 1;
   est = EstimateMemory(c, o);
   ASSERT_TRUE(est.ok()) << est.status();

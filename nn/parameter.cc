@@ -87,7 +87,46 @@ ParameterStore::ParameterStore(int tp_rank, int tp_size, DType compute_dtype, De
       << "ParameterStore: compute dtype " << DTypeName(compute_dtype) << " is not f32, bf16 or f16";
 }
 
+absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Mirror(ParameterStore* owner,
+                                                                       int first) {
+  if (owner == nullptr || !owner->allocated_ || first < 0 || first > owner->size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ParameterStore::Mirror: needs an allocated store and a first handle in [0, its size]; "
+        "got ",
+        owner == nullptr ? "no store" : (owner->allocated_ ? "a store" : "an unallocated store"),
+        " and handle ", first));
+  }
+  std::unique_ptr<ParameterStore> m(
+      new ParameterStore(owner->tp_rank_, owner->tp_size_, owner->compute_dtype_, owner->device_));
+  m->specs_ = owner->specs_;
+  m->offsets_ = owner->offsets_;
+  m->local_shapes_ = owner->local_shapes_;
+  m->values_ = owner->values_;
+  m->grads_ = owner->grads_;
+  m->compute_values_ = owner->compute_values_;
+  m->allocated_ = true;
+  m->owner_ = owner->owner_ != nullptr ? owner->owner_ : owner;
+  m->next_ = first;
+  return m;
+}
+
 absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
+  if (owner_ != nullptr) {
+    if (next_ >= static_cast<int>(specs_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("mirror parameter store: ", spec.name,
+                                                     " is declared past the owner's ",
+                                                     specs_.size(), " parameters"));
+    }
+    const ParamSpec& want = specs_[next_];
+    if (spec.name != want.name || spec.global_shape != want.global_shape ||
+        spec.split_dim != want.split_dim || spec.vocab_padded != want.vocab_padded) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mirror parameter store: handle ", next_, " is declared as ", spec.name,
+          ShapeToString(spec.global_shape), " split ", spec.split_dim, " but the owner has ",
+          want.name, ShapeToString(want.global_shape), " split ", want.split_dim));
+    }
+    return next_++;
+  }
   CHECK(!allocated_) << "ParameterStore::Add after Allocate";
   for (const ParamSpec& s : specs_) {
     if (s.name == spec.name) {
@@ -102,6 +141,10 @@ absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
 }
 
 absl::Status ParameterStore::Allocate(uint64_t seed) {
+  if (owner_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "ParameterStore::Allocate on a mirror (its buffers are its owner's)");
+  }
   CHECK(!allocated_) << "ParameterStore::Allocate twice";
   ExecContext ctx;  // The default stream; synchronized below.
   ctx.device = device_;
@@ -142,6 +185,7 @@ absl::Status ParameterStore::Allocate(uint64_t seed) {
 
 absl::Status ParameterStore::RefreshComputeWeights(const ExecContext& ctx) {
   CHECK(allocated_) << "ParameterStore::RefreshComputeWeights before Allocate";
+  if (owner_ != nullptr) return owner_->RefreshComputeWeights(ctx);
   if (compute_dtype_ == DType::kF32) return absl::OkStatus();
   return ops::Convert(ctx, value_buffer_.view(), compute_buffer_.view());
 }
@@ -166,29 +210,30 @@ int64_t ParameterStore::NumGlobalElements() const {
 }
 
 absl::Status ParameterStore::ZeroGrads(const ExecContext& ctx) {
-  return SetZero(ctx, grad_buffer_.view());
+  return SetZero(ctx, flat_grads());
 }
 
 void ParameterStore::ZeroGrads() {
   CHECK(InHostMemory(device_)) << "ParameterStore::ZeroGrads() on a " << device_.ToString()
                                << " store: use ZeroGrads(ctx)";
-  const absl::Status zeroed = SetZero(ExecContext(), grad_buffer_.view());
+  const absl::Status zeroed = SetZero(ExecContext(), flat_grads());
   CHECK(zeroed.ok()) << zeroed;  // Host memory: nothing can fail.
 }
 
 absl::StatusOr<Tensor> ParameterStore::CopyValuesToHost(const ExecContext& ctx) const {
   CHECK(allocated_) << "ParameterStore::CopyValuesToHost before Allocate";
-  return CopyToHost(ctx, value_buffer_.view());
+  return CopyToHost(ctx, flat_values());
 }
 
 absl::StatusOr<Tensor> ParameterStore::CopyGradsToHost(const ExecContext& ctx) const {
   CHECK(allocated_) << "ParameterStore::CopyGradsToHost before Allocate";
-  return CopyToHost(ctx, grad_buffer_.view());
+  return CopyToHost(ctx, flat_grads());
 }
 
 absl::Status ParameterStore::CopyValuesFromHost(const ExecContext& ctx,
                                                 const TensorView& host_values) {
   CHECK(allocated_) << "ParameterStore::CopyValuesFromHost before Allocate";
+  if (owner_ != nullptr) return owner_->CopyValuesFromHost(ctx, host_values);
   if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 ||
       host_values.shape != value_buffer_.shape() || !host_values.IsContiguous()) {
     return absl::InvalidArgumentError(

@@ -20,6 +20,11 @@
 // loading, tests) must refresh again. Gradients stay f32 ("main grads") whatever the compute dtype:
 // modules accumulate their compute-dtype backward products into them in f32.
 //
+// Mirrors: a second instance of modules already declared in a store (a pipeline chunk that keeps
+// another micro-batch's activations, train/pipeline_schedule.h) declares its parameters in a
+// Mirror() of that store: each Add repeats the owner's declaration at the next handle and gets
+// that handle, so both instances read the same values and accumulate into the same gradients.
+//
 // Devices: the store lives on the device given at construction (the CPU by default): values,
 // gradients and compute copies are all on it, and the modules using the store must run with an
 // ExecContext whose `device` is the same (nn/ and models/ allocate on ExecContext::device). On a
@@ -31,6 +36,7 @@
 #define MT_NN_PARAMETER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,20 +86,30 @@ class ParameterStore {
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
+  // A store over `owner`'s buffers for modules declared in `owner` from handle `first` on (see
+  // the file comment). The owner must be allocated and outlive the mirror. Everything but Add
+  // reads or changes the owner's values, gradients and compute copies; Allocate() is refused.
+  // InvalidArgument for an unallocated owner or a `first` outside [0, owner->size()].
+  static absl::StatusOr<std::unique_ptr<ParameterStore>> Mirror(ParameterStore* owner, int first);
+  bool is_mirror() const { return owner_ != nullptr; }
+
   // Declares a parameter; returns its handle. InvalidArgument for a duplicate name or an
-  // indivisible split. Only before Allocate().
+  // indivisible split. Only before Allocate(). In a mirror: InvalidArgument unless `spec` has the
+  // name, global shape, split dimension and vocabulary padding of the owner's parameter at the
+  // next handle (see Mirror()).
   absl::StatusOr<int> Add(const ParamSpec& spec);
   // Allocates values and gradients (zeroed) and initialises every value from `seed`; then the
   // compute copies (RefreshComputeWeights on the calling thread). On a GPU the values are
   // initialised on the host and uploaded, and the device is synchronized before returning.
   // Errors: ResourceExhausted when the device is out of memory; Unimplemented/Internal for CUDA
-  // failures (no GPU, CPU-only build).
+  // failures (no GPU, CPU-only build); FailedPrecondition for a mirror.
   absl::Status Allocate(uint64_t seed);
   // Rounds every f32 master value to its compute-dtype copy (a no-op for f32 compute). Call after
   // changing the masters. Errors: those of ops::Convert (none for an allocated store).
   absl::Status RefreshComputeWeights(const ExecContext& ctx);
 
-  int size() const { return static_cast<int>(specs_.size()); }
+  // Parameters declared (in a mirror: the handle its next Add gets).
+  int size() const { return owner_ != nullptr ? next_ : static_cast<int>(specs_.size()); }
   const ParamSpec& spec(int handle) const { return specs_[handle]; }
   // The f32 master weight.
   const TensorView& value(int handle) const { return values_[handle]; }
@@ -105,10 +121,10 @@ class ParameterStore {
   const TensorView& grad(int handle) const { return grads_[handle]; }
   // All values / all gradients as one flat f32 tensor [NumLocalElements()]; all compute copies as
   // one flat tensor of the compute dtype (flat_values() for f32).
-  TensorView flat_values() const { return value_buffer_.view(); }
-  TensorView flat_grads() const { return grad_buffer_.view(); }
+  TensorView flat_values() const { return buffers().value_buffer_.view(); }
+  TensorView flat_grads() const { return buffers().grad_buffer_.view(); }
   TensorView flat_compute_values() const {
-    return compute_dtype_ == DType::kF32 ? value_buffer_.view() : compute_buffer_.view();
+    return compute_dtype_ == DType::kF32 ? flat_values() : buffers().compute_buffer_.view();
   }
   DType compute_dtype() const { return compute_dtype_; }
   // Handle of a name, or NotFound.
@@ -141,6 +157,9 @@ class ParameterStore {
   int tp_size() const { return tp_size_; }
 
  private:
+  // The store whose buffers these are: the owner for a mirror.
+  const ParameterStore& buffers() const { return owner_ != nullptr ? *owner_ : *this; }
+
   int tp_rank_, tp_size_;
   DType compute_dtype_;
   Device device_;
@@ -150,6 +169,8 @@ class ParameterStore {
   std::vector<TensorView> values_, grads_, compute_values_;  // compute_values_: non-f32 only.
   Tensor value_buffer_, grad_buffer_, compute_buffer_;
   bool allocated_ = false;
+  ParameterStore* owner_ = nullptr;  // Set for a mirror,
+  int next_ = 0;                     // whose next Add gets this handle.
 };
 
 }  // namespace nn

@@ -371,6 +371,70 @@ INSTANTIATE_TEST_SUITE_P(HalfTypes, ComputeDTypeTest, ::testing::Values(DType::k
                            return std::string(DTypeName(info.param));
                          });
 
+TEST(ParameterStoreTest, AMirrorRepeatsTheOwnersDeclarationsOverItsBuffers) {
+  ParameterStore owner(/*tp_rank=*/0, /*tp_size=*/2, DType::kBF16);
+  const std::vector<ParamSpec> specs = {Spec("embed", {8, 4}, 0), Spec("l0.weight", {4, 6}, 1),
+                                        Spec("l0.bias", {6}, 0, Init::kZeros)};
+  for (const ParamSpec& spec : specs) ASSERT_TRUE(owner.Add(spec).ok());
+  EXPECT_EQ(ParameterStore::Mirror(&owner, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);  // Not allocated yet.
+  ASSERT_TRUE(owner.Allocate(/*seed=*/3).ok());
+  for (int bad : {-1, 4}) {
+    EXPECT_EQ(ParameterStore::Mirror(&owner, bad).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+
+  // A second instance of the layer declared from handle 1 gets handles 1 and 2 and the owner's
+  // views; a mirror of the mirror still leads to the owner's buffers.
+  auto mirror = ParameterStore::Mirror(&owner, 1);
+  ASSERT_TRUE(mirror.ok()) << mirror.status();
+  ParameterStore& m = **mirror;
+  EXPECT_TRUE(m.is_mirror());
+  EXPECT_FALSE(owner.is_mirror());
+  EXPECT_EQ(m.size(), 1);
+  auto wrong = m.Add(Spec("l0.bias", {6}, 0));  // Out of order.
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("l0.weight"), std::string::npos) << wrong.status();
+  EXPECT_EQ(m.Add(Spec("l0.weight", {4, 12}, 1)).status().code(),  // Another shape.
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.Add(Spec("l0.weight", {4, 6}, 0)).status().code(),  // Another split.
+            absl::StatusCode::kInvalidArgument);
+  auto w = m.Add(specs[1]);
+  auto b = m.Add(specs[2]);
+  ASSERT_TRUE(w.ok() && b.ok()) << w.status() << b.status();
+  EXPECT_EQ(*w, 1);
+  EXPECT_EQ(*b, 2);
+  EXPECT_EQ(m.size(), 3);
+  EXPECT_EQ(m.Add(Spec("l1.weight", {4, 6}, 1)).status().code(),  // Past the owner's end.
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.Allocate(1).code(), absl::StatusCode::kFailedPrecondition);
+  for (int h = 0; h < 3; ++h) {
+    EXPECT_EQ(m.value(h).data, owner.value(h).data);
+    EXPECT_EQ(m.grad(h).data, owner.grad(h).data);
+    EXPECT_EQ(m.compute_value(h).data, owner.compute_value(h).data);
+    EXPECT_EQ(m.compute_value(h).dtype, DType::kBF16);
+  }
+  EXPECT_EQ(m.flat_values().data, owner.flat_values().data);
+  EXPECT_EQ(m.flat_grads().data, owner.flat_grads().data);
+  EXPECT_EQ(m.flat_compute_values().data, owner.flat_compute_values().data);
+  EXPECT_EQ(m.NumLocalElements(), owner.NumLocalElements());
+  auto again = ParameterStore::Mirror(&m, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->flat_grads().data, owner.flat_grads().data);
+
+  // Gradients written through the mirror are the owner's; zeroing through it zeroes the owner's;
+  // masters written through it refresh the owner's compute copies (1.5 is exact in bf16).
+  m.grad(1).data_as<float>()[0] = 2.5f;
+  EXPECT_EQ(owner.grad(1).data_as<float>()[0], 2.5f);
+  m.ZeroGrads();
+  EXPECT_EQ(owner.grad(1).data_as<float>()[0], 0.0f);
+  Tensor host = Tensor::Zeros({owner.NumLocalElements()}, DType::kF32);
+  host.data_as<float>()[0] = 1.5f;
+  ASSERT_TRUE(m.CopyValuesFromHost(ExecContext(), host.view()).ok());
+  const std::vector<double> first = ToDoubles(owner.compute_value(0));
+  EXPECT_EQ(first[0], 1.5);
+}
+
 TEST(ParameterStoreDeathTest, NonFloatComputeDTypeIsAProgrammerError) {
   EXPECT_DEATH(ParameterStore(0, 1, DType::kI32), "compute dtype i32");
 }

@@ -22,58 +22,7 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-absl::Status CheckSchedule(int stages, int stage, int chunks, int micro_batches) {
-  if (stages < 1 || stage < 0 || stage >= stages || chunks < 1 || micro_batches < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline schedule: need stages >= 1 (got ", stages, "), a stage in [0, ",
-                     stages, ") (got ", stage, "), chunks >= 1 (got ", chunks,
-                     ") and micro-batches >= 1 (got ", micro_batches, ")"));
-  }
-  if (chunks > 1 && (stages < 2 || micro_batches % stages != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline schedule: the interleaved schedule (", chunks,
-        " virtual stages per stage) needs --pipeline_model_parallel_size >= 2 (got ", stages,
-        ") and a number of micro-batches per iteration (global_batch_size / (micro_batch_size x "
-        "data-parallel size) = ",
-        micro_batches, ") that is a multiple of it"));
-  }
-  return absl::OkStatus();
-}
-
-// The k-th forward (or backward) of the interleaved schedule: micro-batches go in groups of P
-// through chunk 0, then chunk 1, ...; backwards run the chunks in reverse.
-PipelineOp InterleavedOp(Kind kind, int k, int stages, int chunks) {
-  const int group = k / (stages * chunks), in_group = k % (stages * chunks);
-  const int forward_chunk = in_group / stages;
-  const int chunk = kind == Kind::kForward ? forward_chunk : chunks - 1 - forward_chunk;
-  return PipelineOp{kind, group * stages + in_group % stages, chunk};
-}
-
 }  // namespace
-
-std::string OpName(const PipelineOp& op) {
-  const std::string base = absl::StrCat(op.kind == Kind::kForward ? "F" : "B", op.micro);
-  return op.chunk == 0 ? base : absl::StrCat(base, ".", op.chunk);
-}
-
-absl::StatusOr<std::vector<PipelineOp>> PipelineScheduleOps(int stages, int stage, int chunks,
-                                                            int micro_batches) {
-  RETURN_IF_ERROR(CheckSchedule(stages, stage, chunks, micro_batches));
-  const int total = micro_batches * chunks;
-  int warmup = std::min((stages - stage - 1) * (chunks > 1 ? 2 : 1) + (chunks - 1) * stages, total);
-  if (chunks > 1 && micro_batches == stages) warmup = total;  // Megatron: all forwards first.
-  auto op = [&](Kind kind, int k) {
-    return chunks == 1 ? PipelineOp{kind, k, 0} : InterleavedOp(kind, k, stages, chunks);
-  };
-  std::vector<PipelineOp> ops;
-  for (int k = 0; k < warmup; ++k) ops.push_back(op(Kind::kForward, k));
-  for (int k = 0; k < total - warmup; ++k) {
-    ops.push_back(op(Kind::kForward, warmup + k));
-    ops.push_back(op(Kind::kBackward, k));
-  }
-  for (int k = total - warmup; k < total; ++k) ops.push_back(op(Kind::kBackward, k));
-  return ops;
-}
 
 absl::StatusOr<SimulatedPipeline> SimulatePipeline(int stages, int chunks, int micro_batches,
                                                    double tf, double tb) {
@@ -131,21 +80,59 @@ absl::StatusOr<SimulatedPipeline> SimulatePipeline(int stages, int chunks, int m
   return sim;
 }
 
+namespace {
+
+// `options` for chunk v of `stage`.
+models::ModelOptions ChunkOptions(const models::ModelOptions& options,
+                                  const comm::PipelineSplit& split, int stage, int v) {
+  models::ModelOptions o = options;
+  o.stage.first_layer = split.FirstLayer(stage, v);
+  o.stage.num_layers = split.layers_per_chunk();
+  o.stage.holds_input = split.HoldsInput(stage, v);
+  o.stage.holds_output = split.HoldsOutput(stage, v);
+  if (split.stages == 1 && split.virtual_stages == 1) o.stage = models::StageOptions();
+  return o;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::unique_ptr<models::Model>>> CreateStageModels(
     const models::ModelConfig& config, nn::ParameterStore* store,
     const models::ModelOptions& options, const comm::PipelineSplit& split, int stage) {
   std::vector<std::unique_ptr<models::Model>> chunks;
   for (int v = 0; v < split.virtual_stages; ++v) {
-    models::ModelOptions o = options;
-    o.stage.first_layer = split.FirstLayer(stage, v);
-    o.stage.num_layers = split.layers_per_chunk();
-    o.stage.holds_input = split.HoldsInput(stage, v);
-    o.stage.holds_output = split.HoldsOutput(stage, v);
-    if (split.stages == 1 && split.virtual_stages == 1) o.stage = models::StageOptions();
-    ASSIGN_OR_RETURN(std::unique_ptr<models::Model> m, models::CreateModel(config, store, o));
+    ASSIGN_OR_RETURN(std::unique_ptr<models::Model> m,
+                     models::CreateModel(config, store, ChunkOptions(options, split, stage, v)));
     chunks.push_back(std::move(m));
   }
   return chunks;
+}
+
+absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config,
+                                               nn::ParameterStore* store,
+                                               const models::ModelOptions& options,
+                                               const comm::PipelineSplit& split, int stage) {
+  // Where each chunk's declarations start: the stage declared again in a store that allocates
+  // nothing.
+  nn::ParameterStore scratch(store->tp_rank(), store->tp_size(), store->compute_dtype());
+  std::vector<int> first;
+  for (int v = 0; v < split.virtual_stages; ++v) {
+    first.push_back(scratch.size());
+    RETURN_IF_ERROR(
+        models::CreateModel(config, &scratch, ChunkOptions(options, split, stage, v)).status());
+  }
+  return [=](int chunk) -> absl::StatusOr<ChunkInstance> {
+    if (chunk < 0 || chunk >= split.virtual_stages) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no model chunk ", chunk, " on a stage of ", split.virtual_stages));
+    }
+    ChunkInstance instance;
+    ASSIGN_OR_RETURN(instance.store, nn::ParameterStore::Mirror(store, first[chunk]));
+    ASSIGN_OR_RETURN(instance.model,
+                     models::CreateModel(config, instance.store.get(),
+                                         ChunkOptions(options, split, stage, chunk)));
+    return instance;
+  };
 }
 
 absl::StatusOr<std::vector<std::vector<std::string>>> StageParameterNames(
@@ -187,7 +174,7 @@ absl::StatusOr<OwnedBatch> CopyBatch(const ExecContext& ec, const models::Batch&
 
 absl::StatusOr<std::unique_ptr<PipelineRunner>> PipelineRunner::Create(
     comm::Communicator* pp, const comm::PipelineSplit& split, std::vector<models::Model*> chunks,
-    const ExecContext* exec, DType dtype) {
+    const ExecContext* exec, DType dtype, ChunkFactory more) {
   if (pp == nullptr || pp->size() != split.stages ||
       static_cast<int>(chunks.size()) != split.virtual_stages) {
     return absl::InvalidArgumentError(
@@ -203,16 +190,29 @@ absl::StatusOr<std::unique_ptr<PipelineRunner>> PipelineRunner::Create(
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
   r->pp_ = pp;
   r->split_ = split;
-  r->chunks_ = std::move(chunks);
+  for (models::Model* chunk : chunks) r->instances_.push_back({Instance{chunk, -1}});
+  r->more_ = std::move(more);
   r->exec_ = exec;
   r->dtype_ = dtype;
   r->stage_ = pp->rank();
-  r->last_forward_.assign(r->chunks_.size(), -1);
   return r;
 }
 
+absl::StatusOr<PipelineRunner::Instance*> PipelineRunner::FreeInstance(int c) {
+  std::vector<Instance>& all = instances_[c];
+  for (Instance& in : all) {
+    if (in.micro < 0) return &in;
+  }
+  if (!more_) return &all.front();  // Its micro-batch will be recomputed.
+  ASSIGN_OR_RETURN(ChunkInstance created, more_(c));
+  all.push_back(Instance{created.model.get(), -1});
+  created_.push_back(std::move(created));
+  return &all.back();
+}
+
 absl::StatusOr<Tensor> PipelineRunner::Boundary(const models::Batch& batch) const {
-  return Alloc(*exec_, chunks_[0]->StageBoundaryShape(batch.tokens.dim(0), batch.tokens.dim(1)),
+  return Alloc(*exec_,
+               instances_[0][0].model->StageBoundaryShape(batch.tokens.dim(0), batch.tokens.dim(1)),
                dtype_);
 }
 
@@ -262,8 +262,9 @@ absl::StatusOr<models::Losses> PipelineRunner::Forward(const PipelineOp& op,
   if (sends) {
     ASSIGN_OR_RETURN(out, Boundary(batch));
   }
-  ASSIGN_OR_RETURN(models::Losses l, chunks_[c]->StageForward(sc, batch, input, out.view()));
-  last_forward_[c] = op.micro;
+  ASSIGN_OR_RETURN(Instance * instance, FreeInstance(c));
+  ASSIGN_OR_RETURN(models::Losses l, instance->model->StageForward(sc, batch, input, out.view()));
+  instance->micro = op.micro;
   if (sends) RETURN_IF_ERROR(Send(std::move(out), (s + 1) % P, 2 * (v + 1)));
   return l;
 }
@@ -278,20 +279,25 @@ absl::Status PipelineRunner::Backward(const PipelineOp& op, const models::Batch&
   }
   auto stashed = inputs_.find({c, op.micro});
   const TensorView input = stashed == inputs_.end() ? TensorView() : stashed->second.view();
-  if (last_forward_[c] != op.micro) {  // Recompute this micro-batch's activations.
+  Instance* instance = nullptr;
+  for (Instance& in : instances_[c]) {
+    if (in.micro == op.micro) instance = &in;
+  }
+  if (instance == nullptr) {  // Overwritten by a later forward: recompute the activations.
+    ASSIGN_OR_RETURN(instance, FreeInstance(c));
     Tensor scratch;
     if (!holds_output) {
       ASSIGN_OR_RETURN(scratch, Boundary(batch));
     }
-    RETURN_IF_ERROR(chunks_[c]->StageForward(sc, batch, input, scratch.view()).status());
+    RETURN_IF_ERROR(instance->model->StageForward(sc, batch, input, scratch.view()).status());
     ++stats_.recomputed;
   }
   Tensor in_grad;
   if (!holds_input) {
     ASSIGN_OR_RETURN(in_grad, Boundary(batch));
   }
-  RETURN_IF_ERROR(chunks_[c]->StageBackward(sc, out_grad.view(), in_grad.view(), loss_scale));
-  last_forward_[c] = -1;  // Backward consumed the activations.
+  RETURN_IF_ERROR(instance->model->StageBackward(sc, out_grad.view(), in_grad.view(), loss_scale));
+  instance->micro = -1;  // Backward consumed the activations.
   if (stashed != inputs_.end()) inputs_.erase(stashed);
   if (!holds_input) RETURN_IF_ERROR(Send(std::move(in_grad), (s + P - 1) % P, 2 * (v - 1) + 1));
   return absl::OkStatus();
@@ -303,18 +309,22 @@ absl::StatusOr<models::Losses> PipelineRunner::Run(const std::vector<models::Bat
                                                    double* flops) {
   const auto start = Clock::now();
   stats_ = PipelineStats();
+  inputs_.clear();  // A Run that failed may have left micro-batches in flight.
+  for (std::vector<Instance>& all : instances_) {
+    for (Instance& in : all) in.micro = -1;
+  }
   const int m = static_cast<int>(batches.size()), V = split_.virtual_stages;
   std::vector<PipelineOp> ops;
   if (backward == models::Backward::kYes) {
     ASSIGN_OR_RETURN(ops, PipelineScheduleOps(split_.stages, stage_, V, m));
   } else {
-    RETURN_IF_ERROR(CheckSchedule(split_.stages, stage_, 1, m));
+    RETURN_IF_ERROR(comm::CheckPipelineSchedule(split_.stages, stage_, 1, m));
     for (int i = 0; i < m; ++i) {
       for (int c = 0; c < V; ++c) ops.push_back(PipelineOp{Kind::kForward, i, c});
     }
   }
   models::Losses sum;
-  sum.parts.assign(chunks_[0]->loss_names().size(), 0.0);
+  sum.parts.assign(instances_[0][0].model->loss_names().size(), 0.0);
   for (const PipelineOp& op : ops) {
     const models::Batch& batch = batches[op.micro];
     const nn::StepContext sc = step(op.micro);
@@ -322,20 +332,28 @@ absl::StatusOr<models::Losses> PipelineRunner::Run(const std::vector<models::Bat
       RETURN_IF_ERROR(Backward(op, batch, sc, loss_scale));
     } else {
       ASSIGN_OR_RETURN(models::Losses l, Forward(op, batch, sc));
-      if (backward == models::Backward::kNo) inputs_.erase({op.chunk, op.micro});
+      if (backward == models::Backward::kNo) {
+        inputs_.erase({op.chunk, op.micro});
+        for (Instance& in : instances_[op.chunk]) {
+          if (in.micro == op.micro) in.micro = -1;
+        }
+      }
       sum.total += l.total;
       sum.scored += l.scored;
       for (size_t k = 0; k < l.parts.size() && k < sum.parts.size(); ++k)
         sum.parts[k] += l.parts[k];
       if (flops != nullptr) {
-        *flops +=
-            chunks_[op.chunk]->TrainingFlops(batch.tokens.dim(0), batch.tokens.dim(1), l.scored);
+        *flops += instances_[op.chunk][0].model->TrainingFlops(batch.tokens.dim(0),
+                                                               batch.tokens.dim(1), l.scored);
       }
     }
     RETURN_IF_ERROR(ReapSends(/*all=*/false));
   }
   RETURN_IF_ERROR(ReapSends(/*all=*/true));
   inputs_.clear();
+  for (const std::vector<Instance>& all : instances_) {
+    stats_.instances += static_cast<int64_t>(all.size());
+  }
   stats_.seconds = SecondsSince(start);
   return sum;
 }

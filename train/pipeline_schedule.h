@@ -3,24 +3,20 @@
 // of a pipeline with its model chunks (models::Model::StageForward / StageBackward), exchanging
 // activations and their gradients with the neighbouring stages.
 //
-// Stages and chunks (comm::PipelineSplit): P stages (the ranks of the pipeline communicator), V
-// model chunks per stage; virtual stage v * P + s is chunk v of stage s, and a micro-batch flows
-// through virtual stages 0, 1, ..., P * V - 1. V = 1 is the plain 1F1B schedule.
+// The order of a stage's passes, and its stages and chunks: comm/pipeline_order.h.
 //
-// 1F1B (V = 1), stage s of P over m micro-batches: w = min(P - s - 1, m) warm-up forwards, then
-// m - w steady steps of one forward and one backward, then w cool-down backwards: at most P - s
-// micro-batches are in flight on stage s. With forward time tf and backward time tb per stage, the
-// pipeline bubble (each stage's idle fraction of the iteration) is (P - 1) / (m + P - 1).
-// Interleaved (V > 1, m a multiple of P): micro-batches enter in groups of P, each group running
-// through chunk 0 then chunk 1 ... of the stage; warm-up (P - s - 1) * 2 + (V - 1) * P forwards,
-// then 1F1B steps, then the cool-down: the bubble shrinks to (P - 1) / (V * m + P - 1).
-//
-// Activations in flight: a model chunk keeps the activations of its latest StageForward only. The
-// runner keeps every in-flight micro-batch's stage INPUT and, before the backward of a micro-batch
-// that was not the chunk's latest forward, runs its forward again (same StepContext, so the same
-// dropout masks and bit-identical activations): activation checkpointing at the stage boundary.
-// With 1F1B the last stage never recomputes (its backward directly follows its forward); the
-// other stages run one extra forward per micro-batch.
+// Activations in flight: a model instance keeps the activations of its latest StageForward only,
+// so the runner keeps one instance of a chunk per micro-batch in flight on it, as Megatron keeps
+// every in-flight micro-batch's activations: the chunk it was given, plus instances a ChunkFactory
+// creates when all are busy (declared in a ParameterStore::Mirror, so they share the parameters
+// and accumulate into the same gradients). They stay for later iterations: a chunk ends up with
+// as many as its own peak of micro-batches in flight (comm::PipelineInFlight::chunk_peaks, which
+// models/memory.h counts). Without a factory the one
+// instance serves every micro-batch: the runner keeps each in-flight micro-batch's stage INPUT and,
+// before the backward of one that was not the chunk's latest forward, runs its forward again (the
+// same StepContext, so the same dropout masks and bit-identical activations): activation
+// checkpointing at the stage boundary, one extra forward per micro-batch on all but the last
+// stage.
 #ifndef MT_TRAIN_PIPELINE_SCHEDULE_H_
 #define MT_TRAIN_PIPELINE_SCHEDULE_H_
 
@@ -36,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
+#include "comm/pipeline_order.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "models/model.h"
@@ -45,24 +42,9 @@
 namespace mt {
 namespace train {
 
-struct PipelineOp {
-  enum class Kind { kForward, kBackward };
-  Kind kind = Kind::kForward;
-  int micro = 0;  // Micro-batch, in [0, m).
-  int chunk = 0;  // Model chunk of this stage, in [0, V).
-  friend bool operator==(const PipelineOp& a, const PipelineOp& b) {
-    return a.kind == b.kind && a.micro == b.micro && a.chunk == b.chunk;
-  }
-};
-// "F3" / "B0" (chunk 0), "F3.1" (chunk 1): for messages and tests.
-std::string OpName(const PipelineOp& op);
-
-// The ops of stage `stage` of `stages` with `chunks` model chunks per stage over `micro_batches`
-// (see the file comment). InvalidArgument unless stages >= 1, 0 <= stage < stages, chunks >= 1,
-// micro_batches >= 1, and, for chunks > 1, stages >= 2 and micro_batches a multiple of stages (the
-// message names the flags).
-absl::StatusOr<std::vector<PipelineOp>> PipelineScheduleOps(int stages, int stage, int chunks,
-                                                            int micro_batches);
+using comm::OpName;
+using comm::PipelineOp;
+using comm::PipelineScheduleOps;
 
 // Every stage's schedule run with forwards taking tf and backwards tb per virtual stage and free
 // messages: each op starts when its stage is free and its input (the previous virtual stage's
@@ -81,6 +63,23 @@ absl::StatusOr<SimulatedPipeline> SimulatePipeline(int stages, int chunks, int m
 absl::StatusOr<std::vector<std::unique_ptr<models::Model>>> CreateStageModels(
     const models::ModelConfig& config, nn::ParameterStore* store,
     const models::ModelOptions& options, const comm::PipelineSplit& split, int stage);
+
+// Another instance of this stage's model chunk `chunk`, with the store it declared its parameters
+// in (the model reads it; destroyed after the model).
+struct ChunkInstance {
+  std::unique_ptr<nn::ParameterStore> store;
+  std::unique_ptr<models::Model> model;
+};
+using ChunkFactory = std::function<absl::StatusOr<ChunkInstance>(int chunk)>;
+
+// Instances of the chunks CreateStageModels(config, store, options, split, stage) put in `store`
+// (which must be allocated before the factory is called; it must outlive the instances), each in
+// a ParameterStore::Mirror of it from the chunk's first handle. The errors of CreateStageModels;
+// the factory's, those of ParameterStore::Mirror and models::CreateModel.
+absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config,
+                                               nn::ParameterStore* store,
+                                               const models::ModelOptions& options,
+                                               const comm::PipelineSplit& split, int stage);
 
 // The names of the parameters each pipeline stage's store holds under `split` (split.stages
 // lists, every chunk of a stage in one), from stage models declared in a store of TP degree
@@ -102,6 +101,7 @@ struct PipelineStats {
   double seconds = 0;       // Run()'s wall time.
   double wait_seconds = 0;  // Blocked waiting for activations or gradients from other stages.
   int64_t recomputed = 0;   // Forwards run again before a backward (see the file comment).
+  int64_t instances = 0;    // Chunk instances after Run(), summed over the chunks.
 };
 
 // Executes the schedules on one rank. Not thread-safe; one Run() at a time.
@@ -110,14 +110,13 @@ class PipelineRunner {
   // `pp`: the pipeline communicator (rank = stage); `split`: its stages and chunks; `chunks`: this
   // stage's models, chunk v built with comm::PipelineSplit's layers of (pp->rank(), v) (not owned,
   // outlive the runner); activations of the chunks' StageBoundaryShape in `dtype` on exec's
-  // device. InvalidArgument
-  // unless chunks.size() == split.virtual_stages and pp->size() == split.stages; Unimplemented for
-  // P > 1 over a communicator without non-blocking point-to-point (NCCL: use --comm_backend=mpi).
-  static absl::StatusOr<std::unique_ptr<PipelineRunner>> Create(comm::Communicator* pp,
-                                                                const comm::PipelineSplit& split,
-                                                                std::vector<models::Model*> chunks,
-                                                                const ExecContext* exec,
-                                                                DType dtype);
+  // device; `more`: creates further instances of a chunk (null: recompute at the stage
+  // boundary; see the file comment). InvalidArgument unless chunks.size() ==
+  // split.virtual_stages and pp->size() == split.stages; Unimplemented for P > 1 over a
+  // communicator without non-blocking point-to-point (NCCL: use --comm_backend=mpi).
+  static absl::StatusOr<std::unique_ptr<PipelineRunner>> Create(
+      comm::Communicator* pp, const comm::PipelineSplit& split, std::vector<models::Model*> chunks,
+      const ExecContext* exec, DType dtype, ChunkFactory more = nullptr);
 
   // One iteration on micro-batches `batches` (each stage is given all of them; step(i) is the
   // StepContext of micro-batch i, the same on every stage): with Backward::kYes the schedule's
@@ -136,6 +135,13 @@ class PipelineRunner {
  private:
   PipelineRunner() = default;
   using Key = std::pair<int, int>;  // (chunk, micro-batch).
+  struct Instance {
+    models::Model* model = nullptr;
+    int micro = -1;  // The micro-batch whose activations it holds for a backward; -1: none.
+  };
+  // An instance of chunk c holding no micro-batch's activations: a free one, a new one from the
+  // factory, or (without a factory) the first, whose micro-batch will be recomputed.
+  absl::StatusOr<Instance*> FreeInstance(int c);
   absl::StatusOr<models::Losses> Forward(const PipelineOp& op, const models::Batch& batch,
                                          const nn::StepContext& sc);
   absl::Status Backward(const PipelineOp& op, const models::Batch& batch, const nn::StepContext& sc,
@@ -151,12 +157,13 @@ class PipelineRunner {
 
   comm::Communicator* pp_ = nullptr;
   comm::PipelineSplit split_;
-  std::vector<models::Model*> chunks_;
+  std::vector<std::vector<Instance>> instances_;  // Per chunk; instance 0: the chunk given.
+  ChunkFactory more_;
+  std::vector<ChunkInstance> created_;  // By more_.
   const ExecContext* exec_ = nullptr;
   DType dtype_ = DType::kF32;
   int stage_ = 0;
-  std::vector<int> last_forward_;  // Per chunk: the micro-batch of its latest StageForward.
-  std::map<Key, Tensor> inputs_;   // Stage inputs of the micro-batches in flight.
+  std::map<Key, Tensor> inputs_;  // Stage inputs of the micro-batches in flight.
   std::vector<std::pair<std::unique_ptr<comm::CommRequest>, Tensor>> sends_;
   PipelineStats stats_;
 };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/mpi_testutil.h"
+#include "comm/pipeline_order.h"
 #include "data/testing/synthetic_corpus.h"
 #include "gtest/gtest.h"
 #include "train/testing/training_harness.h"
@@ -159,6 +160,8 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
   data_parallel.optimizer.dp_bucket_elements = 1000;
   testing::HarnessConfig sequence_parallel = Config(2, 2);
   sequence_parallel.model_options.sequence_parallel = true;
+  testing::HarnessConfig recomputing = Config(1, 2);
+  recomputing.keep_activations = false;
   const Case cases[] = {
       {"PP=2", pair->get(), Config(1, 2), 0},
       {"PP=2 x TP=2, sequence parallel", comm_.get(), sequence_parallel, me % 2},
@@ -166,6 +169,7 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
       {"PP=2 x TP=2", comm_.get(), Config(2, 2), me % 2},
       {"PP=2 x DP=2", comm_.get(), data_parallel, 0},
       {"PP=2 interleaved (2 virtual stages)", pair->get(), Config(1, 2, 1), 0},
+      {"PP=2, recomputing at the stage boundary", pair->get(), recomputing, 0},
   };
   for (const Case& k : cases) {
     const Result r = Train(*k.world, k.config, data);
@@ -183,6 +187,14 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
     EXPECT_LT(loss, kLossRel) << k.name;
     EXPECT_LT(norm, kLossRel) << k.name;
     EXPECT_LT(weight, 1.0) << k.name;
+    // Kept activations: no forward runs twice. Recomputing (one instance per chunk): 1F1B over
+    // m = 4 on stage 0 of 2 is F0 F1 B0 F2 B1 F3 B2 B3, and each backward finds the instance
+    // holding a later forward or none, so all 4 recompute; the last stage never does.
+    if (!k.config.keep_activations) {
+      EXPECT_EQ(r.pipeline.recomputed, me % 2 == 0 ? kIters * kGlobal / kMicro : 0) << me;
+    } else {
+      EXPECT_EQ(r.pipeline.recomputed, 0) << k.name << " rank " << me;
+    }
     if (k.config.optimizer.dp_bucket_elements == 1000) {
       // The DP reduction overlaps the schedule: buckets start during the last micro-batch's
       // backward (with the distributed optimizer, not those of the tied embedding, which wait
@@ -222,6 +234,12 @@ TEST_F(MpiTest, SendsAndReceivesPerMicroBatch) {
         << "stage " << s << " V " << V;
     EXPECT_EQ(r.pp_counters.recv, c.end * m * (forward_links + backward_links))
         << "stage " << s << " V " << V;
+    // As many instances of each chunk as its peak of micro-batches in flight, the activation
+    // sets the memory model counts.
+    auto in_flight = comm::PipelineInFlightMicroBatches(pp, s, V, m);
+    ASSERT_TRUE(in_flight.ok()) << in_flight.status();
+    EXPECT_EQ(r.pipeline.instances, in_flight->chunk_peak_sum()) << "stage " << s << " V " << V;
+    EXPECT_EQ(r.pipeline.recomputed, 0) << "stage " << s << " V " << V;
     (void)per_iteration;
   }
 }

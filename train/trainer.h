@@ -141,6 +141,9 @@ struct TrainingParts {
   // With PP > 1: this stage's model chunks in chunk order (train::CreateStageModels), all in
   // `store`; empty: {model}. `model` must be one of them (its loss names are logged).
   std::vector<models::Model*> chunks;
+  // With PP > 1: more instances of a chunk, one per micro-batch in flight (StageChunkFactory);
+  // null: the pipeline recomputes forwards at the stage boundary (train/pipeline_schedule.h).
+  ChunkFactory more_chunks;
 };
 
 // Pipeline time of this rank over the iterations trained so far (PP > 1).
@@ -149,6 +152,7 @@ struct PipelineTotals {
   double seconds = 0;       // In the schedule (forward and backward passes with their messages).
   double wait_seconds = 0;  // Of which waiting for other stages: the bubble (and message time).
   int64_t recomputed = 0;   // Forwards run again at the stage boundary.
+  int64_t instances = 0;    // Chunk instances (activation sets) this stage holds.
 };
 
 class Trainer {

@@ -20,8 +20,9 @@ absl::Status Trainer::SetUpPipeline() {
   split.num_layers = parts_.model->config().num_layers;
   split.stages = pc.pp_size();
   split.virtual_stages = static_cast<int>(chunks.size());
-  ASSIGN_OR_RETURN(pipeline_, PipelineRunner::Create(&pc.pp(), split, chunks, parts_.exec,
-                                                     parts_.store->compute_dtype()));
+  ASSIGN_OR_RETURN(pipeline_,
+                   PipelineRunner::Create(&pc.pp(), split, chunks, parts_.exec,
+                                          parts_.store->compute_dtype(), parts_.more_chunks));
   for (models::Model* chunk : chunks) {
     if (chunk->tied_embedding_handle() >= 0) tied_handle_ = chunk->tied_embedding_handle();
   }
@@ -76,6 +77,7 @@ absl::StatusOr<Trainer::Accumulated> Trainer::AccumulatePipelined(BatchStream& d
   pipeline_totals_.seconds += st.seconds;
   pipeline_totals_.wait_seconds += st.wait_seconds;
   pipeline_totals_.recomputed += st.recomputed;
+  pipeline_totals_.instances = st.instances;
   return r;
 }
 

@@ -496,6 +496,7 @@ enum PipelineField {
   kScheduleNs,
   kWaitNs,
   kRecomputed,
+  kInstances,
   kFlops,
   kNumPipelineFields
 };
@@ -521,8 +522,11 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
     chunk_ptrs.push_back(chunk.get());
     if (chunk->tied_embedding_handle() >= 0) tied = chunk->tied_embedding_handle();
   }
-  ASSIGN_OR_RETURN(auto runner, train::PipelineRunner::Create(&parallel.pp(), split, chunk_ptrs,
-                                                              &d.rank.exec, store.compute_dtype()));
+  ASSIGN_OR_RETURN(train::ChunkFactory more,
+                   train::StageChunkFactory(c.model, &store, options, split, parallel.pp_rank()));
+  ASSIGN_OR_RETURN(auto runner,
+                   train::PipelineRunner::Create(&parallel.pp(), split, chunk_ptrs, &d.rank.exec,
+                                                 store.compute_dtype(), std::move(more)));
   comm::Communicator* dp = parallel.dp_size() > 1 ? &parallel.dp() : nullptr;
   train::OptimizerConfig oc;
   oc.dp_bucket_elements = c.ddp_bucket_size;
@@ -595,6 +599,7 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
   f[kScheduleNs] = std::llround(MedianOf(schedule) * 1e9);
   f[kWaitNs] = std::llround(MedianOf(wait) * 1e9);
   f[kRecomputed] = recomputed / c.steps;
+  f[kInstances] = runner->stats().instances;
   f[kFlops] = std::llround(flops);
   RETURN_IF_ERROR(world.AllGather(mine.view(), all.view()));
   if (world.rank() != 0) return absl::OkStatus();
@@ -637,8 +642,9 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
   for (int stage = 0; stage < P; ++stage) {
     for (int r = 0; r < ranks; ++r) {
       if (field(r, kStage) != stage || field(r, kTpRank) != 0 || field(r, kDpRank) != 0) continue;
-      std::printf(" stage %d %.1f%% (%lld forwards recomputed)", stage,
+      std::printf(" stage %d %.1f%% (%lld activation sets, %lld forwards recomputed)", stage,
                   100.0 * (1.0 - (field(r, kScheduleNs) - field(r, kWaitNs)) / longest),
+                  static_cast<long long>(field(r, kInstances)),
                   static_cast<long long>(field(r, kRecomputed)));
     }
   }

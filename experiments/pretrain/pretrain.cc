@@ -195,6 +195,7 @@ struct Job {
   // This rank's model chunks (one unless the interleaved pipeline schedule); `model` is the first.
   std::vector<std::unique_ptr<models::Model>> chunks;
   models::Model* model = nullptr;
+  train::ChunkFactory more_chunks;  // Further instances of the chunks (PP > 1).
   std::unique_ptr<train::Optimizer> optimizer;
   std::unique_ptr<train::LrSchedule> schedule;
   std::unique_ptr<train::LossScaler> scaler;
@@ -268,6 +269,10 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
                                                          job->parallel->pp_rank()));
   job->model = job->chunks.front().get();
   RETURN_IF_ERROR(job->store->Allocate(c.trainer.seed));
+  if (split.stages > 1) {
+    ASSIGN_OR_RETURN(job->more_chunks, train::StageChunkFactory(c.model, job->store.get(), options,
+                                                                split, job->parallel->pp_rank()));
+  }
   train::OptimizerConfig oc;
   oc.weight_decay = static_cast<float>(c.weight_decay);
   oc.clip_grad = c.clip_grad;
@@ -395,9 +400,10 @@ absl::Status PrintPipelineBubble(const Job& job, const train::Trainer& trainer) 
   }
   std::printf(
       "pipeline: %d stages, %lld iterations, %.1f ms per iteration in the schedule; bubble (idle "
-      "share) per stage: %s; %lld forwards recomputed on stage 0\n",
+      "share) per stage: %s; stage 0 keeps %lld micro-batches' activations (%lld forwards "
+      "recomputed)\n",
       pp.size(), static_cast<long long>(p.iterations), 1e3 * makespan, shares.c_str(),
-      static_cast<long long>(p.recomputed));
+      static_cast<long long>(p.instances), static_cast<long long>(p.recomputed));
   return absl::OkStatus();
 }
 
@@ -412,7 +418,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, P
       std::unique_ptr<train::Trainer> trainer,
       train::Trainer::Create(c.trainer, {job.parallel.get(), &job.rank.exec, job.model,
                                          job.store.get(), job.optimizer.get(), job.schedule.get(),
-                                         job.scaler.get(), ChunkPointers(job)}));
+                                         job.scaler.get(), ChunkPointers(job), job.more_chunks}));
   trainer->set_consumed_samples(job.counters.consumed_samples);
   trainer->set_skipped_iterations(job.counters.skipped_iterations);
   auto on_iteration = [&](int64_t iteration) -> absl::Status {

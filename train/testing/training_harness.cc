@@ -108,6 +108,13 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   std::vector<models::Model*> chunk_ptrs;
   for (const auto& m : *chunks) chunk_ptrs.push_back(m.get());
   models::Model* model = chunk_ptrs.front();
+  ChunkFactory more_chunks;
+  if (c.pp > 1 && c.keep_activations) {
+    auto factory =
+        StageChunkFactory(c.model, &store, c.model_options, *split, (*parallel)->pp_rank());
+    if (!Ok(factory.status(), "chunk factory")) return out;
+    more_chunks = *std::move(factory);
+  }
   auto opt = Optimizer::Create(&store, c.optimizer, &(*parallel)->dp());
   if (!Ok(opt.status(), "optimizer")) return out;
   LrSchedule schedule(c.lr);
@@ -129,8 +136,8 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   tc.train_iters = c.end;
   tc.quiet = true;
   tc.inject_grad_overflow_at = c.inject_grad_overflow_at;
-  auto trainer = Trainer::Create(
-      tc, {parallel->get(), &d.ec, model, &store, &*opt, &schedule, &scaler, chunk_ptrs});
+  auto trainer = Trainer::Create(tc, {parallel->get(), &d.ec, model, &store, &*opt, &schedule,
+                                      &scaler, chunk_ptrs, more_chunks});
   if (!Ok(trainer.status(), "trainer")) return out;
   (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
   out.first_values = Masters(store, d.ec);

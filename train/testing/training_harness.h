@@ -30,9 +30,12 @@ namespace testing {
 
 struct HarnessConfig {
   models::ModelConfig model;
-  int tp = 1;                          // The rest of the world is data-parallel.
-  int pp = 1;                          // Pipeline stages (the model built as this rank's stage).
-  int layers_per_virtual_stage = 0;    // > 0: the interleaved schedule's model chunks.
+  int tp = 1;                        // The rest of the world is data-parallel.
+  int pp = 1;                        // Pipeline stages (the model built as this rank's stage).
+  int layers_per_virtual_stage = 0;  // > 0: the interleaved schedule's model chunks.
+  // PP > 1: a chunk instance per micro-batch in flight (as the drivers run); false: one instance,
+  // recomputing forwards at the stage boundary.
+  bool keep_activations = true;
   models::ModelOptions model_options;  // Its stage is set for this rank.
   int64_t micro_batch_size = 2;
   int64_t global_batch_size = 4;
