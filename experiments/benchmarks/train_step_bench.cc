@@ -23,8 +23,10 @@
 // micro-batches per DP rank, with the DP reduction overlapped with it and the tied embedding's
 // gradient summed over the first and last stage, as pretrain_gpt trains; the report gives the
 // step time, tokens/s, model TFLOP/s per rank and its ratio to the GEMM rate, each stage's idle
-// share of the schedule against the theory (P - 1) / (V m + P - 1), and each rank's parameters,
-// optimizer state and peak resident set:
+// share of the schedule against the theory (P - 1) / (V m + P - 1) with the activation sets each
+// stage keeps, and each rank's parameters, optimizer state and peak resident set
+// (--keep_stage_activations=false: one activation set per chunk, recomputing at the stage
+// boundary, for comparison):
 //
 //   mpirun -np 4 bazel-bin/experiments/benchmarks/train_step_bench
 //       --pipeline_model_parallel_size=2 --use_distributed_optimizer   # PP = 2 x DP = 2
@@ -78,6 +80,7 @@ struct BenchConfig {
   int pipeline_model_parallel_size = 1;
   int num_layers_per_virtual_pipeline_stage = 0;
   int num_micro_batches = 0;  // With PP: per step and DP rank (0: 4 x PP).
+  bool keep_stage_activations = true;
   int64_t ddp_bucket_size = int64_t{1} << 20;
   bool use_distributed_optimizer = false;
   int steps = 5;
@@ -109,6 +112,9 @@ struct BenchConfig {
       "With PP: layers per model chunk for the interleaved schedule (0: plain 1F1B).");
     v("num_micro_batches", &self.num_micro_batches,
       "With PP: micro-batches per step and DP rank (0: 4 x PP).");
+    v("keep_stage_activations", &self.keep_stage_activations,
+      "With PP: keep every in-flight micro-batch's activations, as the drivers do (false: one "
+      "set per chunk, recomputing forwards at the stage boundary, to compare).");
     v("ddp_bucket_size", &self.ddp_bucket_size, "Gradient elements per DP all-reduce bucket.");
     v("use_distributed_optimizer", &self.use_distributed_optimizer,
       "Shard the Adam moments over the DP ranks (ZeRO stage 1).");
@@ -522,8 +528,11 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
     chunk_ptrs.push_back(chunk.get());
     if (chunk->tied_embedding_handle() >= 0) tied = chunk->tied_embedding_handle();
   }
-  ASSIGN_OR_RETURN(train::ChunkFactory more,
-                   train::StageChunkFactory(c.model, &store, options, split, parallel.pp_rank()));
+  train::ChunkFactory more;
+  if (c.keep_stage_activations) {
+    ASSIGN_OR_RETURN(more,
+                     train::StageChunkFactory(c.model, &store, options, split, parallel.pp_rank()));
+  }
   ASSIGN_OR_RETURN(auto runner,
                    train::PipelineRunner::Create(&parallel.pp(), split, chunk_ptrs, &d.rank.exec,
                                                  store.compute_dtype(), std::move(more)));
@@ -642,7 +651,7 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
   for (int stage = 0; stage < P; ++stage) {
     for (int r = 0; r < ranks; ++r) {
       if (field(r, kStage) != stage || field(r, kTpRank) != 0 || field(r, kDpRank) != 0) continue;
-      std::printf(" stage %d %.1f%% (%lld activation sets, %lld forwards recomputed)", stage,
+      std::printf(" stage %d %.1f%% (activation sets %lld, forwards recomputed %lld)", stage,
                   100.0 * (1.0 - (field(r, kScheduleNs) - field(r, kWaitNs)) / longest),
                   static_cast<long long>(field(r, kInstances)),
                   static_cast<long long>(field(r, kRecomputed)));

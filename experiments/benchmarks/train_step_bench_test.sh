@@ -2,7 +2,8 @@
 # train_step_bench's pipeline mode on a tiny GPT (4 layers, hidden 64, vocabulary 512), 2 steps:
 #   - PP=2 (2 ranks): the two stages' parameters add up to the whole model's (from the PP=1 run)
 #     plus the last stage's copy of the tied word embedding (512 x 64); the bubble line gives
-#     each stage's idle share, in [0, 100]%;
+#     each stage's idle share, in [0, 100]%, and the activation sets it keeps (2 and 1, nothing
+#     recomputed; with --keep_stage_activations=false one each, stage 0 recomputing 8 forwards);
 #   - PP=2 x DP=2 interleaved with the distributed optimizer (4 ranks): each rank's Adam moments
 #     are its 1/DP shard (half its parameters, rounded up), and DP buckets start during the
 #     schedule;
@@ -34,6 +35,15 @@ done
 [[ $(echo "$bubble" | grep -o 'stage [01] ' | wc -l) -eq 2 ]] || fail "not two stages in: $bubble"
 grep -q '^step time (median of 2, 8 micro-batches of 2 per DP rank)' "$work/pp2.out" ||
   { cat "$work/pp2.out"; fail "no step time line"; }
+# 1F1B over 8 micro-batches: stage 0 keeps 2 in flight, stage 1 one, and nothing is recomputed;
+# with one activation set per chunk stage 0 recomputes each of its 8 forwards.
+grep -q 'stage 0 [0-9.]*% (activation sets 2, forwards recomputed 0) stage 1 [0-9.]*% (activation sets 1, forwards recomputed 0)' <<<"$bubble" ||
+  fail "activation sets in: $bubble"
+timeout 120 "${mpi[@]}" -np 2 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
+  --keep_stage_activations=false > "$work/recompute.out" 2>&1 ||
+  { cat "$work/recompute.out"; fail "PP=2 recomputing run"; }
+grep -q 'stage 0 [0-9.]*% (activation sets 1, forwards recomputed 8) stage 1 [0-9.]*% (activation sets 1, forwards recomputed 0)' "$work/recompute.out" ||
+  { cat "$work/recompute.out"; fail "recomputation not reported"; }
 
 timeout 180 "${mpi[@]}" -np 4 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
   --num_layers_per_virtual_pipeline_stage=1 --use_distributed_optimizer --ddp_bucket_size=2000 \

@@ -400,8 +400,7 @@ absl::Status PrintPipelineBubble(const Job& job, const train::Trainer& trainer) 
   }
   std::printf(
       "pipeline: %d stages, %lld iterations, %.1f ms per iteration in the schedule; bubble (idle "
-      "share) per stage: %s; stage 0 keeps %lld micro-batches' activations (%lld forwards "
-      "recomputed)\n",
+      "share) per stage: %s; stage 0: activation sets %lld, forwards recomputed %lld\n",
       pp.size(), static_cast<long long>(p.iterations), 1e3 * makespan, shares.c_str(),
       static_cast<long long>(p.instances), static_cast<long long>(p.recomputed));
   return absl::OkStatus();
