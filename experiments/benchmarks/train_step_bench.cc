@@ -35,6 +35,8 @@
 // --breakdown_steps more steps run under a sampling profiler (step_profile.h), where rank 0's
 // step time goes by op class (GEMM, attention, element-wise, LayerNorm, loss, optimizer,
 // communication, other), with the GEMMs' achieved rate next to the GEMM rate: the gap, by class.
+#include "experiments/benchmarks/train_step_bench.h"
+
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -53,9 +55,6 @@
 #include "core/alloc.h"
 #include "core/config_flags.h"
 #include "core/cuda_device.h"
-#include "core/openblas.h"
-#include "core/ops/elementwise.h"
-#include "core/ops/gemm.h"
 #include "core/rank_execution.h"
 #include "core/status.h"
 #include "experiments/benchmarks/step_profile.h"
@@ -64,177 +63,17 @@
 #include "models/flops.h"
 #include "models/registry.h"
 #include "train/optimizer.h"
-#include "train/pipeline_schedule.h"
 
 namespace mt {
 namespace experiments {
 namespace {
 
-// The benchmark's settings (its flags; the model's come from the model config's table).
-struct BenchConfig {
-  std::string model_name;
-  models::ModelConfig model;
-  int64_t seq_length = 256;
-  int64_t micro_batch_size = 4;
-  int tensor_model_parallel_size = 1;
-  int pipeline_model_parallel_size = 1;
-  int num_layers_per_virtual_pipeline_stage = 0;
-  int num_micro_batches = 0;  // With PP: per step and DP rank (0: 4 x PP).
-  bool keep_stage_activations = true;
-  int64_t ddp_bucket_size = int64_t{1} << 20;
-  bool use_distributed_optimizer = false;
-  int steps = 5;
-  int threads = 0;
-  bool recompute = false;
-  DeviceKind device = DeviceKind::kCpu;
-  bool caching_allocator = true;
-  int gemm_rate_size = 0;
-  int breakdown_steps = 3;
-  ActivationConfig activations;  // --sequence_parallel, --recompute_granularity.
-
-  BenchConfig() {
-    model.hidden_size = 512;
-    model.num_attention_heads = 8;
-  }
-
-  template <typename Self, typename V>
-  static void Fields(Self& self, V& v) {
-    v("model", &self.model_name,
-      "A registered GPT-family model; the model flags given override it.");
-    models::ModelConfig::Fields(self.model, v);
-    v("seq_length", &self.seq_length, "Sequence length.");
-    v("micro_batch_size", &self.micro_batch_size, "Samples per step.");
-    v("tensor_model_parallel_size", &self.tensor_model_parallel_size,
-      "TP degree (ranks / TP are data-parallel).");
-    v("pipeline_model_parallel_size", &self.pipeline_model_parallel_size,
-      "Pipeline stages (world = TP x DP x PP); each step then runs the 1F1B schedule.");
-    v("num_layers_per_virtual_pipeline_stage", &self.num_layers_per_virtual_pipeline_stage,
-      "With PP: layers per model chunk for the interleaved schedule (0: plain 1F1B).");
-    v("num_micro_batches", &self.num_micro_batches,
-      "With PP: micro-batches per step and DP rank (0: 4 x PP).");
-    v("keep_stage_activations", &self.keep_stage_activations,
-      "With PP: keep every in-flight micro-batch's activations, as the drivers do (false: one "
-      "set per chunk, recomputing forwards at the stage boundary, to compare).");
-    v("ddp_bucket_size", &self.ddp_bucket_size, "Gradient elements per DP all-reduce bucket.");
-    v("use_distributed_optimizer", &self.use_distributed_optimizer,
-      "Shard the Adam moments over the DP ranks (ZeRO stage 1).");
-    v("steps", &self.steps, "Timed steps (after one warm-up step).");
-    v("threads", &self.threads, "Threads per rank (0: cores / ranks).");
-    v("recompute", &self.recompute, "Activation checkpointing.");
-    ActivationConfig::Fields(self.activations, v);
-    v("device", &self.device, "cpu (f32) or cuda (bf16, rank r on GPU local_rank mod GPUs).",
-      kDeviceNames);
-    v("caching_allocator", &self.caching_allocator,
-      "With --device=cuda: tensors from a caching allocator.");
-    v("gemm_rate_size", &self.gemm_rate_size,
-      "Side of the square GEMM timed as the reference rate (0: 8192 on a GPU, 2048 on the CPU); "
-      "small sizes only for smoke runs, e.g. under the CUDA emulator.");
-    v("breakdown_steps", &self.breakdown_steps,
-      "CPU: steps after the timed ones, sampled every millisecond to split the step time by op "
-      "class (0: no breakdown).");
-  }
-};
-
-double Seconds(std::chrono::steady_clock::time_point a) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-}
-
-// The side of the reference GEMM.
-int64_t GemmRateSize(int flag, bool gpu) { return flag > 0 ? flag : (gpu ? 8192 : 2048); }
-
-// f32 GEMM rate of this rank's threads: best of 10 runs of a product (2048^3 by default) after a
-// warm-up; on a shared machine the best of a few 0.1 s runs is often a loaded one.
-double GemmGflops(const mt::ExecContext& ec, int64_t n) {
-  mt::Tensor a = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
-             b = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
-             c = mt::Tensor::Zeros({n, n}, mt::DType::kF32);
-  std::mt19937 rng(1);
-  for (int64_t i = 0; i < n * n; ++i) {
-    a.data_as<float>()[i] = static_cast<float>(rng() % 100) / 100.0f;
-    b.data_as<float>()[i] = static_cast<float>(rng() % 100) / 100.0f;
-  }
-  double best = 1e30;
-  for (int r = 0; r < 11; ++r) {
-    auto t = std::chrono::steady_clock::now();
-    CHECK(mt::ops::Gemm(ec, a.view(), b.view(), c.view()).ok());
-    if (r > 0) best = std::min(best, Seconds(t));
-  }
-  return 2.0 * n * n * n / best / 1e9;
-}
-
-// bf16 GEMM rate of the GPU (cuBLASLt, f32 accumulation): best of 20 runs of a product (8192^3)
-// after a warm-up (random data: a GPU's clocks and power depend on the bits it multiplies).
-double GpuGemmGflops(const mt::ExecContext& ec, int64_t n) {
-  auto host = [&](uint32_t seed) {
-    mt::Tensor h = mt::Tensor::Host({n, n}, mt::DType::kF32);
-    std::mt19937 rng(seed);
-    for (int64_t i = 0; i < n * n; ++i) h.data_as<float>()[i] = (rng() % 2001) / 1000.0f - 1.0f;
-    auto d = mt::CopyToDevice(ec, h.view());
-    CHECK(d.ok()) << d.status();
-    auto b = mt::Alloc(ec, {n, n}, mt::DType::kBF16);
-    CHECK(b.ok()) << b.status();
-    CHECK(mt::ops::Convert(ec, d->view(), b->view()).ok());
-    return std::move(*b);
-  };
-  mt::Tensor a = host(1), b = host(2);
-  auto c = mt::Alloc(ec, {n, n}, mt::DType::kBF16);
-  CHECK(c.ok()) << c.status();
-  double best = 1e30;
-  for (int r = 0; r < 23; ++r) {
-    CHECK(mt::cuda::Synchronize(ec.device.index).ok());
-    auto t = std::chrono::steady_clock::now();
-    CHECK(mt::ops::Gemm(ec, a.view(), b.view(), c->view()).ok());
-    CHECK(mt::cuda::Synchronize(ec.device.index).ok());
-    if (r >= 3) best = std::min(best, Seconds(t));
-  }
-  return 2.0 * n * n * n / best / 1e9;
-}
-
-// What one rank runs on (threads, and on a GPU its context and allocator), and whether it is a GPU.
-struct Device {
-  RankExecution rank;
-  bool gpu = false;
-};
-
-absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int local_rank,
-                                                    int local_size) {
-  auto d = std::make_unique<Device>();
-  d->gpu = c.device == DeviceKind::kCuda;
-  RankExecutionOptions ro;
-  ro.cuda = d->gpu;
-  ro.threads = c.threads;
-  ro.local_rank = local_rank;
-  ro.local_size = local_size;
-  ro.caching_allocator = c.caching_allocator;
-  ASSIGN_OR_RETURN(d->rank, CreateRankExecution(ro));
-  return d;
-}
-
-// The reference GEMM rate's line(s): the device or the BLAS, and the rate `gemm` (GFLOP/s).
-void PrintGemmRate(const BenchConfig& c, const Device& d, double gemm) {
-  if (d.gpu) {
-    std::printf("device: %s; bf16 GEMM rate (cuBLASLt, %lld^3, f32 accumulation): %.1f TFLOP/s\n",
-                cuda::Describe().c_str(),
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, true)), gemm / 1e3);
-  } else {
-    std::printf("blas: %s\n", DescribeBlas().c_str());
-    std::printf("f32 GEMM rate per rank (%lld^3, %d threads, OpenBLAS core %s): %.1f GFLOP/s\n",
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.rank.threads,
-                LoadOpenBlas().core.c_str(), gemm);
-  }
-}
-
-// "no", "full" or "selective".
-const char* RecomputeName(const BenchConfig& c) {
-  const absl::StatusOr<nn::Recompute> r = c.activations.Recompute(c.recompute);
-  if (!r.ok() || *r == nn::Recompute::kNo) return "no";
-  return *r == nn::Recompute::kYes ? "full" : "selective";
-}
-
-double MedianOf(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::BenchConfig;
+using bench::Device;
+using bench::MedianOf;
+using bench::PrintGemmRate;
+using bench::RecomputeName;
+using bench::Seconds;
 
 // Timed training steps; index 0 with the DP all-reduce overlapped with backward, 1 after it (only
 // with DP > 1). On the CPU, the op-class profile of --breakdown_steps more (overlapped) steps.
@@ -489,210 +328,18 @@ absl::Status ReportMemory(const BenchConfig& c, comm::Communicator& world, int d
   return absl::OkStatus();
 }
 
-// ---- Pipeline parallelism (PP > 1)
-
-// One rank's figures of a pipelined run, gathered to rank 0 as i64 (times in ns).
-enum PipelineField {
-  kStage,
-  kTpRank,
-  kDpRank,
-  kParameters,
-  kMomentElements,
-  kPeakRssKib,
-  kScheduleNs,
-  kWaitNs,
-  kRecomputed,
-  kInstances,
-  kFlops,
-  kNumPipelineFields
-};
-
-// Timed steps through the pipeline schedule, as train::Trainer runs them (PP > 1; see the file
-// comment). Collective over `world`.
-absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
-                          comm::ParallelContext& parallel, const Device& d, double gemm) {
-  ASSIGN_OR_RETURN(const comm::PipelineSplit split,
-                   comm::MakePipelineSplit(c.model.num_layers, c.pipeline_model_parallel_size,
-                                           c.num_layers_per_virtual_pipeline_stage));
-  nn::ParameterStore store(parallel.tp_rank(), parallel.tp_size(),
-                           d.gpu ? DType::kBF16 : DType::kF32, d.rank.exec.device);
-  models::ModelOptions options;
-  ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.recompute));
-  options.sequence_parallel = c.activations.sequence_parallel;
-  ASSIGN_OR_RETURN(auto chunks,
-                   train::CreateStageModels(c.model, &store, options, split, parallel.pp_rank()));
-  RETURN_IF_ERROR(store.Allocate(1));
-  std::vector<models::Model*> chunk_ptrs;
-  int tied = -1;
-  for (const auto& chunk : chunks) {
-    chunk_ptrs.push_back(chunk.get());
-    if (chunk->tied_embedding_handle() >= 0) tied = chunk->tied_embedding_handle();
-  }
-  train::ChunkFactory more;
-  if (c.keep_stage_activations) {
-    ASSIGN_OR_RETURN(more,
-                     train::StageChunkFactory(c.model, &store, options, split, parallel.pp_rank()));
-  }
-  ASSIGN_OR_RETURN(auto runner,
-                   train::PipelineRunner::Create(&parallel.pp(), split, chunk_ptrs, &d.rank.exec,
-                                                 store.compute_dtype(), std::move(more)));
-  comm::Communicator* dp = parallel.dp_size() > 1 ? &parallel.dp() : nullptr;
-  train::OptimizerConfig oc;
-  oc.dp_bucket_elements = c.ddp_bucket_size;
-  oc.use_distributed_optimizer = c.use_distributed_optimizer;
-  ASSIGN_OR_RETURN(train::Optimizer o, train::Optimizer::Create(&store, oc, dp));
-  o.set_pipeline(&parallel.pp(), parallel.is_first_stage() ? -1 : tied, &parallel.embedding(),
-                 tied);
-
-  const int m = c.num_micro_batches > 0 ? c.num_micro_batches : 4 * parallel.pp_size();
-  const int64_t B = c.micro_batch_size, T = c.seq_length;
-  std::vector<train::OwnedBatch> owned(m);
-  std::vector<models::Batch> batches;
-  std::mt19937 rng(7);
-  for (train::OwnedBatch& b : owned) {
-    b.tokens = Tensor::Host({B, T}, DType::kI32);
-    b.labels = Tensor::Host({B, T}, DType::kI32);
-    for (int64_t i = 0; i < B * T; ++i) {
-      b.tokens.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % c.model.vocab_size);
-      b.labels.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % c.model.vocab_size);
-    }
-    batches.push_back(b.view());
-  }
-  std::vector<double> times, schedule, wait;
-  double flops = 0;
-  int64_t recomputed = 0;
-  for (int step = 0; step <= c.steps; ++step) {  // Step 0 warms up.
-    RETURN_IF_ERROR(world.Barrier());
-    const auto start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(store.ZeroGrads(d.rank.exec));
-    nn::GradReadyListener* listener = o.BeginGradReduce(dp);
-    auto micro_step = [&](int micro) {
-      nn::StepContext sc;
-      sc.exec = &d.rank.exec;
-      sc.tp = parallel.tp_size() > 1 ? &parallel.tp() : nullptr;
-      sc.dropout_seed = 1;
-      sc.micro_step = step;
-      sc.sample_offset = B * (micro * parallel.dp_size() + parallel.dp_rank());
-      if (micro == m - 1) sc.grads_ready = listener;
-      return sc;
-    };
-    double step_flops = 0;
-    RETURN_IF_ERROR(
-        runner->Run(batches, micro_step, models::Backward::kYes, 1.0, &step_flops).status());
-    // The DP reduction and the sum of the tied embedding's copies over the first and last stage.
-    RETURN_IF_ERROR(o.FinishGradReduce());
-    RETURN_IF_ERROR(o.Step(d.rank.exec, parallel.tp_size() > 1 ? &parallel.tp() : nullptr, dp, 1e-4,
-                           static_cast<double>(m) * parallel.dp_size())
-                        .status());
-    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.rank.exec.device.index));
-    RETURN_IF_ERROR(world.Barrier());
-    if (step == 0) continue;
-    times.push_back(Seconds(start));
-    schedule.push_back(runner->stats().seconds);
-    wait.push_back(runner->stats().wait_seconds);
-    recomputed += runner->stats().recomputed;
-    flops = step_flops;
-  }
-
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  Tensor mine = Tensor::Host({kNumPipelineFields}, DType::kI64);
-  Tensor all = Tensor::Host({world.size() * kNumPipelineFields}, DType::kI64);
-  int64_t* f = mine.data_as<int64_t>();
-  f[kStage] = parallel.pp_rank();
-  f[kTpRank] = parallel.tp_rank();
-  f[kDpRank] = parallel.dp_rank();
-  f[kParameters] = store.NumLocalElements();
-  f[kMomentElements] = o.exp_avg().numel();
-  f[kPeakRssKib] = usage.ru_maxrss;
-  f[kScheduleNs] = std::llround(MedianOf(schedule) * 1e9);
-  f[kWaitNs] = std::llround(MedianOf(wait) * 1e9);
-  f[kRecomputed] = recomputed / c.steps;
-  f[kInstances] = runner->stats().instances;
-  f[kFlops] = std::llround(flops);
-  RETURN_IF_ERROR(world.AllGather(mine.view(), all.view()));
-  if (world.rank() != 0) return absl::OkStatus();
-
-  const int P = parallel.pp_size(), V = split.virtual_stages, dp_size = parallel.dp_size();
-  const int ranks = world.size();
-  auto field = [&](int rank, PipelineField k) {
-    return all.data_as<int64_t>()[rank * kNumPipelineFields + k];
-  };
-  // Model FLOPs of a step: every stage's chunks over its m micro-batches (each TP rank counts
-  // the whole layers), times the DP replicas.
-  double step_model_flops = 0;
-  for (int r = 0; r < ranks; ++r) {
-    if (field(r, kTpRank) == 0 && field(r, kDpRank) == 0) step_model_flops += field(r, kFlops);
-  }
-  step_model_flops *= dp_size;
-  const double median = MedianOf(times);
-  const double per_rank_gflops = step_model_flops / median / ranks / 1e9;
-  const models::ModelConfig& mc = c.model;
-  std::printf(
-      "config: model=%s architecture=%s layers=%d hidden=%d heads=%d seq=%lld micro_batch=%lld "
-      "micro_batches=%d tp=%d dp=%d pp=%d virtual_stages=%d ranks=%d threads/rank=%d "
-      "recompute=%s sequence_parallel=%s distributed_optimizer=%s dtype=%s\n",
-      c.model_name.empty() ? "(flags)" : c.model_name.c_str(), mc.ArchitectureName().c_str(),
-      mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
-      static_cast<long long>(T), static_cast<long long>(B), m, parallel.tp_size(), dp_size, P, V,
-      ranks, d.rank.threads, RecomputeName(c), c.activations.sequence_parallel ? "yes" : "no",
-      o.distributed() ? "yes" : "no", d.gpu ? "bf16" : "f32");
-  PrintGemmRate(c, d, gemm);
-  std::printf(
-      "step time (median of %d, %d micro-batches of %lld per DP rank): %.3f s | tokens/s: %.0f | "
-      "model TFLOP/s per rank: %.4f | ratio to GEMM rate%s: %.1f%%\n",
-      c.steps, m, static_cast<long long>(B), median, m * B * T * dp_size / median,
-      per_rank_gflops / 1e3, d.gpu ? " (MFU)" : "", 100.0 * per_rank_gflops / gemm);
-  // Each stage's idle share, as pretrain_gpt reports it: 1 - busy / the longest schedule.
-  double longest = 0;
-  for (int r = 0; r < ranks; ++r) longest = std::max<double>(longest, field(r, kScheduleNs));
-  std::printf("pipeline bubble (idle share of the schedule), theory (P-1)/(V m+P-1) = %.1f%%:",
-              100.0 * (P - 1) / (V * m + P - 1));
-  for (int stage = 0; stage < P; ++stage) {
-    for (int r = 0; r < ranks; ++r) {
-      if (field(r, kStage) != stage || field(r, kTpRank) != 0 || field(r, kDpRank) != 0) continue;
-      std::printf(" stage %d %.1f%% (activation sets %lld, forwards recomputed %lld)", stage,
-                  100.0 * (1.0 - (field(r, kScheduleNs) - field(r, kWaitNs)) / longest),
-                  static_cast<long long>(field(r, kInstances)),
-                  static_cast<long long>(field(r, kRecomputed)));
-    }
-  }
-  std::printf("\n");
-  if (dp != nullptr) {
-    std::printf(
-        "DP gradient %s of rank 0: %lld buckets of <= %lld elements, %lld started during the "
-        "schedule\n",
-        o.distributed() ? "reduce-scatter" : "all-reduce",
-        static_cast<long long>(o.grad_reducer().num_buckets()),
-        static_cast<long long>(c.ddp_bucket_size),
-        static_cast<long long>(o.grad_reducer().buckets_started_in_backward()));
-  }
-  const double mib = 1048576.0;
-  for (int r = 0; r < ranks; ++r) {
-    std::printf(
-        "rank %d (stage %lld, tp %lld, dp %lld): parameters %lld (f32 masters %.1f MiB, f32 "
-        "gradients %.1f MiB), Adam moments %.1f MiB (%lld elements each, %s), peak RSS %.1f "
-        "MiB\n",
-        r, static_cast<long long>(field(r, kStage)), static_cast<long long>(field(r, kTpRank)),
-        static_cast<long long>(field(r, kDpRank)), static_cast<long long>(field(r, kParameters)),
-        4.0 * field(r, kParameters) / mib, 4.0 * field(r, kParameters) / mib,
-        8.0 * field(r, kMomentElements) / mib, static_cast<long long>(field(r, kMomentElements)),
-        o.distributed() ? "a 1/DP shard" : "unsharded", field(r, kPeakRssKib) / 1024.0);
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communicator& world) {
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
   pc.pipeline_parallel = c.pipeline_model_parallel_size;
   ASSIGN_OR_RETURN(auto parallel,
                    comm::ParallelContext::Create(world, pc, c.model.num_attention_heads));
-  ASSIGN_OR_RETURN(auto d, SetUpDevice(c, runtime.local_rank(), runtime.local_size()));
+  ASSIGN_OR_RETURN(auto d, bench::SetUpDevice(c, runtime.local_rank(), runtime.local_size()));
   // Measure every rank's GEMM rate at once (they share the machine as in training).
-  const int64_t n = GemmRateSize(c.gemm_rate_size, d->gpu);
-  const double gemm = d->gpu ? GpuGemmGflops(d->rank.exec, n) : GemmGflops(d->rank.exec, n);
-  if (parallel->pp_size() > 1) return RunPipelined(c, world, *parallel, *d, gemm);
+  const int64_t n = bench::GemmRateSize(c.gemm_rate_size, d->gpu);
+  const double gemm =
+      d->gpu ? bench::GpuGemmGflops(d->rank.exec, n) : bench::GemmGflops(d->rank.exec, n);
+  if (parallel->pp_size() > 1) return bench::RunPipelined(c, world, *parallel, *d, gemm);
 
   nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(),
                            d->gpu ? DType::kBF16 : DType::kF32, d->rank.exec.device);
