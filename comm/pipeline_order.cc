@@ -73,7 +73,17 @@ int64_t PipelineInFlight::chunk_peak_sum() const {
 
 absl::StatusOr<PipelineInFlight> PipelineInFlightMicroBatches(int stages, int stage, int chunks,
                                                               int micro_batches) {
-  if (micro_batches == 0) micro_batches = 2 * std::max(stages, 1);
+  if (micro_batches == 0) {  // The larger of m = P and m = 2P, count by count.
+    ASSIGN_OR_RETURN(PipelineInFlight most,
+                     PipelineInFlightMicroBatches(stages, stage, chunks, std::max(stages, 1)));
+    ASSIGN_OR_RETURN(const PipelineInFlight twice,
+                     PipelineInFlightMicroBatches(stages, stage, chunks, 2 * std::max(stages, 1)));
+    most.peak = std::max(most.peak, twice.peak);
+    for (int v = 0; v < chunks; ++v) {
+      most.chunk_peaks[v] = std::max(most.chunk_peaks[v], twice.chunk_peaks[v]);
+    }
+    return most;
+  }
   ASSIGN_OR_RETURN(const std::vector<PipelineOp> ops,
                    PipelineScheduleOps(stages, stage, chunks, micro_batches));
   PipelineInFlight in_flight;

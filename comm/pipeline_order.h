@@ -60,8 +60,9 @@ struct PipelineInFlight {
   // and it exceeds the peak (stage 0 of 2, 2 chunks, 4 micro-batches: chunk peaks 4 and 2, peak 5).
   int64_t chunk_peak_sum() const;
 };
-// micro_batches 0: as many as the schedule can use (the counts stop growing at 2 * stages). The
-// errors of CheckPipelineSchedule.
+// micro_batches 0: the most over any number of micro-batches, count by count (m below P keeps
+// fewer; every m >= 2P gives what 2P gives; interleaved, m = P runs every forward first and can
+// keep more on a chunk than any larger m). The errors of CheckPipelineSchedule.
 absl::StatusOr<PipelineInFlight> PipelineInFlightMicroBatches(int stages, int stage, int chunks,
                                                               int micro_batches);
 

@@ -101,6 +101,17 @@ TEST(PipelineInFlightTest, ByHand) {
   auto saturated = PipelineInFlightMicroBatches(2, 0, 2, 0);
   ASSERT_TRUE(saturated.ok());
   EXPECT_EQ(saturated->peak, 5);
+  EXPECT_EQ(saturated->chunk_peaks, (std::vector<int64_t>{4, 2}));
+  // The last of 4 stages with 2 chunks: m = 4 runs all 8 forwards first (4 per chunk), m = 8 keeps
+  // 5 on chunk 0 and 1 on chunk 1; unspecified m takes the larger of each.
+  auto last4 = PipelineInFlightMicroBatches(4, 3, 2, 4);
+  auto last8 = PipelineInFlightMicroBatches(4, 3, 2, 8);
+  auto last_any = PipelineInFlightMicroBatches(4, 3, 2, 0);
+  ASSERT_TRUE(last4.ok() && last8.ok() && last_any.ok());
+  EXPECT_EQ(last4->chunk_peaks, (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(last8->chunk_peaks, (std::vector<int64_t>{5, 1}));
+  EXPECT_EQ(last_any->chunk_peaks, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(last_any->peak, 8);
   auto all_first = PipelineInFlightMicroBatches(2, 0, 2, 2);
   ASSERT_TRUE(all_first.ok());
   EXPECT_EQ(all_first->peak, 4);

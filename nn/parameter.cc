@@ -89,7 +89,8 @@ ParameterStore::ParameterStore(int tp_rank, int tp_size, DType compute_dtype, De
 
 absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Mirror(ParameterStore* owner,
                                                                        int first) {
-  if (owner == nullptr || !owner->allocated_ || first < 0 || first > owner->size()) {
+  if (owner == nullptr || !owner->allocated_ || first < 0 ||
+      first > static_cast<int>(owner->specs_.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ParameterStore::Mirror: needs an allocated store and a first handle in [0, its size]; "
         "got ",

@@ -89,7 +89,10 @@ class ParameterStore {
   // A store over `owner`'s buffers for modules declared in `owner` from handle `first` on (see
   // the file comment). The owner must be allocated and outlive the mirror. Everything but Add
   // reads or changes the owner's values, gradients and compute copies; Allocate() is refused.
-  // InvalidArgument for an unallocated owner or a `first` outside [0, owner->size()].
+  // A mirror is for modules only: its size() is its next handle, while NumLocalElements(),
+  // Find(), spec() and the flat buffers cover all the owner's parameters, so give the optimizer,
+  // the gradient reducer and checkpoints the owner. InvalidArgument for an unallocated owner or a
+  // `first` outside [0, the owner's parameter count].
   static absl::StatusOr<std::unique_ptr<ParameterStore>> Mirror(ParameterStore* owner, int first);
   bool is_mirror() const { return owner_ != nullptr; }
 

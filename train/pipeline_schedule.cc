@@ -121,6 +121,18 @@ absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config
     RETURN_IF_ERROR(
         models::CreateModel(config, &scratch, ChunkOptions(options, split, stage, v)).status());
   }
+  // Refused here, on every stage alike, rather than by the first Mirror in the middle of a
+  // schedule, where the other stages would wait for this one forever.
+  bool same = scratch.size() == store->size();
+  for (int i = 0; same && i < scratch.size(); ++i) {
+    same = scratch.spec(i).name == store->spec(i).name &&
+           scratch.spec(i).global_shape == store->spec(i).global_shape;
+  }
+  if (!same) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "StageChunkFactory: the store's ", store->size(), " parameters are not those of stage ",
+        stage, "'s ", split.virtual_stages, " chunks (", scratch.size(), " parameters)"));
+  }
   return [=](int chunk) -> absl::StatusOr<ChunkInstance> {
     if (chunk < 0 || chunk >= split.virtual_stages) {
       return absl::InvalidArgumentError(

@@ -75,7 +75,8 @@ using ChunkFactory = std::function<absl::StatusOr<ChunkInstance>(int chunk)>;
 // Instances of the chunks CreateStageModels(config, store, options, split, stage) put in `store`
 // (which must be allocated before the factory is called; it must outlive the instances), each in
 // a ParameterStore::Mirror of it from the chunk's first handle. The errors of CreateStageModels;
-// the factory's, those of ParameterStore::Mirror and models::CreateModel.
+// InvalidArgument unless `store` holds exactly those chunks' parameters. The factory's: those of
+// ParameterStore::Mirror (an unallocated store) and models::CreateModel.
 absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config,
                                                nn::ParameterStore* store,
                                                const models::ModelOptions& options,
@@ -125,7 +126,8 @@ class PipelineRunner {
   // micro-batches of the losses on the stage that holds the output, Losses with zero parts (as
   // many as loss_names) elsewhere; `flops` gets this rank's chunks' TrainingFlops. Errors: the
   // models' and the communicator's; InvalidArgument for an empty `batches` or one that breaks
-  // PipelineScheduleOps' conditions.
+  // PipelineScheduleOps' conditions. After an error the runner and the other stages' runners are
+  // out of step (messages may be pending): end the job.
   absl::StatusOr<models::Losses> Run(const std::vector<models::Batch>& batches,
                                      const std::function<nn::StepContext(int)>& step,
                                      models::Backward backward, double loss_scale, double* flops);

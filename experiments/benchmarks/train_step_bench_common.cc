@@ -1,6 +1,4 @@
 // train_step_bench's shared helpers (train_step_bench.h).
-#include "experiments/benchmarks/train_step_bench.h"
-
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -12,6 +10,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
 #include "core/status.h"
+#include "experiments/benchmarks/train_step_bench.h"
 #include "glog/logging.h"
 
 namespace mt {

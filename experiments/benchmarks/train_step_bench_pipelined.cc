@@ -1,6 +1,4 @@
 // train_step_bench's pipelined mode (PP > 1): see train_step_bench.cc.
-#include "experiments/benchmarks/train_step_bench.h"
-
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include "core/alloc.h"
 #include "core/cuda_device.h"
 #include "core/status.h"
+#include "experiments/benchmarks/train_step_bench.h"
 #include "models/registry.h"
 #include "train/optimizer.h"
 #include "train/pipeline_schedule.h"

@@ -164,13 +164,20 @@ absl::StatusOr<std::pair<double, double>> FitAllReduce(
   }
   // The fastest time of any size: on a loaded machine the smallest message can be the one a
   // preemption slowed, and taking its time would push every larger size below the latency.
-  double alpha = -1;
+  double alpha = -1, largest = 0, largest_s = 0;
   for (const auto& [bytes, s] : rows) {
     if (!(bytes > 0) || !(s >= 0)) {
       return absl::InvalidArgumentError(
           absl::StrCat("FitAllReduce: bad row (", bytes, " bytes, ", s, " s)"));
     }
     if (alpha < 0 || s < alpha) alpha = s;
+    if (bytes > largest) {
+      largest = bytes;
+      largest_s = s;
+    }
+  }
+  if (!(largest_s > alpha)) {  // The largest message is (one of) the fastest.
+    return absl::InvalidArgumentError("FitAllReduce: the times do not grow with the size");
   }
   const double k = 2.0 * (ranks - 1) / ranks;
   double sxx = 0, sxy = 0;

@@ -36,6 +36,8 @@ TEST(MeasuredTest, FitAllReduceNeverNegativeAndRejectsBadRows) {
   EXPECT_FALSE(FitAllReduce(cliff, 1).ok());
   EXPECT_FALSE(FitAllReduce({{0, 1e-6}, {100, 2e-6}}, 2).ok());
   EXPECT_FALSE(FitAllReduce({{100, 2e-6}, {200, 2e-6}}, 2).ok());  // Flat: no bandwidth.
+  // Falling with the size: the largest message is the fastest.
+  EXPECT_FALSE(FitAllReduce({{1000, 50e-6}, {2000, 40e-6}, {4000, 10e-6}}, 2).ok());
 }
 
 TEST(MeasuredTest, FitAllReduceSurvivesASlowedSmallestMessage) {
