@@ -73,6 +73,35 @@ def mt_cc_test(name, copts = [], deps = [], size = "small", **kwargs):
         **kwargs
     )
 
+# Seconds before comm/mpi_test.sh counts a job as hung, under Bazel's timeout for each size.
+_MPI_HANG_SECONDS = {"small": 50, "medium": 240, "large": 800}
+
+def mt_mpi_test(name, ranks, binary = None, size = "medium", hang_seconds = None, args = [],
+                cpus = None, tags = [], **kwargs):
+    """`binary` (default ":NAME_bin") under mpirun through comm/mpi_test.sh, one sh_test per entry
+    of `ranks`, named NAME_npN.
+
+    hang_seconds: when mpi_test.sh kills the job as hung (default: below Bazel's timeout for
+    `size`); args: given to every rank after the binary; cpus: the cpu:N tag (default: min(N, 2)
+    for small tests, 2 otherwise; 0: none); tags: added after it.
+    """
+    binary = binary or ":%s_bin" % name
+    for np in ranks:
+        cpu = cpus if cpus != None else (min(np, 2) if size == "small" else 2)
+        native.sh_test(
+            name = "%s_np%d" % (name, np),
+            size = size,
+            srcs = ["//comm:mpi_test.sh"],
+            args = [
+                str(np),
+                str(hang_seconds or _MPI_HANG_SECONDS[size]),
+                "$(location %s)" % binary,
+            ] + args,
+            data = [binary],
+            tags = (["cpu:%d" % cpu] if cpu else []) + tags,
+            **kwargs
+        )
+
 def mt_fuzz_test(name, srcs, deps = [], size = "small", **kwargs):
     """A fuzz target: `srcs` define LLVMFuzzerTestOneInput; seeds in testdata/fuzz/<name>/.
 
