@@ -102,6 +102,17 @@ def mt_mpi_test(name, ranks, binary = None, size = "medium", hang_seconds = None
             **kwargs
         )
 
+def mt_sh_test(name, srcs, binaries, size = "small", **kwargs):
+    """A shell test given the paths of `binaries` as its arguments, in order (they are its data)."""
+    native.sh_test(
+        name = name,
+        srcs = srcs,
+        args = ["$(location %s)" % b for b in binaries],
+        data = sorted(binaries),
+        size = size,
+        **kwargs
+    )
+
 def mt_fuzz_test(name, srcs, deps = [], size = "small", **kwargs):
     """A fuzz target: `srcs` define LLVMFuzzerTestOneInput; seeds in testdata/fuzz/<name>/.
 
