@@ -3,13 +3,11 @@
 // dropout on, with and without activation checkpointing, 2 and 4 stages); the tied word
 // embedding's gradient is the sum of the first and last stage's copies (models/testing/
 // stage_testutil.h); argument errors.
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
 #include "models/registry.h"
@@ -67,42 +65,14 @@ TEST(GptStageTest, StagesTogetherAreTheWholeModel) {
   RunStagesAndCompare(4, DType::kF32, nn::Recompute::kNo);
 }
 
-TEST(GptStageTest, ArgumentErrors) {
+TEST(GptStageTest, WhatTheMiddleStageDeclaresAndArgumentErrors) {
   const ModelConfig c = StageConfig();
-  ThreadPool pool(1);
-  ExecContext ec;
-  ec.pool = &pool;
-  nn::StepContext sc;
-  sc.exec = &ec;
   const StageBatch data;
-  nn::ParameterStore bad_store(0, 1);
-  ModelOptions bad;
-  bad.stage = StageOptions{3, 2, false, true};  // Layers [3, 5) of 4.
-  auto m = CreateModel(c, &bad_store, bad);
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(m.status().message().find("layers [3, 5)"), std::string::npos) << m.status();
-
   Built middle = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
   EXPECT_FALSE(middle.store->Find("embedding.word").ok());
   EXPECT_FALSE(middle.store->Find("final_layernorm.weight").ok());
   EXPECT_TRUE(middle.store->Find("layers.2.ln1.weight").ok());
-  EXPECT_EQ(middle.model->tied_embedding_handle(), -1);
-  EXPECT_EQ(middle.model->ForwardBackward(sc, data.batch(), Backward::kNo).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  Tensor x = Tensor::Host({2, 6, 8}, DType::kF32);
-  Tensor wrong = Tensor::Host({2, 5, 8}, DType::kF32);
-  EXPECT_EQ(middle.model->StageBackward(sc, x.view(), x.view()).code(),
-            absl::StatusCode::kFailedPrecondition);
-  std::memset(x.data(), 0, x.nbytes());
-  auto l = middle.model->StageForward(sc, data.batch(), wrong.view(), x.view());
-  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(l.status().message().find("input"), std::string::npos) << l.status();
-  ASSERT_TRUE(middle.model->StageForward(sc, data.batch(), x.view(), x.view()).ok());
-  EXPECT_EQ(middle.model->StageBackward(sc, wrong.view(), x.view()).code(),
-            absl::StatusCode::kInvalidArgument);
-  // The whole model reports no tied copy.
-  Built whole = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions());
-  EXPECT_EQ(whole.model->tied_embedding_handle(), -1);
+  testing::ExpectStageArgumentErrors(c, data.batch());
 }
 
 }  // namespace

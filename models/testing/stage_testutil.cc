@@ -105,6 +105,39 @@ void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dt
   EXPECT_DOUBLE_EQ(flops, whole.model->TrainingFlops(B, T, got.scored)) << what;
 }
 
+void ExpectStageArgumentErrors(const ModelConfig& config, const Batch& batch) {
+  ThreadPool pool(1);
+  ExecContext ec;
+  ec.pool = &pool;
+  nn::StepContext sc;
+  sc.exec = &ec;
+  nn::ParameterStore bad_store(0, 1);
+  ModelOptions bad;
+  bad.stage = StageOptions{3, 2, false, true};  // Layers [3, 5) of 4.
+  auto m = CreateModel(config, &bad_store, bad);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("layers [3, 5)"), std::string::npos) << m.status();
+
+  BuiltModel middle =
+      BuildStage(config, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
+  EXPECT_EQ(middle.model->tied_embedding_handle(), -1);
+  EXPECT_EQ(middle.model->ForwardBackward(sc, batch, Backward::kNo).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  const int64_t B = batch.tokens.dim(0), T = batch.tokens.dim(1), h = config.hidden_size;
+  Tensor x = Tensor::Zeros({B, T, h}, DType::kF32);
+  Tensor wrong = Tensor::Zeros({B, T - 1, h}, DType::kF32);
+  EXPECT_EQ(middle.model->StageBackward(sc, x.view(), x.view()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto l = middle.model->StageForward(sc, batch, wrong.view(), x.view());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("input"), std::string::npos) << l.status();
+  ASSERT_TRUE(middle.model->StageForward(sc, batch, x.view(), x.view()).ok());
+  EXPECT_EQ(middle.model->StageBackward(sc, wrong.view(), x.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+  BuiltModel whole = BuildStage(config, DType::kF32, nn::Recompute::kNo, StageOptions());
+  EXPECT_EQ(whole.model->tied_embedding_handle(), -1);
+}
+
 }  // namespace testing
 }  // namespace models
 }  // namespace mt

@@ -37,6 +37,13 @@ void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dt
                                  nn::Recompute recompute, const Batch& batch,
                                  const std::string& what);
 
+// The argument errors every architecture's stages share, for `config` (4 layers, hidden size h)
+// and `batch` (tokens [B, T]): a stage past the last layer is refused when created (layers [3, 5)
+// of 4); a middle stage (layers [1, 3)) holds no tied copy, refuses ForwardBackward and a
+// StageBackward before any StageForward (FailedPrecondition), an input or output gradient of
+// another shape than [B, T, h] (InvalidArgument). As does the whole model, it reports no tied copy.
+void ExpectStageArgumentErrors(const ModelConfig& config, const Batch& batch);
+
 }  // namespace testing
 }  // namespace models
 }  // namespace mt
