@@ -87,6 +87,11 @@ ParameterStore::ParameterStore(int tp_rank, int tp_size, DType compute_dtype, De
       << "ParameterStore: compute dtype " << DTypeName(compute_dtype) << " is not f32, bf16 or f16";
 }
 
+bool SameDeclaration(const ParamSpec& a, const ParamSpec& b) {
+  return a.name == b.name && a.global_shape == b.global_shape && a.split_dim == b.split_dim &&
+         a.vocab_padded == b.vocab_padded;
+}
+
 absl::StatusOr<std::unique_ptr<ParameterStore>> ParameterStore::Mirror(ParameterStore* owner,
                                                                        int first) {
   if (owner == nullptr || !owner->allocated_ || first < 0 ||
@@ -119,8 +124,7 @@ absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
                                                      specs_.size(), " parameters"));
     }
     const ParamSpec& want = specs_[next_];
-    if (spec.name != want.name || spec.global_shape != want.global_shape ||
-        spec.split_dim != want.split_dim || spec.vocab_padded != want.vocab_padded) {
+    if (!SameDeclaration(spec, want)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "mirror parameter store: handle ", next_, " is declared as ", spec.name,
           ShapeToString(spec.global_shape), " split ", spec.split_dim, " but the owner has ",

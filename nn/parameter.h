@@ -64,6 +64,10 @@ struct ParamSpec {
   bool vocab_padded = false;
 };
 
+// Whether `a` and `b` declare the same parameter: name, global shape, split dimension and
+// vocabulary padding (the initialisation and weight decay aside).
+bool SameDeclaration(const ParamSpec& a, const ParamSpec& b);
+
 // The local shape of `spec` on one of `tp_size` ranks; InvalidArgument if the split dimension is
 // not divisible by tp_size.
 absl::StatusOr<Shape> LocalShape(const ParamSpec& spec, int tp_size);

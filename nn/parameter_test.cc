@@ -371,6 +371,19 @@ INSTANTIATE_TEST_SUITE_P(HalfTypes, ComputeDTypeTest, ::testing::Values(DType::k
                            return std::string(DTypeName(info.param));
                          });
 
+TEST(ParameterStoreTest, SameDeclarationComparesWhatPartitionsAParameter) {
+  const ParamSpec a = Spec("w", {8, 4}, 0);
+  ParamSpec b = Spec("w", {8, 4}, 0, Init::kZeros, 0.5);  // Another initialisation: the same.
+  b.weight_decay = false;
+  EXPECT_TRUE(SameDeclaration(a, b));
+  EXPECT_FALSE(SameDeclaration(a, Spec("v", {8, 4}, 0)));
+  EXPECT_FALSE(SameDeclaration(a, Spec("w", {8, 2}, 0)));
+  EXPECT_FALSE(SameDeclaration(a, Spec("w", {8, 4}, 1)));
+  ParamSpec padded = a;
+  padded.vocab_padded = true;
+  EXPECT_FALSE(SameDeclaration(a, padded));
+}
+
 TEST(ParameterStoreTest, AMirrorRepeatsTheOwnersDeclarationsOverItsBuffers) {
   ParameterStore owner(/*tp_rank=*/0, /*tp_size=*/2, DType::kBF16);
   const std::vector<ParamSpec> specs = {Spec("embed", {8, 4}, 0), Spec("l0.weight", {4, 6}, 1),

@@ -125,8 +125,7 @@ absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config
   // schedule, where the other stages would wait for this one forever.
   bool same = scratch.size() == store->size();
   for (int i = 0; same && i < scratch.size(); ++i) {
-    same = scratch.spec(i).name == store->spec(i).name &&
-           scratch.spec(i).global_shape == store->spec(i).global_shape;
+    same = nn::SameDeclaration(scratch.spec(i), store->spec(i));
   }
   if (!same) {
     return absl::InvalidArgumentError(absl::StrCat(
