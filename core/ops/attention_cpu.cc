@@ -31,16 +31,6 @@ constexpr int64_t kKeyTile = 64;
 // Dropout factors of one row of probabilities against a key tile.
 using DropoutRow = DropoutFactors<kKeyTile>;
 
-template <typename T>
-void ToF32(const T* src, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = ToFloat(src[i]);
-}
-
-template <typename T>
-void FromF32(const float* src, int64_t n, T* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
-}
-
 // kt[d * kKeyTile + jj] = x[jj, d] for n rows of x [n, D] (f32).
 template <typename T>
 void LoadTransposed(const T* x, int64_t n, int64_t D, float* kt) {
@@ -100,8 +90,7 @@ inline void OnlineSoftmaxRow(const Problem& p, int64_t bh, int64_t i, int64_t j0
       s[jj] = mask[jj] != 0 ? x : kNegInf;
     }
   }
-  float tile_max = kNegInf;
-  for (int64_t jj = 0; jj < n; ++jj) tile_max = std::max(tile_max, s[jj]);
+  const float tile_max = MaxF32(s, n);
   if (tile_max == kNegInf) {
     // Nothing visible here (or every score -inf): the row adds nothing.
     std::fill(s, s + n, 0.0f);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 
@@ -180,6 +181,41 @@ TEST(CrossEntropyTest, BackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(AllClose(dx.view(), numeric, 1e-5, 1e-7));
   const auto got = ToDoubles(dx.view());
   for (int64_t j = 0; j < V; ++j) EXPECT_EQ(got[2 * V + j], 0.0);
+}
+
+// The f32 row loops are SIMD kernels with runtime dispatch whose lane operations round once (the
+// row maximum, the exponentials and their sum, fast_math.h): every target gives the same bits.
+TEST(CrossEntropyTest, SimdTargetsGiveIdenticalBits) {
+  ThreadPool pool(2);
+  const int64_t N = 33, V = 50304;  // GPT-2's padded vocabulary: long rows.
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(DTypeName(dt));
+    const Tensor logits = RandomTensor({N, V}, dt, 41, -8.0, 8.0);
+    const Tensor targets = MakeTargets(N, V, DType::kI32, 42);
+    const Tensor dl = RandomTensor({N}, DType::kF32, 43);
+    std::vector<Tensor> runs;
+    for (const SimdTarget& target : SimdTargets()) {
+      ScopedSimdTarget scope(target);
+      const ExecContext ctx{&pool};
+      Tensor losses = Tensor::Host({N}, DType::kF32), dx = Tensor::Host({N, V}, dt);
+      ASSERT_TRUE(CrossEntropy(ctx, logits.view(), targets.view(), losses.view()).ok());
+      ASSERT_TRUE(
+          CrossEntropyBackward(ctx, logits.view(), targets.view(), dl.view(), dx.view()).ok());
+      runs.push_back(std::move(losses));
+      runs.push_back(std::move(dx));
+    }
+    for (size_t k = 2; k < runs.size(); k += 2) {
+      EXPECT_TRUE(SameBits(runs[k], runs[0])) << "losses, target " << k / 2;
+      EXPECT_TRUE(SameBits(runs[k + 1], runs[1])) << "dlogits, target " << k / 2;
+    }
+    // And within the float64 bounds of the sweeps above, on these long rows.
+    const auto x = ToDoubles(logits.view());
+    EXPECT_TRUE(AllClose(runs[0].view(), RefLosses(x, ToDoubles(targets.view()), V), 2 * kU32,
+                         16 * kU32 * (1 + MaxAbs(x))));
+    const auto dl_d = ToDoubles(dl.view());
+    EXPECT_TRUE(AllClose(runs[1].view(), RefGrad(x, ToDoubles(targets.view()), dl_d, V),
+                         UnitRoundoff(dt) + 16 * kU32, 16 * kU32 * MaxAbs(dl_d)));
+  }
 }
 
 TEST(CrossEntropyTest, InPlaceAndThreadCountGiveIdenticalBits) {

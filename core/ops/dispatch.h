@@ -48,6 +48,18 @@ void DispatchFloat(DType dtype, Fn&& fn) {
   }
 }
 
+// dst[i] = src[i] as f32 for i < n: the CPU kernels' f32 working copies of bf16 and f16 data.
+template <typename T>
+void ToF32(const T* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = ToFloat(src[i]);
+}
+
+// dst[i] = src[i] rounded to T for i < n.
+template <typename T>
+void FromF32(const float* src, int64_t n, T* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
+}
+
 }  // namespace internal
 }  // namespace ops
 }  // namespace mt

@@ -1,5 +1,6 @@
 // f32 math for CPU kernels: a branch-free exp for x <= 0, and SIMD kernels with runtime dispatch
-// built on it (softmax terms, their sum, small matrix products). Internal to core/ops.
+// built on it (softmax terms, their sum, a row's maximum, small matrix products). Internal to
+// core/ops.
 #ifndef MT_CORE_OPS_FAST_MATH_H_
 #define MT_CORE_OPS_FAST_MATH_H_
 
@@ -56,6 +57,10 @@ inline void ExpTerms(const float* x, float a, float b, int64_t n, float* y) {
 // lanes (term j into lane j mod 8, in order), then the lanes in f64. The result depends on n and
 // the values only, not on the SIMD target.
 double SumExpTerms(const float* x, float b, int64_t n);
+
+// max_j x[j] over j < n; -inf for n = 0. With a NaN among the values the result may be NaN or
+// the maximum of the others, by target (a loss or softmax built on it is NaN either way).
+float MaxF32(const float* x, int64_t n);
 
 // C[M, N] += A[M, K] B[K, N], row-major with row strides lda, ldb, ldc: small products that stay
 // in cache (fused attention's tiles: M, N, K up to the tile sizes and the head dim). Each C[r, n]

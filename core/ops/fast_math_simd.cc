@@ -92,6 +92,24 @@ double SumExpTerms(const float* x, float b, int64_t n) {
   return s;
 }
 
+float MaxF32(const float* x, int64_t n) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  // Four vectors of running maxima: independent compares to hide their latency.
+  VF m0 = hn::Set(d, -HUGE_VALF), m1 = m0, m2 = m0, m3 = m0;
+  int64_t j = 0;
+  for (; j + 4 * lanes <= n; j += 4 * lanes) {
+    m0 = hn::Max(m0, hn::LoadU(d, x + j));
+    m1 = hn::Max(m1, hn::LoadU(d, x + j + lanes));
+    m2 = hn::Max(m2, hn::LoadU(d, x + j + 2 * lanes));
+    m3 = hn::Max(m3, hn::LoadU(d, x + j + 3 * lanes));
+  }
+  for (; j + lanes <= n; j += lanes) m0 = hn::Max(m0, hn::LoadU(d, x + j));
+  float m = hn::GetLane(hn::MaxOfLanes(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3))));
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
 // One scalar multiply-add rounded as the target's hn::MulAdd rounds it.
 HWY_INLINE float ScalarMulAdd(float a, float b, float c) {
 #if HWY_NATIVE_FMA
@@ -174,6 +192,7 @@ namespace mt::ops::internal {
 
 HWY_EXPORT(ScaledExpTerms);
 HWY_EXPORT(SumExpTerms);
+HWY_EXPORT(MaxF32);
 HWY_EXPORT(MatMulAcc);
 
 void ScaledExpTerms(const float* x, float a, float b, float c, int64_t n, float* y) {
@@ -183,6 +202,8 @@ void ScaledExpTerms(const float* x, float a, float b, float c, int64_t n, float*
 double SumExpTerms(const float* x, float b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(SumExpTerms)(x, b, n);
 }
+
+float MaxF32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(MaxF32)(x, n); }
 
 void MatMulAcc(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                int64_t M, int64_t K, int64_t N) {

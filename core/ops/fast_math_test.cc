@@ -18,6 +18,7 @@ namespace {
 using internal::ExpNonPositive;
 using internal::ExpTerms;
 using internal::MatMulAcc;
+using internal::MaxF32;
 using internal::ScaledExpTerms;
 using internal::SumExpTerms;
 
@@ -45,6 +46,29 @@ TEST(FastMathTest, ExpNonPositiveMatchesLibmToFewUlps) {
   EXPECT_EQ(ExpNonPositive(0.0f), 1.0f);
   EXPECT_EQ(ExpNonPositive(-200.0f), 0.0f);
   EXPECT_EQ(ExpNonPositive(-INFINITY), 0.0f);
+}
+
+// The row maximum at every SIMD target against a scalar loop, at sizes around every vector width
+// (bodies of four vectors, single vectors, scalar tails), with the maximum at the front, at the
+// back and in the middle; -inf for an empty row and for a row of -inf.
+TEST(FastMathTest, MaxF32IsTheMaximumAtEverySimdTarget) {
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    SCOPED_TRACE(target.name);
+    EXPECT_EQ(MaxF32(nullptr, 0), -kInf);
+    for (int64_t n : {1, 3, 4, 7, 8, 15, 16, 17, 31, 63, 64, 65, 129, 1031}) {
+      std::vector<float> x = Uniform(n, -1000.0f, -10.0f, static_cast<uint32_t>(n));
+      const float want = *std::max_element(x.begin(), x.end());
+      EXPECT_EQ(MaxF32(x.data(), n), want) << n;
+      for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+        std::vector<float> y = x;
+        y[at] = 3.5f;
+        EXPECT_EQ(MaxF32(y.data(), n), 3.5f) << n << " at " << at;
+      }
+      std::fill(x.begin(), x.end(), -kInf);
+      EXPECT_EQ(MaxF32(x.data(), n), -kInf) << n;
+    }
+  }
 }
 
 // Each lane of the vector exp (ExpTerms with a = 1, b = 0) within the scalar version's bound of

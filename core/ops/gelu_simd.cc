@@ -1,14 +1,15 @@
 // Highway compiles this file once per SIMD target (hwy/foreach_target.h re-includes it).
 #include "core/ops/gelu_simd.h"
 
-#include <algorithm>
-#include <cstring>
+#include <array>
+#include <cstdint>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/ops/gelu_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // After highway.h, once per target.
+#include "core/ops/vector_range-inl.h"
 #include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -41,44 +42,13 @@ inline VF GeluGrad(DF d, VF x, VF dy) {
   return hn::Mul(dy, hn::Add(outer, inner));
 }
 
-// Runs body(offset, count) over [0, n): whole vectors in place, then the last count < lanes
-// elements through a zero-padded copy, so that every element takes the vector path.
-template <typename Body>
-void ForEachVector(DF d, int64_t n, const Body& body) {
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) body(i, lanes);
-  if (i < n) body(i, n - i);
-}
-
 void GeluTanhRange(const float* x, float* y, int64_t n) {
-  const DF d;
-  HWY_ALIGN float in[HWY_MAX_BYTES / sizeof(float)] = {};
-  ForEachVector(d, n, [&](int64_t i, int64_t count) {
-    if (count == static_cast<int64_t>(hn::Lanes(d))) {
-      hn::StoreU(Gelu(d, hn::LoadU(d, x + i)), d, y + i);
-      return;
-    }
-    std::copy(x + i, x + i + count, in);
-    hn::Store(Gelu(d, hn::Load(d, in)), d, in);
-    std::copy(in, in + count, y + i);
-  });
+  MapVectors<1, 1>(n, {x}, {y}, [](DF d, const VF* v) { return std::array<VF, 1>{Gelu(d, v[0])}; });
 }
 
 void GeluTanhGradRange(const float* x, const float* dy, float* dx, int64_t n) {
-  const DF d;
-  HWY_ALIGN float in_x[HWY_MAX_BYTES / sizeof(float)] = {};
-  HWY_ALIGN float in_dy[HWY_MAX_BYTES / sizeof(float)] = {};
-  ForEachVector(d, n, [&](int64_t i, int64_t count) {
-    if (count == static_cast<int64_t>(hn::Lanes(d))) {
-      hn::StoreU(GeluGrad(d, hn::LoadU(d, x + i), hn::LoadU(d, dy + i)), d, dx + i);
-      return;
-    }
-    std::copy(x + i, x + i + count, in_x);
-    std::copy(dy + i, dy + i + count, in_dy);
-    hn::Store(GeluGrad(d, hn::Load(d, in_x), hn::Load(d, in_dy)), d, in_x);
-    std::copy(in_x, in_x + count, dx + i);
-  });
+  MapVectors<2, 1>(n, {x, dy}, {dx},
+                   [](DF d, const VF* v) { return std::array<VF, 1>{GeluGrad(d, v[0], v[1])}; });
 }
 
 }  // namespace mt::ops::internal::HWY_NAMESPACE

@@ -29,14 +29,9 @@ constexpr int64_t kMinRowsPerBlock = 16;
 using internal::DispatchFloat;
 
 template <typename T>
-void LoadRow(const T* src, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = ToFloat(src[i]);
-}
-
-template <typename T>
 std::vector<float> ToFloatVector(const TensorView& t) {
   std::vector<float> out(t.numel());
-  LoadRow(t.data_as<T>(), t.numel(), out.data());
+  internal::ToF32(t.data_as<T>(), t.numel(), out.data());
   return out;
 }
 
@@ -65,7 +60,7 @@ void LayerNormCpu(const ExecContext& ctx, const TensorView& x, const std::vector
     } else {
       std::vector<float> row(C);
       for (int64_t r = begin; r < end; ++r) {
-        LoadRow(px + r * C, C, row.data());
+        internal::ToF32(px + r * C, C, row.data());
         internal::LayerNormRow(row.data(), gamma.data(), beta.data(), eps, C, row.data(), &pmean[r],
                                &prstd[r]);
         for (int64_t c = 0; c < C; ++c) py[r * C + c] = FromFloat<T>(row[c]);
@@ -118,8 +113,8 @@ void LayerNormBackwardCpu(const ExecContext& ctx, const TensorView& x,
           internal::LayerNormGradRow(px + r * C, pdy + r * C, gamma.data(), pmean[r], prstd[r], C,
                                      pdx + r * C, dgam, dbet);
         } else {
-          LoadRow(px + r * C, C, xf.data());
-          LoadRow(pdy + r * C, C, dyf.data());
+          internal::ToF32(px + r * C, C, xf.data());
+          internal::ToF32(pdy + r * C, C, dyf.data());
           internal::LayerNormGradRow(xf.data(), dyf.data(), gamma.data(), pmean[r], prstd[r], C,
                                      dxf.data(), dgam, dbet);
           for (int64_t c = 0; c < C; ++c) pdx[r * C + c] = FromFloat<T>(dxf[c]);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/reduce_simd.h"
 #include "core/ops/testutil.h"
 #include "core/simd.h"
 #include "core/thread_pool.h"
@@ -99,6 +100,35 @@ TEST(ReduceTest, F32SumsAreTheScalarLayoutsBitsAtEverySimdTarget) {
         EXPECT_NEAR(sum, ref.sum, 2 * n * kU64 * ref.sum_abs);
         EXPECT_NEAR(sumsq, ref.sumsq, 2 * n * kU64 * ref.sumsq);
       }
+    }
+  }
+}
+
+// The dot product of the softmax backward and RMSNorm: at every SIMD target the bits of the scalar
+// loop with reduce_simd.h's layout (products exact in f64, eight accumulators, pairwise combine),
+// and within the float64 bound.
+TEST(ReduceTest, DotF32IsTheScalarLayoutsBitsAtEverySimdTarget) {
+  for (int64_t n : {1, 7, 8, 9, 23, 1031}) {
+    Tensor a = RandomTensor({n}, DType::kF32, n + 1, -2.0, 2.0);
+    Tensor b = RandomTensor({n}, DType::kF32, n + 2, -2.0, 2.0);
+    const float* pa = a.data_as<float>();
+    const float* pb = b.data_as<float>();
+    double lanes[8] = {};
+    double want = 0, bound = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      lanes[i % 8] += static_cast<double>(pa[i]) * pb[i];
+      want += static_cast<double>(pa[i]) * pb[i];
+      bound += std::fabs(static_cast<double>(pa[i]) * pb[i]);
+    }
+    for (int width = 4; width > 0; width /= 2) {
+      for (int k = 0; k < width; ++k) lanes[k] += lanes[k + width];
+    }
+    for (const SimdTarget& target : SimdTargets()) {
+      ScopedSimdTarget scope(target);
+      SCOPED_TRACE(::testing::Message() << target.name << " n=" << n);
+      const double got = internal::DotF32(pa, pb, n);
+      EXPECT_TRUE(SameBits(got, lanes[0])) << got << " vs " << lanes[0];
+      EXPECT_NEAR(got, want, 2 * n * kU64 * bound);
     }
   }
 }

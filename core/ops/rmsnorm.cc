@@ -9,6 +9,7 @@
 #include "core/ops/activation_check.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/reduce_simd.h"
 #include "core/status.h"
 
 namespace mt {
@@ -25,22 +26,6 @@ constexpr int64_t kChunkElements = 1 << 14;
 // the shape only, and the f32 error grows with kRowsPerPartial + R / kRowsPerPartial, not with R.
 constexpr int64_t kColumnsPerTask = 256;
 constexpr int64_t kRowsPerPartial = 64;
-
-// sum_i a[i] * b[i] in f32 over 16 independent lanes (vectorisable), combined as a tree.
-float LaneDot(const float* a, const float* b, int64_t n) {
-  constexpr int kLanes = 16;
-  float lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) lane[k] += a[i + k] * b[i + k];
-  }
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int k = 0; k < width; ++k) lane[k] += lane[k + width];
-  }
-  return lane[0] + tail;
-}
 
 // A [C] parameter as f32.
 std::vector<float> Widen(const TensorView& t) {
@@ -65,8 +50,9 @@ void RmsNormCpu(const ExecContext& ctx, const TensorView& x, const std::vector<f
     std::vector<float> v(C);
     for (int64_t r = r0; r < r1; ++r) {
       std::transform(px + r * C, px + (r + 1) * C, v.begin(), [](T e) { return ToFloat(e); });
-      const float rs =
-          1.0f / std::sqrt(LaneDot(v.data(), v.data(), C) / static_cast<float>(C) + eps);
+      // The mean square in f64 (reduce_simd.h), rounded once.
+      const float ms = static_cast<float>(internal::SumOfSquaresF32(v.data(), C) / C);
+      const float rs = 1.0f / std::sqrt(ms + eps);
       prstd[r] = rs;
       for (int64_t c = 0; c < C; ++c) py[r * C + c] = FromFloat<T>(v[c] * rs * gamma[c]);
     }
@@ -90,7 +76,7 @@ void RmsNormDxCpu(const ExecContext& ctx, const TensorView& x, const std::vector
         xhat[c] = ToFloat(px[r * C + c]) * rs;
         g[c] = ToFloat(pdy[r * C + c]) * gamma[c];
       }
-      const float m = LaneDot(g.data(), xhat.data(), C) / static_cast<float>(C);
+      const float m = static_cast<float>(internal::DotF32(g.data(), xhat.data(), C) / C);
       for (int64_t c = 0; c < C; ++c) pdx[r * C + c] = FromFloat<T>(rs * (g[c] - xhat[c] * m));
     }
   });

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -155,7 +156,9 @@ TEST_F(RmsNormTest, BackwardMatchesFiniteDifferences) {
   }
 }
 
-TEST_F(RmsNormTest, ResultsDoNotDependOnTheThreadCountAndMayRunInPlace) {
+// The row sums are SIMD kernels with runtime dispatch summing in f64 lanes in a fixed layout
+// (reduce_simd.h): every target gives the same bits, with and without threads.
+TEST_F(RmsNormTest, ResultsDoNotDependOnThreadsOrSimdTargetAndMayRunInPlace) {
   // Two column tasks (C > 256) and many 64-row partial sums.
   const int64_t R = 1001, C = 300;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
@@ -164,20 +167,26 @@ TEST_F(RmsNormTest, ResultsDoNotDependOnTheThreadCountAndMayRunInPlace) {
     Tensor gamma = RandomTensor({C}, DType::kF32, 9, 0.5, 1.5);
     Tensor dy = RandomTensor({R, C}, dt, 10);
     std::vector<std::vector<Tensor>> runs;
-    for (const ExecContext& ctx : Contexts()) {
-      std::vector<Tensor> out;
-      out.push_back(Tensor::Host({R, C}, dt));        // y
-      out.push_back(Tensor::Host({R}, DType::kF32));  // rstd
-      out.push_back(Tensor::Host({R, C}, dt));        // dx
-      out.push_back(Tensor::Host({C}, DType::kF32));  // dgamma
-      ASSERT_TRUE(RmsNorm(ctx, x.view(), gamma.view(), kEps, out[0].view(), out[1].view()).ok());
-      ASSERT_TRUE(RmsNormBackward(ctx, x.view(), gamma.view(), out[1].view(), dy.view(),
-                                  out[2].view(), out[3].view())
-                      .ok());
-      runs.push_back(std::move(out));
+    for (const SimdTarget& target : SimdTargets()) {
+      ScopedSimdTarget scope(target);
+      for (const ExecContext& ctx : Contexts()) {
+        std::vector<Tensor> out;
+        out.push_back(Tensor::Host({R, C}, dt));        // y
+        out.push_back(Tensor::Host({R}, DType::kF32));  // rstd
+        out.push_back(Tensor::Host({R, C}, dt));        // dx
+        out.push_back(Tensor::Host({C}, DType::kF32));  // dgamma
+        ASSERT_TRUE(RmsNorm(ctx, x.view(), gamma.view(), kEps, out[0].view(), out[1].view()).ok());
+        ASSERT_TRUE(RmsNormBackward(ctx, x.view(), gamma.view(), out[1].view(), dy.view(),
+                                    out[2].view(), out[3].view())
+                        .ok());
+        runs.push_back(std::move(out));
+      }
     }
-    for (size_t i = 0; i < runs[0].size(); ++i) {
-      EXPECT_TRUE(SameBytes(runs[0][i], runs[1][i])) << "output " << i;
+    ASSERT_GE(runs.size(), 2u);
+    for (size_t k = 1; k < runs.size(); ++k) {
+      for (size_t i = 0; i < runs[0].size(); ++i) {
+        EXPECT_TRUE(SameBytes(runs[k][i], runs[0][i])) << "run " << k << " output " << i;
+      }
     }
     // dgamma over many rows against float64 sums of dy * x * rstd.
     const Vec xd = ToDoubles(x.view()), dyd = ToDoubles(dy.view());

@@ -1,7 +1,7 @@
 #include "core/ops/sharded_cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/check.h"
@@ -101,9 +101,7 @@ absl::Status ShardedRowMax(const ExecContext& ctx, const TensorView& logits,
   float* m = row_max.data_as<float>();
   ParallelFor(ctx.pool, N, 4, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, l[n * V + j]);
-      m[n] = mx;
+      m[n] = internal::MaxF32(l + n * V, valid);
     }
   });
   return absl::OkStatus();

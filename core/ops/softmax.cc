@@ -10,6 +10,8 @@
 #include "absl/strings/string_view.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/fast_math.h"
+#include "core/ops/reduce_simd.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -36,35 +38,32 @@ void SoftmaxCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y
   const int64_t rows_per_b = (mask == nullptr || R == 0) ? 1 : R / x.dim(0);
   const bool causal = options.causal == CausalMask::kYes;
   const float scale = options.scale;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
   ParallelFor(ctx.pool, R, std::max<int64_t>(1, kGrain / std::max<int64_t>(Tk, 1)),
               [&](int64_t begin, int64_t end) {
                 std::vector<float> s(Tk);
-                std::vector<char> visible(Tk);
                 for (int64_t r = begin; r < end; ++r) {
                   const T* in = px + r * Tk;
                   T* out = py + r * Tk;
-                  // Keys [0, kend) pass the causal mask; the padding mask removes more.
+                  // Keys [0, kend) pass the causal mask; the padding mask removes more (their
+                  // scores become -inf, whose terms are 0).
                   int64_t kend = Tk;
                   if (causal) kend = std::clamp<int64_t>(r % Tq + (Tk - Tq) + 1, 0, Tk);
                   const int32_t* m = mask == nullptr ? nullptr : mask + (r / rows_per_b) * Tk;
-                  float mx = -std::numeric_limits<float>::infinity();
-                  for (int64_t j = 0; j < Tk; ++j) {
-                    visible[j] = j < kend && (m == nullptr || m[j] != 0);
-                    s[j] = scale * ToFloat(in[j]);
-                    if (visible[j]) mx = std::max(mx, s[j]);
+                  for (int64_t j = 0; j < kend; ++j) s[j] = scale * ToFloat(in[j]);
+                  if (m != nullptr) {
+                    for (int64_t j = 0; j < kend; ++j) s[j] = m[j] != 0 ? s[j] : -kInf;
                   }
-                  if (mx == -std::numeric_limits<float>::infinity()) {
+                  const float mx = internal::MaxF32(s.data(), kend);
+                  if (mx == -kInf) {
                     // Nothing to attend to (every key masked, or every score -inf).
                     for (int64_t j = 0; j < Tk; ++j) out[j] = FromFloat<T>(0.0f);
                     continue;
                   }
-                  float sum = 0.0f;
-                  for (int64_t j = 0; j < Tk; ++j) {
-                    s[j] = visible[j] ? std::exp(s[j] - mx) : 0.0f;
-                    sum += s[j];
-                  }
-                  const float inv = 1.0f / sum;
-                  for (int64_t j = 0; j < Tk; ++j) out[j] = FromFloat<T>(s[j] * inv);
+                  internal::ExpTerms(s.data(), 1.0f, mx, kend, s.data());
+                  const float inv = 1.0f / static_cast<float>(internal::SumF32(s.data(), kend));
+                  for (int64_t j = 0; j < kend; ++j) out[j] = FromFloat<T>(s[j] * inv);
+                  for (int64_t j = kend; j < Tk; ++j) out[j] = FromFloat<T>(0.0f);
                 }
               });
 }
@@ -81,12 +80,11 @@ void SoftmaxBackwardCpu(const ExecContext& ctx, const TensorView& y, const Tenso
               [&](int64_t begin, int64_t end) {
                 std::vector<float> yr(Tk), dyr(Tk);
                 for (int64_t r = begin; r < end; ++r) {
-                  float dot = 0.0f;
                   for (int64_t j = 0; j < Tk; ++j) {
                     yr[j] = ToFloat(py[r * Tk + j]);
                     dyr[j] = ToFloat(pdy[r * Tk + j]);
-                    dot += yr[j] * dyr[j];
                   }
+                  const float dot = static_cast<float>(internal::DotF32(yr.data(), dyr.data(), Tk));
                   T* out = pdx + r * Tk;
                   for (int64_t j = 0; j < Tk; ++j) {
                     out[j] = FromFloat<T>(scale * yr[j] * (dyr[j] - dot));

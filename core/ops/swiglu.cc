@@ -1,12 +1,15 @@
 #include "core/ops/swiglu.h"
 
-#include <cmath>
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/ops/activation_check.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/swiglu_simd.h"
 #include "core/status.h"
 
 namespace mt {
@@ -16,8 +19,8 @@ namespace {
 using internal::DispatchFloat;
 
 constexpr int64_t kChunkElements = 1 << 14;
-
-inline float Sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
+// bf16 and f16 elements are widened to f32 this many at a time.
+constexpr int64_t kBlock = 1024;
 
 template <typename T>
 void SwiGluCpu(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
@@ -26,9 +29,17 @@ void SwiGluCpu(const ExecContext& ctx, const TensorView& gate, const TensorView&
   const T* pu = up.data_as<T>();
   T* py = y.data_as<T>();
   ParallelFor(ctx.pool, gate.numel(), kChunkElements, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float g = ToFloat(pg[i]);
-      py[i] = FromFloat<T>(g * Sigmoid(g) * ToFloat(pu[i]));
+    if constexpr (std::is_same_v<T, float>) {
+      internal::SwiGluRange(pg + i0, pu + i0, py + i0, i1 - i0);
+    } else {
+      float g[kBlock], u[kBlock];
+      for (int64_t b = i0; b < i1; b += kBlock) {
+        const int64_t n = std::min(kBlock, i1 - b);
+        internal::ToF32(pg + b, n, g);
+        internal::ToF32(pu + b, n, u);
+        internal::SwiGluRange(g, u, g, n);
+        internal::FromF32(g, n, py + b);
+      }
     }
   });
 }
@@ -42,12 +53,20 @@ void SwiGluBackwardCpu(const ExecContext& ctx, const TensorView& gate, const Ten
   T* pdg = dgate.data_as<T>();
   T* pdu = dup.data_as<T>();
   ParallelFor(ctx.pool, gate.numel(), kChunkElements, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      // Read all three inputs before writing: the outputs may alias them.
-      const float g = ToFloat(pg[i]), u = ToFloat(pu[i]), d = ToFloat(pdy[i]);
-      const float s = Sigmoid(g);
-      pdg[i] = FromFloat<T>(d * u * (s * (1.0f + g * (1.0f - s))));
-      pdu[i] = FromFloat<T>(d * (g * s));
+    if constexpr (std::is_same_v<T, float>) {
+      internal::SwiGluGradRange(pg + i0, pu + i0, pdy + i0, pdg + i0, pdu + i0, i1 - i0);
+    } else {
+      // All three inputs are widened before either output is written: the outputs may alias them.
+      float g[kBlock], u[kBlock], d[kBlock];
+      for (int64_t b = i0; b < i1; b += kBlock) {
+        const int64_t n = std::min(kBlock, i1 - b);
+        internal::ToF32(pg + b, n, g);
+        internal::ToF32(pu + b, n, u);
+        internal::ToF32(pdy + b, n, d);
+        internal::SwiGluGradRange(g, u, d, g, u, n);
+        internal::FromF32(g, n, pdg + b);
+        internal::FromF32(u, n, pdu + b);
+      }
     }
   });
 }

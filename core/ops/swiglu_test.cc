@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -110,6 +111,60 @@ TEST_F(SwiGluTest, BackwardMatchesFiniteDifferences) {
         EXPECT_TRUE(AllClose(dup.view(), want_dup, UnitRoundoff(dt), 32 * kU32 * 6));
       }
     }
+  }
+}
+
+// The f32 loops are a SIMD kernel with runtime dispatch (swiglu_simd.h). At every target the CPU
+// supports: within the float64 bounds above, in both tails of the sigmoid, and each element's bits
+// independent of where it falls in the tensor (vector body or tail), which the tensor-parallel
+// split of the MLP relies on.
+TEST_F(SwiGluTest, EverySimdTargetMatchesFloat64AndPositionChangesNothing) {
+  const int64_t n = 1000;
+  const Tensor gate = RandomTensor({n}, DType::kF32, 21, -90.0, 90.0);
+  const Tensor up = RandomTensor({n}, DType::kF32, 22, -2.0, 2.0);
+  const Tensor dy = RandomTensor({n}, DType::kF32, 23);
+  const Vec g = ToDoubles(gate.view()), u = ToDoubles(up.view()), w = ToDoubles(dy.view());
+  Vec want_dgate(n), want_dup(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double s = 1.0 / (1.0 + std::exp(-g[i]));
+    want_dgate[i] = w[i] * u[i] * s * (1.0 + g[i] * (1.0 - s));
+    want_dup[i] = w[i] * g[i] * s;
+  }
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    SCOPED_TRACE(target.name);
+    Tensor y = Tensor::Host({n}, DType::kF32), dgate = Tensor::Host({n}, DType::kF32);
+    Tensor dup = Tensor::Host({n}, DType::kF32);
+    ASSERT_TRUE(SwiGlu(ExecContext{}, gate.view(), up.view(), y.view()).ok());
+    ASSERT_TRUE(
+        SwiGluBackward(ExecContext{}, gate.view(), up.view(), dy.view(), dgate.view(), dup.view())
+            .ok());
+    EXPECT_TRUE(AllClose(y.view(), Reference(g, u), 9 * kU32, 1e-30));
+    // 1 - s keeps only the absolute accuracy of s as s nears 1: up to |g| u / 2 in g (1 - s) for
+    // |g| up to about 17 (beyond, s rounds to 1 and g (1 - s) is below u).
+    EXPECT_TRUE(AllClose(dgate.view(), want_dgate, 32 * kU32, 1e-30));
+    EXPECT_TRUE(AllClose(dup.view(), want_dup, 8 * kU32, 1e-30));
+    // Each element alone (a tail of one), and the tensor from its second element on.
+    const float* pg = gate.data_as<float>();
+    const float* pu = up.data_as<float>();
+    const float* pd = dy.data_as<float>();
+    for (int64_t i : {int64_t{0}, int64_t{7}, n - 1}) {
+      TensorView gi(const_cast<float*>(pg + i), {1}, DType::kF32, Device::Cpu());
+      TensorView ui(const_cast<float*>(pu + i), {1}, DType::kF32, Device::Cpu());
+      TensorView di(const_cast<float*>(pd + i), {1}, DType::kF32, Device::Cpu());
+      Tensor yi = Tensor::Host({1}, DType::kF32), dgi = Tensor::Host({1}, DType::kF32);
+      Tensor dui = Tensor::Host({1}, DType::kF32);
+      ASSERT_TRUE(SwiGlu(ExecContext{}, gi, ui, yi.view()).ok());
+      ASSERT_TRUE(SwiGluBackward(ExecContext{}, gi, ui, di, dgi.view(), dui.view()).ok());
+      EXPECT_EQ(std::memcmp(yi.data(), y.data_as<float>() + i, 4), 0) << i;
+      EXPECT_EQ(std::memcmp(dgi.data(), dgate.data_as<float>() + i, 4), 0) << i;
+      EXPECT_EQ(std::memcmp(dui.data(), dup.data_as<float>() + i, 4), 0) << i;
+    }
+    TensorView rest_g(const_cast<float*>(pg + 1), {n - 1}, DType::kF32, Device::Cpu());
+    TensorView rest_u(const_cast<float*>(pu + 1), {n - 1}, DType::kF32, Device::Cpu());
+    Tensor rest_y = Tensor::Host({n - 1}, DType::kF32);
+    ASSERT_TRUE(SwiGlu(ExecContext{}, rest_g, rest_u, rest_y.view()).ok());
+    EXPECT_EQ(std::memcmp(rest_y.data(), y.data_as<float>() + 1, 4 * (n - 1)), 0);
   }
 }
 
