@@ -10,6 +10,7 @@
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/fast_math.h"
+#include "core/ops/reduce_simd.h"
 #include "core/status.h"
 
 namespace mt {
@@ -88,18 +89,21 @@ struct RowStats {
   double sum_exp;  // sum_j exp(x_j - max)
 };
 
-// The row's maximum and sum of exponentials in SIMD (fast_math.h: the terms within 3e-7 of exp,
-// summed in eight f32 lanes, the lanes in f64).
-RowStats Stats(const float* x, int64_t V) {
+// The row's maximum and sum of exponentials in SIMD: each exponential in f32 (fast_math.h,
+// within 3e-7 of exp) into *terms, their sum in f64 lanes (reduce_simd.h), as the header states
+// and the CUDA kernel does. The bits do not depend on the SIMD target.
+RowStats Stats(const float* x, int64_t V, std::vector<float>* terms) {
   const float mx = internal::MaxF32(x, V);
-  return {mx, internal::SumExpTerms(x, mx, V)};
+  terms->resize(V);
+  internal::ExpTerms(x, 1.0f, mx, V, terms->data());
+  return {mx, internal::SumF32(terms->data(), V)};
 }
 
 template <typename T, typename I>
 void CrossEntropyCpu(ThreadPool* pool, const T* logits, const I* targets, float* losses, int64_t N,
                      int64_t V) {
   ParallelFor(pool, N, RowGrain(V), [&](int64_t begin, int64_t end) {
-    std::vector<float> buf;
+    std::vector<float> buf, terms;
     for (int64_t n = begin; n < end; ++n) {
       const int64_t t = static_cast<int64_t>(targets[n]);
       if (t == kIgnoreIndex) {
@@ -107,7 +111,7 @@ void CrossEntropyCpu(ThreadPool* pool, const T* logits, const I* targets, float*
         continue;
       }
       const float* x = RowF32(logits + n * V, V, &buf);
-      const RowStats st = Stats(x, V);
+      const RowStats st = Stats(x, V, &terms);
       // (max - x_t) is exact in f64, so the loss keeps its relative accuracy when it is small.
       losses[n] = static_cast<float>(std::log(st.sum_exp) + (static_cast<double>(st.max) - x[t]));
     }
@@ -118,7 +122,7 @@ template <typename T, typename I>
 void CrossEntropyBackwardCpu(ThreadPool* pool, const T* logits, const I* targets,
                              const float* dlosses, T* dlogits, int64_t N, int64_t V) {
   ParallelFor(pool, N, RowGrain(V), [&](int64_t begin, int64_t end) {
-    std::vector<float> buf;
+    std::vector<float> buf, terms;
     for (int64_t n = begin; n < end; ++n) {
       const int64_t t = static_cast<int64_t>(targets[n]);
       T* dx = dlogits + n * V;  // May be the logits' row: each is read before it is written.
@@ -127,7 +131,7 @@ void CrossEntropyBackwardCpu(ThreadPool* pool, const T* logits, const I* targets
         continue;
       }
       const float* x = RowF32(logits + n * V, V, &buf);
-      const RowStats st = Stats(x, V);
+      const RowStats st = Stats(x, V, &terms);
       const float dl = dlosses[n];
       const float scale = static_cast<float>(1.0 / st.sum_exp) * dl;
       // softmax * dloss in f32, then the target's - dloss; f32 rows in place.

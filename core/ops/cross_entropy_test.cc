@@ -208,7 +208,8 @@ TEST(CrossEntropyTest, SimdTargetsGiveIdenticalBits) {
       EXPECT_TRUE(SameBits(runs[k], runs[0])) << "losses, target " << k / 2;
       EXPECT_TRUE(SameBits(runs[k + 1], runs[1])) << "dlogits, target " << k / 2;
     }
-    // And within the float64 bounds of the sweeps above, on these long rows.
+    // And within the float64 bounds of the sweeps above on these long rows (the exponentials
+    // are summed in f64, so the row length adds only f64 roundings).
     const auto x = ToDoubles(logits.view());
     EXPECT_TRUE(AllClose(runs[0].view(), RefLosses(x, ToDoubles(targets.view()), V), 2 * kU32,
                          16 * kU32 * (1 + MaxAbs(x))));

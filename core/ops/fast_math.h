@@ -59,7 +59,8 @@ inline void ExpTerms(const float* x, float a, float b, int64_t n, float* y) {
 double SumExpTerms(const float* x, float b, int64_t n);
 
 // max_j x[j] over j < n; -inf for n = 0. With a NaN among the values the result may be NaN or
-// the maximum of the others, by target (a loss or softmax built on it is NaN either way).
+// the maximum of the others, depending on the NaN's position and the target (a loss or softmax
+// built on it is NaN either way); of a +0 and a -0, either may be returned.
 float MaxF32(const float* x, int64_t n);
 
 // C[M, N] += A[M, K] B[K, N], row-major with row strides lda, ldb, ldc: small products that stay

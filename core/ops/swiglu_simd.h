@@ -5,8 +5,9 @@
 //   dg = dy u s (1 + g (1 - s)),  du = dy g s
 //
 // s is computed from e = exp(-|g|) <= 1 (Highway's exp, within 1 f32 ulp; glibc's expf does not
-// vectorise) as 1 / (1 + e) for g >= 0 and e / (1 + e) below: nothing overflows and both tails
-// keep their relative accuracy. Each element's result depends on its value alone, not on its
+// vectorise) as 1 / (1 + e) for g >= 0 and e / (1 + e) below: nothing overflows, and both tails
+// keep their relative accuracy down to g of about -87 (below, e is subnormal and loses it
+// gradually, as expf's result does). Each element's result depends on its value alone, not on its
 // position (the tail of a range runs through the same vector code), so a tensor split differently
 // (threads, tensor-parallel shards) gets the same bits. Different SIMD targets may differ in the
 // last bits (fused multiply-adds inside exp).
