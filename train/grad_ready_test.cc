@@ -3,11 +3,11 @@
 // at the end of backward. Also checked: reports come with decreasing handles and end with handle 0,
 // for GPT-2 and BERT (pre- and post-norm, the pretraining and the multiple-choice heads), with and
 // without activation recomputation, over two accumulated micro-batches.
-#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "core/exec_context.h"
+#include "core/ops/testutil.h"
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 #include "models/bert/bert.h"
@@ -19,6 +19,8 @@
 namespace mt {
 namespace train {
 namespace {
+
+using ::mt::testing::I32;
 
 // Records, at every report, a copy of the gradients the report declares final.
 class RecordingListener : public nn::GradReadyListener {
@@ -57,12 +59,6 @@ class RecordingListener : public nn::GradReadyListener {
   std::vector<int> handles_;
   std::vector<std::vector<float>> snapshots_;
 };
-
-Tensor I32(std::vector<int32_t> v, Shape shape) {
-  Tensor t = Tensor::Host(shape, DType::kI32);
-  std::memcpy(t.data(), v.data(), v.size() * sizeof(int32_t));
-  return t;
-}
 
 models::ModelConfig Tiny(models::Family family, nn::NormPosition norm) {
   models::ModelConfig c;

@@ -19,6 +19,7 @@
 #include "comm/mpi_testutil.h"
 #include "core/exec_context.h"
 #include "core/ops/cross_entropy.h"
+#include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 #include "models/model.h"
 #include "train/hf_checkpoint.h"
@@ -30,6 +31,7 @@ namespace train {
 namespace {
 
 using ::mt::comm::testing::MpiTest;
+using ::mt::testing::I32;
 using testing::HfTestModel;
 using testing::HfTestOptions;
 using testing::HfWriteOptions;
@@ -70,12 +72,6 @@ std::vector<int> RandomIds(int n, int vocab, uint64_t seed) {
   return ids;
 }
 
-Tensor I32(const std::vector<int>& v, int B, int T) {
-  Tensor t = Tensor::Host({B, T}, DType::kI32);
-  for (size_t i = 0; i < v.size(); ++i) t.data_as<int32_t>()[i] = v[i];
-  return t;
-}
-
 nn::StepContext EvalContext(const ExecContext* ec, comm::Communicator* comm) {
   nn::StepContext sc;
   sc.exec = ec;
@@ -105,7 +101,7 @@ TEST_F(HfLogitsTest, Gpt2LogitsMatchFloat64HuggingFace) {
     const int64_t padded = m->model->padded_vocab();
     Tensor full = Tensor::Host({B * T, padded}, DType::kF32);
     for (int64_t i = 0; i < full.numel(); ++i) full.data_as<float>()[i] = NAN;
-    const Tensor tokens = I32(ids, B, T);
+    const Tensor tokens = I32(ids, {B, T});
     ASSERT_TRUE(m->model->Logits(EvalContext(&ec, comm_.get()), tokens.view(), full.view()).ok());
     const std::vector<double> want = testing::Gpt2Logits(hf, ids, B, T);
     std::vector<double> got;
@@ -155,15 +151,15 @@ TEST_F(HfLogitsTest, BertLossesMatchFloat64HuggingFace) {
     const std::vector<int> mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
     const std::vector<int> sop = {1, 0};
     const testing::BertOutputs want = testing::BertForward(hf, ids, types, mask, B, T);
-    const Tensor tokens = I32(ids, B, T), tt = I32(types, B, T), pm = I32(mask, B, T);
+    const Tensor tokens = I32(ids, {B, T}), tt = I32(types, {B, T}), pm = I32(mask, {B, T});
     std::vector<double> got, ref;
     double sop_loss = 0;
     for (int n = 0; n < B * T; ++n) {
       if (mask[n] == 0) continue;
       std::vector<int> one(B * T, ops::kIgnoreIndex);
       one[n] = labels[n];
-      const Tensor l = I32(one, B, T);
-      const Tensor sl = I32(sop, B, 1);
+      const Tensor l = I32(one, {B, T});
+      const Tensor sl = I32(sop, {B, 1});
       const TensorView sop_view = *sl.view().Reshape({B});
       absl::StatusOr<models::Losses> losses = m->model->ForwardBackward(
           EvalContext(&ec, comm_.get()),

@@ -79,6 +79,13 @@ Tensor FromDoubles(Shape shape, DType dtype, const std::vector<double>& values) 
   return t;
 }
 
+Tensor I32(const std::vector<int32_t>& values, Shape shape) {
+  Tensor t = Tensor::Host(std::move(shape), DType::kI32);
+  CHECK_EQ(static_cast<int64_t>(values.size()), t.numel());
+  std::copy(values.begin(), values.end(), t.data_as<int32_t>());
+  return t;
+}
+
 std::vector<double> ToDoubles(const TensorView& t) {
   CHECK(t.device.is_cpu() && t.IsContiguous()) << t.DebugString();
   std::vector<double> out(t.numel());

@@ -23,6 +23,9 @@ Tensor RandomTensor(Shape shape, DType dtype, uint64_t seed, double lo = -1.0, d
 Tensor RandomInts(Shape shape, DType dtype, uint64_t seed, int64_t lo, int64_t hi);
 // A host tensor holding `values` converted to dtype (round to nearest even).
 Tensor FromDoubles(Shape shape, DType dtype, const std::vector<double>& values);
+// A host i32 tensor of `shape` holding `values` (token ids, labels, masks); values.size() must
+// equal the shape's element count.
+Tensor I32(const std::vector<int32_t>& values, Shape shape);
 
 // The elements of a host tensor as doubles (any dtype).
 std::vector<double> ToDoubles(const TensorView& t);

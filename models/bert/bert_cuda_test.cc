@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 #include "models/bert/bert.h"
 #include "models/testing/cuda_model_testutil.h"
@@ -23,17 +24,12 @@ using ::mt::models::testing::GpuContext;
 using ::mt::models::testing::MakeGpuContext;
 using ::mt::models::testing::SmallGpuTestConfig;
 using ::mt::models::testing::UploadBatch;
+using ::mt::testing::I32;
 
 ModelConfig SmallConfig(nn::NormPosition norm) {
   ModelConfig c = SmallGpuTestConfig(Family::kBert, 101);  // Padded to 104.
   c.norm = norm;
   return c;
-}
-
-Tensor I32(const std::vector<int>& v, Shape shape) {
-  Tensor t = Tensor::Host(std::move(shape), DType::kI32);
-  for (size_t i = 0; i < v.size(); ++i) t.data_as<int32_t>()[i] = v[i];
-  return t;
 }
 
 // `rows` sequences of length T; row r has r % 3 padded positions at its end; segment B starts at

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/testutil.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "models/bert/bert.h"
@@ -17,6 +18,8 @@
 namespace mt {
 namespace models {
 namespace {
+
+using ::mt::testing::I32;
 
 constexpr int kVocab = 61, kRows = 2, kT = 8;
 
@@ -33,12 +36,6 @@ ModelConfig StageConfig(nn::NormPosition norm) {
   c.attention_dropout = 0.1f;
   c.init_std = 0.3;
   return c;
-}
-
-Tensor I32(const std::vector<int>& v, Shape shape) {
-  Tensor t = Tensor::Host(shape, DType::kI32);
-  for (size_t i = 0; i < v.size(); ++i) t.data_as<int32_t>()[i] = v[i];
-  return t;
 }
 
 // kRows * kT = 16 distinct tokens (each word-embedding row gets at most one lookup gradient, so

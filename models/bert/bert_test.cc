@@ -24,6 +24,7 @@ namespace models {
 namespace {
 
 using ::mt::testing::AllClose;
+using ::mt::testing::I32;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::ToDoubles;
 
@@ -42,12 +43,6 @@ ModelConfig TinyConfig(nn::NormPosition norm) {
   c.attention_dropout = 0;
   c.init_std = 0.3;  // Large enough that attention is far from uniform.
   return c;
-}
-
-Tensor I32(const std::vector<int>& v, Shape shape) {
-  Tensor t = Tensor::Host(shape, DType::kI32);
-  for (size_t i = 0; i < v.size(); ++i) t.data_as<int32_t>()[i] = v[i];
-  return t;
 }
 
 // A batch of `rows` sequences of length T; row r has r % 3 padded positions at its end (so
