@@ -22,8 +22,10 @@ constexpr int kMaxDynamicSharedOptIn = 227 * 1024;  // H100/H200: 232448 bytes p
 // copies, cuBLAS calls), so host code that dereferences a device pointer faults at once instead
 // of passing here and failing on a GPU. With memory protection keys (x86 PKU), the allocations
 // carry one key and a DeviceAccess opens it for the calling thread only (a register write);
-// without them (or with MT_CUDA_EMU_PROTECT=mprotect), every allocation is mprotect-ed in turn
-// (slow). MT_CUDA_EMU_PROTECT=0 turns the protection off. Nestable.
+// without them (or with MT_CUDA_EMU_PROTECT=mprotect), the allocations are PROT_NONE and each one
+// is opened by a SIGSEGV handler on its first touch inside a DeviceAccess and closed again when the
+// last DeviceAccess ends (runtime.cc OnSegv). MT_CUDA_EMU_PROTECT=0 turns the protection off.
+// Nestable.
 class DeviceAccess {
  public:
   DeviceAccess();

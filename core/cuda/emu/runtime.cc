@@ -4,6 +4,7 @@
 // code cannot touch outside the emulated device's own work (internal.h DeviceAccess). Copies and
 // memsets check that their device ranges lie inside one allocation and that the copy kind
 // matches the pointers.
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@ struct Allocation {
   size_t map_bytes;  // including the inaccessible page
   size_t bytes;      // requested
   int device;
+  bool open = false;  // mprotect fallback: made accessible since the current DeviceAccess began
 };
 
 // How device memory is kept from host code (internal.h DeviceAccess).
@@ -42,6 +44,8 @@ struct State {
   int access = 0;  // live DeviceAccess objects
 };
 
+void InstallFaultHandler();
+
 State& GetState() {
   static State* const state = [] {
     auto* s = new State();
@@ -50,6 +54,7 @@ State& GetState() {
     if (mode == "0") return s;
     s->key = mode == "mprotect" ? -1 : pkey_alloc(0, PKEY_DISABLE_ACCESS);
     s->protection = s->key >= 0 ? Protection::kKey : Protection::kMprotect;
+    if (s->protection == Protection::kMprotect) InstallFaultHandler();
     return s;
   }();
   return *state;
@@ -73,6 +78,61 @@ int DeviceCount() {
 void Protect(const Allocation& a, bool accessible) {
   if (mprotect(a.map, a.map_bytes - Page(), accessible ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
     Fail("cannot change device memory's protection");
+  }
+}
+
+// The mprotect fallback opens allocations lazily: a DeviceAccess changes no protection when it
+// begins; the first access to an allocation while one is alive faults, and the handler makes that
+// allocation accessible and marks it open; the last DeviceAccess to end protects again only the
+// open ones. A kernel touches a few of the hundreds of live allocations, and every mprotect call
+// costs a page-table walk and a TLB shootdown on every core running the process (on a 2-core VM
+// the emulated training tests spent three quarters of their time there when every allocation was
+// opened and closed at each launch). Faults that are not a first touch of a device allocation
+// inside a DeviceAccess (host code on device memory, guard pages, unmapped memory) go to the
+// handler that was installed before, or kill the process as they would have without this one.
+struct sigaction previous_segv_action;
+
+void OnSegv(int sig, siginfo_t* info, void* context) {
+  State& s = GetState();
+  const char* addr = static_cast<const char*>(info->si_addr);
+  {
+    // Faults that reach here are synchronous accesses by kernels, copies, cuBLAS calls or host
+    // code, none of which holds the mutex while it touches device memory.
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.access > 0) {
+      auto it = s.device.upper_bound(addr);
+      if (it != s.device.begin()) {
+        --it;
+        Allocation& a = it->second;
+        if (addr >= a.map && addr < a.map + a.map_bytes - Page()) {
+          if (!a.open) {
+            Protect(a, true);
+            a.open = true;
+          }
+          return;  // The access is retried (an allocation already open: another thread's race).
+        }
+      }
+    }
+  }
+  if (previous_segv_action.sa_flags & SA_SIGINFO) {
+    previous_segv_action.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (previous_segv_action.sa_handler != SIG_DFL && previous_segv_action.sa_handler != SIG_IGN) {
+    previous_segv_action.sa_handler(sig);
+    return;
+  }
+  // Default action: restore it, and the access faults again on return and ends the process.
+  signal(SIGSEGV, SIG_DFL);
+}
+
+void InstallFaultHandler() {
+  struct sigaction action = {};
+  action.sa_sigaction = &OnSegv;
+  action.sa_flags = SA_SIGINFO;  // A fault inside the handler itself ends the process.
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGSEGV, &action, &previous_segv_action) != 0) {
+    Fail("cannot install the device memory fault handler");
   }
 }
 
@@ -158,9 +218,7 @@ DeviceAccess::DeviceAccess() {
   }
   if (s.protection == Protection::kNone) return;
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.access++ == 0) {
-    for (const auto& entry : s.device) Protect(entry.second, true);
-  }
+  ++s.access;  // Allocations open on first touch (OnSegv).
 }
 
 DeviceAccess::~DeviceAccess() {
@@ -172,7 +230,11 @@ DeviceAccess::~DeviceAccess() {
   if (s.protection == Protection::kNone) return;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (--s.access == 0) {
-    for (const auto& entry : s.device) Protect(entry.second, false);
+    for (auto& entry : s.device) {
+      if (!entry.second.open) continue;
+      Protect(entry.second, false);
+      entry.second.open = false;
+    }
   }
 }
 
@@ -308,8 +370,8 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
     if (pkey_mprotect(map, map_bytes - Page(), PROT_READ | PROT_WRITE, s.key) != 0) {
       mt::cuda_emu::Fail("cannot give device memory its protection key");
     }
-  } else if (s.protection == mt::cuda_emu::Protection::kMprotect && s.access == 0) {
-    mt::cuda_emu::Protect(a, false);
+  } else if (s.protection == mt::cuda_emu::Protection::kMprotect) {
+    mt::cuda_emu::Protect(a, false);  // Opened on first touch, as the others.
   }
   s.device.emplace(data, a);
   s.in_use += size;

@@ -264,30 +264,36 @@ TEST(CudaEmulatorDeathTest, HostPointerArgumentStops) {
 }
 
 // Host code faults on device memory, and kernels and copies still reach it, with protection
-// keys (where the CPU has them) and with the mprotect fallback. Each mode runs in a child process
-// (the mode is read once per process).
-void HostAccessFaultsButDeviceAccessWorks(const char* mode) {
+// keys (where the CPU has them) and with the mprotect fallback, which opens an allocation on its
+// first touch inside a launch or copy and closes it when that ends: the host write faults on the
+// allocation two launches and a copy touched (`touched`) and on one nothing touched. Each mode
+// runs in a child process (the mode is read once per process).
+void HostAccessFaultsButDeviceAccessWorks(const char* mode, bool touched) {
   setenv("MT_CUDA_EMU_PROTECT", mode, 1);
   float* d = DeviceAlloc<float>(4);
+  float* untouched = DeviceAlloc<float>(4);
   MT_LAUNCH(1, 1, 0, nullptr, WriteKernel)(d, 2);
-  float x = 0.0f;
-  cudaMemcpy(&x, d + 2, sizeof(float), cudaMemcpyDeviceToHost);
-  if (x != 1.0f) std::abort();
+  MT_LAUNCH(1, 1, 0, nullptr, WriteKernel)(d, 3);
+  float x[2] = {0.0f, 0.0f};
+  cudaMemcpy(x, d + 2, sizeof(x), cudaMemcpyDeviceToHost);
+  if (x[0] != 1.0f || x[1] != 1.0f) std::abort();
   std::fprintf(stderr, "device access works\n");
-  *reinterpret_cast<volatile float*>(d) = 1.0f;  // Faults.
+  *reinterpret_cast<volatile float*>(touched ? d : untouched) = 1.0f;  // Faults.
   std::fprintf(stderr, "host access works\n");
   std::exit(0);
 }
 
 TEST(CudaEmulatorDeathTest, HostCodeCannotTouchDeviceMemory) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("key"), ::testing::KilledBySignal(SIGSEGV),
-              "device access works");
-  EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("mprotect"), ::testing::KilledBySignal(SIGSEGV),
-              "device access works");
-  // The control: without protection the same host write goes through.
-  EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("0"), ::testing::ExitedWithCode(0),
-              "host access works");
+  for (bool touched : {true, false}) {
+    EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("key", touched),
+                ::testing::KilledBySignal(SIGSEGV), "device access works");
+    EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("mprotect", touched),
+                ::testing::KilledBySignal(SIGSEGV), "device access works");
+    // The control: without protection the same host write goes through.
+    EXPECT_EXIT(HostAccessFaultsButDeviceAccessWorks("0", touched), ::testing::ExitedWithCode(0),
+                "host access works");
+  }
 }
 
 TEST(CudaEmulatorDeathTest, OutOfBoundsWriteFaults) {
