@@ -1,8 +1,9 @@
 """Repository rule that finds the CUDA toolkit, or stands in for it when there is none.
 
 The toolkit is taken from $CUDA_PATH, else /usr/local/cuda. When it is found, @local_cuda holds
-the headers and libraries (cudart static, cuBLAS, cuBLASLt, NCCL) and defs.bzl says
-CUDA_FOUND = True with the nvcc path. When it is not, the targets exist but are empty and
+the headers and libraries (cudart static, NCCL; cuBLAS and cuBLASLt are opened at run time by
+//core/cuda:cublas_loader) and defs.bzl says CUDA_FOUND = True with the nvcc path and the
+libraries' folder (CUDA_LIB_DIR). When it is not, the targets exist but are empty and
 CUDA_FOUND = False, so the whole tree builds CPU-only without any flag.
 """
 
@@ -23,11 +24,6 @@ cc_library(
     deps = [":cuda_headers"],
 )
 
-cc_library(
-    name = "cublas",
-    srcs = ["lib64/libcublasLt.so", "lib64/libcublas.so"],
-    deps = [":cudart"],
-)
 
 cc_library(
     name = "nccl",
@@ -42,7 +38,6 @@ package(default_visibility = ["//visibility:public"])
 # No CUDA toolkit was found: empty stand-ins so that CPU-only builds resolve every label.
 cc_library(name = "cuda_headers")
 cc_library(name = "cudart")
-cc_library(name = "cublas")
 cc_library(name = "nccl")
 """
 
@@ -56,10 +51,11 @@ def _cuda_configure_impl(rctx):
         rctx.symlink(cuda_path + "/include", "include")
         rctx.symlink(cuda_path + "/lib64", "lib64")
         rctx.file("BUILD", _FOUND_BUILD)
-        rctx.file("defs.bzl", "CUDA_FOUND = True\nNVCC = \"%s/bin/nvcc\"\n" % str(root.realpath))
+        rctx.file("defs.bzl", "CUDA_FOUND = True\nNVCC = \"%s/bin/nvcc\"\nCUDA_LIB_DIR = \"%s/lib64\"\n" %
+                               (str(root.realpath), str(root.realpath)))
     else:
         rctx.file("BUILD", _MISSING_BUILD)
-        rctx.file("defs.bzl", "CUDA_FOUND = False\nNVCC = \"\"\n")
+        rctx.file("defs.bzl", "CUDA_FOUND = False\nNVCC = \"\"\nCUDA_LIB_DIR = \"\"\n")
 
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,
