@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"  // json.hpp costs seconds per compile: only where lines are built
 
 namespace mt {
 namespace train {

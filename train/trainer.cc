@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "core/ops/elementwise.h"
 #include "core/status.h"
+#include "nlohmann/json.hpp"
 #include "train/stop_request.h"
 
 namespace mt {
