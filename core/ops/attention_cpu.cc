@@ -1,6 +1,7 @@
 // The CPU kernels of fused attention (attention_cpu.h): tiles of kQueryTile query rows against
 // tiles of kKeyTile keys, widened to f32, with the tile products and exponentials of
-// core/ops/fast_math.h.
+// core/ops/fast_math.h and the row sums and D_i dot products of core/ops/reduce_simd.h (f64
+// lanes), all SIMD with runtime dispatch.
 #include "core/ops/attention_cpu.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "core/ops/dispatch.h"
 #include "core/ops/dropout_factors.h"
 #include "core/ops/fast_math.h"
+#include "core/ops/reduce_simd.h"
 #include "core/thread_pool.h"
 
 namespace mt {
@@ -37,12 +39,6 @@ void LoadTransposed(const T* x, int64_t n, int64_t D, float* kt) {
   for (int64_t jj = 0; jj < n; ++jj) {
     for (int64_t d = 0; d < D; ++d) kt[d * kKeyTile + jj] = ToFloat(x[jj * D + d]);
   }
-}
-
-inline float Dot(const float* a, const float* b, int64_t D) {
-  float s = 0.0f;
-  for (int64_t d = 0; d < D; ++d) s += a[d] * b[d];
-  return s;
 }
 
 // The first row r < rows of the query tile starting at i0 that sees key j0 (rows if none):
@@ -99,8 +95,7 @@ inline void OnlineSoftmaxRow(const Problem& p, int64_t bh, int64_t i, int64_t j0
   const float m_new = std::max(*m, tile_max);
   const float alpha = ExpNonPositive(*m - m_new);  // 0 for the first visible tile.
   ExpTerms(s, 1.0f, m_new, n, s);                  // Masked scores (-inf) give 0.
-  float sum = 0.0f;
-  for (int64_t jj = 0; jj < n; ++jj) sum += s[jj];
+  const float sum = static_cast<float>(SumF32(s, n));
   *l = *l * alpha + sum;
   *m = m_new;
   if (alpha != 1.0f) {
@@ -243,7 +238,7 @@ void LoadQueryTile(const Problem& p, const T* q, const T* out, const T* dout, co
   ToF32(dout + at, rows * D, w.dof.data());
   ToF32(out + at, rows * D, w.of.data());
   for (int64_t r = 0; r < rows; ++r) {
-    w.d[r] = Dot(w.dof.data() + r * D, w.of.data() + r * D, D);
+    w.d[r] = static_cast<float>(DotF32(w.dof.data() + r * D, w.of.data() + r * D, D));
     w.lse[r] = lse[bh * p.Tq + i0 + r];
   }
 }
