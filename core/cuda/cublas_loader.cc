@@ -72,18 +72,26 @@ void* Resolve(bool lt, const char* name) {
 
 extern "C" {
 
+// The status texts come from libcublas, or from libcublasLt when only that one could be loaded
+// (its errors are then the ones reported).
 const char* cublasGetStatusName(cublasStatus_t status) {
-  static const auto fn =
-      reinterpret_cast<decltype(&cublasGetStatusName)>(Resolve(false, "cublasGetStatusName"));
+  using Fn = const char* (*)(cublasStatus_t);
+  static const Fn fn = [] {
+    auto f = reinterpret_cast<Fn>(Resolve(false, "cublasGetStatusName"));
+    return f != nullptr ? f : reinterpret_cast<Fn>(Resolve(true, "cublasLtGetStatusName"));
+  }();
   return fn != nullptr ? fn(status) : "CUBLAS_STATUS_NOT_INITIALIZED";
 }
 
 const char* cublasGetStatusString(cublasStatus_t status) {
-  static const auto fn =
-      reinterpret_cast<decltype(&cublasGetStatusString)>(Resolve(false, "cublasGetStatusString"));
-  if (fn != nullptr) return fn(status);
+  using Fn = const char* (*)(cublasStatus_t);
+  static const Fn fn = [] {
+    auto f = reinterpret_cast<Fn>(Resolve(false, "cublasGetStatusString"));
+    return f != nullptr ? f : reinterpret_cast<Fn>(Resolve(true, "cublasLtGetStatusString"));
+  }();
   const std::string& error = Load().error;
-  return error.empty() ? "cublasGetStatusString not found in the library" : error.c_str();
+  if (!error.empty()) return error.c_str();  // Why a library is missing, whatever the status.
+  return fn != nullptr ? fn(status) : "cublasGetStatusString not found in the library";
 }
 
 MT_FORWARD(false, cublasCreate_v2, (cublasHandle_t * handle), (handle))

@@ -4,10 +4,12 @@
 // code cannot touch outside the emulated device's own work (internal.h DeviceAccess). Copies and
 // memsets check that their device ranges lie inside one allocation and that the copy kind
 // matches the pointers.
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -92,38 +94,51 @@ void Protect(const Allocation& a, bool accessible) {
 // handler that was installed before, or kill the process as they would have without this one.
 struct sigaction previous_segv_action;
 
+// Opens the allocation holding `addr` if a DeviceAccess is alive; false if the fault is not a
+// first touch of a device allocation. Faults that reach here are synchronous accesses by kernels,
+// copies, cuBLAS calls or host code. None of them touches device memory while holding the mutex,
+// but host code under it can crash (a bad output pointer given to cudaMalloc): a mutex that stays
+// taken for a second is then this thread's own, and the fault is not ours.
+bool OpenOnFirstTouch(State& s, const char* addr) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!s.mutex.try_lock()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    sched_yield();
+  }
+  std::lock_guard<std::mutex> lock(s.mutex, std::adopt_lock);
+  if (s.access == 0) return false;
+  auto it = s.device.upper_bound(addr);
+  if (it == s.device.begin()) return false;
+  --it;
+  Allocation& a = it->second;
+  if (addr < a.map || addr >= a.map + a.map_bytes - Page()) return false;
+  if (!a.open) {  // Already open: another thread's race; the access is simply retried.
+    Protect(a, true);
+    a.open = true;
+  }
+  return true;
+}
+
 void OnSegv(int sig, siginfo_t* info, void* context) {
-  State& s = GetState();
-  const char* addr = static_cast<const char*>(info->si_addr);
-  {
-    // Faults that reach here are synchronous accesses by kernels, copies, cuBLAS calls or host
-    // code, none of which holds the mutex while it touches device memory.
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.access > 0) {
-      auto it = s.device.upper_bound(addr);
-      if (it != s.device.begin()) {
-        --it;
-        Allocation& a = it->second;
-        if (addr >= a.map && addr < a.map + a.map_bytes - Page()) {
-          if (!a.open) {
-            Protect(a, true);
-            a.open = true;
-          }
-          return;  // The access is retried (an allocation already open: another thread's race).
-        }
-      }
-    }
+  // A SIGSEGV sent by kill() or raise() (si_code <= 0) has no access to retry.
+  if (info->si_code > 0 && OpenOnFirstTouch(GetState(), static_cast<const char*>(info->si_addr))) {
+    return;  // The access is retried and succeeds.
   }
-  if (previous_segv_action.sa_flags & SA_SIGINFO) {
-    previous_segv_action.sa_sigaction(sig, info, context);
+  const struct sigaction previous = previous_segv_action;
+  const bool handler = (previous.sa_flags & SA_SIGINFO) != 0 ||
+                       (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN);
+  if (!handler || (previous.sa_flags & SA_RESETHAND) != 0) signal(SIGSEGV, SIG_DFL);
+  if (!handler) {
+    // The default action: a fault is taken again on return and ends the process; a sent signal
+    // is raised again.
+    if (info->si_code <= 0) raise(SIGSEGV);
     return;
   }
-  if (previous_segv_action.sa_handler != SIG_DFL && previous_segv_action.sa_handler != SIG_IGN) {
-    previous_segv_action.sa_handler(sig);
-    return;
+  if (previous.sa_flags & SA_SIGINFO) {
+    previous.sa_sigaction(sig, info, context);
+  } else {
+    previous.sa_handler(sig);
   }
-  // Default action: restore it, and the access faults again on return and ends the process.
-  signal(SIGSEGV, SIG_DFL);
 }
 
 void InstallFaultHandler() {

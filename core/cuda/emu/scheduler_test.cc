@@ -296,6 +296,23 @@ TEST(CudaEmulatorDeathTest, HostCodeCannotTouchDeviceMemory) {
   }
 }
 
+// A SIGSEGV sent to the process (no access to retry) still ends it under the mprotect fallback's
+// handler, inside and outside a launch.
+void SentSegvEndsTheProcess() {
+  setenv("MT_CUDA_EMU_PROTECT", "mprotect", 1);
+  float* d = DeviceAlloc<float>(4);  // Installs the handler.
+  MT_LAUNCH(1, 1, 0, nullptr, WriteKernel)(d, 0);
+  std::fprintf(stderr, "handler installed\n");
+  raise(SIGSEGV);
+  std::fprintf(stderr, "survived\n");
+  std::exit(0);
+}
+
+TEST(CudaEmulatorDeathTest, SentSegvEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(SentSegvEndsTheProcess(), ::testing::KilledBySignal(SIGSEGV), "handler installed");
+}
+
 TEST(CudaEmulatorDeathTest, OutOfBoundsWriteFaults) {
   float* d = DeviceAlloc<float>(1024);  // 4096 bytes: the guard page follows at once.
   MT_LAUNCH(1, 1, 0, nullptr, WriteKernel)(d, 1023);
