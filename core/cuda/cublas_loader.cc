@@ -1,9 +1,9 @@
 // cuBLAS and cuBLASLt, loaded on first use. The binaries do not link the two libraries: every
 // cuBLAS(Lt) function the project calls is defined here with its real name and forwards to the
 // library, which is opened (dlopen) the first time one is called. Loading libcublasLt runs its
-// static initializers, about 0.2 s of CPU time and a few hundred page faults, which every
-// process of a CUDA build paid at start when it was linked, even a `--help` or a CPU-only run
-// (docs/perf/training.md, "Start-up").
+// static initializers, about a quarter of a second of CPU time and a few hundred page faults,
+// which every process of a CUDA build paid at start when it was linked, even a `--help` or a
+// CPU-only run (docs/perf/training.md, "The build and the start of a process").
 //
 // Where: the library's soname first (LD_LIBRARY_PATH, the loader's cache: what a GPU machine
 // with its own CUDA libraries sets up), then the toolkit the build used. If it cannot be loaded,
@@ -58,6 +58,15 @@ void* Resolve(bool lt, const char* name) {
   return handle != nullptr ? dlsym(handle, name) : nullptr;
 }
 
+using StatusText = const char* (*)(cublasStatus_t);
+
+// libcublas's status function `name`, or libcublasLt's `lt_name` when only that one could be
+// loaded (its errors are then the ones reported); null when neither resolves.
+StatusText ResolveStatusText(const char* name, const char* lt_name) {
+  auto f = reinterpret_cast<StatusText>(Resolve(false, name));
+  return f != nullptr ? f : reinterpret_cast<StatusText>(Resolve(true, lt_name));
+}
+
 }  // namespace
 
 // Forwards one function: `name` with the parameters `params` (as declared in the header, which
@@ -72,23 +81,14 @@ void* Resolve(bool lt, const char* name) {
 
 extern "C" {
 
-// The status texts come from libcublas, or from libcublasLt when only that one could be loaded
-// (its errors are then the ones reported).
 const char* cublasGetStatusName(cublasStatus_t status) {
-  using Fn = const char* (*)(cublasStatus_t);
-  static const Fn fn = [] {
-    auto f = reinterpret_cast<Fn>(Resolve(false, "cublasGetStatusName"));
-    return f != nullptr ? f : reinterpret_cast<Fn>(Resolve(true, "cublasLtGetStatusName"));
-  }();
+  static const StatusText fn = ResolveStatusText("cublasGetStatusName", "cublasLtGetStatusName");
   return fn != nullptr ? fn(status) : "CUBLAS_STATUS_NOT_INITIALIZED";
 }
 
 const char* cublasGetStatusString(cublasStatus_t status) {
-  using Fn = const char* (*)(cublasStatus_t);
-  static const Fn fn = [] {
-    auto f = reinterpret_cast<Fn>(Resolve(false, "cublasGetStatusString"));
-    return f != nullptr ? f : reinterpret_cast<Fn>(Resolve(true, "cublasLtGetStatusString"));
-  }();
+  static const StatusText fn =
+      ResolveStatusText("cublasGetStatusString", "cublasLtGetStatusString");
   const std::string& error = Load().error;
   if (!error.empty()) return error.c_str();  // Why a library is missing, whatever the status.
   return fn != nullptr ? fn(status) : "cublasGetStatusString not found in the library";

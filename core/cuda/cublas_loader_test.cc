@@ -27,9 +27,11 @@ TEST(CublasLoader, OpensTheLibrariesOnFirstUseAndForwards) {
   ASSERT_FALSE(Mapped("libcublasLt.so"));
   ASSERT_FALSE(Mapped("libcublas.so"));
 
-  // The status names come from the library (the emulator and the loader's fallback have their
-  // own; the library's string for an invalid value is its own wording, so only check it exists).
+  // The status name and string come from the library (the string's wording is the library's, so
+  // only check that there is one).
   EXPECT_STREQ(cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE), "CUBLAS_STATUS_INVALID_VALUE");
+  ASSERT_NE(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), nullptr);
+  EXPECT_GT(std::string(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE)).size(), 0u);
   EXPECT_TRUE(Mapped("libcublasLt.so"));
   EXPECT_TRUE(Mapped("libcublas.so"));
 

@@ -112,7 +112,9 @@ bool OpenOnFirstTouch(State& s, const char* addr) {
   --it;
   Allocation& a = it->second;
   if (addr < a.map || addr >= a.map + a.map_bytes - Page()) return false;
-  if (!a.open) {  // Already open: another thread's race; the access is simply retried.
+  // An allocation already open was opened by another thread's fault meanwhile: the access is
+  // simply retried.
+  if (!a.open) {
     Protect(a, true);
     a.open = true;
   }
