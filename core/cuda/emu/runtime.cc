@@ -97,8 +97,8 @@ struct sigaction previous_segv_action;
 // Opens the allocation holding `addr` if a DeviceAccess is alive; false if the fault is not a
 // first touch of a device allocation. Faults that reach here are synchronous accesses by kernels,
 // copies, cuBLAS calls or host code. None of them touches device memory while holding the mutex,
-// but host code under it can crash (a bad output pointer given to cudaMalloc): a mutex that stays
-// taken for a second is then this thread's own, and the fault is not ours.
+// but the emulator's own code under it could still crash (a bug): a mutex that stays taken for a
+// second is then this thread's own, and the fault is not ours. Nothing slow runs under it.
 bool OpenOnFirstTouch(State& s, const char* addr) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!s.mutex.try_lock()) {
@@ -363,17 +363,26 @@ const char* cudaGetErrorString(cudaError_t error) {
 cudaError_t cudaMalloc(void** ptr, size_t size) {
   using mt::cuda_emu::Page;
   auto& s = GetState();
-  std::lock_guard<std::mutex> lock(s.mutex);
   *ptr = nullptr;
-  if (size > mt::cuda_emu::kTotalMemory - s.in_use) {
-    return mt::cuda_emu::Record(cudaErrorMemoryAllocation);
+  // Only the reservation and the registration hold the mutex: the mapping and its fill (seconds
+  // for gigabytes) run outside it, where they stall no other thread's launches or faults.
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (size > mt::cuda_emu::kTotalMemory - s.in_use) {
+      return mt::cuda_emu::Record(cudaErrorMemoryAllocation);
+    }
+    s.in_use += size;
   }
   // The data ends (256-byte aligned start, as cudaMalloc's) just before an inaccessible page.
   const size_t padded = (size + 255) / 256 * 256;
   const size_t data_pages = (padded + Page() - 1) / Page() * Page();
   const size_t map_bytes = (data_pages == 0 ? Page() : data_pages) + Page();
   void* m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return mt::cuda_emu::Record(cudaErrorMemoryAllocation);
+  if (m == MAP_FAILED) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.in_use -= size;
+    return mt::cuda_emu::Record(cudaErrorMemoryAllocation);
+  }
   char* map = static_cast<char*>(m);
   char* guard = map + map_bytes - Page();
   char* data = guard - padded;
@@ -390,8 +399,10 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   } else if (s.protection == mt::cuda_emu::Protection::kMprotect) {
     mt::cuda_emu::Protect(a, false);  // Opened on first touch, as the others.
   }
-  s.device.emplace(data, a);
-  s.in_use += size;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.device.emplace(data, a);
+  }
   *ptr = data;
   return cudaSuccess;
 }
