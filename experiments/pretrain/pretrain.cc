@@ -361,7 +361,8 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
 // One evaluation over a fresh validation stream, printed as " validation <when> | lm loss ...".
 absl::StatusOr<train::EvalResult> Evaluate(PretrainData& data, const DataPlan& plan, const Job& job,
                                            train::Trainer& trainer, const std::string& when) {
-  ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> valid, data.Valid(plan));
+  ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> valid,
+                   data.Batches(plan, data::Split::kValid));
   ASSIGN_OR_RETURN(train::EvalResult e, trainer.Evaluate(*valid));
   if (job.verbose) {
     std::printf(" validation %s%s | lm loss PPL: %.6E\n", when.c_str(),
@@ -473,7 +474,7 @@ absl::StatusOr<PretrainResult> Finish(const PretrainConfig& c, PretrainData& dat
 bool HasValidation(const PretrainConfig& c, PretrainData& data, const DataPlan& plan,
                    const Job& job) {
   if (c.trainer.eval_iters <= 0) return false;
-  const absl::Status v = data.Valid(plan).status();
+  const absl::Status v = data.Batches(plan, data::Split::kValid).status();
   if (!v.ok() && job.verbose) {
     std::printf("no validation data (%s): evaluation disabled\n", std::string(v.message()).c_str());
   }
@@ -490,7 +491,8 @@ absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainD
   RETURN_IF_ERROR(Resume(c, job.get()));
   ASSIGN_OR_RETURN(const DataPlan plan,
                    PlanData(c, *job->parallel, job->counters.consumed_samples));
-  ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> train_data, data.Train(plan));
+  ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> train_data,
+                   data.Batches(plan, data::Split::kTrain));
   const bool has_valid = HasValidation(c, data, plan, *job);
   ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
                    Train(c, data, plan, *train_data, has_valid, *job, stop));

@@ -21,6 +21,7 @@
 #include "comm/parallel_context.h"
 #include "core/dtype.h"
 #include "core/fields.h"
+#include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/loader/blending.h"
 #include "data/loader/loader.h"
@@ -191,6 +192,15 @@ struct DataPlan {
   std::vector<double> weights;
   int64_t train_samples = 0, valid_samples = 0;
   data::LoaderConfig train, valid;
+
+  // The sample count and loader settings of the training stream (kTrain) or of one evaluation
+  // (any other split).
+  int64_t samples(data::Split split) const {
+    return split == data::Split::kTrain ? train_samples : valid_samples;
+  }
+  const data::LoaderConfig& loader(data::Split split) const {
+    return split == data::Split::kTrain ? train : valid;
+  }
 };
 // Opens the datasets of config.data_path (NotFound / DataLoss for a missing or corrupt one).
 absl::StatusOr<DataPlan> PlanData(const PretrainConfig& config,
@@ -219,11 +229,12 @@ absl::StatusOr<std::shared_ptr<const Source>> PlannedSource(const DataPlan& plan
 class PretrainData {
  public:
   virtual ~PretrainData() = default;
-  // This DP rank's training micro-batches, from plan.train.consumed_samples on.
-  virtual absl::StatusOr<std::unique_ptr<train::BatchStream>> Train(const DataPlan& plan) = 0;
-  // A fresh stream of validation micro-batches from the first (every evaluation scores the same
-  // ones); an error if the split has none (evaluation is then off).
-  virtual absl::StatusOr<std::unique_ptr<train::BatchStream>> Valid(const DataPlan& plan) = 0;
+  // This DP rank's micro-batches of `split` (plan.samples(split) samples, loaded as
+  // plan.loader(split) says): kTrain, the training stream from plan.train.consumed_samples on;
+  // kValid, a fresh stream of validation micro-batches from the first (every evaluation scores
+  // the same ones), an error if the split has none (evaluation is then off).
+  virtual absl::StatusOr<std::unique_ptr<train::BatchStream>> Batches(const DataPlan& plan,
+                                                                      data::Split split) = 0;
   // Runs on every rank after training and the final evaluation, unless stopped by a signal.
   virtual absl::Status AfterTraining(const nn::StepContext& sc, models::Model& model, bool rank0) {
     (void)sc;

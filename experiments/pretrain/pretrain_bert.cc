@@ -57,17 +57,8 @@ class BertData : public PretrainData {
  public:
   BertData(const PretrainBertConfig& c, data::BertVocab vocab) : c_(c), vocab_(std::move(vocab)) {}
 
-  absl::StatusOr<std::unique_ptr<train::BatchStream>> Train(const DataPlan& plan) override {
-    return Batches(plan, data::Split::kTrain);
-  }
-  absl::StatusOr<std::unique_ptr<train::BatchStream>> Valid(const DataPlan& plan) override {
-    return Batches(plan, data::Split::kValid);
-  }
-
- private:
   absl::StatusOr<std::unique_ptr<train::BatchStream>> Batches(const DataPlan& plan,
-                                                              data::Split split) const {
-    const bool train = split == data::Split::kTrain;
+                                                              data::Split split) override {
     auto make =
         [&](std::shared_ptr<const data::IndexedDataset> indexed,
             int64_t num_samples) -> absl::StatusOr<std::shared_ptr<const data::BertSampleSource>> {
@@ -81,13 +72,13 @@ class BertData : public PretrainData {
       ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(std::move(indexed), split, dc, vocab_));
       return data::BertDatasetSource(std::shared_ptr<const data::BertDataset>(std::move(ds)));
     };
-    ASSIGN_OR_RETURN(auto source, PlannedSource<data::BertSampleSource>(
-                                      plan, train ? plan.train_samples : plan.valid_samples, make));
-    ASSIGN_OR_RETURN(auto loader,
-                     data::BertLoader::Create(std::move(source), train ? plan.train : plan.valid));
+    ASSIGN_OR_RETURN(auto source,
+                     PlannedSource<data::BertSampleSource>(plan, plan.samples(split), make));
+    ASSIGN_OR_RETURN(auto loader, data::BertLoader::Create(std::move(source), plan.loader(split)));
     return train::BertBatches(std::move(loader));
   }
 
+ private:
   const PretrainBertConfig& c_;
   const data::BertVocab vocab_;
 };

@@ -60,13 +60,6 @@ class GptData : public PretrainData {
  public:
   explicit GptData(const PretrainGptConfig& c) : c_(c) {}
 
-  absl::StatusOr<std::unique_ptr<train::BatchStream>> Train(const DataPlan& plan) override {
-    return Batches(plan, data::Split::kTrain);
-  }
-  absl::StatusOr<std::unique_ptr<train::BatchStream>> Valid(const DataPlan& plan) override {
-    return Batches(plan, data::Split::kValid);
-  }
-
   absl::Status AfterTraining(const nn::StepContext& sc, models::Model& model, bool rank0) override {
     if (c_.generate_prompt.empty()) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::string text,
@@ -75,10 +68,8 @@ class GptData : public PretrainData {
     return absl::OkStatus();
   }
 
- private:
   absl::StatusOr<std::unique_ptr<train::BatchStream>> Batches(const DataPlan& plan,
-                                                              data::Split split) const {
-    const bool train = split == data::Split::kTrain;
+                                                              data::Split split) override {
     auto make =
         [&](std::shared_ptr<const data::IndexedDataset> indexed,
             int64_t num_samples) -> absl::StatusOr<std::shared_ptr<const data::TokenSampleSource>> {
@@ -90,13 +81,13 @@ class GptData : public PretrainData {
       ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(std::move(indexed), split, dc));
       return data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds)));
     };
-    ASSIGN_OR_RETURN(auto source, PlannedSource<data::TokenSampleSource>(
-                                      plan, train ? plan.train_samples : plan.valid_samples, make));
-    ASSIGN_OR_RETURN(auto loader,
-                     data::Loader::Create(std::move(source), train ? plan.train : plan.valid));
+    ASSIGN_OR_RETURN(auto source,
+                     PlannedSource<data::TokenSampleSource>(plan, plan.samples(split), make));
+    ASSIGN_OR_RETURN(auto loader, data::Loader::Create(std::move(source), plan.loader(split)));
     return train::LanguageModelBatches(std::move(loader));
   }
 
+ private:
   const PretrainGptConfig& c_;
 };
 
