@@ -1,7 +1,7 @@
 // The CPU kernels of fused attention (attention_cpu.h): tiles of kQueryTile query rows against
-// tiles of kKeyTile keys, widened to f32, with the tile products and exponentials of
-// core/ops/fast_math.h and the row sums and D_i dot products of core/ops/reduce_simd.h (f64
-// lanes), all SIMD with runtime dispatch.
+// tiles of kKeyTile keys, widened to f32, with the tile products, exponentials, masking and
+// score gradients of core/ops/fast_math.h and the row sums and D_i dot products of
+// core/ops/reduce_simd.h (f64 lanes), all SIMD with runtime dispatch.
 #include "core/ops/attention_cpu.h"
 
 #include <algorithm>
@@ -74,18 +74,9 @@ inline void OnlineSoftmaxRow(const Problem& p, int64_t bh, int64_t i, int64_t j0
                              float* s, float* m, float* l, float* acc, DropoutRow& drop,
                              float* factor) {
   // Scaled scores, -inf where masked (keys at or after KeyEnd(i) are causally masked).
-  const int64_t n_vis = std::min(n, p.KeyEnd(i) - j0);
-  for (int64_t jj = 0; jj < n; ++jj) {
-    const float x = p.scale * s[jj];
-    s[jj] = jj < n_vis ? x : kNegInf;
-  }
-  if (const int32_t* mask_row = p.MaskRow(bh); mask_row != nullptr) {
-    const int32_t* mask = mask_row + j0;
-    for (int64_t jj = 0; jj < n; ++jj) {
-      const float x = s[jj];
-      s[jj] = mask[jj] != 0 ? x : kNegInf;
-    }
-  }
+  const int32_t* mask_row = p.MaskRow(bh);
+  ScaleAndMask(s, p.scale, p.KeyEnd(i) - j0, mask_row == nullptr ? nullptr : mask_row + j0, n,
+               kNegInf);
   const float tile_max = MaxF32(s, n);
   if (tile_max == kNegInf) {
     // Nothing visible here (or every score -inf): the row adds nothing.
@@ -98,12 +89,10 @@ inline void OnlineSoftmaxRow(const Problem& p, int64_t bh, int64_t i, int64_t j0
   const float sum = static_cast<float>(SumF32(s, n));
   *l = *l * alpha + sum;
   *m = m_new;
-  if (alpha != 1.0f) {
-    for (int64_t d = 0; d < p.D; ++d) acc[d] *= alpha;
-  }
+  if (alpha != 1.0f) ScaleF32(acc, alpha, p.D);
   if (p.dropout != nullptr) {
     drop.Factors((bh * p.Tq + i) * p.Tk + j0, n, p.keep_scale, factor);
-    for (int64_t jj = 0; jj < n; ++jj) s[jj] *= factor[jj];
+    MulF32(s, factor, n);
   }
 }
 
@@ -144,8 +133,7 @@ void ForwardTask(const Problem& p, const T* q, const T* k, const T* v, T* out, f
     float* acc = w.acc.data() + r * D;
     const float l = w.l[r];
     // l = 0: nothing visible; the row stays zero (it only ever added zeros).
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int64_t d = 0; d < D; ++d) acc[d] *= inv;
+    ScaleF32(acc, l > 0.0f ? 1.0f / l : 0.0f, D);
     lse[bh * Tq + i0 + r] = l > 0.0f ? w.m[r] + std::log(l) : kNegInf;
   }
   FromF32(w.acc.data(), rows * D, out + (bh * Tq + i0) * D);
@@ -181,25 +169,11 @@ inline void RowGrads(const Problem& p, int64_t bh, int64_t i, int64_t j0, int64_
   // exceeds lse); zero where masked.
   const int64_t n_vis = std::clamp<int64_t>(p.KeyEnd(i) - j0, 0, n);
   ExpTerms(s, p.scale, lse_i, n_vis, pd);
-  std::fill(pd + n_vis, pd + n, 0.0f);
-  if (const int32_t* mask_row = p.MaskRow(bh); mask_row != nullptr) {
-    const int32_t* m = mask_row + j0;
-    for (int64_t jj = 0; jj < n; ++jj) {
-      const float x = pd[jj];
-      pd[jj] = m[jj] != 0 ? x : 0.0f;
-    }
-  }
-  if (p.dropout == nullptr) {
-    for (int64_t jj = 0; jj < n; ++jj) ds[jj] = p.scale * pd[jj] * (dp[jj] - d_i);
-    return;
-  }
+  const int32_t* mask_row = p.MaskRow(bh);
+  ScaleAndMask(pd, 1.0f, n_vis, mask_row == nullptr ? nullptr : mask_row + j0, n, 0.0f);
   // factor: what dropout multiplied the probability by (0 or 1 / (1 - p)).
-  drop.Factors((bh * p.Tq + i) * p.Tk + j0, n, p.keep_scale, factor);
-  for (int64_t jj = 0; jj < n; ++jj) {
-    const float prob = pd[jj];
-    pd[jj] = prob * factor[jj];
-    ds[jj] = p.scale * prob * (dp[jj] * factor[jj] - d_i);
-  }
+  if (p.dropout != nullptr) drop.Factors((bh * p.Tq + i) * p.Tk + j0, n, p.keep_scale, factor);
+  ScoreGrads(pd, dp, p.dropout == nullptr ? nullptr : factor, p.scale, d_i, n, ds);
 }
 
 // Per-thread buffers of both passes.

@@ -1,6 +1,6 @@
 // f32 math for CPU kernels: a branch-free exp for x <= 0, and SIMD kernels with runtime dispatch
-// built on it (softmax terms, their sum, a row's maximum, small matrix products). Internal to
-// core/ops.
+// built on it (softmax terms, their sum, a row's maximum, small matrix products, the masking and
+// gradients of a row of attention scores). Internal to core/ops.
 #ifndef MT_CORE_OPS_FAST_MATH_H_
 #define MT_CORE_OPS_FAST_MATH_H_
 
@@ -70,6 +70,29 @@ float MaxF32(const float* x, int64_t n);
 // or on its column's position (the column tail computes as the vectors do).
 void MatMulAcc(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                int64_t M, int64_t K, int64_t N);
+
+// ---- Rows of attention scores (fused attention's inner loops) ----
+//
+// Element-wise, with one rounding per lane operation in the order written, so that every target
+// and the scalar tails give the same bits.
+
+// x[j] = scale x[j] where j < n_vis and mask[j] != 0 (mask may be null: no padding mask), and
+// x[j] = fill elsewhere, for j < n: a row of scores with the causally masked keys (n_vis on) and
+// the padding-masked ones set to fill. n >= 0; n_vis may be below 0 or above n.
+void ScaleAndMask(float* x, float scale, int64_t n_vis, const int32_t* mask, int64_t n, float fill);
+
+// x[j] = a x[j] for j < n.
+void ScaleF32(float* x, float a, int64_t n);
+
+// x[j] = x[j] f[j] for j < n.
+void MulF32(float* x, const float* f, int64_t n);
+
+// The gradient of a row of raw attention scores from its probabilities p (in pd), the products
+// dp = dout . v_j and the row's D_i = d: ds[j] = (scale p[j]) (dp[j] f[j] - d), where f is the
+// dropout factor of each probability (factor may be null: f = 1); with a factor, pd[j] becomes
+// p[j] f[j] (the probability that multiplied v). For j < n.
+void ScoreGrads(float* pd, const float* dp, const float* factor, float scale, float d, int64_t n,
+                float* ds);
 
 }  // namespace internal
 }  // namespace ops

@@ -1,6 +1,7 @@
 // Highway compiles this file once per SIMD target (hwy/foreach_target.h re-includes it): the
 // dispatched kernels of fast_math.h.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -12,6 +13,7 @@
 #include "hwy/highway.h"
 // After highway.h, once per target.
 #include "core/ops/eight_lanes-inl.h"
+#include "core/ops/vector_range-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mt::ops::internal::HWY_NAMESPACE {
@@ -184,6 +186,57 @@ void MatMulAcc(const float* a, int64_t lda, const float* b, int64_t ldb, float* 
   for (; r < M; ++r) RowBlockTimesMatrix<1, 4>(a + r * lda, lda, b, ldb, c + r * ldc, ldc, K, N);
 }
 
+void ScaleAndMask(float* x, float scale, int64_t n_vis, const int32_t* mask, int64_t n,
+                  float fill) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t vis = std::clamp<int64_t>(n_vis, 0, n);
+  const auto vscale = hn::Set(d, scale);
+  const auto vfill = hn::Set(d, fill);
+  int64_t j = 0;
+  // Whole vectors of visible keys: only the padding mask decides.
+  for (; j + lanes <= vis; j += lanes) {
+    const VF y = hn::Mul(vscale, hn::LoadU(d, x + j));
+    if (mask == nullptr) {
+      hn::StoreU(y, d, x + j);
+    } else {
+      const auto keep = hn::RebindMask(d, hn::Ne(hn::LoadU(di, mask + j), hn::Zero(di)));
+      hn::StoreU(hn::IfThenElse(keep, y, vfill), d, x + j);
+    }
+  }
+  // The last visible keys one by one (a single product each: the same bits), then the rest.
+  for (; j < vis; ++j) x[j] = mask == nullptr || mask[j] != 0 ? scale * x[j] : fill;
+  std::fill(x + vis, x + n, fill);
+}
+
+void ScaleF32(float* x, float a, int64_t n) {
+  MapVectors<1, 1>(n, {x}, {x}, [a](DF d, const VF* v) {
+    return std::array<VF, 1>{hn::Mul(hn::Set(d, a), v[0])};
+  });
+}
+
+void MulF32(float* x, const float* f, int64_t n) {
+  MapVectors<2, 1>(n, {x, f}, {x},
+                   [](DF, const VF* v) { return std::array<VF, 1>{hn::Mul(v[0], v[1])}; });
+}
+
+void ScoreGrads(float* pd, const float* dp, const float* factor, float scale, float d_i, int64_t n,
+                float* ds) {
+  if (factor == nullptr) {
+    MapVectors<2, 1>(n, {pd, dp}, {ds}, [scale, d_i](DF d, const VF* v) {
+      return std::array<VF, 1>{
+          hn::Mul(hn::Mul(hn::Set(d, scale), v[0]), hn::Sub(v[1], hn::Set(d, d_i)))};
+    });
+    return;
+  }
+  MapVectors<3, 2>(n, {pd, dp, factor}, {pd, ds}, [scale, d_i](DF d, const VF* v) {
+    return std::array<VF, 2>{
+        hn::Mul(v[0], v[2]),
+        hn::Mul(hn::Mul(hn::Set(d, scale), v[0]), hn::Sub(hn::Mul(v[1], v[2]), hn::Set(d, d_i)))};
+  });
+}
+
 }  // namespace mt::ops::internal::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -194,6 +247,10 @@ HWY_EXPORT(ScaledExpTerms);
 HWY_EXPORT(SumExpTerms);
 HWY_EXPORT(MaxF32);
 HWY_EXPORT(MatMulAcc);
+HWY_EXPORT(ScaleAndMask);
+HWY_EXPORT(ScaleF32);
+HWY_EXPORT(MulF32);
+HWY_EXPORT(ScoreGrads);
 
 void ScaledExpTerms(const float* x, float a, float b, float c, int64_t n, float* y) {
   HWY_DYNAMIC_DISPATCH(ScaledExpTerms)(x, a, b, c, n, y);
@@ -208,6 +265,20 @@ float MaxF32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(MaxF32)(x,
 void MatMulAcc(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                int64_t M, int64_t K, int64_t N) {
   HWY_DYNAMIC_DISPATCH(MatMulAcc)(a, lda, b, ldb, c, ldc, M, K, N);
+}
+
+void ScaleAndMask(float* x, float scale, int64_t n_vis, const int32_t* mask, int64_t n,
+                  float fill) {
+  HWY_DYNAMIC_DISPATCH(ScaleAndMask)(x, scale, n_vis, mask, n, fill);
+}
+
+void ScaleF32(float* x, float a, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(x, a, n); }
+
+void MulF32(float* x, const float* f, int64_t n) { HWY_DYNAMIC_DISPATCH(MulF32)(x, f, n); }
+
+void ScoreGrads(float* pd, const float* dp, const float* factor, float scale, float d, int64_t n,
+                float* ds) {
+  HWY_DYNAMIC_DISPATCH(ScoreGrads)(pd, dp, factor, scale, d, n, ds);
 }
 
 }  // namespace mt::ops::internal

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -19,7 +20,11 @@ using internal::ExpNonPositive;
 using internal::ExpTerms;
 using internal::MatMulAcc;
 using internal::MaxF32;
+using internal::MulF32;
+using internal::ScaleAndMask;
 using internal::ScaledExpTerms;
+using internal::ScaleF32;
+using internal::ScoreGrads;
 using internal::SumExpTerms;
 
 constexpr double kU = 0x1p-24;  // f32 unit roundoff.
@@ -247,6 +252,90 @@ TEST(FastMathTest, MatMulAccRowsAndColumnsDoNotDependOnTheBlocking) {
       std::vector<float> right(M * N, 0.0f);
       MatMulAcc(a.data(), K, b.data() + j, N, right.data(), N, M, K, N - j);
       for (int64_t r = 0; r < M; ++r) ASSERT_EQ(right[r * N], all[r * N + j]) << r << ", " << j;
+    }
+  }
+}
+
+// A row of scores scaled and masked at every SIMD target, against the scalar definition to the
+// bit (one product per kept element): with and without a padding mask, the causal limit n_vis
+// before, inside (at every offset around the vector widths) and past the row.
+TEST(FastMathTest, ScaleAndMaskKeepsTheVisibleUnmaskedScoresAtEverySimdTarget) {
+  const float scale = 0.125f + 0x1p-20f;  // Products that round.
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    SCOPED_TRACE(target.name);
+    for (int64_t n : {1, 3, 4, 7, 8, 15, 16, 17, 33, 64}) {
+      const std::vector<float> x = Uniform(n, -50.0f, 50.0f, static_cast<uint32_t>(n));
+      std::vector<int32_t> mask(n);
+      for (int64_t j = 0; j < n; ++j) mask[j] = (j * 7 + 3) % 5 != 0 ? 1 : 0;
+      for (int64_t n_vis = -1; n_vis <= n + 1; ++n_vis) {
+        for (const int32_t* m :
+             {static_cast<const int32_t*>(nullptr), std::as_const(mask).data()}) {
+          std::vector<float> y = x;
+          ScaleAndMask(y.data(), scale, n_vis, m, n, -kInf);
+          for (int64_t j = 0; j < n; ++j) {
+            const bool kept = j < n_vis && (m == nullptr || m[j] != 0);
+            ASSERT_EQ(y[j], kept ? scale * x[j] : -kInf)
+                << "n " << n << " n_vis " << n_vis << " j " << j << (m ? " masked" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
+// ScaleF32 and MulF32 at every SIMD target against the scalar products, tails included.
+TEST(FastMathTest, ScaleAndMultiplyAreTheScalarProductsAtEverySimdTarget) {
+  for (const SimdTarget& target : SimdTargets()) {
+    ScopedSimdTarget scope(target);
+    SCOPED_TRACE(target.name);
+    for (int64_t n : {0, 1, 5, 8, 16, 19, 64, 100}) {
+      const std::vector<float> x = Uniform(n, -3.0f, 3.0f, 7);
+      const std::vector<float> f = Uniform(n, 0.0f, 2.0f, 8);
+      std::vector<float> scaled = x, product = x;
+      ScaleF32(scaled.data(), 1.1f, n);
+      MulF32(product.data(), f.data(), n);
+      for (int64_t j = 0; j < n; ++j) {
+        ASSERT_EQ(scaled[j], 1.1f * x[j]) << n << " " << j;
+        ASSERT_EQ(product[j], x[j] * f[j]) << n << " " << j;
+      }
+    }
+  }
+}
+
+// The score gradients ds = (scale p)(dp f - d) within a few f32 roundings of float64, with and
+// without dropout factors (0 or 1 / keep, as dropout gives), pd becoming p f; the same bits at
+// every SIMD target.
+TEST(FastMathTest, ScoreGradsMatchFloat64AndAgreeAcrossSimdTargets) {
+  const float scale = 0.125f, d_i = 0.37f, keep_scale = 1.0f / 0.9f;
+  for (int64_t n : {1, 6, 8, 16, 21, 64}) {
+    const std::vector<float> p = Uniform(n, 0.0f, 1.0f, 11);
+    const std::vector<float> dp = Uniform(n, -2.0f, 2.0f, 12);
+    std::vector<float> factor(n);
+    for (int64_t j = 0; j < n; ++j) factor[j] = j % 3 == 1 ? 0.0f : keep_scale;
+    std::vector<std::vector<float>> first;  // pd, ds without and with factors at the best target.
+    for (const SimdTarget& target : SimdTargets()) {
+      ScopedSimdTarget scope(target);
+      SCOPED_TRACE(target.name);
+      std::vector<std::vector<float>> got;
+      for (const float* f : {static_cast<const float*>(nullptr), std::as_const(factor).data()}) {
+        std::vector<float> pd = p, ds(n, -1.0f);
+        ScoreGrads(pd.data(), dp.data(), f, scale, d_i, n, ds.data());
+        for (int64_t j = 0; j < n; ++j) {
+          const double fj = f == nullptr ? 1.0 : f[j];
+          const double want = double{scale} * p[j] * (double{dp[j]} * fj - d_i);
+          const double mag = double{scale} * p[j] * (std::fabs(double{dp[j]} * fj) + d_i);
+          EXPECT_NEAR(ds[j], want, 4 * kU * mag + 1e-30) << n << " " << j;
+          EXPECT_EQ(pd[j], f == nullptr ? p[j] : p[j] * f[j]) << n << " " << j;
+        }
+        got.push_back(pd);
+        got.push_back(ds);
+      }
+      if (first.empty()) {
+        first = got;
+      } else {
+        for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], first[k]) << n << " " << k;
+      }
     }
   }
 }
