@@ -169,8 +169,10 @@ inline void RowGrads(const Problem& p, int64_t bh, int64_t i, int64_t j0, int64_
   // exceeds lse); zero where masked.
   const int64_t n_vis = std::clamp<int64_t>(p.KeyEnd(i) - j0, 0, n);
   ExpTerms(s, p.scale, lse_i, n_vis, pd);
-  const int32_t* mask_row = p.MaskRow(bh);
-  ScaleAndMask(pd, 1.0f, n_vis, mask_row == nullptr ? nullptr : mask_row + j0, n, 0.0f);
+  std::fill(pd + n_vis, pd + n, 0.0f);
+  if (const int32_t* mask_row = p.MaskRow(bh); mask_row != nullptr) {
+    ScaleAndMask(pd, 1.0f, n_vis, mask_row + j0, n, 0.0f);
+  }
   // factor: what dropout multiplied the probability by (0 or 1 / (1 - p)).
   if (p.dropout != nullptr) drop.Factors((bh * p.Tq + i) * p.Tk + j0, n, p.keep_scale, factor);
   ScoreGrads(pd, dp, p.dropout == nullptr ? nullptr : factor, p.scale, d_i, n, ds);
