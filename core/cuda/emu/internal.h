@@ -1,4 +1,5 @@
-// Shared state of the CUDA emulator's host side (runtime.cc, scheduler.cc, blas_*.cc); see emu.h.
+// Shared state of the CUDA emulator's host side (runtime.cc, streams.cc, scheduler.cc, blas_*.cc);
+// see emu.h.
 #ifndef MT_CORE_CUDA_EMU_INTERNAL_H_
 #define MT_CORE_CUDA_EMU_INTERNAL_H_
 

@@ -1,9 +1,9 @@
 // The CUDA emulator's runtime: the cudart functions the project calls, with their real names, for
 // --config=cuda_emu (where libcudart is not linked). One emulated device by default
-// (MT_CUDA_EMU_DEVICES=N for more), synchronous streams and events, and device memory that host
-// code cannot touch outside the emulated device's own work (internal.h DeviceAccess). Copies and
-// memsets check that their device ranges lie inside one allocation and that the copy kind
-// matches the pointers.
+// (MT_CUDA_EMU_DEVICES=N for more), synchronous streams and events (streams.cc), and device memory
+// that host code cannot touch outside the emulated device's own work (internal.h DeviceAccess).
+// Copies and memsets check that their device ranges lie inside one allocation and that the copy
+// kind matches the pointers.
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -14,7 +14,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "core/cuda/emu/internal.h"
@@ -522,97 +521,6 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   }
   mt::cuda_emu::SetMaxDynamicShared(func, value);
   return cudaSuccess;
-}
-
-}  // extern "C"
-
-// Streams and events: the emulated device finishes all work before a call returns, so they carry
-// no state beyond their existence, which is checked (a destroyed handle is an error).
-struct CUstream_st {};
-struct CUevent_st {};
-
-namespace mt {
-namespace cuda_emu {
-namespace {
-std::mutex handle_mutex;
-std::set<const void*>& LiveHandles() {
-  static auto* handles = new std::set<const void*>();
-  return *handles;
-}
-void AddHandle(const void* h) {
-  std::lock_guard<std::mutex> lock(handle_mutex);
-  LiveHandles().insert(h);
-}
-bool LiveHandle(const void* h) {
-  std::lock_guard<std::mutex> lock(handle_mutex);
-  return LiveHandles().count(h) != 0;
-}
-bool RemoveHandle(const void* h) {
-  std::lock_guard<std::mutex> lock(handle_mutex);
-  return LiveHandles().erase(h) != 0;
-}
-}  // namespace
-}  // namespace cuda_emu
-}  // namespace mt
-
-extern "C" {
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  *stream = new CUstream_st();
-  mt::cuda_emu::AddHandle(*stream);
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (stream == nullptr || !mt::cuda_emu::RemoveHandle(stream)) {
-    return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
-  }
-  delete stream;
-  return cudaSuccess;
-}
-
-// The null stream is always valid.
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  if (stream != nullptr && !mt::cuda_emu::LiveHandle(stream)) {
-    return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
-  }
-  return cudaSuccess;
-}
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
-  *event = new CUevent_st();
-  mt::cuda_emu::AddHandle(*event);
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (event == nullptr || !mt::cuda_emu::RemoveHandle(event)) {
-    return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
-  }
-  delete event;
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  if (event == nullptr || !mt::cuda_emu::LiveHandle(event)) {
-    return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
-  }
-  return cudaStreamSynchronize(stream);
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventRecord(event, nullptr); }
-cudaError_t cudaEventSynchronize(cudaEvent_t event) { return cudaEventRecord(event, nullptr); }
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
-  if (event == nullptr || !mt::cuda_emu::LiveHandle(event)) {
-    return mt::cuda_emu::Record(cudaErrorInvalidResourceHandle);
-  }
-  return cudaStreamSynchronize(stream);
 }
 
 }  // extern "C"
