@@ -1,6 +1,7 @@
 #include "core/alloc.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -39,6 +40,31 @@ absl::StatusOr<Tensor> AllocZeros(const ExecContext& ctx, Shape shape, DType dty
 bool InHostMemory(const TensorView& t) { return InHostMemory(t.device); }
 
 bool InHostMemory(const Device& device) { return device.is_cpu(); }
+
+absl::StatusOr<MemoryUsage> CurrentMemoryUsage(const Device& device) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return absl::InternalError("cannot read /proc/self/status");
+  MemoryUsage usage;
+  int found = 0;
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    long long kib = 0;
+    if (std::sscanf(line, "VmRSS: %lld kB", &kib) == 1) {
+      usage.resident_bytes = kib * 1024;
+      ++found;
+    } else if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) {
+      usage.peak_resident_bytes = kib * 1024;
+      ++found;
+    }
+  }
+  std::fclose(f);
+  if (found != 2) return absl::InternalError("/proc/self/status has no VmRSS/VmHWM lines");
+  if (device.is_cuda()) {
+    ASSIGN_OR_RETURN(const size_t in_use, cuda::MemoryInUse(device.index));
+    usage.device_in_use_bytes = static_cast<int64_t>(in_use);
+  }
+  return usage;
+}
 
 absl::Status SetZero(const ExecContext& ctx, const TensorView& t) {
   if (t.nbytes() == 0) return absl::OkStatus();

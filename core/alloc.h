@@ -60,6 +60,16 @@ bool InHostMemory(const Device& device);
 // for a non-contiguous view.
 absl::Status SetZero(const ExecContext& ctx, const TensorView& t);
 
+// The memory this process uses, for reports (Megatron's "memory (MB)" line): its resident set now
+// and at its peak (VmRSS and VmHWM of /proc/self/status), and on a CUDA `device` the memory in use
+// on it (cudaMemGetInfo: every process's; -1 for the CPU). Internal when /proc cannot be read;
+// the errors of cudaMemGetInfo.
+struct MemoryUsage {
+  int64_t resident_bytes = 0, peak_resident_bytes = 0;
+  int64_t device_in_use_bytes = -1;
+};
+absl::StatusOr<MemoryUsage> CurrentMemoryUsage(const Device& device);
+
 // Returns once all work queued on ctx.device (on any stream) has finished; at once for the CPU.
 absl::Status SynchronizeDevice(const ExecContext& ctx);
 

@@ -228,6 +228,25 @@ TEST(AllocTest, HostStagingPassesHostTensorsThrough) {
   EXPECT_EQ(staging.ForWriting(strided).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The resident set grows by what a new buffer's written pages take (64 MiB here, allowing for
+// pages the kernel reclaims or the allocator reuses), the peak is never below the current size,
+// and the CPU has no device figure.
+TEST(AllocTest, MemoryUsageSeesTouchedPages) {
+  absl::StatusOr<MemoryUsage> before = CurrentMemoryUsage(Device::Cpu());
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_GT(before->resident_bytes, 0);
+  EXPECT_GE(before->peak_resident_bytes, before->resident_bytes);
+  EXPECT_EQ(before->device_in_use_bytes, -1);
+  const int64_t n = int64_t{64} << 20;  // Bytes: 16 Mi f32 elements.
+  Tensor t = Tensor::Host({n / 4}, DType::kF32);
+  std::memset(t.data(), 1, n);
+  absl::StatusOr<MemoryUsage> after = CurrentMemoryUsage(Device::Cpu());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_GE(after->resident_bytes - before->resident_bytes, n * 9 / 10);
+  EXPECT_GE(after->peak_resident_bytes, after->resident_bytes);
+  EXPECT_EQ(static_cast<const unsigned char*>(t.data())[n - 1], 1);
+}
+
 // ---- CUDA (skipped without a GPU).
 
 class AllocCudaTest : public ::mt::testing::GpuTest<> {};

@@ -92,7 +92,9 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const M
     StageMemory m;
     m.parameters = store.NumLocalElements();
     const double n = static_cast<double>(m.parameters);
-    m.weights = n * (master + copy);
+    // The distributed optimizer shards the f32 masters too when the modules compute with copies.
+    const bool masters_sharded = o.distributed_optimizer && copy > 0;
+    m.weights = n * (master / (masters_sharded ? o.data_parallel : 1) + copy);
     m.gradients = n * grad;
     m.optimizer = n * moments / (o.distributed_optimizer ? o.data_parallel : 1);
     ASSIGN_OR_RETURN(const comm::PipelineInFlight in_flight,

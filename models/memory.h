@@ -5,8 +5,9 @@
 // tensor, sequence and pipeline parallelism and selective or full recomputation.
 //
 // Per parameter and rank: f32 master weights (4 B) plus, for bf16/f16 compute, the compute copy
-// (2 B); f32 gradients (4 B); the two f32 Adam moments (8 B, divided by DP with the distributed
-// optimizer; the masters stay whole, docs/perf/distributed_optimizer.md).
+// (2 B); f32 gradients (4 B); the two f32 Adam moments (8 B). The distributed optimizer divides
+// the moments by DP, and with bf16/f16 compute the masters too (the few f32_compute parameters
+// it keeps whole, norm gains and biases, are left out; docs/perf/distributed_optimizer.md).
 //
 // Activations of one transformer layer and one micro-batch, with e bytes per compute-dtype element,
 // 1-byte dropout masks, s the sequence length, b the micro batch, h the hidden size, f the MLP

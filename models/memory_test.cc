@@ -88,8 +88,9 @@ TEST(MemoryTest, StagesByHand) {
   // The last stage: one micro-batch, the final norm's and output layer's inputs, f32 logits.
   const double output = 2 * 2 * sbh + 4.0 * 1024 * 4 * v / t;
   EXPECT_DOUBLE_EQ(est->stages[1].activations, 20 * layer + output);
-  // The distributed optimizer shards each stage's moments over its DP group; sequence
-  // parallelism divides the layers' whole-kept part and the dropout masks by TP.
+  // The distributed optimizer shards each stage's moments over its DP group, and (bf16 compute)
+  // its f32 masters; sequence parallelism divides the layers' whole-kept part and the dropout
+  // masks by TP.
   o.distributed_optimizer = true;
   o.sequence_parallel = true;
   est = EstimateMemory(c, o);
@@ -97,6 +98,8 @@ TEST(MemoryTest, StagesByHand) {
   ASSERT_EQ(est->stages.size(), 2u);
   EXPECT_DOUBLE_EQ(est->stages[0].optimizer, 8.0 * est->stages[0].parameters / 2);
   EXPECT_DOUBLE_EQ(est->stages[1].optimizer, 8.0 * est->stages[1].parameters / 2);
+  EXPECT_DOUBLE_EQ(est->stages[0].weights, (4.0 / 2 + 2) * p0);  // f32 shard + bf16 copy
+  EXPECT_DOUBLE_EQ(est->stages[1].weights, (4.0 / 2 + 2) * p1);
   const double sp_layer = LayerActivationBytes(c, o);
   EXPECT_LT(sp_layer, layer);
   EXPECT_DOUBLE_EQ(est->stages[0].activations, 40 * sp_layer + 2 * sbh / t);

@@ -27,7 +27,9 @@ absl::StatusOr<int> AddGain(ParameterStore* store, const std::string& prefix, in
                      /*split_dim=*/-1,
                      Init::kOnes,
                      0.0,
-                     /*weight_decay=*/false});
+                     /*weight_decay=*/false,
+                     /*vocab_padded=*/false,
+                     /*f32_compute=*/true});
 }
 
 }  // namespace
@@ -46,7 +48,9 @@ absl::StatusOr<LayerNormModule> LayerNormModule::Create(ParameterStore* store,
                                         -1,
                                         Init::kZeros,
                                         0.0,
-                                        /*weight_decay=*/false}));
+                                        /*weight_decay=*/false,
+                                        /*vocab_padded=*/false,
+                                        /*f32_compute=*/true}));
   return m;
 }
 

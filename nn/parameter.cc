@@ -192,7 +192,97 @@ absl::Status ParameterStore::RefreshComputeWeights(const ExecContext& ctx) {
   CHECK(allocated_) << "ParameterStore::RefreshComputeWeights before Allocate";
   if (owner_ != nullptr) return owner_->RefreshComputeWeights(ctx);
   if (compute_dtype_ == DType::kF32) return absl::OkStatus();
+  if (masters_released_) return ReleasedError("RefreshComputeWeights");
   return ops::Convert(ctx, value_buffer_.view(), compute_buffer_.view());
+}
+
+const TensorView& ParameterStore::value(int handle) const {
+  const TensorView& v = buffers().values_[handle];
+  CHECK(v.data != nullptr || v.numel() == 0)
+      << "ParameterStore::value: the f32 master of " << specs_[handle].name
+      << " is sharded by the distributed optimizer; modules read compute_value(), or declare the "
+         "parameter f32_compute";
+  return v;
+}
+
+TensorView ParameterStore::flat_values() const {
+  CHECK(!buffers().masters_released_)
+      << "ParameterStore::flat_values: the f32 masters are sharded by the distributed optimizer";
+  return buffers().value_buffer_.view();
+}
+
+absl::Status ParameterStore::ReleasedError(const char* call) const {
+  return absl::FailedPreconditionError(
+      absl::StrCat("ParameterStore::", call,
+                   ": the f32 masters are sharded by the distributed optimizer (read or set them "
+                   "through train::Optimizer)"));
+}
+
+absl::Status ParameterStore::ReleaseMasters(const ExecContext& ctx) {
+  if (owner_ != nullptr || !allocated_ || masters_released_ || compute_dtype_ == DType::kF32) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ParameterStore::ReleaseMasters needs an allocated store (not a mirror) with a bf16/f16 "
+        "compute dtype whose masters are whole; this one is ",
+        owner_ != nullptr ? "a mirror" : (!allocated_ ? "unallocated" : ""),
+        masters_released_ ? "already released" : "", " with compute dtype ",
+        DTypeName(compute_dtype_)));
+  }
+  int64_t kept = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (specs_[i].f32_compute) kept += NumElements(local_shapes_[i]);
+  }
+  ASSIGN_OR_RETURN(kept_buffer_, Alloc(ctx, {kept}, DType::kF32));
+  int64_t at = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    float* data = nullptr;
+    if (specs_[i].f32_compute) {
+      data = kept_buffer_.data_as<float>() + at;
+      const TensorView kept_view(data, local_shapes_[i], DType::kF32, device_);
+      RETURN_IF_ERROR(CopyTensor(ctx, values_[i], kept_view));
+      at += kept_view.numel();
+    }
+    values_[i] = TensorView(data, local_shapes_[i], DType::kF32, device_);
+  }
+  RETURN_IF_ERROR(SynchronizeDevice(ctx));
+  value_buffer_ = Tensor();
+  masters_released_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ParameterStore::SetComputeWeightsFromHost(const ExecContext& ctx,
+                                                       const TensorView& host_values) {
+  CHECK(allocated_) << "ParameterStore::SetComputeWeightsFromHost before Allocate";
+  if (owner_ != nullptr) return owner_->SetComputeWeightsFromHost(ctx, host_values);
+  if (!masters_released_) {
+    return absl::FailedPreconditionError(
+        "ParameterStore::SetComputeWeightsFromHost: the masters are whole; use "
+        "CopyValuesFromHost");
+  }
+  RETURN_IF_ERROR(CheckHostValues("SetComputeWeightsFromHost", host_values));
+  // Rounded on the host (the same round-to-nearest-even as on a device), then uploaded.
+  HostStaging staging;
+  ASSIGN_OR_RETURN(const TensorView host_copies, staging.ForWriting(compute_buffer_.view()));
+  RETURN_IF_ERROR(ops::Convert(ExecContext(), host_values, host_copies));
+  RETURN_IF_ERROR(CopyTensor(ctx, host_copies, compute_buffer_.view()));
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!specs_[i].f32_compute) continue;
+    const TensorView from(host_values.data_as<float>() + offsets_[i], local_shapes_[i],
+                          DType::kF32);
+    RETURN_IF_ERROR(CopyTensor(ctx, from, values_[i]));
+  }
+  return SynchronizeDevice(ctx);
+}
+
+absl::Status ParameterStore::CheckHostValues(const char* call,
+                                             const TensorView& host_values) const {
+  const Shape want = {NumLocalElements()};
+  if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 || host_values.shape != want ||
+      !host_values.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ParameterStore::", call, ": host_values ", host_values.DebugString(),
+                     " must be contiguous f32", ShapeToString(want), " on cpu"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> ParameterStore::Find(const std::string& name) const {
@@ -227,6 +317,7 @@ void ParameterStore::ZeroGrads() {
 
 absl::StatusOr<Tensor> ParameterStore::CopyValuesToHost(const ExecContext& ctx) const {
   CHECK(allocated_) << "ParameterStore::CopyValuesToHost before Allocate";
+  if (buffers().masters_released_) return ReleasedError("CopyValuesToHost");
   return CopyToHost(ctx, flat_values());
 }
 
@@ -239,12 +330,8 @@ absl::Status ParameterStore::CopyValuesFromHost(const ExecContext& ctx,
                                                 const TensorView& host_values) {
   CHECK(allocated_) << "ParameterStore::CopyValuesFromHost before Allocate";
   if (owner_ != nullptr) return owner_->CopyValuesFromHost(ctx, host_values);
-  if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 ||
-      host_values.shape != value_buffer_.shape() || !host_values.IsContiguous()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ParameterStore::CopyValuesFromHost: host_values ", host_values.DebugString(),
-                     " must be contiguous f32", ShapeToString(value_buffer_.shape()), " on cpu"));
-  }
+  if (masters_released_) return ReleasedError("CopyValuesFromHost");
+  RETURN_IF_ERROR(CheckHostValues("CopyValuesFromHost", host_values));
   RETURN_IF_ERROR(CopyTensor(ctx, host_values, value_buffer_.view()));
   return RefreshComputeWeights(ctx);
 }

@@ -20,6 +20,13 @@
 // loading, tests) must refresh again. Gradients stay f32 ("main grads") whatever the compute dtype:
 // modules accumulate their compute-dtype backward products into them in f32.
 //
+// Sharded masters: with a bf16/f16 compute dtype, the distributed optimizer keeps each data-
+// parallel rank's shard of the f32 masters itself (train/distributed_optimizer.h) and calls
+// ReleaseMasters(), which frees the whole f32 master buffer. The store then keeps f32 masters only
+// of the parameters declared f32_compute (a compact buffer, updated by that optimizer), and
+// value()/flat_values() of any other parameter CHECK-fail; the compute copies are the whole
+// weights, set by the optimizer after each step (SetComputeWeightsFromHost when loading).
+//
 // Mirrors: a second instance of modules already declared in a store (a pipeline chunk that keeps
 // another micro-batch's activations, train/pipeline_schedule.h) declares its parameters in a
 // Mirror() of that store: each Add repeats the owner's declaration at the next handle and gets
@@ -62,6 +69,10 @@ struct ParamSpec {
   // whose shape follows the padded vocabulary must say so: models::CreateModel refuses a model
   // with one that does not (or with a declared one whose dimension 0 is not the vocabulary).
   bool vocab_padded = false;
+  // Modules read this parameter's f32 master, value(), in Forward/Backward instead of its compute
+  // copy (LayerNorm/RMSNorm gains and biases, the MLM output bias): when a distributed optimizer
+  // shards the masters (ReleaseMasters), the store keeps these whole on every rank.
+  bool f32_compute = false;
 };
 
 // Whether `a` and `b` declare the same parameter: name, global shape, split dimension and
@@ -112,23 +123,41 @@ class ParameterStore {
   // failures (no GPU, CPU-only build); FailedPrecondition for a mirror.
   absl::Status Allocate(uint64_t seed);
   // Rounds every f32 master value to its compute-dtype copy (a no-op for f32 compute). Call after
-  // changing the masters. Errors: those of ops::Convert (none for an allocated store).
+  // changing the masters. Errors: those of ops::Convert (none for an allocated store);
+  // FailedPrecondition after ReleaseMasters() (the sharded masters' owner sets the copies).
   absl::Status RefreshComputeWeights(const ExecContext& ctx);
+
+  // Frees the whole f32 master buffer, keeping (in a compact buffer, values unchanged) only the
+  // masters of f32_compute parameters (see the file comment). For the optimizer that then holds
+  // the sharded masters. FailedPrecondition for a mirror, an f32 compute dtype, an unallocated
+  // store or one already released; allocation errors as core/alloc.h.
+  absl::Status ReleaseMasters(const ExecContext& ctx);
+  // Whether every f32 master is held here (false after ReleaseMasters()).
+  bool masters_whole() const { return !buffers().masters_released_; }
+  // After ReleaseMasters(): sets every compute copy by rounding `host_values` (f32
+  // [NumLocalElements()] on the host, flat layout) and the kept f32 masters to their values. The
+  // caller (the owner of the sharded masters) updates its shard itself. FailedPrecondition while
+  // the masters are whole (use CopyValuesFromHost), InvalidArgument for another shape/dtype/device.
+  absl::Status SetComputeWeightsFromHost(const ExecContext& ctx, const TensorView& host_values);
 
   // Parameters declared (in a mirror: the handle its next Add gets).
   int size() const { return owner_ != nullptr ? next_ : static_cast<int>(specs_.size()); }
   const ParamSpec& spec(int handle) const { return specs_[handle]; }
-  // The f32 master weight.
-  const TensorView& value(int handle) const { return values_[handle]; }
+  // The f32 master weight. After ReleaseMasters() only for f32_compute parameters (CHECK).
+  const TensorView& value(int handle) const;
+  // This rank's shape of a parameter (valid whether or not its master is held here).
+  const Shape& local_shape(int handle) const { return local_shapes_[handle]; }
   // The weight in the compute dtype, as of the last refresh (value(handle) itself for f32).
   const TensorView& compute_value(int handle) const {
-    return compute_dtype_ == DType::kF32 ? values_[handle] : compute_values_[handle];
+    return compute_dtype_ == DType::kF32 ? buffers().values_[handle]
+                                         : buffers().compute_values_[handle];
   }
   // The f32 gradient.
-  const TensorView& grad(int handle) const { return grads_[handle]; }
+  const TensorView& grad(int handle) const { return buffers().grads_[handle]; }
   // All values / all gradients as one flat f32 tensor [NumLocalElements()]; all compute copies as
-  // one flat tensor of the compute dtype (flat_values() for f32).
-  TensorView flat_values() const { return buffers().value_buffer_.view(); }
+  // one flat tensor of the compute dtype (flat_values() for f32). flat_values() CHECK-fails after
+  // ReleaseMasters().
+  TensorView flat_values() const;
   TensorView flat_grads() const { return buffers().grad_buffer_.view(); }
   TensorView flat_compute_values() const {
     return compute_dtype_ == DType::kF32 ? flat_values() : buffers().compute_buffer_.view();
@@ -149,11 +178,13 @@ class ParameterStore {
   // Host <-> device copies of the flat buffers, in the flat layout (parameter `handle` occupies
   // [offset(handle), offset(handle) + value(handle).numel()) of each), for checkpoints and tests.
   // They work on CPU stores too (then they are plain copies). All synchronous.
-  // f32 [NumLocalElements()] host copies of all master values / all gradients.
+  // f32 [NumLocalElements()] host copies of all master values / all gradients
+  // (CopyValuesToHost: FailedPrecondition after ReleaseMasters()).
   absl::StatusOr<Tensor> CopyValuesToHost(const ExecContext& ctx) const;
   absl::StatusOr<Tensor> CopyGradsToHost(const ExecContext& ctx) const;
   // Overwrites every master value with `host_values` (f32 [NumLocalElements()] on the host, flat
-  // layout), then refreshes the compute copies. InvalidArgument for another shape/dtype/device.
+  // layout), then refreshes the compute copies. InvalidArgument for another shape/dtype/device;
+  // FailedPrecondition after ReleaseMasters().
   absl::Status CopyValuesFromHost(const ExecContext& ctx, const TensorView& host_values);
   // Element offset of a parameter in the flat buffers.
   int64_t offset(int handle) const { return offsets_[handle]; }
@@ -166,6 +197,9 @@ class ParameterStore {
  private:
   // The store whose buffers these are: the owner for a mirror.
   const ParameterStore& buffers() const { return owner_ != nullptr ? *owner_ : *this; }
+  absl::Status ReleasedError(const char* call) const;
+  // InvalidArgument unless host_values is contiguous f32 [NumLocalElements()] on the host.
+  absl::Status CheckHostValues(const char* call, const TensorView& host_values) const;
 
   int tp_rank_, tp_size_;
   DType compute_dtype_;
@@ -176,6 +210,8 @@ class ParameterStore {
   std::vector<TensorView> values_, grads_, compute_values_;  // compute_values_: non-f32 only.
   Tensor value_buffer_, grad_buffer_, compute_buffer_;
   bool allocated_ = false;
+  bool masters_released_ = false;
+  Tensor kept_buffer_;               // After ReleaseMasters(): the f32_compute parameters' masters.
   ParameterStore* owner_ = nullptr;  // Set for a mirror,
   int next_ = 0;                     // whose next Add gets this handle.
 };

@@ -371,6 +371,68 @@ INSTANTIATE_TEST_SUITE_P(HalfTypes, ComputeDTypeTest, ::testing::Values(DType::k
                            return std::string(DTypeName(info.param));
                          });
 
+// ReleaseMasters (the distributed optimizer's sharded masters): the whole master buffer goes,
+// the f32_compute parameters keep their masters (same values, a compact buffer), the compute
+// copies stay; what would read or change the released masters is refused, and
+// SetComputeWeightsFromHost sets every copy (rounded to nearest even, checked against a rounding
+// by hand) and the kept masters.
+TEST(ParameterStoreTest, ReleasedMastersKeepOnlyTheF32ComputeParameters) {
+  ParameterStore store(/*tp_rank=*/0, /*tp_size=*/2, DType::kBF16);
+  ParamSpec gain = Spec("ln.weight", {6}, -1, Init::kOnes);
+  gain.f32_compute = true;
+  ASSERT_TRUE(store.Add(Spec("w", {4, 6}, 1, Init::kNormal, 0.7)).ok());
+  ASSERT_TRUE(store.Add(gain).ok());
+  ASSERT_TRUE(store.Add(Spec("v", {6, 3}, 0, Init::kNormal, 0.01)).ok());
+  ASSERT_TRUE(store.Allocate(8).ok());
+  const ExecContext ctx;
+  const std::vector<double> copies_before = ToDoubles(store.flat_compute_values());
+  store.value(1).data_as<float>()[3] = 1.25f;
+  ASSERT_TRUE(store.masters_whole());
+  ASSERT_TRUE(store.ReleaseMasters(ctx).ok());
+  EXPECT_FALSE(store.masters_whole());
+  EXPECT_EQ(ToDoubles(store.flat_compute_values()), copies_before);
+  EXPECT_EQ(ToDoubles(store.value(1)), (std::vector<double>{1, 1, 1, 1.25, 1, 1}));
+  EXPECT_EQ(store.local_shape(0), (Shape{4, 3}));
+  // Refused: a second release, anything that reads or sets all the masters.
+  EXPECT_EQ(store.ReleaseMasters(ctx).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.RefreshComputeWeights(ctx).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.CopyValuesToHost(ctx).status().code(), absl::StatusCode::kFailedPrecondition);
+  Tensor host = Tensor::Host({store.NumLocalElements()}, DType::kF32);
+  EXPECT_EQ(store.CopyValuesFromHost(ctx, host.view()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_DEATH(store.value(0), "sharded by the distributed optimizer");
+  EXPECT_DEATH(store.flat_values(), "sharded by the distributed optimizer");
+  // A mirror made afterwards sees the same kept master and none of the others.
+  auto mirror = ParameterStore::Mirror(&store, 0);
+  ASSERT_TRUE(mirror.ok()) << mirror.status();
+  EXPECT_FALSE((*mirror)->masters_whole());
+  EXPECT_EQ((*mirror)->value(1).data, store.value(1).data);
+  // New weights: 1 + k/256 rounds to bf16 (8 significant bits) to nearest even by hand.
+  float* h = host.data_as<float>();
+  for (int64_t k = 0; k < host.numel(); ++k) h[k] = 1.0f + static_cast<float>(k) / 256.0f;
+  ASSERT_TRUE(store.SetComputeWeightsFromHost(ctx, host.view()).ok());
+  const std::vector<double> copies = ToDoubles(store.flat_compute_values());
+  for (int64_t k = 0; k < host.numel(); ++k) {
+    // Representable: 1 + j/128; k/256 halfway for odd k, which goes to the even j.
+    const int64_t j = k % 2 == 0 ? k / 2 : ((k / 2) % 2 == 0 ? k / 2 : k / 2 + 1);
+    EXPECT_EQ(copies[k], 1.0 + j / 128.0) << k;
+  }
+  for (int64_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(store.value(1).data_as<float>()[k], h[store.offset(1) + k]) << k;
+  }
+  Tensor wrong = Tensor::Host({3}, DType::kF32);
+  EXPECT_EQ(store.SetComputeWeightsFromHost(ctx, wrong.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+  // An f32 store has nothing to release; a store with whole masters takes CopyValuesFromHost.
+  ParameterStore f32(0, 1);
+  ASSERT_TRUE(f32.Add(Spec("w", {2}, -1)).ok());
+  ASSERT_TRUE(f32.Allocate(1).ok());
+  EXPECT_EQ(f32.ReleaseMasters(ctx).code(), absl::StatusCode::kFailedPrecondition);
+  Tensor two = Tensor::Host({2}, DType::kF32);
+  EXPECT_EQ(f32.SetComputeWeightsFromHost(ctx, two.view()).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(ParameterStoreTest, SameDeclarationComparesWhatPartitionsAParameter) {
   const ParamSpec a = Spec("w", {8, 4}, 0);
   ParamSpec b = Spec("w", {8, 4}, 0, Init::kZeros, 0.5);  // Another initialisation: the same.

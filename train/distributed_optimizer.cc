@@ -5,7 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/alloc.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -61,7 +63,8 @@ absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerS
     // The parameters this part overlaps, in flat order (the store lays them out contiguously).
     for (int h = 0; h < store->size(); ++h) {
       const int64_t begin = std::max(b.part_begin, store->offset(h));
-      const int64_t end = std::min(b.part_end, store->offset(h) + store->value(h).numel());
+      const int64_t end =
+          std::min(b.part_end, store->offset(h) + NumElements(store->local_shape(h)));
       if (begin < end) {
         s->pieces_.push_back({h, begin, end, b.shard_offset + (begin - b.part_begin)});
       }
@@ -170,35 +173,107 @@ absl::StatusOr<double> DistributedOptimizerState::OwnedGradSumOfSquares(const Ex
   return sum;
 }
 
+TensorView DistributedOptimizerState::OwnedMasters(const Piece& p) const {
+  if (masters_sharded_) {
+    return master_.view().Slice(p.shard_offset, p.shard_offset + (p.end - p.begin));
+  }
+  return store_->flat_values().Slice(p.begin, p.end);
+}
+
 absl::Status DistributedOptimizerState::Update(const ExecContext& ctx, const ops::AdamArgs& args,
                                                const TensorView& m, const TensorView& v) const {
-  const TensorView values = store_->flat_values(), grads = store_->flat_grads();
+  const TensorView grads = store_->flat_grads();
   for (const Piece& p : pieces_) {
     ops::AdamArgs a = args;
     if (!store_->spec(p.handle).weight_decay) a.weight_decay = 0.0f;
     const int64_t n = p.end - p.begin;
-    RETURN_IF_ERROR(ops::AdamUpdate(ctx, values.Slice(p.begin, p.end), grads.Slice(p.begin, p.end),
+    RETURN_IF_ERROR(ops::AdamUpdate(ctx, OwnedMasters(p), grads.Slice(p.begin, p.end),
                                     m.Slice(p.shard_offset, p.shard_offset + n),
                                     v.Slice(p.shard_offset, p.shard_offset + n), a));
   }
   return absl::OkStatus();
 }
 
-absl::Status DistributedOptimizerState::GatherMasters(const ExecContext& ctx) {
-  const TensorView values = store_->flat_values();
+absl::Status DistributedOptimizerState::ShardMasters(const ExecContext& ctx) {
+  const DType dtype = store_->compute_dtype();
+  if (masters_sharded_ || dtype == DType::kF32) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DistributedOptimizerState::ShardMasters: ",
+        masters_sharded_ ? "already sharded" : "an f32 compute dtype reads the masters whole"));
+  }
+  ASSIGN_OR_RETURN(master_, AllocZeros(ctx, {layout_.shard_elements}, DType::kF32));
+  RETURN_IF_ERROR(Scatter(ctx, store_->flat_values(), master_.view()));
+  ASSIGN_OR_RETURN(compute_part_, AllocZeros(ctx, {largest_part_}, dtype));
+  if (store_->NumLocalElements() % dp_->size() != 0) {
+    ASSIGN_OR_RETURN(compute_staging_, AllocZeros(ctx, {dp_->size()}, dtype));
+  }
+  int64_t kept = 0;
+  kept_offset_.assign(store_->size(), -1);
+  for (int h = 0; h < store_->size(); ++h) {
+    if (!store_->spec(h).f32_compute) continue;
+    kept_offset_[h] = kept;
+    kept += NumElements(store_->local_shape(h));
+  }
+  ASSIGN_OR_RETURN(kept_sum_, AllocZeros(ctx, {kept}, DType::kF32));
+  RETURN_IF_ERROR(store_->ReleaseMasters(ctx));
+  masters_sharded_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status DistributedOptimizerState::AllGatherParts(const ExecContext& ctx,
+                                                       const TensorView& flat,
+                                                       const Tensor& part_buffer,
+                                                       const Tensor& staging) {
   for (const ShardBucket& b : layout_.buckets) {
-    const TensorView part = parts_[0].view().Slice(0, b.padded / dp_->size());
+    const TensorView part = part_buffer.view().Slice(0, b.padded / dp_->size());
     if (b.part_end > b.part_begin) {
-      RETURN_IF_ERROR(CopyTensor(ctx, values.Slice(b.part_begin, b.part_end),
+      RETURN_IF_ERROR(CopyTensor(ctx, flat.Slice(b.part_begin, b.part_end),
                                  part.Slice(0, b.part_end - b.part_begin)));
     }
-    const TensorView out = Padded(b, values, gather_staging_);
+    const TensorView out = Padded(b, flat, staging);
     RETURN_IF_ERROR(dp_->AllGather(part, out));
-    if (out.data != values.Slice(b.begin, b.end).data) {
-      RETURN_IF_ERROR(CopyTensor(ctx, out.Slice(0, b.end - b.begin), values.Slice(b.begin, b.end)));
+    if (out.data != flat.Slice(b.begin, b.end).data) {
+      RETURN_IF_ERROR(CopyTensor(ctx, out.Slice(0, b.end - b.begin), flat.Slice(b.begin, b.end)));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status DistributedOptimizerState::GatherKeptMasters(const ExecContext& ctx) {
+  if (kept_sum_.numel() == 0) return absl::OkStatus();
+  // Each kept element is owned by exactly one rank, the others add zeros: the sum is exact.
+  RETURN_IF_ERROR(SetZero(ctx, kept_sum_.view()));
+  for (const Piece& p : pieces_) {
+    const int64_t at = kept_offset_[p.handle];
+    if (at < 0) continue;
+    const int64_t begin = at + (p.begin - store_->offset(p.handle));
+    RETURN_IF_ERROR(
+        CopyTensor(ctx, OwnedMasters(p), kept_sum_.view().Slice(begin, begin + (p.end - p.begin))));
+  }
+  RETURN_IF_ERROR(dp_->AllReduce(kept_sum_.view(), comm::ReduceOp::kSum));
+  for (int h = 0; h < store_->size(); ++h) {
+    const int64_t at = kept_offset_[h];
+    if (at < 0) continue;
+    const TensorView value = store_->value(h);
+    const TensorView from(kept_sum_.data_as<float>() + at, value.shape, DType::kF32,
+                          kept_sum_.device());
+    RETURN_IF_ERROR(CopyTensor(ctx, from, value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedOptimizerState::GatherWeights(const ExecContext& ctx) {
+  if (!masters_sharded_) {
+    return AllGatherParts(ctx, store_->flat_values(), parts_[0], gather_staging_);
+  }
+  // The compute copies of the owned elements, rounded as RefreshComputeWeights rounds
+  // (elementwise), then everyone's.
+  const TensorView copies = store_->flat_compute_values();
+  for (const Piece& p : pieces_) {
+    RETURN_IF_ERROR(ops::Convert(ctx, OwnedMasters(p), copies.Slice(p.begin, p.end)));
+  }
+  RETURN_IF_ERROR(AllGatherParts(ctx, copies, compute_part_, compute_staging_));
+  return GatherKeptMasters(ctx);
 }
 
 absl::Status DistributedOptimizerState::Gather(const ExecContext& ctx, const TensorView& shard,

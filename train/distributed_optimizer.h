@@ -21,10 +21,17 @@
 // owned slices of the f32 masters with the sharded moments, and all-gathers the updated masters
 // bucket by bucket, so every rank ends the step with the weights of the unsharded optimizer.
 //
-// What is sharded: the two Adam moments (8 bytes per parameter -> 8 / P). The f32 masters stay
-// whole in the ParameterStore, which every consumer (evaluation, checkpoints, the compute-copy
-// refresh) reads; the all-gather therefore moves the f32 masters, and each rank then rounds them
-// into its compute-dtype copies.
+// What is sharded: the two Adam moments (8 bytes per parameter -> 8 / P) always. With a bf16/f16
+// compute dtype the f32 masters too (4 bytes -> 4 / P; Megatron's layout): ShardMasters() takes
+// this rank's shard of them and releases the store's whole master buffer
+// (nn::ParameterStore::ReleaseMasters); each step then rounds the updated shard into the compute
+// copies at the owned offsets and all-gathers the compute copies (2 bytes per parameter moved
+// instead of 4), so every rank ends the step with the weights of the unsharded optimizer, bit for
+// bit (the rounding is elementwise). The few parameters modules read in f32 (declared
+// f32_compute: norm gains and biases, the MLM output bias) keep whole masters in the store, set
+// after each step by an all-reduce of the owned elements over zeros (exact). Checkpoints gather
+// the master shards (Gather) as they gather the moments. With an f32 compute dtype the masters
+// ARE the weights the modules read, so they stay whole and the all-gather moves them.
 //
 // Devices: everything lives on the store's device; the communicator must reach it.
 #ifndef MT_TRAIN_DISTRIBUTED_OPTIMIZER_H_
@@ -100,15 +107,26 @@ class DistributedOptimizerState {
   absl::StatusOr<double> OwnedGradSumOfSquares(const ExecContext& ctx, bool first_tp_rank,
                                                int skip_handle = -1) const;
 
-  // AdamW on the owned elements of the f32 masters, with the shard moments m, v (f32
+  // AdamW on the owned elements of the f32 masters (the store's, or the shard), with the shard
+  // moments m, v (f32
   // [shard_elements()]); args.weight_decay applies to the parameters whose spec asks for it, 0
   // to the others. Local.
   absl::Status Update(const ExecContext& ctx, const ops::AdamArgs& args, const TensorView& m,
                       const TensorView& v) const;
 
-  // All-gathers every rank's owned masters into the whole flat master buffer (the compute
-  // copies are not refreshed). Collective over dp.
-  absl::Status GatherMasters(const ExecContext& ctx);
+  // Takes this rank's shard of the store's f32 masters and releases the store's whole buffer (see
+  // the file comment). For a bf16/f16 compute dtype only; once. FailedPrecondition otherwise;
+  // allocation errors as core/alloc.h. Local.
+  absl::Status ShardMasters(const ExecContext& ctx);
+  // Whether ShardMasters() ran: the masters live here, f32 [shard_elements()].
+  bool masters_sharded() const { return masters_sharded_; }
+  TensorView master_shard() const { return master_.view(); }
+
+  // After Update(): every rank's updated weights everywhere. Masters whole: all-gathers the owned
+  // masters into the store's flat master buffer (the compute copies are not refreshed). Masters
+  // sharded: rounds the owned masters into the compute copies and all-gathers those, and sets
+  // the store's kept f32 masters. Collective over dp.
+  absl::Status GatherWeights(const ExecContext& ctx);
 
   // flat (f32 [N], store device) <- the shard-layout tensors of every rank (f32
   // [shard_elements()], store device), padding dropped. Collective over dp.
@@ -132,6 +150,15 @@ class DistributedOptimizerState {
 
   class LandingRequest;
 
+  // The owned f32 masters of piece p: in the store's flat buffer, or in the shard.
+  TensorView OwnedMasters(const Piece& p) const;
+  // All-gathers bucket by bucket: this rank's part of `flat` (through `part`) into every rank's
+  // `flat`, via `staging` for the padded bucket. Collective over dp.
+  absl::Status AllGatherParts(const ExecContext& ctx, const TensorView& flat,
+                              const Tensor& part_buffer, const Tensor& staging);
+  // Masters sharded: the kept f32 masters from the owned pieces (all-reduce over zeros).
+  absl::Status GatherKeptMasters(const ExecContext& ctx);
+
   // Copies bucket `index`'s reduced part from part buffer `slot` to the flat gradients and frees
   // the slot.
   absl::Status Land(size_t index, size_t slot);
@@ -148,6 +175,12 @@ class DistributedOptimizerState {
   // f32 [P] each when N mod P != 0: the padded bucket, for the reduce-scatter (only its first
   // N mod P elements are ever written, so the padding stays zero) and for the all-gathers.
   Tensor reduce_staging_, gather_staging_;
+  // Masters sharded: the shard (f32 [shard_elements()]); a compute-dtype part buffer and padded
+  // staging for the all-gather of the compute copies; the f32_compute parameters' offsets in a
+  // compact f32 buffer for their all-reduce (-1 for the others).
+  bool masters_sharded_ = false;
+  Tensor master_, compute_part_, compute_staging_, kept_sum_;
+  std::vector<int64_t> kept_offset_;
 };
 
 }  // namespace train

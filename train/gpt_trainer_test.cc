@@ -328,7 +328,11 @@ TEST_F(MpiTest, DistributedOptimizerMatchesSerialAndUnsharded) {
     EXPECT_EQ(buckets, static_cast<int64_t>(layout.buckets.size()));
     EXPECT_EQ(a.dp_calls.reduce_scatter, short_iters * buckets);
     EXPECT_EQ(a.dp_calls.all_gather, short_iters * buckets);
-    EXPECT_EQ(a.dp_calls.all_reduce, short_iters * 2);
+    // With bf16 compute the masters are sharded too (the store keeps only the f32_compute ones,
+    // all-reduced over zeros: a third all-reduce) and the all-gathers move bf16 copies.
+    const bool sharded_masters = dtype != DType::kF32;
+    EXPECT_EQ(a.masters_sharded, sharded_masters);
+    EXPECT_EQ(a.dp_calls.all_reduce, short_iters * (sharded_masters ? 3 : 2));
     EXPECT_EQ(b.dp_calls.all_reduce, short_iters * (b.buckets + 1));
     EXPECT_EQ(b.dp_calls.reduce_scatter + b.dp_calls.all_gather, 0);
     // The layers' buckets are reduce-scattered while backward goes on.
@@ -355,19 +359,24 @@ TEST_F(MpiTest, DistributedOptimizerMatchesSerialAndUnsharded) {
 // A checkpoint of the distributed optimizer has the unsharded layout: resumed at DP=2 with the
 // distributed optimizer it continues bit for bit (no clipping, as above), resumed at DP=1 within
 // float32 rounding; an unsharded optimizer's checkpoint resumes a distributed run bit for bit.
-TEST_F(MpiTest, DistributedOptimizerCheckpointsResumeAtAnotherDpSize) {
+// In f32 and in bf16, where the f32 masters are sharded too and gathered into the checkpoint.
+class DistributedCheckpointTest : public MpiTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(DistributedCheckpointTest, ResumesAtAnotherDpSize) {
+  const DType dtype = GetParam();
   ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
   auto self = comm_->Split(comm_->rank(), 0, "self");
   ASSERT_TRUE(self.ok());
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/dist_opt_ckpt";
+  const std::string dir =
+      std::string(tmp ? tmp : "/tmp") + "/dist_opt_ckpt_" + std::string(DTypeName(dtype));
   const int iters = 12, half = 6;
   OptimizerConfig plain;
   plain.clip_grad = 0;
   auto run = [&](comm::Communicator& world, const OptimizerConfig& oc, int start, int end,
                  const std::string& load, const std::string& save) {
-    HarnessConfig c = GptConfig(1, 2, 4, iters, {}, -1, DType::kF32, oc);
+    HarnessConfig c = GptConfig(1, 2, 4, iters, {}, -1, dtype, oc);
     c.start = start;
     c.end = end;
     c.load = load;
@@ -391,7 +400,14 @@ TEST_F(MpiTest, DistributedOptimizerCheckpointsResumeAtAnotherDpSize) {
   // DP=1 sums the micro-batches' gradients in another order (see the curve test for the bounds).
   EXPECT_LT(testing::WorstRelative(dp1.losses, second_half), 1e-5);
   EXPECT_LT(WorstAbsolute(dp1.last_values, full.last_values), 20 * 3e-3 * 1e-3);
+  EXPECT_EQ(dp2.masters_sharded, dtype != DType::kF32);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, DistributedCheckpointTest,
+                         ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
 
 // TP=2 x DP=2 with the distributed optimizer (4 ranks: gpt_trainer_test_np4; skipped at other
 // sizes): the serial curve within float32 rounding, and without clipping the unsharded

@@ -37,29 +37,60 @@ absl::StatusOr<CheckpointModel> ReadCheckpointModel(const std::string& load_dir,
   return m;
 }
 
-absl::StatusOr<ParameterLoad> LoadParameters(const CheckpointModel& checkpoint,
-                                             const ExecContext& ctx, nn::ParameterStore* store,
+absl::StatusOr<ParameterLoad> ReadParameters(const CheckpointModel& checkpoint,
+                                             const nn::ParameterStore& store,
+                                             const TensorView& host_values,
                                              const ParameterLoadOptions& options) {
-  // The current masters on the host (the store's own memory on the CPU): parameters the
-  // checkpoint lacks keep these values; the others are overwritten in place.
-  HostStaging staging;
-  ASSIGN_OR_RETURN(TensorView host, staging.Download(ctx, store->flat_values()));
+  if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 ||
+      host_values.shape != Shape{store.NumLocalElements()} || !host_values.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReadParameters: host_values ", host_values.DebugString(),
+                     " must be contiguous f32 [", store.NumLocalElements(), "] on cpu"));
+  }
   std::vector<TensorRecord> records;
-  for (int i = 0; i < store->size(); ++i) {
-    records.push_back(ParameterRecord(*store, i, host, store->spec(i).name));
+  for (int i = 0; i < store.size(); ++i) {
+    records.push_back(ParameterRecord(store, i, host_values, store.spec(i).name));
   }
   ReshardedLoadOptions reshard;
   reshard.allow_missing = options.allow_missing;
   reshard.allow_unexpected = options.allow_unexpected;
   reshard.skip_prefixes = {kOptimizerTensorPrefix};
   ASSIGN_OR_RETURN(ReshardedLoad loaded,
-                   LoadResharded(checkpoint.dir, checkpoint.iteration, store->tp_rank(),
-                                 store->tp_size(), checkpoint.config.vocab_size, records, reshard));
-  // Uploads the masters (a no-op copy on the CPU) and refreshes the compute copies.
-  RETURN_IF_ERROR(store->CopyValuesFromHost(ctx, host));
+                   LoadResharded(checkpoint.dir, checkpoint.iteration, store.tp_rank(),
+                                 store.tp_size(), checkpoint.config.vocab_size, records, reshard));
   ParameterLoad result;
   result.missing = std::move(loaded.missing);
   result.ignored = std::move(loaded.ignored);
+  return result;
+}
+
+absl::StatusOr<ParameterLoad> LoadParameters(const CheckpointModel& checkpoint,
+                                             const ExecContext& ctx, nn::ParameterStore* store,
+                                             const ParameterLoadOptions& options) {
+  if (!store->masters_whole()) {
+    return absl::FailedPreconditionError(
+        "LoadParameters: the store's masters are sharded by the distributed optimizer (load "
+        "with LoadWeights)");
+  }
+  // The current masters on the host (the store's own memory on the CPU): parameters the
+  // checkpoint lacks keep these values; the others are overwritten in place.
+  HostStaging staging;
+  ASSIGN_OR_RETURN(TensorView host, staging.Download(ctx, store->flat_values()));
+  ASSIGN_OR_RETURN(ParameterLoad result, ReadParameters(checkpoint, *store, host, options));
+  // Uploads the masters (a no-op copy on the CPU) and refreshes the compute copies.
+  RETURN_IF_ERROR(store->CopyValuesFromHost(ctx, host));
+  return result;
+}
+
+absl::StatusOr<ParameterLoad> LoadWeights(const CheckpointModel& checkpoint, const ExecContext& ctx,
+                                          nn::ParameterStore* store, Optimizer* optimizer,
+                                          const ParameterLoadOptions& options) {
+  if (!optimizer->masters_sharded()) return LoadParameters(checkpoint, ctx, store, options);
+  ASSIGN_OR_RETURN(Tensor whole, Alloc(ctx, {store->NumLocalElements()}, DType::kF32));
+  RETURN_IF_ERROR(optimizer->GatherValues(ctx, whole.view()));
+  ASSIGN_OR_RETURN(Tensor host, CopyToHost(ctx, whole.view()));
+  ASSIGN_OR_RETURN(ParameterLoad result, ReadParameters(checkpoint, *store, host.view(), options));
+  RETURN_IF_ERROR(optimizer->LoadValues(ctx, host.view()));
   return result;
 }
 

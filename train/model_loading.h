@@ -37,9 +37,11 @@
 #include "absl/status/statusor.h"
 #include "core/dtype.h"
 #include "core/exec_context.h"
+#include "core/tensor.h"
 #include "models/config.h"
 #include "models/model.h"
 #include "nn/parameter.h"
+#include "train/optimizer.h"
 
 namespace mt {
 namespace train {
@@ -86,6 +88,20 @@ struct ParameterLoad {
 absl::StatusOr<ParameterLoad> LoadParameters(const CheckpointModel& checkpoint,
                                              const ExecContext& ctx, nn::ParameterStore* store,
                                              const ParameterLoadOptions& options = {});
+// The same into `host_values` (f32 [store.NumLocalElements()] on the host, the store's flat
+// layout, holding the current masters: parameters the checkpoint lacks keep them), for a caller
+// that sets the masters itself (train::Optimizer::LoadValues when they are sharded).
+absl::StatusOr<ParameterLoad> ReadParameters(const CheckpointModel& checkpoint,
+                                             const nn::ParameterStore& store,
+                                             const TensorView& host_values,
+                                             const ParameterLoadOptions& options = {});
+
+// The weights only, into the store of a training job (--finetune): LoadParameters, or, when
+// `optimizer` holds the masters sharded (Optimizer::masters_sharded), the whole masters gathered,
+// read into and set through it (collective over its DP group then).
+absl::StatusOr<ParameterLoad> LoadWeights(const CheckpointModel& checkpoint, const ExecContext& ctx,
+                                          nn::ParameterStore* store, Optimizer* optimizer,
+                                          const ParameterLoadOptions& options = {});
 
 struct LoadModelOptions {
   int64_t iteration = -1;  // < 0: the latest.

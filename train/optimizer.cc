@@ -26,6 +26,11 @@ absl::Status OptimizerConfig::Validate() const {
 absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
                                             const OptimizerConfig& config, comm::Communicator* dp) {
   RETURN_IF_ERROR(config.Validate());
+  if (!store->masters_whole()) {
+    return absl::FailedPreconditionError(
+        "Optimizer::Create: the store's f32 masters are already sharded by another (distributed) "
+        "optimizer");
+  }
   Optimizer o;
   o.store_ = store;
   o.config_ = config;
@@ -45,6 +50,11 @@ absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
   // The moments live with the parameters (a GPU store: on its device).
   ExecContext on_device;
   on_device.device = store->device();
+  // With bf16/f16 compute the distributed optimizer keeps the f32 masters sharded too; the whole
+  // masters are released before the moments exist, which keeps them out of the peak.
+  if (o.dist_ != nullptr && store->compute_dtype() != DType::kF32) {
+    RETURN_IF_ERROR(o.dist_->ShardMasters(on_device));
+  }
   ASSIGN_OR_RETURN(o.m_, AllocZeros(on_device, {moment_elements}, DType::kF32));
   ASSIGN_OR_RETURN(o.v_, AllocZeros(on_device, {moment_elements}, DType::kF32));
   return o;
@@ -58,7 +68,7 @@ void Optimizer::set_pipeline(comm::Communicator* pp, int uncounted_handle,
   tied_handle_ = tied_handle;
   if (dist_ != nullptr && tied_handle >= 0) {
     const int64_t begin = store_->offset(tied_handle);
-    reducer_->Hold(begin, begin + store_->value(tied_handle).numel());
+    reducer_->Hold(begin, begin + NumElements(store_->local_shape(tied_handle)));
   }
 }
 
@@ -98,15 +108,28 @@ absl::Status Optimizer::LoadMoments(const ExecContext& ctx, const TensorView& ex
   return dist_->Scatter(ctx, exp_avg_sq, v_.view());
 }
 
+bool Optimizer::masters_sharded() const { return dist_ != nullptr && dist_->masters_sharded(); }
+
+absl::Status Optimizer::GatherValues(const ExecContext& ctx, const TensorView& values) const {
+  if (!masters_sharded()) return CopyTensor(ctx, store_->flat_values(), values);
+  return dist_->Gather(ctx, dist_->master_shard(), values);
+}
+
+absl::Status Optimizer::LoadValues(const ExecContext& ctx, const TensorView& host_values) {
+  if (!masters_sharded()) return store_->CopyValuesFromHost(ctx, host_values);
+  RETURN_IF_ERROR(store_->SetComputeWeightsFromHost(ctx, host_values));
+  return dist_->Scatter(ctx, host_values, dist_->master_shard());
+}
+
 TensorView Optimizer::exp_avg(int handle) const {
   CHECK(dist_ == nullptr) << "per-parameter moments of a distributed optimizer";
-  return TensorView(m_.data_as<float>() + store_->offset(handle), store_->value(handle).shape,
+  return TensorView(m_.data_as<float>() + store_->offset(handle), store_->local_shape(handle),
                     DType::kF32, m_.device());
 }
 
 TensorView Optimizer::exp_avg_sq(int handle) const {
   CHECK(dist_ == nullptr) << "per-parameter moments of a distributed optimizer";
-  return TensorView(v_.data_as<float>() + store_->offset(handle), store_->value(handle).shape,
+  return TensorView(v_.data_as<float>() + store_->offset(handle), store_->local_shape(handle),
                     DType::kF32, v_.device());
 }
 
@@ -140,9 +163,13 @@ absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
 absl::Status Optimizer::Update(const ExecContext& ctx, const ops::AdamArgs& args) {
   if (dist_ != nullptr) {
     RETURN_IF_ERROR(dist_->Update(ctx, args, m_.view(), v_.view()));
-    RETURN_IF_ERROR(dist_->GatherMasters(ctx));
+    RETURN_IF_ERROR(dist_->GatherWeights(ctx));
     if (embedding_ != nullptr && embedding_->size() > 1 && tied_handle_ >= 0) {
-      RETURN_IF_ERROR(embedding_->Broadcast(store_->value(tied_handle_), /*root=*/0));
+      // Sharded masters: the weights the last stage computes with; its own master shard of the
+      // copy is then not the model's (the first stage's is, which checkpoints load).
+      const bool whole = !dist_->masters_sharded() || store_->spec(tied_handle_).f32_compute;
+      RETURN_IF_ERROR(embedding_->Broadcast(
+          whole ? store_->value(tied_handle_) : store_->compute_value(tied_handle_), /*root=*/0));
     }
     return absl::OkStatus();
   }
@@ -193,8 +220,9 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
   a.step = step_;
   a.grad_scale = clip;
   RETURN_IF_ERROR(Update(ctx, a));
-  // The modules compute with the compute-dtype copies: round the new masters into them.
-  RETURN_IF_ERROR(store_->RefreshComputeWeights(ctx));
+  // The modules compute with the compute-dtype copies: round the new masters into them (sharded
+  // masters: Update has set them).
+  if (!masters_sharded()) RETURN_IF_ERROR(store_->RefreshComputeWeights(ctx));
   return stats;
 }
 

@@ -11,9 +11,11 @@
 // With use_distributed_optimizer and a data-parallel group of two or more ranks (ZeRO stage 1,
 // train/distributed_optimizer.h) the moments are this rank's shard only, the gradient buckets
 // are reduce-scattered instead of all-reduced, the norm is summed from the shards, and the
-// updated masters are all-gathered: the same AdamW kernel on the same values, so the same result
-// as the unsharded optimizer (up to the rounding of the norm's sums). With one DP rank it is the
-// unsharded optimizer (one shard is the whole state).
+// updated weights are all-gathered: the same AdamW kernel on the same values, so the same result
+// as the unsharded optimizer (up to the rounding of the norm's sums). With a bf16/f16 compute
+// dtype the f32 masters are sharded too and leave the store (masters_sharded(); read and set them
+// through GatherValues/LoadValues). With one DP rank it is the unsharded optimizer (one shard is
+// the whole state).
 #ifndef MT_TRAIN_OPTIMIZER_H_
 #define MT_TRAIN_OPTIMIZER_H_
 
@@ -84,7 +86,8 @@ class Optimizer {
   //                                                  scale, so grads become d(mean loss)/dθ)
   //   norm  <- sqrt(TP-sum(split ||g||^2 + [tp_rank == 0] replicated ||g||^2))
   //   skip if norm is not finite; else clip by clip_grad / (norm + 1e-6), AdamW with `lr`, and
-  //   store->RefreshComputeWeights (a no-op for f32 compute).
+  //   store->RefreshComputeWeights (a no-op for f32 compute; sharded masters: the all-gather of
+  //   the compute copies).
   // tp/dp may be null (size 1). Collective over both groups.
   absl::StatusOr<StepStats> Step(const ExecContext& ctx, comm::Communicator* tp,
                                  comm::Communicator* dp, double lr, double grad_divisor);
@@ -102,6 +105,17 @@ class Optimizer {
   // Not owned; must outlive Step.
   void set_pipeline(comm::Communicator* pp, int uncounted_handle,
                     comm::Communicator* embedding = nullptr, int tied_handle = -1);
+
+  // Whether this optimizer holds the f32 masters as DP shards (distributed, bf16/f16 compute): the
+  // store then has none but those of its f32_compute parameters (nn/parameter.h).
+  bool masters_sharded() const;
+  // The whole f32 masters in the store's flat layout, written to `values` (f32
+  // [NumLocalElements()] on the store's device). Collective over the DP group when
+  // masters_sharded(); a copy of the store's otherwise.
+  absl::Status GatherValues(const ExecContext& ctx, const TensorView& values) const;
+  // Sets the masters, and the compute copies from them, from whole ones in the store's flat
+  // layout (f32 [NumLocalElements()] on the host); sharded masters keep this rank's shard. Local.
+  absl::Status LoadValues(const ExecContext& ctx, const TensorView& host_values);
 
   // Adam steps taken (skipped steps excluded).
   int64_t step() const { return step_; }

@@ -9,8 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/status.h"
+#include "glog/logging.h"
 #include "nlohmann/json.hpp"
 #include "train/stop_request.h"
 
@@ -121,6 +123,25 @@ absl::Status Trainer::Log(const LogRecord& r) {
     j[absl::StrReplaceAll(loss_names_[i], {{" ", "_"}})] = r.loss.parts[i];
   }
   return jsonl_->Write(j);
+}
+
+void Trainer::ReportMemory() const {
+  if (config_.quiet || parts_.parallel->dp_rank() != 0) return;
+  const absl::StatusOr<MemoryUsage> usage = CurrentMemoryUsage(parts_.exec->device);
+  if (!usage.ok()) {
+    LOG(WARNING) << "no memory report: " << usage.status();
+    return;
+  }
+  constexpr double kMiB = 1048576.0;
+  std::string line = absl::StrFormat(
+      "[Rank %d] (after %lld iterations) memory (MB) | resident: %.1f | max resident: %.1f",
+      parts_.parallel->rank(), static_cast<long long>(iteration_), usage->resident_bytes / kMiB,
+      usage->peak_resident_bytes / kMiB);
+  if (usage->device_in_use_bytes >= 0) {
+    absl::StrAppendFormat(&line, " | device in use: %.1f", usage->device_in_use_bytes / kMiB);
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
 }
 
 nn::StepContext Trainer::MicroStep(int64_t micro) const {
@@ -300,6 +321,8 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     if (iteration_ % config_.log_interval == 0 || iteration_ == config_.train_iters) {
       RETURN_IF_ERROR(Log(interval.Mean(r, config_, world_size)));
       interval = IntervalSums();
+      if (!memory_reported_) ReportMemory();
+      memory_reported_ = true;
     }
     RETURN_IF_ERROR(CheckNonfinite(stats, acc.loss));
     if (on_iteration) RETURN_IF_ERROR(on_iteration(iteration_));

@@ -217,6 +217,11 @@ class Trainer {
   // Counts a skipped step without loss scaling; Aborted after max_nan_skips in a row.
   absl::Status CheckNonfinite(const StepStats& stats, const models::Losses& loss);
   absl::Status Log(const LogRecord& r);
+  // Megatron's report after the first logged iteration, one line per rank of DP rank 0:
+  // "[Rank R] (after N iterations) memory (MB) | resident: X | max resident: Y" (this process's
+  // resident set now and at its peak) and, on a GPU, "| device in use: Z". Not when quiet; a
+  // failed reading is a warning.
+  void ReportMemory() const;
 
   TrainerConfig config_;
   TrainingParts parts_;
@@ -231,6 +236,7 @@ class Trainer {
   int64_t nonfinite_in_a_row_ = 0;  // Skipped steps in a row without loss scaling.
   int64_t iteration_ = 0;
   bool stopped_early_ = false;
+  bool memory_reported_ = false;
 };
 
 }  // namespace train

@@ -36,8 +36,10 @@ std::vector<TensorRecord> Records(const nn::ParameterStore& store, const FlatSta
   return records;
 }
 
+// The live flat tensors; the values are left empty when the optimizer holds them sharded.
 FlatState LiveState(const nn::ParameterStore& store, const Optimizer& optimizer) {
-  return {store.flat_values(), optimizer.exp_avg(), optimizer.exp_avg_sq()};
+  return {optimizer.masters_sharded() ? TensorView() : store.flat_values(), optimizer.exp_avg(),
+          optimizer.exp_avg_sq()};
 }
 
 // Host staging of the three flat tensors: the live tensors themselves for a store in host
@@ -150,7 +152,7 @@ TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const 
   r.global_shape = spec.global_shape;
   r.split_dim = spec.split_dim;
   r.vocab_padded = spec.vocab_padded;
-  r.local = TensorView(flat.data_as<float>() + store.offset(handle), store.value(handle).shape,
+  r.local = TensorView(flat.data_as<float>() + store.offset(handle), store.local_shape(handle),
                        DType::kF32, flat.device);
   return r;
 }
@@ -171,11 +173,16 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const LossScaler& scaler, const LrSchedule& schedule,
                                const TrainingCounters& counters, const std::string& model_name) {
   FlatState live = LiveState(store, optimizer);
-  // A distributed optimizer's moments are gathered whole (every DP rank takes part), so the
-  // checkpoint has the unsharded layout and loads at any DP size.
-  Tensor whole_exp_avg, whole_exp_avg_sq;
+  // A distributed optimizer's moments (and sharded masters) are gathered whole (every DP rank
+  // takes part), so the checkpoint has the unsharded layout and loads at any DP size.
+  Tensor whole_values, whole_exp_avg, whole_exp_avg_sq;
   if (optimizer.distributed()) {
     const ExecContext ctx = StoreContext(store);
+    if (optimizer.masters_sharded()) {
+      ASSIGN_OR_RETURN(whole_values, Alloc(ctx, {store.NumLocalElements()}, DType::kF32));
+      RETURN_IF_ERROR(optimizer.GatherValues(ctx, whole_values.view()));
+      live.values = whole_values.view();
+    }
     ASSIGN_OR_RETURN(whole_exp_avg, Alloc(ctx, {store.NumLocalElements()}, DType::kF32));
     ASSIGN_OR_RETURN(whole_exp_avg_sq, Alloc(ctx, {store.NumLocalElements()}, DType::kF32));
     RETURN_IF_ERROR(optimizer.GatherMoments(ctx, whole_exp_avg.view(), whole_exp_avg_sq.view()));
@@ -203,8 +210,13 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   // Read into the live tensors in host memory, else into host staging that is then uploaded.
   const ExecContext ctx = StoreContext(*store);
   FlatState live = LiveState(*store, *optimizer);
-  // A distributed optimizer reads the whole moments on the host and keeps its shard of them.
-  Tensor whole_exp_avg, whole_exp_avg_sq;
+  // A distributed optimizer reads the whole moments (and sharded masters) on the host and keeps
+  // its shard of them.
+  Tensor whole_values, whole_exp_avg, whole_exp_avg_sq;
+  if (optimizer->masters_sharded()) {
+    whole_values = Tensor::Host({store->NumLocalElements()}, DType::kF32);
+    live.values = whole_values.view();
+  }
   if (optimizer->distributed()) {
     whole_exp_avg = Tensor::Host({store->NumLocalElements()}, DType::kF32);
     whole_exp_avg_sq = Tensor::Host({store->NumLocalElements()}, DType::kF32);
@@ -219,8 +231,8 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   CheckpointMetadata meta;
   RETURN_IF_ERROR(
       LoadThisStage(load_dir, iteration, parallel, config, Records(*store, host), &meta));
-  // The masters changed: CopyValuesFromHost also refreshes the compute-dtype copies.
-  RETURN_IF_ERROR(store->CopyValuesFromHost(ctx, host.values));
+  // The masters changed: LoadValues also sets the compute-dtype copies.
+  RETURN_IF_ERROR(optimizer->LoadValues(ctx, host.values));
   RETURN_IF_ERROR(optimizer->LoadMoments(ctx, host.exp_avg, host.exp_avg_sq));
   return RestoreTrainerState(load_dir, meta, optimizer, scaler, schedule, counters);
 }

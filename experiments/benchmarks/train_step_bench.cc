@@ -15,8 +15,9 @@
 // backward ("exposed") are printed.
 // Every rank uses --threads threads (default: cores / ranks).
 // --use_distributed_optimizer shards both optimizers' Adam moments over the DP ranks (ZeRO stage 1,
-// train/distributed_optimizer.h); the report gives the optimizer state each rank holds and every
-// rank's peak resident set (getrusage), to measure what sharding saves.
+// train/distributed_optimizer.h), and on a GPU (bf16) the f32 masters too, which leaves one
+// optimizer for both kinds of step; the report gives the masters and optimizer state each rank
+// holds and every rank's peak resident set (getrusage), to measure what sharding saves.
 //
 // With --pipeline_model_parallel_size=P > 1 each step runs the pipeline schedule (1F1B, or the
 // interleaved one with --num_layers_per_virtual_pipeline_stage) over --num_micro_batches
@@ -82,7 +83,9 @@ struct Timings {
   int64_t started_in_backward = 0;
   int64_t buckets = 0;
   int64_t moment_elements = 0;  // Of one optimizer's exp_avg on this rank.
-  int64_t part_buffers = 0;     // Distributed optimizer (overlapped): bucket-part buffers.
+  int64_t master_elements = 0;  // f32 masters on this rank (a 1/DP shard when sharded).
+  int optimizers = 1;
+  int64_t part_buffers = 0;  // Distributed optimizer (overlapped): bucket-part buffers.
   double part_buffer_mib = 0;
   std::vector<double> profiled;  // The sampled steps' times.
   StackSampler::Profile profile;
@@ -100,13 +103,15 @@ struct StepRunner {
 
   // One step with `o`: its time and the DP all-reduce time left after backward; the buckets
   // started during backward go to `started_in_backward` when it is set.
+  // overlap = false: the listener is dropped, so every bucket is reduced after backward.
   absl::StatusOr<std::pair<double, double>> Run(train::Optimizer& o, int step,
-                                                int64_t* started_in_backward) {
+                                                int64_t* started_in_backward, bool overlap = true) {
     RETURN_IF_ERROR(world.Barrier());
     auto start = std::chrono::steady_clock::now();
     sc.micro_step = step;
     RETURN_IF_ERROR(store.ZeroGrads(d.rank.exec));
     sc.grads_ready = o.BeginGradReduce(dp);
+    if (!overlap) sc.grads_ready = nullptr;
     RETURN_IF_ERROR(model.ForwardBackward(sc, batch, models::Backward::kYes).status());
     sc.grads_ready = nullptr;
     if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.rank.exec.device.index));
@@ -155,8 +160,10 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   // The after-backward optimizer (its own Adam moments, as large as the parameters twice over)
   // exists only when there is a DP all-reduce to compare: without DP it would be dead memory in
   // the peak RSS.
+  // An optimizer that shards the f32 masters (bf16 compute) takes them from the store, so there
+  // can be only one: it runs the after-backward steps too, with the overlap listener dropped.
   std::optional<train::Optimizer> after;
-  if (dp != nullptr) {
+  if (dp != nullptr && !overlapped.masters_sharded()) {
     oc.overlap_grad_reduce = false;
     ASSIGN_OR_RETURN(after, train::Optimizer::Create(&store, oc, dp));
   }
@@ -165,8 +172,9 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   Timings t;
   for (int step = 0; step < (c.steps + 1) * modes; ++step) {
     const int mode = step % modes;
-    ASSIGN_OR_RETURN(auto times, run.Run(mode == 0 ? overlapped : *after, step,
-                                         mode == 0 ? &t.started_in_backward : nullptr));
+    ASSIGN_OR_RETURN(auto times, run.Run(mode == 0 || !after ? overlapped : *after, step,
+                                         mode == 0 ? &t.started_in_backward : nullptr,
+                                         /*overlap=*/mode == 0));
     if (step >= modes) {  // The first step of each mode warms up.
       t.times[mode].push_back(times.first);
       t.exposed[mode].push_back(times.second);
@@ -174,6 +182,9 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   }
   t.buckets = overlapped.grad_reducer().num_buckets();
   t.moment_elements = overlapped.exp_avg().numel();
+  t.master_elements =
+      overlapped.masters_sharded() ? overlapped.exp_avg().numel() : store.NumLocalElements();
+  t.optimizers = after ? 2 : 1;
   if (const train::DistributedOptimizerState* dist = overlapped.distributed_state()) {
     t.part_buffers = dist->part_buffers();
     t.part_buffer_mib = 4.0 * dist->part_buffer_elements() / 1048576.0;
@@ -314,12 +325,12 @@ absl::Status ReportMemory(const BenchConfig& c, comm::Communicator& world, int d
   if (world.rank() != 0) return absl::OkStatus();
   const double mib = 1048576.0, local = static_cast<double>(store.NumLocalElements());
   std::printf(
-      "memory per rank (rank 0): f32 masters %.1f MiB, f32 gradients %.1f MiB, Adam moments "
-      "%.1f MiB per optimizer (%lld elements each: %s)%s\n",
-      4 * local / mib, 4 * local / mib, 8.0 * t.moment_elements / mib,
-      static_cast<long long>(t.moment_elements),
+      "memory per rank (rank 0): f32 masters %.1f MiB (%s), f32 gradients %.1f MiB, Adam "
+      "moments %.1f MiB per optimizer (%lld elements each: %s)%s\n",
+      4.0 * t.master_elements / mib, t.master_elements < local ? "a 1/DP shard" : "whole",
+      4 * local / mib, 8.0 * t.moment_elements / mib, static_cast<long long>(t.moment_elements),
       c.use_distributed_optimizer && dp_size > 1 ? "a 1/DP shard" : "unsharded",
-      dp_size > 1 ? "; two optimizers exist (overlapped and after-backward steps)" : "");
+      t.optimizers > 1 ? "; two optimizers exist (overlapped and after-backward steps)" : "");
   std::printf("peak RSS per rank (getrusage):");
   for (int r = 0; r < world.size(); ++r) {
     std::printf(" %.1f MiB", all.data_as<int64_t>()[r] / 1024.0);

@@ -297,7 +297,9 @@ absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Jo
   train::ParameterLoadOptions options;
   // A pipeline stage holds its own parameters only: the others' are not its to load.
   options.allow_unexpected = job->parallel->pp_size() > 1;
-  RETURN_IF_ERROR(train::LoadParameters(ckpt, job->rank.exec, job->store.get(), options).status());
+  RETURN_IF_ERROR(
+      train::LoadWeights(ckpt, job->rank.exec, job->store.get(), job->optimizer.get(), options)
+          .status());
   if (job->verbose) {
     std::printf(
         "loaded the weights of %s iteration %lld only (%s): starting at iteration 0 "

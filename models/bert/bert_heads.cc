@@ -37,7 +37,8 @@ absl::StatusOr<MlmHead> MlmHead::Create(nn::ParameterStore* store, const ModelCo
                                         nn::Init::kZeros,
                                         0.0,
                                         /*weight_decay=*/false,
-                                        /*vocab_padded=*/true}));
+                                        /*vocab_padded=*/true,
+                                        /*f32_compute=*/true}));
   return h;
 }
 

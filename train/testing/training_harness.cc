@@ -60,8 +60,15 @@ void Record(const Trainer& trainer, HarnessResult* out) {
   out->skipped = trainer.skipped_iterations();
 }
 
-std::vector<float> Masters(const nn::ParameterStore& store, const ExecContext& ec) {
-  auto host = CopyToHost(ec, store.flat_values());
+// The whole f32 masters (gathered over DP when the optimizer shards them).
+std::vector<float> Masters(const nn::ParameterStore& store, const Optimizer& opt,
+                           const ExecContext& ec) {
+  auto whole = Alloc(ec, {store.NumLocalElements()}, DType::kF32);
+  if (!Ok(whole.status(), "allocating the masters") ||
+      !Ok(opt.GatherValues(ec, whole->view()), "gathering the masters")) {
+    return {};
+  }
+  auto host = CopyToHost(ec, whole->view());
   if (!Ok(host.status(), "copying the masters")) return {};
   return std::vector<float>(host->data_as<float>(),
                             host->data_as<float>() + store.NumLocalElements());
@@ -140,7 +147,7 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
                                       &scaler, chunk_ptrs, more_chunks});
   if (!Ok(trainer.status(), "trainer")) return out;
   (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
-  out.first_values = Masters(store, d.ec);
+  out.first_values = Masters(store, *opt, d.ec);
   out.first_compute = ComputeCopies(store, d.ec);
   (*parallel)->dp().ResetCounters();
   Ok((*trainer)->Train(**batches, c.start, nullptr, nullptr), "training");
@@ -149,11 +156,12 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   out.final_scale = scaler.scale();
   out.schedule_samples = schedule.samples();
   out.buckets = opt->grad_reducer().num_buckets();
+  out.masters_sharded = opt->masters_sharded();
   out.buckets_in_backward = opt->grad_reducer().buckets_started_in_backward();
-  out.last_values = Masters(store, d.ec);
+  out.last_values = Masters(store, *opt, d.ec);
   out.last_compute = ComputeCopies(store, d.ec);
   for (int i = 0; i < store.size() && !out.last_values.empty() && !out.first_values.empty(); ++i) {
-    const int64_t n = store.value(i).numel();
+    const int64_t n = NumElements(store.local_shape(i));
     const float* first = out.first_values.data() + store.offset(i);
     const float* last = out.last_values.data() + store.offset(i);
     out.first_by_name[store.spec(i).name].assign(first, first + n);

@@ -9,7 +9,11 @@
 #   - the unsharded optimizer's checkpoint resumes a distributed run bit for bit;
 #   - with pipeline stages, PP=2 x DP=2 on 4 ranks (the tied word embedding's gradient summed
 #     across the stages before the reduce-scatter): within float32 rounding of the DP=2 curve,
-#     and resumed from its iteration-10 checkpoint (mp_rank_00_000, mp_rank_00_001) bit for bit.
+#     and resumed from its iteration-10 checkpoint (mp_rank_00_000, mp_rank_00_001) bit for bit;
+#   - with --bf16 (the f32 masters sharded too, bf16 weights all-gathered): the curve and the
+#     checkpoints are still the unsharded optimizer's bit for bit, --finetune from that checkpoint
+#     (the weights read through the optimizer's shards) gives the unsharded run's curve, and the
+#     memory line after the first iteration shows the smaller resident set.
 #   distributed_optimizer_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
@@ -46,6 +50,20 @@ run pp2 4 --save="$work/pp2" --use_distributed_optimizer --pipeline_model_parall
 [[ -d "$work/pp2/iter_0000010/mp_rank_00_001" ]] || fail "PP=2: no mp_rank_00_001 shard"
 from10 pp2 pp2_10
 run pp2_resumed 4 --load="$work/pp2_10" --use_distributed_optimizer --pipeline_model_parallel_size=2
+run plain16 2 --bf16 --save="$work/plain16"
+run dist16 2 --bf16 --save="$work/dist16" --use_distributed_optimizer
+cmp "$work/plain16/iter_0000020/mp_rank_00/model_optim.safetensors" \
+  "$work/dist16/iter_0000020/mp_rank_00/model_optim.safetensors" ||
+  fail "bf16: the distributed optimizer's checkpoint differs from the unsharded one"
+for opt in "" --use_distributed_optimizer; do
+  run "ft16$opt" 2 --bf16 --load="$work/dist16" --finetune --train_iters=4 --save_interval=0 $opt
+  grep -q "loaded the weights of $work/dist16 iteration 20 only" "$work/ft16$opt.out" ||
+    { head -5 "$work/ft16$opt.out"; fail "ft16$opt did not load the weights"; }
+done
+for name in plain16 dist16; do
+  grep -Eq "^\[Rank 0\] \(after 1 iterations\) memory \(MB\) \| resident: [0-9.]+ \| max resident: [0-9.]+$" \
+    "$work/$name.out" || { cat "$work/$name.out"; fail "$name: no memory line"; }
+done
 for name in dp2 dp1 from_plain pp2_resumed; do
   grep -q "loaded checkpoint from $work/.* at iteration 10" "$work/$name.out" ||
     { head -5 "$work/$name.out"; fail "$name did not resume at 10"; }
@@ -79,6 +97,17 @@ for i in resumed:
     assert resumed[i]["lm_loss"] == pp2[i]["lm_loss"], ("pp2", i, resumed[i], pp2[i])
 pp_worst = max(abs(pp2[i]["lm_loss"] - dist[i]["lm_loss"]) / dist[i]["lm_loss"] for i in pp2)
 assert pp_worst < 1e-5, pp_worst
+plain16, dist16 = log("plain16"), log("dist16")
+assert sorted(dist16) == list(range(1, 21)), sorted(dist16)
+for i in dist16:
+    assert dist16[i]["lm_loss"] == plain16[i]["lm_loss"], ("bf16", i, dist16[i], plain16[i])
+ft_plain, ft_dist = log("ft16"), log("ft16--use_distributed_optimizer")
+assert sorted(ft_dist) == list(range(1, 5)), sorted(ft_dist)
+for i in ft_dist:
+    assert ft_dist[i]["lm_loss"] == ft_plain[i]["lm_loss"], ("finetune", i, ft_dist[i], ft_plain[i])
+assert ft_dist[1]["lm_loss"] < plain16[1]["lm_loss"] - 0.5, (ft_dist[1], plain16[1])
+print("bf16 with sharded masters: 20 steps and the checkpoint identical to the unsharded "
+      "optimizer, --finetune from it identical")
 print("PP=2 x DP=2: within %.2g relative of DP=2; resumed at iteration 10 bit for bit" % pp_worst)
 print("distributed optimizer: 20 steps at DP=2 identical to the unsharded optimizer, checkpoints "
       "byte-identical; resumed at iteration 10: DP=2 and from an unsharded checkpoint bit for "
