@@ -289,6 +289,43 @@ absl::Status DistributedOptimizerState::Gather(const ExecContext& ctx, const Ten
   return absl::OkStatus();
 }
 
+absl::Status DistributedOptimizerState::GatherToRoot(const ExecContext& ctx,
+                                                     const TensorView& shard,
+                                                     const TensorView& host_flat) const {
+  const int p = dp_->size();
+  if (dp_->rank() != 0) {
+    for (const ShardBucket& b : layout_.buckets) {
+      RETURN_IF_ERROR(
+          dp_->Send(shard.Slice(b.shard_offset, b.shard_offset + b.padded / p), /*peer=*/0));
+    }
+    return absl::OkStatus();
+  }
+  if (!InHostMemory(host_flat) || host_flat.dtype != DType::kF32 ||
+      host_flat.shape != Shape{store_->NumLocalElements()} || !host_flat.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DistributedOptimizerState::GatherToRoot: host_flat ", host_flat.DebugString(),
+                     " must be contiguous f32 [", store_->NumLocalElements(), "] in host memory"));
+  }
+  // The messages arrive on the device the senders' shards live on (a NCCL communicator moves
+  // device memory between devices and host memory through MPI: both ends must agree).
+  ASSIGN_OR_RETURN(Tensor received, Alloc(ctx, {largest_part_}, DType::kF32));
+  for (const ShardBucket& b : layout_.buckets) {
+    const int64_t part = b.padded / p;
+    for (int r = 0; r < p; ++r) {
+      const int64_t begin = b.begin + r * part, end = std::min(b.end, begin + part);
+      TensorView from = shard.Slice(b.shard_offset, b.shard_offset + part);
+      if (r > 0) {
+        from = received.view().Slice(0, part);
+        RETURN_IF_ERROR(dp_->Recv(from, r));
+      }
+      if (end > begin) {
+        RETURN_IF_ERROR(CopyTensor(ctx, from.Slice(0, end - begin), host_flat.Slice(begin, end)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DistributedOptimizerState::Scatter(const ExecContext& ctx, const TensorView& flat,
                                                 const TensorView& shard) const {
   for (const ShardBucket& b : layout_.buckets) {

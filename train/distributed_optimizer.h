@@ -132,6 +132,14 @@ class DistributedOptimizerState {
   // [shard_elements()], store device), padding dropped. Collective over dp.
   absl::Status Gather(const ExecContext& ctx, const TensorView& shard, const TensorView& flat);
 
+  // On DP rank 0: host_flat (f32 [N] in host memory) <- every rank's shard-layout tensor (shard,
+  // f32 [shard_elements()], store device), padding dropped; the other ranks send theirs, bucket
+  // part by bucket part (point-to-point messages through a part-sized buffer on the store's
+  // device), so no rank holds the whole tensor on its device; host_flat is ignored (may be
+  // empty) there. Collective over dp.
+  absl::Status GatherToRoot(const ExecContext& ctx, const TensorView& shard,
+                            const TensorView& host_flat) const;
+
   // shard (f32 [shard_elements()], store device) <- this rank's elements of `flat` (f32 [N],
   // host or store device); padding left as it is. Local.
   absl::Status Scatter(const ExecContext& ctx, const TensorView& flat,

@@ -88,14 +88,19 @@ absl::Status Optimizer::FinishGradReduce() {
   return absl::OkStatus();
 }
 
-absl::Status Optimizer::GatherMoments(const ExecContext& ctx, const TensorView& exp_avg,
-                                      const TensorView& exp_avg_sq) const {
+absl::Status Optimizer::GatherStateToRoot(const ExecContext& ctx, const TensorView& values,
+                                          const TensorView& exp_avg,
+                                          const TensorView& exp_avg_sq) const {
   if (dist_ == nullptr) {
-    RETURN_IF_ERROR(CopyTensor(ctx, m_.view(), exp_avg));
-    return CopyTensor(ctx, v_.view(), exp_avg_sq);
+    return absl::FailedPreconditionError(
+        "Optimizer::GatherStateToRoot: the optimizer is not distributed; read its live tensors");
   }
-  RETURN_IF_ERROR(dist_->Gather(ctx, m_.view(), exp_avg));
-  return dist_->Gather(ctx, v_.view(), exp_avg_sq);
+  RETURN_IF_ERROR(dist_->GatherToRoot(ctx, m_.view(), exp_avg));
+  RETURN_IF_ERROR(dist_->GatherToRoot(ctx, v_.view(), exp_avg_sq));
+  if (dist_->masters_sharded()) {
+    RETURN_IF_ERROR(dist_->GatherToRoot(ctx, dist_->master_shard(), values));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Optimizer::LoadMoments(const ExecContext& ctx, const TensorView& exp_avg,

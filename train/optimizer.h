@@ -129,10 +129,14 @@ class Optimizer {
   TensorView exp_avg_sq() const { return v_.view(); }
   TensorView exp_avg(int handle) const;
   TensorView exp_avg_sq(int handle) const;
-  // The whole moments in the store's flat layout, written to f32 [NumLocalElements()] tensors on
-  // the store's device (for checkpoints). Collective over the DP group when distributed.
-  absl::Status GatherMoments(const ExecContext& ctx, const TensorView& exp_avg,
-                             const TensorView& exp_avg_sq) const;
+  // Distributed: the whole state in the store's flat layout on DP rank 0 only, for checkpoints:
+  // `exp_avg`, `exp_avg_sq` and, when masters_sharded(), `values` (f32 [NumLocalElements()] in
+  // host memory there; ignored, and may be empty, on the other ranks, and `values` also when the
+  // store holds the masters). Every rank's shards go to DP rank 0 part by part, so no rank holds
+  // a whole copy on its device. Collective over the DP group; FailedPrecondition when not
+  // distributed (read the live tensors).
+  absl::Status GatherStateToRoot(const ExecContext& ctx, const TensorView& values,
+                                 const TensorView& exp_avg, const TensorView& exp_avg_sq) const;
   // Sets the moments from whole ones in the store's flat layout (f32 [NumLocalElements()], host
   // or the store's device); a distributed optimizer keeps its shard of them. Local.
   absl::Status LoadMoments(const ExecContext& ctx, const TensorView& exp_avg,

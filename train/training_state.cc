@@ -173,21 +173,24 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const LossScaler& scaler, const LrSchedule& schedule,
                                const TrainingCounters& counters, const std::string& model_name) {
   FlatState live = LiveState(store, optimizer);
-  // A distributed optimizer's moments (and sharded masters) are gathered whole (every DP rank
-  // takes part), so the checkpoint has the unsharded layout and loads at any DP size.
-  Tensor whole_values, whole_exp_avg, whole_exp_avg_sq;
+  // A distributed optimizer's moments (and sharded masters) are gathered whole on DP rank 0, the
+  // writer, in host memory (every DP rank takes part; no rank holds them whole on its device),
+  // so the checkpoint has the unsharded layout and loads at any DP size.
+  Tensor host_values, host_exp_avg, host_exp_avg_sq;
   if (optimizer.distributed()) {
-    const ExecContext ctx = StoreContext(store);
-    if (optimizer.masters_sharded()) {
-      ASSIGN_OR_RETURN(whole_values, Alloc(ctx, {store.NumLocalElements()}, DType::kF32));
-      RETURN_IF_ERROR(optimizer.GatherValues(ctx, whole_values.view()));
-      live.values = whole_values.view();
+    if (parallel.dp_rank() == 0) {
+      const Shape flat = {store.NumLocalElements()};
+      host_exp_avg = Tensor::Host(flat, DType::kF32);
+      host_exp_avg_sq = Tensor::Host(flat, DType::kF32);
+      live.exp_avg = host_exp_avg.view();
+      live.exp_avg_sq = host_exp_avg_sq.view();
+      if (optimizer.masters_sharded()) {
+        host_values = Tensor::Host(flat, DType::kF32);
+        live.values = host_values.view();
+      }
     }
-    ASSIGN_OR_RETURN(whole_exp_avg, Alloc(ctx, {store.NumLocalElements()}, DType::kF32));
-    ASSIGN_OR_RETURN(whole_exp_avg_sq, Alloc(ctx, {store.NumLocalElements()}, DType::kF32));
-    RETURN_IF_ERROR(optimizer.GatherMoments(ctx, whole_exp_avg.view(), whole_exp_avg_sq.view()));
-    live.exp_avg = whole_exp_avg.view();
-    live.exp_avg_sq = whole_exp_avg_sq.view();
+    RETURN_IF_ERROR(optimizer.GatherStateToRoot(StoreContext(store), host_values.view(),
+                                                host_exp_avg.view(), host_exp_avg_sq.view()));
   }
   if (parallel.dp_rank() == 0) {
     RETURN_IF_ERROR(SaveThisShard(save_dir, parallel, config, store, live,

@@ -62,7 +62,7 @@ TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const 
 
 // The records of every parameter and its Adam moments: views of the live tensors (on the store's
 // device), or of `host` when given (which must hold the store's flat layout). A distributed
-// optimizer has no live moments in that layout: give `host` (Optimizer::GatherMoments).
+// optimizer has no live moments in that layout: give `host` (Optimizer::GatherStateToRoot).
 std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
                                           const Optimizer& optimizer,
                                           const HostTrainingState* host = nullptr);
