@@ -92,20 +92,25 @@ absl::Status PrintMemory(const mt::models::ModelConfig& config, int tp) {
           : "");
   std::printf("activations per layer and micro-batch: %.2f MiB (Korthikanti et al. 2022)\n",
               est.layer_activations / (1024.0 * 1024));
-  std::printf("%-6s %12s %8s %8s %9s %6s %9s %5s %11s %8s\n", "stage", "parameters", "layers",
-              "weights", "gradients", "optim", "in_flight", "sets", "activations", "total");
+  std::printf("held per layer and micro-batch: %.2f MiB (this stack's layers)\n",
+              est.layer_held / (1024.0 * 1024));
+  std::printf("%-6s %12s %8s %8s %9s %6s %9s %5s %11s %8s %8s\n", "stage", "parameters", "layers",
+              "weights", "gradients", "optim", "in_flight", "sets", "activations", "total", "held");
   for (size_t i = 0; i < est.stages.size(); ++i) {
     const StageMemory& m = est.stages[i];
-    std::printf("%-6zu %12lld %8lld %8s %9s %6s %9lld %5lld %11s %8s\n", i,
+    std::printf("%-6zu %12lld %8lld %8s %9s %6s %9lld %5lld %11s %8s %8s\n", i,
                 static_cast<long long>(m.parameters), static_cast<long long>(m.layers),
                 GiB(m.weights).c_str(), GiB(m.gradients).c_str(), GiB(m.optimizer).c_str(),
                 static_cast<long long>(m.in_flight), static_cast<long long>(m.activation_sets),
-                GiB(m.activations).c_str(), GiB(m.total()).c_str());
+                GiB(m.activations).c_str(), GiB(m.total()).c_str(), GiB(m.held).c_str());
   }
   std::printf(
       "(GiB per rank; in_flight: the most micro-batches in flight at once, in chunk units; sets: "
       "the activation sets kept, each chunk's own peak (more than in_flight when interleaved "
-      "chunks peak at different times); total: weights + gradients + optim + activations)\n");
+      "chunks peak at different times); activations: Korthikanti et al.'s count; total: weights + "
+      "gradients + optim + activations; held: what this stack's transformer layers and residual "
+      "streams keep in those sets, which a run measures: no s x s scores (fused attention), "
+      "dropout masks recomputed from their keys)\n");
   return absl::OkStatus();
 }
 

@@ -23,12 +23,16 @@ out=$("$bin" --model=gpt2-1.2b --tensor_model_parallel_size=2 --pipeline_model_p
 h=1536
 p0=$((50432 / 2 * h + 1024 * h + 20 * ((12 * h * h + 7 * h) / 2 + 6 * h)))
 # Per layer: s b h (10 + 24 / t + 5 a s / (h t)) bytes; stage 0 keeps both in-flight
-# micro-batches' 20 layers and their embedding dropout masks (s b h each).
+# micro-batches' 20 layers and their embedding dropout masks (s b h each). Held (this stack, e = 2,
+# rows = s b, f = 4 h, a = 16, t = 2): per layer (4 e h + 16) rows + e (4 h + 2 f) rows / t +
+# (4 e h + 4 a) rows / t, and 21 residual-stream tensors of e rows h per set.
 want=$(awk -v p="$p0" -v h="$h" 'BEGIN {
   g = 1024 * 1024 * 1024; sbh = 1024 * 4 * h; layer = sbh * (10 + 12 + 5 * 16 * 1024 / (h * 2));
   act = 40 * layer + 2 * sbh;
-  printf "0 %d 20 %.3f %.3f %.3f 2 2 %.3f %.3f", p, 6 * p / g, 4 * p / g, 8 * p / g, act / g,
-    (18 * p + act) / g }')
+  rows = 1024 * 4; held_layer = (8 * h + 16) * rows + 2 * 12 * h * rows / 2 + (8 * h + 64) * rows / 2;
+  held = 2 * (20 * held_layer + 21 * 2 * rows * h);
+  printf "0 %d 20 %.3f %.3f %.3f 2 2 %.3f %.3f %.3f", p, 6 * p / g, 4 * p / g, 8 * p / g, act / g,
+    (18 * p + act) / g, held / g }')
 got=$(grep -E '^0 +[0-9]' <<<"$out" | tr -s ' ')
 [[ "$got" == "$want" ]] || fail "stage 0 memory: got '$got', want '$want' in: $out"
 grep -q "^memory per rank: TP 2 x PP 2 x DP 2, micro batch 4 x 1024 tokens, bf16 compute" <<<"$out" ||

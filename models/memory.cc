@@ -60,6 +60,21 @@ double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
   return whole + split + scores;
 }
 
+double StackLayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
+  if (o.recompute == nn::Recompute::kYes) return 0;
+  const double e = static_cast<double>(DTypeSize(o.compute_dtype));
+  const double rows = static_cast<double>(SeqLength(config, o)) * o.micro_batch;
+  const double h = static_cast<double>(config.hidden_size);
+  const double f = static_cast<double>(config.ffn());
+  const double a = config.num_attention_heads;
+  const double t = o.tensor_parallel, sp = o.sequence_parallel ? t : 1.0;
+  const double whole = (4 * e * h + 16) * rows / sp;
+  const double split = e * (4 * h + 2 * f) * rows / t;
+  const double core =
+      o.recompute == nn::Recompute::kSelective ? 0.0 : (4 * e * h + 4 * a) * rows / t;
+  return whole + split + core;
+}
+
 absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const MemoryOptions& o) {
   RETURN_IF_ERROR(config.ValidateParallel(o.tensor_parallel));
   RETURN_IF_ERROR(CheckOptions(config, o));
@@ -75,6 +90,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const M
 
   MemoryEstimate est;
   est.layer_activations = LayerActivationBytes(config, o);
+  est.layer_held = StackLayerActivationBytes(config, o);
   for (int stage = 0; stage < split.stages; ++stage) {
     nn::ParameterStore store(/*tp_rank=*/0, o.tensor_parallel, o.compute_dtype);
     std::vector<std::unique_ptr<Model>> chunks;
@@ -106,6 +122,9 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const M
     m.layers = per_chunk * split.virtual_stages;
     // Each activation set: its chunk's layers.
     m.activations = static_cast<double>(m.activation_sets * per_chunk) * est.layer_activations;
+    m.held = static_cast<double>(m.activation_sets) *
+             (static_cast<double>(per_chunk) * est.layer_held +
+              static_cast<double>(per_chunk + 1) * e * sbh / sp);
     // Input and output layers (the paper's section 4.3), in the sets of the first and last chunk.
     if (stage == 0) {  // The embedding's dropout mask.
       m.activations += static_cast<double>(in_flight.chunk_peaks.front()) * sbh / sp;

@@ -24,6 +24,21 @@
 // the last the final norm's and the output layer's inputs (2 e s b h, / t with SP) and the f32
 // logits of the loss (4 s b V / t) for one micro-batch.
 //
+// What this stack's layers hold (StageMemory::held, what Model::activation_bytes().held measures
+// after a forward): its fused attention keeps no s x s scores and recomputes dropout masks from
+// their keys instead of storing them, but keeps the QKV projection both fused and split by head.
+// Per GeLU-MLP layer (nn/transformer.h's TransformerLayer, nn/attention.h):
+//   kept whole:  4 e s b h + 16 s b    (the two norms' outputs, the residual after the attention,
+//                                       the branch before its dropout-add; two norms' f32 mean
+//                                       and 1/sigma per position), / t with sequence parallelism
+//   split:       e (4 h + 2 f) s b / t (the fused QKV output, the attention output before and
+//                                       after its projection's layout change, the MLP's GeLU
+//                                       input and output)
+//   core:        4 e s b h / t + 4 a s b / t (Q, K, V and the context by head, the f32
+//                                       log-sum-exp per head and position), 0 when selective
+// and 0 with full recomputation; the stack keeps its layers' inputs and output, (L + 1) e s b h
+// per chunk (/ t with sequence parallelism).
+//
 // Micro-batches in flight on a stage: comm::PipelineInFlightMicroBatches over the schedule's ops
 // (stage s of P keeps min(P - s, m) with one chunk). As Megatron, the pipeline keeps every
 // in-flight micro-batch's activations, in a model chunk instance each (train/pipeline_schedule.h),
@@ -69,16 +84,22 @@ struct StageMemory {
   int64_t activation_sets = 0;  // Kept: the sum of the chunks' peaks (see above).
   int64_t layers = 0;           // Transformer layers on this stage (all chunks).
   double activations = 0;       // Of the activation sets.
+  double held = 0;  // This stack's transformer layers and residual streams, all sets (above).
   double total() const { return weights + gradients + optimizer + activations; }
 };
 
 struct MemoryEstimate {
   double layer_activations = 0;  // One layer, one micro-batch (the formula above).
+  double layer_held = 0;         // The same as this stack holds (StackLayerActivationBytes).
   std::vector<StageMemory> stages;
 };
 
 // Activation bytes of one transformer layer and one micro-batch (the formula above).
 double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& options);
+
+// Activation bytes this stack's transformer layer holds for one micro-batch (the formula above;
+// its residual-stream tensors aside).
+double StackLayerActivationBytes(const ModelConfig& config, const MemoryOptions& options);
 
 // InvalidArgument for options the drivers refuse (a TP degree that does not divide the heads, a
 // pipeline split that does not divide the layers, sequence parallelism without TP > 1 or with a

@@ -2,8 +2,12 @@
 
 #include <cstdint>
 
+#include "core/exec_context.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
+#include "models/testing/model_testutil.h"
+#include "nn/context.h"
+#include "nn/parameter.h"
 
 namespace mt {
 namespace models {
@@ -13,6 +17,46 @@ ModelConfig Gpt2_1_2b() {
   auto m = FindModel("gpt2-1.2b");  // L 40, h 1536, a 16, s 1024.
   EXPECT_TRUE(m.ok()) << m.status();
   return m->config;
+}
+
+// What this stack's layers hold: the formula against a real GPT's forward (CPU, TP = 1), equal to
+// the byte in f32 and bf16, without recomputation, selective and full; and the stage's held
+// figure is the layers plus the residual stream.
+TEST(MemoryTest, HeldActivationsAreWhatAGptForwardHolds) {
+  ModelConfig c = Gpt2_1_2b();
+  c.num_layers = 3;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.vocab_size = 96;
+  c.max_position_embeddings = 16;
+  const int64_t B = 2, T = 16;
+  const testing::LmBatch batch = testing::MakeLmBatch(B, T, c.vocab_size);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (nn::Recompute r : {nn::Recompute::kNo, nn::Recompute::kSelective, nn::Recompute::kYes}) {
+      nn::ParameterStore store(0, 1, dtype);
+      ModelOptions mo;
+      mo.recompute = r;
+      auto model = CreateModel(c, &store, mo);
+      ASSERT_TRUE(model.ok()) << model.status();
+      ASSERT_TRUE(store.Allocate(1).ok());
+      ExecContext ec;
+      nn::StepContext sc;
+      sc.exec = &ec;
+      ASSERT_TRUE((*model)->ForwardBackward(sc, batch.view(), Backward::kNo).ok());
+      MemoryOptions o;
+      o.compute_dtype = dtype;
+      o.micro_batch = B;
+      o.seq_length = T;
+      o.recompute = r;
+      const double residual = (c.num_layers + 1.0) * DTypeSize(dtype) * B * T * c.hidden_size;
+      const double held = c.num_layers * StackLayerActivationBytes(c, o) + residual;
+      EXPECT_EQ(static_cast<double>((*model)->activation_bytes().held), held)
+          << DTypeName(dtype) << " recompute " << static_cast<int>(r);
+      auto est = EstimateMemory(c, o);
+      ASSERT_TRUE(est.ok()) << est.status();
+      EXPECT_EQ(est->stages[0].held, held);
+    }
+  }
 }
 
 // The paper's per-layer formulas (Korthikanti et al. 2022, section 4: 16-bit activations, byte
