@@ -3,7 +3,8 @@
 // steps within float32 rounding with dropout on, and the model learns; the BERT loader slices each
 // global batch over the DP ranks like the GPT loader and resumes from a consumed-samples count.
 // The distributed optimizer's curve and weights equal the serial ones within float32 rounding, and
-// so do pipeline-parallel runs (PP=2, 1F1B and interleaved).
+// so do pipeline-parallel runs (PP=2, 1F1B and interleaved), 20 steps each; with 4 ranks
+// (bert_trainer_test_np4) PP=2 x DP=2 and PP=2 x TP=2 too.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -104,7 +105,7 @@ models::ModelConfig TinyBert() {
 struct Result {
   std::vector<double> losses, lm, sop, grad_norms;
   std::vector<float> last_values;
-  std::map<std::string, std::vector<float>> last_by_name;
+  std::map<std::string, std::vector<float>> first_by_name, last_by_name;
 };
 
 struct Layout {
@@ -136,11 +137,12 @@ Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, i
                          data::BertLoader::Create(MakeDataset(prefix, global * iters), lc));
         return BertBatches(std::move(loader));
       });
-  return {r.losses, r.Part(0), r.Part(1), r.grad_norms, r.last_values, r.last_by_name};
+  return {r.losses,      r.Part(0),       r.Part(1),     r.grad_norms,
+          r.last_values, r.first_by_name, r.last_by_name};
 }
 
 TEST_F(MpiTest, BertTensorAndDataParallelCurvesMatchSerial) {
-  ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
+  if (comm_->size() != 2) GTEST_SKIP() << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
   auto self = comm_->Split(/*color=*/comm_->rank(), 0, "self");
   ASSERT_TRUE(self.ok());
@@ -233,11 +235,11 @@ TEST_F(MpiTest, BertLoaderSlicesGlobalBatchesLikeTheGptLoaderAndResumes) {
 
 // The distributed optimizer (Adam moments sharded over DP=2) trains BERT as the serial run.
 TEST_F(MpiTest, BertDistributedOptimizerMatchesSerial) {
-  ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
+  if (comm_->size() != 2) GTEST_SKIP() << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
   auto self = comm_->Split(comm_->rank(), 0, "self");
   ASSERT_TRUE(self.ok());
-  const int iters = 16;
+  const int iters = 20;
   OptimizerConfig oc;
   oc.use_distributed_optimizer = true;
   oc.dp_bucket_elements = 1001;  // Buckets across parameters.
@@ -262,22 +264,22 @@ TEST_F(MpiTest, BertDistributedOptimizerMatchesSerial) {
   }
   // The bounds of the DP=2 curve test above, and for the weights those of the GPT test
   // (gpt_trainer_test.cc: a relative gradient error up to 1e-3 from cancelling micro-batch
-  // terms, here over 16 steps at lr <= 1e-2).
+  // terms, here over 20 steps at lr <= 1e-2).
   EXPECT_LT(worst, 1e-5);
-  EXPECT_LT(weights, 16 * 1e-2 * 1e-3);
+  EXPECT_LT(weights, iters * 1e-2 * 1e-3);
   EXPECT_LT(dist.lm.back(), dist.lm.front() - 0.5);
 }
 
 // Pipeline parallelism (two stages of a 4-layer BERT, 1F1B and interleaved with 2 model chunks of
-// one layer per stage) trains as the serial run: each stage's parameters (the word embedding on
-// both the first and the last) end equal to the serial model's, the MLM and SOP curves and the
-// gradient norms within float32 rounding.
+// one layer per stage) trains as the serial run for 20 steps: each stage's parameters (the word
+// embedding on both the first and the last) end equal to the serial model's, the MLM and SOP curves
+// and the gradient norms within float32 rounding.
 TEST_F(MpiTest, BertPipelineMatchesSerial) {
-  ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
+  if (comm_->size() != 2) GTEST_SKIP() << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
   auto self = comm_->Split(comm_->rank(), 0, "self");
   ASSERT_TRUE(self.ok());
-  const int iters = 16;
+  const int iters = 20;
   Layout serial_layout;
   serial_layout.num_layers = 4;
   const Result serial = Train(**self, 1, 2, 8, iters, prefix, {}, serial_layout);
@@ -316,9 +318,46 @@ TEST_F(MpiTest, BertPipelineMatchesSerial) {
     // and carries the squared norm in f32 across the stages, pipeline_trainer_test.cc).
     EXPECT_LT(worst, 1e-5) << what;
     EXPECT_LT(norms, 1e-4) << what;
-    EXPECT_LT(weights, 16 * 1e-2 * 1e-3) << what;
+    EXPECT_LT(weights, iters * 1e-2 * 1e-3) << what;
   }
   EXPECT_LT(serial.lm.back(), serial.lm.front() - 0.5);  // It learns.
+}
+
+// Pipeline stages with data and tensor parallelism (4 ranks: bert_trainer_test_np4): PP=2 x DP=2
+// and PP=2 x TP=2 train a 4-layer BERT as the serial run for 20 steps, the MLM and SOP curves and
+// the gradient norms within float32 rounding, and every rank's parameters (its TP shard of its
+// stage's) within the bounds above of the serial model's.
+TEST_F(MpiTest, FourRanksBertPipelineWithTensorAndDataParallelMatchesSerial) {
+  if (comm_->size() != 4) GTEST_SKIP() << "run with 4 ranks";
+  const int me = comm_->rank();
+  const std::string prefix = MakeCorpus(me);
+  auto self = comm_->Split(me, 0, "self");
+  ASSERT_TRUE(self.ok());
+  const int iters = 20;
+  Layout lay;
+  lay.num_layers = 4;
+  const Result serial = Train(**self, 1, 2, 8, iters, prefix, {}, lay);
+  lay.pp = 2;
+  for (int tp : {1, 2}) {  // The other ranks of the stage are DP ranks at TP = 1.
+    const Result r = Train(*comm_, tp, 2, 8, iters, prefix, {}, lay);
+    const std::string what = tp == 1 ? "PP=2 x DP=2" : "PP=2 x TP=2";
+    ASSERT_EQ(r.losses.size(), static_cast<size_t>(iters)) << what;
+    const double worst = std::max(testing::WorstRelative(r.lm, serial.lm),
+                                  testing::WorstRelative(r.sop, serial.sop));
+    const double norms = testing::WorstRelative(r.grad_norms, serial.grad_norms);
+    const double weights =
+        testing::WorstShardDifference(r.last_by_name, serial.first_by_name, serial.last_by_name,
+                                      me % tp, tp, TinyBert().hidden_size, iters * 1e-2 * 1e-3, 0);
+    if (me == 0) {
+      std::printf(
+          "BERT %s: %d-step worst relative lm/sop loss difference to serial %.3g, grad norm "
+          "%.3g, worst weight difference / bound %.3g\n",
+          what.c_str(), iters, worst, norms, weights);
+    }
+    EXPECT_LT(worst, 1e-5) << what;
+    EXPECT_LT(norms, 1e-4) << what;
+    EXPECT_LT(weights, 1.0) << what;
+  }
 }
 
 }  // namespace

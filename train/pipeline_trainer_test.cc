@@ -62,60 +62,6 @@ Result Train(comm::Communicator& world, const testing::HarnessConfig& c, const s
   return testing::RunTraining(world, c, testing::GptBatches(data, kSeq, kGlobal * kIters, 3));
 }
 
-// This rank's shard of a serial parameter, as (offset in the shard, values) pairs: the serial
-// tensor sliced along dimension 0 (a block of rows) or, with cols > 0, along dimension 1 of its
-// [size / cols, cols] view, for tp_rank of tp. The word embedding's rows are padded to a multiple
-// of 8 x TP, so a TP shard may reach past the serial rows: only the rows both hold are compared.
-std::vector<std::pair<size_t, float>> Shard(const std::vector<float>& full, size_t shard_size,
-                                            int tp_rank, int tp, int64_t cols) {
-  std::vector<std::pair<size_t, float>> out;
-  if (cols <= 0) {
-    const size_t begin = tp_rank * shard_size;
-    for (size_t k = 0; k < shard_size && begin + k < full.size(); ++k) {
-      out.emplace_back(k, full[begin + k]);
-    }
-    return out;
-  }
-  const int64_t c = cols / tp, rows = static_cast<int64_t>(full.size()) / cols;
-  if (rows * c != static_cast<int64_t>(shard_size)) return out;
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < c; ++j) out.emplace_back(i * c + j, full[i * cols + tp_rank * c + j]);
-  }
-  return out;
-}
-
-// max |staged - serial| / (kWeightAbs + kWeightRel * moved) over this rank's parameters, where
-// `moved` is how far training moved the serial parameter tensor (max |last - first|). Row- and
-// column-split layouts are both tried for a TP shard; the closer one counts.
-double WorstWeight(const Result& staged, const Result& serial, int tp_rank, int tp, int64_t hidden,
-                   double abs_bound, double rel_bound) {
-  double worst = 0;
-  for (const auto& [name, mine] : staged.last_by_name) {
-    const auto it = serial.last_by_name.find(name);
-    const auto init = serial.first_by_name.find(name);
-    EXPECT_NE(it, serial.last_by_name.end()) << name;
-    if (it == serial.last_by_name.end() || init == serial.first_by_name.end()) continue;
-    double moved = 0;
-    for (size_t k = 0; k < it->second.size(); ++k) {
-      moved = std::max(moved, std::fabs(double{it->second[k]} - init->second[k]));
-    }
-    const bool replicated = mine.size() == it->second.size();
-    double best = INFINITY;
-    for (int64_t cols : {int64_t{0}, static_cast<int64_t>(it->second.size()) / hidden}) {
-      if (replicated && cols > 0) continue;
-      const auto want = replicated ? Shard(it->second, mine.size(), 0, 1, 0)
-                                   : Shard(it->second, mine.size(), tp_rank, tp, cols);
-      if (want.empty()) continue;
-      double d = 0;
-      for (const auto& [k, w] : want) d = std::max(d, std::fabs(double{mine[k]} - w));
-      best = std::min(best, d / (abs_bound + rel_bound * moved));
-    }
-    EXPECT_TRUE(std::isfinite(best)) << name;
-    worst = std::max(worst, best);
-  }
-  return worst;
-}
-
 // Tolerances. The stages run the same operations as the serial model on the same values (the
 // stage test shows one forward/backward bit-identical), except that (1) the tied word embedding's
 // gradient is summed per stage over the micro-batches and then across the two stages, instead of
@@ -211,7 +157,8 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
     const double loss = testing::WorstRelative(r.losses, serial.losses);
     const double norm = testing::WorstRelative(r.grad_norms, serial.grad_norms);
     const double weight =
-        WorstWeight(r, serial, k.tp_rank, k.config.tp, 32, kWeightAbs, kWeightRel);
+        testing::WorstShardDifference(r.last_by_name, serial.first_by_name, serial.last_by_name,
+                                      k.tp_rank, k.config.tp, 32, kWeightAbs, kWeightRel);
     if (me == 0) {
       std::printf(
           "%s: worst relative loss difference %.3g, grad norm %.3g, weight difference / bound "

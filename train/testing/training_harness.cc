@@ -211,6 +211,64 @@ std::string WriteGptCorpus(const std::string& name, int rank, int vocab, int doc
   return prefix;
 }
 
+namespace {
+
+// This rank's shard of a serial parameter, as (offset in the shard, values) pairs: the serial
+// tensor sliced along dimension 0 (a block of rows) or, with cols > 0, along dimension 1 of its
+// [size / cols, cols] view, for tp_rank of tp. The word embedding's rows are padded to a multiple
+// of 8 x TP, so a TP shard may reach past the serial rows: only the rows both hold are compared.
+std::vector<std::pair<size_t, float>> SerialShard(const std::vector<float>& full, size_t shard_size,
+                                                  int tp_rank, int tp, int64_t cols) {
+  std::vector<std::pair<size_t, float>> out;
+  if (cols <= 0) {
+    const size_t begin = tp_rank * shard_size;
+    for (size_t k = 0; k < shard_size && begin + k < full.size(); ++k) {
+      out.emplace_back(k, full[begin + k]);
+    }
+    return out;
+  }
+  const int64_t c = cols / tp, rows = static_cast<int64_t>(full.size()) / cols;
+  if (rows * c != static_cast<int64_t>(shard_size)) return out;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < c; ++j) out.emplace_back(i * c + j, full[i * cols + tp_rank * c + j]);
+  }
+  return out;
+}
+
+}  // namespace
+
+double WorstShardDifference(const std::map<std::string, std::vector<float>>& staged,
+                            const std::map<std::string, std::vector<float>>& serial_first,
+                            const std::map<std::string, std::vector<float>>& serial_last,
+                            int tp_rank, int tp, int64_t hidden, double abs_bound,
+                            double rel_bound) {
+  double worst = 0;
+  for (const auto& [name, mine] : staged) {
+    const auto it = serial_last.find(name);
+    const auto init = serial_first.find(name);
+    EXPECT_NE(it, serial_last.end()) << name;
+    if (it == serial_last.end() || init == serial_first.end()) continue;
+    double moved = 0;
+    for (size_t k = 0; k < it->second.size(); ++k) {
+      moved = std::max(moved, std::fabs(double{it->second[k]} - init->second[k]));
+    }
+    const bool replicated = mine.size() == it->second.size();
+    double best = INFINITY;
+    for (int64_t cols : {int64_t{0}, static_cast<int64_t>(it->second.size()) / hidden}) {
+      if (replicated && cols > 0) continue;
+      const auto want = replicated ? SerialShard(it->second, mine.size(), 0, 1, 0)
+                                   : SerialShard(it->second, mine.size(), tp_rank, tp, cols);
+      if (want.empty()) continue;
+      double d = 0;
+      for (const auto& [k, w] : want) d = std::max(d, std::fabs(double{mine[k]} - w));
+      best = std::min(best, d / (abs_bound + rel_bound * moved));
+    }
+    EXPECT_TRUE(std::isfinite(best)) << name;
+    worst = std::max(worst, best);
+  }
+  return worst;
+}
+
 double WorstRelative(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   double worst = 0;

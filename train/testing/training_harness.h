@@ -94,6 +94,19 @@ MakeBatches GptBatches(const std::string& prefix, int64_t seq_length, int64_t nu
 // /tmp) as "<name>_rank<rank>" and returns its prefix; a failure is a test failure.
 std::string WriteGptCorpus(const std::string& name, int rank, int vocab, int documents);
 
+// max |staged - serial| / (abs_bound + rel_bound * moved) over the parameters of `staged` (this
+// rank's, by name: HarnessResult::last_by_name of a TP/PP run), where `moved` is how far training
+// moved the serial parameter (max |last - first| of serial_last/serial_first) and the serial
+// values are sliced to this rank's TP shard: along dimension 0 (a block of rows) or along
+// dimension 1 of a [size / hidden, hidden] view, both tried, the closer one counting; a
+// vocabulary-padded shard is compared on the rows both hold. A parameter missing from the serial
+// run is a test failure.
+double WorstShardDifference(const std::map<std::string, std::vector<float>>& staged,
+                            const std::map<std::string, std::vector<float>>& serial_first,
+                            const std::map<std::string, std::vector<float>>& serial_last,
+                            int tp_rank, int tp, int64_t hidden, double abs_bound,
+                            double rel_bound);
+
 // max |a_i - b_i| / |b_i|; infinite when the sizes differ.
 double WorstRelative(const std::vector<double>& a, const std::vector<double>& b);
 
