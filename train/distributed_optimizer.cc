@@ -1,6 +1,7 @@
 #include "train/distributed_optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -166,9 +167,9 @@ absl::StatusOr<double> DistributedOptimizerState::OwnedGradSumOfSquares(const Ex
   double sum = 0;
   for (const Piece& p : pieces_) {
     if (store_->spec(p.handle).split_dim < 0 && !first_tp_rank) continue;  // On TP rank 0.
-    if (p.handle == skip_handle) continue;  // Counted on another pipeline stage.
     ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, grads.Slice(p.begin, p.end)));
-    sum += s;
+    // Counted on another pipeline stage: only what is not finite (see Optimizer::Step).
+    sum += (p.handle != skip_handle || !std::isfinite(s)) ? s : 0.0;
   }
   return sum;
 }

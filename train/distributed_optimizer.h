@@ -103,7 +103,7 @@ class DistributedOptimizerState {
 
   // The sum of squares of the reduced gradients this rank owns, over the parameters counted on
   // this TP rank (replicated ones only when first_tp_rank) except parameter skip_handle (-1:
-  // none; a copy another pipeline stage counts). Local.
+  // none; a copy another pipeline stage counts), which adds only a non-finite sum. Local.
   absl::StatusOr<double> OwnedGradSumOfSquares(const ExecContext& ctx, bool first_tp_rank,
                                                int skip_handle = -1) const;
 

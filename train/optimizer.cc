@@ -147,9 +147,10 @@ absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
   } else {
     for (int i = 0; i < store_->size(); ++i) {
       if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
-      if (i == uncounted_handle_) continue;                           // Counted on another stage.
       ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, store_->grad(i)));
-      local += s;
+      // A copy another stage counts adds only what is not finite, so that every stage sees an
+      // inf/NaN in it (and all skip the step) even where it arose after the copies' sum.
+      local += (i != uncounted_handle_ || !std::isfinite(s)) ? s : 0.0;
     }
   }
   const bool over_tp = tp != nullptr && tp->size() > 1, over_pp = pp_ != nullptr && pp_->size() > 1;

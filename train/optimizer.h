@@ -94,7 +94,8 @@ class Optimizer {
 
   // Pipeline parallelism: Step's gradient norm also sums over the stages of `pp` (null: no
   // pipeline), leaving out parameter `uncounted_handle` (-1: none), a copy of a parameter that
-  // another stage counts (the last stage's tied word embedding). FinishGradReduce sums the
+  // another stage counts (the last stage's tied word embedding), unless its gradient is not
+  // finite (then every stage sees the inf/NaN and skips). FinishGradReduce sums the
   // gradient of parameter `tied_handle` (-1: none) over `embedding`. With a distributed optimizer,
   // parameter `tied_handle` (-1: none; the tied word embedding of the first and the last stage)
   // takes, after each update, the values of rank 0 of `embedding` (the first stage) on every

@@ -207,6 +207,46 @@ TEST_F(MpiTest, SendsAndReceivesPerMicroBatch) {
   }
 }
 
+// f16 with dynamic loss scaling at PP=2: an overflow in one stage's gradients (injected on the
+// first stage only, or the last only) makes both stages skip the same step and halve the same
+// scale, because the gradient norm that detects it is summed over the pipeline; the curves then
+// match the serial run that overflows at the same step (within float32 rounding), and the two
+// runs match each other bit for bit.
+TEST_F(MpiTest, AnOverflowInOneStageIsSkippedByAll) {
+  ASSERT_EQ(comm_->size(), 4) << "run with 4 ranks";
+  const int me = comm_->rank();
+  const std::string data = MakeCorpus(me);
+  auto self = comm_->Split(me, 0, "self");
+  auto pair = comm_->Split(me / 2, me, "pair");
+  ASSERT_TRUE(self.ok() && pair.ok());
+  testing::HarnessConfig c = Config(1, 1);
+  c.end = 6;
+  c.compute_dtype = DType::kF16;
+  c.scaler.dynamic = true;
+  c.scaler.initial_scale = 1024;  // No overflow of its own at this size.
+  c.scaler.hysteresis = 1;
+  c.inject_grad_overflow_at = 2;
+  const Result serial = Train(**self, c, data);
+  c.pp = 2;
+  std::vector<Result> staged;
+  for (int stage : {0, 1}) {
+    c.inject_grad_overflow_rank = stage;  // The pair's rank: its stage.
+    staged.push_back(Train(**pair, c, data));
+  }
+  ASSERT_EQ(serial.losses.size(), static_cast<size_t>(c.end));
+  EXPECT_EQ(serial.skipped, 1);
+  for (const Result& r : staged) {
+    ASSERT_EQ(r.losses.size(), static_cast<size_t>(c.end));
+    EXPECT_EQ(r.skipped, 1);
+    EXPECT_EQ(r.skipped_so_far, serial.skipped_so_far);
+    EXPECT_EQ(r.scales, serial.scales);
+    EXPECT_FALSE(std::isfinite(r.grad_norms[2]));
+    EXPECT_LT(testing::WorstRelative(r.losses, serial.losses), kLossRel);
+  }
+  EXPECT_EQ(staged[0].losses, staged[1].losses);
+  EXPECT_EQ(staged[0].scales, staged[1].scales);
+}
+
 // bf16 at PP=2 x DP=2: the distributed optimizer also shards the f32 masters (the compute copies
 // all-gathered, the tied embedding's copy broadcast from the first stage, the norms' masters kept
 // whole); without clipping (whose norm the shards sum in another order) every DP sum has two

@@ -218,7 +218,9 @@ absl::StatusOr<Trainer::Accumulated> Trainer::AccumulateGradients(BatchStream& d
 }
 
 absl::Status Trainer::InjectFaults(Accumulated* acc) {
-  if (iteration_ == config_.inject_grad_overflow_at) {
+  if (iteration_ == config_.inject_grad_overflow_at &&
+      (config_.inject_grad_overflow_rank < 0 ||
+       config_.inject_grad_overflow_rank == parts_.parallel->rank())) {
     RETURN_IF_ERROR(ops::Fill(*parts_.exec, parts_.store->flat_grads().Slice(0, 1),
                               std::numeric_limits<double>::infinity()));
   }

@@ -61,8 +61,10 @@ struct TrainerConfig {
   std::string log_jsonl;  // Written by global rank 0; empty: none.
   bool quiet = false;     // No stdout lines (tests).
   // Fault injection for tests: after the backward passes of this iteration (0-based), one gradient
-  // element is set to +inf, as an f16 overflow would; -1 = never.
+  // element is set to +inf, as an f16 overflow would; -1 = never. Only on global rank
+  // inject_grad_overflow_rank when that is >= 0 (e.g. one pipeline stage), else on every rank.
   int64_t inject_grad_overflow_at = -1;
+  int inject_grad_overflow_rank = -1;
   // Without dynamic loss scaling (f32, bf16), a step whose loss or gradient norm is not finite is
   // skipped, and this many such steps in a row stop training with an Aborted error naming the
   // iterations (0: never stop). With f16 skipped steps are the loss scaler's (not counted).

@@ -143,6 +143,7 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   tc.train_iters = c.end;
   tc.quiet = true;
   tc.inject_grad_overflow_at = c.inject_grad_overflow_at;
+  tc.inject_grad_overflow_rank = c.inject_grad_overflow_rank;
   auto trainer = Trainer::Create(tc, {parallel->get(), &d.ec, model, &store, &*opt, &schedule,
                                       &scaler, chunk_ptrs, more_chunks});
   if (!Ok(trainer.status(), "trainer")) return out;

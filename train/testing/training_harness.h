@@ -49,8 +49,9 @@ struct HarnessConfig {
   LrScheduleConfig lr;  // decay_samples 0: through `end`.
   LossScalerConfig scaler;
   int64_t inject_grad_overflow_at = -1;
-  std::string load;  // Resume from this checkpoint directory (must hold `start`).
-  std::string save;  // Save the state after `end` here.
+  int inject_grad_overflow_rank = -1;  // TrainerConfig's: -1, every rank.
+  std::string load;                    // Resume from this checkpoint directory (must hold `start`).
+  std::string save;                    // Save the state after `end` here.
 };
 
 struct HarnessResult {
