@@ -1,6 +1,9 @@
 #include "models/memory.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "core/exec_context.h"
 #include "gtest/gtest.h"
@@ -19,18 +22,26 @@ ModelConfig Gpt2_1_2b() {
   return m->config;
 }
 
-// What this stack's layers hold: the formula against a real GPT's forward (CPU, TP = 1), equal to
-// the byte in f32 and bf16, without recomputation, selective and full; and the stage's held
-// figure is the layers plus the residual stream.
-TEST(MemoryTest, HeldActivationsAreWhatAGptForwardHolds) {
-  ModelConfig c = Gpt2_1_2b();
+// An i32 host tensor.
+Tensor I32(const std::vector<int32_t>& v, Shape shape) {
+  Tensor t = Tensor::Host(std::move(shape), DType::kI32);
+  std::copy(v.begin(), v.end(), t.data_as<int32_t>());
+  return t;
+}
+
+// `config` shrunk to 3 layers of 64 over 16 positions, a vocabulary of 96.
+ModelConfig Small(ModelConfig c) {
   c.num_layers = 3;
   c.hidden_size = 64;
   c.num_attention_heads = 4;
   c.vocab_size = 96;
   c.max_position_embeddings = 16;
-  const int64_t B = 2, T = 16;
-  const testing::LmBatch batch = testing::MakeLmBatch(B, T, c.vocab_size);
+  return c;
+}
+
+// Model::activation_bytes().held after a forward of `batch` (B x T), against the formula and the
+// estimate's stage figure, in f32 and bf16, without recomputation, selective and full.
+void ExpectHeldAsPredicted(const ModelConfig& c, const Batch& batch, int64_t B, int64_t T) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (nn::Recompute r : {nn::Recompute::kNo, nn::Recompute::kSelective, nn::Recompute::kYes}) {
       nn::ParameterStore store(0, 1, dtype);
@@ -42,7 +53,7 @@ TEST(MemoryTest, HeldActivationsAreWhatAGptForwardHolds) {
       ExecContext ec;
       nn::StepContext sc;
       sc.exec = &ec;
-      ASSERT_TRUE((*model)->ForwardBackward(sc, batch.view(), Backward::kNo).ok());
+      ASSERT_TRUE((*model)->ForwardBackward(sc, batch, Backward::kNo).ok());
       MemoryOptions o;
       o.compute_dtype = dtype;
       o.micro_batch = B;
@@ -51,12 +62,36 @@ TEST(MemoryTest, HeldActivationsAreWhatAGptForwardHolds) {
       const double residual = (c.num_layers + 1.0) * DTypeSize(dtype) * B * T * c.hidden_size;
       const double held = c.num_layers * StackLayerActivationBytes(c, o) + residual;
       EXPECT_EQ(static_cast<double>((*model)->activation_bytes().held), held)
-          << DTypeName(dtype) << " recompute " << static_cast<int>(r);
+          << c.ArchitectureName() << " " << DTypeName(dtype) << " recompute "
+          << static_cast<int>(r);
       auto est = EstimateMemory(c, o);
       ASSERT_TRUE(est.ok()) << est.status();
       EXPECT_EQ(est->stages[0].held, held);
     }
   }
+}
+
+// What this stack's layers hold: the formula against real forwards (CPU, TP = 1), to the byte:
+// GPT (pre-norm) and BERT (post-norm, a padding mask), and the stage's held figure is the layers
+// plus the residual stream.
+TEST(MemoryTest, HeldActivationsAreWhatAForwardHolds) {
+  const int64_t B = 2, T = 16;
+  const ModelConfig gpt = Small(Gpt2_1_2b());
+  const testing::LmBatch lm = testing::MakeLmBatch(B, T, gpt.vocab_size);
+  ExpectHeldAsPredicted(gpt, lm.view(), B, T);
+  auto bert = FindModel("bert-tiny");
+  ASSERT_TRUE(bert.ok()) << bert.status();
+  const ModelConfig c = Small(bert->config);
+  std::vector<int32_t> tokens, types, mask, mlm;
+  for (int64_t i = 0; i < B * T; ++i) {
+    tokens.push_back(static_cast<int32_t>((i * 7 + 3) % c.vocab_size));
+    types.push_back(i % T >= T / 2 ? 1 : 0);
+    mask.push_back(i % T < T - 2 * (i / T) ? 1 : 0);
+    mlm.push_back(i % 3 == 1 ? static_cast<int32_t>((i * 5 + 1) % c.vocab_size) : -100);
+  }
+  const Tensor t = I32(tokens, {B, T}), ty = I32(types, {B, T}), m = I32(mask, {B, T}),
+               l = I32(mlm, {B, T}), sop = I32({1, 0}, {B});
+  ExpectHeldAsPredicted(c, BertBatch(t.view(), ty.view(), m.view(), l.view(), sop.view()), B, T);
 }
 
 // The paper's per-layer formulas (Korthikanti et al. 2022, section 4: 16-bit activations, byte

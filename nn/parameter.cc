@@ -1,6 +1,8 @@
 #include "nn/parameter.h"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/alloc.h"
@@ -231,19 +233,24 @@ absl::Status ParameterStore::ReleaseMasters(const ExecContext& ctx) {
   for (size_t i = 0; i < specs_.size(); ++i) {
     if (specs_[i].f32_compute) kept += NumElements(local_shapes_[i]);
   }
-  ASSIGN_OR_RETURN(kept_buffer_, Alloc(ctx, {kept}, DType::kF32));
+  // The new views are swapped in only once every copy has succeeded: a failure leaves the store
+  // as it was.
+  ASSIGN_OR_RETURN(Tensor kept_buffer, Alloc(ctx, {kept}, DType::kF32));
+  std::vector<TensorView> values;
   int64_t at = 0;
   for (size_t i = 0; i < specs_.size(); ++i) {
     float* data = nullptr;
     if (specs_[i].f32_compute) {
-      data = kept_buffer_.data_as<float>() + at;
+      data = kept_buffer.data_as<float>() + at;
       const TensorView kept_view(data, local_shapes_[i], DType::kF32, device_);
       RETURN_IF_ERROR(CopyTensor(ctx, values_[i], kept_view));
       at += kept_view.numel();
     }
-    values_[i] = TensorView(data, local_shapes_[i], DType::kF32, device_);
+    values.emplace_back(data, local_shapes_[i], DType::kF32, device_);
   }
   RETURN_IF_ERROR(SynchronizeDevice(ctx));
+  kept_buffer_ = std::move(kept_buffer);
+  values_ = std::move(values);
   value_buffer_ = Tensor();
   masters_released_ = true;
   return absl::OkStatus();

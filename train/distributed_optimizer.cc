@@ -277,15 +277,21 @@ absl::Status DistributedOptimizerState::GatherWeights(const ExecContext& ctx) {
   return GatherKeptMasters(ctx);
 }
 
-absl::Status DistributedOptimizerState::Gather(const ExecContext& ctx, const TensorView& shard,
-                                               const TensorView& flat) {
+absl::Status DistributedOptimizerState::GatherToHost(const ExecContext& ctx,
+                                                     const TensorView& shard,
+                                                     const TensorView& host_flat) const {
+  CHECK(InHostMemory(host_flat) && host_flat.dtype == DType::kF32 &&
+        host_flat.shape == Shape{store_->NumLocalElements()} && host_flat.IsContiguous())
+      << "GatherToHost: host_flat " << host_flat.DebugString();
+  int64_t largest = 0;
+  for (const ShardBucket& b : layout_.buckets) largest = std::max(largest, b.padded);
+  ASSIGN_OR_RETURN(Tensor bucket, Alloc(ctx, {largest}, DType::kF32));
   for (const ShardBucket& b : layout_.buckets) {
     const int64_t part = b.padded / dp_->size();
-    const TensorView out = Padded(b, flat, gather_staging_);
+    const TensorView out = bucket.view().Slice(0, b.padded);
     RETURN_IF_ERROR(dp_->AllGather(shard.Slice(b.shard_offset, b.shard_offset + part), out));
-    if (out.data != flat.Slice(b.begin, b.end).data) {
-      RETURN_IF_ERROR(CopyTensor(ctx, out.Slice(0, b.end - b.begin), flat.Slice(b.begin, b.end)));
-    }
+    RETURN_IF_ERROR(
+        CopyTensor(ctx, out.Slice(0, b.end - b.begin), host_flat.Slice(b.begin, b.end)));
   }
   return absl::OkStatus();
 }
@@ -301,12 +307,11 @@ absl::Status DistributedOptimizerState::GatherToRoot(const ExecContext& ctx,
     }
     return absl::OkStatus();
   }
-  if (!InHostMemory(host_flat) || host_flat.dtype != DType::kF32 ||
-      host_flat.shape != Shape{store_->NumLocalElements()} || !host_flat.IsContiguous()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DistributedOptimizerState::GatherToRoot: host_flat ", host_flat.DebugString(),
-                     " must be contiguous f32 [", store_->NumLocalElements(), "] in host memory"));
-  }
+  // A wrong buffer is the caller's bug, and an error returned here would leave the senders
+  // blocked in their Sends: CHECK.
+  CHECK(InHostMemory(host_flat) && host_flat.dtype == DType::kF32 &&
+        host_flat.shape == Shape{store_->NumLocalElements()} && host_flat.IsContiguous())
+      << "GatherToRoot: host_flat " << host_flat.DebugString();
   // The messages arrive on the device the senders' shards live on (a NCCL communicator moves
   // device memory between devices and host memory through MPI: both ends must agree).
   ASSIGN_OR_RETURN(Tensor received, Alloc(ctx, {largest_part_}, DType::kF32));

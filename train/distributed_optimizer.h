@@ -29,8 +29,9 @@
 // instead of 4), so every rank ends the step with the weights of the unsharded optimizer, bit for
 // bit (the rounding is elementwise). The few parameters modules read in f32 (declared
 // f32_compute: norm gains and biases, the MLM output bias) keep whole masters in the store, set
-// after each step by an all-reduce of the owned elements over zeros (exact). Checkpoints gather
-// the master shards (Gather) as they gather the moments. With an f32 compute dtype the masters
+// after each step by an all-reduce of the owned elements over zeros (exact; a -0.0 would become
+// +0.0, which no update produces in practice). Checkpoints collect the master shards on DP rank 0
+// (GatherToRoot) as they collect the moments. With an f32 compute dtype the masters
 // ARE the weights the modules read, so they stay whole and the all-gather moves them.
 //
 // Devices: everything lives on the store's device; the communicator must reach it.
@@ -108,9 +109,8 @@ class DistributedOptimizerState {
                                                int skip_handle = -1) const;
 
   // AdamW on the owned elements of the f32 masters (the store's, or the shard), with the shard
-  // moments m, v (f32
-  // [shard_elements()]); args.weight_decay applies to the parameters whose spec asks for it, 0
-  // to the others. Local.
+  // moments m, v (f32 [shard_elements()]); args.weight_decay applies to the parameters whose
+  // spec asks for it, 0 to the others. Local.
   absl::Status Update(const ExecContext& ctx, const ops::AdamArgs& args, const TensorView& m,
                       const TensorView& v) const;
 
@@ -128,9 +128,11 @@ class DistributedOptimizerState {
   // the store's kept f32 masters. Collective over dp.
   absl::Status GatherWeights(const ExecContext& ctx);
 
-  // flat (f32 [N], store device) <- the shard-layout tensors of every rank (f32
-  // [shard_elements()], store device), padding dropped. Collective over dp.
-  absl::Status Gather(const ExecContext& ctx, const TensorView& shard, const TensorView& flat);
+  // host_flat (f32 [N] in host memory, on every rank) <- the shard-layout tensors of every rank
+  // (shard, f32 [shard_elements()], store device), padding dropped, bucket by bucket through a
+  // bucket-sized buffer on the store's device (no whole copy on the device). Collective over dp.
+  absl::Status GatherToHost(const ExecContext& ctx, const TensorView& shard,
+                            const TensorView& host_flat) const;
 
   // On DP rank 0: host_flat (f32 [N] in host memory) <- every rank's shard-layout tensor (shard,
   // f32 [shard_elements()], store device), padding dropped; the other ranks send theirs, bucket

@@ -86,9 +86,8 @@ absl::StatusOr<ParameterLoad> LoadWeights(const CheckpointModel& checkpoint, con
                                           nn::ParameterStore* store, Optimizer* optimizer,
                                           const ParameterLoadOptions& options) {
   if (!optimizer->masters_sharded()) return LoadParameters(checkpoint, ctx, store, options);
-  ASSIGN_OR_RETURN(Tensor whole, Alloc(ctx, {store->NumLocalElements()}, DType::kF32));
-  RETURN_IF_ERROR(optimizer->GatherValues(ctx, whole.view()));
-  ASSIGN_OR_RETURN(Tensor host, CopyToHost(ctx, whole.view()));
+  Tensor host = Tensor::Host({store->NumLocalElements()}, DType::kF32);
+  RETURN_IF_ERROR(optimizer->GatherValues(ctx, host.view()));
   ASSIGN_OR_RETURN(ParameterLoad result, ReadParameters(checkpoint, *store, host.view(), options));
   RETURN_IF_ERROR(optimizer->LoadValues(ctx, host.view()));
   return result;

@@ -108,12 +108,15 @@ class Optimizer {
                     comm::Communicator* embedding = nullptr, int tied_handle = -1);
 
   // Whether this optimizer holds the f32 masters as DP shards (distributed, bf16/f16 compute): the
-  // store then has none but those of its f32_compute parameters (nn/parameter.h).
+  // store then has none but those of its f32_compute parameters (nn/parameter.h), and they go
+  // with the optimizer: once it is destroyed (or when Create fails after sharding them, out of
+  // memory for the moments, which ends the job) the store keeps its compute weights only.
   bool masters_sharded() const;
-  // The whole f32 masters in the store's flat layout, written to `values` (f32
-  // [NumLocalElements()] on the store's device). Collective over the DP group when
-  // masters_sharded(); a copy of the store's otherwise.
-  absl::Status GatherValues(const ExecContext& ctx, const TensorView& values) const;
+  // The whole f32 masters in the store's flat layout, written to `host_values` (f32
+  // [NumLocalElements()] in host memory) on every rank: gathered over the DP group bucket by
+  // bucket when masters_sharded() (collective then; no whole copy on the device), a copy of the
+  // store's otherwise. InvalidArgument for another buffer.
+  absl::Status GatherValues(const ExecContext& ctx, const TensorView& host_values) const;
   // Sets the masters, and the compute copies from them, from whole ones in the store's flat
   // layout (f32 [NumLocalElements()] on the host); sharded masters keep this rank's shard. Local.
   absl::Status LoadValues(const ExecContext& ctx, const TensorView& host_values);

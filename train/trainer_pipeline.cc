@@ -28,7 +28,9 @@ absl::Status Trainer::SetUpPipeline() {
   }
   // The first stage counts the tied embedding in the gradient norm; the last stage's copy (the
   // same values after Optimizer::FinishGradReduce sums them) is left out. A distributed optimizer
-  // then makes the copies' updated values equal (see Optimizer::set_pipeline).
+  // then gives the last stage the first stage's updated weights (see Optimizer::set_pipeline;
+  // with sharded masters only the compute copy: the last stage's own master shard of it is not
+  // read).
   parts_.optimizer->set_pipeline(&pc.pp(), pc.is_first_stage() ? -1 : tied_handle_, &pc.embedding(),
                                  tied_handle_);
   return absl::OkStatus();

@@ -291,7 +291,8 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
         MedianOf(t.exposed[1]) * 1e3, median / after);
     if (sharded) {
       std::printf(
-          "  (distributed optimizer: each bucket reduce-scattered, the masters all-gathered; "
+          "  (distributed optimizer: each bucket reduce-scattered, the updated weights "
+          "all-gathered; "
           "%lld bucket-part buffers of %.1f MiB for the reduce-scatters pending at once)\n",
           static_cast<long long>(t.part_buffers), t.part_buffer_mib);
     }

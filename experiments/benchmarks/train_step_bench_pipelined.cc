@@ -208,8 +208,9 @@ absl::Status RunPipelined(const BenchConfig& c, comm::Communicator& world,
         "MiB\n",
         r, static_cast<long long>(field(r, kStage)), static_cast<long long>(field(r, kTpRank)),
         static_cast<long long>(field(r, kDpRank)), static_cast<long long>(field(r, kParameters)),
-        4.0 * field(r, kParameters) / mib, 4.0 * field(r, kParameters) / mib,
-        8.0 * field(r, kMomentElements) / mib, static_cast<long long>(field(r, kMomentElements)),
+        4.0 * (o.masters_sharded() ? field(r, kMomentElements) : field(r, kParameters)) / mib,
+        4.0 * field(r, kParameters) / mib, 8.0 * field(r, kMomentElements) / mib,
+        static_cast<long long>(field(r, kMomentElements)),
         o.distributed() ? "a 1/DP shard" : "unsharded", field(r, kPeakRssKib) / 1024.0);
   }
   return absl::OkStatus();

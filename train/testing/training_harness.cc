@@ -63,15 +63,9 @@ void Record(const Trainer& trainer, HarnessResult* out) {
 // The whole f32 masters (gathered over DP when the optimizer shards them).
 std::vector<float> Masters(const nn::ParameterStore& store, const Optimizer& opt,
                            const ExecContext& ec) {
-  auto whole = Alloc(ec, {store.NumLocalElements()}, DType::kF32);
-  if (!Ok(whole.status(), "allocating the masters") ||
-      !Ok(opt.GatherValues(ec, whole->view()), "gathering the masters")) {
-    return {};
-  }
-  auto host = CopyToHost(ec, whole->view());
-  if (!Ok(host.status(), "copying the masters")) return {};
-  return std::vector<float>(host->data_as<float>(),
-                            host->data_as<float>() + store.NumLocalElements());
+  Tensor host = Tensor::Host({store.NumLocalElements()}, DType::kF32);
+  if (!Ok(opt.GatherValues(ec, host.view()), "gathering the masters")) return {};
+  return std::vector<float>(host.data_as<float>(), host.data_as<float>() + host.numel());
 }
 
 std::vector<double> ComputeCopies(const nn::ParameterStore& store, const ExecContext& ec) {
