@@ -141,6 +141,12 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
   recomputing.keep_activations = false;
   testing::HarnessConfig interleaved_recomputing = Config(1, 2, 1);
   interleaved_recomputing.keep_activations = false;
+  // Activation checkpointing per stage: full (each layer's forward again in backward) and
+  // selective (the attention core again), with the same dropout masks.
+  testing::HarnessConfig full_recompute = Config(1, 2);
+  full_recompute.model_options.recompute = nn::Recompute::kYes;
+  testing::HarnessConfig selective_recompute = Config(2, 2, 1);
+  selective_recompute.model_options.recompute = nn::Recompute::kSelective;
   const Case cases[] = {
       {"PP=2", pair->get(), Config(1, 2), 0},
       {"PP=2 x TP=2, sequence parallel", comm_.get(), sequence_parallel, me % 2},
@@ -150,6 +156,9 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
       {"PP=2 interleaved (2 virtual stages)", pair->get(), Config(1, 2, 1), 0},
       {"PP=2, recomputing at the stage boundary", pair->get(), recomputing, 0},
       {"PP=2 interleaved, recomputing", pair->get(), interleaved_recomputing, 0},
+      {"PP=2, full activation recomputation", pair->get(), full_recompute, 0},
+      {"PP=2 x TP=2 interleaved, selective recomputation", comm_.get(), selective_recompute,
+       me % 2},
   };
   for (const Case& k : cases) {
     const Result r = Train(*k.world, k.config, data);
