@@ -5,10 +5,12 @@
 #   iterations 4-6 within float32 rounding of the uninterrupted PP=2 x TP=2 run (relative 1e-5,
 #   the bound of train:pipeline_trainer_test: only the TP/PP sums' order differs) and ends with
 #   the same validation loss; that serial checkpoint resharded back to PP=2 x TP=2 resumes the
-#   4-rank run bit for bit (resharding moves the weights and Adam moments without changing them).
-#   pipeline_reshard_resume_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN RESHARD_BIN
+#   4-rank run bit for bit (resharding moves the weights and Adam moments without changing them);
+#   the Hugging Face export (//train:convert_checkpoint --to=hf) of the PP=2 x TP=2 checkpoint is
+#   byte for byte that of its PP=1 x TP=1 reshard.
+#   pipeline_reshard_resume_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN RESHARD_BIN CONVERT_BIN
 set -uo pipefail
-corpus_bin="$1"; pretrain="$2"; reshard="$3"
+corpus_bin="$1"; pretrain="$2"; reshard="$3"; convert="$4"
 source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_pp_reshard
 common=("${tiny[@]}" --num_layers=4 --global_batch_size=8 --train_iters=6 --eval_iters=2)
 layout=(--pipeline_model_parallel_size=2 --tensor_model_parallel_size=2)
@@ -30,6 +32,14 @@ cp -r "$work/ckpt" "$work/ckpt3" && rm -rf "$work/ckpt3/iter_0000006" &&
   { cat "$work/reshard1.log"; fail "reshard to PP=1 x TP=1"; }
 [ -d "$work/serial3/iter_0000003/mp_rank_00" ] || fail "no mp_rank_00 in the resharded checkpoint"
 run serial 1 --load="$work/serial3"
+for c in ckpt3 serial3; do
+  "$convert" --to=hf --input="$work/$c" --save="$work/hf_$c" >"$work/hf_$c.log" 2>&1 ||
+    { cat "$work/hf_$c.log"; fail "HF export of $c"; }
+done
+for f in model.safetensors config.json; do
+  cmp "$work/hf_ckpt3/$f" "$work/hf_serial3/$f" ||
+    fail "HF export: $f of the PP=2 x TP=2 checkpoint differs from its PP=1 x TP=1 reshard's"
+done
 "$reshard" --load="$work/serial3" --save="$work/back3" "${layout[@]}" >"$work/reshard2.log" 2>&1 ||
   { cat "$work/reshard2.log"; fail "reshard back to PP=2 x TP=2"; }
 for shard in mp_rank_00_000 mp_rank_01_000 mp_rank_00_001 mp_rank_01_001; do
