@@ -125,7 +125,7 @@ absl::Status Trainer::Log(const LogRecord& r) {
   return jsonl_->Write(j);
 }
 
-void Trainer::ReportMemory() const {
+void Trainer::ReportMemory(const std::string& when) const {
   if (config_.quiet || parts_.parallel->dp_rank() != 0) return;
   const absl::StatusOr<MemoryUsage> usage = CurrentMemoryUsage(parts_.exec->device);
   if (!usage.ok()) {
@@ -134,9 +134,8 @@ void Trainer::ReportMemory() const {
   }
   constexpr double kMiB = 1048576.0;
   std::string line = absl::StrFormat(
-      "[Rank %d] (after %lld iterations) memory (MB) | resident: %.1f | max resident: %.1f",
-      parts_.parallel->rank(), static_cast<long long>(iteration_), usage->resident_bytes / kMiB,
-      usage->peak_resident_bytes / kMiB);
+      "[Rank %d] (%s) memory (MB) | resident: %.1f | max resident: %.1f", parts_.parallel->rank(),
+      when, usage->resident_bytes / kMiB, usage->peak_resident_bytes / kMiB);
   if (usage->device_in_use_bytes >= 0) {
     absl::StrAppendFormat(&line, " | device in use: %.1f", usage->device_in_use_bytes / kMiB);
   }
@@ -272,6 +271,7 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
   const int world_size = parts_.parallel->world_size();
   const double accumulation = static_cast<double>(data.accumulation_steps());
   IntervalSums interval;
+  ReportMemory("before training");
   for (iteration_ = start_iteration; iteration_ < config_.train_iters;) {
     ASSIGN_OR_RETURN(const bool stop_now, AgreeToStop(parts_.parallel->world(), stop));
     if (stop_now) {
@@ -323,7 +323,9 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     if (iteration_ % config_.log_interval == 0 || iteration_ == config_.train_iters) {
       RETURN_IF_ERROR(Log(interval.Mean(r, config_, world_size)));
       interval = IntervalSums();
-      if (!memory_reported_) ReportMemory();
+      if (!memory_reported_) {
+        ReportMemory(absl::StrCat("after ", iteration_, " iterations"));
+      }
       memory_reported_ = true;
     }
     RETURN_IF_ERROR(CheckNonfinite(stats, acc.loss));

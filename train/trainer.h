@@ -219,11 +219,12 @@ class Trainer {
   // Counts a skipped step without loss scaling; Aborted after max_nan_skips in a row.
   absl::Status CheckNonfinite(const StepStats& stats, const models::Losses& loss);
   absl::Status Log(const LogRecord& r);
-  // Megatron's report after the first logged iteration, one line per rank of DP rank 0:
-  // "[Rank R] (after N iterations) memory (MB) | resident: X | max resident: Y" (this process's
-  // resident set now and at its peak) and, on a GPU, "| device in use: Z". Not when quiet; a
-  // failed reading is a warning.
-  void ReportMemory() const;
+  // Megatron's memory report, one line per rank of DP rank 0, before training (`when` "before
+  // training": the model and optimizer state, no activations yet) and after the first logged
+  // iteration ("after N iterations"): "[Rank R] (WHEN) memory (MB) | resident: X | max resident:
+  // Y" (this process's resident set now and at its peak) and, on a GPU, "| device in use: Z".
+  // Not when quiet; a failed reading is a warning.
+  void ReportMemory(const std::string& when) const;
 
   TrainerConfig config_;
   TrainingParts parts_;
