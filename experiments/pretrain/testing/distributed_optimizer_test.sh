@@ -6,7 +6,8 @@
 #     unsharded optimizer's byte for byte (the same layout: every consumer reads them);
 #   - resumed from its iteration-10 checkpoint at DP=2 it continues bit for bit; resumed at DP=1
 #     (one rank: the flag then means the ordinary optimizer) within float32 rounding;
-#   - the unsharded optimizer's checkpoint resumes a distributed run bit for bit;
+#   - the unsharded optimizer's checkpoint resumes a distributed run bit for bit, and a DP=1
+#     run's iteration-10 checkpoint resumes one at DP=2 (growing DP) within float32 rounding;
 #   - with pipeline stages, PP=2 x DP=2 on 4 ranks (the tied word embedding's gradient summed
 #     across the stages before the reduce-scatter): within float32 rounding of the DP=2 curve,
 #     and resumed from its iteration-10 checkpoint (mp_rank_00_000, mp_rank_00_001) bit for bit;
@@ -46,6 +47,8 @@ from10 plain plain10
 run dp2 2 --load="$work/dist10" --use_distributed_optimizer
 run dp1 1 --load="$work/dist10" --use_distributed_optimizer
 run from_plain 2 --load="$work/plain10" --use_distributed_optimizer
+run one 1 --save="$work/one" --train_iters=10 --lr_decay_samples=160
+run from_one 2 --load="$work/one" --use_distributed_optimizer
 run pp2 4 --save="$work/pp2" --use_distributed_optimizer --pipeline_model_parallel_size=2
 [[ -d "$work/pp2/iter_0000010/mp_rank_00_001" ]] || fail "PP=2: no mp_rank_00_001 shard"
 from10 pp2 pp2_10
@@ -64,7 +67,7 @@ for name in plain16 dist16; do
   grep -Eq "^\[Rank 0\] \(after 1 iterations\) memory \(MB\) \| resident: [0-9.]+ \| max resident: [0-9.]+$" \
     "$work/$name.out" || { cat "$work/$name.out"; fail "$name: no memory line"; }
 done
-for name in dp2 dp1 from_plain pp2_resumed; do
+for name in dp2 dp1 from_plain from_one pp2_resumed; do
   grep -q "loaded checkpoint from $work/.* at iteration 10" "$work/$name.out" ||
     { head -5 "$work/$name.out"; fail "$name did not resume at 10"; }
 done
@@ -91,6 +94,12 @@ r = log("dp1")
 assert sorted(r) == list(range(11, 21)), sorted(r)
 worst = max(abs(r[i]["lm_loss"] - dist[i]["lm_loss"]) / dist[i]["lm_loss"] for i in r)
 assert worst < 1e-5, worst
+# Grown from DP=1 (its first 10 steps summed in the DP=1 order): the same bound.
+r = log("from_one")
+assert sorted(r) == list(range(11, 21)), sorted(r)
+grown = max(abs(r[i]["lm_loss"] - dist[i]["lm_loss"]) / dist[i]["lm_loss"] for i in r)
+assert grown < 1e-5, grown
+print("resumed at DP=2 from a DP=1 checkpoint: within %.2g relative" % grown)
 pp2, resumed = log("pp2"), log("pp2_resumed")
 assert sorted(pp2) == list(range(1, 21)) and sorted(resumed) == list(range(11, 21))
 for i in resumed:
