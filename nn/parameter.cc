@@ -265,7 +265,7 @@ absl::Status ParameterStore::SetComputeWeightsFromHost(const ExecContext& ctx,
         "ParameterStore::SetComputeWeightsFromHost: the masters are whole; use "
         "CopyValuesFromHost");
   }
-  RETURN_IF_ERROR(CheckHostValues("SetComputeWeightsFromHost", host_values));
+  RETURN_IF_ERROR(CheckHostFlat("ParameterStore::SetComputeWeightsFromHost", host_values));
   // Rounded on the host (the same round-to-nearest-even as on a device), then uploaded.
   HostStaging staging;
   ASSIGN_OR_RETURN(const TensorView host_copies, staging.ForWriting(compute_buffer_.view()));
@@ -280,14 +280,14 @@ absl::Status ParameterStore::SetComputeWeightsFromHost(const ExecContext& ctx,
   return SynchronizeDevice(ctx);
 }
 
-absl::Status ParameterStore::CheckHostValues(const char* call,
-                                             const TensorView& host_values) const {
+absl::Status ParameterStore::CheckHostFlat(absl::string_view caller,
+                                           const TensorView& host_values) const {
   const Shape want = {NumLocalElements()};
   if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 || host_values.shape != want ||
       !host_values.IsContiguous()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ParameterStore::", call, ": host_values ", host_values.DebugString(),
-                     " must be contiguous f32", ShapeToString(want), " on cpu"));
+        absl::StrCat(caller, ": host_values ", host_values.DebugString(), " must be contiguous f32",
+                     ShapeToString(want), " on cpu"));
   }
   return absl::OkStatus();
 }
@@ -338,7 +338,7 @@ absl::Status ParameterStore::CopyValuesFromHost(const ExecContext& ctx,
   CHECK(allocated_) << "ParameterStore::CopyValuesFromHost before Allocate";
   if (owner_ != nullptr) return owner_->CopyValuesFromHost(ctx, host_values);
   if (masters_released_) return ReleasedError("CopyValuesFromHost");
-  RETURN_IF_ERROR(CheckHostValues("CopyValuesFromHost", host_values));
+  RETURN_IF_ERROR(CheckHostFlat("ParameterStore::CopyValuesFromHost", host_values));
   RETURN_IF_ERROR(CopyTensor(ctx, host_values, value_buffer_.view()));
   return RefreshComputeWeights(ctx);
 }

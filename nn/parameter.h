@@ -49,6 +49,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
 
@@ -134,6 +135,9 @@ class ParameterStore {
   absl::Status ReleaseMasters(const ExecContext& ctx);
   // Whether every f32 master is held here (false after ReleaseMasters()).
   bool masters_whole() const { return !buffers().masters_released_; }
+  // After ReleaseMasters(): the kept f32 masters, one compact f32 buffer in handle order (the
+  // f32_compute parameters' value() views point into it); empty before.
+  TensorView flat_kept_values() const { return buffers().kept_buffer_.view(); }
   // After ReleaseMasters(): sets every compute copy by rounding `host_values` (f32
   // [NumLocalElements()] on the host, flat layout) and the kept f32 masters to their values. The
   // caller (the owner of the sharded masters) updates its shard itself. FailedPrecondition while
@@ -186,6 +190,9 @@ class ParameterStore {
   // layout), then refreshes the compute copies. InvalidArgument for another shape/dtype/device;
   // FailedPrecondition after ReleaseMasters().
   absl::Status CopyValuesFromHost(const ExecContext& ctx, const TensorView& host_values);
+  // OK when `host_values` can hold this store's flat layout in host memory (contiguous f32
+  // [NumLocalElements()]); else InvalidArgument "<caller>: host_values ... must be ...".
+  absl::Status CheckHostFlat(absl::string_view caller, const TensorView& host_values) const;
   // Element offset of a parameter in the flat buffers.
   int64_t offset(int handle) const { return offsets_[handle]; }
   // Where the buffers live.
@@ -198,8 +205,6 @@ class ParameterStore {
   // The store whose buffers these are: the owner for a mirror.
   const ParameterStore& buffers() const { return owner_ != nullptr ? *owner_ : *this; }
   absl::Status ReleasedError(const char* call) const;
-  // InvalidArgument unless host_values is contiguous f32 [NumLocalElements()] on the host.
-  absl::Status CheckHostValues(const char* call, const TensorView& host_values) const;
 
   int tp_rank_, tp_size_;
   DType compute_dtype_;

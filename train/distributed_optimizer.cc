@@ -208,14 +208,6 @@ absl::Status DistributedOptimizerState::ShardMasters(const ExecContext& ctx) {
   if (store_->NumLocalElements() % dp_->size() != 0) {
     ASSIGN_OR_RETURN(compute_staging_, AllocZeros(ctx, {dp_->size()}, dtype));
   }
-  int64_t kept = 0;
-  kept_offset_.assign(store_->size(), -1);
-  for (int h = 0; h < store_->size(); ++h) {
-    if (!store_->spec(h).f32_compute) continue;
-    kept_offset_[h] = kept;
-    kept += NumElements(store_->local_shape(h));
-  }
-  ASSIGN_OR_RETURN(kept_sum_, AllocZeros(ctx, {kept}, DType::kF32));
   RETURN_IF_ERROR(store_->ReleaseMasters(ctx));
   masters_sharded_ = true;
   return absl::OkStatus();
@@ -241,26 +233,19 @@ absl::Status DistributedOptimizerState::AllGatherParts(const ExecContext& ctx,
 }
 
 absl::Status DistributedOptimizerState::GatherKeptMasters(const ExecContext& ctx) {
-  if (kept_sum_.numel() == 0) return absl::OkStatus();
-  // Each kept element is owned by exactly one rank, the others add zeros: the sum is exact.
-  RETURN_IF_ERROR(SetZero(ctx, kept_sum_.view()));
+  const TensorView kept = store_->flat_kept_values();
+  if (kept.numel() == 0) return absl::OkStatus();
+  // In place: each kept element is owned by exactly one rank and the others add zeros, so the
+  // sum is exact.
+  RETURN_IF_ERROR(SetZero(ctx, kept));
   for (const Piece& p : pieces_) {
-    const int64_t at = kept_offset_[p.handle];
-    if (at < 0) continue;
-    const int64_t begin = at + (p.begin - store_->offset(p.handle));
-    RETURN_IF_ERROR(
-        CopyTensor(ctx, OwnedMasters(p), kept_sum_.view().Slice(begin, begin + (p.end - p.begin))));
+    if (!store_->spec(p.handle).f32_compute) continue;
+    const TensorView& v = store_->value(p.handle);
+    const TensorView flat(v.data, {v.numel()}, DType::kF32, v.device);
+    const int64_t at = p.begin - store_->offset(p.handle);
+    RETURN_IF_ERROR(CopyTensor(ctx, OwnedMasters(p), flat.Slice(at, at + (p.end - p.begin))));
   }
-  RETURN_IF_ERROR(dp_->AllReduce(kept_sum_.view(), comm::ReduceOp::kSum));
-  for (int h = 0; h < store_->size(); ++h) {
-    const int64_t at = kept_offset_[h];
-    if (at < 0) continue;
-    const TensorView value = store_->value(h);
-    const TensorView from(kept_sum_.data_as<float>() + at, value.shape, DType::kF32,
-                          kept_sum_.device());
-    RETURN_IF_ERROR(CopyTensor(ctx, from, value));
-  }
-  return absl::OkStatus();
+  return dp_->AllReduce(kept, comm::ReduceOp::kSum);
 }
 
 absl::Status DistributedOptimizerState::GatherWeights(const ExecContext& ctx) {
@@ -280,9 +265,8 @@ absl::Status DistributedOptimizerState::GatherWeights(const ExecContext& ctx) {
 absl::Status DistributedOptimizerState::GatherToHost(const ExecContext& ctx,
                                                      const TensorView& shard,
                                                      const TensorView& host_flat) const {
-  CHECK(InHostMemory(host_flat) && host_flat.dtype == DType::kF32 &&
-        host_flat.shape == Shape{store_->NumLocalElements()} && host_flat.IsContiguous())
-      << "GatherToHost: host_flat " << host_flat.DebugString();
+  const absl::Status flat_ok = store_->CheckHostFlat("GatherToHost", host_flat);
+  CHECK(flat_ok.ok()) << flat_ok;
   int64_t largest = 0;
   for (const ShardBucket& b : layout_.buckets) largest = std::max(largest, b.padded);
   ASSIGN_OR_RETURN(Tensor bucket, Alloc(ctx, {largest}, DType::kF32));
@@ -309,9 +293,8 @@ absl::Status DistributedOptimizerState::GatherToRoot(const ExecContext& ctx,
   }
   // A wrong buffer is the caller's bug, and an error returned here would leave the senders
   // blocked in their Sends: CHECK.
-  CHECK(InHostMemory(host_flat) && host_flat.dtype == DType::kF32 &&
-        host_flat.shape == Shape{store_->NumLocalElements()} && host_flat.IsContiguous())
-      << "GatherToRoot: host_flat " << host_flat.DebugString();
+  const absl::Status flat_ok = store_->CheckHostFlat("GatherToRoot", host_flat);
+  CHECK(flat_ok.ok()) << flat_ok;
   // The messages arrive on the device the senders' shards live on (a NCCL communicator moves
   // device memory between devices and host memory through MPI: both ends must agree).
   ASSIGN_OR_RETURN(Tensor received, Alloc(ctx, {largest_part_}, DType::kF32));

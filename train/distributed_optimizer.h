@@ -166,7 +166,8 @@ class DistributedOptimizerState {
   // `flat`, via `staging` for the padded bucket. Collective over dp.
   absl::Status AllGatherParts(const ExecContext& ctx, const TensorView& flat,
                               const Tensor& part_buffer, const Tensor& staging);
-  // Masters sharded: the kept f32 masters from the owned pieces (all-reduce over zeros).
+  // Masters sharded: the store's kept f32 masters from the owned pieces (all-reduced in place
+  // over zeros).
   absl::Status GatherKeptMasters(const ExecContext& ctx);
 
   // Copies bucket `index`'s reduced part from part buffer `slot` to the flat gradients and frees
@@ -186,11 +187,9 @@ class DistributedOptimizerState {
   // N mod P elements are ever written, so the padding stays zero) and for the all-gathers.
   Tensor reduce_staging_, gather_staging_;
   // Masters sharded: the shard (f32 [shard_elements()]); a compute-dtype part buffer and padded
-  // staging for the all-gather of the compute copies; the f32_compute parameters' offsets in a
-  // compact f32 buffer for their all-reduce (-1 for the others).
+  // staging for the all-gather of the compute copies.
   bool masters_sharded_ = false;
-  Tensor master_, compute_part_, compute_staging_, kept_sum_;
-  std::vector<int64_t> kept_offset_;
+  Tensor master_, compute_part_, compute_staging_;
 };
 
 }  // namespace train

@@ -41,12 +41,7 @@ absl::StatusOr<ParameterLoad> ReadParameters(const CheckpointModel& checkpoint,
                                              const nn::ParameterStore& store,
                                              const TensorView& host_values,
                                              const ParameterLoadOptions& options) {
-  if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 ||
-      host_values.shape != Shape{store.NumLocalElements()} || !host_values.IsContiguous()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReadParameters: host_values ", host_values.DebugString(),
-                     " must be contiguous f32 [", store.NumLocalElements(), "] on cpu"));
-  }
+  RETURN_IF_ERROR(store.CheckHostFlat("ReadParameters", host_values));
   std::vector<TensorRecord> records;
   for (int i = 0; i < store.size(); ++i) {
     records.push_back(ParameterRecord(store, i, host_values, store.spec(i).name));

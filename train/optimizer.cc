@@ -116,12 +116,7 @@ absl::Status Optimizer::LoadMoments(const ExecContext& ctx, const TensorView& ex
 bool Optimizer::masters_sharded() const { return dist_ != nullptr && dist_->masters_sharded(); }
 
 absl::Status Optimizer::GatherValues(const ExecContext& ctx, const TensorView& host_values) const {
-  if (!InHostMemory(host_values) || host_values.dtype != DType::kF32 ||
-      host_values.shape != Shape{store_->NumLocalElements()} || !host_values.IsContiguous()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Optimizer::GatherValues: host_values ", host_values.DebugString(),
-                     " must be contiguous f32 [", store_->NumLocalElements(), "] in host memory"));
-  }
+  RETURN_IF_ERROR(store_->CheckHostFlat("Optimizer::GatherValues", host_values));
   if (!masters_sharded()) return CopyTensor(ctx, store_->flat_values(), host_values);
   return dist_->GatherToHost(ctx, dist_->master_shard(), host_values);
 }
