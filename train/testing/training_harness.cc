@@ -74,6 +74,30 @@ std::vector<double> ComputeCopies(const nn::ParameterStore& store, const ExecCon
   return ::mt::testing::ToDoubles(host->view());
 }
 
+TrainerConfig MakeTrainerConfig(const HarnessConfig& c) {
+  TrainerConfig tc;
+  tc.micro_batch_size = c.micro_batch_size;
+  tc.global_batch_size = c.global_batch_size;
+  tc.seq_length = c.seq_length;
+  tc.train_iters = c.end;
+  tc.quiet = true;
+  tc.inject_grad_overflow_at = c.inject_grad_overflow_at;
+  tc.inject_grad_overflow_rank = c.inject_grad_overflow_rank;
+  return tc;
+}
+
+// Splits the first and last masters by parameter name.
+void RecordByName(const nn::ParameterStore& store, HarnessResult* out) {
+  if (out->last_values.empty() || out->first_values.empty()) return;
+  for (int i = 0; i < store.size(); ++i) {
+    const int64_t n = NumElements(store.local_shape(i));
+    const float* first = out->first_values.data() + store.offset(i);
+    const float* last = out->last_values.data() + store.offset(i);
+    out->first_by_name[store.spec(i).name].assign(first, first + n);
+    out->last_by_name[store.spec(i).name].assign(last, last + n);
+  }
+}
+
 }  // namespace
 
 std::vector<double> HarnessResult::Part(size_t k) const {
@@ -130,15 +154,7 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
     }
     EXPECT_EQ(counters.iteration, c.start);
   }
-  TrainerConfig tc;
-  tc.micro_batch_size = c.micro_batch_size;
-  tc.global_batch_size = c.global_batch_size;
-  tc.seq_length = c.seq_length;
-  tc.train_iters = c.end;
-  tc.quiet = true;
-  tc.inject_grad_overflow_at = c.inject_grad_overflow_at;
-  tc.inject_grad_overflow_rank = c.inject_grad_overflow_rank;
-  auto trainer = Trainer::Create(tc, {parallel->get(), &d.ec, model, &store, &*opt, &schedule,
+  auto trainer = Trainer::Create(MakeTrainerConfig(c), {parallel->get(), &d.ec, model, &store, &*opt, &schedule,
                                       &scaler, chunk_ptrs, more_chunks});
   if (!Ok(trainer.status(), "trainer")) return out;
   (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
@@ -155,13 +171,7 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   out.buckets_in_backward = opt->grad_reducer().buckets_started_in_backward();
   out.last_values = Masters(store, *opt, d.ec);
   out.last_compute = ComputeCopies(store, d.ec);
-  for (int i = 0; i < store.size() && !out.last_values.empty() && !out.first_values.empty(); ++i) {
-    const int64_t n = NumElements(store.local_shape(i));
-    const float* first = out.first_values.data() + store.offset(i);
-    const float* last = out.last_values.data() + store.offset(i);
-    out.first_by_name[store.spec(i).name].assign(first, first + n);
-    out.last_by_name[store.spec(i).name].assign(last, last + n);
-  }
+  RecordByName(store, &out);
   out.pp_counters = (*parallel)->pp().counters();
   out.pipeline = (*trainer)->pipeline_totals();
   if (!c.save.empty()) {
