@@ -56,9 +56,9 @@ struct Pipeline {
 absl::StatusOr<Pipeline> BuildPipeline(const BenchConfig& c, const comm::PipelineSplit& split,
                                        comm::ParallelContext& parallel, const Device& d) {
   Pipeline p;
-  p.store = std::make_unique<nn::ParameterStore>(parallel.tp_rank(), parallel.tp_size(),
-                                                 d.gpu ? DType::kBF16 : DType::kF32,
-                                                 d.rank.exec.device);
+  p.store =
+      std::make_unique<nn::ParameterStore>(parallel.tp_rank(), parallel.tp_size(),
+                                           d.gpu ? DType::kBF16 : DType::kF32, d.rank.exec.device);
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;
@@ -73,8 +73,8 @@ absl::StatusOr<Pipeline> BuildPipeline(const BenchConfig& c, const comm::Pipelin
   }
   train::ChunkFactory more;
   if (c.keep_stage_activations) {
-    ASSIGN_OR_RETURN(more, train::StageChunkFactory(c.model, p.store.get(), options, split,
-                                                    parallel.pp_rank()));
+    ASSIGN_OR_RETURN(
+        more, train::StageChunkFactory(c.model, p.store.get(), options, split, parallel.pp_rank()));
   }
   ASSIGN_OR_RETURN(p.runner,
                    train::PipelineRunner::Create(&parallel.pp(), split, chunk_ptrs, &d.rank.exec,

@@ -154,8 +154,9 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
     }
     EXPECT_EQ(counters.iteration, c.start);
   }
-  auto trainer = Trainer::Create(MakeTrainerConfig(c), {parallel->get(), &d.ec, model, &store, &*opt, &schedule,
-                                      &scaler, chunk_ptrs, more_chunks});
+  auto trainer = Trainer::Create(
+      MakeTrainerConfig(c),
+      {parallel->get(), &d.ec, model, &store, &*opt, &schedule, &scaler, chunk_ptrs, more_chunks});
   if (!Ok(trainer.status(), "trainer")) return out;
   (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
   out.first_values = Masters(store, *opt, d.ec);
