@@ -8,7 +8,7 @@ namespace cuda {
 namespace {
 
 __global__ void AdamKernel(float* param, const float* grad, float* m, float* v, int64_t n,
-                           AdamParams a) {
+                           AdamConstants a) {
   for (int64_t i = GlobalThread(); i < n; i += GridStride()) {
     const float p = param[i];
     float g = __fmul_rn(grad[i], a.grad_scale);
@@ -30,7 +30,7 @@ __global__ void AdamKernel(float* param, const float* grad, float* m, float* v, 
 }  // namespace
 
 LaunchResult LaunchAdam(float* param, const float* grad, float* m, float* v, int64_t n,
-                        const AdamParams& params, void* stream) {
+                        const AdamConstants& params, void* stream) {
   if (n == 0) return {};
   MT_LAUNCH(GridFor(n), kThreads, 0, static_cast<cudaStream_t>(stream), AdamKernel)
   (param, grad, m, v, n, params);

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/adam_constants.h"
+
 namespace mt {
 namespace cuda {
 
@@ -215,22 +217,9 @@ LaunchResult LaunchReduce(ElemType type, ReduceOp op, const void* x, int64_t n, 
 // ---- adam.cu ----
 
 // The per-element update of core/ops/adam.h in f32, each operation rounded as written there
-// (no fused multiply-adds). one_minus_beta* and bias_correction* are computed by the caller.
-struct AdamParams {
-  float lr = 0.0f;
-  float beta1 = 0.0f;
-  float beta2 = 0.0f;
-  float one_minus_beta1 = 0.0f;
-  float one_minus_beta2 = 0.0f;
-  float eps = 0.0f;
-  float weight_decay = 0.0f;
-  float grad_scale = 1.0f;
-  float bias_correction1 = 1.0f;
-  float bias_correction2 = 1.0f;
-  bool decoupled = true;  // AdamW
-};
+// (no fused multiply-adds), with the CPU's constants (core/adam_constants.h).
 LaunchResult LaunchAdam(float* param, const float* grad, float* m, float* v, int64_t n,
-                        const AdamParams& params, void* stream);
+                        const AdamConstants& params, void* stream);
 
 // ---- rmsnorm.cu: one block per row, statistics in f32 (core/ops/rmsnorm.h). ----
 

@@ -395,7 +395,7 @@ absl::StatusOr<double> Reduce(absl::string_view op, const ExecContext& ctx, cons
 // ---- Adam ----
 
 absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const TensorView& grad,
-                        const TensorView& m, const TensorView& v, const AdamParams& params) {
+                        const TensorView& m, const TensorView& v, const AdamConstants& params) {
   constexpr absl::string_view kOp = "AdamUpdate";
   RETURN_IF_ERROR(Enter(kOp, ctx, param.device, MT_OPERANDS(param, grad, m, v), Needs::kNothing));
   return LaunchStatus(kOp,

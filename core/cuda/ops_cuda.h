@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "core/cuda/launchers.h"
 #include "core/exec_context.h"
+#include "core/gemm_shape.h"
 #include "core/tensor.h"
 
 namespace mt {
@@ -146,7 +147,7 @@ absl::StatusOr<double> Reduce(absl::string_view op, const ExecContext& ctx, cons
 
 // ---- Adam (core/ops/adam.h) ----
 absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const TensorView& grad,
-                        const TensorView& m, const TensorView& v, const AdamParams& params);
+                        const TensorView& m, const TensorView& v, const AdamConstants& params);
 
 // ---- GEMM through cuBLASLt (gemm_cuda.cc) ----
 // `batch` row-major products C[M, N] = alpha op(A) op(B) + beta C, consecutive in memory: A and B
@@ -158,13 +159,7 @@ absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const T
 // dtype or f32) added to every row, then GeLU when `gelu`, pre_activation [M, N] (C's dtype)
 // receiving the value before GeLU; fused by cuBLASLt where it can, else applied by the BiasAdd and
 // Gelu kernels to an f32 product. Needs ctx.cuda.
-struct GemmDims {
-  int64_t batch = 1;
-  int64_t m = 0;
-  int64_t n = 0;
-  int64_t k = 0;
-  bool trans_a = false;
-  bool trans_b = false;
+struct GemmDims : GemmShape {
   float alpha = 1.0f;
   float beta = 0.0f;
   const TensorView* bias = nullptr;

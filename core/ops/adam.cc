@@ -38,8 +38,8 @@ absl::Status CheckHyperparameters(const AdamArgs& a) {
 }
 
 // The constants of adam.h's formulas, rounded to f32 once (CPU and CUDA alike).
-internal::AdamConstants Constants(const AdamArgs& a) {
-  internal::AdamConstants c;
+AdamConstants Constants(const AdamArgs& a) {
+  AdamConstants c;
   c.beta1 = a.beta1;
   c.beta2 = a.beta2;
   c.one_minus_beta1 = 1.0f - a.beta1;
@@ -56,7 +56,7 @@ internal::AdamConstants Constants(const AdamArgs& a) {
 
 void AdamCpu(ThreadPool* pool, float* param, const float* grad, float* m, float* v, int64_t n,
              const AdamArgs& a) {
-  const internal::AdamConstants c = Constants(a);
+  const AdamConstants c = Constants(a);
   ParallelFor(pool, n, int64_t{1} << 14, [&](int64_t begin, int64_t end) {
     internal::AdamRange(c, param + begin, grad + begin, m + begin, v + begin, end - begin);
   });
@@ -82,20 +82,7 @@ absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const T
 #if defined(MT_WITH_CUDA)
   if (param.device.is_cuda()) {
     // The same f32 constants as AdamCpu, so the kernel's update is the CPU's.
-    const internal::AdamConstants c = Constants(args);
-    cuda::AdamParams p;
-    p.lr = c.lr;
-    p.beta1 = c.beta1;
-    p.beta2 = c.beta2;
-    p.one_minus_beta1 = c.one_minus_beta1;
-    p.one_minus_beta2 = c.one_minus_beta2;
-    p.eps = c.eps;
-    p.weight_decay = c.weight_decay;
-    p.grad_scale = c.grad_scale;
-    p.bias_correction1 = c.bias_correction1;
-    p.bias_correction2 = c.bias_correction2;
-    p.decoupled = c.decoupled;
-    return cuda::AdamUpdate(ctx, param, grad, m, v, p);
+    return cuda::AdamUpdate(ctx, param, grad, m, v, Constants(args));
   }
 #endif
   if (!param.device.is_cpu()) return UnsupportedDevice(kOp, param.device);

@@ -5,17 +5,11 @@
 
 #include <cstdint>
 
+#include "core/adam_constants.h"
+
 namespace mt {
 namespace ops {
 namespace internal {
-
-// The f32 constants of one update (adam.h's formulas).
-struct AdamConstants {
-  float beta1, beta2, one_minus_beta1, one_minus_beta2;
-  float bias_correction1, bias_correction2;  // 1 - beta^step, rounded to f32.
-  float lr, eps, weight_decay, grad_scale;
-  bool decoupled;  // kAdamW.
-};
 
 // Updates param, m, v [0, n) in place from grad, with exactly adam.h's f32 roundings in its order
 // (lane-wise add, mul, div and sqrt, no FMA), so every target and the scalar tail give the bits

@@ -9,6 +9,7 @@
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
+#include "core/gemm_shape.h"
 #include "core/openblas.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
@@ -31,16 +32,6 @@ constexpr int64_t kEpilogueGrain = 1 << 14;
 CpuGemmBackend Resolve(CpuGemmBackend backend) {
   return backend == CpuGemmBackend::kDefault ? kFastestCpuBackend : backend;
 }
-
-// One validated problem: `batch` independent products C[M, N] = op(A) op(B), op(A) [M, K].
-struct GemmShape {
-  int64_t batch = 1;
-  int64_t m = 0;
-  int64_t n = 0;
-  int64_t k = 0;
-  bool trans_a = false;
-  bool trans_b = false;
-};
 
 std::string Described(const TensorView& t, bool transposed) {
   return absl::StrCat(DTypeName(t.dtype), ShapeToString(t.shape),
@@ -355,12 +346,7 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
 #if defined(MT_WITH_CUDA)
   if (a.device.is_cuda()) {
     cuda::GemmDims dims;
-    dims.batch = s.batch;
-    dims.m = s.m;
-    dims.n = s.n;
-    dims.k = s.k;
-    dims.trans_a = s.trans_a;
-    dims.trans_b = s.trans_b;
+    static_cast<GemmShape&>(dims) = s;
     dims.alpha = options.alpha;
     dims.beta = options.beta;
     dims.bias = options.bias;
