@@ -45,6 +45,26 @@
 namespace mt {
 namespace cuda_emu {
 
+// ---- Handles and descriptors.
+
+// A new T behind *handle (the Create functions): INVALID_VALUE for a null handle pointer.
+template <typename T, typename Handle>
+cublasStatus_t Create(Handle* handle, T** object = nullptr) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  T* p = new T();
+  *handle = reinterpret_cast<Handle>(p);
+  if (object != nullptr) *object = p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// Deletes a library handle (cublasDestroy, cublasLtDestroy): NOT_INITIALIZED for a null one.
+template <typename Handle>
+cublasStatus_t DestroyHandle(Handle handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 // ---- cuBLASLt descriptors (blas_lt_desc.cc creates them, blas_lt_matmul.cc reads them).
 
 // Tags that tell our descriptor structs apart (a layout passed as a matmul descriptor, say).

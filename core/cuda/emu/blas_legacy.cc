@@ -77,16 +77,10 @@ namespace emu = ::mt::cuda_emu;
 extern "C" {
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
-  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *handle = new cublasContext();
-  return CUBLAS_STATUS_SUCCESS;
+  return emu::Create<cublasContext>(handle);
 }
 
-cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
-  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  delete handle;
-  return CUBLAS_STATUS_SUCCESS;
-}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) { return emu::DestroyHandle(handle); }
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;

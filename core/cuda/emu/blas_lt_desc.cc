@@ -25,6 +25,23 @@ bool ReadAttribute(const void* buf, size_t size, V* out) {
   return true;
 }
 
+// A setter's status for a field that takes any value: INVALID_VALUE when the size is wrong.
+template <typename V>
+cublasStatus_t Set(const void* buf, size_t size, V* field) {
+  return ReadAttribute(buf, size, field) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+// Deletes a tagged descriptor (the Destroy functions): null is a no-op, another kind of object
+// INVALID_VALUE; the tag is cleared first so that a stale handle is refused, not reused.
+template <typename T>
+cublasStatus_t DestroyTagged(bool null, T* object) {
+  if (null) return CUBLAS_STATUS_SUCCESS;
+  if (object == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  object->tag = 0;
+  delete object;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 // The epilogues implemented here.
 bool KnownEpilogue(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS ||
@@ -41,38 +58,31 @@ using emu::AsDesc;
 using emu::AsMutableLayout;
 using emu::AsPref;
 using emu::ReadAttribute;
+using emu::Set;
 
 extern "C" {
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
-  if (lightHandle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *lightHandle = new cublasLtContext();
-  return CUBLAS_STATUS_SUCCESS;
+  return emu::Create<cublasLtContext>(lightHandle);
 }
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
-  if (lightHandle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  delete lightHandle;
-  return CUBLAS_STATUS_SUCCESS;
+  return emu::DestroyHandle(lightHandle);
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc,
                                         cublasComputeType_t computeType, cudaDataType_t scaleType) {
-  if (matmulDesc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* desc = new emu::MatmulDesc();
-  desc->compute_type = static_cast<int32_t>(computeType);
-  desc->scale_type = static_cast<int32_t>(scaleType);
-  *matmulDesc = reinterpret_cast<cublasLtMatmulDesc_t>(desc);
-  return CUBLAS_STATUS_SUCCESS;
+  emu::MatmulDesc* desc = nullptr;
+  const cublasStatus_t status = emu::Create(matmulDesc, &desc);
+  if (desc != nullptr) {
+    desc->compute_type = static_cast<int32_t>(computeType);
+    desc->scale_type = static_cast<int32_t>(scaleType);
+  }
+  return status;
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
-  if (matmulDesc == nullptr) return CUBLAS_STATUS_SUCCESS;
-  emu::MatmulDesc* desc = AsDesc(matmulDesc);
-  if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  desc->tag = 0;
-  delete desc;
-  return CUBLAS_STATUS_SUCCESS;
+  return emu::DestroyTagged(matmulDesc == nullptr, AsDesc(matmulDesc));
 }
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
@@ -83,9 +93,9 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
   const cublasStatus_t invalid = CUBLAS_STATUS_INVALID_VALUE;
   switch (attr) {
     case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
-      return ReadAttribute(buf, sizeInBytes, &desc->compute_type) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &desc->compute_type);
     case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
-      return ReadAttribute(buf, sizeInBytes, &desc->scale_type) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &desc->scale_type);
     case CUBLASLT_MATMUL_DESC_POINTER_MODE: {
       int32_t v;
       if (!ReadAttribute(buf, sizeInBytes, &v) || v != CUBLASLT_POINTER_MODE_HOST) return invalid;
@@ -116,21 +126,19 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
       return CUBLAS_STATUS_SUCCESS;
     }
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
-      return ReadAttribute(buf, sizeInBytes, &desc->bias) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &desc->bias);
     case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
-      return ReadAttribute(buf, sizeInBytes, &desc->bias_batch_stride) ? CUBLAS_STATUS_SUCCESS
-                                                                       : invalid;
+      return Set(buf, sizeInBytes, &desc->bias_batch_stride);
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
-      return ReadAttribute(buf, sizeInBytes, &desc->aux) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &desc->aux);
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
-      return ReadAttribute(buf, sizeInBytes, &desc->aux_ld) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &desc->aux_ld);
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
-      return ReadAttribute(buf, sizeInBytes, &desc->aux_batch_stride) ? CUBLAS_STATUS_SUCCESS
-                                                                      : invalid;
+      return Set(buf, sizeInBytes, &desc->aux_batch_stride);
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
-      return ReadAttribute(buf, sizeInBytes, &desc->aux_type) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &desc->aux_type);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-      return ReadAttribute(buf, sizeInBytes, &desc->bias_type) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &desc->bias_type);
     default:
       return invalid;  // Not emulated.
   }
@@ -138,23 +146,19 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type,
                                           uint64_t rows, uint64_t cols, int64_t ld) {
-  if (matLayout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  auto* layout = new emu::Layout();
-  layout->type = static_cast<uint32_t>(type);
-  layout->rows = rows;
-  layout->cols = cols;
-  layout->ld = ld;
-  *matLayout = reinterpret_cast<cublasLtMatrixLayout_t>(layout);
-  return CUBLAS_STATUS_SUCCESS;
+  emu::Layout* layout = nullptr;
+  const cublasStatus_t status = emu::Create(matLayout, &layout);
+  if (layout != nullptr) {
+    layout->type = static_cast<uint32_t>(type);
+    layout->rows = rows;
+    layout->cols = cols;
+    layout->ld = ld;
+  }
+  return status;
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
-  if (matLayout == nullptr) return CUBLAS_STATUS_SUCCESS;
-  emu::Layout* layout = AsMutableLayout(matLayout);
-  if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  layout->tag = 0;
-  delete layout;
-  return CUBLAS_STATUS_SUCCESS;
+  return emu::DestroyTagged(matLayout == nullptr, AsMutableLayout(matLayout));
 }
 
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
@@ -165,7 +169,7 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout
   const cublasStatus_t invalid = CUBLAS_STATUS_INVALID_VALUE;
   switch (attr) {
     case CUBLASLT_MATRIX_LAYOUT_TYPE:
-      return ReadAttribute(buf, sizeInBytes, &layout->type) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &layout->type);
     case CUBLASLT_MATRIX_LAYOUT_ORDER: {
       int32_t v;  // Only column order is emulated.
       if (!ReadAttribute(buf, sizeInBytes, &v) || v != CUBLASLT_ORDER_COL) return invalid;
@@ -173,33 +177,26 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout
       return CUBLAS_STATUS_SUCCESS;
     }
     case CUBLASLT_MATRIX_LAYOUT_ROWS:
-      return ReadAttribute(buf, sizeInBytes, &layout->rows) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &layout->rows);
     case CUBLASLT_MATRIX_LAYOUT_COLS:
-      return ReadAttribute(buf, sizeInBytes, &layout->cols) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &layout->cols);
     case CUBLASLT_MATRIX_LAYOUT_LD:
-      return ReadAttribute(buf, sizeInBytes, &layout->ld) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &layout->ld);
     case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
-      return ReadAttribute(buf, sizeInBytes, &layout->batch) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &layout->batch);
     case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
-      return ReadAttribute(buf, sizeInBytes, &layout->stride) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &layout->stride);
     default:
       return invalid;  // Not emulated (planar complex, pointer-array batches).
   }
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  if (pref == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new emu::Preference());
-  return CUBLAS_STATUS_SUCCESS;
+  return emu::Create<emu::Preference>(pref);
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  if (pref == nullptr) return CUBLAS_STATUS_SUCCESS;
-  emu::Preference* p = AsPref(pref);
-  if (p == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  p->tag = 0;
-  delete p;
-  return CUBLAS_STATUS_SUCCESS;
+  return emu::DestroyTagged(pref == nullptr, AsPref(pref));
 }
 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
@@ -216,21 +213,21 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
       return CUBLAS_STATUS_SUCCESS;
     }
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
-      return ReadAttribute(buf, sizeInBytes, &p->max_workspace) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &p->max_workspace);
     case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
-      return ReadAttribute(buf, sizeInBytes, &p->reduction_mask) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &p->reduction_mask);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
-      return ReadAttribute(buf, sizeInBytes, &p->align_a) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &p->align_a);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
-      return ReadAttribute(buf, sizeInBytes, &p->align_b) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &p->align_b);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
-      return ReadAttribute(buf, sizeInBytes, &p->align_c) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &p->align_c);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
-      return ReadAttribute(buf, sizeInBytes, &p->align_d) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &p->align_d);
     case CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT:
-      return ReadAttribute(buf, sizeInBytes, &p->max_waves) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &p->max_waves);
     case CUBLASLT_MATMUL_PREF_IMPL_MASK:
-      return ReadAttribute(buf, sizeInBytes, &p->impl_mask) ? CUBLAS_STATUS_SUCCESS : invalid;
+      return Set(buf, sizeInBytes, &p->impl_mask);
     default:
       return invalid;  // Not emulated.
   }
