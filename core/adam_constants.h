@@ -7,16 +7,10 @@
 namespace mt {
 
 struct AdamConstants {
-  float lr = 0.0f;
-  float beta1 = 0.0f;
-  float beta2 = 0.0f;
-  float one_minus_beta1 = 0.0f;
-  float one_minus_beta2 = 0.0f;
-  float eps = 0.0f;
-  float weight_decay = 0.0f;
+  float lr = 0.0f, beta1 = 0.0f, beta2 = 0.0f, eps = 0.0f, weight_decay = 0.0f;
+  float one_minus_beta1 = 0.0f, one_minus_beta2 = 0.0f;
+  float bias_correction1 = 1.0f, bias_correction2 = 1.0f;  // 1 - beta^step, rounded to f32.
   float grad_scale = 1.0f;
-  float bias_correction1 = 1.0f;
-  float bias_correction2 = 1.0f;
   bool decoupled = true;  // AdamW (decoupled weight decay).
 };
 

@@ -8,12 +8,8 @@
 namespace mt {
 
 struct GemmShape {
-  int64_t batch = 1;
-  int64_t m = 0;
-  int64_t n = 0;
-  int64_t k = 0;
-  bool trans_a = false;
-  bool trans_b = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
 };
 
 }  // namespace mt
