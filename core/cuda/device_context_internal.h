@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/cuda_error.h"
+#include "core/gemm_shape.h"
 
 namespace mt {
 namespace cuda {
@@ -46,11 +47,9 @@ namespace internal {
 // the alignment of its pointers, which restricts the kernels cuBLASLt may pick; with a fused
 // epilogue, also the epilogue, the bias dtype and the alignment of the bias and aux (GeLU input)
 // pointers.
-struct GemmPlanKey {
+struct GemmPlanKey : GemmShape {
   int dtype;    // cudaDataType_t of A and B.
   int c_dtype;  // cudaDataType_t of C (A's, or f32).
-  int64_t batch, m, n, k;
-  bool trans_a, trans_b;
   int align_a, align_b, align_c;
   int epilogue = 1;                   // cublasLtEpilogue_t; CUBLASLT_EPILOGUE_DEFAULT (1): none.
   int bias_dtype = -1;                // cudaDataType_t of the bias; -1: no bias.

@@ -295,12 +295,7 @@ absl::Status LtGemm(absl::string_view op, const ExecContext& ctx, const TensorVi
   GemmPlanKey key;
   key.dtype = static_cast<int>(DataType(a.dtype));
   key.c_dtype = static_cast<int>(DataType(c.dtype));
-  key.batch = dims.batch;
-  key.m = dims.m;
-  key.n = dims.n;
-  key.k = dims.k;
-  key.trans_a = dims.trans_a;
-  key.trans_b = dims.trans_b;
+  static_cast<GemmShape&>(key) = dims;
   key.align_a = Alignment(a.data, dims.batch, dims.m * dims.k * elem);
   key.align_b = Alignment(b.data, dims.batch, dims.k * dims.n * elem);
   key.align_c = Alignment(c.data, dims.batch, dims.m * dims.n * c_elem);

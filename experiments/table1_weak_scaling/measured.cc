@@ -14,6 +14,7 @@
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
 #include "experiments/table1_weak_scaling/perf_model.h"
+#include "experiments/table1_weak_scaling/tables.h"
 #include "models/count.h"
 #include "models/registry.h"
 
@@ -37,7 +38,7 @@ absl::Status TimeOps(const MeasureConfig& c, const StepShape& s, bool first, Mea
       {c.step_op_bench, absl::StrCat("--hidden=", s.hidden), absl::StrCat("--heads=", s.heads),
        absl::StrCat("--layers=", s.layers), absl::StrCat("--seq=", s.seq),
        absl::StrCat("--micro_batch=", s.micro_batch), absl::StrCat("--tp=", s.tp),
-       absl::StrCat("--vocab=", s.padded_vocab), absl::StrCat("--params=", s.params_per_rank),
+       absl::StrCat("--vocab=", s.vocab), absl::StrCat("--params=", s.params_per_rank),
        absl::StrCat("--threads=", r->threads), "--reps=3"});
   r->op_command = absl::StrJoin(cmd, " ");
   ASSIGN_OR_RETURN(const std::string out, RunCommand(cmd));
@@ -83,17 +84,8 @@ absl::StatusOr<StepShape> ShapeOf(const MeasureConfig& c, int tp, int dp) {
   mc.hidden_size = c.hidden;
   mc.num_attention_heads = static_cast<int>(c.heads);
   mc.max_position_embeddings = c.seq;
-  ASSIGN_OR_RETURN(const models::ParameterCount count, models::CountParameters(mc, tp));
   StepShape s;
-  s.hidden = c.hidden;
-  s.heads = c.heads;
-  s.layers = c.layers;
-  s.seq = c.seq;
-  s.micro_batch = c.micro_batch;
-  s.padded_vocab = count.padded_vocab;
-  s.params_per_rank = count.per_rank;
-  s.tp = tp;
-  s.dp = dp;
+  ASSIGN_OR_RETURN(static_cast<perf::Workload&>(s), WorkloadOf(mc, tp, dp, c.seq, c.micro_batch));
   s.dp_bucket_elements = c.dp_bucket_elements;
   return s;
 }
@@ -110,15 +102,7 @@ double ElementwiseSeconds(const StepShape& s, double bandwidth) {
   sw.recompute = false;
   sw.activation_bytes = 4;
   sw.per_tensor_optimizer = false;
-  perf::Workload w;
-  w.hidden = s.hidden;
-  w.heads = s.heads;
-  w.layers = s.layers;
-  w.seq = s.seq;
-  w.micro_batch = s.micro_batch;
-  w.tp = s.tp;
-  w.vocab = s.padded_vocab;
-  return perf::PredictIteration(w, hw, sw).elementwise;
+  return perf::PredictIteration(s, hw, sw).elementwise;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "experiments/table1_weak_scaling/perf_model.h"
 
 namespace mt {
 namespace experiments {
@@ -51,11 +52,9 @@ struct PredictedStep {
   }
 };
 
-// The shapes of one measured configuration (tp x dp ranks, f32, no recompute).
-struct StepShape {
-  int64_t hidden = 0, heads = 0, layers = 0, seq = 0, micro_batch = 0;
-  int64_t padded_vocab = 0, params_per_rank = 0;
-  int tp = 1, dp = 1;
+// The shapes of one measured configuration (tp x dp ranks, f32, no recompute): the performance
+// model's workload and the DP bucket size.
+struct StepShape : perf::Workload {
   int64_t dp_bucket_elements = 1 << 20;
 };
 

@@ -91,7 +91,7 @@ StepShape Tiny(int tp, int dp) {
   s.layers = 1;
   s.seq = 2;
   s.micro_batch = 1;
-  s.padded_vocab = 8;
+  s.vocab = 8;
   s.params_per_rank = 2500;
   s.dp_bucket_elements = 1000;
   s.tp = tp;

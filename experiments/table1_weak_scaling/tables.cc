@@ -98,22 +98,27 @@ const std::vector<PaperConfig>& PaperTable1() {
   return *t;
 }
 
-absl::StatusOr<perf::Workload> RegistryWorkload(const std::string& model, int tp, int dp,
-                                                int heads_override) {
-  ASSIGN_OR_RETURN(models::RegisteredModel m, models::FindModel(model));
-  if (heads_override > 0) m.config.num_attention_heads = heads_override;
-  ASSIGN_OR_RETURN(const models::ParameterCount count, models::CountParameters(m.config, tp));
+absl::StatusOr<perf::Workload> WorkloadOf(const models::ModelConfig& mc, int tp, int dp,
+                                          int64_t seq, int64_t micro_batch) {
+  ASSIGN_OR_RETURN(const models::ParameterCount count, models::CountParameters(mc, tp));
   perf::Workload w;
-  w.hidden = m.config.hidden_size;
-  w.heads = m.config.num_attention_heads;
-  w.layers = m.config.num_layers;
+  w.hidden = mc.hidden_size;
+  w.heads = mc.num_attention_heads;
+  w.layers = mc.num_layers;
   w.vocab = count.padded_vocab;
-  w.seq = 1024;
-  w.micro_batch = 8;
+  w.seq = seq;
+  w.micro_batch = micro_batch;
   w.tp = tp;
   w.dp = dp;
   w.params_per_rank = count.per_rank;
   return w;
+}
+
+absl::StatusOr<perf::Workload> RegistryWorkload(const std::string& model, int tp, int dp,
+                                                int heads_override) {
+  ASSIGN_OR_RETURN(models::RegisteredModel m, models::FindModel(model));
+  if (heads_override > 0) m.config.num_attention_heads = heads_override;
+  return WorkloadOf(m.config, tp, dp, 1024, 8);
 }
 
 absl::StatusOr<Table1Results> ComputeTable1(const perf::Hardware& hw, const perf::Software& sw) {

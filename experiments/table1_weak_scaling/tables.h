@@ -3,12 +3,14 @@
 #ifndef MT_EXPERIMENTS_TABLE1_WEAK_SCALING_TABLES_H_
 #define MT_EXPERIMENTS_TABLE1_WEAK_SCALING_TABLES_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "experiments/report/report.h"
 #include "experiments/table1_weak_scaling/perf_model.h"
+#include "models/config.h"
 
 namespace mt {
 namespace experiments {
@@ -21,6 +23,11 @@ struct PaperConfig {
   double mp_pct = 0, mp_dp_pct = 0;
 };
 const std::vector<PaperConfig>& PaperTable1();
+
+// The workload of model `mc` at TP `tp` x DP `dp` (parameter count and padded vocabulary from
+// models/count.h), `micro_batch` samples of `seq` tokens per model replica.
+absl::StatusOr<perf::Workload> WorkloadOf(const models::ModelConfig& mc, int tp, int dp,
+                                          int64_t seq, int64_t micro_batch);
 
 // The workload of a registered model at TP `tp` x DP `dp` (parameter counts and padded vocabulary
 // from the registry), batch 8 per model replica, sequence 1024.
