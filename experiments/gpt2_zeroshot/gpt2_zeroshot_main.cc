@@ -151,9 +151,7 @@ absl::Status Run(int argc, char** argv) {
   ZeroShotReportInputs in{
       s.data_name,      FLAGS_load.empty(), FLAGS_train_iters, FLAGS_global_batch_size,
       FLAGS_seq_length, s.wikitext,         s.lambada};
-  RETURN_IF_ERROR(WriteZeroShotResults(run, in, scores));
-  std::printf("gpt2_zeroshot: wrote %s\n", run.Path("report.md").c_str());
-  return absl::OkStatus();
+  return WriteZeroShotResults(run, in, scores);
 }
 
 }  // namespace

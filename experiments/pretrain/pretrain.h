@@ -224,6 +224,18 @@ absl::StatusOr<std::shared_ptr<const Source>> PlannedSource(const DataPlan& plan
   return data::BlendSources(std::move(sources), std::move(index));
 }
 
+// A family's dataset config (data::GptDatasetConfig, BertDatasetConfig) with the settings they
+// share taken from the job: the document split, the sample length, the seed; n samples.
+template <typename DatasetConfig>
+DatasetConfig SharedDatasetConfig(const PretrainConfig& c, int64_t n) {
+  DatasetConfig dc;
+  dc.split = c.split;
+  dc.seq_len = c.trainer.seq_length;
+  dc.num_samples = n;
+  dc.seed = c.trainer.seed;
+  return dc;
+}
+
 // A model family's data (GPT: token samples; BERT: masked sentence pairs), and what the family
 // does after training.
 class PretrainData {

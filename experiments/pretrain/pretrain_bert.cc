@@ -62,11 +62,7 @@ class BertData : public PretrainData {
     auto make =
         [&](std::shared_ptr<const data::IndexedDataset> indexed,
             int64_t num_samples) -> absl::StatusOr<std::shared_ptr<const data::BertSampleSource>> {
-      data::BertDatasetConfig dc;
-      dc.split = c_.split;
-      dc.seq_len = c_.trainer.seq_length;
-      dc.num_samples = num_samples;
-      dc.seed = c_.trainer.seed;
+      auto dc = SharedDatasetConfig<data::BertDatasetConfig>(c_, num_samples);
       dc.short_seq_prob = c_.short_seq_prob;
       dc.masking.masked_lm_prob = c_.mask_prob;
       ASSIGN_OR_RETURN(auto ds, data::BertDataset::Create(std::move(indexed), split, dc, vocab_));

@@ -73,12 +73,9 @@ class GptData : public PretrainData {
     auto make =
         [&](std::shared_ptr<const data::IndexedDataset> indexed,
             int64_t num_samples) -> absl::StatusOr<std::shared_ptr<const data::TokenSampleSource>> {
-      data::GptDatasetConfig dc;
-      dc.split = c_.split;
-      dc.seq_len = c_.trainer.seq_length;
-      dc.num_samples = num_samples;
-      dc.seed = c_.trainer.seed;
-      ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(std::move(indexed), split, dc));
+      ASSIGN_OR_RETURN(auto ds, data::GptDataset::Create(
+                                    std::move(indexed), split,
+                                    SharedDatasetConfig<data::GptDatasetConfig>(c_, num_samples)));
       return data::GptSampleSource(std::shared_ptr<const data::GptDataset>(std::move(ds)));
     };
     ASSIGN_OR_RETURN(auto source,

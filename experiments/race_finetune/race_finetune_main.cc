@@ -180,9 +180,7 @@ absl::Status Run(int argc, char** argv) {
                            "(each question is several points): they show the pipeline end to "
                            "end, not a number comparable with the paper's."
                          : "");
-  RETURN_IF_ERROR(WriteResults(run, ours, what));
-  std::printf("race_finetune: wrote %s\n", run.Path("report.md").c_str());
-  return absl::OkStatus();
+  return WriteResults(run, ours, what);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "core/status.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -242,7 +243,10 @@ std::string Report::Render(const ExperimentRun& run, const MachineInfo& machine,
 }
 
 absl::Status Report::Write(const ExperimentRun& run) const {
-  return WriteFile(run.Path("report.md"), Render(run, DescribeMachine(), run.WallSeconds()));
+  const std::string path = run.Path("report.md");
+  RETURN_IF_ERROR(WriteFile(path, Render(run, DescribeMachine(), run.WallSeconds())));
+  std::printf("%s: wrote %s\n", run.name.c_str(), path.c_str());
+  return absl::OkStatus();
 }
 
 std::string Fixed(double value, int digits) { return absl::StrFormat("%.*f", digits, value); }

@@ -113,7 +113,8 @@ class Report {
   // The whole document for `run` on `machine`, `wall_seconds` after it started.
   std::string Render(const ExperimentRun& run, const MachineInfo& machine,
                      double wall_seconds) const;
-  // Renders with DescribeMachine() and run.WallSeconds(), and writes run.Path("report.md").
+  // Renders with DescribeMachine() and run.WallSeconds(), writes run.Path("report.md") and prints
+  // "<run.name>: wrote <path>".
   absl::Status Write(const ExperimentRun& run) const;
 
  private:
