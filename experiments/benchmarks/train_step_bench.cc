@@ -255,15 +255,12 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
   const double flops = model.TrainingFlops(B * dp_size, T, B * dp_size * T);
   const double per_rank_gflops = flops / median / ranks / 1e9;
   std::printf(
-      "config: model=%s architecture=%s layers=%d hidden=%d heads=%d seq=%lld batch=%lld "
-      "vocab=%lld (padded %lld) tp=%d dp=%d ranks=%d threads/rank=%d recompute=%s "
-      "sequence_parallel=%s dtype=%s\n",
-      c.model_name.empty() ? "(flags)" : c.model_name.c_str(), mc.ArchitectureName().c_str(),
-      mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
-      static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(mc.vocab_size),
-      static_cast<long long>(model.padded_vocab()), parallel.tp_size(), dp_size, ranks,
-      d.rank.threads, RecomputeName(c), c.activations.sequence_parallel ? "yes" : "no",
-      d.gpu ? "bf16" : "f32");
+      "config: %s seq=%lld batch=%lld vocab=%lld (padded %lld) tp=%d dp=%d ranks=%d "
+      "threads/rank=%d recompute=%s sequence_parallel=%s dtype=%s\n",
+      ModelDescription(c).c_str(), static_cast<long long>(T), static_cast<long long>(B),
+      static_cast<long long>(mc.vocab_size), static_cast<long long>(model.padded_vocab()),
+      parallel.tp_size(), dp_size, ranks, d.rank.threads, RecomputeName(c),
+      c.activations.sequence_parallel ? "yes" : "no", d.gpu ? "bf16" : "f32");
   std::printf("parameters: %lld\n", static_cast<long long>(parameters));
   PrintGemmRate(c, d, gemm);
   std::printf(

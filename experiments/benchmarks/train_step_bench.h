@@ -116,6 +116,9 @@ void PrintGemmRate(const BenchConfig& c, const Device& d, double gemm);
 // "no", "full" or "selective".
 const char* RecomputeName(const BenchConfig& c);
 
+// The model part of the config line: "model=NAME architecture=A layers=L hidden=H heads=N".
+std::string ModelDescription(const BenchConfig& c);
+
 // The median of a non-empty `v`.
 double MedianOf(std::vector<double> v);
 

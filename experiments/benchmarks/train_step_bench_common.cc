@@ -4,6 +4,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "core/alloc.h"
 #include "core/cuda_device.h"
 #include "core/openblas.h"
@@ -98,6 +99,13 @@ const char* RecomputeName(const BenchConfig& c) {
   const absl::StatusOr<nn::Recompute> r = c.activations.Recompute(c.recompute);
   if (!r.ok() || *r == nn::Recompute::kNo) return "no";
   return *r == nn::Recompute::kYes ? "full" : "selective";
+}
+
+std::string ModelDescription(const BenchConfig& c) {
+  const models::ModelConfig& mc = c.model;
+  return absl::StrFormat("model=%s architecture=%s layers=%d hidden=%d heads=%d",
+                         c.model_name.empty() ? "(flags)" : c.model_name, mc.ArchitectureName(),
+                         mc.num_layers, mc.hidden_size, mc.num_attention_heads);
 }
 
 double MedianOf(std::vector<double> v) {

@@ -202,16 +202,14 @@ void PrintReport(const BenchConfig& c, const comm::ParallelContext& parallel,
   step_model_flops *= dp_size;
   const double median = MedianOf(t.times);
   const double per_rank_gflops = step_model_flops / median / ranks / 1e9;
-  const models::ModelConfig& mc = c.model;
   std::printf(
-      "config: model=%s architecture=%s layers=%d hidden=%d heads=%d seq=%lld micro_batch=%lld "
-      "micro_batches=%d tp=%d dp=%d pp=%d virtual_stages=%d ranks=%d threads/rank=%d "
-      "recompute=%s sequence_parallel=%s distributed_optimizer=%s dtype=%s\n",
-      c.model_name.empty() ? "(flags)" : c.model_name.c_str(), mc.ArchitectureName().c_str(),
-      mc.num_layers, static_cast<int>(mc.hidden_size), mc.num_attention_heads,
-      static_cast<long long>(T), static_cast<long long>(B), m, parallel.tp_size(), dp_size, P, V,
-      ranks, d.rank.threads, RecomputeName(c), c.activations.sequence_parallel ? "yes" : "no",
-      o.distributed() ? "yes" : "no", d.gpu ? "bf16" : "f32");
+      "config: %s seq=%lld micro_batch=%lld micro_batches=%d tp=%d dp=%d pp=%d virtual_stages=%d "
+      "ranks=%d threads/rank=%d recompute=%s sequence_parallel=%s distributed_optimizer=%s "
+      "dtype=%s\n",
+      ModelDescription(c).c_str(), static_cast<long long>(T), static_cast<long long>(B), m,
+      parallel.tp_size(), dp_size, P, V, ranks, d.rank.threads, RecomputeName(c),
+      c.activations.sequence_parallel ? "yes" : "no", o.distributed() ? "yes" : "no",
+      d.gpu ? "bf16" : "f32");
   PrintGemmRate(c, d, gemm);
   std::printf(
       "step time (median of %d, %d micro-batches of %lld per DP rank): %.3f s | tokens/s: %.0f | "
