@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "core/status.h"
+#include "core/tool_main.h"
 #include "data/preprocessing/default_data.h"
 #include "gflags/gflags.h"
 
@@ -54,19 +55,8 @@ absl::Status Run() {
 }  // namespace mt::data
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "[--output_dir=DIR] [--corpus_dir=DIR] [--workers=N] [--force]\n"
-      "Builds the fortunes corpus as GPT-2 and BERT indexed datasets.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  if (argc > 1) {
-    std::fprintf(stderr, "make_default_data: unexpected argument '%s' (flags are --name=value)\n",
-                 argv[1]);
-    return 2;
-  }
-  const absl::Status status = mt::data::Run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "make_default_data: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  return mt::ToolMain("make_default_data",
+                      "[--output_dir=DIR] [--corpus_dir=DIR] [--workers=N] [--force]\n"
+                      "Builds the fortunes corpus as GPT-2 and BERT indexed datasets.",
+                      argc, argv, mt::data::Run);
 }

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/status.h"
+#include "core/tool_main.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/preprocessing/preprocess.h"
 #include "data/tokenizers/factory.h"
@@ -118,20 +119,10 @@ absl::Status Run() {
 }  // namespace mt::data
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  return mt::ToolMain(
+      "preprocess",
       "--input=FILE[,FILE...] --tokenizer=gpt2|bert --output_prefix=PREFIX [--input_format=jsonl|"
       "text] [--json_key=text] [--document_separator=SEP] [--append_eod] [--split_sentences] "
-      "[--workers=N]\nWrites a Megatron indexed dataset PREFIX.bin / PREFIX.idx.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  if (argc > 1) {
-    std::fprintf(stderr, "preprocess: unexpected argument '%s' (flags are --name=value)\n",
-                 argv[1]);
-    return 2;
-  }
-  const absl::Status status = mt::data::Run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "preprocess: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return std::fflush(stdout) == 0 ? 0 : 1;
+      "[--workers=N]\nWrites a Megatron indexed dataset PREFIX.bin / PREFIX.idx.",
+      argc, argv, mt::data::Run);
 }

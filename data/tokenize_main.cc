@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/tool_main.h"
 #include "data/tokenizers/factory.h"
 #include "gflags/gflags.h"
 
@@ -77,18 +78,9 @@ absl::Status Run() {
 }  // namespace mt::data
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  return mt::ToolMain(
+      "tokenize",
       "--tokenizer=gpt2|bert --input=FILE [--decode]\n"
-      "Prints the token ids of FILE's text on one line, or with --decode the text of the ids.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  if (argc > 1) {
-    std::fprintf(stderr, "tokenize: unexpected argument '%s' (flags are --name=value)\n", argv[1]);
-    return 2;
-  }
-  const absl::Status status = mt::data::Run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "tokenize: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  return std::fflush(stdout) == 0 ? 0 : 1;
+      "Prints the token ids of FILE's text on one line, or with --decode the text of the ids.",
+      argc, argv, mt::data::Run);
 }

@@ -53,6 +53,18 @@ Shape Model::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
   return {batch, seq_length, config().hidden_size};
 }
 
+absl::Status Model::CheckStageBoundary(absl::string_view model, const ExecContext& ec,
+                                       const TensorView& t, DType dtype, int64_t batch,
+                                       int64_t seq_length, const char* what) const {
+  const Shape want = StageBoundaryShape(batch, seq_length);
+  if (t.shape != want || t.dtype != dtype || t.device != ec.device || !t.IsContiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(model, " pipeline stage: ", what, " ", t.DebugString(), " must be contiguous ",
+                     DTypeName(dtype), " ", ShapeToString(want), " on ", ec.device.ToString()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Model::StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
                                   const TensorView& input_grad, double loss_scale) {
   (void)sc;

@@ -225,6 +225,14 @@ class Model {
   virtual absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc,
                                                               const Batch& batch, Backward backward,
                                                               double loss_scale = 1.0);
+
+ protected:
+  // For the stages' implementations: InvalidArgument unless `t` is a contiguous
+  // StageBoundaryShape(batch, seq_length) tensor of `dtype` on ec's device; the message names
+  // `model`'s pipeline stage ("GPT-2") and `what` ("input", "output gradient").
+  absl::Status CheckStageBoundary(absl::string_view model, const ExecContext& ec,
+                                  const TensorView& t, DType dtype, int64_t batch,
+                                  int64_t seq_length, const char* what) const;
 };
 
 // The number of transformer layers `stage` builds of `config`'s (num_layers 0: through the last);

@@ -160,13 +160,7 @@ Shape BertModel::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
 
 absl::Status BertModel::CheckHidden(const ExecContext& ec, const TensorView& t,
                                     const char* what) const {
-  const Shape want = StageBoundaryShape(B_, T_);
-  if (t.shape != want || t.dtype != dtype_ || t.device != ec.device || !t.IsContiguous()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("BERT pipeline stage: ", what, " ", t.DebugString(), " must be contiguous ",
-                     DTypeName(dtype_), " ", ShapeToString(want), " on ", ec.device.ToString()));
-  }
-  return absl::OkStatus();
+  return CheckStageBoundary("BERT", ec, t, dtype_, B_, T_, what);
 }
 
 absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& batch,

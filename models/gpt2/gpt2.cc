@@ -132,13 +132,7 @@ Shape GptModel::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
 
 absl::Status GptModel::CheckHidden(const ExecContext& ec, const TensorView& t,
                                    const char* what) const {
-  const Shape want = StageBoundaryShape(B_, T_);
-  if (t.shape != want || t.dtype != dtype_ || t.device != ec.device || !t.IsContiguous()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GPT-2 pipeline stage: ", what, " ", t.DebugString(), " must be contiguous ",
-                     DTypeName(dtype_), " ", ShapeToString(want), " on ", ec.device.ToString()));
-  }
-  return absl::OkStatus();
+  return CheckStageBoundary("GPT-2", ec, t, dtype_, B_, T_, what);
 }
 
 absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const TensorView& tokens,
