@@ -79,6 +79,20 @@ absl::Status CheckTargetRange(absl::string_view op, const ExecContext& ctx,
   return absl::OkStatus();
 }
 
+// targets (i32 or i64) and row_max (f32): contiguous vectors of the N rows.
+absl::Status CheckRows(absl::string_view op, const TensorView& targets, const TensorView& row_max,
+                       int64_t N) {
+  RETURN_IF_ERROR(CheckVector(op, "targets", targets, N, {DType::kI32, DType::kI64}));
+  return CheckVector(op, "row_max", row_max, N, {DType::kF32});
+}
+
+// partials: contiguous f32 [N, 2] (each row's target logit and sum of exponentials).
+absl::Status CheckPartials(absl::string_view op, const TensorView& partials, int64_t N) {
+  RETURN_IF_ERROR(CheckContiguous(op, "partials", partials));
+  RETURN_IF_ERROR(CheckDType(op, "partials", partials, {DType::kF32}));
+  return CheckShape(op, "partials", partials, {N, 2});
+}
+
 // Number of unmasked columns of this shard.
 int64_t ValidColumns(const TensorView& logits, const VocabShard& shard) {
   const int64_t v = shard.valid_vocab - shard.vocab_start;
@@ -113,11 +127,8 @@ absl::Status ShardedTargetAndSumExp(const ExecContext& ctx, const TensorView& lo
   constexpr absl::string_view kOp = "ShardedTargetAndSumExp";
   RETURN_IF_ERROR(CheckLogits(kOp, logits, shard));
   const int64_t N = logits.dim(0), V = logits.dim(1), valid = ValidColumns(logits, shard);
-  RETURN_IF_ERROR(CheckVector(kOp, "targets", targets, N, {DType::kI32, DType::kI64}));
-  RETURN_IF_ERROR(CheckVector(kOp, "row_max", row_max, N, {DType::kF32}));
-  RETURN_IF_ERROR(CheckContiguous(kOp, "partials", partials));
-  RETURN_IF_ERROR(CheckDType(kOp, "partials", partials, {DType::kF32}));
-  RETURN_IF_ERROR(CheckShape(kOp, "partials", partials, {N, 2}));
+  RETURN_IF_ERROR(CheckRows(kOp, targets, row_max, N));
+  RETURN_IF_ERROR(CheckPartials(kOp, partials, N));
   RETURN_IF_ERROR(CheckSameDevice(kOp, {&logits, &targets, &row_max, &partials}));
   RETURN_IF_ERROR(CheckTargetRange(kOp, ctx, targets, shard.valid_vocab));
 #if defined(MT_WITH_CUDA)
@@ -147,16 +158,11 @@ absl::Status ShardedLoss(const ExecContext& ctx, const TensorView& targets,
   constexpr absl::string_view kOp = "ShardedLoss";
   const int64_t N = losses.numel();
   RETURN_IF_ERROR(CheckVector(kOp, "losses", losses, N, {DType::kF32}));
-  RETURN_IF_ERROR(CheckVector(kOp, "targets", targets, N, {DType::kI32, DType::kI64}));
-  RETURN_IF_ERROR(CheckVector(kOp, "row_max", row_max, N, {DType::kF32}));
-  RETURN_IF_ERROR(CheckShape(kOp, "partials", partials, {N, 2}));
+  RETURN_IF_ERROR(CheckRows(kOp, targets, row_max, N));
+  RETURN_IF_ERROR(CheckPartials(kOp, partials, N));
   RETURN_IF_ERROR(CheckSameDevice(kOp, {&losses, &targets, &row_max, &partials}));
 #if defined(MT_WITH_CUDA)
-  if (losses.device.is_cuda()) {
-    RETURN_IF_ERROR(CheckContiguous(kOp, "partials", partials));
-    RETURN_IF_ERROR(CheckDType(kOp, "partials", partials, {DType::kF32}));
-    return cuda::ShardedLoss(ctx, targets, row_max, partials, losses);
-  }
+  if (losses.device.is_cuda()) return cuda::ShardedLoss(ctx, targets, row_max, partials, losses);
 #endif
   const float* m = row_max.data_as<float>();
   const float* p = partials.data_as<float>();
@@ -177,10 +183,9 @@ absl::Status ShardedCrossEntropyBackward(const ExecContext& ctx, const TensorVie
   constexpr absl::string_view kOp = "ShardedCrossEntropyBackward";
   RETURN_IF_ERROR(CheckLogits(kOp, logits, shard));
   const int64_t N = logits.dim(0), V = logits.dim(1), valid = ValidColumns(logits, shard);
-  RETURN_IF_ERROR(CheckVector(kOp, "targets", targets, N, {DType::kI32, DType::kI64}));
-  RETURN_IF_ERROR(CheckVector(kOp, "row_max", row_max, N, {DType::kF32}));
+  RETURN_IF_ERROR(CheckRows(kOp, targets, row_max, N));
   RETURN_IF_ERROR(CheckVector(kOp, "dlosses", dlosses, N, {DType::kF32}));
-  RETURN_IF_ERROR(CheckShape(kOp, "partials", partials, {N, 2}));
+  RETURN_IF_ERROR(CheckPartials(kOp, partials, N));
   RETURN_IF_ERROR(CheckContiguous(kOp, "dlogits", dlogits));
   RETURN_IF_ERROR(CheckDType(kOp, "dlogits", dlogits, {DType::kF32}));
   RETURN_IF_ERROR(CheckShape(kOp, "dlogits", dlogits, logits.shape));
@@ -189,8 +194,6 @@ absl::Status ShardedCrossEntropyBackward(const ExecContext& ctx, const TensorVie
   RETURN_IF_ERROR(CheckTargetRange(kOp, ctx, targets, shard.valid_vocab));
 #if defined(MT_WITH_CUDA)
   if (logits.device.is_cuda()) {
-    RETURN_IF_ERROR(CheckContiguous(kOp, "partials", partials));
-    RETURN_IF_ERROR(CheckDType(kOp, "partials", partials, {DType::kF32}));
     return cuda::ShardedCrossEntropyBackward(ctx, logits, targets, valid, shard.vocab_start,
                                              row_max, partials, dlosses, dlogits);
   }

@@ -1,6 +1,7 @@
 #include "core/ops/sharded_cross_entropy.h"
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/ops/cross_entropy.h"
@@ -126,6 +127,26 @@ TEST(ShardedCrossEntropyTest, BadInputsAreRejected) {
   Tensor bf = Tensor::Zeros({2, 4}, DType::kBF16);
   EXPECT_EQ(ShardedRowMax(ctx, bf.view(), {0, 4}, mx.view()).code(),
             absl::StatusCode::kUnimplemented);
+  // The partial sums must be contiguous f32 [N, 2] for every op that reads them, CPU included.
+  targets.data_as<int32_t>()[1] = 3;
+  Tensor losses = Tensor::Zeros({2}, DType::kF32), dlosses = Tensor::Zeros({2}, DType::kF32);
+  Tensor dlogits = Tensor::Zeros({2, 4}, DType::kF32);
+  Tensor bf_partials = Tensor::Zeros({2, 2}, DType::kBF16);
+  Tensor wide = Tensor::Zeros({2, 4}, DType::kF32);
+  TensorView strided = wide.view();  // [2, 2], every other element.
+  strided.shape = {2, 2};
+  strided.strides = {4, 2};
+  // An element type no op takes is Unimplemented (as for the logits), a layout InvalidArgument.
+  const std::pair<TensorView, absl::StatusCode> cases[] = {
+      {bf_partials.view(), absl::StatusCode::kUnimplemented},
+      {strided, absl::StatusCode::kInvalidArgument}};
+  for (const auto& [p, code] : cases) {
+    EXPECT_EQ(ShardedLoss(ctx, targets.view(), mx.view(), p, losses.view()).code(), code);
+    EXPECT_EQ(ShardedCrossEntropyBackward(ctx, logits.view(), targets.view(), {0, 4}, mx.view(), p,
+                                          dlosses.view(), dlogits.view())
+                  .code(),
+              code);
+  }
 }
 
 }  // namespace
