@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "models/bert/bert.h"
 #include "models/registry.h"
+#include "models/testing/model_testutil.h"
 #include "models/testing/stage_testutil.h"
 
 namespace mt {
@@ -24,17 +25,9 @@ using ::mt::testing::I32;
 constexpr int kVocab = 61, kRows = 2, kT = 8;
 
 ModelConfig StageConfig(nn::NormPosition norm) {
-  ModelConfig c = ModelConfig::ForFamily(Family::kBert);
-  c.num_layers = 4;
-  c.hidden_size = 8;
-  c.num_attention_heads = 2;
-  c.vocab_size = kVocab;
-  c.make_vocab_size_divisible_by = 4;
-  c.max_position_embeddings = kT;
-  c.norm = norm;
+  ModelConfig c = testing::TinyConfig(Family::kBert, norm, /*layers=*/4, kVocab, kT);
   c.hidden_dropout = 0.2f;  // Masks keyed by the global layer index must agree with the whole.
   c.attention_dropout = 0.1f;
-  c.init_std = 0.3;
   return c;
 }
 

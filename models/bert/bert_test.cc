@@ -28,22 +28,7 @@ using ::mt::testing::I32;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::ToDoubles;
 
-ModelConfig TinyConfig(nn::NormPosition norm) {
-  ModelConfig c;
-  c.family = Family::kBert;
-  c.num_layers = 2;
-  c.hidden_size = 8;
-  c.num_attention_heads = 2;
-  c.vocab_size = 11;
-  c.make_vocab_size_divisible_by = 4;  // Padded to 12: one padded column exercises the mask.
-  c.max_position_embeddings = 6;
-  c.num_token_types = 2;
-  c.norm = norm;
-  c.hidden_dropout = 0;
-  c.attention_dropout = 0;
-  c.init_std = 0.3;  // Large enough that attention is far from uniform.
-  return c;
-}
+ModelConfig TinyConfig(nn::NormPosition norm) { return testing::TinyConfig(Family::kBert, norm); }
 
 // A batch of `rows` sequences of length T; row r has r % 3 padded positions at its end (so
 // that some rows are padded and some are not); segment B (token type 1) starts at T / 2.

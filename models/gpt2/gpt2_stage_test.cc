@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
 #include "models/registry.h"
+#include "models/testing/model_testutil.h"
 #include "models/testing/stage_testutil.h"
 
 namespace mt {
@@ -18,17 +19,11 @@ namespace models {
 namespace {
 
 ModelConfig StageConfig() {
-  ModelConfig c;
-  c.num_layers = 4;
-  c.hidden_size = 8;
-  c.num_attention_heads = 2;
-  c.vocab_size = 37;
-  c.make_vocab_size_divisible_by = 4;
-  c.max_position_embeddings = 8;
-  c.hidden_dropout =
-      0.2f;  // Masks keyed by the global layer index must agree with the whole model.
+  ModelConfig c = testing::TinyConfig(Family::kGpt2, nn::NormPosition::kPreNorm, /*layers=*/4,
+                                      /*vocab=*/37, /*positions=*/8);
+  // Masks keyed by the global layer index must agree with the whole model.
+  c.hidden_dropout = 0.2f;
   c.attention_dropout = 0.1f;
-  c.init_std = 0.3;
   return c;
 }
 

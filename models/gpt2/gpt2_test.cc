@@ -23,20 +23,7 @@ using ::mt::testing::AllClose;
 using ::mt::testing::NumericalGradient;
 using ::mt::testing::ToDoubles;
 
-ModelConfig TinyConfig(nn::NormPosition norm) {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 8;
-  c.num_attention_heads = 2;
-  c.vocab_size = 11;
-  c.make_vocab_size_divisible_by = 4;  // Padded to 12: one padded column exercises the mask.
-  c.max_position_embeddings = 6;
-  c.norm = norm;
-  c.hidden_dropout = 0;
-  c.attention_dropout = 0;
-  c.init_std = 0.3;  // Large enough that attention is far from uniform.
-  return c;
-}
+ModelConfig TinyConfig(nn::NormPosition norm) { return testing::TinyConfig(Family::kGpt2, norm); }
 
 struct Batch {
   std::vector<int> tokens, labels;

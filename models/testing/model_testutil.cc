@@ -338,6 +338,24 @@ Learning TrainOnPattern(const ModelConfig& config, int steps, float lr) {
   return out;
 }
 
+ModelConfig TinyConfig(Family family, nn::NormPosition norm, int layers, int64_t vocab,
+                       int64_t positions) {
+  ModelConfig c;
+  c.family = family;
+  c.num_layers = layers;
+  c.hidden_size = 8;
+  c.num_attention_heads = 2;
+  c.vocab_size = vocab;
+  c.make_vocab_size_divisible_by = 4;
+  c.max_position_embeddings = positions;
+  if (family == Family::kBert) c.num_token_types = 2;
+  c.norm = norm;
+  c.hidden_dropout = 0;
+  c.attention_dropout = 0;
+  c.init_std = 0.3;
+  return c;
+}
+
 }  // namespace testing
 }  // namespace models
 }  // namespace mt

@@ -95,6 +95,13 @@ struct Learning {
 };
 Learning TrainOnPattern(const ModelConfig& config, int steps = 150, float lr = 1e-2f);
 
+// The model tests' tiny transformer of `family`: `layers` layers of hidden 8 with 2 heads, a
+// vocabulary of `vocab` padded to a multiple of 4 (with vocab 11, the padded column exercises the
+// mask), `positions` positions, `norm`, dropout off, init_std 0.3 (large enough that attention is
+// far from uniform); BERT with 2 token types.
+ModelConfig TinyConfig(Family family, nn::NormPosition norm, int layers = 2, int64_t vocab = 11,
+                       int64_t positions = 6);
+
 }  // namespace testing
 }  // namespace models
 }  // namespace mt
