@@ -22,25 +22,6 @@
 #include "experiments/pretrain/pretrain_bert.h"
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
-#include "gflags/gflags.h"
-
-DEFINE_string(results_dir, "", "Where to write (default: <workspace>/results/<name>).");
-DEFINE_string(num_layers, "2,8,24", "Depths to train (comma-separated).");
-DEFINE_int64(hidden_size, 64, "Hidden size of every model.");
-DEFINE_int32(num_attention_heads, 4, "Attention heads.");
-DEFINE_int64(seq_length, 64, "Tokens per sample.");
-DEFINE_int64(micro_batch_size, 4, "Samples per micro-batch.");
-DEFINE_int64(global_batch_size, 4, "Samples per optimizer step.");
-DEFINE_int64(train_iters, 80, "Optimizer steps of every run.");
-DEFINE_double(lr, 3e-3, "Learning rate (Adam), the same for every run.");
-DEFINE_int64(lr_warmup_samples, 0, "Samples of linear warmup (0: none); constant LR after it.");
-DEFINE_string(seeds, "1,2,3", "Seeds (initialisation, data order, dropout), comma-separated.");
-DEFINE_string(device, "cpu", "cpu or cuda.");
-DEFINE_int32(threads, 0, "CPU threads (0: every core).");
-DEFINE_string(data_dir, "",
-              "Where the tokenised corpus is kept (default: $MT_DATA_DIR or "
-              "~/.cache/megatron-cpp/data).");
-DEFINE_int32(window, 10, "Final loss: mean training loss over this many last iterations.");
 
 namespace mt {
 namespace experiments {
@@ -48,34 +29,56 @@ namespace {
 
 constexpr char kName[] = "bert_prenorm_vs_postnorm";
 
-PretrainBertConfig MakeConfig(RunShape shape, nn::NormPosition norm, const std::string& log) {
+// The experiment's flags: the shared ones and the depths, the model's width, the seeds.
+struct PrenormConfig : InProcessFlags {
+  std::string num_layers = "2,8,24";
+  int64_t hidden_size = 64;
+  int num_attention_heads = 4;
+  int64_t lr_warmup_samples = 0;
+  std::string seeds = "1,2,3";
+  int window = 10;
+
+  PrenormConfig() {
+    train_iters = 80;
+    lr = 3e-3;
+  }
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    InProcessFlags::Fields(self, v);
+    v("num_layers", &self.num_layers, "Depths to train (comma-separated).");
+    v("hidden_size", &self.hidden_size, "Hidden size of every model.");
+    v("num_attention_heads", &self.num_attention_heads, "Attention heads.");
+    v("lr_warmup_samples", &self.lr_warmup_samples,
+      "Samples of linear warmup (0: none); constant LR after it.");
+    v("seeds", &self.seeds, "Seeds (initialisation, data order, dropout), comma-separated.");
+    v("window", &self.window, "Final loss: mean training loss over this many last iterations.");
+  }
+};
+
+PretrainBertConfig MakeConfig(const PrenormConfig& f, RunShape shape, nn::NormPosition norm,
+                              const std::string& log) {
   PretrainBertConfig c;
   ApplyRunShape(shape, &c);
   c.model.norm = norm;
   c.trainer.log_interval = 1;
   c.trainer.eval_iters = 0;  // Training loss only.
   c.trainer.log_jsonl = log;
-  c.lr.max_lr = c.lr.min_lr = FLAGS_lr;
-  c.lr.warmup_samples = FLAGS_lr_warmup_samples;
-  c.lr.decay_samples = FLAGS_train_iters * FLAGS_global_batch_size;
+  c.lr.max_lr = c.lr.min_lr = f.lr;
+  c.lr.warmup_samples = f.lr_warmup_samples;
+  c.lr.decay_samples = f.train_iters * f.global_batch_size;
   c.lr.style = train::DecayStyle::kConstant;
   return c;
 }
 
 // Trains every (depth, norm, seed) in turn.
-absl::StatusOr<std::vector<NormRun>> TrainAll(const LocalRanks& local, comm::Communicator& world) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> depths, ParsePositiveList("num_layers", FLAGS_num_layers));
-  ASSIGN_OR_RETURN(std::vector<int64_t> seeds, ParsePositiveList("seeds", FLAGS_seeds));
-  RunShape shape{0,
-                 FLAGS_hidden_size,
-                 FLAGS_num_attention_heads,
-                 FLAGS_seq_length,
-                 FLAGS_micro_batch_size,
-                 FLAGS_global_batch_size,
-                 FLAGS_train_iters};
-  ASSIGN_OR_RETURN(shape.device, ParseDevice(FLAGS_device));
-  shape.threads = FLAGS_threads;
-  ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(FLAGS_data_dir, /*gpt2=*/false));
+absl::StatusOr<std::vector<NormRun>> TrainAll(const PrenormConfig& f, const LocalRanks& local,
+                                              comm::Communicator& world) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> depths, ParsePositiveList("num_layers", f.num_layers));
+  ASSIGN_OR_RETURN(std::vector<int64_t> seeds, ParsePositiveList("seeds", f.seeds));
+  ASSIGN_OR_RETURN(RunShape shape, ShapeOf(f, /*gpt2=*/false));
+  shape.hidden = f.hidden_size;
+  shape.heads = f.num_attention_heads;
   ASSIGN_OR_RETURN(std::string scratch, ScratchDir(kName));
   std::vector<NormRun> runs;
   for (int64_t depth : depths) {
@@ -87,15 +90,15 @@ absl::StatusOr<std::vector<NormRun>> TrainAll(const LocalRanks& local, comm::Com
         shape.layers = depth;
         shape.seed = static_cast<uint64_t>(seed);
         RETURN_IF_ERROR(
-            RunPretrainBert(MakeConfig(shape, norm, log), local, world, nullptr).status());
+            RunPretrainBert(MakeConfig(f, shape, norm, log), local, world, nullptr).status());
         NormRun r{depth, norm == nn::NormPosition::kPreNorm, seed};
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         ASSIGN_OR_RETURN(r.curve, ReadLossCurve(log));
         std::printf("%s: %2lld layers, %s-norm, seed %lld: loss %.3f -> %.3f (%s), %.0f s\n", kName,
                     static_cast<long long>(depth), r.pre ? "pre" : "post",
-                    static_cast<long long>(seed), HeadMean(r.curve, FLAGS_window),
-                    TailMean(r.curve, FLAGS_window),
-                    OutcomeName(Classify(r.curve, FLAGS_window, kMinDrop)), r.seconds);
+                    static_cast<long long>(seed), HeadMean(r.curve, f.window),
+                    TailMean(r.curve, f.window), OutcomeName(Classify(r.curve, f.window, kMinDrop)),
+                    r.seconds);
         std::fflush(stdout);
         runs.push_back(std::move(r));
       }
@@ -105,11 +108,12 @@ absl::StatusOr<std::vector<NormRun>> TrainAll(const LocalRanks& local, comm::Com
   return runs;
 }
 
-absl::Status DrawPlots(const ExperimentRun& run, const std::vector<int64_t>& depths) {
+absl::Status DrawPlots(const PrenormConfig& f, const ExperimentRun& run,
+                       const std::vector<int64_t>& depths) {
   Plot curves;
   curves.title = absl::StrFormat(
       "BERT training loss, post-norm vs pre-norm (hidden %d, lr %g, mean over seeds)",
-      FLAGS_hidden_size, FLAGS_lr);
+      f.hidden_size, f.lr);
   curves.xlabel = "iteration (optimizer steps)";
   curves.ylabel = "training loss, MLM + SOP (nats/token)";
   for (int64_t d : depths) {
@@ -122,7 +126,7 @@ absl::Status DrawPlots(const ExperimentRun& run, const std::vector<int64_t>& dep
   RETURN_IF_ERROR(DrawPlot(curves, run.Path("loss_curves.png")));
   Plot final;
   final.title = absl::StrFormat(
-      "BERT final training loss vs depth (mean of the last %d iterations)", FLAGS_window);
+      "BERT final training loss vs depth (mean of the last %d iterations)", f.window);
   final.xlabel = "transformer layers";
   final.ylabel = "final training loss, MLM + SOP (nats/token)";
   final.series = {
@@ -135,17 +139,18 @@ absl::Status DrawPlots(const ExperimentRun& run, const std::vector<int64_t>& dep
   return DrawPlot(final, run.Path("final_loss.png"));
 }
 
-absl::Status Run(int argc, char** argv, const LocalRanks& local, comm::Communicator& world) {
-  ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment(kName, FLAGS_results_dir, argc, argv));
-  ASSIGN_OR_RETURN(std::vector<NormRun> runs, TrainAll(local, world));
+absl::Status Run(const PrenormConfig& f, int argc, char** argv, const LocalRanks& local,
+                 comm::Communicator& world) {
+  ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment(kName, f.results_dir, argc, argv));
+  ASSIGN_OR_RETURN(std::vector<NormRun> runs, TrainAll(f, local, world));
   if (world.rank() != 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::vector<int64_t> depths, ParsePositiveList("num_layers", FLAGS_num_layers));
-  const NormTables t = MakeNormTables(runs, FLAGS_window, /*smooth=*/5);
+  ASSIGN_OR_RETURN(std::vector<int64_t> depths, ParsePositiveList("num_layers", f.num_layers));
+  const NormTables t = MakeNormTables(runs, f.window, /*smooth=*/5);
   RETURN_IF_ERROR(WriteCsv(run.Path("loss_curves.csv"), t.curves));
   RETURN_IF_ERROR(WriteCsv(run.Path("mean_curves.csv"), t.mean_curves));
   RETURN_IF_ERROR(WriteCsv(run.Path("final_losses.csv"), t.final_csv));
   RETURN_IF_ERROR(WriteCsv(run.Path("final_losses_per_seed.csv"), t.per_seed));
-  RETURN_IF_ERROR(DrawPlots(run, depths));
+  RETURN_IF_ERROR(DrawPlots(f, run, depths));
 
   Report report("BERT: post-norm vs pre-norm at increasing depth (paper Figure 7)");
   report.Paragraph(absl::StrFormat(
@@ -158,20 +163,20 @@ absl::Status Run(int argc, char** argv, const LocalRanks& local, comm::Communica
       "constant learning rate %g with %d warmup samples, weight decay 0.01, gradient clipping "
       "1.0, dropout 0.1, f32, seeds %s (each seed sets the initialisation, data order and "
       "dropout; the two norms at one seed see the same batches). Depths %s.",
-      FLAGS_hidden_size, FLAGS_num_attention_heads, FLAGS_seq_length, FLAGS_global_batch_size,
-      FLAGS_train_iters, FLAGS_train_iters * FLAGS_global_batch_size * FLAGS_seq_length, FLAGS_lr,
-      FLAGS_lr_warmup_samples, FLAGS_seeds, FLAGS_num_layers));
+      f.hidden_size, f.num_attention_heads, f.seq_length, f.global_batch_size, f.train_iters,
+      f.train_iters * f.global_batch_size * f.seq_length, f.lr, f.lr_warmup_samples, f.seeds,
+      f.num_layers));
   report.Heading("Final training loss");
   report.Paragraph(absl::StrFormat(
       "Final loss: the mean training loss (MLM + SOP, nats/token) of a run's last %d "
       "iterations; mean ± sample standard deviation over seeds, and the range. Outcome per "
       "seed: diverged (a non-finite loss, or the last %d iterations above the first %d), "
       "stalled (fell by less than %.0f%%), learned.",
-      FLAGS_window, FLAGS_window, FLAGS_window, 100 * kMinDrop));
+      f.window, f.window, f.window, 100 * kMinDrop));
   report.AddTable(t.final_table);
   report.Image("final_loss.png", "final training loss against depth, post-norm and pre-norm");
   report.Heading("Finding");
-  report.Paragraph(Finding(t.finals, FLAGS_lr, FLAGS_hidden_size));
+  report.Paragraph(Finding(t.finals, f.lr, f.hidden_size));
   report.Heading("Training-loss curves");
   report.Paragraph(
       "Mean over seeds, smoothed by a trailing 5-iteration moving average (loss_curves.csv has "
@@ -187,5 +192,6 @@ absl::Status Run(int argc, char** argv, const LocalRanks& local, comm::Communica
 int main(int argc, char** argv) {
   return mt::experiments::InProcessExperimentMain(
       argc, argv, mt::experiments::kName,
-      "BERT post-norm vs pre-norm at increasing depth (paper Figure 7).", mt::experiments::Run);
+      "BERT post-norm vs pre-norm at increasing depth (paper Figure 7).",
+      mt::experiments::PrenormConfig(), mt::experiments::Run);
 }

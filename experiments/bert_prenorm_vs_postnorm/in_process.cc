@@ -49,6 +49,18 @@ int InProcessExperimentMain(
   });
 }
 
+absl::StatusOr<RunShape> ShapeOf(const InProcessFlags& flags, bool gpt2) {
+  RunShape shape;
+  shape.seq_length = flags.seq_length;
+  shape.micro_batch_size = flags.micro_batch_size;
+  shape.global_batch_size = flags.global_batch_size;
+  shape.train_iters = flags.train_iters;
+  ASSIGN_OR_RETURN(shape.device, ParseDevice(flags.device));
+  shape.threads = flags.threads;
+  ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(flags.data_dir, gpt2));
+  return shape;
+}
+
 void ApplyRunShape(const RunShape& s, PretrainConfig* c) {
   c->model.num_layers = static_cast<int>(s.layers);
   c->model.hidden_size = s.hidden;

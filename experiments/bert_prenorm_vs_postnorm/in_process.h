@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "comm/communicator.h"
+#include "core/config_flags.h"
 #include "experiments/pretrain/pretrain.h"
 
 namespace mt {
@@ -22,6 +23,48 @@ namespace experiments {
 int InProcessExperimentMain(
     int argc, char** argv, absl::string_view name, const char* usage,
     const std::function<absl::Status(int, char**, const LocalRanks&, comm::Communicator&)>& run);
+
+// The settings every such experiment takes as flags, declared once (core/config_flags.h derives
+// the flags; each experiment's config extends this struct and sets its own defaults): where to
+// write, the batch layout and budget, the learning rate, where to run, where the corpus is kept.
+struct InProcessFlags {
+  std::string results_dir;
+  int64_t seq_length = 64, micro_batch_size = 4, global_batch_size = 4, train_iters = 100;
+  double lr = 2e-3;
+  std::string device = "cpu";
+  int threads = 0;
+  std::string data_dir;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("results_dir", &self.results_dir, "Where to write (default: <workspace>/results/<name>).");
+    v("seq_length", &self.seq_length, "Tokens per sample.");
+    v("micro_batch_size", &self.micro_batch_size, "Samples per micro-batch.");
+    v("global_batch_size", &self.global_batch_size, "Samples per optimizer step.");
+    v("train_iters", &self.train_iters, "Optimizer steps of every run (the token budget).");
+    v("lr", &self.lr, "Peak learning rate (Adam), the same for every run.");
+    v("device", &self.device, "cpu or cuda.");
+    v("threads", &self.threads, "CPU threads (0: every core).");
+    v("data_dir", &self.data_dir,
+      "Where the tokenised corpus is kept (default: $MT_DATA_DIR or ~/.cache/megatron-cpp/data).");
+  }
+};
+
+// InProcessExperimentMain with the flags of `Config` (an InProcessFlags with the experiment's own
+// fields): `defaults` are the flags' defaults, and run(config, argc, argv, local, world) gets them
+// with the flags given applied.
+template <typename Config, typename Run>
+int InProcessExperimentMain(int argc, char** argv, absl::string_view name, const char* usage,
+                            const Config& defaults, const Run& run) {
+  const ConfigFlags<Config> flags(defaults);  // Registered before the flags are parsed.
+  return InProcessExperimentMain(
+      argc, argv, name, usage,
+      [&](int argc, char** argv, const LocalRanks& local, comm::Communicator& world) {
+        Config c = defaults;
+        const absl::Status given = flags.ApplyGiven(&c);
+        return given.ok() ? run(c, argc, argv, local, world) : given;
+      });
+}
 
 // Starts MPI (a world of one rank unless launched under mpirun), runs `run` on the world, and
 // returns main's exit code: 0, or 1 after printing "<name>: error: <status>" (a run over several
@@ -39,6 +82,11 @@ struct RunShape {
   int threads = 0;  // 0: every core.
   std::string data_path;
 };
+// The RunShape of `flags` (the model's shape and the seed left at 0 for the caller): the batch
+// layout and budget, the device parsed (InvalidArgument), the threads, and the family's dataset
+// of the embedded corpus (DefaultDataset).
+absl::StatusOr<RunShape> ShapeOf(const InProcessFlags& flags, bool gpt2);
+
 // Sets those fields of `config` (and max_position_embeddings = seq_length, a quiet trainer, the
 // split 949,50,1); the rest keep their values.
 void ApplyRunShape(const RunShape& shape, PretrainConfig* config);

@@ -22,27 +22,7 @@
 #include "experiments/pretrain/pretrain_gpt.h"
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
-#include "gflags/gflags.h"
 #include "models/count.h"
-
-DEFINE_string(results_dir, "", "Where to write (default: <workspace>/results/<name>).");
-DEFINE_string(num_layers, "2,3,4", "Layers of each size (comma-separated, one per size).");
-DEFINE_string(hidden_size, "32,64,128", "Hidden size of each size.");
-DEFINE_string(num_attention_heads, "2,2,4", "Attention heads of each size.");
-DEFINE_int64(seq_length, 64, "Tokens per sample.");
-DEFINE_int64(micro_batch_size, 4, "Samples per micro-batch.");
-DEFINE_int64(global_batch_size, 4, "Samples per optimizer step.");
-DEFINE_int64(train_iters, 100, "Optimizer steps of every size (the token budget).");
-DEFINE_int64(eval_interval, 20, "Iterations between validation runs.");
-DEFINE_int32(eval_iters, 8, "Validation micro-batches per validation run.");
-DEFINE_double(lr, 2e-3, "Peak learning rate (Adam), the same for every size.");
-DEFINE_double(warmup_fraction, 0.1, "Share of the budget in linear warmup; cosine decay to lr/10.");
-DEFINE_int64(seed, 1234, "Seed (initialisation, data order, dropout).");
-DEFINE_string(device, "cpu", "cpu or cuda.");
-DEFINE_int32(threads, 0, "CPU threads (0: every core).");
-DEFINE_string(data_dir, "",
-              "Where the tokenised corpus is kept (default: $MT_DATA_DIR or "
-              "~/.cache/megatron-cpp/data).");
 
 namespace mt {
 namespace experiments {
@@ -50,14 +30,37 @@ namespace {
 
 constexpr char kName[] = "gpt2_scaling_curves";
 
-PretrainGptConfig MakeConfig(const RunShape& shape, const std::string& checkpoints) {
+// The experiment's flags: the shared ones and the sizes, the validation cadence, the schedule.
+struct ScalingConfig : InProcessFlags {
+  std::string num_layers = "2,3,4", hidden_size = "32,64,128", num_attention_heads = "2,2,4";
+  int64_t eval_interval = 20;
+  int eval_iters = 8;
+  double warmup_fraction = 0.1;
+  int64_t seed = 1234;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    InProcessFlags::Fields(self, v);
+    v("num_layers", &self.num_layers, "Layers of each size (comma-separated, one per size).");
+    v("hidden_size", &self.hidden_size, "Hidden size of each size.");
+    v("num_attention_heads", &self.num_attention_heads, "Attention heads of each size.");
+    v("eval_interval", &self.eval_interval, "Iterations between validation runs.");
+    v("eval_iters", &self.eval_iters, "Validation micro-batches per validation run.");
+    v("warmup_fraction", &self.warmup_fraction,
+      "Share of the budget in linear warmup; cosine decay to lr/10.");
+    v("seed", &self.seed, "Seed (initialisation, data order, dropout).");
+  }
+};
+
+PretrainGptConfig MakeConfig(const ScalingConfig& f, const RunShape& shape,
+                             const std::string& checkpoints) {
   PretrainGptConfig c;
   ApplyRunShape(shape, &c);
-  c.trainer.eval_iters = FLAGS_eval_iters;
-  const int64_t samples = FLAGS_train_iters * FLAGS_global_batch_size;
-  c.lr.max_lr = FLAGS_lr;
-  c.lr.min_lr = FLAGS_lr / 10;
-  c.lr.warmup_samples = static_cast<int64_t>(FLAGS_warmup_fraction * samples);
+  c.trainer.eval_iters = f.eval_iters;
+  const int64_t samples = f.train_iters * f.global_batch_size;
+  c.lr.max_lr = f.lr;
+  c.lr.min_lr = f.lr / 10;
+  c.lr.warmup_samples = static_cast<int64_t>(f.warmup_fraction * samples);
   c.lr.decay_samples = samples;
   c.lr.style = train::DecayStyle::kCosine;
   c.save = c.load = checkpoints;
@@ -66,16 +69,17 @@ PretrainGptConfig MakeConfig(const RunShape& shape, const std::string& checkpoin
 }
 
 // Trains one size to --train_iters in chunks, validating after each.
-absl::StatusOr<SizeCurve> TrainSize(const RunShape& shape, const std::string& scratch,
-                                    const LocalRanks& local, comm::Communicator& world) {
+absl::StatusOr<SizeCurve> TrainSize(const ScalingConfig& f, const RunShape& shape,
+                                    const std::string& scratch, const LocalRanks& local,
+                                    comm::Communicator& world) {
   SizeCurve s{absl::StrFormat("%dL-%dH", shape.layers, shape.hidden), shape.layers, shape.hidden,
               shape.heads};
   const std::string checkpoints = absl::StrCat(scratch, "/", s.model);
-  PretrainGptConfig c = MakeConfig(shape, checkpoints);
+  PretrainGptConfig c = MakeConfig(f, shape, checkpoints);
   ASSIGN_OR_RETURN(models::ParameterCount count, models::CountParameters(c.model, 1));
   s.params = count.total;
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t it : EvalIterations(FLAGS_eval_interval, FLAGS_train_iters)) {
+  for (int64_t it : EvalIterations(f.eval_interval, f.train_iters)) {
     c.trainer.train_iters = it;
     ASSIGN_OR_RETURN(PretrainResult r, RunPretrainGpt(c, local, world, nullptr));
     if (!r.has_valid) return absl::InternalError("no validation run: the split has no documents");
@@ -90,52 +94,43 @@ absl::StatusOr<SizeCurve> TrainSize(const RunShape& shape, const std::string& sc
   return s;
 }
 
-absl::StatusOr<std::vector<SizeCurve>> TrainAll(const LocalRanks& local,
+absl::StatusOr<std::vector<SizeCurve>> TrainAll(const ScalingConfig& f, const LocalRanks& local,
                                                 comm::Communicator& world) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> layers, ParsePositiveList("num_layers", FLAGS_num_layers));
-  ASSIGN_OR_RETURN(std::vector<int64_t> hidden,
-                   ParsePositiveList("hidden_size", FLAGS_hidden_size));
+  ASSIGN_OR_RETURN(std::vector<int64_t> layers, ParsePositiveList("num_layers", f.num_layers));
+  ASSIGN_OR_RETURN(std::vector<int64_t> hidden, ParsePositiveList("hidden_size", f.hidden_size));
   ASSIGN_OR_RETURN(std::vector<int64_t> heads,
-                   ParsePositiveList("num_attention_heads", FLAGS_num_attention_heads));
+                   ParsePositiveList("num_attention_heads", f.num_attention_heads));
   if (hidden.size() != layers.size() || heads.size() != layers.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--num_layers, --hidden_size and --num_attention_heads must list as many values (one per "
         "size); got ",
         layers.size(), ", ", hidden.size(), " and ", heads.size()));
   }
-  if (FLAGS_train_iters < 1 || FLAGS_eval_interval < 1) {
+  if (f.train_iters < 1 || f.eval_interval < 1) {
     return absl::InvalidArgumentError("--train_iters and --eval_interval must be >= 1");
   }
-  RunShape shape{0,
-                 0,
-                 0,
-                 FLAGS_seq_length,
-                 FLAGS_micro_batch_size,
-                 FLAGS_global_batch_size,
-                 FLAGS_train_iters,
-                 static_cast<uint64_t>(FLAGS_seed)};
-  ASSIGN_OR_RETURN(shape.device, ParseDevice(FLAGS_device));
-  shape.threads = FLAGS_threads;
-  ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(FLAGS_data_dir, /*gpt2=*/true));
+  ASSIGN_OR_RETURN(RunShape shape, ShapeOf(f, /*gpt2=*/true));
+  shape.seed = static_cast<uint64_t>(f.seed);
   ASSIGN_OR_RETURN(std::string scratch, ScratchDir(kName));
   std::vector<SizeCurve> sizes;
   for (size_t i = 0; i < layers.size(); ++i) {
     shape.layers = layers[i];
     shape.hidden = hidden[i];
     shape.heads = heads[i];
-    ASSIGN_OR_RETURN(SizeCurve s, TrainSize(shape, scratch, local, world));
+    ASSIGN_OR_RETURN(SizeCurve s, TrainSize(f, shape, scratch, local, world));
     sizes.push_back(std::move(s));
   }
   std::filesystem::remove_all(scratch);
   return sizes;
 }
 
-absl::Status Run(int argc, char** argv, const LocalRanks& local, comm::Communicator& world) {
-  ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment(kName, FLAGS_results_dir, argc, argv));
-  ASSIGN_OR_RETURN(std::vector<SizeCurve> sizes, TrainAll(local, world));
+absl::Status Run(const ScalingConfig& f, int argc, char** argv, const LocalRanks& local,
+                 comm::Communicator& world) {
+  ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment(kName, f.results_dir, argc, argv));
+  ASSIGN_OR_RETURN(std::vector<SizeCurve> sizes, TrainAll(f, local, world));
   if (world.rank() != 0) return absl::OkStatus();
   RETURN_IF_ERROR(WriteCsv(run.Path("val_curves.csv"), CurvesCsv(sizes)));
-  const int64_t tokens = FLAGS_global_batch_size * FLAGS_seq_length;
+  const int64_t tokens = f.global_batch_size * f.seq_length;
   Plot p;
   p.title = "GPT-2 validation perplexity at equal tokens (paper Figure 6)";
   p.xlabel = absl::StrFormat("iteration (optimizer steps of %d tokens)", tokens);
@@ -158,11 +153,10 @@ absl::Status Run(int argc, char** argv, const LocalRanks& local, comm::Communica
       "1.0, dropout 0.1, f32, seed %d. Validation every %d iterations on the same %d samples of "
       "the validation split (%d tokens). Parameters counted from the model as built "
       "(models/count.h; the vocabulary padded to %d embeddings, tied with the output layer).",
-      FLAGS_num_layers, FLAGS_hidden_size, FLAGS_num_attention_heads, FLAGS_train_iters,
-      FLAGS_global_batch_size, FLAGS_seq_length, FLAGS_train_iters * tokens, FLAGS_lr,
-      100 * FLAGS_warmup_fraction, FLAGS_lr / 10, FLAGS_seed, FLAGS_eval_interval,
-      FLAGS_eval_iters * FLAGS_micro_batch_size,
-      FLAGS_eval_iters * FLAGS_micro_batch_size * FLAGS_seq_length,
+      f.num_layers, f.hidden_size, f.num_attention_heads, f.train_iters, f.global_batch_size,
+      f.seq_length, f.train_iters * tokens, f.lr, 100 * f.warmup_fraction, f.lr / 10, f.seed,
+      f.eval_interval, f.eval_iters * f.micro_batch_size,
+      f.eval_iters * f.micro_batch_size * f.seq_length,
       models::ModelConfig::ForFamily(models::Family::kGpt2).PaddedVocab(1)));
   report.AddTable(FinalTable(sizes));
   report.Paragraph(ScalingFinding(sizes, tokens));
@@ -178,5 +172,5 @@ int main(int argc, char** argv) {
   return mt::experiments::InProcessExperimentMain(
       argc, argv, mt::experiments::kName,
       "GPT-2 validation perplexity over iterations by size (paper Figure 6).",
-      mt::experiments::Run);
+      mt::experiments::ScalingConfig(), mt::experiments::Run);
 }
