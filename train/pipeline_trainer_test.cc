@@ -10,12 +10,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "comm/mpi_testutil.h"
 #include "comm/pipeline_order.h"
+#include "core/status.h"
 #include "data/testing/synthetic_corpus.h"
 #include "gtest/gtest.h"
 #include "train/testing/training_harness.h"
@@ -33,6 +36,20 @@ constexpr int kIters = 20;
 constexpr int64_t kGlobal = 8, kMicro = 2;
 
 std::string MakeCorpus(int rank) { return testing::WriteGptCorpus("pp_corpus", rank, kVocab, 80); }
+
+// What the 4-rank tests train on and over: the rank's corpus, the rank alone (the serial
+// reference) and its pair of ranks {0, 1} or {2, 3} (one pipeline of two stages).
+struct FourRanks {
+  std::string data;
+  std::unique_ptr<comm::Communicator> self, pair;
+};
+absl::StatusOr<FourRanks> SplitFourRanks(comm::Communicator& world) {
+  const int me = world.rank();
+  FourRanks r{MakeCorpus(me)};
+  ASSIGN_OR_RETURN(r.self, world.Split(me, 0, "self"));
+  ASSIGN_OR_RETURN(r.pair, world.Split(me / 2, me, "pair"));
+  return r;
+}
 
 testing::HarnessConfig Config(int tp, int pp, int layers_per_virtual_stage = 0) {
   testing::HarnessConfig c;
@@ -114,11 +131,10 @@ void ExpectOverlappedBuckets(const Result& r, const testing::HarnessConfig& c, i
 TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
   ASSERT_EQ(comm_->size(), 4) << "run with 4 ranks";
   const int me = comm_->rank();
-  const std::string data = MakeCorpus(me);
-  auto self = comm_->Split(me, 0, "self");
-  auto pair = comm_->Split(me / 2, me, "pair");
-  ASSERT_TRUE(self.ok() && pair.ok());
-  const Result serial = Train(**self, Config(1, 1), data);
+  absl::StatusOr<FourRanks> ranks = SplitFourRanks(*comm_);
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  const std::string& data = ranks->data;
+  const Result serial = Train(*ranks->self, Config(1, 1), data);
   ASSERT_EQ(serial.losses.size(), static_cast<size_t>(kIters));
   EXPECT_LT(serial.losses.back(), serial.losses.front() - 0.5);  // It learns.
   struct Case {
@@ -148,15 +164,15 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
   testing::HarnessConfig selective_recompute = Config(2, 2, 1);
   selective_recompute.model_options.recompute = nn::Recompute::kSelective;
   const Case cases[] = {
-      {"PP=2", pair->get(), Config(1, 2), 0},
+      {"PP=2", ranks->pair.get(), Config(1, 2), 0},
       {"PP=2 x TP=2, sequence parallel", comm_.get(), sequence_parallel, me % 2},
       {"PP=2 x DP=2, distributed optimizer", comm_.get(), distributed, 0},
       {"PP=2 x TP=2", comm_.get(), Config(2, 2), me % 2},
       {"PP=2 x DP=2", comm_.get(), data_parallel, 0},
-      {"PP=2 interleaved (2 virtual stages)", pair->get(), Config(1, 2, 1), 0},
-      {"PP=2, recomputing at the stage boundary", pair->get(), recomputing, 0},
-      {"PP=2 interleaved, recomputing", pair->get(), interleaved_recomputing, 0},
-      {"PP=2, full activation recomputation", pair->get(), full_recompute, 0},
+      {"PP=2 interleaved (2 virtual stages)", ranks->pair.get(), Config(1, 2, 1), 0},
+      {"PP=2, recomputing at the stage boundary", ranks->pair.get(), recomputing, 0},
+      {"PP=2 interleaved, recomputing", ranks->pair.get(), interleaved_recomputing, 0},
+      {"PP=2, full activation recomputation", ranks->pair.get(), full_recompute, 0},
       {"PP=2 x TP=2 interleaved, selective recomputation", comm_.get(), selective_recompute,
        me % 2},
   };
@@ -223,11 +239,9 @@ TEST_F(MpiTest, SendsAndReceivesPerMicroBatch) {
 // runs match each other bit for bit.
 TEST_F(MpiTest, AnOverflowInOneStageIsSkippedByAll) {
   ASSERT_EQ(comm_->size(), 4) << "run with 4 ranks";
-  const int me = comm_->rank();
-  const std::string data = MakeCorpus(me);
-  auto self = comm_->Split(me, 0, "self");
-  auto pair = comm_->Split(me / 2, me, "pair");
-  ASSERT_TRUE(self.ok() && pair.ok());
+  absl::StatusOr<FourRanks> ranks = SplitFourRanks(*comm_);
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  const std::string& data = ranks->data;
   testing::HarnessConfig c = Config(1, 1);
   c.end = 6;
   c.compute_dtype = DType::kF16;
@@ -235,12 +249,12 @@ TEST_F(MpiTest, AnOverflowInOneStageIsSkippedByAll) {
   c.scaler.initial_scale = 1024;  // No overflow of its own at this size.
   c.scaler.hysteresis = 1;
   c.inject_grad_overflow_at = 2;
-  const Result serial = Train(**self, c, data);
+  const Result serial = Train(*ranks->self, c, data);
   c.pp = 2;
   std::vector<Result> staged;
   for (int stage : {0, 1}) {
     c.inject_grad_overflow_rank = stage;  // The pair's rank: its stage.
-    staged.push_back(Train(**pair, c, data));
+    staged.push_back(Train(*ranks->pair, c, data));
   }
   ASSERT_EQ(serial.losses.size(), static_cast<size_t>(c.end));
   EXPECT_EQ(serial.skipped, 1);
