@@ -3,6 +3,7 @@
 // fine-tunes and scores it with //eval:race on --data (default: the eval/testdata RACE fixture),
 // middle / high / overall beside the paper's. Writes results/race_finetune/ (report.md, race.csv).
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,43 +18,65 @@
 #include "experiments/race_finetune/race_tables.h"
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
-#include "gflags/gflags.h"
-
-DEFINE_string(results_dir, "", "Where to write (default: <workspace>/results/race_finetune).");
-DEFINE_string(data, "",
-              "The RACE directory ({train,dev,test}/{middle,high}/*.txt; default: the small "
-              "fixture eval/testdata/RACE).");
-DEFINE_string(load, "", "A BERT checkpoint to fine-tune (no pretraining here).");
-DEFINE_string(data_path, "", "BERT indexed dataset prefix to pretrain on (default: embedded).");
-DEFINE_int32(num_layers, 2, "Pretrained BERT: layers.");
-DEFINE_int64(hidden_size, 64, "Pretrained BERT: hidden size.");
-DEFINE_int32(num_attention_heads, 4, "Pretrained BERT: attention heads.");
-DEFINE_int64(pretrain_iters, 100, "Pretraining steps.");
-DEFINE_int64(pretrain_batch_size, 8, "Pretraining global batch size (sequences).");
-DEFINE_double(pretrain_lr, 3e-3, "Pretraining peak learning rate (linear decay to a tenth).");
-DEFINE_int64(seq_length, 128, "Pretraining and fine-tuning sequence length.");
-DEFINE_int32(epochs, 3, "Fine-tuning epochs (the paper: 3).");
-DEFINE_double(lr, 1e-4, "Fine-tuning peak learning rate (the paper: 2e-5 at 336M, 1e-5 at 1.3B).");
-DEFINE_int64(global_batch_size, 2, "Fine-tuning questions per step (the paper: 32 / 16).");
-DEFINE_string(device, "cpu", "cpu or cuda, for pretraining and fine-tuning.");
-DEFINE_string(launcher, "",
-              "Prefix of the pretraining and fine-tuning commands, e.g. 'mpirun -np 8'.");
-DEFINE_string(work_dir, "", "Checkpoints (default: $MT_DATA_DIR/race_finetune).");
 
 namespace mt {
 namespace experiments {
 namespace {
 
-std::vector<std::string> WithLauncher(std::vector<std::string> argv) {
-  std::vector<std::string> cmd = absl::StrSplit(FLAGS_launcher, ' ', absl::SkipEmpty());
+// The experiment's flags (one per field).
+struct RaceFinetuneConfig {
+  std::string results_dir, data, load, data_path;
+  int num_layers = 2;
+  int64_t hidden_size = 64;
+  int num_attention_heads = 4;
+  int64_t pretrain_iters = 100, pretrain_batch_size = 8;
+  double pretrain_lr = 3e-3;
+  int64_t seq_length = 128;
+  int epochs = 3;
+  double lr = 1e-4;
+  int64_t global_batch_size = 2;
+  std::string device = "cpu", launcher, work_dir;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("results_dir", &self.results_dir,
+      "Where to write (default: <workspace>/results/race_finetune).");
+    v("data", &self.data,
+      "The RACE directory ({train,dev,test}/{middle,high}/*.txt; default: the small "
+      "fixture eval/testdata/RACE).");
+    v("load", &self.load, "A BERT checkpoint to fine-tune (no pretraining here).");
+    v("data_path", &self.data_path,
+      "BERT indexed dataset prefix to pretrain on (default: embedded).");
+    v("num_layers", &self.num_layers, "Pretrained BERT: layers.");
+    v("hidden_size", &self.hidden_size, "Pretrained BERT: hidden size.");
+    v("num_attention_heads", &self.num_attention_heads, "Pretrained BERT: attention heads.");
+    v("pretrain_iters", &self.pretrain_iters, "Pretraining steps.");
+    v("pretrain_batch_size", &self.pretrain_batch_size,
+      "Pretraining global batch size (sequences).");
+    v("pretrain_lr", &self.pretrain_lr,
+      "Pretraining peak learning rate (linear decay to a tenth).");
+    v("seq_length", &self.seq_length, "Pretraining and fine-tuning sequence length.");
+    v("epochs", &self.epochs, "Fine-tuning epochs (the paper: 3).");
+    v("lr", &self.lr, "Fine-tuning peak learning rate (the paper: 2e-5 at 336M, 1e-5 at 1.3B).");
+    v("global_batch_size", &self.global_batch_size,
+      "Fine-tuning questions per step (the paper: 32 / 16).");
+    v("device", &self.device, "cpu or cuda, for pretraining and fine-tuning.");
+    v("launcher", &self.launcher,
+      "Prefix of the pretraining and fine-tuning commands, e.g. 'mpirun -np 8'.");
+    v("work_dir", &self.work_dir, "Checkpoints (default: $MT_DATA_DIR/race_finetune).");
+  }
+};
+
+std::vector<std::string> WithLauncher(const RaceFinetuneConfig& c, std::vector<std::string> argv) {
+  std::vector<std::string> cmd = absl::StrSplit(c.launcher, ' ', absl::SkipEmpty());
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   return cmd;
 }
 
 // Pretrains the BERT (MLM + sentence order) into work_dir/bert; returns the checkpoint.
-absl::StatusOr<std::string> Pretrain(const std::string& argv0, const std::string& work_dir,
-                                     std::string* data_name) {
-  std::string prefix = FLAGS_data_path;
+absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::string& argv0,
+                                     const std::string& work_dir, std::string* data_name) {
+  std::string prefix = c.data_path;
   *data_name = prefix;
   if (prefix.empty()) {
     ASSIGN_OR_RETURN(data::DefaultData d, data::MakeDefaultData(data::DefaultDataConfig()));
@@ -61,52 +84,51 @@ absl::StatusOr<std::string> Pretrain(const std::string& argv0, const std::string
     *data_name = "the embedded corpus (Debian fortunes, BERT WordPiece)";
   }
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "experiments/pretrain/pretrain_bert"));
-  const std::string save = absl::StrCat(work_dir, "/bert_", FLAGS_num_layers, "x",
-                                        FLAGS_hidden_size, "x", FLAGS_num_attention_heads);
+  const std::string save = absl::StrCat(work_dir, "/bert_", c.num_layers, "x", c.hidden_size, "x",
+                                        c.num_attention_heads);
   PretrainRun r;
   r.data_path = prefix;
   r.save = save;
-  r.device = FLAGS_device;
-  r.layers = FLAGS_num_layers;
-  r.hidden = FLAGS_hidden_size;
-  r.heads = FLAGS_num_attention_heads;
-  r.seq_length = FLAGS_seq_length;
-  r.global_batch = FLAGS_pretrain_batch_size;
-  r.iters = FLAGS_pretrain_iters;
-  r.lr = FLAGS_pretrain_lr;
+  r.device = c.device;
+  r.layers = c.num_layers;
+  r.hidden = c.hidden_size;
+  r.heads = c.num_attention_heads;
+  r.seq_length = c.seq_length;
+  r.global_batch = c.pretrain_batch_size;
+  r.iters = c.pretrain_iters;
+  r.lr = c.pretrain_lr;
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
-  RETURN_IF_ERROR(RunCommand(WithLauncher(argv)).status());
+  RETURN_IF_ERROR(RunCommand(WithLauncher(c, argv)).status());
   return save;
 }
 
 // Fine-tunes and scores with eval/race; returns its results object.
-absl::StatusOr<Json> FineTune(const std::string& argv0, const std::string& checkpoint,
-                              const std::string& data, const std::string& save) {
+absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& argv0,
+                              const std::string& checkpoint, const std::string& data,
+                              const std::string& save) {
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "eval/race"));
   RETURN_IF_ERROR(RunCommand({"rm", "-rf", save}).status());
-  return RunForJson(absl::StrSplit(FLAGS_launcher, ' ', absl::SkipEmpty()),
-                    {bin, "--load=" + checkpoint, "--data=" + data,
-                     absl::StrCat("--epochs=", FLAGS_epochs), absl::StrCat("--lr=", FLAGS_lr),
-                     absl::StrCat("--global_batch_size=", FLAGS_global_batch_size),
-                     absl::StrCat("--micro_batch_size=", FLAGS_global_batch_size),
-                     absl::StrCat("--seq_length=", FLAGS_seq_length), "--device=" + FLAGS_device,
-                     "--save=" + save});
+  return RunForJson(
+      absl::StrSplit(c.launcher, ' ', absl::SkipEmpty()),
+      {bin, "--load=" + checkpoint, "--data=" + data, absl::StrCat("--epochs=", c.epochs),
+       absl::StrCat("--lr=", c.lr), absl::StrCat("--global_batch_size=", c.global_batch_size),
+       absl::StrCat("--micro_batch_size=", c.global_batch_size),
+       absl::StrCat("--seq_length=", c.seq_length), "--device=" + c.device, "--save=" + save});
 }
 
-absl::Status WriteResults(const ExperimentRun& run, const std::vector<RaceAccuracy>& ours,
-                          const std::string& what) {
+absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
+                          const std::vector<RaceAccuracy>& ours, const std::string& what) {
   Table csv = PaperRaceRows();
   Table md({"model", "split", "middle %", "high %", "overall %", "questions (m/h/all)"});
   for (size_t i = 0; i < csv.rows().size(); i += 3) {
     const auto& r = csv.rows();
     md.AddRow({r[i][0], r[i][1], r[i][3], r[i + 1][3], r[i + 2][3], "-"});
   }
-  const std::string label = absl::StrCat("ours BERT ", FLAGS_num_layers, "x", FLAGS_hidden_size,
-                                         "x", FLAGS_num_attention_heads);
+  const std::string label =
+      absl::StrCat("ours BERT ", c.num_layers, "x", c.hidden_size, "x", c.num_attention_heads);
   for (const char* split : {"dev", "test"}) {
-    std::vector<std::string> row = {FLAGS_load.empty() ? label : "ours --load", split, "-", "-",
-                                    "-"};
+    std::vector<std::string> row = {c.load.empty() ? label : "ours --load", split, "-", "-", "-"};
     std::string counts;
     for (const RaceAccuracy& a : ours) {
       if (a.split != split) continue;
@@ -135,13 +157,12 @@ absl::Status WriteResults(const ExperimentRun& run, const std::vector<RaceAccura
   return report.Write(run);
 }
 
-absl::Status Run(int argc, char** argv) {
-  ASSIGN_OR_RETURN(ExperimentRun run,
-                   StartExperiment("race_finetune", FLAGS_results_dir, argc, argv));
+absl::Status Run(const RaceFinetuneConfig& c, int argc, char** argv) {
+  ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment("race_finetune", c.results_dir, argc, argv));
   const std::string work_dir =
-      FLAGS_work_dir.empty() ? data::DefaultDataDir() + "/race_finetune" : FLAGS_work_dir;
+      c.work_dir.empty() ? data::DefaultDataDir() + "/race_finetune" : c.work_dir;
   RETURN_IF_ERROR(RunCommand({"mkdir", "-p", work_dir}).status());
-  std::string data = FLAGS_data, data_name = FLAGS_data;
+  std::string data = c.data, data_name = c.data;
   if (data.empty()) {
     // The fixture (//eval:race_fixture) from the runfiles: the directory of one of its files.
     ASSIGN_OR_RETURN(const std::string one,
@@ -151,36 +172,35 @@ absl::Status Run(int argc, char** argv) {
         "the small RACE-format fixture eval/testdata/RACE written for the harness tests "
         "(3 training articles; not RACE)";
   }
-  std::string checkpoint = FLAGS_load, pretrain_data;
+  std::string checkpoint = c.load, pretrain_data;
   double pretrain_s = 0;
   if (checkpoint.empty()) {
     std::printf("race_finetune: pretraining BERT\n");
     std::fflush(stdout);
-    ASSIGN_OR_RETURN(checkpoint, Pretrain(argv[0], work_dir, &pretrain_data));
+    ASSIGN_OR_RETURN(checkpoint, Pretrain(c, argv[0], work_dir, &pretrain_data));
     pretrain_s = run.WallSeconds();
   }
   std::printf("race_finetune: fine-tuning %s on %s\n", checkpoint.c_str(), data.c_str());
   std::fflush(stdout);
-  ASSIGN_OR_RETURN(Json results, FineTune(argv[0], checkpoint, data, work_dir + "/race_ckpt"));
+  ASSIGN_OR_RETURN(Json results, FineTune(c, argv[0], checkpoint, data, work_dir + "/race_ckpt"));
   ASSIGN_OR_RETURN(std::vector<RaceAccuracy> ours, ReadRaceAccuracies(results));
   const std::string what = absl::StrFormat(
       "- BERT: %s\n- RACE data: %s (`%s`)\n- fine-tuning: %d epochs, %lld questions per step, lr "
       "%g, sequence length %lld (%.1f s in all)%s",
-      FLAGS_load.empty()
-          ? absl::StrFormat("%d layers, hidden %lld, %d heads, pretrained here for %lld steps of "
-                            "%lld sequences on %s (%.1f s)",
-                            FLAGS_num_layers, static_cast<long long>(FLAGS_hidden_size),
-                            FLAGS_num_attention_heads, static_cast<long long>(FLAGS_pretrain_iters),
-                            static_cast<long long>(FLAGS_pretrain_batch_size), pretrain_data,
-                            pretrain_s)
-          : absl::StrCat("`", FLAGS_load, "` (--load)"),
-      data_name, data, FLAGS_epochs, static_cast<long long>(FLAGS_global_batch_size), FLAGS_lr,
-      static_cast<long long>(FLAGS_seq_length), run.WallSeconds() - pretrain_s,
-      FLAGS_data.empty() ? "\n\nThe fixture's handful of questions makes these accuracies coarse "
-                           "(each question is several points): they show the pipeline end to "
-                           "end, not a number comparable with the paper's."
-                         : "");
-  return WriteResults(run, ours, what);
+      c.load.empty() ? absl::StrFormat(
+                           "%d layers, hidden %lld, %d heads, pretrained here for %lld steps of "
+                           "%lld sequences on %s (%.1f s)",
+                           c.num_layers, static_cast<long long>(c.hidden_size),
+                           c.num_attention_heads, static_cast<long long>(c.pretrain_iters),
+                           static_cast<long long>(c.pretrain_batch_size), pretrain_data, pretrain_s)
+                     : absl::StrCat("`", c.load, "` (--load)"),
+      data_name, data, c.epochs, static_cast<long long>(c.global_batch_size), c.lr,
+      static_cast<long long>(c.seq_length), run.WallSeconds() - pretrain_s,
+      c.data.empty() ? "\n\nThe fixture's handful of questions makes these accuracies coarse "
+                       "(each question is several points): they show the pipeline end to "
+                       "end, not a number comparable with the paper's."
+                     : "");
+  return WriteResults(c, run, ours, what);
 }
 
 }  // namespace
@@ -188,5 +208,6 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  return mt::experiments::ExperimentMain("race_finetune", argc, argv, mt::experiments::Run);
+  return mt::experiments::ExperimentMain(
+      "race_finetune", argc, argv, mt::experiments::RaceFinetuneConfig(), mt::experiments::Run);
 }

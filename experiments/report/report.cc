@@ -123,7 +123,7 @@ double ExperimentRun::WallSeconds() const {
 }
 
 int ExperimentMain(absl::string_view name, int argc, char** argv,
-                   absl::Status (*run)(int argc, char** argv)) {
+                   const std::function<absl::Status(int argc, char** argv)>& run) {
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
   const absl::Status s = run(argc, argv);
   if (s.ok()) return 0;

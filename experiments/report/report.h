@@ -4,7 +4,7 @@
 //
 // An experiment's main() does, in order:
 //   ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment("table1_weak_scaling",
-//                                                        FLAGS_results_dir, argc, argv));
+//                                                        config.results_dir, argc, argv));
 //   Table t({"params", "gpus"}); t.AddRow({"1.2B", "1"}); ...
 //   RETURN_IF_ERROR(WriteCsv(run.Path("efficiency.csv"), t));
 //   Report report("Table 1: weak scaling");
@@ -15,12 +15,14 @@
 #define MT_EXPERIMENTS_REPORT_REPORT_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/config_flags.h"
 
 namespace mt {
 namespace experiments {
@@ -65,7 +67,21 @@ struct ExperimentRun {
 // records the exact command), runs `run`, and on an error prints "<name>: error: <message>" on
 // stderr and returns 1 (0 otherwise).
 int ExperimentMain(absl::string_view name, int argc, char** argv,
-                   absl::Status (*run)(int argc, char** argv));
+                   const std::function<absl::Status(int argc, char** argv)>& run);
+
+// ExperimentMain with the flags of `Config` (core/config_flags.h: one flag per field of its
+// table, `defaults` the flags' defaults): run(config, argc, argv) gets `defaults` with the flags
+// given on the command line applied.
+template <typename Config, typename Run>
+int ExperimentMain(absl::string_view name, int argc, char** argv, const Config& defaults,
+                   const Run& run) {
+  const ConfigFlags<Config> flags(defaults);  // Registered before the flags are parsed.
+  return ExperimentMain(name, argc, argv, [&](int argc, char** argv) {
+    Config c = defaults;
+    const absl::Status given = flags.ApplyGiven(&c);
+    return given.ok() ? run(c, argc, argv) : given;
+  });
+}
 
 // Resolves the results directory (reading BUILD_WORKSPACE_DIRECTORY) and records the command
 // and the start time. Errors as ResolveResultsDir.

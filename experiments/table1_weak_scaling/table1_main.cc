@@ -18,23 +18,33 @@
 #include "experiments/report/report.h"
 #include "experiments/table1_weak_scaling/measured.h"
 #include "experiments/table1_weak_scaling/tables.h"
-#include "gflags/gflags.h"
-
-DEFINE_string(results_dir, "",
-              "Where to write (default: <workspace>/results/table1_weak_scaling).");
-DEFINE_bool(measure, true, "Run part (d): the measured CPU steps under mpirun.");
-DEFINE_int64(bench_hidden_size, 256, "Part (d): hidden size of the measured GPT.");
-DEFINE_int64(bench_num_layers, 2, "Part (d): layers.");
-DEFINE_int64(bench_heads, 4, "Part (d): attention heads.");
-DEFINE_int64(bench_seq_length, 128, "Part (d): sequence length.");
-DEFINE_int64(bench_micro_batch_size, 4, "Part (d): samples per model replica.");
-DEFINE_int32(bench_steps, 3, "Part (d): timed steps per configuration and round.");
-DEFINE_int32(bench_rounds, 3, "Part (d): rounds of op timings and steps (the least time counts).");
-DEFINE_int64(bench_comm_max_bytes, 16 << 20, "Part (d): largest all-reduce timed.");
 
 namespace mt {
 namespace experiments {
 namespace {
+
+// The experiment's flags (one per field): part (d)'s defaults are MeasureConfig's.
+struct Table1Config {
+  std::string results_dir;
+  bool measure = true;
+  MeasureConfig bench;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("results_dir", &self.results_dir,
+      "Where to write (default: <workspace>/results/table1_weak_scaling).");
+    v("measure", &self.measure, "Run part (d): the measured CPU steps under mpirun.");
+    v("bench_hidden_size", &self.bench.hidden, "Part (d): hidden size of the measured GPT.");
+    v("bench_num_layers", &self.bench.layers, "Part (d): layers.");
+    v("bench_heads", &self.bench.heads, "Part (d): attention heads.");
+    v("bench_seq_length", &self.bench.seq, "Part (d): sequence length.");
+    v("bench_micro_batch_size", &self.bench.micro_batch, "Part (d): samples per model replica.");
+    v("bench_steps", &self.bench.steps, "Part (d): timed steps per configuration and round.");
+    v("bench_rounds", &self.bench.rounds,
+      "Part (d): rounds of op timings and steps (the least time counts).");
+    v("bench_comm_max_bytes", &self.bench.comm_max_bytes, "Part (d): largest all-reduce timed.");
+  }
+};
 
 // A file of this binary's runfiles (bazel run / bazel test).
 std::string Runfile(const std::string& path) {
@@ -305,22 +315,16 @@ void AddH200Section(const H200Results& h, Report* report) {
 }
 
 // Part (d): the measured CPU steps under mpirun beside their predictions.
-absl::Status AddMeasuredSection(const ExperimentRun& run, Report* report) {
+absl::Status AddMeasuredSection(const MeasureConfig& bench, const ExperimentRun& run,
+                                Report* report) {
   // mpirun as root (containers), as the quickstart launches it.
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  MeasureConfig mc;
+  MeasureConfig mc = bench;
   mc.train_step_bench = Runfile("experiments/benchmarks/train_step_bench");
   mc.comm_bench = Runfile("comm/comm_bench");
   mc.step_op_bench = Runfile("experiments/table1_weak_scaling/step_op_bench");
-  mc.hidden = FLAGS_bench_hidden_size;
-  mc.layers = FLAGS_bench_num_layers;
-  mc.heads = FLAGS_bench_heads;
-  mc.seq = FLAGS_bench_seq_length;
-  mc.micro_batch = FLAGS_bench_micro_batch_size;
-  mc.steps = FLAGS_bench_steps;
-  mc.rounds = std::max(1, FLAGS_bench_rounds);
-  mc.comm_max_bytes = FLAGS_bench_comm_max_bytes;
+  mc.rounds = std::max(1, bench.rounds);
   mc.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   ASSIGN_OR_RETURN(Measurement m, MeasureOnThisMachine(mc));
   report->Heading(absl::StrFormat(
@@ -334,9 +338,9 @@ absl::Status AddMeasuredSection(const ExperimentRun& run, Report* report) {
   return WriteCsv(run.Path("measured.csv"), t);
 }
 
-absl::Status Run(int argc, char** argv) {
+absl::Status Run(const Table1Config& c, int argc, char** argv) {
   ASSIGN_OR_RETURN(ExperimentRun run,
-                   StartExperiment("table1_weak_scaling", FLAGS_results_dir, argc, argv));
+                   StartExperiment("table1_weak_scaling", c.results_dir, argc, argv));
   ASSIGN_OR_RETURN(Table1Results r, ComputeTable1(perf::Dgx2hV100(), perf::Megatron2019()));
   RETURN_IF_ERROR(WriteEfficiency(run, r));
   ASSIGN_OR_RETURN(H200Results h200, ComputeH200(perf::Megatron2019(), perf::FusedSoftware()));
@@ -350,7 +354,7 @@ absl::Status Run(int argc, char** argv) {
       "same step on this machine's CPU at TP=1, TP=2 and DP=2.");
   AddModelSections(r, &report);
   AddH200Section(h200, &report);
-  if (FLAGS_measure) RETURN_IF_ERROR(AddMeasuredSection(run, &report));
+  if (c.measure) RETURN_IF_ERROR(AddMeasuredSection(c.bench, run, &report));
   RETURN_IF_ERROR(report.Write(run));
   // Report::Write has printed where the report is; the model's agreement with the paper:
   std::printf(
@@ -365,5 +369,6 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  return mt::experiments::ExperimentMain("table1_weak_scaling", argc, argv, mt::experiments::Run);
+  return mt::experiments::ExperimentMain("table1_weak_scaling", argc, argv,
+                                         mt::experiments::Table1Config(), mt::experiments::Run);
 }
