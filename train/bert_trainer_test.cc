@@ -144,26 +144,17 @@ Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, i
 TEST_F(MpiTest, BertTensorAndDataParallelCurvesMatchSerial) {
   if (comm_->size() != 2) GTEST_SKIP() << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
-  auto self = comm_->Split(/*color=*/comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
   const int iters = 16;
-  // Serial reference on each rank: global batch 8 as 2 micro-batches of 4.
-  Result serial = Train(**self, 1, 4, 8, iters, prefix);
-  Result tp2 = Train(*comm_, 2, 4, 8, iters, prefix);
-  Result dp2 = Train(*comm_, 1, 4, 8, iters, prefix);
-  ASSERT_EQ(serial.losses.size(), static_cast<size_t>(iters));
-  ASSERT_EQ(tp2.losses.size(), static_cast<size_t>(iters));
-  ASSERT_EQ(dp2.losses.size(), static_cast<size_t>(iters));
-  double worst_tp = 0, worst_dp = 0;
+  // Global batch 8 as 2 micro-batches of 4.
+  const auto [serial, tp2, dp2] = testing::TrainSerialTp2Dp2(
+      *comm_, iters,
+      [&](comm::Communicator& world, int tp) { return Train(world, tp, 4, 8, iters, prefix); });
+  if (HasFailure()) return;
+  const double worst_tp = std::max(testing::WorstRelative(tp2.lm, serial.lm),
+                                   testing::WorstRelative(tp2.sop, serial.sop));
+  const double worst_dp = std::max(testing::WorstRelative(dp2.lm, serial.lm),
+                                   testing::WorstRelative(dp2.sop, serial.sop));
   for (int i = 0; i < iters; ++i) {
-    for (const auto& [got, want] :
-         {std::make_pair(&tp2.lm, &serial.lm), std::make_pair(&tp2.sop, &serial.sop)}) {
-      worst_tp = std::max(worst_tp, std::fabs((*got)[i] - (*want)[i]) / (*want)[i]);
-    }
-    for (const auto& [got, want] :
-         {std::make_pair(&dp2.lm, &serial.lm), std::make_pair(&dp2.sop, &serial.sop)}) {
-      worst_dp = std::max(worst_dp, std::fabs((*got)[i] - (*want)[i]) / (*want)[i]);
-    }
     EXPECT_NEAR(tp2.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
     EXPECT_NEAR(dp2.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
     EXPECT_NEAR(serial.losses[i], serial.lm[i] + serial.sop[i], 1e-12 * serial.losses[i]) << i;
@@ -237,13 +228,13 @@ TEST_F(MpiTest, BertLoaderSlicesGlobalBatchesLikeTheGptLoaderAndResumes) {
 TEST_F(MpiTest, BertDistributedOptimizerMatchesSerial) {
   if (comm_->size() != 2) GTEST_SKIP() << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
-  auto self = comm_->Split(comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const int iters = 20;
   OptimizerConfig oc;
   oc.use_distributed_optimizer = true;
   oc.dp_bucket_elements = 1001;  // Buckets across parameters.
-  Result serial = Train(**self, 1, 4, 8, iters, prefix);
+  Result serial = Train(*self, 1, 4, 8, iters, prefix);
   Result dist = Train(*comm_, 1, 4, 8, iters, prefix, oc);
   ASSERT_EQ(dist.losses.size(), static_cast<size_t>(iters));
   ASSERT_EQ(dist.last_values.size(), serial.last_values.size());
@@ -277,12 +268,12 @@ TEST_F(MpiTest, BertDistributedOptimizerMatchesSerial) {
 TEST_F(MpiTest, BertPipelineMatchesSerial) {
   if (comm_->size() != 2) GTEST_SKIP() << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
-  auto self = comm_->Split(comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const int iters = 20;
   Layout serial_layout;
   serial_layout.num_layers = 4;
-  const Result serial = Train(**self, 1, 2, 8, iters, prefix, {}, serial_layout);
+  const Result serial = Train(*self, 1, 2, 8, iters, prefix, {}, serial_layout);
   for (int per_chunk : {0, 1}) {
     Layout lay = serial_layout;
     lay.pp = 2;
@@ -331,12 +322,12 @@ TEST_F(MpiTest, FourRanksBertPipelineWithTensorAndDataParallelMatchesSerial) {
   if (comm_->size() != 4) GTEST_SKIP() << "run with 4 ranks";
   const int me = comm_->rank();
   const std::string prefix = MakeCorpus(me);
-  auto self = comm_->Split(me, 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const int iters = 20;
   Layout lay;
   lay.num_layers = 4;
-  const Result serial = Train(**self, 1, 2, 8, iters, prefix, {}, lay);
+  const Result serial = Train(*self, 1, 2, 8, iters, prefix, {}, lay);
   lay.pp = 2;
   for (int tp : {1, 2}) {  // The other ranks of the stage are DP ranks at TP = 1.
     const Result r = Train(*comm_, tp, 2, 8, iters, prefix, {}, lay);

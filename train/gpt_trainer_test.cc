@@ -83,20 +83,15 @@ Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, i
 TEST_F(MpiTest, TensorAndDataParallelCurvesMatchSerial) {
   ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
-  auto self = comm_->Split(/*color=*/comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
   const int iters = 20;
-  // Serial reference on each rank: global batch 4 as 2 micro-batches of 2.
-  Result serial = Train(**self, 1, 2, 4, iters, prefix);
-  Result tp2 = Train(*comm_, 2, 2, 4, iters, prefix);
-  Result dp2 = Train(*comm_, 1, 2, 4, iters, prefix);
-  ASSERT_EQ(serial.losses.size(), static_cast<size_t>(iters));
-  ASSERT_EQ(tp2.losses.size(), static_cast<size_t>(iters));
-  ASSERT_EQ(dp2.losses.size(), static_cast<size_t>(iters));
-  double worst_tp = 0, worst_dp = 0;
+  // Global batch 4 as 2 micro-batches of 2.
+  const auto [serial, tp2, dp2] = testing::TrainSerialTp2Dp2(
+      *comm_, iters,
+      [&](comm::Communicator& world, int tp) { return Train(world, tp, 2, 4, iters, prefix); });
+  if (HasFailure()) return;
+  const double worst_tp = testing::WorstRelative(tp2.losses, serial.losses);
+  const double worst_dp = testing::WorstRelative(dp2.losses, serial.losses);
   for (int i = 0; i < iters; ++i) {
-    worst_tp = std::max(worst_tp, std::fabs(tp2.losses[i] - serial.losses[i]) / serial.losses[i]);
-    worst_dp = std::max(worst_dp, std::fabs(dp2.losses[i] - serial.losses[i]) / serial.losses[i]);
     EXPECT_NEAR(tp2.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
   }
   if (comm_->rank() == 0) {
@@ -110,20 +105,20 @@ TEST_F(MpiTest, TensorAndDataParallelCurvesMatchSerial) {
 }
 
 TEST_F(MpiTest, InjectedOverflowSkipsStepAndHalvesScale) {
-  auto self = comm_->Split(comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const std::string prefix = MakeCorpus(comm_->rank());
   LossScalerConfig lsc;
   lsc.dynamic = true;
   lsc.hysteresis = 1;
-  Result r = Train(**self, 1, 2, 2, 1, prefix, lsc, /*inject_overflow_at=*/0);
+  Result r = Train(*self, 1, 2, 2, 1, prefix, lsc, /*inject_overflow_at=*/0);
   EXPECT_EQ(r.skipped, 1);
   EXPECT_EQ(r.final_scale, 2147483648.0);  // 2^32 halved.
   EXPECT_EQ(r.schedule_samples, 0);        // Skipped steps do not advance the schedule.
   EXPECT_EQ(r.first_values, r.last_values);
   EXPECT_FALSE(std::isfinite(r.grad_norms[0]));
   // Training goes on after the skipped step.
-  Result more = Train(**self, 1, 2, 2, 3, prefix, lsc, /*inject_overflow_at=*/0);
+  Result more = Train(*self, 1, 2, 2, 3, prefix, lsc, /*inject_overflow_at=*/0);
   EXPECT_EQ(more.skipped, 1);
   EXPECT_EQ(more.schedule_samples, 4);
   EXPECT_NE(more.first_values, more.last_values);
@@ -174,13 +169,13 @@ double Mean(const std::vector<double>& v, size_t begin, size_t end) {
 }
 
 TEST_F(MpiTest, F16DynamicLossScalingSkipsRealOverflowsThenLearns) {
-  auto self = comm_->Split(comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const std::string prefix = MakeCorpus(comm_->rank());
   LossScalerConfig lsc;
   lsc.dynamic = true;  // Megatron's defaults: 2^32, hysteresis 2, halving on overflow.
   const int iters = 45;
-  Result r = Train(**self, 1, 2, 4, iters, prefix, lsc, /*inject_overflow_at=*/-1, DType::kF16);
+  Result r = Train(*self, 1, 2, 4, iters, prefix, lsc, /*inject_overflow_at=*/-1, DType::kF16);
   ASSERT_EQ(r.losses.size(), static_cast<size_t>(iters));
   // Nothing was injected: the f16 gradients overflowed at the initial scale by themselves.
   EXPECT_GT(r.skipped, 0);
@@ -226,11 +221,11 @@ TEST_F(MpiTest, F16DynamicLossScalingSkipsRealOverflowsThenLearns) {
 TEST_F(MpiTest, Bf16TrainingTracksTheF32Curve) {
   ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
-  auto self = comm_->Split(comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const int iters = 20;
-  Result f32 = Train(**self, 1, 2, 4, iters, prefix);
-  Result bf16 = Train(**self, 1, 2, 4, iters, prefix, {}, -1, DType::kBF16);
+  Result f32 = Train(*self, 1, 2, 4, iters, prefix);
+  Result bf16 = Train(*self, 1, 2, 4, iters, prefix, {}, -1, DType::kBF16);
   Result bf16_tp2 = Train(*comm_, 2, 2, 4, iters, prefix, {}, -1, DType::kBF16);
   ASSERT_EQ(bf16.losses.size(), static_cast<size_t>(iters));
   ASSERT_EQ(bf16_tp2.losses.size(), static_cast<size_t>(iters));
@@ -283,10 +278,10 @@ OptimizerConfig Distributed(double clip_grad = 1.0) {
 TEST_F(MpiTest, DistributedOptimizerMatchesSerialAndUnsharded) {
   ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
-  auto self = comm_->Split(comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const int iters = 20;
-  Result serial = Train(**self, 1, 2, 4, iters, prefix);
+  Result serial = Train(*self, 1, 2, 4, iters, prefix);
   Result dist = Train(*comm_, 1, 2, 4, iters, prefix, {}, -1, DType::kF32, Distributed());
   ASSERT_EQ(dist.losses.size(), static_cast<size_t>(iters));
   double worst = 0;
@@ -366,8 +361,8 @@ TEST_P(DistributedCheckpointTest, ResumesAtAnotherDpSize) {
   const DType dtype = GetParam();
   ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
-  auto self = comm_->Split(comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir =
       std::string(tmp ? tmp : "/tmp") + "/dist_opt_ckpt_" + std::string(DTypeName(dtype));
@@ -390,8 +385,8 @@ TEST_P(DistributedCheckpointTest, ResumesAtAnotherDpSize) {
   run(*comm_, plain, 0, half, "", dir + "/plain");
   Result dp2 = run(*comm_, Distributed(0), half, iters, dir + "/dist", "");
   Result from_plain = run(*comm_, Distributed(0), half, iters, dir + "/plain", "");
-  Result dp1 = run(**self, plain, half, iters, dir + "/dist", "");
-  Result dp1_dist = run(**self, Distributed(0), half, iters, dir + "/dist", "");  // DP=1: plain.
+  Result dp1 = run(*self, plain, half, iters, dir + "/dist", "");
+  Result dp1_dist = run(*self, Distributed(0), half, iters, dir + "/dist", "");  // DP=1: plain.
   EXPECT_EQ(dp2.losses, second_half);
   EXPECT_EQ(dp2.last_values, full.last_values);
   EXPECT_EQ(from_plain.losses, second_half);
@@ -415,10 +410,10 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, DistributedCheckpointTest,
 TEST_F(MpiTest, FourRanksTensorAndDataParallelDistributedOptimizer) {
   if (comm_->size() != 4) GTEST_SKIP() << "run with 4 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
-  auto self = comm_->Split(comm_->rank(), 0, "self");
-  ASSERT_TRUE(self.ok());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
   const int iters = 20;
-  Result serial = Train(**self, 1, 2, 4, iters, prefix);
+  Result serial = Train(*self, 1, 2, 4, iters, prefix);
   Result dist = Train(*comm_, 2, 2, 4, iters, prefix, {}, -1, DType::kF32, Distributed());
   ASSERT_EQ(dist.losses.size(), static_cast<size_t>(iters));
   const double worst = testing::WorstRelative(dist.losses, serial.losses);

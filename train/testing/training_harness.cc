@@ -275,6 +275,15 @@ double WorstShardDifference(const std::map<std::string, std::vector<float>>& sta
   return worst;
 }
 
+std::unique_ptr<comm::Communicator> Alone(comm::Communicator& world) {
+  absl::StatusOr<std::unique_ptr<comm::Communicator>> self = world.Split(world.rank(), 0, "self");
+  if (!self.ok()) {
+    ADD_FAILURE() << "a communicator of rank " << world.rank() << " alone: " << self.status();
+    return nullptr;
+  }
+  return std::move(*self);
+}
+
 double WorstRelative(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   double worst = 0;

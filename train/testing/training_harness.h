@@ -18,6 +18,7 @@
 #include "comm/parallel_context.h"
 #include "core/dtype.h"
 #include "data/loader/loader.h"
+#include "gtest/gtest.h"
 #include "models/config.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
@@ -110,6 +111,34 @@ double WorstShardDifference(const std::map<std::string, std::vector<float>>& sta
 
 // max |a_i - b_i| / |b_i|; infinite when the sizes differ.
 double WorstRelative(const std::vector<double>& a, const std::vector<double>& b);
+
+// This rank alone: a communicator of its own (the serial reference of a multi-rank test). A
+// failed split is a test failure, and null.
+std::unique_ptr<comm::Communicator> Alone(comm::Communicator& world);
+
+// The three runs of the TP/DP curve tests: the same training serially on each rank alone, at
+// TP=2 and at DP=2 over a 2-rank `world`; train(communicator, tp) runs one.
+template <typename Result>
+struct SerialTp2Dp2 {
+  Result serial, tp2, dp2;
+};
+
+// Runs them; a failed split or a run without `iters` losses is a test failure (check
+// HasFailure()).
+template <typename Train>
+auto TrainSerialTp2Dp2(comm::Communicator& world, size_t iters, const Train& train)
+    -> SerialTp2Dp2<decltype(train(world, 1))> {
+  SerialTp2Dp2<decltype(train(world, 1))> r;
+  const std::unique_ptr<comm::Communicator> self = Alone(world);
+  if (self == nullptr) return r;
+  r.serial = train(*self, 1);
+  r.tp2 = train(world, 2);
+  r.dp2 = train(world, 1);
+  EXPECT_EQ(r.serial.losses.size(), iters) << "serial";
+  EXPECT_EQ(r.tp2.losses.size(), iters) << "TP=2";
+  EXPECT_EQ(r.dp2.losses.size(), iters) << "DP=2";
+  return r;
+}
 
 }  // namespace testing
 }  // namespace train
