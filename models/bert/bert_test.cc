@@ -307,7 +307,7 @@ Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale) {
   return out;
 }
 
-using PrecisionParam = std::tuple<DType, nn::NormPosition>;
+using testing::PrecisionParam;
 class BertMixedPrecisionTest : public ::testing::TestWithParam<PrecisionParam> {};
 
 TEST_P(BertMixedPrecisionTest, LossesAndGradientsTrackTheF32ModelWithinUnitRoundoff) {
@@ -355,15 +355,8 @@ TEST_P(BertMixedPrecisionTest, LossesAndGradientsTrackTheF32ModelWithinUnitRound
   EXPECT_GT(worst, 64 * ::mt::testing::UnitRoundoff(DType::kF32));  // Really lower precision.
 }
 
-INSTANTIATE_TEST_SUITE_P(HalfTypes, BertMixedPrecisionTest,
-                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
-                                            ::testing::Values(nn::NormPosition::kPreNorm,
-                                                              nn::NormPosition::kPostNorm)),
-                         [](const ::testing::TestParamInfo<PrecisionParam>& info) {
-                           return std::string(DTypeName(std::get<0>(info.param))) +
-                                  (std::get<1>(info.param) == nn::NormPosition::kPreNorm ? "_pre"
-                                                                                         : "_post");
-                         });
+INSTANTIATE_TEST_SUITE_P(HalfTypes, BertMixedPrecisionTest, testing::HalfPrecisionCases(),
+                         testing::PrecisionCaseName);
 
 TEST(BertModelTest, BadConfigsAreRejected) {
   ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);

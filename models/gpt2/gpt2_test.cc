@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2_reference.h"
+#include "models/testing/cuda_model_testutil.h"
 #include "models/testing/model_testutil.h"
 
 namespace mt {
@@ -133,26 +134,12 @@ Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale, const
   if (!loss.ok()) return out;
   EXPECT_EQ(batch.t.shape(), (Shape{B, T}));
   out.loss = loss->total;
-  for (int i = 0; i < store.size(); ++i) {
-    std::vector<double> g = ToDoubles(store.grad(i));
-    for (double& x : g) x /= loss_scale;
-    out.grads.push_back(std::move(g));
-    out.names.push_back(store.spec(i).name);
-  }
+  out.grads = testing::HostGrads(store, ec, loss_scale);
+  for (int i = 0; i < store.size(); ++i) out.names.push_back(store.spec(i).name);
   return out;
 }
 
-// ||a - b|| / ||b||.
-double RelativeError(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    d += (a[i] - b[i]) * (a[i] - b[i]);
-    n += b[i] * b[i];
-  }
-  return std::sqrt(d / n);
-}
-
-using PrecisionParam = std::tuple<DType, nn::NormPosition>;
+using testing::PrecisionParam;
 class GptMixedPrecisionTest : public ::testing::TestWithParam<PrecisionParam> {};
 
 TEST_P(GptMixedPrecisionTest, LossAndGradientsTrackTheF32ModelWithinUnitRoundoff) {
@@ -177,7 +164,7 @@ TEST_P(GptMixedPrecisionTest, LossAndGradientsTrackTheF32ModelWithinUnitRoundoff
   const double loss_err = std::fabs(got.loss - ref.loss) / std::fabs(ref.loss);
   double worst = 0;
   for (size_t i = 0; i < ref.grads.size(); ++i) {
-    const double e = RelativeError(got.grads[i], ref.grads[i]);
+    const double e = testing::RelativeError(got.grads[i], ref.grads[i]);
     worst = std::max(worst, e);
     EXPECT_LE(e, 32 * u) << ref.names[i];
   }
@@ -193,15 +180,8 @@ TEST_P(GptMixedPrecisionTest, LossAndGradientsTrackTheF32ModelWithinUnitRoundoff
   EXPECT_GT(worst, 64 * ::mt::testing::UnitRoundoff(DType::kF32));
 }
 
-INSTANTIATE_TEST_SUITE_P(HalfTypes, GptMixedPrecisionTest,
-                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
-                                            ::testing::Values(nn::NormPosition::kPreNorm,
-                                                              nn::NormPosition::kPostNorm)),
-                         [](const ::testing::TestParamInfo<PrecisionParam>& info) {
-                           return std::string(DTypeName(std::get<0>(info.param))) +
-                                  (std::get<1>(info.param) == nn::NormPosition::kPreNorm ? "_pre"
-                                                                                         : "_post");
-                         });
+INSTANTIATE_TEST_SUITE_P(HalfTypes, GptMixedPrecisionTest, testing::HalfPrecisionCases(),
+                         testing::PrecisionCaseName);
 
 TEST(GptModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndSavesMemory) {
   ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);

@@ -356,6 +356,11 @@ ModelConfig TinyConfig(Family family, nn::NormPosition norm, int layers, int64_t
   return c;
 }
 
+std::string PrecisionCaseName(const ::testing::TestParamInfo<PrecisionParam>& info) {
+  const auto [dtype, norm] = info.param;
+  return std::string(DTypeName(dtype)) + (norm == nn::NormPosition::kPreNorm ? "_pre" : "_post");
+}
+
 }  // namespace testing
 }  // namespace models
 }  // namespace mt

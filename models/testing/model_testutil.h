@@ -8,12 +8,15 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/dtype.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
+#include "gtest/gtest.h"
 #include "models/config.h"
 #include "models/model.h"
 #include "models/testing/reference_math.h"
@@ -101,6 +104,16 @@ Learning TrainOnPattern(const ModelConfig& config, int steps = 150, float lr = 1
 // far from uniform); BERT with 2 token types.
 ModelConfig TinyConfig(Family family, nn::NormPosition norm, int layers = 2, int64_t vocab = 11,
                        int64_t positions = 6);
+
+// The cases of the models' mixed-precision tests: bf16 and f16 compute, each with pre-norm and
+// post-norm layers; named "bf16_pre", "f16_post", ...
+using PrecisionParam = std::tuple<DType, nn::NormPosition>;
+inline auto HalfPrecisionCases() {
+  return ::testing::Combine(
+      ::testing::Values(DType::kBF16, DType::kF16),
+      ::testing::Values(nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm));
+}
+std::string PrecisionCaseName(const ::testing::TestParamInfo<PrecisionParam>& info);
 
 }  // namespace testing
 }  // namespace models
