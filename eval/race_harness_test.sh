@@ -16,12 +16,7 @@
 #   race_harness_test.sh TEST_CHECKPOINT RACE FIXTURE_FILE (any file of eval/testdata/RACE/*/*/)
 set -uo pipefail
 make_ckpt="$1"; race="$2"; fixture="$(dirname "$(dirname "$(dirname "$3")")")"
-work="$(mktemp -d /tmp/mt_race.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_race
 tiny=(--num_layers=2 --hidden_size=32 --num_attention_heads=4 --max_position_embeddings=64)
 bert=(--family=bert --vocab_size=30522 --num_token_types=2 "${tiny[@]}")
 

@@ -4,13 +4,8 @@
 # well-formed. Add an experiment with one `check` line at the bottom.
 #   check NAME BINARY "FLAGS" CSV:HEADER... PNG...
 set -uo pipefail
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_smoke
 command -v gnuplot >/dev/null || fail "gnuplot not installed: run tools/setup.sh (Debian gnuplot-nox)"
-# OpenMPI's session directory needs a short, writable TMPDIR (Unix socket paths <= 108 bytes).
-export TMPDIR="$(mktemp -d /tmp/mt_smoke.XXXXXX)"
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-trap 'rm -rf "$TMPDIR"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 check() {
   local name="$1" bin="$2" flags="$3"

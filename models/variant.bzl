@@ -93,6 +93,7 @@ def _variant_tests(name, test_model, architecture, all_reduces_per_layer):
             ":describe",
             ":pretrain_gpt",
             "//data/testing:synthetic_corpus",
+            "//tools:test_env.sh",
         ],
         tags = ["cpu:2"],
     )
@@ -111,6 +112,7 @@ def _variant_tests(name, test_model, architecture, all_reduces_per_layer):
             ":pretrain_gpt",
             ":reshard_checkpoint",
             "//data/testing:synthetic_corpus",
+            "//tools:test_env.sh",
         ],
         tags = ["cpu:2"],
     )
@@ -136,6 +138,7 @@ def _variant_tests(name, test_model, architecture, all_reduces_per_layer):
             "//data/testing:synthetic_corpus",
             "//eval:testdata/lambada_small.jsonl",
             "//eval:testdata/wiki_small.tokens",
+            "//tools:test_env.sh",
         ],
         tags = ["cpu:2"],
     )

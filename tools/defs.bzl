@@ -107,12 +107,15 @@ def mt_mpi_test(name, ranks, binary = None, size = "medium", hang_seconds = None
         )
 
 def mt_sh_test(name, srcs, binaries, size = "small", **kwargs):
-    """A shell test given the paths of `binaries` as its arguments, in order (they are its data)."""
+    """A shell test given the paths of `binaries` as its arguments, in order (they are its data).
+
+    Its data also holds //tools:test_env.sh, the environment such a test sources first.
+    """
     native.sh_test(
         name = name,
         srcs = srcs,
         args = ["$(location %s)" % b for b in binaries],
-        data = sorted(binaries),
+        data = sorted(binaries) + ["//tools:test_env.sh"],
         size = size,
         **kwargs
     )

@@ -35,7 +35,9 @@
 #                   sh_test's args in its BUILD file (they all run comm/mpi_test.sh NP TIMEOUT BIN)
 #   scripts/        the other gpu sh_tests' scripts (e.g. experiments/pretrain/testing/cuda_driver_test.sh, which
 #                   runs mpirun itself); script_tests.txt: NAME SCRIPT [ARGS...], where @bin:X is
-#                   bin/X (a binary named by $(location ...) in the sh_test's args)
+#                   bin/X (a binary named by $(location ...) in the sh_test's args); and
+#                   scripts/tools/test_env.sh, which they source (run with TEST_SRCDIR=<tree>,
+#                   TEST_WORKSPACE=scripts)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="$root/gpu_bundle"
@@ -144,7 +146,9 @@ do_bundle() {
   # Multi-rank tests: carry the binary behind each sh_test plus its manifest line.
   : > "$tree/mpi_tests.txt"
   : > "$tree/script_tests.txt"
-  mkdir -p "$tree/scripts"
+  mkdir -p "$tree/scripts/tools"
+  # What the scripts source from their runfiles ($TEST_SRCDIR/$TEST_WORKSPACE: scripts/ there).
+  cp "$root/tools/test_env.sh" "$tree/scripts/tools/"
   local label line binlabel path f a
   for label in "${sh_tests[@]}"; do
     if ! line=$(manifest_line mpi "$label" 2>/dev/null); then
@@ -412,7 +416,8 @@ do_run() {
       words+=("$word")
     done
     run_test "$name" "$PER_BINARY_TIMEOUT" "$name ($script ${words[*]})" \
-      bash "$tree/scripts/$script" "${words[@]}" || continue
+      env TEST_SRCDIR="$tree" TEST_WORKSPACE=scripts bash "$tree/scripts/$script" "${words[@]}" ||
+      continue
     table+=("$(printf '%-32s rc=%-3s %-30s %4ss' "$name" "$rc" \
       "$(tail -1 "$out/$name.log" | cut -c1-30)" "$secs")")
   done < <(cat "$tree/script_tests.txt" 2>/dev/null)

@@ -8,12 +8,7 @@
 #   pretrain_bert_test.sh PREPROCESS_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
 preprocess="$1"; pretrain="$2"
-work="$(mktemp -d /tmp/mt_bert.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_bert
 
 # 300 documents of 3-6 short sentences, separated by blank lines.
 python3 - "$work/corpus.txt" <<'PY'

@@ -12,14 +12,7 @@
 #   reshard_model_test.sh bert PREPROCESS_BIN       PRETRAIN_BERT_BIN RESHARD_BIN [MODEL FLAGS...]
 set -uo pipefail
 family="$1"; data_tool="$2"; pretrain="$3"; reshard="$4"; shift 4
-work="$(mktemp -d /tmp/mt_reshard_model.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
-mpi() { local np="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$np" \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_reshard_model
 
 common=(--num_layers=2 --hidden_size=32 --num_attention_heads=4 --ffn_hidden_size=64
         --max_position_embeddings=32 --seq_length=16 --micro_batch_size=2 --global_batch_size=4

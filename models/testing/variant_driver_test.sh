@@ -6,12 +6,7 @@
 #   driver_test.sh SYNTHETIC_CORPUS_BIN DESCRIBE_BIN PRETRAIN_GPT_BIN MODEL ARCHITECTURE
 set -uo pipefail
 corpus_bin="$1"; describe="$2"; pretrain="$3"; model="$4"; architecture="$5"
-work="$(mktemp -d /tmp/mt_variant.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_variant
 
 "$describe" --model="$model" > "$work/describe.out" || fail "describe: $(cat "$work/describe.out")"
 grep -q "^architecture: $architecture " "$work/describe.out" || fail "describe: $(cat "$work/describe.out")"

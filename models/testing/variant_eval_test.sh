@@ -9,14 +9,8 @@
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"; wikitext="$3"; lambada="$4"; generate="$5"; model="$6"
 wiki="$7"; lambada_data="$8"
-work="$(mktemp -d /tmp/mt_variant_eval.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
-mpi() { local np="$1"; shift; timeout 240 mpirun --oversubscribe --bind-to none -np "$np" \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
+mpi_timeout=240
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_variant_eval
 run() {  # run NAME NP BINARY FLAGS...: stdout into NAME.out
   local name="$1" np="$2"; shift 2
   if [[ $np -eq 1 ]]; then timeout 240 "$@" > "$work/$name.out" 2> "$work/$name.err"

@@ -10,12 +10,7 @@
 set -uo pipefail
 [[ $# -eq 11 ]] || { echo "usage: see the header" >&2; exit 2; }
 corpus_bin="$1" gpt="$2" bert="$3" r="$4" c="$5" p="$6" w="$7" l="$8" ra="$9" g="${10}" s="${11}"
-work="$(mktemp -d /tmp/mt_badflags.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_badflags
 
 # Fixtures: a dataset, a tiny GPT checkpoint, a directory where files are expected, bad files.
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=200 >/dev/null \

@@ -7,12 +7,7 @@
 #   blend_test.sh SYNTHETIC_CORPUS PRETRAIN_GPT PREPROCESS PRETRAIN_BERT
 set -uo pipefail
 corpus_bin="$1" gpt="$2" preprocess="$3" bert="$4"
-work="$(mktemp -d /tmp/mt_blend.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_blend
 
 "$corpus_bin" --output_prefix="$work/a" --vocab=64 --documents=200 --seed=5 >/dev/null &&
   "$corpus_bin" --output_prefix="$work/b" --vocab=64 --documents=150 --seed=9 >/dev/null ||

@@ -9,14 +9,7 @@
 #   eval_harness_tp_test.sh PREPROCESS PRETRAIN_GPT WIKITEXT103 LAMBADA WIKI_FIXTURE LAMBADA_FIXTURE
 set -uo pipefail
 preprocess="$1"; pretrain="$2"; wikitext="$3"; lambada="$4"; wiki="$5"; lambada_data="$6"
-work="$(mktemp -d /tmp/mt_eval_tp.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
-mpi() { local np="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$np" \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_eval_tp
 
 # 400 short documents of simple sentences, separated by blank lines; and 20 more sentences in the
 # WikiText format (in-distribution text on which the trained model must beat the uniform one).

@@ -7,16 +7,13 @@
 #   eval_serve_test.sh PREPROCESS PRETRAIN_GPT RESHARD SERVE SERVE_TEST_PY
 set -uo pipefail
 preprocess="$1"; pretrain="$2"; reshard="$3"; serve="$4"; client="$5"
-work="$(mktemp -d /tmp/mt_serve.XXXXXX)"
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_serve
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   rm -rf "$work"
 }
 trap cleanup EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT
 fail() {
   echo "FAIL: $*" >&2
   for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done

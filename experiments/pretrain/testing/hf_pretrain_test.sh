@@ -6,12 +6,7 @@
 #   hf_pretrain_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN HF_TEST_MODEL_BIN CONVERT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"; hf_model="$3"; convert="$4"
-work="$(mktemp -d /tmp/mt_hf_pretrain.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_hf_pretrain
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=200 > /dev/null ||
   fail "corpus"

@@ -17,8 +17,6 @@ set -uo pipefail
 corpus_bin="$1"; pretrain="$2"; preprocess="$3"; bert="$4"
 source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_pipeline
 common=("${tiny[@]}" --num_layers=4 --global_batch_size=8 --train_iters=6 --eval_iters=2)
-mpi() { local n="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$n" \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
 
 "$pretrain" "${common[@]}" --log_jsonl="$work/serial.jsonl" >"$work/serial.log" 2>&1 ||
   { cat "$work/serial.log"; fail "serial run"; }

@@ -14,8 +14,6 @@ corpus_bin="$1"; pretrain="$2"; reshard="$3"; convert="$4"
 source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_pp_reshard
 common=("${tiny[@]}" --num_layers=4 --global_batch_size=8 --train_iters=6 --eval_iters=2)
 layout=(--pipeline_model_parallel_size=2 --tensor_model_parallel_size=2)
-mpi() { local n="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$n" \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
 run() {  # run NAME NP FLAGS...: logs NAME.jsonl, NAME.log
   local name="$1" np="$2"; shift 2
   local launcher=("$pretrain")

@@ -5,14 +5,7 @@
 #   reshard_loss_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN RESHARD_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"; reshard="$3"
-work="$(mktemp -d /tmp/mt_reshard.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
-mpi() { local np="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$np" \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_reshard
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=61 --documents=300 || fail "corpus"
 # vocab 61 pads to 72 at TP 1 (multiple of 24), 96 at TP 2 (48) and 96 at TP 4 (96): resharding

@@ -16,8 +16,6 @@
 set -uo pipefail
 preprocess="$3"; gpt="$4"; bert="$5"; reshard="$6"
 source "$1" "$2" mt_sp  # $work (removed at exit), fail(), the GPT corpus $work/corpus (vocab 64).
-mpi() { local np="$1"; shift; timeout 200 mpirun --oversubscribe --bind-to none -np "$np" \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"; }
 
 make_bert_corpus "$3"  # $work/bert
 

@@ -4,12 +4,7 @@
 #   sigterm_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
-work="$(mktemp -d /tmp/mt_sigterm.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_sigterm
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=300 || fail "corpus"
 common=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_by=8

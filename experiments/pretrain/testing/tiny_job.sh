@@ -1,13 +1,8 @@
-# Sourced by the fault tests (rank_fault_test.sh, nan_test.sh) and the driver tests: a work
-# directory removed at exit (OpenMPI's too), fail(), a synthetic corpus at $work/corpus and `tiny`,
-# the flags of a tiny GPT on it, and make_bert_corpus.
+# Sourced by the fault tests (rank_fault_test.sh, nan_test.sh) and the driver tests: the test
+# environment of tools/test_env.sh ($work removed at exit, fail, mpi), a synthetic corpus at
+# $work/corpus and `tiny`, the flags of a tiny GPT on it, and make_bert_corpus.
 #   source tiny_job.sh SYNTHETIC_CORPUS_BIN NAME_PREFIX
-work="$(mktemp -d "/tmp/$2.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"  # not /dev/shm: see comm/mpi_test.sh
-unset XML_OUTPUT_FILE GTEST_OUTPUT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" "$2"
 "$1" --output_prefix="$work/corpus" --vocab=64 --documents=300 >/dev/null || fail "corpus"
 tiny=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_by=8
       --num_layers=2 --hidden_size=64 --num_attention_heads=4 --seq_length=32

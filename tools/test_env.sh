@@ -1,0 +1,23 @@
+# The environment of a shell test that runs the project's binaries; sourced first thing:
+#   source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" NAME
+# (the test has //tools:test_env.sh in its data; mt_sh_test adds it). It makes $work, a fresh
+# directory /tmp/NAME.XXXXXX removed at exit, the TMPDIR of everything the test starts (a short
+# path: OpenMPI's socket paths are limited to 108 bytes); lets mpirun run as root (CI
+# containers); keeps OpenMPI's shared memory in $work (not /dev/shm: see comm/mpi_test.sh); unsets
+# the variables through which a gtest binary the test starts would overwrite Bazel's own reports;
+# and defines
+#   fail MESSAGE...  "FAIL: MESSAGE" on stderr, exit 1;
+#   mpi NP ARGS...   ARGS under mpirun with NP ranks on this machine, bounded by $mpi_timeout
+#                    seconds (default 200): a hang fails the test (exit code 124).
+work="$(mktemp -d "/tmp/$1.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"
+unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
+fail() { echo "FAIL: $*" >&2; exit 1; }
+mpi() {
+  local np="$1"
+  shift
+  timeout "${mpi_timeout:-200}" mpirun --oversubscribe --bind-to none -np "$np" \
+    --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"
+}
