@@ -87,20 +87,7 @@ std::shared_ptr<const data::BertDataset> MakeDataset(const std::string& prefix,
   return std::shared_ptr<const data::BertDataset>(std::move(*ds));
 }
 
-models::ModelConfig TinyBert() {
-  models::ModelConfig c;
-  c.family = models::Family::kBert;
-  c.num_token_types = 2;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = kVocab;
-  c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = kSeq;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
-  return c;
-}
+models::ModelConfig TinyBert() { return testing::TinyModel(models::Family::kBert, kVocab, kSeq); }
 
 struct Result {
   std::vector<double> losses, lm, sop, grad_norms;

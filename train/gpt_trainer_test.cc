@@ -33,18 +33,7 @@ constexpr int kSeq = 16;
 // A learnable synthetic corpus (train/testing/synthetic_corpus.h): token -> (3 * token + 1) mod V.
 std::string MakeCorpus(int rank) { return testing::WriteGptCorpus("corpus", rank, kVocab, 60); }
 
-models::ModelConfig TinyGpt() {
-  models::ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = kVocab;
-  c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = kSeq;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
-  return c;
-}
+models::ModelConfig TinyGpt() { return testing::TinyModel(models::Family::kGpt2, kVocab, kSeq); }
 
 using testing::HarnessConfig;
 using Result = testing::HarnessResult;

@@ -78,6 +78,17 @@ models::ModelConfig Tiny(models::Family family, nn::NormPosition norm) {
 
 class GradReadyTest : public ::testing::TestWithParam<bool> {};  // recompute
 
+// The step context of micro-batch `micro` of two, as the trainer makes it: only the last
+// micro-batch's backward reports to `listener`.
+nn::StepContext MicroStep(ExecContext* ec, int micro, RecordingListener* listener) {
+  nn::StepContext sc;
+  sc.exec = ec;
+  sc.dropout_seed = 9;
+  sc.sample_offset = 2 * micro;
+  if (micro == 1) sc.grads_ready = listener;
+  return sc;
+}
+
 TEST_P(GradReadyTest, GptReportsAreTrue) {
   const nn::Recompute recompute = GetParam() ? nn::Recompute::kYes : nn::Recompute::kNo;
   const models::ModelConfig c = Tiny(models::Family::kGpt2, nn::NormPosition::kPreNorm);
@@ -94,12 +105,7 @@ TEST_P(GradReadyTest, GptReportsAreTrue) {
   Tensor tokens = I32(ids, {2, 6}), targets = I32(labels, {2, 6});
   RecordingListener listener(&store);
   for (int micro = 0; micro < 2; ++micro) {
-    nn::StepContext sc;
-    sc.exec = &ec;
-    sc.dropout_seed = 9;
-    sc.sample_offset = 2 * micro;
-    // As the trainer: only the last micro-batch's backward reports.
-    if (micro == 1) sc.grads_ready = &listener;
+    const nn::StepContext sc = MicroStep(&ec, micro, &listener);
     auto loss = (*model)->ForwardBackward(
         sc, models::LanguageModelBatch(tokens.view(), targets.view()), models::Backward::kYes);
     ASSERT_TRUE(loss.ok()) << loss.status();
@@ -131,11 +137,7 @@ TEST_P(GradReadyTest, BertReportsAreTrue) {
              ml = I32(mlm, {2, 6}), sop = I32({1, 0}, {2}), choice = I32({1}, {1});
       RecordingListener listener(&store);
       for (int micro = 0; micro < 2; ++micro) {
-        nn::StepContext sc;
-        sc.exec = &ec;
-        sc.dropout_seed = 9;
-        sc.sample_offset = 2 * micro;
-        if (micro == 1) sc.grads_ready = &listener;
+        const nn::StepContext sc = MicroStep(&ec, micro, &listener);
         if (heads == models::Heads::kPretraining) {
           auto l = (*model)->ForwardBackward(
               sc, models::BertBatch(tokens.view(), tt.view(), pm.view(), ml.view(), sop.view()),

@@ -53,14 +53,8 @@ absl::StatusOr<FourRanks> SplitFourRanks(comm::Communicator& world) {
 
 testing::HarnessConfig Config(int tp, int pp, int layers_per_virtual_stage = 0) {
   testing::HarnessConfig c;
+  c.model = testing::TinyModel(models::Family::kGpt2, kVocab, kSeq);
   c.model.num_layers = 4;
-  c.model.hidden_size = 32;
-  c.model.num_attention_heads = 4;
-  c.model.vocab_size = kVocab;
-  c.model.make_vocab_size_divisible_by = 8;
-  c.model.max_position_embeddings = kSeq;
-  c.model.hidden_dropout = 0.1f;
-  c.model.attention_dropout = 0.1f;
   c.tp = tp;
   c.pp = pp;
   c.layers_per_virtual_stage = layers_per_virtual_stage;

@@ -275,6 +275,21 @@ double WorstShardDifference(const std::map<std::string, std::vector<float>>& sta
   return worst;
 }
 
+models::ModelConfig TinyModel(models::Family family, int64_t vocab, int64_t positions) {
+  models::ModelConfig c;
+  c.family = family;
+  if (family == models::Family::kBert) c.num_token_types = 2;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.num_attention_heads = 4;
+  c.vocab_size = vocab;
+  c.make_vocab_size_divisible_by = 8;
+  c.max_position_embeddings = positions;
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  return c;
+}
+
 std::unique_ptr<comm::Communicator> Alone(comm::Communicator& world) {
   absl::StatusOr<std::unique_ptr<comm::Communicator>> self = world.Split(world.rank(), 0, "self");
   if (!self.ok()) {

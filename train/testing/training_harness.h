@@ -29,6 +29,10 @@ namespace mt {
 namespace train {
 namespace testing {
 
+// The trainer tests' model of `family`: 2 layers, hidden 32, 4 heads, a vocabulary of `vocab`
+// padded to a multiple of 8, `positions` positions, dropout 0.1 (BERT: 2 token types).
+models::ModelConfig TinyModel(models::Family family, int64_t vocab, int64_t positions);
+
 struct HarnessConfig {
   models::ModelConfig model;
   int tp = 1;                        // The rest of the world is data-parallel.
