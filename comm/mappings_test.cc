@@ -27,6 +27,8 @@ using ::mt::testing::UnitRoundoff;
 using testing::ExpectWithin;
 using testing::MpiTest;
 using testing::RankData;
+using testing::ScaledTanh;
+using testing::ScaledTanhBackward;
 
 constexpr int kHeads = 12;  // Divisible by every TP degree tested (1, 2, 3, 4).
 
@@ -230,10 +232,7 @@ TEST_F(MappingsTest, CopyThenReduceGradientMatchesFiniteDifferences) {
     };
     // Forward.
     ASSERT_TRUE(CopyToTensorParallelRegionForward(c, x.view()).ok());
-    Tensor z = Tensor::Host(shape, DType::kF32);
-    for (int64_t i = 0; i < z.numel(); ++i) {
-      z.data_as<float>()[i] = a.data_as<float>()[i] * std::tanh(x.data_as<float>()[i]);
-    }
+    Tensor z = ScaledTanh(a, x);
     ASSERT_TRUE(ReduceFromTensorParallelRegionForward(c, z.view()).ok());
     double loss = 0, loss_scale = 0;
     for (int64_t i = 0; i < z.numel(); ++i) {
@@ -244,11 +243,7 @@ TEST_F(MappingsTest, CopyThenReduceGradientMatchesFiniteDifferences) {
     // Backward.
     Tensor dz = Replicated(*ctx, shape, DType::kF32, seed + 1);  // dL/dy = w
     ASSERT_TRUE(ReduceFromTensorParallelRegionBackward(c, dz.view()).ok());
-    Tensor dx = Tensor::Host(shape, DType::kF32);
-    for (int64_t i = 0; i < dx.numel(); ++i) {
-      const float t = std::tanh(x.data_as<float>()[i]);
-      dx.data_as<float>()[i] = a.data_as<float>()[i] * (1 - t * t) * dz.data_as<float>()[i];
-    }
+    Tensor dx = ScaledTanhBackward(a, x, dz);
     ASSERT_TRUE(CopyToTensorParallelRegionBackward(c, dx.view()).ok());
     const std::vector<double> numeric = NumericalGradient(serial_loss, xv);
     std::vector<double> bound(numeric.size());
@@ -292,10 +287,7 @@ TEST_F(MappingsTest, ScatterThenGatherGradientMatchesFiniteDifferences) {
     // Forward.
     Tensor xr = Tensor::Host(local, DType::kF32);
     ASSERT_TRUE(ScatterToTensorParallelRegionForward(c, x.view(), xr.view()).ok());
-    Tensor z = Tensor::Host(local, DType::kF32);
-    for (int64_t i = 0; i < z.numel(); ++i) {
-      z.data_as<float>()[i] = a.data_as<float>()[i] * std::tanh(xr.data_as<float>()[i]);
-    }
+    Tensor z = ScaledTanh(a, xr);
     Tensor y = Tensor::Host(full, DType::kF32);
     ASSERT_TRUE(GatherFromTensorParallelRegionForward(c, z.view(), y.view()).ok());
     double loss = 0, scale = 0;
@@ -307,11 +299,7 @@ TEST_F(MappingsTest, ScatterThenGatherGradientMatchesFiniteDifferences) {
     // Backward.
     Tensor dz = Tensor::Host(local, DType::kF32);
     ASSERT_TRUE(GatherFromTensorParallelRegionBackward(c, w.view(), dz.view()).ok());
-    Tensor dxr = Tensor::Host(local, DType::kF32);
-    for (int64_t i = 0; i < dxr.numel(); ++i) {
-      const float t = std::tanh(xr.data_as<float>()[i]);
-      dxr.data_as<float>()[i] = a.data_as<float>()[i] * (1 - t * t) * dz.data_as<float>()[i];
-    }
+    Tensor dxr = ScaledTanhBackward(a, xr, dz);
     Tensor dx = Tensor::Host(full, DType::kF32);
     ASSERT_TRUE(ScatterToTensorParallelRegionBackward(c, dxr.view(), dx.view()).ok());
     const std::vector<double> numeric = NumericalGradient(serial_loss, xv);

@@ -154,6 +154,23 @@ std::vector<double> GatheredLastDim(const Shape& shape, DType dtype, uint64_t se
   return out;
 }
 
+Tensor ScaledTanh(const Tensor& a, const Tensor& x) {
+  Tensor z = Tensor::Host(x.shape(), DType::kF32);
+  for (int64_t i = 0; i < z.numel(); ++i) {
+    z.data_as<float>()[i] = a.data_as<float>()[i] * std::tanh(x.data_as<float>()[i]);
+  }
+  return z;
+}
+
+Tensor ScaledTanhBackward(const Tensor& a, const Tensor& x, const Tensor& dz) {
+  Tensor dx = Tensor::Host(x.shape(), DType::kF32);
+  for (int64_t i = 0; i < dx.numel(); ++i) {
+    const float t = std::tanh(x.data_as<float>()[i]);
+    dx.data_as<float>()[i] = a.data_as<float>()[i] * (1 - t * t) * dz.data_as<float>()[i];
+  }
+  return dx;
+}
+
 }  // namespace testing
 }  // namespace comm
 }  // namespace mt

@@ -80,6 +80,11 @@ void ExpectIdenticalOnAllRanks(Communicator& comm, const TensorView& t, const st
 // holds: [..., n * shape.back()], rank r's columns at [r c, (r + 1) c) of each row.
 std::vector<double> GatheredLastDim(const Shape& shape, DType dtype, uint64_t seed, int n);
 
+// The element-wise layer the mapping tests put between two mappings, on f32 host tensors of one
+// shape: z = a tanh(x), and its backward dx = a (1 - tanh(x)^2) dz (in f32, as the ranks compute).
+Tensor ScaledTanh(const Tensor& a, const Tensor& x);
+Tensor ScaledTanhBackward(const Tensor& a, const Tensor& x, const Tensor& dz);
+
 }  // namespace testing
 }  // namespace comm
 }  // namespace mt

@@ -29,6 +29,8 @@ using ::mt::testing::UnitRoundoff;
 using testing::ExpectWithin;
 using testing::MpiTest;
 using testing::RankData;
+using testing::ScaledTanh;
+using testing::ScaledTanhBackward;
 
 constexpr int kHeads = 12;
 
@@ -193,20 +195,13 @@ TEST_F(SequenceParallelTest, GatherThenReduceScatterGradientMatchesFiniteDiffere
     // Forward: x_full = AG(x_local); z = a_r tanh(x_full); y_local = RS(z).
     Tensor x_full = Tensor::Host(full, DType::kF32);
     ASSERT_TRUE(GatherFromSequenceParallelRegionForward(c, x_local.view(), x_full.view()).ok());
-    Tensor z = Tensor::Host(full, DType::kF32);
-    for (int64_t i = 0; i < z.numel(); ++i) {
-      z.data_as<float>()[i] = a.data_as<float>()[i] * std::tanh(x_full.data_as<float>()[i]);
-    }
+    Tensor z = ScaledTanh(a, x_full);
     Tensor y_local = Tensor::Host(local, DType::kF32);
     ASSERT_TRUE(ReduceScatterToSequenceParallelRegionForward(c, z.view(), y_local.view()).ok());
     // Backward: dz = RS'(w_local) = AG(w_local); dx_full = a_r (1 - tanh^2) dz; dx = AG'(dx_full).
     Tensor dz = Tensor::Host(full, DType::kF32);
     ASSERT_TRUE(ReduceScatterToSequenceParallelRegionBackward(c, w_local.view(), dz.view()).ok());
-    Tensor dx_full = Tensor::Host(full, DType::kF32);
-    for (int64_t i = 0; i < dx_full.numel(); ++i) {
-      const float th = std::tanh(x_full.data_as<float>()[i]);
-      dx_full.data_as<float>()[i] = a.data_as<float>()[i] * (1 - th * th) * dz.data_as<float>()[i];
-    }
+    Tensor dx_full = ScaledTanhBackward(a, x_full, dz);
     Tensor dx = Tensor::Host(local, DType::kF32);
     ASSERT_TRUE(GatherFromSequenceParallelRegionBackward(c, dx_full.view(), dx.view()).ok());
     // The forward value of this rank's positions: the serial y restricted to them.
