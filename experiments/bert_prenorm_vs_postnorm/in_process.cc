@@ -55,7 +55,7 @@ absl::StatusOr<RunShape> ShapeOf(const InProcessFlags& flags, bool gpt2) {
   shape.micro_batch_size = flags.micro_batch_size;
   shape.global_batch_size = flags.global_batch_size;
   shape.train_iters = flags.train_iters;
-  ASSIGN_OR_RETURN(shape.device, ParseDevice(flags.device));
+  shape.device = flags.device;
   shape.threads = flags.threads;
   ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(flags.data_dir, gpt2));
   return shape;
@@ -76,13 +76,6 @@ void ApplyRunShape(const RunShape& s, PretrainConfig* c) {
   c->threads = s.threads;
   c->data_path = s.data_path;
   c->split = "949,50,1";
-}
-
-absl::StatusOr<DeviceKind> ParseDevice(absl::string_view text) {
-  for (const auto& [n, kind] : kDeviceNames) {
-    if (n == text) return kind;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("--device=", text, ": want cpu or cuda"));
 }
 
 absl::StatusOr<std::string> DefaultDataset(const std::string& data_dir, bool gpt2) {

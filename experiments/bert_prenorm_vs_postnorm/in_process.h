@@ -31,7 +31,7 @@ struct InProcessFlags {
   std::string results_dir;
   int64_t seq_length = 64, micro_batch_size = 4, global_batch_size = 4, train_iters = 100;
   double lr = 2e-3;
-  std::string device = "cpu";
+  DeviceKind device = DeviceKind::kCpu;
   int threads = 0;
   std::string data_dir;
 
@@ -43,7 +43,7 @@ struct InProcessFlags {
     v("global_batch_size", &self.global_batch_size, "Samples per optimizer step.");
     v("train_iters", &self.train_iters, "Optimizer steps of every run (the token budget).");
     v("lr", &self.lr, "Peak learning rate (Adam), the same for every run.");
-    v("device", &self.device, "cpu or cuda.");
+    v("device", &self.device, "cpu or cuda.", kDeviceNames);
     v("threads", &self.threads, "CPU threads (0: every core).");
     v("data_dir", &self.data_dir,
       "Where the tokenised corpus is kept (default: $MT_DATA_DIR or ~/.cache/megatron-cpp/data).");
@@ -83,16 +83,13 @@ struct RunShape {
   std::string data_path;
 };
 // The RunShape of `flags` (the model's shape and the seed left at 0 for the caller): the batch
-// layout and budget, the device parsed (InvalidArgument), the threads, and the family's dataset
-// of the embedded corpus (DefaultDataset).
+// layout and budget, the device, the threads, and the family's dataset of the embedded corpus
+// (DefaultDataset).
 absl::StatusOr<RunShape> ShapeOf(const InProcessFlags& flags, bool gpt2);
 
 // Sets those fields of `config` (and max_position_embeddings = seq_length, a quiet trainer, the
 // split 949,50,1); the rest keep their values.
 void ApplyRunShape(const RunShape& shape, PretrainConfig* config);
-
-// "cpu" or "cuda" (the --device flag). InvalidArgument otherwise.
-absl::StatusOr<DeviceKind> ParseDevice(absl::string_view text);
 
 // The embedded corpus tokenised for both families (data/preprocessing/default_data.h) under
 // `data_dir` (empty: $MT_DATA_DIR or the default), built if missing or out of date; prints a line

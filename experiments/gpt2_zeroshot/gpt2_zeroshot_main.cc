@@ -19,6 +19,7 @@
 #include "experiments/gpt2_zeroshot/eval_runs.h"
 #include "experiments/gpt2_zeroshot/heldout.h"
 #include "experiments/gpt2_zeroshot/zeroshot_tables.h"
+#include "experiments/pretrain/run_settings.h"
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
 
@@ -33,7 +34,8 @@ struct ZeroShotConfig {
   double lr = 3e-3;
   std::string wikitext, lambada;
   int64_t heldout_docs = 200, overlapping_eval = 32;
-  std::string device = "cpu", launcher, work_dir;
+  DeviceKind device = DeviceKind::kCpu;
+  std::string launcher, work_dir;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -57,7 +59,7 @@ struct ZeroShotConfig {
       "eval/testdata/lambada_small.jsonl and the held-out split).");
     v("heldout_docs", &self.heldout_docs, "Held-out test-split documents written (0: none).");
     v("overlapping_eval", &self.overlapping_eval, "WikiText window stride.");
-    v("device", &self.device, "cpu or cuda, for training and scoring.");
+    v("device", &self.device, "cpu or cuda, for training and scoring.", kDeviceNames);
     v("launcher", &self.launcher,
       "Prefix of every training and scoring command, e.g. 'mpirun -np 8' (TP = ranks).");
     v("work_dir", &self.work_dir,
@@ -78,7 +80,7 @@ absl::StatusOr<std::string> Train(const ZeroShotConfig& c, const std::string& bi
   PretrainRun r;
   r.data_path = s.data_prefix;
   r.save = save;
-  r.device = c.device;
+  r.device = std::string(DeviceName(c.device));
   r.layers = m.layers;
   r.hidden = m.hidden;
   r.heads = m.heads;
@@ -151,7 +153,8 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(const std::string wikitext_bin, RunfilePath(argv[0], "eval/wikitext103"));
   ASSIGN_OR_RETURN(const std::string lambada_bin, RunfilePath(argv[0], "eval/lambada"));
-  ScoringSettings settings{s.launcher, wikitext_bin, lambada_bin, c.device, c.overlapping_eval};
+  ScoringSettings settings{s.launcher, wikitext_bin, lambada_bin, std::string(DeviceName(c.device)),
+                           c.overlapping_eval};
   std::vector<ModelScores> scores;
   for (size_t i = 0; i < checkpoints.size(); ++i) {
     std::printf("gpt2_zeroshot: scoring %s\n", checkpoints[i].c_str());

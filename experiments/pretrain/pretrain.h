@@ -25,6 +25,7 @@
 #include "data/indexed/indexed_dataset.h"
 #include "data/loader/blending.h"
 #include "data/loader/loader.h"
+#include "experiments/pretrain/run_settings.h"
 #include "models/config.h"
 #include "models/model.h"
 #include "nn/context.h"
@@ -34,15 +35,6 @@
 
 namespace mt {
 namespace experiments {
-
-enum class DeviceKind { kCpu, kCuda };
-inline constexpr std::pair<absl::string_view, DeviceKind> kDeviceNames[] = {
-    {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}};
-enum class CommBackend { kAuto, kMpi, kNccl };
-inline constexpr std::pair<absl::string_view, CommBackend> kCommBackendNames[] = {
-    {"auto", CommBackend::kAuto}, {"mpi", CommBackend::kMpi}, {"nccl", CommBackend::kNccl}};
-inline constexpr std::pair<absl::string_view, DType> kComputeDTypeNames[] = {
-    {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}};
 
 // How the transformer layers keep their activations (Korthikanti et al. 2022), with Megatron-LM's
 // flag names: sequence parallelism (TP > 1; the norms, dropouts and residual stream on each TP

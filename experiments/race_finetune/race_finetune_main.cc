@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
 #include "experiments/gpt2_zeroshot/eval_runs.h"
+#include "experiments/pretrain/run_settings.h"
 #include "experiments/race_finetune/race_tables.h"
 #include "experiments/report/plot.h"
 #include "experiments/report/report.h"
@@ -35,7 +36,8 @@ struct RaceFinetuneConfig {
   int epochs = 3;
   double lr = 1e-4;
   int64_t global_batch_size = 2;
-  std::string device = "cpu", launcher, work_dir;
+  DeviceKind device = DeviceKind::kCpu;
+  std::string launcher, work_dir;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -60,7 +62,7 @@ struct RaceFinetuneConfig {
     v("lr", &self.lr, "Fine-tuning peak learning rate (the paper: 2e-5 at 336M, 1e-5 at 1.3B).");
     v("global_batch_size", &self.global_batch_size,
       "Fine-tuning questions per step (the paper: 32 / 16).");
-    v("device", &self.device, "cpu or cuda, for pretraining and fine-tuning.");
+    v("device", &self.device, "cpu or cuda, for pretraining and fine-tuning.", kDeviceNames);
     v("launcher", &self.launcher,
       "Prefix of the pretraining and fine-tuning commands, e.g. 'mpirun -np 8'.");
     v("work_dir", &self.work_dir, "Checkpoints (default: $MT_DATA_DIR/race_finetune).");
@@ -89,7 +91,7 @@ absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::str
   PretrainRun r;
   r.data_path = prefix;
   r.save = save;
-  r.device = c.device;
+  r.device = std::string(DeviceName(c.device));
   r.layers = c.num_layers;
   r.hidden = c.hidden_size;
   r.heads = c.num_attention_heads;
@@ -114,7 +116,8 @@ absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& ar
       {bin, "--load=" + checkpoint, "--data=" + data, absl::StrCat("--epochs=", c.epochs),
        absl::StrCat("--lr=", c.lr), absl::StrCat("--global_batch_size=", c.global_batch_size),
        absl::StrCat("--micro_batch_size=", c.global_batch_size),
-       absl::StrCat("--seq_length=", c.seq_length), "--device=" + c.device, "--save=" + save});
+       absl::StrCat("--seq_length=", c.seq_length), absl::StrCat("--device=", DeviceName(c.device)),
+       "--save=" + save});
 }
 
 absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
