@@ -9,7 +9,7 @@
 set -uo pipefail
 hf_model="$1"; convert="$2"; race="$3"; weights_match="$4"
 fixture="$(dirname "$(dirname "$(dirname "$5")")")"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_convert_bert
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_convert_bert || exit 1
 vocab="${MT_ASSETS_DIR:-/opt/megatron-cpp}/bert/vocab.txt"
 
 hf="$work/bert"

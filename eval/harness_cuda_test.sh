@@ -9,7 +9,7 @@
 #   harness_cuda_test.sh TEST_CHECKPOINT WIKITEXT103 LAMBADA
 set -uo pipefail
 make_ckpt="$1"; wikitext="$2"; lambada="$3"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_eval_cuda
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_eval_cuda || exit 1
 wiki="$work/wiki.tokens"
 lambada_data="$work/lambada.jsonl"
 cat > "$wiki" <<'TXT'

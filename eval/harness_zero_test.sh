@@ -10,7 +10,7 @@
 #   harness_zero_test.sh TEST_CHECKPOINT WIKITEXT103 LAMBADA WIKI_FIXTURE LAMBADA_FIXTURE
 set -uo pipefail
 make_ckpt="$1"; wikitext="$2"; lambada="$3"; wiki="$4"; lambada_data="$5"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_eval_zero
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_eval_zero || exit 1
 tiny=(--num_layers=2 --hidden_size=32 --num_attention_heads=4 --max_position_embeddings=64)
 
 "$make_ckpt" --save="$work/zero" "${tiny[@]}" --model_name=zero-gpt > /dev/null || fail "checkpoint"

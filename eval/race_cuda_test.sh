@@ -12,7 +12,7 @@
 #   race_cuda_test.sh TEST_CHECKPOINT RACE
 set -uo pipefail
 make_ckpt="$1"; race="$2"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_race_cuda
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_race_cuda || exit 1
 
 python3 - "$work/RACE" <<'PY' || fail "RACE tree"
 import json, os, random, sys

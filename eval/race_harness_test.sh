@@ -16,7 +16,7 @@
 #   race_harness_test.sh TEST_CHECKPOINT RACE FIXTURE_FILE (any file of eval/testdata/RACE/*/*/)
 set -uo pipefail
 make_ckpt="$1"; race="$2"; fixture="$(dirname "$(dirname "$(dirname "$3")")")"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_race
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_race || exit 1
 tiny=(--num_layers=2 --hidden_size=32 --num_attention_heads=4 --max_position_embeddings=64)
 bert=(--family=bert --vocab_size=30522 --num_token_types=2 "${tiny[@]}")
 

@@ -1,11 +1,11 @@
 # The environment of a shell test that runs the project's binaries; sourced first thing:
-#   source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" NAME
-# (the test has //tools:test_env.sh in its data; mt_sh_test adds it). It makes $work, a fresh
-# directory /tmp/NAME.XXXXXX removed at exit, the TMPDIR of everything the test starts (a short
-# path: OpenMPI's socket paths are limited to 108 bytes); lets mpirun run as root (CI
-# containers); keeps OpenMPI's shared memory in $work (not /dev/shm: see comm/mpi_test.sh); unsets
-# the variables through which a gtest binary the test starts would overwrite Bazel's own reports;
-# and defines
+#   source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" NAME || exit 1
+# (from the runfiles under Bazel, where mt_sh_test puts it in the test's data; from the
+# repository root when a test script is run by hand). It makes $work, a fresh directory
+# /tmp/NAME.XXXXXX removed at exit, the TMPDIR of everything the test starts (a short path:
+# OpenMPI's socket paths are limited to 108 bytes); lets mpirun run as root (CI containers); keeps
+# OpenMPI's shared memory in $work (not /dev/shm: see comm/mpi_test.sh); unsets the variables
+# through which a gtest binary the test starts would overwrite Bazel's own reports; and defines
 #   fail MESSAGE...  "FAIL: MESSAGE" on stderr, exit 1;
 #   mpi NP ARGS...   ARGS under mpirun with NP ranks on this machine, bounded by $mpi_timeout
 #                    seconds (default 200): a hang fails the test (exit code 124).

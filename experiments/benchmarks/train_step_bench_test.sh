@@ -11,10 +11,8 @@
 #   train_step_bench_test.sh TRAIN_STEP_BENCH_BIN
 set -uo pipefail
 bench="$1"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false
-work="${TEST_TMPDIR:-$(mktemp -d)}"
-mpi=(mpirun --oversubscribe --bind-to none --mca btl self,vader)
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_step_bench || exit 1
+export OMPI_MCA_plm_rsh_agent=false
 tiny=(--num_layers=4 --hidden_size=64 --num_attention_heads=4 --seq_length=32 --vocab_size=512
       --micro_batch_size=2 --steps=2 --threads=1 --breakdown_steps=0 --gemm_rate_size=128)
 
@@ -22,7 +20,7 @@ timeout 120 "$bench" "${tiny[@]}" > "$work/serial.out" 2>&1 || { cat "$work/seri
 whole=$(sed -n 's/^parameters: \([0-9]*\)$/\1/p' "$work/serial.out")
 [[ -n "$whole" ]] || { cat "$work/serial.out"; fail "no parameter count in the PP=1 run"; }
 
-timeout 120 "${mpi[@]}" -np 2 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
+mpi_timeout=120 mpi 2 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
   > "$work/pp2.out" 2>&1 || { cat "$work/pp2.out"; fail "PP=2 run"; }
 staged=$(sed -n 's/^rank [0-9]* (stage .*): parameters \([0-9]*\) .*/\1/p' "$work/pp2.out" |
   awk '{ s += $1 } END { print s }')
@@ -39,13 +37,13 @@ grep -q '^step time (median of 2, 8 micro-batches of 2 per DP rank)' "$work/pp2.
 # with one activation set per chunk stage 0 recomputes each of its 8 forwards.
 grep -q 'stage 0 [0-9.]*% (activation sets 2, forwards recomputed 0) stage 1 [0-9.]*% (activation sets 1, forwards recomputed 0)' <<<"$bubble" ||
   fail "activation sets in: $bubble"
-timeout 120 "${mpi[@]}" -np 2 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
+mpi_timeout=120 mpi 2 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
   --keep_stage_activations=false > "$work/recompute.out" 2>&1 ||
   { cat "$work/recompute.out"; fail "PP=2 recomputing run"; }
 grep -q 'stage 0 [0-9.]*% (activation sets 1, forwards recomputed 8) stage 1 [0-9.]*% (activation sets 1, forwards recomputed 0)' "$work/recompute.out" ||
   { cat "$work/recompute.out"; fail "recomputation not reported"; }
 
-timeout 180 "${mpi[@]}" -np 4 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
+mpi_timeout=180 mpi 4 "$bench" "${tiny[@]}" --pipeline_model_parallel_size=2 \
   --num_layers_per_virtual_pipeline_stage=1 --use_distributed_optimizer --ddp_bucket_size=2000 \
   > "$work/dist.out" 2>&1 || { cat "$work/dist.out"; fail "PP=2 x DP=2 distributed run"; }
 ranks=0

@@ -8,7 +8,7 @@
 #   pretrain_bert_test.sh PREPROCESS_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
 preprocess="$1"; pretrain="$2"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_bert
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_bert || exit 1
 
 # 300 documents of 3-6 short sentences, separated by blank lines.
 python3 - "$work/corpus.txt" <<'PY'

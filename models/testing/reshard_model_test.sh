@@ -12,7 +12,7 @@
 #   reshard_model_test.sh bert PREPROCESS_BIN       PRETRAIN_BERT_BIN RESHARD_BIN [MODEL FLAGS...]
 set -uo pipefail
 family="$1"; data_tool="$2"; pretrain="$3"; reshard="$4"; shift 4
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_reshard_model
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_reshard_model || exit 1
 
 common=(--num_layers=2 --hidden_size=32 --num_attention_heads=4 --ffn_hidden_size=64
         --max_position_embeddings=32 --seq_length=16 --micro_batch_size=2 --global_batch_size=4

@@ -6,7 +6,7 @@
 #   driver_test.sh SYNTHETIC_CORPUS_BIN DESCRIBE_BIN PRETRAIN_GPT_BIN MODEL ARCHITECTURE
 set -uo pipefail
 corpus_bin="$1"; describe="$2"; pretrain="$3"; model="$4"; architecture="$5"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_variant
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_variant || exit 1
 
 "$describe" --model="$model" > "$work/describe.out" || fail "describe: $(cat "$work/describe.out")"
 grep -q "^architecture: $architecture " "$work/describe.out" || fail "describe: $(cat "$work/describe.out")"

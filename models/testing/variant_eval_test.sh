@@ -10,7 +10,7 @@ set -uo pipefail
 corpus_bin="$1"; pretrain="$2"; wikitext="$3"; lambada="$4"; generate="$5"; model="$6"
 wiki="$7"; lambada_data="$8"
 mpi_timeout=240
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_variant_eval
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_variant_eval || exit 1
 run() {  # run NAME NP BINARY FLAGS...: stdout into NAME.out
   local name="$1" np="$2"; shift 2
   if [[ $np -eq 1 ]]; then timeout 240 "$@" > "$work/$name.out" 2> "$work/$name.err"

@@ -10,7 +10,7 @@
 set -uo pipefail
 [[ $# -eq 11 ]] || { echo "usage: see the header" >&2; exit 2; }
 corpus_bin="$1" gpt="$2" bert="$3" r="$4" c="$5" p="$6" w="$7" l="$8" ra="$9" g="${10}" s="${11}"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_badflags
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_badflags || exit 1
 
 # Fixtures: a dataset, a tiny GPT checkpoint, a directory where files are expected, bad files.
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=200 >/dev/null \

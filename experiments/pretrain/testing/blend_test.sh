@@ -7,7 +7,7 @@
 #   blend_test.sh SYNTHETIC_CORPUS PRETRAIN_GPT PREPROCESS PRETRAIN_BERT
 set -uo pipefail
 corpus_bin="$1" gpt="$2" preprocess="$3" bert="$4"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_blend
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_blend || exit 1
 
 "$corpus_bin" --output_prefix="$work/a" --vocab=64 --documents=200 --seed=5 >/dev/null &&
   "$corpus_bin" --output_prefix="$work/b" --vocab=64 --documents=150 --seed=9 >/dev/null ||

@@ -16,7 +16,7 @@
 #   checkpoint_fault_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_ckpt_fault
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_ckpt_fault || exit 1
 unset MT_FAULT_INJECT
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=100 || fail "corpus"

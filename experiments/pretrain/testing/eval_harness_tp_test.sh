@@ -9,7 +9,7 @@
 #   eval_harness_tp_test.sh PREPROCESS PRETRAIN_GPT WIKITEXT103 LAMBADA WIKI_FIXTURE LAMBADA_FIXTURE
 set -uo pipefail
 preprocess="$1"; pretrain="$2"; wikitext="$3"; lambada="$4"; wiki="$5"; lambada_data="$6"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_eval_tp
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_eval_tp || exit 1
 
 # 400 short documents of simple sentences, separated by blank lines; and 20 more sentences in the
 # WikiText format (in-distribution text on which the trained model must beat the uniform one).

@@ -7,7 +7,7 @@
 #   eval_serve_test.sh PREPROCESS PRETRAIN_GPT RESHARD SERVE SERVE_TEST_PY
 set -uo pipefail
 preprocess="$1"; pretrain="$2"; reshard="$3"; serve="$4"; client="$5"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_serve
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_serve || exit 1
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done

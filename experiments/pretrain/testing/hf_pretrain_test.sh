@@ -6,7 +6,7 @@
 #   hf_pretrain_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN HF_TEST_MODEL_BIN CONVERT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"; hf_model="$3"; convert="$4"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_hf_pretrain
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_hf_pretrain || exit 1
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=200 > /dev/null ||
   fail "corpus"

@@ -11,7 +11,7 @@
 #   no_load_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_no_load
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_no_load || exit 1
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=200 > /dev/null ||
   fail "corpus"

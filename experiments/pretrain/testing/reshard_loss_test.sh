@@ -5,7 +5,7 @@
 #   reshard_loss_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN RESHARD_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"; reshard="$3"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_reshard
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_reshard || exit 1
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=61 --documents=300 || fail "corpus"
 # vocab 61 pads to 72 at TP 1 (multiple of 24), 96 at TP 2 (48) and 96 at TP 4 (96): resharding

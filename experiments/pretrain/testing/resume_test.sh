@@ -5,7 +5,7 @@
 #   resume_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_resume
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_resume || exit 1
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=300 || fail "corpus"
 common=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_by=8

@@ -5,7 +5,7 @@
 #   save_dir_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
 corpus_bin="$1"; shift
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_save_dir
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_save_dir || exit 1
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=20 || fail "corpus"

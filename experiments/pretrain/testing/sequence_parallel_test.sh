@@ -15,7 +15,7 @@
 #   sequence_parallel_test.sh TINY_JOB_SH SYNTHETIC_CORPUS PREPROCESS PRETRAIN_GPT PRETRAIN_BERT RESHARD
 set -uo pipefail
 preprocess="$3"; gpt="$4"; bert="$5"; reshard="$6"
-source "$1" "$2" mt_sp  # $work (removed at exit), fail(), the GPT corpus $work/corpus (vocab 64).
+source "$1" "$2" mt_sp  # $work (removed at exit), fail, mpi, the GPT corpus $work/corpus (vocab 64).
 
 make_bert_corpus "$3"  # $work/bert
 

@@ -2,7 +2,7 @@
 # environment of tools/test_env.sh ($work removed at exit, fail, mpi), a synthetic corpus at
 # $work/corpus and `tiny`, the flags of a tiny GPT on it, and make_bert_corpus.
 #   source tiny_job.sh SYNTHETIC_CORPUS_BIN NAME_PREFIX
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" "$2"
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" "$2" || exit 1
 "$1" --output_prefix="$work/corpus" --vocab=64 --documents=300 >/dev/null || fail "corpus"
 tiny=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_by=8
       --num_layers=2 --hidden_size=64 --num_attention_heads=4 --seq_length=32
