@@ -80,8 +80,8 @@ inline FlagStorage* NewProgramLongFlagStorage() {
 // Registers a flag per field not in `skip`.
 class Registrar {
  public:
-  Registrar(FlagStorage* storage, const std::set<std::string>& skip)
-      : storage_(storage), skip_(skip) {}
+  Registrar(FlagStorage* storage, const std::set<std::string>& skip, const char* file)
+      : storage_(storage), skip_(skip), file_(file) {}
   template <typename T>
   void operator()(const char* name, const T* value, const char* help) {
     Register(name, help, static_cast<FlagType<T>>(*value));
@@ -99,11 +99,12 @@ class Registrar {
     storage_->current[name] = current;
     // gflags keeps the name and help pointers (the field tables' literals live forever) and the
     // two values (in storage_); the registerer itself holds nothing once it has registered.
-    const gflags::FlagRegisterer registered(name, help, "config", current, storage_->New<F>(value));
+    const gflags::FlagRegisterer registered(name, help, file_, current, storage_->New<F>(value));
     (void)registered;
   }
   FlagStorage* storage_;
   const std::set<std::string>& skip_;
+  const char* file_;
 };
 
 // Copies every flag given on the command line into its field.
@@ -149,10 +150,13 @@ template <typename Config>
 class ConfigFlags {
  public:
   // Registers a flag for every field of `defaults` except those named in `skip`, with the
-  // field's value in `defaults` as the flag's default.
-  explicit ConfigFlags(const Config& defaults, const std::set<std::string>& skip = {})
+  // field's value in `defaults` as the flag's default. `file` is where gflags says the flags are
+  // defined (--helpshort lists those of the program's main file, <program>_main.cc): by default
+  // the file that makes this object; a main() helper in a header passes its caller's on.
+  explicit ConfigFlags(const Config& defaults, const std::set<std::string>& skip = {},
+                       const char* file = __builtin_FILE())
       : storage_(internal::NewProgramLongFlagStorage()) {
-    internal::Registrar r(storage_, skip);
+    internal::Registrar r(storage_, skip, file);
     Config::Fields(defaults, r);
   }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -65,6 +66,8 @@ TEST(ConfigFlagsTest, RegistersFromTheTableAndAppliesWhatIsGiven) {
   EXPECT_EQ(info.default_value, "12");
   EXPECT_EQ(info.type, "int32");
   EXPECT_EQ(info.description, "Layers.");
+  // Defined where the ConfigFlags is made (--helpshort lists the flags of <program>_main.cc).
+  EXPECT_TRUE(absl::EndsWith(info.filename, "core/config_flags_test.cc")) << info.filename;
   ASSERT_TRUE(gflags::GetCommandLineFlagInfo("mode", &info));
   EXPECT_EQ(info.default_value, "safe");
   ASSERT_TRUE(gflags::GetCommandLineFlagInfo("ratio", &info));

@@ -55,8 +55,9 @@ struct InProcessFlags {
 // with the flags given applied.
 template <typename Config, typename Run>
 int InProcessExperimentMain(int argc, char** argv, absl::string_view name, const char* usage,
-                            const Config& defaults, const Run& run) {
-  const ConfigFlags<Config> flags(defaults);  // Registered before the flags are parsed.
+                            const Config& defaults, const Run& run,
+                            const char* main_file = __builtin_FILE()) {
+  const ConfigFlags<Config> flags(defaults, {}, main_file);  // Registered before parsing.
   return InProcessExperimentMain(
       argc, argv, name, usage,
       [&](int argc, char** argv, const LocalRanks& local, comm::Communicator& world) {

@@ -70,12 +70,12 @@ int ExperimentMain(absl::string_view name, int argc, char** argv,
                    const std::function<absl::Status(int argc, char** argv)>& run);
 
 // ExperimentMain with the flags of `Config` (core/config_flags.h: one flag per field of its
-// table, `defaults` the flags' defaults): run(config, argc, argv) gets `defaults` with the flags
-// given on the command line applied.
+// table, `defaults` the flags' defaults, defined in the caller's file): run(config, argc, argv)
+// gets `defaults` with the flags given on the command line applied.
 template <typename Config, typename Run>
 int ExperimentMain(absl::string_view name, int argc, char** argv, const Config& defaults,
-                   const Run& run) {
-  const ConfigFlags<Config> flags(defaults);  // Registered before the flags are parsed.
+                   const Run& run, const char* main_file = __builtin_FILE()) {
+  const ConfigFlags<Config> flags(defaults, {}, main_file);  // Registered before parsing.
   return ExperimentMain(name, argc, argv, [&](int argc, char** argv) {
     Config c = defaults;
     const absl::Status given = flags.ApplyGiven(&c);
