@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/testutil.h"
@@ -154,8 +155,21 @@ std::vector<double> GatheredLastDim(const Shape& shape, DType dtype, uint64_t se
   return out;
 }
 
+namespace {
+
+// Whether the f32 host tensors all have x's shape; a test failure naming `what` otherwise.
+bool SameF32Shape(const char* what, const Tensor& x, std::initializer_list<const Tensor*> others) {
+  bool ok = x.dtype() == DType::kF32;
+  for (const Tensor* t : others) ok = ok && t->dtype() == DType::kF32 && t->shape() == x.shape();
+  if (!ok) ADD_FAILURE() << what << ": the operands must be f32 tensors of one shape";
+  return ok;
+}
+
+}  // namespace
+
 Tensor ScaledTanh(const Tensor& a, const Tensor& x) {
   Tensor z = Tensor::Host(x.shape(), DType::kF32);
+  if (!SameF32Shape("ScaledTanh", x, {&a})) return z;
   for (int64_t i = 0; i < z.numel(); ++i) {
     z.data_as<float>()[i] = a.data_as<float>()[i] * std::tanh(x.data_as<float>()[i]);
   }
@@ -164,6 +178,7 @@ Tensor ScaledTanh(const Tensor& a, const Tensor& x) {
 
 Tensor ScaledTanhBackward(const Tensor& a, const Tensor& x, const Tensor& dz) {
   Tensor dx = Tensor::Host(x.shape(), DType::kF32);
+  if (!SameF32Shape("ScaledTanhBackward", x, {&a, &dz})) return dx;
   for (int64_t i = 0; i < dx.numel(); ++i) {
     const float t = std::tanh(x.data_as<float>()[i]);
     dx.data_as<float>()[i] = a.data_as<float>()[i] * (1 - t * t) * dz.data_as<float>()[i];

@@ -82,6 +82,7 @@ std::vector<double> GatheredLastDim(const Shape& shape, DType dtype, uint64_t se
 
 // The element-wise layer the mapping tests put between two mappings, on f32 host tensors of one
 // shape: z = a tanh(x), and its backward dx = a (1 - tanh(x)^2) dz (in f32, as the ranks compute).
+// Operands of other dtypes or shapes are a test failure (the result is then unspecified).
 Tensor ScaledTanh(const Tensor& a, const Tensor& x);
 Tensor ScaledTanhBackward(const Tensor& a, const Tensor& x, const Tensor& dz);
 

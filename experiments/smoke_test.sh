@@ -1,10 +1,11 @@
 #!/bin/bash
 # //experiments:smoke_test: every experiment at a tiny size with --results_dir in a temporary
 # directory; checks that its report, CSVs (with their headers) and PNGs are written and
-# well-formed. Add an experiment with one `check` line at the bottom.
+# well-formed; and that each refuses an unknown --device before any work. Add an experiment with
+# one `check` line at the bottom.
 #   check NAME BINARY "FLAGS" CSV:HEADER... PNG...
 set -uo pipefail
-source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/test_env.sh" mt_smoke
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_smoke || exit 1
 command -v gnuplot >/dev/null || fail "gnuplot not installed: run tools/setup.sh (Debian gnuplot-nox)"
 
 check() {
@@ -51,4 +52,14 @@ check bert_prenorm_vs_postnorm experiments/bert_prenorm_vs_postnorm/bert_prenorm
 check gpt2_scaling_curves experiments/gpt2_scaling_curves/gpt2_scaling_curves \
   "--data_dir=$TMPDIR/data --num_layers=1,1 --hidden_size=32,64 --num_attention_heads=2,2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --eval_interval=2 --eval_iters=1" \
   "val_curves.csv:model,params,iteration,val_loss,val_ppl" val_ppl.png
+# An unknown --device is refused before any work: exit 1 and one line listing the choices.
+for bin in "$2" "$3" experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm \
+  experiments/gpt2_scaling_curves/gpt2_scaling_curves; do
+  err=$("$bin" --device=gpu --results_dir="$work/bad_device" 2>&1 >/dev/null)
+  rc=$?
+  [[ $rc -eq 1 && "$err" == *"--device=gpu: must be one of cpu, cuda" && $(grep -c . <<<"$err") -eq 1 ]] ||
+    fail "$bin --device=gpu: exit $rc, stderr '$err'"
+  [[ ! -e "$work/bad_device" ]] || fail "$bin --device=gpu wrote $work/bad_device"
+done
+echo "ok: --device=gpu refused"
 echo PASS

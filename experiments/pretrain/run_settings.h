@@ -1,5 +1,5 @@
-// The names of the settings every experiment and driver shares as enum flags (core/fields.h):
-// where it runs, over which communicator, in which compute dtype.
+// The names of the enum flags (core/fields.h) the drivers and experiments share: where a run goes
+// (--device), over which communicator (--comm_backend), in which compute dtype.
 #ifndef MT_EXPERIMENTS_PRETRAIN_RUN_SETTINGS_H_
 #define MT_EXPERIMENTS_PRETRAIN_RUN_SETTINGS_H_
 
