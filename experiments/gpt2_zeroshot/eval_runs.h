@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "experiments/pretrain/run_settings.h"
 #include "nlohmann/json.hpp"
 
 namespace mt {
@@ -36,15 +37,23 @@ absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view progr
 absl::StatusOr<Json> RunForJson(const std::vector<std::string>& launcher,
                                 const std::vector<std::string>& argv);
 
-// A short pretraining run of pretrain_gpt or pretrain_bert as the experiments launch one: peak
-// `lr`, linear warmup over the first tenth of the samples and decay to lr / 10 over all of them, a
-// log line every tenth of the run, one validation (2 batches) at the end, the last checkpoint kept
-// in `save`.
-struct PretrainRun {
-  std::string data_path, save, device = "cpu";
-  int64_t layers = 0, hidden = 0, heads = 0, seq_length = 0, global_batch = 0, iters = 0;
-  int64_t micro_batch = 0;  // 0: the global batch (no accumulation).
+// How a short pretraining run trains: `iters` steps of `global_batch` sequences of `seq_length`
+// tokens (in micro-batches of `micro_batch`; 0: the global batch, no accumulation) at peak `lr`,
+// on `device`. An experiment's config holds one for its flags.
+struct PretrainSchedule {
+  int64_t seq_length = 0, global_batch = 0, micro_batch = 0, iters = 0;
   double lr = 0;
+  DeviceKind device = DeviceKind::kCpu;
+};
+
+// A short pretraining run of pretrain_gpt or pretrain_bert as the experiments launch one: linear
+// warmup over the first tenth of the samples and decay to lr / 10 over all of them, a log line
+// every tenth of the run, one validation (2 batches) at the end, the last checkpoint kept in
+// `save`.
+struct PretrainRun {
+  std::string data_path, save;
+  int64_t layers = 0, hidden = 0, heads = 0;
+  PretrainSchedule schedule;
 };
 // Its flags (without the binary).
 std::vector<std::string> PretrainArgs(const PretrainRun& r);

@@ -1,5 +1,8 @@
 #include "experiments/gpt2_zeroshot/eval_runs.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -29,6 +32,31 @@ TEST(RunForJsonTest, RunsTheLauncherAndTheProgram) {
   ASSERT_TRUE(j.ok()) << j.status();
   EXPECT_EQ(NumberAt(*j, {"accuracy"}, "echo").value(), 0.75);
   EXPECT_FALSE(RunForJson({}, {"false"}).ok());
+}
+
+// 20 steps of 8 sequences: 160 samples, a tenth of them warmup, a log line every 2 steps, one
+// validation at the end; micro-batches of the global batch when none is given.
+TEST(PretrainArgsTest, SpellsTheShortRunsSchedule) {
+  const PretrainRun r{"/d/corpus", "/w/ckpt", 2, 64, 4, {32, 8, 0, 20, 1e-3, DeviceKind::kCuda}};
+  const std::vector<std::string> want = {"--data_path=/d/corpus",  "--num_layers=2",
+                                         "--hidden_size=64",       "--num_attention_heads=4",
+                                         "--seq_length=32",        "--max_position_embeddings=32",
+                                         "--micro_batch_size=8",   "--global_batch_size=8",
+                                         "--train_iters=20",       "--lr=0.001",
+                                         "--min_lr=0.0001",        "--lr_warmup_samples=16",
+                                         "--lr_decay_samples=160", "--log_interval=2",
+                                         "--eval_interval=20",     "--eval_iters=2",
+                                         "--device=cuda",          "--save=/w/ckpt",
+                                         "--keep_last=1"};
+  EXPECT_EQ(PretrainArgs(r), want);
+  PretrainRun one = r;
+  one.schedule.micro_batch = 2;
+  one.schedule.iters = 5;
+  one.schedule.device = DeviceKind::kCpu;
+  const std::vector<std::string> args = PretrainArgs(one);
+  EXPECT_EQ(args[6], "--micro_batch_size=2");
+  EXPECT_EQ(args[13], "--log_interval=1");  // At least every step.
+  EXPECT_EQ(args[16], "--device=cpu");
 }
 
 TEST(CommaListTest, DropsEmptyItems) {

@@ -30,11 +30,11 @@ namespace {
 // The experiment's flags (one per field).
 struct ZeroShotConfig {
   std::string results_dir, load, models = "2x48x4,4x96x4", data_path, split = "90,5,5";
-  int64_t train_iters = 120, seq_length = 64, micro_batch_size = 8, global_batch_size = 8;
-  double lr = 3e-3;
+  // Every model's training: sequence length 64, global batch 8 in micro-batches of 8, 120 steps,
+  // peak learning rate 3e-3, on the CPU.
+  PretrainSchedule train = {64, 8, 8, 120, 3e-3};
   std::string wikitext, lambada;
   int64_t heldout_docs = 200, overlapping_eval = 32;
-  DeviceKind device = DeviceKind::kCpu;
   std::string launcher, work_dir;
 
   template <typename Self, typename V>
@@ -46,11 +46,11 @@ struct ZeroShotConfig {
       "Models to train when no --load: comma-separated LAYERSxHIDDENxHEADS.");
     v("data_path", &self.data_path, "GPT-2 indexed dataset prefix (default: the embedded corpus).");
     v("split", &self.split, "Train/valid/test document split; the test split is held out.");
-    v("train_iters", &self.train_iters, "Training steps per model.");
-    v("seq_length", &self.seq_length, "Training and evaluation sequence length.");
-    v("micro_batch_size", &self.micro_batch_size, "Training micro-batch size.");
-    v("global_batch_size", &self.global_batch_size, "Training global batch size.");
-    v("lr", &self.lr, "Peak learning rate (cosine decay to a tenth, 10% warmup).");
+    v("train_iters", &self.train.iters, "Training steps per model.");
+    v("seq_length", &self.train.seq_length, "Training and evaluation sequence length.");
+    v("micro_batch_size", &self.train.micro_batch, "Training micro-batch size.");
+    v("global_batch_size", &self.train.global_batch, "Training global batch size.");
+    v("lr", &self.train.lr, "Peak learning rate (cosine decay to a tenth, 10% warmup).");
     v("wikitext", &self.wikitext,
       "Comma-separated WikiText-format files (e.g. wiki.test.tokens; default: the fixture "
       "eval/testdata/wiki_small.tokens and the held-out split).");
@@ -59,7 +59,7 @@ struct ZeroShotConfig {
       "eval/testdata/lambada_small.jsonl and the held-out split).");
     v("heldout_docs", &self.heldout_docs, "Held-out test-split documents written (0: none).");
     v("overlapping_eval", &self.overlapping_eval, "WikiText window stride.");
-    v("device", &self.device, "cpu or cuda, for training and scoring.", kDeviceNames);
+    v("device", &self.train.device, "cpu or cuda, for training and scoring.", kDeviceNames);
     v("launcher", &self.launcher,
       "Prefix of every training and scoring command, e.g. 'mpirun -np 8' (TP = ranks).");
     v("work_dir", &self.work_dir,
@@ -77,18 +77,7 @@ struct Setup {
 absl::StatusOr<std::string> Train(const ZeroShotConfig& c, const std::string& bin, const Setup& s,
                                   const ModelSize& m) {
   const std::string save = absl::StrCat(s.work_dir, "/", m.Label());
-  PretrainRun r;
-  r.data_path = s.data_prefix;
-  r.save = save;
-  r.device = std::string(DeviceName(c.device));
-  r.layers = m.layers;
-  r.hidden = m.hidden;
-  r.heads = m.heads;
-  r.seq_length = c.seq_length;
-  r.micro_batch = c.micro_batch_size;
-  r.global_batch = c.global_batch_size;
-  r.iters = c.train_iters;
-  r.lr = c.lr;
+  const PretrainRun r{s.data_prefix, save, m.layers, m.hidden, m.heads, c.train};
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
   argv.push_back("--split=" + c.split);
@@ -125,7 +114,7 @@ absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c, const std::string& argv0)
   if (!s.data_prefix.empty() && c.heldout_docs > 0) {
     ASSIGN_OR_RETURN(auto gpt2, data::CreateTokenizer("gpt2"));
     ASSIGN_OR_RETURN(HeldOutFiles h, WriteHeldOut(s.data_prefix, c.split, c.heldout_docs,
-                                                  c.seq_length, *gpt2, s.work_dir));
+                                                  c.train.seq_length, *gpt2, s.work_dir));
     const std::string name =
         absl::StrFormat("held-out %lld test-split documents", static_cast<long long>(h.documents));
     if (c.wikitext.empty()) s.wikitext.push_back({h.wikitext, name});
@@ -153,8 +142,8 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(const std::string wikitext_bin, RunfilePath(argv[0], "eval/wikitext103"));
   ASSIGN_OR_RETURN(const std::string lambada_bin, RunfilePath(argv[0], "eval/lambada"));
-  ScoringSettings settings{s.launcher, wikitext_bin, lambada_bin, std::string(DeviceName(c.device)),
-                           c.overlapping_eval};
+  ScoringSettings settings{s.launcher, wikitext_bin, lambada_bin,
+                           std::string(DeviceName(c.train.device)), c.overlapping_eval};
   std::vector<ModelScores> scores;
   for (size_t i = 0; i < checkpoints.size(); ++i) {
     std::printf("gpt2_zeroshot: scoring %s\n", checkpoints[i].c_str());
@@ -164,8 +153,8 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
     if (i < train_seconds.size()) m.train_seconds = train_seconds[i];
     scores.push_back(std::move(m));
   }
-  ZeroShotReportInputs in{s.data_name,  c.load.empty(), c.train_iters, c.global_batch_size,
-                          c.seq_length, s.wikitext,     s.lambada};
+  ZeroShotReportInputs in{s.data_name,        c.load.empty(), c.train.iters, c.train.global_batch,
+                          c.train.seq_length, s.wikitext,     s.lambada};
   return WriteZeroShotResults(run, in, scores);
 }
 

@@ -30,13 +30,12 @@ struct RaceFinetuneConfig {
   int num_layers = 2;
   int64_t hidden_size = 64;
   int num_attention_heads = 4;
-  int64_t pretrain_iters = 100, pretrain_batch_size = 8;
-  double pretrain_lr = 3e-3;
-  int64_t seq_length = 128;
+  // The pretraining: sequence length 128, global batch 8, 100 steps, peak learning rate 3e-3, on
+  // the CPU; its sequence length and device are the fine-tuning's too.
+  PretrainSchedule pretrain = {128, 8, 0, 100, 3e-3};
   int epochs = 3;
   double lr = 1e-4;
   int64_t global_batch_size = 2;
-  DeviceKind device = DeviceKind::kCpu;
   std::string launcher, work_dir;
 
   template <typename Self, typename V>
@@ -52,17 +51,18 @@ struct RaceFinetuneConfig {
     v("num_layers", &self.num_layers, "Pretrained BERT: layers.");
     v("hidden_size", &self.hidden_size, "Pretrained BERT: hidden size.");
     v("num_attention_heads", &self.num_attention_heads, "Pretrained BERT: attention heads.");
-    v("pretrain_iters", &self.pretrain_iters, "Pretraining steps.");
-    v("pretrain_batch_size", &self.pretrain_batch_size,
+    v("pretrain_iters", &self.pretrain.iters, "Pretraining steps.");
+    v("pretrain_batch_size", &self.pretrain.global_batch,
       "Pretraining global batch size (sequences).");
-    v("pretrain_lr", &self.pretrain_lr,
+    v("pretrain_lr", &self.pretrain.lr,
       "Pretraining peak learning rate (linear decay to a tenth).");
-    v("seq_length", &self.seq_length, "Pretraining and fine-tuning sequence length.");
+    v("seq_length", &self.pretrain.seq_length, "Pretraining and fine-tuning sequence length.");
     v("epochs", &self.epochs, "Fine-tuning epochs (the paper: 3).");
     v("lr", &self.lr, "Fine-tuning peak learning rate (the paper: 2e-5 at 336M, 1e-5 at 1.3B).");
     v("global_batch_size", &self.global_batch_size,
       "Fine-tuning questions per step (the paper: 32 / 16).");
-    v("device", &self.device, "cpu or cuda, for pretraining and fine-tuning.", kDeviceNames);
+    v("device", &self.pretrain.device, "cpu or cuda, for pretraining and fine-tuning.",
+      kDeviceNames);
     v("launcher", &self.launcher,
       "Prefix of the pretraining and fine-tuning commands, e.g. 'mpirun -np 8'.");
     v("work_dir", &self.work_dir, "Checkpoints (default: $MT_DATA_DIR/race_finetune).");
@@ -88,17 +88,7 @@ absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::str
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "experiments/pretrain/pretrain_bert"));
   const std::string save = absl::StrCat(work_dir, "/bert_", c.num_layers, "x", c.hidden_size, "x",
                                         c.num_attention_heads);
-  PretrainRun r;
-  r.data_path = prefix;
-  r.save = save;
-  r.device = std::string(DeviceName(c.device));
-  r.layers = c.num_layers;
-  r.hidden = c.hidden_size;
-  r.heads = c.num_attention_heads;
-  r.seq_length = c.seq_length;
-  r.global_batch = c.pretrain_batch_size;
-  r.iters = c.pretrain_iters;
-  r.lr = c.pretrain_lr;
+  const PretrainRun r{prefix, save, c.num_layers, c.hidden_size, c.num_attention_heads, c.pretrain};
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
   RETURN_IF_ERROR(RunCommand(WithLauncher(c, argv)).status());
@@ -116,8 +106,8 @@ absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& ar
       {bin, "--load=" + checkpoint, "--data=" + data, absl::StrCat("--epochs=", c.epochs),
        absl::StrCat("--lr=", c.lr), absl::StrCat("--global_batch_size=", c.global_batch_size),
        absl::StrCat("--micro_batch_size=", c.global_batch_size),
-       absl::StrCat("--seq_length=", c.seq_length), absl::StrCat("--device=", DeviceName(c.device)),
-       "--save=" + save});
+       absl::StrCat("--seq_length=", c.pretrain.seq_length),
+       absl::StrCat("--device=", DeviceName(c.pretrain.device)), "--save=" + save});
 }
 
 absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
@@ -190,15 +180,16 @@ absl::Status Run(const RaceFinetuneConfig& c, int argc, char** argv) {
   const std::string what = absl::StrFormat(
       "- BERT: %s\n- RACE data: %s (`%s`)\n- fine-tuning: %d epochs, %lld questions per step, lr "
       "%g, sequence length %lld (%.1f s in all)%s",
-      c.load.empty() ? absl::StrFormat(
-                           "%d layers, hidden %lld, %d heads, pretrained here for %lld steps of "
-                           "%lld sequences on %s (%.1f s)",
-                           c.num_layers, static_cast<long long>(c.hidden_size),
-                           c.num_attention_heads, static_cast<long long>(c.pretrain_iters),
-                           static_cast<long long>(c.pretrain_batch_size), pretrain_data, pretrain_s)
-                     : absl::StrCat("`", c.load, "` (--load)"),
+      c.load.empty()
+          ? absl::StrFormat("%d layers, hidden %lld, %d heads, pretrained here for %lld steps of "
+                            "%lld sequences on %s (%.1f s)",
+                            c.num_layers, static_cast<long long>(c.hidden_size),
+                            c.num_attention_heads, static_cast<long long>(c.pretrain.iters),
+                            static_cast<long long>(c.pretrain.global_batch), pretrain_data,
+                            pretrain_s)
+          : absl::StrCat("`", c.load, "` (--load)"),
       data_name, data, c.epochs, static_cast<long long>(c.global_batch_size), c.lr,
-      static_cast<long long>(c.seq_length), run.WallSeconds() - pretrain_s,
+      static_cast<long long>(c.pretrain.seq_length), run.WallSeconds() - pretrain_s,
       c.data.empty() ? "\n\nThe fixture's handful of questions makes these accuracies coarse "
                        "(each question is several points): they show the pipeline end to "
                        "end, not a number comparable with the paper's."
