@@ -131,6 +131,8 @@ class ParallelContext {
   Communicator& world() const { return *world_; }
   // The ranks this rank shares a layer's shards with (f/g all-reduces, gathers).
   Communicator& tp() const { return *tp_; }
+  // tp(), or null for TP = 1 (what nn::StepContext::tp takes: no collectives).
+  Communicator* tp_or_null() const { return tp_size() > 1 ? tp_.get() : nullptr; }
   // The replicas of this rank's shard (gradient all-reduce).
   Communicator& dp() const { return *dp_; }
   // The stages of this rank's pipeline (same tp and dp rank), in stage order: activations and

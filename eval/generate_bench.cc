@@ -83,9 +83,7 @@ absl::Status Run(const BenchConfig& c) {
   ASSIGN_OR_RETURN(std::unique_ptr<models::GptModel> model,
                    models::GptModel::Create(c.model, &store));
   RETURN_IF_ERROR(store.Allocate(1));
-  nn::StepContext sc;
-  sc.exec = &ec;
-  sc.mode = nn::Mode::kEval;
+  const nn::StepContext sc = nn::StepContext::Eval(&ec);
   std::vector<std::vector<int32_t>> prompts(c.batch);
   for (int b = 0; b < c.batch; ++b) {
     for (int64_t i = 0; i < c.prompt_length; ++i) {

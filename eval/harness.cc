@@ -91,11 +91,7 @@ absl::Status Harness::Connect(comm::Communicator& world) {
 }
 
 nn::StepContext Harness::step_context() const {
-  nn::StepContext sc;
-  sc.exec = &rank_.exec;
-  sc.tp = parallel_->tp_size() > 1 ? &parallel_->tp() : nullptr;
-  sc.mode = nn::Mode::kEval;
-  return sc;
+  return nn::StepContext::Eval(&rank_.exec, parallel_->tp_or_null());
 }
 
 std::string Harness::Describe() const {

@@ -8,13 +8,7 @@
 namespace mt {
 namespace eval {
 
-nn::StepContext InferenceSession::Step() const {
-  nn::StepContext sc;
-  sc.exec = &rank.exec;
-  sc.tp = tp;
-  sc.mode = nn::Mode::kEval;
-  return sc;
-}
+nn::StepContext InferenceSession::Step() const { return nn::StepContext::Eval(&rank.exec, tp); }
 
 absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const InferenceConfig& config,
                                                                    comm::Communicator& world,

@@ -51,8 +51,7 @@ void ExpectHeldAsPredicted(const ModelConfig& c, const Batch& batch, int64_t B, 
       ASSERT_TRUE(model.ok()) << model.status();
       ASSERT_TRUE(store.Allocate(1).ok());
       ExecContext ec;
-      nn::StepContext sc;
-      sc.exec = &ec;
+      const nn::StepContext sc = nn::StepContext::Train(&ec);
       ASSERT_TRUE((*model)->ForwardBackward(sc, batch, Backward::kNo).ok());
       MemoryOptions o;
       o.compute_dtype = dtype;

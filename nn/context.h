@@ -47,6 +47,28 @@ struct StepContext {
   // Notified as gradients become final during backward; null: nobody listens.
   GradReadyListener* grads_ready = nullptr;
 
+  // A training micro-step on `exec` (tp null: TP = 1) whose dropout masks are keyed by
+  // dropout_seed, micro_step and sample_offset.
+  static StepContext Train(const ExecContext* exec, comm::Communicator* tp = nullptr,
+                           uint64_t dropout_seed = 0, uint64_t micro_step = 0,
+                           int64_t sample_offset = 0) {
+    StepContext sc;
+    sc.exec = exec;
+    sc.tp = tp;
+    sc.dropout_seed = dropout_seed;
+    sc.micro_step = micro_step;
+    sc.sample_offset = sample_offset;
+    return sc;
+  }
+  // An evaluation pass on `exec` (tp null: TP = 1): no dropout.
+  static StepContext Eval(const ExecContext* exec, comm::Communicator* tp = nullptr) {
+    StepContext sc;
+    sc.exec = exec;
+    sc.tp = tp;
+    sc.mode = Mode::kEval;
+    return sc;
+  }
+
   int tp_rank() const { return tp == nullptr ? 0 : tp->rank(); }
   int tp_size() const { return tp == nullptr ? 1 : tp->size(); }
   bool training() const { return mode == Mode::kTrain; }

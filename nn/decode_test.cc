@@ -48,13 +48,6 @@ LayerSpec Spec(Kind kind, NormPosition norm) {
   return LayerSpec{c};
 }
 
-StepContext Eval(const ExecContext* ec) {
-  StepContext sc;
-  sc.exec = ec;
-  sc.mode = Mode::kEval;
-  return sc;
-}
-
 // Positions [t0, t1) of x [B, T, H] as a contiguous host tensor [B, t1 - t0, H] of x's dtype.
 Tensor Positions(const Tensor& x, int64_t t0, int64_t t1) {
   const int64_t B = x.shape()[0], T = x.shape()[1], H = x.shape()[2];
@@ -83,7 +76,7 @@ TEST_P(StackDecodingTest, ChunkedDecodingMatchesTheFullForward) {
   const Tensor x = RandomTensor({B, T, kHidden}, dtype, 7, -1.5, 1.5);
 
   // The reference: the full forward in eval mode.
-  absl::StatusOr<TensorView> full = (*stack)->Forward(Eval(&ec), x.view(), nullptr);
+  absl::StatusOr<TensorView> full = (*stack)->Forward(StepContext::Eval(&ec), x.view(), nullptr);
   ASSERT_TRUE(full.ok()) << full.status();
   const std::vector<double> want = ToDoubles(*full);
   const double peak = ::mt::testing::MaxAbs(want);
@@ -92,7 +85,7 @@ TEST_P(StackDecodingTest, ChunkedDecodingMatchesTheFullForward) {
   // Chunks: a prefix of 4, single positions, a chunk of 3 against a non-empty cache, the last.
   // The steps say kTrain, with dropout seeds: decoding runs in eval mode all the same (the GPT-2
   // layers have dropout 0.3, which would change every output).
-  StepContext sc = Eval(&ec);
+  StepContext sc = StepContext::Eval(&ec);
   sc.mode = Mode::kTrain;
   sc.dropout_seed = 99;
   sc.micro_step = 4;
@@ -165,7 +158,7 @@ TEST(StackDecodingTest, RestartingForgetsTheCacheAndTrainingIsUntouched) {
     return out;
   };
   const std::vector<double> before = step();
-  const StepContext sc = Eval(&ec);
+  const StepContext sc = StepContext::Eval(&ec);
   std::vector<double> first, second;
   for (std::vector<double>* run : {&first, &second}) {
     ASSERT_TRUE((*stack)->StartDecoding(sc, B, T).ok());  // The second start forgets the first.
@@ -188,7 +181,7 @@ TEST(StackDecodingTest, ForwardAfterAnotherShapeOfTheSameSize) {
   // must take the new shape, not just the element count, or one sequence of 6 is attended as 3
   // of 2 (a pre-norm layer hands its buffer's shape to the attention).
   const ExecContext ec;
-  const StepContext sc = Eval(&ec);
+  const StepContext sc = StepContext::Eval(&ec);
   const Tensor x = RandomTensor({1, 6, kHidden}, DType::kF32, 5);
   const Tensor other = RandomTensor({3, 2, kHidden}, DType::kF32, 6);
   std::vector<std::vector<double>> runs;
@@ -210,7 +203,7 @@ TEST(StackDecodingTest, ForwardAfterAnotherShapeOfTheSameSize) {
 
 TEST(StackDecodingTest, MisuseIsAnError) {
   const ExecContext ec;
-  const StepContext sc = Eval(&ec);
+  const StepContext sc = StepContext::Eval(&ec);
   ParameterStore store(0, 1);
   auto stack =
       TransformerStack::Create(&store, "layers", 1, Spec(Kind::kGpt2, NormPosition::kPreNorm));
@@ -266,7 +259,7 @@ TEST(StackDecodingTest, BlockWithoutDecodingIsUnimplemented) {
       });
   ASSERT_TRUE(stack.ok());
   const ExecContext ec;
-  const absl::Status s = (*stack)->StartDecoding(Eval(&ec), 1, 4);
+  const absl::Status s = (*stack)->StartDecoding(StepContext::Eval(&ec), 1, 4);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_EQ((*stack)->decode_batch(), 0);
 }

@@ -128,7 +128,7 @@ class MixedPrecisionModulesTest : public ::testing::TestWithParam<DType> {
   const double u_ = ::mt::testing::UnitRoundoff(dt_);
   ThreadPool pool_{3};
   ExecContext ec_;
-  const StepContext sc_ = testing::SerialContext(&ec_);
+  const StepContext sc_ = StepContext::Train(&ec_);
   ParameterStore store_{0, 1, dt_};
   std::optional<ColumnParallelLinear> col_;
   std::optional<RowParallelLinear> row_;

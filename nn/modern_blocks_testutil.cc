@@ -166,8 +166,7 @@ void ExpectMatchesReference(const Probe& probe, uint64_t seed) {
   const Tensor dx = FromDoubles(probe.shape, DType::kF32, nans);
   ThreadPool pool(2);
   ExecContext ec{&pool};
-  StepContext sc;
-  sc.exec = &ec;
+  const StepContext sc = StepContext::Train(&ec);
   store.ZeroGrads();
   absl::Status s = probe.forward(sc, x.view(), y.view());
   ASSERT_TRUE(s.ok()) << s;

@@ -67,8 +67,7 @@ TEST(ModernTransformerLayerTest, MatchesFloat64Reference) {
 // Forward and backward of a stack; returns y, dx and every gradient, in one vector.
 Vec RunStack(TransformerStack* stack, ParameterStore* store, const ExecContext& ec, const Tensor& x,
              const Tensor& dy) {
-  StepContext sc;
-  sc.exec = &ec;
+  const StepContext sc = StepContext::Train(&ec);
   store->ZeroGrads();
   absl::StatusOr<TensorView> y = stack->Forward(sc, x.view(), nullptr);
   EXPECT_TRUE(y.ok()) << y.status();
@@ -129,8 +128,7 @@ TEST(ModernTransformerLayerTest, SixteenBitComputeStaysNearF32) {
     ASSERT_TRUE(store.RefreshComputeWeights(ec).ok());
     const Tensor x = FromDoubles(shape, dt, ToDoubles(x32.view()));
     const Tensor dy = FromDoubles(shape, dt, ToDoubles(dy32.view()));
-    StepContext sc;
-    sc.exec = &ec;
+    const StepContext sc = StepContext::Train(&ec);
     store.ZeroGrads();
     absl::StatusOr<TensorView> y = (*stack)->Forward(sc, x.view(), nullptr);
     ASSERT_TRUE(y.ok()) << y.status();

@@ -147,7 +147,7 @@ Tensor NaNs(const Shape& shape) { return ::mt::testing::NaNTensor(shape, DType::
 std::optional<ModuleResult> RunOnce(ParameterStore* store, const ModuleUnderTest& m,
                                     const ExecContext* exec, const Tensor& x, const Tensor& dy) {
   const bool differentiable = m.x_dtype == DType::kF32;
-  const StepContext sc = SerialContext(exec);
+  const StepContext sc = StepContext::Train(exec);
   store->ZeroGrads();
   Tensor y = NaNs(m.y_shape);
   absl::Status s = m.forward(sc, x.view(), y.view());
@@ -273,12 +273,6 @@ ParamMap Values(const ParameterStore& store) {
 
 Vec RandomValues(const Shape& shape, uint64_t seed, double lo, double hi) {
   return ToDoubles(::mt::testing::RandomTensor(shape, DType::kF32, seed, lo, hi).view());
-}
-
-StepContext SerialContext(const ExecContext* exec) {
-  StepContext sc;
-  sc.exec = exec;
-  return sc;
 }
 
 }  // namespace testing

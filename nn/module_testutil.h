@@ -105,8 +105,6 @@ void RandomizeParameters(ParameterStore* store, uint64_t seed);
 ParamMap Values(const ParameterStore& store);
 // Uniform values in [lo, hi) (rounded to f32) for a tensor of `shape`.
 Vec RandomValues(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1);
-// A StepContext on `exec` at TP = 1.
-StepContext SerialContext(const ExecContext* exec);
 
 }  // namespace testing
 }  // namespace nn

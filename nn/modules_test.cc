@@ -285,7 +285,7 @@ TEST(AttentionConfigTest, RejectsBadConfigs) {
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(s3.Allocate(1).ok());
   ExecContext ec;
-  const StepContext sc = testing::SerialContext(&ec);
+  const StepContext sc = StepContext::Train(&ec);
   Tensor d = Tensor::Zeros({1, 2, 4}, DType::kF32);
   EXPECT_EQ(a->Backward(sc, d.view(), d.view()).code(), absl::StatusCode::kFailedPrecondition);
   // A wrong hidden size is an error, not a crash.

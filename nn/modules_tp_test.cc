@@ -52,13 +52,7 @@ const double kTpTol = 128 * kU;  // ~7.6e-6, relative to the largest magnitude.
 Vec Bound(const Vec& expected) { return Vec(expected.size(), kTpTol * MaxAbs(expected)); }
 
 StepContext Context(const ExecContext* ec, comm::Communicator* tp) {
-  StepContext sc;
-  sc.exec = ec;
-  sc.tp = tp;
-  sc.dropout_seed = 1234;
-  sc.micro_step = 3;
-  sc.sample_offset = 2;
-  return sc;
+  return StepContext::Train(ec, tp, 1234, 3, 2);
 }
 
 struct Outputs {

@@ -72,8 +72,7 @@ TEST(ReplicatedLinearTest, ForwardAndGradientsMatchFloat64Reference) {
       }
       ExecContext ec;
       ec.pool = p;
-      StepContext sc;
-      sc.exec = &ec;
+      const StepContext sc = StepContext::Train(&ec);
       Tensor x = RandomTensor({c.N, c.in}, DType::kF32, 1);
       Tensor y = Tensor::Host({c.N, c.out}, DType::kF32);
       ASSERT_TRUE(lin->Forward(sc, x.view(), y.view()).ok());
@@ -130,8 +129,7 @@ TEST(ReplicatedLinearTest, BadArgumentsAreRejected) {
             absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(store.Allocate(1).ok());
   ExecContext ec;
-  StepContext sc;
-  sc.exec = &ec;
+  const StepContext sc = StepContext::Train(&ec);
   Tensor x = RandomTensor({2, 5}, DType::kF32, 1);  // in = 5, but the layer takes 4.
   Tensor y = Tensor::Host({2, 3}, DType::kF32);
   EXPECT_EQ(lin->Forward(sc, x.view(), y.view()).code(), absl::StatusCode::kInvalidArgument);

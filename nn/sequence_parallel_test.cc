@@ -56,13 +56,7 @@ const double kU = ::mt::testing::UnitRoundoff(DType::kF32);
 const double kTol = 128 * kU;
 
 StepContext Context(const ExecContext* ec, comm::Communicator* tp) {
-  StepContext sc;
-  sc.exec = ec;
-  sc.tp = tp;
-  sc.dropout_seed = 99;
-  sc.micro_step = 5;
-  sc.sample_offset = 3;
-  return sc;
+  return StepContext::Train(ec, tp, 99, 5, 3);
 }
 
 struct StackRun {

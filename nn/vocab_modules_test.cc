@@ -31,7 +31,6 @@ using testing::ParamMap;
 using testing::RandomValues;
 using testing::RefLookup;
 using testing::RefTiedLogits;
-using testing::SerialContext;
 using testing::Vec;
 
 constexpr int64_t kValidVocab = 11, kPaddedVocab = 16;
@@ -87,7 +86,7 @@ TEST_F(VocabParallelEmbeddingTest, LookupMatchesFloat64Reference) {
   ExecContext ec;
   Tensor bad = FromDoubles({1}, DType::kI32, {static_cast<double>(kPaddedVocab)});
   Tensor out = Tensor::Host({1, H}, DType::kF32);
-  EXPECT_FALSE(emb_->Forward(SerialContext(&ec), bad.view(), out.view()).ok());
+  EXPECT_FALSE(emb_->Forward(StepContext::Train(&ec), bad.view(), out.view()).ok());
 }
 
 TEST_F(VocabParallelEmbeddingTest, TiedLogitsMatchFloat64Reference) {
@@ -154,7 +153,7 @@ TEST(ReplicatedEmbeddingTest, MatchesFloat64Reference) {
   ExecContext ec;
   Tensor bad = FromDoubles({1}, DType::kI32, {static_cast<double>(rows)});
   Tensor out = Tensor::Host({1, H}, DType::kF32);
-  EXPECT_EQ(emb->Forward(SerialContext(&ec), bad.view(), out.view()).code(),
+  EXPECT_EQ(emb->Forward(StepContext::Train(&ec), bad.view(), out.view()).code(),
             absl::StatusCode::kOutOfRange);
 }
 
@@ -213,13 +212,13 @@ TEST(CrossEntropyTest, BackwardWithoutForwardFails) {
   VocabParallelCrossEntropy ce;
   ExecContext ec;
   Tensor d = Tensor::Zeros({2}, DType::kF32), dl = Tensor::Zeros({2, 3}, DType::kF32);
-  EXPECT_EQ(ce.Backward(SerialContext(&ec), d.view(), dl.view()).code(),
+  EXPECT_EQ(ce.Backward(StepContext::Train(&ec), d.view(), dl.view()).code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(GatherLogitsTest, SerialGatherCopies) {
   ExecContext ec;
-  const StepContext sc = SerialContext(&ec);
+  const StepContext sc = StepContext::Train(&ec);
   Tensor shard = RandomTensor({3, 5}, DType::kF32, 31);
   Tensor full = Tensor::Zeros({3, 5}, DType::kF32);
   ASSERT_TRUE(GatherLogits(sc, shard.view(), full.view()).ok());

@@ -81,10 +81,7 @@ class GradReadyTest : public ::testing::TestWithParam<bool> {};  // recompute
 // The step context of micro-batch `micro` of two, as the trainer makes it: only the last
 // micro-batch's backward reports to `listener`.
 nn::StepContext MicroStep(ExecContext* ec, int micro, RecordingListener* listener) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.dropout_seed = 9;
-  sc.sample_offset = 2 * micro;
+  nn::StepContext sc = nn::StepContext::Train(ec, nullptr, 9, 0, 2 * micro);
   if (micro == 1) sc.grads_ready = listener;
   return sc;
 }
@@ -166,8 +163,7 @@ TEST(GradReadyCheckTest, CatchesAFalseReport) {
   ASSERT_TRUE(store.Allocate(3).ok());
   ExecContext ec;
   Tensor tokens = I32({1, 2, 3, 4, 5, 6}, {1, 6}), targets = I32({2, 3, 4, 5, 6, 7}, {1, 6});
-  nn::StepContext sc;
-  sc.exec = &ec;
+  const nn::StepContext sc = nn::StepContext::Train(&ec);
   ASSERT_TRUE((*model)
                   ->ForwardBackward(sc, models::LanguageModelBatch(tokens.view(), targets.view()),
                                     models::Backward::kYes)

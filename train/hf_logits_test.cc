@@ -73,11 +73,7 @@ std::vector<int> RandomIds(int n, int vocab, uint64_t seed) {
 }
 
 nn::StepContext EvalContext(const ExecContext* ec, comm::Communicator* comm) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.tp = comm->size() > 1 ? comm : nullptr;
-  sc.mode = nn::Mode::kEval;
-  return sc;
+  return nn::StepContext::Eval(ec, comm->size() > 1 ? comm : nullptr);
 }
 
 class HfLogitsTest : public MpiTest {};

@@ -65,9 +65,7 @@ models::ModelConfig TinyGpt() {
 // activation and every gradient of the store.
 std::vector<float> StepOnStage0(models::Model& model, nn::ParameterStore& store) {
   ExecContext ec;
-  nn::StepContext sc;
-  sc.exec = &ec;
-  sc.dropout_seed = 7;
+  const nn::StepContext sc = nn::StepContext::Train(&ec, nullptr, 7);
   Tensor tokens = Tensor::Host({2, 16}, DType::kI32), labels = Tensor::Host({2, 16}, DType::kI32);
   for (int i = 0; i < 32; ++i) {
     tokens.data_as<int32_t>()[i] = (i * 7) % 50;

@@ -144,22 +144,14 @@ void Trainer::ReportMemory(const std::string& when) const {
 }
 
 nn::StepContext Trainer::MicroStep(int64_t micro) const {
-  nn::StepContext sc;
-  sc.exec = parts_.exec;
-  sc.tp = parts_.parallel->tp_size() > 1 ? &parts_.parallel->tp() : nullptr;
-  sc.dropout_seed = config_.seed;
-  sc.micro_step = static_cast<uint64_t>(iteration_);
-  sc.sample_offset =
-      consumed_samples_ +
-      config_.micro_batch_size * (micro * parts_.parallel->dp_size() + parts_.parallel->dp_rank());
-  return sc;
+  const comm::ParallelContext& p = *parts_.parallel;
+  return nn::StepContext::Train(
+      parts_.exec, p.tp_or_null(), config_.seed, static_cast<uint64_t>(iteration_),
+      consumed_samples_ + config_.micro_batch_size * (micro * p.dp_size() + p.dp_rank()));
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(BatchStream& valid) {
-  nn::StepContext sc;
-  sc.exec = parts_.exec;
-  sc.tp = parts_.parallel->tp_size() > 1 ? &parts_.parallel->tp() : nullptr;
-  sc.mode = nn::Mode::kEval;
+  const nn::StepContext sc = nn::StepContext::Eval(parts_.exec, parts_.parallel->tp_or_null());
   models::Losses sums;
   sums.parts.assign(loss_names_.size(), 0.0);
   int n = 0;
@@ -266,7 +258,7 @@ absl::Status Trainer::CheckNonfinite(const StepStats& stats, const models::Losse
 absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
                             const std::atomic<bool>* stop,
                             const std::function<absl::Status(int64_t)>& on_iteration) {
-  comm::Communicator* tp = parts_.parallel->tp_size() > 1 ? &parts_.parallel->tp() : nullptr;
+  comm::Communicator* tp = parts_.parallel->tp_or_null();
   comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
   const int world_size = parts_.parallel->world_size();
   const double accumulation = static_cast<double>(data.accumulation_steps());

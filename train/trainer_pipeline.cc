@@ -90,10 +90,7 @@ absl::StatusOr<std::pair<models::Losses, int>> Trainer::PipelinedEvalSums(BatchS
   for (const OwnedBatch& b : owned) batches.push_back(b.view());
   // Every stage has read the same number of micro-batches (the same data on every stage).
   if (batches.empty()) return std::make_pair(models::Losses(), 0);
-  nn::StepContext sc;
-  sc.exec = parts_.exec;
-  sc.tp = parts_.parallel->tp_size() > 1 ? &parts_.parallel->tp() : nullptr;
-  sc.mode = nn::Mode::kEval;
+  const nn::StepContext sc = nn::StepContext::Eval(parts_.exec, parts_.parallel->tp_or_null());
   ASSIGN_OR_RETURN(models::Losses sums,
                    pipeline_->Run(
                        batches, [&sc](int) { return sc; }, models::Backward::kNo, 1.0, nullptr));

@@ -367,10 +367,7 @@ absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communic
   models::Batch batch;
   batch.tokens = tokens.view();
   batch.labels = labels.view();
-  nn::StepContext sc;
-  sc.exec = &d->rank.exec;
-  sc.tp = parallel->tp_size() > 1 ? &parallel->tp() : nullptr;
-  sc.dropout_seed = 1;
+  nn::StepContext sc = nn::StepContext::Train(&d->rank.exec, parallel->tp_or_null(), 1);
   ASSIGN_OR_RETURN(Timings t, TimeSteps(c, world, *parallel, *d, store, *model, batch, sc));
   // Activation memory: held between forward and backward, plus the transient of one recomputed
   // layer during backward (activation checkpointing).

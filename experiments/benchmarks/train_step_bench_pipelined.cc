@@ -121,7 +121,7 @@ absl::StatusOr<StepTimes> TimeSteps(const BenchConfig& c, comm::Communicator& wo
   std::vector<models::Batch> batches;
   for (const train::OwnedBatch& b : owned) batches.push_back(b.view());
   comm::Communicator* dp = DpOf(parallel);
-  comm::Communicator* tp = parallel.tp_size() > 1 ? &parallel.tp() : nullptr;
+  comm::Communicator* tp = parallel.tp_or_null();
   train::Optimizer& o = *p.optimizer;
   StepTimes t;
   for (int step = 0; step <= c.steps; ++step) {  // Step 0 warms up.
@@ -130,12 +130,9 @@ absl::StatusOr<StepTimes> TimeSteps(const BenchConfig& c, comm::Communicator& wo
     RETURN_IF_ERROR(p.store->ZeroGrads(d.rank.exec));
     nn::GradReadyListener* listener = o.BeginGradReduce(dp);
     auto micro_step = [&](int micro) {
-      nn::StepContext sc;
-      sc.exec = &d.rank.exec;
-      sc.tp = tp;
-      sc.dropout_seed = 1;
-      sc.micro_step = step;
-      sc.sample_offset = c.micro_batch_size * (micro * parallel.dp_size() + parallel.dp_rank());
+      nn::StepContext sc = nn::StepContext::Train(
+          &d.rank.exec, tp, 1, step,
+          c.micro_batch_size * (micro * parallel.dp_size() + parallel.dp_rank()));
       if (micro == m - 1) sc.grads_ready = listener;
       return sc;
     };

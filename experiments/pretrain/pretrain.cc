@@ -464,10 +464,7 @@ absl::StatusOr<PretrainResult> Finish(const PretrainConfig& c, PretrainData& dat
     if (job.verbose) std::printf("pipeline stages: no after-training step (generation)\n");
     return result;
   }
-  nn::StepContext sc;
-  sc.exec = &job.rank.exec;
-  sc.tp = job.parallel->tp_size() > 1 ? &job.parallel->tp() : nullptr;
-  sc.mode = nn::Mode::kEval;
+  const nn::StepContext sc = nn::StepContext::Eval(&job.rank.exec, job.parallel->tp_or_null());
   RETURN_IF_ERROR(data.AfterTraining(sc, *job.model, job.rank0));
   return result;
 }

@@ -67,12 +67,7 @@ Inputs MakeInputs(int rows, int T, int V, int salt) {
 }
 
 nn::StepContext Step(const ExecContext* ec, uint64_t micro_step) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.dropout_seed = 77;
-  sc.micro_step = micro_step;
-  sc.sample_offset = 3;
-  return sc;
+  return nn::StepContext::Train(ec, nullptr, 77, micro_step, 3);
 }
 
 using Param = std::tuple<DType, nn::NormPosition>;

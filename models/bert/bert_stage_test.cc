@@ -87,8 +87,7 @@ TEST(BertStageTest, WhatEachStageDeclaresAndArgumentErrors) {
   ThreadPool pool(1);
   ExecContext ec;
   ec.pool = &pool;
-  nn::StepContext sc;
-  sc.exec = &ec;
+  const nn::StepContext sc = nn::StepContext::Train(&ec);
   const StageBatch data;
   testing::ExpectStageArgumentErrors(c, data.batch());
   // Pipeline stages are for pretraining: the multiple-choice head and sequence parallelism

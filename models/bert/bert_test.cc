@@ -101,12 +101,6 @@ void ExpectGradientsMatch(const nn::ParameterStore& store, const ModelConfig& c,
   }
 }
 
-nn::StepContext Context(const ExecContext* ec) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  return sc;
-}
-
 class BertGradientTest : public ::testing::TestWithParam<nn::NormPosition> {};
 
 TEST_P(BertGradientTest, PretrainingLossAndAllGradientsMatchFloat64Reference) {
@@ -125,7 +119,7 @@ TEST_P(BertGradientTest, PretrainingLossAndAllGradientsMatchFloat64Reference) {
   ThreadPool pool(2);
   ExecContext ec;
   ec.pool = &pool;
-  nn::StepContext sc = Context(&ec);
+  nn::StepContext sc = nn::StepContext::Train(&ec);
   auto losses = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kYes);
   ASSERT_TRUE(losses.ok()) << losses.status();
   const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
@@ -155,7 +149,7 @@ TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference)
   const std::vector<int> labels = {2, 0};
   Tensor lab = I32(labels, {Q});
   ExecContext ec;
-  nn::StepContext sc = Context(&ec);
+  nn::StepContext sc = nn::StepContext::Train(&ec);
   auto result = (*model)->MultipleChoice(sc, b.Choices(lab), Backward::kYes);
   ASSERT_TRUE(result.ok()) << result.status();
   const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
@@ -184,7 +178,7 @@ TEST(BertModelTest, PaddedPositionsDoNotInfluenceTheLoss) {
   ASSERT_TRUE(model.ok());
   ASSERT_TRUE(store.Allocate(5).ok());
   ExecContext ec;
-  nn::StepContext sc = Context(&ec);
+  nn::StepContext sc = nn::StepContext::Train(&ec);
   Batch b = MakeBatch(3, 5, static_cast<int>(c.vocab_size));
   auto before = (*model)->ForwardBackward(sc, b.Pretraining(), Backward::kNo);
   ASSERT_TRUE(before.ok());
@@ -210,7 +204,7 @@ TEST(BertModelTest, EvalModeTurnsDropoutOffAndTrainingModeUsesIt) {
   ASSERT_TRUE(model.ok());
   ASSERT_TRUE(store.Allocate(6).ok());
   ExecContext ec;
-  nn::StepContext sc = Context(&ec);
+  nn::StepContext sc = nn::StepContext::Train(&ec);
   sc.dropout_seed = 17;
   Batch b = MakeBatch(3, 5, static_cast<int>(c.vocab_size));
   const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
@@ -246,7 +240,7 @@ TEST(BertModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndLossScal
         c, &store, {r == 1 ? nn::Recompute::kYes : nn::Recompute::kNo, Heads::kAll});
     ASSERT_TRUE(model.ok());
     ASSERT_TRUE(store.Allocate(3).ok());
-    nn::StepContext sc = Context(&ec);
+    nn::StepContext sc = nn::StepContext::Train(&ec);
     sc.dropout_seed = 99;
     sc.micro_step = 5;
     const double scale = r == 2 ? 8.0 : 1.0;  // A power of two: scaling is exact.
@@ -289,7 +283,7 @@ Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale) {
   ExecContext ec;
   ec.pool = &pool;
   EXPECT_TRUE(store.RefreshComputeWeights(ec).ok());
-  nn::StepContext sc = Context(&ec);
+  nn::StepContext sc = nn::StepContext::Train(&ec);
   sc.dropout_seed = 23;
   sc.micro_step = 4;
   Batch b = MakeBatch(/*rows=*/6, /*T=*/6, static_cast<int>(c.vocab_size));
@@ -412,7 +406,7 @@ class BertInputTest : public ::testing::Test {
   nn::ParameterStore store_{0, 1};
   std::unique_ptr<BertModel> model_;
   const ExecContext ec_;
-  const nn::StepContext sc_ = Context(&ec_);
+  const nn::StepContext sc_ = nn::StepContext::Train(&ec_);
   const Batch b_ = MakeBatch(2, 5, static_cast<int>(c_.vocab_size));
 };
 

@@ -51,12 +51,7 @@ Inputs MakeInputs(int B, int T, int V, int salt) {
 }
 
 nn::StepContext Step(const ExecContext* ec, uint64_t micro_step) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.dropout_seed = 2024;
-  sc.micro_step = micro_step;
-  sc.sample_offset = 5;
-  return sc;
+  return nn::StepContext::Train(ec, nullptr, 2024, micro_step, 5);
 }
 
 // The logits (eval: no dropout) of `tokens` gathered into a host buffer agree with the CPU

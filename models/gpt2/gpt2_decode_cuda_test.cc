@@ -20,7 +20,6 @@ namespace models {
 namespace {
 
 using ::mt::models::testing::DecodingBound;
-using ::mt::models::testing::EvalStep;
 using ::mt::models::testing::ExpectGreedyDecodingMatchesRecompute;
 using ::mt::models::testing::ForModel;
 using ::mt::models::testing::GpuContext;
@@ -44,7 +43,7 @@ TEST_P(GptDecodeCudaTest, GreedyDecodingMatchesRecomputingOnTheDevice) {
   auto cm = GptModel::Create(SmallConfig(), &cs);
   ASSERT_TRUE(gm.ok() && cm.ok());
   ASSERT_TRUE(gs.Allocate(31).ok() && cs.Allocate(31).ok());
-  const nn::StepContext gsc = EvalStep(&gec), csc = EvalStep(&cec);
+  const nn::StepContext gsc = nn::StepContext::Eval(&gec), csc = nn::StepContext::Eval(&cec);
   const auto prompts = RandomPrompts(3, 4, 203, 32);
   const std::string label = absl::StrCat("gpt2 cuda ", DTypeName(dtype));
   auto gpu_run = ExpectGreedyDecodingMatchesRecompute(ForModel(gm->get(), &gsc), prompts, 8,
@@ -83,7 +82,7 @@ TEST_P(GptDecodeCudaTest, RotaryStackGreedyDecodingMatchesRecomputing) {
   auto lm = TinyLm::Create(&store, testing::RotarySpec(), 2, 203, 208);
   ASSERT_TRUE(lm.ok());
   ASSERT_TRUE(store.Allocate(33).ok());
-  const nn::StepContext sc = EvalStep(&(*gpu)->exec);
+  const nn::StepContext sc = nn::StepContext::Eval(&(*gpu)->exec);
   ExpectGreedyDecodingMatchesRecompute((*lm)->Calls(&sc), RandomPrompts(2, 3, 203, 34), 8,
                                        DecodingBound(dtype),
                                        absl::StrCat("rotary cuda ", DTypeName(dtype)));

@@ -23,7 +23,6 @@ namespace models {
 namespace {
 
 using ::mt::models::testing::DecodingBound;
-using ::mt::models::testing::EvalStep;
 using ::mt::models::testing::ExpectGreedyDecodingMatchesRecompute;
 using ::mt::models::testing::ForModel;
 using ::mt::models::testing::RandomPrompts;
@@ -44,7 +43,7 @@ TEST_P(GptDecodeTest, GreedyDecodingMatchesRecomputingThePrefix) {
   ASSERT_TRUE(store.Allocate(3).ok());
   // Non-trivial LayerNorm gains and biases (compute copies refreshed).
   ASSERT_TRUE(store.CopyValuesFromHost(ec, testing::NonTrivialMasters(store, 4).view()).ok());
-  const nn::StepContext sc = EvalStep(&ec);
+  const nn::StepContext sc = nn::StepContext::Eval(&ec);
   const auto prompts = RandomPrompts(3, 5, 203, 5);
   auto r = ExpectGreedyDecodingMatchesRecompute(ForModel(model->get(), &sc), prompts, 12,
                                                 DecodingBound(dtype),
@@ -65,7 +64,7 @@ TEST_P(GptDecodeTest, RotaryStackGreedyDecodingMatchesRecomputing) {
   ASSERT_TRUE(lm.ok()) << lm.status();
   ASSERT_TRUE(store.Allocate(6).ok());
   ASSERT_TRUE(store.CopyValuesFromHost(ec, testing::NonTrivialMasters(store, 7).view()).ok());
-  const nn::StepContext sc = EvalStep(&ec);
+  const nn::StepContext sc = nn::StepContext::Eval(&ec);
   ExpectGreedyDecodingMatchesRecompute((*lm)->Calls(&sc), RandomPrompts(3, 4, 203, 8), 12,
                                        DecodingBound(dtype),
                                        absl::StrCat("rotary ", DTypeName(dtype)));
@@ -89,7 +88,7 @@ TEST(GptDecodeTest, EveryNewPositionAndMultiTokenSteps) {
   auto model = GptModel::Create(SmallConfig(), &store);
   ASSERT_TRUE(model.ok());
   ASSERT_TRUE(store.Allocate(9).ok());
-  const nn::StepContext sc = EvalStep(&ec);
+  const nn::StepContext sc = nn::StepContext::Eval(&ec);
   const auto seqs = RandomPrompts(2, 10, 203, 10);
   const int64_t Vp = (*model)->padded_vocab();
   // Recomputed logits of all 10 positions.
@@ -140,7 +139,7 @@ TEST(GptDecodeTest, TrainingIsUnchangedByDecoding) {
     return out;
   };
   const std::vector<double> before = step();
-  const nn::StepContext sc = EvalStep(&ec);
+  const nn::StepContext sc = nn::StepContext::Eval(&ec);
   ASSERT_TRUE((*model)->StartDecoding(sc, 2, 8).ok());
   Tensor logits = Tensor::Host({2, (*model)->padded_vocab()}, DType::kF32);
   ASSERT_TRUE((*model)->DecodeStep(sc, tokens.view(), logits.view()).ok());
@@ -157,7 +156,7 @@ TEST(GptDecodeTest, BadArgumentsAreErrors) {
   ASSERT_TRUE(model.ok());
   ASSERT_TRUE(store.Allocate(1).ok());
   GptModel& m = **model;
-  const nn::StepContext sc = EvalStep(&ec);
+  const nn::StepContext sc = nn::StepContext::Eval(&ec);
   const int64_t Vp = m.padded_vocab();
   const auto seqs = RandomPrompts(2, 4, 203, 2);
   Tensor logits = Tensor::Host({2, Vp}, DType::kF32);
@@ -197,7 +196,7 @@ TEST(GptDecodeTest, BertCannotDecode) {
   auto bert = CreateModel(c, &store);
   ASSERT_TRUE(bert.ok()) << bert.status();
   const ExecContext ec;
-  const absl::Status s = (*bert)->StartDecoding(EvalStep(&ec), 1, 4);
+  const absl::Status s = (*bert)->StartDecoding(nn::StepContext::Eval(&ec), 1, 4);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_EQ((*bert)->decode_length(), 0);
 }

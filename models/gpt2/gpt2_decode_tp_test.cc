@@ -20,7 +20,6 @@ namespace {
 
 using ::mt::comm::testing::MpiTest;
 using ::mt::models::testing::DecodingLm;
-using ::mt::models::testing::EvalStep;
 using ::mt::models::testing::ExpectGreedyDecodingMatchesRecompute;
 using ::mt::models::testing::ForModel;
 using ::mt::models::testing::GreedyResult;
@@ -65,7 +64,8 @@ TEST_F(MpiTest, Gpt2DecodingMatchesSerial) {
   auto model = GptModel::Create(testing::SmallDecodingConfig(24), &store);
   ASSERT_TRUE(serial.ok() && model.ok());
   ASSERT_TRUE(serial_store.Allocate(21).ok() && store.Allocate(21).ok());
-  const nn::StepContext ssc = EvalStep(&ec), sc = EvalStep(&ec, comm_.get());
+  const nn::StepContext ssc = nn::StepContext::Eval(&ec),
+                        sc = nn::StepContext::Eval(&ec, comm_.get());
   ExpectTensorParallelDecodingMatchesSerial(*comm_, ForModel(model->get(), &sc),
                                             ForModel(serial->get(), &ssc), "gpt2");
 
@@ -92,7 +92,8 @@ TEST_F(MpiTest, RotaryStackDecodingMatchesSerial) {
   auto lm = TinyLm::Create(&store, spec, 2, 203, 208);
   ASSERT_TRUE(serial.ok() && lm.ok());
   ASSERT_TRUE(serial_store.Allocate(22).ok() && store.Allocate(22).ok());
-  const nn::StepContext ssc = EvalStep(&ec), sc = EvalStep(&ec, comm_.get());
+  const nn::StepContext ssc = nn::StepContext::Eval(&ec),
+                        sc = nn::StepContext::Eval(&ec, comm_.get());
   ExpectTensorParallelDecodingMatchesSerial(*comm_, (*lm)->Calls(&sc), (*serial)->Calls(&ssc),
                                             "rotary");
 }

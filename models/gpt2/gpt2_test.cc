@@ -66,8 +66,7 @@ TEST_P(GptGradientTest, LossAndAllGradientsMatchFloat64Reference) {
   ThreadPool pool(2);
   ExecContext ec;
   ec.pool = &pool;
-  nn::StepContext sc;
-  sc.exec = &ec;
+  const nn::StepContext sc = nn::StepContext::Train(&ec);
   auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()),
                                         Backward::kYes);
   ASSERT_TRUE(loss.ok()) << loss.status();
@@ -124,10 +123,8 @@ Outcome RunPrecision(const ModelConfig& c, DType dtype, double loss_scale, const
   ExecContext ec;
   ec.pool = &pool;
   EXPECT_TRUE(store.RefreshComputeWeights(ec).ok());
-  nn::StepContext sc;
-  sc.exec = &ec;
-  sc.dropout_seed = 11;  // Dropout on: the masks do not depend on the dtype.
-  sc.micro_step = 2;
+  // Dropout on: the masks do not depend on the dtype.
+  const nn::StepContext sc = nn::StepContext::Train(&ec, nullptr, 11, 2);
   auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()),
                                         Backward::kYes, loss_scale);
   EXPECT_TRUE(loss.ok()) << loss.status();
@@ -199,10 +196,7 @@ TEST(GptModelTest, ActivationCheckpointingGivesBitIdenticalGradientsAndSavesMemo
     auto model = GptModel::Create(c, &store, {r == 0 ? nn::Recompute::kNo : nn::Recompute::kYes});
     ASSERT_TRUE(model.ok());
     ASSERT_TRUE(store.Allocate(3).ok());
-    nn::StepContext sc;
-    sc.exec = &ec;
-    sc.dropout_seed = 99;
-    sc.micro_step = 5;
+    const nn::StepContext sc = nn::StepContext::Train(&ec, nullptr, 99, 5);
     auto loss = (*model)->ForwardBackward(sc, LanguageModelBatch(batch.t.view(), batch.l.view()),
                                           Backward::kNo);
     ASSERT_TRUE(loss.ok());

@@ -41,13 +41,7 @@ ModelConfig SmallConfig(int layers) {
 }
 
 nn::StepContext Context(const ExecContext* ec, comm::Communicator* tp) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.tp = tp;
-  sc.dropout_seed = 1234;
-  sc.micro_step = 3;
-  sc.sample_offset = 0;
-  return sc;
+  return nn::StepContext::Train(ec, tp, 1234, 3);
 }
 
 // Loss, slices of the weights and gradients, and the gathered logits (model_testutil).

@@ -38,14 +38,6 @@ nn::LayerSpec RotarySpec() {
   return spec;
 }
 
-nn::StepContext EvalStep(const ExecContext* ec, comm::Communicator* tp) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.tp = tp;
-  sc.mode = nn::Mode::kEval;
-  return sc;
-}
-
 double DecodingBound(DType dtype) {
   return dtype == DType::kF32 ? 1e-5 : 16 * ::mt::testing::UnitRoundoff(dtype);
 }

@@ -34,8 +34,6 @@ ModelConfig SmallDecodingConfig(int64_t positions);
 // TinyLm's layer in the tests: RMSNorm, rotary attention without biases, SwiGLU (hidden 32,
 // 4 heads, ffn 48, init std 0.2).
 nn::LayerSpec RotarySpec();
-// An eval-mode step context on `ec` and `tp` (null: TP = 1).
-nn::StepContext EvalStep(const ExecContext* ec, comm::Communicator* tp = nullptr);
 // The bound on |cached - recomputed| logits relative to a step's peak |logit|: the two paths run
 // GEMMs of different shapes (n rows against B * T), whose f32 sums may be ordered differently (a
 // few roundings per op through two layers; observed below 1e-6 in f32: the bound is 1e-5); in

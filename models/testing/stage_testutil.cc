@@ -40,11 +40,7 @@ void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dt
   ThreadPool pool(2);
   ExecContext ec;
   ec.pool = &pool;
-  nn::StepContext sc;
-  sc.exec = &ec;
-  sc.dropout_seed = 9;
-  sc.micro_step = 3;
-  sc.sample_offset = 4;
+  const nn::StepContext sc = nn::StepContext::Train(&ec, nullptr, 9, 3, 4);
   const int64_t B = batch.tokens.dim(0), T = batch.tokens.dim(1);
   BuiltModel whole = BuildStage(config, dtype, recompute, StageOptions());
   auto want = whole.model->ForwardBackward(sc, batch, Backward::kYes, /*loss_scale=*/8.0);
@@ -109,8 +105,7 @@ void ExpectStageArgumentErrors(const ModelConfig& config, const Batch& batch) {
   ThreadPool pool(1);
   ExecContext ec;
   ec.pool = &pool;
-  nn::StepContext sc;
-  sc.exec = &ec;
+  const nn::StepContext sc = nn::StepContext::Train(&ec);
   nn::ParameterStore bad_store(0, 1);
   ModelOptions bad;
   bad.stage = StageOptions{3, 2, false, true};  // Layers [3, 5) of 4.

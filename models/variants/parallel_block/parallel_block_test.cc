@@ -69,8 +69,7 @@ TEST(ParallelBlockTest, LossMatchesFloat64Reference) {
   ASSERT_TRUE(store.Allocate(3).ok());
   const testing::LmBatch b = testing::MakeLmBatch(2, 7, c.vocab_size);
   ExecContext ec;
-  nn::StepContext sc;
-  sc.exec = &ec;
+  const nn::StepContext sc = nn::StepContext::Train(&ec);
   auto loss = (*model)->ForwardBackward(sc, b.view(), Backward::kNo);
   ASSERT_TRUE(loss.ok()) << loss.status();
   const std::vector<int> tokens(b.tokens.data_as<int32_t>(), b.tokens.data_as<int32_t>() + 14);
@@ -104,9 +103,7 @@ TEST(ParallelBlockTest, RecomputationGivesTheSameGradients) {
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE(store.Allocate(5).ok());
     ExecContext ec;
-    nn::StepContext sc;
-    sc.exec = &ec;
-    sc.dropout_seed = 9;
+    const nn::StepContext sc = nn::StepContext::Train(&ec, nullptr, 9);
     ASSERT_TRUE((*model)->ForwardBackward(sc, b.view(), Backward::kYes).ok());
     const TensorView g = store.flat_grads();
     grads.emplace_back(g.data_as<float>(), g.data_as<float>() + g.numel());
