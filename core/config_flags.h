@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/fields.h"
 #include "gflags/gflags.h"
@@ -167,6 +168,12 @@ class ConfigFlags {
     internal::Applier a(*storage_);
     Config::Fields(*config, a);
     return a.status();
+  }
+  // `config` with every flag given on the command line applied; ApplyGiven's errors.
+  absl::StatusOr<Config> WithGiven(Config config) const {
+    const absl::Status s = ApplyGiven(&config);
+    if (!s.ok()) return s;
+    return config;
   }
 
  private:

@@ -91,11 +91,23 @@ TEST(ConfigFlagsTest, RegistersFromTheTableAndAppliesWhatIsGiven) {
   EXPECT_EQ(s.hidden, 9);  // Not a flag: untouched.
   EXPECT_TRUE(FlagGiven("layers"));
   EXPECT_FALSE(FlagGiven("hidden"));
+  // WithGiven: the same on a copy; what was not given keeps the copy's value.
+  Settings base;
+  base.hidden = 5;
+  base.inner.ratio = 0.25f;
+  const absl::StatusOr<Settings> copy = flags.WithGiven(base);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_EQ(copy->layers, 12);
+  EXPECT_EQ(copy->mode, Mode::kFast);
+  EXPECT_EQ(copy->inner.ratio, 0.5f);
+  EXPECT_EQ(copy->hidden, 5);
+  EXPECT_EQ(base.layers, Settings().layers);  // The argument is a copy.
 
   Parse({"--mode=turbo"});
   const absl::Status bad = flags.ApplyGiven(&s);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.message(), "--mode=turbo: must be one of fast, safe");
+  EXPECT_EQ(flags.WithGiven(base).status(), bad);
 }
 
 }  // namespace

@@ -61,9 +61,8 @@ int InProcessExperimentMain(int argc, char** argv, absl::string_view name, const
   return InProcessExperimentMain(
       argc, argv, name, usage,
       [&](int argc, char** argv, const LocalRanks& local, comm::Communicator& world) {
-        Config c = defaults;
-        const absl::Status given = flags.ApplyGiven(&c);
-        return given.ok() ? run(c, argc, argv, local, world) : given;
+        const absl::StatusOr<Config> c = flags.WithGiven(defaults);
+        return c.ok() ? run(*c, argc, argv, local, world) : c.status();
       });
 }
 

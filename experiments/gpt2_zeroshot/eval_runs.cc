@@ -66,11 +66,20 @@ absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view progr
   return json;
 }
 
-absl::StatusOr<Json> RunForJson(const std::vector<std::string>& launcher,
-                                const std::vector<std::string>& argv) {
+std::vector<std::string> LauncherWords(absl::string_view launcher) {
+  return absl::StrSplit(launcher, ' ', absl::SkipEmpty());
+}
+
+absl::StatusOr<std::string> RunLaunched(const std::vector<std::string>& launcher,
+                                        const std::vector<std::string>& argv) {
   std::vector<std::string> cmd = launcher;
   cmd.insert(cmd.end(), argv.begin(), argv.end());
-  ASSIGN_OR_RETURN(const std::string out, RunCommand(cmd));
+  return RunCommand(cmd);
+}
+
+absl::StatusOr<Json> RunForJson(const std::vector<std::string>& launcher,
+                                const std::vector<std::string>& argv) {
+  ASSIGN_OR_RETURN(const std::string out, RunLaunched(launcher, argv));
   return LastJsonLine(out, argv.empty() ? "" : argv[0]);
 }
 

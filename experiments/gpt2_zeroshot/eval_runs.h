@@ -32,8 +32,14 @@ absl::StatusOr<std::string> RunfilePath(const std::string& argv0, const std::str
 // InvalidArgument naming `program` and quoting the line when there is none or it is not an object.
 absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view program);
 
+// The words of a --launcher flag: "mpirun -np 8" -> {"mpirun", "-np", "8"}; "" -> none.
+std::vector<std::string> LauncherWords(absl::string_view launcher);
+
 // Runs `launcher` (e.g. {"mpirun", "-np", "2"}; empty: a plain process) followed by `argv`, and
-// returns LastJsonLine of its standard output. RunCommand's errors (experiments/report/plot.h).
+// returns its standard output. RunCommand's errors (experiments/report/plot.h).
+absl::StatusOr<std::string> RunLaunched(const std::vector<std::string>& launcher,
+                                        const std::vector<std::string>& argv);
+// RunLaunched, then LastJsonLine of the output.
 absl::StatusOr<Json> RunForJson(const std::vector<std::string>& launcher,
                                 const std::vector<std::string>& argv);
 

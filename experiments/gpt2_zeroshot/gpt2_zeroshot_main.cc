@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
 #include "data/tokenizers/factory.h"
@@ -82,16 +81,14 @@ absl::StatusOr<std::string> Train(const ZeroShotConfig& c, const std::string& bi
   argv.insert(argv.begin(), bin);
   argv.push_back("--split=" + c.split);
   argv.push_back(absl::StrCat("--log_jsonl=", save, ".log.jsonl"));
-  std::vector<std::string> cmd = s.launcher;
-  cmd.insert(cmd.end(), argv.begin(), argv.end());
-  RETURN_IF_ERROR(RunCommand(cmd).status());
+  RETURN_IF_ERROR(RunLaunched(s.launcher, argv).status());
   return save;
 }
 
 // The data, the held-out files and the evaluation sets.
 absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c, const std::string& argv0) {
   Setup s;
-  s.launcher = absl::StrSplit(c.launcher, ' ', absl::SkipEmpty());
+  s.launcher = LauncherWords(c.launcher);
   s.work_dir = c.work_dir.empty() ? data::DefaultDataDir() + "/gpt2_zeroshot" : c.work_dir;
   RETURN_IF_ERROR(RunCommand({"mkdir", "-p", s.work_dir}).status());
   s.data_prefix = c.data_path;
@@ -142,8 +139,8 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(const std::string wikitext_bin, RunfilePath(argv[0], "eval/wikitext103"));
   ASSIGN_OR_RETURN(const std::string lambada_bin, RunfilePath(argv[0], "eval/lambada"));
-  ScoringSettings settings{s.launcher, wikitext_bin, lambada_bin,
-                           std::string(DeviceName(c.train.device)), c.overlapping_eval};
+  ScoringSettings settings{s.launcher, wikitext_bin, lambada_bin, c.train.device,
+                           c.overlapping_eval};
   std::vector<ModelScores> scores;
   for (size_t i = 0; i < checkpoints.size(); ++i) {
     std::printf("gpt2_zeroshot: scoring %s\n", checkpoints[i].c_str());

@@ -160,7 +160,8 @@ absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s, const std:
   m.shape = absl::StrFormat("%d layers, hidden %lld, %d heads", ckpt.config.num_layers,
                             static_cast<long long>(ckpt.config.hidden_size),
                             ckpt.config.num_attention_heads);
-  const std::vector<std::string> common = {"--load=" + checkpoint, "--device=" + s.device};
+  const std::vector<std::string> common = {"--load=" + checkpoint,
+                                           absl::StrCat("--device=", DeviceName(s.device))};
   for (const EvalData& d : wikitext) {
     std::vector<std::string> argv = {s.wikitext_bin, "--data=" + d.path,
                                      absl::StrCat("--overlapping_eval=", s.overlapping_eval)};

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "experiments/pretrain/run_settings.h"
 #include "experiments/report/report.h"
 
 namespace mt {
@@ -38,7 +39,7 @@ struct EvalData {
 struct ScoringSettings {
   std::vector<std::string> launcher;  // E.g. {"mpirun", "-np", "2"}; empty: a plain process.
   std::string wikitext_bin, lambada_bin;
-  std::string device;  // --device
+  DeviceKind device = DeviceKind::kCpu;
   int64_t overlapping_eval = 32;
 };
 

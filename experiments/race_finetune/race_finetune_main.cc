@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
 #include "experiments/gpt2_zeroshot/eval_runs.h"
@@ -69,12 +68,6 @@ struct RaceFinetuneConfig {
   }
 };
 
-std::vector<std::string> WithLauncher(const RaceFinetuneConfig& c, std::vector<std::string> argv) {
-  std::vector<std::string> cmd = absl::StrSplit(c.launcher, ' ', absl::SkipEmpty());
-  cmd.insert(cmd.end(), argv.begin(), argv.end());
-  return cmd;
-}
-
 // Pretrains the BERT (MLM + sentence order) into work_dir/bert; returns the checkpoint.
 absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::string& argv0,
                                      const std::string& work_dir, std::string* data_name) {
@@ -91,7 +84,7 @@ absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::str
   const PretrainRun r{prefix, save, c.num_layers, c.hidden_size, c.num_attention_heads, c.pretrain};
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
-  RETURN_IF_ERROR(RunCommand(WithLauncher(c, argv)).status());
+  RETURN_IF_ERROR(RunLaunched(LauncherWords(c.launcher), argv).status());
   return save;
 }
 
@@ -102,7 +95,7 @@ absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& ar
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "eval/race"));
   RETURN_IF_ERROR(RunCommand({"rm", "-rf", save}).status());
   return RunForJson(
-      absl::StrSplit(c.launcher, ' ', absl::SkipEmpty()),
+      LauncherWords(c.launcher),
       {bin, "--load=" + checkpoint, "--data=" + data, absl::StrCat("--epochs=", c.epochs),
        absl::StrCat("--lr=", c.lr), absl::StrCat("--global_batch_size=", c.global_batch_size),
        absl::StrCat("--micro_batch_size=", c.global_batch_size),

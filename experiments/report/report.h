@@ -77,9 +77,8 @@ int ExperimentMain(absl::string_view name, int argc, char** argv, const Config& 
                    const Run& run, const char* main_file = __builtin_FILE()) {
   const ConfigFlags<Config> flags(defaults, {}, main_file);  // Registered before parsing.
   return ExperimentMain(name, argc, argv, [&](int argc, char** argv) {
-    Config c = defaults;
-    const absl::Status given = flags.ApplyGiven(&c);
-    return given.ok() ? run(c, argc, argv) : given;
+    const absl::StatusOr<Config> c = flags.WithGiven(defaults);
+    return c.ok() ? run(*c, argc, argv) : c.status();
   });
 }
 
