@@ -8,7 +8,11 @@
 # through which a gtest binary the test starts would overwrite Bazel's own reports; and defines
 #   fail MESSAGE...  "FAIL: MESSAGE" on stderr, exit 1;
 #   mpi NP ARGS...   ARGS under mpirun with NP ranks on this machine, bounded by $mpi_timeout
-#                    seconds (default 200): a hang fails the test (exit code 124).
+#                    seconds (default 200): a hang fails the test (exit code 124);
+#   sentences FILE DOCS SEED
+#                    writes DOCS documents of 3-6 made-up sentences ("The cat sees the moon."),
+#                    separated by blank lines: a small English text for the BERT tests, the same
+#                    for the same SEED.
 work="$(mktemp -d "/tmp/$1.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -20,4 +24,19 @@ mpi() {
   shift
   timeout "${mpi_timeout:-200}" mpirun --oversubscribe --bind-to none -np "$np" \
     --mca btl self,vader --mca mpi_yield_when_idle 1 "$@"
+}
+sentences() {
+  python3 - "$@" <<'PY'
+import random, sys
+path, docs, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+random.seed(seed)
+who = ["the cat", "a dog", "my friend", "the old man", "our teacher", "the bird", "a child"]
+does = ["sees", "likes", "finds", "watches", "follows", "helps", "calls"]
+what = ["the ball", "a small house", "the river", "a green tree", "the red car", "the moon"]
+with open(path, "w") as f:
+    for _ in range(docs):
+        n = random.randint(3, 6)
+        f.write(" ".join("%s %s %s." % (random.choice(who).capitalize(), random.choice(does),
+                                        random.choice(what)) for _ in range(n)) + "\n\n")
+PY
 }

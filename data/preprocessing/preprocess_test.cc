@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/indexed/testutil.h"
 #include "data/preprocessing/sentence_splitter.h"
@@ -33,23 +35,27 @@ std::string WriteFile(const std::string& path, const std::string& contents) {
   return path;
 }
 
-const Tokenizer& Gpt2() {
-  static const Tokenizer* t = [] {
-    absl::StatusOr<std::unique_ptr<Tokenizer>> tok = CreateTokenizer("gpt2");
-    CHECK(tok.ok()) << tok.status();
-    return tok->release();
-  }();
-  return *t;
+// The GPT-2 and BERT tokenizers, made once for the whole binary (their vocabularies are large).
+std::unique_ptr<Tokenizer>& Made(absl::string_view name) {
+  static auto* made = new std::map<std::string, std::unique_ptr<Tokenizer>, std::less<>>();
+  return (*made)[std::string(name)];
 }
+const Tokenizer& Gpt2() { return *Made("gpt2"); }
+const Tokenizer& Bert() { return *Made("bert"); }
 
-const Tokenizer& Bert() {
-  static const Tokenizer* t = [] {
-    absl::StatusOr<std::unique_ptr<Tokenizer>> tok = CreateTokenizer("bert");
-    CHECK(tok.ok()) << tok.status();
-    return tok->release();
-  }();
-  return *t;
-}
+// Makes both tokenizers first: a test whose tokenizer cannot be made fails there instead of
+// crashing the binary.
+class PreprocessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"gpt2", "bert"}) {
+      if (Made(name) != nullptr) continue;
+      absl::StatusOr<std::unique_ptr<Tokenizer>> tok = CreateTokenizer(name);
+      ASSERT_TRUE(tok.ok()) << tok.status();
+      Made(name) = std::move(*tok);
+    }
+  }
+};
 
 PreprocessStats MustPreprocess(const PreprocessConfig& config, const Tokenizer& tok) {
   absl::StatusOr<PreprocessStats> stats = Preprocess(config, tok);
@@ -65,7 +71,7 @@ int64_t CountTokens(const std::vector<Doc>& docs) {
   return n;
 }
 
-TEST(PreprocessTest, Gpt2JsonlMatchesTheTokenizerExactly) {
+TEST_F(PreprocessTest, Gpt2JsonlMatchesTheTokenizerExactly) {
   const std::string dir = TestDir("gpt2_jsonl");
   // Escapes, non-ASCII (\u00e9, a surrogate pair for an emoji), other keys in any order, an
   // empty text (skipped) and a blank line (ignored).
@@ -110,7 +116,7 @@ TEST(PreprocessTest, Gpt2JsonlMatchesTheTokenizerExactly) {
   EXPECT_EQ(ReadDocuments(config.output_prefix), want);
 }
 
-TEST(PreprocessTest, BertTextWithSentencesMatchesTheTokenizerExactly) {
+TEST_F(PreprocessTest, BertTextWithSentencesMatchesTheTokenizerExactly) {
   const std::string dir = TestDir("bert_text");
   const std::vector<std::string> texts = {
       "The quick brown fox. It jumped over Mr. Lazy Dog!\nWhy? Because.",
@@ -146,7 +152,7 @@ TEST(PreprocessTest, BertTextWithSentencesMatchesTheTokenizerExactly) {
   EXPECT_EQ(stats.bytes_in, static_cast<int64_t>(corpus.size()));
 }
 
-TEST(PreprocessTest, Gpt2SentencesGetEodOnTheLastOne) {
+TEST_F(PreprocessTest, Gpt2SentencesGetEodOnTheLastOne) {
   const std::string dir = TestDir("gpt2_sentences");
   PreprocessConfig config;
   config.inputs = {WriteFile(dir + "/in.jsonl", "{\"body\": \"One two. Three four! Five?\"}\n")};
@@ -180,7 +186,7 @@ std::string SyntheticCorpus(int documents, uint32_t seed) {
   return out;
 }
 
-TEST(PreprocessTest, OutputDoesNotDependOnWorkersOrChunks) {
+TEST_F(PreprocessTest, OutputDoesNotDependOnWorkersOrChunks) {
   const std::string dir = TestDir("workers");
   const std::string input = WriteFile(dir + "/in.txt", SyntheticCorpus(1500, 11));
   struct Variant {
@@ -233,7 +239,7 @@ TEST(PreprocessTest, OutputDoesNotDependOnWorkersOrChunks) {
   }
 }
 
-TEST(PreprocessTest, ReportsProgress) {
+TEST_F(PreprocessTest, ReportsProgress) {
   const std::string dir = TestDir("progress");
   PreprocessConfig config;
   config.inputs = {WriteFile(dir + "/in.txt", SyntheticCorpus(300, 5))};
@@ -259,7 +265,7 @@ TEST(PreprocessTest, ReportsProgress) {
   EXPECT_EQ(reports.back().bytes_in, stats->bytes_in);
 }
 
-TEST(PreprocessTest, FormatProgress) {
+TEST_F(PreprocessTest, FormatProgress) {
   PreprocessProgress p;
   p.documents = 1234;
   p.bytes_in = 12'300'000;
@@ -270,7 +276,7 @@ TEST(PreprocessTest, FormatProgress) {
   EXPECT_EQ(FormatProgress(p), "1234 documents, 12.3 MB, 6.2 MB/s");
 }
 
-TEST(PreprocessTest, CreatesTheOutputDirectory) {
+TEST_F(PreprocessTest, CreatesTheOutputDirectory) {
   const std::string dir = TestDir("mkdir");
   PreprocessConfig config;
   config.inputs = {WriteFile(dir + "/in.jsonl", "{\"text\": \"hi\"}\n")};
@@ -295,7 +301,7 @@ void ExpectFailure(const PreprocessConfig& config, const Tokenizer& tok, absl::S
   }
 }
 
-TEST(PreprocessTest, JsonErrorsNameFileAndLine) {
+TEST_F(PreprocessTest, JsonErrorsNameFileAndLine) {
   const std::string dir = TestDir("json_errors");
   PreprocessConfig config;
   config.output_prefix = dir + "/out";
@@ -314,7 +320,7 @@ TEST(PreprocessTest, JsonErrorsNameFileAndLine) {
   ExpectFailure(config, Gpt2(), absl::StatusCode::kInvalidArgument, "utf8.jsonl:1: not valid JSON");
 }
 
-TEST(PreprocessTest, FirstErrorInInputOrderWins) {
+TEST_F(PreprocessTest, FirstErrorInInputOrderWins) {
   const std::string dir = TestDir("first_error");
   std::string jsonl;
   for (int i = 1; i <= 2000; ++i) {
@@ -328,7 +334,7 @@ TEST(PreprocessTest, FirstErrorInInputOrderWins) {
   ExpectFailure(config, Gpt2(), absl::StatusCode::kInvalidArgument, "in.jsonl:40: not valid JSON");
 }
 
-TEST(PreprocessTest, FailureLeavesAnOlderDatasetUntouched) {
+TEST_F(PreprocessTest, FailureLeavesAnOlderDatasetUntouched) {
   const std::string dir = TestDir("keep_old");
   PreprocessConfig config;
   config.inputs = {WriteFile(dir + "/good.jsonl", "{\"text\": \"good\"}\n")};
@@ -344,7 +350,7 @@ TEST(PreprocessTest, FailureLeavesAnOlderDatasetUntouched) {
             (std::vector<std::string>{"bad.jsonl", "good.jsonl", "out.bin", "out.idx"}));
 }
 
-TEST(PreprocessTest, OtherErrors) {
+TEST_F(PreprocessTest, OtherErrors) {
   const std::string dir = TestDir("errors");
   const std::string input = WriteFile(dir + "/in.jsonl", "{\"text\": \"a\"}\n");
   PreprocessConfig config;

@@ -20,10 +20,12 @@ TEST(FactoryTest, BuildsEachTokenizerByName) {
     EXPECT_EQ((*tok)->name(), name);
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> gpt2 = CreateTokenizer("gpt2");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
   EXPECT_EQ((*gpt2)->vocab_size(), 50257);
   EXPECT_EQ((*gpt2)->eod_id(), 50256);
   EXPECT_THAT((*gpt2)->Encode("Hello world"), ElementsAre(15496, 995));
   absl::StatusOr<std::unique_ptr<Tokenizer>> bert = CreateTokenizer("bert");
+  ASSERT_TRUE(bert.ok()) << bert.status();
   EXPECT_EQ((*bert)->vocab_size(), 30522);
   EXPECT_EQ((*bert)->special_tokens().cls, 101);
   EXPECT_THAT((*bert)->Encode("Hello world"), ElementsAre(7592, 2088));

@@ -11,19 +11,7 @@ preprocess="$1"; pretrain="$2"
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_bert || exit 1
 
 # 300 documents of 3-6 short sentences, separated by blank lines.
-python3 - "$work/corpus.txt" <<'PY'
-import random, sys
-random.seed(5)
-subjects = ["the cat", "a dog", "my friend", "the old man", "our teacher", "the bird", "a child"]
-verbs = ["sees", "likes", "finds", "watches", "follows", "helps", "calls"]
-objects = ["the ball", "a small house", "the river", "a green tree", "the red car", "the moon"]
-with open(sys.argv[1], "w") as f:
-    for d in range(300):
-        n = random.randint(3, 6)
-        s = " ".join("%s %s %s." % (random.choice(subjects).capitalize(), random.choice(verbs),
-                                    random.choice(objects)) for _ in range(n))
-        f.write(s + "\n\n")
-PY
+sentences "$work/corpus.txt" 300 5 || fail "corpus"
 "$preprocess" --input="$work/corpus.txt" --input_format=text --tokenizer=bert --split_sentences \
   --output_prefix="$work/bert" --workers=1 > "$work/pre.out" 2>&1 ||
   { cat "$work/pre.out"; fail "preprocess"; }

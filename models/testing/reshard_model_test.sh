@@ -22,18 +22,7 @@ if [[ "$family" == gpt ]]; then
   # Vocabulary 61 pads to 72 at TP 1 (a multiple of 24) and 96 at TP 2 and 4.
   common+=(--data_path="$work/corpus" --vocab_size=61 --make_vocab_size_divisible_by=24)
 else
-  python3 - "$work/corpus.txt" <<'PY'
-import random, sys
-random.seed(7)
-who = ["the cat", "a dog", "my friend", "the old man", "our teacher", "the bird"]
-does = ["sees", "likes", "finds", "watches", "follows", "helps"]
-what = ["the ball", "a small house", "the river", "a green tree", "the red car"]
-with open(sys.argv[1], "w") as f:
-    for _ in range(60):
-        f.write(" ".join("%s %s %s." % (random.choice(who).capitalize(), random.choice(does),
-                                        random.choice(what)) for _ in range(random.randint(3, 6))))
-        f.write("\n\n")
-PY
+  sentences "$work/corpus.txt" 60 7 || fail "corpus"
   "$data_tool" --input="$work/corpus.txt" --input_format=text --tokenizer=bert \
     --split_sentences --output_prefix="$work/bert" --workers=1 > "$work/pre.out" 2>&1 ||
     { cat "$work/pre.out"; fail "BERT preprocessing"; }

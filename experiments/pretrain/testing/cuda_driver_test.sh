@@ -80,18 +80,7 @@ grep -q "loaded checkpoint" "$work/cpu_resume.out" || fail "CPU run did not resu
 compare gpu_bf16 cpu_resume 2e-2 7 || fail "GPU checkpoint resumed on the CPU"
 
 # 4. BERT: sentences of a small made-up text, WordPiece ids, TP=2, bf16.
-python3 - "$work/bert.txt" <<'PY'
-import random, sys
-random.seed(5)
-who = ["the cat", "a dog", "my friend", "the old man", "our teacher", "the bird", "a child"]
-does = ["sees", "likes", "finds", "watches", "follows", "helps", "calls"]
-what = ["the ball", "a small house", "the river", "a green tree", "the red car", "the moon"]
-with open(sys.argv[1], "w") as f:
-    for d in range(300):
-        f.write(" ".join("%s %s %s." % (random.choice(who).capitalize(), random.choice(does),
-                                        random.choice(what)) for _ in range(random.randint(3, 6))))
-        f.write("\n\n")
-PY
+sentences "$work/bert.txt" 300 5 || fail "BERT corpus"
 if ! "$preprocess" --input="$work/bert.txt" --input_format=text --tokenizer=bert \
      --split_sentences --output_prefix="$work/bert" --workers=1 > "$work/pre.out" 2>&1; then
   grep -qi "vocab" "$work/pre.out" || { cat "$work/pre.out"; fail "BERT preprocessing"; }
