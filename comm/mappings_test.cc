@@ -15,6 +15,7 @@
 #include "comm/mpi_testutil.h"
 #include "comm/parallel_context.h"
 #include "core/ops/testutil.h"
+#include "core/status_testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -42,12 +43,10 @@ std::vector<int> TpDegrees(int world) {
 
 class MappingsTest : public MpiTest {
  protected:
-  std::unique_ptr<ParallelContext> Context(int tp) {
+  absl::StatusOr<std::unique_ptr<ParallelContext>> Context(int tp) {
     ParallelConfig config;
     config.tensor_parallel = tp;
-    auto ctx = ParallelContext::Create(*comm_, config, kHeads);
-    CHECK(ctx.ok()) << ctx.status();
-    return std::move(ctx).value();
+    return ParallelContext::Create(*comm_, config, kHeads);
   }
   // Data that differs between TP ranks (tp_rank r) and between DP replicas.
   static Tensor Sharded(const ParallelContext& ctx, const Shape& shape, DType dtype, uint64_t seed,
@@ -64,7 +63,7 @@ class MappingsTest : public MpiTest {
 TEST_F(MappingsTest, ParallelContextMatchesLayout) {
   const int world = comm_->size(), me = comm_->rank();
   for (int tp : TpDegrees(world)) {
-    auto ctx = Context(tp);
+    ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
     EXPECT_EQ(ctx->tp_size(), tp);
     EXPECT_EQ(ctx->dp_size(), world / tp);
     EXPECT_EQ(ctx->tp_rank(), me % tp);
@@ -100,7 +99,7 @@ TEST_F(MappingsTest, ParallelContextMatchesLayout) {
 TEST_F(MappingsTest, CopyAndReduceForwardBackward) {
   const Shape shape = {3, 17};
   for (int tp : TpDegrees(comm_->size())) {
-    auto ctx = Context(tp);
+    ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
     Communicator& c = ctx->tp();
     const int me = ctx->tp_rank();
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
@@ -149,7 +148,7 @@ TEST_F(MappingsTest, CopyAndReduceForwardBackward) {
 
 TEST_F(MappingsTest, GatherAndScatterForwardBackward) {
   for (int tp : TpDegrees(comm_->size())) {
-    auto ctx = Context(tp);
+    ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
     Communicator& c = ctx->tp();
     const int me = ctx->tp_rank();
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
@@ -209,7 +208,7 @@ TEST_F(MappingsTest, CopyThenReduceGradientMatchesFiniteDifferences) {
   const Shape shape = {3, 7};
   const double u = UnitRoundoff(DType::kF32);
   for (int tp : TpDegrees(comm_->size())) {
-    auto ctx = Context(tp);
+    ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
     Communicator& c = ctx->tp();
     const uint64_t seed = 2000 + tp;
     Tensor x = Replicated(*ctx, shape, DType::kF32, seed);
@@ -260,7 +259,7 @@ TEST_F(MappingsTest, CopyThenReduceGradientMatchesFiniteDifferences) {
 TEST_F(MappingsTest, ScatterThenGatherGradientMatchesFiniteDifferences) {
   const double u = UnitRoundoff(DType::kF32);
   for (int tp : TpDegrees(comm_->size())) {
-    auto ctx = Context(tp);
+    ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
     Communicator& c = ctx->tp();
     const int me = ctx->tp_rank();
     const int64_t rows = 3, cols = 5;
@@ -315,7 +314,7 @@ TEST_F(MappingsTest, ScatterThenGatherGradientMatchesFiniteDifferences) {
 
 TEST_F(MappingsTest, BadShapesAreInvalidArgument) {
   const int tp = comm_->size();
-  auto ctx = Context(tp);
+  ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
   Communicator& c = ctx->tp();
   float buf[256] = {};
   TensorView x(buf, Shape{2, 3}, DType::kF32);

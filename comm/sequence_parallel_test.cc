@@ -16,6 +16,7 @@
 #include "core/cuda_device.h"
 #include "core/ops/cuda_testutil.h"
 #include "core/ops/testutil.h"
+#include "core/status_testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -36,12 +37,10 @@ constexpr int kHeads = 12;
 
 class SequenceParallelTest : public MpiTest {
  protected:
-  std::unique_ptr<ParallelContext> Context(int tp) {
+  absl::StatusOr<std::unique_ptr<ParallelContext>> Context(int tp) {
     ParallelConfig config;
     config.tensor_parallel = tp;
-    auto ctx = ParallelContext::Create(*comm_, config, kHeads);
-    CHECK(ctx.ok()) << ctx.status();
-    return std::move(ctx).value();
+    return ParallelContext::Create(*comm_, config, kHeads);
   }
   std::vector<int> TpDegrees() const {
     std::vector<int> out;
@@ -82,7 +81,7 @@ std::vector<double> SliceSequence(const std::vector<double>& full, int64_t B, in
 
 TEST_F(SequenceParallelTest, ForwardAndBackwardMatchSerial) {
   for (int tp : TpDegrees()) {
-    auto ctx = Context(tp);
+    ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
     Communicator& c = ctx->tp();
     const int me = ctx->tp_rank();
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
@@ -160,7 +159,7 @@ TEST_F(SequenceParallelTest, ForwardAndBackwardMatchSerial) {
 TEST_F(SequenceParallelTest, GatherThenReduceScatterGradientMatchesFiniteDifferences) {
   const double u = UnitRoundoff(DType::kF32);
   for (int tp : TpDegrees()) {
-    auto ctx = Context(tp);
+    ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
     Communicator& c = ctx->tp();
     const int me = ctx->tp_rank();
     const int64_t B = 2, t = 3, H = 5;
@@ -268,7 +267,7 @@ TEST_F(SequenceParallelTest, CudaTensorsGiveTheHostResults) {
 
 TEST_F(SequenceParallelTest, BadArgumentsAreInvalidArgument) {
   const int tp = comm_->size();
-  auto ctx = Context(tp);
+  ASSERT_OK_AND_ASSIGN(auto ctx, Context(tp));
   Communicator& c = ctx->tp();
   std::vector<float> buf(1024, 0.0f);
   const TensorView local(buf.data(), Shape{2, 3, 4}, DType::kF32);

@@ -13,7 +13,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
+#include "core/status.h"
+#include "core/status_testutil.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "train/checkpoint_testutil.h"
@@ -105,7 +106,7 @@ TEST(HfCheckpointTest, OursToHuggingFaceToOursIsBitExact) {
     const std::string dir = FreshDir(absl::StrCat("ours_round_trip_", config.ArchitectureName()));
     auto ranks = testing::BuildRanks(config, 2, /*seed=*/3);
     ASSERT_TRUE(ranks.ok()) << ranks.status();
-    for (testing::RankModel& r : *ranks) testing::FillWithPattern(r.store.get());
+    for (testing::RankModel& r : *ranks) ASSERT_OK(testing::FillWithPattern(r.store.get()));
     ASSERT_TRUE(testing::SaveRanks(dir + "/ours", 5, config.ToJson(), "", *ranks,
                                    /*with_optimizer=*/true)
                     .ok());
@@ -135,7 +136,7 @@ struct BadCase {
 
 absl::Status ConvertGpt2With(const std::string& name, HfTestModel model, HfWriteOptions write) {
   const std::string dir = FreshDir(name);
-  CHECK(testing::WriteHfModel(model, dir + "/hf", write).ok());
+  RETURN_IF_ERROR(testing::WriteHfModel(model, dir + "/hf", write));
   return Import(dir + "/hf", dir + "/ours", 1).status();
 }
 

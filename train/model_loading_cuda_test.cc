@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/cuda/device_context.h"
 #include "core/cuda_device.h"
+#include "core/status_testutil.h"
 #include "gtest/gtest.h"
 #include "train/checkpoint_testutil.h"
 #include "train/model_loading.h"
@@ -30,7 +31,7 @@ TEST(ModelLoadingCudaTest, LoadsIntoAGpuStore) {
   const std::string dir = testing::FreshDir("cuda_load");
   auto ranks = testing::BuildRanks(config, 2, /*seed=*/3);
   ASSERT_TRUE(ranks.ok()) << ranks.status();
-  for (testing::RankModel& r : *ranks) testing::FillWithPattern(r.store.get());
+  for (testing::RankModel& r : *ranks) ASSERT_OK(testing::FillWithPattern(r.store.get()));
   ASSERT_TRUE(testing::SaveRanks(dir, 7, config.ToJson(), "tiny", *ranks, true).ok());
 
   LoadModelOptions options;

@@ -13,7 +13,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/parallel_context.h"
-#include "glog/logging.h"
+#include "core/status.h"
+#include "core/status_testutil.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "train/checkpoint.h"
@@ -42,21 +43,20 @@ models::ModelConfig TinyBert() { return testing::TinyConfig(models::Family::kBer
 
 // Saves `config`'s model at TP `tp` filled with the pattern (padding rows included), with
 // optimizer tensors, as iteration 7 of a fresh directory.
-std::string SavePattern(const std::string& name, const models::ModelConfig& config, int tp,
-                        const models::ModelOptions& options = {}) {
+absl::StatusOr<std::string> SavePattern(const std::string& name, const models::ModelConfig& config,
+                                        int tp, const models::ModelOptions& options = {}) {
   const std::string dir = FreshDir(name);
-  auto ranks = BuildRanks(config, tp, /*seed=*/3, options);
-  CHECK(ranks.ok()) << ranks.status();
-  for (RankModel& r : *ranks) FillWithPattern(r.store.get());
-  const absl::Status saved = SaveRanks(dir, 7, config.ToJson(), "tiny", *ranks, true);
-  CHECK(saved.ok()) << saved;
+  ASSIGN_OR_RETURN(std::vector<RankModel> ranks, BuildRanks(config, tp, /*seed=*/3, options));
+  for (RankModel& r : ranks) RETURN_IF_ERROR(FillWithPattern(r.store.get()));
+  RETURN_IF_ERROR(SaveRanks(dir, 7, config.ToJson(), "tiny", ranks, true));
   return dir;
 }
 
 TEST(ModelLoadingTest, EveryTpDegreeHoldsTheSavedGlobalWeights) {
   const models::ModelConfig config = TinyGpt();
   for (int saved_tp : {1, 2, 4}) {
-    const std::string dir = SavePattern(absl::StrCat("pattern_tp", saved_tp), config, saved_tp);
+    ASSERT_OK_AND_ASSIGN(const std::string dir,
+                         SavePattern(absl::StrCat("pattern_tp", saved_tp), config, saved_tp));
     for (int tp : {1, 2, 4}) {
       for (int rank = 0; rank < tp; ++rank) {
         SCOPED_TRACE(absl::StrCat("saved at TP ", saved_tp, ", loaded at rank ", rank, " of ", tp));
@@ -83,7 +83,7 @@ TEST(ModelLoadingTest, PipelineStagesLoadIntoTheWholeModel) {
   for (const models::ModelConfig& config :
        {TinyGpt(), testing::TinyConfig(models::Family::kBert, 2, 2, 45, 8)}) {
     SCOPED_TRACE(config.ToJson());
-    const std::string src = SavePattern("pp_src", config, 2);
+    ASSERT_OK_AND_ASSIGN(const std::string src, SavePattern("pp_src", config, 2));
     auto split = comm::MakePipelineSplit(config.num_layers, 2, 0);
     ASSERT_TRUE(split.ok()) << split.status();
     auto names = StageParameterNames(config, 2, *split);
@@ -136,7 +136,7 @@ TEST(ModelLoadingTest, PipelineStagesLoadIntoTheWholeModel) {
 }
 
 TEST(ModelLoadingTest, ComputeCopiesFollowTheLoadedMasters) {
-  const std::string dir = SavePattern("bf16", TinyGpt(), 2);
+  ASSERT_OK_AND_ASSIGN(const std::string dir, SavePattern("bf16", TinyGpt(), 2));
   LoadModelOptions options;
   options.compute_dtype = DType::kBF16;
   auto m = LoadModel(dir, 0, 1, ExecContext{}, options);
@@ -157,7 +157,7 @@ TEST(ModelLoadingTest, ComputeCopiesFollowTheLoadedMasters) {
 
 TEST(ModelLoadingTest, LatestOrAGivenIteration) {
   const models::ModelConfig config = TinyGpt();
-  const std::string dir = SavePattern("iterations", config, 1);
+  ASSERT_OK_AND_ASSIGN(const std::string dir, SavePattern("iterations", config, 1));
   auto ranks = BuildRanks(config, 1, /*seed=*/9);  // Normal initial values, not the pattern.
   ASSERT_TRUE(ranks.ok());
   ASSERT_TRUE(SaveRanks(dir, 9, config.ToJson(), "", *ranks, false).ok());
@@ -186,7 +186,7 @@ std::vector<std::string> NamesWithPrefix(const nn::ParameterStore& store,
 // head is missing) and into one with that head alone (the pretraining heads are ignored).
 TEST(ModelLoadingTest, FineTuningSubsets) {
   const models::ModelConfig config = TinyBert();
-  const std::string dir = SavePattern("bert", config, 2);
+  ASSERT_OK_AND_ASSIGN(const std::string dir, SavePattern("bert", config, 2));
   auto ckpt = ReadCheckpointModel(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   models::ModelOptions all;
@@ -250,7 +250,7 @@ TEST(ModelLoadingTest, Errors) {
   const models::ModelConfig config = TinyGpt();
   EXPECT_STATUS(LoadModel(FreshDir("empty") + "/none", 0, 1, ExecContext{}).status(),
                 absl::StatusCode::kNotFound, "/none");
-  const std::string dir = SavePattern("errors", config, 1);
+  ASSERT_OK_AND_ASSIGN(const std::string dir, SavePattern("errors", config, 1));
   EXPECT_STATUS(LoadModel(dir, 0, 3, ExecContext{}).status(), absl::StatusCode::kInvalidArgument,
                 "3");  // TP 3 does not divide 4 heads.
   LoadModelOptions other;
@@ -258,16 +258,16 @@ TEST(ModelLoadingTest, Errors) {
   EXPECT_STATUS(LoadModel(dir, 0, 1, ExecContext{}, other).status(), absl::StatusCode::kNotFound,
                 "iter_0000008");
 
-  const std::string bad_config = SavePattern("bad_config", config, 1);
+  ASSERT_OK_AND_ASSIGN(const std::string bad_config, SavePattern("bad_config", config, 1));
   EditMetadata(bad_config, [](nlohmann::json& j) { j["model_config"]["hidden_size"] = "wide"; });
   EXPECT_STATUS(LoadModel(bad_config, 0, 1, ExecContext{}).status(),
                 absl::StatusCode::kInvalidArgument,
                 "mp_rank_00/metadata.json: the stored model config is not a valid config");
-  const std::string corrupt = SavePattern("corrupt", config, 1);
+  ASSERT_OK_AND_ASSIGN(const std::string corrupt, SavePattern("corrupt", config, 1));
   WriteText(ShardDir(corrupt, 7, 0) + "/" + kShardMetadataFile, "{\"format\": ");
   EXPECT_STATUS(ReadCheckpointModel(corrupt).status(), absl::StatusCode::kDataLoss,
                 "mp_rank_00/metadata.json: not a JSON object");
-  const std::string unknown = SavePattern("unknown_arch", config, 1);
+  ASSERT_OK_AND_ASSIGN(const std::string unknown, SavePattern("unknown_arch", config, 1));
   EditMetadata(unknown, [](nlohmann::json& j) { j["model_config"]["architecture"] = "moe-xl"; });
   EXPECT_STATUS(LoadModel(unknown, 0, 1, ExecContext{}).status(), absl::StatusCode::kNotFound,
                 "gpt2");  // The message lists the registered architectures.

@@ -45,8 +45,8 @@ absl::StatusOr<std::vector<RankModel>> BuildRanks(const models::ModelConfig& con
                                                   const models::ModelOptions& options = {});
 
 // Sets every master of `store` (CPU, allocated), padding rows included, to PatternValue of its
-// global index, and refreshes the compute copies.
-void FillWithPattern(nn::ParameterStore* store);
+// global index, and refreshes the compute copies (whose errors it returns).
+absl::Status FillWithPattern(nn::ParameterStore* store);
 
 // Writes a committed checkpoint `iteration` under `dir` from ranks[r] (rank r of ranks.size()):
 // every parameter's masters, plus "optimizer.exp_avg.<name>" (twice the masters) for each when

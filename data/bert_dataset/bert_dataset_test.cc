@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/philox.h"
+#include "core/status.h"
+#include "core/status_testutil.h"
 #include "data/bert_dataset/bert_vocab.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/indexed/testutil.h"
@@ -26,40 +28,35 @@ using Doc = std::vector<std::vector<int32_t>>;  // A document: its sentences.
 constexpr int32_t kPad = 0, kCls = 2, kSep = 3, kMask = 4;
 
 // 0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK], then words; every third is a "##" piece.
-BertVocab TestVocab(int n = 1000) {
+absl::StatusOr<BertVocab> TestVocab(int n = 1000) {
   std::vector<std::string> t = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
   for (int i = 5; i < n; ++i)
     t.push_back(i % 3 == 0 ? absl::StrCat("##w", i) : absl::StrCat("w", i));
-  absl::StatusOr<BertVocab> v = BertVocab::FromTokens(t);
-  CHECK(v.ok()) << v.status();
-  return *v;
+  return BertVocab::FromTokens(t);
 }
 
 std::string TestDir(const std::string& name) { return testing::FreshTestDir("bert_" + name); }
 
-std::shared_ptr<const IndexedDataset> MakeDataset(const std::string& name,
-                                                  const std::vector<Doc>& docs) {
+absl::StatusOr<std::shared_ptr<const IndexedDataset>> MakeDataset(const std::string& name,
+                                                                  const std::vector<Doc>& docs) {
   const std::string prefix = TestDir(name) + "/data";
-  absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> w =
-      IndexedDatasetWriter::Create(prefix, TokenDType::kU16);
-  CHECK(w.ok()) << w.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<IndexedDatasetWriter> w,
+                   IndexedDatasetWriter::Create(prefix, TokenDType::kU16));
   for (const Doc& doc : docs) {
-    for (const auto& s : doc) CHECK((*w)->AddSequence(s).ok());
-    CHECK((*w)->EndDocument().ok());
+    for (const auto& s : doc) RETURN_IF_ERROR(w->AddSequence(s));
+    RETURN_IF_ERROR(w->EndDocument());
   }
-  CHECK((*w)->Finalize().ok());
-  absl::StatusOr<std::unique_ptr<IndexedDataset>> ds = IndexedDataset::Open(prefix);
-  CHECK(ds.ok()) << ds.status();
-  return std::shared_ptr<const IndexedDataset>(std::move(*ds));
+  RETURN_IF_ERROR(w->Finalize());
+  ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, IndexedDataset::Open(prefix));
+  return std::shared_ptr<const IndexedDataset>(std::move(ds));
 }
 
-std::unique_ptr<BertDataset> MustCreate(std::shared_ptr<const IndexedDataset> data,
-                                        const BertDatasetConfig& config,
-                                        Split split = Split::kTrain) {
-  absl::StatusOr<std::unique_ptr<BertDataset>> ds =
-      BertDataset::Create(std::move(data), split, config, TestVocab());
-  CHECK(ds.ok()) << ds.status();
-  return std::move(*ds);
+// BertDataset::Create with TestVocab().
+absl::StatusOr<std::unique_ptr<BertDataset>> Create(std::shared_ptr<const IndexedDataset> data,
+                                                    const BertDatasetConfig& config,
+                                                    Split split = Split::kTrain) {
+  ASSIGN_OR_RETURN(BertVocab vocab, TestVocab());
+  return BertDataset::Create(std::move(data), split, config, std::move(vocab));
 }
 
 // The stream's documented draws, from PhiloxBits alone (philox_stream.h).
@@ -94,7 +91,7 @@ TEST(BertDatasetTest, ExactSamplesWithMaskingOff) {
       {{10, 11}, {12, 13}, {14, 15, 16}}, {{20, 21, 22}}, {{30}, {31, 32}}};
   const std::vector<std::vector<int32_t>> sentences = {{10, 11},     {12, 13}, {14, 15, 16},
                                                        {20, 21, 22}, {30},     {31, 32}};
-  auto data = MakeDataset("exact", docs);
+  ASSERT_OK_AND_ASSIGN(auto data, MakeDataset("exact", docs));
   int swapped = 0, in_order = 0;
   for (uint64_t seed = 0; seed < 12; ++seed) {
     BertDatasetConfig config;
@@ -104,7 +101,7 @@ TEST(BertDatasetTest, ExactSamplesWithMaskingOff) {
     config.seed = seed;
     config.short_seq_prob = 0;
     config.masking.masked_lm_prob = 0;
-    auto ds = MustCreate(data, config);
+    ASSERT_OK_AND_ASSIGN(auto ds, Create(data, config));
     ASSERT_EQ(ds->num_samples(), 2);
     ASSERT_EQ(ds->num_epochs(), 1);
     std::map<int64_t, int64_t> spans;
@@ -160,7 +157,7 @@ TEST(BertDatasetTest, ExactTruncation) {
     s0.push_back(100 + i);
     s1.push_back(200 + i);
   }
-  auto data = MakeDataset("truncation", {{s0, s1}});
+  ASSERT_OK_AND_ASSIGN(auto data, MakeDataset("truncation", {{s0, s1}}));
   for (uint64_t seed = 0; seed < 8; ++seed) {
     BertDatasetConfig config;
     config.split = "1";
@@ -168,7 +165,7 @@ TEST(BertDatasetTest, ExactTruncation) {
     config.seed = seed;
     config.short_seq_prob = 0;
     config.masking.masked_lm_prob = 0;
-    auto ds = MustCreate(data, config);
+    ASSERT_OK_AND_ASSIGN(auto ds, Create(data, config));
     ASSERT_EQ(ds->num_samples(), 1);
 
     RefStream ref{seed, 0};
@@ -214,13 +211,13 @@ std::vector<Doc> RandomDocs(int n, uint32_t seed, int max_sentences = 8) {
 
 TEST(BertDatasetTest, SampleMappingFollowsTheRules) {
   const std::vector<Doc> docs = RandomDocs(300, 3);
-  auto data = MakeDataset("mapping", docs);
+  ASSERT_OK_AND_ASSIGN(auto data, MakeDataset("mapping", docs));
   BertDatasetConfig config;
   config.split = "1";
   config.seq_len = 40;  // max_len 37
   config.short_seq_prob = 0.3;
   config.num_samples = 1;  // One epoch.
-  auto ds = MustCreate(data, config);
+  ASSERT_OK_AND_ASSIGN(auto ds, Create(data, config));
   ASSERT_EQ(ds->num_epochs(), 1);
 
   std::vector<BertSampleSpan> spans;
@@ -261,21 +258,21 @@ TEST(BertDatasetTest, SampleMappingFollowsTheRules) {
 
   // More samples take more epochs, all kept.
   config.num_samples = 3 * ds->num_samples();
-  auto more = MustCreate(data, config);
+  ASSERT_OK_AND_ASSIGN(auto more, Create(data, config));
   EXPECT_GE(more->num_samples(), config.num_samples);
   EXPECT_GE(more->num_epochs(), 2);
 }
 
 TEST(BertDatasetTest, StatisticsOverManySamples) {
   const std::vector<Doc> docs = RandomDocs(400, 9);
-  auto data = MakeDataset("stats", docs);
-  const BertVocab vocab = TestVocab();
+  ASSERT_OK_AND_ASSIGN(auto data, MakeDataset("stats", docs));
+  ASSERT_OK_AND_ASSIGN(const BertVocab vocab, TestVocab());
   BertDatasetConfig config;
   config.split = "1";
   config.seq_len = 64;
   config.num_samples = 6000;
   config.short_seq_prob = 0.1;
-  auto ds = MustCreate(data, config);
+  ASSERT_OK_AND_ASSIGN(auto ds, Create(data, config));
   int64_t real = 0, masked = 0, as_mask = 0, unchanged = 0, random = 0, swapped = 0;
   int64_t to_predict = 0;
   for (int64_t i = 0; i < ds->num_samples(); ++i) {
@@ -343,13 +340,13 @@ TEST(BertDatasetTest, StatisticsOverManySamples) {
 }
 
 TEST(BertDatasetTest, DeterministicInSeedAndIndex) {
-  auto data = MakeDataset("determinism", RandomDocs(100, 4));
+  ASSERT_OK_AND_ASSIGN(auto data, MakeDataset("determinism", RandomDocs(100, 4)));
   BertDatasetConfig config;
   config.split = "8,1,1";
   config.seq_len = 48;
   config.num_samples = 200;
-  auto a = MustCreate(data, config);
-  auto b = MustCreate(data, config);
+  ASSERT_OK_AND_ASSIGN(auto a, Create(data, config));
+  ASSERT_OK_AND_ASSIGN(auto b, Create(data, config));
   ASSERT_EQ(a->num_samples(), b->num_samples());
   std::vector<BertSample> first(a->num_samples());
   for (int64_t i = 0; i < a->num_samples(); ++i) {
@@ -376,14 +373,14 @@ TEST(BertDatasetTest, DeterministicInSeedAndIndex) {
 
   // Another seed: other samples.
   config.seed = 99;
-  auto c = MustCreate(data, config);
+  ASSERT_OK_AND_ASSIGN(auto c, Create(data, config));
   int same = 0;
   for (int64_t i = 0; i < std::min(a->num_samples(), c->num_samples()); ++i) {
     same += c->Sample(i).tokens == first[i].tokens;
   }
   EXPECT_LT(same, 5);
   // The validation split uses its own documents.
-  auto valid = MustCreate(data, config, Split::kValid);
+  ASSERT_OK_AND_ASSIGN(auto valid, Create(data, config, Split::kValid));
   EXPECT_EQ(valid->document_begin(), 80);
   EXPECT_EQ(valid->document_end(), 90);
   for (int64_t i = 0; i < valid->num_samples(); ++i) {
@@ -393,12 +390,13 @@ TEST(BertDatasetTest, DeterministicInSeedAndIndex) {
 }
 
 TEST(BertDatasetTest, Errors) {
-  auto data = MakeDataset("errors", RandomDocs(20, 5));
+  ASSERT_OK_AND_ASSIGN(auto data, MakeDataset("errors", RandomDocs(20, 5)));
   BertDatasetConfig config;
   config.split = "1";
   config.seq_len = 32;
+  ASSERT_OK_AND_ASSIGN(const BertVocab vocab, TestVocab());
   auto code = [&](const BertDatasetConfig& c) {
-    return BertDataset::Create(data, Split::kTrain, c, TestVocab()).status();
+    return BertDataset::Create(data, Split::kTrain, c, vocab).status();
   };
   EXPECT_TRUE(code(config).ok());
   BertDatasetConfig c = config;
@@ -418,20 +416,20 @@ TEST(BertDatasetTest, Errors) {
   EXPECT_EQ(code(c).code(), absl::StatusCode::kInvalidArgument);
 
   // Ids beyond the vocabulary (e.g. GPT-2 data).
-  auto gpt = MakeDataset("gpt_ids", {{{15496, 995}, {50256}}});
-  absl::Status s = BertDataset::Create(gpt, Split::kTrain, config, TestVocab()).status();
+  ASSERT_OK_AND_ASSIGN(auto gpt, MakeDataset("gpt_ids", {{{15496, 995}, {50256}}}));
+  absl::Status s = BertDataset::Create(gpt, Split::kTrain, config, vocab).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("token id 15496"), std::string::npos) << s;
   EXPECT_NE(s.message().find("--tokenizer=bert"), std::string::npos) << s;
 
   // Only one-sentence documents (not split into sentences).
-  auto unsplit = MakeDataset("unsplit", {{{10, 11, 12}}, {{13, 14}}});
-  s = BertDataset::Create(unsplit, Split::kTrain, config, TestVocab()).status();
+  ASSERT_OK_AND_ASSIGN(auto unsplit, MakeDataset("unsplit", {{{10, 11, 12}}, {{13, 14}}}));
+  s = BertDataset::Create(unsplit, Split::kTrain, config, vocab).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--split_sentences"), std::string::npos) << s;
 
   // A bad vocabulary.
-  BertVocab bad = TestVocab();
+  BertVocab bad = vocab;
   bad.cls = -1;
   EXPECT_EQ(BertDataset::Create(data, Split::kTrain, config, bad).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/philox.h"
+#include "core/status_testutil.h"
 #include "data/bert_dataset/bert_vocab.h"
 #include "data/bert_dataset/philox_stream.h"
 #include "data/tokenizers/wordpiece.h"
@@ -72,14 +73,8 @@ std::vector<std::string> TestTokens(int n) {
   return t;
 }
 
-BertVocab MustVocab(const std::vector<std::string>& tokens) {
-  absl::StatusOr<BertVocab> v = BertVocab::FromTokens(tokens);
-  CHECK(v.ok()) << v.status();
-  return *v;
-}
-
 TEST(BertVocabTest, FromTokens) {
-  const BertVocab v = MustVocab(TestTokens(12));
+  ASSERT_OK_AND_ASSIGN(const BertVocab v, BertVocab::FromTokens(TestTokens(12)));
   EXPECT_EQ(v.vocab_size, 12);
   EXPECT_EQ(v.pad, 0);
   EXPECT_EQ(v.cls, 2);
@@ -91,7 +86,8 @@ TEST(BertVocabTest, FromTokens) {
   for (int r = 0; r < v.num_ordinary(); ++r) ordinary.push_back(v.OrdinaryToken(r));
   EXPECT_EQ(ordinary, (std::vector<int32_t>{1, 5, 6, 7, 8, 9, 10, 11}));
   // Specials anywhere.
-  const BertVocab w = MustVocab({"a", "[MASK]", "b", "[SEP]", "[CLS]", "c", "[PAD]"});
+  ASSERT_OK_AND_ASSIGN(const BertVocab w,
+                       BertVocab::FromTokens({"a", "[MASK]", "b", "[SEP]", "[CLS]", "c", "[PAD]"}));
   std::vector<int32_t> ord;
   for (int r = 0; r < w.num_ordinary(); ++r) ord.push_back(w.OrdinaryToken(r));
   EXPECT_EQ(ord, (std::vector<int32_t>{0, 2, 5}));
@@ -126,7 +122,7 @@ TEST(BertVocabTest, FromWordPiece) {
 // Exact decisions on a tiny sample, reproduced from PhiloxBits by the documented draw order.
 
 TEST(MaskTokensTest, TinySampleMatchesTheDocumentedDraws) {
-  const BertVocab vocab = MustVocab(TestTokens(40));
+  ASSERT_OK_AND_ASSIGN(const BertVocab vocab, BertVocab::FromTokens(TestTokens(40)));
   const MaskingConfig config;                          // 15%, 3-grams, 80/10/10.
   const std::vector<int32_t> original = {2, 7, 8, 3};  // [CLS] w7 w8 [SEP]: two words.
   int mask = 0, keep = 0, random = 0;
@@ -171,7 +167,7 @@ TEST(MaskTokensTest, TinySampleMatchesTheDocumentedDraws) {
 }
 
 TEST(MaskTokensTest, MaskingOffAndDeterminism) {
-  const BertVocab vocab = MustVocab(TestTokens(100));
+  ASSERT_OK_AND_ASSIGN(const BertVocab vocab, BertVocab::FromTokens(TestTokens(100)));
   std::vector<int32_t> tokens = {2, 10, 11, 12, 3, 20, 21, 3};
   const std::vector<int32_t> original = tokens;
   MaskingConfig off;
@@ -303,7 +299,7 @@ void CheckAndCount(const BertVocab& vocab, const std::vector<int32_t>& original,
 }
 
 TEST(MaskTokensTest, RatesWholeWordsAndNgramLengths) {
-  const BertVocab vocab = MustVocab(TestTokens(1000));
+  ASSERT_OK_AND_ASSIGN(const BertVocab vocab, BertVocab::FromTokens(TestTokens(1000)));
   const MaskingConfig config;
   std::mt19937 gen(5);
   MaskingTally tally;

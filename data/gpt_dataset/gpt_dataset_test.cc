@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "core/status_testutil.h"
 #include "data/indexed/testutil.h"
 #include "gtest/gtest.h"
 
@@ -34,18 +36,16 @@ void WriteDataset(const std::string& prefix, const std::vector<Doc>& docs,
   ASSERT_TRUE((*w)->Finalize().ok());
 }
 
-std::shared_ptr<const IndexedDataset> Open(const std::string& prefix) {
-  absl::StatusOr<std::unique_ptr<IndexedDataset>> ds = IndexedDataset::Open(prefix);
-  CHECK(ds.ok()) << ds.status();
-  return std::shared_ptr<const IndexedDataset>(std::move(*ds));
+absl::StatusOr<std::shared_ptr<const IndexedDataset>> Open(const std::string& prefix) {
+  ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, IndexedDataset::Open(prefix));
+  return std::shared_ptr<const IndexedDataset>(std::move(ds));
 }
 
-std::unique_ptr<GptDataset> MustCreate(std::shared_ptr<const IndexedDataset> data, Split split,
-                                       const GptDatasetConfig& config) {
-  absl::StatusOr<std::unique_ptr<GptDataset>> ds =
-      GptDataset::Create(std::move(data), split, config);
-  CHECK(ds.ok()) << ds.status();
-  return std::move(*ds);
+// GptDataset::Create on the dataset at `prefix`.
+absl::StatusOr<std::unique_ptr<GptDataset>> OpenGpt(const std::string& prefix, Split split,
+                                                    const GptDatasetConfig& config) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const IndexedDataset> data, Open(prefix));
+  return GptDataset::Create(std::move(data), split, config);
 }
 
 std::vector<int64_t> ToVector(absl::Span<const int64_t> s) { return {s.begin(), s.end()}; }
@@ -115,14 +115,14 @@ TEST(SplitDocumentsTest, RejectsBadSplitStrings) {
 TEST(GptDatasetTest, SingleDocumentSplitsByHand) {
   const std::string dir = TestDir("single");
   WriteDataset(dir + "/tiny", kTiny);
-  auto data = Open(dir + "/tiny");
+  ASSERT_OK_AND_ASSIGN(auto data, Open(dir + "/tiny"));
   GptDatasetConfig config;
   config.split = "1,1,1";  // train = doc 0, valid = doc 1, test = doc 2.
   config.seq_len = 4;
 
   // test: document 2 (7 tokens). One sample needs 5 tokens: one epoch, (7 - 1) / 4 = 1 sample.
   config.num_samples = 1;
-  auto test = MustCreate(data, Split::kTest, config);
+  ASSERT_OK_AND_ASSIGN(auto test, GptDataset::Create(data, Split::kTest, config));
   EXPECT_EQ(test->document_begin(), 2);
   EXPECT_EQ(test->document_end(), 3);
   EXPECT_EQ(test->num_epochs(), 1);
@@ -132,7 +132,7 @@ TEST(GptDatasetTest, SingleDocumentSplitsByHand) {
   // Two samples need 9 tokens: two epochs (14 tokens), (14 - 1) / 4 = 3 samples over the stream
   // 30..36 30..36, each starting where the last one ended.
   config.num_samples = 2;
-  test = MustCreate(data, Split::kTest, config);
+  ASSERT_OK_AND_ASSIGN(test, GptDataset::Create(data, Split::kTest, config));
   EXPECT_EQ(test->num_epochs(), 2);
   ASSERT_EQ(test->num_samples(), 3);
   EXPECT_EQ(ToVector(test->document_index()), (std::vector<int64_t>{2, 2}));
@@ -147,7 +147,7 @@ TEST(GptDatasetTest, SingleDocumentSplitsByHand) {
   }
 
   // valid: document 1 (3 tokens). Two samples need 9 tokens: three epochs, (9 - 1) / 4 = 2.
-  auto valid = MustCreate(data, Split::kValid, config);
+  ASSERT_OK_AND_ASSIGN(auto valid, GptDataset::Create(data, Split::kValid, config));
   EXPECT_EQ(valid->num_epochs(), 3);
   ASSERT_EQ(valid->num_samples(), 2);
   const std::vector<std::vector<int32_t>> valid_samples = {{20, 21, 22, 20, 21},
@@ -174,7 +174,7 @@ std::vector<int64_t> RefShuffle(std::vector<int64_t> v, std::mt19937_64* rng) {
 TEST(GptDatasetTest, ThreeDocumentsOneEpochByHand) {
   const std::string prefix = TestDir("one_epoch") + "/tiny";
   WriteDataset(prefix, kTiny);
-  auto ds = MustCreate(Open(prefix), Split::kTrain, TinyConfig(3));
+  ASSERT_OK_AND_ASSIGN(auto ds, OpenGpt(prefix, Split::kTrain, TinyConfig(3)));
   EXPECT_EQ(ds->num_epochs(), 1);  // (15 - 1) / 4 = 3 samples from one epoch.
   ASSERT_EQ(ds->num_samples(), 3);
   // Seed 1234 orders the documents 1, 0, 2 and the samples 1, 0, 2.
@@ -195,7 +195,7 @@ TEST(GptDatasetTest, ThreeDocumentsTwoEpochsByHand) {
   const std::string prefix = TestDir("two_epochs") + "/tiny";
   WriteDataset(prefix, kTiny);
   // 5 samples need 21 tokens: two epochs (30 tokens), (30 - 1) / 4 = 7 samples.
-  auto ds = MustCreate(Open(prefix), Split::kTrain, TinyConfig(5));
+  ASSERT_OK_AND_ASSIGN(auto ds, OpenGpt(prefix, Split::kTrain, TinyConfig(5)));
   EXPECT_EQ(ds->num_epochs(), 2);
   ASSERT_EQ(ds->num_samples(), 7);
   std::mt19937_64 rng(1234);
@@ -239,7 +239,7 @@ TEST(GptDatasetTest, MatchesTheStreamDefinitionOnRandomDatasets) {
     const TokenDType dtype = trial % 2 == 0 ? TokenDType::kU16 : TokenDType::kI32;
     const std::string prefix = absl::StrCat(dir, "/d", trial);
     WriteDataset(prefix, docs, dtype);
-    auto data = Open(prefix);
+    ASSERT_OK_AND_ASSIGN(auto data, Open(prefix));
     for (int64_t seq_len : {1, 2, 3, 7, 16}) {
       for (int64_t requested : {1, 5, 40}) {
         SCOPED_TRACE(absl::StrCat("trial ", trial, " seq_len ", seq_len, " requested ", requested));
@@ -309,7 +309,7 @@ TEST(GptDatasetTest, DeterministicForASeed) {
   std::vector<Doc> docs;
   for (int d = 0; d < 50; ++d) docs.push_back({std::vector<int32_t>(1 + d % 7, d)});
   WriteDataset(dir + "/d", docs);
-  auto data = Open(dir + "/d");
+  ASSERT_OK_AND_ASSIGN(auto data, Open(dir + "/d"));
   GptDatasetConfig config;
   config.split = "1";
   config.seq_len = 8;
@@ -317,9 +317,9 @@ TEST(GptDatasetTest, DeterministicForASeed) {
   ::mkdir((dir + "/a").c_str(), 0755);
   ::mkdir((dir + "/b").c_str(), 0755);
   config.cache_dir = dir + "/a";
-  auto a = MustCreate(data, Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto a, GptDataset::Create(data, Split::kTrain, config));
   config.cache_dir = dir + "/b";
-  auto b = MustCreate(data, Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto b, GptDataset::Create(data, Split::kTrain, config));
   ASSERT_EQ(a->index_source(), IndexSource::kBuilt);
   ASSERT_EQ(b->index_source(), IndexSource::kBuilt);  // Built twice, independently.
   EXPECT_EQ(ToVector(a->document_index()), ToVector(b->document_index()));
@@ -328,7 +328,7 @@ TEST(GptDatasetTest, DeterministicForASeed) {
   for (int64_t i = 0; i < a->num_samples(); ++i) EXPECT_EQ(a->Sample(i), b->Sample(i));
 
   config.seed = 4321;
-  auto c = MustCreate(data, Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto c, GptDataset::Create(data, Split::kTrain, config));
   EXPECT_NE(ToVector(a->document_index()), ToVector(c->document_index()));
   EXPECT_NE(ToVector(a->shuffle_index()), ToVector(c->shuffle_index()));
 }
@@ -346,21 +346,21 @@ TEST(GptDatasetTest, CacheIsReusedAndRebuiltWhenInputsChange) {
   WriteDataset(prefix, kTiny);
   GptDatasetConfig config = TinyConfig(5);
 
-  auto built = MustCreate(Open(prefix), Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto built, OpenGpt(prefix, Split::kTrain, config));
   EXPECT_EQ(built->index_source(), IndexSource::kBuilt);
   EXPECT_EQ(built->cache_path(), prefix + "_train_5ns_4sl_1234s_0-3docs.gptidx");
   struct stat st;
   ASSERT_EQ(::stat(built->cache_path().c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 8 * (8 + 6 + 2 * 8 + 7));
 
-  auto loaded = MustCreate(Open(prefix), Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto loaded, OpenGpt(prefix, Split::kTrain, config));
   EXPECT_EQ(loaded->index_source(), IndexSource::kLoadedFromCache);
   ExpectSameIndices(*built, *loaded);
   for (int64_t i = 0; i < 7; ++i) EXPECT_EQ(built->Sample(i), loaded->Sample(i));
 
   // Other parameters: another cache file, built.
   config.num_samples = 4;
-  auto other = MustCreate(Open(prefix), Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto other, OpenGpt(prefix, Split::kTrain, config));
   EXPECT_EQ(other->index_source(), IndexSource::kBuilt);
   config.num_samples = 5;
 
@@ -373,14 +373,14 @@ TEST(GptDatasetTest, CacheIsReusedAndRebuiltWhenInputsChange) {
     }
   }
   WriteDataset(prefix, shifted);
-  auto same_shape = MustCreate(Open(prefix), Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto same_shape, OpenGpt(prefix, Split::kTrain, config));
   EXPECT_EQ(same_shape->index_source(), IndexSource::kLoadedFromCache);
   EXPECT_EQ(same_shape->Sample(1), (std::vector<int32_t>{110, 111, 112, 113, 114}));
 
   // Different document lengths under the same name: the header hash no longer matches.
   WriteDataset(prefix,
                {{{10, 11, 12, 13, 14, 15}}, {{20, 21, 22}}, {{30, 31, 32, 33, 34, 35, 36}}});
-  auto rebuilt = MustCreate(Open(prefix), Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto rebuilt, OpenGpt(prefix, Split::kTrain, config));
   EXPECT_EQ(rebuilt->index_source(), IndexSource::kBuilt);
   EXPECT_EQ(rebuilt->num_epochs(), 2);
   EXPECT_EQ(rebuilt->num_samples(), 7);  // (32 - 1) / 4.
@@ -395,7 +395,7 @@ TEST(GptDatasetTest, CacheIsReusedAndRebuiltWhenInputsChange) {
     EXPECT_EQ(rebuilt->Sample(i),
               std::vector<int32_t>(stream.begin() + 4 * k, stream.begin() + 4 * k + 5));
   }
-  auto reloaded = MustCreate(Open(prefix), Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto reloaded, OpenGpt(prefix, Split::kTrain, config));
   EXPECT_EQ(reloaded->index_source(), IndexSource::kLoadedFromCache);
   ExpectSameIndices(*rebuilt, *reloaded);
 }
@@ -405,7 +405,7 @@ TEST(GptDatasetTest, CorruptCacheIsRebuilt) {
   const std::string prefix = dir + "/tiny";
   WriteDataset(prefix, kTiny);
   const GptDatasetConfig config = TinyConfig(5);
-  auto built = MustCreate(Open(prefix), Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto built, OpenGpt(prefix, Split::kTrain, config));
   const std::string path = built->cache_path();
   const std::string bytes = testing::ReadFileBytes(path);
   const struct {
@@ -431,10 +431,11 @@ TEST(GptDatasetTest, CorruptCacheIsRebuilt) {
       bad[c.offset] ^= 0x5;
     }
     testing::WriteFileBytes(path, bad);
-    auto ds = MustCreate(Open(prefix), Split::kTrain, config);
+    ASSERT_OK_AND_ASSIGN(auto ds, OpenGpt(prefix, Split::kTrain, config));
     EXPECT_EQ(ds->index_source(), IndexSource::kBuilt);
     ExpectSameIndices(*built, *ds);
-    auto again = MustCreate(Open(prefix), Split::kTrain, config);  // Rewritten, so loaded.
+    ASSERT_OK_AND_ASSIGN(auto again,
+                         OpenGpt(prefix, Split::kTrain, config));  // Rewritten, so loaded.
     EXPECT_EQ(again->index_source(), IndexSource::kLoadedFromCache);
   }
 }
@@ -444,7 +445,7 @@ TEST(GptDatasetTest, UnwritableCacheDirStillWorks) {
   WriteDataset(dir + "/tiny", kTiny);
   GptDatasetConfig config = TinyConfig(3);
   config.cache_dir = dir + "/no/such/dir";
-  auto ds = MustCreate(Open(dir + "/tiny"), Split::kTrain, config);
+  ASSERT_OK_AND_ASSIGN(auto ds, OpenGpt(dir + "/tiny", Split::kTrain, config));
   EXPECT_EQ(ds->index_source(), IndexSource::kBuilt);
   EXPECT_EQ(ds->Sample(0), (std::vector<int32_t>{11, 12, 13, 14, 30}));
 }
@@ -455,7 +456,7 @@ TEST(GptDatasetTest, UnwritableCacheDirStillWorks) {
 TEST(GptDatasetTest, BadInputsAreInvalidArgument) {
   const std::string dir = TestDir("errors");
   WriteDataset(dir + "/tiny", kTiny);
-  auto data = Open(dir + "/tiny");
+  ASSERT_OK_AND_ASSIGN(auto data, Open(dir + "/tiny"));
   GptDatasetConfig good;
   good.split = "1,1,1";
   good.seq_len = 4;
@@ -487,7 +488,8 @@ TEST(GptDatasetTest, BadInputsAreInvalidArgument) {
 
   WriteDataset(dir + "/empty_docs", {{}, {{}}, {{1}}});
   c = good;
-  expect_error(Open(dir + "/empty_docs"), Split::kTrain, c, "hold no tokens");
+  ASSERT_OK_AND_ASSIGN(auto empty_docs, Open(dir + "/empty_docs"));
+  expect_error(empty_docs, Split::kTrain, c, "hold no tokens");
 
   // A float dataset (hand-made: the writer refuses float dtypes).
   {
@@ -508,14 +510,14 @@ TEST(GptDatasetTest, BadInputsAreInvalidArgument) {
     std::ofstream bin(dir + "/floats.bin", std::ios::binary);
     bin << std::string(4, '\0');
   }
-  expect_error(Open(dir + "/floats"), Split::kTrain, good,
-               "token dtype f32 is not an integer type");
+  ASSERT_OK_AND_ASSIGN(auto floats, Open(dir + "/floats"));
+  expect_error(floats, Split::kTrain, good, "token dtype f32 is not an integer type");
 }
 
 TEST(GptDatasetDeathTest, SampleIndexOutOfRange) {
   const std::string prefix = TestDir("death") + "/tiny";
   WriteDataset(prefix, kTiny);
-  auto ds = MustCreate(Open(prefix), Split::kTrain, TinyConfig(3));
+  ASSERT_OK_AND_ASSIGN(auto ds, OpenGpt(prefix, Split::kTrain, TinyConfig(3)));
   EXPECT_DEATH(ds->Sample(3), "sample 3 out of range");
   std::vector<int32_t> small(4);
   EXPECT_DEATH(ds->GetSample(0, absl::MakeSpan(small)), "");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_testutil.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/indexed/testutil.h"
 #include "data/preprocessing/sentence_splitter.h"
@@ -28,12 +29,6 @@ std::string TestDir(const std::string& name) {
   return testing::FreshTestDir("default_data_" + name);
 }
 
-std::unique_ptr<Tokenizer> MustTokenizer(const std::string& name) {
-  absl::StatusOr<std::unique_ptr<Tokenizer>> t = CreateTokenizer(name);
-  CHECK(t.ok()) << t.status();
-  return std::move(*t);
-}
-
 int64_t MtimeNs(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return -1;
@@ -41,23 +36,21 @@ int64_t MtimeNs(const std::string& path) {
 }
 
 // The expected datasets of a list of fortunes (in corpus order).
-std::vector<Doc> Gpt2Docs(const std::vector<std::string>& fortunes) {
-  static const std::unique_ptr<Tokenizer> tok = MustTokenizer("gpt2");
+std::vector<Doc> Gpt2Docs(const Tokenizer& gpt2, const std::vector<std::string>& fortunes) {
   std::vector<Doc> docs;
   for (const std::string& f : fortunes) {
-    std::vector<int32_t> ids = tok->Encode(f);
+    std::vector<int32_t> ids = gpt2.Encode(f);
     ids.push_back(50256);
     docs.push_back({ids});
   }
   return docs;
 }
 
-std::vector<Doc> BertDocs(const std::vector<std::string>& fortunes) {
-  static const std::unique_ptr<Tokenizer> tok = MustTokenizer("bert");
+std::vector<Doc> BertDocs(const Tokenizer& bert, const std::vector<std::string>& fortunes) {
   std::vector<Doc> docs;
   for (const std::string& f : fortunes) {
     Doc doc;
-    for (absl::string_view s : SplitSentences(f)) doc.push_back(tok->Encode(s));
+    for (absl::string_view s : SplitSentences(f)) doc.push_back(bert.Encode(s));
     docs.push_back(doc);
   }
   return docs;
@@ -87,6 +80,8 @@ class DefaultDataTest : public ::testing::Test {
     config_.output_dir = root_ + "/out/data";  // Created by MakeDefaultData.
     config_.workers = 2;
     config_.shuffle_documents = false;  // Exact document order; shuffling has its own test.
+    ASSERT_OK_AND_ASSIGN(gpt2_, CreateTokenizer("gpt2"));
+    ASSERT_OK_AND_ASSIGN(bert_, CreateTokenizer("bert"));
   }
 
   DefaultData MustMake() {
@@ -98,6 +93,7 @@ class DefaultDataTest : public ::testing::Test {
   std::string root_, corpus_;
   std::vector<std::string> fortunes_;
   DefaultDataConfig config_;
+  std::unique_ptr<Tokenizer> gpt2_, bert_;  // The expected datasets' tokenizers.
 };
 
 TEST_F(DefaultDataTest, ListsCorpusFiles) {
@@ -117,8 +113,8 @@ TEST_F(DefaultDataTest, BuildsBothDatasetsExactly) {
   EXPECT_TRUE(data.bert_built);
   EXPECT_EQ(data.gpt2_prefix, config_.output_dir + "/fortunes_gpt2_text_document");
   EXPECT_EQ(data.bert_prefix, config_.output_dir + "/fortunes_bert_text_sentence");
-  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(fortunes_));
-  const std::vector<Doc> bert = BertDocs(fortunes_);
+  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(*gpt2_, fortunes_));
+  const std::vector<Doc> bert = BertDocs(*bert_, fortunes_);
   ASSERT_EQ(bert[0].size(), 2u);  // "...!!!!!" | "Or is it?"
   ASSERT_EQ(bert[1].size(), 2u);  // Paragraph break.
   ASSERT_EQ(bert[2].size(), 3u);
@@ -131,7 +127,7 @@ TEST_F(DefaultDataTest, ShufflesDocumentsDeterministically) {
   config_.shuffle_documents = true;
   const DefaultData data = MustMake();
   std::vector<Doc> shuffled = ReadDocuments(data.gpt2_prefix);
-  std::vector<Doc> ordered = Gpt2Docs(fortunes_);
+  std::vector<Doc> ordered = Gpt2Docs(*gpt2_, fortunes_);
   EXPECT_FALSE(std::filesystem::exists(data.gpt2_prefix + ".ordered.bin"));
   // A permutation of the ordered documents...
   std::vector<Doc> a = shuffled, b = ordered;
@@ -170,8 +166,8 @@ TEST_F(DefaultDataTest, SkipsWorkWhenUpToDate) {
   EXPECT_TRUE(data.bert_built);
   const std::vector<std::string> changed = {fortunes_[0], fortunes_[1], "Changed.",
                                             "New fortune. Two sentences."};
-  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(changed));
-  EXPECT_EQ(ReadDocuments(data.bert_prefix), BertDocs(changed));
+  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(*gpt2_, changed));
+  EXPECT_EQ(ReadDocuments(data.bert_prefix), BertDocs(*bert_, changed));
 
   // A new corpus file too.
   testing::WriteFileBytes(corpus_ + "/c-file", "Third file.\n");

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/testutil.h"
+#include "core/status_testutil.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "models/bert/bert.h"
@@ -99,15 +100,18 @@ TEST(BertStageTest, WhatEachStageDeclaresAndArgumentErrors) {
   const absl::Status no = CreateModel(c, &mc_store, mc).status();
   EXPECT_EQ(no.code(), absl::StatusCode::kUnimplemented) << no;
 
-  Built first = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{0, 2, true, false});
+  ASSERT_OK_AND_ASSIGN(
+      Built first, BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{0, 2, true, false}));
   EXPECT_TRUE(first.store->Find("embedding.token_type.weight").ok());
   EXPECT_TRUE(first.store->Find("embedding.layernorm.weight").ok());
   EXPECT_FALSE(first.store->Find("pooler.dense.weight").ok());
-  Built last = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{2, 2, false, true});
+  ASSERT_OK_AND_ASSIGN(
+      Built last, BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{2, 2, false, true}));
   EXPECT_TRUE(last.store->Find("embedding.word.weight").ok());
   EXPECT_FALSE(last.store->Find("embedding.position.weight").ok());
   EXPECT_TRUE(last.store->Find("sop_head.weight").ok());
-  Built middle = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
+  ASSERT_OK_AND_ASSIGN(Built middle, BuildStage(c, DType::kF32, nn::Recompute::kNo,
+                                                StageOptions{1, 2, false, false}));
   EXPECT_FALSE(middle.store->Find("embedding.word.weight").ok());
   EXPECT_FALSE(middle.store->Find("lm_head.bias").ok());
   EXPECT_TRUE(middle.store->Find("layers.2.ln1.weight").ok());

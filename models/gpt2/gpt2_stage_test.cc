@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_testutil.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
 #include "models/registry.h"
@@ -63,7 +64,8 @@ TEST(GptStageTest, StagesTogetherAreTheWholeModel) {
 TEST(GptStageTest, WhatTheMiddleStageDeclaresAndArgumentErrors) {
   const ModelConfig c = StageConfig();
   const StageBatch data;
-  Built middle = BuildStage(c, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
+  ASSERT_OK_AND_ASSIGN(Built middle, BuildStage(c, DType::kF32, nn::Recompute::kNo,
+                                                StageOptions{1, 2, false, false}));
   EXPECT_FALSE(middle.store->Find("embedding.word").ok());
   EXPECT_FALSE(middle.store->Find("final_layernorm.weight").ok());
   EXPECT_TRUE(middle.store->Find("layers.2.ln1.weight").ok());

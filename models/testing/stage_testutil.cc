@@ -2,8 +2,9 @@
 
 #include <vector>
 
+#include "core/status.h"
+#include "core/status_testutil.h"
 #include "core/thread_pool.h"
-#include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
 
@@ -20,17 +21,15 @@ std::vector<float> Grad(const nn::ParameterStore& s, int handle) {
 
 }  // namespace
 
-BuiltModel BuildStage(const ModelConfig& config, DType dtype, nn::Recompute recompute,
-                      const StageOptions& stage) {
+absl::StatusOr<BuiltModel> BuildStage(const ModelConfig& config, DType dtype,
+                                      nn::Recompute recompute, const StageOptions& stage) {
   BuiltModel b;
   b.store = std::make_unique<nn::ParameterStore>(0, 1, dtype);
   ModelOptions options;
   options.recompute = recompute;
   options.stage = stage;
-  auto m = CreateModel(config, b.store.get(), options);
-  CHECK(m.ok()) << m.status();
-  b.model = std::move(m).value();
-  CHECK(b.store->Allocate(/*seed=*/5).ok());
+  ASSIGN_OR_RETURN(b.model, CreateModel(config, b.store.get(), options));
+  RETURN_IF_ERROR(b.store->Allocate(/*seed=*/5));
   return b;
 }
 
@@ -42,15 +41,17 @@ void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dt
   ec.pool = &pool;
   const nn::StepContext sc = nn::StepContext::Train(&ec, nullptr, 9, 3, 4);
   const int64_t B = batch.tokens.dim(0), T = batch.tokens.dim(1);
-  BuiltModel whole = BuildStage(config, dtype, recompute, StageOptions());
+  ASSERT_OK_AND_ASSIGN(BuiltModel whole, BuildStage(config, dtype, recompute, StageOptions()));
   auto want = whole.model->ForwardBackward(sc, batch, Backward::kYes, /*loss_scale=*/8.0);
   ASSERT_TRUE(want.ok()) << what << ": " << want.status();
 
   std::vector<BuiltModel> st;
   const int per = config.num_layers / stages;
   for (int s = 0; s < stages; ++s) {
-    st.push_back(
+    ASSERT_OK_AND_ASSIGN(
+        BuiltModel b,
         BuildStage(config, dtype, recompute, StageOptions{s * per, per, s == 0, s == stages - 1}));
+    st.push_back(std::move(b));
   }
   std::vector<Tensor> act, grad;  // act[s]: stage s's output; grad[s]: d loss / d act[s].
   for (int s = 0; s < stages; ++s) {
@@ -113,8 +114,8 @@ void ExpectStageArgumentErrors(const ModelConfig& config, const Batch& batch) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("layers [3, 5)"), std::string::npos) << m.status();
 
-  BuiltModel middle =
-      BuildStage(config, DType::kF32, nn::Recompute::kNo, StageOptions{1, 2, false, false});
+  ASSERT_OK_AND_ASSIGN(BuiltModel middle, BuildStage(config, DType::kF32, nn::Recompute::kNo,
+                                                     StageOptions{1, 2, false, false}));
   EXPECT_EQ(middle.model->tied_embedding_handle(), -1);
   EXPECT_EQ(middle.model->ForwardBackward(sc, batch, Backward::kNo).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -129,7 +130,8 @@ void ExpectStageArgumentErrors(const ModelConfig& config, const Batch& batch) {
   ASSERT_TRUE(middle.model->StageForward(sc, batch, x.view(), x.view()).ok());
   EXPECT_EQ(middle.model->StageBackward(sc, wrong.view(), x.view()).code(),
             absl::StatusCode::kInvalidArgument);
-  BuiltModel whole = BuildStage(config, DType::kF32, nn::Recompute::kNo, StageOptions());
+  ASSERT_OK_AND_ASSIGN(BuiltModel whole,
+                       BuildStage(config, DType::kF32, nn::Recompute::kNo, StageOptions()));
   EXPECT_EQ(whole.model->tied_embedding_handle(), -1);
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "core/dtype.h"
 #include "models/config.h"
 #include "models/model.h"
@@ -23,9 +24,9 @@ struct BuiltModel {
 };
 
 // `config`'s model, or the part `stage` says, through the registry in a store of its own (TP 1,
-// `dtype`), allocated from seed 5. CHECK-fails on an error (the tests build valid models).
-BuiltModel BuildStage(const ModelConfig& config, DType dtype, nn::Recompute recompute,
-                      const StageOptions& stage);
+// `dtype`), allocated from seed 5. CreateModel's and Allocate's errors.
+absl::StatusOr<BuiltModel> BuildStage(const ModelConfig& config, DType dtype,
+                                      nn::Recompute recompute, const StageOptions& stage);
 
 // Runs the whole model's ForwardBackward on `batch` (tokens [B, T]) and the same step through
 // `stages` equal stages chained by hand, with dropout on and loss scale 8, and checks with gtest
