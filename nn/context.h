@@ -52,21 +52,11 @@ struct StepContext {
   static StepContext Train(const ExecContext* exec, comm::Communicator* tp = nullptr,
                            uint64_t dropout_seed = 0, uint64_t micro_step = 0,
                            int64_t sample_offset = 0) {
-    StepContext sc;
-    sc.exec = exec;
-    sc.tp = tp;
-    sc.dropout_seed = dropout_seed;
-    sc.micro_step = micro_step;
-    sc.sample_offset = sample_offset;
-    return sc;
+    return StepContext{exec, tp, Mode::kTrain, dropout_seed, micro_step, sample_offset};
   }
   // An evaluation pass on `exec` (tp null: TP = 1): no dropout.
   static StepContext Eval(const ExecContext* exec, comm::Communicator* tp = nullptr) {
-    StepContext sc;
-    sc.exec = exec;
-    sc.tp = tp;
-    sc.mode = Mode::kEval;
-    return sc;
+    return StepContext{exec, tp, Mode::kEval};
   }
 
   int tp_rank() const { return tp == nullptr ? 0 : tp->rank(); }

@@ -14,15 +14,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/dtype.h"
 #include "core/exec_context.h"
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
 #include "core/ops/softmax.h"
+#include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
-#include "glog/logging.h"
 
 DEFINE_int32(batch, 2, "B");
 DEFINE_int32(heads, 8, "NH");
@@ -37,9 +39,7 @@ DEFINE_string(dtype, "f32", "f32, bf16 or f16");
 namespace mt {
 namespace {
 
-void Ok(const absl::Status& s) { CHECK(s.ok()) << s; }
-
-Tensor Random(Shape shape, DType dtype, uint32_t seed) {
+absl::StatusOr<Tensor> Random(Shape shape, DType dtype, uint32_t seed) {
   Tensor f = Tensor::Host(shape, DType::kF32);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -47,28 +47,36 @@ Tensor Random(Shape shape, DType dtype, uint32_t seed) {
   for (int64_t i = 0; i < f.numel(); ++i) p[i] = dist(rng);
   if (dtype == DType::kF32) return f;
   Tensor t = Tensor::Host(shape, dtype);
-  Ok(ops::Convert(ExecContext{}, f.view(), t.view()));
+  RETURN_IF_ERROR(ops::Convert(ExecContext{}, f.view(), t.view()));
   return t;
 }
 
 // Milliseconds of the fastest of FLAGS_iters calls of fn (the least disturbed by other load on
-// the machine).
-double TimeMs(const std::function<void()>& fn) {
-  fn();
+// the machine) after a warm-up call; fn's first error.
+absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& fn) {
+  RETURN_IF_ERROR(fn());
   double best = 1e300;
   for (int i = 0; i < FLAGS_iters; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    fn();
+    RETURN_IF_ERROR(fn());
     const std::chrono::duration<double, std::milli> d = std::chrono::steady_clock::now() - start;
     best = std::min(best, d.count());
   }
   return best;
 }
 
-int Run() {
-  DType dt = DType::kF32;
-  if (FLAGS_dtype == "bf16") dt = DType::kBF16;
-  if (FLAGS_dtype == "f16") dt = DType::kF16;
+absl::Status Run() {
+  const absl::StatusOr<DType> dt_or = ParseDType(FLAGS_dtype);
+  if (!dt_or.ok() || !IsFloating(*dt_or)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype=", FLAGS_dtype, ": must be one of f32, bf16, f16"));
+  }
+  if (FLAGS_batch < 1 || FLAGS_heads < 1 || FLAGS_seq < 1 || FLAGS_head_dim < 1 ||
+      FLAGS_iters < 1) {
+    return absl::InvalidArgumentError(
+        "--batch, --heads, --seq, --head_dim and --iters must be >= 1");
+  }
+  const DType dt = *dt_or;
   const int64_t B = FLAGS_batch, NH = FLAGS_heads, T = FLAGS_seq, D = FLAGS_head_dim;
   const int64_t Bt = B * NH;
   ThreadPool pool(FLAGS_threads);
@@ -79,8 +87,10 @@ int Run() {
               static_cast<long long>(D), FLAGS_dtype.c_str(), FLAGS_causal ? 1 : 0, FLAGS_dropout,
               ctx.num_threads());
 
-  Tensor q = Random({B, NH, T, D}, dt, 1), k = Random({B, NH, T, D}, dt, 2),
-         v = Random({B, NH, T, D}, dt, 3), dout = Random({B, NH, T, D}, dt, 4);
+  ASSIGN_OR_RETURN(const Tensor q, Random({B, NH, T, D}, dt, 1));
+  ASSIGN_OR_RETURN(const Tensor k, Random({B, NH, T, D}, dt, 2));
+  ASSIGN_OR_RETURN(const Tensor v, Random({B, NH, T, D}, dt, 3));
+  ASSIGN_OR_RETURN(const Tensor dout, Random({B, NH, T, D}, dt, 4));
   Tensor out = Tensor::Host({B, NH, T, D}, dt), lse = Tensor::Host({B, NH, T}, DType::kF32);
   Tensor dq = Tensor::Host({B, NH, T, D}, dt), dk = Tensor::Host({B, NH, T, D}, dt),
          dv = Tensor::Host({B, NH, T, D}, dt);
@@ -104,27 +114,34 @@ int Run() {
   so.scale = args.scale;
   so.causal = args.causal;
 
-  const double fused_fwd = TimeMs([&] {
-    Ok(ops::FusedAttention(ctx, q.view(), k.view(), v.view(), args, out.view(), lse.view()));
-  });
-  const double fused_bwd = TimeMs([&] {
-    Ok(ops::FusedAttentionBackward(ctx, q.view(), k.view(), v.view(), out.view(), dout.view(),
-                                   lse.view(), args, dq.view(), dk.view(), dv.view()));
-  });
-  const double unfused_fwd = TimeMs([&] {
-    Ok(ops::BatchedGemm(ctx, as3(q, T, D), as3(k, T, D), as3(probs, T, T), nt));
-    Ok(ops::Softmax(ctx, probs.view(), probs.view(), so));
-    Ok(ops::Dropout(ctx, probs.view(), args.dropout, dropped.view()));
-    Ok(ops::BatchedGemm(ctx, as3(dropped, T, T), as3(v, T, D), as3(out, T, D)));
-  });
-  const double unfused_bwd = TimeMs([&] {
-    Ok(ops::BatchedGemm(ctx, as3(dout, T, D), as3(v, T, D), as3(dprobs, T, T), nt));
-    Ok(ops::BatchedGemm(ctx, as3(dropped, T, T), as3(dout, T, D), as3(dv, T, D), tn));
-    Ok(ops::DropoutBackward(ctx, dprobs.view(), args.dropout, dprobs.view()));
-    Ok(ops::SoftmaxBackward(ctx, probs.view(), dprobs.view(), dprobs.view(), args.scale));
-    Ok(ops::BatchedGemm(ctx, as3(dprobs, T, T), as3(k, T, D), as3(dq, T, D)));
-    Ok(ops::BatchedGemm(ctx, as3(dprobs, T, T), as3(q, T, D), as3(dk, T, D), tn));
-  });
+  ASSIGN_OR_RETURN(const double fused_fwd, TimeMs([&] {
+                     return ops::FusedAttention(ctx, q.view(), k.view(), v.view(), args, out.view(),
+                                                lse.view());
+                   }));
+  ASSIGN_OR_RETURN(const double fused_bwd, TimeMs([&] {
+                     return ops::FusedAttentionBackward(ctx, q.view(), k.view(), v.view(),
+                                                        out.view(), dout.view(), lse.view(), args,
+                                                        dq.view(), dk.view(), dv.view());
+                   }));
+  ASSIGN_OR_RETURN(
+      const double unfused_fwd, TimeMs([&]() -> absl::Status {
+        RETURN_IF_ERROR(ops::BatchedGemm(ctx, as3(q, T, D), as3(k, T, D), as3(probs, T, T), nt));
+        RETURN_IF_ERROR(ops::Softmax(ctx, probs.view(), probs.view(), so));
+        RETURN_IF_ERROR(ops::Dropout(ctx, probs.view(), args.dropout, dropped.view()));
+        return ops::BatchedGemm(ctx, as3(dropped, T, T), as3(v, T, D), as3(out, T, D));
+      }));
+  ASSIGN_OR_RETURN(
+      const double unfused_bwd, TimeMs([&]() -> absl::Status {
+        RETURN_IF_ERROR(
+            ops::BatchedGemm(ctx, as3(dout, T, D), as3(v, T, D), as3(dprobs, T, T), nt));
+        RETURN_IF_ERROR(
+            ops::BatchedGemm(ctx, as3(dropped, T, T), as3(dout, T, D), as3(dv, T, D), tn));
+        RETURN_IF_ERROR(ops::DropoutBackward(ctx, dprobs.view(), args.dropout, dprobs.view()));
+        RETURN_IF_ERROR(
+            ops::SoftmaxBackward(ctx, probs.view(), dprobs.view(), dprobs.view(), args.scale));
+        RETURN_IF_ERROR(ops::BatchedGemm(ctx, as3(dprobs, T, T), as3(k, T, D), as3(dq, T, D)));
+        return ops::BatchedGemm(ctx, as3(dprobs, T, T), as3(q, T, D), as3(dk, T, D), tn);
+      }));
   std::printf("%-10s %12s %12s %8s\n", "", "fused ms", "unfused ms", "ratio");
   std::printf("%-10s %12.2f %12.2f %8.2f\n", "forward", fused_fwd, unfused_fwd,
               unfused_fwd / fused_fwd);
@@ -132,14 +149,15 @@ int Run() {
               unfused_bwd / fused_bwd);
   std::printf("[T, T] buffers of the unfused chain: %.1f MiB (fused: lse %.3f MiB)\n",
               3.0 * probs.nbytes() / (1 << 20), lse.nbytes() / double(1 << 20));
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  return mt::Run();
+  return mt::ToolMain("attention_bench",
+                      "[--batch=B --heads=NH --seq=T --head_dim=D --dtype=f32|bf16|f16 "
+                      "--threads=N]\nTimes the fused attention op against the unfused chain.",
+                      argc, argv, mt::Run);
 }

@@ -28,7 +28,9 @@
 #include "core/ops/layernorm.h"
 #include "core/ops/reduce.h"
 #include "core/ops/softmax.h"
+#include "core/status.h"
 #include "core/tensor.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -292,16 +294,15 @@ void OpsBench::Adam() {
                [&] { return ops::AdamUpdate(ctx_, p.view(), g.view(), m.view(), v.view(), args); });
 }
 
-int Run() {
+absl::Status Run() {
   if (cuda::DeviceCount() == 0) {
     std::printf("ops_cuda_bench: skipped (%s)\n", cuda::Describe().c_str());
-    return 0;
+    return absl::OkStatus();
   }
   std::printf("ops_cuda_bench on %s, %d timed calls per op\n", cuda::Describe().c_str(),
               FLAGS_iters);
-  absl::StatusOr<std::unique_ptr<cuda::DeviceContext>> dc = cuda::DeviceContext::Create(0);
-  CHECK(dc.ok()) << dc.status();
-  OpsBench bench(dc->get());
+  ASSIGN_OR_RETURN(const std::unique_ptr<cuda::DeviceContext> dc, cuda::DeviceContext::Create(0));
+  OpsBench bench(dc.get());
   bench.References();
   bench.ModelGemms();
   bench.ActivationOps();
@@ -311,14 +312,15 @@ int Run() {
   bench.EmbeddingOps();
   bench.Adam();
   Print(bench.rows());
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  return mt::Run();
+  return mt::ToolMain("ops_cuda_bench",
+                      "[--iters=N --gemm_size=N]\nEach CUDA op's rate against the card's copy "
+                      "bandwidth or square-GEMM rate.",
+                      argc, argv, mt::Run);
 }
