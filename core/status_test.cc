@@ -50,7 +50,7 @@ void AssertsAnError() {
 TEST(StatusTest, TestMacrosFailTheTestAndReturnOnAnError) {
   EXPECT_FATAL_FAILURE(AssignsFromAnError(), "Quarter(6): INVALID_ARGUMENT: odd");
   EXPECT_EQ(g_reached, 1);
-  EXPECT_FATAL_FAILURE(AssertsAnError(), "OUT_OF_RANGE: negative");
+  EXPECT_FATAL_FAILURE(AssertsAnError(), "Check(-1): OUT_OF_RANGE: negative");
   EXPECT_EQ(g_reached, 1);
 }
 

@@ -18,10 +18,10 @@
 #include "core/status.h"
 #include "gtest/gtest.h"
 
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const ::absl::Status mt_assert_status_ = (expr);          \
-    ASSERT_TRUE(mt_assert_status_.ok()) << mt_assert_status_; \
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
+    const ::absl::Status mt_assert_status_ = (expr);                           \
+    ASSERT_TRUE(mt_assert_status_.ok()) << #expr << ": " << mt_assert_status_; \
   } while (0)
 
 #define MT_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, expr)          \

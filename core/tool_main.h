@@ -1,5 +1,6 @@
 // The main() of a single-process command-line tool (//data:tokenize, :preprocess,
-// :make_default_data): one exit-code convention for all of them.
+// :make_default_data, //core/ops:attention_bench, :ops_cuda_bench): one exit-code convention for
+// all of them.
 #ifndef MT_CORE_TOOL_MAIN_H_
 #define MT_CORE_TOOL_MAIN_H_
 

@@ -40,8 +40,7 @@ class GenerateTest : public ::testing::Test {
     ASSERT_TRUE(m.ok());
     model_ = std::move(m).value();
     ASSERT_TRUE(store_.Allocate(41).ok());
-    sc_.exec = &ec_;
-    sc_.mode = nn::Mode::kEval;
+    sc_ = nn::StepContext::Eval(&ec_);
   }
 
   // Every position's logits of one sequence, recomputed.

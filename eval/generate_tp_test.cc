@@ -43,10 +43,8 @@ TEST_F(MpiTest, EveryRankGeneratesTheSerialTokens) {
   auto model = models::GptModel::Create(SmallConfig(), &store);
   ASSERT_TRUE(serial.ok() && model.ok());
   ASSERT_TRUE(serial_store.Allocate(51).ok() && store.Allocate(51).ok());
-  nn::StepContext ssc, sc;
-  ssc.exec = sc.exec = &ec;
-  ssc.mode = sc.mode = nn::Mode::kEval;
-  sc.tp = comm_.get();
+  const nn::StepContext ssc = nn::StepContext::Eval(&ec),
+                        sc = nn::StepContext::Eval(&ec, comm_.get());
   const std::vector<std::vector<int32_t>> prompts = {{3, 9, 27}, {81, 40, 120, 157, 59}};
   for (const SamplingConfig& s :
        {SamplingConfig{/*greedy=*/true}, SamplingConfig{false, 0, /*top_p=*/0.9, 0.8, /*seed=*/6},

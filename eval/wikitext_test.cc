@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status_testutil.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -235,15 +236,25 @@ TEST(SlidingWindowsTest, ShortTextIsOnePaddedWindow) {
   EXPECT_THAT(r.scored, ElementsAre(1, 1, 0, 0, 0));
 }
 
+// SlidingWindows::Create(T, L, o)'s window count; -1 (failing the test) when it refuses them.
+int64_t NumWindows(int64_t T, int64_t L, int64_t o) {
+  const absl::StatusOr<SlidingWindows> win = SlidingWindows::Create(T, L, o);
+  if (!win.ok()) {
+    ADD_FAILURE() << win.status();
+    return -1;
+  }
+  return win->num_windows();
+}
+
 TEST(SlidingWindowsTest, WindowCountAroundTheSequenceLength) {
   // T - 1 targets; the first window takes L of them.
-  EXPECT_EQ(SlidingWindows::Create(8, 8, 3)->num_windows(), 1);   // T = L: 7 targets
-  EXPECT_EQ(SlidingWindows::Create(9, 8, 3)->num_windows(), 1);   // T = L + 1: exactly full
-  EXPECT_EQ(SlidingWindows::Create(10, 8, 3)->num_windows(), 2);  // one target left over
-  EXPECT_EQ(SlidingWindows::Create(12, 8, 3)->num_windows(), 2);  // 3 left: one window of 3
-  EXPECT_EQ(SlidingWindows::Create(13, 8, 3)->num_windows(), 3);  // 4 left
-  EXPECT_EQ(SlidingWindows::Create(2, 1, 1)->num_windows(), 1);
-  EXPECT_EQ(SlidingWindows::Create(1001, 8, 8)->num_windows(), 125);
+  EXPECT_EQ(NumWindows(8, 8, 3), 1);   // T = L: 7 targets
+  EXPECT_EQ(NumWindows(9, 8, 3), 1);   // T = L + 1: exactly full
+  EXPECT_EQ(NumWindows(10, 8, 3), 2);  // one target left over
+  EXPECT_EQ(NumWindows(12, 8, 3), 2);  // 3 left: one window of 3
+  EXPECT_EQ(NumWindows(13, 8, 3), 3);  // 4 left
+  EXPECT_EQ(NumWindows(2, 1, 1), 1);
+  EXPECT_EQ(NumWindows(1001, 8, 8), 125);
 }
 
 // Every target index 1..T-1 is scored exactly once, each scored target is the real next token of
@@ -301,7 +312,7 @@ TEST(SlidingWindowsTest, BadArgumentsAreInvalidArgument) {
 }
 
 TEST(SlidingWindowsDeathTest, FillChecksItsArguments) {
-  const SlidingWindows win = *SlidingWindows::Create(10, 4, 2);
+  ASSERT_OK_AND_ASSIGN(const SlidingWindows win, SlidingWindows::Create(10, 4, 2));
   const std::vector<int32_t> tokens = Ramp(10);
   std::vector<int32_t> a(4), b(4);
   std::vector<uint8_t> m(4);

@@ -85,10 +85,7 @@ TEST_P(StackDecodingTest, ChunkedDecodingMatchesTheFullForward) {
   // Chunks: a prefix of 4, single positions, a chunk of 3 against a non-empty cache, the last.
   // The steps say kTrain, with dropout seeds: decoding runs in eval mode all the same (the GPT-2
   // layers have dropout 0.3, which would change every output).
-  StepContext sc = StepContext::Eval(&ec);
-  sc.mode = Mode::kTrain;
-  sc.dropout_seed = 99;
-  sc.micro_step = 4;
+  const StepContext sc = StepContext::Train(&ec, nullptr, 99, 4);
   ASSERT_TRUE((*stack)->StartDecoding(sc, B, T).ok());
   const std::vector<int64_t> chunks = {4, 1, 1, 3, 1, 1};
   // The two paths differ in the shapes of their GEMMs (n rows against B * T), so the sums inside

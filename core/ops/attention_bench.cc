@@ -65,9 +65,10 @@ absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& fn) {
   return best;
 }
 
-absl::Status Run() {
-  const absl::StatusOr<DType> dt_or = ParseDType(FLAGS_dtype);
-  if (!dt_or.ok() || !IsFloating(*dt_or)) {
+// The --dtype, after checking every flag.
+absl::StatusOr<DType> CheckFlags() {
+  const absl::StatusOr<DType> dt = ParseDType(FLAGS_dtype);
+  if (!dt.ok() || !IsFloating(*dt)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--dtype=", FLAGS_dtype, ": must be one of f32, bf16, f16"));
   }
@@ -76,7 +77,11 @@ absl::Status Run() {
     return absl::InvalidArgumentError(
         "--batch, --heads, --seq, --head_dim and --iters must be >= 1");
   }
-  const DType dt = *dt_or;
+  return *dt;
+}
+
+absl::Status Run() {
+  ASSIGN_OR_RETURN(const DType dt, CheckFlags());
   const int64_t B = FLAGS_batch, NH = FLAGS_heads, T = FLAGS_seq, D = FLAGS_head_dim;
   const int64_t Bt = B * NH;
   ThreadPool pool(FLAGS_threads);
@@ -158,6 +163,7 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   return mt::ToolMain("attention_bench",
                       "[--batch=B --heads=NH --seq=T --head_dim=D --dtype=f32|bf16|f16 "
-                      "--threads=N]\nTimes the fused attention op against the unfused chain.",
+                      "--causal --dropout=P --threads=N --iters=N]\nTimes the fused attention "
+                      "op against the unfused chain.",
                       argc, argv, mt::Run);
 }

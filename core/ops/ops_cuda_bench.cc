@@ -2,7 +2,8 @@
 // GEMM rate through cuBLASLt (the references), then each memory-bound op's effective bandwidth
 // (bytes it must read and write / time) as a fraction of the copy bandwidth, and the GEMM shapes
 // of the paper's 1.2B configuration (hidden 1536, 16 heads, seq 1024, batch 8) as a fraction of
-// the square-GEMM rate. Prints one table; exits 0 with a note when there is no GPU.
+// the square-GEMM rate. Prints one table; exits 0 with a note when there is no GPU, and 1 with
+// "ops_cuda_bench: <error>" when an allocation or an op fails (e.g. a card with less memory).
 //
 //   bazel run //core/ops:ops_cuda_bench -- --iters=20
 #include <chrono>
@@ -32,7 +33,6 @@
 #include "core/tensor.h"
 #include "core/tool_main.h"
 #include "gflags/gflags.h"
-#include "glog/logging.h"
 
 DEFINE_int32(iters, 20, "timed calls per op (after 3 warm-up calls)");
 DEFINE_int32(gemm_size, 8192, "M = N = K of the reference bf16 GEMM");
@@ -41,25 +41,6 @@ namespace mt {
 namespace {
 
 constexpr int kWarmup = 3;
-
-void Ok(const absl::Status& s) { CHECK(s.ok()) << s; }
-
-Tensor OnGpu(Shape shape, DType dtype) {
-  absl::StatusOr<Tensor> t = Tensor::Empty(std::move(shape), dtype, Device::Cuda(0));
-  CHECK(t.ok()) << t.status();
-  return std::move(t).value();
-}
-
-// Seconds per call of fn (which must succeed), averaged over FLAGS_iters calls.
-double TimePerCall(const std::function<absl::Status()>& fn) {
-  for (int i = 0; i < kWarmup; ++i) Ok(fn());
-  Ok(cuda::Synchronize(0));
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < FLAGS_iters; ++i) Ok(fn());
-  Ok(cuda::Synchronize(0));
-  const std::chrono::duration<double> d = std::chrono::steady_clock::now() - start;
-  return d.count() / FLAGS_iters;
-}
 
 struct Row {
   std::string name;
@@ -78,10 +59,12 @@ void Print(const std::vector<Row>& rows) {
 }
 
 // The benchmark's sections, each appending its rows; the references come first, since every
-// other row is a fraction of one of them.
+// other row is a fraction of one of them. The first error (an allocation, an op) is kept in
+// status(); after it nothing more is allocated or timed.
 class OpsBench {
  public:
   explicit OpsBench(cuda::DeviceContext* dc) { ctx_.cuda = dc; }
+  const absl::Status& status() const { return status_; }
 
   void References();
   void ModelGemms();
@@ -95,15 +78,37 @@ class OpsBench {
   const std::vector<Row>& rows() const { return rows_; }
 
  private:
+  // Keeps the first error; whether there has been none.
+  bool Ok(const absl::Status& s) {
+    if (status_.ok()) status_ = s;
+    return status_.ok();
+  }
+  // An uninitialised tensor on cuda:0 (empty after an error).
+  Tensor OnGpu(Shape shape, DType dtype) {
+    if (!status_.ok()) return Tensor();
+    absl::StatusOr<Tensor> t = Tensor::Empty(std::move(shape), dtype, Device::Cuda(0));
+    return Ok(t.status()) ? std::move(t).value() : Tensor();
+  }
   // A tensor on cuda:0 filled with `value`.
   Tensor Filled(Shape shape, DType dtype, double value) {
     Tensor t = OnGpu(std::move(shape), dtype);
-    Ok(ops::Fill(ctx_, t.view(), value));
+    if (status_.ok()) Ok(ops::Fill(ctx_, t.view(), value));
     return t;
+  }
+  // Seconds per call of fn, averaged over FLAGS_iters calls after kWarmup; 0 after an error.
+  double TimePerCall(const std::function<absl::Status()>& fn) {
+    for (int i = 0; i < kWarmup && status_.ok(); ++i) Ok(fn());
+    if (!Ok(cuda::Synchronize(0))) return 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < FLAGS_iters && status_.ok(); ++i) Ok(fn());
+    if (!Ok(cuda::Synchronize(0))) return 0;
+    const std::chrono::duration<double> d = std::chrono::steady_clock::now() - start;
+    return d.count() / FLAGS_iters;
   }
   // A GEMM-bound row: `flops` per call, as a fraction of the square-GEMM rate.
   void FlopsRow(const std::string& name, double flops, const std::function<absl::Status()>& fn) {
     const double t = TimePerCall(fn);
+    if (t <= 0) return;
     const double rate = flops / t / 1e12;
     rows_.push_back({name, t, rate, rate / gemm_rate_, "TF/s"});
   }
@@ -111,11 +116,13 @@ class OpsBench {
   void BandwidthRow(const std::string& name, double bytes,
                     const std::function<absl::Status()>& fn) {
     const double t = TimePerCall(fn);
+    if (t <= 0) return;
     const double bw = bytes / t / 1e9;
     rows_.push_back({name, t, bw, bw / copy_bw_, "GB/s"});
   }
 
   ExecContext ctx_;
+  absl::Status status_;
   std::vector<Row> rows_;
   double copy_bw_ = 0;    // GB/s
   double gemm_rate_ = 0;  // TFLOP/s
@@ -128,6 +135,7 @@ void OpsBench::References() {
     const size_t bytes = static_cast<size_t>(kCopyBytes) * 2;
     const double t = TimePerCall(
         [&] { return cuda::Memcpy(b.data(), a.data(), bytes, cuda::CopyKind::kDeviceToDevice); });
+    if (t <= 0) return;
     copy_bw_ = 2.0 * bytes / t / 1e9;  // Read + write.
     rows_.push_back({"copy d2d 2 GiB (reference)", t, copy_bw_, 1.0, "GB/s"});
   }
@@ -135,6 +143,7 @@ void OpsBench::References() {
   Tensor a = Filled({n, n}, DType::kBF16, 0.01), b = Filled({n, n}, DType::kBF16, 0.02);
   Tensor c = OnGpu({n, n}, DType::kBF16);
   const double t = TimePerCall([&] { return ops::Gemm(ctx_, a.view(), b.view(), c.view()); });
+  if (t <= 0) return;
   gemm_rate_ = 2.0 * n * n * n / t / 1e12;
   rows_.push_back({absl::StrCat("gemm bf16 ", n, "^3 (reference)"), t, gemm_rate_, 1.0, "TF/s"});
 }
@@ -275,7 +284,7 @@ void OpsBench::EmbeddingOps() {
   std::vector<int32_t> host(N);
   for (int32_t& id : host) id = dist(rng);
   Tensor ids = OnGpu({N}, DType::kI32);
-  Ok(cuda::Memcpy(ids.data(), host.data(), N * 4, cuda::CopyKind::kHostToDevice));
+  if (status_.ok()) Ok(cuda::Memcpy(ids.data(), host.data(), N * 4, cuda::CopyKind::kHostToDevice));
   Tensor table = Filled({V, C}, DType::kBF16, 0.5), out = Filled({N, C}, DType::kBF16, 0.5);
   const double rows_bytes = static_cast<double>(N) * C * 2;
   BandwidthRow("embedding bf16 8192 x [50304,1536]", 2 * rows_bytes,
@@ -295,6 +304,9 @@ void OpsBench::Adam() {
 }
 
 absl::Status Run() {
+  if (FLAGS_iters < 1 || FLAGS_gemm_size < 1) {
+    return absl::InvalidArgumentError("--iters and --gemm_size must be >= 1");
+  }
   if (cuda::DeviceCount() == 0) {
     std::printf("ops_cuda_bench: skipped (%s)\n", cuda::Describe().c_str());
     return absl::OkStatus();
@@ -311,6 +323,7 @@ absl::Status Run() {
   bench.CrossEntropyOps();
   bench.EmbeddingOps();
   bench.Adam();
+  RETURN_IF_ERROR(bench.status());
   Print(bench.rows());
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/indexed/testutil.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
 
 namespace mt {

@@ -37,7 +37,7 @@ std::string WriteFile(const std::string& path, const std::string& contents) {
 
 // The GPT-2 and BERT tokenizers, made once for the whole binary (their vocabularies are large).
 std::unique_ptr<Tokenizer>& Made(absl::string_view name) {
-  static auto* made = new std::map<std::string, std::unique_ptr<Tokenizer>, std::less<>>();
+  static auto* made = new std::map<std::string, std::unique_ptr<Tokenizer>>();
   return (*made)[std::string(name)];
 }
 const Tokenizer& Gpt2() { return *Made("gpt2"); }

@@ -239,9 +239,9 @@ TEST_F(Gpt2BpeTest, DecodeRejectsOutOfRangeIds) {
 class Gpt2BpeLoadTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    encoder_ = *Gpt2EncoderJson();
-    merges_ = *Gpt2VocabBpe();
-    classes_ = *JsUnicodeClasses();
+    ASSERT_OK_AND_ASSIGN(encoder_, Gpt2EncoderJson());
+    ASSERT_OK_AND_ASSIGN(merges_, Gpt2VocabBpe());
+    ASSERT_OK_AND_ASSIGN(classes_, JsUnicodeClasses());
   }
   absl::StatusCode LoadCode() { return Gpt2Bpe::Load(encoder_, merges_, classes_).status().code(); }
   std::string encoder_, merges_, classes_;

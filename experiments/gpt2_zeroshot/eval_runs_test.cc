@@ -34,6 +34,17 @@ TEST(RunForJsonTest, RunsTheLauncherAndTheProgram) {
   EXPECT_FALSE(RunForJson({}, {"false"}).ok());
 }
 
+TEST(LauncherTest, SplitsOnSpacesAndRunsThePrefix) {
+  EXPECT_EQ(LauncherWords("mpirun  -np 8 "), (std::vector<std::string>{"mpirun", "-np", "8"}));
+  EXPECT_TRUE(LauncherWords("").empty());
+  // The launcher's words come first: env sets X for the program it runs.
+  auto out = RunLaunched(LauncherWords("/usr/bin/env X=launched"), {"sh", "-c", "echo $X"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "launched\n");
+  EXPECT_EQ(RunLaunched({}, {"echo", "plain"}).value_or(""), "plain\n");
+  EXPECT_FALSE(RunLaunched({"false"}, {"echo", "never"}).ok());
+}
+
 // 20 steps of 8 sequences: 160 samples, a tenth of them warmup, a log line every 2 steps, one
 // validation at the end; micro-batches of the global batch when none is given.
 TEST(PretrainArgsTest, SpellsTheShortRunsSchedule) {

@@ -13,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "comm/communicator.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "models/model.h"

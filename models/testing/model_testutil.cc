@@ -31,12 +31,8 @@ bool Ok(const absl::Status& s, const char* what) {
 }
 
 nn::StepContext Context(const ExecContext* ec, comm::Communicator* tp, nn::Mode mode) {
-  nn::StepContext sc;
-  sc.exec = ec;
-  sc.tp = tp;
+  nn::StepContext sc = nn::StepContext::Train(ec, tp, 1234, 3);
   sc.mode = mode;
-  sc.dropout_seed = 1234;
-  sc.micro_step = 3;
   return sc;
 }
 
