@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "data/tokenizers/testutil.h"
 #include "eval/testutil.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -12,11 +13,10 @@ namespace mt {
 namespace eval {
 namespace {
 
+using data::testing::Gpt2;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
-
-const data::Tokenizer& Gpt2() { return TestTokenizer("gpt2"); }
 
 std::string Fixture() { return TestDataPath("lambada_small.jsonl"); }
 
@@ -80,7 +80,9 @@ TEST(ReadLambadaTextsTest, MissingOrEmptyFile) {
 
 // ---- targets, with GPT-2 ids from the npm tiktoken encoder ------------------------------------
 
-TEST(LoadLambadaTest, StrictContextsAndTargetsOfTheFixture) {
+class LoadLambadaTest : public data::testing::TokenizerTest {};
+
+TEST_F(LoadLambadaTest, StrictContextsAndTargetsOfTheFixture) {
   absl::StatusOr<std::vector<LambadaExample>> ex =
       LoadLambada(Fixture(), Gpt2(), LambadaMode::kStrict);
   ASSERT_TRUE(ex.ok()) << ex.status();
@@ -103,7 +105,7 @@ TEST(LoadLambadaTest, StrictContextsAndTargetsOfTheFixture) {
   EXPECT_THAT((*ex)[3].target, ElementsAre(366, 2188, 1));
 }
 
-TEST(LoadLambadaTest, LastTokenContextsAndTargetsOfTheFixture) {
+TEST_F(LoadLambadaTest, LastTokenContextsAndTargetsOfTheFixture) {
   absl::StatusOr<std::vector<LambadaExample>> ex =
       LoadLambada(Fixture(), Gpt2(), LambadaMode::kLastToken);
   ASSERT_TRUE(ex.ok()) << ex.status();
@@ -118,7 +120,9 @@ TEST(LoadLambadaTest, LastTokenContextsAndTargetsOfTheFixture) {
   EXPECT_THAT((*ex)[3].target, ElementsAre(1));
 }
 
-TEST(MakeLambadaExampleTest, StrictSplitFollowsPythonStrAndRfind) {
+class MakeLambadaExampleTest : public data::testing::TokenizerTest {};
+
+TEST_F(MakeLambadaExampleTest, StrictSplitFollowsPythonStrAndRfind) {
   struct Case {
     std::string text, context, word;
   };
@@ -137,7 +141,7 @@ TEST(MakeLambadaExampleTest, StrictSplitFollowsPythonStrAndRfind) {
   }
 }
 
-TEST(MakeLambadaExampleTest, NoContextIsInvalidArgument) {
+TEST_F(MakeLambadaExampleTest, NoContextIsInvalidArgument) {
   for (const char* text : {"hello", "  hello \n", "", " \n "}) {
     EXPECT_EQ(MakeLambadaExample(Gpt2(), text, LambadaMode::kStrict).status().code(),
               absl::StatusCode::kInvalidArgument)
@@ -151,7 +155,7 @@ TEST(MakeLambadaExampleTest, NoContextIsInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(LoadLambadaTest, ExampleErrorsNameTheLine) {
+TEST_F(LoadLambadaTest, ExampleErrorsNameTheLine) {
   const std::string path =
       WriteTemp("single_word.jsonl", "{\"text\": \"a b\"}\n{\"text\": \"b\"}\n");
   const absl::Status s = LoadLambada(path, Gpt2(), LambadaMode::kStrict).status();

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "data/tokenizers/testutil.h"
 #include "eval/race.h"
 #include "eval/testutil.h"
 #include "gmock/gmock.h"
@@ -59,9 +60,11 @@ TEST(ListRaceQuestionsTest, EveryQuestionInOrder) {
 
 // Whole groups, and a shuffled selection across groups with an odd length that cuts articles:
 // each question's 4 rows are exactly its rows in LayoutRaceGroup's layout of its group.
-TEST(RaceBatcherTest, RowsAreThoseOfTheGroupLayout) {
+class RaceBatcherTest : public data::testing::TokenizerTest {};
+
+TEST_F(RaceBatcherTest, RowsAreThoseOfTheGroupLayout) {
   const std::vector<RaceGroup> groups = Fixture();
-  const data::Tokenizer& bert = TestTokenizer("bert");
+  const data::Tokenizer& bert = data::testing::Bert();
   for (const int64_t L : {int64_t{64}, int64_t{29}}) {
     const RaceLayoutOptions options{L, 7};
     std::vector<RaceRows> reference;
@@ -105,9 +108,9 @@ TEST(RaceBatcherTest, RowsAreThoseOfTheGroupLayout) {
   }
 }
 
-TEST(RaceBatcherTest, Errors) {
+TEST_F(RaceBatcherTest, Errors) {
   const std::vector<RaceGroup> groups = Fixture();
-  RaceBatcher batcher(&TestTokenizer("bert"), {32, 16});
+  RaceBatcher batcher(&data::testing::Bert(), {32, 16});
   EXPECT_THAT(batcher.Layout(groups, {}).status().message(), HasSubstr("no questions"));
   for (const RaceQuestionRef bad : {RaceQuestionRef{9, 0, 0}, RaceQuestionRef{0, 99, 0},
                                     RaceQuestionRef{0, 0, 99}, RaceQuestionRef{-1, 0, 0}}) {
@@ -116,7 +119,7 @@ TEST(RaceBatcherTest, Errors) {
     EXPECT_THAT(s.message(), HasSubstr("no question"));
   }
   // A tokenizer without [CLS]: the data library's error.
-  RaceBatcher gpt(&TestTokenizer("gpt2"), {32, 16});
+  RaceBatcher gpt(&data::testing::Gpt2(), {32, 16});
   EXPECT_THAT(gpt.Layout(groups, {RaceQuestionRef{0, 0, 0}}).status().message(),
               HasSubstr("[CLS]"));
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizers/testutil.h"
 #include "eval/race.h"
 #include "eval/testutil.h"
 #include "gmock/gmock.h"
@@ -12,6 +13,7 @@ namespace mt {
 namespace eval {
 namespace {
 
+using data::testing::Bert;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -19,8 +21,6 @@ using ::testing::HasSubstr;
 using Ids = std::vector<int32_t>;
 
 constexpr int32_t kCls = 101, kSep = 102, kPad = 0;
-
-const data::Tokenizer& Bert() { return TestTokenizer("bert"); }
 
 // "The cat sat on the mat. It was warm ." in bert-base-uncased ids (11).
 const Ids kArticleIds = {1996, 4937, 2938, 2006, 1996, 13523, 1012, 2009, 2001, 4010, 1012};
@@ -71,7 +71,9 @@ TEST(CleanRaceTextTest, Rules) {
   EXPECT_EQ(CleanRaceText("end ."), "end .");
 }
 
-TEST(RaceLayoutTest, PaddedRowsByHand) {
+class RaceLayoutTest : public data::testing::TokenizerTest {};
+
+TEST_F(RaceLayoutTest, PaddedRowsByHand) {
   const int64_t L = 32;
   const RaceRows rows = Layout(CatArticle(), L);
   ASSERT_EQ(rows.seq_length, L);
@@ -92,7 +94,7 @@ TEST(RaceLayoutTest, PaddedRowsByHand) {
   }
 }
 
-TEST(RaceLayoutTest, LongArticleIsCutToFit) {
+TEST_F(RaceLayoutTest, LongArticleIsCutToFit) {
   // L = 16: the 22 tokens before the last [SEP] are cut to 15, keeping 4 article tokens.
   RaceRows rows = Layout(CatArticle(), 16);
   EXPECT_THAT(Row(rows.tokens, 16, 1),
@@ -110,7 +112,7 @@ TEST(RaceLayoutTest, LongArticleIsCutToFit) {
   EXPECT_THAT(Row(rows.token_types, 22, 0), ElementsAreArray(Cat({Ids(11, 0), Ids(11, 1)})));
 }
 
-TEST(RaceLayoutTest, LongQuestionIsCutToMaxQaLength) {
+TEST_F(RaceLayoutTest, LongQuestionIsCutToMaxQaLength) {
   const RaceRows rows = Layout(CatArticle(), 32, /*max_qa=*/4);
   EXPECT_THAT(Row(rows.tokens, 32, 2),
               ElementsAreArray(
@@ -120,7 +122,7 @@ TEST(RaceLayoutTest, LongQuestionIsCutToMaxQaLength) {
   EXPECT_THAT(Row(rows.padding_mask, 32, 2), ElementsAreArray(Cat({Ids(18, 1), Ids(14, 0)})));
 }
 
-TEST(RaceLayoutTest, QaLongerThanTheSequenceIsCutToo) {
+TEST_F(RaceLayoutTest, QaLongerThanTheSequenceIsCutToo) {
   // L = 6: [CLS] and 4 qa tokens, then the final [SEP] with type 1.
   RaceRows rows = Layout(CatArticle(), 6);
   EXPECT_THAT(Row(rows.tokens, 6, 3), ElementsAre(kCls, 2073, 2106, 1996, 4937, kSep));
@@ -131,7 +133,7 @@ TEST(RaceLayoutTest, QaLongerThanTheSequenceIsCutToo) {
   EXPECT_THAT(Row(rows.token_types, 2, 0), ElementsAre(0, 1));
 }
 
-TEST(RaceLayoutTest, BlanksAreFilledWithTheOption) {
+TEST_F(RaceLayoutTest, BlanksAreFilledWithTheOption) {
   RaceArticle a = CatArticle();
   a.questions = {{"The cat sat on the _ .", {"mat", "x", "x", "x"}, 2},
                  {"_ sat on the _", {"x", "Tom", "x", "x"}, 3}};
@@ -147,7 +149,7 @@ TEST(RaceLayoutTest, BlanksAreFilledWithTheOption) {
               ElementsAre(kCls, 3419, 2938, 2006, 1996, 3419, kSep));
 }
 
-TEST(RaceLayoutTest, GroupRowsFollowTheFixture) {
+TEST_F(RaceLayoutTest, GroupRowsFollowTheFixture) {
   absl::StatusOr<RaceGroup> g = ReadRaceGroup(TestDataPath("RACE"), "dev", RaceLevel::kMiddle);
   ASSERT_TRUE(g.ok()) << g.status();
   absl::StatusOr<RaceRows> rows = LayoutRaceGroup(Bert(), *g, {/*seq_length=*/24});
@@ -165,9 +167,9 @@ TEST(RaceLayoutTest, GroupRowsFollowTheFixture) {
   EXPECT_EQ(row.back(), kSep);
 }
 
-TEST(RaceLayoutTest, BadArgumentsAreInvalidArgument) {
+TEST_F(RaceLayoutTest, BadArgumentsAreInvalidArgument) {
   RaceRows rows;
-  absl::Status s = AppendRaceArticle(TestTokenizer("gpt2"), CatArticle(), {}, &rows);
+  absl::Status s = AppendRaceArticle(data::testing::Gpt2(), CatArticle(), {}, &rows);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("tokenizer 'gpt2' has no [CLS]"));
   EXPECT_EQ(AppendRaceArticle(Bert(), CatArticle(), {1, 128}, &rows).code(),

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "data/tokenizers/testutil.h"
 #include "eval/serve_queue.h"
-#include "eval/testutil.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -19,9 +19,8 @@ namespace mt {
 namespace eval {
 namespace {
 
+using data::testing::Gpt2;
 using Json = nlohmann::json;
-
-const data::Tokenizer& Gpt2() { return TestTokenizer("gpt2"); }
 
 ServeLimits Limits() {
   ServeLimits l;
@@ -37,7 +36,9 @@ GenerationRequest Parse(Api api, const std::string& body, const ServeLimits& lim
   return r.ok() ? *r : GenerationRequest();
 }
 
-TEST(ServeApiTest, MegatronRequest) {
+class ServeApiTest : public data::testing::TokenizerTest {};
+
+TEST_F(ServeApiTest, MegatronRequest) {
   ServeLimits roomy;  // 1024 positions: room for the default 64 tokens.
   GenerationRequest r = Parse(Api::kMegatron, R"({"prompts": ["Hello world", ""]})", roomy);
   EXPECT_EQ(r.prompts, (std::vector<std::vector<int32_t>>{{15496, 995}, {50256}}));
@@ -63,7 +64,7 @@ TEST(ServeApiTest, MegatronRequest) {
   EXPECT_FALSE(r.config.logprobs);
 }
 
-TEST(ServeApiTest, CompletionRequest) {
+TEST_F(ServeApiTest, CompletionRequest) {
   GenerationRequest r = Parse(Api::kCompletions, R"({"prompt": "Hello world", "model": "m"})");
   EXPECT_EQ(r.prompts, (std::vector<std::vector<int32_t>>{{15496, 995}}));
   EXPECT_EQ(r.config.tokens_to_generate, 16);
@@ -87,7 +88,7 @@ std::string Words(int n) {
   return s;
 }
 
-TEST(ServeApiTest, BadRequestsNameTheirField) {
+TEST_F(ServeApiTest, BadRequestsNameTheirField) {
   ASSERT_EQ(Gpt2().Encode(Words(30)).size(), 30u);
   const std::vector<std::tuple<Api, std::string, std::string>> cases = {
       {Api::kMegatron, R"({"prompts": ["x")", "body"},
@@ -148,7 +149,7 @@ TEST(ServeApiTest, BadRequestsNameTheirField) {
   EXPECT_TRUE(Json::parse(ErrorJson(absl::InternalError("x")))["error"]["param"].is_null());
 }
 
-TEST(ServeApiTest, RequestsTravelToTheOtherRanksIntact) {
+TEST_F(ServeApiTest, RequestsTravelToTheOtherRanksIntact) {
   GenerationRequest r = Parse(Api::kCompletions, R"({"prompt": ["Hello", "a b"], "max_tokens":
       7, "temperature": 0.3, "top_p": 0.5, "seed": 123, "stop": ["\u00e9", "x"]})");
   absl::StatusOr<GenerationRequest> back = DeserializeRequest(SerializeRequest(r));
@@ -171,7 +172,7 @@ Generation Gen(const std::string& prompt, const std::string& completion, FinishR
   return g;
 }
 
-TEST(ServeApiTest, MegatronResponse) {
+TEST_F(ServeApiTest, MegatronResponse) {
   GenerationRequest r = Parse(Api::kMegatron, R"({"prompts": ["a", "b"], "logprobs": true,
       "tokens_to_generate": 3})");
   std::vector<Generation> out = {Gen("Hello", " world", FinishReason::kLength),
@@ -188,7 +189,7 @@ TEST(ServeApiTest, MegatronResponse) {
   EXPECT_TRUE(Json::parse(*ResponseJson(r, out, Gpt2(), "m", 1, 2))["logprobs"].is_null());
 }
 
-TEST(ServeApiTest, CompletionResponseAndStopStrings) {
+TEST_F(ServeApiTest, CompletionResponseAndStopStrings) {
   GenerationRequest r = Parse(Api::kCompletions, R"({"prompt": ["a", "b", "c"], "stop":
       [" sat", "!"]})");
   const std::vector<Generation> out = {Gen("The cat", " sat on the mat", FinishReason::kStop),

@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/status_testutil.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/indexed/testutil.h"
 #include "data/preprocessing/sentence_splitter.h"
-#include "data/tokenizers/factory.h"
+#include "data/tokenizers/testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -36,29 +35,31 @@ int64_t MtimeNs(const std::string& path) {
 }
 
 // The expected datasets of a list of fortunes (in corpus order).
-std::vector<Doc> Gpt2Docs(const Tokenizer& gpt2, const std::vector<std::string>& fortunes) {
+std::vector<Doc> Gpt2Docs(const std::vector<std::string>& fortunes) {
   std::vector<Doc> docs;
   for (const std::string& f : fortunes) {
-    std::vector<int32_t> ids = gpt2.Encode(f);
+    std::vector<int32_t> ids = testing::Gpt2().Encode(f);
     ids.push_back(50256);
     docs.push_back({ids});
   }
   return docs;
 }
 
-std::vector<Doc> BertDocs(const Tokenizer& bert, const std::vector<std::string>& fortunes) {
+std::vector<Doc> BertDocs(const std::vector<std::string>& fortunes) {
   std::vector<Doc> docs;
   for (const std::string& f : fortunes) {
     Doc doc;
-    for (absl::string_view s : SplitSentences(f)) doc.push_back(bert.Encode(s));
+    for (absl::string_view s : SplitSentences(f)) doc.push_back(testing::Bert().Encode(s));
     docs.push_back(doc);
   }
   return docs;
 }
 
-class DefaultDataTest : public ::testing::Test {
+class DefaultDataTest : public testing::TokenizerTest {
  protected:
   void SetUp() override {
+    TokenizerTest::SetUp();
+    if (HasFatalFailure()) return;
     root_ = TestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
     corpus_ = root_ + "/corpus";
     std::filesystem::create_directories(corpus_ + "/subdir");
@@ -80,8 +81,6 @@ class DefaultDataTest : public ::testing::Test {
     config_.output_dir = root_ + "/out/data";  // Created by MakeDefaultData.
     config_.workers = 2;
     config_.shuffle_documents = false;  // Exact document order; shuffling has its own test.
-    ASSERT_OK_AND_ASSIGN(gpt2_, CreateTokenizer("gpt2"));
-    ASSERT_OK_AND_ASSIGN(bert_, CreateTokenizer("bert"));
   }
 
   DefaultData MustMake() {
@@ -93,7 +92,6 @@ class DefaultDataTest : public ::testing::Test {
   std::string root_, corpus_;
   std::vector<std::string> fortunes_;
   DefaultDataConfig config_;
-  std::unique_ptr<Tokenizer> gpt2_, bert_;  // The expected datasets' tokenizers.
 };
 
 TEST_F(DefaultDataTest, ListsCorpusFiles) {
@@ -113,8 +111,8 @@ TEST_F(DefaultDataTest, BuildsBothDatasetsExactly) {
   EXPECT_TRUE(data.bert_built);
   EXPECT_EQ(data.gpt2_prefix, config_.output_dir + "/fortunes_gpt2_text_document");
   EXPECT_EQ(data.bert_prefix, config_.output_dir + "/fortunes_bert_text_sentence");
-  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(*gpt2_, fortunes_));
-  const std::vector<Doc> bert = BertDocs(*bert_, fortunes_);
+  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(fortunes_));
+  const std::vector<Doc> bert = BertDocs(fortunes_);
   ASSERT_EQ(bert[0].size(), 2u);  // "...!!!!!" | "Or is it?"
   ASSERT_EQ(bert[1].size(), 2u);  // Paragraph break.
   ASSERT_EQ(bert[2].size(), 3u);
@@ -127,7 +125,7 @@ TEST_F(DefaultDataTest, ShufflesDocumentsDeterministically) {
   config_.shuffle_documents = true;
   const DefaultData data = MustMake();
   std::vector<Doc> shuffled = ReadDocuments(data.gpt2_prefix);
-  std::vector<Doc> ordered = Gpt2Docs(*gpt2_, fortunes_);
+  std::vector<Doc> ordered = Gpt2Docs(fortunes_);
   EXPECT_FALSE(std::filesystem::exists(data.gpt2_prefix + ".ordered.bin"));
   // A permutation of the ordered documents...
   std::vector<Doc> a = shuffled, b = ordered;
@@ -166,8 +164,8 @@ TEST_F(DefaultDataTest, SkipsWorkWhenUpToDate) {
   EXPECT_TRUE(data.bert_built);
   const std::vector<std::string> changed = {fortunes_[0], fortunes_[1], "Changed.",
                                             "New fortune. Two sentences."};
-  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(*gpt2_, changed));
-  EXPECT_EQ(ReadDocuments(data.bert_prefix), BertDocs(*bert_, changed));
+  EXPECT_EQ(ReadDocuments(data.gpt2_prefix), Gpt2Docs(changed));
+  EXPECT_EQ(ReadDocuments(data.bert_prefix), BertDocs(changed));
 
   // A new corpus file too.
   testing::WriteFileBytes(corpus_ + "/c-file", "Third file.\n");

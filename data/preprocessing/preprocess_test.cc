@@ -3,18 +3,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/indexed/testutil.h"
 #include "data/preprocessing/sentence_splitter.h"
-#include "data/tokenizers/factory.h"
+#include "data/tokenizers/testutil.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -23,6 +21,8 @@ namespace {
 
 using Doc = std::vector<std::vector<int32_t>>;  // A document: its sequences.
 
+using testing::Bert;
+using testing::Gpt2;
 using testing::ListDir;
 using testing::ReadDocuments;
 using testing::ReadFileBytes;
@@ -35,27 +35,8 @@ std::string WriteFile(const std::string& path, const std::string& contents) {
   return path;
 }
 
-// The GPT-2 and BERT tokenizers, made once for the whole binary (their vocabularies are large).
-std::unique_ptr<Tokenizer>& Made(absl::string_view name) {
-  static auto* made = new std::map<std::string, std::unique_ptr<Tokenizer>>();
-  return (*made)[std::string(name)];
-}
-const Tokenizer& Gpt2() { return *Made("gpt2"); }
-const Tokenizer& Bert() { return *Made("bert"); }
-
-// Makes both tokenizers first: a test whose tokenizer cannot be made fails there instead of
-// crashing the binary.
-class PreprocessTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    for (const char* name : {"gpt2", "bert"}) {
-      if (Made(name) != nullptr) continue;
-      absl::StatusOr<std::unique_ptr<Tokenizer>> tok = CreateTokenizer(name);
-      ASSERT_TRUE(tok.ok()) << tok.status();
-      Made(name) = std::move(*tok);
-    }
-  }
-};
+// Every test here uses the installed tokenizers.
+class PreprocessTest : public testing::TokenizerTest {};
 
 PreprocessStats MustPreprocess(const PreprocessConfig& config, const Tokenizer& tok) {
   absl::StatusOr<PreprocessStats> stats = Preprocess(config, tok);
