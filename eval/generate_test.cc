@@ -22,13 +22,8 @@ namespace {
 constexpr int64_t kVocab = 203;
 
 models::ModelConfig SmallConfig() {
-  models::ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = kVocab;
+  models::ModelConfig c = models::ModelConfig::Sized(models::Family::kGpt2, 2, 32, 4, kVocab, 20);
   c.make_vocab_size_divisible_by = 8;  // Padded to 208: the padding columns must never be picked.
-  c.max_position_embeddings = 20;
   c.init_std = 0.2;
   return c;
 }

@@ -18,13 +18,8 @@ namespace {
 using ::mt::comm::testing::MpiTest;
 
 models::ModelConfig SmallConfig() {
-  models::ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = 203;
+  models::ModelConfig c = models::ModelConfig::Sized(models::Family::kGpt2, 2, 32, 4, 203, 24);
   c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = 24;
   c.init_std = 0.2;
   return c;
 }

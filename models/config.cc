@@ -82,6 +82,17 @@ ModelConfig ModelConfig::ForFamily(Family family) {
   return c;
 }
 
+ModelConfig ModelConfig::Sized(Family family, int layers, int64_t hidden, int heads, int64_t vocab,
+                               int64_t positions) {
+  ModelConfig c = ForFamily(family);
+  c.num_layers = layers;
+  c.hidden_size = hidden;
+  c.num_attention_heads = heads;
+  c.vocab_size = vocab;
+  c.max_position_embeddings = positions;
+  return c;
+}
+
 nn::TransformerLayerConfig ModelConfig::LayerConfig(ops::CausalMask causal,
                                                     nn::Recompute recompute) const {
   nn::TransformerLayerConfig lc;

@@ -80,6 +80,10 @@ struct ModelConfig {
   // The defaults with a family's standard vocabulary and token types (GPT-2 BPE; BERT WordPiece
   // with 2 token types).
   static ModelConfig ForFamily(Family family);
+  // ForFamily(family) with this shape: `layers` layers of `hidden` with `heads` heads, a real
+  // vocabulary of `vocab` tokens and `positions` positions.
+  static ModelConfig Sized(Family family, int layers, int64_t hidden, int heads, int64_t vocab,
+                           int64_t positions);
 
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   // The transformer layers' settings (nn/transformer.h): sizes, norm position, dropouts, eps and

@@ -10,26 +10,14 @@ namespace mt {
 namespace models {
 namespace {
 
-ModelConfig Transformer(Family family, int layers, int64_t hidden, int heads, int64_t vocab,
-                        int64_t positions) {
-  ModelConfig c;
-  c.family = family;
-  c.num_layers = layers;
-  c.hidden_size = hidden;
-  c.num_attention_heads = heads;
-  c.vocab_size = vocab;
-  c.max_position_embeddings = positions;
-  return c;
-}
-
 ModelConfig Gpt2(int layers, int64_t hidden, int heads) {
-  return Transformer(Family::kGpt2, layers, hidden, heads, /*vocab=*/50257, /*positions=*/1024);
+  return ModelConfig::Sized(Family::kGpt2, layers, hidden, heads, /*vocab=*/50257,
+                            /*positions=*/1024);
 }
 
 ModelConfig Bert(int layers, int64_t hidden, int heads) {
-  ModelConfig c =
-      Transformer(Family::kBert, layers, hidden, heads, /*vocab=*/30522, /*positions=*/512);
-  c.num_token_types = 2;
+  ModelConfig c = ModelConfig::Sized(Family::kBert, layers, hidden, heads, /*vocab=*/30522,
+                                     /*positions=*/512);
   c.layernorm_eps = 1e-12f;
   return c;
 }

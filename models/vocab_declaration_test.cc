@@ -60,14 +60,9 @@ MT_REGISTER_ARCHITECTURE(Misdeclared);
 MT_REGISTER_ARCHITECTURE(Declared);
 
 ModelConfig Tiny(const std::string& architecture) {
-  ModelConfig c;
+  ModelConfig c = ModelConfig::Sized(Family::kGpt2, 1, 16, 4, 61, 8);
   c.architecture = architecture;
-  c.vocab_size = 61;
   c.make_vocab_size_divisible_by = 8;
-  c.num_layers = 1;
-  c.hidden_size = 16;
-  c.num_attention_heads = 4;
-  c.max_position_embeddings = 8;
   return c;
 }
 

@@ -61,18 +61,11 @@ class RecordingListener : public nn::GradReadyListener {
 };
 
 models::ModelConfig Tiny(models::Family family, nn::NormPosition norm) {
-  models::ModelConfig c;
-  c.family = family;
-  c.num_layers = 3;
-  c.hidden_size = 8;
-  c.num_attention_heads = 2;
-  c.vocab_size = 13;
+  models::ModelConfig c = models::ModelConfig::Sized(family, 3, 8, 2, 13, 6);
   c.make_vocab_size_divisible_by = 4;
-  c.max_position_embeddings = 6;
   c.norm = norm;
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
-  if (family == models::Family::kBert) c.num_token_types = 2;
   return c;
 }
 

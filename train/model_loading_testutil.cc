@@ -40,13 +40,9 @@ float PatternValue(const std::string& name, int64_t global_index) {
 
 models::ModelConfig TinyConfig(models::Family family, int num_layers, int heads, int64_t vocab_size,
                                int64_t vocab_multiple) {
-  models::ModelConfig c = models::ModelConfig::ForFamily(family);
-  c.num_layers = num_layers;
-  c.hidden_size = 16;
-  c.num_attention_heads = heads;
-  c.vocab_size = vocab_size;
+  models::ModelConfig c =
+      models::ModelConfig::Sized(family, num_layers, 16, heads, vocab_size, /*positions=*/8);
   c.make_vocab_size_divisible_by = vocab_multiple;
-  c.max_position_embeddings = 8;
   return c;
 }
 

@@ -49,13 +49,8 @@ TEST(PipelineScheduleTest, SimulatedBubbleMatchesTheory) {
 }
 
 models::ModelConfig TinyGpt() {
-  models::ModelConfig c;
-  c.num_layers = 4;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = 50;
+  models::ModelConfig c = models::ModelConfig::Sized(models::Family::kGpt2, 4, 32, 4, 50, 16);
   c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = 16;
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
   return c;

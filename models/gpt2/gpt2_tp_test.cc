@@ -27,13 +27,8 @@ using ::mt::models::testing::MakeLmBatch;
 using ::mt::models::testing::TensorParallelCheck;
 
 ModelConfig SmallConfig(int layers) {
-  ModelConfig c;
-  c.num_layers = layers;
-  c.hidden_size = 16;
-  c.num_attention_heads = 4;
-  c.vocab_size = 37;
+  ModelConfig c = ModelConfig::Sized(Family::kGpt2, layers, 16, 4, 37, 8);
   c.make_vocab_size_divisible_by = 8;  // Padded to 40 (TP 1), 48 (TP 2), 64 (TP 4).
-  c.max_position_embeddings = 8;
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
   c.init_std = 0.2;

@@ -126,15 +126,8 @@ void ExpectGradsClose(const nn::ParameterStore& got, const ExecContext& got_ctx,
 }
 
 ModelConfig SmallGpuTestConfig(Family family, int64_t vocab_size) {
-  ModelConfig c;
-  c.family = family;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = vocab_size;
+  ModelConfig c = ModelConfig::Sized(family, 2, 32, 4, vocab_size, /*positions=*/16);
   c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = 16;
-  if (family == Family::kBert) c.num_token_types = 2;
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
   c.init_std = 0.2;

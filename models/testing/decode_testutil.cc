@@ -19,13 +19,8 @@ namespace models {
 namespace testing {
 
 ModelConfig SmallDecodingConfig(int64_t positions) {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = 203;
+  ModelConfig c = ModelConfig::Sized(Family::kGpt2, 2, 32, 4, 203, positions);
   c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = positions;
   c.hidden_dropout = 0.1f;  // Decoding runs in eval mode: never applied.
   c.attention_dropout = 0.1f;
   c.init_std = 0.2;

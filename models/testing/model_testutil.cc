@@ -336,15 +336,8 @@ Learning TrainOnPattern(const ModelConfig& config, int steps, float lr) {
 
 ModelConfig TinyConfig(Family family, nn::NormPosition norm, int layers, int64_t vocab,
                        int64_t positions) {
-  ModelConfig c;
-  c.family = family;
-  c.num_layers = layers;
-  c.hidden_size = 8;
-  c.num_attention_heads = 2;
-  c.vocab_size = vocab;
+  ModelConfig c = ModelConfig::Sized(family, layers, 8, 2, vocab, positions);
   c.make_vocab_size_divisible_by = 4;
-  c.max_position_embeddings = positions;
-  if (family == Family::kBert) c.num_token_types = 2;
   c.norm = norm;
   c.hidden_dropout = 0;
   c.attention_dropout = 0;

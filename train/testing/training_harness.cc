@@ -276,15 +276,8 @@ double WorstShardDifference(const std::map<std::string, std::vector<float>>& sta
 }
 
 models::ModelConfig TinyModel(models::Family family, int64_t vocab, int64_t positions) {
-  models::ModelConfig c;
-  c.family = family;
-  if (family == models::Family::kBert) c.num_token_types = 2;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.vocab_size = vocab;
+  models::ModelConfig c = models::ModelConfig::Sized(family, 2, 32, 4, vocab, positions);
   c.make_vocab_size_divisible_by = 8;
-  c.max_position_embeddings = positions;
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
   return c;
