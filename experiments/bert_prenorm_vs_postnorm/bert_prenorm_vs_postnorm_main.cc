@@ -59,7 +59,7 @@ struct PrenormConfig : InProcessFlags {
 PretrainBertConfig MakeConfig(const PrenormConfig& f, RunShape shape, nn::NormPosition norm,
                               const std::string& log) {
   PretrainBertConfig c;
-  ApplyRunShape(shape, &c);
+  ApplyRunShape(f, shape, &c);
   c.model.norm = norm;
   c.trainer.log_interval = 1;
   c.trainer.eval_iters = 0;  // Training loss only.
@@ -76,7 +76,8 @@ absl::StatusOr<std::vector<NormRun>> TrainAll(const PrenormConfig& f, const Loca
                                               comm::Communicator& world) {
   ASSIGN_OR_RETURN(std::vector<int64_t> depths, ParsePositiveList("num_layers", f.num_layers));
   ASSIGN_OR_RETURN(std::vector<int64_t> seeds, ParsePositiveList("seeds", f.seeds));
-  ASSIGN_OR_RETURN(RunShape shape, ShapeOf(f, /*gpt2=*/false));
+  RunShape shape;
+  ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(f.data_dir, /*gpt2=*/false));
   shape.hidden = f.hidden_size;
   shape.heads = f.num_attention_heads;
   ASSIGN_OR_RETURN(std::string scratch, ScratchDir(kName));

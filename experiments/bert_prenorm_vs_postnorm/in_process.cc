@@ -49,31 +49,19 @@ int InProcessExperimentMain(
   });
 }
 
-absl::StatusOr<RunShape> ShapeOf(const InProcessFlags& flags, bool gpt2) {
-  RunShape shape;
-  shape.seq_length = flags.seq_length;
-  shape.micro_batch_size = flags.micro_batch_size;
-  shape.global_batch_size = flags.global_batch_size;
-  shape.train_iters = flags.train_iters;
-  shape.device = flags.device;
-  shape.threads = flags.threads;
-  ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(flags.data_dir, gpt2));
-  return shape;
-}
-
-void ApplyRunShape(const RunShape& s, PretrainConfig* c) {
+void ApplyRunShape(const InProcessFlags& f, const RunShape& s, PretrainConfig* c) {
   c->model.num_layers = static_cast<int>(s.layers);
   c->model.hidden_size = s.hidden;
   c->model.num_attention_heads = static_cast<int>(s.heads);
-  c->model.max_position_embeddings = s.seq_length;
-  c->trainer.seq_length = s.seq_length;
-  c->trainer.micro_batch_size = s.micro_batch_size;
-  c->trainer.global_batch_size = s.global_batch_size;
-  c->trainer.train_iters = s.train_iters;
+  c->model.max_position_embeddings = f.seq_length;
+  c->trainer.seq_length = f.seq_length;
+  c->trainer.micro_batch_size = f.micro_batch_size;
+  c->trainer.global_batch_size = f.global_batch_size;
+  c->trainer.train_iters = f.train_iters;
   c->trainer.seed = s.seed;
   c->trainer.quiet = true;
-  c->device = s.device;
-  c->threads = s.threads;
+  c->device = f.device;
+  c->threads = f.threads;
   c->data_path = s.data_path;
   c->split = "949,50,1";
 }

@@ -72,24 +72,17 @@ int InProcessExperimentMain(int argc, char** argv, absl::string_view name, const
 int RunInProcess(int* argc, char*** argv, absl::string_view name,
                  const std::function<absl::Status(const LocalRanks&, comm::Communicator&)>& run);
 
-// What every run of these experiments sets: the model's shape, the batch layout and budget, the
-// seed, where it runs and on what data.
+// What changes between an experiment's runs: the model's shape, the seed, the dataset.
 struct RunShape {
   int64_t layers = 2, hidden = 64, heads = 4;
-  int64_t seq_length = 64, micro_batch_size = 4, global_batch_size = 4, train_iters = 100;
   uint64_t seed = 1;
-  DeviceKind device = DeviceKind::kCpu;
-  int threads = 0;  // 0: every core.
   std::string data_path;
 };
-// The RunShape of `flags` (the model's shape and the seed left at 0 for the caller): the batch
-// layout and budget, the device, the threads, and the family's dataset of the embedded corpus
-// (DefaultDataset).
-absl::StatusOr<RunShape> ShapeOf(const InProcessFlags& flags, bool gpt2);
 
-// Sets those fields of `config` (and max_position_embeddings = seq_length, a quiet trainer, the
-// split 949,50,1); the rest keep their values.
-void ApplyRunShape(const RunShape& shape, PretrainConfig* config);
+// Sets `config` from the shared flags (the batch layout and budget, the device, the threads) and
+// the run's shape (max_position_embeddings = seq_length), with a quiet trainer and the split
+// 949,50,1; the rest keep their values.
+void ApplyRunShape(const InProcessFlags& flags, const RunShape& shape, PretrainConfig* config);
 
 // The embedded corpus tokenised for both families (data/preprocessing/default_data.h) under
 // `data_dir` (empty: $MT_DATA_DIR or the default), built if missing or out of date; prints a line

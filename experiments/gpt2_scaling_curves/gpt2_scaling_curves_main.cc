@@ -55,7 +55,7 @@ struct ScalingConfig : InProcessFlags {
 PretrainGptConfig MakeConfig(const ScalingConfig& f, const RunShape& shape,
                              const std::string& checkpoints) {
   PretrainGptConfig c;
-  ApplyRunShape(shape, &c);
+  ApplyRunShape(f, shape, &c);
   c.trainer.eval_iters = f.eval_iters;
   const int64_t samples = f.train_iters * f.global_batch_size;
   c.lr.max_lr = f.lr;
@@ -109,7 +109,8 @@ absl::StatusOr<std::vector<SizeCurve>> TrainAll(const ScalingConfig& f, const Lo
   if (f.train_iters < 1 || f.eval_interval < 1) {
     return absl::InvalidArgumentError("--train_iters and --eval_interval must be >= 1");
   }
-  ASSIGN_OR_RETURN(RunShape shape, ShapeOf(f, /*gpt2=*/true));
+  RunShape shape;
+  ASSIGN_OR_RETURN(shape.data_path, DefaultDataset(f.data_dir, /*gpt2=*/true));
   shape.seed = static_cast<uint64_t>(f.seed);
   ASSIGN_OR_RETURN(std::string scratch, ScratchDir(kName));
   std::vector<SizeCurve> sizes;
