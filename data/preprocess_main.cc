@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/config_flags.h"
 #include "core/status.h"
 #include "core/tool_main.h"
 #include "data/indexed/indexed_dataset.h"
@@ -31,29 +32,19 @@
 #include "data/tokenizers/factory.h"
 #include "gflags/gflags.h"
 
+// The settings of PreprocessConfig are flags of their own names (its Fields); these are not.
 DEFINE_string(input, "", "Input file, or a comma-separated list of files read in order.");
-DEFINE_string(input_format, "jsonl",
-              "jsonl: one JSON object per line, text at --json_key. text: plain text, documents "
-              "separated by lines equal to --document_separator.");
-DEFINE_string(json_key, "text", "JSON key holding the document text (--input_format=jsonl).");
-DEFINE_string(document_separator, "",
-              "Line that separates documents with --input_format=text (default: a blank line; "
-              "the fortunes corpus uses %).");
 DEFINE_string(tokenizer, "", "Tokenizer: gpt2 or bert.");
-DEFINE_string(output_prefix, "", "Writes PREFIX.bin and PREFIX.idx.");
-DEFINE_bool(append_eod, false, "Append the end-of-document token to each document (GPT-2).");
-DEFINE_bool(split_sentences, false, "Write one sequence per sentence (BERT).");
-DEFINE_int32(workers, 0, "Tokenising threads; 0 = all cores.");
 DEFINE_double(chunk_mb, 1.0, "Input megabytes (10^6 bytes) handed to a worker at a time.");
-DEFINE_double(progress_interval_s, 2.0,
-              "Seconds between progress lines on stderr; 0 = every chunk.");
 
 namespace mt::data {
 namespace {
 
-absl::Status Run() {
+absl::Status Run(const ConfigFlags<PreprocessConfig>& flags) {
+  PreprocessConfig config;
+  RETURN_IF_ERROR(flags.ApplyGiven(&config));
   if (FLAGS_input.empty()) return absl::InvalidArgumentError("--input is required");
-  if (FLAGS_output_prefix.empty()) {
+  if (config.output_prefix.empty()) {
     return absl::InvalidArgumentError("--output_prefix is required");
   }
   if (FLAGS_tokenizer.empty()) {
@@ -63,17 +54,8 @@ absl::Status Run() {
   if (!(FLAGS_chunk_mb > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--chunk_mb must be > 0, got ", FLAGS_chunk_mb));
   }
-  PreprocessConfig config;
   config.inputs = absl::StrSplit(FLAGS_input, ',', absl::SkipEmpty());
-  ASSIGN_OR_RETURN(config.input_format, ParseInputFormat(FLAGS_input_format));
-  config.json_key = FLAGS_json_key;
-  config.document_separator = FLAGS_document_separator;
-  config.output_prefix = FLAGS_output_prefix;
-  config.append_eod = FLAGS_append_eod;
-  config.split_sentences = FLAGS_split_sentences;
-  config.workers = FLAGS_workers;
   config.chunk_bytes = std::max<int64_t>(1, static_cast<int64_t>(FLAGS_chunk_mb * 1e6));
-  config.progress_interval_s = FLAGS_progress_interval_s;
   RETURN_IF_ERROR(config.Validate());
   ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, CreateTokenizer(FLAGS_tokenizer));
 
@@ -119,10 +101,11 @@ absl::Status Run() {
 }  // namespace mt::data
 
 int main(int argc, char** argv) {
+  const mt::ConfigFlags<mt::data::PreprocessConfig> flags{mt::data::PreprocessConfig()};
   return mt::ToolMain(
       "preprocess",
       "--input=FILE[,FILE...] --tokenizer=gpt2|bert --output_prefix=PREFIX [--input_format=jsonl|"
       "text] [--json_key=text] [--document_separator=SEP] [--append_eod] [--split_sentences] "
       "[--workers=N]\nWrites a Megatron indexed dataset PREFIX.bin / PREFIX.idx.",
-      argc, argv, mt::data::Run);
+      argc, argv, [&] { return mt::data::Run(flags); });
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/fields.h"
 #include "core/status.h"
 #include "data/indexed/file_util.h"
 
@@ -33,15 +34,8 @@ absl::string_view LineContent(absl::string_view line) {
 
 }  // namespace
 
-absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view name) {
-  if (name == "jsonl") return InputFormat::kJsonl;
-  if (name == "text") return InputFormat::kText;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown input format '", name, "'; known: jsonl, text"));
-}
-
 absl::string_view InputFormatName(InputFormat format) {
-  return format == InputFormat::kJsonl ? "jsonl" : "text";
+  return EnumName<InputFormat>(format, kInputFormatNames);
 }
 
 absl::StatusOr<std::unique_ptr<InputReader>> InputReader::Open(std::vector<std::string> paths,

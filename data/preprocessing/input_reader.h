@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -34,9 +35,9 @@ namespace mt {
 namespace data {
 
 enum class InputFormat { kJsonl, kText };
-
-// "jsonl" / "text" -> format; InvalidArgument otherwise.
-absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view name);
+inline constexpr std::pair<absl::string_view, InputFormat> kInputFormatNames[] = {
+    {"jsonl", InputFormat::kJsonl}, {"text", InputFormat::kText}};
+// "jsonl" or "text".
 absl::string_view InputFormatName(InputFormat format);
 
 // One record: a JSON line or a text document, with where it starts for error messages.

@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/fields.h"
 #include "data/preprocessing/input_reader.h"
 #include "data/tokenizers/tokenizer.h"
 
@@ -52,6 +53,26 @@ struct PreprocessConfig {
   int64_t chunk_bytes = 1 << 20;     // Input bytes per chunk (whole documents).
   int max_chunks_in_flight = 0;      // 0 = 2 * workers + 2.
   double progress_interval_s = 2.0;  // Seconds between progress callbacks.
+
+  // The fields //data:preprocess takes as flags of the same names (core/config_flags.h); it
+  // takes inputs as --input (a comma-separated list) and chunk_bytes as --chunk_mb.
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("input_format", &self.input_format,
+      "jsonl: one JSON object per line, text at --json_key. text: plain text, documents "
+      "separated by lines equal to --document_separator.",
+      kInputFormatNames);
+    v("json_key", &self.json_key, "JSON key holding the document text (--input_format=jsonl).");
+    v("document_separator", &self.document_separator,
+      "Line that separates documents with --input_format=text (default: a blank line; the "
+      "fortunes corpus uses %).");
+    v("output_prefix", &self.output_prefix, "Writes PREFIX.bin and PREFIX.idx.");
+    v("append_eod", &self.append_eod, "Append the end-of-document token to each document (GPT-2).");
+    v("split_sentences", &self.split_sentences, "Write one sequence per sentence (BERT).");
+    v("workers", &self.workers, "Tokenising threads; 0 = all cores.");
+    v("progress_interval_s", &self.progress_interval_s,
+      "Seconds between progress lines on stderr; 0 = every chunk.");
+  }
 
   // InvalidArgument naming the field: no inputs, an empty input path, empty output_prefix,
   // empty json_key with kJsonl, workers < 0, chunk_bytes < 1, max_chunks_in_flight < 0,

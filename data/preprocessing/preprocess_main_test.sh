@@ -55,8 +55,8 @@ expect_error "unknown tokenizer 'xlnet'" --input="$tmp/in.jsonl" --tokenizer=xln
   --output_prefix="$tmp/err"
 expect_error "has no end-of-document token" --input="$tmp/in.jsonl" --tokenizer=bert --append_eod \
   --output_prefix="$tmp/err"
-expect_error "unknown input format 'csv'" --input="$tmp/in.jsonl" --input_format=csv \
-  --tokenizer=gpt2 --output_prefix="$tmp/err"
+expect_error "--input_format=csv: must be one of jsonl, text" --input="$tmp/in.jsonl" \
+  --input_format=csv --tokenizer=gpt2 --output_prefix="$tmp/err"
 expect_error "--input is required" --tokenizer=gpt2 --output_prefix="$tmp/err"
 expect_error "--output_prefix is required" --input="$tmp/in.jsonl" --tokenizer=gpt2
 expect_error "--tokenizer is required" --input="$tmp/in.jsonl" --output_prefix="$tmp/err"
