@@ -42,7 +42,9 @@ namespace {
 
 absl::Status Run(const ConfigFlags<PreprocessConfig>& flags) {
   PreprocessConfig config;
-  RETURN_IF_ERROR(flags.ApplyGiven(&config));
+  // Every field given is applied even when an enum is not one of its names: report that after
+  // the missing flags, as before.
+  const absl::Status applied = flags.ApplyGiven(&config);
   if (FLAGS_input.empty()) return absl::InvalidArgumentError("--input is required");
   if (config.output_prefix.empty()) {
     return absl::InvalidArgumentError("--output_prefix is required");
@@ -54,6 +56,7 @@ absl::Status Run(const ConfigFlags<PreprocessConfig>& flags) {
   if (!(FLAGS_chunk_mb > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--chunk_mb must be > 0, got ", FLAGS_chunk_mb));
   }
+  RETURN_IF_ERROR(applied);
   config.inputs = absl::StrSplit(FLAGS_input, ',', absl::SkipEmpty());
   config.chunk_bytes = std::max<int64_t>(1, static_cast<int64_t>(FLAGS_chunk_mb * 1e6));
   RETURN_IF_ERROR(config.Validate());

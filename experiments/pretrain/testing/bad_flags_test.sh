@@ -159,7 +159,7 @@ bad "$work/dir" "$p" "${pre[@]}" --input="$work/dir"
 bad "$work/bad.jsonl" "$p" "${pre[@]}" --input="$work/bad.jsonl"
 bad "text" "$p" "${pre[@]}" --input="$work/nokey.jsonl"
 bad "tokenizer" "$p" --tokenizer=foo --output_prefix="$work/pp" --input="$work/nokey.jsonl"
-bad "unknown input format 'xml'" "$p" "${pre[@]}" --input="$work/nokey.jsonl" --input_format=xml
+bad "--input_format=xml: must be one of jsonl, text" "$p" "${pre[@]}" --input="$work/nokey.jsonl" --input_format=xml
 bad "workers" "$p" "${pre[@]}" --input="$work/nokey.jsonl" --workers=-1
 bad "chunk_mb" "$p" "${pre[@]}" --input="$work/nokey.jsonl" --chunk_mb=0
 bad "output_prefix" "$p" --tokenizer=gpt2 --input="$work/nokey.jsonl"
