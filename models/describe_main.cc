@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/config_flags.h"
 #include "core/fields.h"
 #include "core/status.h"
 #include "gflags/gflags.h"
@@ -21,34 +22,21 @@
 #include "models/registry.h"
 #include "nn/transformer.h"
 
+// The layout's flags are MemoryOptions' fields (models/memory.h); these are describe's own.
 DEFINE_string(model, "", "Registered model name (empty: list the registered models).");
-DEFINE_int32(tensor_model_parallel_size, 1, "Tensor-parallel degree for the per-rank count.");
-DEFINE_int32(seq_length, 0,
-             "Sequence length of the FLOPs line and the memory (0: max_position_embeddings).");
-DEFINE_int32(pipeline_model_parallel_size, 1, "Pipeline stages (PP) of the memory per rank.");
-DEFINE_int32(data_parallel_size, 1, "Data-parallel ranks (DP) of the memory per rank.");
-DEFINE_int32(num_layers_per_virtual_pipeline_stage, 0,
-             "Layers per model chunk of the interleaved schedule (0: not interleaved).");
-DEFINE_int64(micro_batch_size, 1, "Samples per micro-batch of the activation memory.");
 DEFINE_int64(global_batch_size, 0,
              "Samples per iteration: micro-batches per DP rank = global / (micro x DP), which "
              "caps the micro-batches in flight (0: as many as the pipeline schedule can use).");
 DEFINE_bool(fp16, false, "f16 compute (f32 master weights; f32 otherwise).");
 DEFINE_bool(bf16, false, "bf16 compute (f32 master weights; f32 otherwise).");
-DEFINE_bool(use_distributed_optimizer, false, "Adam moments sharded over the DP ranks.");
-DEFINE_bool(sequence_parallel, false, "Sequence parallelism (needs TP > 1).");
-DEFINE_string(recompute_granularity, "none", "Activation recomputation: none, full or selective.");
 
 namespace {
 
-absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(int tp) {
+// The layout: the fields given as flags, then the micro-batches and the compute dtype.
+absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(
+    const mt::ConfigFlags<mt::models::MemoryOptions>& flags) {
   mt::models::MemoryOptions o;
-  o.tensor_parallel = tp;
-  o.pipeline_parallel = FLAGS_pipeline_model_parallel_size;
-  o.data_parallel = FLAGS_data_parallel_size;
-  o.layers_per_virtual_stage = FLAGS_num_layers_per_virtual_pipeline_stage;
-  o.micro_batch = FLAGS_micro_batch_size;
-  o.seq_length = FLAGS_seq_length;
+  RETURN_IF_ERROR(flags.ApplyGiven(&o));
   if (FLAGS_global_batch_size < 0 || o.micro_batch < 1 || o.data_parallel < 1 ||
       FLAGS_global_batch_size % (o.micro_batch * o.data_parallel) != 0) {
     return absl::InvalidArgumentError(
@@ -61,19 +49,14 @@ absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(int tp) {
     return absl::InvalidArgumentError("--fp16 and --bf16 are exclusive; pick one");
   }
   o.compute_dtype = FLAGS_fp16 ? mt::DType::kF16 : FLAGS_bf16 ? mt::DType::kBF16 : mt::DType::kF32;
-  o.distributed_optimizer = FLAGS_use_distributed_optimizer;
-  o.sequence_parallel = FLAGS_sequence_parallel;
-  ASSIGN_OR_RETURN(o.recompute, mt::ParseEnum<mt::nn::Recompute>("recompute_granularity",
-                                                                 FLAGS_recompute_granularity,
-                                                                 mt::nn::kRecomputeNames));
   return o;
 }
 
 std::string GiB(double bytes) { return absl::StrFormat("%.3f", bytes / (1024.0 * 1024 * 1024)); }
 
-absl::Status PrintMemory(const mt::models::ModelConfig& config, int tp) {
+absl::Status PrintMemory(const mt::models::ModelConfig& config,
+                         const mt::models::MemoryOptions& o) {
   using namespace mt::models;  // NOLINT: a main of this package.
-  ASSIGN_OR_RETURN(const MemoryOptions o, MemoryFlags(tp));
   ASSIGN_OR_RETURN(const MemoryEstimate est, EstimateMemory(config, o));
   std::printf(
       "memory per rank: TP %d x PP %d x DP %d, micro batch %lld x %lld tokens, %s compute, "
@@ -114,14 +97,16 @@ absl::Status PrintMemory(const mt::models::ModelConfig& config, int tp) {
   return absl::OkStatus();
 }
 
-absl::Status Describe(const std::string& name, int tp) {
+absl::Status Describe(const std::string& name, const mt::models::MemoryOptions& layout) {
   using namespace mt::models;  // NOLINT: a main of this package.
+  const int tp = layout.tensor_parallel;
   ASSIGN_OR_RETURN(const RegisteredModel model, FindModel(name));
   ASSIGN_OR_RETURN(const ParameterCount count, CountParameters(model.config, tp));
   ASSIGN_OR_RETURN(const Architecture arch, FindArchitecture(model.config.ArchitectureName()));
   mt::nn::ParameterStore store(/*tp_rank=*/0, tp);
   ASSIGN_OR_RETURN(auto m, CreateModel(model.config, &store));
-  const int64_t s = FLAGS_seq_length > 0 ? FLAGS_seq_length : model.config.max_position_embeddings;
+  const int64_t s =
+      layout.seq_length > 0 ? layout.seq_length : model.config.max_position_embeddings;
   // Every position scored (a GPT's count; BERT's MLM head at every position).
   const double flops = m->TrainingFlops(1, s, s);
   std::printf("model: %s (%s)\n", model.name.c_str(), model.description.c_str());
@@ -132,12 +117,13 @@ absl::Status Describe(const std::string& name, int tp) {
   std::printf("parameters: %lld\n", static_cast<long long>(count.total));
   std::printf("parameters per rank: %lld\n", static_cast<long long>(count.per_rank));
   std::printf("training FLOPs per sample of %lld tokens: %.4g\n", static_cast<long long>(s), flops);
-  return PrintMemory(model.config, tp);
+  return PrintMemory(model.config, layout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const mt::ConfigFlags<mt::models::MemoryOptions> flags{mt::models::MemoryOptions()};
   gflags::SetUsageMessage("Describes a registered model: config, parameter counts and FLOPs.");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   const auto models = mt::models::RegisteredModels();
@@ -149,7 +135,8 @@ int main(int argc, char** argv) {
       architectures, " ",
       [](std::string* out, const mt::models::Architecture& a) { out->append(a.name); });
   if (!FLAGS_model.empty()) {
-    const absl::Status s = Describe(FLAGS_model, FLAGS_tensor_model_parallel_size);
+    absl::StatusOr<mt::models::MemoryOptions> layout = MemoryFlags(flags);
+    const absl::Status s = layout.ok() ? Describe(FLAGS_model, *layout) : layout.status();
     if (!s.ok()) {
       std::fprintf(stderr, "describe: error: %s\n", std::string(s.message()).c_str());
       return 1;

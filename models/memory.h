@@ -56,6 +56,7 @@
 #include "core/dtype.h"
 #include "models/config.h"
 #include "models/model.h"
+#include "nn/transformer.h"
 
 namespace mt {
 namespace models {
@@ -72,6 +73,28 @@ struct MemoryOptions {
   bool distributed_optimizer = false;
   bool sequence_parallel = false;
   nn::Recompute recompute = nn::Recompute::kNo;
+
+  // The fields //models:describe takes as flags, named as the drivers' (core/config_flags.h);
+  // micro_batches and compute_dtype come from its --global_batch_size and --bf16 / --fp16.
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("tensor_model_parallel_size", &self.tensor_parallel,
+      "Tensor-parallel degree (TP) of the per-rank counts and memory.");
+    v("pipeline_model_parallel_size", &self.pipeline_parallel,
+      "Pipeline stages (PP) of the memory per rank.");
+    v("data_parallel_size", &self.data_parallel,
+      "Data-parallel ranks (DP) of the memory per rank.");
+    v("num_layers_per_virtual_pipeline_stage", &self.layers_per_virtual_stage,
+      "Layers per model chunk of the interleaved schedule (0: not interleaved).");
+    v("micro_batch_size", &self.micro_batch, "Samples per micro-batch of the activation memory.");
+    v("seq_length", &self.seq_length,
+      "Sequence length of the FLOPs line and the memory (0: max_position_embeddings).");
+    v("use_distributed_optimizer", &self.distributed_optimizer,
+      "Adam moments sharded over the DP ranks.");
+    v("sequence_parallel", &self.sequence_parallel, "Sequence parallelism (needs TP > 1).");
+    v("recompute_granularity", &self.recompute,
+      "Activation recomputation: none, full or selective.", nn::kRecomputeNames);
+  }
 };
 
 // One pipeline stage's rank (every TP and DP rank of a stage holds the same amounts).
