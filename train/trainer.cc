@@ -143,11 +143,17 @@ void Trainer::ReportMemory(const std::string& when) const {
   std::fflush(stdout);
 }
 
-nn::StepContext Trainer::MicroStep(int64_t micro) const {
-  const comm::ParallelContext& p = *parts_.parallel;
+nn::StepContext TrainingMicroStep(const ExecContext* exec, const comm::ParallelContext& parallel,
+                                  uint64_t seed, int64_t iteration, int64_t consumed_samples,
+                                  int64_t micro_batch_size, int64_t micro) {
   return nn::StepContext::Train(
-      parts_.exec, p.tp_or_null(), config_.seed, static_cast<uint64_t>(iteration_),
-      consumed_samples_ + config_.micro_batch_size * (micro * p.dp_size() + p.dp_rank()));
+      exec, parallel.tp_or_null(), seed, static_cast<uint64_t>(iteration),
+      consumed_samples + micro_batch_size * (micro * parallel.dp_size() + parallel.dp_rank()));
+}
+
+nn::StepContext Trainer::MicroStep(int64_t micro) const {
+  return TrainingMicroStep(parts_.exec, *parts_.parallel, config_.seed, iteration_,
+                           consumed_samples_, config_.micro_batch_size, micro);
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(BatchStream& valid) {

@@ -111,6 +111,15 @@ class BatchStream {
   virtual std::optional<models::Batch> Next() = 0;
 };
 
+// The step context of this DP rank's micro-batch `micro` (from 0) in an iteration that starts once
+// `consumed_samples` samples (all ranks) are done: dropout micro_step = iteration and sample_offset
+// = the global index of the micro-batch's first sample as the loaders lay samples out
+// (data/loader/loader.h: micro-step after micro-step, DP rank r taking the r-th micro_batch_size
+// slice of each).
+nn::StepContext TrainingMicroStep(const ExecContext* exec, const comm::ParallelContext& parallel,
+                                  uint64_t seed, int64_t iteration, int64_t consumed_samples,
+                                  int64_t micro_batch_size, int64_t micro);
+
 // One line of the training log.
 struct LogRecord {
   int64_t iteration = 0;

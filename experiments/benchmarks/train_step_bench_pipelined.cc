@@ -18,6 +18,7 @@
 #include "models/registry.h"
 #include "train/optimizer.h"
 #include "train/pipeline_schedule.h"
+#include "train/trainer.h"
 
 namespace mt {
 namespace experiments {
@@ -130,9 +131,8 @@ absl::StatusOr<StepTimes> TimeSteps(const BenchConfig& c, comm::Communicator& wo
     RETURN_IF_ERROR(p.store->ZeroGrads(d.rank.exec));
     nn::GradReadyListener* listener = o.BeginGradReduce(dp);
     auto micro_step = [&](int micro) {
-      nn::StepContext sc = nn::StepContext::Train(
-          &d.rank.exec, tp, 1, step,
-          c.micro_batch_size * (micro * parallel.dp_size() + parallel.dp_rank()));
+      nn::StepContext sc =
+          train::TrainingMicroStep(&d.rank.exec, parallel, 1, step, 0, c.micro_batch_size, micro);
       if (micro == m - 1) sc.grads_ready = listener;
       return sc;
     };
