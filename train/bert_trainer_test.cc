@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_testutil.h"
 #include "comm/parallel_context.h"
+#include "core/exec_context.h"
 #include "core/status.h"
+#include "core/status_testutil.h"
 #include "data/bert_dataset/bert_dataset.h"
 #include "data/bert_dataset/bert_vocab.h"
 #include "data/indexed/indexed_dataset.h"
@@ -209,6 +211,39 @@ TEST_F(MpiTest, BertLoaderSlicesGlobalBatchesLikeTheGptLoaderAndResumes) {
   bad.global_batch_size = 12;
   bad.consumed_samples = n + 12;
   EXPECT_EQ(data::BertLoader::Create(ds, bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The dropout keys follow the data: at DP = 2 the step context TrainingMicroStep gives each rank's
+// micro-batch has sample_offset = the first sample the loader hands that rank (the sampler's layout,
+// checked above), micro_step = the iteration and the run's seed, from the start and after a resume.
+TEST_F(MpiTest, MicroStepSampleOffsetIsTheLoadersFirstSample) {
+  ASSERT_OK_AND_ASSIGN(auto parallel, comm::ParallelContext::Create(*comm_, {}, 4));
+  ASSERT_EQ(parallel->dp_size(), 2);
+  auto ds = MakeDataset(MakeCorpus(comm_->rank()), 48);
+  const ExecContext ec;
+  for (int64_t resume_at : {0, 24}) {
+    data::LoaderConfig lc;
+    lc.micro_batch_size = 3;
+    lc.global_batch_size = 12;
+    lc.data_parallel_size = 2;
+    lc.data_parallel_rank = parallel->dp_rank();
+    lc.consumed_samples = resume_at;
+    ASSERT_OK_AND_ASSIGN(auto loader, data::BertLoader::Create(ds, lc));
+    int micro_batches = 0;
+    while (auto mb = loader->Next()) {
+      const int64_t iteration_start = mb->iteration * lc.global_batch_size;
+      const nn::StepContext sc = TrainingMicroStep(&ec, *parallel, 77, mb->iteration,
+                                                   iteration_start, lc.micro_batch_size,
+                                                   mb->micro_step);
+      EXPECT_EQ(sc.sample_offset, mb->sample_indices[0]) << "iteration " << mb->iteration;
+      EXPECT_EQ(sc.micro_step, static_cast<uint64_t>(mb->iteration));
+      EXPECT_EQ(sc.dropout_seed, 77u);
+      EXPECT_EQ(sc.tp, nullptr);
+      EXPECT_EQ(sc.exec, &ec);
+      ++micro_batches;
+    }
+    EXPECT_EQ(micro_batches, (ds->num_samples() / 12 - resume_at / 12) * 2);
+  }
 }
 
 // The distributed optimizer (Adam moments sharded over DP=2) trains BERT as the serial run.
