@@ -1,7 +1,8 @@
 // Training-level golden tests of train::Trainer with BERT (run under mpirun with 2 ranks): TP=2
 // and DP=2 training curves (MLM and SOP losses, gradient norms) equal the serial curve over 16
 // steps within float32 rounding with dropout on, and the model learns; the BERT loader slices each
-// global batch over the DP ranks like the GPT loader and resumes from a consumed-samples count.
+// global batch over the DP ranks like the GPT loader and resumes from a consumed-samples count,
+// and the trainer's dropout sample offsets are the first samples it hands each rank.
 // The distributed optimizer's curve and weights equal the serial ones within float32 rounding, and
 // so do pipeline-parallel runs (PP=2, 1F1B and interleaved), 20 steps each; with 4 ranks
 // (bert_trainer_test_np4) PP=2 x DP=2 and PP=2 x TP=2 too.
