@@ -215,8 +215,9 @@ TEST_F(MpiTest, BertLoaderSlicesGlobalBatchesLikeTheGptLoaderAndResumes) {
 }
 
 // The dropout keys follow the data: at DP = 2 the step context TrainingMicroStep gives each rank's
-// micro-batch has sample_offset = the first sample the loader hands that rank (the sampler's layout,
-// checked above), micro_step = the iteration and the run's seed, from the start and after a resume.
+// micro-batch has sample_offset = the first sample the loader hands that rank (the sampler's
+// layout, checked above), micro_step = the iteration and the run's seed, from the start and after a
+// resume.
 TEST_F(MpiTest, MicroStepSampleOffsetIsTheLoadersFirstSample) {
   ASSERT_OK_AND_ASSIGN(auto parallel, comm::ParallelContext::Create(*comm_, {}, 4));
   ASSERT_EQ(parallel->dp_size(), 2);
@@ -233,9 +234,8 @@ TEST_F(MpiTest, MicroStepSampleOffsetIsTheLoadersFirstSample) {
     int micro_batches = 0;
     while (auto mb = loader->Next()) {
       const int64_t iteration_start = mb->iteration * lc.global_batch_size;
-      const nn::StepContext sc = TrainingMicroStep(&ec, *parallel, 77, mb->iteration,
-                                                   iteration_start, lc.micro_batch_size,
-                                                   mb->micro_step);
+      const nn::StepContext sc = TrainingMicroStep(
+          &ec, *parallel, 77, mb->iteration, iteration_start, lc.micro_batch_size, mb->micro_step);
       EXPECT_EQ(sc.sample_offset, mb->sample_indices[0]) << "iteration " << mb->iteration;
       EXPECT_EQ(sc.micro_step, static_cast<uint64_t>(mb->iteration));
       EXPECT_EQ(sc.dropout_seed, 77u);
