@@ -2,10 +2,9 @@
 
 #include <string>
 
-#include "absl/strings/str_cat.h"
+#include "comm/region_checks.h"
 #include "core/alloc.h"
 #include "core/exec_context.h"
-#include "core/ops/check.h"
 #include "core/status.h"
 
 namespace mt {
@@ -16,31 +15,7 @@ constexpr char kScatter[] = "ScatterToSequenceParallelRegion";
 constexpr char kGather[] = "GatherFromSequenceParallelRegion";
 constexpr char kReduceScatter[] = "ReduceScatterToSequenceParallelRegion";
 
-std::string Label(absl::string_view mapping, absl::string_view direction) {
-  return absl::StrCat(mapping, "::", direction);
-}
-
-// OK iff full is a contiguous [B, parts * t, ...] and local a contiguous [B, t, ...] of one dtype
-// and device.
-absl::Status CheckSlices(absl::string_view op, absl::string_view full_name, const TensorView& full,
-                         absl::string_view local_name, const TensorView& local, int parts) {
-  RETURN_IF_ERROR(ops::CheckContiguous(op, full_name, full));
-  RETURN_IF_ERROR(ops::CheckContiguous(op, local_name, local));
-  RETURN_IF_ERROR(ops::CheckSameDType(op, {&full, &local}));
-  RETURN_IF_ERROR(ops::CheckSameDevice(op, {&full, &local}));
-  if (full.rank() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", full_name, " (", full.DebugString(),
-                                                   ") must be [B, T, ...] (rank >= 2)"));
-  }
-  if (full.dim(1) % parts != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": the sequence length of ", full_name, " (",
-                                                   full.DebugString(), ") is not divisible by the ",
-                                                   parts, " tensor-parallel ranks"));
-  }
-  Shape expected = full.shape;
-  expected[1] /= parts;
-  return ops::CheckShape(op, local_name, local, expected);
-}
+using internal::RegionOp;
 
 // t [B, T, ...] as [B, T * ...] (contiguous, checked).
 absl::StatusOr<TensorView> Rows(const TensorView& t) {
@@ -86,7 +61,8 @@ enum class Move { kAllGather, kReduceScatter };
 absl::Status Collective(Communicator& tp, const std::string& op, Move move,
                         absl::string_view full_name, const TensorView& full,
                         absl::string_view local_name, const TensorView& local) {
-  RETURN_IF_ERROR(CheckSlices(op, full_name, full, local_name, local, tp.size()));
+  RETURN_IF_ERROR(internal::CheckSplit(op, full_name, full, local_name, local, 1,
+                                       "the sequence length", tp.size()));
   return move == Move::kAllGather ? AllGatherSequence(tp, local, full)
                                   : ReduceScatterSequence(tp, full, local);
 }
@@ -94,11 +70,9 @@ absl::Status Collective(Communicator& tp, const std::string& op, Move move,
 
 absl::Status SplitSequence(absl::string_view op, const TensorView& full, int index, int parts,
                            const TensorView& part) {
-  if (parts < 1 || index < 0 || index >= parts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": part index ", index, " is not in [0, ", parts, ")"));
-  }
-  RETURN_IF_ERROR(CheckSlices(op, "full", full, "part", part, parts));
+  RETURN_IF_ERROR(internal::CheckPartIndex(op, index, parts));
+  RETURN_IF_ERROR(
+      internal::CheckSplit(op, "full", full, "part", part, 1, "the sequence length", parts));
   ASSIGN_OR_RETURN(TensorView full2, Rows(full));
   ASSIGN_OR_RETURN(TensorView part2, Rows(part));
   return CopyLastDimSlice(ExecContext(), full2, index * part2.dim(1), part2);
@@ -106,37 +80,37 @@ absl::Status SplitSequence(absl::string_view op, const TensorView& full, int ind
 
 absl::Status ScatterToSequenceParallelRegionForward(Communicator& tp, const TensorView& x,
                                                     const TensorView& y_local) {
-  return SplitSequence(Label(kScatter, "Forward"), x, tp.rank(), tp.size(), y_local);
+  return SplitSequence(RegionOp(kScatter, "Forward"), x, tp.rank(), tp.size(), y_local);
 }
 
 absl::Status ScatterToSequenceParallelRegionBackward(Communicator& tp, const TensorView& dy_local,
                                                      const TensorView& dx) {
-  return Collective(tp, Label(kScatter, "Backward"), Move::kAllGather, "dx", dx, "dy_local",
+  return Collective(tp, RegionOp(kScatter, "Backward"), Move::kAllGather, "dx", dx, "dy_local",
                     dy_local);
 }
 
 absl::Status GatherFromSequenceParallelRegionForward(Communicator& tp, const TensorView& x_local,
                                                      const TensorView& y) {
-  return Collective(tp, Label(kGather, "Forward"), Move::kAllGather, "y", y, "x_local", x_local);
+  return Collective(tp, RegionOp(kGather, "Forward"), Move::kAllGather, "y", y, "x_local", x_local);
 }
 
 absl::Status GatherFromSequenceParallelRegionBackward(Communicator& tp, const TensorView& dy,
                                                       const TensorView& dx_local) {
-  return Collective(tp, Label(kGather, "Backward"), Move::kReduceScatter, "dy", dy, "dx_local",
+  return Collective(tp, RegionOp(kGather, "Backward"), Move::kReduceScatter, "dy", dy, "dx_local",
                     dx_local);
 }
 
 absl::Status ReduceScatterToSequenceParallelRegionForward(Communicator& tp, const TensorView& x,
                                                           const TensorView& y_local) {
-  return Collective(tp, Label(kReduceScatter, "Forward"), Move::kReduceScatter, "x", x, "y_local",
-                    y_local);
+  return Collective(tp, RegionOp(kReduceScatter, "Forward"), Move::kReduceScatter, "x", x,
+                    "y_local", y_local);
 }
 
 absl::Status ReduceScatterToSequenceParallelRegionBackward(Communicator& tp,
                                                            const TensorView& dy_local,
                                                            const TensorView& dx) {
-  return Collective(tp, Label(kReduceScatter, "Backward"), Move::kAllGather, "dx", dx, "dy_local",
-                    dy_local);
+  return Collective(tp, RegionOp(kReduceScatter, "Backward"), Move::kAllGather, "dx", dx,
+                    "dy_local", dy_local);
 }
 
 }  // namespace comm
