@@ -21,10 +21,9 @@ std::string RegionOp(absl::string_view mapping, absl::string_view direction);
 absl::Status CheckPartIndex(absl::string_view op, int index, int parts);
 
 // parts >= 1; `full` and `part` contiguous, of one dtype and one device; `full` has dimension
-// `axis` (from the front, or -1 for the last) and it is divisible by `parts` ("<op>: <axis_name> of
-// <full_name>
-// (...) is not divisible by the <parts> tensor-parallel ranks"); `part` has full's shape with that
-// dimension divided by `parts`.
+// `axis` (from the front, or -1 for the last), divisible by `parts` (else "<op>: <axis_name> of
+// <full_name> (...) is not divisible by the <parts> tensor-parallel ranks"); `part` has full's
+// shape with that dimension divided by `parts`.
 absl::Status CheckSplit(absl::string_view op, absl::string_view full_name, const TensorView& full,
                         absl::string_view part_name, const TensorView& part, int axis,
                         absl::string_view axis_name, int parts);

@@ -243,7 +243,7 @@ TEST_F(MpiTest, MicroStepSampleOffsetIsTheLoadersFirstSample) {
       EXPECT_EQ(sc.exec, &ec);
       ++micro_batches;
     }
-    EXPECT_EQ(micro_batches, (ds->num_samples() / 12 - resume_at / 12) * 2);
+    EXPECT_EQ(micro_batches, (ds->num_samples() - resume_at) / lc.global_batch_size * 2);
   }
 }
 
