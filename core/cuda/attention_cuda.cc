@@ -10,11 +10,6 @@
 namespace mt {
 namespace cuda {
 
-using internal::Elem;
-using internal::Enter;
-using internal::LaunchStatus;
-using internal::Needs;
-
 namespace {
 
 absl::Status CheckHeadDim(absl::string_view op, int64_t d) {

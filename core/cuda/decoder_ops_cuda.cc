@@ -9,12 +9,6 @@
 namespace mt {
 namespace cuda {
 
-using internal::Elem;
-using internal::Enter;
-using internal::LaunchStatus;
-using internal::Needs;
-using internal::WithOp;
-
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gamma,
                      float eps, const TensorView& y, const TensorView& rstd) {
   constexpr absl::string_view kOp = "RmsNorm";

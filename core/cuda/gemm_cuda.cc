@@ -258,14 +258,14 @@ absl::Status UnfusedEpilogue(absl::string_view op, const ExecContext& ctx, const
   char* scratch = nullptr;
   if (product_bytes + bias_bytes > 0) {
     absl::StatusOr<void*> buffer = st.Scratch(product_bytes + bias_bytes);
-    if (!buffer.ok()) return internal::WithOp(op, buffer.status());
+    if (!buffer.ok()) return WithOp(op, buffer.status());
     scratch = static_cast<char*>(*buffer);
   }
   const TensorView p = c_f32 ? c : TensorView(scratch, {M, N}, DType::kF32, c.device);
   if (dims.k == 0 || dims.alpha == 0.0f) {
     const uint32_t zero = 0;
-    RETURN_IF_ERROR(internal::LaunchStatus(
-        op, LaunchFill(&zero, sizeof(zero), p.data, M * N, ctx.cuda_stream)));
+    RETURN_IF_ERROR(
+        LaunchStatus(op, LaunchFill(&zero, sizeof(zero), p.data, M * N, ctx.cuda_stream)));
   } else {
     RETURN_IF_ERROR(LtGemm(op, ctx, a, b, p, dims, /*fuse=*/false));
   }
@@ -273,15 +273,15 @@ absl::Status UnfusedEpilogue(absl::string_view op, const ExecContext& ctx, const
     TensorView bias = *dims.bias;
     if (!bias_f32) {
       bias = TensorView(scratch + product_bytes, {N}, DType::kF32, c.device);
-      RETURN_IF_ERROR(internal::WithOp(op, Convert(ctx, *dims.bias, bias)));
+      RETURN_IF_ERROR(WithOp(op, Convert(ctx, *dims.bias, bias)));
     }
-    RETURN_IF_ERROR(internal::WithOp(op, BiasAdd(ctx, p, bias, p)));
+    RETURN_IF_ERROR(WithOp(op, BiasAdd(ctx, p, bias, p)));
   }
   if (dims.pre_activation != nullptr) {
-    RETURN_IF_ERROR(internal::WithOp(op, Convert(ctx, p, *dims.pre_activation)));
+    RETURN_IF_ERROR(WithOp(op, Convert(ctx, p, *dims.pre_activation)));
   }
-  if (dims.gelu) RETURN_IF_ERROR(internal::WithOp(op, Gelu(ctx, p, p)));
-  if (!c_f32) RETURN_IF_ERROR(internal::WithOp(op, Convert(ctx, p, c)));
+  if (dims.gelu) RETURN_IF_ERROR(WithOp(op, Gelu(ctx, p, p)));
+  if (!c_f32) RETURN_IF_ERROR(WithOp(op, Convert(ctx, p, c)));
   return absl::OkStatus();
 }
 
@@ -316,7 +316,7 @@ absl::Status LtGemm(absl::string_view op, const ExecContext& ctx, const TensorVi
   auto it = st.gemm_plans.find(key);
   if (it == st.gemm_plans.end()) {
     absl::StatusOr<std::unique_ptr<GemmPlan>> plan = MakePlan(op, st, key, bias, aux);
-    if (!plan.ok()) return internal::WithOp(op, plan.status());
+    if (!plan.ok()) return WithOp(op, plan.status());
     if (st.gemm_plans.size() >= kMaxPlans) st.gemm_plans.clear();
     it = st.gemm_plans.emplace(key, std::move(*plan)).first;
   }
@@ -325,16 +325,15 @@ absl::Status LtGemm(absl::string_view op, const ExecContext& ctx, const TensorVi
   // The fallbacks may add plans (and so clear the cache): `plan` is not used after them.
   auto fallback = [&]() -> absl::Status {
     if (fuse) return UnfusedEpilogue(op, ctx, a, b, c, dims);
-    return internal::WithOp(
-        op, LegacyGemm(op, st, key, a.data, b.data, c.data, alpha, beta, internal::Stream(ctx)));
+    return WithOp(op, LegacyGemm(op, st, key, a.data, b.data, c.data, alpha, beta, Stream(ctx)));
   };
   if (plan.legacy) return fallback();
   if (fuse) {
-    RETURN_IF_ERROR(internal::WithOp(op, SetEpiloguePointers(plan.desc, key, bias, aux)));
+    RETURN_IF_ERROR(WithOp(op, SetEpiloguePointers(plan.desc, key, bias, aux)));
   }
   const cublasStatus_t status = cublasLtMatmul(
       st.blas, plan.desc, &alpha, b.data, plan.a, a.data, plan.b, &beta, c.data, plan.c, c.data,
-      plan.c, &plan.algo, st.workspace, st.workspace_bytes, internal::Stream(ctx));
+      plan.c, &plan.algo, st.workspace, st.workspace_bytes, Stream(ctx));
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (fuse && status == CUBLAS_STATUS_INVALID_VALUE)) {
     // The heuristic's choice turned the problem (or its epilogue) down: remember it and take the
     // fallback.
@@ -342,8 +341,7 @@ absl::Status LtGemm(absl::string_view op, const ExecContext& ctx, const TensorVi
     return fallback();
   }
   if (status != CUBLAS_STATUS_SUCCESS) {
-    return internal::WithOp(
-        op, internal::CublasCallError(status, "cublasLtMatmul", __FILE__, __LINE__));
+    return WithOp(op, internal::CublasCallError(status, "cublasLtMatmul", __FILE__, __LINE__));
   }
   return absl::OkStatus();
 }
@@ -352,13 +350,13 @@ absl::Status LtGemm(absl::string_view op, const ExecContext& ctx, const TensorVi
 
 absl::Status Gemm(absl::string_view op, const ExecContext& ctx, const TensorView& a,
                   const TensorView& b, const TensorView& c, const GemmDims& dims) {
-  RETURN_IF_ERROR(internal::Enter(op, ctx, c.device,
-                                  {{"A", &a},
-                                   {"B", &b},
-                                   {"C", &c},
-                                   {"bias", dims.bias},
-                                   {"pre_activation", dims.pre_activation}},
-                                  internal::Needs::kDeviceContext));
+  RETURN_IF_ERROR(Enter(op, ctx, c.device,
+                        {{"A", &a},
+                         {"B", &b},
+                         {"C", &c},
+                         {"bias", dims.bias},
+                         {"pre_activation", dims.pre_activation}},
+                        Needs::kDeviceContext));
   const bool epilogue = HasEpilogue(dims);
   if (epilogue && (dims.batch != 1 || dims.beta != 0.0f)) {
     return absl::InvalidArgumentError(
@@ -372,12 +370,12 @@ absl::Status Gemm(absl::string_view op, const ExecContext& ctx, const TensorView
     // C = beta C.
     if (dims.beta == 0.0f) {
       const uint64_t zero = 0;  // All-zero bits are +0 in every float dtype.
-      return internal::LaunchStatus(op, LaunchFill(&zero, static_cast<int>(DTypeSize(c.dtype)),
-                                                   c.data, c_elems, ctx.cuda_stream));
+      return LaunchStatus(op, LaunchFill(&zero, static_cast<int>(DTypeSize(c.dtype)), c.data,
+                                         c_elems, ctx.cuda_stream));
     }
     if (dims.beta == 1.0f) return absl::OkStatus();
-    return internal::LaunchStatus(op, LaunchUnary(internal::Elem(c.dtype), UnaryOp::kScale, c.data,
-                                                  c.data, c_elems, dims.beta, ctx.cuda_stream));
+    return LaunchStatus(op, LaunchUnary(Elem(c.dtype), UnaryOp::kScale, c.data, c.data, c_elems,
+                                        dims.beta, ctx.cuda_stream));
   }
   if (dims.batch > INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(

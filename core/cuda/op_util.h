@@ -1,5 +1,5 @@
-// Shared plumbing of the CUDA op implementations (ops_cuda.cc, gemm_cuda.cc); internal to
-// core/cuda. Includes CUDA headers.
+// Shared plumbing of the CUDA op implementations (ops_cuda.cc, gemm_cuda.cc, attention_cuda.cc,
+// decoder_ops_cuda.cc); internal to core/cuda. Includes CUDA headers.
 #ifndef MT_CORE_CUDA_OP_UTIL_H_
 #define MT_CORE_CUDA_OP_UTIL_H_
 
@@ -86,6 +86,19 @@ ElemType Elem(DType dtype);
 IdType Id(DType dtype);
 
 }  // namespace internal
+
+// The helpers every host op file uses, by their short names in mt::cuda (where the op
+// implementations live). This header is private to the CUDA backend's target (a source, not a
+// public header), so nothing outside core/cuda sees them.
+using internal::Elem;
+using internal::Enter;
+using internal::Id;
+using internal::LaunchStatus;
+using internal::Needs;
+using internal::ReadBack;
+using internal::Stream;
+using internal::WithOp;
+
 }  // namespace cuda
 }  // namespace mt
 

@@ -14,14 +14,6 @@
 namespace mt {
 namespace cuda {
 
-using internal::Elem;
-using internal::Enter;
-using internal::Id;
-using internal::LaunchStatus;
-using internal::Needs;
-using internal::Stream;
-using internal::WithOp;
-
 namespace {
 
 // Device scratch from ctx.cuda (Enter has checked it is there).
@@ -230,18 +222,18 @@ absl::StatusOr<BadId> FindBadId(absl::string_view op, const ExecContext& ctx,
   RETURN_IF_ERROR(LaunchStatus(op, LaunchFindBadId(Id(ids.dtype), ids.data, count, lo, hi,
                                                    allow_ignore, first_bad, ctx.cuda_stream)));
   unsigned long long position = 0;
-  RETURN_IF_ERROR(internal::ReadBack(op, ctx, first_bad, sizeof(position), &position));
+  RETURN_IF_ERROR(ReadBack(op, ctx, first_bad, sizeof(position), &position));
   if (position == std::numeric_limits<unsigned long long>::max()) return bad;
   bad.position = static_cast<int64_t>(position);
   const size_t elem = DTypeSize(ids.dtype);
   const char* at = static_cast<const char*>(ids.data) + bad.position * elem;
   if (ids.dtype == DType::kI32) {
     int32_t v = 0;
-    RETURN_IF_ERROR(internal::ReadBack(op, ctx, at, sizeof(v), &v));
+    RETURN_IF_ERROR(ReadBack(op, ctx, at, sizeof(v), &v));
     bad.value = v;
   } else {
     int64_t v = 0;
-    RETURN_IF_ERROR(internal::ReadBack(op, ctx, at, sizeof(v), &v));
+    RETURN_IF_ERROR(ReadBack(op, ctx, at, sizeof(v), &v));
     bad.value = v;
   }
   return bad;
@@ -388,7 +380,7 @@ absl::StatusOr<double> Reduce(absl::string_view op, const ExecContext& ctx, cons
   RETURN_IF_ERROR(
       LaunchStatus(op, LaunchReduce(Elem(x.dtype), kind, x.data, n, out, ctx.cuda_stream)));
   double result = 0.0;
-  RETURN_IF_ERROR(internal::ReadBack(op, ctx, out, sizeof(result), &result));
+  RETURN_IF_ERROR(ReadBack(op, ctx, out, sizeof(result), &result));
   return result;
 }
 
