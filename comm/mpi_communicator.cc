@@ -110,6 +110,55 @@ absl::Status StageOut(void* host, const TensorView& t) {
   return CopyTensor(ExecContext(), TensorView(host, t.shape, t.dtype), t);
 }
 
+// Where a reduction of `in` into `out` (an all-reduce in place when !scatter: out is in; else a
+// reduce-scatter) reads and writes on the host. MPI has no 16-bit float type, so bf16/f16 are
+// widened into f32 scratch for the call and narrowed into host_out after it (FinishReduce).
+struct ReduceBuffers {
+  void* send = nullptr;  // What MPI reads; an in-place all-reduce also writes its result here.
+  void* recv = nullptr;  // What a reduce-scatter writes.
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  void* host_out = nullptr;     // out's bytes on the host: out itself (CPU) or a stage.
+  float* f32_result = nullptr;  // The f32 result of a 16-bit reduction, narrowed into host_out.
+};
+
+// The staging and scratch hold the host copies (CUDA tensors) and the f32 values (16-bit ones);
+// they must outlive the call, which for a non-blocking one is its request.
+struct ReduceStaging {
+  HostStaging* in;
+  HostStaging* out;
+  internal::HostScratch* f32_in;
+  internal::HostScratch* f32_out;
+};
+
+absl::StatusOr<ReduceBuffers> StartReduce(const TensorView& in, const TensorView& out, bool scatter,
+                                          const ReduceStaging& staging) {
+  ReduceBuffers b;
+  ASSIGN_OR_RETURN(void* host_in, StageIn(in, staging.in));
+  if (scatter) {
+    ASSIGN_OR_RETURN(b.host_out, HostFor(out, staging.out));
+  } else {
+    b.host_out = host_in;
+  }
+  b.send = host_in;
+  b.recv = b.host_out;
+  b.type = MpiType(in.dtype);
+  if (IsHalf(in.dtype)) {
+    float* f_in = static_cast<float*>(staging.f32_in->Get(in.numel() * sizeof(float)));
+    HalfToF32(host_in, in.dtype, f_in, in.numel());
+    b.send = f_in;
+    b.recv = scatter ? staging.f32_out->Get(out.numel() * sizeof(float)) : f_in;
+    b.f32_result = static_cast<float*>(b.recv);
+    b.type = MPI_FLOAT;
+  }
+  return b;
+}
+
+// The reduction has completed: its result goes into out (f32 -> 16 bits, host -> device).
+absl::Status FinishReduce(const ReduceBuffers& b, const TensorView& out) {
+  if (b.f32_result != nullptr) F32ToHalf(b.f32_result, out.dtype, b.host_out, out.numel());
+  return StageOut(b.host_out, out);
+}
+
 // An MPI_Iallreduce or MPI_Ireduce_scatter_block in flight. f32/i32/i64 CPU tensors are reduced
 // in place (all-reduce) or from `in` into `out` (reduce-scatter); CUDA tensors and 16-bit floats go
 // through buffers owned by the request (host copies of CUDA tensors, the f32 values of 16-bit
@@ -125,29 +174,16 @@ class MpiReduceRequest final : public CommRequest {
     ASSIGN_OR_RETURN(const int n_in, MpiCount(in.numel(), label));
     ASSIGN_OR_RETURN(const int n_out, MpiCount(out.numel(), label));
     std::unique_ptr<MpiReduceRequest> r(new MpiReduceRequest(out, std::move(label)));
-    ASSIGN_OR_RETURN(void* host_in, StageIn(in, &r->stage_in_));
-    if (scatter) {
-      ASSIGN_OR_RETURN(r->host_out_, HostFor(out, &r->stage_out_));
-    } else {
-      r->host_out_ = host_in;
-    }
-    void* buf_in = host_in;
-    void* buf_out = r->host_out_;
-    MPI_Datatype type = MpiType(in.dtype);
-    if (IsHalf(in.dtype)) {
-      float* f_in = static_cast<float*>(r->f32_in_.Get(n_in * sizeof(float)));
-      HalfToF32(host_in, in.dtype, f_in, n_in);
-      buf_in = f_in;
-      buf_out = scatter ? r->f32_out_.Get(n_out * sizeof(float)) : f_in;
-      r->f32_result_ = static_cast<float*>(buf_out);
-      type = MPI_FLOAT;
-    }
+    ASSIGN_OR_RETURN(
+        r->buffers_,
+        StartReduce(in, out, scatter, {&r->stage_in_, &r->stage_out_, &r->f32_in_, &r->f32_out_}));
+    const ReduceBuffers& b = r->buffers_;
     if (scatter) {
       MT_MPI_RETURN_IF_ERROR(
-          MPI_Ireduce_scatter_block(buf_in, buf_out, n_out, type, MpiOp(op), comm, &r->req_));
+          MPI_Ireduce_scatter_block(b.send, b.recv, n_out, b.type, MpiOp(op), comm, &r->req_));
     } else {
       MT_MPI_RETURN_IF_ERROR(
-          MPI_Iallreduce(MPI_IN_PLACE, buf_in, n_in, type, MpiOp(op), comm, &r->req_));
+          MPI_Iallreduce(MPI_IN_PLACE, b.send, n_in, b.type, MpiOp(op), comm, &r->req_));
     }
     r->started_ = true;
     return std::unique_ptr<CommRequest>(std::move(r));
@@ -175,17 +211,12 @@ class MpiReduceRequest final : public CommRequest {
   MpiReduceRequest(const TensorView& out, std::string label)
       : CommRequest(std::move(label)), out_(out) {}
 
-  // The collective has completed: its result goes into out (f32 -> 16 bits, host -> device).
-  absl::Status Unstage() {
-    if (f32_result_ != nullptr) F32ToHalf(f32_result_, out_.dtype, host_out_, out_.numel());
-    return StageOut(host_out_, out_);
-  }
+  absl::Status Unstage() { return FinishReduce(buffers_, out_); }
 
   TensorView out_;
   MPI_Request req_ = MPI_REQUEST_NULL;
   bool started_ = false;
-  void* host_out_ = nullptr;     // out's bytes on the host: out itself (CPU) or a stage.
-  float* f32_result_ = nullptr;  // The f32 result of a 16-bit reduction.
+  ReduceBuffers buffers_;
   HostStaging stage_in_, stage_out_;
   internal::HostScratch f32_in_, f32_out_;
 };
@@ -293,17 +324,9 @@ class MpiCommunicator final : public Communicator {
  protected:
   absl::Status DoAllReduce(const TensorView& t, ReduceOp op) override {
     ASSIGN_OR_RETURN(const int n, MpiCount(t.numel(), OpLabel("AllReduce")));
-    ASSIGN_OR_RETURN(void* host, StageIn(t, &stage_a_));
-    if (IsHalf(t.dtype)) {
-      float* f = static_cast<float*>(f32_a_.Get(n * sizeof(float)));
-      HalfToF32(host, t.dtype, f, n);
-      MT_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, f, n, MPI_FLOAT, MpiOp(op), comm_));
-      F32ToHalf(f, t.dtype, host, n);
-    } else {
-      MT_MPI_RETURN_IF_ERROR(
-          MPI_Allreduce(MPI_IN_PLACE, host, n, MpiType(t.dtype), MpiOp(op), comm_));
-    }
-    return StageOut(host, t);
+    ASSIGN_OR_RETURN(const ReduceBuffers b, StartReduce(t, t, /*scatter=*/false, Staging()));
+    MT_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, b.send, n, b.type, MpiOp(op), comm_));
+    return FinishReduce(b, t);
   }
 
   absl::StatusOr<std::unique_ptr<CommRequest>> DoAllReduceAsync(const TensorView& t,
@@ -343,19 +366,9 @@ class MpiCommunicator final : public Communicator {
   absl::Status DoReduceScatter(const TensorView& in, const TensorView& out, ReduceOp op) override {
     ASSIGN_OR_RETURN(const int n, MpiCount(out.numel(), OpLabel("ReduceScatter")));
     RETURN_IF_ERROR(MpiCount(in.numel(), OpLabel("ReduceScatter")).status());
-    ASSIGN_OR_RETURN(void* host_in, StageIn(in, &stage_a_));
-    ASSIGN_OR_RETURN(void* host_out, HostFor(out, &stage_b_));
-    if (IsHalf(in.dtype)) {
-      float* fin = static_cast<float*>(f32_a_.Get(in.numel() * sizeof(float)));
-      float* fout = static_cast<float*>(f32_b_.Get(out.numel() * sizeof(float)));
-      HalfToF32(host_in, in.dtype, fin, in.numel());
-      MT_MPI_RETURN_IF_ERROR(MPI_Reduce_scatter_block(fin, fout, n, MPI_FLOAT, MpiOp(op), comm_));
-      F32ToHalf(fout, out.dtype, host_out, n);
-    } else {
-      MT_MPI_RETURN_IF_ERROR(
-          MPI_Reduce_scatter_block(host_in, host_out, n, MpiType(in.dtype), MpiOp(op), comm_));
-    }
-    return StageOut(host_out, out);
+    ASSIGN_OR_RETURN(const ReduceBuffers b, StartReduce(in, out, /*scatter=*/true, Staging()));
+    MT_MPI_RETURN_IF_ERROR(MPI_Reduce_scatter_block(b.send, b.recv, n, b.type, MpiOp(op), comm_));
+    return FinishReduce(b, out);
   }
 
   absl::Status DoBroadcast(const TensorView& t, int root) override {
@@ -415,6 +428,9 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // The reused buffers below, as a blocking reduction stages through them.
+  ReduceStaging Staging() { return {&stage_a_, &stage_b_, &f32_a_, &f32_b_}; }
+
   MPI_Comm comm_;
   // Reused host buffers: staging of CUDA inputs/outputs, f32 copies of 16-bit floats, the
   // dim-0 result of a last-dim gather.
