@@ -17,12 +17,12 @@
 #include "core/config_flags.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "eval/generate.h"
 #include "gflags/gflags.h"
 #include "models/gpt2/gpt2.h"
+#include "serve/generate.h"
 
 namespace mt {
-namespace eval {
+namespace serve {
 namespace {
 
 struct BenchConfig {
@@ -110,15 +110,15 @@ absl::Status Run(const BenchConfig& c) {
 }
 
 }  // namespace
-}  // namespace eval
+}  // namespace serve
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  mt::eval::BenchConfig config;
-  const mt::ConfigFlags<mt::eval::BenchConfig> flags(config);
+  mt::serve::BenchConfig config;
+  const mt::ConfigFlags<mt::serve::BenchConfig> flags(config);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   absl::Status s = flags.ApplyGiven(&config);
-  if (s.ok()) s = mt::eval::Run(config);
+  if (s.ok()) s = mt::serve::Run(config);
   if (!s.ok()) {
     std::fprintf(stderr, "generate_bench: error: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -22,13 +22,13 @@
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
 #include "eval/eval_main.h"
-#include "eval/generate.h"
-#include "eval/generate_text.h"
-#include "eval/inference.h"
 #include "eval/text_file.h"
+#include "serve/generate.h"
+#include "serve/generate_text.h"
+#include "serve/inference.h"
 
 namespace mt {
-namespace eval {
+namespace serve {
 namespace {
 
 struct GenerateMainConfig {
@@ -62,7 +62,7 @@ struct GenerateMainConfig {
 
 absl::StatusOr<std::vector<std::string>> ReadPrompts(const GenerateMainConfig& c) {
   if (c.prompts_file.empty()) return std::vector<std::string>{c.prompt};
-  ASSIGN_OR_RETURN(std::string text, ReadTextFile(c.prompts_file));
+  ASSIGN_OR_RETURN(std::string text, eval::ReadTextFile(c.prompts_file));
   if (text.empty()) return absl::InvalidArgumentError(c.prompts_file + " holds no prompt");
   if (text.back() == '\n') text.pop_back();
   return std::vector<std::string>(absl::StrSplit(text, '\n'));
@@ -101,17 +101,17 @@ absl::Status Run(const GenerateMainConfig& c, comm::Communicator& world, int loc
 }
 
 }  // namespace
-}  // namespace eval
+}  // namespace serve
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  mt::eval::GenerateMainConfig config;
-  const mt::ConfigFlags<mt::eval::GenerateMainConfig> flags(config);
+  mt::serve::GenerateMainConfig config;
+  const mt::ConfigFlags<mt::serve::GenerateMainConfig> flags(config);
   return mt::eval::EvalMain(
       argc, argv,
       {"generate", "Text generation from a trained GPT checkpoint (Megatron-LM flags)."},
       mt::eval::ApplyFlagsAndValidate(flags, &config),
       [&](mt::comm::Communicator& world, int local_rank, int local_size) {
-        return mt::eval::Run(config, world, local_rank, local_size);
+        return mt::serve::Run(config, world, local_rank, local_size);
       });
 }

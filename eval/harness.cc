@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<Harness>> Harness::Open(const HarnessConfig& conf
   ro.local_rank = placement.local_rank;
   ro.local_size = placement.local_size;
   ASSIGN_OR_RETURN(h->rank_, CreateRankExecution(ro));
-  ASSIGN_OR_RETURN(h->checkpoint_, train::ReadCheckpointModel(config.load, config.iteration));
+  ASSIGN_OR_RETURN(h->checkpoint_, checkpoint::ReadCheckpointModel(config.load, config.iteration));
   const models::ModelConfig& m = h->checkpoint_.config;
   if (absl::Status s = m.ValidateParallel(placement.world_size); !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -67,11 +67,11 @@ absl::StatusOr<std::unique_ptr<Harness>> Harness::Open(const HarnessConfig& conf
 
 Harness::~Harness() = default;
 
-absl::Status Harness::LoadModel(train::LoadModelOptions options) {
+absl::Status Harness::LoadModel(checkpoint::LoadModelOptions options) {
   options.iteration = checkpoint_.iteration;
   options.compute_dtype = config_.ComputeDType();
-  ASSIGN_OR_RETURN(loaded_, train::LoadModel(config_.load, placement_.rank, placement_.world_size,
-                                             rank_.exec, options));
+  ASSIGN_OR_RETURN(loaded_, checkpoint::LoadModel(config_.load, placement_.rank,
+                                                  placement_.world_size, rank_.exec, options));
   return absl::OkStatus();
 }
 

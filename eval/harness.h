@@ -6,7 +6,7 @@
 //
 // Layout: every rank of the job is one tensor-parallel rank of a single TP group (TP = world
 // size, which must divide the heads; any degree, whatever the checkpoint was saved with:
-// train/model_loading.h reshards in memory). Every rank runs the same forward passes; rank 0
+// checkpoint/model_loading.h reshards in memory). Every rank runs the same forward passes; rank 0
 // scores and writes.
 //
 // Stages, so that input errors end every rank with one line and before any collective:
@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/model_loading.h"
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
 #include "core/dtype.h"
@@ -40,7 +41,6 @@
 #include "models/model.h"
 #include "nlohmann/json.hpp"
 #include "nn/context.h"
-#include "train/model_loading.h"
 
 namespace mt {
 namespace eval {
@@ -111,15 +111,15 @@ class Harness {
   // Stage 1 (local): this rank's device (GPU local_rank mod count, with its context and memory
   // pool) and thread pool, and the checkpoint's model config. FailedPrecondition without a GPU
   // for --device=cuda, or when the model cannot be split over the world size (naming the heads
-  // or FFN width it must divide); the errors of train::ReadCheckpointModel.
+  // or FFN width it must divide); the errors of checkpoint::ReadCheckpointModel.
   static absl::StatusOr<std::unique_ptr<Harness>> Open(const HarnessConfig& config,
                                                        const Placement& placement);
   ~Harness();
 
-  // Stage 3 (local): the model from the checkpoint at this rank's slice (train::LoadModel with
+  // Stage 3 (local): the model from the checkpoint at this rank's slice (checkpoint::LoadModel with
   // `options`, whose iteration and compute dtype the harness sets: the checkpoint's and
   // config().ComputeDType()).
-  absl::Status LoadModel(train::LoadModelOptions options = {});
+  absl::Status LoadModel(checkpoint::LoadModelOptions options = {});
   // Stage 5 (collective over `world`, which must outlive this object): the communicators (NCCL
   // on GPUs when each local rank has one and the binary has NCCL, else MPI) and the layout.
   absl::Status Connect(comm::Communicator& world);
@@ -127,11 +127,11 @@ class Harness {
   const HarnessConfig& config() const { return config_; }
   const Placement& placement() const { return placement_; }
   bool rank0() const { return placement_.rank == 0; }
-  const train::CheckpointModel& checkpoint() const { return checkpoint_; }
+  const checkpoint::CheckpointModel& checkpoint() const { return checkpoint_; }
   // After LoadModel: the model, the store holding its parameters, and what the load did.
   models::Model& model() { return *loaded_.model; }
   nn::ParameterStore& store() { return *loaded_.store; }
-  const train::ParameterLoad& parameter_load() const { return loaded_.load; }
+  const checkpoint::ParameterLoad& parameter_load() const { return loaded_.load; }
   const ExecContext& exec() const { return rank_.exec; }
   ThreadPool* pool() { return rank_.pool.get(); }
   // After Connect: the layout (one TP group over the world), and eval mode on the TP group.
@@ -146,12 +146,12 @@ class Harness {
 
   HarnessConfig config_;
   Placement placement_;
-  train::CheckpointModel checkpoint_;
+  checkpoint::CheckpointModel checkpoint_;
   // Destroyed in reverse order: the model and communicators before the device's pool and context.
   RankExecution rank_;
   std::unique_ptr<comm::Communicator> nccl_world_;
   std::unique_ptr<comm::ParallelContext> parallel_;
-  train::LoadedModel loaded_;
+  checkpoint::LoadedModel loaded_;
 };
 
 // A task run by the harness: its data and its scoring.
@@ -161,11 +161,11 @@ class EvalTask {
   // Stage 2 (local, on every rank): checks that the checkpoint's model fits the task and reads,
   // tokenises and lays out the data; rank 0 also opens its output files. Errors are one line
   // naming the file (and line), or the model and what the task needs.
-  virtual absl::Status Prepare(const train::CheckpointModel& checkpoint, bool rank0) = 0;
+  virtual absl::Status Prepare(const checkpoint::CheckpointModel& checkpoint, bool rank0) = 0;
   // Stage 3: what to build and load (heads, which parameters may be missing from the checkpoint
   // or not used, the initial values of missing ones). Default: the checkpoint's model as it was
   // saved, every parameter present and used.
-  virtual train::LoadModelOptions LoadOptions() const { return {}; }
+  virtual checkpoint::LoadModelOptions LoadOptions() const { return {}; }
   // Stage 3, after the load (local, on every rank): checks what was loaded
   // (harness.parameter_load()) and sets up per-rank state (an optimizer's moments, say). Errors
   // are one line, as Prepare's.

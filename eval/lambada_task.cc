@@ -28,7 +28,7 @@ absl::Status LambadaConfig::Validate() const {
   return absl::OkStatus();
 }
 
-absl::Status LambadaTask::Prepare(const train::CheckpointModel& checkpoint, bool rank0) {
+absl::Status LambadaTask::Prepare(const checkpoint::CheckpointModel& checkpoint, bool rank0) {
   ASSIGN_OR_RETURN(tokenizer_, LoadGpt2Tokenizer(config_.harness));
   RETURN_IF_ERROR(CheckLanguageModel("lambada", checkpoint, *tokenizer_));
   ASSIGN_OR_RETURN(examples_,

@@ -56,7 +56,7 @@ class LambadaTask : public EvalTask {
   // The errors of LoadLambada ("FILE:LINE: ..." for a bad line), LoadGpt2Tokenizer,
   // CheckLanguageModel and JsonlWriter::Open; InvalidArgument "FILE:LINE: ..." for an example
   // longer than the model's positions.
-  absl::Status Prepare(const train::CheckpointModel& checkpoint, bool rank0) override;
+  absl::Status Prepare(const checkpoint::CheckpointModel& checkpoint, bool rank0) override;
   absl::StatusOr<Json> Run(Harness& harness) override;
 
  private:

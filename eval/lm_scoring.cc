@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<data::Tokenizer>> LoadGpt2Tokenizer(const Harness
   return std::unique_ptr<data::Tokenizer>(std::move(bpe));
 }
 
-absl::Status CheckLanguageModel(absl::string_view task, const train::CheckpointModel& checkpoint,
+absl::Status CheckLanguageModel(absl::string_view task,
+                                const checkpoint::CheckpointModel& checkpoint,
                                 const data::Tokenizer& tokenizer) {
   const models::ModelConfig& c = checkpoint.config;
   if (c.family != models::Family::kGpt2) {

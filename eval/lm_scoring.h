@@ -13,12 +13,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/model_loading.h"
 #include "core/alloc.h"
 #include "core/tensor.h"
 #include "data/tokenizers/tokenizer.h"
 #include "eval/harness.h"
 #include "eval/scoring.h"
-#include "train/model_loading.h"
 
 namespace mt {
 namespace eval {
@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<data::Tokenizer>> LoadGpt2Tokenizer(const Harness
 // FailedPrecondition naming both otherwise: another family ("wikitext103 scores GPT-family
 // language models; checkpoint DIR holds a bert-family model (architecture 'bert')"), or another
 // vocabulary size.
-absl::Status CheckLanguageModel(absl::string_view task, const train::CheckpointModel& checkpoint,
+absl::Status CheckLanguageModel(absl::string_view task,
+                                const checkpoint::CheckpointModel& checkpoint,
                                 const data::Tokenizer& tokenizer);
 
 // Positions [begin, end) of row `row` of a micro-batch, whose targets are scored.

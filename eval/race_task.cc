@@ -9,11 +9,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
 #include "data/tokenizers/wordpiece.h"
 #include "models/config.h"
-#include "train/checkpoint.h"
 
 namespace mt {
 namespace eval {
@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<data::Tokenizer>> LoadBertTokenizer(const std::st
 
 // OK when `checkpoint` holds a BERT-family model with token types 0 and 1 over the tokenizer's
 // vocabulary.
-absl::Status CheckRaceModel(const train::CheckpointModel& checkpoint,
+absl::Status CheckRaceModel(const checkpoint::CheckpointModel& checkpoint,
                             const data::Tokenizer& tokenizer) {
   const models::ModelConfig& c = checkpoint.config;
   if (c.family != models::Family::kBert) {
@@ -122,7 +122,7 @@ absl::Status RaceConfig::Validate() const {
   return absl::OkStatus();
 }
 
-absl::Status RaceTask::Prepare(const train::CheckpointModel& checkpoint, bool rank0) {
+absl::Status RaceTask::Prepare(const checkpoint::CheckpointModel& checkpoint, bool rank0) {
   ASSIGN_OR_RETURN(tokenizer_, LoadBertTokenizer(config_.harness.vocab_file));
   RETURN_IF_ERROR(CheckRaceModel(checkpoint, *tokenizer_));
   const int64_t positions = checkpoint.config.max_position_embeddings;
@@ -151,7 +151,7 @@ absl::Status RaceTask::Prepare(const train::CheckpointModel& checkpoint, bool ra
   model_name_ = checkpoint.model_name;
   if (!rank0) return absl::OkStatus();
   if (!config_.save.empty()) {
-    absl::StatusOr<int64_t> existing = train::LatestIteration(config_.save);
+    absl::StatusOr<int64_t> existing = checkpoint::LatestIteration(config_.save);
     if (existing.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("--save=", config_.save,
                                                         " already holds a checkpoint (iteration ",
@@ -167,8 +167,8 @@ absl::Status RaceTask::Prepare(const train::CheckpointModel& checkpoint, bool ra
   return absl::OkStatus();
 }
 
-train::LoadModelOptions RaceTask::LoadOptions() const {
-  train::LoadModelOptions options;
+checkpoint::LoadModelOptions RaceTask::LoadOptions() const {
+  checkpoint::LoadModelOptions options;
   options.model.heads = models::Heads::kMultipleChoice;
   options.load.allow_missing = true;
   options.load.allow_unexpected = true;  // The pretraining heads.
@@ -219,7 +219,7 @@ void RaceTask::PrintSummary(const Harness& harness) const {
                 counts(train_).c_str(), config_.epochs, static_cast<long long>(steps_per_epoch_),
                 static_cast<long long>(config_.global_batch_size));
   }
-  const train::ParameterLoad& load = harness.parameter_load();
+  const checkpoint::ParameterLoad& load = harness.parameter_load();
   if (!load.missing.empty() || !load.ignored.empty()) {
     std::printf("race: initialised from --seed: %s; not used: %s\n",
                 absl::StrJoin(load.missing, ", ").c_str(),

@@ -42,12 +42,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/model_loading.h"
 #include "data/tokenizers/tokenizer.h"
 #include "eval/harness.h"
 #include "eval/race.h"
 #include "eval/race_batches.h"
 #include "eval/race_finetune.h"
-#include "train/model_loading.h"
 
 namespace mt {
 namespace eval {
@@ -109,9 +109,9 @@ class RaceTask : public EvalTask {
   // checkpoint; InvalidArgument for a seq_length above the model's positions, or fewer training
   // questions than a global batch; NotFound / InvalidArgument from reading RACE (naming the
   // directory, or the file and key); the tokenizer's and JsonlWriter::Open's errors.
-  absl::Status Prepare(const train::CheckpointModel& checkpoint, bool rank0) override;
+  absl::Status Prepare(const checkpoint::CheckpointModel& checkpoint, bool rank0) override;
   // The multiple-choice head only; parameters may be missing or unused (Loaded checks them).
-  train::LoadModelOptions LoadOptions() const override;
+  checkpoint::LoadModelOptions LoadOptions() const override;
   // FailedPrecondition when a parameter other than the new head's was missing (for --eval_only:
   // any), naming them; then the optimizer state (RaceFineTuner::Create's errors).
   absl::Status Loaded(Harness& harness) override;

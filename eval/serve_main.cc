@@ -33,15 +33,15 @@
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
 #include "eval/eval_main.h"
-#include "eval/inference.h"
-#include "eval/serve_api.h"
-#include "eval/serve_loop.h"
-#include "eval/serve_queue.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "serve/inference.h"
+#include "serve/serve_api.h"
+#include "serve/serve_loop.h"
+#include "serve/serve_queue.h"
 
 namespace mt {
-namespace eval {
+namespace serve {
 namespace {
 
 struct ServeConfig {
@@ -231,16 +231,16 @@ absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_ra
 }
 
 }  // namespace
-}  // namespace eval
+}  // namespace serve
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  mt::eval::ServeConfig config;
-  const mt::ConfigFlags<mt::eval::ServeConfig> flags(config);
+  mt::serve::ServeConfig config;
+  const mt::ConfigFlags<mt::serve::ServeConfig> flags(config);
   return mt::eval::EvalMain(argc, argv,
                             {"serve", "HTTP text generation server for a trained GPT checkpoint."},
                             mt::eval::ApplyFlagsAndValidate(flags, &config),
                             [&](mt::comm::Communicator& world, int local_rank, int local_size) {
-                              return mt::eval::Serve(config, world, local_rank, local_size);
+                              return mt::serve::Serve(config, world, local_rank, local_size);
                             });
 }

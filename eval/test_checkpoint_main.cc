@@ -11,11 +11,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/model_loading_testutil.h"
 #include "core/config_flags.h"
 #include "core/fields.h"
 #include "gflags/gflags.h"
 #include "models/config.h"
-#include "train/model_loading_testutil.h"
 
 namespace {
 
@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
   if (absl::Status s = flags.ApplyGiven(&config); !s.ok()) return Fail(std::string(s.message()));
   if (config.save.empty()) return Fail("--save is required");
   auto ranks =
-      mt::train::testing::BuildRanks(config.model, config.tensor_model_parallel_size, config.seed);
+      mt::checkpoint::testing::BuildRanks(config.model, config.tensor_model_parallel_size, config.seed);
   if (!ranks.ok()) return Fail(std::string(ranks.status().message()));
-  for (mt::train::testing::RankModel& r : *ranks) {
+  for (mt::checkpoint::testing::RankModel& r : *ranks) {
     if (!config.zero) continue;
     const mt::TensorView values = r.store->flat_values();
     std::memset(values.data, 0, values.nbytes());
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
       return Fail(std::string(s.message()));
     }
   }
-  const absl::Status saved = mt::train::testing::SaveRanks(
+  const absl::Status saved = mt::checkpoint::testing::SaveRanks(
       config.save, 1, config.model.ToJson(), config.model_name, *ranks, /*with_optimizer=*/true);
   if (!saved.ok()) return Fail(std::string(saved.message()));
   std::printf("wrote %s (%s, %d shard(s), %s weights)\n", config.save.c_str(),

@@ -25,7 +25,7 @@ absl::Status WikiText103Config::Validate() const {
   return absl::OkStatus();
 }
 
-absl::Status WikiText103Task::Prepare(const train::CheckpointModel& checkpoint, bool rank0) {
+absl::Status WikiText103Task::Prepare(const checkpoint::CheckpointModel& checkpoint, bool rank0) {
   ASSIGN_OR_RETURN(tokenizer_, LoadGpt2Tokenizer(config_.harness));
   RETURN_IF_ERROR(CheckLanguageModel("wikitext103", checkpoint, *tokenizer_));
   const int64_t positions = checkpoint.config.max_position_embeddings;

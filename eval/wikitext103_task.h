@@ -58,7 +58,7 @@ class WikiText103Task : public EvalTask {
   // InvalidArgument for a seq_length above the model's positions or below overlapping_eval, or a
   // file with fewer than 2 tokens (original or BPE; naming it); the errors of ReadTextFile,
   // LoadGpt2Tokenizer, CheckLanguageModel and JsonlWriter::Open.
-  absl::Status Prepare(const train::CheckpointModel& checkpoint, bool rank0) override;
+  absl::Status Prepare(const checkpoint::CheckpointModel& checkpoint, bool rank0) override;
   absl::StatusOr<Json> Run(Harness& harness) override;
 
  private:

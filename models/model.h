@@ -162,7 +162,7 @@ class Model {
   virtual absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
                               const TensorView& full);
 
-  // ---- Incremental decoding (text generation, eval/generate.h) with a key/value cache, in eval
+  // ---- Incremental decoding (text generation, serve/generate.h) with a key/value cache, in eval
   // mode (no dropout) whatever sc.mode says. Every rank of a TP group makes the same calls with
   // the same tokens (each caches its own heads). Language models built on nn::TransformerStack
   // implement these (GPT-2); the defaults report Unimplemented.

@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/status.h"
 #include "models/registry.h"
+#include "models/stages.h"
 
 namespace mt {
 namespace train {
@@ -80,34 +81,6 @@ absl::StatusOr<SimulatedPipeline> SimulatePipeline(int stages, int chunks, int m
   return sim;
 }
 
-namespace {
-
-// `options` for chunk v of `stage`.
-models::ModelOptions ChunkOptions(const models::ModelOptions& options,
-                                  const comm::PipelineSplit& split, int stage, int v) {
-  models::ModelOptions o = options;
-  o.stage.first_layer = split.FirstLayer(stage, v);
-  o.stage.num_layers = split.layers_per_chunk();
-  o.stage.holds_input = split.HoldsInput(stage, v);
-  o.stage.holds_output = split.HoldsOutput(stage, v);
-  if (split.stages == 1 && split.virtual_stages == 1) o.stage = models::StageOptions();
-  return o;
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<std::unique_ptr<models::Model>>> CreateStageModels(
-    const models::ModelConfig& config, nn::ParameterStore* store,
-    const models::ModelOptions& options, const comm::PipelineSplit& split, int stage) {
-  std::vector<std::unique_ptr<models::Model>> chunks;
-  for (int v = 0; v < split.virtual_stages; ++v) {
-    ASSIGN_OR_RETURN(std::unique_ptr<models::Model> m,
-                     models::CreateModel(config, store, ChunkOptions(options, split, stage, v)));
-    chunks.push_back(std::move(m));
-  }
-  return chunks;
-}
-
 absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config,
                                                nn::ParameterStore* store,
                                                const models::ModelOptions& options,
@@ -119,7 +92,8 @@ absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config
   for (int v = 0; v < split.virtual_stages; ++v) {
     first.push_back(scratch.size());
     RETURN_IF_ERROR(
-        models::CreateModel(config, &scratch, ChunkOptions(options, split, stage, v)).status());
+        models::CreateModel(config, &scratch, models::StageChunkOptions(options, split, stage, v))
+            .status());
   }
   // Refused here, on every stage alike, rather than by the first Mirror in the middle of a
   // schedule, where the other stages would wait for this one forever.
@@ -141,22 +115,9 @@ absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config
     ASSIGN_OR_RETURN(instance.store, nn::ParameterStore::Mirror(store, first[chunk]));
     ASSIGN_OR_RETURN(instance.model,
                      models::CreateModel(config, instance.store.get(),
-                                         ChunkOptions(options, split, stage, chunk)));
+                                         models::StageChunkOptions(options, split, stage, chunk)));
     return instance;
   };
-}
-
-absl::StatusOr<std::vector<std::vector<std::string>>> StageParameterNames(
-    const models::ModelConfig& config, int tp_size, const comm::PipelineSplit& split) {
-  std::vector<std::vector<std::string>> names;
-  for (int stage = 0; stage < split.stages; ++stage) {
-    nn::ParameterStore store(/*tp_rank=*/0, tp_size, DType::kF32);
-    ASSIGN_OR_RETURN(const std::vector<std::unique_ptr<models::Model>> chunks,
-                     CreateStageModels(config, &store, models::ModelOptions(), split, stage));
-    std::vector<std::string>& mine = names.emplace_back();
-    for (int i = 0; i < store.size(); ++i) mine.push_back(store.spec(i).name);
-  }
-  return names;
 }
 
 models::Batch OwnedBatch::view() const {

@@ -57,13 +57,6 @@ struct SimulatedPipeline {
 absl::StatusOr<SimulatedPipeline> SimulatePipeline(int stages, int chunks, int micro_batches,
                                                    double tf, double tb);
 
-// This stage's model chunks in `store` (chunk v: the layers comm::PipelineSplit gives (stage, v),
-// the input embedding and output head where it says), created through the registry with
-// `options` (whose stage is replaced). The errors of models::CreateModel.
-absl::StatusOr<std::vector<std::unique_ptr<models::Model>>> CreateStageModels(
-    const models::ModelConfig& config, nn::ParameterStore* store,
-    const models::ModelOptions& options, const comm::PipelineSplit& split, int stage);
-
 // Another instance of this stage's model chunk `chunk`, with the store it declared its parameters
 // in (the model reads it; destroyed after the model).
 struct ChunkInstance {
@@ -72,22 +65,15 @@ struct ChunkInstance {
 };
 using ChunkFactory = std::function<absl::StatusOr<ChunkInstance>(int chunk)>;
 
-// Instances of the chunks CreateStageModels(config, store, options, split, stage) put in `store`
-// (which must be allocated before the factory is called; it must outlive the instances), each in
-// a ParameterStore::Mirror of it from the chunk's first handle. The errors of CreateStageModels;
-// InvalidArgument unless `store` holds exactly those chunks' parameters. The factory's: those of
-// ParameterStore::Mirror (an unallocated store) and models::CreateModel.
+// Instances of the chunks models::CreateStageModels(config, store, options, split, stage) put in
+// `store` (which must be allocated before the factory is called; it must outlive the instances),
+// each in a ParameterStore::Mirror of it from the chunk's first handle. The errors of
+// models::CreateStageModels; InvalidArgument unless `store` holds exactly those chunks' parameters.
+// The factory's: those of ParameterStore::Mirror (an unallocated store) and models::CreateModel.
 absl::StatusOr<ChunkFactory> StageChunkFactory(const models::ModelConfig& config,
                                                nn::ParameterStore* store,
                                                const models::ModelOptions& options,
                                                const comm::PipelineSplit& split, int stage);
-
-// The names of the parameters each pipeline stage's store holds under `split` (split.stages
-// lists, every chunk of a stage in one), from stage models declared in a store of TP degree
-// tp_size (nothing is allocated): where a checkpoint's tensors go in that layout. The errors of
-// CreateStageModels.
-absl::StatusOr<std::vector<std::vector<std::string>>> StageParameterNames(
-    const models::ModelConfig& config, int tp_size, const comm::PipelineSplit& split);
 
 // A micro-batch copied to host tensors of its own (a BatchStream's views last one call only).
 struct OwnedBatch {

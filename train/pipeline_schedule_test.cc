@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/stages.h"
 
 namespace mt {
 namespace train {
@@ -86,7 +87,7 @@ TEST(StageChunkFactoryTest, AnotherInstanceComputesTheSameIntoTheOwnersGradients
   auto split = comm::MakePipelineSplit(4, 2, 0);
   ASSERT_TRUE(split.ok()) << split.status();
   nn::ParameterStore store(0, 1);
-  auto chunks = CreateStageModels(config, &store, models::ModelOptions(), *split, 0);
+  auto chunks = models::CreateStageModels(config, &store, models::ModelOptions(), *split, 0);
   ASSERT_TRUE(chunks.ok()) << chunks.status();
   ASSERT_TRUE(store.Allocate(3).ok());
   auto factory = StageChunkFactory(config, &store, models::ModelOptions(), *split, 0);
@@ -109,7 +110,7 @@ TEST(StageChunkFactoryTest, AnotherInstanceComputesTheSameIntoTheOwnersGradients
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
   // An unallocated store: the instance is refused.
   nn::ParameterStore empty(0, 1);
-  ASSERT_TRUE(CreateStageModels(config, &empty, models::ModelOptions(), *split, 0).ok());
+  ASSERT_TRUE(models::CreateStageModels(config, &empty, models::ModelOptions(), *split, 0).ok());
   auto early = StageChunkFactory(config, &empty, models::ModelOptions(), *split, 0);
   ASSERT_TRUE(early.ok());
   EXPECT_EQ((*early)(0).status().code(), absl::StatusCode::kInvalidArgument);

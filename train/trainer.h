@@ -149,7 +149,7 @@ struct TrainingParts {
   Optimizer* optimizer = nullptr;
   LrSchedule* schedule = nullptr;
   LossScaler* scaler = nullptr;
-  // With PP > 1: this stage's model chunks in chunk order (train::CreateStageModels), all in
+  // With PP > 1: this stage's model chunks in chunk order (models::CreateStageModels), all in
   // `store`; empty: {model}. `model` must be one of them (its loss names are logged).
   std::vector<models::Model*> chunks;
   // With PP > 1: more instances of a chunk, one per micro-batch in flight (StageChunkFactory);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/parameter_records.h"
 #include "core/alloc.h"
 #include "core/exec_context.h"
 #include "core/status.h"
@@ -12,6 +13,25 @@
 
 namespace mt {
 namespace train {
+
+using checkpoint::CheckpointMetadata;
+using checkpoint::CheckpointModel;
+using checkpoint::CommitCheckpoint;
+using checkpoint::kMomentTensorNames;
+using checkpoint::kOptimizerTensorPrefix;
+using checkpoint::LatestIteration;
+using checkpoint::LoadParameters;
+using checkpoint::LoadResharded;
+using checkpoint::LoadShard;
+using checkpoint::ParameterLoad;
+using checkpoint::ParameterLoadOptions;
+using checkpoint::ParameterRecord;
+using checkpoint::ReadParameters;
+using checkpoint::ReadShardMetadata;
+using checkpoint::ReshardedLoad;
+using checkpoint::ReshardedLoadOptions;
+using checkpoint::SaveShard;
+using checkpoint::TensorRecord;
 
 namespace {
 
@@ -136,27 +156,6 @@ absl::Status LoadThisStage(const std::string& load_dir, int64_t iteration,
 
 }  // namespace
 
-std::string ParameterOfTensor(const std::string& tensor_name) {
-  for (const char* moment : kMomentTensorNames) {
-    const std::string prefix = absl::StrCat(kOptimizerTensorPrefix, moment);
-    if (absl::StartsWith(tensor_name, prefix)) return tensor_name.substr(prefix.size());
-  }
-  return tensor_name;
-}
-
-TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const TensorView& flat,
-                             const std::string& name) {
-  const nn::ParamSpec& spec = store.spec(handle);
-  TensorRecord r;
-  r.name = name;
-  r.global_shape = spec.global_shape;
-  r.split_dim = spec.split_dim;
-  r.vocab_padded = spec.vocab_padded;
-  r.local = TensorView(flat.data_as<float>() + store.offset(handle), store.local_shape(handle),
-                       DType::kF32, flat.device);
-  return r;
-}
-
 std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
                                           const Optimizer& optimizer,
                                           const HostTrainingState* host) {
@@ -238,6 +237,17 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   RETURN_IF_ERROR(optimizer->LoadValues(ctx, host.values));
   RETURN_IF_ERROR(optimizer->LoadMoments(ctx, host.exp_avg, host.exp_avg_sq));
   return RestoreTrainerState(load_dir, meta, optimizer, scaler, schedule, counters);
+}
+
+absl::StatusOr<ParameterLoad> LoadWeights(const CheckpointModel& checkpoint, const ExecContext& ctx,
+                                          nn::ParameterStore* store, Optimizer* optimizer,
+                                          const ParameterLoadOptions& options) {
+  if (!optimizer->masters_sharded()) return LoadParameters(checkpoint, ctx, store, options);
+  Tensor host = Tensor::Host({store->NumLocalElements()}, DType::kF32);
+  RETURN_IF_ERROR(optimizer->GatherValues(ctx, host.view()));
+  ASSIGN_OR_RETURN(ParameterLoad result, ReadParameters(checkpoint, *store, host.view(), options));
+  RETURN_IF_ERROR(optimizer->LoadValues(ctx, host.view()));
+  return result;
 }
 
 }  // namespace train

@@ -20,25 +20,17 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_loading.h"
 #include "comm/parallel_context.h"
 #include "models/config.h"
 #include "nn/parameter.h"
-#include "train/checkpoint.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 
 namespace mt {
 namespace train {
-
-// The prefix of every optimizer tensor's name in a training checkpoint, and the Adam moments'
-// names after it: "optimizer.exp_avg.<param>", "optimizer.exp_avg_sq.<param>".
-inline constexpr char kOptimizerTensorPrefix[] = "optimizer.";
-inline constexpr const char* kMomentTensorNames[] = {"exp_avg.", "exp_avg_sq."};
-
-// The parameter a training checkpoint's tensor belongs to: "<param>" for "<param>",
-// "optimizer.exp_avg.<param>" and "optimizer.exp_avg_sq.<param>".
-std::string ParameterOfTensor(const std::string& tensor_name);
 
 struct TrainingCounters {
   int64_t iteration = 0;
@@ -54,18 +46,12 @@ struct HostTrainingState {
   Tensor values, exp_avg, exp_avg_sq;  // f32 [store.NumLocalElements()] each.
 };
 
-// The record of parameter `handle` of `store`, named `name`, over `flat`: a flat f32
-// [store.NumLocalElements()] tensor in the store's layout (its master values, a host copy of
-// them, an Adam moment), on any device.
-TensorRecord ParameterRecord(const nn::ParameterStore& store, int handle, const TensorView& flat,
-                             const std::string& name);
-
 // The records of every parameter and its Adam moments: views of the live tensors (on the store's
 // device), or of `host` when given (which must hold the store's flat layout). A distributed
 // optimizer has no live moments in that layout: give `host` (Optimizer::GatherStateToRoot).
-std::vector<TensorRecord> TrainingRecords(const nn::ParameterStore& store,
-                                          const Optimizer& optimizer,
-                                          const HostTrainingState* host = nullptr);
+std::vector<checkpoint::TensorRecord> TrainingRecords(const nn::ParameterStore& store,
+                                                      const Optimizer& optimizer,
+                                                      const HostTrainingState* host = nullptr);
 
 // Collective over the world: saves iteration counters.iteration under save_dir and commits it,
 // keeping the last keep_last checkpoints. model_name: the registered model the run started from
@@ -86,6 +72,15 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
                                const models::ModelConfig& config, nn::ParameterStore* store,
                                Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
                                TrainingCounters* counters);
+
+// The weights only, into the store of a training job (--finetune): checkpoint::LoadParameters
+// (checkpoint/model_loading.h), or, when `optimizer` holds the masters sharded
+// (Optimizer::masters_sharded), the whole masters gathered, read into and set through it
+// (collective over its DP group then).
+absl::StatusOr<checkpoint::ParameterLoad> LoadWeights(
+    const checkpoint::CheckpointModel& checkpoint, const ExecContext& ctx,
+    nn::ParameterStore* store, Optimizer* optimizer,
+    const checkpoint::ParameterLoadOptions& options = {});
 
 }  // namespace train
 }  // namespace mt

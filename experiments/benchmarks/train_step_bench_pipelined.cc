@@ -16,6 +16,7 @@
 #include "core/status.h"
 #include "experiments/benchmarks/train_step_bench.h"
 #include "models/registry.h"
+#include "models/stages.h"
 #include "train/optimizer.h"
 #include "train/pipeline_schedule.h"
 #include "train/trainer.h"
@@ -63,8 +64,8 @@ absl::StatusOr<Pipeline> BuildPipeline(const BenchConfig& c, const comm::Pipelin
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;
-  ASSIGN_OR_RETURN(p.chunks, train::CreateStageModels(c.model, p.store.get(), options, split,
-                                                      parallel.pp_rank()));
+  ASSIGN_OR_RETURN(p.chunks, models::CreateStageModels(c.model, p.store.get(), options, split,
+                                                       parallel.pp_rank()));
   RETURN_IF_ERROR(p.store->Allocate(1));
   std::vector<models::Model*> chunk_ptrs;
   int tied = -1;

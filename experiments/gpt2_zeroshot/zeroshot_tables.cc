@@ -7,11 +7,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "checkpoint/model_loading.h"
 #include "core/status.h"
 #include "experiments/gpt2_zeroshot/eval_runs.h"
 #include "experiments/report/plot.h"
 #include "models/count.h"
-#include "train/model_loading.h"
 
 namespace mt {
 namespace experiments {
@@ -151,7 +151,7 @@ absl::StatusOr<std::vector<ModelSize>> ParseModelSizes(absl::string_view list) {
 absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s, const std::string& checkpoint,
                                             const std::vector<EvalData>& wikitext,
                                             const std::vector<EvalData>& lambada) {
-  ASSIGN_OR_RETURN(train::CheckpointModel ckpt, train::ReadCheckpointModel(checkpoint));
+  ASSIGN_OR_RETURN(checkpoint::CheckpointModel ckpt, checkpoint::ReadCheckpointModel(checkpoint));
   ASSIGN_OR_RETURN(models::ParameterCount count, models::CountParameters(ckpt.config, 1));
   ModelScores m;
   m.label = Basename(checkpoint);

@@ -55,7 +55,7 @@ struct ModelScores {
 };
 
 // Runs both harnesses on `checkpoint` for every file. Errors: the checkpoint's
-// (train::ReadCheckpointModel), the harnesses' (their exit and message), missing result keys.
+// (checkpoint::ReadCheckpointModel), the harnesses' (their exit and message), missing result keys.
 absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& settings,
                                             const std::string& checkpoint,
                                             const std::vector<EvalData>& wikitext,

@@ -7,6 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_checkpoint.h"
+#include "checkpoint/model_loading.h"
 #include "comm/nccl_communicator.h"
 #include "core/cuda_device.h"
 #include "core/openblas.h"
@@ -14,11 +17,9 @@
 #include "core/rank_execution.h"
 #include "core/status.h"
 #include "models/registry.h"
+#include "models/stages.h"
 #include "nn/parameter.h"
-#include "train/checkpoint.h"
-#include "train/hf_checkpoint.h"
 #include "train/loss_scaler.h"
-#include "train/model_loading.h"
 #include "train/optimizer.h"
 #include "train/pipeline_schedule.h"
 #include "train/training_state.h"
@@ -142,7 +143,7 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   RETURN_IF_ERROR(CheckDirectoryFlag("load", load));
   if (!save.empty()) {
     // Refused now, not at the first save after the training it was meant to keep.
-    if (absl::Status writable = train::CheckSaveDirectory(save); !writable.ok()) {
+    if (absl::Status writable = checkpoint::CheckSaveDirectory(save); !writable.ok()) {
       return absl::Status(writable.code(), absl::StrCat("--save=", save, ": ", writable.message()));
     }
   }
@@ -265,8 +266,8 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   ASSIGN_OR_RETURN(const comm::PipelineSplit split,
                    comm::MakePipelineSplit(c.model.num_layers, c.pipeline_model_parallel_size,
                                            c.num_layers_per_virtual_pipeline_stage));
-  ASSIGN_OR_RETURN(job->chunks, train::CreateStageModels(c.model, job->store.get(), options, split,
-                                                         job->parallel->pp_rank()));
+  ASSIGN_OR_RETURN(job->chunks, models::CreateStageModels(c.model, job->store.get(), options, split,
+                                                          job->parallel->pp_rank()));
   job->model = job->chunks.front().get();
   RETURN_IF_ERROR(job->store->Allocate(c.trainer.seed));
   if (split.stages > 1) {
@@ -293,8 +294,8 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
 // --finetune, or a checkpoint convert_checkpoint wrote (no optimizer state): the weights only,
 // at any TP degree; training starts at iteration 0.
 absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Job* job) {
-  ASSIGN_OR_RETURN(const train::CheckpointModel ckpt, train::ReadCheckpointModel(c.load));
-  train::ParameterLoadOptions options;
+  ASSIGN_OR_RETURN(const checkpoint::CheckpointModel ckpt, checkpoint::ReadCheckpointModel(c.load));
+  checkpoint::ParameterLoadOptions options;
   // A pipeline stage holds its own parameters only: the others' are not its to load.
   options.allow_unexpected = job->parallel->pp_size() > 1;
   RETURN_IF_ERROR(
@@ -312,16 +313,16 @@ absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Jo
 // Step 2: the latest checkpoint under --load, if there is one.
 absl::Status Resume(const PretrainConfig& c, Job* job) {
   if (c.load.empty()) return absl::OkStatus();
-  absl::StatusOr<int64_t> latest = train::LatestIteration(c.load);
+  absl::StatusOr<int64_t> latest = checkpoint::LatestIteration(c.load);
   if (absl::IsNotFound(latest.status())) {
     if (job->verbose) std::printf("no checkpoint in %s: starting from scratch\n", c.load.c_str());
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(latest.status());
-  ASSIGN_OR_RETURN(const train::CheckpointMetadata meta,
-                   train::ReadShardMetadata(c.load, *latest, /*tp_rank=*/0));
+  ASSIGN_OR_RETURN(const checkpoint::CheckpointMetadata meta,
+                   checkpoint::ReadShardMetadata(c.load, *latest, /*tp_rank=*/0));
   if (c.finetune) return LoadWeightsOnly(c, "--finetune", job);
-  if (train::ParseHfConversionState(meta.trainer_state_json).has_value()) {
+  if (checkpoint::ParseHfConversionState(meta.trainer_state_json).has_value()) {
     return LoadWeightsOnly(c, "a converted checkpoint without optimizer state, as --finetune", job);
   }
   RETURN_IF_ERROR(train::LoadTrainingState(c.load, *job->parallel, c.model, job->store.get(),

@@ -10,8 +10,8 @@
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/loader/loader.h"
 #include "data/tokenizers/factory.h"
-#include "eval/generate.h"
-#include "eval/generate_text.h"
+#include "serve/generate.h"
+#include "serve/generate_text.h"
 #include "train/batches.h"
 
 namespace mt {
@@ -34,24 +34,24 @@ absl::Status PretrainGptConfig::Validate(int world_size) const {
 
 namespace {
 
-// Samples up to `n` tokens after `prompt` through the model's key/value cache (eval/generate.h)
+// Samples up to `n` tokens after `prompt` through the model's key/value cache (serve/generate.h)
 // with temperature 0.8 / top-k 40, stopping at <|endoftext|>; identical on every rank (same
 // gathered logits, same seed). A prompt too long for the model keeps its last tokens, and `n` is
 // cut to what fits in max_position_embeddings.
 absl::StatusOr<std::string> Generate(models::Model& model, const nn::StepContext& sc,
                                      const std::string& prompt, int n, uint64_t seed) {
   ASSIGN_OR_RETURN(auto tokenizer, data::CreateTokenizer("gpt2"));
-  ASSIGN_OR_RETURN(auto prompts, eval::TokenizePrompts(*tokenizer, {prompt}));
+  ASSIGN_OR_RETURN(auto prompts, serve::TokenizePrompts(*tokenizer, {prompt}));
   std::vector<int32_t>& ids = prompts[0];
   const int64_t max_t = model.config().max_position_embeddings;
   if (static_cast<int64_t>(ids.size()) >= max_t) ids.erase(ids.begin(), ids.end() - (max_t - 1));
-  eval::GenerateConfig g;
+  serve::GenerateConfig g;
   g.tokens_to_generate = std::min<int64_t>(n, max_t - static_cast<int64_t>(ids.size()));
   g.sampling.top_k = 40;
   g.sampling.temperature = 0.8;
   g.sampling.seed = seed;
   g.eod = tokenizer->eod_id();
-  ASSIGN_OR_RETURN(std::vector<eval::Generation> out, eval::Generate(sc, model, prompts, g));
+  ASSIGN_OR_RETURN(std::vector<serve::Generation> out, serve::Generate(sc, model, prompts, g));
   return tokenizer->Decode(out[0].tokens);
 }
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A model through //train:reshard_checkpoint at TP 1 -> 2 -> 4 -> 1 -> (TP 2, PP 2) -> 1: trained 2
+# A model through //checkpoint:reshard_checkpoint at TP 1 -> 2 -> 4 -> 1 -> (TP 2, PP 2) -> 1: trained 2
 # iterations at TP=1 and saved, resharded step by step, and each checkpoint resumed by the
 # pretraining driver at its layout gives the validation loss (fixed samples) the TP=1 run reported
 # before the reshard. The vocabulary is padded differently at each degree, so every

@@ -15,6 +15,7 @@
 #include "data/testing/synthetic_corpus.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
+#include "models/stages.h"
 #include "train/batches.h"
 #include "train/training_state.h"
 
@@ -128,7 +129,8 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   if (!Ok(batches.status(), "batches")) return out;
 
   nn::ParameterStore store((*parallel)->tp_rank(), c.tp, c.compute_dtype, d.ec.device);
-  auto chunks = CreateStageModels(c.model, &store, c.model_options, *split, (*parallel)->pp_rank());
+  auto chunks =
+      models::CreateStageModels(c.model, &store, c.model_options, *split, (*parallel)->pp_rank());
   if (!Ok(chunks.status(), "model") || !Ok(store.Allocate(c.init_seed), "allocation")) return out;
   std::vector<models::Model*> chunk_ptrs;
   for (const auto& m : *chunks) chunk_ptrs.push_back(m.get());

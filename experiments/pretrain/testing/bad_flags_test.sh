@@ -131,7 +131,7 @@ bad "$work/missing.txt" "$bert" "${bert_ok[@]}" --vocab_file="$work/missing.txt"
 bad "$work/dir" "$bert" "${bert_ok[@]}" --vocab_file="$work/dir"
 bad "--model=gpt2-tiny is a gpt2-family model" "$bert" "${bert_ok[@]}" --model=gpt2-tiny
 
-# --- //train:reshard_checkpoint ---
+# --- //checkpoint:reshard_checkpoint ---
 bad "--load" "$r" --save="$work/out1" --tensor_model_parallel_size=2
 bad "--save" "$r" --load="$work/ckpt" --tensor_model_parallel_size=2
 bad "tensor_model_parallel_size" "$r" --load="$work/ckpt" --save="$work/out2"
@@ -142,7 +142,7 @@ bad "$work/file" "$r" --load="$work/file" --save="$work/out6" --tensor_model_par
 bad "999" "$r" --load="$work/ckpt" --save="$work/out7" --tensor_model_parallel_size=2 --iteration=999
 bad "$work/file" "$r" --load="$work/ckpt" --save="$work/file" --tensor_model_parallel_size=2
 
-# --- //train:convert_checkpoint ---
+# --- //checkpoint:convert_checkpoint ---
 bad "--from" "$c" --input="$work/ckpt" --save="$work/out8"
 bad "--from=hf" "$c" --from=xyz --input="$work/ckpt" --save="$work/out9"
 bad "$work/missing" "$c" --from=hf --input="$work/missing" --save="$work/out10"

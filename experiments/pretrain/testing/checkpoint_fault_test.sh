@@ -1,6 +1,6 @@
 #!/bin/bash
 # Faults during checkpoint saves, injected through the file layer's test-only MT_FAULT_INJECT
-# (train/file_io.h), on the real pretrain_gpt (TP=1, one process, a tiny model, saves at
+# (checkpoint/file_io.h), on the real pretrain_gpt (TP=1, one process, a tiny model, saves at
 # iterations 2, 4 and 6):
 #   1. SIGKILL after byte k of the save at iteration 4, for 25 values of k spread over the whole
 #      save (the safetensors header and data, metadata.json, the latest_checkpointed_iteration.txt

@@ -1,12 +1,12 @@
 #!/bin/bash
 # A trained pipeline checkpoint through the reshard tool and back, on a tiny 4-layer GPT:
 #   pretrain_gpt at PP=2 x TP=2 (4 ranks) saves iterations 3 and 6; its iteration-3 checkpoint,
-#   resharded by //train:reshard_checkpoint to PP=1 x TP=1 and resumed on one rank, logs
+#   resharded by //checkpoint:reshard_checkpoint to PP=1 x TP=1 and resumed on one rank, logs
 #   iterations 4-6 within float32 rounding of the uninterrupted PP=2 x TP=2 run (relative 1e-5,
 #   the bound of train:pipeline_trainer_test: only the TP/PP sums' order differs) and ends with
 #   the same validation loss; that serial checkpoint resharded back to PP=2 x TP=2 resumes the
 #   4-rank run bit for bit (resharding moves the weights and Adam moments without changing them);
-#   the Hugging Face export (//train:convert_checkpoint --to=hf) of the PP=2 x TP=2 checkpoint is
+#   the Hugging Face export (//checkpoint:convert_checkpoint --to=hf) of the PP=2 x TP=2 checkpoint is
 #   byte for byte that of its PP=1 x TP=1 reshard.
 #   pipeline_reshard_resume_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN RESHARD_BIN CONVERT_BIN
 set -uo pipefail

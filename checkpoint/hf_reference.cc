@@ -1,0 +1,183 @@
+// Hugging Face's GPT2LMHeadModel and BertForPreTraining forward passes (eval mode) in float64,
+// written from their published definitions over the Hugging Face tensors: Conv1D weights
+// [in, out], torch Linear weights [out, in], the fused c_attn split (q|k|v) in that order, GPT-2's
+// gelu_new, BERT's erf GeLU ("gelu") and post-norm layers.
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/hf_testutil.h"
+#include "models/testing/reference_math.h"
+
+namespace mt {
+namespace checkpoint {
+namespace testing {
+namespace {
+
+using models::testing::Gelu;
+using models::testing::LayerNorm;
+using models::testing::Linear;
+using models::testing::Mat;
+
+const Mat& Get(const HfTestModel& m, const std::string& name) { return m.tensors.at(name).values; }
+
+// y = x W^T + b for a torch Linear W [O, I].
+Mat TorchLinear(const Mat& x, int N, int I, const Mat& w, const Mat& b, int O) {
+  Mat y(static_cast<size_t>(N) * O);
+  for (int n = 0; n < N; ++n) {
+    for (int o = 0; o < O; ++o) {
+      double s = b[o];
+      for (int i = 0; i < I; ++i) s += x[n * I + i] * w[o * I + i];
+      y[n * O + o] = s;
+    }
+  }
+  return y;
+}
+
+double GeluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+double Act(const std::string& name, double x) { return name == "gelu" ? GeluErf(x) : Gelu(x); }
+
+// Multi-head attention of one batch of B sequences: q, k, v [B * T, H] (head h at columns
+// [h D, (h + 1) D)); key j of sequence b is visible to query i iff (!causal || j <= i) and
+// mask[b T + j] != 0. Returns the merged heads [B * T, H].
+Mat Attention(const Mat& q, const Mat& k, const Mat& v, int B, int T, int H, int heads, bool causal,
+              const std::vector<int>& mask) {
+  const int D = H / heads;
+  Mat out(static_cast<size_t>(B) * T * H, 0.0);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < heads; ++h) {
+      for (int i = 0; i < T; ++i) {
+        std::vector<double> p(T, -std::numeric_limits<double>::infinity());
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int j = 0; j < T; ++j) {
+          if ((causal && j > i) || (!mask.empty() && mask[b * T + j] == 0)) continue;
+          double s = 0;
+          for (int d = 0; d < D; ++d)
+            s += q[(b * T + i) * H + h * D + d] * k[(b * T + j) * H + h * D + d];
+          p[j] = s / std::sqrt(static_cast<double>(D));
+          mx = std::max(mx, p[j]);
+        }
+        double z = 0;
+        for (int j = 0; j < T; ++j) z += p[j] = std::exp(p[j] - mx);
+        for (int j = 0; j < T; ++j) {
+          for (int d = 0; d < D; ++d) {
+            out[(b * T + i) * H + h * D + d] += p[j] / z * v[(b * T + j) * H + h * D + d];
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+void AddInto(Mat& x, const Mat& y) {
+  for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+}
+
+// Columns [c0, c0 + n) of x [N, C].
+Mat Columns(const Mat& x, int N, int C, int c0, int n) {
+  Mat y(static_cast<size_t>(N) * n);
+  for (int r = 0; r < N; ++r) {
+    for (int c = 0; c < n; ++c) y[r * n + c] = x[r * C + c0 + c];
+  }
+  return y;
+}
+
+// x [N, H] times the embedding [V, H] transposed: [N, V].
+Mat TiedLogits(const Mat& x, int N, int H, const Mat& emb, int V) {
+  return TorchLinear(x, N, H, emb, Mat(V, 0.0), V);
+}
+
+}  // namespace
+
+std::vector<double> Gpt2Logits(const HfTestModel& m, const std::vector<int>& ids, int B, int T) {
+  const int H = m.config["n_embd"], heads = m.config["n_head"], V = m.config["vocab_size"];
+  const int L = m.config["n_layer"], N = B * T, F = 4 * H;
+  const double eps = m.config["layer_norm_epsilon"];
+  const std::string act = m.config["activation_function"];
+  Mat x(static_cast<size_t>(N) * H);
+  for (int n = 0; n < N; ++n) {
+    for (int h = 0; h < H; ++h) {
+      x[n * H + h] = Get(m, "wte.weight")[ids[n] * H + h] + Get(m, "wpe.weight")[(n % T) * H + h];
+    }
+  }
+  for (int l = 0; l < L; ++l) {
+    const std::string p = absl::StrCat("h.", l, ".");
+    const auto W = [&](const std::string& s) -> const Mat& { return Get(m, p + s); };
+    const Mat a = LayerNorm(x, N, H, W("ln_1.weight"), W("ln_1.bias"), eps);
+    const Mat qkv = Linear(a, N, H, W("attn.c_attn.weight"), W("attn.c_attn.bias"), 3 * H);
+    const Mat ctx = Attention(Columns(qkv, N, 3 * H, 0, H), Columns(qkv, N, 3 * H, H, H),
+                              Columns(qkv, N, 3 * H, 2 * H, H), B, T, H, heads,
+                              /*causal=*/true, {});
+    AddInto(x, Linear(ctx, N, H, W("attn.c_proj.weight"), W("attn.c_proj.bias"), H));
+    const Mat b = LayerNorm(x, N, H, W("ln_2.weight"), W("ln_2.bias"), eps);
+    Mat f = Linear(b, N, H, W("mlp.c_fc.weight"), W("mlp.c_fc.bias"), F);
+    for (double& v : f) v = Act(act, v);
+    AddInto(x, Linear(f, N, F, W("mlp.c_proj.weight"), W("mlp.c_proj.bias"), H));
+  }
+  x = LayerNorm(x, N, H, Get(m, "ln_f.weight"), Get(m, "ln_f.bias"), eps);
+  return TiedLogits(x, N, H, Get(m, "wte.weight"), V);
+}
+
+BertOutputs BertForward(const HfTestModel& m, const std::vector<int>& ids,
+                        const std::vector<int>& token_types, const std::vector<int>& mask, int B,
+                        int T) {
+  const int H = m.config["hidden_size"], heads = m.config["num_attention_heads"];
+  const int V = m.config["vocab_size"], L = m.config["num_hidden_layers"];
+  const int F = m.config["intermediate_size"], N = B * T;
+  const double eps = m.config["layer_norm_eps"];
+  const std::string act = m.config["hidden_act"];
+  Mat x(static_cast<size_t>(N) * H);
+  for (int n = 0; n < N; ++n) {
+    for (int h = 0; h < H; ++h) {
+      x[n * H + h] = Get(m, "embeddings.word_embeddings.weight")[ids[n] * H + h] +
+                     Get(m, "embeddings.position_embeddings.weight")[(n % T) * H + h] +
+                     Get(m, "embeddings.token_type_embeddings.weight")[token_types[n] * H + h];
+    }
+  }
+  x = LayerNorm(x, N, H, Get(m, "embeddings.LayerNorm.weight"), Get(m, "embeddings.LayerNorm.bias"),
+                eps);
+  for (int l = 0; l < L; ++l) {
+    const std::string p = absl::StrCat("encoder.layer.", l, ".");
+    const auto W = [&](const std::string& s) -> const Mat& { return Get(m, p + s); };
+    const auto Proj = [&](const Mat& in, int I, const std::string& s, int O) {
+      return TorchLinear(in, N, I, W(s + ".weight"), W(s + ".bias"), O);
+    };
+    const Mat ctx =
+        Attention(Proj(x, H, "attention.self.query", H), Proj(x, H, "attention.self.key", H),
+                  Proj(x, H, "attention.self.value", H), B, T, H, heads,
+                  /*causal=*/false, mask);
+    AddInto(x, Proj(ctx, H, "attention.output.dense", H));
+    x = LayerNorm(x, N, H, W("attention.output.LayerNorm.weight"),
+                  W("attention.output.LayerNorm.bias"), eps);
+    Mat f = Proj(x, H, "intermediate.dense", F);
+    for (double& v : f) v = Act(act, v);
+    AddInto(x, Proj(f, F, "output.dense", H));
+    x = LayerNorm(x, N, H, W("output.LayerNorm.weight"), W("output.LayerNorm.bias"), eps);
+  }
+  BertOutputs out;
+  Mat t = TorchLinear(x, N, H, Get(m, "cls.predictions.transform.dense.weight"),
+                      Get(m, "cls.predictions.transform.dense.bias"), H);
+  for (double& v : t) v = Act(act, v);
+  t = LayerNorm(t, N, H, Get(m, "cls.predictions.transform.LayerNorm.weight"),
+                Get(m, "cls.predictions.transform.LayerNorm.bias"), eps);
+  out.mlm_logits = TiedLogits(t, N, H, Get(m, "embeddings.word_embeddings.weight"), V);
+  for (int n = 0; n < N; ++n) {
+    for (int v = 0; v < V; ++v) out.mlm_logits[n * V + v] += Get(m, "cls.predictions.bias")[v];
+  }
+  Mat first(static_cast<size_t>(B) * H);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) first[b * H + h] = x[(b * T) * H + h];
+  }
+  Mat pooled =
+      TorchLinear(first, B, H, Get(m, "pooler.dense.weight"), Get(m, "pooler.dense.bias"), H);
+  for (double& v : pooled) v = std::tanh(v);
+  out.nsp_logits = TorchLinear(pooled, B, H, Get(m, "cls.seq_relationship.weight"),
+                               Get(m, "cls.seq_relationship.bias"), 2);
+  return out;
+}
+
+}  // namespace testing
+}  // namespace checkpoint
+}  // namespace mt

@@ -1,0 +1,453 @@
+#include "checkpoint/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "checkpoint/sha256.h"
+#include "core/alloc.h"
+#include "core/status.h"
+#include "glog/logging.h"
+#include "nlohmann/json.hpp"
+
+namespace mt {
+namespace checkpoint {
+
+// The format is little-endian; so is every machine this project builds for.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes little-endian");
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr char kMetadataKey[] = "__metadata__";
+// The reference implementation refuses larger headers; so do we, to bound memory on bad input.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+std::string Dump(const Json& j) {
+  // Inputs are validated UTF-8; `replace` only guarantees that dump() can never throw.
+  return j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
+
+// The 8-byte length, the JSON header and its space padding, for tensors laid out in order.
+absl::StatusOr<std::string> BuildHeader(const std::vector<NamedTensor>& tensors,
+                                        const SafetensorsMetadata& metadata) {
+  Json header = Json::object();
+  absl::flat_hash_set<std::string> names;
+  uint64_t offset = 0;
+  for (const NamedTensor& t : tensors) {
+    if (t.name.empty() || t.name == kMetadataKey || !internal::IsValidUtf8(t.name)) {
+      return absl::InvalidArgumentError(absl::StrCat("safetensors: invalid tensor name '", t.name,
+                                                     "' (names must be non-empty UTF-8 and not \"",
+                                                     kMetadataKey, "\")"));
+    }
+    if (!names.insert(t.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("safetensors: duplicate tensor name '", t.name, "'"));
+    }
+    if (!InHostMemory(t.view)) {
+      return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor '", t.name, "' (",
+                                                     t.view.DebugString(),
+                                                     ") must be on the CPU; copy it to the host"));
+    }
+    if (!t.view.IsContiguous() || (t.view.data == nullptr && t.view.numel() > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor '", t.name, "' (",
+                                                     t.view.DebugString(),
+                                                     ") must be contiguous with data"));
+    }
+    Json shape = Json::array();
+    for (int64_t d : t.view.shape) shape.push_back(static_cast<uint64_t>(d));
+    const uint64_t nbytes = t.view.nbytes();
+    header[t.name] = Json{{"dtype", std::string(SafetensorsDTypeName(t.view.dtype))},
+                          {"shape", std::move(shape)},
+                          {"data_offsets", Json::array({offset, offset + nbytes})}};
+    offset += nbytes;
+  }
+  if (!metadata.empty()) {
+    Json meta = Json::object();
+    for (const auto& [key, value] : metadata) {
+      if (!internal::IsValidUtf8(key) || !internal::IsValidUtf8(value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("safetensors: metadata entry '", key, "' is not valid UTF-8"));
+      }
+      meta[key] = value;
+    }
+    header[kMetadataKey] = std::move(meta);
+  }
+  std::string json = Dump(header);
+  json.append((8 - json.size() % 8) % 8, ' ');
+  const uint64_t n = json.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);  // Little-endian (static_assert above).
+  out += json;
+  return out;
+}
+
+}  // namespace
+
+absl::string_view SafetensorsDTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    case DType::kU16:
+      return "U16";
+  }
+  LOG(FATAL) << "unknown dtype " << static_cast<int>(dtype);
+  return "";
+}
+
+absl::StatusOr<DType> ParseSafetensorsDType(absl::string_view name) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU16}) {
+    if (name == SafetensorsDTypeName(d)) return d;
+  }
+  static const std::set<std::string> kOthers = {"BOOL", "U8",      "I8",      "I16",     "U32",
+                                                "U64",  "F64",     "F8_E4M3", "F8_E5M2", "F8_E8M0",
+                                                "F4",   "F6_E2M3", "F6_E3M2", "C64"};
+  if (kOthers.count(std::string(name)) > 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("safetensors dtype ", name,
+                     " is not supported (supported: F32, BF16, F16, I32, I64, U16)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown safetensors dtype '", name, "'"));
+}
+
+absl::StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tensors,
+                                                 const SafetensorsMetadata& metadata) {
+  ASSIGN_OR_RETURN(std::string out, BuildHeader(tensors, metadata));
+  for (const NamedTensor& t : tensors) {
+    out.append(static_cast<const char*>(t.view.data), t.view.nbytes());
+  }
+  return out;
+}
+
+absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                              const SafetensorsMetadata& metadata, Sync sync) {
+  ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
+  ASSIGN_OR_RETURN(internal::OutputFile file, internal::OutputFile::Create(path));
+  RETURN_IF_ERROR(file.Write(header.data(), header.size()));
+  for (const NamedTensor& t : tensors) {
+    if (t.view.nbytes() > 0) RETURN_IF_ERROR(file.Write(t.view.data, t.view.nbytes()));
+  }
+  return file.Close(sync);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+namespace {
+
+absl::Status Corrupt(const std::string& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(path, ": ", what));
+}
+
+// pread of exactly n bytes at `offset`; DataLoss if the file ends first.
+absl::Status ReadExactly(int fd, const std::string& path, uint64_t offset, void* dst, size_t n) {
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return internal::ErrnoStatus(errno, "cannot read", path);
+    }
+    if (r == 0) {
+      return Corrupt(path, absl::StrCat("file ends at byte ", offset, " (truncated?)"));
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+// Parses one tensor's {"dtype", "shape", "data_offsets"} object.
+absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::string& name,
+                                            const Json& info) {
+  const std::string where = absl::StrCat("tensor '", name, "'");
+  if (!info.is_object()) return Corrupt(path, where + ": entry is not a JSON object");
+  auto dtype_it = info.find("dtype");
+  auto shape_it = info.find("shape");
+  auto offsets_it = info.find("data_offsets");
+  if (dtype_it == info.end() || shape_it == info.end() || offsets_it == info.end()) {
+    return Corrupt(path, where + ": entry needs \"dtype\", \"shape\" and \"data_offsets\"");
+  }
+  SafetensorsEntry e;
+  e.name = name;
+  if (!dtype_it->is_string()) return Corrupt(path, where + ": \"dtype\" is not a string");
+  auto dtype = ParseSafetensorsDType(dtype_it->get<std::string>());
+  if (!dtype.ok()) {
+    const std::string message = absl::StrCat(path, ": ", where, ": ", dtype.status().message());
+    return absl::IsUnimplemented(dtype.status()) ? absl::UnimplementedError(message)
+                                                 : absl::DataLossError(message);
+  }
+  e.dtype = *dtype;
+  if (!shape_it->is_array()) return Corrupt(path, where + ": \"shape\" is not an array");
+  // Bound numel * element size well inside uint64 while multiplying.
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
+  uint64_t nbytes = DTypeSize(e.dtype);
+  for (const Json& d : *shape_it) {
+    if (!d.is_number_unsigned()) {
+      return Corrupt(path, where + ": \"shape\" holds something other than a non-negative integer");
+    }
+    const uint64_t v = d.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        (v != 0 && nbytes > kMaxBytes / v)) {
+      return Corrupt(path, where + ": shape is too large");
+    }
+    nbytes *= v;
+    e.shape.push_back(static_cast<int64_t>(v));
+  }
+  if (!offsets_it->is_array() || offsets_it->size() != 2 ||
+      !(*offsets_it)[0].is_number_unsigned() || !(*offsets_it)[1].is_number_unsigned()) {
+    return Corrupt(path, where + ": \"data_offsets\" is not [begin, end] of non-negative integers");
+  }
+  e.begin = (*offsets_it)[0].get<uint64_t>();
+  e.end = (*offsets_it)[1].get<uint64_t>();
+  if (e.end < e.begin || e.end - e.begin != nbytes) {
+    return Corrupt(path, absl::StrCat(where, ": data_offsets [", e.begin, ", ", e.end,
+                                      "] do not hold ", nbytes, " bytes (", ShapeToString(e.shape),
+                                      " ", SafetensorsDTypeName(e.dtype), ")"));
+  }
+  return e;
+}
+
+// The header's JSON text, after checking its 8-byte length against the file; *data_start is where
+// the tensor data begins and *data_size its length.
+absl::StatusOr<std::string> ReadHeaderText(int fd, const std::string& path, uint64_t* data_start,
+                                           uint64_t* data_size) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return internal::ErrnoStatus(errno, "cannot stat", path);
+  if (!S_ISREG(st.st_mode)) return Corrupt(path, "not a regular file");
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < 8) {
+    return Corrupt(path, absl::StrCat("file has ", file_size,
+                                      " bytes, too short for the 8-byte header length "
+                                      "(not a safetensors file?)"));
+  }
+  uint64_t n = 0;
+  RETURN_IF_ERROR(ReadExactly(fd, path, 0, &n, 8));
+  if (n > file_size - 8) {
+    return Corrupt(path, absl::StrCat("header length ", n, " runs past the end of the file (",
+                                      file_size, " bytes; truncated, or not a safetensors file?)"));
+  }
+  if (n > kMaxHeaderBytes) {
+    return Corrupt(path, absl::StrCat("header length ", n, " exceeds the limit of ",
+                                      kMaxHeaderBytes, " bytes"));
+  }
+  std::string text(n, '\0');
+  RETURN_IF_ERROR(ReadExactly(fd, path, 8, text.data(), n));
+  *data_start = 8 + n;
+  *data_size = file_size - *data_start;
+  return text;
+}
+
+// The header as a JSON object. Duplicate keys are legal JSON that nlohmann would silently
+// collapse; they are caught while parsing.
+absl::StatusOr<Json> ParseHeader(const std::string& path, const std::string& text) {
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  Json::parser_callback_t on_event = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
+      case Json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case Json::parse_event_t::key:
+        if (!open_objects.empty() && parsed.is_string() &&
+            !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  Json header = Json::parse(text, on_event, /*allow_exceptions=*/false);
+  if (header.is_discarded()) {
+    return Corrupt(path, "header is not valid JSON (or not UTF-8)");
+  }
+  if (!header.is_object()) return Corrupt(path, "header is not a JSON object");
+  if (!duplicate.empty()) {
+    return Corrupt(path, absl::StrCat("header has the key '", duplicate, "' twice"));
+  }
+  return header;
+}
+
+// The __metadata__ object: string values only.
+absl::Status ParseMetadata(const std::string& path, const Json& value, SafetensorsMetadata* out) {
+  if (!value.is_object()) return Corrupt(path, "__metadata__ is not a JSON object");
+  for (const auto& kv : value.items()) {
+    if (!kv.value().is_string()) {
+      return Corrupt(path, absl::StrCat("__metadata__ value of '", kv.key(), "' is not a string"));
+    }
+    (*out)[kv.key()] = kv.value().get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
+// Sorts the entries by their data offsets and checks that they tile the data region exactly: no
+// overlap, no gap, nothing after the last.
+absl::Status SortAndCheckTiling(const std::string& path, uint64_t data_size,
+                                std::vector<SafetensorsEntry>* entries) {
+  std::sort(entries->begin(), entries->end(),
+            [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+            });
+  uint64_t covered = 0;
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const SafetensorsEntry& e = (*entries)[i];
+    if (e.begin < covered) {
+      return Corrupt(path, absl::StrCat("tensor '", e.name, "' overlaps tensor '",
+                                        (*entries)[i - 1].name, "'"));
+    }
+    if (e.begin > covered) {
+      return Corrupt(path, absl::StrCat("gap in the data region before tensor '", e.name,
+                                        "' (bytes ", covered, " to ", e.begin, ")"));
+    }
+    covered = e.end;
+  }
+  if (covered != data_size) {
+    return Corrupt(path, absl::StrCat("data region has ", data_size,
+                                      " bytes but the tensors cover ", covered));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& path) {
+  SafetensorsReader reader;
+  reader.path_ = path;
+  reader.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader.fd_ < 0) return internal::ErrnoStatus(errno, "cannot open", path);
+  uint64_t data_size = 0;
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadHeaderText(reader.fd_, path, &reader.data_start_, &data_size));
+  ASSIGN_OR_RETURN(const Json header, ParseHeader(path, text));
+  for (const auto& item : header.items()) {
+    if (item.key() == kMetadataKey) {
+      RETURN_IF_ERROR(ParseMetadata(path, item.value(), &reader.metadata_));
+      continue;
+    }
+    ASSIGN_OR_RETURN(SafetensorsEntry e, ParseEntry(path, item.key(), item.value()));
+    if (e.end > data_size) {
+      return Corrupt(
+          path, absl::StrCat("tensor '", e.name, "' ends at data offset ", e.end,
+                             ", beyond the data region of ", data_size, " bytes (truncated?)"));
+    }
+    reader.entries_.push_back(std::move(e));
+  }
+  RETURN_IF_ERROR(SortAndCheckTiling(path, data_size, &reader.entries_));
+  for (size_t i = 0; i < reader.entries_.size(); ++i) {
+    reader.index_.emplace(reader.entries_[i].name, i);
+  }
+  return reader;
+}
+
+SafetensorsReader::~SafetensorsReader() { Release(); }
+
+void SafetensorsReader::Release() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+SafetensorsReader::SafetensorsReader(SafetensorsReader&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      data_start_(other.data_start_),
+      entries_(std::move(other.entries_)),
+      index_(std::move(other.index_)),
+      expected_sha256_(std::move(other.expected_sha256_)),
+      metadata_(std::move(other.metadata_)) {}
+
+SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& other) noexcept {
+  if (this != &other) {
+    Release();
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    data_start_ = other.data_start_;
+    entries_ = std::move(other.entries_);
+    index_ = std::move(other.index_);
+    expected_sha256_ = std::move(other.expected_sha256_);
+    metadata_ = std::move(other.metadata_);
+  }
+  return *this;
+}
+
+const SafetensorsEntry* SafetensorsReader::Find(absl::string_view name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& dst) const {
+  const SafetensorsEntry* e = Find(name);
+  if (e == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "'"));
+  }
+  if (!InHostMemory(dst) || !dst.IsContiguous() || (dst.data == nullptr && dst.numel() > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("safetensors read of '", name, "': destination ",
+                                                   dst.DebugString(),
+                                                   " must be a contiguous CPU view"));
+  }
+  if (dst.dtype != e->dtype || absl::Span<const int64_t>(dst.shape) != e->shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("safetensors read of '", name, "': destination is ", dst.DebugString(),
+                     ", file holds ", DTypeName(e->dtype), ShapeToString(e->shape)));
+  }
+  RETURN_IF_ERROR(ReadExactly(fd_, path_, data_start_ + e->begin, dst.data, e->end - e->begin));
+  auto expected = expected_sha256_.find(name);
+  if (expected == expected_sha256_.end()) return absl::OkStatus();
+  const std::string actual = Sha256Hex(dst.data, e->end - e->begin);
+  if (actual != expected->second) {
+    return Corrupt(
+        path_, absl::StrCat("tensor '", e->name, "' fails its SHA-256 check (bytes ",
+                            data_start_ + e->begin, "..", data_start_ + e->end, " hash to ", actual,
+                            ", expected ", expected->second, "): the file is corrupt"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SafetensorsReader::ExpectSha256(absl::string_view name,
+                                             const std::string& sha256_hex) {
+  if (Find(name) == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "'"));
+  }
+  if (!IsSha256Hex(sha256_hex)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': '", sha256_hex,
+                                                   "' is not a lowercase hex SHA-256 digest"));
+  }
+  expected_sha256_[std::string(name)] = sha256_hex;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> SafetensorsReader::ReadTensor(absl::string_view name) const {
+  const SafetensorsEntry* e = Find(name);
+  if (e == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "'"));
+  }
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(e->shape, e->dtype));
+  RETURN_IF_ERROR(Read(name, t.view()));
+  return t;
+}
+
+}  // namespace checkpoint
+}  // namespace mt

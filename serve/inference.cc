@@ -1,0 +1,38 @@
+#include "serve/inference.h"
+
+#include <utility>
+
+#include "checkpoint/model_loading.h"
+#include "core/status.h"
+
+namespace mt {
+namespace serve {
+
+nn::StepContext InferenceSession::Step() const { return nn::StepContext::Eval(&rank.exec, tp); }
+
+absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const InferenceConfig& config,
+                                                                   comm::Communicator& world,
+                                                                   int local_rank, int local_size) {
+  if (config.load.empty()) return absl::InvalidArgumentError("--load is required");
+  auto s = std::make_unique<InferenceSession>();
+  RankExecutionOptions ro;
+  ro.cuda = config.device == DeviceType::kCuda;
+  ro.threads = config.threads;
+  ro.local_rank = local_rank;
+  ro.local_size = local_size;
+  ASSIGN_OR_RETURN(s->rank, CreateRankExecution(ro));
+  s->tp = world.size() > 1 ? &world : nullptr;
+  checkpoint::LoadModelOptions options;
+  options.compute_dtype = config.bf16 ? DType::kBF16 : DType::kF32;
+  ASSIGN_OR_RETURN(
+      checkpoint::LoadedModel loaded,
+      checkpoint::LoadModel(config.load, world.rank(), world.size(), s->rank.exec, options));
+  s->iteration = loaded.checkpoint.iteration;
+  s->model_name = loaded.checkpoint.model_name;
+  s->store = std::move(loaded.store);
+  s->model = std::move(loaded.model);
+  return s;
+}
+
+}  // namespace serve
+}  // namespace mt

@@ -1,0 +1,66 @@
+// The generation server's queue: HTTP handler threads push checked requests and wait for their
+// results; the generation thread pops them one at a time. Bounded: a push into a full queue is
+// refused at once (the server answers 503), so a burst never piles up unbounded work.
+//
+// Thread-safe: any number of pushing threads and one popping thread.
+#ifndef MT_SERVE_SERVE_QUEUE_H_
+#define MT_SERVE_SERVE_QUEUE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "serve/generate.h"
+#include "serve/serve_api.h"
+
+namespace mt {
+namespace serve {
+
+// What a request's handler gets back.
+struct JobResult {
+  absl::Status status;  // OK, or why there are no generations.
+  std::vector<Generation> generations;
+};
+
+struct Job {
+  GenerationRequest request;
+  std::promise<JobResult> result;
+};
+
+class JobQueue {
+ public:
+  explicit JobQueue(size_t capacity) : capacity_(capacity) {}
+
+  // Queues `request` and returns the future of its result; nullopt when the queue holds
+  // `capacity` jobs or is closed.
+  std::optional<std::future<JobResult>> TryPush(GenerationRequest request);
+  // The oldest job, waiting up to `timeout` for one; null if none came (or the queue is closed).
+  std::unique_ptr<Job> Pop(std::chrono::milliseconds timeout);
+  // Puts a popped job back at the front (it may take the queue one over capacity for a moment).
+  void PushFront(std::unique_ptr<Job> job);
+  // Refuses new jobs and answers every queued one with `status`.
+  void Close(const absl::Status& status);
+
+  size_t size() const;
+  size_t capacity() const { return capacity_; }
+
+ private:
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<std::unique_ptr<Job>> jobs_;
+  bool closed_ = false;
+};
+
+}  // namespace serve
+}  // namespace mt
+
+#endif  // MT_SERVE_SERVE_QUEUE_H_
