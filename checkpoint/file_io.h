@@ -14,7 +14,7 @@
 //   MT_FAULT_INJECT=eio_at_byte:N          likewise with EIO (an I/O error: "Input/output error").
 // A malformed value makes every write fail with InvalidArgument naming the variable. The variable
 // is read once, at the first write; it is the only environment this layer reads, and only tests
-// set it (experiments/pretrain/testing/checkpoint_fault_test.sh).
+// set it (jobs/pretrain/testing/checkpoint_fault_test.sh).
 #ifndef MT_CHECKPOINT_FILE_IO_H_
 #define MT_CHECKPOINT_FILE_IO_H_
 

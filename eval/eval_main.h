@@ -1,7 +1,7 @@
 // The main() of every eval binary, in two forms over one start-up (logging, flags derived from the
 // config's field table by core/config_flags.h, MPI, the world):
-//   - EvalMain, for the binaries that load a checkpoint and then run (//eval:generate,
-//     //eval:serve);
+//   - EvalMain, for the binaries that load a checkpoint and then run (//jobs/serve:generate,
+//     //jobs/serve:serve);
 //   - HarnessMain (harness_main.h), for the scoring harnesses' stages.
 //
 //   int main(int argc, char** argv) {

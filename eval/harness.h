@@ -1,8 +1,8 @@
-// What every evaluation binary (//eval:wikitext103, //eval:lambada, //eval:race) shares: its
-// common settings, the process it runs in (device, tensor-parallel layout, the model loaded from a
-// checkpoint), and rank 0's outputs (progress lines, per-example JSON lines, the results JSON).
-// A task (EvalTask) supplies the data and the scoring (or, for RACE, fine-tuning); harness_main.h
-// runs both.
+// What every evaluation binary (//jobs/eval:wikitext103, //jobs/eval:lambada, //jobs/eval:race)
+// shares: its common settings, the process it runs in (device, tensor-parallel layout, the model
+// loaded from a checkpoint), and rank 0's outputs (progress lines, per-example JSON lines, the
+// results JSON). A task (EvalTask) supplies the data and the scoring (or, for RACE, fine-tuning);
+// harness_main.h runs both.
 //
 // Layout: every rank of the job is one tensor-parallel rank of a single TP group (TP = world
 // size, which must divide the heads; any degree, whatever the checkpoint was saved with:

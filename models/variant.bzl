@@ -35,18 +35,18 @@ load("//tools:defs.bzl", "mt_cc_binary", "mt_cc_library")
 _TOOLS = {
     "bert": {
         "describe": "//models:describe_main",
-        "pretrain_bert": "//experiments/pretrain:pretrain_bert_main",
-        "race": "//eval:race_main",
+        "pretrain_bert": "//jobs/pretrain:pretrain_bert_main",
+        "race": "//jobs/eval:race_main",
         "reshard_checkpoint": "//checkpoint:reshard_checkpoint_main",
     },
     "gpt": {
         "describe": "//models:describe_main",
-        "generate": "//eval:generate_main",
-        "lambada": "//eval:lambada_main",
-        "pretrain_gpt": "//experiments/pretrain:pretrain_gpt_main",
+        "generate": "//jobs/serve:generate_main",
+        "lambada": "//jobs/eval:lambada_main",
+        "pretrain_gpt": "//jobs/pretrain:pretrain_gpt_main",
         "reshard_checkpoint": "//checkpoint:reshard_checkpoint_main",
-        "serve": "//eval:serve_main",
-        "wikitext103": "//eval:wikitext103_main",
+        "serve": "//jobs/serve:serve_main",
+        "wikitext103": "//jobs/eval:wikitext103_main",
     },
 }
 

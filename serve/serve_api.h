@@ -1,4 +1,4 @@
-// The generation server's HTTP API (//eval:serve): request bodies parsed and checked into
+// The generation server's HTTP API (//jobs/serve:serve): request bodies parsed and checked into
 // GenerationRequests, and the JSON of responses and errors. Two APIs:
 //
 //   PUT /api (Megatron-LM's text generation server)

@@ -1,4 +1,4 @@
-// The generation loop every rank of the generation server runs (//eval:serve; the job is one
+// The generation loop every rank of the generation server runs (//jobs/serve:serve; the job is one
 // tensor-parallel group, rank 0 holding the HTTP server and its JobQueue).
 //
 // Round after round, every rank sums a small header with a non-blocking all-reduce that it polls

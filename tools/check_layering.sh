@@ -4,14 +4,18 @@
 # to build with "not visible", and one in the layer itself must build. Analysis only (--nobuild),
 # so it takes seconds once Bazel is warm. The probe packages are removed on exit.
 #
+# A model-variant package links the jobs' public main()s (models/variant.bzl), never experiments/:
+# a probe there that depends on experiments/ must be refused too.
+#
 #   tools/check_layering.sh        exit 0 and "layering: N of N upward dependencies refused"
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Bottom to top: a directory and a target of each layer.
 layers=(core:core:tensor comm:comm:communicator nn:nn:context data:data/indexed:indexed_dataset
-        models:models:count train:train:trainer eval:eval:wikitext
-        experiments:experiments/pretrain:pretrain_lib)
+        models:models:count checkpoint:checkpoint:safetensors train:train:trainer
+        serve:serve:sampling eval:eval:wikitext jobs:jobs/pretrain:pretrain_lib
+        experiments:experiments/common:report)
 probe=layering_probe
 probes=()
 trap 'rm -rf "${probes[@]}"' EXIT
@@ -31,6 +35,9 @@ for ((i = 1; i < ${#layers[@]}; ++i)); do
   write_probe "$dir/downward_$lower_dir" "//$lower_pkg:$lower_name"
   allowed+=("//$dir/downward_$lower_dir/$probe:probe")
 done
+
+write_probe models/variants/upward_experiments "//experiments/common:report"
+upward+=("//models/variants/upward_experiments/$probe:probe")
 
 if ! out=$(./bazelw build --nobuild "${allowed[@]}" 2>&1); then
   echo "$out" | grep -E "ERROR" | head -20

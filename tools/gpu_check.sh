@@ -33,7 +33,7 @@
 #                   PMIX_PREFIX, PMIX_LIBDIR, ...: lib/pmix/ (plugins), share/pmix/ (help files)
 #   mpi_tests.txt   one line per multi-rank sh_test: NAME NP TIMEOUT_S BINARY [ARGS...], from the
 #                   sh_test's args in its BUILD file (they all run comm/mpi_test.sh NP TIMEOUT BIN)
-#   scripts/        the other gpu sh_tests' scripts (e.g. experiments/pretrain/testing/cuda_driver_test.sh, which
+#   scripts/        the other gpu sh_tests' scripts (e.g. jobs/pretrain/testing/cuda_driver_test.sh, which
 #                   runs mpirun itself); script_tests.txt: NAME SCRIPT [ARGS...], where @bin:X is
 #                   bin/X (a binary named by $(location ...) in the sh_test's args); and
 #                   scripts/tools/test_env.sh, which they source (run with TEST_SRCDIR=<tree>,
@@ -49,9 +49,9 @@ GPU_BENCHMARKS=(
   "core/ops:ops_cuda_bench --iters=20"  # per-op bandwidth vs d2d copy; cuBLASLt bf16 GEMM rates
   # Training steps in bf16 (tokens/s, model TFLOP/s, MFU against the measured bf16 GEMM rate,
   # device memory): GPT-2 124M and 355M, and the paper's 1.2B config (hidden 1536, 40 layers).
-  "experiments/benchmarks:train_step_bench --device=cuda --num_layers=12 --hidden_size=768 --num_attention_heads=12 --seq_length=1024 --micro_batch_size=8 --steps=5"
-  "experiments/benchmarks:train_step_bench --device=cuda --num_layers=24 --hidden_size=1024 --num_attention_heads=16 --seq_length=1024 --micro_batch_size=8 --steps=5"
-  "experiments/benchmarks:train_step_bench --device=cuda --num_layers=40 --hidden_size=1536 --num_attention_heads=16 --seq_length=1024 --micro_batch_size=8 --steps=3"
+  "jobs/bench:train_step_bench --device=cuda --num_layers=12 --hidden_size=768 --num_attention_heads=12 --seq_length=1024 --micro_batch_size=8 --steps=5"
+  "jobs/bench:train_step_bench --device=cuda --num_layers=24 --hidden_size=1024 --num_attention_heads=16 --seq_length=1024 --micro_batch_size=8 --steps=5"
+  "jobs/bench:train_step_bench --device=cuda --num_layers=40 --hidden_size=1536 --num_attention_heads=16 --seq_length=1024 --micro_batch_size=8 --steps=3"
 )
 
 # Where Debian installs OpenMPI and PMIx, and the same paths relative to their prefixes.

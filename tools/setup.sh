@@ -25,11 +25,11 @@ DEBIAN_PACKAGES=(
   openmpi-bin          # mpirun
   nlohmann-json3-dev
   libicu-dev           # Unicode categories, case mapping and NFD for the BERT tokenizer
-  libcpp-httplib-dev   # the HTTP server of //eval:serve (cpp-httplib)
+  libcpp-httplib-dev   # the HTTP server of //jobs/serve:serve (cpp-httplib)
   clang-format         # the tree's formatting, checked in CI (tools/check_format.sh)
   fortunes             # plain English prose: the embedded default corpus
   fortunes-min
-  gnuplot-nox          # the experiments' PNG plots (experiments/report)
+  gnuplot-nox          # the experiments' PNG plots (experiments/common)
   clang-16             # --config=fuzz: libFuzzer binaries (tools/fuzz.sh)
   libclang-rt-16-dev   # libFuzzer and the sanitizer runtimes of clang-16
 )

@@ -2,7 +2,7 @@
 // post-norm (the original BERT layer: layer norm after each residual add) and pre-norm (layer
 // norm before attention and the MLP, as GPT-2) at increasing depth, on the embedded corpus, with
 // the same data, token budget and learning rate, over several seeds, trained in this process
-// through the library (experiments/pretrain/pretrain_bert.h). Writes results/<name>/: the
+// through the library (jobs/pretrain/pretrain_bert.h). Writes results/<name>/: the
 // training-loss curves (CSV, PNG), the final losses per depth and norm (mean and spread over
 // seeds; CSV, PNG), and report.md saying where post-norm degrades or diverges.
 #include <chrono>
@@ -16,15 +16,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
-#include "experiments/bert_prenorm_vs_postnorm/curves.h"
-#include "experiments/bert_prenorm_vs_postnorm/in_process.h"
 #include "experiments/bert_prenorm_vs_postnorm/verdict.h"
-#include "experiments/pretrain/pretrain_bert.h"
-#include "experiments/report/plot.h"
-#include "experiments/report/report.h"
+#include "experiments/common/curves.h"
+#include "experiments/common/in_process.h"
+#include "experiments/common/plot.h"
+#include "experiments/common/report.h"
+#include "jobs/pretrain/pretrain_bert.h"
 
 namespace mt {
 namespace experiments {
+
+using jobs::LocalRanks;
+using jobs::PretrainBertConfig;
+using jobs::RunPretrainBert;
 namespace {
 
 constexpr char kName[] = "bert_prenorm_vs_postnorm";

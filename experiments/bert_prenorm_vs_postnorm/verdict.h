@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "experiments/bert_prenorm_vs_postnorm/curves.h"
-#include "experiments/report/report.h"
+#include "experiments/common/curves.h"
+#include "experiments/common/report.h"
 
 namespace mt {
 namespace experiments {

@@ -1,7 +1,7 @@
 // ./bazelw run //experiments/gpt2_scaling_curves: the paper's Figure 6. Validation perplexity
 // over iterations of several GPT-2 sizes trained on the same data (the embedded corpus) with the
 // same token budget, batch and learning-rate schedule, in this process through the library
-// (experiments/pretrain/pretrain_gpt.h). Each size trains in chunks of --eval_interval
+// (jobs/pretrain/pretrain_gpt.h). Each size trains in chunks of --eval_interval
 // iterations, each chunk resuming from the previous one's checkpoint (bit-exact: the schedule is
 // fixed over the whole budget, and the sample order too while the budget stays within one epoch
 // of the corpus) and ending with one validation run. Writes results/<name>/:
@@ -16,16 +16,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
-#include "experiments/bert_prenorm_vs_postnorm/curves.h"
-#include "experiments/bert_prenorm_vs_postnorm/in_process.h"
+#include "experiments/common/curves.h"
+#include "experiments/common/in_process.h"
+#include "experiments/common/plot.h"
+#include "experiments/common/report.h"
 #include "experiments/gpt2_scaling_curves/scaling.h"
-#include "experiments/pretrain/pretrain_gpt.h"
-#include "experiments/report/plot.h"
-#include "experiments/report/report.h"
+#include "jobs/pretrain/pretrain_gpt.h"
 #include "models/count.h"
 
 namespace mt {
 namespace experiments {
+
+using jobs::LocalRanks;
+using jobs::PretrainGptConfig;
+using jobs::PretrainResult;
+using jobs::RunPretrainGpt;
 namespace {
 
 constexpr char kName[] = "gpt2_scaling_curves";

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/report/report.h"
+#include "experiments/common/report.h"
 
 namespace mt {
 namespace experiments {

@@ -1,8 +1,8 @@
 // ./bazelw run //experiments/gpt2_zeroshot: the paper's Tables 2-3 (GPT-2 zero-shot WikiText-103
 // perplexity and LAMBADA accuracy). Trains GPT-2 models of the sizes in --models on the embedded
-// corpus (or --data_path) with //experiments/pretrain:pretrain_gpt, or takes --load checkpoints,
-// and scores each with //eval:wikitext103 and //eval:lambada on the files given (default: the
-// eval/testdata fixtures and a held-out split of the training data written in both formats,
+// corpus (or --data_path) with //jobs/pretrain:pretrain_gpt, or takes --load checkpoints,
+// and scores each with //jobs/eval:wikitext103 and //jobs/eval:lambada on the files given (default:
+// the eval/testdata fixtures and a held-out split of the training data written in both formats,
 // heldout.h). Writes results/gpt2_zeroshot/ (report.md, zeroshot.csv, two PNGs).
 #include <cstdint>
 #include <cstdio>
@@ -15,15 +15,17 @@
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
 #include "data/tokenizers/factory.h"
-#include "experiments/gpt2_zeroshot/eval_runs.h"
+#include "experiments/common/eval_runs.h"
+#include "experiments/common/plot.h"
+#include "experiments/common/report.h"
 #include "experiments/gpt2_zeroshot/heldout.h"
 #include "experiments/gpt2_zeroshot/zeroshot_tables.h"
-#include "experiments/pretrain/run_settings.h"
-#include "experiments/report/plot.h"
-#include "experiments/report/report.h"
+#include "jobs/pretrain/run_settings.h"
 
 namespace mt {
 namespace experiments {
+
+using jobs::kDeviceNames;
 namespace {
 
 // The experiment's flags (one per field).
@@ -127,7 +129,7 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   std::vector<double> train_seconds;
   if (checkpoints.empty()) {
     ASSIGN_OR_RETURN(std::vector<ModelSize> sizes, ParseModelSizes(c.models));
-    ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv[0], "experiments/pretrain/pretrain_gpt"));
+    ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv[0], "jobs/pretrain/pretrain_gpt"));
     for (const ModelSize& m : sizes) {
       std::printf("gpt2_zeroshot: training %s on %s\n", m.Label().c_str(), s.data_name.c_str());
       std::fflush(stdout);
@@ -137,8 +139,8 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
       checkpoints.push_back(ckpt);
     }
   }
-  ASSIGN_OR_RETURN(const std::string wikitext_bin, RunfilePath(argv[0], "eval/wikitext103"));
-  ASSIGN_OR_RETURN(const std::string lambada_bin, RunfilePath(argv[0], "eval/lambada"));
+  ASSIGN_OR_RETURN(const std::string wikitext_bin, RunfilePath(argv[0], "jobs/eval/wikitext103"));
+  ASSIGN_OR_RETURN(const std::string lambada_bin, RunfilePath(argv[0], "jobs/eval/lambada"));
   ScoringSettings settings{s.launcher, wikitext_bin, lambada_bin, c.train.device,
                            c.overlapping_eval};
   std::vector<ModelScores> scores;

@@ -9,7 +9,7 @@
 #include "core/status.h"
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
-#include "experiments/report/report.h"
+#include "experiments/common/report.h"
 #include "nlohmann/json.hpp"
 
 namespace mt {

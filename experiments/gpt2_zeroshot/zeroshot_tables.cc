@@ -9,12 +9,14 @@
 #include "absl/strings/str_split.h"
 #include "checkpoint/model_loading.h"
 #include "core/status.h"
-#include "experiments/gpt2_zeroshot/eval_runs.h"
-#include "experiments/report/plot.h"
+#include "experiments/common/eval_runs.h"
+#include "experiments/common/plot.h"
 #include "models/count.h"
 
 namespace mt {
 namespace experiments {
+
+using jobs::DeviceName;
 namespace {
 
 // Paper Table 2 (Shoeybi et al. 2019): WikiText-103 adjusted perplexity, LAMBADA accuracy (%).

@@ -22,10 +22,10 @@
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/preprocessing/default_data.h"
-#include "experiments/pretrain/driver.h"
-#include "experiments/pretrain/pretrain_gpt.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
+#include "jobs/pretrain/driver.h"
+#include "jobs/pretrain/pretrain_gpt.h"
 
 DEFINE_string(prompt, "", "Old spelling of --generate.");
 
@@ -86,8 +86,8 @@ absl::StatusOr<double> UnigramBaseline(const std::string& prefix, const std::str
 
 // The quickstart's defaults: a 4-layer GPT-2 trained for 200 steps at TP=2 with a short warmup
 // and cosine decay, evaluated three times, checkpointed next to the data, and sampled.
-mt::experiments::PretrainGptConfig QuickstartDefaults() {
-  mt::experiments::PretrainGptConfig c;
+mt::jobs::PretrainGptConfig QuickstartDefaults() {
+  mt::jobs::PretrainGptConfig c;
   c.model.max_position_embeddings = c.trainer.seq_length;  // 128.
   c.tensor_model_parallel_size = 2;
   c.trainer.train_iters = 200;
@@ -102,7 +102,7 @@ mt::experiments::PretrainGptConfig QuickstartDefaults() {
 
 // The settings that follow from others unless given: the schedule and the log and evaluation
 // intervals from train_iters, the checkpoint directory from the data directory.
-void DeriveSettings(mt::experiments::PretrainGptConfig* c) {
+void DeriveSettings(mt::jobs::PretrainGptConfig* c) {
   using mt::FlagGiven;
   const int64_t iters = c->trainer.train_iters, samples = iters * c->trainer.global_batch_size;
   if (!FlagGiven("log_interval")) c->trainer.log_interval = std::max<int64_t>(1, iters / 12);
@@ -117,7 +117,7 @@ void DeriveSettings(mt::experiments::PretrainGptConfig* c) {
   if (FlagGiven("prompt")) c->generate_prompt = FLAGS_prompt;
 }
 
-absl::Status Run(mt::experiments::PretrainGptConfig c, const mt::experiments::LocalRanks& local,
+absl::Status Run(mt::jobs::PretrainGptConfig c, const mt::jobs::LocalRanks& local,
                  mt::comm::Communicator& world) {
   // Data: rank 0 tokenises the corpus if needed; the others wait for it.
   mt::data::DefaultData data;
@@ -141,8 +141,7 @@ absl::Status Run(mt::experiments::PretrainGptConfig c, const mt::experiments::Lo
         "(perplexity %.1f)\n",
         baseline, std::exp(baseline));
   }
-  ASSIGN_OR_RETURN(mt::experiments::PretrainResult r,
-                   mt::experiments::RunPretrainGpt(c, local, world, nullptr));
+  ASSIGN_OR_RETURN(mt::jobs::PretrainResult r, mt::jobs::RunPretrainGpt(c, local, world, nullptr));
   if (world.rank() == 0) {
     std::printf(
         "quickstart: training loss %.3f -> %.3f; validation loss %.3f (perplexity %.1f) vs the "
@@ -159,25 +158,24 @@ absl::Status Run(mt::experiments::PretrainGptConfig c, const mt::experiments::Lo
 }  // namespace
 
 int main(int argc, char** argv) {
-  using mt::experiments::PretrainGptConfig;
+  using mt::jobs::PretrainGptConfig;
   gflags::SetUsageMessage("Trains a small tensor-parallel GPT-2 on the embedded corpus.");
   FLAGS_minloglevel = 1;  // Library INFO logs (dataset index caching) only with --minloglevel=0.
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   PretrainGptConfig config = QuickstartDefaults();
-  const mt::ConfigFlags<PretrainGptConfig> flags(config, mt::experiments::kNotFlags);
+  const mt::ConfigFlags<PretrainGptConfig> flags(config, mt::jobs::kNotFlags);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  absl::Status s =
-      mt::experiments::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); });
+  absl::Status s = mt::jobs::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); });
   DeriveSettings(&config);
-  if (s.ok()) s = mt::experiments::ValidateDistributedTimeout();
+  if (s.ok()) s = mt::jobs::ValidateDistributedTimeout();
   if (!s.ok()) {
     std::fprintf(stderr, "quickstart: error: %s\n", std::string(s.message()).c_str());
     return 1;
   }
   const int tp = config.tensor_model_parallel_size;
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && tp > 1) return Relaunch(tp, argc, argv);
-  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv, mt::experiments::WatchdogMpiThreads());
+  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv, mt::jobs::WatchdogMpiThreads());
   if (!runtime.ok()) {
     std::fprintf(stderr, "quickstart: error: %s\n",
                  std::string(runtime.status().message()).c_str());
@@ -196,7 +194,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // A rank that dies or hangs ends the job within --distributed_timeout (default 600 s).
-  std::unique_ptr<mt::comm::Watchdog> watchdog = mt::experiments::StartWatchdog(**world);
+  std::unique_ptr<mt::comm::Watchdog> watchdog = mt::jobs::StartWatchdog(**world);
   s = Run(config, {(*runtime)->local_rank(), (*runtime)->local_size()}, **world);
   if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
   if (watchdog != nullptr) watchdog->Stop();

@@ -1,7 +1,8 @@
 // ./bazelw run //experiments/race_finetune: the paper's Table 5, RACE column. Pretrains a small
-// BERT on the embedded corpus with //experiments/pretrain:pretrain_bert (or takes --load), then
-// fine-tunes and scores it with //eval:race on --data (default: the eval/testdata RACE fixture),
-// middle / high / overall beside the paper's. Writes results/race_finetune/ (report.md, race.csv).
+// BERT on the embedded corpus with //jobs/pretrain:pretrain_bert (or takes --load), then
+// fine-tunes and scores it with //jobs/eval:race on --data (default: the eval/testdata RACE
+// fixture), middle / high / overall beside the paper's. Writes results/race_finetune/ (report.md,
+// race.csv).
 
 #include <cstdint>
 #include <cstdio>
@@ -13,14 +14,17 @@
 #include "absl/strings/str_format.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
-#include "experiments/gpt2_zeroshot/eval_runs.h"
-#include "experiments/pretrain/run_settings.h"
+#include "experiments/common/eval_runs.h"
+#include "experiments/common/plot.h"
+#include "experiments/common/report.h"
 #include "experiments/race_finetune/race_tables.h"
-#include "experiments/report/plot.h"
-#include "experiments/report/report.h"
+#include "jobs/pretrain/run_settings.h"
 
 namespace mt {
 namespace experiments {
+
+using jobs::DeviceName;
+using jobs::kDeviceNames;
 namespace {
 
 // The experiment's flags (one per field).
@@ -78,7 +82,7 @@ absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::str
     prefix = d.bert_prefix;
     *data_name = "the embedded corpus (Debian fortunes, BERT WordPiece)";
   }
-  ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "experiments/pretrain/pretrain_bert"));
+  ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/pretrain/pretrain_bert"));
   const std::string save = absl::StrCat(work_dir, "/bert_", c.num_layers, "x", c.hidden_size, "x",
                                         c.num_attention_heads);
   const PretrainRun r{prefix, save, c.num_layers, c.hidden_size, c.num_attention_heads, c.pretrain};
@@ -92,7 +96,7 @@ absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::str
 absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& argv0,
                               const std::string& checkpoint, const std::string& data,
                               const std::string& save) {
-  ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "eval/race"));
+  ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/eval/race"));
   RETURN_IF_ERROR(RunCommand({"rm", "-rf", save}).status());
   return RunForJson(
       LauncherWords(c.launcher),

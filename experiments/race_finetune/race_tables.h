@@ -1,5 +1,5 @@
 // The race_finetune experiment's tables: the paper's Table 5 RACE column and our accuracies read
-// from //eval:race's results JSON, in the CSV's layout (model, split, subset, accuracy).
+// from //jobs/eval:race's results JSON, in the CSV's layout (model, split, subset, accuracy).
 #ifndef MT_EXPERIMENTS_RACE_FINETUNE_RACE_TABLES_H_
 #define MT_EXPERIMENTS_RACE_FINETUNE_RACE_TABLES_H_
 
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "experiments/gpt2_zeroshot/eval_runs.h"
-#include "experiments/report/report.h"
+#include "experiments/common/eval_runs.h"
+#include "experiments/common/report.h"
 
 namespace mt {
 namespace experiments {

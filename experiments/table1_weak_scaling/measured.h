@@ -1,5 +1,5 @@
 // Part (d) of table1_weak_scaling: the same training step measured on this machine's CPU at
-// TP=1, TP=2 and DP=2 over MPI (experiments/benchmarks/train_step_bench under mpirun), with the
+// TP=1, TP=2 and DP=2 over MPI (jobs/bench/train_step_bench under mpirun), with the
 // prediction from inputs measured here: each rank's compute by part at its own shapes and thread
 // count (step_op_bench, run with as many copies as the configuration has ranks), the shared-memory
 // all-reduce latency and bandwidth (comm/comm_bench), and perf_model.h's element-wise kernels.

@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
-#include "experiments/report/plot.h"
-#include "experiments/report/report.h"
+#include "experiments/common/plot.h"
+#include "experiments/common/report.h"
 #include "experiments/table1_weak_scaling/measured.h"
 #include "experiments/table1_weak_scaling/tables.h"
 
@@ -231,7 +231,7 @@ void AddMeasured(const MeasureConfig& c, const Measurement& m, const Table& t, R
           c.rounds, c.steps)));
   report->Paragraph(
       "Where the residual is: the last round's training run samples rank 0's main thread every "
-      "millisecond over a few more steps (experiments/benchmarks/step_profile.h) and attributes "
+      "millisecond over a few more steps (jobs/bench/step_profile.h) and attributes "
       "each sample to an op class; beside each class, the prediction's part for it. "
       "'communication' there is the time rank 0 spends inside MPI, waiting for the other rank "
       "as well as moving data: each of TP=2's all-reduces and DP=2's buckets makes the faster "
@@ -321,7 +321,7 @@ absl::Status AddMeasuredSection(const MeasureConfig& bench, const ExperimentRun&
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   MeasureConfig mc = bench;
-  mc.train_step_bench = Runfile("experiments/benchmarks/train_step_bench");
+  mc.train_step_bench = Runfile("jobs/bench/train_step_bench");
   mc.comm_bench = Runfile("comm/comm_bench");
   mc.step_op_bench = Runfile("experiments/table1_weak_scaling/step_op_bench");
   mc.rounds = std::max(1, bench.rounds);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "experiments/report/report.h"
+#include "experiments/common/report.h"
 #include "experiments/table1_weak_scaling/perf_model.h"
 #include "models/config.h"
 

@@ -1,0 +1,444 @@
+// Training-step benchmark: tokens/s and model TFLOP/s (Megatron's formula, models/flops.h) of full
+// training steps of any registered GPT-family model (--model; GPT-2 by default) (forward, backward,
+// optimizer), with the ratio to this machine's own GEMM rate measured in the same run: the CPU's
+// f32 rate with the same threads, or with --device=cuda the GPU's bf16 rate (cuBLASLt, f32
+// accumulation) and the model in bf16 (model FLOP utilisation, MFU). Run under mpirun for TP > 1 or
+// DP > 1:
+//
+//   bazel-bin/jobs/bench/train_step_bench --hidden_size=512 --num_layers=4
+//   mpirun -np 2 bazel-bin/jobs/bench/train_step_bench --tensor_model_parallel_size=2
+//   mpirun -np 2 bazel-bin/jobs/bench/train_step_bench   # DP = 2
+//
+// Ranks beyond the TP degree are data-parallel (each runs --micro_batch_size samples). With DP > 1
+// the steps alternate between the DP gradient all-reduce overlapped with backward and the
+// all-reduce after backward, and both step times, their ratio and the all-reduce time left after
+// backward ("exposed") are printed.
+// Every rank uses --threads threads (default: cores / ranks).
+// --use_distributed_optimizer shards both optimizers' Adam moments over the DP ranks (ZeRO stage 1,
+// train/distributed_optimizer.h), and on a GPU (bf16) the f32 masters too, which leaves one
+// optimizer for both kinds of step; the report gives the masters and optimizer state each rank
+// holds and every rank's peak resident set (getrusage), to measure what sharding saves.
+//
+// With --pipeline_model_parallel_size=P > 1 each step runs the pipeline schedule (1F1B, or the
+// interleaved one with --num_layers_per_virtual_pipeline_stage) over --num_micro_batches
+// micro-batches per DP rank, with the DP reduction overlapped with it and the tied embedding's
+// gradient summed over the first and last stage, as pretrain_gpt trains; the report gives the
+// step time, tokens/s, model TFLOP/s per rank and its ratio to the GEMM rate, each stage's idle
+// share of the schedule against the theory (P - 1) / (V m + P - 1) with the activation sets each
+// stage keeps, and each rank's parameters, optimizer state and peak resident set
+// (--keep_stage_activations=false: one activation set per chunk, recomputing at the stage
+// boundary, for comparison):
+//
+//   mpirun -np 4 bazel-bin/jobs/bench/train_step_bench
+//       --pipeline_model_parallel_size=2 --use_distributed_optimizer   # PP = 2 x DP = 2
+//
+// On the CPU it also prints the OpenBLAS kernel in use (core/openblas.h) and, from
+// --breakdown_steps more steps run under a sampling profiler (step_profile.h), where rank 0's
+// step time goes by op class (GEMM, attention, element-wise, LayerNorm, loss, optimizer,
+// communication, other), with the GEMMs' achieved rate next to the GEMM rate: the gap, by class.
+#include "jobs/bench/train_step_bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "comm/mpi_communicator.h"
+#include "comm/parallel_context.h"
+#include "core/alloc.h"
+#include "core/config_flags.h"
+#include "core/cuda_device.h"
+#include "core/rank_execution.h"
+#include "core/status.h"
+#include "gflags/gflags.h"
+#include "jobs/bench/step_profile.h"
+#include "jobs/pretrain/pretrain.h"
+#include "models/flops.h"
+#include "models/registry.h"
+#include "train/optimizer.h"
+
+namespace mt {
+namespace jobs {
+namespace {
+
+using bench::BenchConfig;
+using bench::Device;
+using bench::MedianOf;
+using bench::PrintGemmRate;
+using bench::RecomputeName;
+using bench::Seconds;
+
+// Timed training steps; index 0 with the DP all-reduce overlapped with backward, 1 after it (only
+// with DP > 1). On the CPU, the op-class profile of --breakdown_steps more (overlapped) steps.
+struct Timings {
+  std::vector<double> times[2], exposed[2];
+  int64_t started_in_backward = 0;
+  int64_t buckets = 0;
+  int64_t moment_elements = 0;  // Of one optimizer's exp_avg on this rank.
+  int64_t master_elements = 0;  // f32 masters on this rank (a 1/DP shard when sharded).
+  int optimizers = 1;
+  int64_t part_buffers = 0;  // Distributed optimizer (overlapped): bucket-part buffers.
+  double part_buffer_mib = 0;
+  std::vector<double> profiled;  // The sampled steps' times.
+  StackSampler::Profile profile;
+};
+
+// What one training step runs on.
+struct StepRunner {
+  comm::Communicator& world;
+  comm::Communicator* dp;
+  const Device& d;
+  nn::ParameterStore& store;
+  models::Model& model;
+  const models::Batch& batch;
+  nn::StepContext& sc;
+
+  // One step with `o`: its time and the DP all-reduce time left after backward; the buckets
+  // started during backward go to `started_in_backward` when it is set.
+  // overlap = false: the listener is dropped, so every bucket is reduced after backward.
+  absl::StatusOr<std::pair<double, double>> Run(train::Optimizer& o, int step,
+                                                int64_t* started_in_backward, bool overlap = true) {
+    RETURN_IF_ERROR(world.Barrier());
+    auto start = std::chrono::steady_clock::now();
+    sc.micro_step = step;
+    RETURN_IF_ERROR(store.ZeroGrads(d.rank.exec));
+    sc.grads_ready = o.BeginGradReduce(dp);
+    if (!overlap) sc.grads_ready = nullptr;
+    RETURN_IF_ERROR(model.ForwardBackward(sc, batch, models::Backward::kYes).status());
+    sc.grads_ready = nullptr;
+    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.rank.exec.device.index));
+    auto t_reduce = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(o.FinishGradReduce());
+    const double reduce_s = Seconds(t_reduce);
+    if (started_in_backward != nullptr) {
+      *started_in_backward = o.grad_reducer().buckets_started_in_backward();
+    }
+    RETURN_IF_ERROR(o.Step(d.rank.exec, sc.tp, dp, 1e-4, 1.0).status());
+    if (d.gpu) RETURN_IF_ERROR(cuda::Synchronize(d.rank.exec.device.index));
+    RETURN_IF_ERROR(world.Barrier());
+    return std::make_pair(Seconds(start), reduce_s);
+  }
+};
+
+constexpr double kSampleInterval = 1e-3;  // Seconds.
+
+// --breakdown_steps more steps, each rank sampling its own main thread; rank 0 summarises.
+absl::Status ProfileSteps(const BenchConfig& c, StepRunner& run, train::Optimizer& o,
+                          int first_step, Timings* t) {
+  const double expected = c.breakdown_steps * MedianOf(t->times[0]) / kSampleInterval;
+  ASSIGN_OR_RETURN(auto sampler, StackSampler::Create(kSampleInterval,
+                                                      static_cast<int64_t>(2 * expected) + 1000));
+  for (int i = 0; i < c.breakdown_steps; ++i) {
+    RETURN_IF_ERROR(sampler->Start());
+    auto step = run.Run(o, first_step + i, nullptr);
+    sampler->Stop();
+    RETURN_IF_ERROR(step.status());
+    t->profiled.push_back(step->first);
+  }
+  if (run.world.rank() == 0) t->profile = sampler->Summarize();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& world,
+                                  comm::ParallelContext& parallel, const Device& d,
+                                  nn::ParameterStore& store, models::Model& model,
+                                  const models::Batch& batch, nn::StepContext& sc) {
+  train::OptimizerConfig oc;
+  oc.dp_bucket_elements = c.ddp_bucket_size;
+  oc.overlap_grad_reduce = true;
+  oc.use_distributed_optimizer = c.use_distributed_optimizer;
+  comm::Communicator* dp = parallel.dp_size() > 1 ? &parallel.dp() : nullptr;
+  ASSIGN_OR_RETURN(train::Optimizer overlapped, train::Optimizer::Create(&store, oc, dp));
+  // The after-backward optimizer (its own Adam moments, as large as the parameters twice over)
+  // exists only when there is a DP all-reduce to compare: without DP it would be dead memory in
+  // the peak RSS.
+  // An optimizer that shards the f32 masters (bf16 compute) takes them from the store, so there
+  // can be only one: it runs the after-backward steps too, with the overlap listener dropped.
+  std::optional<train::Optimizer> after;
+  if (dp != nullptr && !overlapped.masters_sharded()) {
+    oc.overlap_grad_reduce = false;
+    ASSIGN_OR_RETURN(after, train::Optimizer::Create(&store, oc, dp));
+  }
+  StepRunner run{world, dp, d, store, model, batch, sc};
+  const int modes = dp != nullptr ? 2 : 1;
+  Timings t;
+  for (int step = 0; step < (c.steps + 1) * modes; ++step) {
+    const int mode = step % modes;
+    ASSIGN_OR_RETURN(auto times, run.Run(mode == 0 || !after ? overlapped : *after, step,
+                                         mode == 0 ? &t.started_in_backward : nullptr,
+                                         /*overlap=*/mode == 0));
+    if (step >= modes) {  // The first step of each mode warms up.
+      t.times[mode].push_back(times.first);
+      t.exposed[mode].push_back(times.second);
+    }
+  }
+  t.buckets = overlapped.grad_reducer().num_buckets();
+  t.moment_elements = overlapped.exp_avg().numel();
+  t.master_elements =
+      overlapped.masters_sharded() ? overlapped.exp_avg().numel() : store.NumLocalElements();
+  t.optimizers = after ? 2 : 1;
+  if (const train::DistributedOptimizerState* dist = overlapped.distributed_state()) {
+    t.part_buffers = dist->part_buffers();
+    t.part_buffer_mib = 4.0 * dist->part_buffer_elements() / 1048576.0;
+  }
+  if (!d.gpu && c.breakdown_steps > 0) {
+    RETURN_IF_ERROR(ProfileSteps(c, run, overlapped, (c.steps + 1) * modes, &t));
+  }
+  return t;
+}
+
+// The profile of the sampled steps by op class, in seconds per step, with the GEMMs' achieved
+// rate: the model's matrix-product FLOPs outside attention (Megatron's count less its attention
+// term) over the time sampled in GEMMs.
+void ReportBreakdown(const BenchConfig& c, const comm::ParallelContext& parallel,
+                     const models::Model& model, double gemm, const Timings& t) {
+  const StackSampler::Profile& p = t.profile;
+  if (p.intervals == 0) return;
+  double step = 0;
+  for (double s : t.profiled) step += s / t.profiled.size();
+  const models::ModelConfig& mc = model.config();
+  const int64_t B = c.micro_batch_size * parallel.dp_size(), T = c.seq_length;
+  const double gemm_flops =
+      (model.TrainingFlops(B, T, B * T) - models::LayerFlops(B, T, mc.num_layers, mc.hidden_size,
+                                                             /*layer_weights=*/0.0, c.recompute)) /
+      parallel.world_size();
+  std::printf(
+      "step breakdown by op class (rank 0's main thread sampled every %.0f ms over %d "
+      "more steps, %.3f s each on average; %lld samples standing for %lld intervals; "
+      "shares within about +-%.1f%%):\n",
+      kSampleInterval * 1e3, c.breakdown_steps, step, static_cast<long long>(p.samples),
+      static_cast<long long>(p.intervals), 100.0 / std::sqrt(std::max<int64_t>(1, p.samples)));
+  double gemm_s = 0;
+  for (int k = 0; k < kNumOpClasses; ++k) {
+    const OpClass op_class = static_cast<OpClass>(k);
+    const double share = static_cast<double>(p.by_class[k]) / p.intervals;
+    std::string note;
+    if (op_class == OpClass::kGemm && share > 0) {
+      gemm_s = share * step;
+      const double rate = gemm_flops / gemm_s / 1e9;
+      note = absl::StrFormat(
+          "  %.1f GFLOP/s on the GEMM FLOPs outside attention = %.0f%% of the "
+          "GEMM rate",
+          rate, 100.0 * rate / gemm);
+    }
+    if (op_class == OpClass::kOther) {
+      for (const auto& [name, n] : p.other_top) {
+        if (n * 1000 < p.intervals) break;  // Under 0.1%.
+        absl::StrAppendFormat(&note, "%s %s %.1f%%", note.empty() ? "  most:" : ",", name,
+                              100.0 * n / p.intervals);
+      }
+    }
+    std::printf("  %-14s %7.3f s %6.1f%%%s\n", OpClassName(op_class), share * step, 100.0 * share,
+                note.c_str());
+  }
+  std::printf("  with the GEMMs at the GEMM rate and the rest as sampled: %.3f s per step\n",
+              step - gemm_s + gemm_flops / gemm / 1e9);
+}
+
+void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const Device& d,
+            const models::Model& model, int64_t parameters, double gemm, const Timings& t,
+            const models::Model::ActivationBytes& act, size_t device_in_use, size_t peak_bytes) {
+  const models::ModelConfig& mc = model.config();
+  const int64_t B = c.micro_batch_size, T = c.seq_length;
+  const int dp_size = parallel.dp_size(), ranks = parallel.world_size();
+  const bool has_dp = dp_size > 1;
+  const bool sharded = c.use_distributed_optimizer && has_dp;
+  const double median = MedianOf(t.times[0]);
+  const double flops = model.TrainingFlops(B * dp_size, T, B * dp_size * T);
+  const double per_rank_gflops = flops / median / ranks / 1e9;
+  std::printf(
+      "config: %s seq=%lld batch=%lld vocab=%lld (padded %lld) tp=%d dp=%d ranks=%d "
+      "threads/rank=%d recompute=%s sequence_parallel=%s dtype=%s\n",
+      ModelDescription(c).c_str(), static_cast<long long>(T), static_cast<long long>(B),
+      static_cast<long long>(mc.vocab_size), static_cast<long long>(model.padded_vocab()),
+      parallel.tp_size(), dp_size, ranks, d.rank.threads, RecomputeName(c),
+      c.activations.sequence_parallel ? "yes" : "no", d.gpu ? "bf16" : "f32");
+  std::printf("parameters: %lld\n", static_cast<long long>(parameters));
+  PrintGemmRate(c, d, gemm);
+  std::printf(
+      "step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
+      "ratio to GEMM rate%s: %.1f%%\n",
+      c.steps, has_dp ? ", DP all-reduce overlapped" : "", median, B * T * dp_size / median,
+      per_rank_gflops / 1e3, d.gpu ? " (MFU)" : "", 100.0 * per_rank_gflops / gemm);
+  std::printf("step time (best of %d%s): %.3f s\n", c.steps,
+              has_dp ? ", DP all-reduce overlapped" : "",
+              *std::min_element(t.times[0].begin(), t.times[0].end()));
+  if (d.gpu) {
+    std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
+                device_in_use / 1073741824.0);
+  }
+  if (has_dp) {
+    const double after = MedianOf(t.times[1]);
+    std::printf(
+        "DP gradient all-reduce, %lld buckets of <= %lld elements (%lld started during "
+        "backward when overlapped):\n"
+        "  overlapped with backward: step %.3f s, exposed after backward %.1f ms\n"
+        "  after backward:           step %.3f s, exposed after backward %.1f ms\n"
+        "  step time overlapped / after: %.3f\n",
+        static_cast<long long>(t.buckets), static_cast<long long>(c.ddp_bucket_size),
+        static_cast<long long>(t.started_in_backward), median, MedianOf(t.exposed[0]) * 1e3, after,
+        MedianOf(t.exposed[1]) * 1e3, median / after);
+    if (sharded) {
+      std::printf(
+          "  (distributed optimizer: each bucket reduce-scattered, the updated weights "
+          "all-gathered; "
+          "%lld bucket-part buffers of %.1f MiB for the reduce-scatters pending at once)\n",
+          static_cast<long long>(t.part_buffers), t.part_buffer_mib);
+    }
+  }
+  std::printf(
+      "transformer activations per rank: held after forward %.1f MiB, recompute "
+      "transient in backward %.1f MiB, peak %.1f MiB\n",
+      act.held / 1048576.0, act.backward_extra / 1048576.0,
+      (act.held + act.backward_extra) / 1048576.0);
+  if (d.rank.memory_pool != nullptr) {
+    std::printf(
+        "device memory per rank (caching allocator): peak during a training step %.1f MiB\n",
+        static_cast<double>(peak_bytes) / 1048576.0);
+  }
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0) {
+    std::printf("peak RSS of rank 0: %.1f MiB\n", usage.ru_maxrss / 1024.0);
+  }
+  if (!d.gpu) ReportBreakdown(c, parallel, model, gemm, t);
+}
+
+// The optimizer state and gradients this rank holds, and every rank's peak resident set
+// (getrusage: the whole process, both optimizers included). Collective over `world`.
+absl::Status ReportMemory(const BenchConfig& c, comm::Communicator& world, int dp_size,
+                          const nn::ParameterStore& store, const Timings& t) {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  Tensor mine = Tensor::Host({1}, DType::kI64), all = Tensor::Host({world.size()}, DType::kI64);
+  mine.data_as<int64_t>()[0] = static_cast<int64_t>(usage.ru_maxrss);  // KiB.
+  RETURN_IF_ERROR(world.AllGather(mine.view(), all.view()));
+  if (world.rank() != 0) return absl::OkStatus();
+  const double mib = 1048576.0, local = static_cast<double>(store.NumLocalElements());
+  std::printf(
+      "memory per rank (rank 0): f32 masters %.1f MiB (%s), f32 gradients %.1f MiB, Adam "
+      "moments %.1f MiB per optimizer (%lld elements each: %s)%s\n",
+      4.0 * t.master_elements / mib, t.master_elements < local ? "a 1/DP shard" : "whole",
+      4 * local / mib, 8.0 * t.moment_elements / mib, static_cast<long long>(t.moment_elements),
+      c.use_distributed_optimizer && dp_size > 1 ? "a 1/DP shard" : "unsharded",
+      t.optimizers > 1 ? "; two optimizers exist (overlapped and after-backward steps)" : "");
+  std::printf("peak RSS per rank (getrusage):");
+  for (int r = 0; r < world.size(); ++r) {
+    std::printf(" %.1f MiB", all.data_as<int64_t>()[r] / 1024.0);
+  }
+  std::printf("\n");
+  return absl::OkStatus();
+}
+
+absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communicator& world) {
+  comm::ParallelConfig pc;
+  pc.tensor_parallel = c.tensor_model_parallel_size;
+  pc.pipeline_parallel = c.pipeline_model_parallel_size;
+  ASSIGN_OR_RETURN(auto parallel,
+                   comm::ParallelContext::Create(world, pc, c.model.num_attention_heads));
+  ASSIGN_OR_RETURN(auto d, bench::SetUpDevice(c, runtime.local_rank(), runtime.local_size()));
+  // Measure every rank's GEMM rate at once (they share the machine as in training).
+  const int64_t n = bench::GemmRateSize(c.gemm_rate_size, d->gpu);
+  const double gemm =
+      d->gpu ? bench::GpuGemmGflops(d->rank.exec, n) : bench::GemmGflops(d->rank.exec, n);
+  if (parallel->pp_size() > 1) return bench::RunPipelined(c, world, *parallel, *d, gemm);
+
+  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(),
+                           d->gpu ? DType::kBF16 : DType::kF32, d->rank.exec.device);
+  models::ModelOptions options;
+  ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.recompute));
+  options.sequence_parallel = c.activations.sequence_parallel;
+  ASSIGN_OR_RETURN(auto model, models::CreateModel(c.model, &store, options));
+  RETURN_IF_ERROR(store.Allocate(1));
+  const int64_t B = c.micro_batch_size, T = c.seq_length;
+  Tensor tokens = Tensor::Host({B, T}, DType::kI32), labels = Tensor::Host({B, T}, DType::kI32);
+  std::mt19937 rng(7);
+  for (int64_t i = 0; i < B * T; ++i) {
+    tokens.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % c.model.vocab_size);
+    labels.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % c.model.vocab_size);
+  }
+  models::Batch batch;
+  batch.tokens = tokens.view();
+  batch.labels = labels.view();
+  nn::StepContext sc = nn::StepContext::Train(&d->rank.exec, parallel->tp_or_null(), 1);
+  ASSIGN_OR_RETURN(Timings t, TimeSteps(c, world, *parallel, *d, store, *model, batch, sc));
+  // Activation memory: held between forward and backward, plus the transient of one recomputed
+  // layer during backward (activation checkpointing).
+  RETURN_IF_ERROR(model->ForwardBackward(sc, batch, models::Backward::kNo).status());
+  const int64_t held = model->activation_bytes().held;
+  size_t device_in_use = 0;  // After the forward pass: parameters, optimizer state, activations.
+  if (d->gpu) {
+    auto used = cuda::MemoryInUse(d->rank.exec.device.index);
+    if (used.ok()) device_in_use = *used;
+  }
+  RETURN_IF_ERROR(store.ZeroGrads(d->rank.exec));
+  cuda::CachingAllocator* pool = d->rank.memory_pool.get();
+  if (pool != nullptr) pool->ResetPeak();
+  RETURN_IF_ERROR(model->ForwardBackward(sc, batch, models::Backward::kYes).status());
+  const size_t peak_bytes = pool != nullptr ? pool->stats().peak_bytes_in_use : 0;
+  const models::Model::ActivationBytes act{held, model->activation_bytes().backward_extra};
+  if (world.rank() == 0) {
+    Report(c, *parallel, *d, *model, store.NumGlobalElements(), gemm, t, act, device_in_use,
+           peak_bytes);
+  }
+  return ReportMemory(c, world, parallel->dp_size(), store, t);
+}
+
+// --model and the flags given, as the pretraining drivers resolve them; positions cover
+// seq_length unless given.
+absl::Status ResolveConfig(const ConfigFlags<BenchConfig>& flags, BenchConfig* c) {
+  RETURN_IF_ERROR(flags.ApplyGiven(c));
+  if (!c->model_name.empty()) {
+    ASSIGN_OR_RETURN(const models::RegisteredModel m, models::FindModel(c->model_name));
+    c->model = m.config;
+    RETURN_IF_ERROR(flags.ApplyGiven(c));
+  }
+  if (!FlagGiven("max_position_embeddings")) c->model.max_position_embeddings = c->seq_length;
+  if (c->model.family != models::Family::kGpt2) {
+    return absl::InvalidArgumentError("train_step_bench runs GPT-family models");
+  }
+  if (c->steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
+  if (c->num_micro_batches < 0) {
+    return absl::InvalidArgumentError("--num_micro_batches must be >= 0 (0: 4 x PP)");
+  }
+  RETURN_IF_ERROR(comm::MakePipelineSplit(c->model.num_layers, c->pipeline_model_parallel_size,
+                                          c->num_layers_per_virtual_pipeline_stage)
+                      .status());
+  RETURN_IF_ERROR(c->activations.Validate(c->tensor_model_parallel_size, c->seq_length));
+  RETURN_IF_ERROR(c->activations.Recompute(c->recompute).status());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace jobs
+}  // namespace mt
+
+int main(int argc, char** argv) {
+  using mt::jobs::BenchConfig;
+  BenchConfig config;
+  const mt::ConfigFlags<BenchConfig> flags(config, {"family", "compute_dtype"});
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  absl::Status s = mt::jobs::ResolveConfig(flags, &config);
+  if (!s.ok()) {
+    std::fprintf(stderr, "train_step_bench: error: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
+  if (!runtime.ok()) {
+    std::fprintf(stderr, "train_step_bench: error: %s\n",
+                 std::string(runtime.status().message()).c_str());
+    return 1;
+  }
+  auto world = (*runtime)->World();
+  if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
+  s = mt::jobs::Run(config, **runtime, **world);
+  if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
+  return 0;
+}

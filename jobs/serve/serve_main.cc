@@ -1,0 +1,246 @@
+// The generation server: Megatron-LM's text generation API (PUT /api) and OpenAI's completions
+// (POST /v1/completions) over HTTP, for a trained GPT checkpoint at its tensor-parallel degree.
+//
+//   bazel-bin/jobs/serve/serve --load=CKPT --port=5000
+//   mpirun -np 2 bazel-bin/jobs/serve/serve --load=CKPT_TP2 --port=5000
+//   curl -X PUT localhost:5000/api -d '{"prompts": ["Hello"], "tokens_to_generate": 32}'
+//
+// Rank 0 listens (on 127.0.0.1 unless --host says otherwise; --port=0 picks a free port) and
+// prints "serving ... at http://HOST:PORT" once it does. Its handler threads parse and check each
+// request (serve/serve_api.h: 400 with a JSON error naming the field; 413 for a body over
+// --max_body_bytes; 404 for other paths), queue it (503 when --queue_size requests wait), and
+// wait for its result; the main thread of every rank runs the generation loop
+// (serve/serve_loop.h), one request (a batch of prompts) at a time, on every TP rank. Sockets time
+// out after --timeout_s without progress, and only handler threads touch them, so a slow or
+// vanished client holds its own handler thread, never the generation. GET /healthz answers
+// {"queued": N, "served": N}. SIGTERM or SIGINT to any rank stops every rank after the request in
+// progress; requests still queued get 503. Bad flags print one line and exit 1; a failure after
+// start-up ends every rank (MpiRuntime::Abort).
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/config_flags.h"
+#include "core/status.h"
+#include "data/tokenizers/factory.h"
+#include "eval/eval_main.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "serve/inference.h"
+#include "serve/serve_api.h"
+#include "serve/serve_loop.h"
+#include "serve/serve_queue.h"
+
+namespace mt {
+namespace serve {
+namespace {
+
+struct ServeConfig {
+  InferenceConfig inference;
+  std::string host = "127.0.0.1";
+  int port = 5000;
+  int64_t max_body_bytes = int64_t{1} << 20;
+  int64_t max_tokens_per_request = 8192;
+  int max_prompts = 128;
+  int queue_size = 16;
+  int timeout_s = 10;
+  std::string hold_file;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    InferenceConfig::Fields(self.inference, v);
+    v("host", &self.host, "Address to listen on (rank 0).");
+    v("port", &self.port, "Port to listen on (0: any free port, printed).");
+    v("max_body_bytes", &self.max_body_bytes, "Largest request body (larger: 413).");
+    v("max_tokens_per_request", &self.max_tokens_per_request,
+      "Most positions one request may ask for: the sum over its prompts of prompt tokens plus "
+      "tokens to generate (more: 400).");
+    v("max_prompts", &self.max_prompts, "Most prompts in one request.");
+    v("queue_size", &self.queue_size, "Requests that may wait for generation (more: 503).");
+    v("timeout_s", &self.timeout_s,
+      "Seconds a client socket may make no progress (reading a request, writing a response).");
+    v("hold_file", &self.hold_file,
+      "While this file exists, queued requests wait (for tests and maintenance).");
+  }
+
+  absl::Status Validate() const {
+    if (port < 0 || port > 65535) return absl::InvalidArgumentError("--port must be in [0, 65535]");
+    if (max_body_bytes < 1 || max_tokens_per_request < 1 || max_prompts < 1 || queue_size < 1 ||
+        timeout_s < 1) {
+      return absl::InvalidArgumentError(
+          "--max_body_bytes, --max_tokens_per_request, --max_prompts, --queue_size and "
+          "--timeout_s must be >= 1");
+    }
+    return absl::OkStatus();
+  }
+};
+
+std::atomic<bool> stop_requested{false};
+void OnSignal(int) { stop_requested.store(true); }
+
+// Rank 0's HTTP side: handler threads that parse, queue and answer requests.
+class FrontEnd {
+ public:
+  FrontEnd(const ServeConfig& c, const data::Tokenizer& tokenizer, JobQueue& queue,
+           const ServeLimits& limits, std::string model, const std::atomic<int64_t>& served)
+      : c_(c),
+        tokenizer_(tokenizer),
+        queue_(queue),
+        limits_(limits),
+        model_(std::move(model)),
+        served_(served),
+        seed_(std::random_device()() * 0x9E3779B97F4A7C15ull) {}
+
+  // Binds and starts listening; returns the port.
+  absl::StatusOr<int> Start() {
+    Configure();
+    const int port = c_.port == 0 ? server_.bind_to_any_port(c_.host)
+                                  : (server_.bind_to_port(c_.host, c_.port) ? c_.port : -1);
+    if (port < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", c_.host, ":", c_.port, " (in use, or a bad --host?)"));
+    }
+    listener_ = std::thread([this] { server_.listen_after_bind(); });
+    return port;
+  }
+
+  void Stop() {
+    server_.stop();
+    if (listener_.joinable()) listener_.join();
+  }
+
+ private:
+  void Configure() {
+    const size_t threads = static_cast<size_t>(c_.queue_size) + 8;
+    server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server_.set_payload_max_length(static_cast<size_t>(c_.max_body_bytes));
+    server_.set_read_timeout(c_.timeout_s, 0);
+    server_.set_write_timeout(c_.timeout_s, 0);
+    server_.set_keep_alive_timeout(c_.timeout_s);
+    server_.Put("/api", [this](const httplib::Request& req, httplib::Response& res) {
+      Handle(Api::kMegatron, req, res);
+    });
+    server_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Handle(Api::kCompletions, req, res);
+    });
+    server_.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+      const nlohmann::json j = {{"queued", queue_.size()}, {"served", served_.load()}};
+      res.set_content(j.dump(), "application/json");
+    });
+    server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      const std::string what = res.status == 413 ? "the request body is too large"
+                               : res.status == 404
+                                   ? absl::StrCat("no endpoint ", req.method, " ", req.path,
+                                                  " (PUT /api, POST /v1/completions)")
+                                   : absl::StrCat("HTTP ", res.status);
+      res.set_content(
+          ErrorJson(res.status < 500 ? absl::InvalidArgumentError(what) : absl::UnknownError(what)),
+          "application/json");
+    });
+  }
+
+  void Handle(Api api, const httplib::Request& req, httplib::Response& res) {
+    const auto reply = [&res](const absl::Status& s) {
+      res.status = HttpStatus(s);
+      res.set_content(ErrorJson(s), "application/json");
+    };
+    const uint64_t seed = seed_.fetch_add(0x9E3779B97F4A7C15ull);
+    absl::StatusOr<GenerationRequest> request =
+        ParseRequest(api, req.body, tokenizer_, limits_, seed);
+    if (!request.ok()) return reply(request.status());
+    std::optional<std::future<JobResult>> pending = queue_.TryPush(*request);
+    if (!pending) {
+      return reply(absl::UnavailableError(absl::StrCat("the server is busy (", queue_.capacity(),
+                                                       " requests queued); retry later")));
+    }
+    const JobResult result = pending->get();
+    if (!result.status.ok()) return reply(result.status);
+    absl::StatusOr<std::string> body =
+        ResponseJson(*request, result.generations, tokenizer_, model_, ++ids_,
+                     static_cast<int64_t>(std::time(nullptr)));
+    if (!body.ok()) return reply(body.status());
+    res.set_content(*body, "application/json");
+  }
+
+  const ServeConfig& c_;
+  const data::Tokenizer& tokenizer_;
+  JobQueue& queue_;
+  const ServeLimits limits_;
+  const std::string model_;
+  const std::atomic<int64_t>& served_;
+  std::atomic<uint64_t> seed_;
+  std::atomic<int64_t> ids_{0};
+  httplib::Server server_;
+  std::thread listener_;
+};
+
+absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_rank,
+                   int local_size) {
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);  // A vanished client is an error on its socket, not a signal.
+  ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::CreateTokenizer("gpt2"));
+  ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s,
+                   LoadForInference(c.inference, world, local_rank, local_size));
+  const models::ModelConfig& mc = s->model->config();
+  if (mc.vocab_size != tokenizer->vocab_size()) {
+    return absl::FailedPreconditionError(absl::StrCat("the checkpoint's vocabulary has ",
+                                                      mc.vocab_size,
+                                                      " tokens, the GPT-2 "
+                                                      "tokenizer ",
+                                                      tokenizer->vocab_size()));
+  }
+  ServeLimits limits;
+  limits.max_prompts = c.max_prompts;
+  limits.max_tokens_per_request = c.max_tokens_per_request;
+  limits.max_positions = mc.max_position_embeddings;
+  std::atomic<int64_t> served{0};
+  std::unique_ptr<JobQueue> queue;
+  std::unique_ptr<FrontEnd> front;
+  if (world.rank() == 0) {
+    queue = std::make_unique<JobQueue>(c.queue_size);
+    const std::string model = std::filesystem::path(c.inference.load).filename().string();
+    front = std::make_unique<FrontEnd>(c, *tokenizer, *queue, limits, model, served);
+    ASSIGN_OR_RETURN(const int port, front->Start());
+    std::printf("serving %s (iteration %lld, %s, tensor parallel %d) at http://%s:%d\n",
+                c.inference.load.c_str(), static_cast<long long>(s->iteration),
+                mc.ArchitectureName().c_str(), world.size(), c.host.c_str(), port);
+    std::fflush(stdout);
+  }
+  ServeLoopOptions options;
+  options.hold_file = c.hold_file;
+  const absl::Status loop =
+      RunServeLoop(world, *s, *tokenizer, queue.get(), options, stop_requested, &served);
+  if (queue != nullptr) queue->Close(absl::UnavailableError("the server is shutting down"));
+  if (front != nullptr) front->Stop();
+  RETURN_IF_ERROR(loop);
+  if (world.rank() == 0) {
+    std::printf("stopped after %lld requests\n", static_cast<long long>(served.load()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace serve
+}  // namespace mt
+
+int main(int argc, char** argv) {
+  mt::serve::ServeConfig config;
+  const mt::ConfigFlags<mt::serve::ServeConfig> flags(config);
+  return mt::eval::EvalMain(argc, argv,
+                            {"serve", "HTTP text generation server for a trained GPT checkpoint."},
+                            mt::eval::ApplyFlagsAndValidate(flags, &config),
+                            [&](mt::comm::Communicator& world, int local_rank, int local_size) {
+                              return mt::serve::Serve(config, world, local_rank, local_size);
+                            });
+}
