@@ -2,11 +2,7 @@
 // shard writes with fsyncs, the pointer file and the pruning of old iterations.
 #include "checkpoint/checkpoint.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -19,10 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/checkpoint_internal.h"
-#include "checkpoint/file_io.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/sha256.h"
+#include "checkpoint/utf8.h"
 #include "core/alloc.h"
+#include "core/file_system.h"
 #include "core/status.h"
 
 namespace mt {
@@ -87,14 +84,15 @@ absl::Status ValidateRecord(absl::string_view op, const TensorRecord& t, int tp_
   return absl::OkStatus();
 }
 
-absl::Status VerifyComplete(const std::string& dir, int64_t iteration, int tp_size, int pp_size) {
+absl::Status VerifyComplete(FileSystem& fs, const std::string& dir, int64_t iteration, int tp_size,
+                            int pp_size) {
   const std::string where =
       absl::StrCat("checkpoint iteration ", iteration, " in ", dir, " is incomplete: ");
   Json config;
   for (int p = 0; p < pp_size; ++p) {
     for (int r = 0; r < tp_size; ++r) {
       const std::string name = ShardName(r, p, pp_size);
-      auto info = ReadShardInfo(dir, iteration, r, p, pp_size);
+      auto info = ReadShardInfo(fs, dir, iteration, r, p, pp_size);
       if (!info.ok()) {
         if (absl::IsNotFound(info.status())) {
           return absl::FailedPreconditionError(absl::StrCat(
@@ -118,7 +116,7 @@ absl::Status VerifyComplete(const std::string& dir, int64_t iteration, int tp_si
                                                           ShardName(0, 0, pp_size)));
       }
       const std::string tensors = JoinPath(info->shard_dir, kShardTensorsFile);
-      auto size = FileSize(tensors);
+      auto size = fs.FileSize(tensors);
       if (!size.ok()) {
         return absl::DataLossError(absl::StrCat(where, size.status().message()));
       }
@@ -156,55 +154,56 @@ bool ParseIterationDirName(const std::string& name, int64_t* iteration) {
 
 // Removes a directory by first renaming it to a hidden name, so that a crash mid-way never leaves
 // a partly deleted directory under an iter_* name.
-absl::Status DeleteIterationDir(const std::string& dir, const std::string& name) {
+absl::Status DeleteIterationDir(FileSystem& fs, const std::string& dir, const std::string& name) {
   const std::string doomed = JoinPath(dir, kDeletingPrefix + name);
-  RETURN_IF_ERROR(internal::RemoveAll(doomed));
-  RETURN_IF_ERROR(internal::Rename(JoinPath(dir, name), doomed));
-  return internal::RemoveAll(doomed);
+  RETURN_IF_ERROR(fs.RemoveAll(doomed));
+  RETURN_IF_ERROR(fs.Rename(JoinPath(dir, name), doomed));
+  return fs.RemoveAll(doomed);
 }
 
 // Deletes the oldest iter_* directories below `iteration` so that keep_last directories remain
 // (keep_last <= 0 keeps all), and the leftovers of interrupted deletions.
-absl::Status PruneIterations(const std::string& save_dir, int64_t iteration, int keep_last) {
-  ASSIGN_OR_RETURN(const std::vector<std::string> entries, internal::ListDirectory(save_dir));
+absl::Status PruneIterations(FileSystem& fs, const std::string& save_dir, int64_t iteration,
+                             int keep_last) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> entries, fs.ListDirectory(save_dir));
   std::vector<std::pair<int64_t, std::string>> older;
   bool removed = false;
   for (const std::string& name : entries) {
     int64_t it = 0;
     if (ParseIterationDirName(name, &it) && it < iteration) older.push_back({it, name});
     if (absl::StartsWith(name, kDeletingPrefix)) {  // An interrupted deletion.
-      RETURN_IF_ERROR(internal::RemoveAll(JoinPath(save_dir, name)));
+      RETURN_IF_ERROR(fs.RemoveAll(JoinPath(save_dir, name)));
       removed = true;
     }
   }
   std::sort(older.rbegin(), older.rend());
   if (keep_last > 0) {
     for (size_t i = static_cast<size_t>(keep_last) - 1; i < older.size(); ++i) {
-      RETURN_IF_ERROR(DeleteIterationDir(save_dir, older[i].second));
+      RETURN_IF_ERROR(DeleteIterationDir(fs, save_dir, older[i].second));
       removed = true;
     }
   }
-  return removed ? internal::SyncDirectory(save_dir) : absl::OkStatus();
+  return removed ? fs.SyncDirectory(save_dir) : absl::OkStatus();
 }
 
 // Removes the shard directories of iteration `iteration` that the layout (tp_size x pp_size) does
 // not name: left by a save in another layout that was killed before its commit, they would
 // otherwise be read by the loaders' layout detection (mp_rank_TT before mp_rank_TT_000).
-absl::Status RemoveOtherShards(const std::string& save_dir, int64_t iteration, int tp_size,
-                               int pp_size) {
+absl::Status RemoveOtherShards(FileSystem& fs, const std::string& save_dir, int64_t iteration,
+                               int tp_size, int pp_size) {
   const std::string iter_dir = IterationDir(save_dir, iteration);
   std::set<std::string> wanted;
   for (int p = 0; p < pp_size; ++p) {
     for (int r = 0; r < tp_size; ++r) wanted.insert(ShardName(r, p, pp_size));
   }
-  ASSIGN_OR_RETURN(const std::vector<std::string> entries, internal::ListDirectory(iter_dir));
+  ASSIGN_OR_RETURN(const std::vector<std::string> entries, fs.ListDirectory(iter_dir));
   bool removed = false;
   for (const std::string& name : entries) {
     if (!absl::StartsWith(name, "mp_rank_") || wanted.count(name) > 0) continue;
-    RETURN_IF_ERROR(DeleteIterationDir(iter_dir, name));
+    RETURN_IF_ERROR(DeleteIterationDir(fs, iter_dir, name));
     removed = true;
   }
-  return removed ? internal::SyncDirectory(iter_dir) : absl::OkStatus();
+  return removed ? fs.SyncDirectory(iter_dir) : absl::OkStatus();
 }
 
 // SaveShard's checks of its arguments; the tensors to write, named, into *named.
@@ -226,7 +225,7 @@ absl::Status ValidateSave(const CheckpointMetadata& meta, const Json& config,
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": model_config_json is not a JSON object: ", meta.model_config_json));
   }
-  if (!internal::IsValidUtf8(meta.trainer_state_json) || !internal::IsValidUtf8(meta.model_name)) {
+  if (!IsValidUtf8(meta.trainer_state_json) || !IsValidUtf8(meta.model_name)) {
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": trainer_state_json or model_name is not UTF-8"));
   }
@@ -244,7 +243,7 @@ absl::Status ValidateSave(const CheckpointMetadata& meta, const Json& config,
 }
 
 // Writes and fsyncs the shard's two files and the directory holding them.
-absl::Status WriteShardFiles(const std::string& dir, const CheckpointMetadata& meta,
+absl::Status WriteShardFiles(FileSystem& fs, const std::string& dir, const CheckpointMetadata& meta,
                              const Json& config, const std::vector<TensorRecord>& tensors,
                              const std::vector<NamedTensor>& named) {
   const std::string tensors_path = JoinPath(dir, kShardTensorsFile);
@@ -256,38 +255,38 @@ absl::Status WriteShardFiles(const std::string& dir, const CheckpointMetadata& m
       {"pipeline_model_parallel_rank", absl::StrCat(meta.pp_rank)},
       {"pipeline_model_parallel_size", absl::StrCat(meta.pp_size)},
   };
-  RETURN_IF_ERROR(WriteSafetensors(tensors_path, named, st_meta, Sync::kFsync));
-  ASSIGN_OR_RETURN(const int64_t bytes, internal::FileSize(tensors_path));
+  RETURN_IF_ERROR(WriteSafetensors(tensors_path, named, st_meta, Sync::kFsync, fs));
+  ASSIGN_OR_RETURN(const int64_t bytes, fs.FileSize(tensors_path));
   // The digests of the bytes just written, from memory (the file holds them verbatim).
   std::vector<std::string> sha256;
   sha256.reserve(named.size());
   for (const NamedTensor& t : named) sha256.push_back(Sha256Hex(t.view.data, t.view.nbytes()));
   const std::string metadata =
       internal::Dump(internal::MetadataJson(meta, config, tensors, sha256, bytes), 1) + "\n";
-  RETURN_IF_ERROR(internal::WriteFile(JoinPath(dir, kShardMetadataFile), metadata, Sync::kFsync));
-  return internal::SyncDirectory(dir);
+  RETURN_IF_ERROR(WriteFile(fs, JoinPath(dir, kShardMetadataFile), metadata, Sync::kFsync));
+  return fs.SyncDirectory(dir);
 }
 
 // Moves the complete shard in temp_dir to final_dir: it appears there complete, or not at all.
 // old_dir: where the replaced shard goes where the file system has no atomic exchange.
-absl::Status PublishShard(const std::string& temp_dir, const std::string& final_dir,
+absl::Status PublishShard(FileSystem& fs, const std::string& temp_dir, const std::string& final_dir,
                           const std::string& old_dir) {
-  if (!internal::PathExists(final_dir)) return internal::Rename(temp_dir, final_dir);
-  absl::Status swapped = internal::Exchange(temp_dir, final_dir);
+  if (!fs.PathExists(final_dir)) return fs.Rename(temp_dir, final_dir);
+  absl::Status swapped = fs.Exchange(temp_dir, final_dir);
   if (absl::IsUnimplemented(swapped)) {
     // No atomic exchange on this file system: a short window without the old shard.
-    RETURN_IF_ERROR(internal::Rename(final_dir, old_dir));
-    RETURN_IF_ERROR(internal::Rename(temp_dir, final_dir));
-    return internal::RemoveAll(old_dir);
+    RETURN_IF_ERROR(fs.Rename(final_dir, old_dir));
+    RETURN_IF_ERROR(fs.Rename(temp_dir, final_dir));
+    return fs.RemoveAll(old_dir);
   }
   RETURN_IF_ERROR(swapped);
-  return internal::RemoveAll(temp_dir);  // Now holds the replaced shard.
+  return fs.RemoveAll(temp_dir);  // Now holds the replaced shard.
 }
 
 // The pointer file's iteration. NotFound if there is none; DataLoss if it is not a number.
-absl::StatusOr<int64_t> ReadPointer(const std::string& load_dir) {
+absl::StatusOr<int64_t> ReadPointer(FileSystem& fs, const std::string& load_dir) {
   const std::string pointer = JoinPath(load_dir, kLatestIterationFile);
-  auto text = internal::ReadFile(pointer);
+  auto text = fs.ReadFile(pointer);
   if (!text.ok()) {
     if (absl::IsNotFound(text.status())) {
       return absl::NotFoundError(
@@ -320,7 +319,7 @@ std::string ShardDir(const std::string& dir, int64_t iteration, int tp_rank, int
 }
 
 absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& meta,
-                       const std::vector<TensorRecord>& tensors) {
+                       const std::vector<TensorRecord>& tensors, FileSystem& fs) {
   const Json config = internal::ParseObject(meta.model_config_json);
   std::vector<NamedTensor> named;
   RETURN_IF_ERROR(ValidateSave(meta, config, tensors, &named));
@@ -330,84 +329,85 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
   const std::string final_dir = JoinPath(iter_dir, name);
   const std::string temp_dir = JoinPath(iter_dir, "." + name + ".tmp");
   const std::string old_dir = JoinPath(iter_dir, "." + name + ".old");
-  RETURN_IF_ERROR(internal::CreateDirectories(iter_dir));
-  RETURN_IF_ERROR(internal::SyncDirectory(save_dir));
+  RETURN_IF_ERROR(fs.CreateDirectories(iter_dir));
+  RETURN_IF_ERROR(fs.SyncDirectory(save_dir));
   // Leftovers of this rank's earlier, interrupted save. A lone ".old" is a shard that was being
   // replaced without an atomic exchange: put it back first, so the iteration stays loadable
   // should this save be interrupted too.
-  if (internal::PathExists(old_dir) && !internal::PathExists(final_dir)) {
-    RETURN_IF_ERROR(internal::Rename(old_dir, final_dir));
+  if (fs.PathExists(old_dir) && !fs.PathExists(final_dir)) {
+    RETURN_IF_ERROR(fs.Rename(old_dir, final_dir));
   }
-  RETURN_IF_ERROR(internal::RemoveAll(temp_dir));
-  RETURN_IF_ERROR(internal::RemoveAll(old_dir));
-  RETURN_IF_ERROR(internal::CreateDirectories(temp_dir));
-  absl::Status written = WriteShardFiles(temp_dir, meta, config, tensors, named);
+  RETURN_IF_ERROR(fs.RemoveAll(temp_dir));
+  RETURN_IF_ERROR(fs.RemoveAll(old_dir));
+  RETURN_IF_ERROR(fs.CreateDirectories(temp_dir));
+  absl::Status written = WriteShardFiles(fs, temp_dir, meta, config, tensors, named);
   if (!written.ok()) {
-    internal::RemoveAll(temp_dir).IgnoreError();  // Best effort; the next save retries.
+    fs.RemoveAll(temp_dir).IgnoreError();  // Best effort; the next save retries.
     return written;
   }
-  RETURN_IF_ERROR(PublishShard(temp_dir, final_dir, old_dir));
-  return internal::SyncDirectory(iter_dir);
+  RETURN_IF_ERROR(PublishShard(fs, temp_dir, final_dir, old_dir));
+  return fs.SyncDirectory(iter_dir);
 }
 
-absl::Status CheckSaveDirectory(const std::string& save_dir) {
+absl::Status CheckSaveDirectory(const std::string& save_dir, FileSystem& fs) {
   if (save_dir.empty()) return absl::InvalidArgumentError("the checkpoint directory is empty");
   // The nearest existing ancestor (or save_dir itself); a file on the way ends the walk there.
-  auto exists = [](const std::filesystem::path& path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0;
+  // Whether stat(2) succeeds on `path`: FileSize's FailedPrecondition is an existing non-file.
+  auto exists = [&fs](const std::filesystem::path& path) {
+    const absl::Status size = fs.FileSize(path.string()).status();
+    return size.ok() || absl::IsFailedPrecondition(size);
   };
   std::filesystem::path p = std::filesystem::path(save_dir).lexically_normal();
   while (!exists(p) && p.has_relative_path() && p.has_parent_path() && p.parent_path() != p) {
     p = p.parent_path();
   }
   const std::string existing = exists(p) ? p.string() : ".";
-  if (!internal::IsDirectory(existing)) {
+  if (!fs.IsDirectory(existing)) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot save checkpoints there: ", existing, " is not a directory"));
   }
-  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
-    return internal::ErrnoStatus(errno, "cannot save checkpoints in directory", existing);
-  }
-  return absl::OkStatus();
+  const absl::Status writable = fs.CheckWritableDirectory(existing);
+  if (writable.ok()) return writable;
+  return absl::Status(writable.code(),
+                      absl::StrCat("cannot save checkpoints: ", writable.message()));
 }
 
 absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, int tp_size,
-                              int keep_last, int pp_size) {
+                              int keep_last, int pp_size, FileSystem& fs) {
   if (iteration < 0 || tp_size < 1 || pp_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("CommitCheckpoint: bad iteration ", iteration,
                                                    ", tp_size ", tp_size, " or pp_size ", pp_size));
   }
-  RETURN_IF_ERROR(internal::VerifyComplete(save_dir, iteration, tp_size, pp_size));
-  RETURN_IF_ERROR(RemoveOtherShards(save_dir, iteration, tp_size, pp_size));
+  RETURN_IF_ERROR(internal::VerifyComplete(fs, save_dir, iteration, tp_size, pp_size));
+  RETURN_IF_ERROR(RemoveOtherShards(fs, save_dir, iteration, tp_size, pp_size));
 
   const std::string pointer = JoinPath(save_dir, kLatestIterationFile);
   const std::string temp = JoinPath(save_dir, absl::StrCat(".", kLatestIterationFile, ".tmp"));
-  absl::Status written = internal::WriteFile(temp, absl::StrCat(iteration, "\n"), Sync::kFsync);
+  absl::Status written = WriteFile(fs, temp, absl::StrCat(iteration, "\n"), Sync::kFsync);
   if (!written.ok()) {
     // The pointer itself is untouched; drop the partial temporary (best effort).
-    internal::RemoveAll(temp).IgnoreError();
+    fs.RemoveAll(temp).IgnoreError();
     return written;
   }
-  RETURN_IF_ERROR(internal::Rename(temp, pointer));
-  RETURN_IF_ERROR(internal::SyncDirectory(save_dir));
-  return PruneIterations(save_dir, iteration, keep_last);
+  RETURN_IF_ERROR(fs.Rename(temp, pointer));
+  RETURN_IF_ERROR(fs.SyncDirectory(save_dir));
+  return PruneIterations(fs, save_dir, iteration, keep_last);
 }
 
-absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir) {
-  if (!internal::IsDirectory(load_dir)) {
+absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir, FileSystem& fs) {
+  if (!fs.IsDirectory(load_dir)) {
     return absl::NotFoundError(absl::StrCat("checkpoint directory ", load_dir, " does not exist"));
   }
-  ASSIGN_OR_RETURN(const int64_t iteration, ReadPointer(load_dir));
+  ASSIGN_OR_RETURN(const int64_t iteration, ReadPointer(fs, load_dir));
   auto fail = [&](const absl::Status& why) {
     return absl::DataLossError(absl::StrCat(JoinPath(load_dir, kLatestIterationFile),
                                             " names iteration ", iteration,
                                             " but that checkpoint is unusable: ", why.message()));
   };
-  auto first = internal::ReadShardInfo(load_dir, iteration, 0);
+  auto first = internal::ReadShardInfo(fs, load_dir, iteration, 0);
   if (!first.ok()) return fail(first.status());
   absl::Status complete =
-      internal::VerifyComplete(load_dir, iteration, first->meta.tp_size, first->meta.pp_size);
+      internal::VerifyComplete(fs, load_dir, iteration, first->meta.tp_size, first->meta.pp_size);
   if (!complete.ok()) return fail(complete);
   return iteration;
 }

@@ -55,6 +55,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/file_system.h"
 #include "core/tensor.h"
 
 namespace mt {
@@ -119,14 +120,15 @@ struct CheckpointMetadata {
 // split_dim != 0, non-contiguous or non-CPU view, duplicate name); errno-derived statuses naming
 // the path for file-system errors (ResourceExhausted for a full disk).
 absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& meta,
-                       const std::vector<TensorRecord>& tensors);
+                       const std::vector<TensorRecord>& tensors,
+                       FileSystem& fs = DefaultFileSystem());
 
 // Whether checkpoints can be written under save_dir, checked without creating anything (for a
 // start-up check, before the training a failing save would lose): save_dir is a directory this
 // process may write, or does not exist yet and its nearest existing ancestor is one (SaveShard
 // creates the rest). FailedPrecondition "<path> is not a directory" for a file on the way;
 // errno-derived statuses (PermissionDenied, read-only file system) naming the directory.
-absl::Status CheckSaveDirectory(const std::string& save_dir);
+absl::Status CheckSaveDirectory(const std::string& save_dir, FileSystem& fs = DefaultFileSystem());
 
 // Marks iteration `iteration` complete: checks that the tp_size x pp_size shards all exist and
 // agree (iteration, parallel layout, model config, file sizes), removes any other shard
@@ -139,19 +141,21 @@ absl::Status CheckSaveDirectory(const std::string& save_dir);
 // FailedPrecondition naming the missing or inconsistent shard; DataLoss for an unreadable shard;
 // errno-derived statuses for file-system errors.
 absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, int tp_size,
-                              int keep_last, int pp_size = 1);
+                              int keep_last, int pp_size = 1, FileSystem& fs = DefaultFileSystem());
 
 // The iteration named by load_dir/latest_checkpointed_iteration.txt, after checking that its
 // directory holds every shard. NotFound if load_dir or the pointer file does not exist (no
 // checkpoint yet); DataLoss if the pointer is not a number or names a missing or incomplete
 // directory.
-absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir);
+absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir,
+                                        FileSystem& fs = DefaultFileSystem());
 
 // The metadata of one saved shard, TP rank tp_rank of pipeline stage pp_rank, whatever the
 // pipeline size (model_config_json in canonical form). NotFound if the shard does not exist;
 // DataLoss if its metadata.json is malformed.
 absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir, int64_t iteration,
-                                                     int tp_rank, int pp_rank = 0);
+                                                     int tp_rank, int pp_rank = 0,
+                                                     FileSystem& fs = DefaultFileSystem());
 
 // Loads the shard of TP rank tp_rank on pipeline stage pp_rank of checkpoint `iteration` into
 // `into` (each record's local view is filled;
@@ -168,7 +172,7 @@ absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir
 absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_rank, int tp_size,
                        const std::string& expected_model_config_json,
                        const std::vector<TensorRecord>& into, CheckpointMetadata* meta,
-                       int pp_rank = 0, int pp_size = 1);
+                       int pp_rank = 0, int pp_size = 1, FileSystem& fs = DefaultFileSystem());
 
 // How LoadResharded treats names that are not in both the checkpoint and the caller's records.
 struct ReshardedLoadOptions {
@@ -220,7 +224,8 @@ struct ReshardedLoad {
 absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t iteration,
                                             int tp_rank, int tp_size, int64_t real_vocab,
                                             const std::vector<TensorRecord>& into,
-                                            const ReshardedLoadOptions& options = {});
+                                            const ReshardedLoadOptions& options = {},
+                                            FileSystem& fs = DefaultFileSystem());
 
 // Converts checkpoint `iteration` of src_dir (any TP degree and pipeline layout) into a committed
 // checkpoint of the same iteration in dst_dir with new_tp_size shards and one pipeline stage. Each
@@ -235,7 +240,7 @@ absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t
 // for a missing, corrupt or incomplete source.
 absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
                                const std::string& dst_dir, int new_tp_size, int64_t real_vocab,
-                               int64_t new_padded_vocab);
+                               int64_t new_padded_vocab, FileSystem& fs = DefaultFileSystem());
 
 // The layout ReshardCheckpoint writes.
 struct ReshardLayout {
@@ -255,7 +260,7 @@ struct ReshardLayout {
 // stages_of places nowhere or out of range (naming it), and for a stage that would hold nothing.
 absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
                                const std::string& dst_dir, int64_t real_vocab,
-                               const ReshardLayout& layout);
+                               const ReshardLayout& layout, FileSystem& fs = DefaultFileSystem());
 
 }  // namespace checkpoint
 }  // namespace mt

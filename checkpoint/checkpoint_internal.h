@@ -1,4 +1,4 @@
-// What the checkpoint code (checkpoint.h) shares between its files; internal to train:checkpoint.
+// What the checkpoint code (checkpoint.h) shares between its files; internal to //checkpoint.
 //
 //   checkpoint.cc           the save / commit / latest-iteration protocol: directory layout,
 //                           atomic shard writes, fsyncs, the pointer file, pruning
@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "core/file_system.h"
 #include "core/tensor.h"
 #include "nlohmann/json.hpp"
 
@@ -43,7 +44,7 @@ absl::Status ValidateRecord(absl::string_view op, const TensorRecord& t, int tp_
 // Every shard of the iteration (tp_size x pp_size) exists, has a tensors file of the recorded
 // size, and agrees with the first on the layout and model config. FailedPrecondition for a
 // missing or inconsistent shard, DataLoss for a tensors file of the wrong size.
-absl::Status VerifyComplete(const std::string& dir, int64_t iteration, int tp_size,
+absl::Status VerifyComplete(FileSystem& fs, const std::string& dir, int64_t iteration, int tp_size,
                             int pp_size = 1);
 
 // ---- metadata.json (checkpoint_metadata.cc).
@@ -85,8 +86,8 @@ absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::stri
 // that it describes that iteration, rank and stage. pp_size 0: whatever the checkpoint's pipeline
 // size (for stage 0: mp_rank_TT, else mp_rank_TT_000). NotFound if the shard does not exist;
 // DataLoss as ParseMetadata.
-absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteration, int tp_rank,
-                                        int pp_rank = 0, int pp_size = 0);
+absl::StatusOr<ShardInfo> ReadShardInfo(FileSystem& fs, const std::string& dir, int64_t iteration,
+                                        int tp_rank, int pp_rank = 0, int pp_size = 0);
 // "a (checkpoint: 1, this run: 2); b (checkpoint: absent, this run: 3)".
 std::string ConfigDifferences(const Json& checkpoint, const Json& run);
 // OK when the configs are equal; else FailedPrecondition "<where>: model config differs from this
@@ -100,7 +101,7 @@ std::string DescribeTensor(const Shape& global_shape, int split_dim, bool vocab_
 // The shard's tensors file, open, with every tensor that metadata.json gives a digest for checked
 // against it on each read (SafetensorsReader::ExpectSha256). The reader's errors; DataLoss for a
 // tensor listed in metadata.json but absent from the file.
-absl::StatusOr<SafetensorsReader> OpenShardTensors(const ShardInfo& info);
+absl::StatusOr<SafetensorsReader> OpenShardTensors(FileSystem& fs, const ShardInfo& info);
 
 // FailedPrecondition "<where><verb>N tensor(s) <which>: a, b, c" (at most 8 names), e.g.
 // where + " lacks " ... "of this model".
@@ -117,7 +118,8 @@ void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_
 // Readers of every TP shard of one pipeline stage of checkpoint `iteration` (saved with
 // first.meta.tp_size ranks; `first` is the stage's TP rank 0's info), each checked to list
 // first's tensors as the rank's slices. NotFound / DataLoss for a missing or inconsistent shard.
-absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& dir, int64_t iteration,
+absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs, const std::string& dir,
+                                                          int64_t iteration,
                                                           const ShardInfo& first);
 
 // One pipeline stage of a checkpoint: its TP rank 0's metadata and a reader per TP shard.
@@ -142,7 +144,7 @@ struct Source {
 // Opens checkpoint `iteration` of dir. NotFound / DataLoss / FailedPrecondition for a missing,
 // corrupt or incomplete checkpoint; DataLoss when two stages hold one name with different
 // global shapes or partitioning.
-absl::StatusOr<Source> OpenSource(const std::string& dir, int64_t iteration);
+absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration);
 // Stored tensor `s` assembled from every reader's slice, in its stored global shape and dtype.
 // DataLoss when the shards disagree on its dtype; the readers' errors.
 absl::StatusOr<Tensor> ReadGlobal(const StoredTensor& s, std::vector<SafetensorsReader>& readers);

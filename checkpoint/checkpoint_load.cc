@@ -25,9 +25,9 @@ absl::Status NamesError(absl::string_view where, absl::string_view verb,
       names.size() > 8 ? ", ..." : ""));
 }
 
-absl::StatusOr<SafetensorsReader> OpenShardTensors(const ShardInfo& info) {
+absl::StatusOr<SafetensorsReader> OpenShardTensors(FileSystem& fs, const ShardInfo& info) {
   ASSIGN_OR_RETURN(SafetensorsReader reader,
-                   SafetensorsReader::Open(JoinPath(info.shard_dir, kShardTensorsFile)));
+                   SafetensorsReader::Open(JoinPath(info.shard_dir, kShardTensorsFile), fs));
   for (const StoredTensor& s : info.tensors) {
     if (s.sha256.empty()) continue;  // A checkpoint from before digests: read unchecked.
     absl::Status expected = reader.ExpectSha256(s.name, s.sha256);
@@ -50,11 +50,12 @@ using internal::ShardInfo;
 using internal::StoredTensor;
 
 // The shard's metadata, checked against this run's TP degree, pipeline size and model config.
-absl::StatusOr<ShardInfo> ReadMatchingShard(const std::string& load_dir, int64_t iteration,
-                                            int tp_rank, int tp_size, int pp_rank, int pp_size,
-                                            const Json& expected_config, const std::string& where) {
+absl::StatusOr<ShardInfo> ReadMatchingShard(FileSystem& fs, const std::string& load_dir,
+                                            int64_t iteration, int tp_rank, int tp_size,
+                                            int pp_rank, int pp_size, const Json& expected_config,
+                                            const std::string& where) {
   // The first shard says how the checkpoint is laid out.
-  ASSIGN_OR_RETURN(const ShardInfo first, internal::ReadShardInfo(load_dir, iteration, 0));
+  ASSIGN_OR_RETURN(const ShardInfo first, internal::ReadShardInfo(fs, load_dir, iteration, 0));
   if (first.meta.tp_size != tp_size || first.meta.pp_size != pp_size) {
     return absl::FailedPreconditionError(absl::StrCat(
         where, " was saved with tensor_model_parallel_size ", first.meta.tp_size,
@@ -65,7 +66,7 @@ absl::StatusOr<ShardInfo> ReadMatchingShard(const std::string& load_dir, int64_t
         " --pipeline_model_parallel_size=", pp_size, " --iteration=", iteration));
   }
   ASSIGN_OR_RETURN(ShardInfo info,
-                   internal::ReadShardInfo(load_dir, iteration, tp_rank, pp_rank, pp_size));
+                   internal::ReadShardInfo(fs, load_dir, iteration, tp_rank, pp_rank, pp_size));
   RETURN_IF_ERROR(internal::CheckSameConfig(where, info.model_config, expected_config));
   return info;
 }
@@ -136,7 +137,7 @@ absl::Status CheckAllFit(const ShardInfo& info, const SafetensorsReader& reader,
 absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_rank, int tp_size,
                        const std::string& expected_model_config_json,
                        const std::vector<TensorRecord>& into, CheckpointMetadata* meta, int pp_rank,
-                       int pp_size) {
+                       int pp_size, FileSystem& fs) {
   constexpr char kOp[] = "LoadShard";
   if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || pp_size < 1 || pp_rank < 0 ||
       pp_rank >= pp_size) {
@@ -159,10 +160,10 @@ absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_ra
 
   const std::string where = absl::StrCat("checkpoint ", load_dir, " iteration ", iteration);
   ASSIGN_OR_RETURN(const ShardInfo info,
-                   ReadMatchingShard(load_dir, iteration, tp_rank, tp_size, pp_rank, pp_size,
+                   ReadMatchingShard(fs, load_dir, iteration, tp_rank, tp_size, pp_rank, pp_size,
                                      expected_config, where));
   // Does the checkpoint fit `into`? All of this is checked before anything is overwritten.
-  ASSIGN_OR_RETURN(SafetensorsReader reader, internal::OpenShardTensors(info));
+  ASSIGN_OR_RETURN(SafetensorsReader reader, internal::OpenShardTensors(fs, info));
   RETURN_IF_ERROR(CheckAllFit(info, reader, wanted, tp_size, where));
   for (const TensorRecord& t : into) RETURN_IF_ERROR(reader.Read(t.name, t.local));
   if (meta != nullptr) *meta = info.meta;

@@ -134,7 +134,7 @@ absl::Status ReadInto(const StoredTensor& s, const TensorRecord& t,
 absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t iteration,
                                             int tp_rank, int tp_size, int64_t real_vocab,
                                             const std::vector<TensorRecord>& into,
-                                            const ReshardedLoadOptions& options) {
+                                            const ReshardedLoadOptions& options, FileSystem& fs) {
   if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || real_vocab < 1) {
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": bad tp_rank ", tp_rank, " of tp_size ",
                                                    tp_size, " or real vocabulary ", real_vocab));
@@ -156,7 +156,7 @@ absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t
     }
   }
   const std::string where = absl::StrCat("checkpoint ", load_dir, " iteration ", iteration);
-  ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(load_dir, iteration));
+  ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(fs, load_dir, iteration));
   if (!expected_config.is_null()) {
     RETURN_IF_ERROR(internal::CheckSameConfig(where, source.first().model_config, expected_config));
   }

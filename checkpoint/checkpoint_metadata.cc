@@ -7,7 +7,6 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_internal.h"
-#include "checkpoint/file_io.h"
 #include "checkpoint/sha256.h"
 #include "core/status.h"
 
@@ -205,13 +204,13 @@ absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::stri
   return info;
 }
 
-absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteration, int tp_rank,
-                                        int pp_rank, int pp_size) {
+absl::StatusOr<ShardInfo> ReadShardInfo(FileSystem& fs, const std::string& dir, int64_t iteration,
+                                        int tp_rank, int pp_rank, int pp_size) {
   // One stage's shards are named mp_rank_TT, several stages' mp_rank_TT_PPP.
   const bool one_stage = pp_size == 1 || (pp_size == 0 && pp_rank == 0 &&
-                                          PathExists(ShardDir(dir, iteration, tp_rank)));
+                                          fs.PathExists(ShardDir(dir, iteration, tp_rank)));
   if (pp_size == 0 && pp_rank == 0 && !one_stage &&
-      !PathExists(JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, 0, 0)))) {
+      !fs.PathExists(JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, 0, 0)))) {
     return absl::NotFoundError(absl::StrCat("no checkpoint shard ",
                                             ShardDir(dir, iteration, tp_rank), " (nor ",
                                             ShardName(tp_rank, 0, 0), ")"));
@@ -219,7 +218,7 @@ absl::StatusOr<ShardInfo> ReadShardInfo(const std::string& dir, int64_t iteratio
   const std::string shard_dir =
       JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, pp_rank, one_stage ? 1 : 0));
   const std::string path = JoinPath(shard_dir, kShardMetadataFile);
-  auto text = ReadFile(path);
+  auto text = fs.ReadFile(path);
   if (!text.ok()) {
     if (absl::IsNotFound(text.status())) {
       return absl::NotFoundError(absl::StrCat("no checkpoint shard ", shard_dir));
@@ -270,9 +269,9 @@ std::string DescribeTensor(const Shape& global_shape, int split_dim, bool vocab_
 }  // namespace internal
 
 absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir, int64_t iteration,
-                                                     int tp_rank, int pp_rank) {
+                                                     int tp_rank, int pp_rank, FileSystem& fs) {
   ASSIGN_OR_RETURN(internal::ShardInfo info,
-                   internal::ReadShardInfo(load_dir, iteration, tp_rank, pp_rank));
+                   internal::ReadShardInfo(fs, load_dir, iteration, tp_rank, pp_rank));
   return info.meta;
 }
 

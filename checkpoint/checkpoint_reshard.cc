@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_internal.h"
-#include "checkpoint/file_io.h"
 #include "checkpoint/safetensors.h"
 #include "core/status.h"
 
@@ -46,16 +45,17 @@ void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_
   }
 }
 
-absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(const std::string& src_dir,
+absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs,
+                                                          const std::string& src_dir,
                                                           int64_t iteration,
                                                           const ShardInfo& first) {
   const int old_tp = first.meta.tp_size;
   const std::string first_name = ShardName(0, first.meta.pp_rank, first.meta.pp_size);
   std::vector<SafetensorsReader> readers;
   for (int r = 0; r < old_tp; ++r) {
-    ASSIGN_OR_RETURN(ShardInfo info,
-                     ReadShardInfo(src_dir, iteration, r, first.meta.pp_rank, first.meta.pp_size));
-    ASSIGN_OR_RETURN(SafetensorsReader reader, OpenShardTensors(info));
+    ASSIGN_OR_RETURN(ShardInfo info, ReadShardInfo(fs, src_dir, iteration, r, first.meta.pp_rank,
+                                                   first.meta.pp_size));
+    ASSIGN_OR_RETURN(SafetensorsReader reader, OpenShardTensors(fs, info));
     if (info.tensors.size() != first.tensors.size()) {
       return absl::DataLossError(absl::StrCat(info.shard_dir, " lists ", info.tensors.size(),
                                               " tensors, ", first_name, " lists ",
@@ -124,19 +124,19 @@ absl::StatusOr<Tensor> Repad(Tensor old_global, const Shape& new_shape, int64_t 
   return new_global;
 }
 
-absl::StatusOr<Source> OpenSource(const std::string& dir, int64_t iteration) {
-  ASSIGN_OR_RETURN(ShardInfo first, ReadShardInfo(dir, iteration, 0));
+absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration) {
+  ASSIGN_OR_RETURN(ShardInfo first, ReadShardInfo(fs, dir, iteration, 0));
   const int pp_size = first.meta.pp_size;
-  RETURN_IF_ERROR(VerifyComplete(dir, iteration, first.meta.tp_size, pp_size));
+  RETURN_IF_ERROR(VerifyComplete(fs, dir, iteration, first.meta.tp_size, pp_size));
   Source source;
   for (int p = 0; p < pp_size; ++p) {
     SourceStage stage;
     if (p == 0) {
       stage.first = std::move(first);
     } else {
-      ASSIGN_OR_RETURN(stage.first, ReadShardInfo(dir, iteration, 0, p, pp_size));
+      ASSIGN_OR_RETURN(stage.first, ReadShardInfo(fs, dir, iteration, 0, p, pp_size));
     }
-    ASSIGN_OR_RETURN(stage.readers, OpenShards(dir, iteration, stage.first));
+    ASSIGN_OR_RETURN(stage.readers, OpenShards(fs, dir, iteration, stage.first));
     source.stages.push_back(std::move(stage));
   }
   std::map<std::string, size_t> index;
@@ -250,7 +250,8 @@ absl::StatusOr<std::vector<std::vector<int>>> NewStages(
 }
 
 // Splits the global tensors for the new layout's ranks and writes each new shard.
-absl::Status WriteShards(const std::string& dst_dir, const CheckpointMetadata& source_meta,
+absl::Status WriteShards(FileSystem& fs, const std::string& dst_dir,
+                         const CheckpointMetadata& source_meta,
                          const std::vector<const StoredTensor*>& tensors,
                          const std::vector<Tensor>& globals, const std::vector<Shape>& new_shapes,
                          const std::vector<std::vector<int>>& stages, const ReshardLayout& layout) {
@@ -284,7 +285,7 @@ absl::Status WriteShards(const std::string& dst_dir, const CheckpointMetadata& s
       meta.tp_rank = r;
       meta.pp_size = layout.pp_size;
       meta.pp_rank = p;
-      RETURN_IF_ERROR(SaveShard(dst_dir, meta, records));
+      RETURN_IF_ERROR(SaveShard(dst_dir, meta, records, fs));
     }
   }
   return absl::OkStatus();
@@ -294,16 +295,16 @@ absl::Status WriteShards(const std::string& dst_dir, const CheckpointMetadata& s
 
 absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
                                const std::string& dst_dir, int new_tp_size, int64_t real_vocab,
-                               int64_t new_padded_vocab) {
+                               int64_t new_padded_vocab, FileSystem& fs) {
   ReshardLayout layout;
   layout.tp_size = new_tp_size;
   layout.padded_vocab = new_padded_vocab;
-  return ReshardCheckpoint(src_dir, iteration, dst_dir, real_vocab, layout);
+  return ReshardCheckpoint(src_dir, iteration, dst_dir, real_vocab, layout, fs);
 }
 
 absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
                                const std::string& dst_dir, int64_t real_vocab,
-                               const ReshardLayout& layout) {
+                               const ReshardLayout& layout, FileSystem& fs) {
   RETURN_IF_ERROR(
       ValidateArguments(src_dir, dst_dir, layout.tp_size, real_vocab, layout.padded_vocab));
   if (layout.pp_size < 1 || (layout.pp_size > 1 && !layout.stages_of)) {
@@ -311,8 +312,8 @@ absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
         kOp, ": pipeline_model_parallel_size ", layout.pp_size,
         " must be >= 1, and above 1 needs the stages that hold each tensor (stages_of)"));
   }
-  ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(src_dir, iteration));
-  if (internal::PathExists(IterationDir(dst_dir, iteration))) {
+  ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(fs, src_dir, iteration));
+  if (fs.PathExists(IterationDir(dst_dir, iteration))) {
     return absl::AlreadyExistsError(absl::StrCat(kOp, ": ", IterationDir(dst_dir, iteration),
                                                  " already exists; choose another destination "
                                                  "or delete it"));
@@ -334,8 +335,8 @@ absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
     globals.push_back(std::move(global));
   }
   RETURN_IF_ERROR(
-      WriteShards(dst_dir, source.first().meta, tensors, globals, new_shapes, stages, layout));
-  return CommitCheckpoint(dst_dir, iteration, layout.tp_size, /*keep_last=*/0, layout.pp_size);
+      WriteShards(fs, dst_dir, source.first().meta, tensors, globals, new_shapes, stages, layout));
+  return CommitCheckpoint(dst_dir, iteration, layout.tp_size, /*keep_last=*/0, layout.pp_size, fs);
 }
 
 }  // namespace checkpoint

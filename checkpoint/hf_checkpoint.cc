@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/file_io.h"
 #include "checkpoint/hf_files.h"
 #include "checkpoint/hf_layout.h"
 #include "checkpoint/model_loading.h"
@@ -150,7 +149,8 @@ std::string ConversionStateJson(const HfConfig& config, DType dtype) {
 // Saves the TP-1 store as iteration 0 with tp_size shards.
 absl::Status SaveConverted(const HfImportOptions& o, const HfImportResult& result,
                            const nn::ParameterStore& store) {
-  if (internal::PathExists(IterationDir(o.save_dir, 0))) {
+  FileSystem& fs = *o.fs;
+  if (fs.PathExists(IterationDir(o.save_dir, 0))) {
     return absl::AlreadyExistsError(
         absl::StrCat(IterationDir(o.save_dir, 0), " exists; save to an empty directory"));
   }
@@ -162,29 +162,30 @@ absl::Status SaveConverted(const HfImportOptions& o, const HfImportResult& resul
     records.push_back(ParameterRecord(store, i, store.flat_values(), store.spec(i).name));
   }
   if (o.tp_size == 1) {
-    RETURN_IF_ERROR(SaveShard(o.save_dir, meta, records));
-    return CommitCheckpoint(o.save_dir, 0, 1, /*keep_last=*/0);
+    RETURN_IF_ERROR(SaveShard(o.save_dir, meta, records, fs));
+    return CommitCheckpoint(o.save_dir, 0, 1, /*keep_last=*/0, /*pp_size=*/1, fs);
   }
   // Serial first, then split by the resharding code (vocabulary re-padded for tp_size).
   const std::string serial = HfPath(o.save_dir, ".hf_import_tp1");
-  RETURN_IF_ERROR(internal::RemoveAll(serial));
-  RETURN_IF_ERROR(SaveShard(serial, meta, records));
-  RETURN_IF_ERROR(CommitCheckpoint(serial, 0, 1, /*keep_last=*/0));
+  RETURN_IF_ERROR(fs.RemoveAll(serial));
+  RETURN_IF_ERROR(SaveShard(serial, meta, records, fs));
+  RETURN_IF_ERROR(CommitCheckpoint(serial, 0, 1, /*keep_last=*/0, /*pp_size=*/1, fs));
   RETURN_IF_ERROR(ReshardCheckpoint(serial, 0, o.save_dir, o.tp_size,
-                                    result.config.model.vocab_size, result.padded_vocab));
-  return internal::RemoveAll(serial);
+                                    result.config.model.vocab_size, result.padded_vocab, fs));
+  return fs.RemoveAll(serial);
 }
 
 // Copies the tokenizer files in `names` from `from` (name -> source path) into dir; returns the
 // names copied.
 absl::StatusOr<std::vector<std::string>> CopyFiles(
-    const std::vector<std::pair<std::string, std::string>>& from, const std::string& dir) {
+    FileSystem& fs, const std::vector<std::pair<std::string, std::string>>& from,
+    const std::string& dir) {
   std::vector<std::string> copied;
   for (const auto& [name, source] : from) {
-    if (!internal::PathExists(source)) continue;
-    ASSIGN_OR_RETURN(const std::string bytes, internal::ReadFile(source));
-    RETURN_IF_ERROR(internal::CreateDirectories(dir));
-    RETURN_IF_ERROR(internal::WriteFile(HfPath(dir, name), bytes, Sync::kFsync));
+    if (!fs.PathExists(source)) continue;
+    ASSIGN_OR_RETURN(const std::string bytes, fs.ReadFile(source));
+    RETURN_IF_ERROR(fs.CreateDirectories(dir));
+    RETURN_IF_ERROR(WriteFile(fs, HfPath(dir, name), bytes, Sync::kFsync));
     copied.push_back(name);
   }
   return copied;
@@ -201,7 +202,7 @@ std::vector<std::pair<std::string, std::string>> TokenizerFilesIn(const std::str
 absl::StatusOr<HfImportResult> ImportHfCheckpoint(const HfImportOptions& o) {
   HfImportResult result;
   const std::string config_path = HfPath(o.input_dir, kHfConfigFile);
-  absl::StatusOr<std::string> text = internal::ReadFile(config_path);
+  absl::StatusOr<std::string> text = o.fs->ReadFile(config_path);
   if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat(config_path, ": cannot read (", text.status().message(),
                                             "); is ", o.input_dir,
@@ -214,13 +215,13 @@ absl::StatusOr<HfImportResult> ImportHfCheckpoint(const HfImportOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": ", parallel.message()));
   }
   result.padded_vocab = c.PaddedVocab(o.tp_size);
-  ASSIGN_OR_RETURN(const HfWeights weights, HfWeights::Open(o.input_dir));
+  ASSIGN_OR_RETURN(const HfWeights weights, HfWeights::Open(o.input_dir, *o.fs));
   ASSIGN_OR_RETURN(SerialModel serial, BuildSerial(c, o.seed));
   RETURN_IF_ERROR(
       FillFromHf(c, weights, serial.store.get(), &result.initialized, &result.source_dtype));
   RETURN_IF_ERROR(SaveConverted(o, result, *serial.store));
-  ASSIGN_OR_RETURN(result.tokenizer_files,
-                   CopyFiles(TokenizerFilesIn(o.input_dir), HfPath(o.save_dir, kHfTokenizerDir)));
+  ASSIGN_OR_RETURN(result.tokenizer_files, CopyFiles(*o.fs, TokenizerFilesIn(o.input_dir),
+                                                     HfPath(o.save_dir, kHfTokenizerDir)));
   return result;
 }
 
@@ -276,9 +277,10 @@ HfConfig DefaultTokenIds(const models::ModelConfig& c) {
 
 absl::StatusOr<HfExportResult> ExportHfCheckpoint(const HfExportOptions& o) {
   HfExportResult result;
-  ASSIGN_OR_RETURN(const CheckpointModel ckpt, ReadCheckpointModel(o.load_dir, o.iteration));
-  ASSIGN_OR_RETURN(const CheckpointMetadata meta,
-                   ReadShardMetadata(o.load_dir, ckpt.iteration, /*tp_rank=*/0));
+  ASSIGN_OR_RETURN(const CheckpointModel ckpt, ReadCheckpointModel(o.load_dir, o.iteration, *o.fs));
+  ASSIGN_OR_RETURN(
+      const CheckpointMetadata meta,
+      ReadShardMetadata(o.load_dir, ckpt.iteration, /*tp_rank=*/0, /*pp_rank=*/0, *o.fs));
   const std::optional<HfConversionState> converted =
       ParseHfConversionState(meta.trainer_state_json);
   result.config = DefaultTokenIds(ckpt.config);
@@ -308,15 +310,15 @@ absl::StatusOr<HfExportResult> ExportHfCheckpoint(const HfExportOptions& o) {
     }
   }
   result.tensors = static_cast<int64_t>(tensors.size());
-  RETURN_IF_ERROR(internal::CreateDirectories(o.save_dir));
+  FileSystem& fs = *o.fs;
+  RETURN_IF_ERROR(fs.CreateDirectories(o.save_dir));
   RETURN_IF_ERROR(WriteSafetensors(HfPath(o.save_dir, kHfWeightsFile), tensors, {{"format", "pt"}},
-                                   Sync::kFsync));
-  RETURN_IF_ERROR(
-      internal::WriteFile(HfPath(o.save_dir, kHfConfigFile), config_json, Sync::kFsync));
+                                   Sync::kFsync, fs));
+  RETURN_IF_ERROR(WriteFile(fs, HfPath(o.save_dir, kHfConfigFile), config_json, Sync::kFsync));
   const std::string own = HfPath(o.load_dir, kHfTokenizerDir);
   ASSIGN_OR_RETURN(
       result.tokenizer_files,
-      CopyFiles(internal::IsDirectory(own) ? TokenizerFilesIn(own) : o.default_tokenizer_files,
+      CopyFiles(fs, fs.IsDirectory(own) ? TokenizerFilesIn(own) : o.default_tokenizer_files,
                 o.save_dir));
   return result;
 }

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "checkpoint/hf_config.h"
 #include "core/dtype.h"
+#include "core/file_system.h"
 
 namespace mt {
 namespace checkpoint {
@@ -40,6 +41,7 @@ struct HfImportOptions {
   // Initial values (nn::ParameterStore::Allocate) of optional tensors the file lacks (BERT's
   // MLM and NSP heads in a bare BertModel checkpoint).
   uint64_t seed = 1234;
+  FileSystem* fs = &DefaultFileSystem();  // What both directories are read and written through.
 };
 
 struct HfImportResult {
@@ -67,6 +69,7 @@ struct HfExportOptions {
   // Tokenizer files to write when the checkpoint has none of its own (<load>/tokenizer/):
   // {destination name, source path} pairs, e.g. {"vocab.json", ".../encoder.json"}.
   std::vector<std::pair<std::string, std::string>> default_tokenizer_files;
+  FileSystem* fs = &DefaultFileSystem();  // What both directories are read and written through.
 };
 
 struct HfExportResult {

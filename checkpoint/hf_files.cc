@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/file_io.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -16,11 +15,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-using internal::PathExists;
-
 // The shard files of an index and, per file, the names it must hold.
-absl::StatusOr<std::map<std::string, std::set<std::string>>> ReadIndex(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, internal::ReadFile(path));
+absl::StatusOr<std::map<std::string, std::set<std::string>>> ReadIndex(FileSystem& fs,
+                                                                       const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, fs.ReadFile(path));
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
       !j["weight_map"].is_object()) {
@@ -47,17 +45,17 @@ std::string HfPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
-absl::StatusOr<HfWeights> HfWeights::Open(const std::string& dir) {
+absl::StatusOr<HfWeights> HfWeights::Open(const std::string& dir, FileSystem& fs) {
   HfWeights w;
   const std::string single = HfPath(dir, kHfWeightsFile);
   const std::string index = HfPath(dir, kHfWeightsIndexFile);
   std::map<std::string, std::set<std::string>> files;
-  if (PathExists(single)) {
+  if (fs.PathExists(single)) {
     files[kHfWeightsFile] = {};
-  } else if (PathExists(index)) {
-    ASSIGN_OR_RETURN(files, ReadIndex(index));
-  } else if (PathExists(HfPath(dir, "pytorch_model.bin")) ||
-             PathExists(HfPath(dir, "pytorch_model.bin.index.json"))) {
+  } else if (fs.PathExists(index)) {
+    ASSIGN_OR_RETURN(files, ReadIndex(fs, index));
+  } else if (fs.PathExists(HfPath(dir, "pytorch_model.bin")) ||
+             fs.PathExists(HfPath(dir, "pytorch_model.bin.index.json"))) {
     return absl::FailedPreconditionError(absl::StrCat(
         dir,
         " holds PyTorch pickles (pytorch_model.bin), which this converter does not read; "
@@ -68,7 +66,7 @@ absl::StatusOr<HfWeights> HfWeights::Open(const std::string& dir) {
         absl::StrCat("no ", kHfWeightsFile, " or ", kHfWeightsIndexFile, " in ", dir));
   }
   for (const auto& [file, expected] : files) {
-    ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(HfPath(dir, file)));
+    ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(HfPath(dir, file), fs));
     for (const std::string& name : expected) {
       if (reader.Find(name) == nullptr) {
         return absl::DataLossError(absl::StrCat(reader.path(), ": no tensor '", name, "', which ",

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "checkpoint/safetensors.h"
+#include "core/file_system.h"
 #include "core/tensor.h"
 
 namespace mt {
@@ -31,7 +32,8 @@ class HfWeights {
   // them to safetensors first); DataLoss for a malformed index, a truncated or corrupt file, or
   // a tensor stored in two shards or missing from its shard; Unimplemented for a dtype the
   // project lacks (safetensors.h).
-  static absl::StatusOr<HfWeights> Open(const std::string& dir);
+  static absl::StatusOr<HfWeights> Open(const std::string& dir,
+                                        FileSystem& fs = DefaultFileSystem());
 
   // Every stored tensor name, sorted.
   std::vector<std::string> names() const;

@@ -5,9 +5,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "checkpoint/file_io.h"
 #include "checkpoint/safetensors.h"
 #include "core/dtype.h"
+#include "core/file_system.h"
 #include "core/status.h"
 
 namespace mt {
@@ -187,8 +187,9 @@ HfTestModel TinyBert(const HfTestOptions& o, const std::string& bert_act) {
 }
 
 absl::Status WriteHfModel(const HfTestModel& m, const std::string& dir, const HfWriteOptions& o) {
-  RETURN_IF_ERROR(internal::CreateDirectories(dir));
-  RETURN_IF_ERROR(internal::WriteFile(dir + "/config.json", m.config.dump(2), Sync::kNone));
+  RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(dir));
+  RETURN_IF_ERROR(
+      WriteFile(DefaultFileSystem(), dir + "/config.json", m.config.dump(2), Sync::kNone));
   const bool gpt = m.config["model_type"] == "gpt2";
   std::map<std::string, HfTestTensor> all = m.tensors;
   for (auto& [name, t] : Extras(m, o)) all[name] = t;
@@ -214,7 +215,8 @@ absl::Status WriteHfModel(const HfTestModel& m, const std::string& dir, const Hf
         absl::StrCat(dir, "/model-", s + 1, "-of-", o.shards, ".safetensors"), shards[s]));
   }
   const Json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}};
-  return internal::WriteFile(dir + "/model.safetensors.index.json", index.dump(2), Sync::kNone);
+  return WriteFile(DefaultFileSystem(), dir + "/model.safetensors.index.json", index.dump(2),
+                   Sync::kNone);
 }
 
 }  // namespace testing

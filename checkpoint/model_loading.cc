@@ -12,17 +12,18 @@
 namespace mt {
 namespace checkpoint {
 
-absl::StatusOr<CheckpointModel> ReadCheckpointModel(const std::string& load_dir,
-                                                    int64_t iteration) {
+absl::StatusOr<CheckpointModel> ReadCheckpointModel(const std::string& load_dir, int64_t iteration,
+                                                    FileSystem& fs) {
   CheckpointModel m;
   m.dir = load_dir;
+  m.fs = &fs;
   if (iteration < 0) {
-    ASSIGN_OR_RETURN(m.iteration, LatestIteration(load_dir));
+    ASSIGN_OR_RETURN(m.iteration, LatestIteration(load_dir, fs));
   } else {
     m.iteration = iteration;
   }
   ASSIGN_OR_RETURN(const CheckpointMetadata meta,
-                   ReadShardMetadata(load_dir, m.iteration, /*tp_rank=*/0));
+                   ReadShardMetadata(load_dir, m.iteration, /*tp_rank=*/0, /*pp_rank=*/0, fs));
   m.tp_size = meta.tp_size;
   m.pp_size = meta.pp_size;
   m.model_name = meta.model_name;
@@ -50,9 +51,10 @@ absl::StatusOr<ParameterLoad> ReadParameters(const CheckpointModel& checkpoint,
   reshard.allow_missing = options.allow_missing;
   reshard.allow_unexpected = options.allow_unexpected;
   reshard.skip_prefixes = {kOptimizerTensorPrefix};
-  ASSIGN_OR_RETURN(ReshardedLoad loaded,
-                   LoadResharded(checkpoint.dir, checkpoint.iteration, store.tp_rank(),
-                                 store.tp_size(), checkpoint.config.vocab_size, records, reshard));
+  ASSIGN_OR_RETURN(
+      ReshardedLoad loaded,
+      LoadResharded(checkpoint.dir, checkpoint.iteration, store.tp_rank(), store.tp_size(),
+                    checkpoint.config.vocab_size, records, reshard, *checkpoint.fs));
   ParameterLoad result;
   result.missing = std::move(loaded.missing);
   result.ignored = std::move(loaded.ignored);
@@ -78,9 +80,10 @@ absl::StatusOr<ParameterLoad> LoadParameters(const CheckpointModel& checkpoint,
 }
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& load_dir, int tp_rank, int tp_size,
-                                      const ExecContext& ctx, const LoadModelOptions& options) {
+                                      const ExecContext& ctx, const LoadModelOptions& options,
+                                      FileSystem& fs) {
   LoadedModel m;
-  ASSIGN_OR_RETURN(m.checkpoint, ReadCheckpointModel(load_dir, options.iteration));
+  ASSIGN_OR_RETURN(m.checkpoint, ReadCheckpointModel(load_dir, options.iteration, fs));
   m.store =
       std::make_unique<nn::ParameterStore>(tp_rank, tp_size, options.compute_dtype, ctx.device);
   ASSIGN_OR_RETURN(m.model, models::CreateModel(m.checkpoint.config, m.store.get(), options.model));

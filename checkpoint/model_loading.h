@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "core/dtype.h"
 #include "core/exec_context.h"
+#include "core/file_system.h"
 #include "core/tensor.h"
 #include "models/config.h"
 #include "models/model.h"
@@ -53,6 +54,8 @@ struct CheckpointModel {
   int pp_size = 1;             // Its pipeline stages (any layout loads into any model).
   std::string model_name;      // The registered model the run started from; may be empty.
   models::ModelConfig config;  // The stored model config.
+  // What it was read through; LoadParameters and ReadParameters read the tensors through it too.
+  FileSystem* fs = &DefaultFileSystem();
 };
 
 // The model of iteration `iteration` of load_dir (< 0: the latest committed one).
@@ -60,7 +63,8 @@ struct CheckpointModel {
 // iteration); DataLoss for a corrupt or incomplete checkpoint; InvalidArgument for a stored model
 // config that is not a valid config (naming the key).
 absl::StatusOr<CheckpointModel> ReadCheckpointModel(const std::string& load_dir,
-                                                    int64_t iteration = -1);
+                                                    int64_t iteration = -1,
+                                                    FileSystem& fs = DefaultFileSystem());
 
 struct ParameterLoadOptions {
   // Parameters of the store the checkpoint lacks keep their current values (e.g. a new task
@@ -120,7 +124,8 @@ struct LoadedModel {
 // when the checkpoint's is not linked into the binary, InvalidArgument when tp_size does not
 // divide the heads (or the FFN width).
 absl::StatusOr<LoadedModel> LoadModel(const std::string& load_dir, int tp_rank, int tp_size,
-                                      const ExecContext& ctx, const LoadModelOptions& options = {});
+                                      const ExecContext& ctx, const LoadModelOptions& options = {},
+                                      FileSystem& fs = DefaultFileSystem());
 
 }  // namespace checkpoint
 }  // namespace mt

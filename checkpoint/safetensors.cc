@@ -1,11 +1,6 @@
 #include "checkpoint/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -14,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/sha256.h"
+#include "checkpoint/utf8.h"
 #include "core/alloc.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -45,7 +41,7 @@ absl::StatusOr<std::string> BuildHeader(const std::vector<NamedTensor>& tensors,
   absl::flat_hash_set<std::string> names;
   uint64_t offset = 0;
   for (const NamedTensor& t : tensors) {
-    if (t.name.empty() || t.name == kMetadataKey || !internal::IsValidUtf8(t.name)) {
+    if (t.name.empty() || t.name == kMetadataKey || !IsValidUtf8(t.name)) {
       return absl::InvalidArgumentError(absl::StrCat("safetensors: invalid tensor name '", t.name,
                                                      "' (names must be non-empty UTF-8 and not \"",
                                                      kMetadataKey, "\")"));
@@ -75,7 +71,7 @@ absl::StatusOr<std::string> BuildHeader(const std::vector<NamedTensor>& tensors,
   if (!metadata.empty()) {
     Json meta = Json::object();
     for (const auto& [key, value] : metadata) {
-      if (!internal::IsValidUtf8(key) || !internal::IsValidUtf8(value)) {
+      if (!IsValidUtf8(key) || !IsValidUtf8(value)) {
         return absl::InvalidArgumentError(
             absl::StrCat("safetensors: metadata entry '", key, "' is not valid UTF-8"));
       }
@@ -138,14 +134,14 @@ absl::StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>&
 }
 
 absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                              const SafetensorsMetadata& metadata, Sync sync) {
+                              const SafetensorsMetadata& metadata, Sync sync, FileSystem& fs) {
   ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
-  ASSIGN_OR_RETURN(internal::OutputFile file, internal::OutputFile::Create(path));
-  RETURN_IF_ERROR(file.Write(header.data(), header.size()));
+  ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
+  RETURN_IF_ERROR(file->Append(header.data(), header.size()));
   for (const NamedTensor& t : tensors) {
-    if (t.view.nbytes() > 0) RETURN_IF_ERROR(file.Write(t.view.data, t.view.nbytes()));
+    if (t.view.nbytes() > 0) RETURN_IF_ERROR(file->Append(t.view.data, t.view.nbytes()));
   }
-  return file.Close(sync);
+  return file->Close(sync);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -155,25 +151,6 @@ namespace {
 
 absl::Status Corrupt(const std::string& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path, ": ", what));
-}
-
-// pread of exactly n bytes at `offset`; DataLoss if the file ends first.
-absl::Status ReadExactly(int fd, const std::string& path, uint64_t offset, void* dst, size_t n) {
-  char* p = static_cast<char*>(dst);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return internal::ErrnoStatus(errno, "cannot read", path);
-    }
-    if (r == 0) {
-      return Corrupt(path, absl::StrCat("file ends at byte ", offset, " (truncated?)"));
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += static_cast<uint64_t>(r);
-  }
-  return absl::OkStatus();
 }
 
 // Parses one tensor's {"dtype", "shape", "data_offsets"} object.
@@ -229,19 +206,17 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::
 
 // The header's JSON text, after checking its 8-byte length against the file; *data_start is where
 // the tensor data begins and *data_size its length.
-absl::StatusOr<std::string> ReadHeaderText(int fd, const std::string& path, uint64_t* data_start,
+absl::StatusOr<std::string> ReadHeaderText(const RandomAccessFile& file, uint64_t* data_start,
                                            uint64_t* data_size) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return internal::ErrnoStatus(errno, "cannot stat", path);
-  if (!S_ISREG(st.st_mode)) return Corrupt(path, "not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  const std::string& path = file.path();
+  const uint64_t file_size = file.size();
   if (file_size < 8) {
     return Corrupt(path, absl::StrCat("file has ", file_size,
                                       " bytes, too short for the 8-byte header length "
                                       "(not a safetensors file?)"));
   }
   uint64_t n = 0;
-  RETURN_IF_ERROR(ReadExactly(fd, path, 0, &n, 8));
+  RETURN_IF_ERROR(file.Read(0, 8, &n));
   if (n > file_size - 8) {
     return Corrupt(path, absl::StrCat("header length ", n, " runs past the end of the file (",
                                       file_size, " bytes; truncated, or not a safetensors file?)"));
@@ -251,7 +226,7 @@ absl::StatusOr<std::string> ReadHeaderText(int fd, const std::string& path, uint
                                       kMaxHeaderBytes, " bytes"));
   }
   std::string text(n, '\0');
-  RETURN_IF_ERROR(ReadExactly(fd, path, 8, text.data(), n));
+  RETURN_IF_ERROR(file.Read(8, n, text.data()));
   *data_start = 8 + n;
   *data_size = file_size - *data_start;
   return text;
@@ -334,14 +309,16 @@ absl::Status SortAndCheckTiling(const std::string& path, uint64_t data_size,
 
 }  // namespace
 
-absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& path) {
+absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& path, FileSystem& fs) {
   SafetensorsReader reader;
   reader.path_ = path;
-  reader.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (reader.fd_ < 0) return internal::ErrnoStatus(errno, "cannot open", path);
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> file = fs.NewRandomAccessFile(path);
+  if (absl::IsFailedPrecondition(file.status())) return Corrupt(path, "not a regular file");
+  if (!file.ok()) return file.status();
+  reader.file_ = *std::move(file);
   uint64_t data_size = 0;
   ASSIGN_OR_RETURN(const std::string text,
-                   ReadHeaderText(reader.fd_, path, &reader.data_start_, &data_size));
+                   ReadHeaderText(*reader.file_, &reader.data_start_, &data_size));
   ASSIGN_OR_RETURN(const Json header, ParseHeader(path, text));
   for (const auto& item : header.items()) {
     if (item.key() == kMetadataKey) {
@@ -361,36 +338,6 @@ absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& pat
     reader.index_.emplace(reader.entries_[i].name, i);
   }
   return reader;
-}
-
-SafetensorsReader::~SafetensorsReader() { Release(); }
-
-void SafetensorsReader::Release() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-SafetensorsReader::SafetensorsReader(SafetensorsReader&& other) noexcept
-    : path_(std::move(other.path_)),
-      fd_(std::exchange(other.fd_, -1)),
-      data_start_(other.data_start_),
-      entries_(std::move(other.entries_)),
-      index_(std::move(other.index_)),
-      expected_sha256_(std::move(other.expected_sha256_)),
-      metadata_(std::move(other.metadata_)) {}
-
-SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& other) noexcept {
-  if (this != &other) {
-    Release();
-    path_ = std::move(other.path_);
-    fd_ = std::exchange(other.fd_, -1);
-    data_start_ = other.data_start_;
-    entries_ = std::move(other.entries_);
-    index_ = std::move(other.index_);
-    expected_sha256_ = std::move(other.expected_sha256_);
-    metadata_ = std::move(other.metadata_);
-  }
-  return *this;
 }
 
 const SafetensorsEntry* SafetensorsReader::Find(absl::string_view name) const {
@@ -413,7 +360,7 @@ absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& d
         absl::StrCat("safetensors read of '", name, "': destination is ", dst.DebugString(),
                      ", file holds ", DTypeName(e->dtype), ShapeToString(e->shape)));
   }
-  RETURN_IF_ERROR(ReadExactly(fd_, path_, data_start_ + e->begin, dst.data, e->end - e->begin));
+  RETURN_IF_ERROR(file_->Read(data_start_ + e->begin, e->end - e->begin, dst.data));
   auto expected = expected_sha256_.find(name);
   if (expected == expected_sha256_.end()) return absl::OkStatus();
   const std::string actual = Sha256Hex(dst.data, e->end - e->begin);

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/file_io.h"
+#include "core/file_system.h"
 #include "core/tensor.h"
 
 namespace mt {
@@ -54,7 +55,8 @@ struct NamedTensor {
 // "__metadata__", a non-contiguous or non-CPU view; an errno-derived status naming the path for
 // file-system errors (ResourceExhausted when the disk is full).
 absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                              const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone);
+                              const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,
+                              FileSystem& fs = DefaultFileSystem());
 
 // The whole file in memory (same checks as WriteSafetensors, without the file-system ones).
 absl::StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tensors,
@@ -73,19 +75,17 @@ struct SafetensorsEntry {
 // length against the file size, the JSON, every entry's dtype, shape and offsets (in range, equal
 // to numel * element size, tiling the data region exactly), no duplicate names or keys; any
 // violation is DataLoss with a message "<path>: <what is wrong>" (Unimplemented for a dtype the
-// project does not support). Tensor data are read on demand with pread, so a reader may be used
-// from several threads at once. Move-only.
+// project does not support). Tensor data are read on demand (RandomAccessFile::Read), so a reader
+// may be used from several threads at once. Move-only.
 class SafetensorsReader {
  public:
   // NotFound / PermissionDenied naming the path if it cannot be opened; DataLoss if malformed.
-  static absl::StatusOr<SafetensorsReader> Open(const std::string& path);
+  static absl::StatusOr<SafetensorsReader> Open(const std::string& path,
+                                                FileSystem& fs = DefaultFileSystem());
 
   SafetensorsReader() = default;
-  ~SafetensorsReader();
-  SafetensorsReader(SafetensorsReader&& other) noexcept;
-  SafetensorsReader& operator=(SafetensorsReader&& other) noexcept;
-  SafetensorsReader(const SafetensorsReader&) = delete;
-  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+  SafetensorsReader(SafetensorsReader&& other) noexcept = default;
+  SafetensorsReader& operator=(SafetensorsReader&& other) noexcept = default;
 
   const std::string& path() const { return path_; }
   // Entries in data-region order.
@@ -107,10 +107,8 @@ class SafetensorsReader {
   absl::StatusOr<Tensor> ReadTensor(absl::string_view name) const;
 
  private:
-  void Release();
-
   std::string path_;
-  int fd_ = -1;
+  std::unique_ptr<RandomAccessFile> file_;
   uint64_t data_start_ = 0;  // 8 + N.
   std::vector<SafetensorsEntry> entries_;
   absl::flat_hash_map<std::string, size_t> index_;                 // Name -> position in entries_.

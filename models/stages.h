@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "comm/pipeline_order.h"
+#include "comm/parallel_context.h"
 #include "models/config.h"
 #include "models/model.h"
 #include "nn/parameter.h"

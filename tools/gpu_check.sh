@@ -123,7 +123,7 @@ print(" ".join(out))
 
 do_bundle() {
   cd "$root" || exit 1
-  local tests sh_tests targets t b
+  local tests sh_tests benchmarks t b
   mapfile -t tests < <(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
   if [[ ${#tests[@]} -eq 0 ]]; then
     echo "gpu_check: no test targets tagged gpu" >&2
@@ -131,12 +131,15 @@ do_bundle() {
   fi
   mapfile -t sh_tests < <(bazel query 'kind(sh_test, attr(tags, "\bgpu\b", tests(//...)))' \
     2>/dev/null)
-  targets=("${tests[@]}")
+  benchmarks=()
   # A benchmark may appear with several argument lists: build and carry it once.
   for b in "${GPU_BENCHMARKS[@]}"; do
-    printf '%s\n' "${targets[@]}" | grep -qxF -- "//${b%% *}" || targets+=("//${b%% *}")
+    printf '%s\n' "${benchmarks[@]}" | grep -qxF -- "//${b%% *}" || benchmarks+=("//${b%% *}")
   done
-  ./bazelw build --config=cuda "${targets[@]}" || exit 1
+  # The tests with the caching allocator poisoning every block it hands out (0xFF bytes, NaN:
+  # core/cuda/poison_blocks.h), so that a kernel reading memory nobody wrote fails its comparison
+  # instead of passing on leftovers; the benchmarks without (built after, as they run in use).
+  ./bazelw build --config=cuda --define=mt_poison_blocks=on "${tests[@]}" || exit 1
 
   # The tree is put together in a scratch directory and carried as one archive.
   tree="$(mktemp -d /tmp/gpu_bundle.XXXXXX)"
@@ -178,19 +181,24 @@ do_bundle() {
     echo "${f[*]}" >> "$tree/mpi_tests.txt"
     cp "$path" "$tree/bin/"
   done
-  # Single-process tests (every gpu test that is not an sh_test) and the benchmarks.
+  # Single-process tests (every gpu test that is not an sh_test), then the benchmarks.
   : > "$tree/tests.txt"
-  for t in "${targets[@]}"; do
-    printf '%s\n' "${sh_tests[@]}" | grep -qxF -- "$t" && continue
-    path="bazel-bin/${t#//}"
+  carry() {  # LABEL: bazel-bin's binary into bin/
+    path="bazel-bin/${1#//}"
     path="${path/://}"
     if [[ -e "$tree/bin/$(basename "$path")" ]]; then
       echo "gpu_check: two targets named $(basename "$path")" >&2
       exit 1
     fi
     cp "$path" "$tree/bin/$(basename "$path")"
-    printf '%s\n' "${tests[@]}" | grep -qxF -- "$t" && basename "$path" >> "$tree/tests.txt"
+  }
+  for t in "${tests[@]}"; do
+    printf '%s\n' "${sh_tests[@]}" | grep -qxF -- "$t" && continue
+    carry "$t"
+    basename "$path" >> "$tree/tests.txt"
   done
+  ./bazelw build --config=cuda "${benchmarks[@]}" || exit 1
+  for t in "${benchmarks[@]}"; do carry "$t"; done
   printf '%s\n' "${GPU_BENCHMARKS[@]}" > "$tree/benchmarks.txt"
 
   # The mini OpenMPI. No symbolic links: the tree must survive being copied as plain files.
@@ -388,9 +396,6 @@ do_run() {
     fi
   } | tee "$log"
   table=()
-  # Tests: every block the caching allocator hands out starts as NaN bytes, so a kernel reading
-  # memory nobody wrote fails its comparison instead of passing on leftovers (not for benchmarks).
-  export MT_CUDA_POISON_ALLOCATIONS=1
   local name rc secs lim np limit binary args line
   while read -r name; do
     [[ -z "$name" ]] && continue
@@ -424,7 +429,6 @@ do_run() {
   while read -r name; do
     table+=("$(printf '%-32s not carried (no script or binary found)' "$name")")
   done < <(cat "$tree/not_carried.txt" 2>/dev/null)
-  unset MT_CUDA_POISON_ALLOCATIONS
   while read -r line; do
     [[ -z "$line" ]] && continue
     name=$(basename "${line%% *}")

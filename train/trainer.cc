@@ -214,28 +214,6 @@ absl::StatusOr<Trainer::Accumulated> Trainer::AccumulateGradients(BatchStream& d
   return r;
 }
 
-absl::Status Trainer::InjectFaults(Accumulated* acc) {
-  if (iteration_ == config_.inject_grad_overflow_at &&
-      (config_.inject_grad_overflow_rank < 0 ||
-       config_.inject_grad_overflow_rank == parts_.parallel->rank())) {
-    RETURN_IF_ERROR(ops::Fill(*parts_.exec, parts_.store->flat_grads().Slice(0, 1),
-                              std::numeric_limits<double>::infinity()));
-  }
-  const int64_t first = config_.inject_nonfinite_at_iteration - 1;  // 0-based, as iteration_.
-  if (first < 0 || iteration_ < first || iteration_ >= first + config_.inject_nonfinite_count) {
-    return absl::OkStatus();
-  }
-  if (config_.inject_nonfinite_into == NonfiniteTarget::kGrad) {
-    return ops::Fill(*parts_.exec, parts_.store->flat_grads().Slice(0, 1),
-                     std::numeric_limits<double>::infinity());
-  }
-  if (parts_.parallel->dp_rank() == 0) {
-    acc->loss.total = std::numeric_limits<double>::quiet_NaN();
-    for (double& p : acc->loss.parts) p = std::numeric_limits<double>::quiet_NaN();
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Trainer::CheckNonfinite(const StepStats& stats, const models::Losses& loss) {
   if (!stats.skipped || parts_.scaler->dynamic()) {
     nonfinite_in_a_row_ = 0;
@@ -282,7 +260,9 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     // The DP reduction and, with pipeline stages, the sum of the tied embedding's copies.
     RETURN_IF_ERROR(parts_.optimizer->FinishGradReduce());
     RETURN_IF_ERROR(PpSum(&acc.loss, &acc.flops));
-    RETURN_IF_ERROR(InjectFaults(&acc));
+    if (parts_.hooks != nullptr) {
+      RETURN_IF_ERROR(parts_.hooks->AfterBackward(iteration_, parts_, &acc.loss));
+    }
     // The mean loss first: a non-finite one (the same on every rank) skips the step.
     RETURN_IF_ERROR(DpMean(&acc.loss, &acc.flops));
     const double divisor = accumulation * parts_.parallel->dp_size() * parts_.scaler->scale();

@@ -44,11 +44,6 @@
 namespace mt {
 namespace train {
 
-// Where --inject_nonfinite_at_iteration puts its value (a test-only fault).
-enum class NonfiniteTarget { kGrad, kLoss };
-inline constexpr std::pair<absl::string_view, NonfiniteTarget> kNonfiniteTargetNames[] = {
-    {"grad", NonfiniteTarget::kGrad}, {"loss", NonfiniteTarget::kLoss}};
-
 struct TrainerConfig {
   int64_t micro_batch_size = 4;
   int64_t global_batch_size = 8;
@@ -60,22 +55,10 @@ struct TrainerConfig {
   bool recompute = false;
   std::string log_jsonl;  // Written by global rank 0; empty: none.
   bool quiet = false;     // No stdout lines (tests).
-  // Fault injection for tests: after the backward passes of this iteration (0-based), one gradient
-  // element is set to +inf, as an f16 overflow would; -1 = never. Only on global rank
-  // inject_grad_overflow_rank when that is >= 0 (e.g. one pipeline stage), else on every rank.
-  int64_t inject_grad_overflow_at = -1;
-  int inject_grad_overflow_rank = -1;
   // Without dynamic loss scaling (f32, bf16), a step whose loss or gradient norm is not finite is
   // skipped, and this many such steps in a row stop training with an Aborted error naming the
   // iterations (0: never stop). With f16 skipped steps are the loss scaler's (not counted).
   int max_nan_skips = 3;
-  // Test-only fault (flags marked so): in `inject_nonfinite_count` iterations from this one (as
-  // numbered in the log, from 1; 0 = never), the loss of data-parallel rank 0 (on every TP rank
-  // of it, as a NaN from the forward pass would be) becomes NaN, or, for kGrad, one reduced
-  // gradient element becomes +inf on every rank (as an overflow would).
-  int64_t inject_nonfinite_at_iteration = 0;
-  int64_t inject_nonfinite_count = 1;
-  NonfiniteTarget inject_nonfinite_into = NonfiniteTarget::kGrad;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -92,13 +75,23 @@ struct TrainerConfig {
     v("max_nan_skips", &self.max_nan_skips,
       "f32/bf16: stop after this many consecutive steps with a non-finite loss or gradient norm "
       "(each skipped; 0: never stop).");
-    v("inject_nonfinite_at_iteration", &self.inject_nonfinite_at_iteration,
-      "[test only] Inject NaN (loss) or inf (grad) at this iteration (from 1; 0: never).");
-    v("inject_nonfinite_count", &self.inject_nonfinite_count,
-      "[test only] Iterations in a row to inject into.");
-    v("inject_nonfinite_into", &self.inject_nonfinite_into, "[test only] loss or grad.",
-      kNonfiniteTargetNames);
   }
+};
+
+struct TrainingParts;
+
+// A test's hook into every training step: a fault production never has, as an object the test
+// passes in (TrainingParts::hooks; train/testing/fault_hooks.h has the project's), never a flag
+// or a config field. Production jobs pass none.
+class TrainerHooks {
+ public:
+  virtual ~TrainerHooks() = default;
+  // Called on every rank after the backward passes and gradient reduction of iteration
+  // `iteration` (0-based), before the loss is averaged over the data-parallel ranks and the
+  // optimizer steps. `loss`: this rank's loss of the iteration, as it will be averaged and
+  // logged; the gradients are parts.store->flat_grads(). An error ends training.
+  virtual absl::Status AfterBackward(int64_t iteration, const TrainingParts& parts,
+                                     models::Losses* loss) = 0;
 };
 
 // One data-parallel rank's micro-batches (train/batches.h adapts the data loaders).
@@ -155,6 +148,7 @@ struct TrainingParts {
   // With PP > 1: more instances of a chunk, one per micro-batch in flight (StageChunkFactory);
   // null: the pipeline recomputes forwards at the stage boundary (train/pipeline_schedule.h).
   ChunkFactory more_chunks;
+  TrainerHooks* hooks = nullptr;  // Tests only (TrainerHooks); may be null.
 };
 
 // Pipeline time of this rank over the iterations trained so far (PP > 1).
@@ -223,8 +217,6 @@ class Trainer {
   absl::Status DpSum(std::vector<double>* values);
   // Means over the DP ranks of per-rank losses and the total FLOPs.
   absl::Status DpMean(models::Losses* losses, double* flops);
-  // The test-only faults of the config, for the current iteration.
-  absl::Status InjectFaults(Accumulated* acc);
   // Counts a skipped step without loss scaling; Aborted after max_nan_skips in a row.
   absl::Status CheckNonfinite(const StepStats& stats, const models::Losses& loss);
   absl::Status Log(const LogRecord& r);

@@ -86,10 +86,11 @@ std::string TrainerStateJson(const Optimizer& optimizer, const LossScaler& scale
 }
 
 // Writes this rank's shard of `live` (called on data-parallel rank 0 only).
-absl::Status SaveThisShard(const std::string& save_dir, const comm::ParallelContext& parallel,
-                           const models::ModelConfig& config, const nn::ParameterStore& store,
-                           const FlatState& live, const std::string& trainer_state,
-                           const TrainingCounters& counters, const std::string& model_name) {
+absl::Status SaveThisShard(FileSystem& fs, const std::string& save_dir,
+                           const comm::ParallelContext& parallel, const models::ModelConfig& config,
+                           const nn::ParameterStore& store, const FlatState& live,
+                           const std::string& trainer_state, const TrainingCounters& counters,
+                           const std::string& model_name) {
   CheckpointMetadata meta;
   meta.model_config_json = config.ToJson();
   meta.model_name = model_name;
@@ -107,7 +108,7 @@ absl::Status SaveThisShard(const std::string& save_dir, const comm::ParallelCont
   ASSIGN_OR_RETURN(host.values, staging.values.Download(ctx, live.values));
   ASSIGN_OR_RETURN(host.exp_avg, staging.exp_avg.Download(ctx, live.exp_avg));
   ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.Download(ctx, live.exp_avg_sq));
-  return SaveShard(save_dir, meta, Records(store, host));
+  return SaveShard(save_dir, meta, Records(store, host), fs);
 }
 
 // Restores the optimizer step, loss scaler, LR schedule and counters from the shard's metadata.
@@ -133,15 +134,16 @@ absl::Status RestoreTrainerState(const std::string& load_dir, const CheckpointMe
 // Fills `records` (this rank's tensors) from checkpoint `iteration`: from the shard of this TP
 // rank and pipeline stage when the checkpoint has this run's layout, else, at the same TP degree,
 // from whichever stages of the checkpoint hold them (a pipeline laid out otherwise, or none).
-absl::Status LoadThisStage(const std::string& load_dir, int64_t iteration,
+absl::Status LoadThisStage(FileSystem& fs, const std::string& load_dir, int64_t iteration,
                            const comm::ParallelContext& parallel, const models::ModelConfig& config,
                            const std::vector<TensorRecord>& records, CheckpointMetadata* meta) {
-  ASSIGN_OR_RETURN(const CheckpointMetadata first, ReadShardMetadata(load_dir, iteration, 0));
+  ASSIGN_OR_RETURN(const CheckpointMetadata first,
+                   ReadShardMetadata(load_dir, iteration, /*tp_rank=*/0, /*pp_rank=*/0, fs));
   const bool same_stages = first.pp_size == 1 && parallel.pp_size() == 1;
   if (same_stages || first.tp_size != parallel.tp_size()) {
     // LoadShard also refuses another TP degree, saying how to convert the checkpoint.
     return LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(), config.ToJson(),
-                     records, meta, parallel.pp_rank(), parallel.pp_size());
+                     records, meta, parallel.pp_rank(), parallel.pp_size(), fs);
   }
   ReshardedLoadOptions options;
   options.allow_unexpected = true;  // The other stages' tensors.
@@ -149,7 +151,7 @@ absl::Status LoadThisStage(const std::string& load_dir, int64_t iteration,
   options.expected_model_config_json = config.ToJson();
   ASSIGN_OR_RETURN(const ReshardedLoad loaded,
                    LoadResharded(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(),
-                                 config.vocab_size, records, options));
+                                 config.vocab_size, records, options, fs));
   *meta = loaded.meta;
   return absl::OkStatus();
 }
@@ -170,7 +172,8 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                comm::ParallelContext& parallel, const models::ModelConfig& config,
                                const nn::ParameterStore& store, const Optimizer& optimizer,
                                const LossScaler& scaler, const LrSchedule& schedule,
-                               const TrainingCounters& counters, const std::string& model_name) {
+                               const TrainingCounters& counters, const std::string& model_name,
+                               FileSystem& fs) {
   FlatState live = LiveState(store, optimizer);
   // A distributed optimizer's moments (and sharded masters) are gathered whole on DP rank 0, the
   // writer, in host memory (every DP rank takes part; no rank holds them whole on its device),
@@ -192,14 +195,14 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                                 host_exp_avg.view(), host_exp_avg_sq.view()));
   }
   if (parallel.dp_rank() == 0) {
-    RETURN_IF_ERROR(SaveThisShard(save_dir, parallel, config, store, live,
+    RETURN_IF_ERROR(SaveThisShard(fs, save_dir, parallel, config, store, live,
                                   TrainerStateJson(optimizer, scaler, schedule, counters), counters,
                                   model_name));
   }
   RETURN_IF_ERROR(parallel.world().Barrier());
   if (parallel.rank() == 0) {
     RETURN_IF_ERROR(CommitCheckpoint(save_dir, counters.iteration, parallel.tp_size(), keep_last,
-                                     parallel.pp_size()));
+                                     parallel.pp_size(), fs));
   }
   return parallel.world().Barrier();
 }
@@ -207,8 +210,8 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
 absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContext& parallel,
                                const models::ModelConfig& config, nn::ParameterStore* store,
                                Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
-                               TrainingCounters* counters) {
-  ASSIGN_OR_RETURN(int64_t iteration, LatestIteration(load_dir));
+                               TrainingCounters* counters, FileSystem& fs) {
+  ASSIGN_OR_RETURN(int64_t iteration, LatestIteration(load_dir, fs));
   // Read into the live tensors in host memory, else into host staging that is then uploaded.
   const ExecContext ctx = StoreContext(*store);
   FlatState live = LiveState(*store, *optimizer);
@@ -232,7 +235,7 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.ForWriting(live.exp_avg_sq));
   CheckpointMetadata meta;
   RETURN_IF_ERROR(
-      LoadThisStage(load_dir, iteration, parallel, config, Records(*store, host), &meta));
+      LoadThisStage(fs, load_dir, iteration, parallel, config, Records(*store, host), &meta));
   // The masters changed: LoadValues also sets the compute-dtype copies.
   RETURN_IF_ERROR(optimizer->LoadValues(ctx, host.values));
   RETURN_IF_ERROR(optimizer->LoadMoments(ctx, host.exp_avg, host.exp_avg_sq));

@@ -23,6 +23,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_loading.h"
 #include "comm/parallel_context.h"
+#include "core/file_system.h"
 #include "models/config.h"
 #include "nn/parameter.h"
 #include "train/loss_scaler.h"
@@ -61,7 +62,8 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const nn::ParameterStore& store, const Optimizer& optimizer,
                                const LossScaler& scaler, const LrSchedule& schedule,
                                const TrainingCounters& counters,
-                               const std::string& model_name = std::string());
+                               const std::string& model_name = std::string(),
+                               FileSystem& fs = DefaultFileSystem());
 
 // Loads the latest checkpoint under load_dir into this rank's state (f32 master weights, then the
 // store's compute-dtype copies are refreshed from them). At this run's TP degree, any pipeline
@@ -71,7 +73,7 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
 absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContext& parallel,
                                const models::ModelConfig& config, nn::ParameterStore* store,
                                Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
-                               TrainingCounters* counters);
+                               TrainingCounters* counters, FileSystem& fs = DefaultFileSystem());
 
 // The weights only, into the store of a training job (--finetune): checkpoint::LoadParameters
 // (checkpoint/model_loading.h), or, when `optimizer` holds the masters sharded

@@ -1,10 +1,10 @@
 #include "core/cuda/caching_allocator.h"
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/cuda/poison_blocks.h"
 #include "core/cuda_device.h"
 #include "glog/logging.h"
 
@@ -19,11 +19,10 @@ constexpr size_t kSmallLimit = size_t{1} << 20;
 CachingAllocator::Backend CachingAllocator::CudaBackend(int device) {
   Backend backend{[device](size_t nbytes) { return Malloc(device, nbytes); },
                   [device](void* ptr) { cuda::Free(device, ptr); }, nullptr};
-  const char* poison = std::getenv("MT_CUDA_POISON_ALLOCATIONS");
-  if (poison != nullptr && std::string(poison) == "1") {
+  if (internal::PoisonCachedBlocks()) {
     backend.poison = [device](void* ptr, size_t nbytes) {
       const absl::Status s = Memset(device, ptr, 0xFF, nbytes);
-      CHECK(s.ok()) << "MT_CUDA_POISON_ALLOCATIONS: " << s;
+      CHECK(s.ok()) << "poisoning a cached block: " << s;
     };
   }
   return backend;

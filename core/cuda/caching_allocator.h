@@ -47,10 +47,10 @@ class CachingAllocator : public DeviceMemoryPool {
     // Optional: called on every block handed out (fresh or reused) with its rounded size.
     std::function<void(void* ptr, size_t nbytes)> poison;
   };
-  // cuda::Malloc / cuda::Free on `device` (core/cuda_device.h). With MT_CUDA_POISON_ALLOCATIONS=1
-  // in the environment, every block handed out is first filled with 0xFF bytes (NaN in every
-  // float type), so that a kernel reading memory nobody wrote gives NaN instead of whatever a
-  // previous tensor left there (the CUDA emulator's tests set it).
+  // cuda::Malloc / cuda::Free on `device` (core/cuda_device.h). Under the CUDA emulator every
+  // block handed out is first filled with 0xFF bytes (NaN in every float type), so that a kernel
+  // reading memory nobody wrote gives NaN instead of whatever a previous tensor left there
+  // (core/cuda/poison_blocks.h).
   static Backend CudaBackend(int device);
 
   struct Stats {

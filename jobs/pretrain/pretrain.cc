@@ -122,10 +122,6 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   }
   if (t.log_interval < 1) return absl::InvalidArgumentError("log_interval must be >= 1");
   if (t.max_nan_skips < 0) return absl::InvalidArgumentError("max_nan_skips must be >= 0");
-  if (t.inject_nonfinite_at_iteration < 0 || t.inject_nonfinite_count < 1) {
-    return absl::InvalidArgumentError(
-        "inject_nonfinite_at_iteration must be >= 0 and inject_nonfinite_count >= 1");
-  }
   if (eval_interval < 0) return absl::InvalidArgumentError("eval_interval must be >= 0");
   if (dp_bucket_elements < 1) return absl::InvalidArgumentError("ddp_bucket_size must be >= 1");
   if (data_path.empty()) return absl::InvalidArgumentError("--data_path is required");
@@ -187,6 +183,7 @@ namespace {
 // Everything a running job holds, built by SetUp. Members are destroyed in reverse order, so the
 // model's tensors go before the device's allocator and context.
 struct Job {
+  JobHooks hooks;
   // The threads and the GPU (every GPU tensor's memory from its caching allocator: all kernels
   // run on the default stream, so blocks are reused safely).
   RankExecution rank;
@@ -245,8 +242,9 @@ void PrintArguments(const PretrainConfig& c, const Job& job) {
 
 // Step 1: the device, the parallel layout, and the model with its optimizer state.
 absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalRanks& local,
-                                           comm::Communicator& world) {
+                                           comm::Communicator& world, const JobHooks& hooks) {
   auto job = std::make_unique<Job>();
+  job->hooks = hooks;
   RETURN_IF_ERROR(SetUpDevice(c, local, world, job.get()));
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
@@ -294,7 +292,8 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
 // --finetune, or a checkpoint convert_checkpoint wrote (no optimizer state): the weights only,
 // at any TP degree; training starts at iteration 0.
 absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Job* job) {
-  ASSIGN_OR_RETURN(const checkpoint::CheckpointModel ckpt, checkpoint::ReadCheckpointModel(c.load));
+  ASSIGN_OR_RETURN(const checkpoint::CheckpointModel ckpt,
+                   checkpoint::ReadCheckpointModel(c.load, /*iteration=*/-1, *job->hooks.fs));
   checkpoint::ParameterLoadOptions options;
   // A pipeline stage holds its own parameters only: the others' are not its to load.
   options.allow_unexpected = job->parallel->pp_size() > 1;
@@ -313,21 +312,23 @@ absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Jo
 // Step 2: the latest checkpoint under --load, if there is one.
 absl::Status Resume(const PretrainConfig& c, Job* job) {
   if (c.load.empty()) return absl::OkStatus();
-  absl::StatusOr<int64_t> latest = checkpoint::LatestIteration(c.load);
+  FileSystem& fs = *job->hooks.fs;
+  absl::StatusOr<int64_t> latest = checkpoint::LatestIteration(c.load, fs);
   if (absl::IsNotFound(latest.status())) {
     if (job->verbose) std::printf("no checkpoint in %s: starting from scratch\n", c.load.c_str());
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(latest.status());
-  ASSIGN_OR_RETURN(const checkpoint::CheckpointMetadata meta,
-                   checkpoint::ReadShardMetadata(c.load, *latest, /*tp_rank=*/0));
+  ASSIGN_OR_RETURN(
+      const checkpoint::CheckpointMetadata meta,
+      checkpoint::ReadShardMetadata(c.load, *latest, /*tp_rank=*/0, /*pp_rank=*/0, fs));
   if (c.finetune) return LoadWeightsOnly(c, "--finetune", job);
   if (checkpoint::ParseHfConversionState(meta.trainer_state_json).has_value()) {
     return LoadWeightsOnly(c, "a converted checkpoint without optimizer state, as --finetune", job);
   }
   RETURN_IF_ERROR(train::LoadTrainingState(c.load, *job->parallel, c.model, job->store.get(),
                                            job->optimizer.get(), job->scaler.get(),
-                                           job->schedule.get(), &job->counters));
+                                           job->schedule.get(), &job->counters, fs));
   if (c.no_load_optim) {
     RETURN_IF_ERROR(ops::Fill(job->rank.exec, job->optimizer->exp_avg(), 0.0));
     RETURN_IF_ERROR(ops::Fill(job->rank.exec, job->optimizer->exp_avg_sq(), 0.0));
@@ -353,7 +354,7 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
   now.skipped_iterations = trainer.skipped_iterations();
   RETURN_IF_ERROR(train::SaveTrainingState(c.save, c.keep_last, *job.parallel, c.model, *job.store,
                                            *job.optimizer, *job.scaler, *job.schedule, now,
-                                           c.model_name));
+                                           c.model_name, *job.hooks.fs));
   if (job.verbose) {
     std::printf("saved checkpoint at iteration %lld to %s\n", static_cast<long long>(iteration),
                 c.save.c_str());
@@ -417,11 +418,11 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, P
                                                       train::BatchStream& train_data,
                                                       bool has_valid, Job& job,
                                                       const std::atomic<bool>* stop) {
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<train::Trainer> trainer,
-      train::Trainer::Create(c.trainer, {job.parallel.get(), &job.rank.exec, job.model,
-                                         job.store.get(), job.optimizer.get(), job.schedule.get(),
-                                         job.scaler.get(), ChunkPointers(job), job.more_chunks}));
+  ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
+                   train::Trainer::Create(
+                       c.trainer, {job.parallel.get(), &job.rank.exec, job.model, job.store.get(),
+                                   job.optimizer.get(), job.schedule.get(), job.scaler.get(),
+                                   ChunkPointers(job), job.more_chunks, job.hooks.trainer}));
   trainer->set_consumed_samples(job.counters.consumed_samples);
   trainer->set_skipped_iterations(job.counters.skipped_iterations);
   auto on_iteration = [&](int64_t iteration) -> absl::Status {
@@ -485,9 +486,10 @@ bool HasValidation(const PretrainConfig& c, PretrainData& data, const DataPlan& 
 
 absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& c, PretrainData& data,
                                               const LocalRanks& local, comm::Communicator& world,
-                                              const std::atomic<bool>* stop) {
+                                              const std::atomic<bool>* stop,
+                                              const JobHooks& hooks) {
   RETURN_IF_ERROR(c.Validate(world.size()));
-  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, SetUp(c, local, world));
+  ASSIGN_OR_RETURN(std::unique_ptr<Job> job, SetUp(c, local, world, hooks));
   RETURN_IF_ERROR(Resume(c, job.get()));
   ASSIGN_OR_RETURN(const DataPlan plan,
                    PlanData(c, *job->parallel, job->counters.consumed_samples));

@@ -21,6 +21,7 @@
 #include "comm/parallel_context.h"
 #include "core/dtype.h"
 #include "core/fields.h"
+#include "core/file_system.h"
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/loader/blending.h"
@@ -262,10 +263,19 @@ struct PretrainResult {
   bool stopped_by_signal = false;
 };
 
+// What a test hands a job instead of the real thing (production jobs take the defaults): the file
+// system checkpoints are saved and loaded through (core/faulty_file_system.h fails it at a chosen
+// byte), and hooks into every training step (train/testing/fault_hooks.h: NaN and inf).
+struct JobHooks {
+  FileSystem* fs = &DefaultFileSystem();
+  train::TrainerHooks* trainer = nullptr;
+};
+
 // Collective over `world`. `stop` (may be null) requests a checkpoint and a clean exit (SIGTERM).
 absl::StatusOr<PretrainResult> RunPretraining(const PretrainConfig& config, PretrainData& data,
                                               const LocalRanks& local, comm::Communicator& world,
-                                              const std::atomic<bool>* stop);
+                                              const std::atomic<bool>* stop,
+                                              const JobHooks& hooks = {});
 
 }  // namespace jobs
 }  // namespace mt

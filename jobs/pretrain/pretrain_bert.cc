@@ -83,11 +83,12 @@ class BertData : public PretrainData {
 
 absl::StatusOr<PretrainResult> RunPretrainBert(const PretrainBertConfig& c, const LocalRanks& local,
                                                comm::Communicator& world,
-                                               const std::atomic<bool>* stop) {
+                                               const std::atomic<bool>* stop,
+                                               const JobHooks& hooks) {
   RETURN_IF_ERROR(c.Validate(world.size()));
   ASSIGN_OR_RETURN(data::BertVocab vocab, LoadVocab(c));
   BertData data(c, std::move(vocab));
-  return RunPretraining(c, data, local, world, stop);
+  return RunPretraining(c, data, local, world, stop, hooks);
 }
 
 }  // namespace jobs

@@ -40,7 +40,8 @@ struct PretrainBertConfig : PretrainConfig {
 // Collective over `world`. `stop` (may be null) requests a checkpoint and a clean exit (SIGTERM).
 absl::StatusOr<PretrainResult> RunPretrainBert(const PretrainBertConfig& config,
                                                const LocalRanks& local, comm::Communicator& world,
-                                               const std::atomic<bool>* stop);
+                                               const std::atomic<bool>* stop,
+                                               const JobHooks& hooks = {});
 
 }  // namespace jobs
 }  // namespace mt

@@ -92,9 +92,10 @@ class GptData : public PretrainData {
 
 absl::StatusOr<PretrainResult> RunPretrainGpt(const PretrainGptConfig& c, const LocalRanks& local,
                                               comm::Communicator& world,
-                                              const std::atomic<bool>* stop) {
+                                              const std::atomic<bool>* stop,
+                                              const JobHooks& hooks) {
   GptData data(c);
-  return RunPretraining(c, data, local, world, stop);
+  return RunPretraining(c, data, local, world, stop, hooks);
 }
 
 }  // namespace jobs

@@ -42,7 +42,8 @@ struct PretrainGptConfig : PretrainConfig {
 // Collective over `world`. `stop` (may be null) requests a checkpoint and a clean exit (SIGTERM).
 absl::StatusOr<PretrainResult> RunPretrainGpt(const PretrainGptConfig& config,
                                               const LocalRanks& local, comm::Communicator& world,
-                                              const std::atomic<bool>* stop);
+                                              const std::atomic<bool>* stop,
+                                              const JobHooks& hooks = {});
 
 }  // namespace jobs
 }  // namespace mt

@@ -17,6 +17,7 @@
 #include "models/registry.h"
 #include "models/stages.h"
 #include "train/batches.h"
+#include "train/testing/fault_hooks.h"
 #include "train/training_state.h"
 
 namespace mt {
@@ -82,8 +83,6 @@ TrainerConfig MakeTrainerConfig(const HarnessConfig& c) {
   tc.seq_length = c.seq_length;
   tc.train_iters = c.end;
   tc.quiet = true;
-  tc.inject_grad_overflow_at = c.inject_grad_overflow_at;
-  tc.inject_grad_overflow_rank = c.inject_grad_overflow_rank;
   return tc;
 }
 
@@ -156,9 +155,10 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
     }
     EXPECT_EQ(counters.iteration, c.start);
   }
-  auto trainer = Trainer::Create(
-      MakeTrainerConfig(c),
-      {parallel->get(), &d.ec, model, &store, &*opt, &schedule, &scaler, chunk_ptrs, more_chunks});
+  GradOverflow overflow(c.inject_grad_overflow_at, c.inject_grad_overflow_rank);
+  auto trainer = Trainer::Create(MakeTrainerConfig(c),
+                                 {parallel->get(), &d.ec, model, &store, &*opt, &schedule, &scaler,
+                                  chunk_ptrs, more_chunks, &overflow});
   if (!Ok(trainer.status(), "trainer")) return out;
   (*trainer)->set_consumed_samples(c.start * c.global_batch_size);
   out.first_values = Masters(store, *opt, d.ec);

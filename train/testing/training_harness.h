@@ -53,10 +53,13 @@ struct HarnessConfig {
   OptimizerConfig optimizer;
   LrScheduleConfig lr;  // decay_samples 0: through `end`.
   LossScalerConfig scaler;
+  // A gradient element set to +inf after the backward passes of this iteration (0-based; -1:
+  // never), on global rank inject_grad_overflow_rank (-1: every rank): fault_hooks.h's
+  // GradOverflow.
   int64_t inject_grad_overflow_at = -1;
-  int inject_grad_overflow_rank = -1;  // TrainerConfig's: -1, every rank.
-  std::string load;                    // Resume from this checkpoint directory (must hold `start`).
-  std::string save;                    // Save the state after `end` here.
+  int inject_grad_overflow_rank = -1;
+  std::string load;  // Resume from this checkpoint directory (must hold `start`).
+  std::string save;  // Save the state after `end` here.
 };
 
 struct HarnessResult {

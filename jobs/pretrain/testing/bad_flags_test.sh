@@ -100,7 +100,6 @@ bad "--model=bert-tiny is a bert-family model" "$gpt" "${ok[@]}" --model=bert-ti
 bad "no-such-model" "$gpt" "${ok[@]}" --model=no-such-model
 bad "distributed_timeout" "$gpt" "${ok[@]}" --distributed_timeout=-1
 bad "max_nan_skips" "$gpt" "${ok[@]}" --max_nan_skips=-1
-bad "inject_nonfinite_into" "$gpt" "${ok[@]}" --inject_nonfinite_into=weights
 bad "no_such_flag" "$gpt" "${ok[@]}" --no_such_flag=1
 bad "--data_path is required" "$gpt" "${model[@]}" --train_iters=2
 bad "$work/missing" "$gpt" "${ok[@]}" --data_path="$work/missing"

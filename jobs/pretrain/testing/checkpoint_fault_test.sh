@@ -1,7 +1,7 @@
 #!/bin/bash
-# Faults during checkpoint saves, injected through the file layer's test-only MT_FAULT_INJECT
-# (checkpoint/file_io.h), on the real pretrain_gpt (TP=1, one process, a tiny model, saves at
-# iterations 2, 4 and 6):
+# Faults during checkpoint saves, injected through the file system the job saves through
+# (pretrain_gpt_with_faults --file_fault: the production job with core/faulty_file_system.h),
+# on a tiny model (TP=1, one process, saves at iterations 2, 4 and 6):
 #   1. SIGKILL after byte k of the save at iteration 4, for 25 values of k spread over the whole
 #      save (the safetensors header and data, metadata.json, the latest_checkpointed_iteration.txt
 #      commit), and once at the first byte of the next save: the pointer names the newest complete
@@ -13,11 +13,10 @@
 #   3. a flipped byte inside a tensor of the final checkpoint: --load refuses it in one line naming
 #      the tensor and the shard file.
 # Prints "kill points: N, bit-exact resumes: N" etc. for docs/reliability.md.
-#   checkpoint_fault_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
+#   checkpoint_fault_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_WITH_FAULTS_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_ckpt_fault || exit 1
-unset MT_FAULT_INJECT
 
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=100 || fail "corpus"
 common=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_by=8
@@ -86,7 +85,7 @@ kills=0; exact=0
 for k in "${points[@]}"; do
   ck="$work/kill_$k"; expected=2
   [[ $k -ge $((t + m + 2)) ]] && expected=4
-  MT_FAULT_INJECT="kill_at_write_byte:$((s1 + k))" run --save="$ck" > "$work/kill.out" 2>&1
+  run --file_fault="kill_at_write_byte:$((s1 + k))" --save="$ck" > "$work/kill.out" 2>&1
   rc=$?
   [[ $rc -eq 137 ]] || { tail -3 "$work/kill.out"; fail "kill at byte $k of the save: exit $rc"; }
   kills=$((kills + 1))
@@ -107,7 +106,7 @@ for kind in enospc:"No space left on device" eio:"Input/output error"; do
   name="${kind%%:*}"; message="${kind#*:}"
   for k in $(( h + (t - h) / 2 )) $((t + m / 2)) $((t + m + 1)); do
     ck="$work/${name}_$k"
-    MT_FAULT_INJECT="${name}_at_byte:$((s1 + k))" run --save="$ck" > "$work/fault.out" 2>&1
+    run --file_fault="${name}_at_byte:$((s1 + k))" --save="$ck" > "$work/fault.out" 2>&1
     rc=$?
     [[ $rc -ne 0 && $rc -ne 137 ]] || fail "$name at byte $k: exit $rc"
     [[ $(grep -c . "$work/fault.out" | tr -d ' ') -ge 1 ]] || fail "$name at byte $k: no message"

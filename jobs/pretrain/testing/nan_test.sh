@@ -1,6 +1,6 @@
 #!/bin/bash
-# Numerics faults (--inject_nonfinite_at_iteration, test-only; --max_nan_skips) on 2-rank
-# pretrain_gpt jobs saving every 4 iterations:
+# Numerics faults (pretrain_gpt_with_faults --inject_nonfinite_*: the production job with a
+# train/testing/fault_hooks.h hook; --max_nan_skips) on 2-rank jobs saving every 4 iterations:
 #   f32 (DP=2) inf in a gradient, and bf16 (TP=2) NaN in the loss of DP rank 0, at iterations
 #     6, 7, 8: each step is skipped, and after the third (--max_nan_skips=3) the job exits
 #     non-zero with one error naming iterations 6 to 8; the last checkpoint (iteration 4) is
@@ -9,7 +9,8 @@
 #   f32, one bad iteration (6): skipped, training continues to the end (1 skipped iteration);
 #   f16 (dynamic loss scaling), inf gradients at iterations 6 to 10 (more than --max_nan_skips):
 #     each of those steps is skipped by the loss scaler, and the job completes.
-#   nan_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
+#   a bad --inject_nonfinite_into is one line naming the choices.
+#   nan_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_WITH_FAULTS_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
 source "$(dirname "$0")/tiny_job.sh" "$corpus_bin" mt_nan
@@ -76,4 +77,9 @@ for i in 6 7 8 9 10; do
 done
 [[ $(field "$work/f16.jsonl" 12 iteration) == 12 ]] || fail "f16: did not complete"
 echo "f16: iterations 6-10 skipped by the loss scaler (scale $(field "$work/f16.jsonl" 10 loss_scale) at 10), completed"
+# A bad target is refused before any work, in one line naming the choices.
+"$pretrain" "${common[@]}" --inject_nonfinite_into=weights > "$work/bad.out" 2>&1 &&
+  fail "--inject_nonfinite_into=weights was accepted"
+grep -q "inject_nonfinite_into=weights: must be one of grad, loss" "$work/bad.out" ||
+  { cat "$work/bad.out"; fail "no one-line error for --inject_nonfinite_into=weights"; }
 echo PASS
