@@ -8,6 +8,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_testutil.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 
 DEFINE_string(mode, "", "write or verify.");
@@ -23,7 +24,7 @@ namespace checkpoint {
 namespace testing {
 namespace {
 
-int Run() {
+absl::Status Run() {
   const auto model = SyntheticModel(PaddedVocab(FLAGS_source_tp), FLAGS_seed);
   if (FLAGS_mode == "write") {
     const auto written = SyntheticModel(PaddedVocab(FLAGS_tp), FLAGS_seed);
@@ -32,30 +33,19 @@ int Run() {
       CheckpointMetadata meta = SyntheticMeta(FLAGS_iteration, r, FLAGS_tp);
       if (!FLAGS_config_json.empty()) meta.model_config_json = FLAGS_config_json;
       absl::Status s = SaveShard(FLAGS_dir, meta, FilledRecords(written, r, FLAGS_tp, &storage));
-      if (!s.ok()) {
-        std::fprintf(stderr, "fixture: %s\n", s.ToString().c_str());
-        return 1;
-      }
+      if (!s.ok()) return s;
     }
     absl::Status s = CommitCheckpoint(FLAGS_dir, FLAGS_iteration, FLAGS_tp, 0);
-    if (!s.ok()) {
-      std::fprintf(stderr, "fixture: %s\n", s.ToString().c_str());
-      return 1;
-    }
-    return 0;
+    return s;
   }
   if (FLAGS_mode == "verify") {
     ::testing::AssertionResult ok =
         HoldsModel(FLAGS_dir, FLAGS_iteration, FLAGS_tp, Repadded(model, PaddedVocab(FLAGS_tp)));
-    if (!ok) {
-      std::fprintf(stderr, "fixture: %s\n", ok.message());
-      return 1;
-    }
+    if (!ok) return absl::DataLossError(ok.message());
     std::printf("verified %s: TP %d holds the synthetic model\n", FLAGS_dir.c_str(), FLAGS_tp);
-    return 0;
+    return absl::OkStatus();
   }
-  std::fprintf(stderr, "fixture: --mode must be write or verify\n");
-  return 2;
+  return absl::InvalidArgumentError("--mode must be write or verify");
 }
 
 }  // namespace
@@ -64,6 +54,6 @@ int Run() {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  return mt::checkpoint::testing::Run();
+  return mt::ToolMain("checkpoint_fixture", "Writes or verifies the synthetic test checkpoint.",
+                      argc, argv, mt::checkpoint::testing::Run);
 }

@@ -14,9 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/hf_files.h"
+#include "core/tool_main.h"
 #include "data/tokenizers/assets.h"
 #include "gflags/gflags.h"
 
@@ -33,14 +33,6 @@ DEFINE_uint64(seed, 1234, "--from=hf: initial values of heads the file lacks.");
 
 namespace {
 
-int Fail(const absl::Status& status) {
-  const std::string line = absl::StrReplaceAll(status.message(), {{"\n", " "}});
-  std::fprintf(stderr, "convert_checkpoint: error: %s\n", line.c_str());
-  return 1;
-}
-
-int Fail(const std::string& message) { return Fail(absl::InvalidArgumentError(message)); }
-
 // The installed tokenizer files under Hugging Face's names, for a checkpoint without its own.
 std::vector<std::pair<std::string, std::string>> InstalledTokenizerFiles() {
   std::vector<std::pair<std::string, std::string>> files;
@@ -53,15 +45,15 @@ std::vector<std::pair<std::string, std::string>> InstalledTokenizerFiles() {
   return files;
 }
 
-int Import() {
+absl::Status Import() {
   mt::checkpoint::HfImportOptions o;
   o.input_dir = FLAGS_input;
   o.save_dir = FLAGS_save;
   o.tp_size = FLAGS_tensor_model_parallel_size;
   o.seed = FLAGS_seed;
-  if (o.tp_size < 1) return Fail("--tensor_model_parallel_size must be >= 1");
+  if (o.tp_size < 1) return absl::InvalidArgumentError("--tensor_model_parallel_size must be >= 1");
   auto r = mt::checkpoint::ImportHfCheckpoint(o);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return r.status();
   std::printf(
       "converted %s (%s, %s) into %s: tensor_model_parallel_size %d, padded vocabulary "
       "%lld, iteration 0, no optimizer state (load it with --finetune)\n",
@@ -75,10 +67,10 @@ int Import() {
   std::printf("tokenizer files: %s\n", r->tokenizer_files.empty()
                                            ? "none"
                                            : absl::StrJoin(r->tokenizer_files, ", ").c_str());
-  return 0;
+  return absl::OkStatus();
 }
 
-int Export() {
+absl::Status Export() {
   mt::checkpoint::HfExportOptions o;
   o.load_dir = FLAGS_input;
   o.save_dir = FLAGS_save;
@@ -86,35 +78,43 @@ int Export() {
   if (!FLAGS_dtype.empty()) {
     auto dtype = mt::ParseDType(FLAGS_dtype);
     if (!dtype.ok() || !mt::IsFloating(*dtype)) {
-      return Fail(absl::StrCat("--dtype=", FLAGS_dtype, ": must be f32, bf16 or f16"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dtype=", FLAGS_dtype, ": must be f32, bf16 or f16"));
     }
     o.dtype = *dtype;
   }
   o.default_tokenizer_files = InstalledTokenizerFiles();
   auto r = mt::checkpoint::ExportHfCheckpoint(o);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return r.status();
   std::printf(
       "exported %s (%s) into %s: config.json, %s (%lld tensors, %s), tokenizer files: %s\n",
       FLAGS_input.c_str(), mt::models::FamilyArchitecture(r->config.model.family),
       FLAGS_save.c_str(), mt::checkpoint::kHfWeightsFile, static_cast<long long>(r->tensors),
       std::string(mt::DTypeName(r->dtype)).c_str(),
       r->tokenizer_files.empty() ? "none" : absl::StrJoin(r->tokenizer_files, ", ").c_str());
-  return 0;
+  return absl::OkStatus();
+}
+
+absl::Status Run() {
+  if (FLAGS_input.empty()) {
+    return absl::InvalidArgumentError("--input is required (the directory to read)");
+  }
+  if (FLAGS_save.empty()) {
+    return absl::InvalidArgumentError("--save is required (the directory to write)");
+  }
+  if (FLAGS_from == "hf" && FLAGS_to.empty()) return Import();
+  if (FLAGS_to == "hf" && FLAGS_from.empty()) return Export();
+  return absl::InvalidArgumentError(
+      "give exactly one of --from=hf (Hugging Face -> ours) and --to=hf (ours -> Hugging Face)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  return mt::ToolMain(
+      "convert_checkpoint",
       "Converts Hugging Face GPT-2 / BERT checkpoints to ours and back:\n"
       "  convert_checkpoint --from=hf --input=HF_DIR --save=DIR [--tensor_model_parallel_size=N]\n"
-      "  convert_checkpoint --to=hf --input=CKPT_DIR --save=HF_DIR [--iteration=K] [--dtype=bf16]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (argc > 1) return Fail(absl::StrCat("unexpected argument '", argv[1], "'"));
-  if (FLAGS_input.empty()) return Fail("--input is required (the directory to read)");
-  if (FLAGS_save.empty()) return Fail("--save is required (the directory to write)");
-  if (FLAGS_from == "hf" && FLAGS_to.empty()) return Import();
-  if (FLAGS_to == "hf" && FLAGS_from.empty()) return Export();
-  return Fail(
-      "give exactly one of --from=hf (Hugging Face -> ours) and --to=hf (ours -> Hugging Face)");
+      "  convert_checkpoint --to=hf --input=CKPT_DIR --save=HF_DIR [--iteration=K] [--dtype=bf16]",
+      argc, argv, Run);
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "checkpoint/hf_testutil.h"
 #include "core/dtype.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 
 DEFINE_string(family, "gpt2", "gpt2 (GPT2LMHeadModel) or bert (BertForPreTraining).");
@@ -27,18 +28,11 @@ DEFINE_string(omit, "", "Comma-separated canonical tensor names to leave out of 
 
 namespace {
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "hf_test_model: error: %s\n", message.c_str());
-  return 1;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (FLAGS_save.empty()) return Fail("--save is required");
+absl::Status Run() {
+  if (FLAGS_save.empty()) return absl::InvalidArgumentError("--save is required");
   auto dtype = mt::ParseDType(FLAGS_dtype);
-  if (!dtype.ok() || !mt::IsFloating(*dtype)) return Fail("--dtype must be f32, bf16 or f16");
+  if (!dtype.ok() || !mt::IsFloating(*dtype))
+    return absl::InvalidArgumentError("--dtype must be f32, bf16 or f16");
   mt::checkpoint::testing::HfTestOptions o;
   o.dtype = *dtype;
   o.seed = FLAGS_seed;
@@ -53,13 +47,20 @@ int main(int argc, char** argv) {
   } else if (FLAGS_family == "bert") {
     model = mt::checkpoint::testing::TinyBert(o);
   } else {
-    return Fail("--family must be gpt2 or bert");
+    return absl::InvalidArgumentError("--family must be gpt2 or bert");
   }
   mt::checkpoint::testing::HfWriteOptions w;
   if (!FLAGS_omit.empty()) w.omit = absl::StrSplit(FLAGS_omit, ',');
   const absl::Status status = mt::checkpoint::testing::WriteHfModel(model, FLAGS_save, w);
-  if (!status.ok()) return Fail(std::string(status.message()));
+  if (!status.ok()) return status;
   std::printf("wrote %s (%s, vocab %lld)\n", FLAGS_save.c_str(), FLAGS_family.c_str(),
               static_cast<long long>(FLAGS_vocab));
-  return 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mt::ToolMain("hf_test_model", "Writes a tiny Hugging Face GPT-2 or BERT directory.", argc,
+                      argv, Run);
 }

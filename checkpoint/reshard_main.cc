@@ -25,11 +25,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/parameter_records.h"
 #include "comm/parallel_context.h"
 #include "core/status.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "models/config.h"
 #include "models/stages.h"
@@ -49,15 +49,6 @@ DEFINE_int32(num_layers_per_virtual_pipeline_stage, 0,
 DEFINE_int64(iteration, -1, "Iteration to convert (-1: the latest).");
 
 namespace {
-
-int Fail(absl::string_view message) {
-  // One line, whatever the message holds.
-  const std::string line = absl::StrReplaceAll(message, {{"\n", " "}});
-  std::fprintf(stderr, "reshard_checkpoint: error: %s\n", line.c_str());
-  return 1;
-}
-
-int Fail(const absl::Status& status) { return Fail(status.message()); }
 
 // A positive integer field of the stored model config.
 bool PositiveField(const nlohmann::json& config, const char* key, int64_t* out) {
@@ -89,50 +80,47 @@ absl::StatusOr<std::function<std::vector<int>(const std::string&)>> StagesOf(
   };
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "Converts a checkpoint to another tensor-parallel degree and pipeline layout:\n  "
-      "reshard_checkpoint --load=DIR --save=NEW_DIR --tensor_model_parallel_size=N "
-      "[--pipeline_model_parallel_size=P [--num_layers_per_virtual_pipeline_stage=L]] "
-      "[--iteration=K]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (argc > 1) return Fail(absl::StrCat("unexpected argument '", argv[1], "'"));
-  if (FLAGS_load.empty()) return Fail("--load is required (the checkpoint directory to read)");
-  if (FLAGS_save.empty()) return Fail("--save is required (the directory to write)");
+absl::Status Run() {
+  if (FLAGS_load.empty()) {
+    return absl::InvalidArgumentError("--load is required (the checkpoint directory to read)");
+  }
+  if (FLAGS_save.empty()) {
+    return absl::InvalidArgumentError("--save is required (the directory to write)");
+  }
   const int tp = FLAGS_tensor_model_parallel_size;
   if (tp < 1) {
-    return Fail(absl::StrCat("--tensor_model_parallel_size must be >= 1 (got ", tp, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensor_model_parallel_size must be >= 1 (got ", tp, ")"));
   }
   if (FLAGS_pipeline_model_parallel_size < 0 || FLAGS_num_layers_per_virtual_pipeline_stage < 0) {
-    return Fail(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "--pipeline_model_parallel_size and --num_layers_per_virtual_pipeline_stage must be >= 0 "
         "(got ",
         FLAGS_pipeline_model_parallel_size, " and ", FLAGS_num_layers_per_virtual_pipeline_stage,
         ")"));
   }
   if (FLAGS_iteration < -1) {
-    return Fail(
+    return absl::InvalidArgumentError(
         absl::StrCat("--iteration must be >= 0, or -1 for the latest (got ", FLAGS_iteration, ")"));
   }
 
   int64_t iteration = FLAGS_iteration;
   if (iteration < 0) {
     auto latest = mt::checkpoint::LatestIteration(FLAGS_load);
-    if (!latest.ok()) return Fail(latest.status());
+    if (!latest.ok()) return latest.status();
     iteration = *latest;
   }
   auto meta = mt::checkpoint::ReadShardMetadata(FLAGS_load, iteration, /*tp_rank=*/0);
-  if (!meta.ok()) return Fail(meta.status());
+  if (!meta.ok()) return meta.status();
   const nlohmann::json config =
       nlohmann::json::parse(meta->model_config_json, nullptr, /*allow_exceptions=*/false);
   int64_t vocab = 0, multiple = 0;
   if (!config.is_object() || !PositiveField(config, "vocab_size", &vocab) ||
       !PositiveField(config, "make_vocab_size_divisible_by", &multiple)) {
-    return Fail(absl::StrCat("the model config stored in ", FLAGS_load, " iteration ", iteration,
-                             " lacks positive integers vocab_size and "
-                             "make_vocab_size_divisible_by"));
+    return absl::InvalidArgumentError(absl::StrCat("the model config stored in ", FLAGS_load,
+                                                   " iteration ", iteration,
+                                                   " lacks positive integers vocab_size and "
+                                                   "make_vocab_size_divisible_by"));
   }
   const int64_t old_padded = mt::nn::PaddedVocabSize(vocab, multiple, meta->tp_size);
   const int64_t new_padded = mt::nn::PaddedVocabSize(vocab, multiple, tp);
@@ -144,12 +132,12 @@ int main(int argc, char** argv) {
   if (layout.pp_size > 1 || FLAGS_num_layers_per_virtual_pipeline_stage > 0) {
     auto stages_of = StagesOf(meta->model_config_json, tp, layout.pp_size,
                               FLAGS_num_layers_per_virtual_pipeline_stage);
-    if (!stages_of.ok()) return Fail(stages_of.status());
+    if (!stages_of.ok()) return stages_of.status();
     layout.stages_of = *std::move(stages_of);
   }
   absl::Status status =
       mt::checkpoint::ReshardCheckpoint(FLAGS_load, iteration, FLAGS_save, vocab, layout);
-  if (!status.ok()) return Fail(status);
+  if (!status.ok()) return status;
   const std::string stages =
       meta->pp_size == 1 && layout.pp_size == 1
           ? std::string()
@@ -159,5 +147,17 @@ int main(int argc, char** argv) {
       "(padded vocabulary %lld -> %lld) into %s\n",
       static_cast<long long>(iteration), FLAGS_load.c_str(), meta->tp_size, tp, stages.c_str(),
       static_cast<long long>(old_padded), static_cast<long long>(new_padded), FLAGS_save.c_str());
-  return 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mt::ToolMain(
+      "reshard_checkpoint",
+      "Converts a checkpoint to another tensor-parallel degree and pipeline layout:\n  "
+      "reshard_checkpoint --load=DIR --save=NEW_DIR --tensor_model_parallel_size=N "
+      "[--pipeline_model_parallel_size=P [--num_layers_per_virtual_pipeline_stage=L]] "
+      "[--iteration=K]",
+      argc, argv, Run);
 }

@@ -41,6 +41,7 @@
 #include "absl/strings/str_split.h"
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_main.h"
 #include "comm/nccl_communicator.h"
 #include "core/alloc.h"
 #include "core/cuda_device.h"
@@ -429,7 +430,7 @@ absl::Status Run(Communicator& world, Communicator& comm, Device dev, DType dtyp
   return absl::OkStatus();
 }
 
-absl::Status Main(MpiRuntime& runtime) {
+absl::Status Main(const MpiProcess& p) {
   ASSIGN_OR_RETURN(DType dtype, ParseDType(FLAGS_dtype));
   ASSIGN_OR_RETURN(Device dev, ParseDevice(FLAGS_device));
   if (dev.is_cuda()) {
@@ -438,22 +439,22 @@ absl::Status Main(MpiRuntime& runtime) {
       return absl::FailedPreconditionError(
           absl::StrCat("--device=cuda but ", cuda::Describe(), "; use --device=cpu"));
     }
-    dev = Device::Cuda(runtime.local_rank() % count);
+    dev = Device::Cuda(p.local_rank % count);
   }
   if (FLAGS_min_bytes < 1 || FLAGS_max_bytes < FLAGS_min_bytes || FLAGS_iters < 1 ||
       FLAGS_warmup < 0) {
     return absl::InvalidArgumentError(
         "need 1 <= --min_bytes <= --max_bytes, --iters >= 1, --warmup >= 0");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, runtime.World());
-  if (FLAGS_backend == "mpi") return Run(*world, *world, dev, dtype, runtime.host_name());
+  Communicator& world = p.world;
+  if (FLAGS_backend == "mpi") return Run(world, world, dev, dtype, p.host_name);
   if (FLAGS_backend == "nccl") {
     if (!dev.is_cuda()) {
       return absl::InvalidArgumentError("--backend=nccl needs --device=cuda");
     }
     ASSIGN_OR_RETURN(std::unique_ptr<Communicator> nccl,
-                     CreateNcclCommunicator(*world, dev.index, NcclOptions(), "world"));
-    return Run(*world, *nccl, dev, dtype, runtime.host_name());
+                     CreateNcclCommunicator(world, dev.index, NcclOptions(), "world"));
+    return Run(world, *nccl, dev, dtype, p.host_name);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--backend=", FLAGS_backend, ": expected mpi or nccl"));
@@ -464,11 +465,11 @@ absl::Status Main(MpiRuntime& runtime) {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("collective bandwidth benchmark; launch with mpirun -np N");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
-  if (!runtime.ok()) mt::comm::MpiRuntime::Abort(runtime.status());
-  absl::Status s = mt::comm::Main(**runtime);
-  if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
-  return 0;
+  return mt::comm::MpiMain(
+      argc, argv, {"comm_bench", "collective bandwidth benchmark; launch with mpirun -np N"},
+      [](int) { return absl::OkStatus(); },
+      [](const mt::comm::MpiProcess& p) -> absl::StatusOr<int> {
+        RETURN_IF_ERROR(mt::comm::Main(p));
+        return 0;
+      });
 }

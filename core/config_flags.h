@@ -169,6 +169,11 @@ class ConfigFlags {
     Config::Fields(*config, a);
     return a.status();
   }
+  // ApplyGiven, then config->Validate() (for a Config with an absl::Status Validate() const).
+  absl::Status ApplyGivenAndValidate(Config* config) const {
+    const absl::Status s = ApplyGiven(config);
+    return s.ok() ? config->Validate() : s;
+  }
   // `config` with every flag given on the command line applied; ApplyGiven's errors.
   absl::StatusOr<Config> WithGiven(Config config) const {
     const absl::Status s = ApplyGiven(&config);

@@ -6,6 +6,10 @@
 
 namespace mt {
 
+absl::string_view DeviceTypeName(DeviceType type) {
+  return type == DeviceType::kCuda ? "cuda" : "cpu";
+}
+
 std::string Device::ToString() const {
   return is_cpu() ? std::string("cpu") : absl::StrCat("cuda:", index);
 }

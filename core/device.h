@@ -3,6 +3,7 @@
 #define MT_CORE_DEVICE_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -10,6 +11,11 @@
 namespace mt {
 
 enum class DeviceType { kCpu, kCuda };
+// The --device names of every binary: "cpu", "cuda" (core/fields.h enum settings).
+inline constexpr std::pair<absl::string_view, DeviceType> kDeviceTypeNames[] = {
+    {"cpu", DeviceType::kCpu}, {"cuda", DeviceType::kCuda}};
+// "cpu" or "cuda" (the --device value of a subprocess).
+absl::string_view DeviceTypeName(DeviceType type);
 
 struct Device {
   DeviceType type = DeviceType::kCpu;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -17,6 +18,9 @@
 namespace mt {
 
 enum class DType : uint8_t { kF32, kBF16, kF16, kI32, kI64, kU16 };
+// The float dtypes by name, for enum settings (core/fields.h): "f32", "bf16", "f16".
+inline constexpr std::pair<absl::string_view, DType> kFloatDTypeNames[] = {
+    {"f32", DType::kF32}, {"bf16", DType::kBF16}, {"f16", DType::kF16}};
 
 // Bytes per element.
 size_t DTypeSize(DType dtype);

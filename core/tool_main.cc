@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/str_replace.h"
 #include "gflags/gflags.h"
 
 namespace mt {
@@ -17,7 +18,8 @@ int ToolMain(const char* name, const char* usage, int argc, char** argv,
   }
   const absl::Status status = run();
   if (!status.ok()) {
-    std::fprintf(stderr, "%s: %s\n", name, std::string(status.message()).c_str());
+    const std::string line = absl::StrReplaceAll(status.message(), {{"\n", " "}});
+    std::fprintf(stderr, "%s: error: %s\n", name, line.c_str());
     return 1;
   }
   return std::fflush(stdout) == 0 ? 0 : 1;

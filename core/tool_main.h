@@ -1,6 +1,6 @@
-// The main() of a single-process command-line tool (//data:tokenize, :preprocess,
-// :make_default_data, //core/ops:attention_bench, :ops_cuda_bench): one exit-code convention for
-// all of them.
+// The main() of every single-process program (the tools, the single-process benchmarks, the test
+// fixtures' generators): one start-up and one exit convention for all of them; MPI programs have
+// comm/mpi_main.h, which prints errors the same way.
 #ifndef MT_CORE_TOOL_MAIN_H_
 #define MT_CORE_TOOL_MAIN_H_
 
@@ -12,8 +12,8 @@ namespace mt {
 
 // Sets `usage` as the flags' usage message and parses the flags; a positional argument is refused
 // ("NAME: unexpected argument 'X' (flags are --name=value)", exit 2). Then run(): on an error
-// "NAME: MESSAGE" on stderr and exit 1; exit 1 too if stdout cannot be flushed (a full disk under
-// a redirect); else 0.
+// "NAME: error: MESSAGE" (one line) on stderr and exit 1; exit 1 too if stdout cannot be flushed
+// (a full disk under a redirect); else 0.
 int ToolMain(const char* name, const char* usage, int argc, char** argv,
              const std::function<absl::Status()>& run);
 

@@ -6,8 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "comm/nccl_communicator.h"
-#include "core/cuda_device.h"
 #include "core/status.h"
 
 namespace mt {
@@ -21,11 +19,8 @@ absl::Status HarnessConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--micro_batch_size must be >= 1 (got ", micro_batch_size, ")"));
   }
-  if (bf16 + fp16 + fp32 > 1) {
-    return absl::InvalidArgumentError(
-        "--bf16, --fp16 and --fp32 are exclusive; pick one (default: f32 on the CPU, bf16 on "
-        "CUDA)");
-  }
+  RETURN_IF_ERROR(precision.Resolve(device).status());
+  RETURN_IF_ERROR(comm::ValidateCommBackend(comm_backend, device));
   if (vocab_file.empty() != merge_file.empty()) {
     return absl::InvalidArgumentError(
         "give both --vocab_file (encoder.json) and --merge_file (vocab.bpe), or neither (the "
@@ -37,20 +32,14 @@ absl::Status HarnessConfig::Validate() const {
   return absl::OkStatus();
 }
 
-DType HarnessConfig::ComputeDType() const {
-  if (bf16) return DType::kBF16;
-  if (fp16) return DType::kF16;
-  if (fp32) return DType::kF32;
-  return device == HarnessDevice::kCuda ? DType::kBF16 : DType::kF32;
-}
-
 absl::StatusOr<std::unique_ptr<Harness>> Harness::Open(const HarnessConfig& config,
                                                        const Placement& placement) {
   std::unique_ptr<Harness> h(new Harness());
   h->config_ = config;
   h->placement_ = placement;
+  ASSIGN_OR_RETURN(h->compute_dtype_, config.precision.Resolve(config.device));
   RankExecutionOptions ro;
-  ro.cuda = config.device == HarnessDevice::kCuda;
+  ro.cuda = config.device == DeviceType::kCuda;
   ro.threads = config.threads;
   ro.local_rank = placement.local_rank;
   ro.local_size = placement.local_size;
@@ -69,24 +58,20 @@ Harness::~Harness() = default;
 
 absl::Status Harness::LoadModel(checkpoint::LoadModelOptions options) {
   options.iteration = checkpoint_.iteration;
-  options.compute_dtype = config_.ComputeDType();
+  options.compute_dtype = compute_dtype_;
   ASSIGN_OR_RETURN(loaded_, checkpoint::LoadModel(config_.load, placement_.rank,
                                                   placement_.world_size, rank_.exec, options));
   return absl::OkStatus();
 }
 
 absl::Status Harness::Connect(comm::Communicator& world) {
-  comm::Communicator* comm_world = &world;
-  if (rank_.exec.device.is_cuda() && comm::NcclAvailable() &&
-      placement_.local_size <= cuda::DeviceCount()) {
-    ASSIGN_OR_RETURN(nccl_world_, comm::CreateNcclCommunicator(world, rank_.exec.device.index,
-                                                               comm::NcclOptions(), "world"));
-    comm_world = nccl_world_.get();
-  }
+  ASSIGN_OR_RETURN(world_,
+                   comm::CreateWorldCommunicator(world, rank_.exec.device, config_.comm_backend,
+                                                 placement_.local_size));
   comm::ParallelConfig pc;
   pc.tensor_parallel = placement_.world_size;
   ASSIGN_OR_RETURN(parallel_, comm::ParallelContext::Create(
-                                  *comm_world, pc, checkpoint_.config.num_attention_heads));
+                                  *world_.comm, pc, checkpoint_.config.num_attention_heads));
   return absl::OkStatus();
 }
 
@@ -101,8 +86,8 @@ std::string Harness::Describe() const {
                       ", ", m.num_attention_heads, " heads, vocab ", m.vocab_size, ") from ",
                       checkpoint_.dir, " iteration ", checkpoint_.iteration, " (saved at TP ",
                       checkpoint_.tp_size, "), run at TP ", placement_.world_size, " on ",
-                      rank_.exec.device.ToString(), " in ", DTypeName(config_.ComputeDType()),
-                      nccl_world_ != nullptr ? " (NCCL)" : "");
+                      rank_.exec.device.ToString(), " in ", DTypeName(compute_dtype_),
+                      world_.nccl() ? " (NCCL)" : "");
 }
 
 absl::Status AgreeOnStatus(comm::Communicator& world, const absl::Status& local, bool* report) {

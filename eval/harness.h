@@ -34,8 +34,10 @@
 #include "checkpoint/model_loading.h"
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
+#include "comm/world_communicator.h"
 #include "core/dtype.h"
 #include "core/exec_context.h"
+#include "core/precision.h"
 #include "core/rank_execution.h"
 #include "core/thread_pool.h"
 #include "models/model.h"
@@ -48,10 +50,6 @@ namespace eval {
 // JSON objects keep their keys in insertion order (results print as the tasks list them).
 using Json = nlohmann::ordered_json;
 
-enum class HarnessDevice { kCpu, kCuda };
-inline constexpr std::pair<absl::string_view, HarnessDevice> kHarnessDeviceNames[] = {
-    {"cpu", HarnessDevice::kCpu}, {"cuda", HarnessDevice::kCuda}};
-
 // The settings every harness has (the binaries' flags: core/config_flags.h).
 struct HarnessConfig {
   std::string load;               // Checkpoint directory.
@@ -61,10 +59,9 @@ struct HarnessConfig {
   std::string per_example_jsonl;  // One JSON line per window / example.
   std::string vocab_file;         // GPT-2 encoder.json or BERT vocab.txt (empty: the installed).
   std::string merge_file;         // GPT-2 vocab.bpe (empty: the installed one).
-  HarnessDevice device = HarnessDevice::kCpu;
-  // Compute dtype (f32 master weights either way), as the pretraining drivers: at most one of
-  // these; none: f32 on the CPU, bf16 on CUDA.
-  bool bf16 = false, fp16 = false, fp32 = false;
+  DeviceType device = DeviceType::kCpu;
+  comm::CommBackend comm_backend = comm::CommBackend::kAuto;
+  PrecisionFlags precision;       // --fp16 / --bf16 / --fp32, as every binary takes them.
   int threads = 0;                // CPU threads per rank (0: cores / ranks on this host).
   double progress_interval = 30;  // Seconds between progress lines (0: after every batch).
 
@@ -82,20 +79,21 @@ struct HarnessConfig {
       "GPT-2 encoder.json, or for RACE a BERT WordPiece vocab.txt (default: the installed one).");
     v("merge_file", &self.merge_file, "GPT-2 vocab.bpe merges (default: the installed one).");
     v("device", &self.device, "cpu, or cuda (each rank on GPU local_rank mod GPUs).",
-      kHarnessDeviceNames);
-    v("bf16", &self.bf16, "bf16 compute (the default with --device=cuda).");
-    v("fp16", &self.fp16, "f16 compute.");
-    v("fp32", &self.fp32, "f32 compute (the default on the CPU).");
+      kDeviceTypeNames);
+    v("comm_backend", &self.comm_backend,
+      "With --device=cuda: nccl, mpi (staged through host memory; ranks may share a GPU) or "
+      "auto (nccl when each local rank has its own GPU).",
+      comm::kCommBackendNames);
+    PrecisionFlags::Fields(self.precision, v);
     v("threads", &self.threads, "CPU threads per rank (0: cores / ranks on this host).");
     v("progress_interval", &self.progress_interval,
       "Seconds between progress lines (0: after every micro-batch).");
   }
 
   // InvalidArgument naming the flag: no --load, micro_batch_size < 1, more than one precision
-  // flag, only one of --vocab_file / --merge_file, negative threads or progress_interval.
+  // flag, --comm_backend=nccl off CUDA, only one of --vocab_file / --merge_file, negative
+  // threads or progress_interval.
   absl::Status Validate() const;
-  // The compute dtype the precision flags and the device select.
-  DType ComputeDType() const;
 };
 
 // Where this process runs, as the MPI runtime says.
@@ -118,13 +116,14 @@ class Harness {
 
   // Stage 3 (local): the model from the checkpoint at this rank's slice (checkpoint::LoadModel with
   // `options`, whose iteration and compute dtype the harness sets: the checkpoint's and
-  // config().ComputeDType()).
+  // compute_dtype()).
   absl::Status LoadModel(checkpoint::LoadModelOptions options = {});
-  // Stage 5 (collective over `world`, which must outlive this object): the communicators (NCCL
-  // on GPUs when each local rank has one and the binary has NCCL, else MPI) and the layout.
+  // Stage 5 (collective over `world`, which must outlive this object): the communicators
+  // (comm::CreateWorldCommunicator: NCCL or MPI as --comm_backend says) and the layout.
   absl::Status Connect(comm::Communicator& world);
 
   const HarnessConfig& config() const { return config_; }
+  DType compute_dtype() const { return compute_dtype_; }  // --fp16 / --bf16 / --fp32, resolved.
   const Placement& placement() const { return placement_; }
   bool rank0() const { return placement_.rank == 0; }
   const checkpoint::CheckpointModel& checkpoint() const { return checkpoint_; }
@@ -146,10 +145,11 @@ class Harness {
 
   HarnessConfig config_;
   Placement placement_;
+  DType compute_dtype_ = DType::kF32;
   checkpoint::CheckpointModel checkpoint_;
   // Destroyed in reverse order: the model and communicators before the device's pool and context.
   RankExecution rank_;
-  std::unique_ptr<comm::Communicator> nccl_world_;
+  comm::WorldCommunicator world_;
   std::unique_ptr<comm::ParallelContext> parallel_;
   checkpoint::LoadedModel loaded_;
 };

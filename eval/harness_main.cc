@@ -1,9 +1,7 @@
 #include "eval/harness_main.h"
 
 #include <cstdio>
-#include <optional>
 
-#include "comm/mpi_communicator.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -23,10 +21,10 @@ absl::StatusOr<std::unique_ptr<Harness>> OpenLocally(const HarnessConfig& config
 }
 
 // Rank 0's output: the results file and the results object as the last stdout line.
-int Finish(const MainInfo& info, const HarnessConfig& config, const Json& results) {
+int Finish(const comm::MainInfo& info, const HarnessConfig& config, const Json& results) {
   if (!config.results_json.empty()) {
     if (absl::Status s = WriteResultsJson(config.results_json, results); !s.ok()) {
-      PrintError(info, s);
+      comm::PrintMainError(info, s);
       return 1;
     }
   }
@@ -37,31 +35,30 @@ int Finish(const MainInfo& info, const HarnessConfig& config, const Json& result
 
 }  // namespace
 
-int HarnessMain(int argc, char** argv, const MainInfo& info, const HarnessConfig* config,
+int HarnessMain(int argc, char** argv, const comm::MainInfo& info, const HarnessConfig* config,
                 const std::function<absl::Status()>& apply_flags,
                 const std::function<std::unique_ptr<EvalTask>()>& make_task) {
-  FLAGS_minloglevel = 1;  // Warnings and errors only: stdout and stderr are the results.
-  std::optional<EvalProcess> process = StartProcess(argc, argv, info, apply_flags);
-  if (!process) return 1;
-  comm::MpiRuntime& runtime = *process->runtime;
-  comm::Communicator& world = *process->world;
-  const Placement placement{world.rank(), world.size(), runtime.local_rank(), runtime.local_size()};
-  std::unique_ptr<EvalTask> task = make_task();
-  auto harness = OpenLocally(*config, placement, *task);
-  bool report = false;
-  absl::Status agreed = AgreeOnStatus(world, harness.status(), &report);
-  if (!agreed.ok()) {
-    if (report) PrintError(info, agreed);
-    return 1;
-  }
-  if (absl::Status s = (*harness)->Connect(world); !s.ok()) comm::MpiRuntime::Abort(s);
-  if (placement.rank == 0) {
-    std::printf("%s: %s\n", info.name, (*harness)->Describe().c_str());
-    std::fflush(stdout);
-  }
-  absl::StatusOr<Json> results = task->Run(**harness);
-  if (!results.ok()) comm::MpiRuntime::Abort(results.status());
-  return placement.rank == 0 ? Finish(info, *config, *results) : 0;
+  return comm::MpiMain(
+      argc, argv, info, [&](int) { return apply_flags(); },
+      [&](const comm::MpiProcess& p) -> absl::StatusOr<int> {
+        comm::Communicator& world = p.world;
+        const Placement placement{world.rank(), world.size(), p.local_rank, p.local_size};
+        std::unique_ptr<EvalTask> task = make_task();
+        auto harness = OpenLocally(*config, placement, *task);
+        bool report = false;
+        absl::Status agreed = AgreeOnStatus(world, harness.status(), &report);
+        if (!agreed.ok()) {
+          if (report) comm::PrintMainError(info, agreed);
+          return 1;
+        }
+        RETURN_IF_ERROR((*harness)->Connect(world));
+        if (placement.rank == 0) {
+          std::printf("%s: %s\n", info.name, (*harness)->Describe().c_str());
+          std::fflush(stdout);
+        }
+        ASSIGN_OR_RETURN(const Json results, task->Run(**harness));
+        return placement.rank == 0 ? Finish(info, *config, results) : 0;
+      });
 }
 
 }  // namespace eval

@@ -1,6 +1,7 @@
-// The main() of a scoring harness: the start-up of eval_main.h (logging, the flags from the task
-// config's field table, applied by the caller's callback, MPI), the stages of harness.h, and the
-// output: progress on stdout, the results object as the LAST stdout line (and in --results_json).
+// The main() of a scoring harness: every MPI program's start-up (comm/mpi_main.h: logging, the
+// flags from the task config's field table, applied by the caller's callback, MPI), the stages of
+// harness.h, and the output: progress on stdout, the results object as the LAST stdout line (and
+// in --results_json).
 // Input errors (flags, checkpoint, data files) print one line
 // "<name>: error: <message>" on rank 0 (or on the rank that failed alone) and every rank exits
 // 1, before any collective; failures after that end the job through MpiRuntime::Abort.
@@ -10,7 +11,7 @@
 //     const ConfigFlags<WikiText103Config> flags(config);     // Before parsing.
 //     return HarnessMain(
 //         argc, argv, {"wikitext103", "usage"}, &config.harness,
-//         ApplyFlagsAndValidate(flags, &config),  // eval_main.h
+//         [&] { return flags.ApplyGivenAndValidate(&config); },
 //         [&] { return std::make_unique<WikiText103Task>(config); });
 //   }
 #ifndef MT_EVAL_HARNESS_MAIN_H_
@@ -20,7 +21,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "eval/eval_main.h"
+#include "comm/mpi_main.h"
 #include "eval/harness.h"
 
 namespace mt {
@@ -29,7 +30,7 @@ namespace eval {
 // Runs an evaluation binary; returns main's exit code. `config` is the harness part of the
 // task's config, filled by `apply_flags` (which also validates the whole config: InvalidArgument
 // naming the flag); `make_task` builds the task from the resolved config.
-int HarnessMain(int argc, char** argv, const MainInfo& info, const HarnessConfig* config,
+int HarnessMain(int argc, char** argv, const comm::MainInfo& info, const HarnessConfig* config,
                 const std::function<absl::Status()>& apply_flags,
                 const std::function<std::unique_ptr<EvalTask>()>& make_task);
 

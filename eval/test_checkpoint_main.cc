@@ -14,6 +14,7 @@
 #include "checkpoint/model_loading_testutil.h"
 #include "core/config_flags.h"
 #include "core/fields.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "models/config.h"
 
@@ -38,9 +39,24 @@ struct TestCheckpointConfig {
   }
 };
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "test_checkpoint: error: %s\n", message.c_str());
-  return 1;
+absl::Status Run(const TestCheckpointConfig& config) {
+  if (config.save.empty()) return absl::InvalidArgumentError("--save is required");
+  auto ranks = mt::checkpoint::testing::BuildRanks(config.model, config.tensor_model_parallel_size,
+                                                   config.seed);
+  if (!ranks.ok()) return ranks.status();
+  for (mt::checkpoint::testing::RankModel& r : *ranks) {
+    if (!config.zero) continue;
+    const mt::TensorView values = r.store->flat_values();
+    std::memset(values.data, 0, values.nbytes());
+    if (absl::Status s = r.store->RefreshComputeWeights(mt::ExecContext{}); !s.ok()) return s;
+  }
+  const absl::Status saved = mt::checkpoint::testing::SaveRanks(
+      config.save, 1, config.model.ToJson(), config.model_name, *ranks, /*with_optimizer=*/true);
+  if (!saved.ok()) return saved;
+  std::printf("wrote %s (%s, %d shard(s), %s weights)\n", config.save.c_str(),
+              config.model.ArchitectureName().c_str(), config.tensor_model_parallel_size,
+              config.zero ? "zero" : "random");
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -48,25 +64,9 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   TestCheckpointConfig config;
   const mt::ConfigFlags<TestCheckpointConfig> flags(config);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (absl::Status s = flags.ApplyGiven(&config); !s.ok()) return Fail(std::string(s.message()));
-  if (config.save.empty()) return Fail("--save is required");
-  auto ranks =
-      mt::checkpoint::testing::BuildRanks(config.model, config.tensor_model_parallel_size, config.seed);
-  if (!ranks.ok()) return Fail(std::string(ranks.status().message()));
-  for (mt::checkpoint::testing::RankModel& r : *ranks) {
-    if (!config.zero) continue;
-    const mt::TensorView values = r.store->flat_values();
-    std::memset(values.data, 0, values.nbytes());
-    if (absl::Status s = r.store->RefreshComputeWeights(mt::ExecContext{}); !s.ok()) {
-      return Fail(std::string(s.message()));
-    }
-  }
-  const absl::Status saved = mt::checkpoint::testing::SaveRanks(
-      config.save, 1, config.model.ToJson(), config.model_name, *ranks, /*with_optimizer=*/true);
-  if (!saved.ok()) return Fail(std::string(saved.message()));
-  std::printf("wrote %s (%s, %d shard(s), %s weights)\n", config.save.c_str(),
-              config.model.ArchitectureName().c_str(), config.tensor_model_parallel_size,
-              config.zero ? "zero" : "random");
-  return 0;
+  return mt::ToolMain("test_checkpoint", "Writes a model-only checkpoint for the tests.", argc,
+                      argv, [&]() -> absl::Status {
+                        if (absl::Status s = flags.ApplyGiven(&config); !s.ok()) return s;
+                        return Run(config);
+                      });
 }

@@ -15,7 +15,9 @@
 #include "absl/strings/str_join.h"
 #include "core/config_flags.h"
 #include "core/fields.h"
+#include "core/precision.h"
 #include "core/status.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "models/count.h"
 #include "models/memory.h"
@@ -29,6 +31,7 @@ DEFINE_int64(global_batch_size, 0,
              "caps the micro-batches in flight (0: as many as the pipeline schedule can use).");
 DEFINE_bool(fp16, false, "f16 compute (f32 master weights; f32 otherwise).");
 DEFINE_bool(bf16, false, "bf16 compute (f32 master weights; f32 otherwise).");
+DEFINE_bool(fp32, false, "f32 compute (the default).");
 
 namespace {
 
@@ -45,10 +48,10 @@ absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(
                      o.micro_batch, " x ", o.data_parallel, ")"));
   }
   o.micro_batches = FLAGS_global_batch_size / (o.micro_batch * o.data_parallel);
-  if (FLAGS_fp16 && FLAGS_bf16) {
-    return absl::InvalidArgumentError("--fp16 and --bf16 are exclusive; pick one");
-  }
-  o.compute_dtype = FLAGS_fp16 ? mt::DType::kF16 : FLAGS_bf16 ? mt::DType::kBF16 : mt::DType::kF32;
+  // As a CPU run resolves them (f32 unless one of the flags says otherwise).
+  ASSIGN_OR_RETURN(
+      o.compute_dtype,
+      (mt::PrecisionFlags{FLAGS_fp16, FLAGS_bf16, FLAGS_fp32}.Resolve(mt::DeviceType::kCpu)));
   return o;
 }
 
@@ -124,25 +127,21 @@ absl::Status Describe(const std::string& name, const mt::models::MemoryOptions& 
 
 int main(int argc, char** argv) {
   const mt::ConfigFlags<mt::models::MemoryOptions> flags{mt::models::MemoryOptions()};
-  gflags::SetUsageMessage("Describes a registered model: config, parameter counts and FLOPs.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  const auto models = mt::models::RegisteredModels();
-  const auto architectures = mt::models::RegisteredArchitectures();
-  const std::string names = absl::StrJoin(
-      models, " ",
-      [](std::string* out, const mt::models::RegisteredModel& m) { out->append(m.name); });
-  const std::string arch_names = absl::StrJoin(
-      architectures, " ",
-      [](std::string* out, const mt::models::Architecture& a) { out->append(a.name); });
-  if (!FLAGS_model.empty()) {
-    absl::StatusOr<mt::models::MemoryOptions> layout = MemoryFlags(flags);
-    const absl::Status s = layout.ok() ? Describe(FLAGS_model, *layout) : layout.status();
-    if (!s.ok()) {
-      std::fprintf(stderr, "describe: error: %s\n", std::string(s.message()).c_str());
-      return 1;
-    }
-  }
-  std::printf("registered models: %s\n", names.c_str());
-  std::printf("registered architectures: %s\n", arch_names.c_str());
-  return 0;
+  return mt::ToolMain(
+      "describe", "Describes a registered model: config, parameter counts and FLOPs.", argc, argv,
+      [&]() -> absl::Status {
+        if (!FLAGS_model.empty()) {
+          ASSIGN_OR_RETURN(const mt::models::MemoryOptions layout, MemoryFlags(flags));
+          RETURN_IF_ERROR(Describe(FLAGS_model, layout));
+        }
+        const std::string names = absl::StrJoin(
+            mt::models::RegisteredModels(), " ",
+            [](std::string* out, const mt::models::RegisteredModel& m) { out->append(m.name); });
+        const std::string arch_names = absl::StrJoin(
+            mt::models::RegisteredArchitectures(), " ",
+            [](std::string* out, const mt::models::Architecture& a) { out->append(a.name); });
+        std::printf("registered models: %s\n", names.c_str());
+        std::printf("registered architectures: %s\n", arch_names.c_str());
+        return absl::OkStatus();
+      });
 }

@@ -14,6 +14,8 @@ absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const Inferen
                                                                    comm::Communicator& world,
                                                                    int local_rank, int local_size) {
   if (config.load.empty()) return absl::InvalidArgumentError("--load is required");
+  ASSIGN_OR_RETURN(const DType compute_dtype, config.precision.Resolve(config.device));
+  RETURN_IF_ERROR(comm::ValidateCommBackend(config.comm_backend, config.device));
   auto s = std::make_unique<InferenceSession>();
   RankExecutionOptions ro;
   ro.cuda = config.device == DeviceType::kCuda;
@@ -21,9 +23,11 @@ absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const Inferen
   ro.local_rank = local_rank;
   ro.local_size = local_size;
   ASSIGN_OR_RETURN(s->rank, CreateRankExecution(ro));
-  s->tp = world.size() > 1 ? &world : nullptr;
+  ASSIGN_OR_RETURN(s->world, comm::CreateWorldCommunicator(world, s->rank.exec.device,
+                                                           config.comm_backend, local_size));
+  s->tp = world.size() > 1 ? s->world.comm : nullptr;
   checkpoint::LoadModelOptions options;
-  options.compute_dtype = config.bf16 ? DType::kBF16 : DType::kF32;
+  options.compute_dtype = compute_dtype;
   ASSIGN_OR_RETURN(
       checkpoint::LoadedModel loaded,
       checkpoint::LoadModel(config.load, world.rank(), world.size(), s->rank.exec, options));

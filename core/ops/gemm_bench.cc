@@ -19,6 +19,7 @@
 #include "core/ops/gemm.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -100,10 +101,9 @@ std::vector<double> BestSeconds(const ExecContext& ctx, const BenchShape& s,
   return best;
 }
 
-int Main() {
+absl::Status Main() {
   if (FLAGS_threads < 1 || FLAGS_reps < 1) {
-    std::fprintf(stderr, "gemm_bench: --threads and --reps must be at least 1\n");
-    return 1;
+    return absl::InvalidArgumentError("--threads and --reps must be at least 1");
   }
   ThreadPool pool(FLAGS_threads);
   ExecContext ctx;
@@ -158,7 +158,7 @@ int Main() {
   std::printf("\npeak f32 GEMM rate: %.1f GFLOP/s (%s)\n", peak, peak_backend);
   std::printf("eigen/openblas: %.2f (total time of the GPT-2 layer GEMMs, %.0f GFLOP)\n",
               eigen_rate / openblas_rate, total_flops * 1e-9);
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -166,7 +166,6 @@ int Main() {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("f32 GEMM throughput of the Eigen and OpenBLAS CPU backends");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  return mt::ops::Main();
+  return mt::ToolMain("gemm_bench", "f32 GEMM throughput of the Eigen and OpenBLAS CPU backends",
+                      argc, argv, mt::ops::Main);
 }

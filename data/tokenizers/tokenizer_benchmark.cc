@@ -21,8 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/thread_pool.h"
+#include "core/tool_main.h"
 #include "data/tokenizers/factory.h"
 #include "data/tokenizers/test_text.h"
 #include "gflags/gflags.h"
@@ -51,13 +54,9 @@ struct Corpus {
   size_t bytes = 0;
 };
 
-int Run() {
+absl::Status Run() {
   absl::StatusOr<std::string> prose = testing::FortunesProse(size_t{1} << 30);
-  if (!prose.ok()) {
-    std::fprintf(stderr, "tokenizer_benchmark: %s\n",
-                 std::string(prose.status().message()).c_str());
-    return 1;
-  }
+  if (!prose.ok()) return prose.status();
   std::vector<Corpus> corpora(2);
   corpora[0].name = "fortunes prose";
   for (absl::string_view d : absl::StrSplit(*prose, "\n%\n")) corpora[0].docs.emplace_back(d);
@@ -80,11 +79,7 @@ int Run() {
   for (const std::string& name : TokenizerNames()) {
     for (const Corpus& c : corpora) {
       absl::StatusOr<std::unique_ptr<Tokenizer>> tok = CreateTokenizer(name);  // Fresh cache.
-      if (!tok.ok()) {
-        std::fprintf(stderr, "tokenizer_benchmark: %s\n",
-                     std::string(tok.status().message()).c_str());
-        return 1;
-      }
+      if (!tok.ok()) return tok.status();
       std::vector<std::vector<int32_t>> serial(c.docs.size());
       auto encode_serial = [&] {
         for (size_t i = 0; i < c.docs.size(); ++i) serial[i] = (*tok)->Encode(c.docs[i]);
@@ -105,8 +100,7 @@ int Run() {
         parallel_cpu = std::min(parallel_cpu, CpuSeconds() - cpu0);
       }
       if (ids != serial) {
-        std::fprintf(stderr, "tokenizer_benchmark: %s: multi-threaded ids differ\n", name.c_str());
-        return 1;
+        return absl::InternalError(absl::StrCat(name, ": multi-threaded ids differ"));
       }
       size_t tokens = 0;
       for (const auto& v : serial) tokens += v.size();
@@ -116,14 +110,14 @@ int Run() {
                   mb / parallel_cpu);
     }
   }
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace
 }  // namespace mt::data
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("[--threads=N] [--repeats=R]: tokenizer encode throughput");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  return mt::data::Run();
+  return mt::ToolMain("tokenizer_benchmark",
+                      "[--threads=N] [--repeats=R]: tokenizer encode throughput", argc, argv,
+                      mt::data::Run);
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -10,13 +11,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/status.h"
-#include "experiments/common/plot.h"
+#include "core/subprocess.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace mt {
 namespace experiments {
-
-using jobs::DeviceName;
 
 absl::StatusOr<std::string> RunfilePath(const std::string& argv0, const std::string& path) {
   using bazel::tools::cpp::runfiles::Runfiles;
@@ -51,7 +50,7 @@ std::vector<std::string> PretrainArgs(const PretrainRun& r) {
           absl::StrCat("--log_interval=", std::max<int64_t>(1, s.iters / 10)),
           absl::StrCat("--eval_interval=", s.iters),
           "--eval_iters=2",
-          absl::StrCat("--device=", DeviceName(s.device)),
+          absl::StrCat("--device=", DeviceTypeName(s.device)),
           "--save=" + r.save,
           "--keep_last=1"};
 }
@@ -66,6 +65,17 @@ absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view progr
         absl::StrCat(program, " printed no results JSON object as its last line: '", line, "'"));
   }
   return json;
+}
+
+std::vector<std::string> LocalMpirun(int np) {
+  return {
+      "mpirun",     "--oversubscribe", "--bind-to",           "none", "--mca", "btl",
+      "self,vader", "--mca",           "mpi_yield_when_idle", "1",    "-np",   absl::StrCat(np)};
+}
+
+void AllowMpirunAsRoot() {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
 }
 
 std::vector<std::string> LauncherWords(absl::string_view launcher) {

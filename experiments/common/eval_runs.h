@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "jobs/pretrain/run_settings.h"
+#include "core/device.h"
 #include "nlohmann/json.hpp"
 
 namespace mt {
@@ -32,11 +32,18 @@ absl::StatusOr<std::string> RunfilePath(const std::string& argv0, const std::str
 // InvalidArgument naming `program` and quoting the line when there is none or it is not an object.
 absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view program);
 
+// The one launcher command line of the project's own multi-rank runs on this machine (the
+// quickstart's relaunch, Table 1's measured steps): mpirun with `np` ranks oversubscribing the
+// cores, unbound, over shared memory, yielding while idle, before the program and its arguments.
+std::vector<std::string> LocalMpirun(int np);
+// Lets mpirun run as root (containers), for LocalMpirun and any --launcher.
+void AllowMpirunAsRoot();
+
 // The words of a --launcher flag: "mpirun -np 8" -> {"mpirun", "-np", "8"}; "" -> none.
 std::vector<std::string> LauncherWords(absl::string_view launcher);
 
 // Runs `launcher` (e.g. {"mpirun", "-np", "2"}; empty: a plain process) followed by `argv`, and
-// returns its standard output. RunCommand's errors (experiments/common/plot.h).
+// returns its standard output. RunCommand's errors (core/subprocess.h).
 absl::StatusOr<std::string> RunLaunched(const std::vector<std::string>& launcher,
                                         const std::vector<std::string>& argv);
 // RunLaunched, then LastJsonLine of the output.
@@ -49,7 +56,7 @@ absl::StatusOr<Json> RunForJson(const std::vector<std::string>& launcher,
 struct PretrainSchedule {
   int64_t seq_length = 0, global_batch = 0, micro_batch = 0, iters = 0;
   double lr = 0;
-  jobs::DeviceKind device = jobs::DeviceKind::kCpu;
+  DeviceType device = DeviceType::kCpu;
 };
 
 // A short pretraining run of pretrain_gpt or pretrain_bert as the experiments launch one: linear

@@ -8,7 +8,6 @@
 namespace mt {
 namespace experiments {
 
-using jobs::DeviceKind;
 namespace {
 
 TEST(LastJsonLineTest, ParsesTheLastNonEmptyLine) {
@@ -50,7 +49,7 @@ TEST(LauncherTest, SplitsOnSpacesAndRunsThePrefix) {
 // 20 steps of 8 sequences: 160 samples, a tenth of them warmup, a log line every 2 steps, one
 // validation at the end; micro-batches of the global batch when none is given.
 TEST(PretrainArgsTest, SpellsTheShortRunsSchedule) {
-  const PretrainRun r{"/d/corpus", "/w/ckpt", 2, 64, 4, {32, 8, 0, 20, 1e-3, DeviceKind::kCuda}};
+  const PretrainRun r{"/d/corpus", "/w/ckpt", 2, 64, 4, {32, 8, 0, 20, 1e-3, DeviceType::kCuda}};
   const std::vector<std::string> want = {"--data_path=/d/corpus",  "--num_layers=2",
                                          "--hidden_size=64",       "--num_attention_heads=4",
                                          "--seq_length=32",        "--max_position_embeddings=32",
@@ -65,7 +64,7 @@ TEST(PretrainArgsTest, SpellsTheShortRunsSchedule) {
   PretrainRun one = r;
   one.schedule.micro_batch = 2;
   one.schedule.iters = 5;
-  one.schedule.device = DeviceKind::kCpu;
+  one.schedule.device = DeviceType::kCpu;
   const std::vector<std::string> args = PretrainArgs(one);
   EXPECT_EQ(args[6], "--micro_batch_size=2");
   EXPECT_EQ(args[13], "--log_interval=1");  // At least every step.

@@ -6,13 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/mpi_communicator.h"
+#include "comm/mpi_main.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
-#include "gflags/gflags.h"
-#include "glog/logging.h"
 
 namespace mt {
 namespace experiments {
@@ -20,36 +19,23 @@ namespace experiments {
 using jobs::LocalRanks;
 using jobs::PretrainConfig;
 
-int RunInProcess(int* argc, char*** argv, absl::string_view name,
-                 const std::function<absl::Status(const LocalRanks&, comm::Communicator&)>& run) {
-  auto fail = [&](const absl::Status& s) {
-    std::fprintf(stderr, "%s: error: %s\n", std::string(name).c_str(),
-                 std::string(s.message()).c_str());
-    return 1;
-  };
-  auto runtime = comm::MpiRuntime::Init(argc, argv);
-  if (!runtime.ok()) return fail(runtime.status());
-  auto world = (*runtime)->World();
-  if (!world.ok()) return fail(world.status());
-  const absl::Status s = run({(*runtime)->local_rank(), (*runtime)->local_size()}, **world);
-  if (s.ok()) return 0;
-  if ((*world)->size() > 1) comm::MpiRuntime::Abort(s);
-  return fail(s);
-}
-
 int InProcessExperimentMain(
     int argc, char** argv, absl::string_view name, const char* usage,
     const std::function<absl::Status(int, char**, const LocalRanks&, comm::Communicator&)>& run) {
-  gflags::SetUsageMessage(usage);
-  FLAGS_minloglevel = 1;
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  const int original_argc = argc;
-  char** const original_argv = argv;
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  return RunInProcess(&argc, &argv, name, [&](const LocalRanks& local, comm::Communicator& world) {
-    return run(original_argc, original_argv, local, world);
-  });
+  // The report records the command as given: gflags reorders argv, not the strings.
+  std::vector<char*> original(argv, argv + argc);
+  const std::string name_text(name);
+  const comm::MainInfo info{name_text.c_str(), usage};
+  return comm::MpiMain(
+      argc, argv, info, [](int) { return absl::OkStatus(); },
+      [&](const comm::MpiProcess& p) -> absl::StatusOr<int> {
+        const absl::Status s = run(static_cast<int>(original.size()), original.data(),
+                                   {p.local_rank, p.local_size}, p.world);
+        if (s.ok()) return 0;
+        if (p.world.size() > 1) return s;  // Ends every rank.
+        comm::PrintMainError(info, s);     // A world of one: its own one-line error.
+        return 1;
+      });
 }
 
 void ApplyRunShape(const InProcessFlags& f, const RunShape& s, PretrainConfig* c) {

@@ -17,9 +17,10 @@
 namespace mt {
 namespace experiments {
 
-// The main() of such an experiment: logs to stderr (library INFO lines off), `usage` as the
-// flags' usage line, the flags parsed, then RunInProcess, passing `run` the original argv (for
-// the report's command line).
+// The main() of such an experiment: every MPI program's start-up (comm/mpi_main.h: a world of one
+// rank unless launched under mpirun), passing `run` the original argv (for the report's command
+// line). An error of a world of one is its one line "<name>: error: <message>" and exit 1; of
+// several ranks, it ends every rank.
 int InProcessExperimentMain(int argc, char** argv, absl::string_view name, const char* usage,
                             const std::function<absl::Status(int, char**, const jobs::LocalRanks&,
                                                              comm::Communicator&)>& run);
@@ -31,7 +32,7 @@ struct InProcessFlags {
   std::string results_dir;
   int64_t seq_length = 64, micro_batch_size = 4, global_batch_size = 4, train_iters = 100;
   double lr = 2e-3;
-  jobs::DeviceKind device = jobs::DeviceKind::kCpu;
+  DeviceType device = DeviceType::kCpu;
   int threads = 0;
   std::string data_dir;
 
@@ -43,7 +44,7 @@ struct InProcessFlags {
     v("global_batch_size", &self.global_batch_size, "Samples per optimizer step.");
     v("train_iters", &self.train_iters, "Optimizer steps of every run (the token budget).");
     v("lr", &self.lr, "Peak learning rate (Adam), the same for every run.");
-    v("device", &self.device, "cpu or cuda.", jobs::kDeviceNames);
+    v("device", &self.device, "cpu or cuda.", kDeviceTypeNames);
     v("threads", &self.threads, "CPU threads (0: every core).");
     v("data_dir", &self.data_dir,
       "Where the tokenised corpus is kept (default: $MT_DATA_DIR or ~/.cache/megatron-cpp/data).");
@@ -65,13 +66,6 @@ int InProcessExperimentMain(int argc, char** argv, absl::string_view name, const
         return c.ok() ? run(*c, argc, argv, local, world) : c.status();
       });
 }
-
-// Starts MPI (a world of one rank unless launched under mpirun), runs `run` on the world, and
-// returns main's exit code: 0, or 1 after printing "<name>: error: <status>" (a run over several
-// ranks is ended on every rank through MpiRuntime::Abort).
-int RunInProcess(
-    int* argc, char*** argv, absl::string_view name,
-    const std::function<absl::Status(const jobs::LocalRanks&, comm::Communicator&)>& run);
 
 // What changes between an experiment's runs: the model's shape, the seed, the dataset.
 struct RunShape {

@@ -55,15 +55,6 @@ absl::StatusOr<std::string> PlotScript(const Plot& plot, const std::string& dir,
 // on PATH; Internal when it fails or writes no PNG.
 absl::Status DrawPlot(const Plot& plot, const std::string& png_path);
 
-// Runs argv[0] (searched on PATH) with argv, in `cwd` when non-empty, and returns its standard
-// output (standard error passes through). Internal naming the program and its exit status when it
-// cannot run or exits non-zero; NotFound when the program is not on PATH.
-absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
-                                       const std::string& cwd = "");
-
-// The full path of `program` on PATH, or empty.
-std::string FindOnPath(absl::string_view program);
-
 }  // namespace experiments
 }  // namespace mt
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/subprocess.h"
 #include "experiments/common/report.h"
 #include "gtest/gtest.h"
 
@@ -79,15 +80,6 @@ TEST(PlotTest, MissingGnuplotIsOneClearLine) {
   setenv("PATH", old.c_str(), 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("gnuplot-nox"), absl::string_view::npos);
-}
-
-TEST(RunCommandTest, OutputAndExitStatus) {
-  auto out = RunCommand({"sh", "-c", "echo hi; pwd"}, "/");
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(*out, "hi\n/\n");
-  auto bad = RunCommand({"sh", "-c", "exit 3"});
-  EXPECT_NE(bad.status().message().find("exited with status 3"), absl::string_view::npos);
-  EXPECT_EQ(RunCommand({"no-such-program-xyz"}).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

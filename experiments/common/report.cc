@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "core/status.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -124,12 +126,11 @@ double ExperimentRun::WallSeconds() const {
 
 int ExperimentMain(absl::string_view name, int argc, char** argv,
                    const std::function<absl::Status(int argc, char** argv)>& run) {
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  const absl::Status s = run(argc, argv);
-  if (s.ok()) return 0;
-  std::fprintf(stderr, "%s: error: %s\n", std::string(name).c_str(),
-               std::string(s.message()).c_str());
-  return 1;
+  // The report records the command as given: gflags reorders argv, not the strings.
+  std::vector<char*> original(argv, argv + argc);
+  const std::string name_text(name);
+  return ToolMain(name_text.c_str(), name_text.c_str(), argc, argv,
+                  [&] { return run(static_cast<int>(original.size()), original.data()); });
 }
 
 absl::StatusOr<ExperimentRun> StartExperiment(absl::string_view name,

@@ -63,9 +63,9 @@ struct ExperimentRun {
   double WallSeconds() const;
 };
 
-// The main() of an experiment binary: parses the flags (leaving them in argv, so that the report
-// records the exact command), runs `run`, and on an error prints "<name>: error: <message>" on
-// stderr and returns 1 (0 otherwise).
+// The main() of an experiment binary: every tool's start-up (core/tool_main.h: the flags parsed,
+// a positional argument refused, "<name>: error: <message>" and exit 1 on an error), with `run`
+// given the original argv (so that the report records the exact command).
 int ExperimentMain(absl::string_view name, int argc, char** argv,
                    const std::function<absl::Status(int argc, char** argv)>& run);
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/file_system.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
 #include "data/tokenizers/factory.h"
@@ -20,12 +21,10 @@
 #include "experiments/common/report.h"
 #include "experiments/gpt2_zeroshot/heldout.h"
 #include "experiments/gpt2_zeroshot/zeroshot_tables.h"
-#include "jobs/pretrain/run_settings.h"
 
 namespace mt {
 namespace experiments {
 
-using jobs::kDeviceNames;
 namespace {
 
 // The experiment's flags (one per field).
@@ -60,7 +59,7 @@ struct ZeroShotConfig {
       "eval/testdata/lambada_small.jsonl and the held-out split).");
     v("heldout_docs", &self.heldout_docs, "Held-out test-split documents written (0: none).");
     v("overlapping_eval", &self.overlapping_eval, "WikiText window stride.");
-    v("device", &self.train.device, "cpu or cuda, for training and scoring.", kDeviceNames);
+    v("device", &self.train.device, "cpu or cuda, for training and scoring.", kDeviceTypeNames);
     v("launcher", &self.launcher,
       "Prefix of every training and scoring command, e.g. 'mpirun -np 8' (TP = ranks).");
     v("work_dir", &self.work_dir,
@@ -92,7 +91,7 @@ absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c, const std::string& argv0)
   Setup s;
   s.launcher = LauncherWords(c.launcher);
   s.work_dir = c.work_dir.empty() ? data::DefaultDataDir() + "/gpt2_zeroshot" : c.work_dir;
-  RETURN_IF_ERROR(RunCommand({"mkdir", "-p", s.work_dir}).status());
+  RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(s.work_dir));
   s.data_prefix = c.data_path;
   s.data_name = c.data_path;
   if (s.data_prefix.empty() && c.load.empty()) {

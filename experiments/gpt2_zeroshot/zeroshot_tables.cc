@@ -16,7 +16,6 @@
 namespace mt {
 namespace experiments {
 
-using jobs::DeviceName;
 namespace {
 
 // Paper Table 2 (Shoeybi et al. 2019): WikiText-103 adjusted perplexity, LAMBADA accuracy (%).
@@ -163,7 +162,7 @@ absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s, const std:
                             static_cast<long long>(ckpt.config.hidden_size),
                             ckpt.config.num_attention_heads);
   const std::vector<std::string> common = {"--load=" + checkpoint,
-                                           absl::StrCat("--device=", DeviceName(s.device))};
+                                           absl::StrCat("--device=", DeviceTypeName(s.device))};
   for (const EvalData& d : wikitext) {
     std::vector<std::string> argv = {s.wikitext_bin, "--data=" + d.path,
                                      absl::StrCat("--overlapping_eval=", s.overlapping_eval)};

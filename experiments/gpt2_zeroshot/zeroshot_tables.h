@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/device.h"
 #include "experiments/common/report.h"
-#include "jobs/pretrain/run_settings.h"
 
 namespace mt {
 namespace experiments {
@@ -39,7 +39,7 @@ struct EvalData {
 struct ScoringSettings {
   std::vector<std::string> launcher;  // E.g. {"mpirun", "-np", "2"}; empty: a plain process.
   std::string wikitext_bin, lambada_bin;
-  jobs::DeviceKind device = jobs::DeviceKind::kCpu;
+  DeviceType device = DeviceType::kCpu;
   int64_t overlapping_eval = 32;
 };
 

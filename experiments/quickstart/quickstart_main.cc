@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/mpi_communicator.h"
-#include "comm/watchdog.h"
+#include "comm/mpi_main.h"
 #include "core/config_flags.h"
 #include "core/status.h"
 #include "data/gpt_dataset/gpt_dataset.h"
 #include "data/indexed/indexed_dataset.h"
 #include "data/preprocessing/default_data.h"
+#include "experiments/common/eval_runs.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "jobs/pretrain/driver.h"
@@ -31,7 +31,8 @@ DEFINE_string(prompt, "", "Old spelling of --generate.");
 
 namespace {
 
-// Relaunches this binary under mpirun with `np` ranks, forwarding the arguments.
+// Relaunches this binary under mpirun with `np` ranks (the project's one local mpirun command
+// line), forwarding the arguments.
 int Relaunch(int np, int argc, char** argv) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -40,12 +41,9 @@ int Relaunch(int np, int argc, char** argv) {
     return 1;
   }
   self[n] = '\0';
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  std::vector<std::string> args = {
-      "mpirun",     "--oversubscribe", "--bind-to",           "none", "--mca", "btl",
-      "self,vader", "--mca",           "mpi_yield_when_idle", "1",    "-np",   std::to_string(np),
-      self};
+  mt::experiments::AllowMpirunAsRoot();
+  std::vector<std::string> args = mt::experiments::LocalMpirun(np);
+  args.push_back(self);
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
@@ -159,44 +157,44 @@ absl::Status Run(mt::jobs::PretrainGptConfig c, const mt::jobs::LocalRanks& loca
 
 int main(int argc, char** argv) {
   using mt::jobs::PretrainGptConfig;
-  gflags::SetUsageMessage("Trains a small tensor-parallel GPT-2 on the embedded corpus.");
-  FLAGS_minloglevel = 1;  // Library INFO logs (dataset index caching) only with --minloglevel=0.
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
   PretrainGptConfig config = QuickstartDefaults();
   const mt::ConfigFlags<PretrainGptConfig> flags(config, mt::jobs::kNotFlags);
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/false);
-  absl::Status s = mt::jobs::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); });
-  DeriveSettings(&config);
-  if (s.ok()) s = mt::jobs::ValidateDistributedTimeout();
-  if (!s.ok()) {
-    std::fprintf(stderr, "quickstart: error: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  const int tp = config.tensor_model_parallel_size;
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && tp > 1) return Relaunch(tp, argc, argv);
-  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv, mt::jobs::WatchdogMpiThreads());
-  if (!runtime.ok()) {
-    std::fprintf(stderr, "quickstart: error: %s\n",
-                 std::string(runtime.status().message()).c_str());
-    return 1;
-  }
-  auto world = (*runtime)->World();
-  if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
-  if ((*world)->size() != tp) {
-    if ((*world)->rank() == 0) {
-      std::fprintf(stderr,
-                   "quickstart: error: launched with %d ranks for "
-                   "--tensor_model_parallel_size=%d; run it without mpirun and it launches the "
-                   "ranks itself\n",
-                   (*world)->size(), tp);
+  // The flags and their rules, as on every rank; refused in one line before anything starts.
+  auto resolve = [&]() -> absl::Status {
+    RETURN_IF_ERROR(mt::jobs::ResolveFlags(&config, [&] { return flags.ApplyGiven(&config); }));
+    DeriveSettings(&config);
+    return absl::OkStatus();
+  };
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
+    // Not under mpirun: relaunch under it with a rank per tensor-parallel rank. The flags are
+    // read here only to know how many; every rank reads them again at its start-up.
+    std::vector<char*> original(argv, argv + argc);
+    int parsed_argc = argc;
+    char** parsed_argv = argv;
+    gflags::ParseCommandLineFlags(&parsed_argc, &parsed_argv, /*remove_flags=*/false);
+    if (absl::Status s = resolve(); !s.ok()) {
+      mt::comm::PrintMainError({"quickstart", ""}, s);
+      return 1;
     }
-    return 1;
+    const int tp = config.tensor_model_parallel_size;
+    if (tp > 1) return Relaunch(tp, static_cast<int>(original.size()), original.data());
+    config = QuickstartDefaults();
   }
-  // A rank that dies or hangs ends the job within --distributed_timeout (default 600 s).
-  std::unique_ptr<mt::comm::Watchdog> watchdog = mt::jobs::StartWatchdog(**world);
-  s = Run(config, {(*runtime)->local_rank(), (*runtime)->local_size()}, **world);
-  if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
-  if (watchdog != nullptr) watchdog->Stop();
-  return 0;
+  return mt::comm::MpiMain(
+      argc, argv, {"quickstart", "Trains a small tensor-parallel GPT-2 on the embedded corpus."},
+      [&](int world_size) -> absl::Status {
+        RETURN_IF_ERROR(resolve());
+        const int tp = config.tensor_model_parallel_size;
+        if (world_size != tp) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "launched with ", world_size, " ranks for --tensor_model_parallel_size=", tp,
+              "; run it without mpirun and it launches the ranks itself"));
+        }
+        return absl::OkStatus();
+      },
+      [&](const mt::comm::MpiProcess& p) -> absl::StatusOr<int> {
+        // A rank that dies or hangs ends the job within --distributed_timeout (default 600 s).
+        RETURN_IF_ERROR(Run(config, {p.local_rank, p.local_size}, p.world));
+        return 0;
+      });
 }

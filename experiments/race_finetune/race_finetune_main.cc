@@ -12,19 +12,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/file_system.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
 #include "experiments/common/eval_runs.h"
 #include "experiments/common/plot.h"
 #include "experiments/common/report.h"
 #include "experiments/race_finetune/race_tables.h"
-#include "jobs/pretrain/run_settings.h"
 
 namespace mt {
 namespace experiments {
 
-using jobs::DeviceName;
-using jobs::kDeviceNames;
 namespace {
 
 // The experiment's flags (one per field).
@@ -65,7 +63,7 @@ struct RaceFinetuneConfig {
     v("global_batch_size", &self.global_batch_size,
       "Fine-tuning questions per step (the paper: 32 / 16).");
     v("device", &self.pretrain.device, "cpu or cuda, for pretraining and fine-tuning.",
-      kDeviceNames);
+      kDeviceTypeNames);
     v("launcher", &self.launcher,
       "Prefix of the pretraining and fine-tuning commands, e.g. 'mpirun -np 8'.");
     v("work_dir", &self.work_dir, "Checkpoints (default: $MT_DATA_DIR/race_finetune).");
@@ -97,14 +95,14 @@ absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& ar
                               const std::string& checkpoint, const std::string& data,
                               const std::string& save) {
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/eval/race"));
-  RETURN_IF_ERROR(RunCommand({"rm", "-rf", save}).status());
+  RETURN_IF_ERROR(DefaultFileSystem().RemoveAll(save));
   return RunForJson(
       LauncherWords(c.launcher),
       {bin, "--load=" + checkpoint, "--data=" + data, absl::StrCat("--epochs=", c.epochs),
        absl::StrCat("--lr=", c.lr), absl::StrCat("--global_batch_size=", c.global_batch_size),
        absl::StrCat("--micro_batch_size=", c.global_batch_size),
        absl::StrCat("--seq_length=", c.pretrain.seq_length),
-       absl::StrCat("--device=", DeviceName(c.pretrain.device)), "--save=" + save});
+       absl::StrCat("--device=", DeviceTypeName(c.pretrain.device)), "--save=" + save});
 }
 
 absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
@@ -151,7 +149,7 @@ absl::Status Run(const RaceFinetuneConfig& c, int argc, char** argv) {
   ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment("race_finetune", c.results_dir, argc, argv));
   const std::string work_dir =
       c.work_dir.empty() ? data::DefaultDataDir() + "/race_finetune" : c.work_dir;
-  RETURN_IF_ERROR(RunCommand({"mkdir", "-p", work_dir}).status());
+  RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(work_dir));
   std::string data = c.data, data_name = c.data;
   if (data.empty()) {
     // The fixture (//eval:race_fixture) from the runfiles: the directory of one of its files.

@@ -11,7 +11,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/status.h"
-#include "experiments/common/plot.h"
+#include "core/subprocess.h"
+#include "experiments/common/eval_runs.h"
 #include "experiments/common/report.h"
 #include "experiments/table1_weak_scaling/perf_model.h"
 #include "experiments/table1_weak_scaling/tables.h"
@@ -23,9 +24,7 @@ namespace experiments {
 namespace {
 
 std::vector<std::string> Mpirun(int np, std::vector<std::string> args) {
-  std::vector<std::string> cmd = {
-      "mpirun",     "--oversubscribe", "--bind-to",           "none", "--mca", "btl",
-      "self,vader", "--mca",           "mpi_yield_when_idle", "1",    "-np",   std::to_string(np)};
+  std::vector<std::string> cmd = LocalMpirun(np);
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }

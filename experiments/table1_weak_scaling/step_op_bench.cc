@@ -35,6 +35,7 @@
 #include "core/ops/sharded_cross_entropy.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -204,17 +205,19 @@ double CopyBytesPerSecond(const ExecContext& ec, int reps) {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  using namespace mt::experiments;  // NOLINT: the file's own functions.
-  mt::ThreadPool pool(FLAGS_threads);
-  mt::ExecContext ec;
-  ec.pool = &pool;
-  const int reps = std::max(1, FLAGS_reps);
-  std::printf("gemm_s: %.6f\n", GemmSeconds(ec, reps));
-  std::printf("attention_s: %.6f\n", AttentionSeconds(ec, reps));
-  std::printf("layernorm_s: %.6f\n", LayerNormSeconds(ec, reps));
-  std::printf("loss_s: %.6f\n", LossSeconds(ec, reps));
-  std::printf("optimizer_s: %.6f\n", OptimizerSeconds(ec, reps));
-  std::printf("copy_bytes_per_s: %.6g\n", CopyBytesPerSecond(ec, reps));
-  return 0;
+  return mt::ToolMain("step_op_bench", "Times the parts of a training step through core/ops.", argc,
+                      argv, [] {
+                        using namespace mt::experiments;  // NOLINT: the file's own functions.
+                        mt::ThreadPool pool(FLAGS_threads);
+                        mt::ExecContext ec;
+                        ec.pool = &pool;
+                        const int reps = std::max(1, FLAGS_reps);
+                        std::printf("gemm_s: %.6f\n", GemmSeconds(ec, reps));
+                        std::printf("attention_s: %.6f\n", AttentionSeconds(ec, reps));
+                        std::printf("layernorm_s: %.6f\n", LayerNormSeconds(ec, reps));
+                        std::printf("loss_s: %.6f\n", LossSeconds(ec, reps));
+                        std::printf("optimizer_s: %.6f\n", OptimizerSeconds(ec, reps));
+                        std::printf("copy_bytes_per_s: %.6g\n", CopyBytesPerSecond(ec, reps));
+                        return absl::OkStatus();
+                      });
 }

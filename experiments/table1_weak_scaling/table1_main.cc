@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
+#include "experiments/common/eval_runs.h"
 #include "experiments/common/plot.h"
 #include "experiments/common/report.h"
 #include "experiments/table1_weak_scaling/measured.h"
@@ -317,9 +318,7 @@ void AddH200Section(const H200Results& h, Report* report) {
 // Part (d): the measured CPU steps under mpirun beside their predictions.
 absl::Status AddMeasuredSection(const MeasureConfig& bench, const ExperimentRun& run,
                                 Report* report) {
-  // mpirun as root (containers), as the quickstart launches it.
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  AllowMpirunAsRoot();  // Containers run as root.
   MeasureConfig mc = bench;
   mc.train_step_bench = Runfile("jobs/bench/train_step_bench");
   mc.comm_bench = Runfile("comm/comm_bench");

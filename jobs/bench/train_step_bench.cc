@@ -52,6 +52,7 @@
 
 #include "absl/strings/str_format.h"
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_main.h"
 #include "comm/parallel_context.h"
 #include "core/alloc.h"
 #include "core/config_flags.h"
@@ -337,13 +338,14 @@ absl::Status ReportMemory(const BenchConfig& c, comm::Communicator& world, int d
   return absl::OkStatus();
 }
 
-absl::Status Run(const BenchConfig& c, comm::MpiRuntime& runtime, comm::Communicator& world) {
+absl::Status Run(const BenchConfig& c, const comm::MpiProcess& process) {
+  comm::Communicator& world = process.world;
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
   pc.pipeline_parallel = c.pipeline_model_parallel_size;
   ASSIGN_OR_RETURN(auto parallel,
                    comm::ParallelContext::Create(world, pc, c.model.num_attention_heads));
-  ASSIGN_OR_RETURN(auto d, bench::SetUpDevice(c, runtime.local_rank(), runtime.local_size()));
+  ASSIGN_OR_RETURN(auto d, bench::SetUpDevice(c, process.local_rank, process.local_size));
   // Measure every rank's GEMM rate at once (they share the machine as in training).
   const int64_t n = bench::GemmRateSize(c.gemm_rate_size, d->gpu);
   const double gemm =
@@ -424,21 +426,11 @@ int main(int argc, char** argv) {
   using mt::jobs::BenchConfig;
   BenchConfig config;
   const mt::ConfigFlags<BenchConfig> flags(config, {"family", "compute_dtype"});
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  absl::Status s = mt::jobs::ResolveConfig(flags, &config);
-  if (!s.ok()) {
-    std::fprintf(stderr, "train_step_bench: error: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  auto runtime = mt::comm::MpiRuntime::Init(&argc, &argv);
-  if (!runtime.ok()) {
-    std::fprintf(stderr, "train_step_bench: error: %s\n",
-                 std::string(runtime.status().message()).c_str());
-    return 1;
-  }
-  auto world = (*runtime)->World();
-  if (!world.ok()) mt::comm::MpiRuntime::Abort(world.status());
-  s = mt::jobs::Run(config, **runtime, **world);
-  if (!s.ok()) mt::comm::MpiRuntime::Abort(s);
-  return 0;
+  return mt::comm::MpiMain(
+      argc, argv, {"train_step_bench", "Full training steps of a GPT-family model, timed."},
+      [&](int) { return mt::jobs::ResolveConfig(flags, &config); },
+      [&](const mt::comm::MpiProcess& p) -> absl::StatusOr<int> {
+        RETURN_IF_ERROR(mt::jobs::Run(config, p));
+        return 0;
+      });
 }

@@ -39,7 +39,7 @@ struct BenchConfig {
   int steps = 5;
   int threads = 0;
   bool recompute = false;
-  DeviceKind device = DeviceKind::kCpu;
+  DeviceType device = DeviceType::kCpu;
   bool caching_allocator = true;
   int gemm_rate_size = 0;
   int breakdown_steps = 3;
@@ -76,7 +76,7 @@ struct BenchConfig {
     v("recompute", &self.recompute, "Activation checkpointing.");
     ActivationConfig::Fields(self.activations, v);
     v("device", &self.device, "cpu (f32) or cuda (bf16, rank r on GPU local_rank mod GPUs).",
-      kDeviceNames);
+      kDeviceTypeNames);
     v("caching_allocator", &self.caching_allocator,
       "With --device=cuda: tensors from a caching allocator.");
     v("gemm_rate_size", &self.gemm_rate_size,

@@ -71,7 +71,7 @@ double GpuGemmGflops(const mt::ExecContext& ec, int64_t n) {
 absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int local_rank,
                                                     int local_size) {
   auto d = std::make_unique<Device>();
-  d->gpu = c.device == DeviceKind::kCuda;
+  d->gpu = c.device == DeviceType::kCuda;
   RankExecutionOptions ro;
   ro.cuda = d->gpu;
   ro.threads = c.threads;

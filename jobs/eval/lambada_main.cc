@@ -9,7 +9,6 @@
 #include <memory>
 
 #include "core/config_flags.h"
-#include "eval/eval_main.h"
 #include "eval/harness_main.h"
 #include "eval/lambada_task.h"
 
@@ -22,6 +21,6 @@ int main(int argc, char** argv) {
       {"lambada",
        "LAMBADA accuracy of a checkpoint:\n  lambada --load=CKPT_DIR --data=lambada_test.jsonl "
        "[--strict=true] ..."},
-      &config.harness, mt::eval::ApplyFlagsAndValidate(flags, &config),
+      &config.harness, [&] { return flags.ApplyGivenAndValidate(&config); },
       [&] { return std::make_unique<mt::eval::LambadaTask>(config); });
 }

@@ -11,7 +11,6 @@
 #include <memory>
 
 #include "core/config_flags.h"
-#include "eval/eval_main.h"
 #include "eval/harness_main.h"
 #include "jobs/eval/race_task.h"
 
@@ -25,6 +24,6 @@ int main(int argc, char** argv) {
        "RACE fine-tuning and accuracy of a BERT checkpoint:\n  race --load=BERT_CKPT "
        "--data=RACE_DIR [--epochs=3] [--save=DIR] ...\n  race --eval_only "
        "--load=FINETUNED --data=RACE_DIR"},
-      &config.harness, mt::eval::ApplyFlagsAndValidate(flags, &config),
+      &config.harness, [&] { return flags.ApplyGivenAndValidate(&config); },
       [&] { return std::make_unique<mt::jobs::RaceTask>(config); });
 }

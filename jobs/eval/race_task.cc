@@ -216,7 +216,7 @@ absl::Status RaceTask::Loaded(Harness& harness) {
   o.weight_decay = config_.weight_decay;
   o.clip_grad = config_.clip_grad;
   o.seed = config_.seed;
-  o.compute_dtype = config_.harness.ComputeDType();
+  o.compute_dtype = harness.compute_dtype();
   ASSIGN_OR_RETURN(tuner_, RaceFineTuner::Create(&harness.store(), o));
   return absl::OkStatus();
 }

@@ -10,7 +10,6 @@
 #include <memory>
 
 #include "core/config_flags.h"
-#include "eval/eval_main.h"
 #include "eval/harness_main.h"
 #include "eval/wikitext103_task.h"
 
@@ -23,6 +22,6 @@ int main(int argc, char** argv) {
       {"wikitext103",
        "WikiText-103 perplexity of a checkpoint:\n  wikitext103 --load=CKPT_DIR "
        "--data=wiki.test.tokens [--seq_length=N] [--overlapping_eval=32] ..."},
-      &config.harness, mt::eval::ApplyFlagsAndValidate(flags, &config),
+      &config.harness, [&] { return flags.ApplyGivenAndValidate(&config); },
       [&] { return std::make_unique<mt::eval::WikiText103Task>(config); });
 }

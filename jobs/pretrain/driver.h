@@ -23,8 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
-#include "comm/mpi_communicator.h"
-#include "comm/watchdog.h"
+#include "comm/mpi_main.h"
 #include "jobs/pretrain/pretrain.h"
 
 namespace mt {
@@ -33,11 +32,6 @@ namespace jobs {
 // Config fields a driver does not expose as flags: the family is the binary's, and the compute
 // dtype is spelled Megatron's way (--fp16, --bf16, --fp32).
 inline const std::set<std::string> kNotFlags = {"family", "compute_dtype"};
-
-struct DriverInfo {
-  const char* name;   // For "<name>: error: ...".
-  const char* usage;  // gflags' usage line.
-};
 
 // Runs a pretraining binary. `config` holds the defaults (of the binary's family) and receives
 // the resolved settings: `apply_flags` sets every field whose flag was given (ConfigFlags::
@@ -48,21 +42,14 @@ struct DriverInfo {
 //                    seq_length;
 //   --fp16/--bf16/--fp32   the compute dtype (exclusive; default f32 on the CPU, bf16 on CUDA);
 //   --lr_decay_samples=0   decay until train_iters x global_batch_size.
-// Bad flags print one line on rank 0 and return 1 on every rank before any collective; a failed
-// run ends every rank through MpiRuntime::Abort. Returns main's exit code.
-int PretrainMain(int argc, char** argv, const DriverInfo& info, PretrainConfig* config,
+// The start-up is every MPI program's (comm/mpi_main.h: bad flags print one line on rank 0 and
+// return 1 on every rank before any collective; a failed run ends every rank through
+// MpiRuntime::Abort; --distributed_timeout), with SIGTERM as the stop signal: every rank stops
+// after the same iteration, saves (with --save) and exits 0. Returns main's exit code.
+int PretrainMain(int argc, char** argv, const comm::MainInfo& info, PretrainConfig* config,
                  const std::function<absl::Status()>& apply_flags,
                  const std::function<absl::StatusOr<PretrainResult>(
                      const LocalRanks&, comm::Communicator&, const std::atomic<bool>*)>& run);
-
-// --distributed_timeout (defined with PretrainMain, for every binary that links it): the MPI
-// thread level to initialise MPI with (the watchdog's thread calls MPI when the flag is > 0);
-// InvalidArgument for a negative value; and the watchdog (comm/watchdog.h) started and attached
-// to `world` (collective over MPI_COMM_WORLD; aborts the job if it cannot start), or nullptr when
-// the flag is 0. Stop() it before the communicators go.
-comm::MpiThreads WatchdogMpiThreads();
-absl::Status ValidateDistributedTimeout();
-std::unique_ptr<comm::Watchdog> StartWatchdog(comm::Communicator& world);
 
 // The flag rules above, without MPI (PretrainMain calls it after parsing); for tests.
 absl::Status ResolveFlags(PretrainConfig* config, const std::function<absl::Status()>& apply_flags);

@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hf_checkpoint.h"
 #include "checkpoint/model_loading.h"
-#include "comm/nccl_communicator.h"
+#include "comm/world_communicator.h"
 #include "core/cuda_device.h"
 #include "core/openblas.h"
 #include "core/ops/elementwise.h"
@@ -143,9 +143,7 @@ absl::Status PretrainConfig::Validate(int world_size) const {
       return absl::Status(writable.code(), absl::StrCat("--save=", save, ": ", writable.message()));
     }
   }
-  if (device == DeviceKind::kCpu && comm_backend == CommBackend::kNccl) {
-    return absl::InvalidArgumentError("--comm_backend=nccl needs --device=cuda");
-  }
+  RETURN_IF_ERROR(comm::ValidateCommBackend(comm_backend, device));
   if (!IsFloating(compute_dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("compute dtype ", DTypeName(compute_dtype),
                                                    " must be f32, bf16 (--bf16) or f16 (--fp16)"));
@@ -187,7 +185,7 @@ struct Job {
   // The threads and the GPU (every GPU tensor's memory from its caching allocator: all kernels
   // run on the default stream, so blocks are reused safely).
   RankExecution rank;
-  std::unique_ptr<comm::Communicator> nccl_world;  // With the NCCL backend.
+  comm::WorldCommunicator world;  // NCCL, or the MPI world itself (--comm_backend).
   std::unique_ptr<comm::ParallelContext> parallel;
   std::unique_ptr<nn::ParameterStore> store;
   // This rank's model chunks (one unless the interleaved pipeline schedule); `model` is the first.
@@ -207,20 +205,13 @@ struct Job {
 absl::Status SetUpDevice(const PretrainConfig& c, const LocalRanks& local,
                          comm::Communicator& world, Job* job) {
   RankExecutionOptions ro;
-  ro.cuda = c.device == DeviceKind::kCuda;
+  ro.cuda = c.device == DeviceType::kCuda;
   ro.threads = c.threads;  // Shares the cores among the ranks of this machine.
   ro.local_rank = local.local_rank;
   ro.local_size = local.local_size;
   ASSIGN_OR_RETURN(job->rank, CreateRankExecution(ro));
-  if (!ro.cuda) return absl::OkStatus();
-  const int gpus = cuda::DeviceCount(), index = job->rank.exec.device.index;
-  const bool nccl =
-      c.comm_backend == CommBackend::kNccl ||
-      (c.comm_backend == CommBackend::kAuto && comm::NcclAvailable() && local.local_size <= gpus);
-  if (nccl) {
-    ASSIGN_OR_RETURN(job->nccl_world,
-                     comm::CreateNcclCommunicator(world, index, comm::NcclOptions(), "world"));
-  }
+  ASSIGN_OR_RETURN(job->world, comm::CreateWorldCommunicator(world, job->rank.exec.device,
+                                                             c.comm_backend, local.local_size));
   return absl::OkStatus();
 }
 
@@ -233,10 +224,9 @@ void PrintArguments(const PretrainConfig& c, const Job& job) {
       job.parallel->world_size(), job.parallel->dp_size());
   std::printf("blas: %s\n", DescribeBlas().c_str());
   if (!job.rank.exec.device.is_cpu()) {
-    std::printf(
-        "device: %s (of %d on this node), communicators: %s\n",
-        job.rank.exec.device.ToString().c_str(), cuda::DeviceCount(),
-        job.nccl_world != nullptr ? "nccl" : "mpi (CUDA tensors staged through host memory)");
+    std::printf("device: %s (of %d on this node), communicators: %s\n",
+                job.rank.exec.device.ToString().c_str(), cuda::DeviceCount(),
+                job.world.nccl() ? "nccl" : "mpi (CUDA tensors staged through host memory)");
   }
 }
 
@@ -249,9 +239,8 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
   pc.pipeline_parallel = c.pipeline_model_parallel_size;
-  comm::Communicator& comm_world = job->nccl_world != nullptr ? *job->nccl_world : world;
-  ASSIGN_OR_RETURN(job->parallel,
-                   comm::ParallelContext::Create(comm_world, pc, c.model.num_attention_heads));
+  ASSIGN_OR_RETURN(job->parallel, comm::ParallelContext::Create(*job->world.comm, pc,
+                                                                c.model.num_attention_heads));
   job->rank0 = job->parallel->rank() == 0;
   job->verbose = job->rank0 && !c.trainer.quiet;
   if (job->verbose) PrintArguments(c, *job);

@@ -19,6 +19,8 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
+#include "comm/world_communicator.h"
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/fields.h"
 #include "core/file_system.h"
@@ -26,7 +28,6 @@
 #include "data/indexed/indexed_dataset.h"
 #include "data/loader/blending.h"
 #include "data/loader/loader.h"
-#include "jobs/pretrain/run_settings.h"
 #include "models/config.h"
 #include "models/model.h"
 #include "nn/context.h"
@@ -100,11 +101,11 @@ struct PretrainConfig {
   int threads = 0;        // CPU threads per rank (0: cores / local ranks).
   // kCuda: each rank uses GPU (local rank mod GPUs on its node); model, gradients, optimizer state
   // and activations live there.
-  DeviceKind device = DeviceKind::kCpu;
+  DeviceType device = DeviceType::kCpu;
   // The communicators with --device=cuda: nccl, mpi (CUDA tensors staged through host memory:
   // what works when several ranks share a GPU), or auto (nccl when every local rank has a GPU of
   // its own and the binary has NCCL, else mpi). Always MPI on the CPU.
-  CommBackend comm_backend = CommBackend::kAuto;
+  comm::CommBackend comm_backend = comm::CommBackend::kAuto;
   // Bucket size of the data-parallel gradient all-reduce, and whether buckets are all-reduced
   // during the backward pass as their gradients become final (overlap) or all after it.
   int64_t dp_bucket_elements = int64_t{1} << 22;
@@ -131,7 +132,7 @@ struct PretrainConfig {
     v("num_layers_per_virtual_pipeline_stage", &self.num_layers_per_virtual_pipeline_stage,
       "Layers per model chunk of the interleaved pipeline schedule (0: plain 1F1B).");
     v("compute_dtype", &self.compute_dtype, "f32, bf16 or f16 (drivers: --fp32/--bf16/--fp16).",
-      kComputeDTypeNames);
+      kFloatDTypeNames);
     v("data_path", &self.data_path,
       "Indexed dataset prefix (PREFIX.bin / PREFIX.idx), or a weighted blend of several: "
       "'0.3 PREFIX_A 0.7 PREFIX_B' (Megatron's --data_path 0.3 A 0.7 B also works).");
@@ -152,11 +153,11 @@ struct PretrainConfig {
     v("threads", &self.threads, "CPU threads per rank (0: cores / ranks).");
     v("device", &self.device,
       "cpu, or cuda (each rank on GPU local_rank mod GPUs; bf16 unless --fp16/--fp32).",
-      kDeviceNames);
+      kDeviceTypeNames);
     v("comm_backend", &self.comm_backend,
       "With --device=cuda: nccl, mpi (staged through host memory; ranks may share a GPU) or "
       "auto (nccl when each local rank has its own GPU).",
-      kCommBackendNames);
+      comm::kCommBackendNames);
     v("ddp_bucket_size", &self.dp_bucket_elements,
       "Gradient elements per data-parallel all-reduce bucket.");
     v("overlap_grad_reduce", &self.overlap_grad_reduce,

@@ -16,14 +16,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/config_flags.h"
+#include "core/precision.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "models/gpt2/gpt2.h"
 #include "serve/generate.h"
 
 namespace mt {
-namespace serve {
+namespace jobs {
+
+using serve::Decoding;
+using serve::Generate;
+using serve::GenerateConfig;
+using serve::Generation;
 namespace {
 
 struct BenchConfig {
@@ -31,8 +38,8 @@ struct BenchConfig {
   int64_t prompt_length = 128;
   int64_t tokens = 64;
   int batch = 1;
-  int threads = 0;  // 0: every core.
-  bool bf16 = false;
+  int threads = 0;           // 0: every core.
+  PrecisionFlags precision;  // The CPU's: f32 unless --bf16 (or --fp16).
   int repeats = 3;
 
   BenchConfig() {
@@ -52,7 +59,7 @@ struct BenchConfig {
     v("tokens", &self.tokens, "Tokens generated per prompt.");
     v("batch", &self.batch, "Prompts generated together.");
     v("threads", &self.threads, "CPU threads (0: every core).");
-    v("bf16", &self.bf16, "bf16 compute (f32 otherwise).");
+    PrecisionFlags::Fields(self.precision, v);
     v("repeats", &self.repeats, "Runs of each mode; the fastest counts.");
   }
 };
@@ -80,7 +87,8 @@ absl::Status Run(const BenchConfig& c) {
                                 : static_cast<int>(std::thread::hardware_concurrency()));
   ExecContext ec;
   ec.pool = &pool;
-  nn::ParameterStore store(0, 1, c.bf16 ? DType::kBF16 : DType::kF32);
+  ASSIGN_OR_RETURN(const DType dtype, c.precision.Resolve(DeviceType::kCpu));
+  nn::ParameterStore store(0, 1, dtype);
   ASSIGN_OR_RETURN(std::unique_ptr<models::GptModel> model,
                    models::GptModel::Create(c.model, &store));
   RETURN_IF_ERROR(store.Allocate(1));
@@ -102,8 +110,8 @@ absl::Status Run(const BenchConfig& c) {
       "GPT-2 %d layers, hidden %lld, %d heads (%.1fM parameters), %s, %d threads; batch %d, "
       "prompt %lld, %lld new tokens each\n",
       c.model.num_layers, static_cast<long long>(c.model.hidden_size), c.model.num_attention_heads,
-      store.NumGlobalElements() / 1e6, c.bf16 ? "bf16" : "f32", pool.num_threads(), c.batch,
-      static_cast<long long>(c.prompt_length), static_cast<long long>(c.tokens));
+      store.NumGlobalElements() / 1e6, std::string(DTypeName(dtype)).c_str(), pool.num_threads(),
+      c.batch, static_cast<long long>(c.prompt_length), static_cast<long long>(c.tokens));
   std::printf("with the cache:   %.3f s, %.1f tokens/s\n", t_cache, n / t_cache);
   std::printf("recomputing:      %.3f s, %.1f tokens/s\n", t_full, n / t_full);
   std::printf("speed-up %.1fx; the same tokens: %s\n", t_full / t_cache, same ? "yes" : "NO");
@@ -111,18 +119,15 @@ absl::Status Run(const BenchConfig& c) {
 }
 
 }  // namespace
-}  // namespace serve
+}  // namespace jobs
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  mt::serve::BenchConfig config;
-  const mt::ConfigFlags<mt::serve::BenchConfig> flags(config);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  absl::Status s = flags.ApplyGiven(&config);
-  if (s.ok()) s = mt::serve::Run(config);
-  if (!s.ok()) {
-    std::fprintf(stderr, "generate_bench: error: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  mt::jobs::BenchConfig config;
+  const mt::ConfigFlags<mt::jobs::BenchConfig> flags(config);
+  return mt::ToolMain("generate_bench", "Generation tokens/s with and without the key/value cache.",
+                      argc, argv, [&]() -> absl::Status {
+                        RETURN_IF_ERROR(flags.ApplyGiven(&config));
+                        return mt::jobs::Run(config);
+                      });
 }

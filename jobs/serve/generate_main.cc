@@ -19,17 +19,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "comm/mpi_main.h"
 #include "core/config_flags.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
-#include "eval/eval_main.h"
 #include "eval/text_file.h"
 #include "serve/generate.h"
 #include "serve/generate_text.h"
 #include "serve/inference.h"
 
 namespace mt {
-namespace serve {
+namespace jobs {
+
+using serve::CompletionText;
+using serve::Generate;
+using serve::GenerateConfig;
+using serve::Generation;
+using serve::InferenceConfig;
+using serve::InferenceSession;
+using serve::LoadForInference;
+using serve::SamplingConfig;
+using serve::TokenizePrompts;
 namespace {
 
 struct GenerateMainConfig {
@@ -102,17 +112,18 @@ absl::Status Run(const GenerateMainConfig& c, comm::Communicator& world, int loc
 }
 
 }  // namespace
-}  // namespace serve
+}  // namespace jobs
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  mt::serve::GenerateMainConfig config;
-  const mt::ConfigFlags<mt::serve::GenerateMainConfig> flags(config);
-  return mt::eval::EvalMain(
+  mt::jobs::GenerateMainConfig config;
+  const mt::ConfigFlags<mt::jobs::GenerateMainConfig> flags(config);
+  return mt::comm::MpiMain(
       argc, argv,
       {"generate", "Text generation from a trained GPT checkpoint (Megatron-LM flags)."},
-      mt::eval::ApplyFlagsAndValidate(flags, &config),
-      [&](mt::comm::Communicator& world, int local_rank, int local_size) {
-        return mt::serve::Run(config, world, local_rank, local_size);
+      [&](int) { return flags.ApplyGivenAndValidate(&config); },
+      [&](const mt::comm::MpiProcess& p) -> absl::StatusOr<int> {
+        RETURN_IF_ERROR(mt::jobs::Run(config, p.world, p.local_rank, p.local_size));
+        return 0;
       });
 }

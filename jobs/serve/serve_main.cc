@@ -29,10 +29,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/mpi_main.h"
 #include "core/config_flags.h"
 #include "core/status.h"
 #include "data/tokenizers/factory.h"
-#include "eval/eval_main.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "serve/inference.h"
@@ -41,7 +41,22 @@
 #include "serve/serve_queue.h"
 
 namespace mt {
-namespace serve {
+namespace jobs {
+
+using serve::Api;
+using serve::ErrorJson;
+using serve::GenerationRequest;
+using serve::HttpStatus;
+using serve::InferenceConfig;
+using serve::InferenceSession;
+using serve::JobQueue;
+using serve::JobResult;
+using serve::LoadForInference;
+using serve::ParseRequest;
+using serve::ResponseJson;
+using serve::RunServeLoop;
+using serve::ServeLimits;
+using serve::ServeLoopOptions;
 namespace {
 
 struct ServeConfig {
@@ -83,9 +98,6 @@ struct ServeConfig {
     return absl::OkStatus();
   }
 };
-
-std::atomic<bool> stop_requested{false};
-void OnSignal(int) { stop_requested.store(true); }
 
 // Rank 0's HTTP side: handler threads that parse, queue and answer requests.
 class FrontEnd {
@@ -184,10 +196,8 @@ class FrontEnd {
   std::thread listener_;
 };
 
-absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_rank,
-                   int local_size) {
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
+absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_rank, int local_size,
+                   const std::atomic<bool>& stop_requested) {
   std::signal(SIGPIPE, SIG_IGN);  // A vanished client is an error on its socket, not a signal.
   ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer, data::CreateTokenizer("gpt2"));
   ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s,
@@ -231,16 +241,20 @@ absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_ra
 }
 
 }  // namespace
-}  // namespace serve
+}  // namespace jobs
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  mt::serve::ServeConfig config;
-  const mt::ConfigFlags<mt::serve::ServeConfig> flags(config);
-  return mt::eval::EvalMain(argc, argv,
-                            {"serve", "HTTP text generation server for a trained GPT checkpoint."},
-                            mt::eval::ApplyFlagsAndValidate(flags, &config),
-                            [&](mt::comm::Communicator& world, int local_rank, int local_size) {
-                              return mt::serve::Serve(config, world, local_rank, local_size);
-                            });
+  mt::jobs::ServeConfig config;
+  const mt::ConfigFlags<mt::jobs::ServeConfig> flags(config);
+  mt::comm::MpiMainOptions options;
+  options.stop_signals = {SIGTERM, SIGINT};
+  return mt::comm::MpiMain(
+      argc, argv, {"serve", "HTTP text generation server for a trained GPT checkpoint."},
+      [&](int) { return flags.ApplyGivenAndValidate(&config); },
+      [&](const mt::comm::MpiProcess& p) -> absl::StatusOr<int> {
+        RETURN_IF_ERROR(mt::jobs::Serve(config, p.world, p.local_rank, p.local_size, *p.stop));
+        return 0;
+      },
+      options);
 }
