@@ -3,7 +3,7 @@
 mt_cc_library / mt_cc_binary / mt_cc_test inject the project's warnings (as errors) and language
 level; mt_cuda_library compiles .cu files with nvcc into a static archive that a cc_library can
 depend on (under --config=cuda_emu: as host C++ against the CUDA emulator in core/cuda/emu), and
-collapses to an empty library when CUDA is absent or --config=cpu_only is set.
+builds its stub sources instead when CUDA is absent or --config=cpu_only is set.
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
@@ -225,14 +225,26 @@ file for another library's srcs: its objects linked without its headers and depe
 reaching the dependents' compile actions.""",
 )
 
-def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts = [], **kwargs):
+def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], stub_srcs = [], copts = [],
+                    **kwargs):
     """CUDA kernels (srcs, .cu via nvcc) plus host code (cc_srcs, via the C++ toolchain).
 
-    Dependents see `MT_WITH_CUDA=1` defined when the library is real. Without a CUDA toolkit, or
-    under --config=cpu_only, the library is empty and defines nothing.
+    Without a CUDA toolkit, or under --config=cpu_only, the library is built from stub_srcs
+    instead (C++ defining the same entry points, which report that the CUDA backend is absent), so
+    that callers link in every build. Dependents see `MT_WITH_CUDA=1` defined when the library is
+    real.
     """
     if not CUDA_FOUND:
-        native.cc_library(name = name, hdrs = hdrs, **kwargs)
+        native.cc_library(
+            name = name,
+            hdrs = hdrs,
+            srcs = stub_srcs,
+            copts = MT_COPTS + copts,
+            deps = deps,
+            alwayslink = 1,
+            linkstatic = 1,
+            **kwargs
+        )
         return
 
     # Under the emulator each .cu file is compiled as host C++ (kernel_util.cuh then includes
@@ -281,7 +293,7 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], copts =
         name = name,
         hdrs = hdrs,
         srcs = select({
-            "//third_party/cuda:cpu_only": [],
+            "//third_party/cuda:cpu_only": stub_srcs,
             "//third_party/cuda:emu": [":" + name + "_emu_archive"] + cc_srcs,
             "//conditions:default": [":" + name + "_kernels"] + cc_srcs,
         }),

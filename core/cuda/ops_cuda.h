@@ -1,9 +1,12 @@
 // CUDA implementations behind the op interface (core/ops). Called by the ops' device dispatch
 // after their argument checks (shapes, dtypes, one device, contiguity): the semantics, aliasing
-// rules and precisions are those documented in the op headers. Only built when MT_WITH_CUDA is
-// set; no CUDA headers here.
+// rules and precisions are those documented in the op headers. No CUDA headers here. Declared in
+// every build; in builds without the CUDA backend (no CUDA toolkit, or --config=cpu_only) they are
+// defined by ops_cuda_stub.cc, where each returns Unimplemented "<op>: not implemented for cuda:N:
+// this binary was built without the CUDA backend ...".
 //
-// Every function launches on ctx.cuda_stream, makes the tensors' device current, and returns:
+// With the backend, every function launches on ctx.cuda_stream, makes the tensors' device
+// current, and returns:
 //   Unimplemented      "<op>: not implemented for cuda:N here: no CUDA device ..." when this
 //                      machine has no usable CUDA device;
 //   InvalidArgument    a non-empty tensor whose memory is not on its device (host memory, another
