@@ -79,13 +79,8 @@ absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const T
   RETURN_IF_ERROR(CheckContiguous(kOp, "m", m));
   RETURN_IF_ERROR(CheckContiguous(kOp, "v", v));
   RETURN_IF_ERROR(CheckHyperparameters(args));
-#if defined(MT_WITH_CUDA)
-  if (param.device.is_cuda()) {
-    // The same f32 constants as AdamCpu, so the kernel's update is the CPU's.
-    return cuda::AdamUpdate(ctx, param, grad, m, v, Constants(args));
-  }
-#endif
-  if (!param.device.is_cpu()) return UnsupportedDevice(kOp, param.device);
+  // The same f32 constants as AdamCpu, so the kernel's update is the CPU's.
+  MT_ROUTE_DEVICE(kOp, param, cuda::AdamUpdate(ctx, param, grad, m, v, Constants(args)));
   AdamCpu(ctx.pool, param.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
           v.data_as<float>(), param.numel(), args);
   return absl::OkStatus();

@@ -66,7 +66,6 @@ absl::Status CheckAttention(absl::string_view op, const TensorView& q, const Ten
   return absl::OkStatus();
 }
 
-#if defined(MT_WITH_CUDA)
 // The launch parameters of the CUDA kernels (the padding mask's pointer is filled in there).
 cuda::AttentionParams CudaParams(const Problem& p, const AttentionArgs& args) {
   cuda::AttentionParams c;
@@ -80,7 +79,6 @@ cuda::AttentionParams CudaParams(const Problem& p, const AttentionArgs& args) {
   c.dropout = internal::CudaDropoutParams(args.dropout);  // Its scale is p.keep_scale.
   return c;
 }
-#endif
 
 }  // namespace
 

@@ -50,7 +50,6 @@ absl::Status CheckTargetsT(absl::string_view op, const I* targets, int64_t N, in
   return absl::OkStatus();
 }
 
-#if defined(MT_WITH_CUDA)
 // CheckTargets for targets in device memory: a device-side search, then the same error.
 absl::Status CheckTargetsCuda(absl::string_view op, const ExecContext& ctx,
                               const TensorView& targets, int64_t V) {
@@ -59,9 +58,11 @@ absl::Status CheckTargetsCuda(absl::string_view op, const ExecContext& ctx,
   if (bad.position >= 0) return TargetOutOfRange(op, bad.position, bad.value, V);
   return absl::OkStatus();
 }
-#endif
 
-absl::Status CheckTargets(absl::string_view op, const TensorView& targets, int64_t V) {
+// Every target in [0, V) or kIgnoreIndex, checked on the targets' device.
+absl::Status CheckTargets(absl::string_view op, const ExecContext& ctx, const TensorView& targets,
+                          int64_t V) {
+  MT_ROUTE_DEVICE(op, targets, CheckTargetsCuda(op, ctx, targets, V));
   const int64_t N = targets.numel();
   return targets.dtype == DType::kI32 ? CheckTargetsT(op, targets.data_as<int32_t>(), N, V)
                                       : CheckTargetsT(op, targets.data_as<int64_t>(), N, V);
@@ -179,14 +180,8 @@ absl::Status CrossEntropy(const ExecContext& ctx, const TensorView& logits,
                           const TensorView& targets, const TensorView& losses) {
   constexpr absl::string_view kOp = "CrossEntropy";
   RETURN_IF_ERROR(CheckArgs(kOp, logits, targets, losses, "losses"));
-#if defined(MT_WITH_CUDA)
-  if (logits.device.is_cuda()) {
-    RETURN_IF_ERROR(CheckTargetsCuda(kOp, ctx, targets, logits.shape[1]));
-    return cuda::CrossEntropy(ctx, logits, targets, losses);
-  }
-#endif
-  if (!logits.device.is_cpu()) return UnsupportedDevice(kOp, logits.device);
-  RETURN_IF_ERROR(CheckTargets(kOp, targets, logits.shape[1]));
+  RETURN_IF_ERROR(CheckTargets(kOp, ctx, targets, logits.shape[1]));
+  MT_ROUTE_DEVICE(kOp, logits, cuda::CrossEntropy(ctx, logits, targets, losses));
   switch (logits.dtype) {
     case DType::kF32:
       ForwardForIds<float>(ctx.pool, logits, targets, losses);
@@ -216,14 +211,8 @@ absl::Status CrossEntropyBackward(const ExecContext& ctx, const TensorView& logi
   }
   RETURN_IF_ERROR(CheckShape(kOp, "dlogits", dlogits, logits.shape));
   RETURN_IF_ERROR(CheckContiguous(kOp, "dlogits", dlogits));
-#if defined(MT_WITH_CUDA)
-  if (logits.device.is_cuda()) {
-    RETURN_IF_ERROR(CheckTargetsCuda(kOp, ctx, targets, logits.shape[1]));
-    return cuda::CrossEntropyBackward(ctx, logits, targets, dlosses, dlogits);
-  }
-#endif
-  if (!logits.device.is_cpu()) return UnsupportedDevice(kOp, logits.device);
-  RETURN_IF_ERROR(CheckTargets(kOp, targets, logits.shape[1]));
+  RETURN_IF_ERROR(CheckTargets(kOp, ctx, targets, logits.shape[1]));
+  MT_ROUTE_DEVICE(kOp, logits, cuda::CrossEntropyBackward(ctx, logits, targets, dlosses, dlogits));
   switch (logits.dtype) {
     case DType::kF32:
       BackwardForIds<float>(ctx.pool, logits, targets, dlosses, dlogits);

@@ -1,7 +1,8 @@
-// Every op dispatches CUDA tensors to the CUDA backend: without a device (or without CUDA) the
-// call is Unimplemented and names the op and the device; with a device, views that claim cuda:0
-// but hold host memory are refused (InvalidArgument) before any kernel runs, and the ops that need
-// a DeviceContext say so (FailedPrecondition). The views here are never dereferenced.
+// Every op dispatches CUDA tensors to the CUDA backend: without a device (or without CUDA, where
+// the backend is the stub core/cuda/ops_cuda_stub.cc) the call is Unimplemented and names the op
+// and the device; with a device, views that claim cuda:0 but hold host memory are refused
+// (InvalidArgument) before any kernel runs, and the ops that need a DeviceContext say so
+// (FailedPrecondition). The views here are never dereferenced.
 #include <functional>
 #include <memory>
 #include <string>
@@ -151,6 +152,11 @@ TEST(CudaDispatchTest, EveryOpReachesTheCudaBackend) {
       if (cuda::BuiltWithCuda()) {
         // The CUDA branch was taken and says why it cannot run here.
         EXPECT_THAT(std::string(s.message()), HasSubstr("cuda:0 here: no CUDA device")) << s;
+      } else {
+        // The CUDA branch was taken too: the stub backend (core/cuda/ops_cuda_stub.cc) answered.
+        EXPECT_THAT(std::string(s.message()),
+                    HasSubstr("cuda:0: this binary was built without the CUDA backend"))
+            << s;
       }
       continue;
     }

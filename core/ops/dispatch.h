@@ -1,29 +1,26 @@
 // Dtype and device dispatch for the ops (internal to core/ops): the one place that maps a float
 // DType to its C++ element type, and the one place that routes an op to its CUDA implementation
-// (core/cuda/ops_cuda.h) when this build has the CUDA backend.
+// (core/cuda/ops_cuda.h). Every build has the same code here: without the CUDA backend the
+// mt::cuda functions are link-time stubs (core/cuda/ops_cuda_stub.cc) answering Unimplemented.
 #ifndef MT_CORE_OPS_DISPATCH_H_
 #define MT_CORE_OPS_DISPATCH_H_
 
-#include "core/cuda/ops_cuda.h"  // Declarations only; defined when MT_WITH_CUDA is set.
+#include "core/cuda/ops_cuda.h"
 #include "core/dtype.h"
 #include "core/ops/check.h"
 #include "glog/logging.h"
 
-// Inside an op, after its argument checks: returns `cuda_call` (a call into mt::cuda) when
-// `tensor` is on a CUDA device and this build has the CUDA backend, and Unimplemented for any
-// other device that is not the CPU; on the CPU it falls through to the op's CPU kernel.
-#if defined(MT_WITH_CUDA)
+// Inside an op, after its argument checks: returns `cuda_call` (a call into mt::cuda, or a
+// helper of the op's file that makes such calls) when `tensor` is on a CUDA device, and
+// Unimplemented (UnsupportedDevice) for any other device that is not the CPU; on the CPU it falls
+// through to the op's CPU code. `cuda_call` is evaluated only for a CUDA tensor. This is the ops'
+// only form of device routing, used as well where an op checks ids or targets on the device
+// before its kernel runs.
 #define MT_ROUTE_DEVICE(op, tensor, cuda_call)                                               \
   do {                                                                                       \
     if ((tensor).device.is_cuda()) return (cuda_call);                                       \
     if (!(tensor).device.is_cpu()) return ::mt::ops::UnsupportedDevice(op, (tensor).device); \
   } while (0)
-#else
-#define MT_ROUTE_DEVICE(op, tensor, cuda_call)                                               \
-  do {                                                                                       \
-    if (!(tensor).device.is_cpu()) return ::mt::ops::UnsupportedDevice(op, (tensor).device); \
-  } while (0)
-#endif
 
 namespace mt {
 namespace ops {

@@ -1,10 +1,9 @@
 // The CUDA launchers' form of a dropout (cuda::DropoutParams) from ops::DropoutArgs, for the ops
 // whose CUDA path draws ops::Dropout's mask (Dropout, BiasDropoutAdd, FusedAttention). Internal to
-// core/ops; CUDA builds only.
+// core/ops; a plain struct conversion (launchers.h holds no CUDA code), in every build.
 #ifndef MT_CORE_OPS_DROPOUT_CUDA_H_
 #define MT_CORE_OPS_DROPOUT_CUDA_H_
 
-#if defined(MT_WITH_CUDA)
 #include "core/cuda/launchers.h"
 #include "core/ops/elementwise.h"
 
@@ -28,6 +27,5 @@ inline cuda::DropoutParams CudaDropoutParams(const DropoutArgs& args) {
 }  // namespace internal
 }  // namespace ops
 }  // namespace mt
-#endif  // MT_WITH_CUDA
 
 #endif  // MT_CORE_OPS_DROPOUT_CUDA_H_

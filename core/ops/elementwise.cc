@@ -251,9 +251,7 @@ absl::Status CheckConvertOverlap(absl::string_view op, const TensorView& x, cons
 // Fills x with `value` on its device.
 template <typename T>
 absl::Status FillTyped(const ExecContext& ctx, const TensorView& x, T value) {
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::Fill(ctx, x, &value, sizeof(T));
-#endif
+  MT_ROUTE_DEVICE("Fill", x, cuda::Fill(ctx, x, &value, sizeof(T)));
   FillCpu<T>(ctx, x, value);
   return absl::OkStatus();
 }
@@ -263,12 +261,7 @@ absl::Status DropoutImpl(absl::string_view op, const ExecContext& ctx, const Ten
                          absl::string_view y_name) {
   RETURN_IF_ERROR(CheckMatching(op, {{x_name, &x}, {y_name, &y}}, kFloatDTypes));
   RETURN_IF_ERROR(CheckDropoutArgs(op, args));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) {
-    return cuda::Dropout(op, ctx, x, internal::CudaDropoutParams(args), y);
-  }
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(op, x.device);
+  MT_ROUTE_DEVICE(op, x, cuda::Dropout(op, ctx, x, internal::CudaDropoutParams(args), y));
   if (args.p == 0.0f) {
     if (x.data != y.data) std::memmove(y.data, x.data, x.nbytes());
     return absl::OkStatus();
@@ -302,10 +295,7 @@ absl::Status BiasAdd(const ExecContext& ctx, const TensorView& x, const TensorVi
   RETURN_IF_ERROR(CheckDTypeOf(kOp, {"bias", &bias}, {"x", &x}));
   RETURN_IF_ERROR(CheckMinRank(kOp, "x", x, 1));
   RETURN_IF_ERROR(CheckShape(kOp, "bias", bias, {x.dim(-1)}));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) return cuda::BiasAdd(ctx, x, bias, y);
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  MT_ROUTE_DEVICE(kOp, x, cuda::BiasAdd(ctx, x, bias, y));
   DispatchFloat(x.dtype, [&](auto tag) { BiasAddCpu<decltype(tag)>(ctx, x, bias, y); });
   return absl::OkStatus();
 }
@@ -335,7 +325,7 @@ absl::Status BiasGrad(const ExecContext& ctx, const TensorView& dy, const Tensor
 absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
   constexpr absl::string_view kOp = "Gelu";
   RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
-  MT_ROUTE_DEVICE(kOp, x, MT_CUDA_KERNEL(Gelu)(ctx, x, y));
+  MT_ROUTE_DEVICE(kOp, x, cuda::Gelu(ctx, x, y));
   DispatchFloat(x.dtype, [&](auto tag) {
     internal::MapUnaryRanges<decltype(tag)>(ctx, x, y, internal::GeluTanhRange);
   });
@@ -346,7 +336,7 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
                           const TensorView& dx) {
   constexpr absl::string_view kOp = "GeluBackward";
   RETURN_IF_ERROR(CheckMatching(kOp, {{"x", &x}, {"dy", &dy}, {"dx", &dx}}, kFloatDTypes));
-  MT_ROUTE_DEVICE(kOp, x, MT_CUDA_KERNEL(GeluBackward)(ctx, x, dy, dx));
+  MT_ROUTE_DEVICE(kOp, x, cuda::GeluBackward(ctx, x, dy, dx));
   DispatchFloat(x.dtype, [&](auto tag) {
     internal::MapBinaryRanges<decltype(tag)>(ctx, x, dy, dx, internal::GeluTanhGradRange);
   });
@@ -355,20 +345,19 @@ absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const Ten
 
 absl::Status Gelu(const ExecContext& ctx, const TensorView& x, const TensorView& y, GeluForm form) {
   if (form == GeluForm::kTanh) return Gelu(ctx, x, y);
-  return RunUnary("Gelu(erf)", ctx, {"x", &x}, {"y", &y}, MT_CUDA_KERNEL(GeluErf), GeluErfForward);
+  return RunUnary("Gelu(erf)", ctx, {"x", &x}, {"y", &y}, &cuda::GeluErf, GeluErfForward);
 }
 
 absl::Status GeluBackward(const ExecContext& ctx, const TensorView& x, const TensorView& dy,
                           const TensorView& dx, GeluForm form) {
   if (form == GeluForm::kTanh) return GeluBackward(ctx, x, dy, dx);
   return RunBinary("GeluBackward(erf)", ctx, {"x", &x}, {"dy", &dy}, {"dx", &dx},
-                   MT_CUDA_KERNEL(GeluErfBackward), GeluErfGrad);
+                   &cuda::GeluErfBackward, GeluErfGrad);
 }
 
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                  const TensorView& out) {
-  return RunBinary("Add", ctx, {"a", &a}, {"b", &b}, {"out", &out}, MT_CUDA_KERNEL(Add),
-                   internal::AddRange);
+  return RunBinary("Add", ctx, {"a", &a}, {"b", &b}, {"out", &out}, &cuda::Add, internal::AddRange);
 }
 
 absl::Status Scale(const ExecContext& ctx, const TensorView& x, float alpha, const TensorView& y) {
@@ -388,18 +377,12 @@ absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorVi
   constexpr absl::string_view kOp = "Convert";
   RETURN_IF_ERROR(CheckOperands(kOp, {{"x", &x}, {"y", &y}}, kFloatDTypes));
   RETURN_IF_ERROR(CheckShape(kOp, "y", y, x.shape));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) {
-    if (x.dtype != y.dtype) RETURN_IF_ERROR(CheckConvertOverlap(kOp, x, y));
-    return cuda::Convert(ctx, x, y);
-  }
-#endif
-  if (!x.device.is_cpu()) return UnsupportedDevice(kOp, x.device);
+  if (x.dtype != y.dtype) RETURN_IF_ERROR(CheckConvertOverlap(kOp, x, y));
+  MT_ROUTE_DEVICE(kOp, x, cuda::Convert(ctx, x, y));
   if (x.dtype == y.dtype) {
     if (x.data != y.data) std::memmove(y.data, x.data, x.nbytes());
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(CheckConvertOverlap(kOp, x, y));
   DispatchFloat(x.dtype, [&](auto from) {
     DispatchFloat(y.dtype, [&](auto to) { ConvertCpu<decltype(from), decltype(to)>(ctx, x, y); });
   });
@@ -409,12 +392,6 @@ absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorVi
 absl::Status Fill(const ExecContext& ctx, const TensorView& x, double value) {
   constexpr absl::string_view kOp = "Fill";
   RETURN_IF_ERROR(CheckContiguous(kOp, "x", x));
-#if defined(MT_WITH_CUDA)
-  const bool has_kernel = x.device.is_cpu() || x.device.is_cuda();
-#else
-  const bool has_kernel = x.device.is_cpu();
-#endif
-  if (!has_kernel) return UnsupportedDevice(kOp, x.device);
   if (IsInteger(x.dtype)) {
     double lo = 0, hi = 0;  // The integers representable in x's dtype are [lo, hi).
     switch (x.dtype) {

@@ -93,14 +93,7 @@ void MapBinaryRanges(const ExecContext& ctx, const TensorView& a, const TensorVi
   });
 }
 
-// The CUDA implementation of an element-wise op, by its name in mt::cuda (core/cuda/ops_cuda.h);
-// null in a build without the CUDA backend, where MT_ROUTE_DEVICE never calls it.
-#if defined(MT_WITH_CUDA)
-#define MT_CUDA_KERNEL(name) (&::mt::cuda::name)
-#else
-#define MT_CUDA_KERNEL(name) nullptr
-#endif
-
+// The CUDA implementation of an element-wise op: &cuda::Name (core/cuda/ops_cuda.h).
 using UnaryKernel = absl::Status (*)(const ExecContext&, const TensorView&, const TensorView&);
 using BinaryKernel = absl::Status (*)(const ExecContext&, const TensorView&, const TensorView&,
                                       const TensorView&);

@@ -76,7 +76,6 @@ absl::Status CheckIdsInVocab(absl::string_view op, const TensorView& ids, int64_
   return absl::OkStatus();
 }
 
-#if defined(MT_WITH_CUDA)
 // CheckIds for ids in device memory: a device-side search, then the same error.
 absl::Status CheckIdsCuda(absl::string_view op, const ExecContext& ctx, const TensorView& ids,
                           int64_t vocab) {
@@ -85,7 +84,6 @@ absl::Status CheckIdsCuda(absl::string_view op, const ExecContext& ctx, const Te
   if (bad.position >= 0) return IdOutOfRange(op, ids, bad.position, bad.value, vocab);
   return absl::OkStatus();
 }
-#endif
 
 absl::Status CheckIds(absl::string_view op, const TensorView& ids, int64_t vocab) {
   return ids.dtype == DType::kI32 ? CheckIdsInVocab<int32_t>(op, ids, vocab)
@@ -201,9 +199,7 @@ absl::Status CheckOperands(absl::string_view op, const ExecContext& ctx, const T
 absl::Status Embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& table,
                        const TensorView& out, const EmbeddingRange& range) {
   RETURN_IF_ERROR(CheckOperands("Embedding", ctx, ids, table, "table", out, "out", range));
-#if defined(MT_WITH_CUDA)
-  if (ids.device.is_cuda()) return cuda::Embedding(ctx, ids, table, out, range.vocab_start);
-#endif
+  MT_ROUTE_DEVICE("Embedding", ids, cuda::Embedding(ctx, ids, table, out, range.vocab_start));
   const int64_t N = ids.numel(), V = table.shape[0];
   const int64_t row_bytes = table.shape[1] * static_cast<int64_t>(DTypeSize(table.dtype));
   const char* t = static_cast<const char*>(table.data);
@@ -221,11 +217,8 @@ absl::Status EmbeddingBackward(const ExecContext& ctx, const TensorView& ids,
                                const EmbeddingRange& range) {
   RETURN_IF_ERROR(
       CheckOperands("EmbeddingBackward", ctx, ids, dtable, "dtable", dout, "dout", range));
-#if defined(MT_WITH_CUDA)
-  if (ids.device.is_cuda()) {
-    return cuda::EmbeddingBackward(ctx, ids, dout, dtable, range.vocab_start);
-  }
-#endif
+  MT_ROUTE_DEVICE("EmbeddingBackward", ids,
+                  cuda::EmbeddingBackward(ctx, ids, dout, dtable, range.vocab_start));
   internal::DispatchFloat(dtable.dtype, [&](auto tag) {
     EmbeddingBackwardDispatchIds<decltype(tag)>(ctx.pool, ids, dout, dtable, range.vocab_start);
   });

@@ -339,23 +339,23 @@ void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
   }
 }
 
+// The CUDA backend's description of the product (cuda::Gemm).
+cuda::GemmDims CudaDims(const GemmShape& s, const GemmOptions& options) {
+  cuda::GemmDims dims;
+  static_cast<GemmShape&>(dims) = s;
+  dims.alpha = options.alpha;
+  dims.beta = options.beta;
+  dims.bias = options.bias;
+  dims.gelu = options.epilogue == Epilogue::kGelu;
+  dims.pre_activation = options.pre_activation;
+  return dims;
+}
+
 absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorView& a,
                  const TensorView& b, const TensorView& c, const GemmOptions& options) {
   ASSIGN_OR_RETURN(GemmShape s, Validate(op, rank, a, b, c, options));
   RETURN_IF_ERROR(ValidateEpilogue(op, rank, s, a, b, c, options));
-#if defined(MT_WITH_CUDA)
-  if (a.device.is_cuda()) {
-    cuda::GemmDims dims;
-    static_cast<GemmShape&>(dims) = s;
-    dims.alpha = options.alpha;
-    dims.beta = options.beta;
-    dims.bias = options.bias;
-    dims.gelu = options.epilogue == Epilogue::kGelu;
-    dims.pre_activation = options.pre_activation;
-    return cuda::Gemm(op, ctx, a, b, c, dims);
-  }
-#endif
-  if (!a.device.is_cpu()) return UnsupportedDevice(op, a.device);
+  MT_ROUTE_DEVICE(op, a, cuda::Gemm(op, ctx, a, b, c, CudaDims(s, options)));
   const CpuGemmBackend backend = Resolve(options.cpu_backend);
   if (backend == CpuGemmBackend::kOpenBlas && !LoadOpenBlas().status.ok()) {
     return absl::FailedPreconditionError(

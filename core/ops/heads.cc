@@ -83,13 +83,10 @@ absl::Status HeadsCommon(absl::string_view op, const HeadsShape& s, const Tensor
 absl::Status SplitQkv(const ExecContext& ctx, const HeadsShape& s, const TensorView& qkv,
                       const TensorView& q, const TensorView& k, const TensorView& v) {
   RETURN_IF_ERROR(QkvCommon("SplitQkv", s, qkv, q, k, v));
-#if defined(MT_WITH_CUDA)
-  if (qkv.device.is_cuda()) {
-    const TensorView* hm[3] = {&q, &k, &v};
-    return cuda::HeadsPermute("SplitQkv", ctx, s.batch, s.seq, s.heads, s.head_dim, qkv, hm, 3,
-                              /*to_heads=*/true);
-  }
-#endif
+  const TensorView* hm[3] = {&q, &k, &v};
+  MT_ROUTE_DEVICE("SplitQkv", qkv,
+                  cuda::HeadsPermute("SplitQkv", ctx, s.batch, s.seq, s.heads, s.head_dim, qkv, hm,
+                                     3, /*to_heads=*/true));
   char* outs[3] = {static_cast<char*>(q.data), static_cast<char*>(k.data),
                    static_cast<char*>(v.data)};
   Permute(ctx, s, 3, static_cast<char*>(qkv.data), outs, /*to_heads=*/true, DTypeSize(qkv.dtype));
@@ -99,13 +96,10 @@ absl::Status SplitQkv(const ExecContext& ctx, const HeadsShape& s, const TensorV
 absl::Status MergeQkv(const ExecContext& ctx, const HeadsShape& s, const TensorView& q,
                       const TensorView& k, const TensorView& v, const TensorView& qkv) {
   RETURN_IF_ERROR(QkvCommon("MergeQkv", s, qkv, q, k, v));
-#if defined(MT_WITH_CUDA)
-  if (qkv.device.is_cuda()) {
-    const TensorView* hm[3] = {&q, &k, &v};
-    return cuda::HeadsPermute("MergeQkv", ctx, s.batch, s.seq, s.heads, s.head_dim, qkv, hm, 3,
-                              /*to_heads=*/false);
-  }
-#endif
+  const TensorView* hm[3] = {&q, &k, &v};
+  MT_ROUTE_DEVICE("MergeQkv", qkv,
+                  cuda::HeadsPermute("MergeQkv", ctx, s.batch, s.seq, s.heads, s.head_dim, qkv, hm,
+                                     3, /*to_heads=*/false));
   char* ins[3] = {static_cast<char*>(q.data), static_cast<char*>(k.data),
                   static_cast<char*>(v.data)};
   Permute(ctx, s, 3, static_cast<char*>(qkv.data), ins, /*to_heads=*/false, DTypeSize(qkv.dtype));
@@ -115,30 +109,25 @@ absl::Status MergeQkv(const ExecContext& ctx, const HeadsShape& s, const TensorV
 absl::Status MergeHeads(const ExecContext& ctx, const HeadsShape& s, const TensorView& x,
                         const TensorView& y) {
   RETURN_IF_ERROR(HeadsCommon("MergeHeads", s, x, y));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) {
-    const TensorView* hm[1] = {&x};
-    return cuda::HeadsPermute("MergeHeads", ctx, s.batch, s.seq, s.heads, s.head_dim, y, hm, 1,
-                              /*to_heads=*/false);
-  }
-#endif
-  char* hm[1] = {static_cast<char*>(x.data)};
-  Permute(ctx, s, 1, static_cast<char*>(y.data), hm, /*to_heads=*/false, DTypeSize(x.dtype));
+  const TensorView* hm[1] = {&x};
+  MT_ROUTE_DEVICE("MergeHeads", x,
+                  cuda::HeadsPermute("MergeHeads", ctx, s.batch, s.seq, s.heads, s.head_dim, y, hm,
+                                     1, /*to_heads=*/false));
+  char* head_major[1] = {static_cast<char*>(x.data)};
+  Permute(ctx, s, 1, static_cast<char*>(y.data), head_major, /*to_heads=*/false,
+          DTypeSize(x.dtype));
   return absl::OkStatus();
 }
 
 absl::Status SplitHeads(const ExecContext& ctx, const HeadsShape& s, const TensorView& y,
                         const TensorView& x) {
   RETURN_IF_ERROR(HeadsCommon("SplitHeads", s, x, y));
-#if defined(MT_WITH_CUDA)
-  if (x.device.is_cuda()) {
-    const TensorView* hm[1] = {&x};
-    return cuda::HeadsPermute("SplitHeads", ctx, s.batch, s.seq, s.heads, s.head_dim, y, hm, 1,
-                              /*to_heads=*/true);
-  }
-#endif
-  char* hm[1] = {static_cast<char*>(x.data)};
-  Permute(ctx, s, 1, static_cast<char*>(y.data), hm, /*to_heads=*/true, DTypeSize(x.dtype));
+  const TensorView* hm[1] = {&x};
+  MT_ROUTE_DEVICE("SplitHeads", x,
+                  cuda::HeadsPermute("SplitHeads", ctx, s.batch, s.seq, s.heads, s.head_dim, y, hm,
+                                     1, /*to_heads=*/true));
+  char* head_major[1] = {static_cast<char*>(x.data)};
+  Permute(ctx, s, 1, static_cast<char*>(y.data), head_major, /*to_heads=*/true, DTypeSize(x.dtype));
   return absl::OkStatus();
 }
 

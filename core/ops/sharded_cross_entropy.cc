@@ -20,20 +20,10 @@ int64_t TargetAt(const TensorView& targets, int64_t n) {
                                       : targets.data_as<int64_t>()[n];
 }
 
-// True for the devices this file has kernels for.
-bool HasKernel(const Device& device) {
-#if defined(MT_WITH_CUDA)
-  return device.is_cpu() || device.is_cuda();
-#else
-  return device.is_cpu();
-#endif
-}
-
 absl::Status CheckLogits(absl::string_view op, const TensorView& logits, const VocabShard& shard) {
   RETURN_IF_ERROR(CheckContiguous(op, "logits", logits));
   RETURN_IF_ERROR(CheckRank(op, "logits", logits, 2));
   RETURN_IF_ERROR(CheckDType(op, "logits", logits, {DType::kF32}));
-  if (!HasKernel(logits.device)) return UnsupportedDevice(op, logits.device);
   if (shard.vocab_start < 0 || shard.valid_vocab <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": bad vocab shard (start ",
                                                    shard.vocab_start, ", valid vocab ",
@@ -47,7 +37,6 @@ absl::Status CheckVector(absl::string_view op, absl::string_view name, const Ten
   RETURN_IF_ERROR(CheckContiguous(op, name, t));
   RETURN_IF_ERROR(CheckDType(op, name, t, dtypes));
   RETURN_IF_ERROR(CheckShape(op, name, t, {n}));
-  if (!HasKernel(t.device)) return UnsupportedDevice(op, t.device);
   return absl::OkStatus();
 }
 
@@ -56,19 +45,20 @@ absl::Status TargetOutOfRange(absl::string_view op, int64_t i, int64_t t, int64_
                                             " is outside the vocabulary [0, ", valid_vocab, ")"));
 }
 
-// Every target in [0, valid_vocab) or kIgnoreIndex. Targets already passed CheckVector and live on
-// the device of the other operands.
+// CheckTargetRange for targets in device memory: a device-side search, then the same error.
+absl::Status CheckTargetRangeCuda(absl::string_view op, const ExecContext& ctx,
+                                  const TensorView& targets, int64_t valid_vocab) {
+  ASSIGN_OR_RETURN(const cuda::BadId bad, cuda::FindBadId(op, ctx, "targets", targets, 0,
+                                                          valid_vocab, /*allow_ignore=*/true));
+  if (bad.position >= 0) return TargetOutOfRange(op, bad.position, bad.value, valid_vocab);
+  return absl::OkStatus();
+}
+
+// Every target in [0, valid_vocab) or kIgnoreIndex, checked on the targets' device. Targets
+// already passed CheckVector and live on the device of the other operands.
 absl::Status CheckTargetRange(absl::string_view op, const ExecContext& ctx,
                               const TensorView& targets, int64_t valid_vocab) {
-#if defined(MT_WITH_CUDA)
-  if (targets.device.is_cuda()) {
-    ASSIGN_OR_RETURN(const cuda::BadId bad,
-                     cuda::FindBadId(op, ctx, "targets", targets, 0, valid_vocab,
-                                     /*allow_ignore=*/true));
-    if (bad.position >= 0) return TargetOutOfRange(op, bad.position, bad.value, valid_vocab);
-    return absl::OkStatus();
-  }
-#endif
+  MT_ROUTE_DEVICE(op, targets, CheckTargetRangeCuda(op, ctx, targets, valid_vocab));
   const int64_t n = targets.numel();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = TargetAt(targets, i);
@@ -108,9 +98,7 @@ absl::Status ShardedRowMax(const ExecContext& ctx, const TensorView& logits,
   const int64_t N = logits.dim(0), V = logits.dim(1), valid = ValidColumns(logits, shard);
   RETURN_IF_ERROR(CheckVector(kOp, "row_max", row_max, N, {DType::kF32}));
   RETURN_IF_ERROR(CheckSameDevice(kOp, {&logits, &row_max}));
-#if defined(MT_WITH_CUDA)
-  if (logits.device.is_cuda()) return cuda::ShardedRowMax(ctx, logits, valid, row_max);
-#endif
+  MT_ROUTE_DEVICE(kOp, logits, cuda::ShardedRowMax(ctx, logits, valid, row_max));
   const float* l = logits.data_as<float>();
   float* m = row_max.data_as<float>();
   ParallelFor(ctx.pool, N, 4, [&](int64_t begin, int64_t end) {
@@ -131,12 +119,9 @@ absl::Status ShardedTargetAndSumExp(const ExecContext& ctx, const TensorView& lo
   RETURN_IF_ERROR(CheckPartials(kOp, partials, N));
   RETURN_IF_ERROR(CheckSameDevice(kOp, {&logits, &targets, &row_max, &partials}));
   RETURN_IF_ERROR(CheckTargetRange(kOp, ctx, targets, shard.valid_vocab));
-#if defined(MT_WITH_CUDA)
-  if (logits.device.is_cuda()) {
-    return cuda::ShardedTargetAndSumExp(ctx, logits, targets, valid, shard.vocab_start, row_max,
-                                        partials);
-  }
-#endif
+  MT_ROUTE_DEVICE(kOp, logits,
+                  cuda::ShardedTargetAndSumExp(ctx, logits, targets, valid, shard.vocab_start,
+                                               row_max, partials));
   const float* l = logits.data_as<float>();
   const float* m = row_max.data_as<float>();
   float* p = partials.data_as<float>();
@@ -161,9 +146,7 @@ absl::Status ShardedLoss(const ExecContext& ctx, const TensorView& targets,
   RETURN_IF_ERROR(CheckRows(kOp, targets, row_max, N));
   RETURN_IF_ERROR(CheckPartials(kOp, partials, N));
   RETURN_IF_ERROR(CheckSameDevice(kOp, {&losses, &targets, &row_max, &partials}));
-#if defined(MT_WITH_CUDA)
-  if (losses.device.is_cuda()) return cuda::ShardedLoss(ctx, targets, row_max, partials, losses);
-#endif
+  MT_ROUTE_DEVICE(kOp, losses, cuda::ShardedLoss(ctx, targets, row_max, partials, losses));
   const float* m = row_max.data_as<float>();
   const float* p = partials.data_as<float>();
   float* out = losses.data_as<float>();
@@ -192,12 +175,9 @@ absl::Status ShardedCrossEntropyBackward(const ExecContext& ctx, const TensorVie
   RETURN_IF_ERROR(
       CheckSameDevice(kOp, {&logits, &targets, &row_max, &dlosses, &partials, &dlogits}));
   RETURN_IF_ERROR(CheckTargetRange(kOp, ctx, targets, shard.valid_vocab));
-#if defined(MT_WITH_CUDA)
-  if (logits.device.is_cuda()) {
-    return cuda::ShardedCrossEntropyBackward(ctx, logits, targets, valid, shard.vocab_start,
-                                             row_max, partials, dlosses, dlogits);
-  }
-#endif
+  MT_ROUTE_DEVICE(kOp, logits,
+                  cuda::ShardedCrossEntropyBackward(ctx, logits, targets, valid, shard.vocab_start,
+                                                    row_max, partials, dlosses, dlogits));
   const float* l = logits.data_as<float>();
   const float* m = row_max.data_as<float>();
   const float* p = partials.data_as<float>();

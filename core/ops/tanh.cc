@@ -25,13 +25,13 @@ inline float TanhGrad(float t, float dy) { return dy * ((1.0f - t) * (1.0f + t))
 }  // namespace
 
 absl::Status Tanh(const ExecContext& ctx, const TensorView& x, const TensorView& y) {
-  return RunUnary("Tanh", ctx, {"x", &x}, {"y", &y}, MT_CUDA_KERNEL(Tanh), TanhF);
+  return RunUnary("Tanh", ctx, {"x", &x}, {"y", &y}, &cuda::Tanh, TanhF);
 }
 
 absl::Status TanhBackward(const ExecContext& ctx, const TensorView& y, const TensorView& dy,
                           const TensorView& dx) {
-  return RunBinary("TanhBackward", ctx, {"y", &y}, {"dy", &dy}, {"dx", &dx},
-                   MT_CUDA_KERNEL(TanhBackward), TanhGrad);
+  return RunBinary("TanhBackward", ctx, {"y", &y}, {"dy", &dy}, {"dx", &dx}, &cuda::TanhBackward,
+                   TanhGrad);
 }
 
 }  // namespace ops
