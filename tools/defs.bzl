@@ -231,8 +231,8 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], stub_sr
 
     Without a CUDA toolkit, or under --config=cpu_only, the library is built from stub_srcs
     instead (C++ defining the same entry points, which report that the CUDA backend is absent), so
-    that callers link in every build. Dependents see `MT_WITH_CUDA=1` defined when the library is
-    real.
+    that callers link in every build with no #if. Dependents see the same headers and defines in
+    every build.
     """
     if not CUDA_FOUND:
         native.cc_library(
@@ -298,10 +298,6 @@ def mt_cuda_library(name, srcs = [], hdrs = [], deps = [], cc_srcs = [], stub_sr
             "//conditions:default": [":" + name + "_kernels"] + cc_srcs,
         }),
         copts = MT_COPTS + copts,
-        defines = select({
-            "//third_party/cuda:cpu_only": [],
-            "//conditions:default": ["MT_WITH_CUDA=1"],
-        }),
         deps = deps + select({
             "//third_party/cuda:cpu_only": [],
             "//conditions:default": [CUDART, CUBLAS],
