@@ -10,8 +10,10 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "core/status.h"
+#include "core/subprocess.h"
 #include "core/tool_main.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -133,6 +136,42 @@ int ExperimentMain(absl::string_view name, int argc, char** argv,
                   [&] { return run(static_cast<int>(original.size()), original.data()); });
 }
 
+std::string SourceRevision(const std::string& dir) {
+  if (dir.empty()) return "unknown: not run from a checkout (use ./bazelw run)";
+  const absl::StatusOr<std::string> head = RunCommand({"git", "-C", dir, "rev-parse", "HEAD"});
+  if (!head.ok()) return absl::StrCat("unknown: ", dir, " is not a git checkout");
+  const absl::StatusOr<std::string> changes =
+      RunCommand({"git", "-C", dir, "status", "--porcelain", "--untracked-files=no"});
+  const std::string sha(absl::StripAsciiWhitespace(*head));
+  if (!changes.ok()) return absl::StrCat(sha, " (git status failed)");
+  return absl::StripAsciiWhitespace(*changes).empty()
+             ? sha
+             : absl::StrCat(sha, " with uncommitted changes");
+}
+
+std::string PortablePaths(absl::string_view text, const std::string& workspace,
+                          const std::string& home) {
+  // Runfiles trees first: they may lie under the home directory (Bazel's output base).
+  constexpr absl::string_view kRunfiles = ".runfiles/megatron_cpp/";
+  std::string out;
+  size_t done = 0;
+  for (size_t at = text.find(kRunfiles); at != absl::string_view::npos;
+       at = text.find(kRunfiles, done)) {
+    size_t start = at;  // Back to the start of the path: a space, quote or backtick before it.
+    while (start > done && !absl::ascii_isspace(text[start - 1]) && text[start - 1] != '`' &&
+           text[start - 1] != '\'' && text[start - 1] != '"' && text[start - 1] != '(') {
+      --start;
+    }
+    absl::StrAppend(&out, text.substr(done, start - done), "bazel-bin/");
+    done = at + kRunfiles.size();
+  }
+  absl::StrAppend(&out, text.substr(done));
+  std::vector<std::pair<std::string, std::string>> replacements;
+  if (!workspace.empty()) replacements.push_back({absl::StrCat(workspace, "/"), ""});
+  if (!home.empty()) replacements.push_back({absl::StrCat(home, "/"), "~/"});
+  return absl::StrReplaceAll(out, replacements);
+}
+
 absl::StatusOr<ExperimentRun> StartExperiment(absl::string_view name,
                                               absl::string_view results_dir_flag, int argc,
                                               const char* const* argv) {
@@ -145,6 +184,8 @@ absl::StatusOr<ExperimentRun> StartExperiment(absl::string_view name,
   auto dir = ResolveResultsDir(name, results_dir_flag, ws);
   if (!dir.ok()) return dir.status();
   run.results_dir = *dir;
+  run.workspace = std::string(ws);
+  run.commit = SourceRevision(run.workspace);
   if (!ws.empty()) {  // Under `bazel run`: the command a person types.
     run.command = absl::StrCat("./bazelw run //experiments/", name);
     if (argc > 1) absl::StrAppend(&run.command, " --");
@@ -233,6 +274,7 @@ std::string Report::Render(const ExperimentRun& run, const MachineInfo& machine,
   for (const auto& p : parts_) absl::StrAppend(&out, absl::StripSuffix(p, "\n"), "\n\n");
   absl::StrAppend(&out, "## Run\n\n");
   absl::StrAppend(&out, "- command: `", run.command, "`\n");
+  absl::StrAppend(&out, "- commit: ", run.commit.empty() ? "unknown" : run.commit, "\n");
   absl::StrAppend(&out, "- machine: ", machine.cpu_model, ", ", machine.cores, " cores",
                   machine.os.empty() ? "" : absl::StrCat(", ", machine.os), "\n");
   absl::StrAppend(
@@ -240,7 +282,8 @@ std::string Report::Render(const ExperimentRun& run, const MachineInfo& machine,
       absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromChrono(run.started), absl::UTCTimeZone()),
       "\n");
   absl::StrAppend(&out, "- wall time: ", Fixed(wall_seconds, 1), " s\n");
-  return out;
+  const char* home = std::getenv("HOME");
+  return PortablePaths(out, run.workspace, home != nullptr ? home : "");
 }
 
 absl::Status Report::Write(const ExperimentRun& run) const {

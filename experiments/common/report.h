@@ -50,11 +50,25 @@ MachineInfo DescribeMachine();
 std::string ShellQuote(absl::string_view arg);
 std::string CommandLine(int argc, const char* const* argv);
 
+// The source a run was built from: the commit of the checkout at `dir` and whether its tracked
+// files had changes not committed ("<sha>" / "<sha> with uncommitted changes"); "unknown: ..."
+// saying why when `dir` is empty, not a git checkout, or git cannot be run.
+std::string SourceRevision(const std::string& dir);
+
+// `text` with this machine's paths made portable: a binary in any runfiles tree of the workspace
+// ("/.../x.runfiles/megatron_cpp/jobs/bench/train_step_bench") becomes its bazel-bin path
+// ("bazel-bin/jobs/bench/train_step_bench"), paths under `workspace` become relative to it, and
+// paths under `home` start with "~/". Empty `workspace` or `home`: those are left alone.
+std::string PortablePaths(absl::string_view text, const std::string& workspace,
+                          const std::string& home);
+
 // One run of an experiment: where it writes, its command, and when it started.
 struct ExperimentRun {
   std::string name;
   std::string results_dir;
-  std::string command;  // The exact command line (with `bazel run`'s target when known).
+  std::string command;    // The exact command line (with `bazel run`'s target when known).
+  std::string commit;     // SourceRevision of the workspace (bazel run's) or the current directory.
+  std::string workspace;  // The checkout under `bazel run`; empty otherwise.
   std::chrono::system_clock::time_point started;
   std::chrono::steady_clock::time_point started_steady;
 
@@ -82,8 +96,8 @@ int ExperimentMain(absl::string_view name, int argc, char** argv, const Config& 
   });
 }
 
-// Resolves the results directory (reading BUILD_WORKSPACE_DIRECTORY) and records the command
-// and the start time. Errors as ResolveResultsDir.
+// Resolves the results directory (reading BUILD_WORKSPACE_DIRECTORY) and records the command,
+// the commit and the start time. Errors as ResolveResultsDir.
 absl::StatusOr<ExperimentRun> StartExperiment(absl::string_view name,
                                               absl::string_view results_dir_flag, int argc,
                                               const char* const* argv);
@@ -115,7 +129,8 @@ absl::Status WriteFile(const std::string& path, absl::string_view contents);
 absl::Status WriteCsv(const std::string& path, const Table& table);
 
 // report.md: a title, then the parts in the order added, then a "Run" section with the command,
-// the machine, the date (UTC) and the wall time.
+// the commit, the machine, the date (UTC) and the wall time; every path in it portable
+// (PortablePaths: no path of the machine it ran on).
 class Report {
  public:
   explicit Report(std::string title);

@@ -5,7 +5,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
+#include "core/file_system.h"
+#include "core/subprocess.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -88,6 +93,7 @@ TEST(ReportTest, RenderHasPartsCommandMachineDateAndWallTime) {
   r.Code("a\nb\n");
   ExperimentRun run;
   run.command = "./bazelw run //experiments/x -- --flag=1";
+  run.commit = "0123abc";
   run.started = std::chrono::system_clock::from_time_t(86400 * 365);  // 1971-01-01.
   MachineInfo m{"Test CPU @ 1 GHz", 2, "Linux"};
   const std::string out = r.Render(run, m, 12.34);
@@ -96,8 +102,50 @@ TEST(ReportTest, RenderHasPartsCommandMachineDateAndWallTime) {
             "| params | paper_pct | model_pct |\n|---|---|---|\n| 8.3B | 77 | 76.4 |\n\n"
             "![efficiency against GPUs](efficiency.png)\n\n```\na\nb\n```\n\n"
             "## Run\n\n- command: `./bazelw run //experiments/x -- --flag=1`\n"
-            "- machine: Test CPU @ 1 GHz, 2 cores, Linux\n- date: 1971-01-01 00:00:00 UTC\n"
+            "- commit: 0123abc\n- machine: Test CPU @ 1 GHz, 2 cores, Linux\n- date: 1971-01-01 "
+            "00:00:00 UTC\n"
             "- wall time: 12.3 s\n");
+}
+
+TEST(ReportTest, PortablePathsHideTheMachine) {
+  const std::string text =
+      "mpirun -np 2 /root/.cache/bazel/_bazel_root/30ef/execroot/megatron_cpp/bazel-out/k8-opt/"
+      "bin/experiments/t/t.runfiles/megatron_cpp/jobs/bench/train_step_bench --x=1\n"
+      "data: `/root/.cache/megatron-cpp/data/heldout.wiki.tokens`, "
+      "results: '/work/ws/results/t/a.csv' and (/work/ws/x.runfiles/megatron_cpp/comm/comm_bench)";
+  EXPECT_EQ(PortablePaths(text, "/work/ws", "/root"),
+            "mpirun -np 2 bazel-bin/jobs/bench/train_step_bench --x=1\n"
+            "data: `~/.cache/megatron-cpp/data/heldout.wiki.tokens`, "
+            "results: 'results/t/a.csv' and (bazel-bin/comm/comm_bench)");
+  EXPECT_EQ(PortablePaths("/a/b", "", ""), "/a/b");
+}
+
+TEST(ReportTest, SourceRevisionSaysWhyItIsUnknown) {
+  EXPECT_EQ(SourceRevision("").rfind("unknown: not run from a checkout", 0), 0u);
+  const std::string not_git = TempDir() + "/not_git";
+  ASSERT_TRUE(DefaultFileSystem().CreateDirectories(not_git).ok());
+  EXPECT_EQ(SourceRevision(not_git), "unknown: " + not_git + " is not a git checkout");
+}
+
+TEST(ReportTest, SourceRevisionOfACheckout) {
+  // A repository made here: one commit, then a change to its tracked file.
+  const std::string repo = TempDir() + "/repo";
+  ASSERT_TRUE(DefaultFileSystem().CreateDirectories(repo).ok());
+  ASSERT_TRUE(WriteFile(repo + "/f", "1\n").ok());
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"git", "-C", repo, "init", "-q"},
+        std::vector<std::string>{"git", "-C", repo, "add", "f"},
+        std::vector<std::string>{"git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t",
+                                 "commit", "-q", "-m", "one"}}) {
+    ASSERT_TRUE(RunCommand(cmd).ok()) << cmd[3];
+  }
+  const absl::StatusOr<std::string> head = RunCommand({"git", "-C", repo, "rev-parse", "HEAD"});
+  ASSERT_TRUE(head.ok());
+  const std::string sha(absl::StripAsciiWhitespace(*head));
+  ASSERT_EQ(sha.size(), 40u);
+  EXPECT_EQ(SourceRevision(repo), sha);
+  ASSERT_TRUE(WriteFile(repo + "/f", "2\n").ok());
+  EXPECT_EQ(SourceRevision(repo), sha + " with uncommitted changes");
 }
 
 TEST(ReportTest, WriteCreatesReportMdInTheResultsDir) {
