@@ -1,7 +1,7 @@
 // The process layout of a tensor-parallel x data-parallel x pipeline-parallel job, and the object
 // that holds a rank's communicators for it.
 //
-// Layout (REFERENCE.md section 3, Megatron's order): TP varies fastest, then DP, then PP. With
+// Layout (Megatron's order): TP varies fastest, then DP, then PP. With
 // world size W, TP degree T and PP degree P (D = W / (T * P) data-parallel replicas):
 //   rank = tp_rank + T * (dp_rank + D * pp_rank)
 //   TP group g (g in [0, D*P))  = ranks [g*T, ..., g*T + T - 1]            (same dp, pp rank)

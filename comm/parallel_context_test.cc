@@ -1,6 +1,6 @@
-// The TP x DP x PP layout as a pure function (no MPI): REFERENCE.md's examples, the general rule,
-// the pipeline's layer split, and the configuration errors. ParallelContext over real communicators
-// is tested in mappings_test.
+// The TP x DP x PP layout as a pure function (no MPI): the paper's examples (TP groups [0,1],[2,3];
+// DP groups [0,2],[1,3]), the general rule, the pipeline's layer split, and the configuration
+// errors. ParallelContext over real communicators is tested in mappings_test.
 #include "comm/parallel_context.h"
 
 #include <set>

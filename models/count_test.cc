@@ -10,7 +10,7 @@ namespace mt {
 namespace models {
 namespace {
 
-// The paper's rounded sizes (REFERENCE.md section 1).
+// The paper's rounded sizes (its Tables 1 and 2).
 TEST(CountTest, PaperModelSizesWithinTwoAndAHalfPercent) {
   const std::map<std::string, double> paper = {
       {"gpt2-355m", 355e6}, {"gpt2-1.2b", 1.2e9}, {"gpt2-2.5b", 2.5e9}, {"gpt2-4.2b", 4.2e9},

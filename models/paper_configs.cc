@@ -1,4 +1,4 @@
-// The configurations of the Megatron-LM paper (REFERENCE.md section 1) and small ones for tests and
+// The configurations of the Megatron-LM paper (its Tables 1-6) and small ones for tests and
 // the quickstart.
 #include <string>
 #include <vector>

@@ -1,9 +1,9 @@
 // Vocab-parallel cross-entropy: the loss over logits sharded by vocabulary columns across the TP
-// ranks, WITHOUT gathering the logits (REFERENCE.md section 3): local max -> all-reduce MAX; the
-// target's logit (0 where this rank does not own it) and sum(exp) -> one all-reduce SUM of [N, 2];
-// loss = log(sum exp) + max - target logit; backward = (softmax - onehot) * dloss, no
-// communication. Padded vocabulary columns are masked out, so the loss does not depend on the
-// padding (nor on the TP degree). GatherLogits assembles full logits for generation.
+// ranks, WITHOUT gathering the logits (Megatron-LM's vocab-parallel cross-entropy): local max ->
+// all-reduce MAX; the target's logit (0 where this rank does not own it) and sum(exp) -> one
+// all-reduce SUM of [N, 2]; loss = log(sum exp) + max - target logit; backward = (softmax - onehot)
+// * dloss, no communication. Padded vocabulary columns are masked out, so the loss does not depend
+// on the padding (nor on the TP degree). GatherLogits assembles full logits for generation.
 //
 // The loss runs in f32 on f32 logits whatever the compute dtype: mixed-precision models produce
 // their logits in f32 (a compute-dtype GEMM with f32 output, nn::VocabParallelEmbedding) as

@@ -1,4 +1,4 @@
-// Dynamic loss scaling for f16 training (Megatron's DynamicGradScaler, REFERENCE.md section 3):
+// Dynamic loss scaling for f16 training (Megatron's DynamicGradScaler):
 // the scale starts at 2^32; a step whose gradients hold inf/NaN is skipped and counts against the
 // hysteresis (2): when the hysteresis is used up the scale halves (not below min_scale = 1); after
 // growth_interval (1000) consecutive clean steps the scale doubles and the hysteresis is restored.

@@ -3,7 +3,7 @@
 // cudaFree, synchronizes the device).
 //
 // It is an explicit object, not a process-wide allocator (a hidden per-process allocator would be
-// global state, STYLE.md 11): whoever sets up a GPU run owns one per device and stream and names
+// global state): whoever sets up a GPU run owns one per device and stream and names
 // it in ExecContext::memory_pool, and core/alloc.h then takes every tensor's memory from it (it is
 // a DeviceMemoryPool, core/tensor.h). Without one, Buffer::Allocate calls cuda::Malloc.
 //

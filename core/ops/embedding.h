@@ -7,7 +7,7 @@
 //   - {} (the default): the table is the whole vocabulary; every id must lie in [0, V).
 //   - {vocab_start, global_vocab}: the table is a shard holding rows
 //     [vocab_start, vocab_start + V) of a vocabulary of global_vocab rows (a vocab-parallel
-//     embedding; REFERENCE.md section 3). Every id must lie in [0, global_vocab); an id outside the
+//     embedding). Every id must lie in [0, global_vocab); an id outside the
 //     shard gives a zero row forward and is skipped backward. Rank 0 of a TP group passes
 //     {0, global_vocab}: vocab_start alone cannot tell a shard from a whole table.
 //

@@ -1,8 +1,9 @@
-// The per-rank kernels of the vocab-parallel cross-entropy (REFERENCE.md section 3). A rank holds
-// logits [N, Vs] for the global vocabulary columns [vocab_start, vocab_start + Vs); columns whose
-// global id is >= valid_vocab (the padding of the vocabulary to a multiple of 128 x TP) are masked
-// out of the softmax, which makes the loss independent of the padding and so of the TP degree.
-// The caller (nn/) combines the ranks' partial results with all-reduces between the phases:
+// The per-rank kernels of the vocab-parallel cross-entropy (Megatron-LM's, without gathering the
+// logits). A rank holds logits [N, Vs] for the global vocabulary columns [vocab_start, vocab_start
+// + Vs); columns whose global id is >= valid_vocab (the padding of the vocabulary to a multiple of
+// 128 x TP) are masked out of the softmax, which makes the loss independent of the padding and so
+// of the TP degree. The caller (nn/) combines the ranks' partial results with all-reduces between
+// the phases:
 //
 //   1. ShardedRowMax             local masked max per row            -> all-reduce MAX
 //   2. ShardedTargetAndSumExp    [N, 2]: (target logit if this rank

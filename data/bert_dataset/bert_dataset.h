@@ -1,6 +1,6 @@
 // BERT training samples over a sentence-level indexed dataset (one sequence per sentence, a
 // document a group of sentences, as //data:preprocess --split_sentences writes it), built the way
-// Megatron-LM's BertDataset builds them (REFERENCE.md section 4, "BERT samples").
+// Megatron-LM's BertDataset builds them (whole-word n-gram masking, sentence-order prediction).
 //
 // 1. Split: documents are divided into train / valid / test by contiguous ranges (SplitDocuments,
 //    gpt_dataset.h).

@@ -1,5 +1,5 @@
 // GPT training samples over an indexed dataset, built the way Megatron-LM's GPTDataset builds them
-// (REFERENCE.md section 4, "GPT training samples").
+// (as Megatron-LM's GPTDataset lays them out).
 //
 // 1. Split: the dataset's documents are divided into train / valid / test by contiguous document
 //    ranges from weights such as "969,30,1" (SplitDocuments below).

@@ -1,7 +1,8 @@
 // Megatron-compatible indexed datasets: a reader (memory-mapped, zero-copy) and a streaming writer
 // for the .bin/.idx pair that Megatron-LM's preprocess_data.py writes and its training reads.
 //
-// Format (REFERENCE.md section 4; all integers little-endian; `prefix.bin` and `prefix.idx`):
+// Format (Megatron-LM's MMIDIDX, version 1; all integers little-endian; `prefix.bin` and
+// `prefix.idx`):
 //   .bin: the token ids of every sequence, back to back, no header.
 //   .idx:  offset 0   magic "MMIDIDX\0\0" (9 bytes)
 //          offset 9   version, uint64 = 1

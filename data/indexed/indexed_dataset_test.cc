@@ -45,7 +45,7 @@ struct Files {
   std::string bin;
 };
 
-// Builds .idx/.bin bytes straight from REFERENCE.md's table.
+// Builds .idx/.bin bytes straight from the format's table (indexed_dataset.h).
 Files HandBuild(const Docs& docs, uint8_t code, int item) {
   std::vector<int64_t> lengths, doc_indices{0};
   Files f;
@@ -135,7 +135,7 @@ TEST(TokenDTypeTest, CodesSizesNamesAndVocabRule) {
   EXPECT_EQ(TokenDTypeForVocab(250000), TokenDType::kI32);
 }
 
-// (a) A dataset written byte by byte from REFERENCE.md's layout reads back exactly.
+// (a) A dataset written byte by byte from the format's layout reads back exactly.
 TEST(IndexedDatasetTest, ReadsHandBuiltU16Dataset) {
   const std::string prefix = TestDir("hand") + "/u16";
   WriteFiles(prefix, HandBuild(kDocs, /*code=*/8, /*item=*/2));
@@ -209,7 +209,7 @@ TEST(IndexedDatasetTest, ReadsEmptyDataset) {
   EXPECT_EQ((*ds)->num_tokens(), 0);
 }
 
-// (b) The writer produces exactly REFERENCE.md's layout, parsed here byte by byte.
+// (b) The writer produces exactly the format's layout, parsed here byte by byte.
 TEST(IndexedDatasetWriterTest, WritesExactlyTheMegatronLayout) {
   for (TokenDType dtype : {TokenDType::kU16, TokenDType::kI32}) {
     SCOPED_TRACE(std::string(TokenDTypeName(dtype)));
@@ -236,7 +236,7 @@ TEST(IndexedDatasetWriterTest, WritesExactlyTheMegatronLayout) {
     const std::string bin = ReadFileBytes(prefix + ".bin");
     EXPECT_EQ(idx, expected.idx);
     EXPECT_EQ(bin, expected.bin);
-    // And field by field, at REFERENCE.md's offsets.
+    // And field by field, at the format's offsets.
     ASSERT_EQ(idx.size(), 34u + 4 * 3 + 8 * 3 + 8 * 4);
     EXPECT_EQ(idx.substr(0, 9), std::string("MMIDIDX\0\0", 9));
     EXPECT_EQ(GetLE(idx, 9, 8), 1u);

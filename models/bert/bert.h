@@ -1,4 +1,4 @@
-// BERT with Megatron tensor parallelism (REFERENCE.md sections 1-3).
+// BERT with Megatron tensor parallelism (the Megatron-LM paper, section 3 and Tables 4-6).
 //
 // Encoder: vocab-parallel word embedding + learned positions + token-type embeddings, summed
 // -> (post-norm only: embedding LayerNorm) -> dropout -> N bidirectional TransformerLayers with a
