@@ -3,8 +3,10 @@
 #   flags_doc.sh --write            docs/flags.md of the checkout `bazel run` was started in
 #   flags_doc.sh --check DOC.md     fails when DOC.md is stale
 # followed by LABEL=BINARY pairs.
+# Bazel runs both from the runfiles tree of the workspace: the script and the binaries' paths
+# are relative to it.
 set -euo pipefail
-here="$(dirname "${BASH_SOURCE[0]}")"
+here=tools
 mode="$1"
 shift
 if [[ "$mode" == --write ]]; then
