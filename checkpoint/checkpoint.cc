@@ -352,11 +352,7 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
 absl::Status CheckSaveDirectory(const std::string& save_dir, FileSystem& fs) {
   if (save_dir.empty()) return absl::InvalidArgumentError("the checkpoint directory is empty");
   // The nearest existing ancestor (or save_dir itself); a file on the way ends the walk there.
-  // Whether stat(2) succeeds on `path`: FileSize's FailedPrecondition is an existing non-file.
-  auto exists = [&fs](const std::filesystem::path& path) {
-    const absl::Status size = fs.FileSize(path.string()).status();
-    return size.ok() || absl::IsFailedPrecondition(size);
-  };
+  auto exists = [&fs](const std::filesystem::path& path) { return fs.PathExists(path.string()); };
   std::filesystem::path p = std::filesystem::path(save_dir).lexically_normal();
   while (!exists(p) && p.has_relative_path() && p.has_parent_path() && p.parent_path() != p) {
     p = p.parent_path();

@@ -165,7 +165,7 @@ class PosixFileSystem : public FileSystem {
 
   bool PathExists(const std::string& path) override {
     struct stat st;
-    return ::lstat(path.c_str(), &st) == 0 || errno != ENOENT;
+    return ::lstat(path.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR);
   }
 
   bool IsDirectory(const std::string& path) override {

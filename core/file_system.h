@@ -71,8 +71,8 @@ class FileSystem {
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // The size of a regular file (FailedPrecondition for anything else).
   virtual absl::StatusOr<int64_t> FileSize(const std::string& path) = 0;
-  // Whether `path` exists (any type; a link is not followed). An error other than "does not
-  // exist" counts as existing.
+  // Whether `path` exists (any type; a link is not followed). A missing entry or a file where a
+  // directory was expected on the way means no; any other error counts as existing.
   virtual bool PathExists(const std::string& path) = 0;
   virtual bool IsDirectory(const std::string& path) = 0;
   // Whether this process may create entries in the existing directory `path`; else the errno

@@ -42,6 +42,7 @@ TEST_F(FileSystemTest, WritesReadsAndLists) {
   EXPECT_FALSE(fs_.IsDirectory(dir_ + "/a"));
   EXPECT_TRUE(fs_.PathExists(dir_ + "/a"));
   EXPECT_FALSE(fs_.PathExists(dir_ + "/c"));
+  EXPECT_FALSE(fs_.PathExists(dir_ + "/a/below_a_file"));  // ENOTDIR: no such path.
   EXPECT_TRUE(fs_.CheckWritableDirectory(dir_).ok());
   EXPECT_TRUE(fs_.SyncDirectory(dir_).ok());
 
