@@ -6,7 +6,7 @@
 //   const std::vector<int64_t> order = ShuffledOrder(all.size(), seed, epoch);
 //   RaceBatcher batcher(&tokenizer, {/*seq_length=*/512});
 //   ASSIGN_OR_RETURN(models::Batch b, batcher.Layout(groups, some_refs));  // [Q * 4, L], [Q]
-//   model.MultipleChoice(sc, b, ...);
+//   multiple_choice->MultipleChoice(sc, b, ...);  // models::MultipleChoiceOf(model)
 //
 // Thread-compatible (a RaceBatcher reuses its buffers); the free functions are thread-safe.
 #ifndef MT_EVAL_RACE_BATCHES_H_

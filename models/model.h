@@ -1,12 +1,30 @@
-// The one model interface. Every consumer of a model (the trainer and the pretraining job, the
-// evaluation harnesses, generation, the benchmarks, //models:describe) holds a models::Model made
-// by models::CreateModel (registry.h) from a ModelConfig whose `architecture` names a registered
+// The model interface: a small core every architecture implements, and capabilities a consumer
+// asks for. Every consumer of a model (the trainer and the pretraining job, the evaluation
+// harnesses, generation, the benchmarks, //models:describe) holds a models::Model made by
+// models::CreateModel (registry.h) from a ModelConfig whose `architecture` names a registered
 // factory, and a nn::ParameterStore the model declares its parameters in.
 //
 //   nn::ParameterStore store(tp_rank, tp_size, DType::kBF16, device);
 //   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, &store, options));
 //   RETURN_IF_ERROR(store.Allocate(seed));
 //   ASSIGN_OR_RETURN(Losses l, model->ForwardBackward(sc, batch, Backward::kYes, loss_scale));
+//
+// The core (Model): the config and padded vocabulary, ForwardBackward with named losses, the
+// training FLOPs, the activation memory, and Logits (language models). What only some
+// architectures can do is a capability, an interface of its own that Model's accessor returns, or
+// null when the model's class lacks it:
+//
+//   accessor               interface                                     implemented by
+//   incremental_decoder()  IncrementalDecoder (incremental_decoder.h)    GPT family
+//   pipeline_stage()       PipelineStage (pipeline_stage.h)              GPT family, BERT
+//   multiple_choice()      MultipleChoiceModel (multiple_choice.h)       BERT
+//
+//   ASSIGN_OR_RETURN(PipelineStage* stage, PipelineStageOf(*model));  // Unimplemented if none.
+//
+// A capability belongs to the class, not to how the object was built: a BERT built without the
+// multiple-choice head still has the capability, and its MultipleChoice reports
+// FailedPrecondition; a GPT model built as the whole model is a pipeline stage holding every
+// layer.
 //
 // A model runs where its store lives: every StepContext must carry an ExecContext on the store's
 // device (InvalidArgument otherwise). Inputs may be host tensors, as the data loaders make them,
@@ -16,7 +34,7 @@
 // them per iteration) and reported final, parameter by parameter, to sc.grads_ready.
 //
 // Implementations: models/gpt2 (GptModel), models/bert (BertModel), and the variant packages
-// under models/variants/ (docs/adding_a_model.md).
+// under models/variants/, which build GptModels (docs/adding_a_model.md).
 #ifndef MT_MODELS_MODEL_H_
 #define MT_MODELS_MODEL_H_
 
@@ -26,11 +44,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "core/tensor.h"
 #include "models/config.h"
 #include "nn/context.h"
-#include "nn/layer.h"
 #include "nn/parameter.h"
 #include "nn/transformer.h"
 
@@ -81,11 +97,6 @@ struct Losses {
   int64_t scored = 0;         // Targets scored by the language-model loss (labels != -100).
 };
 
-struct MultipleChoiceResult {
-  double loss = 0;               // Mean cross-entropy over the questions.
-  std::vector<int> predictions;  // [Q]: argmax of the scores (lowest index on ties).
-};
-
 enum class Backward { kNo, kYes };
 
 // Which task heads a model declares (the BERT family; GPT models have one language-model head).
@@ -100,7 +111,8 @@ enum class Heads {
 // norm, output layer and loss on the last. The default is the whole model. Parameters keep the
 // whole model's names ("layers.<global index>...") and initial values, and dropout masks their
 // global layer indices, so the stages together compute exactly what the whole model does. A tied
-// word embedding is declared on both the first and the last stage (tied_embedding_handle()).
+// word embedding is declared on both the first and the last stage
+// (PipelineStage::tied_embedding_handle()).
 struct StageOptions {
   int first_layer = 0;
   int num_layers = 0;  // 0: every layer from first_layer on.
@@ -119,6 +131,10 @@ struct ModelOptions {
   bool sequence_parallel = false;
   StageOptions stage;  // Pipeline parallelism: which part of the model to build.
 };
+
+class IncrementalDecoder;   // incremental_decoder.h
+class PipelineStage;        // pipeline_stage.h
+class MultipleChoiceModel;  // multiple_choice.h
 
 class Model {
  public:
@@ -157,97 +173,18 @@ class Model {
   virtual ActivationBytes activation_bytes() const = 0;
 
   // Language models: the logits of every position, full [B * T, padded_vocab] f32 (gathered
-  // across the TP ranks, identical on each), on the host or the model's device; eval mode.
-  // Unimplemented for models without a language-model head over all positions.
+  // across the TP ranks, identical on each), on the host or the model's device; eval mode. What
+  // the evaluation harnesses score and generation recomputes. The default reports Unimplemented,
+  // for models without a language-model head over all positions (BERT).
   virtual absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
                               const TensorView& full);
 
-  // ---- Incremental decoding (text generation, serve/generate.h) with a key/value cache, in eval
-  // mode (no dropout) whatever sc.mode says. Every rank of a TP group makes the same calls with
-  // the same tokens (each caches its own heads). Language models built on nn::TransformerStack
-  // implement these (GPT-2); the defaults report Unimplemented.
-  //
-  // Allocates the caches for `batch` sequences of up to `max_length` positions on the model's
-  // device, forgetting any earlier ones. InvalidArgument for batch < 1, max_length outside
-  // [1, max_position_embeddings] or a context on another device; ResourceExhausted when out of
-  // memory; Unimplemented for models that cannot decode.
-  virtual absl::Status StartDecoding(const nn::StepContext& sc, int64_t batch, int64_t max_length);
-  // tokens: contiguous i32 [B, n] (host or the model's device; B the started batch, n >= 1): the
-  // next n tokens of every sequence, at positions decode_length() .. decode_length() + n - 1 (the
-  // first call: the common prompt prefix; later: one token each). Each new position attends to
-  // every earlier position and itself. Writes the logits of each row's LAST new position into
-  // `logits` f32 [B, padded_vocab], or of every new position when it is [B * n, padded_vocab]
-  // (row b * n + i: position i of sequence b); host or device; gathered across the TP ranks,
-  // identical on each (padding columns included; they are not part of the vocabulary).
-  // FailedPrecondition without StartDecoding; InvalidArgument for other shapes or dtypes, or
-  // decode_length() + n > max_length (decoding goes on); OutOfRange for a token outside
-  // [0, padded_vocab()). Errors other than those argument checks end decoding (StartDecoding
-  // again).
-  virtual absl::Status DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
-                                  const TensorView& logits);
-  // Positions decoded per sequence so far (0 when not decoding).
-  virtual int64_t decode_length() const { return 0; }
-  // Frees the caches.
-  virtual void StopDecoding() {}
-
-  // ---- Pipeline stages (ModelOptions::stage; train/pipeline_schedule.h drives them). Every
-  // stage is given the whole micro-batch (the first reads its tokens, the last its labels).
-  //
-  // Forward of this stage on one micro-batch (sc.mode selects dropout). The stage holding the
-  // input embeds batch.tokens and ignores `input`; the others read `input` (the previous stage's
-  // output, StageBoundaryShape, compute dtype, the model's device). The stage holding the output
-  // returns the losses (as ForwardBackward) and ignores `output`; the others write their last
-  // layer's output into `output` (StageBoundaryShape, compute dtype, the model's device) and
-  // return Losses without parts.
-  // The activations stay for StageBackward until the next StageForward. InvalidArgument for
-  // inputs of the wrong shape, dtype or device (and ForwardBackward's input errors); Unimplemented
-  // for architectures without stages.
-  virtual absl::StatusOr<Losses> StageForward(const nn::StepContext& sc, const Batch& batch,
-                                              const TensorView& input, const TensorView& output);
-  // Backward of the latest StageForward (the same sc): ACCUMULATES the gradients of this stage's
-  // parameters. The stage holding the output starts from loss_scale * d(total) and ignores
-  // `output_grad`; the others read output_grad = d(scaled loss)/d(output). Writes input_grad =
-  // d(scaled loss)/d(input) unless the stage holds the input (then it is ignored); both
-  // StageBoundaryShape. FailedPrecondition without a forward; InvalidArgument for wrong shapes.
-  virtual absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
-                                     const TensorView& input_grad, double loss_scale = 1.0);
-  // The activation one stage passes to the next (and its gradient: `input`, `output` and their
-  // gradients above) for a micro-batch of `batch` sequences of seq_length tokens: [B, T, H], or
-  // with sequence parallelism this TP rank's slice of the sequence, [B, T / tp, H].
-  virtual Shape StageBoundaryShape(int64_t batch, int64_t seq_length) const;
-  // The store handle of this stage's copy of a word embedding that the first and the last stage
-  // share (its gradient is summed over the embedding group), or -1 when there is none here.
-  virtual int tied_embedding_handle() const { return -1; }
-
-  // Multiple choice (RACE): see Batch. Returns the mean cross-entropy over the questions and each
-  // question's predicted choice; with Backward::kYes ACCUMULATES loss_scale * d(loss)/d(params).
-  // Unimplemented for models without a multiple-choice head.
-  virtual absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc,
-                                                              const Batch& batch, Backward backward,
-                                                              double loss_scale = 1.0);
-
- protected:
-  // For the stages' implementations: InvalidArgument unless `t` is a contiguous
-  // StageBoundaryShape(batch, seq_length) tensor of `dtype` on ec's device; the message names
-  // `model`'s pipeline stage ("GPT-2") and `what` ("input", "output gradient").
-  absl::Status CheckStageBoundary(absl::string_view model, const ExecContext& ec,
-                                  const TensorView& t, DType dtype, int64_t batch,
-                                  int64_t seq_length, const char* what) const;
+  // ---- Capabilities (see the file comment): the interface, or null when the model's class has
+  // none. Owned by the model (the implementations return the model itself).
+  virtual IncrementalDecoder* incremental_decoder() { return nullptr; }
+  virtual PipelineStage* pipeline_stage() { return nullptr; }
+  virtual MultipleChoiceModel* multiple_choice() { return nullptr; }
 };
-
-// The number of transformer layers `stage` builds of `config`'s (num_layers 0: through the last);
-// InvalidArgument, naming `model` ("GPT-2", "BERT"), unless they are a non-empty range of them.
-absl::StatusOr<int> StageLayerCount(const StageOptions& stage, const ModelConfig& config,
-                                    absl::string_view model);
-
-// The block factory of a stage's stack: its block i is the model's layer first_layer + i, built
-// by `blocks` under the name "layers.<global index>" and with that index (dropout streams,
-// initialisation scales), so that the stages together are the whole model.
-nn::LayerFactory StageBlocks(nn::LayerFactory blocks, int first_layer);
-
-// Unimplemented: `config`'s architecture has no pipeline stages. Factories of such architectures
-// return it for ModelOptions whose stage is not whole().
-absl::Status NoStages(const ModelConfig& config);
 
 // Weights in the matrix products of the layer whose parameters are named "<layer_prefix>*" (its
 // 2-D parameters, global shapes): the per-layer count models/flops.h takes, whatever the layer's

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "models/incremental_decoder.h"
 
 namespace mt {
 namespace serve {
@@ -68,11 +69,12 @@ class Generator {
       longest = std::max(longest, g.prompt_length);
     }
     const int64_t total = longest + config_.tokens_to_generate;
-    cached_ = config_.decoding == Decoding::kCache;
-    if (cached_) {
-      const absl::Status started = model_.StartDecoding(sc, B_, total);
+    // Without the capability, or with blocks that keep no cache: recompute.
+    decoder_ = config_.decoding == Decoding::kCache ? model_.incremental_decoder() : nullptr;
+    if (decoder_ != nullptr) {
+      const absl::Status started = decoder_->StartDecoding(sc, B_, total);
       if (absl::IsUnimplemented(started)) {
-        cached_ = false;  // No cache: recompute.
+        decoder_ = nullptr;
       } else {
         RETURN_IF_ERROR(started);
       }
@@ -89,7 +91,7 @@ class Generator {
       }
       RETURN_IF_ERROR(Compute(sc, p, p + 1, /*every=*/nullptr));
     }
-    if (cached_) model_.StopDecoding();
+    if (decoder_ != nullptr) decoder_->StopDecoding();
     return std::move(out_);
   }
 
@@ -113,16 +115,17 @@ class Generator {
   // it ([B * (t1 - t0), V_pad], row b * (t1 - t0) + i).
   absl::Status Compute(const nn::StepContext& sc, int64_t t0, int64_t t1, Tensor* every) {
     const int64_t n = t1 - t0;
-    if (cached_ && every == nullptr) {
-      return model_.DecodeStep(sc, Tokens(t0, t1).view(), logits_.view());
+    const bool cached = decoder_ != nullptr;
+    if (cached && every == nullptr) {
+      return decoder_->DecodeStep(sc, Tokens(t0, t1).view(), logits_.view());
     }
-    Tensor all = Tensor::Host({B_ * (cached_ ? n : t1), Vp_}, DType::kF32);
-    if (cached_) {
-      RETURN_IF_ERROR(model_.DecodeStep(sc, Tokens(t0, t1).view(), all.view()));
+    Tensor all = Tensor::Host({B_ * (cached ? n : t1), Vp_}, DType::kF32);
+    if (cached) {
+      RETURN_IF_ERROR(decoder_->DecodeStep(sc, Tokens(t0, t1).view(), all.view()));
     } else {
       RETURN_IF_ERROR(model_.Logits(sc, Tokens(0, t1).view(), all.view()));
     }
-    const int64_t rows = cached_ ? n : t1;  // Per sequence in `all`; [t0, t1) are its last n.
+    const int64_t rows = cached ? n : t1;  // Per sequence in `all`; [t0, t1) are its last n.
     if (every != nullptr) *every = Tensor::Host({B_ * n, Vp_}, DType::kF32);
     for (int64_t b = 0; b < B_; ++b) {
       const float* last_n = all.data_as<float>() + (b * rows + rows - n) * Vp_;
@@ -181,8 +184,9 @@ class Generator {
   const int64_t B_, V_, Vp_;
   std::vector<bool> done_;
   std::vector<Generation> out_;
-  bool cached_ = false;  // Through the key/value cache (else recomputing every prefix).
-  Tensor logits_;        // f32 [B, V_pad]: the logits of each sequence's latest position.
+  // The model's key/value cache when decoding through it (null: recomputing every prefix).
+  models::IncrementalDecoder* decoder_ = nullptr;
+  Tensor logits_;  // f32 [B, V_pad]: the logits of each sequence's latest position.
 };
 
 }  // namespace
@@ -194,7 +198,8 @@ absl::StatusOr<std::vector<Generation>> Generate(const nn::StepContext& sc, mode
   RETURN_IF_ERROR(CheckArguments(model, prompts, config));
   Generator generator(model, prompts, config, stop);
   absl::StatusOr<std::vector<Generation>> result = generator.Run(sc);
-  if (!result.ok()) model.StopDecoding();  // A no-op for a model without decoding.
+  models::IncrementalDecoder* decoder = model.incremental_decoder();
+  if (!result.ok() && decoder != nullptr) decoder->StopDecoding();
   return result;
 }
 

@@ -10,6 +10,7 @@
 //
 // (With Decoding::kRecompute, or for a model without a cache, steps 1-2 and every DecodeStep are
 // replaced by Model::Logits over the whole prefix; the tokens are the same up to float rounding.)
+// The cache is the model's models::IncrementalDecoder (Model::incremental_decoder()).
 //
 // Collective when the model is tensor-parallel: every rank calls Generate with the same
 // arguments and gets the same result (the gathered logits are identical on every rank and the
@@ -34,8 +35,9 @@ namespace serve {
 
 // How the logits of each new position are computed.
 enum class Decoding {
-  // Through the model's key/value cache (Model::DecodeStep): each step runs only the new
-  // positions. A model without one (StartDecoding is Unimplemented) is run as kRecompute.
+  // Through the model's key/value cache (IncrementalDecoder::DecodeStep): each step runs only the
+  // new positions. A model without one (no Model::incremental_decoder(), or its StartDecoding is
+  // Unimplemented) is run as kRecompute.
   kCache,
   // Model::Logits over every sequence's whole prefix at every step: no cache (the baseline, and
   // what any language model supports).

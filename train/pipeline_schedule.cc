@@ -162,12 +162,24 @@ absl::StatusOr<std::unique_ptr<PipelineRunner>> PipelineRunner::Create(
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
   r->pp_ = pp;
   r->split_ = split;
-  for (models::Model* chunk : chunks) r->instances_.push_back({Instance{chunk, -1}});
+  for (models::Model* chunk : chunks) {
+    ASSIGN_OR_RETURN(models::PipelineStage * stage, models::PipelineStageOf(*chunk));
+    r->instances_.push_back({Instance{chunk, stage, -1}});
+  }
   r->more_ = std::move(more);
   r->exec_ = exec;
   r->dtype_ = dtype;
   r->stage_ = pp->rank();
   return r;
+}
+
+int PipelineRunner::tied_embedding_handle() const {
+  int handle = -1;
+  for (const std::vector<Instance>& all : instances_) {
+    const int h = all.front().stage->tied_embedding_handle();
+    if (h >= 0) handle = h;
+  }
+  return handle;
 }
 
 absl::StatusOr<PipelineRunner::Instance*> PipelineRunner::FreeInstance(int c) {
@@ -177,14 +189,15 @@ absl::StatusOr<PipelineRunner::Instance*> PipelineRunner::FreeInstance(int c) {
   }
   if (!more_) return &all.front();  // Its micro-batch will be recomputed.
   ASSIGN_OR_RETURN(ChunkInstance created, more_(c));
-  all.push_back(Instance{created.model.get(), -1});
+  ASSIGN_OR_RETURN(models::PipelineStage * stage, models::PipelineStageOf(*created.model));
+  all.push_back(Instance{created.model.get(), stage, -1});
   created_.push_back(std::move(created));
   return &all.back();
 }
 
 absl::StatusOr<Tensor> PipelineRunner::Boundary(const models::Batch& batch) const {
   return Alloc(*exec_,
-               instances_[0][0].model->StageBoundaryShape(batch.tokens.dim(0), batch.tokens.dim(1)),
+               instances_[0][0].stage->StageBoundaryShape(batch.tokens.dim(0), batch.tokens.dim(1)),
                dtype_);
 }
 
@@ -235,7 +248,7 @@ absl::StatusOr<models::Losses> PipelineRunner::Forward(const PipelineOp& op,
     ASSIGN_OR_RETURN(out, Boundary(batch));
   }
   ASSIGN_OR_RETURN(Instance * instance, FreeInstance(c));
-  ASSIGN_OR_RETURN(models::Losses l, instance->model->StageForward(sc, batch, input, out.view()));
+  ASSIGN_OR_RETURN(models::Losses l, instance->stage->StageForward(sc, batch, input, out.view()));
   instance->micro = op.micro;
   if (sends) RETURN_IF_ERROR(Send(std::move(out), (s + 1) % P, 2 * (v + 1)));
   return l;
@@ -261,14 +274,14 @@ absl::Status PipelineRunner::Backward(const PipelineOp& op, const models::Batch&
     if (!holds_output) {
       ASSIGN_OR_RETURN(scratch, Boundary(batch));
     }
-    RETURN_IF_ERROR(instance->model->StageForward(sc, batch, input, scratch.view()).status());
+    RETURN_IF_ERROR(instance->stage->StageForward(sc, batch, input, scratch.view()).status());
     ++stats_.recomputed;
   }
   Tensor in_grad;
   if (!holds_input) {
     ASSIGN_OR_RETURN(in_grad, Boundary(batch));
   }
-  RETURN_IF_ERROR(instance->model->StageBackward(sc, out_grad.view(), in_grad.view(), loss_scale));
+  RETURN_IF_ERROR(instance->stage->StageBackward(sc, out_grad.view(), in_grad.view(), loss_scale));
   instance->micro = -1;  // Backward consumed the activations.
   if (stashed != inputs_.end()) inputs_.erase(stashed);
   if (!holds_input) RETURN_IF_ERROR(Send(std::move(in_grad), (s + P - 1) % P, 2 * (v - 1) + 1));

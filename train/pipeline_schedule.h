@@ -1,7 +1,7 @@
 // Pipeline-parallel schedules (Narayanan et al. 2021): which forward and backward passes a stage
 // runs in which order, a simulator of their timing, and the runner that executes them on one rank
-// of a pipeline with its model chunks (models::Model::StageForward / StageBackward), exchanging
-// activations and their gradients with the neighbouring stages.
+// of a pipeline with its model chunks (their models::PipelineStage: StageForward / StageBackward),
+// exchanging activations and their gradients with the neighbouring stages.
 //
 // The order of a stage's passes, and its stages and chunks: comm/pipeline_order.h.
 //
@@ -36,6 +36,7 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "models/model.h"
+#include "models/pipeline_stage.h"
 #include "nn/context.h"
 #include "nn/parameter.h"
 
@@ -100,7 +101,9 @@ class PipelineRunner {
   // device; `more`: creates further instances of a chunk (null: recompute at the stage
   // boundary; see the file comment). InvalidArgument unless chunks.size() ==
   // split.virtual_stages and pp->size() == split.stages; Unimplemented for P > 1 over a
-  // communicator without non-blocking point-to-point (NCCL: use --comm_backend=mpi).
+  // communicator without non-blocking point-to-point (NCCL: use --comm_backend=mpi), and for
+  // chunks that are no pipeline stage (models::PipelineStageOf; likewise for the instances `more`
+  // creates, when Run needs them).
   static absl::StatusOr<std::unique_ptr<PipelineRunner>> Create(
       comm::Communicator* pp, const comm::PipelineSplit& split, std::vector<models::Model*> chunks,
       const ExecContext* exec, DType dtype, ChunkFactory more = nullptr);
@@ -119,12 +122,16 @@ class PipelineRunner {
                                      models::Backward backward, double loss_scale, double* flops);
 
   const PipelineStats& stats() const { return stats_; }
+  // The store handle of the tied word embedding's copy one of this stage's chunks holds
+  // (models::PipelineStage::tied_embedding_handle), or -1 when none does.
+  int tied_embedding_handle() const;
 
  private:
   PipelineRunner() = default;
   using Key = std::pair<int, int>;  // (chunk, micro-batch).
   struct Instance {
     models::Model* model = nullptr;
+    models::PipelineStage* stage = nullptr;  // The model's.
     int micro = -1;  // The micro-batch whose activations it holds for a backward; -1: none.
   };
   // An instance of chunk c holding no micro-batch's activations: a free one, a new one from the

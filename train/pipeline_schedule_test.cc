@@ -59,7 +59,7 @@ models::ModelConfig TinyGpt() {
 
 // Stage 0 of 2 forward on a fixed batch, then backward from a fixed output gradient: the output
 // activation and every gradient of the store.
-std::vector<float> StepOnStage0(models::Model& model, nn::ParameterStore& store) {
+std::vector<float> StepOnStage0(models::PipelineStage& stage, nn::ParameterStore& store) {
   ExecContext ec;
   const nn::StepContext sc = nn::StepContext::Train(&ec, nullptr, 7);
   Tensor tokens = Tensor::Host({2, 16}, DType::kI32), labels = Tensor::Host({2, 16}, DType::kI32);
@@ -68,14 +68,14 @@ std::vector<float> StepOnStage0(models::Model& model, nn::ParameterStore& store)
     labels.data_as<int32_t>()[i] = (i * 11) % 50;
   }
   const models::Batch batch = models::LanguageModelBatch(tokens.view(), labels.view());
-  Tensor out = Tensor::Zeros(model.StageBoundaryShape(2, 16), DType::kF32);
-  Tensor out_grad = Tensor::Host(model.StageBoundaryShape(2, 16), DType::kF32);
+  Tensor out = Tensor::Zeros(stage.StageBoundaryShape(2, 16), DType::kF32);
+  Tensor out_grad = Tensor::Host(stage.StageBoundaryShape(2, 16), DType::kF32);
   for (int64_t i = 0; i < out_grad.numel(); ++i) {
     out_grad.data_as<float>()[i] = static_cast<float>((i % 13) - 6) / 64;
   }
   store.ZeroGrads();
-  EXPECT_TRUE(model.StageForward(sc, batch, TensorView(), out.view()).ok());
-  EXPECT_TRUE(model.StageBackward(sc, out_grad.view(), TensorView()).ok());
+  EXPECT_TRUE(stage.StageForward(sc, batch, TensorView(), out.view()).ok());
+  EXPECT_TRUE(stage.StageBackward(sc, out_grad.view(), TensorView()).ok());
   std::vector<float> got(out.data_as<float>(), out.data_as<float>() + out.numel());
   const TensorView g = store.flat_grads();
   got.insert(got.end(), g.data_as<float>(), g.data_as<float>() + g.numel());
@@ -96,8 +96,12 @@ TEST(StageChunkFactoryTest, AnotherInstanceComputesTheSameIntoTheOwnersGradients
   ASSERT_TRUE(instance.ok()) << instance.status();
   EXPECT_TRUE(instance->store->is_mirror());
   EXPECT_EQ(instance->store->size(), store.size());
-  const std::vector<float> owner = StepOnStage0(*chunks->front(), store);
-  const std::vector<float> other = StepOnStage0(*instance->model, store);
+  models::PipelineStage* owner_stage = chunks->front()->pipeline_stage();
+  models::PipelineStage* other_stage = instance->model->pipeline_stage();
+  ASSERT_NE(owner_stage, nullptr);
+  ASSERT_NE(other_stage, nullptr);
+  const std::vector<float> owner = StepOnStage0(*owner_stage, store);
+  const std::vector<float> other = StepOnStage0(*other_stage, store);
   ASSERT_EQ(owner.size(), other.size());
   EXPECT_EQ(std::memcmp(owner.data(), other.data(), owner.size() * sizeof(float)), 0);
   bool moved = false;

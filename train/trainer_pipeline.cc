@@ -23,9 +23,7 @@ absl::Status Trainer::SetUpPipeline() {
   ASSIGN_OR_RETURN(pipeline_,
                    PipelineRunner::Create(&pc.pp(), split, chunks, parts_.exec,
                                           parts_.store->compute_dtype(), parts_.more_chunks));
-  for (models::Model* chunk : chunks) {
-    if (chunk->tied_embedding_handle() >= 0) tied_handle_ = chunk->tied_embedding_handle();
-  }
+  tied_handle_ = pipeline_->tied_embedding_handle();
   // The first stage counts the tied embedding in the gradient norm; the last stage's copy (the
   // same values after Optimizer::FinishGradReduce sums them) is left out. A distributed optimizer
   // then gives the last stage the first stage's updated weights (see Optimizer::set_pipeline;

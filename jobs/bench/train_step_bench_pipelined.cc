@@ -68,11 +68,7 @@ absl::StatusOr<Pipeline> BuildPipeline(const BenchConfig& c, const comm::Pipelin
                                                        parallel.pp_rank()));
   RETURN_IF_ERROR(p.store->Allocate(1));
   std::vector<models::Model*> chunk_ptrs;
-  int tied = -1;
-  for (const auto& chunk : p.chunks) {
-    chunk_ptrs.push_back(chunk.get());
-    if (chunk->tied_embedding_handle() >= 0) tied = chunk->tied_embedding_handle();
-  }
+  for (const auto& chunk : p.chunks) chunk_ptrs.push_back(chunk.get());
   train::ChunkFactory more;
   if (c.keep_stage_activations) {
     ASSIGN_OR_RETURN(
@@ -81,6 +77,7 @@ absl::StatusOr<Pipeline> BuildPipeline(const BenchConfig& c, const comm::Pipelin
   ASSIGN_OR_RETURN(p.runner,
                    train::PipelineRunner::Create(&parallel.pp(), split, chunk_ptrs, &d.rank.exec,
                                                  p.store->compute_dtype(), std::move(more)));
+  const int tied = p.runner->tied_embedding_handle();
   train::OptimizerConfig oc;
   oc.dp_bucket_elements = c.ddp_bucket_size;
   oc.use_distributed_optimizer = c.use_distributed_optimizer;

@@ -74,6 +74,7 @@ absl::StatusOr<RaceStep> RaceFineTuner::Step(models::Model& model, const nn::Ste
     return absl::InvalidArgumentError(
         absl::StrCat("RACE fine-tuning: a step takes ", G, " questions, got ", questions.size()));
   }
+  ASSIGN_OR_RETURN(models::MultipleChoiceModel * multiple_choice, models::MultipleChoiceOf(model));
   const int64_t micro_batches = G / M;
   RaceStep r;
   r.questions = G;
@@ -89,8 +90,9 @@ absl::StatusOr<RaceStep> RaceFineTuner::Step(models::Model& model, const nn::Ste
     micro.micro_step = static_cast<uint64_t>(steps_);
     micro.sample_offset = m * M * kRaceChoices;
     micro.grads_ready = nullptr;
-    ASSIGN_OR_RETURN(const models::MultipleChoiceResult result,
-                     model.MultipleChoice(micro, batch, models::Backward::kYes, r.loss_scale));
+    ASSIGN_OR_RETURN(
+        const models::MultipleChoiceResult result,
+        multiple_choice->MultipleChoice(micro, batch, models::Backward::kYes, r.loss_scale));
     r.loss += result.loss / static_cast<double>(micro_batches);
     const std::vector<int32_t>& labels = batcher.rows().labels;
     for (int64_t q = 0; q < M; ++q) r.correct += result.predictions[q] == labels[q] ? 1 : 0;

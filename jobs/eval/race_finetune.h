@@ -5,9 +5,9 @@
 // train::LossScaler (dynamic for f16, else 1).
 //
 // A step takes global_batch_size questions in micro-batches of micro_batch_size (each question is
-// 4 sequences): for each, models::Model::MultipleChoice in training mode accumulates
-// loss_scale x d(mean loss of the micro-batch)/d(params); the optimizer then divides by
-// micro-batches x loss_scale (so the gradient is that of the step's mean loss) and updates.
+// 4 sequences): for each, the model's MultipleChoice (models::MultipleChoiceModel) in training mode
+// accumulates loss_scale x d(mean loss of the micro-batch)/d(params); the optimizer then divides
+// by micro-batches x loss_scale (so the gradient is that of the step's mean loss) and updates.
 // Dropout masks: seed = options.seed, micro_step = the step, sample_offset = the first row (=
 // 4 x question) of the micro-batch within the step, so they do not depend on the TP degree.
 //
@@ -29,6 +29,7 @@
 #include "eval/race_batches.h"
 #include "models/config.h"
 #include "models/model.h"
+#include "models/multiple_choice.h"
 #include "nn/context.h"
 #include "nn/parameter.h"
 #include "train/loss_scaler.h"
@@ -72,7 +73,8 @@ class RaceFineTuner {
 
   // One optimizer step over `questions` (global_batch_size references into `groups`), laid out
   // by `batcher`. sc: the TP group's exec and communicator (its mode, seed and offsets are set
-  // here). Errors: the layout's, the model's and the optimizer's.
+  // here). Errors: Unimplemented for a model without the multiple-choice capability
+  // (models::MultipleChoiceOf); the layout's, the model's and the optimizer's.
   absl::StatusOr<RaceStep> Step(models::Model& model, const nn::StepContext& sc,
                                 eval::RaceBatcher& batcher,
                                 absl::Span<const eval::RaceGroup> groups,

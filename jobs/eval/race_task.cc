@@ -14,6 +14,7 @@
 #include "data/tokenizers/factory.h"
 #include "data/tokenizers/wordpiece.h"
 #include "models/config.h"
+#include "models/multiple_choice.h"
 
 namespace mt {
 namespace jobs {
@@ -251,6 +252,8 @@ absl::StatusOr<RaceTask::GroupScore> RaceTask::ScoreGroup(Harness& harness, int3
   const std::vector<RaceQuestionRef> refs = ListRaceQuestions(eval_, group);
   const int64_t B = config_.harness.micro_batch_size, n = static_cast<int64_t>(refs.size());
   const RaceGroup& g = eval_[group];
+  ASSIGN_OR_RETURN(models::MultipleChoiceModel * multiple_choice,
+                   models::MultipleChoiceOf(harness.model()));
   GroupScore score;
   for (int64_t first = 0; first < n; first += B) {
     const int64_t count = std::min(B, n - first);
@@ -258,7 +261,7 @@ absl::StatusOr<RaceTask::GroupScore> RaceTask::ScoreGroup(Harness& harness, int3
     ASSIGN_OR_RETURN(const models::Batch batch, batcher_->Layout(eval_, some));
     ASSIGN_OR_RETURN(
         const models::MultipleChoiceResult result,
-        harness.model().MultipleChoice(harness.step_context(), batch, models::Backward::kNo));
+        multiple_choice->MultipleChoice(harness.step_context(), batch, models::Backward::kNo));
     const std::vector<int32_t>& labels = batcher_->rows().labels;
     score.questions += count;
     score.loss_sum += result.loss * static_cast<double>(count);

@@ -66,6 +66,8 @@
 #include "models/bert/bert_heads.h"
 #include "models/config.h"
 #include "models/model.h"
+#include "models/multiple_choice.h"
+#include "models/pipeline_stage.h"
 #include "models/sequence_parallel.h"
 #include "nn/context.h"
 #include "nn/cross_entropy.h"
@@ -77,7 +79,9 @@
 namespace mt {
 namespace models {
 
-class BertModel : public Model {
+// A Model that is also a pipeline stage (the whole model by default) and a multiple-choice model
+// (FailedPrecondition from MultipleChoice when built without that head).
+class BertModel : public Model, public PipelineStage, public MultipleChoiceModel {
  public:
   // Declares every parameter in `store` (whose tp_size is the TP degree); does not allocate, so it
   // also serves to count the parameters of large configs. options.heads picks the task heads
@@ -108,11 +112,11 @@ class BertModel : public Model {
   // multiple-choice head: the layers, the pooler and the choice scorer on every row).
   double TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const override;
 
-  // Multiple-choice step (RACE): tokens, token_types, padding_mask: i32 [Q * C, T], the C choices
-  // of question q in rows q * C .. q * C + C - 1; labels: i32 [Q] in [0, C). In eval mode
-  // (sc.mode) no dropout. Errors: as ForwardBackward (InvalidArgument if tokens' rows are not a
-  // multiple of Q, OutOfRange for a label outside [0, C)); FailedPrecondition without the
-  // multiple-choice head.
+  // Multiple-choice step (MultipleChoiceModel; RACE): tokens, token_types, padding_mask: i32
+  // [Q * C, T], the C choices of question q in rows q * C .. q * C + C - 1; labels: i32 [Q] in
+  // [0, C). In eval mode (sc.mode) no dropout. Errors: as ForwardBackward (InvalidArgument if
+  // tokens' rows are not a multiple of Q, OutOfRange for a label outside [0, C));
+  // FailedPrecondition without the multiple-choice head.
   absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc, const Batch& batch,
                                                       Backward backward,
                                                       double loss_scale = 1.0) override;
@@ -120,7 +124,7 @@ class BertModel : public Model {
   // Pipeline stages (ModelOptions::stage, pretraining heads only): the first stage embeds, the
   // last runs the final LayerNorm, the pooler and the MLM and SOP heads and holds a copy of the
   // word embedding for the tied decoder; every stage reads the batch's padding mask. See
-  // models::Model.
+  // models::PipelineStage.
   absl::StatusOr<Losses> StageForward(const nn::StepContext& sc, const Batch& batch,
                                       const TensorView& input, const TensorView& output) override;
   absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
@@ -132,6 +136,8 @@ class BertModel : public Model {
   ActivationBytes activation_bytes() const override {
     return {stack_->HeldActivationBytes(), stack_->peak_backward_extra_bytes()};
   }
+  PipelineStage* pipeline_stage() override { return this; }
+  MultipleChoiceModel* multiple_choice() override { return this; }
   const nn::TransformerStack& stack() const { return *stack_; }
 
  private:

@@ -121,7 +121,7 @@ TEST(BertStageTest, WhatEachStageDeclaresAndArgumentErrors) {
   Tensor bad_sop = I32({2, 0}, {kRows});
   Batch b = data.batch();
   b.sop_labels = bad_sop.view();
-  EXPECT_EQ(last.model->StageForward(sc, b, x.view(), TensorView()).status().code(),
+  EXPECT_EQ(last.stage->StageForward(sc, b, x.view(), TensorView()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

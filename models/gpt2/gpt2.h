@@ -21,10 +21,11 @@
 // when given on the device) to count the scored ones. Logits' `full` may be on the host or on the
 // device. The loss is returned as a host double.
 //
-// Incremental decoding (Model::StartDecoding / DecodeStep): the transformer stack's key/value
-// caches (nn/attention.h) hold every earlier position; a step embeds only the new tokens (learned
-// positions continuing from decode_length()) and computes the final LayerNorm and the logits of
-// only the positions asked for.
+// Incremental decoding (IncrementalDecoder: StartDecoding / DecodeStep): the transformer stack's
+// key/value caches (nn/attention.h) hold every earlier position; a step embeds only the new tokens
+// (learned positions continuing from decode_length()) and computes the final LayerNorm and the
+// logits of only the positions asked for. Blocks without a cache (nn::Layer's defaults) make
+// StartDecoding report Unimplemented.
 #ifndef MT_MODELS_GPT2_GPT2_H_
 #define MT_MODELS_GPT2_GPT2_H_
 
@@ -37,7 +38,9 @@
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
 #include "models/config.h"
+#include "models/incremental_decoder.h"
 #include "models/model.h"
+#include "models/pipeline_stage.h"
 #include "models/sequence_parallel.h"
 #include "nn/context.h"
 #include "nn/cross_entropy.h"
@@ -64,7 +67,8 @@ struct DecoderSpec {
   std::string final_norm_name = "final_layernorm";  // Its parameters' prefix.
 };
 
-class GptModel : public Model {
+// A Model that is also a pipeline stage (the whole model by default) and an incremental decoder.
+class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
  public:
   // Declares every parameter in `store` (whose tp_size is the TP degree); does not allocate, so
   // it also serves to count the parameters of large configs. InvalidArgument for configs that
@@ -84,8 +88,9 @@ class GptModel : public Model {
   // that is not the whole model (StageForward/StageBackward).
   absl::StatusOr<Losses> ForwardBackward(const nn::StepContext& sc, const Batch& batch,
                                          Backward backward, double loss_scale = 1.0) override;
-  // Pipeline stages (Model; ModelOptions::stage): the first stage holds the word (tied) and
-  // position embeddings, the last the final norm and a copy of the word embedding for the logits.
+  // Pipeline stages (PipelineStage; ModelOptions::stage): the first stage holds the word (tied)
+  // and position embeddings, the last the final norm and a copy of the word embedding for the
+  // logits.
   absl::StatusOr<Losses> StageForward(const nn::StepContext& sc, const Batch& batch,
                                       const TensorView& input, const TensorView& output) override;
   absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
@@ -99,7 +104,7 @@ class GptModel : public Model {
   absl::Status Logits(const nn::StepContext& sc, const TensorView& tokens,
                       const TensorView& full) override;
 
-  // Incremental decoding (Model): see the file comment.
+  // Incremental decoding (IncrementalDecoder): see the file comment.
   absl::Status StartDecoding(const nn::StepContext& sc, int64_t batch, int64_t max_length) override;
   absl::Status DecodeStep(const nn::StepContext& sc, const TensorView& tokens,
                           const TensorView& logits) override;
@@ -109,6 +114,8 @@ class GptModel : public Model {
   ActivationBytes activation_bytes() const override {
     return {stack_->HeldActivationBytes(), stack_->peak_backward_extra_bytes()};
   }
+  IncrementalDecoder* incremental_decoder() override { return this; }
+  PipelineStage* pipeline_stage() override { return this; }
   const nn::TransformerStack& stack() const { return *stack_; }
 
  private:

@@ -1,9 +1,10 @@
-// Incremental decoding of GPT-2 (Model::StartDecoding / DecodeStep) against recomputing the whole
-// prefix with Model::Logits at every step: the same greedy tokens and the logits within float
-// rounding, in f32 and bf16, for GPT-2 (learned positions continuing from the cache length) and
-// for a small model on a TransformerStack with rotary embeddings (models/testing's TinyLm: RMSNorm,
-// SwiGLU, rotary attention). Also: the logits of every new position, steps of several tokens, a
-// restart, training unchanged after decoding, every argument error, and BERT's Unimplemented.
+// Incremental decoding of GPT-2 (IncrementalDecoder: StartDecoding / DecodeStep) against
+// recomputing the whole prefix with Model::Logits at every step: the same greedy tokens and the
+// logits within float rounding, in f32 and bf16, for GPT-2 (learned positions continuing from the
+// cache length) and for a small model on a TransformerStack with rotary embeddings
+// (models/testing's TinyLm: RMSNorm, SwiGLU, rotary attention). Also: the logits of every new
+// position, steps of several tokens, a restart, training unchanged after decoding, every argument
+// error, and that BERT has no decoding (Unimplemented when asked for it).
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
+#include "models/incremental_decoder.h"
 #include "models/registry.h"
 #include "models/testing/cuda_model_testutil.h"
 #include "models/testing/decode_testutil.h"
@@ -195,10 +197,12 @@ TEST(GptDecodeTest, BertCannotDecode) {
   nn::ParameterStore store(0, 1);
   auto bert = CreateModel(c, &store);
   ASSERT_TRUE(bert.ok()) << bert.status();
-  const ExecContext ec;
-  const absl::Status s = (*bert)->StartDecoding(nn::StepContext::Eval(&ec), 1, 4);
+  // No decoding capability: generation recomputes (serve/generate.h), and asking for it names the
+  // architecture.
+  EXPECT_EQ((*bert)->incremental_decoder(), nullptr);
+  const absl::Status s = IncrementalDecoderOf(**bert).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_EQ((*bert)->decode_length(), 0);
+  EXPECT_NE(s.message().find("'bert'"), std::string::npos) << s;
 }
 
 }  // namespace

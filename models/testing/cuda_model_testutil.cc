@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
+#include "models/multiple_choice.h"
 #include "models/registry.h"
 
 namespace mt {
@@ -229,8 +230,14 @@ bool CpuAndGpuModel::ExpectStepsMatch(const nn::StepContext& sc, const Batch& cp
 bool CpuAndGpuModel::ExpectMultipleChoiceMatches(const nn::StepContext& sc, const Batch& cpu_batch,
                                                  const Batch& gpu_batch, const std::string& what,
                                                  const std::vector<std::string>& skip) {
-  auto mc = cpu_model_->MultipleChoice(On(sc, cpu_exec_), cpu_batch, Backward::kYes, scale_);
-  auto mg = gpu_model_->MultipleChoice(On(sc, gpu_exec_), gpu_batch, Backward::kYes, scale_);
+  absl::StatusOr<MultipleChoiceModel*> cpu = MultipleChoiceOf(*cpu_model_);
+  absl::StatusOr<MultipleChoiceModel*> gpu = MultipleChoiceOf(*gpu_model_);
+  if (!Check(cpu.status(), what + ": the CPU model") ||
+      !Check(gpu.status(), what + ": the GPU model")) {
+    return false;
+  }
+  auto mc = (*cpu)->MultipleChoice(On(sc, cpu_exec_), cpu_batch, Backward::kYes, scale_);
+  auto mg = (*gpu)->MultipleChoice(On(sc, gpu_exec_), gpu_batch, Backward::kYes, scale_);
   if (!Check(mc.status(), what + ": the CPU step") ||
       !Check(mg.status(), what + ": the GPU step")) {
     return false;

@@ -11,6 +11,7 @@
 #include "core/ops/testutil.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
+#include "models/incremental_decoder.h"
 #include "nn/cross_entropy.h"
 #include "nn/modern_blocks_testutil.h"
 
@@ -44,11 +45,13 @@ DecodingLm ForModel(Model* model, const nn::StepContext* sc) {
   lm.logits = [model, sc](const TensorView& tokens, const TensorView& full) {
     return model->Logits(*sc, tokens, full);
   };
-  lm.start = [model, sc](int64_t batch, int64_t max_length) {
-    return model->StartDecoding(*sc, batch, max_length);
+  lm.start = [model, sc](int64_t batch, int64_t max_length) -> absl::Status {
+    ASSIGN_OR_RETURN(IncrementalDecoder * decoder, IncrementalDecoderOf(*model));
+    return decoder->StartDecoding(*sc, batch, max_length);
   };
-  lm.step = [model, sc](const TensorView& tokens, const TensorView& logits) {
-    return model->DecodeStep(*sc, tokens, logits);
+  lm.step = [model, sc](const TensorView& tokens, const TensorView& logits) -> absl::Status {
+    ASSIGN_OR_RETURN(IncrementalDecoder * decoder, IncrementalDecoderOf(*model));
+    return decoder->DecodeStep(*sc, tokens, logits);
   };
   return lm;
 }

@@ -1,4 +1,4 @@
-// Test support for incremental decoding (Model::StartDecoding / DecodeStep): a greedy
+// Test support for incremental decoding (IncrementalDecoder::StartDecoding / DecodeStep): a greedy
 // continuation through the key/value cache checked, step by step, against recomputing the whole
 // prefix; and TinyLm, a small language model over nn/ modules alone with any LayerSpec (rotary
 // embeddings: what a GPT-family variant on nn::TransformerStack computes). testonly.
@@ -50,7 +50,8 @@ struct DecodingLm {
   // tokens i32 [B, n] -> the last new position's logits f32 [B, padded_vocab].
   std::function<absl::Status(const TensorView& tokens, const TensorView& logits)> step;
 };
-// The calls of a models::Model with the step context `sc` (which must outlive the result).
+// The calls of a models::Model with the step context `sc` (which must outlive the result): start
+// and step through its IncrementalDecoder (Unimplemented, IncrementalDecoderOf's error, without).
 DecodingLm ForModel(Model* model, const nn::StepContext* sc);
 
 struct GreedyResult {

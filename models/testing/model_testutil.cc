@@ -11,6 +11,7 @@
 #include "core/ops/adam.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
+#include "models/multiple_choice.h"
 #include "models/registry.h"
 #include "nn/parameter.h"
 #include "nn/parameter_testutil.h"
@@ -61,7 +62,8 @@ absl::StatusOr<StepResult> RunStep(Model& model, const nn::StepContext& sc, cons
                                    Objective objective, Backward backward) {
   StepResult r;
   if (objective == Objective::kMultipleChoice) {
-    ASSIGN_OR_RETURN(MultipleChoiceResult mc, model.MultipleChoice(sc, batch, backward));
+    ASSIGN_OR_RETURN(MultipleChoiceModel * multiple_choice, MultipleChoiceOf(model));
+    ASSIGN_OR_RETURN(MultipleChoiceResult mc, multiple_choice->MultipleChoice(sc, batch, backward));
     r.total = mc.loss;
     r.parts = {mc.loss};
     r.predictions = std::move(mc.predictions);

@@ -29,6 +29,7 @@ absl::StatusOr<BuiltModel> BuildStage(const ModelConfig& config, DType dtype,
   options.recompute = recompute;
   options.stage = stage;
   ASSIGN_OR_RETURN(b.model, CreateModel(config, b.store.get(), options));
+  ASSIGN_OR_RETURN(b.stage, PipelineStageOf(*b.model));
   RETURN_IF_ERROR(b.store->Allocate(/*seed=*/5));
   return b;
 }
@@ -61,7 +62,7 @@ void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dt
   Losses got;
   for (int s = 0; s < stages; ++s) {
     const TensorView in = s == 0 ? TensorView() : act[s - 1].view();
-    auto l = st[s].model->StageForward(sc, batch, in, act[s].view());
+    auto l = st[s].stage->StageForward(sc, batch, in, act[s].view());
     ASSERT_TRUE(l.ok()) << what << ": " << l.status();
     if (s == stages - 1) {
       got = *l;
@@ -72,7 +73,7 @@ void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dt
   for (int s = stages - 1; s >= 0; --s) {
     const TensorView out_grad = s == stages - 1 ? TensorView() : grad[s].view();
     const TensorView in_grad = s == 0 ? TensorView() : grad[s - 1].view();
-    const absl::Status b = st[s].model->StageBackward(sc, out_grad, in_grad, 8.0);
+    const absl::Status b = st[s].stage->StageBackward(sc, out_grad, in_grad, 8.0);
     ASSERT_TRUE(b.ok()) << what << ": " << b;
   }
   EXPECT_EQ(got.total, want->total) << what;
@@ -91,7 +92,7 @@ void ExpectStagesEqualWholeModel(const ModelConfig& config, int stages, DType dt
       const std::vector<float> g = Grad(*st[s].store, *h);
       if (sum.empty()) sum.assign(g.size(), 0.0f);
       for (size_t k = 0; k < g.size(); ++k) sum[k] += g[k];
-      EXPECT_EQ(st[s].model->tied_embedding_handle() == *h, name == "embedding.word.weight")
+      EXPECT_EQ(st[s].stage->tied_embedding_handle() == *h, name == "embedding.word.weight")
           << what << ": " << name;
     }
     EXPECT_EQ(holders, name == "embedding.word.weight" ? 2 : 1) << what << ": " << name;
@@ -116,23 +117,23 @@ void ExpectStageArgumentErrors(const ModelConfig& config, const Batch& batch) {
 
   ASSERT_OK_AND_ASSIGN(BuiltModel middle, BuildStage(config, DType::kF32, nn::Recompute::kNo,
                                                      StageOptions{1, 2, false, false}));
-  EXPECT_EQ(middle.model->tied_embedding_handle(), -1);
+  EXPECT_EQ(middle.stage->tied_embedding_handle(), -1);
   EXPECT_EQ(middle.model->ForwardBackward(sc, batch, Backward::kNo).status().code(),
             absl::StatusCode::kFailedPrecondition);
   const int64_t B = batch.tokens.dim(0), T = batch.tokens.dim(1), h = config.hidden_size;
   Tensor x = Tensor::Zeros({B, T, h}, DType::kF32);
   Tensor wrong = Tensor::Zeros({B, T - 1, h}, DType::kF32);
-  EXPECT_EQ(middle.model->StageBackward(sc, x.view(), x.view()).code(),
+  EXPECT_EQ(middle.stage->StageBackward(sc, x.view(), x.view()).code(),
             absl::StatusCode::kFailedPrecondition);
-  auto l = middle.model->StageForward(sc, batch, wrong.view(), x.view());
+  auto l = middle.stage->StageForward(sc, batch, wrong.view(), x.view());
   EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(l.status().message().find("input"), std::string::npos) << l.status();
-  ASSERT_TRUE(middle.model->StageForward(sc, batch, x.view(), x.view()).ok());
-  EXPECT_EQ(middle.model->StageBackward(sc, wrong.view(), x.view()).code(),
+  ASSERT_TRUE(middle.stage->StageForward(sc, batch, x.view(), x.view()).ok());
+  EXPECT_EQ(middle.stage->StageBackward(sc, wrong.view(), x.view()).code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_OK_AND_ASSIGN(BuiltModel whole,
                        BuildStage(config, DType::kF32, nn::Recompute::kNo, StageOptions()));
-  EXPECT_EQ(whole.model->tied_embedding_handle(), -1);
+  EXPECT_EQ(whole.stage->tied_embedding_handle(), -1);
 }
 
 }  // namespace testing

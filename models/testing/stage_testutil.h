@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "models/config.h"
 #include "models/model.h"
+#include "models/pipeline_stage.h"
 #include "nn/parameter.h"
 
 namespace mt {
@@ -21,10 +22,12 @@ namespace testing {
 struct BuiltModel {
   std::unique_ptr<nn::ParameterStore> store;
   std::unique_ptr<Model> model;
+  PipelineStage* stage = nullptr;  // The model's.
 };
 
 // `config`'s model, or the part `stage` says, through the registry in a store of its own (TP 1,
-// `dtype`), allocated from seed 5. CreateModel's and Allocate's errors.
+// `dtype`), allocated from seed 5. CreateModel's and Allocate's errors; PipelineStageOf's for a
+// model without stages.
 absl::StatusOr<BuiltModel> BuildStage(const ModelConfig& config, DType dtype,
                                       nn::Recompute recompute, const StageOptions& stage);
 
