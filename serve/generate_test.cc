@@ -14,6 +14,7 @@
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
+#include "models/incremental_decoder.h"
 
 namespace mt {
 namespace serve {
@@ -179,7 +180,7 @@ TEST_F(GenerateTest, LogProbabilitiesOfEveryTokenAfterTheFirst) {
   }
 }
 
-// GPT-2 seen through a model without a key/value cache (its decoding is Unimplemented).
+// GPT-2 seen through a model without incremental decoding (no Model::incremental_decoder()).
 class NoCache : public models::Model {
  public:
   explicit NoCache(models::Model* m) : m_(m) {}
@@ -205,8 +206,25 @@ class NoCache : public models::Model {
   models::Model* m_;
 };
 
+// ... and through one whose decoder keeps no cache (StartDecoding Unimplemented, as for a GPT
+// model whose blocks keep none).
+class CachelessDecoder : public NoCache, public models::IncrementalDecoder {
+ public:
+  using NoCache::NoCache;
+  models::IncrementalDecoder* incremental_decoder() override { return this; }
+  absl::Status StartDecoding(const nn::StepContext&, int64_t, int64_t) override {
+    return absl::UnimplementedError("no key/value cache");
+  }
+  absl::Status DecodeStep(const nn::StepContext&, const TensorView&, const TensorView&) override {
+    return absl::InternalError("DecodeStep without StartDecoding");
+  }
+  int64_t decode_length() const override { return 0; }
+  void StopDecoding() override {}
+};
+
 TEST_F(GenerateTest, RecomputingEveryPrefixGivesTheSameGenerations) {
   NoCache no_cache(model_.get());
+  CachelessDecoder cacheless(model_.get());
   for (bool logprobs : {false, true}) {
     GenerateConfig c;
     c.tokens_to_generate = 6;
@@ -217,7 +235,9 @@ TEST_F(GenerateTest, RecomputingEveryPrefixGivesTheSameGenerations) {
     recompute.decoding = Decoding::kRecompute;
     absl::StatusOr<std::vector<Generation>> fallback = Generate(sc_, no_cache, prompts_, c);
     ASSERT_TRUE(fallback.ok()) << fallback.status();
-    for (const std::vector<Generation>& other : {Run(prompts_, recompute), *fallback}) {
+    absl::StatusOr<std::vector<Generation>> uncached = Generate(sc_, cacheless, prompts_, c);
+    ASSERT_TRUE(uncached.ok()) << uncached.status();
+    for (const std::vector<Generation>& other : {Run(prompts_, recompute), *fallback, *uncached}) {
       for (size_t b = 0; b < prompts_.size(); ++b) {
         EXPECT_EQ(other[b].tokens, cached[b].tokens) << b;
         ASSERT_EQ(other[b].logprobs.size(), cached[b].logprobs.size());

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
 #include "models/incremental_decoder.h"
+#include "models/multiple_choice.h"
 #include "models/registry.h"
 #include "models/testing/cuda_model_testutil.h"
 #include "models/testing/decode_testutil.h"
@@ -185,6 +186,20 @@ TEST(GptDecodeTest, BadArgumentsAreErrors) {
   EXPECT_EQ(m.decode_length(), 0);
   EXPECT_EQ(m.DecodeStep(sc, Slice(seqs, 3, 4).view(), logits.view()).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// GPT-2's capabilities: decoding and stages (built as the whole model, one stage of every layer),
+// no multiple choice (Unimplemented naming the architecture when asked for it).
+TEST(GptDecodeTest, GptCapabilities) {
+  nn::ParameterStore store(0, 1);
+  auto gpt = CreateModel(SmallConfig(), &store);
+  ASSERT_TRUE(gpt.ok()) << gpt.status();
+  EXPECT_NE((*gpt)->incremental_decoder(), nullptr);
+  EXPECT_NE((*gpt)->pipeline_stage(), nullptr);
+  EXPECT_EQ((*gpt)->multiple_choice(), nullptr);
+  const absl::Status s = MultipleChoiceOf(**gpt).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_NE(s.message().find("'gpt2'"), std::string::npos) << s;
 }
 
 TEST(GptDecodeTest, BertCannotDecode) {
