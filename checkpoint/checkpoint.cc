@@ -352,7 +352,13 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
 absl::Status CheckSaveDirectory(const std::string& save_dir, FileSystem& fs) {
   if (save_dir.empty()) return absl::InvalidArgumentError("the checkpoint directory is empty");
   // The nearest existing ancestor (or save_dir itself); a file on the way ends the walk there.
-  auto exists = [&fs](const std::filesystem::path& path) { return fs.PathExists(path.string()); };
+  // Exists means stat(2) succeeds: a path this process cannot reach (EACCES on the way) is walked
+  // past, so the check names the directory it cannot write in.
+  auto exists = [&fs](const std::filesystem::path& path) {
+    if (fs.IsDirectory(path.string())) return true;
+    const absl::Status size = fs.FileSize(path.string()).status();
+    return size.ok() || (absl::IsFailedPrecondition(size) && fs.PathExists(path.string()));
+  };
   std::filesystem::path p = std::filesystem::path(save_dir).lexically_normal();
   while (!exists(p) && p.has_relative_path() && p.has_parent_path() && p.parent_path() != p) {
     p = p.parent_path();
