@@ -11,11 +11,15 @@
 
 namespace mt {
 
+enum class Stderr { kInherit, kDiscard };
+
 // Runs argv[0] (searched on PATH) with argv, in `cwd` when non-empty, and returns its standard
-// output (standard error passes through). Internal naming the program and its exit status when it
-// cannot run or exits non-zero; NotFound when the program is not on PATH.
+// output; its standard error passes through, or goes to /dev/null with Stderr::kDiscard. Internal
+// naming the program and its exit status when it cannot run or exits non-zero; NotFound when the
+// program is not on PATH.
 absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
-                                       const std::string& cwd = "");
+                                       const std::string& cwd = "",
+                                       Stderr stderr_to = Stderr::kInherit);
 
 // The full path of `program` on PATH (or `program` itself when it holds a '/' and is executable),
 // or empty.

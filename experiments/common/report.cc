@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -138,10 +139,12 @@ int ExperimentMain(absl::string_view name, int argc, char** argv,
 
 std::string SourceRevision(const std::string& dir) {
   if (dir.empty()) return "unknown: not run from a checkout (use ./bazelw run)";
-  const absl::StatusOr<std::string> head = RunCommand({"git", "-C", dir, "rev-parse", "HEAD"});
+  const absl::StatusOr<std::string> head =
+      RunCommand({"git", "-C", dir, "rev-parse", "HEAD"}, "", Stderr::kDiscard);
+  if (absl::IsNotFound(head.status())) return "unknown: git is not installed";
   if (!head.ok()) return absl::StrCat("unknown: ", dir, " is not a git checkout");
-  const absl::StatusOr<std::string> changes =
-      RunCommand({"git", "-C", dir, "status", "--porcelain", "--untracked-files=no"});
+  const absl::StatusOr<std::string> changes = RunCommand(
+      {"git", "-C", dir, "status", "--porcelain", "--untracked-files=no"}, "", Stderr::kDiscard);
   const std::string sha(absl::StripAsciiWhitespace(*head));
   if (!changes.ok()) return absl::StrCat(sha, " (git status failed)");
   return absl::StripAsciiWhitespace(*changes).empty()
@@ -157,9 +160,10 @@ std::string PortablePaths(absl::string_view text, const std::string& workspace,
   size_t done = 0;
   for (size_t at = text.find(kRunfiles); at != absl::string_view::npos;
        at = text.find(kRunfiles, done)) {
-    size_t start = at;  // Back to the start of the path: a space, quote or backtick before it.
-    while (start > done && !absl::ascii_isspace(text[start - 1]) && text[start - 1] != '`' &&
-           text[start - 1] != '\'' && text[start - 1] != '"' && text[start - 1] != '(') {
+    // Back to the start of the path: a space, quote, backtick, '(', '=' or ':' before it.
+    size_t start = at;
+    while (start > done && !absl::ascii_isspace(text[start - 1]) &&
+           !absl::StrContains("`'\"(=:", text[start - 1])) {
       --start;
     }
     absl::StrAppend(&out, text.substr(done, start - done), "bazel-bin/");

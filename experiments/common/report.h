@@ -67,7 +67,7 @@ struct ExperimentRun {
   std::string name;
   std::string results_dir;
   std::string command;    // The exact command line (with `bazel run`'s target when known).
-  std::string commit;     // SourceRevision of the workspace (bazel run's) or the current directory.
+  std::string commit;     // SourceRevision of the workspace ("unknown: ..." outside bazel run).
   std::string workspace;  // The checkout under `bazel run`; empty otherwise.
   std::chrono::system_clock::time_point started;
   std::chrono::steady_clock::time_point started_steady;

@@ -117,6 +117,10 @@ TEST(ReportTest, PortablePathsHideTheMachine) {
             "mpirun -np 2 bazel-bin/jobs/bench/train_step_bench --x=1\n"
             "data: `~/.cache/megatron-cpp/data/heldout.wiki.tokens`, "
             "results: 'results/t/a.csv' and (bazel-bin/comm/comm_bench)");
+  EXPECT_EQ(PortablePaths("--bin=/o/x.runfiles/megatron_cpp/data/preprocess a:/o/y.runfiles/"
+                          "megatron_cpp/b",
+                          "/work/ws", "/root"),
+            "--bin=bazel-bin/data/preprocess a:bazel-bin/b");
   EXPECT_EQ(PortablePaths("/a/b", "", ""), "/a/b");
 }
 
