@@ -23,9 +23,11 @@ absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const Inferen
   ro.local_rank = local_rank;
   ro.local_size = local_size;
   ASSIGN_OR_RETURN(s->rank, CreateRankExecution(ro));
-  ASSIGN_OR_RETURN(s->world, comm::CreateWorldCommunicator(world, s->rank.exec.device,
-                                                           config.comm_backend, local_size));
-  s->tp = world.size() > 1 ? s->world.comm : nullptr;
+  if (world.size() > 1) {  // One rank has nothing to communicate: no NCCL communicator for it.
+    ASSIGN_OR_RETURN(s->world, comm::CreateWorldCommunicator(world, s->rank.exec.device,
+                                                             config.comm_backend, local_size));
+    s->tp = s->world.comm;
+  }
   checkpoint::LoadModelOptions options;
   options.compute_dtype = compute_dtype;
   ASSIGN_OR_RETURN(

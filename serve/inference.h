@@ -60,7 +60,7 @@ struct InferenceConfig {
 // before the device's allocator and context).
 struct InferenceSession {
   RankExecution rank;                // Ops run on rank.exec.
-  comm::WorldCommunicator world;     // The world's TP collectives: NCCL, or the MPI world itself.
+  comm::WorldCommunicator world;     // TP > 1: the collectives, NCCL or the MPI world.
   comm::Communicator* tp = nullptr;  // world.comm when TP > 1; null for TP = 1.
   std::unique_ptr<nn::ParameterStore> store;
   std::unique_ptr<models::Model> model;
