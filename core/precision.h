@@ -1,7 +1,8 @@
 // The compute dtype as every binary spells it, Megatron's way: --fp16, --bf16 or --fp32, at most
-// one; none of them: f32 on the CPU, bf16 on CUDA. Master weights are f32 whatever it is. A
-// binary's config holds a PrecisionFlags (its fields are the three flags, core/fields.h) and
-// turns it into the DType the code uses, once, at start-up.
+// one; none of them: f32 on the CPU, bf16 on CUDA. Master weights are f32 whatever it is. Every
+// binary registers the three flags from PrecisionFlags' fields (core/fields.h), in its config or
+// as a ConfigFlags<PrecisionFlags> of their own, and turns them into the DType the code uses,
+// once, at start-up.
 #ifndef MT_CORE_PRECISION_H_
 #define MT_CORE_PRECISION_H_
 

@@ -13,8 +13,9 @@ int ToolMain(const char* name, const char* usage, int argc, char** argv,
   gflags::SetUsageMessage(usage);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   if (argc > 1) {
-    std::fprintf(stderr, "%s: unexpected argument '%s' (flags are --name=value)\n", name, argv[1]);
-    return 2;
+    std::fprintf(stderr, "%s: error: unexpected argument '%s' (flags are --name=value)\n", name,
+                 argv[1]);
+    return 1;
   }
   const absl::Status status = run();
   if (!status.ok()) {

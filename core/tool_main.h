@@ -11,9 +11,9 @@
 namespace mt {
 
 // Sets `usage` as the flags' usage message and parses the flags; a positional argument is refused
-// ("NAME: unexpected argument 'X' (flags are --name=value)", exit 2). Then run(): on an error
-// "NAME: error: MESSAGE" (one line) on stderr and exit 1; exit 1 too if stdout cannot be flushed
-// (a full disk under a redirect); else 0.
+// ("NAME: error: unexpected argument 'X' (flags are --name=value)", exit 1). Then run(): on an
+// error "NAME: error: MESSAGE" (one line) on stderr and exit 1; exit 1 too if stdout cannot be
+// flushed (a full disk under a redirect); else 0. (gflags itself exits 1 on an unknown flag.)
 int ToolMain(const char* name, const char* usage, int argc, char** argv,
              const std::function<absl::Status()>& run);
 

@@ -29,15 +29,13 @@ DEFINE_string(model, "", "Registered model name (empty: list the registered mode
 DEFINE_int64(global_batch_size, 0,
              "Samples per iteration: micro-batches per DP rank = global / (micro x DP), which "
              "caps the micro-batches in flight (0: as many as the pipeline schedule can use).");
-DEFINE_bool(fp16, false, "f16 compute (f32 master weights; f32 otherwise).");
-DEFINE_bool(bf16, false, "bf16 compute (f32 master weights; f32 otherwise).");
-DEFINE_bool(fp32, false, "f32 compute (the default).");
 
 namespace {
 
 // The layout: the fields given as flags, then the micro-batches and the compute dtype.
 absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(
-    const mt::ConfigFlags<mt::models::MemoryOptions>& flags) {
+    const mt::ConfigFlags<mt::models::MemoryOptions>& flags,
+    const mt::ConfigFlags<mt::PrecisionFlags>& precision_flags) {
   mt::models::MemoryOptions o;
   RETURN_IF_ERROR(flags.ApplyGiven(&o));
   if (FLAGS_global_batch_size < 0 || o.micro_batch < 1 || o.data_parallel < 1 ||
@@ -49,9 +47,9 @@ absl::StatusOr<mt::models::MemoryOptions> MemoryFlags(
   }
   o.micro_batches = FLAGS_global_batch_size / (o.micro_batch * o.data_parallel);
   // As a CPU run resolves them (f32 unless one of the flags says otherwise).
-  ASSIGN_OR_RETURN(
-      o.compute_dtype,
-      (mt::PrecisionFlags{FLAGS_fp16, FLAGS_bf16, FLAGS_fp32}.Resolve(mt::DeviceType::kCpu)));
+  ASSIGN_OR_RETURN(const mt::PrecisionFlags precision,
+                   precision_flags.WithGiven(mt::PrecisionFlags()));
+  ASSIGN_OR_RETURN(o.compute_dtype, precision.Resolve(mt::DeviceType::kCpu));
   return o;
 }
 
@@ -127,11 +125,13 @@ absl::Status Describe(const std::string& name, const mt::models::MemoryOptions& 
 
 int main(int argc, char** argv) {
   const mt::ConfigFlags<mt::models::MemoryOptions> flags{mt::models::MemoryOptions()};
+  const mt::ConfigFlags<mt::PrecisionFlags> precision_flags{mt::PrecisionFlags()};
   return mt::ToolMain(
       "describe", "Describes a registered model: config, parameter counts and FLOPs.", argc, argv,
       [&]() -> absl::Status {
         if (!FLAGS_model.empty()) {
-          ASSIGN_OR_RETURN(const mt::models::MemoryOptions layout, MemoryFlags(flags));
+          ASSIGN_OR_RETURN(const mt::models::MemoryOptions layout,
+                           MemoryFlags(flags, precision_flags));
           RETURN_IF_ERROR(Describe(FLAGS_model, layout));
         }
         const std::string names = absl::StrJoin(

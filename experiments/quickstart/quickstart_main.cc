@@ -165,15 +165,19 @@ int main(int argc, char** argv) {
     DeriveSettings(&config);
     return absl::OkStatus();
   };
+  constexpr mt::comm::MainInfo kInfo = {
+      "quickstart", "Trains a small tensor-parallel GPT-2 on the embedded corpus."};
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
     // Not under mpirun: relaunch under it with a rank per tensor-parallel rank. The flags are
-    // read here only to know how many; every rank reads them again at its start-up.
+    // read here only to know how many (and --help answered); every rank reads them again at its
+    // start-up.
+    gflags::SetUsageMessage(kInfo.usage);
     std::vector<char*> original(argv, argv + argc);
     int parsed_argc = argc;
     char** parsed_argv = argv;
     gflags::ParseCommandLineFlags(&parsed_argc, &parsed_argv, /*remove_flags=*/false);
     if (absl::Status s = resolve(); !s.ok()) {
-      mt::comm::PrintMainError({"quickstart", ""}, s);
+      mt::comm::PrintMainError(kInfo, s);
       return 1;
     }
     const int tp = config.tensor_model_parallel_size;
@@ -181,7 +185,7 @@ int main(int argc, char** argv) {
     config = QuickstartDefaults();
   }
   return mt::comm::MpiMain(
-      argc, argv, {"quickstart", "Trains a small tensor-parallel GPT-2 on the embedded corpus."},
+      argc, argv, kInfo,
       [&](int world_size) -> absl::Status {
         RETURN_IF_ERROR(resolve());
         const int tp = config.tensor_model_parallel_size;

@@ -14,14 +14,15 @@
 #include "glog/logging.h"
 #include "models/registry.h"
 
-DEFINE_bool(fp16, false, "f16 compute (f32 master weights) with dynamic loss scaling.");
-DEFINE_bool(bf16, false, "bf16 compute (f32 master weights), no loss scaling.");
-DEFINE_bool(fp32, false, "f32 compute (the default on the CPU).");
-
 namespace mt {
 namespace jobs {
 
 namespace {
+
+// --fp16 / --bf16 / --fp32, registered when the program starts (never destroyed): every binary
+// that links the drivers (the pretraining drivers, the variants', quickstart) takes them.
+const ConfigFlags<PrecisionFlags>* const kPrecisionFlags =
+    new ConfigFlags<PrecisionFlags>(PrecisionFlags());
 
 // Megatron spells a blend `--data_path 0.3 A 0.7 B`: gflags would take "0.3" as the value and
 // leave the rest as arguments, so the words after a bare --data_path (up to the next flag) are
@@ -70,8 +71,8 @@ absl::Status ResolveFlags(PretrainConfig* c, const std::function<absl::Status()>
   if (c->lr.decay_samples == 0) {
     c->lr.decay_samples = c->trainer.train_iters * c->trainer.global_batch_size;
   }
-  ASSIGN_OR_RETURN(c->compute_dtype,
-                   (PrecisionFlags{FLAGS_fp16, FLAGS_bf16, FLAGS_fp32}.Resolve(c->device)));
+  ASSIGN_OR_RETURN(const PrecisionFlags precision, kPrecisionFlags->WithGiven(PrecisionFlags()));
+  ASSIGN_OR_RETURN(c->compute_dtype, precision.Resolve(c->device));
   return absl::OkStatus();
 }
 
