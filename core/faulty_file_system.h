@@ -1,7 +1,7 @@
 // A FileSystem for tests (testonly) that forwards to another and fails at a chosen byte: every
 // byte appended through its WritableFiles counts towards one total, and the append that would
 // pass byte N writes only up to it, then
-//   kCrash   kills the process with SIGKILL (a power cut: the data of finished writes stays),
+//   kCrash   kills the process with SIGKILL (a crash: what the page cache holds survives),
 //   kNoSpace this and every later write fails with ENOSPC (a full disk: ResourceExhausted
 //            "cannot write PATH: No space left on device"),
 //   kIoError likewise with EIO ("Input/output error").

@@ -13,8 +13,9 @@
 //
 // Errors are absl::Status values whose message names the path and whose code follows the errno
 // value (absl::ErrnoToStatusCode): NotFound for a missing file, PermissionDenied, ResourceExhausted
-// for a full disk, ... Implementations are thread-safe; one file object is used by one thread at a
-// time.
+// for a full disk, ... Implementations are thread-safe. A RandomAccessFile's Read may be called
+// from several threads at once (it keeps no position); any other file object is used by one thread
+// at a time.
 #ifndef MT_CORE_FILE_SYSTEM_H_
 #define MT_CORE_FILE_SYSTEM_H_
 

@@ -3,7 +3,7 @@
 // finding them in the runfiles, running them, and reading the results JSON object each prints as
 // its last stdout line.
 //
-//   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv[0], "eval/wikitext103"));
+//   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv[0], "jobs/eval/wikitext103"));
 //   ASSIGN_OR_RETURN(Json r, RunForJson({}, {bin, "--load=CKPT", "--data=wiki.test.tokens"}));
 //   double ppl = r["adjusted_ppl"];
 #ifndef MT_EXPERIMENTS_COMMON_EVAL_RUNS_H_

@@ -2,8 +2,9 @@
 // line). One process per tensor-parallel rank, as many as the checkpoint has shards:
 //
 //   bazel-bin/jobs/serve/generate --load=CKPT --prompt="The meaning of life is"
-//   --tokens_to_generate=32 mpirun -np 2 bazel-bin/jobs/serve/generate --load=CKPT_TP2
-//   --prompts_file=prompts.txt --top_p=0.9
+//       --tokens_to_generate=32
+//   mpirun -np 2 bazel-bin/jobs/serve/generate --load=CKPT_TP2 --prompts_file=prompts.txt
+//       --top_p=0.9
 //
 // --prompts_file holds one prompt per line (an empty line: an unconditional sample, started from
 // <|endoftext|>); prompts run in batches of --micro_batch_size. Sampling: --greedy (or --top_k=1)
