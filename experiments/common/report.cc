@@ -143,8 +143,12 @@ std::string SourceRevision(const std::string& dir) {
       RunCommand({"git", "-C", dir, "rev-parse", "HEAD"}, "", Stderr::kDiscard);
   if (absl::IsNotFound(head.status())) return "unknown: git is not installed";
   if (!head.ok()) return absl::StrCat("unknown: ", dir, " is not a git checkout");
-  const absl::StatusOr<std::string> changes = RunCommand(
-      {"git", "-C", dir, "status", "--porcelain", "--untracked-files=no"}, "", Stderr::kDiscard);
+  // results/ holds what the experiments write, not source: one experiment's fresh report does
+  // not make the next one's tree dirty.
+  const absl::StatusOr<std::string> changes =
+      RunCommand({"git", "-C", dir, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                  ":(exclude)results"},
+                 "", Stderr::kDiscard);
   const std::string sha(absl::StripAsciiWhitespace(*head));
   if (!changes.ok()) return absl::StrCat(sha, " (git status failed)");
   return absl::StripAsciiWhitespace(*changes).empty()

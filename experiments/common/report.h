@@ -51,7 +51,8 @@ std::string ShellQuote(absl::string_view arg);
 std::string CommandLine(int argc, const char* const* argv);
 
 // The source a run was built from: the commit of the checkout at `dir` and whether its tracked
-// files had changes not committed ("<sha>" / "<sha> with uncommitted changes"); "unknown: ..."
+// files outside results/ had changes not committed ("<sha>" / "<sha> with uncommitted changes"),
+// so that the experiments' own reports do not count; "unknown: ..."
 // saying why when `dir` is empty, not a git checkout, or git cannot be run.
 std::string SourceRevision(const std::string& dir);
 

@@ -132,13 +132,15 @@ TEST(ReportTest, SourceRevisionSaysWhyItIsUnknown) {
 }
 
 TEST(ReportTest, SourceRevisionOfACheckout) {
-  // A repository made here: one commit, then a change to its tracked file.
+  // A repository made here: one commit, then a change to a tracked report (an experiment's
+  // output: still clean), then to its tracked source file.
   const std::string repo = TempDir() + "/repo";
-  ASSERT_TRUE(DefaultFileSystem().CreateDirectories(repo).ok());
+  ASSERT_TRUE(DefaultFileSystem().CreateDirectories(repo + "/results/e").ok());
   ASSERT_TRUE(WriteFile(repo + "/f", "1\n").ok());
+  ASSERT_TRUE(WriteFile(repo + "/results/e/report.md", "1\n").ok());
   for (const std::vector<std::string>& cmd :
        {std::vector<std::string>{"git", "-C", repo, "init", "-q"},
-        std::vector<std::string>{"git", "-C", repo, "add", "f"},
+        std::vector<std::string>{"git", "-C", repo, "add", "f", "results"},
         std::vector<std::string>{"git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t",
                                  "commit", "-q", "-m", "one"}}) {
     ASSERT_TRUE(RunCommand(cmd).ok()) << cmd[3];
@@ -147,6 +149,8 @@ TEST(ReportTest, SourceRevisionOfACheckout) {
   ASSERT_TRUE(head.ok());
   const std::string sha(absl::StripAsciiWhitespace(*head));
   ASSERT_EQ(sha.size(), 40u);
+  EXPECT_EQ(SourceRevision(repo), sha);
+  ASSERT_TRUE(WriteFile(repo + "/results/e/report.md", "2\n").ok());
   EXPECT_EQ(SourceRevision(repo), sha);
   ASSERT_TRUE(WriteFile(repo + "/f", "2\n").ok());
   EXPECT_EQ(SourceRevision(repo), sha + " with uncommitted changes");
