@@ -50,6 +50,8 @@ constexpr const char* kCommObjects[] = {"libmpi",      "openmpi", "libopen-pal",
 bool IsOpsFrame(const std::string& name) { return absl::StrContains(name, "mt::ops::"); }
 
 bool IsCommFrame(const StackFrame& f, const std::string& name) {
+  // MpiMain (and the lambdas it calls) holds the whole run: not communication.
+  if (absl::StartsWith(name, "mt::comm::MpiMain")) return false;
   if (absl::StrContains(name, "mt::comm::")) return true;
   for (const char* object : kCommObjects) {
     if (absl::StrContains(f.object, object)) return true;

@@ -53,7 +53,8 @@ struct StackFrame {
 std::string StripSignature(const std::string& demangled);
 
 // The class of one stack (innermost frame first); the first rule that applies:
-//  1. a frame in mt::comm:: or in an MPI/NCCL library -> communication;
+//  1. a frame in mt::comm:: (other than the start-up, mt::comm::MpiMain, below every stack of an
+//     MPI program's main thread) or in an MPI/NCCL library -> communication;
 //  2. the mt::ops frames, outermost first (the op the model called, then what it calls): the first
 //     whose name names a class decides: Gemm, Epilogue -> GEMM; Attention, Softmax, Qkv, Heads ->
 //     attention; LayerNorm; CrossEntropy, Sharded -> loss; Adam, L2Norm, SumOfSquares -> optimizer;

@@ -86,6 +86,19 @@ TEST(StepProfileTest, ClassifiesByTheOpTheModelCalled) {
                                  "mt::ops::Gemm(mt::ExecContext const&)"},
                                 "/usr/lib/x86_64-linux-gnu/libmpi.so.40")),
             OpClass::kCommunication);
+  // The start-up below every stack of an MPI program's main thread is not communication.
+  const std::string start_up = "mt::comm::MpiMain(int, char**, mt::comm::MainInfo const&)";
+  EXPECT_EQ(ClassifyStack(Stack({"mt::ops::Gemm(mt::ExecContext const&)", linear,
+                                 "std::_Function_handler<absl::StatusOr<int> "
+                                 "(mt::comm::MpiProcess const&), X>::_M_invoke(std::_Any_data)",
+                                 start_up, "main"})),
+            OpClass::kGemm);
+  EXPECT_EQ(ClassifyStack(Stack(
+                {"malloc", linear, start_up + "::{lambda(int)#1}::operator()(int)", start_up})),
+            OpClass::kOther);
+  EXPECT_EQ(ClassifyStack(Stack({"", "mt::comm::MpiCommunicator::AllReduce(mt::TensorView const&)",
+                                 linear, start_up})),
+            OpClass::kCommunication);
   EXPECT_EQ(ClassifyStack(Stack({""},
                                 "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/"
                                 "mca_btl_vader.so")),
