@@ -1,4 +1,4 @@
-# Written by experiments/report/plot.cc; run in this directory: gnuplot final_loss.png.gp
+# Written by experiments/common/plot.cc; run in this directory: gnuplot final_loss.png.gp
 set terminal pngcairo size 900,600 enhanced font "sans,11"
 set output "final_loss.png"
 set datafile separator ","

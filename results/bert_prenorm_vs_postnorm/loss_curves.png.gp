@@ -1,4 +1,4 @@
-# Written by experiments/report/plot.cc; run in this directory: gnuplot loss_curves.png.gp
+# Written by experiments/common/plot.cc; run in this directory: gnuplot loss_curves.png.gp
 set terminal pngcairo size 900,600 enhanced font "sans,11"
 set output "loss_curves.png"
 set datafile separator ","

@@ -1,4 +1,4 @@
-# Written by experiments/report/plot.cc; run in this directory: gnuplot val_ppl.png.gp
+# Written by experiments/common/plot.cc; run in this directory: gnuplot val_ppl.png.gp
 set terminal pngcairo size 900,600 enhanced font "sans,11"
 set output "val_ppl.png"
 set datafile separator ","
