@@ -9,7 +9,10 @@
 //   none    control: every rank completes the all-reduce and the job exits 0;
 // and, with --watchdog=SECONDS (comm/watchdog.h, which must end the job naming the rank):
 //   stop    rank --victim (default 1) raises SIGSTOP (a hung process);
-//   stuck   rank --victim sleeps (alive, heartbeating) outside any call for 4 x the timeout.
+//   stuck   rank --victim sleeps (alive, heartbeating) outside any call for 4 x the timeout;
+// and, with --watchdog and --abort_never_returns (an abort that cannot reach the launcher, as
+// behind a cut link: the watchdog's MPI_Abort replaced by a wait that never ends), every
+// detecting rank must end itself after the 2 s abort grace.
 //
 // Every rank first completes one all-reduce (so the job is up), then ranks != victim enter a
 // second one (4 MiB) that the victim never joins unless --mode=none. A survivor that returns from
@@ -87,10 +90,12 @@ int main(int argc, char** argv) {
   std::string mode = "none";
   int victim = 1;
   double watchdog_seconds = 0;
+  bool abort_never_returns = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--mode=", 7) == 0) mode = argv[i] + 7;
     if (std::strncmp(argv[i], "--victim=", 9) == 0) victim = std::atoi(argv[i] + 9);
     if (std::strncmp(argv[i], "--watchdog=", 11) == 0) watchdog_seconds = std::atof(argv[i] + 11);
+    if (std::strcmp(argv[i], "--abort_never_returns") == 0) abort_never_returns = true;
   }
   auto runtime = MpiRuntime::Init(
       &argc, &argv,
@@ -105,6 +110,12 @@ int main(int argc, char** argv) {
       mt::comm::WatchdogOptions options;
       options.timeout_seconds = watchdog_seconds;
       options.timeout_name = "--watchdog";
+      if (abort_never_returns) {
+        options.abort_grace_seconds = 2;
+        options.abort = [](int) {
+          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        };
+      }
       auto started = mt::comm::Watchdog::Start(options);
       if (!started.ok()) MpiRuntime::Abort(started.status());
       watchdog = std::move(*started);

@@ -88,8 +88,24 @@ void Watchdog::State::Fail(const std::string& what) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stdout);
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, options.exit_code);
-  std::_Exit(options.exit_code);
+  const int code = options.exit_code;
+  const double grace = options.abort_grace_seconds;
+  const int me = rank;
+  std::thread([code, grace, me] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace));
+    std::fprintf(stderr,
+                 "[rank %d] watchdog: the abort was not delivered within %g s (the launcher is "
+                 "unreachable); ending this process\n",
+                 me, grace);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }).detach();
+  if (options.abort) {
+    options.abort(code);
+  } else {
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
+  std::_Exit(code);
 }
 
 void Watchdog::State::Receive() {
@@ -254,10 +270,12 @@ void Watchdog::State::Loop() {
 Watchdog::Watchdog() : state_(std::make_unique<State>()) {}
 
 absl::StatusOr<std::unique_ptr<Watchdog>> Watchdog::Start(const WatchdogOptions& options) {
-  if (!(options.timeout_seconds > 0) || !(options.heartbeat_seconds >= 0)) {
+  if (!(options.timeout_seconds > 0) || !(options.heartbeat_seconds >= 0) ||
+      !(options.abort_grace_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Watchdog::Start: ", options.timeout_name, " must be > 0 (got ", options.timeout_seconds,
-        ") and the heartbeat >= 0 (got ", options.heartbeat_seconds, ")"));
+        "), the heartbeat >= 0 (got ", options.heartbeat_seconds, ") and the abort grace > 0 (got ",
+        options.abort_grace_seconds, ")"));
   }
   int initialized = 0, level = 0;
   MPI_Initialized(&initialized);

@@ -36,6 +36,8 @@
 //    (timeout 10 s); aborting the job",
 // and calls MPI_Abort(MPI_COMM_WORLD, exit_code) (or options.on_failure, for tests): mpirun then
 // kills every rank, stopped ones included (SIGKILL ends stopped processes), and exits non-zero.
+// Where the abort cannot be delivered (this rank's node has lost its link to mpirun), the process
+// ends itself after abort_grace_seconds; the launcher's side of a lost node is docs/multinode.md's.
 // Stop() ends the thread cleanly: every rank sends a last "goodbye" message and waits for those of
 // its peers (at most the timeout, else the ranks that never said goodbye are named), so no message
 // is left unmatched when MPI is finalised.
@@ -72,6 +74,14 @@ struct WatchdogOptions {
   // Called on the watchdog thread with the failure message instead of printing it and aborting
   // (tests); must not return to keep the job's guarantees.
   std::function<void(const std::string& message)> on_failure;
+  // After the failure line, MPI_Abort asks the launcher to end every rank. Behind a cut link that
+  // request may never be delivered (the local daemon cannot reach mpirun) and MPI_Abort may not
+  // return: this process then ends itself (exit_code) after abort_grace_seconds, saying so in
+  // one more line. > 0.
+  double abort_grace_seconds = 5;
+  // What asks the launcher to end the job; default MPI_Abort(MPI_COMM_WORLD, exit_code). A test
+  // passes one that never returns, as an undeliverable abort does.
+  std::function<void(int exit_code)> abort;
 };
 
 class Watchdog {
