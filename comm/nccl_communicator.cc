@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/bootstrap_id.h"
 #include "core/cuda_error.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -445,25 +446,23 @@ absl::Status CheckOneGpuPerRank(Communicator& bootstrap, const std::string& labe
   return absl::OkStatus();
 }
 
-// Rank 0 makes the unique id; whether that worked, then the id (64 u16 values), travel over the
-// bootstrap. A collective.
+// Rank 0 makes the unique id, which every rank receives over the bootstrap (comm/bootstrap_id.h).
+// A collective.
 absl::StatusOr<ncclUniqueId> ShareUniqueId(Communicator& bootstrap, const std::string& label) {
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
-  static_assert(sizeof(id) % 2 == 0, "ncclUniqueId has an odd size");
-  ncclResult_t id_res = ncclSuccess;
-  if (bootstrap.rank() == 0) id_res = ncclGetUniqueId(&id);
-  int64_t id_failed = id_res == ncclSuccess ? 0 : 1;
-  RETURN_IF_ERROR(bootstrap.Broadcast(TensorView(&id_failed, Shape{1}, DType::kI64), 0));
-  if (id_failed) {
-    if (bootstrap.rank() == 0) {
-      return NcclError(id_res, nullptr, "ncclGetUniqueId", __FILE__, __LINE__);
-    }
-    return absl::FailedPreconditionError(
-        absl::StrCat(label, ": rank 0 could not create the NCCL unique id"));
-  }
-  RETURN_IF_ERROR(bootstrap.Broadcast(
-      TensorView(&id, Shape{static_cast<int64_t>(sizeof(id) / 2)}, DType::kU16), 0));
+  RETURN_IF_ERROR(ShareIdFromRankZero(
+      bootstrap, absl::MakeSpan(reinterpret_cast<uint8_t*>(&id), sizeof id),
+      [](absl::Span<uint8_t> bytes) {
+        ncclUniqueId made;
+        const ncclResult_t res = ncclGetUniqueId(&made);
+        if (res != ncclSuccess) {
+          return NcclError(res, nullptr, "ncclGetUniqueId", __FILE__, __LINE__);
+        }
+        std::memcpy(bytes.data(), &made, sizeof made);
+        return absl::OkStatus();
+      },
+      label));
   return id;
 }
 

@@ -106,7 +106,7 @@ def mt_mpi_test(name, ranks, binary = None, size = "medium", hang_seconds = None
             **kwargs
         )
 
-def mt_sh_test(name, srcs, binaries, size = "small", **kwargs):
+def mt_sh_test(name, srcs, binaries, size = "small", data = [], **kwargs):
     """A shell test given the paths of `binaries` as its arguments, in order (they are its data).
 
     Its data also holds //tools:test_env.sh, the environment such a test sources first.
@@ -115,7 +115,7 @@ def mt_sh_test(name, srcs, binaries, size = "small", **kwargs):
         name = name,
         srcs = srcs,
         args = ["$(location %s)" % b for b in binaries],
-        data = sorted(binaries) + ["//tools:test_env.sh"],
+        data = sorted(binaries) + ["//tools:test_env.sh"] + data,
         size = size,
         **kwargs
     )

@@ -23,6 +23,7 @@
 # RATE is what tc takes, e.g. 1gbit or 200mbit; the kernel here has tbf but no netem, so latency
 # is what the virtual links give (tens of microseconds).
 set -uo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"  # ip, tc, nsenter (a test's PATH may lack them)
 
 die() {
   echo "cluster.sh: error: $*" >&2
