@@ -39,12 +39,13 @@ TEST_F(BootstrapIdTest, EveryRankGetsRankZerosBytes) {
   for (size_t size : {128, 7, 1, 0}) {
     std::vector<uint8_t> id(size, 0);
     int made = 0;
-    ASSERT_TRUE(ShareIdFromRankZero(*comm_, absl::MakeSpan(id),
-                                    [&made](absl::Span<uint8_t> bytes) {
-                                      ++made;
-                                      return MakeUnpredictable(bytes);
-                                    },
-                                    "test")
+    ASSERT_TRUE(ShareIdFromRankZero(
+                    *comm_, absl::MakeSpan(id),
+                    [&made](absl::Span<uint8_t> bytes) {
+                      ++made;
+                      return MakeUnpredictable(bytes);
+                    },
+                    "test")
                     .ok());
     EXPECT_EQ(made, comm_->rank() == 0 ? 1 : 0) << "size " << size;
     // Every rank's copy, gathered (as 16-bit words, padded) and compared with rank 0's.
@@ -53,8 +54,9 @@ TEST_F(BootstrapIdTest, EveryRankGetsRankZerosBytes) {
     for (size_t i = 0; i < size; ++i) mine[i / 2] |= static_cast<uint16_t>(id[i]) << (8 * (i % 2));
     const int64_t n = static_cast<int64_t>(mine.size());
     std::vector<uint16_t> all(n * comm_->size());
-    ASSERT_TRUE(comm_->AllGather(TensorView(mine.data(), Shape{n}, DType::kU16),
-                                 TensorView(all.data(), Shape{n * comm_->size()}, DType::kU16))
+    ASSERT_TRUE(comm_
+                    ->AllGather(TensorView(mine.data(), Shape{n}, DType::kU16),
+                                TensorView(all.data(), Shape{n * comm_->size()}, DType::kU16))
                     .ok());
     for (int r = 1; r < comm_->size(); ++r) {
       for (int64_t i = 0; i < n; ++i) {
@@ -79,8 +81,7 @@ TEST_F(BootstrapIdTest, RankZerosFailureReachesEveryRank) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   } else {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    EXPECT_NE(s.message().find("the group: rank 0 could not create"), absl::string_view::npos)
-        << s;
+    EXPECT_NE(s.message().find("the group: rank 0 could not create"), absl::string_view::npos) << s;
   }
   // The communicator still works afterwards (no message left in flight).
   float one = 1;
