@@ -32,6 +32,8 @@ DEBIAN_PACKAGES=(
   gnuplot-nox          # the experiments' PNG plots (experiments/common)
   clang-16             # --config=fuzz: libFuzzer binaries (tools/fuzz.sh)
   libclang-rt-16-dev   # libFuzzer and the sanitizer runtimes of clang-16
+  iproute2             # ip and tc: the multi-node test cluster (tools/cluster)
+  util-linux           # unshare and nsenter: the same
 )
 
 missing_packages() {

@@ -88,7 +88,7 @@ why_not() {
 
 cmd_down() {
   names
-  for f in "$dir"/*.pid; do
+  for f in "$dir"/*.pid "$dir"/*.unshare; do
     [[ -f "$f" ]] && kill -9 "$(cat "$f")" 2>/dev/null
   done
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^mtc${id}-(node[0-9]+|login)$"); do
@@ -124,6 +124,7 @@ make_node() {
     'echo $$ >"$1/$2.pid.tmp"; hostname "$2"; mount -t tmpfs -o size=4g,mode=1777 tmpfs /dev/shm &&
      mount --bind "$1/hosts" /etc/hosts && mv "$1/$2.pid.tmp" "$1/$2.pid" && exec sleep infinity' \
     sh "$dir" "$node" >>"$dir/log" 2>&1 &
+  echo $! >"$dir/$node.unshare"  # The holder's parent (ip netns exec became unshare).
   for k in $(seq 1 100); do
     [[ -f "$dir/$node.pid" ]] && return 0
     sleep 0.05
@@ -185,6 +186,14 @@ cmd_shape() {
   done
 }
 
+# The processes inside NODE other than its holder and the holder's parent.
+job_pids() {
+  local holder parent
+  holder=$(holder_pid "$1")
+  parent=$(cat "$dir/$1.unshare" 2>/dev/null)
+  ip netns pids "$(ns_of "$1")" | grep -vxE "${holder}|${parent:-$holder}" || true
+}
+
 enter() {
   local pid
   pid=$(holder_pid "$1")
@@ -242,17 +251,12 @@ main() {
     pids)
       [[ $# -eq 1 ]] || die "pids NODE"
       names
-      holder_pid "$1" >/dev/null
-      ip netns pids "$(ns_of "$1")" | grep -vx "$(holder_pid "$1")"
+      job_pids "$1"
       ;;
     signal)
       [[ $# -eq 2 ]] || die "signal NODE SIGNAL"
       names
-      local holder
-      holder=$(holder_pid "$1")
-      for p in $(ip netns pids "$(ns_of "$1")"); do
-        [[ "$p" == "$holder" ]] || kill -s "$2" "$p" 2>/dev/null
-      done
+      for p in $(job_pids "$1"); do kill -s "$2" "$p" 2>/dev/null; done
       ;;
     mpirun) cmd_mpirun "$@" ;;
     *) die "unknown command '$cmd' (up, down, check, exec, shape, link, pids, signal, mpirun)" ;;
