@@ -13,7 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "experiments/table1_weak_scaling/perf_model.h"
+#include "experiments/common/bench_parse.h"
+#include "experiments/common/perf_model.h"
 
 namespace mt {
 namespace experiments {
@@ -81,20 +82,6 @@ struct Measurement {
   std::string comm_command;
 };
 
-// The numbers printed after `prefix` on the first line of `text` containing it, e.g.
-// NumberAfter(out, "step time (median of", ": ") for "step time (median of 3): 0.12 s".
-absl::StatusOr<double> NumberAfter(absl::string_view text, absl::string_view line_prefix,
-                                   absl::string_view marker);
-// comm_bench's all-reduce rows: (bytes, seconds).
-std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view comm_bench_output);
-// (alpha, bus bandwidth) of time = alpha + 2 (n - 1) / n * bytes / bandwidth: alpha is the fastest
-// time of any row, normally the smallest message's (a latency cannot be negative, and an
-// unconstrained least-squares intercept dominated by the large sizes is; a slowed smallest
-// message must not lift it above the others), then 1 / bandwidth is the least-squares slope of
-// time - alpha through the origin over the rows. InvalidArgument for no rows, a non-positive size,
-// ranks < 2, or times that do not grow with the size.
-absl::StatusOr<std::pair<double, double>> FitAllReduce(
-    const std::vector<std::pair<double, double>>& rows, int ranks);
 // train_step_bench's "step breakdown by op class" rows: (class, seconds per step); empty when
 // it printed none.
 std::vector<std::pair<std::string, double>> ParseStepProfile(absl::string_view output);

@@ -8,49 +8,6 @@ namespace mt {
 namespace experiments {
 namespace {
 
-TEST(MeasuredTest, FitAllReduceByHand) {
-  // Latency: the smallest message's time, 10 us (rows given out of order). Then time - alpha =
-  // 0, 2, 10 us at 1000, 2000, 4000 bytes (k = 2 (n - 1) / n = 1 for 2 ranks): the slope through
-  // the origin is (2e-6 * 2000 + 10e-6 * 4000) / (1000^2 + 2000^2 + 4000^2) = 0.044 / 21e6.
-  const std::vector<std::pair<double, double>> rows = {{2000, 12e-6}, {1000, 10e-6}, {4000, 20e-6}};
-  auto fit = FitAllReduce(rows, 2);
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_DOUBLE_EQ(fit->first, 10e-6);
-  EXPECT_NEAR(fit->second, 21e6 / 0.044, 1e-6 * 21e6 / 0.044);
-  // 4 ranks: k = 1.5 scales the bytes, so the bandwidth by 1.5.
-  auto fit4 = FitAllReduce(rows, 4);
-  ASSERT_TRUE(fit4.ok());
-  EXPECT_NEAR(fit4->second, 1.5 * 21e6 / 0.044, 1e-6 * 1.5 * 21e6 / 0.044);
-}
-
-TEST(MeasuredTest, FitAllReduceNeverNegativeAndRejectsBadRows) {
-  // A cache cliff makes the unconstrained intercept negative (the least-squares line through
-  // these points meets 0 bytes at -439 us); the latency stays the smallest message's time.
-  const std::vector<std::pair<double, double>> cliff = {
-      {4096, 13e-6}, {262144, 79e-6}, {1048576, 1147e-6}, {4194304, 8310e-6}};
-  auto fit = FitAllReduce(cliff, 2);
-  ASSERT_TRUE(fit.ok());
-  EXPECT_DOUBLE_EQ(fit->first, 13e-6);
-  EXPECT_GT(fit->second, 0);
-  EXPECT_FALSE(FitAllReduce({}, 2).ok());
-  EXPECT_FALSE(FitAllReduce(cliff, 1).ok());
-  EXPECT_FALSE(FitAllReduce({{0, 1e-6}, {100, 2e-6}}, 2).ok());
-  EXPECT_FALSE(FitAllReduce({{100, 2e-6}, {200, 2e-6}}, 2).ok());  // Flat: no bandwidth.
-  // Falling with the size: the largest message is the fastest.
-  EXPECT_FALSE(FitAllReduce({{1000, 50e-6}, {2000, 40e-6}, {4000, 10e-6}}, 2).ok());
-}
-
-TEST(MeasuredTest, FitAllReduceSurvivesASlowedSmallestMessage) {
-  // The 1000-byte row was preempted (50 us). The latency is the fastest row, 10 us at 2000 bytes;
-  // time - alpha = 40, 0, 10 us at 1000, 2000, 4000 bytes, so the slope through the origin is
-  // (40e-6 * 1000 + 10e-6 * 4000) / 21e6 = 0.08 / 21e6.
-  const std::vector<std::pair<double, double>> rows = {{1000, 50e-6}, {2000, 10e-6}, {4000, 20e-6}};
-  auto fit = FitAllReduce(rows, 2);
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_DOUBLE_EQ(fit->first, 10e-6);
-  EXPECT_NEAR(fit->second, 21e6 / 0.08, 1e-6 * 21e6 / 0.08);
-}
-
 TEST(MeasuredTest, ParseOpTimes) {
   auto t = ParseOpTimes(
       "gemm_s: 0.925549\nattention_s: 0.017100\nlayernorm_s: 0.001617\nloss_s: 0.286168\n"

@@ -68,7 +68,7 @@ std::string Runfile(const std::string& path) {
 
 constexpr char kModelText[] =
     "One iteration of each configuration is built from the work it does and the hardware's "
-    "physical rates (`experiments/table1_weak_scaling/perf_model.h`). Per layer and TP rank: the "
+    "physical rates (`experiments/common/perf_model.h`). Per layer and TP rank: the "
     "six matrix products (forward, recomputed forward, backward: activation checkpointing as in "
     "the paper) at a GEMM efficiency that depends on the per-GPU shape after the TP split (wave "
     "quantization of 128x128 tiles on 80 SMs, and K / (K + k0) for each tile's prologue and "

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "experiments/common/report.h"
-#include "experiments/table1_weak_scaling/perf_model.h"
+#include "experiments/common/perf_model.h"
 #include "models/config.h"
 
 namespace mt {

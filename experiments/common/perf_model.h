@@ -19,8 +19,8 @@
 //     groups), overlapped with backward, slowing compute while it runs by the SM share NCCL
 //     takes.
 // Nothing is fitted per configuration. All times in seconds, bandwidths in bytes/s.
-#ifndef MT_EXPERIMENTS_TABLE1_WEAK_SCALING_PERF_MODEL_H_
-#define MT_EXPERIMENTS_TABLE1_WEAK_SCALING_PERF_MODEL_H_
+#ifndef MT_EXPERIMENTS_COMMON_PERF_MODEL_H_
+#define MT_EXPERIMENTS_COMMON_PERF_MODEL_H_
 
 #include <cstdint>
 #include <string>
@@ -116,4 +116,4 @@ Software FusedSoftware();  // No per-tensor optimizer syncs or launches.
 }  // namespace experiments
 }  // namespace mt
 
-#endif  // MT_EXPERIMENTS_TABLE1_WEAK_SCALING_PERF_MODEL_H_
+#endif  // MT_EXPERIMENTS_COMMON_PERF_MODEL_H_

@@ -1,4 +1,4 @@
-#include "experiments/table1_weak_scaling/perf_model.h"
+#include "experiments/common/perf_model.h"
 
 #include <algorithm>
 #include <cmath>

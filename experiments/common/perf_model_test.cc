@@ -1,4 +1,4 @@
-#include "experiments/table1_weak_scaling/perf_model.h"
+#include "experiments/common/perf_model.h"
 
 #include "gtest/gtest.h"
 #include "models/flops.h"
