@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "experiments/common/report.h"
 #include "experiments/common/perf_model.h"
+#include "experiments/common/report.h"
 #include "models/config.h"
 
 namespace mt {

@@ -60,12 +60,15 @@ in_node() {
   SLURM_CONF="$conf" nsenter -t "$pid" -n -u -m --wd="$PWD" -- "$@"
 }
 
-# daemon NODE NAME CMD...: CMD (in the foreground mode of the daemon) in the background inside
-# NODE, in its own session, its PID in $dir/pids/NAME and its output in $dir/log/NAME.out.
+# daemon NODE NAME CMD...: CMD (a daemon in its foreground mode) in the background inside NODE,
+# in its own session; its PID (setsid and nsenter exec, so it is the daemon's) in
+# $dir/pids/NAME, its output in $dir/log/NAME.out.
 daemon() {
-  local node="$1" name="$2"
+  local node="$1" name="$2" pid
   shift 2
-  in_node "$node" setsid "$@" </dev/null >>"$dir/log/$name.out" 2>&1 &
+  pid=$(holder_pid "$node") || exit 1
+  SLURM_CONF="$conf" setsid nsenter -t "$pid" -n -u -m --wd="$PWD" -- "$@" \
+    </dev/null >>"$dir/log/$name.out" 2>&1 &
   echo $! >"$dir/pids/$name"
 }
 
@@ -88,19 +91,31 @@ fail_up() {
   die "$* (logs: $cdir/slurm-logs)"
 }
 
+descendants() {
+  local c
+  for c in $(pgrep -P "$1"); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
+# Stops every daemon `up` started and every job step's processes (SIGTERM to the daemons, up to
+# 3 s, then SIGKILL), then removes the state. Processes a client started (mpirun under salloc)
+# are the caller's.
 cmd_down() {
   names
-  local f p left k
-  # slurmd first (so it starts no more steps), then the steps, then slurmctld and munged.
-  for f in "$dir"/pids/slurmd.* "$dir"/pids/slurmctld "$dir"/pids/munged; do
+  local f p n left nodes=""
+  [[ -f "$cdir/nodes" ]] && nodes="$(cat "$cdir/nodes") login"
+  for f in "$dir"/pids/*; do
     [[ -f "$f" ]] && kill -TERM "$(cat "$f")" 2>/dev/null
   done
-  if [[ -f "$cdir/nodes" ]]; then
-    for n in $(cat "$cdir/nodes") login; do
-      for p in $(pids_named "$n" slurmstepd slurmd slurmctld munged); do kill -9 "$p" 2>/dev/null; done
+  # The steps: slurmstepd and everything under it (the tasks), at once.
+  for n in $nodes; do
+    for p in $(pids_named "$n" slurmstepd); do
+      kill -9 "$p" $(descendants "$p") 2>/dev/null
     done
-  fi
-  for k in $(seq 1 40); do
+  done
+  for _ in $(seq 1 30); do
     left=0
     for f in "$dir"/pids/*; do
       [[ -f "$f" ]] && kill -0 "$(cat "$f")" 2>/dev/null && left=1
@@ -111,12 +126,18 @@ cmd_down() {
   for f in "$dir"/pids/*; do
     [[ -f "$f" ]] && kill -9 "$(cat "$f")" 2>/dev/null
   done
+  # Whatever a run whose PID files are gone left in this cluster's namespaces.
+  for n in $nodes; do
+    for p in $(pids_named "$n" slurmstepd slurmd slurmctld munged); do
+      kill -9 "$p" $(descendants "$p") 2>/dev/null
+    done
+  done
   rm -rf "$dir"
   return 0
 }
 
 write_conf() {
-  local cpus="$1" nodes n i first=1 list=""
+  local cpus="$1" nodes n i
   nodes=$(cat "$cdir/nodes")
   n=$(echo "$nodes" | wc -l)
   cat >"$conf" <<EOF
@@ -145,10 +166,11 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SwitchType=switch/none
+MailProg=/bin/true
 MpiDefault=none
 SchedulerType=sched/builtin
 # Start a batch job at once rather than within 3 s (the default batch_sched_delay).
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
@@ -181,12 +203,14 @@ EOF
 }
 
 cmd_up() {
-  local cpus k
+  local cpus
   cpus=$(nproc)
   while [[ $# -gt 0 ]]; do
     case "$1" in
-      --id) id="$2"; shift 2 ;;
-      --cpus) cpus="$2"; shift 2 ;;
+      --id)
+        [[ "${2:-}" =~ ^[0-9]+$ && "$2" -le 255 ]] || die "--id takes 0-255, not '${2:-}'"
+        id="$2"; shift 2 ;;
+      --cpus) cpus="${2:-}"; shift 2 ;;
       *) die "up: unknown argument '$1'" ;;
     esac
   done
@@ -200,7 +224,7 @@ cmd_up() {
   cmd_down
   rm -rf "$cdir/slurm-logs"
   mkdir -p "$dir"/{etc,munge,ctld,spool,run,log,pids} || die "cannot create $dir"
-  chmod 700 "$dir/munge"
+  chmod 755 "$dir/munge"  # munged wants its socket's directory searchable by all
   write_conf "$cpus"
   local up_timeout="${MT_SLURM_UP_TIMEOUT:-30}"
 
@@ -210,11 +234,11 @@ cmd_up() {
   chmod 400 "$dir/munge/munge.key"
   daemon login munged munged --foreground --force --socket="$msock" \
     --key-file="$dir/munge/munge.key" --pid-file="$dir/munge/munged.pid" \
-    --seed-file="$dir/munge/munged.seed" --log-file="$dir/log/munged.log"
-  for k in $(seq 1 100); do
+    --seed-file="$dir/munge/munged.seed"  # In the foreground it logs to stderr: munged.out.
+  for _ in $(seq 1 100); do
     [[ -S "$msock" ]] && munge -n -S "$msock" 2>/dev/null | unmunge -S "$msock" >/dev/null 2>&1 && break
     kill -0 "$(cat "$dir/pids/munged")" 2>/dev/null ||
-      fail_up "munged exited: $(tail -n 1 "$dir/log/munged.out" "$dir/log/munged.log" 2>/dev/null | grep -v '^==>' | grep . | tail -n 1)"
+      fail_up "munged exited: $(grep . "$dir/log/munged.out" 2>/dev/null | tail -n 1)"
     sleep 0.1
   done
   [[ -S "$msock" ]] || fail_up "munged did not start within 10 s"
