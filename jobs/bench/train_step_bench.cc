@@ -133,13 +133,13 @@ constexpr double kSampleInterval = 1e-3;  // Seconds.
 
 // --breakdown_steps more steps, each rank sampling its own main thread; rank 0 summarises.
 absl::Status ProfileSteps(const BenchConfig& c, StepRunner& run, train::Optimizer& o,
-                          int first_step, Timings* t) {
-  const double expected = c.breakdown_steps * MedianOf(t->times[0]) / kSampleInterval;
+                          int first_step, int mode, Timings* t) {
+  const double expected = c.breakdown_steps * MedianOf(t->times[mode]) / kSampleInterval;
   ASSIGN_OR_RETURN(auto sampler, StackSampler::Create(kSampleInterval,
                                                       static_cast<int64_t>(2 * expected) + 1000));
   for (int i = 0; i < c.breakdown_steps; ++i) {
     RETURN_IF_ERROR(sampler->Start());
-    auto step = run.Run(o, first_step + i, nullptr);
+    auto step = run.Run(o, first_step + i, nullptr, /*overlap=*/mode == 0);
     sampler->Stop();
     RETURN_IF_ERROR(step.status());
     t->profiled.push_back(step->first);
@@ -164,15 +164,20 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   // An optimizer that shards the f32 masters (bf16 compute) takes them from the store, so there
   // can be only one: it runs the after-backward steps too, with the overlap listener dropped.
   std::optional<train::Optimizer> after;
-  if (dp != nullptr && !overlapped.masters_sharded()) {
+  if (dp != nullptr && !overlapped.masters_sharded() && c.dp_modes == "both") {
     oc.overlap_grad_reduce = false;
     ASSIGN_OR_RETURN(after, train::Optimizer::Create(&store, oc, dp));
   }
   StepRunner run{world, dp, d, store, model, batch, sc};
-  const int modes = dp != nullptr ? 2 : 1;
+  // The kinds of step timed: index 0 overlapped, 1 after backward (dp_modes "after": the one
+  // optimizer, its overlap listener dropped).
+  std::vector<int> kinds = {0};
+  if (dp != nullptr && c.dp_modes == "both") kinds = {0, 1};
+  if (dp != nullptr && c.dp_modes == "after") kinds = {1};
+  const int modes = static_cast<int>(kinds.size());
   Timings t;
   for (int step = 0; step < (c.steps + 1) * modes; ++step) {
-    const int mode = step % modes;
+    const int mode = kinds[step % modes];
     ASSIGN_OR_RETURN(auto times, run.Run(mode == 0 || !after ? overlapped : *after, step,
                                          mode == 0 ? &t.started_in_backward : nullptr,
                                          /*overlap=*/mode == 0));
@@ -191,7 +196,7 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
     t.part_buffer_mib = 4.0 * dist->part_buffer_elements() / 1048576.0;
   }
   if (!d.gpu && c.breakdown_steps > 0) {
-    RETURN_IF_ERROR(ProfileSteps(c, run, overlapped, (c.steps + 1) * modes, &t));
+    RETURN_IF_ERROR(ProfileSteps(c, run, overlapped, (c.steps + 1) * modes, kinds[0], &t));
   }
   return t;
 }
@@ -252,7 +257,12 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
   const int dp_size = parallel.dp_size(), ranks = parallel.world_size();
   const bool has_dp = dp_size > 1;
   const bool sharded = c.use_distributed_optimizer && has_dp;
-  const double median = MedianOf(t.times[0]);
+  // The kind of step the headline times are of: overlapped, unless only after-backward ran.
+  const int main_kind = t.times[0].empty() ? 1 : 0;
+  const char* kind_label = !has_dp          ? ""
+                           : main_kind == 0 ? ", DP all-reduce overlapped"
+                                            : ", DP all-reduce after backward";
+  const double median = MedianOf(t.times[main_kind]);
   const double flops = model.TrainingFlops(B * dp_size, T, B * dp_size * T);
   const double per_rank_gflops = flops / median / ranks / 1e9;
   std::printf(
@@ -267,26 +277,30 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
   std::printf(
       "step time (median of %d%s): %.3f s | tokens/s: %.0f | model TFLOP/s per rank: %.4f | "
       "ratio to GEMM rate%s: %.1f%%\n",
-      c.steps, has_dp ? ", DP all-reduce overlapped" : "", median, B * T * dp_size / median,
-      per_rank_gflops / 1e3, d.gpu ? " (MFU)" : "", 100.0 * per_rank_gflops / gemm);
-  std::printf("step time (best of %d%s): %.3f s\n", c.steps,
-              has_dp ? ", DP all-reduce overlapped" : "",
-              *std::min_element(t.times[0].begin(), t.times[0].end()));
+      c.steps, kind_label, median, B * T * dp_size / median, per_rank_gflops / 1e3,
+      d.gpu ? " (MFU)" : "", 100.0 * per_rank_gflops / gemm);
+  std::printf("step time (best of %d%s): %.3f s\n", c.steps, kind_label,
+              *std::min_element(t.times[main_kind].begin(), t.times[main_kind].end()));
   if (d.gpu) {
     std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
                 device_in_use / 1073741824.0);
   }
   if (has_dp) {
-    const double after = MedianOf(t.times[1]);
     std::printf(
         "DP gradient all-reduce, %lld buckets of <= %lld elements (%lld started during "
-        "backward when overlapped):\n"
-        "  overlapped with backward: step %.3f s, exposed after backward %.1f ms\n"
-        "  after backward:           step %.3f s, exposed after backward %.1f ms\n"
-        "  step time overlapped / after: %.3f\n",
+        "backward when overlapped):\n",
         static_cast<long long>(t.buckets), static_cast<long long>(c.ddp_bucket_size),
-        static_cast<long long>(t.started_in_backward), median, MedianOf(t.exposed[0]) * 1e3, after,
-        MedianOf(t.exposed[1]) * 1e3, median / after);
+        static_cast<long long>(t.started_in_backward));
+    const char* names[2] = {"overlapped with backward:", "after backward:          "};
+    for (int k = 0; k < 2; ++k) {
+      if (t.times[k].empty()) continue;
+      std::printf("  %s step %.3f s, exposed after backward %.1f ms\n", names[k],
+                  MedianOf(t.times[k]), MedianOf(t.exposed[k]) * 1e3);
+    }
+    if (!t.times[0].empty() && !t.times[1].empty()) {
+      std::printf("  step time overlapped / after: %.3f\n",
+                  MedianOf(t.times[0]) / MedianOf(t.times[1]));
+    }
     if (sharded) {
       std::printf(
           "  (distributed optimizer: each bucket reduce-scattered, the updated weights "
@@ -407,6 +421,10 @@ absl::Status ResolveConfig(const ConfigFlags<BenchConfig>& flags, BenchConfig* c
     return absl::InvalidArgumentError("train_step_bench runs GPT-family models");
   }
   if (c->steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
+  if (c->dp_modes != "both" && c->dp_modes != "overlapped" && c->dp_modes != "after") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dp_modes must be both, overlapped or after, not '", c->dp_modes, "'"));
+  }
   if (c->num_micro_batches < 0) {
     return absl::InvalidArgumentError("--num_micro_batches must be >= 0 (0: 4 x PP)");
   }

@@ -37,6 +37,9 @@ struct BenchConfig {
   int64_t ddp_bucket_size = int64_t{1} << 20;
   bool use_distributed_optimizer = false;
   int steps = 5;
+  // With DP > 1: "both" alternates steps with the gradient all-reduce overlapped with backward
+  // and after it; "overlapped" or "after" runs only that kind, as a training run does.
+  std::string dp_modes = "both";
   int threads = 0;
   bool recompute = false;
   DeviceType device = DeviceType::kCpu;
@@ -72,6 +75,9 @@ struct BenchConfig {
     v("use_distributed_optimizer", &self.use_distributed_optimizer,
       "Shard the Adam moments over the DP ranks (ZeRO stage 1).");
     v("steps", &self.steps, "Timed steps (after one warm-up step).");
+    v("dp_modes", &self.dp_modes,
+      "With DP > 1: both (alternate steps with the gradient all-reduce overlapped with backward "
+      "and after it), overlapped or after (only that kind of step, as a training run).");
     v("threads", &self.threads, "Threads per rank (0: cores / ranks).");
     v("recompute", &self.recompute, "Activation checkpointing.");
     ActivationConfig::Fields(self.activations, v);
