@@ -34,6 +34,11 @@ DEBIAN_PACKAGES=(
   libclang-rt-16-dev   # libFuzzer and the sanitizer runtimes of clang-16
   iproute2             # ip and tc: the multi-node test cluster (tools/cluster)
   util-linux           # unshare and nsenter: the same
+  munge                # Slurm on the test cluster (tools/cluster/slurm.sh): its authentication,
+  slurmctld            # controller,
+  slurmd               # node daemon,
+  slurm-client         # srun, salloc, sbatch,
+  libpmix-dev          # and the libpmix.so its mpi_pmix plugin opens
 )
 
 missing_packages() {

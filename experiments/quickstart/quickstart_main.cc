@@ -167,8 +167,12 @@ int main(int argc, char** argv) {
   };
   constexpr mt::comm::MainInfo kInfo = {
       "quickstart", "Trains a small tensor-parallel GPT-2 on the embedded corpus."};
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
-    // Not under mpirun: relaunch under it with a rank per tensor-parallel rank. The flags are
+  // Under a launcher: mpirun sets OMPI_COMM_WORLD_SIZE (and PMIX_RANK); srun --mpi=pmix only
+  // PMIX_RANK; srun --mpi=pmi2 PMI_RANK.
+  const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+                        std::getenv("PMIX_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
+  if (!launched) {
+    // Not under a launcher: relaunch under mpirun with a rank per tensor-parallel rank. The flags are
     // read here only to know how many (and --help answered); every rank reads them again at its
     // start-up.
     gflags::SetUsageMessage(kInfo.usage);

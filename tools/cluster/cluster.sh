@@ -170,7 +170,22 @@ cmd_up() {
 
 cmd_shape() {
   names
-  local rate="$1"
+  local rate="$1" burst=0
+  if [[ "$rate" != off ]]; then
+    [[ "$rate" =~ ^([0-9]+)(kbit|mbit|gbit)$ ]] ||
+      die "shape takes a rate such as 200mbit, 1gbit or 5gbit (or off), not '$rate'"
+    local n="${BASH_REMATCH[1]}" unit="${BASH_REMATCH[2]}" bits
+    case "$unit" in
+      kbit) bits=$((n * 1000)) ;;
+      mbit) bits=$((n * 1000000)) ;;
+      gbit) bits=$((n * 1000000000)) ;;
+    esac
+    [[ $bits -gt 0 ]] || die "shape: a rate of 0"
+    # The bucket holds ${MT_CLUSTER_BURST_MS:-1} ms at the rate (at least 64 KB): small, so that
+    # an idle link does not save up a large free transfer, yet enough for tbf to reach its rate.
+    burst=$((bits / 8 * ${MT_CLUSTER_BURST_MS:-1} / 1000))
+    [[ $burst -ge 65536 ]] || burst=65536
+  fi
   for node in $(nodes); do
     local veth ns
     veth=$(veth_of "$node")
@@ -178,10 +193,9 @@ cmd_shape() {
     tc qdisc del dev "$veth" root 2>/dev/null
     ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null
     [[ "$rate" == "off" ]] && continue
-    # burst: a few milliseconds at the rate (at least 64 KB, so one TCP segment train passes).
-    tc qdisc add dev "$veth" root tbf rate "$rate" burst 256kb latency 100ms ||
+    tc qdisc add dev "$veth" root tbf rate "$rate" burst "$burst" latency 10ms ||
       die "tc refused rate '$rate'"
-    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms ||
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 10ms ||
       die "tc refused rate '$rate' in $node"
   done
 }

@@ -1,7 +1,9 @@
 #!/bin/bash
-# A Slurm cluster on the test cluster of tools/cluster/cluster.sh: slurmctld and munged on the
-# login node, one slurmd per node, all with their configuration, state, spool, logs and PIDs in
-# /tmp/mt_cluster.<K>/slurm (nothing in /etc or /var; no systemd, no cgroups). Needs root and
+# A Slurm cluster on the test cluster of tools/cluster/cluster.sh: slurmctld on the login node,
+# slurmd on every node and munged on each of them (one key; the socket in the node's own
+# /dev/shm, so each node talks to its own munged as on a real cluster), all with their
+# configuration, state, spool, logs and PIDs in /tmp/mt_cluster.<K>/slurm (nothing in /etc or
+# /var; no systemd, no cgroups). Needs root and
 # Debian's munge, slurmctld, slurmd and slurm-client.
 #
 #   tools/cluster/cluster.sh up --id K --nodes N
@@ -23,6 +25,7 @@
 # the tasks start in the caller's directory (every node sees the same file system).
 # Bounded waits: `up` gives the daemons MT_SLURM_UP_TIMEOUT seconds (default 30).
 set -uo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"  # munged, slurmd, ip (a test's PATH may lack them)
 
 die() {
   echo "slurm.sh: error: $*" >&2
@@ -35,7 +38,8 @@ names() {
   dir="$cdir/slurm"
   net="198.18.${id}"
   conf="$dir/etc/slurm.conf"
-  msock="$dir/munge/munge.socket"
+  # The same path in every node's namespace; each node's /dev/shm is its own (cluster.sh).
+  msock="/dev/shm/mt_munge.${id}.socket"
 }
 
 holder_pid() {
@@ -224,24 +228,31 @@ cmd_up() {
   cmd_down
   rm -rf "$cdir/slurm-logs"
   mkdir -p "$dir"/{etc,munge,ctld,spool,run,log,pids} || die "cannot create $dir"
-  chmod 755 "$dir/munge"  # munged wants its socket's directory searchable by all
   write_conf "$cpus"
   local up_timeout="${MT_SLURM_UP_TIMEOUT:-30}"
 
-  # munge: one daemon for the whole cluster (a socket path on the shared file system reaches it
-  # from every namespace); its key, seed, PID and log beside it.
+  # munge: a daemon per node (login included), sharing one key; seed and PID files beside it.
   dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 400 "$dir/munge/munge.key"
-  daemon login munged munged --foreground --force --socket="$msock" \
-    --key-file="$dir/munge/munge.key" --pid-file="$dir/munge/munged.pid" \
-    --seed-file="$dir/munge/munged.seed"  # In the foreground it logs to stderr: munged.out.
-  for _ in $(seq 1 100); do
-    [[ -S "$msock" ]] && munge -n -S "$msock" 2>/dev/null | unmunge -S "$msock" >/dev/null 2>&1 && break
-    kill -0 "$(cat "$dir/pids/munged")" 2>/dev/null ||
-      fail_up "munged exited: $(grep . "$dir/log/munged.out" 2>/dev/null | tail -n 1)"
-    sleep 0.1
+  local node nodes
+  nodes="login $(cat "$cdir/nodes")"
+  for node in $nodes; do
+    # In the foreground munged logs to stderr: log/munged.NODE.out.
+    daemon "$node" "munged.$node" munged --foreground --force --socket="$msock" \
+      --key-file="$dir/munge/munge.key" --pid-file="$dir/munge/munged.$node.pid" \
+      --seed-file="$dir/munge/munged.$node.seed"
   done
-  [[ -S "$msock" ]] || fail_up "munged did not start within 10 s"
+  # Each answers: a credential made on the login node decodes on every node (same key).
+  local cred deadline=$((SECONDS + 10))
+  for node in $nodes; do
+    while ! cred=$(in_node "$node" munge -n -S "$msock" 2>/dev/null) ||
+      ! in_node login unmunge -S "$msock" <<<"$cred" >/dev/null 2>&1; do
+      kill -0 "$(cat "$dir/pids/munged.$node")" 2>/dev/null ||
+        fail_up "munged on $node exited: $(grep . "$dir/log/munged.$node.out" 2>/dev/null | tail -n 1)"
+      [[ $SECONDS -lt $deadline ]] || fail_up "munged on $node does not answer after 10 s"
+      sleep 0.1
+    done
+  done
 
   daemon login slurmctld slurmctld -D -i
   for node in $(cat "$cdir/nodes"); do

@@ -8,9 +8,9 @@
 #     with PMIx only, so a pmi2 launch aborts in MPI_Init; reported and skipped);
 #   - mpirun inside salloc, and inside sbatch (OpenMPI's ras/plm slurm: it reads the allocation
 #     and starts its daemons through srun), plus srun --mpi=pmix inside the sbatch job;
-# and each rank's Slurm environment is what the mapping says (SLURM_PROCID = PMIx rank, SLURM_LOCALID
-# = local rank, ranks 0-1 on node1), with the MPI rank of each training process equal to its
-# Slurm task id (srun --label).
+# and each rank's Slurm environment is what the mapping says (SLURM_PROCID = PMIx rank,
+# SLURM_LOCALID = local rank, ranks 0-1 on node1), with the MPI rank of each training process
+# equal to its Slurm task id (srun --label).
 # Needs root, the cluster and Debian's munge, slurmctld, slurmd and slurm-client; prints SKIP
 # and passes where any is missing.
 #   slurm_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
@@ -72,8 +72,20 @@ got=$("${srun[@]}" --mpi=pmix sh -c 'echo "$SLURM_PROCID $SLURM_LOCALID $(hostna
   sort -n) || fail "srun --mpi=pmix: environment"
 want=$(echo "$placement" | tr '|' '\n' | awk 'NF {print $0, $1}')
 [[ "$got" == "$want" ]] || fail "srun --mpi=pmix: SLURM_PROCID SLURM_LOCALID host PMIX_RANK: $(echo $got)"
-"${srun[@]}" --mpi=pmix --label "${job[@]}" >"$work/pmix.out" 2>&1 ||
-  { cat "$work/pmix.out"; fail "srun --mpi=pmix"; }
+# known_crash FILE: the launch in FILE died of the intermittent segfault seen with Debian's
+# OpenMPI 4.1.4 + PMIx 4.2.2 under srun --mpi=pmix: a rank calls through a null pointer (its
+# backtrace is libc's frame alone) in MPI_Init or at exit, in 3 of 60 launches while this
+# 2-core machine was busy and 0 of 130 while it was not (like open-mpi/ompi#10117). Retried once.
+known_crash() { grep -q "Failing at address: (nil)" "$1"; }
+pmix_run() {  # pmix_run OUT SRUN_ARGS...: srun --mpi=pmix, retried once after the known crash
+  local out="$1"
+  shift
+  "${srun[@]}" --mpi=pmix "$@" >"$out" 2>&1 && return 0
+  known_crash "$out" || return 1
+  echo "  NOTE: srun --mpi=pmix: a rank segfaulted in OpenMPI/PMIx ($(grep -m1 'Signal:' "$out")); retrying once"
+  "${srun[@]}" --mpi=pmix "$@" >"$out" 2>&1
+}
+pmix_run "$work/pmix.out" --label "${job[@]}" || { cat "$work/pmix.out"; fail "srun --mpi=pmix"; }
 # "[Rank R]" comes from MPI rank R: its --label must be Slurm task R.
 bad=$(sed -n 's/^ *\([0-9]*\): \[Rank \([0-9]*\)\].*/\1 \2/p' "$work/pmix.out" | awk '$1 != $2')
 [[ -z "$bad" ]] || fail "srun --mpi=pmix: MPI rank differs from the Slurm task: $bad"
@@ -111,6 +123,9 @@ cat >"$work/batch.sh" <<EOF
 #!/bin/bash
 echo "BATCH \$(hostname) \$SLURM_JOB_NODELIST \$SLURM_TASKS_PER_NODE"
 mpirun --bind-to none -np 4 ${job[*]} >"$work/sbatch_mpirun.out" 2>&1 || exit 1
+srun --mpi=pmix ${job[*]} >"$work/sbatch_pmix.out" 2>&1 && exit 0
+grep -q "Failing at address: (nil)" "$work/sbatch_pmix.out" || exit 2
+echo "NOTE: srun --mpi=pmix in sbatch: a rank segfaulted in OpenMPI/PMIx; retrying once"
 srun --mpi=pmix ${job[*]} >"$work/sbatch_pmix.out" 2>&1 || exit 2
 EOF
 jobid=$("$slurm" sbatch --id $id --parsable -N 2 --ntasks-per-node=2 -o "$work/sbatch.out" \
@@ -125,6 +140,7 @@ done
   { cat "$work/sbatch.out" "$work"/sbatch_*.out 2>/dev/null; fail "sbatch job $jobid: ${state:-no state}"; }
 grep -q "^BATCH node1 node\[1-2\] 2(x2)$" "$work/sbatch.out" || fail "sbatch: $(cat "$work/sbatch.out")"
 same "mpirun in sbatch" "$work/sbatch_mpirun.out"
+grep "^NOTE" "$work/sbatch.out" | sed 's/^/  /'
 same "srun --mpi=pmix in sbatch" "$work/sbatch_pmix.out"
 lap "sbatch"
 
