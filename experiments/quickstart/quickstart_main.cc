@@ -172,8 +172,8 @@ int main(int argc, char** argv) {
   const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
                         std::getenv("PMIX_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
   if (!launched) {
-    // Not under a launcher: relaunch under mpirun with a rank per tensor-parallel rank. The flags are
-    // read here only to know how many (and --help answered); every rank reads them again at its
+    // Not under a launcher: relaunch under mpirun with a rank per tensor-parallel rank. The flags
+    // are read here only to know how many (and --help answered); every rank reads them again at its
     // start-up.
     gflags::SetUsageMessage(kInfo.usage);
     std::vector<char*> original(argv, argv + argc);
