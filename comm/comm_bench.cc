@@ -4,7 +4,8 @@
 //
 //   mpirun -np 4 bazel-bin/comm/comm_bench [--backend=mpi|nccl] [--device=cpu|cuda]
 //       [--min_bytes=8] [--max_bytes=67108864] [--step_factor=2] [--iters=20] [--warmup=5]
-//       [--dtype=f32] [--ops=all_reduce,all_gather,overlap] [--overlap_mib=1,4,16]
+//       [--dtype=f32] [--ops=all_reduce,all_reduce_async,all_gather,overlap]
+//       [--overlap_mib=1,4,16]
 //       [--overlap_chunks=50]
 //
 // Definitions (as nccl-tests): `size` is the whole buffer in bytes (all-reduce: the reduced
@@ -13,6 +14,8 @@
 // busbw = algbw * 2(n-1)/n for all-reduce and algbw * (n-1)/n for all-gather, the rate each link
 // must sustain, comparable with the hardware's bandwidth. #wrong counts wrong elements in a check
 // made before timing (all-reduce of rank+1 everywhere; all-gather of rank+1 per block).
+// all_reduce_async times AllReduceAsync followed at once by Wait(): the non-blocking algorithm the
+// trainer's gradient buckets use (MPI_Iallreduce, which can differ from MPI_Allreduce's).
 //
 // overlap, per size in --overlap_mib: comm = a blocking all-reduce alone; async = AllReduceAsync
 // then Wait() at once (the non-blocking algorithm's own cost); compute = a CPU loop
@@ -60,7 +63,8 @@ DEFINE_int32(iters, 20, "Timed calls per size.");
 DEFINE_int32(warmup, 5, "Untimed calls per size before timing.");
 DEFINE_string(dtype, "f32", "Element type: f32, bf16, f16, i32, i64.");
 DEFINE_string(ops, "all_reduce,all_gather",
-              "Comma-separated: all_reduce, all_gather, overlap (see the file comment).");
+              "Comma-separated: all_reduce, all_reduce_async, all_gather, overlap (see the file "
+              "comment).");
 DEFINE_string(overlap_mib, "1,4,16", "--ops=overlap: all-reduce sizes in MiB, comma-separated.");
 DEFINE_int32(overlap_chunks, 50, "--ops=overlap: compute chunks (Test() after each).");
 
@@ -169,15 +173,21 @@ absl::StatusOr<int64_t> WrongSumOfRanks(Communicator& comm, const TensorView& bu
   return wrong;
 }
 
-// One size of all-reduce: `count` elements per rank.
-absl::StatusOr<Row> BenchAllReduce(Communicator& comm, int64_t count, DType dtype, Device dev) {
+// One size of all-reduce: `count` elements per rank; blocking, or started non-blocking and
+// waited for at once (the call the trainer makes per gradient bucket).
+absl::StatusOr<Row> BenchAllReduce(Communicator& comm, int64_t count, DType dtype, Device dev,
+                                   Call call) {
   ASSIGN_OR_RETURN(Tensor buf, Alloc(count, dtype, dev));
   Row row;
   row.count = count;
   row.bytes = count * static_cast<int64_t>(DTypeSize(dtype));
-  ASSIGN_OR_RETURN(row.wrong, WrongSumOfRanks(comm, buf.view(), Call::kBlocking));
-  ASSIGN_OR_RETURN(row.seconds,
-                   Time(comm, [&] { return comm.AllReduce(buf.view(), ReduceOp::kSum); }));
+  ASSIGN_OR_RETURN(row.wrong, WrongSumOfRanks(comm, buf.view(), call));
+  ASSIGN_OR_RETURN(row.seconds, Time(comm, [&]() -> absl::Status {
+                     if (call == Call::kBlocking) return comm.AllReduce(buf.view(), ReduceOp::kSum);
+                     ASSIGN_OR_RETURN(std::unique_ptr<CommRequest> r,
+                                      comm.AllReduceAsync(buf.view(), ReduceOp::kSum));
+                     return r->Wait();
+                   }));
   return row;
 }
 
@@ -397,14 +407,19 @@ absl::Status Run(Communicator& world, Communicator& comm, Device dev, DType dtyp
       RETURN_IF_ERROR(RunOverlap(comm, dtype, dev, print));
       continue;
     }
-    const bool reduce = op == "all_reduce";
+    const bool async = op == "all_reduce_async";
+    const bool reduce = op == "all_reduce" || async;
     if (!reduce && op != "all_gather") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--ops: unknown collective '", op, "' (expected all_reduce, all_gather, overlap)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ops: unknown collective '", op,
+                       "' (expected all_reduce, all_reduce_async, all_gather, overlap)"));
     }
     const double bus_factor = reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
     if (print) {
-      std::printf("#\n# %s%s\n", std::string(op).c_str(), reduce ? " (sum)" : "");
+      std::printf("#\n# %s%s\n", std::string(op).c_str(),
+                  async    ? " (sum; AllReduceAsync, then Wait at once)"
+                  : reduce ? " (sum)"
+                           : "");
       std::printf("# %12s %12s %6s %12s %12s %12s %8s\n", "size(B)", "count", "type", "time(us)",
                   "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     }
@@ -412,7 +427,8 @@ absl::Status Run(Communicator& world, Communicator& comm, Device dev, DType dtyp
       // Elements per rank: all of the buffer for all-reduce, a 1/n share for all-gather.
       const int64_t count = reduce ? bytes / es : bytes / (es * n);
       if (count == 0) continue;  // Smaller than one element per rank.
-      ASSIGN_OR_RETURN(Row row, reduce ? BenchAllReduce(comm, count, dtype, dev)
+      ASSIGN_OR_RETURN(Row row, reduce ? BenchAllReduce(comm, count, dtype, dev,
+                                                        async ? Call::kAsync : Call::kBlocking)
                                        : BenchAllGather(comm, count, dtype, dev));
       const double algbw = row.bytes / row.seconds * 1e-9;
       int64_t wrong = row.wrong;

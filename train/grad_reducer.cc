@@ -34,24 +34,23 @@ nn::GradReadyListener* GradReducer::Begin(comm::Communicator* dp) {
   return dp_ != nullptr && overlap_ ? this : nullptr;
 }
 
-absl::Status GradReducer::ReduceNow(size_t bucket) {
-  if (reduce_) {
-    ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> r, reduce_(bucket));
-    return r->Wait();
-  }
+absl::StatusOr<std::unique_ptr<comm::CommRequest>> GradReducer::Request(size_t bucket) {
+  if (reduce_) return reduce_(bucket);
   const auto [begin, end] = buckets_[bucket];
-  return dp_->AllReduce(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum);
+  return dp_->AllReduceAsync(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum);
+}
+
+// The non-blocking call waited for at once, not the blocking all-reduce: the same algorithm as the
+// overlapped buckets (so both modes give the same sums by construction), and over a TCP link
+// OpenMPI's blocking all-reduce of 2 ranks ran at half the link's rate in some runs, the
+// non-blocking one at its full rate (docs/multinode.md).
+absl::Status GradReducer::ReduceNow(size_t bucket) {
+  ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> r, Request(bucket));
+  return r->Wait();
 }
 
 absl::Status GradReducer::Start(size_t bucket) {
-  std::unique_ptr<comm::CommRequest> r;
-  if (reduce_) {
-    ASSIGN_OR_RETURN(r, reduce_(bucket));
-  } else {
-    const auto [begin, end] = buckets_[bucket];
-    ASSIGN_OR_RETURN(
-        r, dp_->AllReduceAsync(store_->flat_grads().Slice(begin, end), comm::ReduceOp::kSum));
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<comm::CommRequest> r, Request(bucket));
   pending_.push_back(std::move(r));
   return absl::OkStatus();
 }

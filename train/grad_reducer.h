@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "nn/context.h"
 #include "nn/parameter.h"
@@ -67,8 +68,10 @@ class GradReducer : public nn::GradReadyListener {
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
 
  private:
+  // Bucket `bucket`'s reduction, started: reduce_(bucket), or a non-blocking all-reduce.
+  absl::StatusOr<std::unique_ptr<comm::CommRequest>> Request(size_t bucket);
   absl::Status Start(size_t bucket);
-  // Blocking: reduce_(bucket) waited for, or an all-reduce.
+  // Blocking: Request(bucket) waited for at once.
   absl::Status ReduceNow(size_t bucket);
 
   const nn::ParameterStore* store_;

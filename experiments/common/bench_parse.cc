@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace mt {
 namespace experiments {
@@ -24,15 +25,25 @@ absl::StatusOr<double> NumberAfter(absl::string_view text, absl::string_view lin
       absl::StrCat("no number after '", line_prefix, "...", marker, "' in the output:\n", text));
 }
 
-std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view out) {
+std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view out,
+                                                          absl::string_view section) {
   std::vector<std::pair<double, double>> rows;
-  bool in_all_reduce = false;
+  bool in_section = false;
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    if (absl::StartsWith(line, "# all_reduce"))
-      in_all_reduce = true;
-    else if (absl::StartsWith(line, "# all_gather") || absl::StartsWith(line, "# overlap"))
-      in_all_reduce = false;
-    if (!in_all_reduce || absl::StartsWith(line, "#")) continue;
+    if (absl::StartsWith(line, "#")) {
+      // A section's header: "# all_reduce (sum)", "# all_gather", "# overlap: ...".
+      std::vector<absl::string_view> words =
+          absl::StrSplit(line.substr(1), ' ', absl::SkipWhitespace());
+      if (!words.empty()) {
+        const absl::string_view op = absl::StripSuffix(words[0], ":");
+        if (op == "all_reduce" || op == "all_reduce_async" || op == "all_gather" ||
+            op == "overlap") {
+          in_section = op == section;
+        }
+      }
+      continue;
+    }
+    if (!in_section) continue;
     std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     double bytes, us;
     if (f.size() >= 4 && absl::SimpleAtod(f[0], &bytes) && absl::SimpleAtod(f[3], &us)) {

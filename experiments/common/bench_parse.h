@@ -17,8 +17,10 @@ namespace experiments {
 // NumberAfter(out, "step time (median of", ": ") for "step time (median of 3): 0.12 s".
 absl::StatusOr<double> NumberAfter(absl::string_view text, absl::string_view line_prefix,
                                    absl::string_view marker);
-// comm_bench's all-reduce rows: (bytes, seconds).
-std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view comm_bench_output);
+// comm_bench's rows of one all-reduce section, "all_reduce" (blocking) or "all_reduce_async"
+// (non-blocking, waited for at once): (bytes, seconds).
+std::vector<std::pair<double, double>> ParseAllReduceRows(absl::string_view comm_bench_output,
+                                                          absl::string_view section = "all_reduce");
 // (alpha, bus bandwidth) of time = alpha + 2 (n - 1) / n * bytes / bandwidth: alpha is the fastest
 // time of any row, normally the smallest message's (a latency cannot be negative, and an
 // unconstrained least-squares intercept dominated by the large sizes is; a slowed smallest

@@ -52,6 +52,30 @@ TEST(BenchParseTest, FitAllReduceSurvivesASlowedSmallestMessage) {
   EXPECT_NEAR(fit->second, 21e6 / 0.08, 1e-6 * 21e6 / 0.08);
 }
 
+TEST(BenchParseTest, ParseAllReduceRowsBySection) {
+  const char* out =
+      "# comm_bench: backend mpi, 2 ranks\n"
+      "#\n# all_reduce (sum)\n"
+      "#      size(B)        count   type     time(us)  algbw(GB/s)  busbw(GB/s)   #wrong\n"
+      "          4096         1024    f32        20.00        0.205        0.205        0\n"
+      "          8192         2048    f32        30.50        0.269        0.269        0\n"
+      "#\n# all_reduce_async (sum; AllReduceAsync, then Wait at once)\n"
+      "#      size(B)        count   type     time(us)  algbw(GB/s)  busbw(GB/s)   #wrong\n"
+      "          4096         1024    f32        25.00        0.164        0.164        0\n"
+      "#\n# all_gather\n"
+      "#      size(B)        count   type     time(us)  algbw(GB/s)  busbw(GB/s)   #wrong\n"
+      "          4096          512    f32        99.00        0.041        0.021        0\n";
+  const auto blocking = ParseAllReduceRows(out);
+  ASSERT_EQ(blocking.size(), 2u);
+  EXPECT_EQ(blocking[0].first, 4096);
+  EXPECT_DOUBLE_EQ(blocking[0].second, 20e-6);
+  EXPECT_DOUBLE_EQ(blocking[1].second, 30.5e-6);
+  const auto async = ParseAllReduceRows(out, "all_reduce_async");
+  ASSERT_EQ(async.size(), 1u);
+  EXPECT_DOUBLE_EQ(async[0].second, 25e-6);
+  EXPECT_TRUE(ParseAllReduceRows(out, "overlap").empty());
+}
+
 }  // namespace
 }  // namespace experiments
 }  // namespace mt

@@ -164,13 +164,13 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   // An optimizer that shards the f32 masters (bf16 compute) takes them from the store, so there
   // can be only one: it runs the after-backward steps too, with the overlap listener dropped.
   std::optional<train::Optimizer> after;
-  if (dp != nullptr && !overlapped.masters_sharded() && c.dp_modes == "both") {
+  if (dp != nullptr && !overlapped.masters_sharded() && c.dp_modes != "overlapped") {
     oc.overlap_grad_reduce = false;
     ASSIGN_OR_RETURN(after, train::Optimizer::Create(&store, oc, dp));
   }
   StepRunner run{world, dp, d, store, model, batch, sc};
-  // The kinds of step timed: index 0 overlapped, 1 after backward (dp_modes "after": the one
-  // optimizer, its overlap listener dropped).
+  // The kinds of step timed: index 0 overlapped, 1 after backward (by the after-backward
+  // optimizer: blocking all-reduces, as pretrain_gpt --overlap_grad_reduce=false).
   std::vector<int> kinds = {0};
   if (dp != nullptr && c.dp_modes == "both") kinds = {0, 1};
   if (dp != nullptr && c.dp_modes == "after") kinds = {1};
