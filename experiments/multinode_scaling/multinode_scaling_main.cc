@@ -306,7 +306,9 @@ absl::Status Run(const ScalingConfig& c, int argc, char** argv) {
   RETURN_IF_ERROR(WriteCsv(run.Path("allreduce.csv"), AllReduceTable(results)));
   RETURN_IF_ERROR(DrawEfficiency(run));
   Report report("Data-parallel scaling across a link: measured beside the performance model");
-  WriteReport(c, compute, table, absl::StrJoin(bench, " "), &report);
+  // The command as a reader runs it from the workspace.
+  WriteReport(c, compute, table,
+              absl::StrJoin(BenchArgs("bazel-bin/jobs/bench/train_step_bench", c), " "), &report);
   return report.Write(run);
 }
 
@@ -361,7 +363,7 @@ void WriteReport(const ScalingConfig& c, const Compute& compute, const Table& ta
       absl::StrCat("Commands (one rank per node; `--dp_modes=after` and "
                    "`--dp_modes=overlapped`):\n\n    ",
                    bench_command, " --dp_modes=after\n\n",
-                   "all-reduce: `comm/comm_bench --ops=all_reduce,all_reduce_async "
+                   "all-reduce: `bazel-bin/comm/comm_bench --ops=all_reduce,all_reduce_async "
                    "--min_bytes=4096 --max_bytes=",
                    c.comm_max_bytes, " --step_factor=2 --iters=", c.comm_iters,
                    " --warmup=2`, under `tools/cluster/cluster.sh mpirun -H "
