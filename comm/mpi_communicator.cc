@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/mpi_progress.h"
 #include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/exec_context.h"
@@ -186,16 +187,23 @@ class MpiReduceRequest final : public CommRequest {
           MPI_Iallreduce(MPI_IN_PLACE, b.send, n_in, b.type, MpiOp(op), comm, &r->req_));
     }
     r->started_ = true;
+    MpiProgress::Begin();
+    r->in_flight_ = true;
     return std::unique_ptr<CommRequest>(std::move(r));
   }
 
-  ~MpiReduceRequest() override { WaitIfPending(); }
+  ~MpiReduceRequest() override {
+    WaitIfPending();
+    Landed();
+  }
 
  protected:
   absl::StatusOr<bool> DoTest() override {
     if (!started_) return true;  // Only a destructor after a failed Start gets here.
     int flag = 0;
-    MT_MPI_RETURN_IF_ERROR(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE));
+    const int rc = MPI_Test(&req_, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || flag) Landed();
+    MT_MPI_RETURN_IF_ERROR(rc);
     if (!flag) return false;
     RETURN_IF_ERROR(Unstage());
     return true;
@@ -203,7 +211,9 @@ class MpiReduceRequest final : public CommRequest {
 
   absl::Status DoWait() override {
     if (!started_) return absl::OkStatus();
-    MT_MPI_RETURN_IF_ERROR(MPI_Wait(&req_, MPI_STATUS_IGNORE));
+    const int rc = MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    Landed();
+    MT_MPI_RETURN_IF_ERROR(rc);
     return Unstage();
   }
 
@@ -212,10 +222,16 @@ class MpiReduceRequest final : public CommRequest {
       : CommRequest(std::move(label)), out_(out) {}
 
   absl::Status Unstage() { return FinishReduce(buffers_, out_); }
+  // The collective is no longer in flight (done, or failed): the progress thread may rest.
+  void Landed() {
+    if (in_flight_) MpiProgress::End();
+    in_flight_ = false;
+  }
 
   TensorView out_;
   MPI_Request req_ = MPI_REQUEST_NULL;
   bool started_ = false;
+  bool in_flight_ = false;
   ReduceBuffers buffers_;
   HostStaging stage_in_, stage_out_;
   internal::HostScratch f32_in_, f32_out_;
@@ -483,6 +499,7 @@ absl::StatusOr<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** 
 }
 
 MpiRuntime::~MpiRuntime() {
+  MpiProgress::Stop();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();

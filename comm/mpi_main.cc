@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_progress.h"
 #include "comm/watchdog.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -17,10 +18,15 @@ DEFINE_double(distributed_timeout, 600,
               "Seconds a rank may be silent (stopped, hung) or one communicator call may wait "
               "before the whole job is ended with a message naming the rank (0: off; "
               "comm/watchdog.h).");
+DEFINE_bool(mpi_async_progress, false,
+            "A thread drives MPI's progress while non-blocking all-reduces are in flight, so "
+            "gradient buckets move while backward computes (comm/mpi_progress.h).");
 
 namespace mt {
 namespace comm {
 namespace {
+
+constexpr double kProgressInterval = 50e-6;  // Seconds between the progress thread's polls.
 
 // Set by the stop signals; read by the job between its steps.
 std::atomic<bool> stop_requested{false};
@@ -56,9 +62,10 @@ int MpiMain(int argc, char** argv, const MainInfo& info,
   google::InitGoogleLogging(argv[0]);
   if (options.rewrite_args) options.rewrite_args(&argc, argv);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  // The watchdog's thread calls MPI beside the main thread.
-  const MpiThreads threads =
-      FLAGS_distributed_timeout > 0 ? MpiThreads::kMultiple : MpiThreads::kSerialized;
+  // The watchdog's thread and the progress thread call MPI beside the main thread.
+  const MpiThreads threads = FLAGS_distributed_timeout > 0 || FLAGS_mpi_async_progress
+                                 ? MpiThreads::kMultiple
+                                 : MpiThreads::kSerialized;
   auto runtime = MpiRuntime::Init(&argc, &argv, threads);
   if (!runtime.ok()) {
     PrintMainError(info, runtime.status());
@@ -74,6 +81,7 @@ int MpiMain(int argc, char** argv, const MainInfo& info,
         absl::InvalidArgumentError(absl::StrCat("--distributed_timeout=", FLAGS_distributed_timeout,
                                                 " must be >= 0 seconds (0: no watchdog)"));
   }
+  if (valid.ok() && FLAGS_mpi_async_progress) valid = MpiProgress::Start(kProgressInterval);
   if (!valid.ok()) {
     if ((*world)->rank() == 0) PrintMainError(info, valid);
     return 1;

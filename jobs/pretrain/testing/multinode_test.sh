@@ -14,15 +14,7 @@
 set -uo pipefail
 corpus_bin="$1"; gpt_bin="$2"; bert_bin="$3"; preprocess="$4"; bootstrap_test="$5"
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_multinode || exit 1
-cluster="${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/cluster/cluster.sh"
-if ! why=$("$cluster" check); then
-  echo "SKIP: no test cluster here: $why"
-  exit 0
-fi
-id=1
-trap '"$cluster" down --id $id; rm -rf "$work"' EXIT
-# Each node has its own /dev/shm for OpenMPI's shared memory (test_env.sh points it at $work).
-unset OMPI_MCA_btl_vader_backing_directory
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/cluster/test_lib.sh" 1
 "$cluster" up --id $id --nodes 2 >/dev/null || fail "cluster up"
 start=$(date +%s)
 

@@ -12,14 +12,7 @@
 set -uo pipefail
 corpus_bin="$1"; gpt_bin="$2"
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_netfault || exit 1
-cluster="${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/cluster/cluster.sh"
-if ! why=$("$cluster" check); then
-  echo "SKIP: no test cluster here: $why"
-  exit 0
-fi
-id=2
-trap '"$cluster" down --id $id; rm -rf "$work"' EXIT
-unset OMPI_MCA_btl_vader_backing_directory  # Each node's own /dev/shm.
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/cluster/test_lib.sh" 2
 "$cluster" up --id $id --nodes 2 >/dev/null || fail "cluster up"
 T=6
 "$corpus_bin" --output_prefix="$work/corpus" --vocab=64 --documents=300 >/dev/null || fail corpus

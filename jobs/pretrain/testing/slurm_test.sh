@@ -17,19 +17,12 @@
 set -uo pipefail
 corpus_bin="$(realpath "$1")"; pretrain="$(realpath "$2")"
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_slurm || exit 1
-tools="${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/cluster"
-cluster="$tools/cluster.sh"
-slurm="$tools/slurm.sh"
-if [[ $(id -u) -ne 0 ]]; then echo "SKIP: needs root"; exit 0; fi
-if ! why=$("$cluster" check); then echo "SKIP: no test cluster here: $why"; exit 0; fi
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/cluster/test_lib.sh" 7
+slurm="${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/cluster/slurm.sh"
 if ! why=$("$slurm" check); then echo "SKIP: no Slurm here: $why"; exit 0; fi
-id=7
 trap '"$slurm" down --id $id; "$cluster" down --id $id; rm -rf "$work"' EXIT
 t0=$SECONDS
 lap() { echo "  [$((SECONDS - t0)) s] $*"; }
-
-# Every node has its own /dev/shm for OpenMPI's shared memory (test_env.sh points it at $work).
-unset OMPI_MCA_btl_vader_backing_directory
 # What every launch passes to the ranks (srun and sbatch hand the whole environment on): shared
 # memory inside a node, TCP on the cluster's subnet between nodes.
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include="198.18.$id.0/24"
