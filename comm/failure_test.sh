@@ -37,8 +37,12 @@ run() {  # run NP MODE EXPECT(zero|nonzero) [PROBE ARGS...]
     echo "FAIL: rank 1's error status was not reported"; cat "$log"; failed=1
   fi
   if [[ -n "${want:-}" ]]; then
-    if [[ $rc -ne 75 ]] || [[ $(grep -c "watchdog: " "$log") -ne ${lines:-1} ]] || ! grep -q -- "$want" "$log"; then
-      echo "FAIL: expected exit code 75 and ${lines:-1} watchdog line(s) with '$want'"; cat "$log"; failed=1
+    # One line names the failure; the abort fallback's own line ("not delivered") may follow when
+    # a loaded machine takes longer than its grace to kill the rank, and must with
+    # --abort_never_returns.
+    if [[ $rc -ne 75 ]] || [[ $(grep "watchdog: " "$log" | grep -vc "was not delivered") -ne 1 ]] ||
+      ! grep -q -- "$want" "$log"; then
+      echo "FAIL: expected exit code 75 and one watchdog line with '$want'"; cat "$log"; failed=1
     fi
   fi
 }
@@ -58,6 +62,6 @@ want="not in any communicator call (busy or stuck elsewhere): rank 2 " \
   run 3 stuck nonzero --watchdog=3 --victim=2
 # An abort that cannot be delivered (MPI_Abort never returns, as on a node cut off from mpirun):
 # the detecting rank ends itself after the grace, saying so, and the job still ends with 75.
-lines=2 want="the abort was not delivered within 2 s" run 2 stop nonzero --watchdog=3 --victim=1 \
+want="the abort was not delivered within 2 s" run 2 stop nonzero --watchdog=3 --victim=1 \
   --abort_never_returns
 exit $failed

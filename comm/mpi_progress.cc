@@ -17,7 +17,7 @@ namespace {
 struct State {
   std::mutex mu;
   std::condition_variable wake;
-  int in_flight = 0;     // Guarded by mu.
+  int in_flight = 0;      // Guarded by mu.
   bool stopping = false;  // Guarded by mu.
   bool running = false;   // Guarded by mu.
   std::thread thread;

@@ -4,6 +4,8 @@
 // with the right sums; a bad interval is refused. Without the thread the same all-reduce stays
 // pending until the next MPI call (run with --no_progress to see it fail). Run under mpirun
 // (comm/mpi_test.sh) with 2 or 4 ranks.
+#include "comm/mpi_progress.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +15,6 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
-#include "comm/mpi_progress.h"
 #include "core/tensor.h"
 
 namespace {

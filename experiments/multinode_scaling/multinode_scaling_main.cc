@@ -8,10 +8,13 @@
 // overlapped with it. Writes results/multinode_scaling/ (report.md, CSVs, efficiency.png).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -62,6 +65,8 @@ struct ScalingConfig {
 // The two-node test cluster, removed when this goes.
 class Cluster {
  public:
+  // No run may take longer (a stalled link must not hang the experiment): seconds.
+  static constexpr const char* kLimit = "600";
   static absl::StatusOr<std::unique_ptr<Cluster>> Up(const std::string& script, int id) {
     auto why = RunCommand({script, "check"}, "", Stderr::kDiscard);
     if (!why.ok()) {
@@ -82,7 +87,7 @@ class Cluster {
   }
   // argv on `node` alone (no MPI launcher: one process).
   absl::StatusOr<std::string> Exec(const std::string& node, const std::vector<std::string>& argv) {
-    std::vector<std::string> cmd = {script_, "exec", "--id", id_, node};
+    std::vector<std::string> cmd = {"timeout", kLimit, script_, "exec", "--id", id_, node};
     cmd.insert(cmd.end(), argv.begin(), argv.end());
     return RunCommand(cmd);
   }
@@ -183,7 +188,8 @@ absl::StatusOr<RateResult> MeasureRate(Cluster& cluster, const ScalingConfig& c,
   in.bus_bandwidth = r.async.bus_bandwidth;
   r.predicted = PredictDpStep(in);
   // Written down before the step is measured.
-  predictions->AddRow({rate, absl::StrFormat("%.1f", r.blocking.bus_bandwidth / 1e6),
+  predictions->AddRow({rate == "off" ? "unshaped" : rate,
+                       absl::StrFormat("%.1f", r.blocking.bus_bandwidth / 1e6),
                        absl::StrFormat("%.1f", r.async.bus_bandwidth / 1e6),
                        absl::StrFormat("%.4f", r.predicted.after_s),
                        absl::StrFormat("%.4f", r.predicted.overlapped_s)});
@@ -278,7 +284,8 @@ absl::Status DrawEfficiency(const ExperimentRun& run) {
   return DrawPlot(p, run.Path("efficiency.png"));
 }
 
-void WriteReport(const ScalingConfig& c, const Compute& compute, const Table& table,
+void WriteReport(const ScalingConfig& c, const Compute& compute,
+                 const std::vector<RateResult>& results, const Table& table,
                  const std::string& bench_command, Report* report);
 
 absl::Status Run(const ScalingConfig& c, int argc, char** argv) {
@@ -291,6 +298,13 @@ absl::Status Run(const ScalingConfig& c, int argc, char** argv) {
   // OpenMPI's session files go to a short shared directory; shared memory to each node's own.
   char tmp[] = "/tmp/mt_multinode.XXXXXX";
   if (mkdtemp(tmp) == nullptr) return absl::InternalError("cannot create a directory in /tmp");
+  struct RemoveAll {
+    std::string dir;
+    ~RemoveAll() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_tmp{tmp};
   setenv("TMPDIR", tmp, 1);
   unsetenv("OMPI_MCA_btl_vader_backing_directory");
   std::vector<RateResult> results;
@@ -309,20 +323,28 @@ absl::Status Run(const ScalingConfig& c, int argc, char** argv) {
       results.push_back(std::move(r));
     }
   }
-  rmdir(tmp);
   const Table table = ResultTable(results, compute);
   RETURN_IF_ERROR(WriteCsv(run.Path("scaling.csv"), table));
   RETURN_IF_ERROR(WriteCsv(run.Path("allreduce.csv"), AllReduceTable(results)));
   RETURN_IF_ERROR(DrawEfficiency(run));
   Report report("Data-parallel scaling across a link: measured beside the performance model");
   // The command as a reader runs it from the workspace.
-  WriteReport(c, compute, table,
+  WriteReport(c, compute, results, table,
               absl::StrJoin(BenchArgs("bazel-bin/jobs/bench/train_step_bench", c), " "), &report);
   return report.Write(run);
 }
 
-void WriteReport(const ScalingConfig& c, const Compute& compute, const Table& table,
+void WriteReport(const ScalingConfig& c, const Compute& compute,
+                 const std::vector<RateResult>& results, const Table& table,
                  const std::string& bench_command, Report* report) {
+  // The blocking call's fitted rate as a share of the non-blocking one's, over the shaped links.
+  double lo = 1e9, hi = 0;
+  for (const RateResult& r : results) {
+    if (r.rate == "off") continue;
+    const double share = r.blocking.bus_bandwidth / r.async.bus_bandwidth;
+    lo = std::min(lo, share);
+    hi = std::max(hi, share);
+  }
   report->Paragraph(absl::StrFormat(
       "Table 1 of the paper puts data parallelism across nodes (InfiniBand between DGX-2H "
       "boxes). Here two nodes of the test cluster (`tools/cluster/cluster.sh`: network "
@@ -348,34 +370,37 @@ void WriteReport(const ScalingConfig& c, const Compute& compute, const Table& ta
       "trainer all-reduces the buckets one after another, so the prediction is the measured "
       "one-rank step plus those all-reduces. Overlapped, each bucket starts as backward "
       "finalises it, and the model queues the buckets on the link: forward a third of the step, "
-      "backward two thirds, the buckets final uniformly over backward, one all-reduce at a time, "
+      "backward two thirds (the optimizer's few percent counted with forward), the buckets final "
+      "uniformly over backward, one all-reduce at a time, "
       "the link progressing in the background. Nothing is fitted to the step times. The overlapped "
       "step is measured twice: as it runs by default, and with `--mpi_async_progress`, a thread "
       "that drives MPI's progress while the buckets are in flight (comm/mpi_progress.h).");
   report->AddTable(table);
   report->Image("efficiency.png", "DP efficiency against the link's measured rate");
-  std::string notes =
+  std::string notes = absl::StrFormat(
       "The unshaped link is a veth pair through a bridge. Its rate is what the two cores can copy "
       "through the kernel's TCP stack while they also compute, so that row measures CPU cost, "
       "not a network. tbf's bucket holds 1 ms at the rate, so an idle link saves up no large free "
       "transfer. The two calls differ over a link: the non-blocking all-reduce (libnbc's "
-      "reduce-scatter + all-gather, which the MPI communicator selects) reaches about the "
-      "nominal rate at 4 MiB; the blocking one (OpenMPI's own choice for 2 ranks) reached about "
-      "half of it in some runs and all of it in others, so the trainer uses the non-blocking "
-      "call after backward too. The overlapped prediction assumes the link progresses "
-      "while backward computes. OpenMPI's non-blocking collectives on the CPU progress only "
-      "inside MPI calls, which the trainer makes once per layer's backward (Test): without the "
-      "progress thread a measured step above that prediction is overlap the MPI backend does not "
-      "deliver; with it, the buckets move while backward computes, at the price of the cores' "
-      "time the thread and the TCP stack take from the computation. "
-      "Errors are measured / predicted - 1. The GEMM rate column is train_step_bench's own "
-      "reference GEMM in the DP runs: lower than the one-rank run's when something else used "
-      "the cores.";
+      "reduce-scatter + all-gather, which the MPI communicator selects) runs at about the "
+      "nominal rate; the blocking one (OpenMPI's own choice for 2 ranks) reached %.0f-%.0f%% of "
+      "its fitted rate on the shaped links in this run (the share varies from run to run), so "
+      "the trainer uses the non-blocking call after backward too. The overlapped prediction "
+      "assumes the link progresses while backward computes. OpenMPI's non-blocking collectives "
+      "on the CPU progress only inside MPI calls, which the trainer makes once per layer's "
+      "backward (Test): without the progress thread a measured step above that prediction is "
+      "overlap the MPI backend does not deliver; with it, the buckets move while backward "
+      "computes, at the price of the cores' time the thread and the TCP stack take from the "
+      "computation. Errors are measured / predicted - 1. The GEMM rate column is "
+      "train_step_bench's own reference GEMM in the DP runs: lower than the one-rank run's when "
+      "something else used the cores.",
+      100 * lo, 100 * hi);
   report->Paragraph(notes);
   report->Paragraph(
       absl::StrCat("Commands (one rank per node; `--dp_modes=after`, `--dp_modes=overlapped`, "
                    "`--dp_modes=overlapped --mpi_async_progress`):\n\n    ",
-                   bench_command, " --dp_modes=after\n\n",
+                   "tools/cluster/cluster.sh mpirun -H node1:1,node2:1 -np 2 ", bench_command,
+                   " --dp_modes=after\n\n",
                    "all-reduce: `bazel-bin/comm/comm_bench --ops=all_reduce,all_reduce_async "
                    "--min_bytes=4096 --max_bytes=",
                    c.comm_max_bytes, " --step_factor=2 --iters=", c.comm_iters,

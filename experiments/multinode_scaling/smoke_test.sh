@@ -8,7 +8,7 @@ bin="$1"
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/test_env.sh" mt_mnsmoke || exit 1
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}tools/cluster/test_lib.sh" 6  # The experiment makes cluster 6 itself (--cluster_id).
 out="$work/out"
-timeout 300 "$bin" --results_dir="$out" --cluster_id=$id --rates=1gbit --hidden_size=64 \
+timeout --foreground 300 "$bin" --results_dir="$out" --cluster_id=$id --rates=1gbit --hidden_size=64 \
   --num_layers=1 --num_attention_heads=2 --seq_length=32 --micro_batch_size=2 --vocab_size=256 \
   --steps=3 --comm_max_bytes=1048576 --comm_iters=3 >"$work/run.log" 2>&1 ||
   { cat "$work/run.log"; fail "multinode_scaling exited non-zero"; }

@@ -170,7 +170,8 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   }
   StepRunner run{world, dp, d, store, model, batch, sc};
   // The kinds of step timed: index 0 overlapped, 1 after backward (by the after-backward
-  // optimizer: blocking all-reduces, as pretrain_gpt --overlap_grad_reduce=false).
+  // optimizer: each bucket all-reduced and waited for in turn after backward, as pretrain_gpt
+  // --overlap_grad_reduce=false).
   std::vector<int> kinds = {0};
   if (dp != nullptr && c.dp_modes == "both") kinds = {0, 1};
   if (dp != nullptr && c.dp_modes == "after") kinds = {1};

@@ -20,7 +20,7 @@
 # hostname is `login`; it runs no ranks). Its state
 # directory is /tmp/mt_cluster.<K>: the node holders' PIDs (a process per node that keeps its UTS
 # and mount namespaces alive), the hosts file every node sees as /etc/hosts, and a log.
-# RATE is what tc takes, e.g. 1gbit or 200mbit; the kernel here has tbf but no netem, so latency
+# RATE is N kbit, mbit or gbit, e.g. 1gbit or 200mbit; the kernel here has tbf but no netem, so latency
 # is what the virtual links give (tens of microseconds).
 set -uo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"  # ip, tc, nsenter (a test's PATH may lack them)
@@ -88,11 +88,17 @@ why_not() {
 
 cmd_down() {
   names
-  for f in "$dir"/*.pid "$dir"/*.unshare; do
-    [[ -f "$f" ]] && kill -9 "$(cat "$f")" 2>/dev/null
-  done
+  # Every process inside the cluster's namespaces (the holders among them), again until none is
+  # left (a daemon may be forking), at most 50 rounds of 0.1 s. PIDs in state files are not
+  # trusted: the file may have outlived its process.
+  local ns p k
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^mtc${id}-(node[0-9]+|login)$"); do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    for k in $(seq 1 50); do
+      p=$(ip netns pids "$ns" 2>/dev/null)
+      [[ -z "$p" ]] && break
+      kill -9 $p 2>/dev/null
+      sleep 0.1
+    done
     ip netns del "$ns" 2>/dev/null
   done
   for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 |
@@ -143,6 +149,7 @@ cmd_up() {
     esac
   done
   [[ "$n" =~ ^[0-9]+$ && "$n" -ge 1 && "$n" -le 64 ]] || die "--nodes takes 1-64, not '$n'"
+  [[ -z "$rate" || "$rate" == off ]] || burst_of "$rate" >/dev/null || exit 1
   names
   local why
   why=$(why_not)
@@ -168,23 +175,30 @@ cmd_up() {
   echo "$dir"
 }
 
+# burst_of RATE: tbf's bucket for RATE in bytes, or a one-line error and exit 1.
+burst_of() {
+  local rate="$1" bits burst
+  [[ "$rate" =~ ^([0-9]+)(kbit|mbit|gbit)$ ]] ||
+    die "shape takes a rate such as 200mbit, 1gbit or 5gbit (or off), not '$rate'"
+  local n="${BASH_REMATCH[1]}" unit="${BASH_REMATCH[2]}"
+  case "$unit" in
+    kbit) bits=$((n * 1000)) ;;
+    mbit) bits=$((n * 1000000)) ;;
+    gbit) bits=$((n * 1000000000)) ;;
+  esac
+  [[ $bits -gt 0 ]] || die "shape: a rate of 0"
+  # The bucket holds ${MT_CLUSTER_BURST_MS:-1} ms at the rate (at least 64 KB): small, so that an
+  # idle link does not save up a large free transfer, yet enough for tbf to reach its rate.
+  burst=$((bits / 8 * ${MT_CLUSTER_BURST_MS:-1} / 1000))
+  [[ $burst -ge 65536 ]] || burst=65536
+  echo "$burst"
+}
+
 cmd_shape() {
   names
   local rate="$1" burst=0
   if [[ "$rate" != off ]]; then
-    [[ "$rate" =~ ^([0-9]+)(kbit|mbit|gbit)$ ]] ||
-      die "shape takes a rate such as 200mbit, 1gbit or 5gbit (or off), not '$rate'"
-    local n="${BASH_REMATCH[1]}" unit="${BASH_REMATCH[2]}" bits
-    case "$unit" in
-      kbit) bits=$((n * 1000)) ;;
-      mbit) bits=$((n * 1000000)) ;;
-      gbit) bits=$((n * 1000000000)) ;;
-    esac
-    [[ $bits -gt 0 ]] || die "shape: a rate of 0"
-    # The bucket holds ${MT_CLUSTER_BURST_MS:-1} ms at the rate (at least 64 KB): small, so that
-    # an idle link does not save up a large free transfer, yet enough for tbf to reach its rate.
-    burst=$((bits / 8 * ${MT_CLUSTER_BURST_MS:-1} / 1000))
-    [[ $burst -ge 65536 ]] || burst=65536
+    burst=$(burst_of "$rate") || exit 1
   fi
   for node in $(nodes); do
     local veth ns

@@ -95,6 +95,17 @@ fail_up() {
   die "$* (logs: $cdir/slurm-logs)"
 }
 
+# kill_ours SIGNAL PID_FILE: signals the daemon whose PID the file holds, only if that process is
+# still inside one of this cluster's namespaces (a PID file can outlive its process, and the PID be
+# reused by another). Returns 1 when there is no such process.
+kill_ours() {
+  local pid ns
+  pid=$(cat "$2" 2>/dev/null) || return 1
+  ns=$(ip netns identify "$pid" 2>/dev/null) || return 1
+  [[ "$ns" == "mtc${id}-"* ]] || return 1
+  kill "-$1" "$pid" 2>/dev/null
+}
+
 descendants() {
   local c
   for c in $(pgrep -P "$1"); do
@@ -111,7 +122,7 @@ cmd_down() {
   local f p n left nodes=""
   [[ -f "$cdir/nodes" ]] && nodes="$(cat "$cdir/nodes") login"
   for f in "$dir"/pids/*; do
-    [[ -f "$f" ]] && kill -TERM "$(cat "$f")" 2>/dev/null
+    [[ -f "$f" ]] && kill_ours TERM "$f"
   done
   # The steps: slurmstepd and everything under it (the tasks), at once.
   for n in $nodes; do
@@ -122,13 +133,13 @@ cmd_down() {
   for _ in $(seq 1 30); do
     left=0
     for f in "$dir"/pids/*; do
-      [[ -f "$f" ]] && kill -0 "$(cat "$f")" 2>/dev/null && left=1
+      [[ -f "$f" ]] && kill_ours 0 "$f" && left=1
     done
     [[ $left -eq 0 ]] && break
     sleep 0.1
   done
   for f in "$dir"/pids/*; do
-    [[ -f "$f" ]] && kill -9 "$(cat "$f")" 2>/dev/null
+    [[ -f "$f" ]] && kill_ours KILL "$f"
   done
   # Whatever a run whose PID files are gone left in this cluster's namespaces.
   for n in $nodes; do

@@ -22,7 +22,7 @@ start=$(date +%s)
 on() {
   local hosts="$1" np="$2"
   shift 2
-  timeout 120 "$cluster" mpirun --id $id -H "$hosts" -np "$np" "$@"
+  timeout --foreground 120 "$cluster" mpirun --id $id -H "$hosts" -np "$np" "$@"
 }
 link_bytes() {  # bytes through node2's bridge port, both ways
   ip -s -j link show "mtc${id}n2" |
@@ -69,7 +69,8 @@ print("%s: iterations %d-8 within %.1e of %s" % (sys.argv[2].split("/")[-1], fir
 PY
 }
 serial() {  # NAME COMMAND...: one process, this machine
-  "${@:2}" --log_jsonl="$work/$1.jsonl" >"$work/$1.out" 2>&1 || { cat "$work/$1.out"; fail "$1"; }
+  timeout --foreground 120 "${@:2}" --log_jsonl="$work/$1.jsonl" >"$work/$1.out" 2>&1 ||
+    { cat "$work/$1.out"; fail "$1"; }
 }
 run() {  # NAME HOSTS NP COMMAND...: on the cluster
   on "$2" "$3" "${@:4}" --log_jsonl="$work/$1.jsonl" >"$work/$1.out" 2>&1 ||

@@ -47,7 +47,8 @@ fault() {
   local t0 ranks="" all="" returned="" rc=""
   t0=$(date +%s%N)
   eval "$action"
-  for k in $(seq 1 $(( (T + 40) * 5 ))); do
+  local deadline=$((SECONDS + T + 40))
+  while [[ $SECONDS -le $deadline ]]; do
     if [[ -z "$returned" ]] && ! kill -0 "$launcher" 2>/dev/null; then
       wait "$launcher"
       rc=$?
@@ -71,6 +72,7 @@ fault() {
   fi
   [[ $ranks -le $(( (T + 15) * 1000 )) && $returned -le $(( (T + 15) * 1000 )) ]] ||
     fail "$name: over the limit"
+  [[ $all -le $(( (T + 40) * 1000 )) ]] || fail "$name: OpenMPI's daemons outlived T + 40 s"
   [[ $rc -ne 0 ]] || fail "$name: the launcher returned 0"
   grep -qE "$want" "$log" || { cat "$log"; fail "$name: no line matching '$want'"; }
 }
@@ -89,11 +91,11 @@ fault node 'for p in $("$cluster" pids --id $id node2); do kill -KILL $p; done' 
 
 # The link is back: resume the cut run from its last checkpoint; the curve continues the
 # uninterrupted run's (one process, same flags).
-"${gpt[@]}" --tensor_model_parallel_size=1 --log_jsonl="$work/reference.jsonl" \
-  >"$work/reference.out" 2>&1 ||
+timeout --foreground 120 "${gpt[@]}" --tensor_model_parallel_size=1 \
+  --log_jsonl="$work/reference.jsonl" >"$work/reference.out" 2>&1 ||
   { cat "$work/reference.out"; fail "reference run"; }
 latest=$(cat "$work/ckpt_cut/latest_checkpointed_iteration.txt") || fail "cut run: no checkpoint"
-timeout 120 "$cluster" mpirun --id $id -H node1:2,node2:2 -np 4 "${gpt[@]}" \
+timeout --foreground 120 "$cluster" mpirun --id $id -H node1:2,node2:2 -np 4 "${gpt[@]}" \
   --load="$work/ckpt_cut" --log_jsonl="$work/resumed.jsonl" >"$work/resumed.out" 2>&1 ||
   { cat "$work/resumed.out"; fail "resume after the cut"; }
 python3 - "$work/reference.jsonl" "$work/resumed.jsonl" "$latest" <<'PY' || fail "resumed curve"
