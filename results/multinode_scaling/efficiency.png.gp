@@ -9,7 +9,8 @@ set grid
 set key outside right top box
 set logscale x 2
 set yrange [0:110]
-plot "scaling.csv" every ::1 using 2:11 with linespoints title "measured, all-reduce after backward", \
-     "scaling.csv" every ::1 using 2:12 with lines title "predicted, after backward", \
-     "scaling.csv" every ::1 using 2:13 with linespoints title "measured, overlapped with backward", \
-     "scaling.csv" every ::1 using 2:14 with lines title "predicted, overlapped"
+plot "scaling.csv" every ::1 using 2:14 with linespoints title "measured, all-reduce after backward", \
+     "scaling.csv" every ::1 using 2:15 with lines title "predicted, after backward", \
+     "scaling.csv" every ::1 using 2:16 with linespoints title "measured, overlapped with backward", \
+     "scaling.csv" every ::1 using 2:17 with linespoints title "measured, overlapped, --mpi_async_progress", \
+     "scaling.csv" every ::1 using 2:18 with lines title "predicted, overlapped"
