@@ -17,11 +17,11 @@
 #
 # Cluster K (0-255, default 0) has the bridge mtc<K>, namespaces mtc<K>-node<i>, node i at
 # 198.18.K.i/24, and a login node mtc<K>-login at 198.18.K.254, where `mpirun` runs (its
-# hostname is `login`; it runs no ranks). Its state
-# directory is /tmp/mt_cluster.<K>: the node holders' PIDs (a process per node that keeps its UTS
-# and mount namespaces alive), the hosts file every node sees as /etc/hosts, and a log.
-# RATE is N kbit, mbit or gbit, e.g. 1gbit or 200mbit; the kernel here has tbf but no netem, so latency
-# is what the virtual links give (tens of microseconds).
+# hostname is `login`; it runs no ranks). Its state directory is /tmp/mt_cluster.<K>: the node
+# holders' PIDs (a process per node that keeps its UTS and mount namespaces alive), the hosts file
+# every node sees as /etc/hosts, and a log. RATE is N kbit, mbit or gbit, e.g. 1gbit or 200mbit;
+# the kernel here has tbf but no netem, so latency is what the virtual links give (tens of
+# microseconds).
 set -uo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"  # ip, tc, nsenter (a test's PATH may lack them)
 
@@ -50,9 +50,15 @@ ns_of() { echo "mtc${id}-$1"; }
 veth_of() { echo "mtc${id}${1/node/n}"; }
 
 holder_pid() {
-  local f="$dir/$1.pid"
+  local f="$dir/$1.pid" pid
   [[ -f "$f" ]] || die "no node '$1' in cluster $id (is it up?)"
-  cat "$f"
+  pid=$(cat "$f")
+  # A state file can outlive its cluster (a reboot keeps /tmp on some machines): the PID must
+  # still be the node's holder, whose hostname is the node's (checked through its UTS namespace,
+  # which works from inside another node too, where /run/netns may not show this one).
+  [[ "$pid" =~ ^[0-9]+$ && "$(nsenter -t "$pid" -u hostname 2>/dev/null)" == "$1" ]] ||
+    die "node '$1' of cluster $id is gone (stale $f): run down, then up"
+  echo "$pid"
 }
 
 nodes() {
@@ -217,14 +223,14 @@ cmd_shape() {
 # The processes inside NODE other than its holder and the holder's parent.
 job_pids() {
   local holder parent
-  holder=$(holder_pid "$1")
+  holder=$(holder_pid "$1") || exit 1
   parent=$(cat "$dir/$1.unshare" 2>/dev/null)
   ip netns pids "$(ns_of "$1")" | grep -vxE "${holder}|${parent:-$holder}" || true
 }
 
 enter() {
   local pid
-  pid=$(holder_pid "$1")
+  pid=$(holder_pid "$1") || exit 1
   shift
   exec nsenter -t "$pid" -n -u -m --wd="$PWD" -- "$@"
 }
@@ -239,7 +245,9 @@ cmd_mpirun() {
   # namespace agent, talk only over the cluster's subnet, shared memory inside a node and TCP
   # between nodes, and give up on a daemon whose idle connection has stopped answering for
   # ~25 s (keepalive), so a cut link ends the job even before the ranks' watchdogs notice.
-  exec nsenter -t "$(holder_pid login)" -n -u -m --wd="$PWD" -- mpirun --mca plm_rsh_agent "$here/rsh" --mca plm_rsh_no_tree_spawn 1 \
+  local login
+  login=$(holder_pid login) || exit 1
+  exec nsenter -t "$login" -n -u -m --wd="$PWD" -- mpirun --mca plm_rsh_agent "$here/rsh" --mca plm_rsh_no_tree_spawn 1 \
     --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" \
     --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 \
     --mca oob_tcp_keepalive_time 10 --mca oob_tcp_keepalive_intvl 5 \
