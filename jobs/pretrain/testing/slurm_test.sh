@@ -69,7 +69,10 @@ want=$(echo "$placement" | tr '|' '\n' | awk 'NF {print $0, $1}')
 # OpenMPI 4.1.4 + PMIx 4.2.2 under srun --mpi=pmix: a rank calls through a null pointer (its
 # backtrace is libc's frame alone) in MPI_Init or at exit, in 3 of 60 launches while this
 # 2-core machine was busy and 0 of 130 while it was not (like open-mpi/ompi#10117). Retried once.
-known_crash() { grep -q "Failing at address: (nil)" "$1"; }
+# Not ours: no frame of the training binary in the crash's backtrace ("[node:pid] [ 3] path(...)").
+known_crash() {
+  grep -q "Failing at address: (nil)" "$1" && ! grep -qE '\] \[ *[0-9]+\] .*pretrain_gpt' "$1"
+}
 pmix_run() {  # pmix_run OUT SRUN_ARGS...: srun --mpi=pmix, retried once after the known crash
   local out="$1"
   shift
@@ -118,6 +121,7 @@ echo "BATCH \$(hostname) \$SLURM_JOB_NODELIST \$SLURM_TASKS_PER_NODE"
 mpirun --bind-to none -np 4 ${job[*]} >"$work/sbatch_mpirun.out" 2>&1 || exit 1
 srun --mpi=pmix ${job[*]} >"$work/sbatch_pmix.out" 2>&1 && exit 0
 grep -q "Failing at address: (nil)" "$work/sbatch_pmix.out" || exit 2
+grep -qE '\] \[ *[0-9]+\] .*pretrain_gpt' "$work/sbatch_pmix.out" && exit 2
 echo "NOTE: srun --mpi=pmix in sbatch: a rank segfaulted in OpenMPI/PMIx; retrying once"
 srun --mpi=pmix ${job[*]} >"$work/sbatch_pmix.out" 2>&1 || exit 2
 EOF
