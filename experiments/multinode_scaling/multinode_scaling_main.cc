@@ -111,6 +111,9 @@ struct Fit {
   double alpha_s = 0, bus_bandwidth = 0;
 };
 
+// A --rates entry as the tables name it.
+std::string LinkName(const std::string& rate) { return rate == "off" ? "unshaped" : rate; }
+
 struct RateResult {
   std::string rate;
   // The non-blocking all-reduce the trainer's buckets use (waited for at once), which the
@@ -188,8 +191,7 @@ absl::StatusOr<RateResult> MeasureRate(Cluster& cluster, const ScalingConfig& c,
   in.bus_bandwidth = r.async.bus_bandwidth;
   r.predicted = PredictDpStep(in);
   // Written down before the step is measured.
-  predictions->AddRow({rate == "off" ? "unshaped" : rate,
-                       absl::StrFormat("%.1f", r.blocking.bus_bandwidth / 1e6),
+  predictions->AddRow({LinkName(rate), absl::StrFormat("%.1f", r.blocking.bus_bandwidth / 1e6),
                        absl::StrFormat("%.1f", r.async.bus_bandwidth / 1e6),
                        absl::StrFormat("%.4f", r.predicted.after_s),
                        absl::StrFormat("%.4f", r.predicted.overlapped_s)});
@@ -221,8 +223,6 @@ absl::StatusOr<RateResult> MeasureRate(Cluster& cluster, const ScalingConfig& c,
 
 std::string Pct(double v) { return absl::StrFormat("%.1f", 100 * v); }
 
-std::string Name(const RateResult& r) { return r.rate == "off" ? "unshaped" : r.rate; }
-
 Table ResultTable(const std::vector<RateResult>& results, const Compute& compute) {
   Table t({"link", "link_gbit_s", "blocking_gbit_s", "predicted_after_s", "measured_after_s",
            "error_after_pct", "predicted_overlapped_s", "measured_overlapped_s",
@@ -234,7 +234,7 @@ Table ResultTable(const std::vector<RateResult>& results, const Compute& compute
   for (const RateResult& r : results) {
     const double one = compute.step_s;
     const DpPrediction& p = r.predicted;
-    t.AddRow({Name(r), absl::StrFormat("%.3f", r.async.bus_bandwidth * 8 / 1e9),
+    t.AddRow({LinkName(r.rate), absl::StrFormat("%.3f", r.async.bus_bandwidth * 8 / 1e9),
               absl::StrFormat("%.3f", r.blocking.bus_bandwidth * 8 / 1e9), secs(p.after_s),
               secs(r.after_s), Pct(r.after_s / p.after_s - 1), secs(p.overlapped_s),
               secs(r.overlapped_s), Pct(r.overlapped_s / p.overlapped_s - 1), secs(r.progress_s),
@@ -252,7 +252,8 @@ Table AllReduceTable(const std::vector<RateResult>& results) {
     for (const auto& [fit, call] :
          {std::make_pair(&r.blocking, "blocking"), std::make_pair(&r.async, "non-blocking")}) {
       for (const auto& [bytes, s] : fit->rows) {
-        t.AddRow({Name(r), call, absl::StrFormat("%.0f", bytes), absl::StrFormat("%.6g", s),
+        t.AddRow({LinkName(r.rate), call, absl::StrFormat("%.0f", bytes),
+                  absl::StrFormat("%.6g", s),
                   absl::StrFormat("%.6g", fit->alpha_s + bytes / fit->bus_bandwidth),
                   absl::StrFormat("%.1f", fit->alpha_s * 1e6),
                   absl::StrFormat("%.1f", fit->bus_bandwidth / 1e6)});
