@@ -2,6 +2,8 @@
 // shard writes with fsyncs, the pointer file and the pruning of old iterations.
 #include "checkpoint/checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -349,7 +351,7 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
   return fs.SyncDirectory(iter_dir);
 }
 
-absl::Status CheckSaveDirectory(const std::string& save_dir, FileSystem& fs) {
+absl::Status PrepareSaveDirectory(const std::string& save_dir, FileSystem& fs) {
   if (save_dir.empty()) return absl::InvalidArgumentError("the checkpoint directory is empty");
   // The nearest existing ancestor (or save_dir itself); a file on the way ends the walk there.
   // Exists means stat(2) succeeds: a path this process cannot reach (EACCES on the way) is walked
@@ -368,10 +370,22 @@ absl::Status CheckSaveDirectory(const std::string& save_dir, FileSystem& fs) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot save checkpoints there: ", existing, " is not a directory"));
   }
-  const absl::Status writable = fs.CheckWritableDirectory(existing);
-  if (writable.ok()) return writable;
-  return absl::Status(writable.code(),
-                      absl::StrCat("cannot save checkpoints: ", writable.message()));
+  auto refused = [](const absl::Status& why) {
+    return absl::Status(why.code(), absl::StrCat("cannot save checkpoints: ", why.message()));
+  };
+  if (absl::Status writable = fs.CheckWritableDirectory(existing); !writable.ok()) {
+    return refused(writable);
+  }
+  // The permission check passed; only doing it shows whether the place takes entries.
+  if (absl::Status made = fs.CreateDirectories(save_dir); !made.ok()) return refused(made);
+  char host[256] = "host";
+  gethostname(host, sizeof(host) - 1);
+  const std::string probe =
+      JoinPath(save_dir, absl::StrCat(".write_probe.", host, ".", static_cast<long>(getpid())));
+  absl::Status wrote = WriteFile(fs, probe, "probe\n", Sync::kNone);
+  absl::Status removed = fs.RemoveAll(probe);
+  if (!wrote.ok()) return refused(wrote);
+  return removed.ok() ? removed : refused(removed);
 }
 
 absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, int tp_size,

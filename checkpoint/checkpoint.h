@@ -123,12 +123,15 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
                        const std::vector<TensorRecord>& tensors,
                        FileSystem& fs = DefaultFileSystem());
 
-// Whether checkpoints can be written under save_dir, checked without creating anything (for a
-// start-up check, before the training a failing save would lose): save_dir is a directory this
-// process may write, or does not exist yet and its nearest existing ancestor is one (SaveShard
-// creates the rest). FailedPrecondition "<path> is not a directory" for a file on the way;
-// errno-derived statuses (PermissionDenied, read-only file system) naming the directory.
-absl::Status CheckSaveDirectory(const std::string& save_dir, FileSystem& fs = DefaultFileSystem());
+// Makes save_dir ready for checkpoints at start-up, before the training a failing save would
+// lose: checks the way there without creating anything (a file on the way is FailedPrecondition
+// "<path> is not a directory"; an existing ancestor this process may not write in is the errno
+// status naming it), then creates save_dir (mkdir -p) and writes and removes a probe file in it
+// (".write_probe.<host>.<pid>"), so a place that passes the permission check but refuses
+// entries (as root, /proc/x; a read-only mount; a full disk) is an errno-derived status naming
+// the path. Several processes may call it at once for the same directory.
+absl::Status PrepareSaveDirectory(const std::string& save_dir,
+                                  FileSystem& fs = DefaultFileSystem());
 
 // Marks iteration `iteration` complete: checks that the tp_size x pp_size shards all exist and
 // agree (iteration, parallel layout, model config, file sizes), removes any other shard

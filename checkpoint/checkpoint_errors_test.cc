@@ -1,6 +1,6 @@
 // What checkpoints refuse, with which status and message: corrupt files (checkpoint_metadata.cc,
 // safetensors), checkpoints that do not fit the run (checkpoint_load.cc: TP degree, model
-// config, tensors), and bad arguments to SaveShard.
+// config, tensors), bad arguments to SaveShard, and save directories refused at start-up.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_testutil.h"
+#include "core/faulty_file_system.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -213,6 +214,24 @@ TEST(CheckpointTest, SaveShardRejectsBadInput) {
   }
   EXPECT_STATUS(CommitCheckpoint(dir, 1, 2, 0), absl::StatusCode::kFailedPrecondition,
                 "is missing");
+}
+
+TEST(CheckpointTest, PrepareSaveDirectoryCreatesAndProbes) {
+  const std::string root = FreshDir("prepare_save");
+  const std::string save = root + "/a/b/ckpt";
+  ASSERT_TRUE(PrepareSaveDirectory(save).ok());
+  ASSERT_TRUE(fs::is_directory(save));
+  EXPECT_TRUE(fs::is_empty(save)) << "the probe file was left behind";
+  // A directory that passes every check but takes no bytes (a full disk): the probe's write
+  // names it, and no probe is left.
+  FaultyFileSystem full(DefaultFileSystem(), {FileFault::kNoSpace, /*at_byte=*/0});
+  EXPECT_STATUS(PrepareSaveDirectory(root + "/full", full), absl::StatusCode::kResourceExhausted,
+                "cannot save checkpoints: cannot write " + root + "/full/.write_probe.");
+  EXPECT_TRUE(fs::is_empty(root + "/full"));
+  // A regular file on the way: nothing is created.
+  WriteText(root + "/file", "x");
+  EXPECT_STATUS(PrepareSaveDirectory(root + "/file/ckpt"), absl::StatusCode::kFailedPrecondition,
+                root + "/file is not a directory");
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   RETURN_IF_ERROR(CheckDirectoryFlag("load", load));
   if (!save.empty()) {
     // Refused now, not at the first save after the training it was meant to keep.
-    if (absl::Status writable = checkpoint::CheckSaveDirectory(save); !writable.ok()) {
+    if (absl::Status writable = checkpoint::PrepareSaveDirectory(save); !writable.ok()) {
       return absl::Status(writable.code(), absl::StrCat("--save=", save, ": ", writable.message()));
     }
   }

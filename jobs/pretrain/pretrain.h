@@ -171,7 +171,9 @@ struct PretrainConfig {
 
   virtual ~PretrainConfig() = default;
   // InvalidArgument naming the flag for inconsistent settings; NotFound for a missing dataset.
-  // Family configs extend both (calling these first).
+  // Creates --save (with a probe file written and removed: checkpoint::PrepareSaveDirectory), so
+  // a place that cannot take checkpoints is refused before training. Family configs extend both
+  // (calling these first).
   virtual absl::Status Validate(int world_size) const;
   // "key: value" lines of every setting.
   virtual std::string DebugString() const { return FieldsToText(*this); }

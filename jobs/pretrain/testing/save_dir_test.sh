@@ -1,8 +1,9 @@
 #!/bin/bash
 # An unusable --save directory is refused at start-up, before any training, in one line naming the
 # flag and the path, by pretrain_gpt and pretrain_bert: a path below a regular file, a regular file
-# itself, and (when not running as root, which may write anywhere) a read-only directory and a
-# directory this user cannot enter.
+# itself, a place the permission check passes but that takes no entries (as root: /proc/x, which
+# only creating it tells), and (when not running as root, which may write anywhere) a read-only
+# directory and a directory this user cannot enter.
 #   save_dir_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN PRETRAIN_BERT_BIN
 set -uo pipefail
 corpus_bin="$1"; shift
@@ -17,8 +18,11 @@ touch "$work/a_file"
 mkdir "$work/read_only" && chmod 555 "$work/read_only"
 cases=("$work/a_file/ckpt|$work/a_file is not a directory" "$work/a_file|$work/a_file is not a directory")
 mkdir "$work/locked" && chmod 000 "$work/locked"
-[[ $(id -u) -ne 0 ]] && cases+=("$work/read_only/ckpt|$work/read_only"
-                                "$work/locked/ckpt|$work/locked: Permission denied")
+if [[ $(id -u) -ne 0 ]]; then
+  cases+=("$work/read_only/ckpt|$work/read_only" "$work/locked/ckpt|$work/locked: Permission denied")
+else
+  cases+=("/proc/mt_save_dir_test/ckpt|/proc/mt_save_dir_test/ckpt: No such file or directory")
+fi
 tried=0
 for driver in "$@"; do
   for c in "${cases[@]}"; do
