@@ -108,7 +108,8 @@ void CallMonitor::Enter(const char* op) {
 
 void CallMonitor::Leave() {
   if (--depth_ > 0) return;
-  entered_ns_.store(0, std::memory_order_release);
+  const int64_t entered = entered_ns_.exchange(0, std::memory_order_acq_rel);
+  finished_ns_.fetch_add(std::max<int64_t>(SteadyNanos() - entered, 0), std::memory_order_relaxed);
 }
 
 CallMonitor::Snapshot CallMonitor::Read() const {
@@ -118,6 +119,7 @@ CallMonitor::Snapshot CallMonitor::Read() const {
   s.op = op_.load(std::memory_order_relaxed);
   s.in_call = entered != 0;
   if (s.in_call) s.seconds_in_call = std::max<int64_t>(SteadyNanos() - entered, 0) * 1e-9;
+  s.seconds_in_calls = finished_ns_.load(std::memory_order_relaxed) * 1e-9 + s.seconds_in_call;
   return s;
 }
 

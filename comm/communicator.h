@@ -105,6 +105,9 @@ class CallMonitor {
     bool in_call = false;        // Whether a call is running now.
     double seconds_in_call = 0;  // How long it has been running (0 when none is).
     const char* op = "";         // "AllReduce", "Wait", ...: the running or the last call.
+    // All the time spent in calls so far, the running one's included: what the caller waited
+    // for its peers plus the transfers (a straggler's peers wait the longest).
+    double seconds_in_calls = 0;
   };
   void Enter(const char* op);
   void Leave();
@@ -115,6 +118,7 @@ class CallMonitor {
   std::atomic<int64_t> calls_{0};
   std::atomic<int64_t> entered_ns_{0};  // steady_clock time of the running call's entry; 0: none.
   std::atomic<const char*> op_{""};
+  std::atomic<int64_t> finished_ns_{0};  // Of the calls that have returned.
 };
 
 class Communicator;

@@ -19,6 +19,33 @@ namespace nn {
 
 enum class Mode { kTrain, kEval };
 
+// Megatron's named timers (train/timers.h) as the code below the trainer sees them: Start and
+// Stop around a phase ("forward-compute", "forward-recv", ...). A timer whose level is above the
+// run's --timing_log_level costs nothing.
+class StepTimers {
+ public:
+  virtual ~StepTimers() = default;
+  virtual void Start(const char* name) = 0;
+  virtual void Stop(const char* name) = 0;
+};
+
+// Times the scope with timer `name` of `timers` (null: nothing).
+class TimerScope {
+ public:
+  TimerScope(StepTimers* timers, const char* name) : timers_(timers), name_(name) {
+    if (timers_ != nullptr) timers_->Start(name_);
+  }
+  ~TimerScope() {
+    if (timers_ != nullptr) timers_->Stop(name_);
+  }
+  TimerScope(const TimerScope&) = delete;
+  TimerScope& operator=(const TimerScope&) = delete;
+
+ private:
+  StepTimers* timers_;
+  const char* name_;
+};
+
 // Told during a backward pass which gradients are final, so that their data-parallel all-reduce
 // can start while the rest of backward runs (train/grad_reducer.h). Parameters are declared in
 // forward order and backward visits them in reverse, so one handle says it all.
@@ -46,6 +73,8 @@ struct StepContext {
   int64_t sample_offset = 0;
   // Notified as gradients become final during backward; null: nobody listens.
   GradReadyListener* grads_ready = nullptr;
+  // Times the forward and backward compute of a training micro-batch; null: not timed.
+  StepTimers* timers = nullptr;
 
   // A training micro-step on `exec` (tp null: TP = 1) whose dropout masks are keyed by
   // dropout_seed, micro_step and sample_offset.

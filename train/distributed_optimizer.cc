@@ -174,6 +174,21 @@ absl::StatusOr<double> DistributedOptimizerState::OwnedGradSumOfSquares(const Ex
   return sum;
 }
 
+absl::StatusOr<double> DistributedOptimizerState::OwnedSum(
+    const ExecContext& ctx, bool first_tp_rank, int skip_handle, bool grads,
+    const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const {
+  (void)ctx;
+  double sum = 0;
+  for (const Piece& p : pieces_) {
+    if (store_->spec(p.handle).split_dim < 0 && !first_tp_rank) continue;  // On TP rank 0.
+    if (p.handle == skip_handle) continue;
+    ASSIGN_OR_RETURN(double s,
+                     fn(grads ? store_->flat_grads().Slice(p.begin, p.end) : OwnedMasters(p)));
+    sum += s;
+  }
+  return sum;
+}
+
 TensorView DistributedOptimizerState::OwnedMasters(const Piece& p) const {
   if (masters_sharded_) {
     return master_.view().Slice(p.shard_offset, p.shard_offset + (p.end - p.begin));

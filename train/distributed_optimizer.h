@@ -39,6 +39,7 @@
 #define MT_TRAIN_DISTRIBUTED_OPTIMIZER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -107,6 +108,11 @@ class DistributedOptimizerState {
   // none; a copy another pipeline stage counts), which adds only a non-finite sum. Local.
   absl::StatusOr<double> OwnedGradSumOfSquares(const ExecContext& ctx, bool first_tp_rank,
                                                int skip_handle = -1) const;
+  // The sum of fn over the views of the reduced gradients (grads) or the f32 masters this rank
+  // owns, over the parameters counted on this TP rank, except parameter skip_handle. Local.
+  absl::StatusOr<double> OwnedSum(
+      const ExecContext& ctx, bool first_tp_rank, int skip_handle, bool grads,
+      const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const;
 
   // AdamW on the owned elements of the f32 masters (the store's, or the shard), with the shard
   // moments m, v (f32 [shard_elements()]); args.weight_decay applies to the parameters whose

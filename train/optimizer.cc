@@ -81,10 +81,20 @@ absl::Status Optimizer::FinishGradReduce() {
     }
     return embedding_->AllReduce(store_->grad(tied_handle_), comm::ReduceOp::kSum);
   };
+  auto sum_tied_timed = [&]() -> absl::Status {
+    if (!tied_pending_ || embedding_ == nullptr || embedding_->size() == 1 || tied_handle_ < 0) {
+      return sum_tied_copies();
+    }
+    nn::TimerScope timed(timers_, "embedding-grads-all-reduce");
+    return sum_tied_copies();
+  };
   const bool tied_first = dist_ != nullptr;
-  if (tied_first) RETURN_IF_ERROR(sum_tied_copies());
-  RETURN_IF_ERROR(reducer_->Finish());
-  if (!tied_first) RETURN_IF_ERROR(sum_tied_copies());
+  if (tied_first) RETURN_IF_ERROR(sum_tied_timed());
+  {
+    nn::TimerScope timed(timers_, "all-grads-sync");
+    RETURN_IF_ERROR(reducer_->Finish());
+  }
+  if (!tied_first) RETURN_IF_ERROR(sum_tied_timed());
   return absl::OkStatus();
 }
 
@@ -167,9 +177,55 @@ absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
   return static_cast<double>(part.data_as<float>()[0]);
 }
 
+absl::StatusOr<double> Optimizer::UniqueSum(
+    const ExecContext& ctx, comm::Communicator* tp, bool grads, DType reduce,
+    const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const {
+  const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
+  double local = 0;
+  if (dist_ != nullptr) {
+    ASSIGN_OR_RETURN(local, dist_->OwnedSum(ctx, first_tp_rank, uncounted_handle_, grads, fn));
+  } else {
+    for (int i = 0; i < store_->size(); ++i) {
+      if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
+      if (i == uncounted_handle_) continue;                           // Counted on another stage.
+      ASSIGN_OR_RETURN(double s, fn(grads ? store_->grad(i) : store_->value(i)));
+      local += s;
+    }
+  }
+  Tensor part = Tensor::Host({1}, reduce);
+  if (reduce == DType::kI64) {
+    part.data_as<int64_t>()[0] = static_cast<int64_t>(local);
+  } else {
+    part.data_as<float>()[0] = static_cast<float>(local);
+  }
+  if (dist_ != nullptr) RETURN_IF_ERROR(dist_->dp()->AllReduce(part.view(), comm::ReduceOp::kSum));
+  if (tp != nullptr && tp->size() > 1) {
+    RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
+  }
+  if (pp_ != nullptr && pp_->size() > 1) {
+    RETURN_IF_ERROR(pp_->AllReduce(part.view(), comm::ReduceOp::kSum));
+  }
+  return reduce == DType::kI64 ? static_cast<double>(part.data_as<int64_t>()[0])
+                               : static_cast<double>(part.data_as<float>()[0]);
+}
+
+namespace {
+
+// The elements of an f32 tensor (on any device) that are exactly zero.
+absl::StatusOr<double> CountZeros(const ExecContext& ctx, const TensorView& t, HostStaging* host) {
+  ASSIGN_OR_RETURN(const TensorView h, host->Download(ctx, t));
+  const float* p = h.data_as<float>();
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < h.numel(); ++i) zeros += p[i] == 0.0f;
+  return static_cast<double>(zeros);
+}
+
+}  // namespace
+
 absl::Status Optimizer::Update(const ExecContext& ctx, const ops::AdamArgs& args) {
   if (dist_ != nullptr) {
     RETURN_IF_ERROR(dist_->Update(ctx, args, m_.view(), v_.view()));
+    nn::TimerScope timed(timers_, "params-all-gather");
     RETURN_IF_ERROR(dist_->GatherWeights(ctx));
     if (embedding_ != nullptr && embedding_->size() > 1 && tied_handle_ >= 0) {
       // Sharded masters: the weights the last stage computes with; its own master shard of the
@@ -203,10 +259,21 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
   if (!reduce_begun_) (void)BeginGradReduce(dp);
   reduce_begun_ = false;
   RETURN_IF_ERROR(FinishGradReduce());
-  RETURN_IF_ERROR(ops::Scale(ctx, flat, static_cast<float>(1.0 / grad_divisor), flat));
-  ASSIGN_OR_RETURN(double norm_sq, GlobalNormSquared(ctx, tp));
   StepStats stats;
-  stats.grad_norm = std::sqrt(norm_sq);
+  {
+    nn::TimerScope timed(timers_, "optimizer-clip-main-grad");
+    RETURN_IF_ERROR(ops::Scale(ctx, flat, static_cast<float>(1.0 / grad_divisor), flat));
+    ASSIGN_OR_RETURN(double norm_sq, GlobalNormSquared(ctx, tp));
+    stats.grad_norm = std::sqrt(norm_sq);
+  }
+  if (config_.log_num_zeros_in_grad) {
+    nn::TimerScope timed(timers_, "optimizer-count-zeros");
+    HostStaging host;
+    ASSIGN_OR_RETURN(const double zeros,
+                     UniqueSum(ctx, tp, /*grads=*/true, DType::kI64,
+                               [&](const TensorView& g) { return CountZeros(ctx, g, &host); }));
+    stats.num_zeros = static_cast<int64_t>(zeros);
+  }
   if (!std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
     return stats;
@@ -226,10 +293,22 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
   a.mode = ops::WeightDecayMode::kAdamW;
   a.step = step_;
   a.grad_scale = clip;
-  RETURN_IF_ERROR(Update(ctx, a));
+  {
+    nn::TimerScope timed(timers_, "optimizer-inner-step");
+    RETURN_IF_ERROR(Update(ctx, a));
+  }
   // The modules compute with the compute-dtype copies: round the new masters into them (sharded
   // masters: Update has set them).
-  if (!masters_sharded()) RETURN_IF_ERROR(store_->RefreshComputeWeights(ctx));
+  if (!masters_sharded()) {
+    nn::TimerScope timed(timers_, "optimizer-copy-main-to-model-params");
+    RETURN_IF_ERROR(store_->RefreshComputeWeights(ctx));
+  }
+  if (config_.log_params_norm) {
+    ASSIGN_OR_RETURN(const double sq,
+                     UniqueSum(ctx, tp, /*grads=*/false, DType::kF32,
+                               [&](const TensorView& w) { return ops::SumOfSquares(ctx, w); }));
+    stats.params_norm = std::sqrt(sq);
+  }
   return stats;
 }
 

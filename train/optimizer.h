@@ -20,6 +20,7 @@
 #define MT_TRAIN_OPTIMIZER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -48,12 +49,22 @@ struct OptimizerConfig {
   bool overlap_grad_reduce = true;
   // Shard the Adam moments over the data-parallel group (see the file comment).
   bool use_distributed_optimizer = false;
+  // Megatron's --log_num_zeros_in_grad and --log_params_norm: StepStats::num_zeros and
+  // params_norm (each one more reduction per step).
+  bool log_num_zeros_in_grad = false;
+  bool log_params_norm = false;
   absl::Status Validate() const;
 };
 
 struct StepStats {
   double grad_norm = 0;  // Global L2 norm after unscaling, before clipping (NaN/inf if found).
   bool skipped = false;  // inf/NaN found: parameters untouched.
+  // With log_num_zeros_in_grad: the gradient elements that are exactly zero after unscaling, each
+  // parameter counted once over the TP ranks, pipeline stages and DP shards; -1 otherwise.
+  int64_t num_zeros = -1;
+  // With log_params_norm: the L2 norm of the f32 master weights after the step, counted the same
+  // way; -1 otherwise.
+  double params_norm = -1;
 };
 
 class Optimizer {
@@ -121,6 +132,10 @@ class Optimizer {
   // layout (f32 [NumLocalElements()] on the host); sharded masters keep this rank's shard. Local.
   absl::Status LoadValues(const ExecContext& ctx, const TensorView& host_values);
 
+  // Megatron's timers of the reductions and the optimizer's parts (train/timers.h); null: none.
+  // Not owned.
+  void set_timers(nn::StepTimers* timers) { timers_ = timers; }
+
   // Adam steps taken (skipped steps excluded).
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
@@ -149,6 +164,12 @@ class Optimizer {
  private:
   Optimizer() = default;
   absl::StatusOr<double> GlobalNormSquared(const ExecContext& ctx, comm::Communicator* tp) const;
+  // The sum of fn over this rank's share of the gradients (grads) or of the f32 masters, each
+  // parameter counted once over TP ranks, pipeline stages and DP shards, summed over those groups
+  // as `reduce` (kI64 for counts, kF32 for sums of squares).
+  absl::StatusOr<double> UniqueSum(
+      const ExecContext& ctx, comm::Communicator* tp, bool grads, DType reduce,
+      const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const;
   // AdamW with `args` (weight decay where the spec asks for it) on what this rank updates.
   absl::Status Update(const ExecContext& ctx, const ops::AdamArgs& args);
 
@@ -164,6 +185,7 @@ class Optimizer {
   int uncounted_handle_ = -1;
   comm::Communicator* embedding_ = nullptr;
   int tied_handle_ = -1;
+  nn::StepTimers* timers_ = nullptr;
 };
 
 }  // namespace train

@@ -239,6 +239,7 @@ absl::StatusOr<models::Losses> PipelineRunner::Forward(const PipelineOp& op,
   const int P = split_.stages, s = stage_, c = op.chunk, v = c * P + s;
   TensorView input;
   if (!split_.HoldsInput(s, c)) {
+    nn::TimerScope timed(sc.timers, "forward-recv");
     ASSIGN_OR_RETURN(Tensor in, Receive(batch, (s + P - 1) % P, 2 * v));
     input = (inputs_[{c, op.micro}] = std::move(in)).view();
   }
@@ -248,9 +249,16 @@ absl::StatusOr<models::Losses> PipelineRunner::Forward(const PipelineOp& op,
     ASSIGN_OR_RETURN(out, Boundary(batch));
   }
   ASSIGN_OR_RETURN(Instance * instance, FreeInstance(c));
-  ASSIGN_OR_RETURN(models::Losses l, instance->stage->StageForward(sc, batch, input, out.view()));
+  models::Losses l;
+  {
+    nn::TimerScope timed(sc.timers, "forward-compute");
+    ASSIGN_OR_RETURN(l, instance->stage->StageForward(sc, batch, input, out.view()));
+  }
   instance->micro = op.micro;
-  if (sends) RETURN_IF_ERROR(Send(std::move(out), (s + 1) % P, 2 * (v + 1)));
+  if (sends) {
+    nn::TimerScope timed(sc.timers, "forward-send");
+    RETURN_IF_ERROR(Send(std::move(out), (s + 1) % P, 2 * (v + 1)));
+  }
   return l;
 }
 
@@ -260,6 +268,7 @@ absl::Status PipelineRunner::Backward(const PipelineOp& op, const models::Batch&
   const bool holds_input = split_.HoldsInput(s, c), holds_output = split_.HoldsOutput(s, c);
   Tensor out_grad;
   if (!holds_output) {
+    nn::TimerScope timed(sc.timers, "backward-recv");
     ASSIGN_OR_RETURN(out_grad, Receive(batch, (s + 1) % P, 2 * v + 1));
   }
   auto stashed = inputs_.find({c, op.micro});
@@ -268,23 +277,30 @@ absl::Status PipelineRunner::Backward(const PipelineOp& op, const models::Batch&
   for (Instance& in : instances_[c]) {
     if (in.micro == op.micro) instance = &in;
   }
-  if (instance == nullptr) {  // Overwritten by a later forward: recompute the activations.
-    ASSIGN_OR_RETURN(instance, FreeInstance(c));
-    Tensor scratch;
-    if (!holds_output) {
-      ASSIGN_OR_RETURN(scratch, Boundary(batch));
-    }
-    RETURN_IF_ERROR(instance->stage->StageForward(sc, batch, input, scratch.view()).status());
-    ++stats_.recomputed;
-  }
   Tensor in_grad;
-  if (!holds_input) {
-    ASSIGN_OR_RETURN(in_grad, Boundary(batch));
+  {
+    nn::TimerScope timed(sc.timers, "backward-compute");
+    if (instance == nullptr) {  // Overwritten by a later forward: recompute the activations.
+      ASSIGN_OR_RETURN(instance, FreeInstance(c));
+      Tensor scratch;
+      if (!holds_output) {
+        ASSIGN_OR_RETURN(scratch, Boundary(batch));
+      }
+      RETURN_IF_ERROR(instance->stage->StageForward(sc, batch, input, scratch.view()).status());
+      ++stats_.recomputed;
+    }
+    if (!holds_input) {
+      ASSIGN_OR_RETURN(in_grad, Boundary(batch));
+    }
+    RETURN_IF_ERROR(
+        instance->stage->StageBackward(sc, out_grad.view(), in_grad.view(), loss_scale));
   }
-  RETURN_IF_ERROR(instance->stage->StageBackward(sc, out_grad.view(), in_grad.view(), loss_scale));
   instance->micro = -1;  // Backward consumed the activations.
   if (stashed != inputs_.end()) inputs_.erase(stashed);
-  if (!holds_input) RETURN_IF_ERROR(Send(std::move(in_grad), (s + P - 1) % P, 2 * (v - 1) + 1));
+  if (!holds_input) {
+    nn::TimerScope timed(sc.timers, "backward-send");
+    RETURN_IF_ERROR(Send(std::move(in_grad), (s + P - 1) % P, 2 * (v - 1) + 1));
+  }
   return absl::OkStatus();
 }
 

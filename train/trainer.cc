@@ -47,11 +47,47 @@ struct IntervalSums {
   }
 };
 
+// " | num zeros: 12 | params norm: 30.123" for what the step counted (Megatron's fields).
+std::string FormatNorms(const LogRecord& r) {
+  std::string out;
+  if (r.num_zeros >= 0) absl::StrAppend(&out, " | num zeros: ", r.num_zeros);
+  if (r.params_norm >= 0) absl::StrAppendFormat(&out, " | params norm: %.3f", r.params_norm);
+  return out;
+}
+
 }  // namespace
+
+absl::Status LoggingConfig::Validate() const {
+  if (timing_log_level < 0 || timing_log_level > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--timing_log_level=", timing_log_level, ": must be 0, 1 or 2"));
+  }
+  if (tensorboard_log_interval < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tensorboard_log_interval=", tensorboard_log_interval, ": must be >= 1"));
+  }
+  if (!(straggler_threshold >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--straggler_threshold=", straggler_threshold, ": must be >= 0"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& config,
                                                          const TrainingParts& parts) {
+  RETURN_IF_ERROR(config.logging.Validate());
   std::unique_ptr<Trainer> t(new Trainer(config, parts));
+  std::function<void()> sync;
+  if (!parts.exec->device.is_cpu() && config.logging.timing_log_level > 0) {
+    // Megatron's timers synchronise the device: the time is then the kernels' too.
+    const ExecContext* exec = parts.exec;
+    sync = [exec] {
+      const absl::Status synced = SynchronizeDevice(*exec);
+      CHECK(synced.ok()) << synced;
+    };
+  }
+  t->timers_ = std::make_unique<Timers>(config.logging.timing_log_level, std::move(sync));
+  parts.optimizer->set_timers(t->timers_.get());
   if (parts.parallel->rank() == 0 && !config.log_jsonl.empty()) {
     ASSIGN_OR_RETURN(t->jsonl_, JsonlWriter::Open(config.log_jsonl));
   }
@@ -99,12 +135,12 @@ absl::Status Trainer::Log(const LogRecord& r) {
     std::printf(
         " iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): "
         "%.1f | learning rate: %.3E | global batch size: %5lld%s | loss scale: %.1f | grad norm: "
-        "%.3f | number of skipped iterations: %3lld | tokens/s: %.0f | TFLOP/s per rank: %.4f\n",
+        "%.3f%s | number of skipped iterations: %3lld | tokens/s: %.0f | TFLOP/s per rank: %.4f\n",
         static_cast<long long>(r.iteration), static_cast<long long>(config_.train_iters),
         static_cast<long long>(r.consumed_samples), r.ms_per_iteration, r.learning_rate,
         static_cast<long long>(config_.global_batch_size), FormatLosses(r.loss).c_str(),
-        r.loss_scale, r.grad_norm, static_cast<long long>(r.skipped_iterations),
-        r.tokens_per_second, r.tflops_per_rank);
+        r.loss_scale, r.grad_norm, FormatNorms(r).c_str(),
+        static_cast<long long>(r.skipped_iterations), r.tokens_per_second, r.tflops_per_rank);
     std::fflush(stdout);
   }
   if (jsonl_ == nullptr) return absl::OkStatus();
@@ -118,6 +154,8 @@ absl::Status Trainer::Log(const LogRecord& r) {
                       {"skipped_iterations", r.skipped_iterations},
                       {"tokens_per_second", r.tokens_per_second},
                       {"tflops_per_rank", r.tflops_per_rank}};
+  if (r.num_zeros >= 0) j["num_zeros"] = r.num_zeros;
+  if (r.params_norm >= 0) j["params_norm"] = r.params_norm;
   // "lm loss" -> "lm_loss".
   for (size_t i = 0; i < loss_names_.size() && i < r.loss.parts.size(); ++i) {
     j[absl::StrReplaceAll(loss_names_[i], {{" ", "_"}})] = r.loss.parts[i];
@@ -152,8 +190,45 @@ nn::StepContext TrainingMicroStep(const ExecContext* exec, const comm::ParallelC
 }
 
 nn::StepContext Trainer::MicroStep(int64_t micro) const {
-  return TrainingMicroStep(parts_.exec, *parts_.parallel, config_.seed, iteration_,
-                           consumed_samples_, config_.micro_batch_size, micro);
+  nn::StepContext sc = TrainingMicroStep(parts_.exec, *parts_.parallel, config_.seed, iteration_,
+                                         consumed_samples_, config_.micro_batch_size, micro);
+  sc.timers = timers_.get();
+  return sc;
+}
+
+double Trainer::CommSeconds() const {
+  const comm::CallMonitor* monitor = parts_.parallel->world().call_monitor();
+  return monitor == nullptr ? 0.0 : monitor->Read().seconds_in_calls;
+}
+
+absl::Status Trainer::ReportTimings() {
+  const LoggingConfig& lc = config_.logging;
+  const bool timers = lc.timing_log_level > 0, stragglers = lc.log_straggler;
+  if ((timers || stragglers) && interval_steps_ > 0) {
+    std::vector<double> ms = timers_->ElapsedMs();
+    for (double& m : ms) {
+      if (m >= 0) m /= interval_steps_;
+    }
+    const double step_ms = interval_step_ms_ / interval_steps_;
+    const double busy_ms = (interval_step_ms_ - interval_comm_ms_) / interval_steps_;
+    ASSIGN_OR_RETURN(const RankTimings all,
+                     GatherTimings(parts_.parallel->world(), ms, step_ms, busy_ms));
+    if (parts_.parallel->rank() == 0 && !config_.quiet) {
+      if (timers) {
+        const std::string report = FormatTimers(all, lc.timing_log_option);
+        if (!report.empty()) std::printf("%s\n", report.c_str());
+      }
+      if (stragglers) {
+        int straggler = -1;
+        std::printf("%s\n", FormatStragglers(all, lc.straggler_threshold, &straggler).c_str());
+      }
+      std::fflush(stdout);
+    }
+  }
+  timers_->Reset();
+  interval_step_ms_ = interval_comm_ms_ = 0;
+  interval_steps_ = 0;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(BatchStream& valid) {
@@ -196,7 +271,9 @@ absl::StatusOr<Trainer::Accumulated> Trainer::AccumulateGradients(BatchStream& d
     // The last backward pass of the iteration reports finished gradients, so their DP
     // all-reduce overlaps the rest of it (train/grad_reducer.h).
     if (micro == accumulation - 1) sc.grads_ready = parts_.optimizer->BeginGradReduce(dp);
+    timers_->Start("batch-generator");
     std::optional<models::Batch> batch = data.Next();
+    timers_->Stop("batch-generator");
     if (!batch) {
       return absl::OutOfRangeError(absl::StrFormat(
           "training data exhausted at iteration %d; build the dataset with more samples",
@@ -255,8 +332,12 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
       return absl::OkStatus();
     }
     const auto start = std::chrono::steady_clock::now();
+    const double comm_at_start = CommSeconds();
     RETURN_IF_ERROR(parts_.store->ZeroGrads(*parts_.exec));
-    ASSIGN_OR_RETURN(Accumulated acc, AccumulateGradients(data));
+    timers_->Start("forward-backward");
+    absl::StatusOr<Accumulated> accumulated = AccumulateGradients(data);
+    timers_->Stop("forward-backward");
+    ASSIGN_OR_RETURN(Accumulated acc, std::move(accumulated));
     // The DP reduction and, with pipeline stages, the sum of the tied embedding's copies.
     RETURN_IF_ERROR(parts_.optimizer->FinishGradReduce());
     RETURN_IF_ERROR(PpSum(&acc.loss, &acc.flops));
@@ -269,7 +350,11 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     const double lr_used = parts_.schedule->lr();
     StepStats stats;
     if (std::isfinite(acc.loss.total)) {
-      ASSIGN_OR_RETURN(stats, parts_.optimizer->Step(*parts_.exec, tp, dp, lr_used, divisor));
+      timers_->Start("optimizer");
+      absl::StatusOr<StepStats> stepped =
+          parts_.optimizer->Step(*parts_.exec, tp, dp, lr_used, divisor);
+      timers_->Stop("optimizer");
+      ASSIGN_OR_RETURN(stats, std::move(stepped));
     } else {
       stats.skipped = true;
       stats.grad_norm = std::numeric_limits<double>::quiet_NaN();
@@ -296,10 +381,16 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     r.skipped_iterations = skipped_;
     r.tokens_per_second = config_.global_batch_size * config_.seq_length / (ms / 1e3);
     r.tflops_per_rank = flops / (ms / 1e3) / world_size / 1e12;
+    r.num_zeros = stats.num_zeros;
+    r.params_norm = stats.params_norm;
     history_.push_back(r);
     interval.Add(r, flops);
+    interval_step_ms_ += ms;
+    interval_comm_ms_ += 1e3 * (CommSeconds() - comm_at_start);
+    ++interval_steps_;
     if (iteration_ % config_.log_interval == 0 || iteration_ == config_.train_iters) {
       RETURN_IF_ERROR(Log(interval.Mean(r, config_, world_size)));
+      RETURN_IF_ERROR(ReportTimings());
       interval = IntervalSums();
       if (!memory_reported_) {
         ReportMemory(absl::StrCat("after ", iteration_, " iterations"));

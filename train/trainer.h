@@ -40,9 +40,60 @@
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
 #include "train/pipeline_schedule.h"
+#include "train/timers.h"
 
 namespace mt {
 namespace train {
+
+// What the run reports besides its log line (Megatron-LM's flags): TensorBoard event files,
+// the timers (train/timers.h), the straggler report, and the gradient's zeros and the weights'
+// norm (also in the log line and the JSON lines).
+struct LoggingConfig {
+  std::string tensorboard_dir;  // Written by the last rank; empty: none.
+  int tensorboard_log_interval = 1;
+  bool log_timers_to_tensorboard = false;
+  bool log_validation_ppl_to_tensorboard = false;
+  bool log_memory_to_tensorboard = false;
+  bool log_num_zeros_in_grad = false;
+  bool log_params_norm = false;
+  int timing_log_level = 0;
+  TimingLogOption timing_log_option = TimingLogOption::kMinMax;
+  bool log_straggler = false;
+  double straggler_threshold = 0.2;
+
+  template <typename Self, typename V>
+  static void Fields(Self& self, V& v) {
+    v("tensorboard_dir", &self.tensorboard_dir,
+      "Write TensorBoard event files here (by the last rank), with Megatron's tags.");
+    v("tensorboard_log_interval", &self.tensorboard_log_interval,
+      "Iterations between the TensorBoard scalars of the training step.");
+    v("log_timers_to_tensorboard", &self.log_timers_to_tensorboard,
+      "Also write iteration-time and every timer's <name>-time (seconds per iteration, the "
+      "maximum over the ranks) at each log line.");
+    v("log_validation_ppl_to_tensorboard", &self.log_validation_ppl_to_tensorboard,
+      "Also write '<loss> validation ppl' for every evaluation.");
+    v("log_memory_to_tensorboard", &self.log_memory_to_tensorboard,
+      "Also write this process's resident and peak resident bytes (and, on a GPU, the device "
+      "bytes in use).");
+    v("log_num_zeros_in_grad", &self.log_num_zeros_in_grad,
+      "Count the gradient elements that are exactly zero (log line, JSON lines, TensorBoard).");
+    v("log_params_norm", &self.log_params_norm,
+      "Log the L2 norm of the weights after each step (log line, JSON lines, TensorBoard).");
+    v("timing_log_level", &self.timing_log_level,
+      "Timers printed at each log line, min/max over the ranks: 0 none, 1 forward-backward, the "
+      "gradient reductions and the optimizer's parts, 2 also forward/backward compute, the batch "
+      "wait and the pipeline's sends and receives (synchronises a GPU at every timer).");
+    v("timing_log_option", &self.timing_log_option,
+      "How timers are printed: minmax, max or all (every rank).", kTimingLogOptionNames);
+    v("log_straggler", &self.log_straggler,
+      "At each log line, print every rank's busy time per iteration (outside communication) and "
+      "name the slowest rank when it exceeds the median by --straggler_threshold.");
+    v("straggler_threshold", &self.straggler_threshold,
+      "The fraction over the median busy time that makes a rank a straggler.");
+  }
+  // InvalidArgument naming the flag.
+  absl::Status Validate() const;
+};
 
 struct TrainerConfig {
   int64_t micro_batch_size = 4;
@@ -59,6 +110,7 @@ struct TrainerConfig {
   // skipped, and this many such steps in a row stop training with an Aborted error naming the
   // iterations (0: never stop). With f16 skipped steps are the loss scaler's (not counted).
   int max_nan_skips = 3;
+  LoggingConfig logging;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -75,6 +127,7 @@ struct TrainerConfig {
     v("max_nan_skips", &self.max_nan_skips,
       "f32/bf16: stop after this many consecutive steps with a non-finite loss or gradient norm "
       "(each skipped; 0: never stop).");
+    LoggingConfig::Fields(self.logging, v);
   }
 };
 
@@ -125,6 +178,8 @@ struct LogRecord {
   int64_t skipped_iterations = 0;
   double tokens_per_second = 0;
   double tflops_per_rank = 0;
+  int64_t num_zeros = -1;   // With --log_num_zeros_in_grad.
+  double params_norm = -1;  // With --log_params_norm.
 };
 
 struct EvalResult {
@@ -220,6 +275,12 @@ class Trainer {
   // Counts a skipped step without loss scaling; Aborted after max_nan_skips in a row.
   absl::Status CheckNonfinite(const StepStats& stats, const models::Losses& loss);
   absl::Status Log(const LogRecord& r);
+  // The timers' and the straggler report of the log interval that just ended (collective over the
+  // world when either is on), then a fresh interval.
+  absl::Status ReportTimings();
+  // Seconds this rank has spent in communicator calls (comm::CallMonitor of the world; 0 without
+  // one).
+  double CommSeconds() const;
   // Megatron's memory report, one line per rank of DP rank 0, before training (`when` "before
   // training": the model and optimizer state, no activations yet) and after the first logged
   // iteration ("after N iterations"): "[Rank R] (WHEN) memory (MB) | resident: X | max resident:
@@ -232,7 +293,11 @@ class Trainer {
   std::vector<std::string> loss_names_;
   std::unique_ptr<JsonlWriter> jsonl_;        // Global rank 0 with log_jsonl set.
   std::unique_ptr<PipelineRunner> pipeline_;  // PP > 1.
-  int tied_handle_ = -1;                      // This stage's copy of the tied embedding, or -1.
+  std::unique_ptr<Timers> timers_;
+  // The totals of the current log interval for the timers and the straggler report.
+  double interval_step_ms_ = 0, interval_comm_ms_ = 0;
+  int interval_steps_ = 0;
+  int tied_handle_ = -1;  // This stage's copy of the tied embedding, or -1.
   PipelineTotals pipeline_totals_;
   std::vector<LogRecord> history_;
   int64_t consumed_samples_ = 0;

@@ -121,6 +121,7 @@ absl::Status PretrainConfig::Validate(int world_size) const {
         " must be in [1, max_position_embeddings = ", model.max_position_embeddings, "]"));
   }
   if (t.log_interval < 1) return absl::InvalidArgumentError("log_interval must be >= 1");
+  RETURN_IF_ERROR(t.logging.Validate());
   if (t.max_nan_skips < 0) return absl::InvalidArgumentError("max_nan_skips must be >= 0");
   if (eval_interval < 0) return absl::InvalidArgumentError("eval_interval must be >= 0");
   if (dp_bucket_elements < 1) return absl::InvalidArgumentError("ddp_bucket_size must be >= 1");
@@ -181,7 +182,16 @@ namespace {
 // Everything a running job holds, built by SetUp. Members are destroyed in reverse order, so the
 // model's tensors go before the device's allocator and context.
 struct Job {
+  ~Job() {
+    // The world communicator may outlive the job (MpiMain's): it must not keep our monitor.
+    if (world.comm != nullptr && world.comm->call_monitor() == &monitor) {
+      world.comm->set_call_monitor(nullptr);
+    }
+  }
   JobHooks hooks;
+  // Where the communicators record their calls when no watchdog does (--distributed_timeout=0):
+  // the straggler report's time in communication.
+  comm::CallMonitor monitor;
   // The threads and the GPU (every GPU tensor's memory from its caching allocator: all kernels
   // run on the default stream, so blocks are reused safely).
   RankExecution rank;
@@ -236,6 +246,7 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   auto job = std::make_unique<Job>();
   job->hooks = hooks;
   RETURN_IF_ERROR(SetUpDevice(c, local, world, job.get()));
+  if (job->world.comm->call_monitor() == nullptr) job->world.comm->set_call_monitor(&job->monitor);
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
   pc.pipeline_parallel = c.pipeline_model_parallel_size;
@@ -267,6 +278,8 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   oc.dp_bucket_elements = c.dp_bucket_elements;
   oc.overlap_grad_reduce = c.overlap_grad_reduce;
   oc.use_distributed_optimizer = c.use_distributed_optimizer;
+  oc.log_num_zeros_in_grad = c.trainer.logging.log_num_zeros_in_grad;
+  oc.log_params_norm = c.trainer.logging.log_params_norm;
   ASSIGN_OR_RETURN(train::Optimizer optimizer,
                    train::Optimizer::Create(job->store.get(), oc, &job->parallel->dp()));
   job->optimizer = std::make_unique<train::Optimizer>(std::move(optimizer));

@@ -379,9 +379,14 @@ absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, con
         "BERT: this model is one pipeline stage; run it with StageForward/StageBackward");
   }
   RETURN_IF_ERROR(CheckPretrainingLabels(sc, batch));
-  RETURN_IF_ERROR(EncoderForward(sc, batch));
-  ASSIGN_OR_RETURN(const Losses losses, PretrainingLosses(sc, batch));
+  Losses losses;
+  {
+    nn::TimerScope timed(sc.timers, "forward-compute");
+    RETURN_IF_ERROR(EncoderForward(sc, batch));
+    ASSIGN_OR_RETURN(losses, PretrainingLosses(sc, batch));
+  }
   if (backward == Backward::kNo) return losses;
+  nn::TimerScope timed(sc.timers, "backward-compute");
   ASSIGN_OR_RETURN(Tensor dseq, Alloc(*sc.exec, {B_ * T_, config_.hidden_size}, dtype_));
   RETURN_IF_ERROR(PretrainingHeadsBackward(sc, loss_scale, dseq.view()));
   RETURN_IF_ERROR(EncoderBackward(sc, dseq.view()));

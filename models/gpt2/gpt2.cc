@@ -211,9 +211,14 @@ absl::Status CheckLabels(const Batch& batch) {
 absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, const Batch& batch,
                                                  Backward backward, double loss_scale) {
   RETURN_IF_ERROR(CheckLabels(batch));
-  RETURN_IF_ERROR(Forward(sc, batch.tokens));
-  ASSIGN_OR_RETURN(const Losses losses, Loss(sc, batch.labels));
+  Losses losses;
+  {
+    nn::TimerScope timed(sc.timers, "forward-compute");
+    RETURN_IF_ERROR(Forward(sc, batch.tokens));
+    ASSIGN_OR_RETURN(losses, Loss(sc, batch.labels));
+  }
   if (backward == Backward::kNo) return losses;
+  nn::TimerScope timed(sc.timers, "backward-compute");
   RETURN_IF_ERROR(StageBackward(sc, TensorView(), TensorView(), loss_scale));
   return losses;
 }
