@@ -39,6 +39,8 @@ DEBIAN_PACKAGES=(
   slurmd               # node daemon,
   slurm-client         # srun, salloc, sbatch,
   libpmix-dev          # and the libpmix.so its mpi_pmix plugin opens
+  protobuf-compiler    # protoc --decode_raw: tools/tfevents_decode.py, the event files' reader,
+  python3-crc32c       # and the CRC32C it checks the records with
 )
 
 missing_packages() {
