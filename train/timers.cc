@@ -131,12 +131,11 @@ std::string FormatStragglers(const RankTimings& t, double threshold, int* stragg
   std::vector<double> sorted = t.busy_ms;
   std::sort(sorted.begin(), sorted.end());
   // The median; with an even count the mean of the middle two.
-  const double median = size == 0 ? 0
-                        : size % 2 == 1
-                            ? sorted[size / 2]
-                            : 0.5 * (sorted[size / 2 - 1] + sorted[size / 2]);
-  const int slowest = static_cast<int>(
-      std::max_element(t.busy_ms.begin(), t.busy_ms.end()) - t.busy_ms.begin());
+  const double median = size == 0       ? 0
+                        : size % 2 == 1 ? sorted[size / 2]
+                                        : 0.5 * (sorted[size / 2 - 1] + sorted[size / 2]);
+  const int slowest =
+      static_cast<int>(std::max_element(t.busy_ms.begin(), t.busy_ms.end()) - t.busy_ms.begin());
   if (size > 1 && median > 0 && t.busy_ms[slowest] > median * (1 + threshold)) {
     *straggler = slowest;
     absl::StrAppendFormat(&out,

@@ -48,7 +48,9 @@ namespace train {
 // How the timers are printed: min and max over the ranks, the max only, or every rank's value.
 enum class TimingLogOption { kMinMax, kMax, kAll };
 inline constexpr std::pair<absl::string_view, TimingLogOption> kTimingLogOptionNames[] = {
-    {"minmax", TimingLogOption::kMinMax}, {"max", TimingLogOption::kMax}, {"all", TimingLogOption::kAll}};
+    {"minmax", TimingLogOption::kMinMax},
+    {"max", TimingLogOption::kMax},
+    {"all", TimingLogOption::kAll}};
 
 // A timer's name and the lowest --timing_log_level that runs it.
 struct TimerSpec {

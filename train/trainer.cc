@@ -88,6 +88,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& co
   }
   t->timers_ = std::make_unique<Timers>(config.logging.timing_log_level, std::move(sync));
   parts.optimizer->set_timers(t->timers_.get());
+  // Megatron's SummaryWriter is the last rank's: it holds the last pipeline stage's losses.
+  const comm::ParallelContext& pc = *parts.parallel;
+  if (!config.logging.tensorboard_dir.empty() && pc.rank() == pc.world_size() - 1) {
+    absl::StatusOr<std::unique_ptr<EventFileWriter>> writer =
+        EventFileWriter::Open(config.logging.tensorboard_dir);
+    if (!writer.ok()) {
+      return absl::Status(writer.status().code(),
+                          absl::StrCat("--tensorboard_dir: ", writer.status().message()));
+    }
+    t->tensorboard_ = *std::move(writer);
+  }
   if (parts.parallel->rank() == 0 && !config.log_jsonl.empty()) {
     ASSIGN_OR_RETURN(t->jsonl_, JsonlWriter::Open(config.log_jsonl));
   }
@@ -201,9 +212,60 @@ double Trainer::CommSeconds() const {
   return monitor == nullptr ? 0.0 : monitor->Read().seconds_in_calls;
 }
 
+absl::Status Trainer::AddScalarPair(const std::string& tag, double value) {
+  RETURN_IF_ERROR(tensorboard_->AddScalar(tag, value, iteration_));
+  return tensorboard_->AddScalar(tag + " vs samples", value, consumed_samples_);
+}
+
+absl::Status Trainer::WriteTensorBoard(const LogRecord& r) {
+  if (tensorboard_ == nullptr) return absl::OkStatus();
+  const LoggingConfig& lc = config_.logging;
+  RETURN_IF_ERROR(AddScalarPair("learning-rate", r.learning_rate));
+  RETURN_IF_ERROR(AddScalarPair("batch-size", static_cast<double>(config_.global_batch_size)));
+  for (size_t i = 0; i < loss_names_.size() && i < r.loss.parts.size(); ++i) {
+    RETURN_IF_ERROR(AddScalarPair(loss_names_[i], r.loss.parts[i]));
+  }
+  RETURN_IF_ERROR(AddScalarPair("loss-scale", r.loss_scale));
+  RETURN_IF_ERROR(AddScalarPair("grad-norm", r.grad_norm));
+  if (r.num_zeros >= 0) {
+    RETURN_IF_ERROR(AddScalarPair("num-zeros", static_cast<double>(r.num_zeros)));
+  }
+  if (r.params_norm >= 0) RETURN_IF_ERROR(AddScalarPair("params-norm", r.params_norm));
+  if (lc.log_memory_to_tensorboard) {
+    ASSIGN_OR_RETURN(const MemoryUsage usage, CurrentMemoryUsage(parts_.exec->device));
+    RETURN_IF_ERROR(tensorboard_->AddScalar("mem-resident-bytes",
+                                            static_cast<double>(usage.resident_bytes), iteration_));
+    RETURN_IF_ERROR(tensorboard_->AddScalar(
+        "mem-max-resident-bytes", static_cast<double>(usage.peak_resident_bytes), iteration_));
+    if (usage.device_in_use_bytes >= 0) {
+      RETURN_IF_ERROR(tensorboard_->AddScalar(
+          "mem-allocated-bytes", static_cast<double>(usage.device_in_use_bytes), iteration_));
+    }
+  }
+  return tensorboard_->Flush();
+}
+
+absl::Status Trainer::LogValidation(const EvalResult& e) {
+  if (tensorboard_ == nullptr) return absl::OkStatus();
+  for (size_t i = 0; i < loss_names_.size() && i < e.loss.parts.size(); ++i) {
+    const std::string key = absl::StrCat(loss_names_[i], " validation");
+    RETURN_IF_ERROR(AddScalarPair(key, e.loss.parts[i]));
+    if (config_.logging.log_validation_ppl_to_tensorboard) {
+      // Megatron's: exp of the loss, capped at exp(20).
+      RETURN_IF_ERROR(AddScalarPair(key + " ppl", std::exp(std::min(20.0, e.loss.parts[i]))));
+    }
+  }
+  return tensorboard_->Flush();
+}
+
 absl::Status Trainer::ReportTimings() {
   const LoggingConfig& lc = config_.logging;
   const bool timers = lc.timing_log_level > 0, stragglers = lc.log_straggler;
+  const bool to_tensorboard = lc.log_timers_to_tensorboard && !lc.tensorboard_dir.empty();
+  if (to_tensorboard && tensorboard_ != nullptr && interval_steps_ > 0) {
+    RETURN_IF_ERROR(tensorboard_->AddScalar("iteration-time",
+                                            interval_step_ms_ / interval_steps_ / 1e3, iteration_));
+  }
   if ((timers || stragglers) && interval_steps_ > 0) {
     std::vector<double> ms = timers_->ElapsedMs();
     for (double& m : ms) {
@@ -224,7 +286,18 @@ absl::Status Trainer::ReportTimings() {
       }
       std::fflush(stdout);
     }
+    if (to_tensorboard && tensorboard_ != nullptr) {
+      // Megatron's "<timer>-time": the maximum over the ranks, in seconds per iteration.
+      for (int i = 0; i < kNumTimers; ++i) {
+        double max_ms = -1;
+        for (const std::vector<double>& rank : all.timer_ms) max_ms = std::max(max_ms, rank[i]);
+        if (max_ms < 0) continue;
+        RETURN_IF_ERROR(tensorboard_->AddScalar(absl::StrCat(kTimers[i].name, "-time"),
+                                                max_ms / 1e3, iteration_));
+      }
+    }
   }
+  if (tensorboard_ != nullptr) RETURN_IF_ERROR(tensorboard_->Flush());
   timers_->Reset();
   interval_step_ms_ = interval_comm_ms_ = 0;
   interval_steps_ = 0;
@@ -388,6 +461,9 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     interval_step_ms_ += ms;
     interval_comm_ms_ += 1e3 * (CommSeconds() - comm_at_start);
     ++interval_steps_;
+    if (iteration_ % config_.logging.tensorboard_log_interval == 0) {
+      RETURN_IF_ERROR(WriteTensorBoard(r));
+    }
     if (iteration_ % config_.log_interval == 0 || iteration_ == config_.train_iters) {
       RETURN_IF_ERROR(Log(interval.Mean(r, config_, world_size)));
       RETURN_IF_ERROR(ReportTimings());

@@ -40,6 +40,7 @@
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
 #include "train/pipeline_schedule.h"
+#include "train/tensorboard.h"
 #include "train/timers.h"
 
 namespace mt {
@@ -233,6 +234,11 @@ class Trainer {
   // dropout. FailedPrecondition if `valid` has no micro-batch.
   absl::StatusOr<EvalResult> Evaluate(BatchStream& valid);
 
+  // Writes an evaluation's TensorBoard scalars at the current iteration (with --tensorboard_dir,
+  // on the last rank; Megatron's "<loss> validation", "<loss> validation ppl" and their "vs
+  // samples" twins). DataLoss if the event file cannot be written.
+  absl::Status LogValidation(const EvalResult& e);
+
   // " | lm loss: 3.1E+00 | sop loss: ..." for these losses.
   std::string FormatLosses(const models::Losses& losses) const;
 
@@ -278,6 +284,10 @@ class Trainer {
   // The timers' and the straggler report of the log interval that just ended (collective over the
   // world when either is on), then a fresh interval.
   absl::Status ReportTimings();
+  // The TensorBoard scalars of one iteration's record (at every tensorboard_log_interval).
+  absl::Status WriteTensorBoard(const LogRecord& r);
+  // `value` at step iteration_ as `tag`, and at consumed_samples_ as "<tag> vs samples".
+  absl::Status AddScalarPair(const std::string& tag, double value);
   // Seconds this rank has spent in communicator calls (comm::CallMonitor of the world; 0 without
   // one).
   double CommSeconds() const;
@@ -294,6 +304,7 @@ class Trainer {
   std::unique_ptr<JsonlWriter> jsonl_;        // Global rank 0 with log_jsonl set.
   std::unique_ptr<PipelineRunner> pipeline_;  // PP > 1.
   std::unique_ptr<Timers> timers_;
+  std::unique_ptr<EventFileWriter> tensorboard_;  // The last rank with --tensorboard_dir.
   // The totals of the current log interval for the timers and the straggler report.
   double interval_step_ms_ = 0, interval_comm_ms_ = 0;
   int interval_steps_ = 0;

@@ -370,6 +370,7 @@ absl::StatusOr<train::EvalResult> Evaluate(PretrainData& data, const DataPlan& p
   ASSIGN_OR_RETURN(std::unique_ptr<train::BatchStream> valid,
                    data.Batches(plan, data::Split::kValid));
   ASSIGN_OR_RETURN(train::EvalResult e, trainer.Evaluate(*valid));
+  RETURN_IF_ERROR(trainer.LogValidation(e));
   if (job.verbose) {
     std::printf(" validation %s%s | lm loss PPL: %.6E\n", when.c_str(),
                 trainer.FormatLosses(e.loss).c_str(), e.perplexity);

@@ -1,6 +1,8 @@
 #include "train/testing/fault_hooks.h"
 
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "core/ops/elementwise.h"
 
@@ -35,6 +37,14 @@ absl::Status NonfiniteInjection::AfterBackward(int64_t iteration, const Training
     loss->total = std::numeric_limits<double>::quiet_NaN();
     for (double& p : loss->parts) p = std::numeric_limits<double>::quiet_NaN();
   }
+  return absl::OkStatus();
+}
+
+absl::Status SlowRank::AfterBackward(int64_t iteration, const TrainingParts& parts,
+                                     models::Losses* loss) {
+  (void)iteration;
+  (void)loss;
+  if (parts.parallel->rank() == rank_) std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
   return absl::OkStatus();
 }
 

@@ -4,7 +4,9 @@
 //   NonfiniteInjection   in `count` iterations from one (numbered as in the log, from 1), the loss
 //                        of data-parallel rank 0 becomes NaN (on every TP rank of it, as a NaN
 //                        from the forward pass would be), or one reduced gradient element becomes
-//                        +inf on every rank.
+//                        +inf on every rank;
+//   SlowRank             one rank sleeps in every iteration, after its backward passes: a
+//                        straggler the others wait for.
 // ParseNonfiniteTarget reads a test binary's "loss" / "grad".
 #ifndef MT_TRAIN_TESTING_FAULT_HOOKS_H_
 #define MT_TRAIN_TESTING_FAULT_HOOKS_H_
@@ -47,6 +49,18 @@ class NonfiniteInjection : public TrainerHooks {
  private:
   int64_t first_, count_;
   NonfiniteTarget target_;
+};
+
+class SlowRank : public TrainerHooks {
+ public:
+  // Global rank `rank` sleeps `ms` milliseconds in every iteration.
+  SlowRank(int rank, int64_t ms) : rank_(rank), ms_(ms) {}
+  absl::Status AfterBackward(int64_t iteration, const TrainingParts& parts,
+                             models::Losses* loss) override;
+
+ private:
+  int rank_;
+  int64_t ms_;
 };
 
 }  // namespace testing

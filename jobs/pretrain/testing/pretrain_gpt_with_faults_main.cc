@@ -7,8 +7,11 @@
 //                 the run, over every file) kills the process, or fails with ENOSPC or EIO;
 //   --inject_nonfinite_at_iteration=I   from iteration I (as logged, from 1; 0: never) ...
 //   --inject_nonfinite_count=K          ... for K iterations, the loss of data-parallel rank 0
-//   --inject_nonfinite_into=loss|grad   becomes NaN, or one reduced gradient element +inf.
-// checkpoint_fault_test.sh and nan_test.sh run it; production binaries have none of this.
+//   --inject_nonfinite_into=loss|grad   becomes NaN, or one reduced gradient element +inf;
+//   --slow_rank=R --slow_rank_ms=M      global rank R sleeps M ms in every iteration (a
+//                                       straggler; not with --inject_nonfinite_*).
+// checkpoint_fault_test.sh, nan_test.sh and observability_test.sh run it; production binaries
+// have none of this.
 #include <memory>
 #include <string>
 
@@ -30,16 +33,21 @@ DEFINE_int64(inject_nonfinite_at_iteration, 0,
              "Inject NaN (loss) or inf (grad) from this iteration (from 1; 0: never).");
 DEFINE_int64(inject_nonfinite_count, 1, "Iterations in a row to inject into.");
 DEFINE_string(inject_nonfinite_into, "grad", "loss or grad.");
+DEFINE_int32(slow_rank, -1,
+             "This global rank sleeps --slow_rank_ms in every iteration (-1: none).");
+DEFINE_int64(slow_rank_ms, 0, "Milliseconds the slow rank sleeps per iteration.");
 
 namespace {
 
 using mt::train::testing::NonfiniteInjection;
 using mt::train::testing::NonfiniteTarget;
+using mt::train::testing::SlowRank;
 
 // The faults the flags ask for, as the job's hooks.
 struct Faults {
   std::unique_ptr<mt::FaultyFileSystem> fs;
   std::unique_ptr<NonfiniteInjection> nonfinite;
+  std::unique_ptr<SlowRank> slow;
   mt::jobs::JobHooks hooks;
 
   absl::Status FromFlags() {
@@ -62,6 +70,14 @@ struct Faults {
                                                        FLAGS_inject_nonfinite_count, target);
       hooks.trainer = nonfinite.get();
     }
+    if (FLAGS_slow_rank >= 0) {
+      if (hooks.trainer != nullptr || FLAGS_slow_rank_ms < 0) {
+        return absl::InvalidArgumentError(
+            "--slow_rank needs --slow_rank_ms >= 0 and no --inject_nonfinite_*");
+      }
+      slow = std::make_unique<SlowRank>(FLAGS_slow_rank, FLAGS_slow_rank_ms);
+      hooks.trainer = slow.get();
+    }
     return absl::OkStatus();
   }
 };
@@ -75,7 +91,8 @@ int main(int argc, char** argv) {
   Faults faults;
   return PretrainMain(
       argc, argv,
-      {"pretrain_gpt", "pretrain_gpt with test-only faults (--file_fault, --inject_nonfinite_*)."},
+      {"pretrain_gpt",
+       "pretrain_gpt with test-only faults (--file_fault, --inject_nonfinite_*, --slow_rank)."},
       &config,
       [&]() -> absl::Status {
         RETURN_IF_ERROR(flags.ApplyGiven(&config));
