@@ -38,8 +38,9 @@ check table1_weak_scaling "$1" \
   "efficiency.csv:params,gpus,mode,paper_pct,model_pct" "measured.csv:config,threads per rank,GEMM (s),loss (s),optimizer (s),attention + LayerNorm (s),element-wise (s),all-reduce (s),predicted step (s),measured step (s),predicted / measured,measured efficiency %,predicted efficiency %,reference GEMM GFLOP/s per rank" \
   efficiency.png strong_scaling.png
 check gpt2_zeroshot "$2" \
-  "--models=1x16x2 --train_iters=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --heldout_docs=5 --overlapping_eval=8 --work_dir=$TMPDIR/gpt2_zeroshot_work" \
+  "--models=1x16x2 --train_iters=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --heldout_docs=5 --overlapping_eval=8 --work_dir=$TMPDIR/gpt2_zeroshot_work --tensorboard_dir=$TMPDIR/tb_zeroshot" \
   "zeroshot.csv:model,params,dataset,metric,value" wikitext_ppl.png lambada_acc.png
+ls "$TMPDIR"/tb_zeroshot/*/events.out.tfevents.* >/dev/null || fail "gpt2_zeroshot: no event file"
 check race_finetune "$3" \
   "--num_layers=1 --hidden_size=16 --num_attention_heads=2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=32 --epochs=1 --work_dir=$TMPDIR/race_finetune_work" \
   "race.csv:model,split,subset,accuracy"
@@ -50,8 +51,13 @@ check bert_prenorm_vs_postnorm experiments/bert_prenorm_vs_postnorm/bert_prenorm
   "loss_curves.csv:iteration,depth,norm,seed,loss" "final_losses.csv:layers,norm,seeds,mean,stddev,min,max,diverged,stalled,learned" \
   loss_curves.png final_loss.png
 check gpt2_scaling_curves experiments/gpt2_scaling_curves/gpt2_scaling_curves \
-  "--data_dir=$TMPDIR/data --num_layers=1,1 --hidden_size=32,64 --num_attention_heads=2,2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --eval_interval=2 --eval_iters=1" \
+  "--data_dir=$TMPDIR/data --num_layers=1,1 --hidden_size=32,64 --num_attention_heads=2,2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --eval_interval=2 --eval_iters=1 --tensorboard_dir=$TMPDIR/tb_scaling" \
   "val_curves.csv:model,params,iteration,val_loss,val_ppl" val_ppl.png
+# --tensorboard_dir: each run's event files in a directory of its own (one per chunk of training).
+for run in 1L-32H 1L-64H; do
+  [[ $(ls "$TMPDIR/tb_scaling/$run" | grep -c tfevents) -eq 2 ]] ||
+    fail "gpt2_scaling_curves: not two event files in $TMPDIR/tb_scaling/$run"
+done
 # An unknown --device is refused before any work: exit 1 and one line listing the choices.
 for bin in "$2" "$3" experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm \
   experiments/gpt2_scaling_curves/gpt2_scaling_curves; do

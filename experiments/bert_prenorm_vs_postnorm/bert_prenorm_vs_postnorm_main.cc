@@ -94,6 +94,9 @@ absl::StatusOr<std::vector<NormRun>> TrainAll(const PrenormConfig& f, const Loca
         const auto start = std::chrono::steady_clock::now();
         shape.layers = depth;
         shape.seed = static_cast<uint64_t>(seed);
+        shape.name =
+            absl::StrFormat("%dL-%s-seed%d", depth,
+                            norm == nn::NormPosition::kPreNorm ? "prenorm" : "postnorm", seed);
         RETURN_IF_ERROR(
             RunPretrainBert(MakeConfig(f, shape, norm, log), local, world, nullptr).status());
         NormRun r{depth, norm == nn::NormPosition::kPreNorm, seed};

@@ -34,25 +34,28 @@ absl::StatusOr<std::string> RunfilePath(const std::string& argv0, const std::str
 std::vector<std::string> PretrainArgs(const PretrainRun& r) {
   const PretrainSchedule& s = r.schedule;
   const int64_t samples = s.iters * s.global_batch;
-  return {"--data_path=" + r.data_path,
-          absl::StrCat("--num_layers=", r.layers),
-          absl::StrCat("--hidden_size=", r.hidden),
-          absl::StrCat("--num_attention_heads=", r.heads),
-          absl::StrCat("--seq_length=", s.seq_length),
-          absl::StrCat("--max_position_embeddings=", s.seq_length),
-          absl::StrCat("--micro_batch_size=", s.micro_batch > 0 ? s.micro_batch : s.global_batch),
-          absl::StrCat("--global_batch_size=", s.global_batch),
-          absl::StrCat("--train_iters=", s.iters),
-          absl::StrCat("--lr=", s.lr),
-          absl::StrCat("--min_lr=", s.lr / 10),
-          absl::StrCat("--lr_warmup_samples=", samples / 10),
-          absl::StrCat("--lr_decay_samples=", samples),
-          absl::StrCat("--log_interval=", std::max<int64_t>(1, s.iters / 10)),
-          absl::StrCat("--eval_interval=", s.iters),
-          "--eval_iters=2",
-          absl::StrCat("--device=", DeviceTypeName(s.device)),
-          "--save=" + r.save,
-          "--keep_last=1"};
+  std::vector<std::string> args = {
+      "--data_path=" + r.data_path,
+      absl::StrCat("--num_layers=", r.layers),
+      absl::StrCat("--hidden_size=", r.hidden),
+      absl::StrCat("--num_attention_heads=", r.heads),
+      absl::StrCat("--seq_length=", s.seq_length),
+      absl::StrCat("--max_position_embeddings=", s.seq_length),
+      absl::StrCat("--micro_batch_size=", s.micro_batch > 0 ? s.micro_batch : s.global_batch),
+      absl::StrCat("--global_batch_size=", s.global_batch),
+      absl::StrCat("--train_iters=", s.iters),
+      absl::StrCat("--lr=", s.lr),
+      absl::StrCat("--min_lr=", s.lr / 10),
+      absl::StrCat("--lr_warmup_samples=", samples / 10),
+      absl::StrCat("--lr_decay_samples=", samples),
+      absl::StrCat("--log_interval=", std::max<int64_t>(1, s.iters / 10)),
+      absl::StrCat("--eval_interval=", s.iters),
+      "--eval_iters=2",
+      absl::StrCat("--device=", DeviceTypeName(s.device)),
+      "--save=" + r.save,
+      "--keep_last=1"};
+  if (!r.tensorboard_dir.empty()) args.push_back("--tensorboard_dir=" + r.tensorboard_dir);
+  return args;
 }
 
 absl::StatusOr<Json> LastJsonLine(absl::string_view out, absl::string_view program) {

@@ -62,11 +62,12 @@ struct PretrainSchedule {
 // A short pretraining run of pretrain_gpt or pretrain_bert as the experiments launch one: linear
 // warmup over the first tenth of the samples and decay to lr / 10 over all of them, a log line
 // every tenth of the run, one validation (2 batches) at the end, the last checkpoint kept in
-// `save`.
+// `save`; TensorBoard event files in `tensorboard_dir` when it is set.
 struct PretrainRun {
   std::string data_path, save;
   int64_t layers = 0, hidden = 0, heads = 0;
   PretrainSchedule schedule;
+  std::string tensorboard_dir;
 };
 // Its flags (without the binary).
 std::vector<std::string> PretrainArgs(const PretrainRun& r);

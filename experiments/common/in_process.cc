@@ -53,6 +53,10 @@ void ApplyRunShape(const InProcessFlags& f, const RunShape& s, PretrainConfig* c
   c->threads = f.threads;
   c->data_path = s.data_path;
   c->split = "949,50,1";
+  if (!f.tensorboard_dir.empty()) {
+    c->trainer.logging.tensorboard_dir =
+        s.name.empty() ? f.tensorboard_dir : absl::StrCat(f.tensorboard_dir, "/", s.name);
+  }
 }
 
 absl::StatusOr<std::string> DefaultDataset(const std::string& data_dir, bool gpt2) {

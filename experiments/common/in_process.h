@@ -35,6 +35,7 @@ struct InProcessFlags {
   DeviceType device = DeviceType::kCpu;
   int threads = 0;
   std::string data_dir;
+  std::string tensorboard_dir;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -48,6 +49,9 @@ struct InProcessFlags {
     v("threads", &self.threads, "CPU threads (0: every core).");
     v("data_dir", &self.data_dir,
       "Where the tokenised corpus is kept (default: $MT_DATA_DIR or ~/.cache/megatron-cpp/data).");
+    v("tensorboard_dir", &self.tensorboard_dir,
+      "Write each run's TensorBoard event files to DIR/<run> (e.g. "
+      "results/<name>/tensorboard; empty: none).");
   }
 };
 
@@ -72,11 +76,13 @@ struct RunShape {
   int64_t layers = 2, hidden = 64, heads = 4;
   uint64_t seed = 1;
   std::string data_path;
+  std::string name;  // The run's TensorBoard subdirectory ("4L-128H").
 };
 
 // Sets `config` from the shared flags (the batch layout and budget, the device, the threads) and
 // the run's shape (max_position_embeddings = seq_length), with a quiet trainer and the split
-// 949,50,1; the rest keep their values.
+// 949,50,1, and TensorBoard event files in <tensorboard_dir>/<shape.name> when the flag is given;
+// the rest keep their values.
 void ApplyRunShape(const InProcessFlags& flags, const RunShape& shape,
                    jobs::PretrainConfig* config);
 

@@ -80,7 +80,9 @@ absl::StatusOr<SizeCurve> TrainSize(const ScalingConfig& f, const RunShape& shap
   SizeCurve s{absl::StrFormat("%dL-%dH", shape.layers, shape.hidden), shape.layers, shape.hidden,
               shape.heads};
   const std::string checkpoints = absl::StrCat(scratch, "/", s.model);
-  PretrainGptConfig c = MakeConfig(f, shape, checkpoints);
+  RunShape named = shape;
+  named.name = s.model;
+  PretrainGptConfig c = MakeConfig(f, named, checkpoints);
   ASSIGN_OR_RETURN(models::ParameterCount count, models::CountParameters(c.model, 1));
   s.params = count.total;
   const auto start = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ struct ZeroShotConfig {
   PretrainSchedule train = {64, 8, 8, 120, 3e-3};
   std::string wikitext, lambada;
   int64_t heldout_docs = 200, overlapping_eval = 32;
-  std::string launcher, work_dir;
+  std::string launcher, work_dir, tensorboard_dir;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -64,6 +65,9 @@ struct ZeroShotConfig {
       "Prefix of every training and scoring command, e.g. 'mpirun -np 8' (TP = ranks).");
     v("work_dir", &self.work_dir,
       "Checkpoints and held-out files (default: $MT_DATA_DIR/gpt2_zeroshot).");
+    v("tensorboard_dir", &self.tensorboard_dir,
+      "Write the pretraining runs' TensorBoard event files to DIR/<run> (e.g. "
+      "results/<name>/tensorboard; empty: none).");
   }
 };
 
@@ -77,7 +81,11 @@ struct Setup {
 absl::StatusOr<std::string> Train(const ZeroShotConfig& c, const std::string& bin, const Setup& s,
                                   const ModelSize& m) {
   const std::string save = absl::StrCat(s.work_dir, "/", m.Label());
-  const PretrainRun r{s.data_prefix, save, m.layers, m.hidden, m.heads, c.train};
+  PretrainRun r{s.data_prefix, save, m.layers, m.hidden, m.heads, c.train};
+  if (!c.tensorboard_dir.empty()) {
+    r.tensorboard_dir =
+        absl::StrCat(c.tensorboard_dir, "/", std::filesystem::path(save).filename().string());
+  }
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
   argv.push_back("--split=" + c.split);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,7 @@ struct RaceFinetuneConfig {
   int epochs = 3;
   double lr = 1e-4;
   int64_t global_batch_size = 2;
-  std::string launcher, work_dir;
+  std::string launcher, work_dir, tensorboard_dir;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -67,6 +68,9 @@ struct RaceFinetuneConfig {
     v("launcher", &self.launcher,
       "Prefix of the pretraining and fine-tuning commands, e.g. 'mpirun -np 8'.");
     v("work_dir", &self.work_dir, "Checkpoints (default: $MT_DATA_DIR/race_finetune).");
+    v("tensorboard_dir", &self.tensorboard_dir,
+      "Write the pretraining runs' TensorBoard event files to DIR/<run> (e.g. "
+      "results/<name>/tensorboard; empty: none).");
   }
 };
 
@@ -83,7 +87,11 @@ absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::str
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/pretrain/pretrain_bert"));
   const std::string save = absl::StrCat(work_dir, "/bert_", c.num_layers, "x", c.hidden_size, "x",
                                         c.num_attention_heads);
-  const PretrainRun r{prefix, save, c.num_layers, c.hidden_size, c.num_attention_heads, c.pretrain};
+  PretrainRun r{prefix, save, c.num_layers, c.hidden_size, c.num_attention_heads, c.pretrain};
+  if (!c.tensorboard_dir.empty()) {
+    r.tensorboard_dir =
+        absl::StrCat(c.tensorboard_dir, "/", std::filesystem::path(save).filename().string());
+  }
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
   RETURN_IF_ERROR(RunLaunched(LauncherWords(c.launcher), argv).status());
