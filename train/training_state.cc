@@ -85,12 +85,11 @@ std::string TrainerStateJson(const Optimizer& optimizer, const LossScaler& scale
   return state.dump();
 }
 
-// Writes this rank's shard of `live` (called on data-parallel rank 0 only).
-absl::Status SaveThisShard(FileSystem& fs, const std::string& save_dir,
-                           const comm::ParallelContext& parallel, const models::ModelConfig& config,
-                           const nn::ParameterStore& store, const FlatState& live,
-                           const std::string& trainer_state, const TrainingCounters& counters,
-                           const std::string& model_name) {
+// The metadata of this rank's shard.
+CheckpointMetadata ShardMetadata(const comm::ParallelContext& parallel,
+                                 const models::ModelConfig& config,
+                                 const std::string& trainer_state, const TrainingCounters& counters,
+                                 const std::string& model_name) {
   CheckpointMetadata meta;
   meta.model_config_json = config.ToJson();
   meta.model_name = model_name;
@@ -102,6 +101,17 @@ absl::Status SaveThisShard(FileSystem& fs, const std::string& save_dir,
   meta.iteration = counters.iteration;
   meta.consumed_samples = counters.consumed_samples;
   meta.trainer_state_json = trainer_state;
+  return meta;
+}
+
+// Writes this rank's shard of `live` (called on data-parallel rank 0 only).
+absl::Status SaveThisShard(FileSystem& fs, const std::string& save_dir,
+                           const comm::ParallelContext& parallel, const models::ModelConfig& config,
+                           const nn::ParameterStore& store, const FlatState& live,
+                           const std::string& trainer_state, const TrainingCounters& counters,
+                           const std::string& model_name) {
+  const CheckpointMetadata meta =
+      ShardMetadata(parallel, config, trainer_state, counters, model_name);
   const ExecContext ctx = StoreContext(store);
   HostStagings staging;
   FlatState host;
@@ -199,12 +209,63 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                   TrainerStateJson(optimizer, scaler, schedule, counters), counters,
                                   model_name));
   }
+  return CommitTrainingState(save_dir, keep_last, parallel, counters.iteration, fs);
+}
+
+absl::Status CommitTrainingState(const std::string& save_dir, int keep_last,
+                                 comm::ParallelContext& parallel, int64_t iteration,
+                                 FileSystem& fs) {
   RETURN_IF_ERROR(parallel.world().Barrier());
   if (parallel.rank() == 0) {
-    RETURN_IF_ERROR(CommitCheckpoint(save_dir, counters.iteration, parallel.tp_size(), keep_last,
+    RETURN_IF_ERROR(CommitCheckpoint(save_dir, iteration, parallel.tp_size(), keep_last,
                                      parallel.pp_size(), fs));
   }
   return parallel.world().Barrier();
+}
+
+int64_t TrainingSnapshot::bytes() const {
+  return values_.view().nbytes() + exp_avg_.view().nbytes() + exp_avg_sq_.view().nbytes();
+}
+
+absl::Status TrainingSnapshot::Write(const std::string& save_dir, FileSystem& fs) const {
+  if (!writer_) return absl::OkStatus();
+  return SaveShard(save_dir, meta_, records_, fs);
+}
+
+absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
+    comm::ParallelContext& parallel, const models::ModelConfig& config,
+    const nn::ParameterStore& store, const Optimizer& optimizer, const LossScaler& scaler,
+    const LrSchedule& schedule, const TrainingCounters& counters, const std::string& model_name) {
+  auto snap = std::make_unique<TrainingSnapshot>();
+  snap->writer_ = parallel.dp_rank() == 0;
+  snap->meta_ =
+      ShardMetadata(parallel, config, TrainerStateJson(optimizer, scaler, schedule, counters),
+                    counters, model_name);
+  const Shape flat = {store.NumLocalElements()};
+  if (snap->writer_) {
+    snap->values_ = Tensor::Host(flat, DType::kF32);
+    snap->exp_avg_ = Tensor::Host(flat, DType::kF32);
+    snap->exp_avg_sq_ = Tensor::Host(flat, DType::kF32);
+  }
+  const ExecContext ctx = StoreContext(store);
+  const FlatState live = LiveState(store, optimizer);
+  if (optimizer.distributed()) {
+    // The moments (and sharded masters) are gathered into the snapshot on DP rank 0.
+    RETURN_IF_ERROR(optimizer.GatherStateToRoot(
+        ctx, optimizer.masters_sharded() ? snap->values_.view() : TensorView(),
+        snap->exp_avg_.view(), snap->exp_avg_sq_.view()));
+  } else if (snap->writer_) {
+    RETURN_IF_ERROR(CopyTensor(ctx, live.exp_avg, snap->exp_avg_.view()));
+    RETURN_IF_ERROR(CopyTensor(ctx, live.exp_avg_sq, snap->exp_avg_sq_.view()));
+  }
+  if (snap->writer_ && !optimizer.masters_sharded()) {
+    RETURN_IF_ERROR(CopyTensor(ctx, live.values, snap->values_.view()));
+  }
+  if (snap->writer_) {
+    snap->records_ =
+        Records(store, {snap->values_.view(), snap->exp_avg_.view(), snap->exp_avg_sq_.view()});
+  }
+  return snap;
 }
 
 absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContext& parallel,

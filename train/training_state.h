@@ -16,6 +16,7 @@
 #define MT_TRAIN_TRAINING_STATE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,45 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
                                const TrainingCounters& counters,
                                const std::string& model_name = std::string(),
                                FileSystem& fs = DefaultFileSystem());
+
+// A copy of this rank's training state in host memory, as SaveTrainingState writes it, to be
+// written while training goes on (--async_save, train/async_save.h): owned host copies of the f32
+// masters and the Adam moments, their records and the shard's metadata. Only data-parallel rank 0
+// (of each TP rank and stage) writes; the other ranks' snapshots are empty (writer() false).
+class TrainingSnapshot {
+ public:
+  int64_t iteration() const { return meta_.iteration; }
+  bool writer() const { return writer_; }
+  // Bytes of tensors held (0 on a non-writer).
+  int64_t bytes() const;
+  // Writes this rank's shard under save_dir (checkpoint::SaveShard); no collective, so any thread
+  // may call it. A no-op on a non-writer.
+  absl::Status Write(const std::string& save_dir, FileSystem& fs) const;
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
+      comm::ParallelContext&, const models::ModelConfig&, const nn::ParameterStore&,
+      const Optimizer&, const LossScaler&, const LrSchedule&, const TrainingCounters&,
+      const std::string&);
+  bool writer_ = false;
+  Tensor values_, exp_avg_, exp_avg_sq_;
+  checkpoint::CheckpointMetadata meta_;
+  std::vector<checkpoint::TensorRecord> records_;
+};
+
+// This rank's snapshot of the state SaveTrainingState would save (a distributed optimizer's
+// shards gathered to DP rank 0: collective over the DP group then; local otherwise).
+absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
+    comm::ParallelContext& parallel, const models::ModelConfig& config,
+    const nn::ParameterStore& store, const Optimizer& optimizer, const LossScaler& scaler,
+    const LrSchedule& schedule, const TrainingCounters& counters,
+    const std::string& model_name = std::string());
+
+// Collective over the world, once every rank's shard of `iteration` is written: rank 0 commits it
+// (checkpoint::CommitCheckpoint, keeping keep_last), between two barriers.
+absl::Status CommitTrainingState(const std::string& save_dir, int keep_last,
+                                 comm::ParallelContext& parallel, int64_t iteration,
+                                 FileSystem& fs = DefaultFileSystem());
 
 // Loads the latest checkpoint under load_dir into this rank's state (f32 master weights, then the
 // store's compute-dtype copies are refreshed from them). At this run's TP degree, any pipeline

@@ -1,6 +1,7 @@
 #include "jobs/pretrain/pretrain.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "models/registry.h"
 #include "models/stages.h"
 #include "nn/parameter.h"
+#include "train/async_save.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer.h"
 #include "train/pipeline_schedule.h"
@@ -205,7 +207,8 @@ struct Job {
   std::unique_ptr<train::Optimizer> optimizer;
   std::unique_ptr<train::LrSchedule> schedule;
   std::unique_ptr<train::LossScaler> scaler;
-  train::TrainingCounters counters;  // Where training starts (after Resume).
+  std::unique_ptr<train::AsyncSaver> saver;  // With --async_save.
+  train::TrainingCounters counters;          // Where training starts (after Resume).
   bool rank0 = false;
   bool verbose = false;  // Rank 0 prints progress.
 };
@@ -288,6 +291,10 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   scaler_config.dynamic = c.compute_dtype == DType::kF16;  // bf16 and f32 need no loss scaling.
   job->scaler = std::make_unique<train::LossScaler>(scaler_config);
   job->counters.seed = c.trainer.seed;
+  if (c.async_save && !c.save.empty()) {
+    job->saver = std::make_unique<train::AsyncSaver>(c.save, c.keep_last, job->parallel.get(),
+                                                     job->hooks.fs);
+  }
   return job;
 }
 
@@ -347,19 +354,55 @@ absl::Status Resume(const PretrainConfig& c, Job* job) {
   return absl::OkStatus();
 }
 
-// Saves the state after `iteration` under --save.
+// With --async_save: commits the save in flight once every rank has written it (collective;
+// `wait`: waits for it), and says so.
+absl::Status SettleAsyncSave(const PretrainConfig& c, const Job& job, bool wait) {
+  if (job.saver == nullptr || !job.saver->in_flight()) return absl::OkStatus();
+  const int64_t before = job.saver->committed_iteration();
+  RETURN_IF_ERROR(wait ? job.saver->Finish() : job.saver->Poll());
+  if (job.verbose && job.saver->committed_iteration() != before) {
+    std::printf("saved checkpoint at iteration %lld to %s (written in the background in %.2f s)\n",
+                static_cast<long long>(job.saver->committed_iteration()), c.save.c_str(),
+                job.saver->last_write_seconds());
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
+// Saves the state after `iteration` under --save: at once, or with --async_save a copy in host
+// memory that a background thread writes (committed by a later SettleAsyncSave).
 absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer& trainer,
                   int64_t iteration) {
   train::TrainingCounters now = job.counters;
   now.iteration = iteration;
   now.consumed_samples = trainer.consumed_samples();
   now.skipped_iterations = trainer.skipped_iterations();
+  const auto start = std::chrono::steady_clock::now();
+  if (job.saver != nullptr) {
+    RETURN_IF_ERROR(SettleAsyncSave(c, job, /*wait=*/true));  // One save at a time.
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<train::TrainingSnapshot> snapshot,
+        train::SnapshotTrainingState(*job.parallel, c.model, *job.store, *job.optimizer,
+                                     *job.scaler, *job.schedule, now, c.model_name));
+    const double copy_bytes = static_cast<double>(snapshot->bytes());
+    RETURN_IF_ERROR(job.saver->Start(std::move(snapshot)));
+    if (job.verbose) {
+      std::printf(
+          "checkpoint at iteration %lld: state copied to host memory (%.0f MB) in %.3f s, "
+          "writing in the background\n",
+          static_cast<long long>(iteration), copy_bytes / 1e6,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::fflush(stdout);
+    }
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(train::SaveTrainingState(c.save, c.keep_last, *job.parallel, c.model, *job.store,
                                            *job.optimizer, *job.scaler, *job.schedule, now,
                                            c.model_name, *job.hooks.fs));
   if (job.verbose) {
-    std::printf("saved checkpoint at iteration %lld to %s\n", static_cast<long long>(iteration),
-                c.save.c_str());
+    std::printf("saved checkpoint at iteration %lld to %s in %.2f s\n",
+                static_cast<long long>(iteration), c.save.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return absl::OkStatus();
 }
@@ -429,6 +472,7 @@ absl::StatusOr<std::unique_ptr<train::Trainer>> Train(const PretrainConfig& c, P
   trainer->set_consumed_samples(job.counters.consumed_samples);
   trainer->set_skipped_iterations(job.counters.skipped_iterations);
   auto on_iteration = [&](int64_t iteration) -> absl::Status {
+    RETURN_IF_ERROR(SettleAsyncSave(c, job, /*wait=*/false));
     if (has_valid && c.eval_interval > 0 && iteration % c.eval_interval == 0) {
       RETURN_IF_ERROR(
           Evaluate(data, plan, job, *trainer, absl::StrCat("at iteration ", iteration)).status());
@@ -460,6 +504,7 @@ absl::StatusOr<PretrainResult> Finish(const PretrainConfig& c, PretrainData& dat
       (result.stopped_by_signal || trainer.iteration() > job.counters.iteration)) {
     RETURN_IF_ERROR(Save(c, job, trainer, trainer.iteration()));
   }
+  RETURN_IF_ERROR(SettleAsyncSave(c, job, /*wait=*/true));  // The job ends with it committed.
   if (result.stopped_by_signal) return result;
   if (has_valid) {
     ASSIGN_OR_RETURN(result.valid, Evaluate(data, plan, job, trainer, "at the end"));

@@ -96,6 +96,9 @@ struct PretrainConfig {
   bool no_load_optim = false;
   bool no_load_rng = false;
   int save_interval = 0;  // Iterations between checkpoints (0: only at the end / SIGTERM).
+  // Write checkpoints in the background (train/async_save.h): training waits only for the copy of
+  // the state to host memory.
+  bool async_save = false;
   int keep_last = 2;
   int eval_interval = 0;  // Iterations between evaluations (0: only at the end).
   int threads = 0;        // CPU threads per rank (0: cores / local ranks).
@@ -148,6 +151,10 @@ struct PretrainConfig {
     v("save_interval", &self.save_interval,
       "Iterations between checkpoints (0: at the end and on SIGTERM).");
     v("keep_last", &self.keep_last, "Checkpoints to keep.");
+    v("async_save", &self.async_save,
+      "Write checkpoints in the background: training waits only while the state is copied to "
+      "host memory; the checkpoint is committed once every rank has written its shard (the "
+      "previous one stays the latest until then). A second save waits for the first.");
     v("eval_interval", &self.eval_interval,
       "Iterations between validation runs (0: only at the end).");
     v("threads", &self.threads, "CPU threads per rank (0: cores / ranks).");

@@ -11,7 +11,10 @@
 #      exit, the previous checkpoint intact (pointer unchanged, no leftovers) and resumable
 #      bit-exactly;
 #   3. a flipped byte inside a tensor of the final checkpoint: --load refuses it in one line naming
-#      the tensor and the shard file.
+#      the tensor and the shard file;
+#   4. --async_save (the shard written by a background thread while iterations 5 and 6 train, the
+#      commit at a later iteration): SIGKILL at 9 of the kill points of 1 and ENOSPC in the
+#      tensors, with the same outcomes: the previous checkpoint the latest and resumed bit-exactly.
 # Prints "kill points: N, bit-exact resumes: N" etc. for docs/reliability.md.
 #   checkpoint_fault_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_WITH_FAULTS_BIN
 set -uo pipefail
@@ -136,4 +139,34 @@ line=$(grep -i "error\|fatal" "$work/flip.out")
 [[ $(echo "$line" | wc -l) -eq 1 ]] || fail "flipped byte: $(cat "$work/flip.out")"
 echo "$line" | grep -q "$file: tensor '.*' fails its SHA-256 check" || fail "flipped byte: $line"
 echo "flipped byte refused: $line"
+
+# 4. The same faults with --async_save: the background writer's bytes are counted the same way
+# (the save at iteration 2 is committed before the one at 4 starts, and 4's before 6's).
+async_kills=0
+for k in 0 $((h - 1)) $(( h + (t - h) / 3 )) $(( h + (t - h) * 2 / 3 )) $((t - 1)) \
+         $((t + m / 2)) $((t + m)) $((t + m + 1)) $((t + m + 2)); do
+  ck="$work/async_kill_$k"; expected=2
+  [[ $k -ge $((t + m + 2)) ]] && expected=4
+  run --async_save --file_fault="kill_at_write_byte:$((s1 + k))" --save="$ck" > "$work/kill.out" 2>&1
+  rc=$?
+  [[ $rc -eq 137 ]] || { tail -3 "$work/kill.out"; fail "async: kill at byte $k: exit $rc"; }
+  consistent "$ck" "$expected" || fail "async: kill at byte $k: inconsistent checkpoint directory"
+  if [[ $k -lt $((t + m)) ]]; then
+    [[ ! -e "$(shard "$ck" 4)" ]] || fail "async: kill at byte $k: a shard of iteration 4 is visible"
+  fi
+  resume_matches "$ck" "$expected" || fail "async: kill at byte $k: resume from $expected differs"
+  async_kills=$((async_kills + 1))
+  rm -rf "$ck"
+done
+ck="$work/async_enospc"
+run --async_save --file_fault="enospc_at_byte:$((s1 + h + (t - h) / 2))" --save="$ck" > "$work/fault.out" 2>&1
+rc=$?
+[[ $rc -ne 0 && $rc -ne 137 ]] || fail "async ENOSPC: exit $rc"
+line=$(grep -i "error\|fatal" "$work/fault.out")
+[[ $(echo "$line" | wc -l) -eq 1 ]] || { cat "$work/fault.out"; fail "async ENOSPC: not one error line"; }
+echo "$line" | grep -q "iteration 4 written in the background (--async_save) failed: .*$ck/.*No space left on device" ||
+  fail "async ENOSPC: unclear error: $line"
+consistent "$ck" 2 || fail "async ENOSPC: the previous checkpoint was disturbed"
+resume_matches "$ck" 2 || fail "async ENOSPC: resume differs"
+echo "async kill points: $async_kills, bit-exact resumes: $async_kills; async ENOSPC: $line"
 echo PASS

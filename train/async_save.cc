@@ -1,0 +1,80 @@
+#include "train/async_save.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace mt {
+namespace train {
+
+AsyncSaver::AsyncSaver(std::string save_dir, int keep_last, comm::ParallelContext* parallel,
+                       FileSystem* fs)
+    : save_dir_(std::move(save_dir)), keep_last_(keep_last), parallel_(parallel), fs_(fs) {}
+
+AsyncSaver::~AsyncSaver() { Join(); }
+
+void AsyncSaver::Join() {
+  if (writer_.joinable()) writer_.join();
+}
+
+absl::Status AsyncSaver::Start(std::unique_ptr<TrainingSnapshot> snapshot) {
+  RETURN_IF_ERROR(Finish());
+  snapshot_ = std::move(snapshot);
+  written_.store(false);
+  write_status_ = absl::OkStatus();
+  const TrainingSnapshot* snap = snapshot_.get();
+  writer_ = std::thread([this, snap] {
+    const auto start = std::chrono::steady_clock::now();
+    write_status_ = snap->Write(save_dir_, *fs_);
+    write_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    written_.store(true, std::memory_order_release);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status AsyncSaver::Settle(bool wait, bool* committed) {
+  *committed = false;
+  if (wait) Join();
+  const bool done = written_.load(std::memory_order_acquire);
+  if (done) Join();
+  // [ranks still writing, ranks whose write failed]: one all-reduce, the same answer everywhere.
+  Tensor flags = Tensor::Host({2}, DType::kI32);
+  int32_t* f = flags.data_as<int32_t>();
+  f[0] = done ? 0 : 1;
+  f[1] = done && !write_status_.ok() ? 1 : 0;
+  RETURN_IF_ERROR(parallel_->world().AllReduce(flags.view(), comm::ReduceOp::kSum));
+  const int64_t iteration = snapshot_->iteration();
+  if (f[1] > 0) {
+    snapshot_.reset();
+    const std::string why = write_status_.ok()
+                                ? absl::StrCat(f[1], " other rank(s) failed to write")
+                                : std::string(write_status_.message());
+    return absl::DataLossError(absl::StrCat("the checkpoint of iteration ", iteration,
+                                            " written in the background (--async_save) failed: ",
+                                            why, "; the previous checkpoint is the latest"));
+  }
+  if (f[0] > 0) return absl::OkStatus();
+  snapshot_.reset();  // Frees the host copy before the commit's file operations.
+  RETURN_IF_ERROR(CommitTrainingState(save_dir_, keep_last_, *parallel_, iteration, *fs_));
+  committed_ = iteration;
+  *committed = true;
+  return absl::OkStatus();
+}
+
+absl::Status AsyncSaver::Poll() {
+  if (!in_flight()) return absl::OkStatus();
+  bool committed = false;
+  return Settle(/*wait=*/false, &committed);
+}
+
+absl::Status AsyncSaver::Finish() {
+  if (!in_flight()) return absl::OkStatus();
+  bool committed = false;
+  return Settle(/*wait=*/true, &committed);
+}
+
+}  // namespace train
+}  // namespace mt

@@ -1,0 +1,83 @@
+// Checkpoints written while training goes on (--async_save): the training state is copied to host
+// memory between two iterations (train/training_state.h's TrainingSnapshot: the only time training
+// waits), a background thread writes this rank's shard from the copy through the same atomic
+// SaveShard, and once every rank has written its shard the checkpoint is committed, on the
+// training thread, by the same CommitCheckpoint as a synchronous save. So a process killed at any
+// point of an async save leaves the previous checkpoint the latest, and loadable: the new shard
+// directories appear complete or not at all, and the pointer moves only at the commit.
+//
+//   AsyncSaver saver(save_dir, keep_last, &parallel, &fs);
+//   every iteration:   RETURN_IF_ERROR(saver.Poll());          // commits a finished save
+//   at a save:         RETURN_IF_ERROR(saver.Start(std::move(snapshot)));
+//   at the end:        RETURN_IF_ERROR(saver.Finish());        // waits for it, and commits
+//
+// One save at a time: Start waits for the one in flight and commits it first. A failed write is
+// reported by the Poll or Finish that sees it, on every rank (the job then ends, the previous
+// checkpoint intact). Poll and Finish are collective over the world (Poll: one small all-reduce
+// while a save is in flight, none otherwise); the background thread makes no communicator call.
+#ifndef MT_TRAIN_ASYNC_SAVE_H_
+#define MT_TRAIN_ASYNC_SAVE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "comm/parallel_context.h"
+#include "core/file_system.h"
+#include "train/training_state.h"
+
+namespace mt {
+namespace train {
+
+class AsyncSaver {
+ public:
+  // `parallel` and `fs` must outlive the saver.
+  AsyncSaver(std::string save_dir, int keep_last, comm::ParallelContext* parallel, FileSystem* fs);
+  // Waits for a write in flight (so no thread outlives the saver), without committing it: a save
+  // not finished through Finish stays uncommitted, and the previous checkpoint the latest.
+  ~AsyncSaver();
+  AsyncSaver(const AsyncSaver&) = delete;
+  AsyncSaver& operator=(const AsyncSaver&) = delete;
+
+  // Finishes the save in flight (as Finish), then starts writing `snapshot` in the background.
+  // Collective over the world.
+  absl::Status Start(std::unique_ptr<TrainingSnapshot> snapshot);
+  // Between iterations: commits the save in flight once every rank has written its shard. An error
+  // (DataLoss naming the iteration) if a rank's write failed. Collective over the world.
+  absl::Status Poll();
+  // Waits for this rank's write and every other's, then commits. OK with none in flight.
+  // Collective over the world.
+  absl::Status Finish();
+
+  bool in_flight() const { return snapshot_ != nullptr; }
+  // The iteration of the last committed save (-1: none yet).
+  int64_t committed_iteration() const { return committed_; }
+  // Seconds the background thread took to write the last committed save.
+  double last_write_seconds() const { return write_seconds_; }
+
+ private:
+  // Agrees over the world on whether every rank's write has finished (when `wait`, after waiting
+  // for this rank's), and commits when it has. *committed: whether it did.
+  absl::Status Settle(bool wait, bool* committed);
+  void Join();
+
+  std::string save_dir_;
+  int keep_last_;
+  comm::ParallelContext* parallel_;
+  FileSystem* fs_;
+  std::unique_ptr<TrainingSnapshot> snapshot_;  // The save in flight.
+  std::thread writer_;
+  std::atomic<bool> written_{false};
+  absl::Status write_status_;  // Set by the writer before `written_`.
+  double write_seconds_ = 0;
+  int64_t committed_ = -1;
+};
+
+}  // namespace train
+}  // namespace mt
+
+#endif  // MT_TRAIN_ASYNC_SAVE_H_
