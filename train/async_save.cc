@@ -57,7 +57,7 @@ absl::Status AsyncSaver::Settle(bool wait, bool* committed) {
                                             why, "; the previous checkpoint is the latest"));
   }
   if (f[0] > 0) return absl::OkStatus();
-  snapshot_.reset();  // Frees the host copy before the commit's file operations.
+  spare_ = std::move(snapshot_);
   RETURN_IF_ERROR(CommitTrainingState(save_dir_, keep_last_, *parallel_, iteration, *fs_));
   committed_ = iteration;
   *committed = true;

@@ -54,6 +54,9 @@ class AsyncSaver {
   absl::Status Finish();
 
   bool in_flight() const { return snapshot_ != nullptr; }
+  // The host memory of the last committed save, for the next snapshot to take over
+  // (SnapshotTrainingState's `reuse`); null if there is none.
+  std::unique_ptr<TrainingSnapshot> TakeSpare() { return std::move(spare_); }
   // The iteration of the last committed save (-1: none yet).
   int64_t committed_iteration() const { return committed_; }
   // Seconds the background thread took to write the last committed save.
@@ -70,6 +73,7 @@ class AsyncSaver {
   comm::ParallelContext* parallel_;
   FileSystem* fs_;
   std::unique_ptr<TrainingSnapshot> snapshot_;  // The save in flight.
+  std::unique_ptr<TrainingSnapshot> spare_;     // The last committed one.
   std::thread writer_;
   std::atomic<bool> written_{false};
   absl::Status write_status_;  // Set by the writer before `written_`.

@@ -1,5 +1,6 @@
 #include "train/training_state.h"
 
+#include <cstring>
 #include <iterator>
 
 #include "absl/strings/match.h"
@@ -232,20 +233,40 @@ absl::Status TrainingSnapshot::Write(const std::string& save_dir, FileSystem& fs
   return SaveShard(save_dir, meta_, records_, fs);
 }
 
+namespace {
+
+// dst <- src (same shape, f32): in parallel chunks on `pool` when both are in host memory.
+absl::Status CopyForSnapshot(const ExecContext& ctx, ThreadPool* pool, const TensorView& src,
+                             const TensorView& dst) {
+  if (!InHostMemory(src) || pool == nullptr) return CopyTensor(ctx, src, dst);
+  const auto* from = static_cast<const char*>(src.data);
+  auto* to = static_cast<char*>(dst.data);
+  ParallelFor(
+      pool, static_cast<int64_t>(src.nbytes()), int64_t{1} << 22,
+      [&](int64_t begin, int64_t end) { std::memcpy(to + begin, from + begin, end - begin); });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
     comm::ParallelContext& parallel, const models::ModelConfig& config,
     const nn::ParameterStore& store, const Optimizer& optimizer, const LossScaler& scaler,
-    const LrSchedule& schedule, const TrainingCounters& counters, const std::string& model_name) {
-  auto snap = std::make_unique<TrainingSnapshot>();
+    const LrSchedule& schedule, const TrainingCounters& counters, const std::string& model_name,
+    ThreadPool* pool, std::unique_ptr<TrainingSnapshot> reuse) {
+  auto snap = reuse != nullptr ? std::move(reuse) : std::make_unique<TrainingSnapshot>();
   snap->writer_ = parallel.dp_rank() == 0;
   snap->meta_ =
       ShardMetadata(parallel, config, TrainerStateJson(optimizer, scaler, schedule, counters),
                     counters, model_name);
+  snap->records_.clear();
   const Shape flat = {store.NumLocalElements()};
-  if (snap->writer_) {
-    snap->values_ = Tensor::Host(flat, DType::kF32);
-    snap->exp_avg_ = Tensor::Host(flat, DType::kF32);
-    snap->exp_avg_sq_ = Tensor::Host(flat, DType::kF32);
+  for (Tensor* t : {&snap->values_, &snap->exp_avg_, &snap->exp_avg_sq_}) {
+    if (!snap->writer_) {
+      *t = Tensor();
+    } else if (t->view().shape != flat || t->dtype() != DType::kF32) {
+      *t = Tensor::Host(flat, DType::kF32);
+    }
   }
   const ExecContext ctx = StoreContext(store);
   const FlatState live = LiveState(store, optimizer);
@@ -255,11 +276,11 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
         ctx, optimizer.masters_sharded() ? snap->values_.view() : TensorView(),
         snap->exp_avg_.view(), snap->exp_avg_sq_.view()));
   } else if (snap->writer_) {
-    RETURN_IF_ERROR(CopyTensor(ctx, live.exp_avg, snap->exp_avg_.view()));
-    RETURN_IF_ERROR(CopyTensor(ctx, live.exp_avg_sq, snap->exp_avg_sq_.view()));
+    RETURN_IF_ERROR(CopyForSnapshot(ctx, pool, live.exp_avg, snap->exp_avg_.view()));
+    RETURN_IF_ERROR(CopyForSnapshot(ctx, pool, live.exp_avg_sq, snap->exp_avg_sq_.view()));
   }
   if (snap->writer_ && !optimizer.masters_sharded()) {
-    RETURN_IF_ERROR(CopyTensor(ctx, live.values, snap->values_.view()));
+    RETURN_IF_ERROR(CopyForSnapshot(ctx, pool, live.values, snap->values_.view()));
   }
   if (snap->writer_) {
     snap->records_ =

@@ -25,6 +25,7 @@
 #include "checkpoint/model_loading.h"
 #include "comm/parallel_context.h"
 #include "core/file_system.h"
+#include "core/thread_pool.h"
 #include "models/config.h"
 #include "nn/parameter.h"
 #include "train/loss_scaler.h"
@@ -84,7 +85,7 @@ class TrainingSnapshot {
   friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
       comm::ParallelContext&, const models::ModelConfig&, const nn::ParameterStore&,
       const Optimizer&, const LossScaler&, const LrSchedule&, const TrainingCounters&,
-      const std::string&);
+      const std::string&, ThreadPool*, std::unique_ptr<TrainingSnapshot>);
   bool writer_ = false;
   Tensor values_, exp_avg_, exp_avg_sq_;
   checkpoint::CheckpointMetadata meta_;
@@ -92,12 +93,16 @@ class TrainingSnapshot {
 };
 
 // This rank's snapshot of the state SaveTrainingState would save (a distributed optimizer's
-// shards gathered to DP rank 0: collective over the DP group then; local otherwise).
+// shards gathered to DP rank 0: collective over the DP group then; local otherwise). A store in
+// host memory is copied on `pool`'s threads (null: this thread). `reuse`: an earlier snapshot
+// whose host memory is taken over (allocating and first touching 12 bytes per parameter again
+// costs more than the copy).
 absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
     comm::ParallelContext& parallel, const models::ModelConfig& config,
     const nn::ParameterStore& store, const Optimizer& optimizer, const LossScaler& scaler,
     const LrSchedule& schedule, const TrainingCounters& counters,
-    const std::string& model_name = std::string());
+    const std::string& model_name = std::string(), ThreadPool* pool = nullptr,
+    std::unique_ptr<TrainingSnapshot> reuse = nullptr);
 
 // Collective over the world, once every rank's shard of `iteration` is written: rank 0 commits it
 // (checkpoint::CommitCheckpoint, keeping keep_last), between two barriers.

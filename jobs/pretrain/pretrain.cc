@@ -377,21 +377,29 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
   now.iteration = iteration;
   now.consumed_samples = trainer.consumed_samples();
   now.skipped_iterations = trainer.skipped_iterations();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   const auto start = std::chrono::steady_clock::now();
   if (job.saver != nullptr) {
     RETURN_IF_ERROR(SettleAsyncSave(c, job, /*wait=*/true));  // One save at a time.
+    const double waited = since(start);
+    const auto copy_start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(
         std::unique_ptr<train::TrainingSnapshot> snapshot,
         train::SnapshotTrainingState(*job.parallel, c.model, *job.store, *job.optimizer,
-                                     *job.scaler, *job.schedule, now, c.model_name));
+                                     *job.scaler, *job.schedule, now, c.model_name,
+                                     job.rank.exec.pool, job.saver->TakeSpare()));
     const double copy_bytes = static_cast<double>(snapshot->bytes());
     RETURN_IF_ERROR(job.saver->Start(std::move(snapshot)));
     if (job.verbose) {
+      const std::string wait =
+          waited > 1e-3 ? absl::StrFormat(" after waiting %.3f s for the previous save", waited)
+                        : "";
       std::printf(
-          "checkpoint at iteration %lld: state copied to host memory (%.0f MB) in %.3f s, "
+          "checkpoint at iteration %lld: state copied to host memory (%.0f MB) in %.3f s%s, "
           "writing in the background\n",
-          static_cast<long long>(iteration), copy_bytes / 1e6,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+          static_cast<long long>(iteration), copy_bytes / 1e6, since(copy_start), wait.c_str());
       std::fflush(stdout);
     }
     return absl::OkStatus();
@@ -401,8 +409,7 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
                                            c.model_name, *job.hooks.fs));
   if (job.verbose) {
     std::printf("saved checkpoint at iteration %lld to %s in %.2f s\n",
-                static_cast<long long>(iteration), c.save.c_str(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+                static_cast<long long>(iteration), c.save.c_str(), since(start));
   }
   return absl::OkStatus();
 }
