@@ -1,6 +1,9 @@
 #!/bin/bash
 # SIGTERM during training (to every rank, as a scheduler's preemption does) saves a checkpoint at
-# the iteration reached and exits 0; a resumed run continues from it.
+# the iteration reached and exits 0; a resumed run continues from it. The first run saves every 2
+# iterations with --async_save, so the signal may find a save in flight: the job waits for it,
+# then saves (and commits) the last iteration before exiting. The resumed run saves
+# synchronously.
 #   sigterm_test.sh SYNTHETIC_CORPUS_BIN PRETRAIN_GPT_BIN
 set -uo pipefail
 corpus_bin="$1"; pretrain="$2"
@@ -13,7 +16,7 @@ common=(--data_path="$work/corpus" --vocab_size=64 --make_vocab_size_divisible_b
         --tensor_model_parallel_size=2 --log_interval=1 --eval_iters=0 --threads=1
         --save="$work/ckpt" --log_jsonl="$work/log.jsonl")
 mpirun --oversubscribe --bind-to none -np 2 --mca btl self,vader --mca mpi_yield_when_idle 1 \
-  "$pretrain" "${common[@]}" > "$work/out" 2>&1 &
+  "$pretrain" "${common[@]}" --async_save --save_interval=2 > "$work/out" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do
   [[ -f "$work/log.jsonl" && $(wc -l < "$work/log.jsonl") -ge 3 ]] && break
