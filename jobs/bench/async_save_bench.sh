@@ -1,0 +1,87 @@
+#!/bin/bash
+# What a checkpoint save costs a training run, synchronous and with --async_save, measured in the
+# same session against the same steps without saving:
+#
+#   ./bazelw run //jobs/bench:async_save_bench -- [--model=gpt2-124m] [--rounds=3] [--dir=DIR]
+#       [any pretrain_gpt flags, e.g. --threads=1]
+#
+# Each round runs pretrain_gpt three times, in turn: no --save, --save_interval=4, and
+# --save_interval=4 --async_save, for 12 iterations of one 64-token sample (saves at 4 and 8 are
+# measured; the final save at 12 ends the run and is not). A run's lost time is the sum of its
+# iteration times (the JSON lines) plus the time the saves held the loop (a synchronous save's
+# "saved ... in S s"; an async save's "copied ... in S s" and any wait for the one before), minus
+# the no-save run's sum of iteration times in the same round. Prints each round and the medians,
+# and the ratio async / sync of the lost time per save. Needs the tokenised default corpus
+# ($MT_DATA_DIR or ~/.cache/megatron-cpp/data: any experiment builds it) and ~2 x 1.5 GB of disk
+# in DIR (default: $TMPDIR or /tmp).
+set -euo pipefail
+here="$(dirname "$0")"
+pretrain=jobs/pretrain/pretrain_gpt  # In the runfiles tree `bazel run` starts in.
+[[ -x "$pretrain" ]] || pretrain="$here/../pretrain/pretrain_gpt"
+model=gpt2-124m rounds=3 dir="${TMPDIR:-/tmp}" extra=()
+for a in "$@"; do
+  case "$a" in
+    --model=*) model="${a#*=}" ;;
+    --rounds=*) rounds="${a#*=}" ;;
+    --dir=*) dir="${a#*=}" ;;
+    *) extra+=("$a") ;;
+  esac
+done
+data="${MT_DATA_DIR:-$HOME/.cache/megatron-cpp/data}/fortunes_gpt2_text_document"
+[[ -f "$data.idx" ]] || { echo "async_save_bench: no $data.idx (run any GPT experiment once)" >&2; exit 1; }
+work=$(mktemp -d "$dir/mt_async_save_bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+run() {  # run NAME FLAGS...: NAME.out, NAME.jsonl
+  local name="$1"; shift
+  rm -rf "$work/ckpt" "$work/$name.jsonl"
+  "$pretrain" --model="$model" --data_path="$data" --seq_length=64 --micro_batch_size=1 \
+    --global_batch_size=1 --train_iters=12 --log_interval=1 --eval_iters=0 \
+    --log_jsonl="$work/$name.jsonl" "${extra[@]}" "$@" > "$work/$name.out" 2>&1 ||
+    { tail -5 "$work/$name.out" >&2; exit 1; }
+}
+
+results="$work/rounds.txt"
+for r in $(seq 1 "$rounds"); do
+  run none
+  run sync --save="$work/ckpt" --save_interval=4 --keep_last=1
+  run async --save="$work/ckpt" --save_interval=4 --keep_last=1 --async_save
+  python3 - "$work" "$r" >> "$results" <<'PY'
+import json, re, sys
+w, r = sys.argv[1], sys.argv[2]
+def steps(name):
+    return sum(json.loads(l)["ms_per_iteration"] for l in open(f"{w}/{name}.jsonl")) / 1e3
+def held(name):  # Seconds the saves at iterations 4 and 8 held the loop.
+    out = open(f"{w}/{name}.out").read()
+    total = 0.0
+    for it in (4, 8):
+        m = re.search(rf"saved checkpoint at iteration {it} to \S+ in ([0-9.]+) s", out)
+        if m:
+            total += float(m.group(1))
+            continue
+        m = re.search(rf"checkpoint at iteration {it}: state copied to host memory \(\d+ MB\) "
+                      rf"in ([0-9.]+) s(?: after waiting ([0-9.]+) s)?", out)
+        assert m, (name, it)
+        total += float(m.group(1)) + float(m.group(2) or 0)
+    return total
+base = steps("none")
+lost = {n: steps(n) + held(n) - base for n in ("sync", "async")}
+print(r, f"{base:.3f}", f"{steps('sync'):.3f}", f"{held('sync'):.3f}", f"{lost['sync'] / 2:.3f}",
+      f"{steps('async'):.3f}", f"{held('async'):.3f}", f"{lost['async'] / 2:.3f}")
+PY
+  tail -1 "$results"
+done
+
+python3 - "$results" "$model" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+print(f"\n{sys.argv[2]}, 12 iterations, saves at 4 and 8 ({len(rows)} rounds)")
+print("round | steps, no save (s) | sync: steps (s) | sync: held (s) | sync: lost per save (s) | "
+      "async: steps (s) | async: held (s) | async: lost per save (s)")
+for r in rows:
+    print(" | ".join(r))
+sync = statistics.median(float(r[4]) for r in rows)
+asyn = statistics.median(float(r[7]) for r in rows)
+print(f"median lost per save: sync {sync:.3f} s, async {asyn:.3f} s; async / sync = "
+      f"{asyn / sync:.3f}")
+PY
