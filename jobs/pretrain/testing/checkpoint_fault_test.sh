@@ -84,23 +84,27 @@ points=(0 1 7 8 $((h / 2)) $((h - 1)) $h)
 for i in $(seq 1 11); do points+=( $(( h + (t - h) * i / 12 )) ); done
 points+=( $((t - 1)) $t $((t + 1)) $((t + m / 2)) $((t + m - 1)) $((t + m)) $((t + m + 1)) )
 points+=( $((t + m + 2)) )  # The first byte of the next save: iteration 4 is committed.
-kills=0; exact=0
-for k in "${points[@]}"; do
-  ck="$work/kill_$k"; expected=2
+# kill_case K LABEL [FLAGS...]: SIGKILL at byte K of the save at iteration 4 (FLAGS: the run's
+# own), then the checks above; counts into $kills.
+kills=0
+kill_case() {
+  local k="$1" label="$2"; shift 2
+  local ck="$work/kill_$k" expected=2
   [[ $k -ge $((t + m + 2)) ]] && expected=4
-  run --file_fault="kill_at_write_byte:$((s1 + k))" --save="$ck" > "$work/kill.out" 2>&1
-  rc=$?
-  [[ $rc -eq 137 ]] || { tail -3 "$work/kill.out"; fail "kill at byte $k of the save: exit $rc"; }
-  kills=$((kills + 1))
-  consistent "$ck" "$expected" || fail "kill at byte $k: inconsistent checkpoint directory"
+  run "$@" --file_fault="kill_at_write_byte:$((s1 + k))" --save="$ck" > "$work/kill.out" 2>&1
+  local rc=$?
+  [[ $rc -eq 137 ]] || { tail -3 "$work/kill.out"; fail "${label}kill at byte $k: exit $rc"; }
+  consistent "$ck" "$expected" || fail "${label}kill at byte $k: inconsistent checkpoint directory"
   # The shard of iteration 4 is published only once its files are complete (before the pointer).
   if [[ $k -lt $((t + m)) ]]; then
-    [[ ! -e "$(shard "$ck" 4)" ]] || fail "kill at byte $k: a shard of iteration 4 is visible"
+    [[ ! -e "$(shard "$ck" 4)" ]] || fail "${label}kill at byte $k: a shard of iteration 4 is visible"
   fi
-  resume_matches "$ck" "$expected" || fail "kill at byte $k: resume from $expected differs"
-  exact=$((exact + 1))
+  resume_matches "$ck" "$expected" || fail "${label}kill at byte $k: resume from $expected differs"
+  kills=$((kills + 1))
   rm -rf "$ck"
-done
+}
+for k in "${points[@]}"; do kill_case "$k" ""; done
+exact=$kills
 echo "kill points: $kills, bit-exact resumes: $exact"
 
 # 2. A full disk and an I/O error during the save at iteration 4.
@@ -142,22 +146,12 @@ echo "flipped byte refused: $line"
 
 # 4. The same faults with --async_save: the background writer's bytes are counted the same way
 # (the save at iteration 2 is committed before the one at 4 starts, and 4's before 6's).
-async_kills=0
+kills=0
 for k in 0 $((h - 1)) $(( h + (t - h) / 3 )) $(( h + (t - h) * 2 / 3 )) $((t - 1)) \
          $((t + m / 2)) $((t + m)) $((t + m + 1)) $((t + m + 2)); do
-  ck="$work/async_kill_$k"; expected=2
-  [[ $k -ge $((t + m + 2)) ]] && expected=4
-  run --async_save --file_fault="kill_at_write_byte:$((s1 + k))" --save="$ck" > "$work/kill.out" 2>&1
-  rc=$?
-  [[ $rc -eq 137 ]] || { tail -3 "$work/kill.out"; fail "async: kill at byte $k: exit $rc"; }
-  consistent "$ck" "$expected" || fail "async: kill at byte $k: inconsistent checkpoint directory"
-  if [[ $k -lt $((t + m)) ]]; then
-    [[ ! -e "$(shard "$ck" 4)" ]] || fail "async: kill at byte $k: a shard of iteration 4 is visible"
-  fi
-  resume_matches "$ck" "$expected" || fail "async: kill at byte $k: resume from $expected differs"
-  async_kills=$((async_kills + 1))
-  rm -rf "$ck"
+  kill_case "$k" "async: " --async_save
 done
+async_kills=$kills
 ck="$work/async_enospc"
 run --async_save --file_fault="enospc_at_byte:$((s1 + h + (t - h) / 2))" --save="$ck" > "$work/fault.out" 2>&1
 rc=$?
