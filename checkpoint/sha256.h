@@ -1,15 +1,19 @@
 // SHA-256 (FIPS 180-4), for the integrity digests of checkpoint tensors (checkpoint.h records each
-// tensor's digest in metadata.json and checks it on load). Streaming: Update() any number of
-// times, then Finish(). Not thread-safe per object; separate objects are independent.
+// tensor's digest in metadata.json and checks it on load), computed by OpenSSL's libcrypto (EVP),
+// which uses the CPU's SHA extensions where it has them. Streaming: Update() any number of times,
+// then Finish(). Not thread-safe per object; separate objects are independent.
 #ifndef MT_CHECKPOINT_SHA256_H_
 #define MT_CHECKPOINT_SHA256_H_
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX.
 
 namespace mt {
 namespace checkpoint {
@@ -19,6 +23,9 @@ class Sha256 {
   using Digest = std::array<uint8_t, 32>;
 
   Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
   // Appends n bytes (n may be 0; data may then be null).
   void Update(const void* data, size_t n);
   void Update(absl::string_view bytes) { Update(bytes.data(), bytes.size()); }
@@ -27,12 +34,10 @@ class Sha256 {
   Digest Finish();
 
  private:
-  void Compress(const uint8_t* block);  // One 64-byte block into state_.
-
-  std::array<uint32_t, 8> state_;
-  std::array<uint8_t, 64> buffer_;
-  size_t buffered_ = 0;  // Bytes in buffer_.
-  uint64_t total_ = 0;   // Bytes appended in all.
+  struct FreeContext {
+    void operator()(evp_md_ctx_st* ctx) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, FreeContext> ctx_;
 };
 
 // The lowercase hexadecimal digest of `n` bytes, as sha256sum prints it (64 characters).

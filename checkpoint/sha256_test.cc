@@ -43,6 +43,11 @@ TEST(Sha256Test, StreamingEqualsOneShot) {
   }
   EXPECT_EQ(DigestHex(h.Finish()),
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // Reset by assigning a new object, as the header says.
+  h = Sha256();
+  h.Update("abc");
+  EXPECT_EQ(DigestHex(h.Finish()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   Sha256 empty;
   empty.Update(nullptr, 0);
   EXPECT_EQ(DigestHex(empty.Finish()), Sha256Hex(""));
