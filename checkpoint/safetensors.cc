@@ -88,6 +88,49 @@ absl::StatusOr<std::string> BuildHeader(const std::vector<NamedTensor>& tensors,
   return out;
 }
 
+// Writes a file in large pieces: data of tensors under kGatherBelow bytes (and the header) are
+// gathered into one buffer, larger ones go straight from their memory.
+class GatheringWriter {
+ public:
+  explicit GatheringWriter(WritableFile& file) : file_(file) {}
+
+  absl::Status Write(const void* data, size_t n) {
+    if (n >= kGatherBelow) {
+      RETURN_IF_ERROR(Flush());
+      return file_.Append(data, n);
+    }
+    if (buffer_.size() + n > kBufferBytes) RETURN_IF_ERROR(Flush());
+    buffer_.append(static_cast<const char*>(data), n);
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() {
+    if (buffer_.empty()) return absl::OkStatus();
+    const absl::Status s = file_.Append(buffer_.data(), buffer_.size());
+    buffer_.clear();
+    return s;
+  }
+
+ private:
+  static constexpr size_t kGatherBelow = size_t{1} << 20;
+  static constexpr size_t kBufferBytes = size_t{4} << 20;
+
+  WritableFile& file_;
+  std::string buffer_;
+};
+
+// The header, then every tensor's bytes, then Close(sync).
+absl::Status WriteFileContents(WritableFile& file, const std::string& header,
+                               const std::vector<NamedTensor>& tensors, Sync sync) {
+  GatheringWriter writer(file);
+  RETURN_IF_ERROR(writer.Write(header.data(), header.size()));
+  for (const NamedTensor& t : tensors) {
+    if (t.view.nbytes() > 0) RETURN_IF_ERROR(writer.Write(t.view.data, t.view.nbytes()));
+  }
+  RETURN_IF_ERROR(writer.Flush());
+  return file.Close(sync);
+}
+
 }  // namespace
 
 absl::string_view SafetensorsDTypeName(DType dtype) {
@@ -137,11 +180,22 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTe
                               const SafetensorsMetadata& metadata, Sync sync, FileSystem& fs) {
   ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
   ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
-  RETURN_IF_ERROR(file->Append(header.data(), header.size()));
-  for (const NamedTensor& t : tensors) {
-    if (t.view.nbytes() > 0) RETURN_IF_ERROR(file->Append(t.view.data, t.view.nbytes()));
-  }
-  return file->Close(sync);
+  return WriteFileContents(*file, header, tensors, sync);
+}
+
+absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
+    const std::string& path, const std::vector<NamedTensor>& tensors,
+    const SafetensorsMetadata& metadata, Sync sync, FileSystem& fs) {
+  ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
+  ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
+  // The workers hash the tensors' memory, which is what the file receives, while it is written.
+  std::vector<Sha256Workers::Buffer> buffers;
+  buffers.reserve(tensors.size());
+  for (const NamedTensor& t : tensors) buffers.push_back({t.view.data, t.view.nbytes()});
+  Sha256Workers workers(std::move(buffers), Sha256Workers::DefaultThreads());
+  workers.MarkAllReady();
+  RETURN_IF_ERROR(WriteFileContents(*file, header, tensors, sync));
+  return workers.Finish();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -58,6 +58,15 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTe
                               const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,
                               FileSystem& fs = DefaultFileSystem());
 
+// WriteSafetensors, returning the SHA-256 of each tensor's bytes as written (lowercase hex, in the
+// order of `tensors`), computed on worker threads while the file is written: the data go to the
+// file in large writes straight from the tensors' memory, and the digests cost no time of their
+// own where there are cores to spare.
+absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
+    const std::string& path, const std::vector<NamedTensor>& tensors,
+    const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,
+    FileSystem& fs = DefaultFileSystem());
+
 // The whole file in memory (same checks as WriteSafetensors, without the file-system ones).
 absl::StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tensors,
                                                  const SafetensorsMetadata& metadata = {});

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/sha256.h"
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -215,6 +216,8 @@ TEST(SafetensorsTest, WriterOutputParsesIndependently) {
       {"counts", {7}, DType::kI32},
       {"nothing", {0}, DType::kF16},
       {"unicode \xE2\x9C\x93", {2}, DType::kF32},
+      // Over the writer's 1 MiB: written straight from its memory, not gathered with the others.
+      {"big", {3, 100003}, DType::kF32},
   };
   std::vector<Tensor> owned;
   std::vector<NamedTensor> tensors;
@@ -252,6 +255,20 @@ TEST(SafetensorsTest, WriterOutputParsesIndependently) {
   auto serialized = SerializeSafetensors(tensors, metadata);
   ASSERT_TRUE(serialized.ok());
   EXPECT_EQ(*serialized, file);
+
+  // So does WriteSafetensorsWithDigests, whose digests are those of each tensor's byte range in
+  // the file (hashed here in one piece by Sha256Hex, which sha256_test holds to sha256sum).
+  const std::string path2 = TempPath("writer_digests.safetensors");
+  auto digests = WriteSafetensorsWithDigests(path2, tensors, metadata, Sync::kFsync);
+  ASSERT_TRUE(digests.ok()) << digests.status();
+  EXPECT_EQ(ReadBytes(path2), file);
+  ASSERT_EQ(digests->size(), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Json& offsets = j[specs[i].name]["data_offsets"];
+    const uint64_t begin = parsed.data_start + offsets[0].get<uint64_t>();
+    const uint64_t end = parsed.data_start + offsets[1].get<uint64_t>();
+    EXPECT_EQ((*digests)[i], Sha256Hex(file.substr(begin, end - begin))) << specs[i].name;
+  }
 }
 
 TEST(SafetensorsTest, RoundTripIsBitExact) {

@@ -72,6 +72,30 @@ TEST(Sha256Test, RandomLengthsMatchSha256sum) {
     EXPECT_EQ(Sha256Hex(inputs[len]), expected.at(paths[len])) << "length " << len;
     EXPECT_TRUE(IsSha256Hex(expected.at(paths[len])));
   }
+
+  // The same inputs hashed by three workers while the bytes are reported ready in uneven pieces
+  // (as a reader reports what it has read), and with everything ready at once (as a writer).
+  std::vector<Sha256Workers::Buffer> buffers;
+  for (const std::string& in : inputs) buffers.push_back({in.data(), in.size()});
+  for (bool piecewise : {true, false}) {
+    Sha256Workers workers(buffers, 3);
+    if (piecewise) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        for (size_t bytes = 0; bytes < inputs[i].size(); bytes += 1 + bytes % 37) {
+          workers.MarkReady(i, bytes);
+        }
+      }
+    }
+    workers.MarkAllReady();
+    const std::vector<std::string> digests = workers.Finish();
+    ASSERT_EQ(digests.size(), inputs.size());
+    for (size_t len = 0; len < inputs.size(); ++len) {
+      EXPECT_EQ(digests[len], expected.at(paths[len])) << "length " << len;
+    }
+  }
+  // Abandoned half way (a failed read): the destructor stops the waiting workers.
+  Sha256Workers abandoned(buffers, 2);
+  abandoned.MarkReady(100, 50);
 }
 
 TEST(Sha256Test, IsSha256Hex) {
