@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -399,7 +400,8 @@ const SafetensorsEntry* SafetensorsReader::Find(absl::string_view name) const {
   return it == index_.end() ? nullptr : &entries_[it->second];
 }
 
-absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& dst) const {
+absl::StatusOr<const SafetensorsEntry*> SafetensorsReader::CheckRead(absl::string_view name,
+                                                                     const TensorView& dst) const {
   const SafetensorsEntry* e = Find(name);
   if (e == nullptr) {
     return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "'"));
@@ -414,15 +416,67 @@ absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& d
         absl::StrCat("safetensors read of '", name, "': destination is ", dst.DebugString(),
                      ", file holds ", DTypeName(e->dtype), ShapeToString(e->shape)));
   }
-  RETURN_IF_ERROR(file_->Read(data_start_ + e->begin, e->end - e->begin, dst.data));
-  auto expected = expected_sha256_.find(name);
-  if (expected == expected_sha256_.end()) return absl::OkStatus();
-  const std::string actual = Sha256Hex(dst.data, e->end - e->begin);
-  if (actual != expected->second) {
-    return Corrupt(
-        path_, absl::StrCat("tensor '", e->name, "' fails its SHA-256 check (bytes ",
-                            data_start_ + e->begin, "..", data_start_ + e->end, " hash to ", actual,
-                            ", expected ", expected->second, "): the file is corrupt"));
+  return e;
+}
+
+absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& dst) const {
+  return ReadMany({{std::string(name), dst}});
+}
+
+absl::Status SafetensorsReader::ReadMany(const std::vector<ReadRequest>& requests) const {
+  struct Item {
+    const SafetensorsEntry* entry;
+    char* dst;
+    const std::string* expected;  // The digest to check, or null.
+    size_t buffer;                // Its index among the workers' buffers.
+  };
+  std::vector<Item> items;
+  items.reserve(requests.size());
+  for (const ReadRequest& r : requests) {
+    ASSIGN_OR_RETURN(const SafetensorsEntry* e, CheckRead(r.name, r.dst));
+    auto expected = expected_sha256_.find(r.name);
+    items.push_back({e, static_cast<char*>(r.dst.data),
+                     expected == expected_sha256_.end() ? nullptr : &expected->second, 0});
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.entry->begin < b.entry->begin; });
+  std::vector<Sha256Workers::Buffer> buffers;
+  size_t checked_bytes = 0;
+  for (Item& item : items) {
+    if (item.expected == nullptr) continue;
+    item.buffer = buffers.size();
+    buffers.push_back({item.dst, item.entry->end - item.entry->begin});
+    checked_bytes += buffers.back().size;
+  }
+  // Read in pieces, reporting each to the workers, which hash behind the reads; below a few
+  // MiB the threads would cost more than they save, and the digests are computed after reading.
+  constexpr size_t kPiece = size_t{4} << 20;
+  constexpr size_t kWorkersFrom = size_t{4} << 20;
+  std::optional<Sha256Workers> workers;
+  if (checked_bytes >= kWorkersFrom) workers.emplace(buffers, Sha256Workers::DefaultThreads());
+  for (const Item& item : items) {
+    const size_t size = item.entry->end - item.entry->begin;
+    for (size_t done = 0; done < size;) {
+      const size_t n = std::min(kPiece, size - done);
+      RETURN_IF_ERROR(file_->Read(data_start_ + item.entry->begin + done, n, item.dst + done));
+      done += n;
+      if (workers.has_value() && item.expected != nullptr) workers->MarkReady(item.buffer, done);
+    }
+  }
+  std::vector<std::string> actual;
+  if (workers.has_value()) {
+    workers->MarkAllReady();
+    actual = workers->Finish();
+  } else {
+    for (const Sha256Workers::Buffer& b : buffers) actual.push_back(Sha256Hex(b.data, b.size));
+  }
+  for (const Item& item : items) {
+    if (item.expected == nullptr || actual[item.buffer] == *item.expected) continue;
+    const SafetensorsEntry& e = *item.entry;
+    return Corrupt(path_, absl::StrCat("tensor '", e.name, "' fails its SHA-256 check (bytes ",
+                                       data_start_ + e.begin, "..", data_start_ + e.end,
+                                       " hash to ", actual[item.buffer], ", expected ",
+                                       *item.expected, "): the file is corrupt"));
   }
   return absl::OkStatus();
 }

@@ -115,12 +115,28 @@ class SafetensorsReader {
   // The tensor in a newly allocated host Tensor; NotFound / DataLoss as for Read().
   absl::StatusOr<Tensor> ReadTensor(absl::string_view name) const;
 
+  // One tensor to read and where to.
+  struct ReadRequest {
+    std::string name;
+    TensorView dst;
+  };
+  // Read() of each request, as one pass over the file: every request is checked first (the
+  // errors of Read(), before anything is read), then the tensors are read in the file's order in
+  // large pieces while worker threads check the digests of what has been read, so that checking
+  // overlaps reading. A digest mismatch is the DataLoss of Read() (the first tensor in the file
+  // that fails); the destinations may then have been written.
+  absl::Status ReadMany(const std::vector<ReadRequest>& requests) const;
+
  private:
   std::string path_;
   std::unique_ptr<RandomAccessFile> file_;
   uint64_t data_start_ = 0;  // 8 + N.
   std::vector<SafetensorsEntry> entries_;
-  absl::flat_hash_map<std::string, size_t> index_;                 // Name -> position in entries_.
+  absl::flat_hash_map<std::string, size_t> index_;  // Name -> position in entries_.
+  // The entry of `name` if `dst` can receive it (NotFound / InvalidArgument as Read()).
+  absl::StatusOr<const SafetensorsEntry*> CheckRead(absl::string_view name,
+                                                    const TensorView& dst) const;
+
   absl::flat_hash_map<std::string, std::string> expected_sha256_;  // Name -> hex digest.
   SafetensorsMetadata metadata_;
 };
