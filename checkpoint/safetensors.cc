@@ -190,10 +190,12 @@ absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
   ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
   ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
   // The workers hash the tensors' memory, which is what the file receives, while it is written.
+  // One thread fewer than for reading: the writing thread keeps a core to itself, and hashing has
+  // the time of the fsync to catch up.
   std::vector<Sha256Workers::Buffer> buffers;
   buffers.reserve(tensors.size());
   for (const NamedTensor& t : tensors) buffers.push_back({t.view.data, t.view.nbytes()});
-  Sha256Workers workers(std::move(buffers), Sha256Workers::DefaultThreads());
+  Sha256Workers workers(std::move(buffers), std::max(1, Sha256Workers::DefaultThreads() - 1));
   workers.MarkAllReady();
   RETURN_IF_ERROR(WriteFileContents(*file, header, tensors, sync));
   return workers.Finish();
