@@ -10,9 +10,15 @@
 //   3. train::SaveTrainingState (the training job's save: shard files, fsyncs, commit), timed, into
 //      an emptied DIR/checkpoint, after dropping the caches;
 //   4. caches dropped, train::LoadTrainingState (the job's resume, digests checked), timed, and the
-//      loaded state compared with the saved one.
+//      loaded state compared with the saved one;
+//   5. caches dropped, the shard's tensors file read by the same reader without checking digests
+//      (what reading alone costs).
+// Before the rounds it prints the SHA-256 rate of one thread and of the workers the checkpoint
+// code hashes on (checkpoint/sha256.h).
 // Each round prints the four rates and the ratios save / dd write and load / dd read; the end, the
 // minimum and median of each ratio. Everything written under --dir is removed at the end.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -26,6 +32,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "checkpoint/sha256.h"
 #include "comm/mpi_main.h"
 #include "comm/parallel_context.h"
@@ -60,9 +68,11 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// sync, then echo 3 > /proc/sys/vm/drop_caches.
+// sync, then echo 3 > /proc/sys/vm/drop_caches. sync(2) rather than a `sync` process: a fork
+// would leave this process's pages write-protected, and the next timed load would pay a page
+// fault for every 4 KiB it writes.
 absl::Status DropCaches() {
-  RETURN_IF_ERROR(RunCommand({"sync"}).status());
+  ::sync();
   std::ofstream f("/proc/sys/vm/drop_caches");
   f << "3\n";
   f.flush();
@@ -136,16 +146,33 @@ absl::Status Run(const comm::MpiProcess& process) {
   train::TrainingCounters counters;
   counters.iteration = 100;
 
+  // Where the reads without digests go: memory of the state's size, touched once beforehand.
+  Tensor scratch = Tensor::Zeros({3 * n}, DType::kF32);
   const std::string dir = FLAGS_dir;
   const std::string ckpt = dir + "/checkpoint";
   const std::string ddfile = dir + "/ddtest";
   std::filesystem::create_directories(dir);
 
-  // SHA-256 of one thread over 256 MiB of the values: what hashing costs on this machine.
+  // SHA-256 of one thread over 256 MiB of the values, and of the workers the checkpoint code
+  // starts, over all three tensors: what hashing costs on this machine.
   const size_t hash_bytes = std::min<size_t>(size_t{256} << 20, values.nbytes());
   Clock::time_point start = Clock::now();
   const std::string digest = checkpoint::Sha256Hex(values.data, hash_bytes);
   const double sha_rate = hash_bytes / Seconds(start) / 1e6;
+  const int workers = checkpoint::Sha256Workers::DefaultThreads();
+  start = Clock::now();
+  {
+    std::vector<checkpoint::Sha256Workers::Buffer> buffers;
+    for (const TensorView& v : state) {
+      for (size_t at = 0; at < v.nbytes(); at += hash_bytes) {
+        buffers.push_back({static_cast<char*>(v.data) + at, std::min(hash_bytes, v.nbytes() - at)});
+      }
+    }
+    checkpoint::Sha256Workers hashing(buffers, workers);
+    hashing.MarkAllReady();
+    hashing.Finish();
+  }
+  const double sha_workers_rate = 3.0 * values.nbytes() / Seconds(start) / 1e6;
 
   bool dropped = true;
   auto drop = [&]() {
@@ -155,7 +182,8 @@ absl::Status Run(const comm::MpiProcess& process) {
     dropped = dropped && s.ok();
   };
 
-  std::vector<double> save_ratio, load_ratio, save_rate, load_rate, dd_write_rate, dd_read_rate;
+  std::vector<double> save_ratio, load_ratio, save_rate, load_rate, dd_write_rate, dd_read_rate,
+      read_only_rate;
   int64_t bytes = 12 * n;  // Refined after the first save.
   for (int round = 1; round <= FLAGS_rounds; ++round) {
     if (round == 1) {
@@ -167,8 +195,8 @@ absl::Status Run(const comm::MpiProcess& process) {
           "checkpoint_io_bench: %s, %lld parameters; checkpoint of %.1f MB (f32 values and two "
           "Adam moments, one shard) in %s\n",
           FLAGS_model.c_str(), static_cast<long long>(n), bytes / 1e6, dir.c_str());
-      std::printf("sha256 of one thread: %.0f MB/s (%s...)\n", sha_rate,
-                  digest.substr(0, 8).c_str());
+      std::printf("sha256: one thread %.0f MB/s (%s...), %d workers %.0f MB/s\n", sha_rate,
+                  digest.substr(0, 8).c_str(), workers, sha_workers_rate);
     }
     const int64_t mib8 = int64_t{8} << 20;
     const int64_t count = (bytes + mib8 - 1) / mib8;
@@ -201,18 +229,38 @@ absl::Status Run(const comm::MpiProcess& process) {
     if (Fingerprint(state) != saved_fingerprint) {
       return absl::InternalError("the loaded state differs from the saved one");
     }
+    // The shard's tensors file read by the same reader without checking digests: what reading
+    // alone costs (into memory written since the last fork, as the load's is).
+    std::memset(scratch.data(), 0, scratch.nbytes());
+    drop();
+    start = Clock::now();
+    {
+      ASSIGN_OR_RETURN(
+          const checkpoint::SafetensorsReader reader,
+          checkpoint::SafetensorsReader::Open(checkpoint::ShardDir(ckpt, counters.iteration, 0) +
+                                              "/" + checkpoint::kShardTensorsFile));
+      std::vector<checkpoint::SafetensorsReader::ReadRequest> reads;
+      for (const checkpoint::SafetensorsEntry& e : reader.entries()) {
+        reads.push_back(
+            {e.name, TensorView(static_cast<char*>(scratch.data()) + e.begin, e.shape, e.dtype)});
+      }
+      RETURN_IF_ERROR(reader.ReadMany(reads));
+    }
+    const double read_only = Seconds(start);
 
     dd_write_rate.push_back(dd_bytes / dd_write / 1e6);
     dd_read_rate.push_back(dd_bytes / dd_read / 1e6);
     save_rate.push_back(bytes / save / 1e6);
     load_rate.push_back(bytes / load / 1e6);
+    read_only_rate.push_back(bytes / read_only / 1e6);
     save_ratio.push_back(save_rate.back() / dd_write_rate.back());
     load_ratio.push_back(load_rate.back() / dd_read_rate.back());
     std::printf(
         "round %d: dd write %.0f MB/s, save %.0f MB/s (%.2f s): %.1f%% | dd read %.0f MB/s, load "
-        "%.0f MB/s (%.2f s): %.1f%%\n",
+        "%.0f MB/s (%.2f s): %.1f%% | read without digests %.0f MB/s\n",
         round, dd_write_rate.back(), save_rate.back(), save, 100 * save_ratio.back(),
-        dd_read_rate.back(), load_rate.back(), load, 100 * load_ratio.back());
+        dd_read_rate.back(), load_rate.back(), load, 100 * load_ratio.back(),
+        read_only_rate.back());
     std::fflush(stdout);
   }
   std::filesystem::remove_all(ckpt);
@@ -227,6 +275,7 @@ absl::Status Run(const comm::MpiProcess& process) {
   summary("dd read", dd_read_rate, 1, " MB/s");
   summary("load", load_rate, 1, " MB/s");
   summary("load / dd read", load_ratio, 100, "%");
+  summary("read without digests", read_only_rate, 1, " MB/s");
   if (!dropped) std::printf("warning: caches were not dropped; reads may have been from memory\n");
   return absl::OkStatus();
 }
