@@ -18,7 +18,6 @@
 #include "absl/strings/str_format.h"
 #include "checkpoint/checkpoint_internal.h"
 #include "checkpoint/safetensors.h"
-#include "checkpoint/sha256.h"
 #include "checkpoint/utf8.h"
 #include "core/alloc.h"
 #include "core/file_system.h"
@@ -257,12 +256,11 @@ absl::Status WriteShardFiles(FileSystem& fs, const std::string& dir, const Check
       {"pipeline_model_parallel_rank", absl::StrCat(meta.pp_rank)},
       {"pipeline_model_parallel_size", absl::StrCat(meta.pp_size)},
   };
-  RETURN_IF_ERROR(WriteSafetensors(tensors_path, named, st_meta, Sync::kFsync, fs));
+  // The digests of the bytes written, hashed from memory (the file holds them verbatim) while the
+  // file is being written.
+  ASSIGN_OR_RETURN(const std::vector<std::string> sha256,
+                   WriteSafetensorsWithDigests(tensors_path, named, st_meta, Sync::kFsync, fs));
   ASSIGN_OR_RETURN(const int64_t bytes, fs.FileSize(tensors_path));
-  // The digests of the bytes just written, from memory (the file holds them verbatim).
-  std::vector<std::string> sha256;
-  sha256.reserve(named.size());
-  for (const NamedTensor& t : named) sha256.push_back(Sha256Hex(t.view.data, t.view.nbytes()));
   const std::string metadata =
       internal::Dump(internal::MetadataJson(meta, config, tensors, sha256, bytes), 1) + "\n";
   RETURN_IF_ERROR(WriteFile(fs, JoinPath(dir, kShardMetadataFile), metadata, Sync::kFsync));

@@ -165,7 +165,10 @@ absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_ra
   // Does the checkpoint fit `into`? All of this is checked before anything is overwritten.
   ASSIGN_OR_RETURN(SafetensorsReader reader, internal::OpenShardTensors(fs, info));
   RETURN_IF_ERROR(CheckAllFit(info, reader, wanted, tp_size, where));
-  for (const TensorRecord& t : into) RETURN_IF_ERROR(reader.Read(t.name, t.local));
+  std::vector<SafetensorsReader::ReadRequest> reads;
+  reads.reserve(into.size());
+  for (const TensorRecord& t : into) reads.push_back({t.name, t.local});
+  RETURN_IF_ERROR(reader.ReadMany(reads));
   if (meta != nullptr) *meta = info.meta;
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -88,6 +89,49 @@ absl::StatusOr<std::string> BuildHeader(const std::vector<NamedTensor>& tensors,
   return out;
 }
 
+// Writes a file in large pieces: data of tensors under kGatherBelow bytes (and the header) are
+// gathered into one buffer, larger ones go straight from their memory.
+class GatheringWriter {
+ public:
+  explicit GatheringWriter(WritableFile& file) : file_(file) {}
+
+  absl::Status Write(const void* data, size_t n) {
+    if (n >= kGatherBelow) {
+      RETURN_IF_ERROR(Flush());
+      return file_.Append(data, n);
+    }
+    if (buffer_.size() + n > kBufferBytes) RETURN_IF_ERROR(Flush());
+    buffer_.append(static_cast<const char*>(data), n);
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() {
+    if (buffer_.empty()) return absl::OkStatus();
+    const absl::Status s = file_.Append(buffer_.data(), buffer_.size());
+    buffer_.clear();
+    return s;
+  }
+
+ private:
+  static constexpr size_t kGatherBelow = size_t{1} << 20;
+  static constexpr size_t kBufferBytes = size_t{4} << 20;
+
+  WritableFile& file_;
+  std::string buffer_;
+};
+
+// The header, then every tensor's bytes, then Close(sync).
+absl::Status WriteFileContents(WritableFile& file, const std::string& header,
+                               const std::vector<NamedTensor>& tensors, Sync sync) {
+  GatheringWriter writer(file);
+  RETURN_IF_ERROR(writer.Write(header.data(), header.size()));
+  for (const NamedTensor& t : tensors) {
+    if (t.view.nbytes() > 0) RETURN_IF_ERROR(writer.Write(t.view.data, t.view.nbytes()));
+  }
+  RETURN_IF_ERROR(writer.Flush());
+  return file.Close(sync);
+}
+
 }  // namespace
 
 absl::string_view SafetensorsDTypeName(DType dtype) {
@@ -137,11 +181,24 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTe
                               const SafetensorsMetadata& metadata, Sync sync, FileSystem& fs) {
   ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
   ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
-  RETURN_IF_ERROR(file->Append(header.data(), header.size()));
-  for (const NamedTensor& t : tensors) {
-    if (t.view.nbytes() > 0) RETURN_IF_ERROR(file->Append(t.view.data, t.view.nbytes()));
-  }
-  return file->Close(sync);
+  return WriteFileContents(*file, header, tensors, sync);
+}
+
+absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
+    const std::string& path, const std::vector<NamedTensor>& tensors,
+    const SafetensorsMetadata& metadata, Sync sync, FileSystem& fs) {
+  ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
+  ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
+  // The workers hash the tensors' memory, which is what the file receives, while it is written.
+  // One thread fewer than for reading: the writing thread keeps a core to itself, and hashing has
+  // the time of the fsync to catch up.
+  std::vector<Sha256Workers::Buffer> buffers;
+  buffers.reserve(tensors.size());
+  for (const NamedTensor& t : tensors) buffers.push_back({t.view.data, t.view.nbytes()});
+  Sha256Workers workers(std::move(buffers), std::max(1, Sha256Workers::DefaultThreads() - 1));
+  workers.MarkAllReady();
+  RETURN_IF_ERROR(WriteFileContents(*file, header, tensors, sync));
+  return workers.Finish();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -345,7 +402,8 @@ const SafetensorsEntry* SafetensorsReader::Find(absl::string_view name) const {
   return it == index_.end() ? nullptr : &entries_[it->second];
 }
 
-absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& dst) const {
+absl::StatusOr<const SafetensorsEntry*> SafetensorsReader::CheckRead(absl::string_view name,
+                                                                     const TensorView& dst) const {
   const SafetensorsEntry* e = Find(name);
   if (e == nullptr) {
     return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "'"));
@@ -360,15 +418,67 @@ absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& d
         absl::StrCat("safetensors read of '", name, "': destination is ", dst.DebugString(),
                      ", file holds ", DTypeName(e->dtype), ShapeToString(e->shape)));
   }
-  RETURN_IF_ERROR(file_->Read(data_start_ + e->begin, e->end - e->begin, dst.data));
-  auto expected = expected_sha256_.find(name);
-  if (expected == expected_sha256_.end()) return absl::OkStatus();
-  const std::string actual = Sha256Hex(dst.data, e->end - e->begin);
-  if (actual != expected->second) {
-    return Corrupt(
-        path_, absl::StrCat("tensor '", e->name, "' fails its SHA-256 check (bytes ",
-                            data_start_ + e->begin, "..", data_start_ + e->end, " hash to ", actual,
-                            ", expected ", expected->second, "): the file is corrupt"));
+  return e;
+}
+
+absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& dst) const {
+  return ReadMany({{std::string(name), dst}});
+}
+
+absl::Status SafetensorsReader::ReadMany(const std::vector<ReadRequest>& requests) const {
+  struct Item {
+    const SafetensorsEntry* entry;
+    char* dst;
+    const std::string* expected;  // The digest to check, or null.
+    size_t buffer;                // Its index among the workers' buffers.
+  };
+  std::vector<Item> items;
+  items.reserve(requests.size());
+  for (const ReadRequest& r : requests) {
+    ASSIGN_OR_RETURN(const SafetensorsEntry* e, CheckRead(r.name, r.dst));
+    auto expected = expected_sha256_.find(r.name);
+    items.push_back({e, static_cast<char*>(r.dst.data),
+                     expected == expected_sha256_.end() ? nullptr : &expected->second, 0});
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.entry->begin < b.entry->begin; });
+  std::vector<Sha256Workers::Buffer> buffers;
+  size_t checked_bytes = 0;
+  for (Item& item : items) {
+    if (item.expected == nullptr) continue;
+    item.buffer = buffers.size();
+    buffers.push_back({item.dst, item.entry->end - item.entry->begin});
+    checked_bytes += buffers.back().size;
+  }
+  // Read in pieces, reporting each to the workers, which hash behind the reads; below a few
+  // MiB the threads would cost more than they save, and the digests are computed after reading.
+  constexpr size_t kPiece = size_t{4} << 20;
+  constexpr size_t kWorkersFrom = size_t{4} << 20;
+  std::optional<Sha256Workers> workers;
+  if (checked_bytes >= kWorkersFrom) workers.emplace(buffers, Sha256Workers::DefaultThreads());
+  for (const Item& item : items) {
+    const size_t size = item.entry->end - item.entry->begin;
+    for (size_t done = 0; done < size;) {
+      const size_t n = std::min(kPiece, size - done);
+      RETURN_IF_ERROR(file_->Read(data_start_ + item.entry->begin + done, n, item.dst + done));
+      done += n;
+      if (workers.has_value() && item.expected != nullptr) workers->MarkReady(item.buffer, done);
+    }
+  }
+  std::vector<std::string> actual;
+  if (workers.has_value()) {
+    workers->MarkAllReady();
+    actual = workers->Finish();
+  } else {
+    for (const Sha256Workers::Buffer& b : buffers) actual.push_back(Sha256Hex(b.data, b.size));
+  }
+  for (const Item& item : items) {
+    if (item.expected == nullptr || actual[item.buffer] == *item.expected) continue;
+    const SafetensorsEntry& e = *item.entry;
+    return Corrupt(path_, absl::StrCat("tensor '", e.name, "' fails its SHA-256 check (bytes ",
+                                       data_start_ + e.begin, "..", data_start_ + e.end,
+                                       " hash to ", actual[item.buffer], ", expected ",
+                                       *item.expected, "): the file is corrupt"));
   }
   return absl::OkStatus();
 }

@@ -58,6 +58,15 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTe
                               const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,
                               FileSystem& fs = DefaultFileSystem());
 
+// WriteSafetensors, returning the SHA-256 of each tensor's bytes as written (lowercase hex, in the
+// order of `tensors`), computed on worker threads while the file is written: the data go to the
+// file in large writes straight from the tensors' memory, and the digests cost no time of their
+// own where there are cores to spare.
+absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
+    const std::string& path, const std::vector<NamedTensor>& tensors,
+    const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,
+    FileSystem& fs = DefaultFileSystem());
+
 // The whole file in memory (same checks as WriteSafetensors, without the file-system ones).
 absl::StatusOr<std::string> SerializeSafetensors(const std::vector<NamedTensor>& tensors,
                                                  const SafetensorsMetadata& metadata = {});
@@ -106,12 +115,28 @@ class SafetensorsReader {
   // The tensor in a newly allocated host Tensor; NotFound / DataLoss as for Read().
   absl::StatusOr<Tensor> ReadTensor(absl::string_view name) const;
 
+  // One tensor to read and where to.
+  struct ReadRequest {
+    std::string name;
+    TensorView dst;
+  };
+  // Read() of each request, as one pass over the file: every request is checked first (the
+  // errors of Read(), before anything is read), then the tensors are read in the file's order in
+  // large pieces while worker threads check the digests of what has been read, so that checking
+  // overlaps reading. A digest mismatch is the DataLoss of Read() (the first tensor in the file
+  // that fails); the destinations may then have been written.
+  absl::Status ReadMany(const std::vector<ReadRequest>& requests) const;
+
  private:
   std::string path_;
   std::unique_ptr<RandomAccessFile> file_;
   uint64_t data_start_ = 0;  // 8 + N.
   std::vector<SafetensorsEntry> entries_;
-  absl::flat_hash_map<std::string, size_t> index_;                 // Name -> position in entries_.
+  absl::flat_hash_map<std::string, size_t> index_;  // Name -> position in entries_.
+  // The entry of `name` if `dst` can receive it (NotFound / InvalidArgument as Read()).
+  absl::StatusOr<const SafetensorsEntry*> CheckRead(absl::string_view name,
+                                                    const TensorView& dst) const;
+
   absl::flat_hash_map<std::string, std::string> expected_sha256_;  // Name -> hex digest.
   SafetensorsMetadata metadata_;
 };

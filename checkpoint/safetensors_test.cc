@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/sha256.h"
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -215,6 +216,8 @@ TEST(SafetensorsTest, WriterOutputParsesIndependently) {
       {"counts", {7}, DType::kI32},
       {"nothing", {0}, DType::kF16},
       {"unicode \xE2\x9C\x93", {2}, DType::kF32},
+      // Over the writer's 1 MiB: written straight from its memory, not gathered with the others.
+      {"big", {3, 100003}, DType::kF32},
   };
   std::vector<Tensor> owned;
   std::vector<NamedTensor> tensors;
@@ -252,6 +255,20 @@ TEST(SafetensorsTest, WriterOutputParsesIndependently) {
   auto serialized = SerializeSafetensors(tensors, metadata);
   ASSERT_TRUE(serialized.ok());
   EXPECT_EQ(*serialized, file);
+
+  // So does WriteSafetensorsWithDigests, whose digests are those of each tensor's byte range in
+  // the file (hashed here in one piece by Sha256Hex, which sha256_test holds to sha256sum).
+  const std::string path2 = TempPath("writer_digests.safetensors");
+  auto digests = WriteSafetensorsWithDigests(path2, tensors, metadata, Sync::kFsync);
+  ASSERT_TRUE(digests.ok()) << digests.status();
+  EXPECT_EQ(ReadBytes(path2), file);
+  ASSERT_EQ(digests->size(), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Json& offsets = j[specs[i].name]["data_offsets"];
+    const uint64_t begin = parsed.data_start + offsets[0].get<uint64_t>();
+    const uint64_t end = parsed.data_start + offsets[1].get<uint64_t>();
+    EXPECT_EQ((*digests)[i], Sha256Hex(file.substr(begin, end - begin))) << specs[i].name;
+  }
 }
 
 TEST(SafetensorsTest, RoundTripIsBitExact) {
@@ -443,6 +460,70 @@ TEST(SafetensorsTest, ReadErrors) {
 
   auto missing = SafetensorsReader::Open(TempPath("does_not_exist"));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+// ReadMany over more than the few MiB from which worker threads check the digests behind the
+// reads: a tensor of several read pieces among small ones, read bit for bit in any request
+// order; a flipped byte in a later piece is caught, and of two bad tensors the first in the file
+// is named.
+TEST(SafetensorsTest, ReadManyChecksDigestsBehindTheReads) {
+  std::vector<Tensor> owned;
+  owned.push_back(RandomBits({7}, DType::kF32, 11));
+  owned.push_back(RandomBits({5, 250007}, DType::kF32, 12));  // 5 MB: two 4 MiB read pieces.
+  owned.push_back(RandomBits({5, 9}, DType::kBF16, 13));
+  owned.push_back(RandomBits({1000}, DType::kI64, 14));
+  const std::vector<std::string> names = {"small", "big", "bf16", "ids"};
+  std::vector<NamedTensor> tensors;
+  for (size_t i = 0; i < owned.size(); ++i) tensors.push_back({names[i], owned[i].view()});
+  const std::string path = TempPath("read_many.safetensors");
+  auto digests = WriteSafetensorsWithDigests(path, tensors);
+  ASSERT_TRUE(digests.ok()) << digests.status();
+  for (size_t i = 0; i < owned.size(); ++i) {
+    ASSERT_EQ((*digests)[i], Sha256Hex(Bytes(owned[i].view()))) << names[i];
+  }
+  auto read_all = [&](std::vector<Tensor>* dst) {
+    auto reader = SafetensorsReader::Open(path);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return reader.status();
+    for (size_t i = 0; i < owned.size(); ++i) {
+      EXPECT_TRUE(reader->ExpectSha256(names[i], (*digests)[i]).ok());
+    }
+    dst->clear();
+    std::vector<SafetensorsReader::ReadRequest> requests;
+    for (size_t i : {3, 1, 0, 2}) {  // Not the file's order.
+      dst->push_back(Tensor::Zeros(owned[i].shape(), owned[i].dtype()));
+      requests.push_back({names[i], dst->back().view()});
+    }
+    return reader->ReadMany(requests);
+  };
+  std::vector<Tensor> back;
+  ASSERT_TRUE(read_all(&back).ok());
+  EXPECT_EQ(Bytes(back[0].view()), Bytes(owned[3].view()));
+  EXPECT_EQ(Bytes(back[1].view()), Bytes(owned[1].view()));
+  EXPECT_EQ(Bytes(back[2].view()), Bytes(owned[0].view()));
+  EXPECT_EQ(Bytes(back[3].view()), Bytes(owned[2].view()));
+
+  // A bad request is refused before anything is read.
+  auto reader = SafetensorsReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  Tensor untouched = Tensor::Zeros({7}, DType::kF32);
+  Tensor wrong = Tensor::Zeros({9}, DType::kF32);
+  EXPECT_EQ(reader->ReadMany({{"small", untouched.view()}, {"big", wrong.view()}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Bytes(untouched.view()), std::string(28, '\0'));
+
+  // Flip a byte in the last piece of "big", then one in "ids" (after it in the file).
+  std::string file = ReadBytes(path);
+  const size_t big_end = file.size() - owned[3].nbytes() - owned[2].nbytes();
+  file[big_end - 5] ^= 1;
+  WriteBytes(path, file);
+  absl::Status s = read_all(&back);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("tensor 'big' fails its SHA-256 check"), std::string::npos) << s;
+  file[file.size() - 1] ^= 1;
+  WriteBytes(path, file);
+  s = read_all(&back);
+  EXPECT_NE(s.message().find("tensor 'big' fails its SHA-256 check"), std::string::npos) << s;
 }
 
 }  // namespace

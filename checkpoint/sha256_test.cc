@@ -43,6 +43,11 @@ TEST(Sha256Test, StreamingEqualsOneShot) {
   }
   EXPECT_EQ(DigestHex(h.Finish()),
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // Reset by assigning a new object, as the header says.
+  h = Sha256();
+  h.Update("abc");
+  EXPECT_EQ(DigestHex(h.Finish()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   Sha256 empty;
   empty.Update(nullptr, 0);
   EXPECT_EQ(DigestHex(empty.Finish()), Sha256Hex(""));
@@ -67,6 +72,30 @@ TEST(Sha256Test, RandomLengthsMatchSha256sum) {
     EXPECT_EQ(Sha256Hex(inputs[len]), expected.at(paths[len])) << "length " << len;
     EXPECT_TRUE(IsSha256Hex(expected.at(paths[len])));
   }
+
+  // The same inputs hashed by three workers while the bytes are reported ready in uneven pieces
+  // (as a reader reports what it has read), and with everything ready at once (as a writer).
+  std::vector<Sha256Workers::Buffer> buffers;
+  for (const std::string& in : inputs) buffers.push_back({in.data(), in.size()});
+  for (bool piecewise : {true, false}) {
+    Sha256Workers workers(buffers, 3);
+    if (piecewise) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        for (size_t bytes = 0; bytes < inputs[i].size(); bytes += 1 + bytes % 37) {
+          workers.MarkReady(i, bytes);
+        }
+      }
+    }
+    workers.MarkAllReady();
+    const std::vector<std::string> digests = workers.Finish();
+    ASSERT_EQ(digests.size(), inputs.size());
+    for (size_t len = 0; len < inputs.size(); ++len) {
+      EXPECT_EQ(digests[len], expected.at(paths[len])) << "length " << len;
+    }
+  }
+  // Abandoned half way (a failed read): the destructor stops the waiting workers.
+  Sha256Workers abandoned(buffers, 2);
+  abandoned.MarkReady(100, 50);
 }
 
 TEST(Sha256Test, IsSha256Hex) {

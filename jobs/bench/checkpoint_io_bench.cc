@@ -1,0 +1,297 @@
+// checkpoint_io_bench: how fast a training checkpoint is saved and loaded, against the disk's own
+// sequential rates measured in the same run (docs/perf/checkpoint.md records its output).
+//
+// One process (no mpirun needed) builds a registered GPT-family model (--model) on the CPU with an
+// Adam optimizer, then, for each of --rounds rounds, in --dir:
+//   1. dd if=/dev/zero of=DIR/ddtest bs=8M count=N conv=fsync, N x 8 MiB >= the checkpoint's size:
+//      the disk's sequential write rate, fsync included;
+//   2. caches dropped (echo 3 > /proc/sys/vm/drop_caches, needs root), dd if=DIR/ddtest
+//      of=/dev/null bs=8M: its sequential read rate from the device;
+//   3. train::SaveTrainingState (the training job's save: shard files, fsyncs, commit), timed, into
+//      an emptied DIR/checkpoint, after dropping the caches;
+//   4. caches dropped, train::LoadTrainingState (the job's resume, digests checked), timed, and the
+//      loaded state compared with the saved one;
+//   5. caches dropped, the shard's tensors file read by the same reader without checking digests
+//      (what reading alone costs).
+// Before the rounds it prints the SHA-256 rate of one thread and of the workers the checkpoint
+// code hashes on (checkpoint/sha256.h).
+// Each round prints the four rates and the ratios save / dd write and load / dd read; the end, the
+// minimum and median of each ratio. Everything written under --dir is removed at the end.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/sha256.h"
+#include "comm/mpi_main.h"
+#include "comm/parallel_context.h"
+#include "core/status.h"
+#include "core/subprocess.h"
+#include "core/tensor.h"
+#include "gflags/gflags.h"
+#include "models/model.h"
+#include "models/registry.h"
+#include "nn/parameter.h"
+#include "train/loss_scaler.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+#include "train/training_state.h"
+
+DEFINE_string(model, "gpt2-124m", "A registered GPT-family model whose training state is saved.");
+DEFINE_string(dir, "/tmp/checkpoint_io_bench",
+              "A directory on the disk to measure; created, and what the benchmark writes in it is "
+              "removed at the end.");
+DEFINE_int32(rounds, 3, "Rounds of (dd write, dd read, save, load).");
+DEFINE_bool(drop_caches, true,
+            "Drop the page cache before each read and each save (needs root; without it the reads "
+            "may come from memory, which the output then says).");
+
+namespace mt {
+namespace jobs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// sync, then echo 3 > /proc/sys/vm/drop_caches. sync(2) rather than a `sync` process: a fork
+// would leave this process's pages write-protected, and the next timed load would pay a page
+// fault for every 4 KiB it writes.
+absl::Status DropCaches() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  f << "3\n";
+  f.flush();
+  if (!f) return absl::PermissionDeniedError("cannot write /proc/sys/vm/drop_caches (not root?)");
+  return absl::OkStatus();
+}
+
+// Seconds `argv` takes to run.
+absl::StatusOr<double> TimeCommand(const std::vector<std::string>& argv) {
+  const Clock::time_point start = Clock::now();
+  RETURN_IF_ERROR(RunCommand(argv, "", Stderr::kDiscard).status());
+  return Seconds(start);
+}
+
+// The bytes of every regular file under `dir`.
+int64_t BytesUnder(const std::string& dir) {
+  int64_t total = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) total += static_cast<int64_t>(e.file_size());
+  }
+  return total;
+}
+
+// A fingerprint of the f32 state: every word of the three flat tensors, mixed by position.
+uint64_t Fingerprint(const std::vector<TensorView>& views) {
+  uint64_t h = 0;
+  for (const TensorView& v : views) {
+    const uint32_t* w = static_cast<const uint32_t*>(v.data);
+    const int64_t n = v.numel();
+    for (int64_t i = 0; i < n; ++i) h = h * 0x100000001b3ULL + w[i];
+  }
+  return h;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+absl::Status Run(const comm::MpiProcess& process) {
+  if (process.world.size() != 1) {
+    return absl::InvalidArgumentError("checkpoint_io_bench runs as one process");
+  }
+  if (FLAGS_rounds < 1) return absl::InvalidArgumentError("--rounds must be >= 1");
+  ASSIGN_OR_RETURN(const models::RegisteredModel registered, models::FindModel(FLAGS_model));
+  const models::ModelConfig& config = registered.config;
+  ASSIGN_OR_RETURN(auto parallel,
+                   comm::ParallelContext::Create(process.world, {}, config.num_attention_heads));
+  nn::ParameterStore store(0, 1, DType::kF32, Device::Cpu());
+  ASSIGN_OR_RETURN(auto model, models::CreateModel(config, &store, {}));
+  RETURN_IF_ERROR(store.Allocate(1234));
+  ASSIGN_OR_RETURN(train::Optimizer optimizer,
+                   train::Optimizer::Create(&store, {}, &parallel->dp()));
+  // Moments that are not all zero: m = v / 2, v2 = v * v.
+  const TensorView values = store.flat_values();
+  const int64_t n = values.numel();
+  {
+    const float* v = values.data_as<float>();
+    float* m = optimizer.exp_avg().data_as<float>();
+    float* m2 = optimizer.exp_avg_sq().data_as<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = 0.5f * v[i];
+      m2[i] = v[i] * v[i];
+    }
+  }
+  const std::vector<TensorView> state = {values, optimizer.exp_avg(), optimizer.exp_avg_sq()};
+  const uint64_t saved_fingerprint = Fingerprint(state);
+  train::LossScaler scaler({});
+  train::LrSchedule schedule({});
+  train::TrainingCounters counters;
+  counters.iteration = 100;
+
+  // Where the reads without digests go: memory of the state's size, touched once beforehand.
+  Tensor scratch = Tensor::Zeros({3 * n}, DType::kF32);
+  const std::string dir = FLAGS_dir;
+  const std::string ckpt = dir + "/checkpoint";
+  const std::string ddfile = dir + "/ddtest";
+  std::filesystem::create_directories(dir);
+
+  // SHA-256 of one thread over 256 MiB of the values, and of the workers the checkpoint code
+  // starts, over all three tensors: what hashing costs on this machine.
+  const size_t hash_bytes = std::min<size_t>(size_t{256} << 20, values.nbytes());
+  Clock::time_point start = Clock::now();
+  const std::string digest = checkpoint::Sha256Hex(values.data, hash_bytes);
+  const double sha_rate = hash_bytes / Seconds(start) / 1e6;
+  const int workers = checkpoint::Sha256Workers::DefaultThreads();
+  start = Clock::now();
+  {
+    std::vector<checkpoint::Sha256Workers::Buffer> buffers;
+    for (const TensorView& v : state) {
+      for (size_t at = 0; at < v.nbytes(); at += hash_bytes) {
+        buffers.push_back({static_cast<char*>(v.data) + at, std::min(hash_bytes, v.nbytes() - at)});
+      }
+    }
+    checkpoint::Sha256Workers hashing(buffers, workers);
+    hashing.MarkAllReady();
+    hashing.Finish();
+  }
+  const double sha_workers_rate = 3.0 * values.nbytes() / Seconds(start) / 1e6;
+
+  bool dropped = true;
+  auto drop = [&]() {
+    if (!FLAGS_drop_caches) return;
+    const absl::Status s = DropCaches();
+    if (!s.ok() && dropped) std::printf("warning: %s\n", std::string(s.message()).c_str());
+    dropped = dropped && s.ok();
+  };
+
+  std::vector<double> save_ratio, load_ratio, save_rate, load_rate, dd_write_rate, dd_read_rate,
+      read_only_rate;
+  int64_t bytes = 12 * n;  // Refined after the first save.
+  for (int round = 1; round <= FLAGS_rounds; ++round) {
+    if (round == 1) {
+      // The checkpoint's exact size first (so that dd writes as much), untimed.
+      RETURN_IF_ERROR(train::SaveTrainingState(ckpt, 1, *parallel, config, store, optimizer, scaler,
+                                               schedule, counters, FLAGS_model));
+      bytes = BytesUnder(ckpt);
+      std::printf(
+          "checkpoint_io_bench: %s, %lld parameters; checkpoint of %.1f MB (f32 values and two "
+          "Adam moments, one shard) in %s\n",
+          FLAGS_model.c_str(), static_cast<long long>(n), bytes / 1e6, dir.c_str());
+      std::printf("sha256: one thread %.0f MB/s (%s...), %d workers %.0f MB/s\n", sha_rate,
+                  digest.substr(0, 8).c_str(), workers, sha_workers_rate);
+    }
+    const int64_t mib8 = int64_t{8} << 20;
+    const int64_t count = (bytes + mib8 - 1) / mib8;
+    const double dd_bytes = static_cast<double>(count * mib8);
+    std::filesystem::remove(ddfile);
+    drop();
+    ASSIGN_OR_RETURN(const double dd_write,
+                     TimeCommand({"dd", "if=/dev/zero", "of=" + ddfile, "bs=8M",
+                                  absl::StrCat("count=", count), "conv=fsync"}));
+    drop();
+    ASSIGN_OR_RETURN(const double dd_read,
+                     TimeCommand({"dd", "if=" + ddfile, "of=/dev/null", "bs=8M"}));
+    std::filesystem::remove(ddfile);
+
+    std::filesystem::remove_all(ckpt);
+    drop();
+    start = Clock::now();
+    RETURN_IF_ERROR(train::SaveTrainingState(ckpt, 1, *parallel, config, store, optimizer, scaler,
+                                             schedule, counters, FLAGS_model));
+    const double save = Seconds(start);
+    bytes = BytesUnder(ckpt);
+
+    // Scribble over the state so that the load must restore it.
+    for (const TensorView& v : state) std::memset(v.data, 0xff, v.nbytes());
+    drop();
+    start = Clock::now();
+    RETURN_IF_ERROR(train::LoadTrainingState(ckpt, *parallel, config, &store, &optimizer, &scaler,
+                                             &schedule, &counters));
+    const double load = Seconds(start);
+    if (Fingerprint(state) != saved_fingerprint) {
+      return absl::InternalError("the loaded state differs from the saved one");
+    }
+    // The shard's tensors file read by the same reader without checking digests: what reading
+    // alone costs (into memory written since the last fork, as the load's is).
+    std::memset(scratch.data(), 0, scratch.nbytes());
+    drop();
+    start = Clock::now();
+    {
+      ASSIGN_OR_RETURN(
+          const checkpoint::SafetensorsReader reader,
+          checkpoint::SafetensorsReader::Open(checkpoint::ShardDir(ckpt, counters.iteration, 0) +
+                                              "/" + checkpoint::kShardTensorsFile));
+      std::vector<checkpoint::SafetensorsReader::ReadRequest> reads;
+      for (const checkpoint::SafetensorsEntry& e : reader.entries()) {
+        reads.push_back(
+            {e.name, TensorView(static_cast<char*>(scratch.data()) + e.begin, e.shape, e.dtype)});
+      }
+      RETURN_IF_ERROR(reader.ReadMany(reads));
+    }
+    const double read_only = Seconds(start);
+
+    dd_write_rate.push_back(dd_bytes / dd_write / 1e6);
+    dd_read_rate.push_back(dd_bytes / dd_read / 1e6);
+    save_rate.push_back(bytes / save / 1e6);
+    load_rate.push_back(bytes / load / 1e6);
+    read_only_rate.push_back(bytes / read_only / 1e6);
+    save_ratio.push_back(save_rate.back() / dd_write_rate.back());
+    load_ratio.push_back(load_rate.back() / dd_read_rate.back());
+    std::printf(
+        "round %d: dd write %.0f MB/s, save %.0f MB/s (%.2f s): %.1f%% | dd read %.0f MB/s, load "
+        "%.0f MB/s (%.2f s): %.1f%% | read without digests %.0f MB/s\n",
+        round, dd_write_rate.back(), save_rate.back(), save, 100 * save_ratio.back(),
+        dd_read_rate.back(), load_rate.back(), load, 100 * load_ratio.back(),
+        read_only_rate.back());
+    std::fflush(stdout);
+  }
+  std::filesystem::remove_all(ckpt);
+  auto summary = [](const char* what, const std::vector<double>& v, double scale,
+                    const char* unit) {
+    std::printf("%s: min %.1f%s, median %.1f%s\n", what,
+                scale * *std::min_element(v.begin(), v.end()), unit, scale * Median(v), unit);
+  };
+  summary("dd write", dd_write_rate, 1, " MB/s");
+  summary("save", save_rate, 1, " MB/s");
+  summary("save / dd write", save_ratio, 100, "%");
+  summary("dd read", dd_read_rate, 1, " MB/s");
+  summary("load", load_rate, 1, " MB/s");
+  summary("load / dd read", load_ratio, 100, "%");
+  summary("read without digests", read_only_rate, 1, " MB/s");
+  if (!dropped) std::printf("warning: caches were not dropped; reads may have been from memory\n");
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace jobs
+}  // namespace mt
+
+int main(int argc, char** argv) {
+  return mt::comm::MpiMain(
+      argc, argv,
+      {"checkpoint_io_bench",
+       "Training checkpoint save and load, timed against dd's sequential rates."},
+      [](int) { return absl::OkStatus(); },
+      [](const mt::comm::MpiProcess& p) -> absl::StatusOr<int> {
+        RETURN_IF_ERROR(mt::jobs::Run(p));
+        return 0;
+      });
+}
