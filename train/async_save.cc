@@ -1,5 +1,9 @@
 #include "train/async_save.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +12,12 @@
 
 namespace mt {
 namespace train {
+namespace {
+
+// The background writer's nice value (Linux: per thread, inherited by the threads it creates).
+constexpr int kWriterNice = 10;
+
+}  // namespace
 
 AsyncSaver::AsyncSaver(std::string save_dir, int keep_last, comm::ParallelContext* parallel,
                        FileSystem* fs)
@@ -26,6 +36,9 @@ absl::Status AsyncSaver::Start(std::unique_ptr<TrainingSnapshot> snapshot) {
   write_status_ = absl::OkStatus();
   const TrainingSnapshot* snap = snapshot_.get();
   writer_ = std::thread([this, snap] {
+    // Below the training threads: where they keep every core busy, the write waits for them
+    // rather than they for it. The hashing workers this thread starts inherit the priority.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNice);
     const auto start = std::chrono::steady_clock::now();
     write_status_ = snap->Write(save_dir_, *fs_);
     write_seconds_ =

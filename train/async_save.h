@@ -11,8 +11,10 @@
 //   at a save:         RETURN_IF_ERROR(saver.Start(std::move(snapshot)));
 //   at the end:        RETURN_IF_ERROR(saver.Finish());        // waits for it, and commits
 //
-// One save at a time: Start waits for the one in flight and commits it first. A failed write is
-// reported by the Poll or Finish that sees it, on every rank (the job then ends, the previous
+// The writer (and the hashing threads it starts) runs at nice 10, below the training threads: on
+// a machine whose cores training keeps busy the write then takes longer rather than slowing the
+// steps. One save at a time: Start waits for the one in flight and commits it first. A failed write
+// is reported by the Poll or Finish that sees it, on every rank (the job then ends, the previous
 // checkpoint intact). Poll and Finish are collective over the world (Poll: one small all-reduce
 // while a save is in flight, none otherwise); the background thread makes no communicator call.
 #ifndef MT_TRAIN_ASYNC_SAVE_H_
@@ -57,6 +59,8 @@ class AsyncSaver {
   // The host memory of the last committed save, for the next snapshot to take over
   // (SnapshotTrainingState's `reuse`); null if there is none.
   std::unique_ptr<TrainingSnapshot> TakeSpare() { return std::move(spare_); }
+  // Hands the saver host memory for its first snapshot (ReserveTrainingSnapshot).
+  void set_spare(std::unique_ptr<TrainingSnapshot> spare) { spare_ = std::move(spare); }
   // The iteration of the last committed save (-1: none yet).
   int64_t committed_iteration() const { return committed_; }
   // Seconds the background thread took to write the last committed save.

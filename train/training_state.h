@@ -82,6 +82,9 @@ class TrainingSnapshot {
   absl::Status Write(const std::string& save_dir, FileSystem& fs) const;
 
  private:
+  friend std::unique_ptr<TrainingSnapshot> ReserveTrainingSnapshot(const comm::ParallelContext&,
+                                                                   const nn::ParameterStore&,
+                                                                   ThreadPool*);
   friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
       comm::ParallelContext&, const models::ModelConfig&, const nn::ParameterStore&,
       const Optimizer&, const LossScaler&, const LrSchedule&, const TrainingCounters&,
@@ -103,6 +106,13 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
     const LrSchedule& schedule, const TrainingCounters& counters,
     const std::string& model_name = std::string(), ThreadPool* pool = nullptr,
     std::unique_ptr<TrainingSnapshot> reuse = nullptr);
+
+// The host memory of a snapshot of this store, allocated and its pages touched (on `pool`'s
+// threads), for SnapshotTrainingState's `reuse`: taken at start-up, it keeps the first save's
+// page faults out of the training loop. Empty on a rank that does not write.
+std::unique_ptr<TrainingSnapshot> ReserveTrainingSnapshot(const comm::ParallelContext& parallel,
+                                                          const nn::ParameterStore& store,
+                                                          ThreadPool* pool);
 
 // Collective over the world, once every rank's shard of `iteration` is written: rank 0 commits it
 // (checkpoint::CommitCheckpoint, keeping keep_last), between two barriers.

@@ -5,13 +5,16 @@
 #   ./bazelw run //jobs/bench:async_save_bench -- [--model=gpt2-124m] [--rounds=3] [--dir=DIR]
 #       [any pretrain_gpt flags, e.g. --threads=1]
 #
-# Each round runs pretrain_gpt three times, in turn: no --save, --save_interval=4, and
-# --save_interval=4 --async_save, for 12 iterations of one 64-token sample (saves at 4 and 8 are
-# measured; the final save at 12 ends the run and is not). A run's lost time is the sum of its
-# iteration times (the JSON lines) plus the time the saves held the loop (a synchronous save's
-# "saved ... in S s"; an async save's "copied ... in S s" and any wait for the one before), minus
-# the no-save run's sum of iteration times in the same round. Prints each round and the medians,
-# and the ratio async / sync of the lost time per save. Needs the tokenised default corpus
+# Each round runs pretrain_gpt three times, in turn: no --save, --save_interval=8, and
+# --save_interval=8 --async_save, for 24 iterations of one 64-token sample (saves at 8 and 16 are
+# measured, far enough apart for a background write to finish before the next save; the final
+# save at 24 ends the run and is not). A run's lost time per save is the time the saves held the
+# loop (a synchronous save's "saved ... in S s"; an async save's "copied ... in S s" and any wait
+# for the one before) plus the slowdown of the iterations after them, over two saves, taken two
+# ways: against the no-save run of the same round (the sum of its iteration times), and against
+# the run's own iterations 2-8, before any save (24 x their median; runs here differ in speed by a
+# few percent, which the second way does not see). Prints each round, the medians, and the ratio
+# async / sync of the lost time per save. Needs the tokenised default corpus
 # ($MT_DATA_DIR or ~/.cache/megatron-cpp/data: any experiment builds it) and ~2 x 1.5 GB of disk
 # in DIR (default: $TMPDIR or /tmp).
 set -euo pipefail
@@ -36,7 +39,7 @@ run() {  # run NAME FLAGS...: NAME.out, NAME.jsonl
   local name="$1"; shift
   rm -rf "$work/ckpt" "$work/$name.jsonl"
   "$pretrain" --model="$model" --data_path="$data" --seq_length=64 --micro_batch_size=1 \
-    --global_batch_size=1 --train_iters=12 --log_interval=1 --eval_iters=0 \
+    --global_batch_size=1 --train_iters=24 --log_interval=1 --eval_iters=0 \
     --log_jsonl="$work/$name.jsonl" "${extra[@]}" "$@" > "$work/$name.out" 2>&1 ||
     { tail -5 "$work/$name.out" >&2; exit 1; }
 }
@@ -44,17 +47,17 @@ run() {  # run NAME FLAGS...: NAME.out, NAME.jsonl
 results="$work/rounds.txt"
 for r in $(seq 1 "$rounds"); do
   run none
-  run sync --save="$work/ckpt" --save_interval=4 --keep_last=1
-  run async --save="$work/ckpt" --save_interval=4 --keep_last=1 --async_save
+  run sync --save="$work/ckpt" --save_interval=8 --keep_last=1
+  run async --save="$work/ckpt" --save_interval=8 --keep_last=1 --async_save
   python3 - "$work" "$r" >> "$results" <<'PY'
 import json, re, sys
 w, r = sys.argv[1], sys.argv[2]
 def steps(name):
     return sum(json.loads(l)["ms_per_iteration"] for l in open(f"{w}/{name}.jsonl")) / 1e3
-def held(name):  # Seconds the saves at iterations 4 and 8 held the loop.
+def held(name):  # Seconds the saves at iterations 8 and 16 held the loop.
     out = open(f"{w}/{name}.out").read()
     total = 0.0
-    for it in (4, 8):
+    for it in (8, 16):
         m = re.search(rf"saved checkpoint at iteration {it} to \S+ in ([0-9.]+) s", out)
         if m:
             total += float(m.group(1))
@@ -64,10 +67,15 @@ def held(name):  # Seconds the saves at iterations 4 and 8 held the loop.
         assert m, (name, it)
         total += float(m.group(1)) + float(m.group(2) or 0)
     return total
+def own(name):  # Lost per save against the run's own iterations before any save.
+    ms = [json.loads(l)["ms_per_iteration"] for l in open(f"{w}/{name}.jsonl")]
+    before = sorted(ms[1:8])[3]
+    return (sum(m - before for m in ms[8:]) / 1e3 + held(name)) / 2
 base = steps("none")
 lost = {n: steps(n) + held(n) - base for n in ("sync", "async")}
 print(r, f"{base:.3f}", f"{steps('sync'):.3f}", f"{held('sync'):.3f}", f"{lost['sync'] / 2:.3f}",
-      f"{steps('async'):.3f}", f"{held('async'):.3f}", f"{lost['async'] / 2:.3f}")
+      f"{own('sync'):.3f}", f"{steps('async'):.3f}", f"{held('async'):.3f}",
+      f"{lost['async'] / 2:.3f}", f"{own('async'):.3f}")
 PY
   tail -1 "$results"
 done
@@ -75,13 +83,15 @@ done
 python3 - "$results" "$model" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-print(f"\n{sys.argv[2]}, 12 iterations, saves at 4 and 8 ({len(rows)} rounds)")
-print("round | steps, no save (s) | sync: steps (s) | sync: held (s) | sync: lost per save (s) | "
-      "async: steps (s) | async: held (s) | async: lost per save (s)")
+print(f"\n{sys.argv[2]}, 24 iterations, saves at 8 and 16 ({len(rows)} rounds)")
+print("round | steps, no save (s) | sync: steps (s) | sync: held (s) | sync: lost per save vs "
+      "no save (s) | sync: vs own (s) | async: steps (s) | async: held (s) | async: lost per save "
+      "vs no save (s) | async: vs own (s)")
 for r in rows:
     print(" | ".join(r))
-sync = statistics.median(float(r[4]) for r in rows)
-asyn = statistics.median(float(r[7]) for r in rows)
-print(f"median lost per save: sync {sync:.3f} s, async {asyn:.3f} s; async / sync = "
-      f"{asyn / sync:.3f}")
+for label, s_col, a_col in (("against the no-save run", 4, 8), ("against the run's own", 5, 9)):
+    sync = statistics.median(float(r[s_col]) for r in rows)
+    asyn = statistics.median(float(r[a_col]) for r in rows)
+    print(f"median lost per save {label}: sync {sync:.3f} s, async {asyn:.3f} s; async / sync = "
+          f"{asyn / sync:.3f}")
 PY

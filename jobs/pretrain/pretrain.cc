@@ -294,6 +294,9 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   if (c.async_save && !c.save.empty()) {
     job->saver = std::make_unique<train::AsyncSaver>(c.save, c.keep_last, job->parallel.get(),
                                                      job->hooks.fs);
+    // The snapshot's memory now, not at the first save (12 bytes per parameter, touched).
+    job->saver->set_spare(
+        train::ReserveTrainingSnapshot(*job->parallel, *job->store, job->rank.exec.pool));
   }
   return job;
 }
