@@ -154,7 +154,8 @@ struct PretrainConfig {
     v("async_save", &self.async_save,
       "Write checkpoints in the background: training waits only while the state is copied to "
       "host memory; the checkpoint is committed once every rank has written its shard (the "
-      "previous one stays the latest until then). A second save waits for the first.");
+      "previous one stays the latest until then). A second save waits for the first. Holds 12 "
+      "bytes of host memory per parameter of the rank's shard.");
     v("eval_interval", &self.eval_interval,
       "Iterations between validation runs (0: only at the end).");
     v("threads", &self.threads, "CPU threads per rank (0: cores / ranks).");
