@@ -389,11 +389,33 @@ absl::Status Trainer::CheckNonfinite(const StepStats& stats, const models::Losse
   return absl::OkStatus();
 }
 
+absl::StatusOr<StepStats> Trainer::OptimizerStep(const models::Losses& loss, double accumulation) {
+  comm::Communicator* tp = parts_.parallel->tp_or_null();
+  comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
+  const double divisor = accumulation * parts_.parallel->dp_size() * parts_.scaler->scale();
+  StepStats stats;
+  if (std::isfinite(loss.total)) {
+    timers_->Start("optimizer");
+    absl::StatusOr<StepStats> stepped =
+        parts_.optimizer->Step(*parts_.exec, tp, dp, parts_.schedule->lr(), divisor);
+    timers_->Stop("optimizer");
+    ASSIGN_OR_RETURN(stats, std::move(stepped));
+  } else {
+    stats.skipped = true;
+    stats.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  }
+  parts_.scaler->Update(stats.skipped);
+  if (stats.skipped) {
+    ++skipped_;
+  } else {
+    parts_.schedule->Advance(config_.global_batch_size);
+  }
+  return stats;
+}
+
 absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
                             const std::atomic<bool>* stop,
                             const std::function<absl::Status(int64_t)>& on_iteration) {
-  comm::Communicator* tp = parts_.parallel->tp_or_null();
-  comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
   const int world_size = parts_.parallel->world_size();
   const double accumulation = static_cast<double>(data.accumulation_steps());
   IntervalSums interval;
@@ -419,25 +441,8 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     }
     // The mean loss first: a non-finite one (the same on every rank) skips the step.
     RETURN_IF_ERROR(DpMean(&acc.loss, &acc.flops));
-    const double divisor = accumulation * parts_.parallel->dp_size() * parts_.scaler->scale();
     const double lr_used = parts_.schedule->lr();
-    StepStats stats;
-    if (std::isfinite(acc.loss.total)) {
-      timers_->Start("optimizer");
-      absl::StatusOr<StepStats> stepped =
-          parts_.optimizer->Step(*parts_.exec, tp, dp, lr_used, divisor);
-      timers_->Stop("optimizer");
-      ASSIGN_OR_RETURN(stats, std::move(stepped));
-    } else {
-      stats.skipped = true;
-      stats.grad_norm = std::numeric_limits<double>::quiet_NaN();
-    }
-    parts_.scaler->Update(stats.skipped);
-    if (stats.skipped) {
-      ++skipped_;
-    } else {
-      parts_.schedule->Advance(config_.global_batch_size);
-    }
+    ASSIGN_OR_RETURN(const StepStats stats, OptimizerStep(acc.loss, accumulation));
     consumed_samples_ += config_.global_batch_size;
     ++iteration_;
     const double flops = acc.flops;

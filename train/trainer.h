@@ -278,6 +278,9 @@ class Trainer {
   absl::Status DpSum(std::vector<double>* values);
   // Means over the DP ranks of per-rank losses and the total FLOPs.
   absl::Status DpMean(models::Losses* losses, double* flops);
+  // The optimizer step of an iteration of `accumulation` micro-batches per DP rank with the mean
+  // losses `loss` (skipped when they are not finite), then the loss scaler and the schedule.
+  absl::StatusOr<StepStats> OptimizerStep(const models::Losses& loss, double accumulation);
   // Counts a skipped step without loss scaling; Aborted after max_nan_skips in a row.
   absl::Status CheckNonfinite(const StepStats& stats, const models::Losses& loss);
   absl::Status Log(const LogRecord& r);

@@ -26,6 +26,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -113,48 +115,60 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-absl::Status Run(const comm::MpiProcess& process) {
-  if (process.world.size() != 1) {
-    return absl::InvalidArgumentError("checkpoint_io_bench runs as one process");
-  }
-  if (FLAGS_rounds < 1) return absl::InvalidArgumentError("--rounds must be >= 1");
-  ASSIGN_OR_RETURN(const models::RegisteredModel registered, models::FindModel(FLAGS_model));
-  const models::ModelConfig& config = registered.config;
-  ASSIGN_OR_RETURN(auto parallel,
-                   comm::ParallelContext::Create(process.world, {}, config.num_attention_heads));
-  nn::ParameterStore store(0, 1, DType::kF32, Device::Cpu());
-  ASSIGN_OR_RETURN(auto model, models::CreateModel(config, &store, {}));
-  RETURN_IF_ERROR(store.Allocate(1234));
-  ASSIGN_OR_RETURN(train::Optimizer optimizer,
-                   train::Optimizer::Create(&store, {}, &parallel->dp()));
-  // Moments that are not all zero: m = v / 2, v2 = v * v.
-  const TensorView values = store.flat_values();
-  const int64_t n = values.numel();
-  {
-    const float* v = values.data_as<float>();
-    float* m = optimizer.exp_avg().data_as<float>();
-    float* m2 = optimizer.exp_avg_sq().data_as<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] = 0.5f * v[i];
-      m2[i] = v[i] * v[i];
-    }
-  }
-  const std::vector<TensorView> state = {values, optimizer.exp_avg(), optimizer.exp_avg_sq()};
-  const uint64_t saved_fingerprint = Fingerprint(state);
-  train::LossScaler scaler({});
-  train::LrSchedule schedule({});
+// A registered model's training state on the CPU, with moments that are not all zero.
+struct BenchState {
+  models::ModelConfig config;
+  std::unique_ptr<comm::ParallelContext> parallel;
+  std::unique_ptr<nn::ParameterStore> store;
+  std::unique_ptr<models::Model> model;
+  std::unique_ptr<train::Optimizer> optimizer;
+  train::LossScaler scaler{{}};
+  train::LrSchedule schedule{{}};
   train::TrainingCounters counters;
-  counters.iteration = 100;
+  std::vector<TensorView> state;  // The values and the two moments.
+  uint64_t fingerprint = 0;       // Of `state` as saved.
 
-  // Where the reads without digests go: memory of the state's size, touched once beforehand.
-  Tensor scratch = Tensor::Zeros({3 * n}, DType::kF32);
-  const std::string dir = FLAGS_dir;
-  const std::string ckpt = dir + "/checkpoint";
-  const std::string ddfile = dir + "/ddtest";
-  std::filesystem::create_directories(dir);
+  absl::Status Save(const std::string& ckpt) {
+    return train::SaveTrainingState(ckpt, 1, *parallel, config, *store, *optimizer, scaler,
+                                    schedule, counters, FLAGS_model);
+  }
+  absl::Status Load(const std::string& ckpt) {
+    return train::LoadTrainingState(ckpt, *parallel, config, store.get(), optimizer.get(), &scaler,
+                                    &schedule, &counters);
+  }
+};
 
-  // SHA-256 of one thread over 256 MiB of the values, and of the workers the checkpoint code
-  // starts, over all three tensors: what hashing costs on this machine.
+absl::StatusOr<std::unique_ptr<BenchState>> MakeState(comm::Communicator& world) {
+  auto b = std::make_unique<BenchState>();
+  ASSIGN_OR_RETURN(const models::RegisteredModel registered, models::FindModel(FLAGS_model));
+  b->config = registered.config;
+  ASSIGN_OR_RETURN(b->parallel,
+                   comm::ParallelContext::Create(world, {}, b->config.num_attention_heads));
+  b->store = std::make_unique<nn::ParameterStore>(0, 1, DType::kF32, Device::Cpu());
+  ASSIGN_OR_RETURN(b->model, models::CreateModel(b->config, b->store.get(), {}));
+  RETURN_IF_ERROR(b->store->Allocate(1234));
+  ASSIGN_OR_RETURN(train::Optimizer optimizer,
+                   train::Optimizer::Create(b->store.get(), {}, &b->parallel->dp()));
+  b->optimizer = std::make_unique<train::Optimizer>(std::move(optimizer));
+  // Moments that are not all zero: m = v / 2, v2 = v * v.
+  const TensorView values = b->store->flat_values();
+  const float* v = values.data_as<float>();
+  float* m = b->optimizer->exp_avg().data_as<float>();
+  float* m2 = b->optimizer->exp_avg_sq().data_as<float>();
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    m[i] = 0.5f * v[i];
+    m2[i] = v[i] * v[i];
+  }
+  b->state = {values, b->optimizer->exp_avg(), b->optimizer->exp_avg_sq()};
+  b->fingerprint = Fingerprint(b->state);
+  b->counters.iteration = 100;
+  return b;
+}
+
+// Prints the SHA-256 rate of one thread over 256 MiB of the values, and of the workers the
+// checkpoint code starts over all three tensors: what hashing costs on this machine.
+void PrintHashRates(const std::vector<TensorView>& state) {
+  const TensorView& values = state[0];
   const size_t hash_bytes = std::min<size_t>(size_t{256} << 20, values.nbytes());
   Clock::time_point start = Clock::now();
   const std::string digest = checkpoint::Sha256Hex(values.data, hash_bytes);
@@ -173,7 +187,110 @@ absl::Status Run(const comm::MpiProcess& process) {
     hashing.Finish();
   }
   const double sha_workers_rate = 3.0 * values.nbytes() / Seconds(start) / 1e6;
+  std::printf("sha256: one thread %.0f MB/s (%s...), %d workers %.0f MB/s\n", sha_rate,
+              digest.substr(0, 8).c_str(), workers, sha_workers_rate);
+}
 
+// The rates of every round (MB/s) and the ratios save / dd write and load / dd read.
+struct Rates {
+  std::vector<double> save_ratio, load_ratio, save, load, dd_write, dd_read, read_only;
+};
+
+// One round (the file comment's steps 1-5); appends to *rates. `bytes`: the checkpoint's size.
+absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t bytes,
+                      Tensor& scratch, const std::function<void()>& drop, Rates* rates) {
+  const std::string ckpt = dir + "/checkpoint";
+  const std::string ddfile = dir + "/ddtest";
+  const int64_t mib8 = int64_t{8} << 20;
+  const int64_t count = (bytes + mib8 - 1) / mib8;
+  const double dd_bytes = static_cast<double>(count * mib8);
+  std::filesystem::remove(ddfile);
+  drop();
+  ASSIGN_OR_RETURN(const double dd_write,
+                   TimeCommand({"dd", "if=/dev/zero", "of=" + ddfile, "bs=8M",
+                                absl::StrCat("count=", count), "conv=fsync"}));
+  drop();
+  ASSIGN_OR_RETURN(const double dd_read,
+                   TimeCommand({"dd", "if=" + ddfile, "of=/dev/null", "bs=8M"}));
+  std::filesystem::remove(ddfile);
+
+  std::filesystem::remove_all(ckpt);
+  drop();
+  Clock::time_point start = Clock::now();
+  RETURN_IF_ERROR(b.Save(ckpt));
+  const double save = Seconds(start);
+
+  // Scribble over the state so that the load must restore it.
+  for (const TensorView& v : b.state) std::memset(v.data, 0xff, v.nbytes());
+  drop();
+  start = Clock::now();
+  RETURN_IF_ERROR(b.Load(ckpt));
+  const double load = Seconds(start);
+  if (Fingerprint(b.state) != b.fingerprint) {
+    return absl::InternalError("the loaded state differs from the saved one");
+  }
+  // The shard's tensors file read by the same reader without checking digests: what reading
+  // alone costs (into memory written since the last fork, as the load's is).
+  std::memset(scratch.data(), 0, scratch.nbytes());
+  drop();
+  start = Clock::now();
+  {
+    ASSIGN_OR_RETURN(
+        const checkpoint::SafetensorsReader reader,
+        checkpoint::SafetensorsReader::Open(checkpoint::ShardDir(ckpt, b.counters.iteration, 0) +
+                                            "/" + checkpoint::kShardTensorsFile));
+    std::vector<checkpoint::SafetensorsReader::ReadRequest> reads;
+    for (const checkpoint::SafetensorsEntry& e : reader.entries()) {
+      reads.push_back(
+          {e.name, TensorView(static_cast<char*>(scratch.data()) + e.begin, e.shape, e.dtype)});
+    }
+    RETURN_IF_ERROR(reader.ReadMany(reads));
+  }
+  const double read_only = Seconds(start);
+
+  Rates& r = *rates;
+  r.dd_write.push_back(dd_bytes / dd_write / 1e6);
+  r.dd_read.push_back(dd_bytes / dd_read / 1e6);
+  r.save.push_back(bytes / save / 1e6);
+  r.load.push_back(bytes / load / 1e6);
+  r.read_only.push_back(bytes / read_only / 1e6);
+  r.save_ratio.push_back(r.save.back() / r.dd_write.back());
+  r.load_ratio.push_back(r.load.back() / r.dd_read.back());
+  std::printf(
+      "round %d: dd write %.0f MB/s, save %.0f MB/s (%.2f s): %.1f%% | dd read %.0f MB/s, load "
+      "%.0f MB/s (%.2f s): %.1f%% | read without digests %.0f MB/s\n",
+      round, r.dd_write.back(), r.save.back(), save, 100 * r.save_ratio.back(), r.dd_read.back(),
+      r.load.back(), load, 100 * r.load_ratio.back(), r.read_only.back());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+void PrintSummary(const Rates& r) {
+  auto summary = [](const char* what, const std::vector<double>& v, double scale,
+                    const char* unit) {
+    std::printf("%s: min %.1f%s, median %.1f%s\n", what,
+                scale * *std::min_element(v.begin(), v.end()), unit, scale * Median(v), unit);
+  };
+  summary("dd write", r.dd_write, 1, " MB/s");
+  summary("save", r.save, 1, " MB/s");
+  summary("save / dd write", r.save_ratio, 100, "%");
+  summary("dd read", r.dd_read, 1, " MB/s");
+  summary("load", r.load, 1, " MB/s");
+  summary("load / dd read", r.load_ratio, 100, "%");
+  summary("read without digests", r.read_only, 1, " MB/s");
+}
+
+absl::Status Run(const comm::MpiProcess& process) {
+  if (process.world.size() != 1) {
+    return absl::InvalidArgumentError("checkpoint_io_bench runs as one process");
+  }
+  if (FLAGS_rounds < 1) return absl::InvalidArgumentError("--rounds must be >= 1");
+  ASSIGN_OR_RETURN(std::unique_ptr<BenchState> b, MakeState(process.world));
+  // Where the reads without digests go: memory of the state's size, touched once beforehand.
+  Tensor scratch = Tensor::Zeros({3 * b->state[0].numel()}, DType::kF32);
+  const std::string dir = FLAGS_dir;
+  const std::string ckpt = dir + "/checkpoint";
+  std::filesystem::create_directories(dir);
   bool dropped = true;
   auto drop = [&]() {
     if (!FLAGS_drop_caches) return;
@@ -181,101 +298,20 @@ absl::Status Run(const comm::MpiProcess& process) {
     if (!s.ok() && dropped) std::printf("warning: %s\n", std::string(s.message()).c_str());
     dropped = dropped && s.ok();
   };
-
-  std::vector<double> save_ratio, load_ratio, save_rate, load_rate, dd_write_rate, dd_read_rate,
-      read_only_rate;
-  int64_t bytes = 12 * n;  // Refined after the first save.
+  // The checkpoint's exact size first (so that dd writes as much), untimed.
+  RETURN_IF_ERROR(b->Save(ckpt));
+  const int64_t bytes = BytesUnder(ckpt);
+  std::printf(
+      "checkpoint_io_bench: %s, %lld parameters; checkpoint of %.1f MB (f32 values and two Adam "
+      "moments, one shard) in %s\n",
+      FLAGS_model.c_str(), static_cast<long long>(b->state[0].numel()), bytes / 1e6, dir.c_str());
+  PrintHashRates(b->state);
+  Rates rates;
   for (int round = 1; round <= FLAGS_rounds; ++round) {
-    if (round == 1) {
-      // The checkpoint's exact size first (so that dd writes as much), untimed.
-      RETURN_IF_ERROR(train::SaveTrainingState(ckpt, 1, *parallel, config, store, optimizer, scaler,
-                                               schedule, counters, FLAGS_model));
-      bytes = BytesUnder(ckpt);
-      std::printf(
-          "checkpoint_io_bench: %s, %lld parameters; checkpoint of %.1f MB (f32 values and two "
-          "Adam moments, one shard) in %s\n",
-          FLAGS_model.c_str(), static_cast<long long>(n), bytes / 1e6, dir.c_str());
-      std::printf("sha256: one thread %.0f MB/s (%s...), %d workers %.0f MB/s\n", sha_rate,
-                  digest.substr(0, 8).c_str(), workers, sha_workers_rate);
-    }
-    const int64_t mib8 = int64_t{8} << 20;
-    const int64_t count = (bytes + mib8 - 1) / mib8;
-    const double dd_bytes = static_cast<double>(count * mib8);
-    std::filesystem::remove(ddfile);
-    drop();
-    ASSIGN_OR_RETURN(const double dd_write,
-                     TimeCommand({"dd", "if=/dev/zero", "of=" + ddfile, "bs=8M",
-                                  absl::StrCat("count=", count), "conv=fsync"}));
-    drop();
-    ASSIGN_OR_RETURN(const double dd_read,
-                     TimeCommand({"dd", "if=" + ddfile, "of=/dev/null", "bs=8M"}));
-    std::filesystem::remove(ddfile);
-
-    std::filesystem::remove_all(ckpt);
-    drop();
-    start = Clock::now();
-    RETURN_IF_ERROR(train::SaveTrainingState(ckpt, 1, *parallel, config, store, optimizer, scaler,
-                                             schedule, counters, FLAGS_model));
-    const double save = Seconds(start);
-    bytes = BytesUnder(ckpt);
-
-    // Scribble over the state so that the load must restore it.
-    for (const TensorView& v : state) std::memset(v.data, 0xff, v.nbytes());
-    drop();
-    start = Clock::now();
-    RETURN_IF_ERROR(train::LoadTrainingState(ckpt, *parallel, config, &store, &optimizer, &scaler,
-                                             &schedule, &counters));
-    const double load = Seconds(start);
-    if (Fingerprint(state) != saved_fingerprint) {
-      return absl::InternalError("the loaded state differs from the saved one");
-    }
-    // The shard's tensors file read by the same reader without checking digests: what reading
-    // alone costs (into memory written since the last fork, as the load's is).
-    std::memset(scratch.data(), 0, scratch.nbytes());
-    drop();
-    start = Clock::now();
-    {
-      ASSIGN_OR_RETURN(
-          const checkpoint::SafetensorsReader reader,
-          checkpoint::SafetensorsReader::Open(checkpoint::ShardDir(ckpt, counters.iteration, 0) +
-                                              "/" + checkpoint::kShardTensorsFile));
-      std::vector<checkpoint::SafetensorsReader::ReadRequest> reads;
-      for (const checkpoint::SafetensorsEntry& e : reader.entries()) {
-        reads.push_back(
-            {e.name, TensorView(static_cast<char*>(scratch.data()) + e.begin, e.shape, e.dtype)});
-      }
-      RETURN_IF_ERROR(reader.ReadMany(reads));
-    }
-    const double read_only = Seconds(start);
-
-    dd_write_rate.push_back(dd_bytes / dd_write / 1e6);
-    dd_read_rate.push_back(dd_bytes / dd_read / 1e6);
-    save_rate.push_back(bytes / save / 1e6);
-    load_rate.push_back(bytes / load / 1e6);
-    read_only_rate.push_back(bytes / read_only / 1e6);
-    save_ratio.push_back(save_rate.back() / dd_write_rate.back());
-    load_ratio.push_back(load_rate.back() / dd_read_rate.back());
-    std::printf(
-        "round %d: dd write %.0f MB/s, save %.0f MB/s (%.2f s): %.1f%% | dd read %.0f MB/s, load "
-        "%.0f MB/s (%.2f s): %.1f%% | read without digests %.0f MB/s\n",
-        round, dd_write_rate.back(), save_rate.back(), save, 100 * save_ratio.back(),
-        dd_read_rate.back(), load_rate.back(), load, 100 * load_ratio.back(),
-        read_only_rate.back());
-    std::fflush(stdout);
+    RETURN_IF_ERROR(RunRound(round, *b, dir, bytes, scratch, drop, &rates));
   }
   std::filesystem::remove_all(ckpt);
-  auto summary = [](const char* what, const std::vector<double>& v, double scale,
-                    const char* unit) {
-    std::printf("%s: min %.1f%s, median %.1f%s\n", what,
-                scale * *std::min_element(v.begin(), v.end()), unit, scale * Median(v), unit);
-  };
-  summary("dd write", dd_write_rate, 1, " MB/s");
-  summary("save", save_rate, 1, " MB/s");
-  summary("save / dd write", save_ratio, 100, "%");
-  summary("dd read", dd_read_rate, 1, " MB/s");
-  summary("load", load_rate, 1, " MB/s");
-  summary("load / dd read", load_ratio, 100, "%");
-  summary("read without digests", read_only_rate, 1, " MB/s");
+  PrintSummary(rates);
   if (!dropped) std::printf("warning: caches were not dropped; reads may have been from memory\n");
   return absl::OkStatus();
 }
