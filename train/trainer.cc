@@ -109,6 +109,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& co
 Trainer::Trainer(const TrainerConfig& config, const TrainingParts& parts)
     : config_(config), parts_(parts), loss_names_(parts.model->loss_names()) {}
 
+Trainer::~Trainer() {
+  if (timers_ != nullptr) parts_.optimizer->set_timers(nullptr);
+}
+
 absl::Status Trainer::DpSum(std::vector<double>* values) {
   comm::Communicator& dp = parts_.parallel->dp();
   if (dp.size() == 1) return absl::OkStatus();

@@ -221,6 +221,8 @@ class Trainer {
   // Opens config.log_jsonl for appending on global rank 0 (an error names the file).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainerConfig& config,
                                                          const TrainingParts& parts);
+  // Takes the trainer's timers back from the optimizer (which outlives it).
+  ~Trainer();
 
   // Runs iterations [start_iteration, train_iters) on `data`. Stops early (OK status, with
   // stopped_early() true) when *stop becomes true on any rank between iterations (SIGTERM).
