@@ -160,31 +160,16 @@ absl::Status DistributedOptimizerState::Land(size_t index, size_t slot) {
                     store_->flat_grads().Slice(b.part_begin, b.part_end));
 }
 
-absl::StatusOr<double> DistributedOptimizerState::OwnedGradSumOfSquares(const ExecContext& ctx,
-                                                                        bool first_tp_rank,
-                                                                        int skip_handle) const {
-  const TensorView grads = store_->flat_grads();
-  double sum = 0;
-  for (const Piece& p : pieces_) {
-    if (store_->spec(p.handle).split_dim < 0 && !first_tp_rank) continue;  // On TP rank 0.
-    ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, grads.Slice(p.begin, p.end)));
-    // Counted on another pipeline stage: only what is not finite (see Optimizer::Step).
-    sum += (p.handle != skip_handle || !std::isfinite(s)) ? s : 0.0;
-  }
-  return sum;
-}
-
 absl::StatusOr<double> DistributedOptimizerState::OwnedSum(
-    const ExecContext& ctx, bool first_tp_rank, int skip_handle, bool grads,
+    bool first_tp_rank, int skip_handle, CopySum copy, bool grads,
     const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const {
-  (void)ctx;
   double sum = 0;
   for (const Piece& p : pieces_) {
     if (store_->spec(p.handle).split_dim < 0 && !first_tp_rank) continue;  // On TP rank 0.
-    if (p.handle == skip_handle) continue;
+    if (p.handle == skip_handle && copy == CopySum::kLeaveOut) continue;
     ASSIGN_OR_RETURN(double s,
                      fn(grads ? store_->flat_grads().Slice(p.begin, p.end) : OwnedMasters(p)));
-    sum += s;
+    sum += (p.handle != skip_handle || !std::isfinite(s)) ? s : 0.0;
   }
   return sum;
 }

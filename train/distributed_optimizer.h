@@ -79,6 +79,11 @@ struct ShardLayout {
 ShardLayout PartitionBuckets(int64_t num_elements, int64_t bucket_elements, int dp_size,
                              int dp_rank);
 
+// How a sum over the parameters treats a copy that another pipeline stage counts (the last
+// stage's tied word embedding): left out, or adding only a sum that is not finite, so that every
+// stage sees an inf/NaN in it (and all skip the step) even where it arose after the copies' sum.
+enum class CopySum { kLeaveOut, kOnlyNonfinite };
+
 // This rank's share of the optimizer step over a store (see the file comment). Made by
 // train::Optimizer for --use_distributed_optimizer; not thread-safe.
 class DistributedOptimizerState {
@@ -103,15 +108,11 @@ class DistributedOptimizerState {
   // the first time that many are pending, reused after). Collective over dp.
   absl::StatusOr<std::unique_ptr<comm::CommRequest>> ReduceScatterBucket(size_t index);
 
-  // The sum of squares of the reduced gradients this rank owns, over the parameters counted on
-  // this TP rank (replicated ones only when first_tp_rank) except parameter skip_handle (-1:
-  // none; a copy another pipeline stage counts), which adds only a non-finite sum. Local.
-  absl::StatusOr<double> OwnedGradSumOfSquares(const ExecContext& ctx, bool first_tp_rank,
-                                               int skip_handle = -1) const;
   // The sum of fn over the views of the reduced gradients (grads) or the f32 masters this rank
-  // owns, over the parameters counted on this TP rank, except parameter skip_handle. Local.
+  // owns, over the parameters counted on this TP rank (replicated ones only when first_tp_rank);
+  // parameter skip_handle (-1: none; a copy another pipeline stage counts) as `copy` says. Local.
   absl::StatusOr<double> OwnedSum(
-      const ExecContext& ctx, bool first_tp_rank, int skip_handle, bool grads,
+      bool first_tp_rank, int skip_handle, CopySum copy, bool grads,
       const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const;
 
   // AdamW on the owned elements of the f32 masters (the store's, or the shard), with the shard

@@ -149,49 +149,26 @@ TensorView Optimizer::exp_avg_sq(int handle) const {
                     DType::kF32, v_.device());
 }
 
-absl::StatusOr<double> Optimizer::GlobalNormSquared(const ExecContext& ctx,
-                                                    comm::Communicator* tp) const {
+absl::StatusOr<double> Optimizer::UniqueSum(
+    comm::Communicator* tp, bool grads, DType reduce, CopySum copy,
+    const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const {
   const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
   double local = 0;
   if (dist_ != nullptr) {
-    ASSIGN_OR_RETURN(local, dist_->OwnedGradSumOfSquares(ctx, first_tp_rank, uncounted_handle_));
+    ASSIGN_OR_RETURN(local, dist_->OwnedSum(first_tp_rank, uncounted_handle_, copy, grads, fn));
   } else {
     for (int i = 0; i < store_->size(); ++i) {
       if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
-      ASSIGN_OR_RETURN(double s, ops::SumOfSquares(ctx, store_->grad(i)));
-      // A copy another stage counts adds only what is not finite, so that every stage sees an
-      // inf/NaN in it (and all skip the step) even where it arose after the copies' sum.
+      if (i == uncounted_handle_ && copy == CopySum::kLeaveOut) continue;
+      ASSIGN_OR_RETURN(double s, fn(grads ? store_->grad(i) : store_->value(i)));
       local += (i != uncounted_handle_ || !std::isfinite(s)) ? s : 0.0;
     }
   }
   const bool over_tp = tp != nullptr && tp->size() > 1, over_pp = pp_ != nullptr && pp_->size() > 1;
   if (dist_ == nullptr && !over_tp && !over_pp) return local;
-  // The communicator reduces f32: the summed square norm is exact to f32 rounding, which is ample
-  // for clipping and logging. A distributed optimizer's shards are summed over DP first; a
+  // The communicator reduces f32 or i64: a summed square norm is exact to f32 rounding, which is
+  // ample for clipping and logging. A distributed optimizer's shards are summed over DP first; a
   // non-finite element anywhere makes every rank's sum non-finite, so all skip the step.
-  Tensor part = Tensor::Host({1}, DType::kF32);
-  part.data_as<float>()[0] = static_cast<float>(local);
-  if (dist_ != nullptr) RETURN_IF_ERROR(dist_->dp()->AllReduce(part.view(), comm::ReduceOp::kSum));
-  if (over_tp) RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
-  if (over_pp) RETURN_IF_ERROR(pp_->AllReduce(part.view(), comm::ReduceOp::kSum));
-  return static_cast<double>(part.data_as<float>()[0]);
-}
-
-absl::StatusOr<double> Optimizer::UniqueSum(
-    const ExecContext& ctx, comm::Communicator* tp, bool grads, DType reduce,
-    const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const {
-  const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
-  double local = 0;
-  if (dist_ != nullptr) {
-    ASSIGN_OR_RETURN(local, dist_->OwnedSum(ctx, first_tp_rank, uncounted_handle_, grads, fn));
-  } else {
-    for (int i = 0; i < store_->size(); ++i) {
-      if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
-      if (i == uncounted_handle_) continue;                           // Counted on another stage.
-      ASSIGN_OR_RETURN(double s, fn(grads ? store_->grad(i) : store_->value(i)));
-      local += s;
-    }
-  }
   Tensor part = Tensor::Host({1}, reduce);
   if (reduce == DType::kI64) {
     part.data_as<int64_t>()[0] = static_cast<int64_t>(local);
@@ -199,12 +176,8 @@ absl::StatusOr<double> Optimizer::UniqueSum(
     part.data_as<float>()[0] = static_cast<float>(local);
   }
   if (dist_ != nullptr) RETURN_IF_ERROR(dist_->dp()->AllReduce(part.view(), comm::ReduceOp::kSum));
-  if (tp != nullptr && tp->size() > 1) {
-    RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
-  }
-  if (pp_ != nullptr && pp_->size() > 1) {
-    RETURN_IF_ERROR(pp_->AllReduce(part.view(), comm::ReduceOp::kSum));
-  }
+  if (over_tp) RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
+  if (over_pp) RETURN_IF_ERROR(pp_->AllReduce(part.view(), comm::ReduceOp::kSum));
   return reduce == DType::kI64 ? static_cast<double>(part.data_as<int64_t>()[0])
                                : static_cast<double>(part.data_as<float>()[0]);
 }
@@ -263,14 +236,16 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
   {
     nn::TimerScope timed(timers_, "optimizer-clip-main-grad");
     RETURN_IF_ERROR(ops::Scale(ctx, flat, static_cast<float>(1.0 / grad_divisor), flat));
-    ASSIGN_OR_RETURN(double norm_sq, GlobalNormSquared(ctx, tp));
+    ASSIGN_OR_RETURN(const double norm_sq,
+                     UniqueSum(tp, /*grads=*/true, DType::kF32, CopySum::kOnlyNonfinite,
+                               [&](const TensorView& g) { return ops::SumOfSquares(ctx, g); }));
     stats.grad_norm = std::sqrt(norm_sq);
   }
   if (config_.log_num_zeros_in_grad) {
     nn::TimerScope timed(timers_, "optimizer-count-zeros");
     HostStaging host;
     ASSIGN_OR_RETURN(const double zeros,
-                     UniqueSum(ctx, tp, /*grads=*/true, DType::kI64,
+                     UniqueSum(tp, /*grads=*/true, DType::kI64, CopySum::kLeaveOut,
                                [&](const TensorView& g) { return CountZeros(ctx, g, &host); }));
     stats.num_zeros = static_cast<int64_t>(zeros);
   }
@@ -305,7 +280,7 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
   }
   if (config_.log_params_norm) {
     ASSIGN_OR_RETURN(const double sq,
-                     UniqueSum(ctx, tp, /*grads=*/false, DType::kF32,
+                     UniqueSum(tp, /*grads=*/false, DType::kF32, CopySum::kLeaveOut,
                                [&](const TensorView& w) { return ops::SumOfSquares(ctx, w); }));
     stats.params_norm = std::sqrt(sq);
   }

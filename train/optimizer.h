@@ -163,12 +163,12 @@ class Optimizer {
 
  private:
   Optimizer() = default;
-  absl::StatusOr<double> GlobalNormSquared(const ExecContext& ctx, comm::Communicator* tp) const;
   // The sum of fn over this rank's share of the gradients (grads) or of the f32 masters, each
-  // parameter counted once over TP ranks, pipeline stages and DP shards, summed over those groups
-  // as `reduce` (kI64 for counts, kF32 for sums of squares).
+  // parameter counted once over TP ranks, pipeline stages and DP shards (the copy another stage
+  // counts as `copy` says), summed over those groups as `reduce` (kI64 for counts, kF32 for sums
+  // of squares); the local sum itself, unrounded, when there is no group to sum over.
   absl::StatusOr<double> UniqueSum(
-      const ExecContext& ctx, comm::Communicator* tp, bool grads, DType reduce,
+      comm::Communicator* tp, bool grads, DType reduce, CopySum copy,
       const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const;
   // AdamW with `args` (weight decay where the spec asks for it) on what this rank updates.
   absl::Status Update(const ExecContext& ctx, const ops::AdamArgs& args);
