@@ -265,8 +265,8 @@ absl::Status Trainer::LogValidation(const EvalResult& e) {
 absl::Status Trainer::ReportTimings() {
   const LoggingConfig& lc = config_.logging;
   const bool timers = lc.timing_log_level > 0, stragglers = lc.log_straggler;
-  const bool to_tensorboard = lc.log_timers_to_tensorboard && !lc.tensorboard_dir.empty();
-  if (to_tensorboard && tensorboard_ != nullptr && interval_steps_ > 0) {
+  const bool to_tensorboard = lc.log_timers_to_tensorboard && tensorboard_ != nullptr;
+  if (to_tensorboard && interval_steps_ > 0) {
     RETURN_IF_ERROR(tensorboard_->AddScalar("iteration-time",
                                             interval_step_ms_ / interval_steps_ / 1e3, iteration_));
   }
@@ -290,7 +290,7 @@ absl::Status Trainer::ReportTimings() {
       }
       std::fflush(stdout);
     }
-    if (to_tensorboard && tensorboard_ != nullptr) {
+    if (to_tensorboard) {
       // Megatron's "<timer>-time": the maximum over the ranks, in seconds per iteration.
       for (int i = 0; i < kNumTimers; ++i) {
         double max_ms = -1;
@@ -348,9 +348,11 @@ absl::StatusOr<Trainer::Accumulated> Trainer::AccumulateGradients(BatchStream& d
     // The last backward pass of the iteration reports finished gradients, so their DP
     // all-reduce overlaps the rest of it (train/grad_reducer.h).
     if (micro == accumulation - 1) sc.grads_ready = parts_.optimizer->BeginGradReduce(dp);
-    timers_->Start("batch-generator");
-    std::optional<models::Batch> batch = data.Next();
-    timers_->Stop("batch-generator");
+    std::optional<models::Batch> batch;
+    {
+      nn::TimerScope timed(timers_.get(), "batch-generator");
+      batch = data.Next();
+    }
     if (!batch) {
       return absl::OutOfRangeError(absl::StrFormat(
           "training data exhausted at iteration %d; build the dataset with more samples",
@@ -399,11 +401,9 @@ absl::StatusOr<StepStats> Trainer::OptimizerStep(const models::Losses& loss, dou
   const double divisor = accumulation * parts_.parallel->dp_size() * parts_.scaler->scale();
   StepStats stats;
   if (std::isfinite(loss.total)) {
-    timers_->Start("optimizer");
-    absl::StatusOr<StepStats> stepped =
-        parts_.optimizer->Step(*parts_.exec, tp, dp, parts_.schedule->lr(), divisor);
-    timers_->Stop("optimizer");
-    ASSIGN_OR_RETURN(stats, std::move(stepped));
+    nn::TimerScope timed(timers_.get(), "optimizer");
+    ASSIGN_OR_RETURN(stats,
+                     parts_.optimizer->Step(*parts_.exec, tp, dp, parts_.schedule->lr(), divisor));
   } else {
     stats.skipped = true;
     stats.grad_norm = std::numeric_limits<double>::quiet_NaN();
@@ -433,10 +433,11 @@ absl::Status Trainer::Train(BatchStream& data, int64_t start_iteration,
     const auto start = std::chrono::steady_clock::now();
     const double comm_at_start = CommSeconds();
     RETURN_IF_ERROR(parts_.store->ZeroGrads(*parts_.exec));
-    timers_->Start("forward-backward");
-    absl::StatusOr<Accumulated> accumulated = AccumulateGradients(data);
-    timers_->Stop("forward-backward");
-    ASSIGN_OR_RETURN(Accumulated acc, std::move(accumulated));
+    Accumulated acc;
+    {
+      nn::TimerScope timed(timers_.get(), "forward-backward");
+      ASSIGN_OR_RETURN(acc, AccumulateGradients(data));
+    }
     // The DP reduction and, with pipeline stages, the sum of the tied embedding's copies.
     RETURN_IF_ERROR(parts_.optimizer->FinishGradReduce());
     RETURN_IF_ERROR(PpSum(&acc.loss, &acc.flops));

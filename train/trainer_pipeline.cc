@@ -38,9 +38,11 @@ absl::StatusOr<std::vector<OwnedBatch>> Trainer::TakeBatches(BatchStream& data, 
                                                              bool partial) {
   std::vector<OwnedBatch> out;
   for (int64_t i = 0; i < n; ++i) {
-    timers_->Start("batch-generator");
-    std::optional<models::Batch> batch = data.Next();
-    timers_->Stop("batch-generator");
+    std::optional<models::Batch> batch;
+    {
+      nn::TimerScope timed(timers_.get(), "batch-generator");
+      batch = data.Next();
+    }
     if (!batch && partial) break;
     if (!batch) {
       return absl::OutOfRangeError(absl::StrFormat(
