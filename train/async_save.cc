@@ -48,10 +48,8 @@ absl::Status AsyncSaver::Start(std::unique_ptr<TrainingSnapshot> snapshot) {
   return absl::OkStatus();
 }
 
-absl::Status AsyncSaver::Settle(bool wait, bool* committed) {
-  *committed = false;
-  if (wait) Join();
-  const bool done = written_.load(std::memory_order_acquire);
+absl::Status AsyncSaver::Settle(bool wait) {
+  const bool done = wait || written_.load(std::memory_order_acquire);
   if (done) Join();
   // [ranks still writing, ranks whose write failed]: one all-reduce, the same answer everywhere.
   Tensor flags = Tensor::Host({2}, DType::kI32);
@@ -73,21 +71,12 @@ absl::Status AsyncSaver::Settle(bool wait, bool* committed) {
   spare_ = std::move(snapshot_);
   RETURN_IF_ERROR(CommitTrainingState(save_dir_, keep_last_, *parallel_, iteration, *fs_));
   committed_ = iteration;
-  *committed = true;
   return absl::OkStatus();
 }
 
-absl::Status AsyncSaver::Poll() {
-  if (!in_flight()) return absl::OkStatus();
-  bool committed = false;
-  return Settle(/*wait=*/false, &committed);
-}
+absl::Status AsyncSaver::Poll() { return in_flight() ? Settle(/*wait=*/false) : absl::OkStatus(); }
 
-absl::Status AsyncSaver::Finish() {
-  if (!in_flight()) return absl::OkStatus();
-  bool committed = false;
-  return Settle(/*wait=*/true, &committed);
-}
+absl::Status AsyncSaver::Finish() { return in_flight() ? Settle(/*wait=*/true) : absl::OkStatus(); }
 
 }  // namespace train
 }  // namespace mt

@@ -68,8 +68,8 @@ class AsyncSaver {
 
  private:
   // Agrees over the world on whether every rank's write has finished (when `wait`, after waiting
-  // for this rank's), and commits when it has. *committed: whether it did.
-  absl::Status Settle(bool wait, bool* committed);
+  // for this rank's), and commits when it has.
+  absl::Status Settle(bool wait);
   void Join();
 
   std::string save_dir_;

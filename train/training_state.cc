@@ -249,16 +249,15 @@ absl::Status CopyForSnapshot(const ExecContext& ctx, ThreadPool* pool, const Ten
 
 }  // namespace
 
-std::unique_ptr<TrainingSnapshot> ReserveTrainingSnapshot(const comm::ParallelContext& parallel,
-                                                          const nn::ParameterStore& store,
-                                                          ThreadPool* pool) {
+absl::StatusOr<std::unique_ptr<TrainingSnapshot>> ReserveTrainingSnapshot(
+    const comm::ParallelContext& parallel, const nn::ParameterStore& store, ThreadPool* pool) {
   auto snap = std::make_unique<TrainingSnapshot>();
   if (parallel.dp_rank() != 0) return snap;
+  ExecContext host;
+  host.pool = pool;  // SetZero fills large host buffers on all of the pool's threads.
   for (Tensor* t : {&snap->values_, &snap->exp_avg_, &snap->exp_avg_sq_}) {
     *t = Tensor::Host({store.NumLocalElements()}, DType::kF32);
-    auto* bytes = static_cast<char*>(t->view().data);
-    ParallelFor(pool, static_cast<int64_t>(t->view().nbytes()), int64_t{1} << 22,
-                [&](int64_t begin, int64_t end) { std::memset(bytes + begin, 0, end - begin); });
+    RETURN_IF_ERROR(SetZero(host, t->view()));
   }
   return snap;
 }

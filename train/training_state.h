@@ -82,9 +82,8 @@ class TrainingSnapshot {
   absl::Status Write(const std::string& save_dir, FileSystem& fs) const;
 
  private:
-  friend std::unique_ptr<TrainingSnapshot> ReserveTrainingSnapshot(const comm::ParallelContext&,
-                                                                   const nn::ParameterStore&,
-                                                                   ThreadPool*);
+  friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> ReserveTrainingSnapshot(
+      const comm::ParallelContext&, const nn::ParameterStore&, ThreadPool*);
   friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
       comm::ParallelContext&, const models::ModelConfig&, const nn::ParameterStore&,
       const Optimizer&, const LossScaler&, const LrSchedule&, const TrainingCounters&,
@@ -110,9 +109,8 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
 // The host memory of a snapshot of this store, allocated and its pages touched (on `pool`'s
 // threads), for SnapshotTrainingState's `reuse`: taken at start-up, it keeps the first save's
 // page faults out of the training loop. Empty on a rank that does not write.
-std::unique_ptr<TrainingSnapshot> ReserveTrainingSnapshot(const comm::ParallelContext& parallel,
-                                                          const nn::ParameterStore& store,
-                                                          ThreadPool* pool);
+absl::StatusOr<std::unique_ptr<TrainingSnapshot>> ReserveTrainingSnapshot(
+    const comm::ParallelContext& parallel, const nn::ParameterStore& store, ThreadPool* pool);
 
 // Collective over the world, once every rank's shard of `iteration` is written: rank 0 commits it
 // (checkpoint::CommitCheckpoint, keeping keep_last), between two barriers.

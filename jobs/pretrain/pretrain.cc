@@ -295,8 +295,10 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
     job->saver = std::make_unique<train::AsyncSaver>(c.save, c.keep_last, job->parallel.get(),
                                                      job->hooks.fs);
     // The snapshot's memory now, not at the first save (12 bytes per parameter, touched).
-    job->saver->set_spare(
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<train::TrainingSnapshot> spare,
         train::ReserveTrainingSnapshot(*job->parallel, *job->store, job->rank.exec.pool));
+    job->saver->set_spare(std::move(spare));
   }
   return job;
 }
