@@ -42,8 +42,8 @@ void EigenGemm(const ExecContext& ctx, const GemmShape& s, float alpha, F32Matri
   Eigen::Map<const RowMajorMatrix, 0, Stride> b_mat(b.data, s.trans_b ? s.n : s.k,
                                                     s.trans_b ? s.k : s.n, Stride(b.ld));
   Eigen::Map<RowMajorMatrix, 0, Stride> c_mat(c, s.m, s.n, Stride(ldc));
-  const int64_t blocks = std::max<int64_t>(
-      1, std::min<int64_t>(ctx.num_threads(), s.n / kEigenMinColumns));
+  const int64_t blocks =
+      std::max<int64_t>(1, std::min<int64_t>(ctx.num_threads(), s.n / kEigenMinColumns));
   ParallelFor(ctx.pool, blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t j0 = s.n * blk / blocks, j1 = s.n * (blk + 1) / blocks;
@@ -74,8 +74,8 @@ void EigenGemm(const ExecContext& ctx, const GemmShape& s, float alpha, F32Matri
 
 // OpenBLAS's Fortran-ABI sgemm, loaded with the CPU's best kernel (core/openblas.h). Debian's
 // libopenblas uses 32-bit integers (the 64-bit-index build is libopenblas64).
-void OpenBlasGemm(const ExecContext& ctx, const GemmShape& s, float alpha, F32Matrix a,
-                  F32Matrix b, float beta, float* c, int64_t ldc) {
+void OpenBlasGemm(const ExecContext& ctx, const GemmShape& s, float alpha, F32Matrix a, F32Matrix b,
+                  float beta, float* c, int64_t ldc) {
   const OpenBlas& blas = LoadOpenBlas();  // The caller checked that it loaded.
   blas.set_num_threads(ctx.num_threads());
   // BLAS is column-major, and a row-major [R, C] buffer is the column-major [C, R] transpose, so
@@ -90,8 +90,7 @@ void OpenBlasGemm(const ExecContext& ctx, const GemmShape& s, float alpha, F32Ma
   const int ld_a = static_cast<int>(std::max<int64_t>(1, a.ld));
   const int ld_c = static_cast<int>(std::max<int64_t>(1, ldc));
   // BLAS treats beta = 0 as "C is output only", so NaNs in C do not propagate.
-  blas.sgemm(&trans_b, &trans_a, &m, &n, &k, &alpha, b.data, &ld_b, a.data, &ld_a, &beta, c,
-             &ld_c);
+  blas.sgemm(&trans_b, &trans_a, &m, &n, &k, &alpha, b.data, &ld_b, a.data, &ld_a, &beta, c, &ld_c);
 }
 
 // One product with leading dimensions, on `backend`; M, N, K > 0.
@@ -222,24 +221,22 @@ void WidenedGemm(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape
       } else {
         WidenBlock(ctx.pool, b, ldb, k0, k1, 0, s.n, b32);  // Rows of the stored [K, N].
       }
-      F32Product(backend, ctx, piece, alpha, {a32, s.trans_a ? s.m : d},
-                 {b32, s.trans_b ? d : s.n}, k0 == 0 ? beta : 1.0f, c, s.n);
+      F32Product(backend, ctx, piece, alpha, {a32, s.trans_a ? s.m : d}, {b32, s.trans_b ? d : s.n},
+                 k0 == 0 ? beta : 1.0f, c, s.n);
     }
   }
 }
 
 template <typename T>
 void Widen(ThreadPool* pool, const T* src, int64_t n, float* dst) {
-  ParallelFor(pool, n, kConvertGrain, [&](int64_t begin, int64_t end) {
-    ToF32(src + begin, end - begin, dst + begin);
-  });
+  ParallelFor(pool, n, kConvertGrain,
+              [&](int64_t begin, int64_t end) { ToF32(src + begin, end - begin, dst + begin); });
 }
 
 template <typename T>
 void Narrow(ThreadPool* pool, const float* src, int64_t n, T* dst) {
-  ParallelFor(pool, n, kConvertGrain, [&](int64_t begin, int64_t end) {
-    FromF32(src + begin, end - begin, dst + begin);
-  });
+  ParallelFor(pool, n, kConvertGrain,
+              [&](int64_t begin, int64_t end) { FromF32(src + begin, end - begin, dst + begin); });
 }
 
 namespace {
@@ -301,17 +298,17 @@ void ApplyEpilogue(ThreadPool* pool, const GemmShape& s, const GemmOptions& opti
               });
 }
 
-#define MT_GEMM_CPU_INSTANTIATE(T)                                                              \
-  template void WidenedGemm<T>(CpuGemmBackend, const ExecContext&, const GemmShape&, float,     \
-                               const T*, const T*, float, float*);                              \
-  template void Widen<T>(ThreadPool*, const T*, int64_t, float*);                               \
-  template void Narrow<T>(ThreadPool*, const float*, int64_t, T*);                              \
+#define MT_GEMM_CPU_INSTANTIATE(T)                                                                \
+  template void WidenedGemm<T>(CpuGemmBackend, const ExecContext&, const GemmShape&, float,       \
+                               const T*, const T*, float, float*);                                \
+  template void Widen<T>(ThreadPool*, const T*, int64_t, float*);                                 \
+  template void Narrow<T>(ThreadPool*, const float*, int64_t, T*);                                \
   template void ApplyEpilogue<T>(ThreadPool*, const GemmShape&, const GemmOptions&, const float*, \
                                  T*, T*);
 MT_GEMM_CPU_INSTANTIATE(bf16)
 MT_GEMM_CPU_INSTANTIATE(f16)
-template void ApplyEpilogue<float>(ThreadPool*, const GemmShape&, const GemmOptions&,
-                                   const float*, float*, float*);
+template void ApplyEpilogue<float>(ThreadPool*, const GemmShape&, const GemmOptions&, const float*,
+                                   float*, float*);
 #undef MT_GEMM_CPU_INSTANTIATE
 
 }  // namespace internal

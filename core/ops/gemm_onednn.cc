@@ -93,7 +93,8 @@ struct Attr {
 
 absl::Status MakeAttr(const OneDnnProblem& p, Attr* out) {
   const OneDnn& d = out->d;
-  bool ok = d.attr_create(&out->attr) == dnnl_success && d.post_ops_create(&out->ops) == dnnl_success;
+  bool ok =
+      d.attr_create(&out->attr) == dnnl_success && d.post_ops_create(&out->ops) == dnnl_success;
   if (ok && p.alpha != 1.0f) {
     ok = d.attr_set_output_scales(out->attr, 1, 0, &p.alpha) == dnnl_success;
   }
@@ -119,8 +120,7 @@ absl::StatusOr<std::unique_ptr<Entry>> Create(const OneDnn& d, const OneDnnProbl
   }
   if (!st.ok()) return st;
   dnnl_matmul_desc_t desc;
-  if (d.matmul_desc_init(&desc, &e->a, &e->b, p.bias ? &e->bias : nullptr, &e->c) !=
-      dnnl_success) {
+  if (d.matmul_desc_init(&desc, &e->a, &e->b, p.bias ? &e->bias : nullptr, &e->c) != dnnl_success) {
     return absl::InternalError("oneDNN: cannot describe the matmul");
   }
   Attr attr{d};
@@ -129,8 +129,8 @@ absl::StatusOr<std::unique_ptr<Entry>> Create(const OneDnn& d, const OneDnnProbl
   dnnl_primitive_desc_t pd = nullptr;
   const dnnl_status_t made = d.primitive_desc_create(&pd, &desc, attr.attr, d.engine, nullptr);
   if (made == dnnl_unimplemented) {
-    return absl::UnimplementedError(absl::StrCat("oneDNN has no ", DTypeName(p.ab),
-                                                 " matmul kernel on this CPU"));
+    return absl::UnimplementedError(
+        absl::StrCat("oneDNN has no ", DTypeName(p.ab), " matmul kernel on this CPU"));
   }
   if (made != dnnl_success) return absl::InternalError("oneDNN: cannot create the matmul");
   const char* impl = nullptr;
