@@ -83,8 +83,8 @@ absl::Status ResolveAll(void* handle, OneDnn* d) {
   // libgomp came in with oneDNN (RTLD_LOCAL keeps it out of the global scope, so ask for it).
   void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (gomp == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(kLibrary, " did not bring libgomp.so.1 (an OpenMP build of oneDNN is needed)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        kLibrary, " did not bring libgomp.so.1 (an OpenMP build of oneDNN is needed)"));
   }
   return Resolve(gomp, "libgomp.so.1", "omp_set_num_threads",
                  reinterpret_cast<void**>(&d->set_num_threads));

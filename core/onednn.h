@@ -56,7 +56,7 @@ struct OneDnn {
 
   dnnl_engine_t engine = nullptr;  // The CPU engine, created once.
   std::string version;             // "oneDNN 2.6.3".
-  std::string isa;                 // The widest ISA oneDNN will use, e.g. "avx2", "avx512_core_bf16".
+  std::string isa;  // The widest ISA oneDNN will use, e.g. "avx2", "avx512_core_bf16".
   bool isa_capped_by_user = false;  // ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) was set.
 };
 

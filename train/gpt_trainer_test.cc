@@ -4,10 +4,10 @@
 // leaves parameters and the LR schedule alone.
 // Mixed precision: f16 training from a loss scale of 2^32 overflows for real (the f16 logit
 // gradients become inf), skips steps and halves the scale until the gradients fit, then learns;
-// bf16 training tracks the f32 curve in a band over 200 steps, and the serial bf16 curve at TP=2. The DP gradient
-// all-reduce overlapped with backward gives the same curve as the all-reduce after backward.
-// The distributed optimizer (sharded Adam moments) trains as the serial run and resumes from its
-// checkpoints at another DP size.
+// bf16 training tracks the f32 curve in a band over 200 steps, and the serial bf16 curve at TP=2.
+// The DP gradient all-reduce overlapped with backward gives the same curve as the all-reduce after
+// backward. The distributed optimizer (sharded Adam moments) trains as the serial run and resumes
+// from its checkpoints at another DP size.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -233,8 +233,8 @@ TEST_F(MpiTest, Bf16TrainingTracksTheF32Curve) {
   for (int i = 0; i < iters; ++i) {
     worst = std::max(worst, std::fabs(bf16.losses[i] - f32.losses[i]) / f32.losses[i]);
     if (i < tp_iters) {
-      worst_tp = std::max(worst_tp, std::fabs(bf16_tp2.losses[i] - bf16_short.losses[i]) /
-                                        bf16_short.losses[i]);
+      worst_tp = std::max(
+          worst_tp, std::fabs(bf16_tp2.losses[i] - bf16_short.losses[i]) / bf16_short.losses[i]);
     }
     if (i % 20 == 19) {  // Windows of 20 steps: the curves' trend, without per-batch noise.
       const double a = MeanOf(bf16.losses, i - 19, i + 1), b = MeanOf(f32.losses, i - 19, i + 1);
@@ -246,8 +246,8 @@ TEST_F(MpiTest, Bf16TrainingTracksTheF32Curve) {
         "200-step curves: worst relative loss difference bf16 vs f32 %.3g per step, %.3g over "
         "20-step windows; bf16 TP=2 vs bf16 serial (20 steps) %.3g; bf16 loss %.4f -> %.4f (f32 "
         "%.4f -> %.4f)\n",
-        worst, worst_window, worst_tp, bf16.losses.front(), bf16.losses.back(),
-        f32.losses.front(), f32.losses.back());
+        worst, worst_window, worst_tp, bf16.losses.front(), bf16.losses.back(), f32.losses.front(),
+        f32.losses.back());
   }
   // The first losses differ by bf16 rounding only (same masters). Over 200 steps of a curve
   // falling by 3 nats the rounding differences grow but stay in a band: every step within 1% and
