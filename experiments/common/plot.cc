@@ -45,15 +45,31 @@ absl::StatusOr<int> ColumnIndex(const std::string& dir, const std::string& csv,
 absl::StatusOr<std::string> SeriesClause(const PlotSeries& s, const std::string& dir) {
   auto x = ColumnIndex(dir, s.csv, s.x);
   if (!x.ok()) return x.status();
-  auto y = ColumnIndex(dir, s.csv, s.y);
-  if (!y.ok()) return y.status();
-  std::string y_expr = absl::StrCat(*y);
+  int where = 0;
   if (!s.where_column.empty()) {
     auto w = ColumnIndex(dir, s.csv, s.where_column);
     if (!w.ok()) return w.status();
-    y_expr = absl::StrCat("(strcol(", *w, ") eq ", Quoted(s.where_value), " ? $", *y, " : NaN)");
+    where = *w;
   }
-  return absl::StrFormat("%s every ::1 using %d:%s with %s title %s", Quoted(s.csv), *x, y_expr,
+  // Column `column`, or NaN on the rows the filter drops.
+  const auto expr = [&](int column) {
+    if (where == 0) return absl::StrCat(column);
+    return absl::StrCat("(strcol(", where, ") eq ", Quoted(s.where_value), " ? $", column,
+                        " : NaN)");
+  };
+  if (!s.y_low.empty() && !s.y_high.empty()) {
+    auto low = ColumnIndex(dir, s.csv, s.y_low);
+    if (!low.ok()) return low.status();
+    auto high = ColumnIndex(dir, s.csv, s.y_high);
+    if (!high.ok()) return high.status();
+    return absl::StrFormat(
+        "%s every ::1 using %d:%s:%s with filledcurves fill transparent solid 0.2 noborder "
+        "title %s",
+        Quoted(s.csv), *x, expr(*low), expr(*high), Quoted(s.title));
+  }
+  auto y = ColumnIndex(dir, s.csv, s.y);
+  if (!y.ok()) return y.status();
+  return absl::StrFormat("%s every ::1 using %d:%s with %s title %s", Quoted(s.csv), *x, expr(*y),
                          s.style, Quoted(s.title));
 }
 

@@ -31,6 +31,10 @@ struct PlotSeries {
   std::string where_column;
   std::string where_value;
   std::string style = "linespoints";  // gnuplot's `with` style: linespoints, points, lines.
+  // A band instead of a line: when both are set, the area between columns `y_low` and `y_high`
+  // is filled (translucent; `y` and `style` are then unused).
+  std::string y_low;
+  std::string y_high;
 };
 
 struct Plot {

@@ -50,6 +50,27 @@ TEST(PlotTest, ScriptResolvesColumnsAndFilters) {
       << *s;
 }
 
+TEST(PlotTest, BandFillsBetweenTwoColumns) {
+  Table t({"x", "group", "low", "high"});
+  t.AddRow({"1", "a", "2", "4"});
+  t.AddRow({"2", "a", "3", "5"});
+  ASSERT_TRUE(WriteCsv(Dir() + "/band.csv", t).ok());
+  Plot p;
+  p.xlabel = "x (steps)";
+  p.ylabel = "y (nats)";
+  PlotSeries band{"a, ±1 sd", "band.csv", "x", "", "group", "a"};
+  band.y_low = "low";
+  band.y_high = "high";
+  p.series.push_back(band);
+  auto s = PlotScript(p, Dir(), "band.png");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_NE(s->find("\"band.csv\" every ::1 using 1:(strcol(2) eq \"a\" ? $3 : NaN):(strcol(2) "
+                    "eq \"a\" ? $4 : NaN) with filledcurves fill transparent solid 0.2 noborder"),
+            std::string::npos)
+      << *s;
+  ASSERT_TRUE(DrawPlot(p, Dir() + "/band.png").ok());
+}
+
 TEST(PlotTest, ScriptErrors) {
   Plot p = TwoSeries();
   p.series[0].y = "nope";
