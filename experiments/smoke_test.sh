@@ -49,7 +49,7 @@ check race_finetune "$3" \
 check bert_prenorm_vs_postnorm experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm \
   "--data_dir=$TMPDIR/data --num_layers=1,2 --hidden_size=16,32 --num_attention_heads=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --seeds=1,2 --window=2" \
   "loss_curves.csv:iteration,depth,norm,seed,loss,hidden" "final_losses.csv:layers,norm,seeds,mean,stddev,min,max,diverged,stalled,learned,hidden,stderr,band_low,band_high,series" \
-  "final_losses_per_seed.csv:layers,norm,seed,final_loss,outcome,hidden,series" "gaps.csv:hidden,layers,gap,stderr,z" \
+  "final_losses_per_seed.csv:layers,norm,seed,final_loss,outcome,hidden,series" "gaps.csv:hidden,layers,gap,stderr,z,pairs,paired_stderr,paired_z" \
   loss_curves_h16.png loss_curves_h32.png final_loss.png
 check gpt2_scaling_curves experiments/gpt2_scaling_curves/gpt2_scaling_curves \
   "--data_dir=$TMPDIR/data --num_layers=1,1 --hidden_size=32,64 --num_attention_heads=2,2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --eval_interval=2 --eval_iters=1 --tensorboard_dir=$TMPDIR/tb_scaling" \
