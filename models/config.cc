@@ -44,6 +44,26 @@ absl::Status ModelConfig::Validate() const {
       return absl::InvalidArgumentError(absl::StrCat("dropout must be in [0, 1), got ", p));
     }
   }
+  return ValidateExperts();
+}
+
+absl::Status ModelConfig::ValidateExperts() const {
+  if (num_experts < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_experts must be >= 0 (0: dense), got ", num_experts));
+  }
+  if (num_experts == 0) return absl::OkStatus();
+  if (moe_router_topk < 1 || moe_router_topk > num_experts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "moe_router_topk ", moe_router_topk, " must be in [1, num_experts = ", num_experts, "]"));
+  }
+  for (auto [name, v] : {std::pair<const char*, double>{"moe_aux_loss_coeff", moe_aux_loss_coeff},
+                         {"moe_z_loss_coeff", moe_z_loss_coeff},
+                         {"moe_expert_capacity_factor", moe_expert_capacity_factor}}) {
+    if (!(v >= 0 && std::isfinite(v))) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be finite and >= 0, got ", v));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -134,6 +154,12 @@ std::string ModelConfig::DebugString() const {
 std::string ModelConfig::ToJson() const {
   nlohmann::json j = FieldsToJson(Canonical(*this));
   if (gelu == ops::GeluForm::kTanh) j.erase("gelu");
+  if (num_experts == 0) {
+    for (const char* key : {"num_experts", "moe_router_topk", "moe_aux_loss_coeff",
+                            "moe_z_loss_coeff", "moe_expert_capacity_factor"}) {
+      j.erase(key);
+    }
+  }
   return j.dump();
 }
 

@@ -50,6 +50,17 @@ struct ModelConfig {
   // BERT).
   ops::GeluForm gelu = ops::GeluForm::kTanh;
   double init_std = 0.02;  // N(0, 0.02); output projections / sqrt(2 * layers).
+  // Mixture of experts (an architecture that has experts, e.g. models/variants/moe; others refuse
+  // num_experts > 0): each layer's MLP is num_experts SwiGLU experts of width ffn_hidden_size, a
+  // linear router choosing moe_router_topk of them per token, the load-balancing loss
+  // moe_aux_loss_coeff * E * sum_e f_e P_e and the router z-loss moe_z_loss_coeff * mean(lse^2)
+  // added to the objective; dropless when moe_expert_capacity_factor is 0, else each expert keeps
+  // at most ceil(factor * tokens * topk / E) of the tokens routed to it (the most probable).
+  int num_experts = 0;
+  int moe_router_topk = 2;
+  double moe_aux_loss_coeff = 0.0;
+  double moe_z_loss_coeff = 0.0;
+  double moe_expert_capacity_factor = 0.0;
 
   // Every field, declared once (core/fields.h): the printed description, the checkpoint JSON
   // and the drivers' flags walk this list.
@@ -75,6 +86,14 @@ struct ModelConfig {
     v("layernorm_eps", &self.layernorm_eps, "Epsilon of the norms.");
     v("gelu", &self.gelu, "GeLU form: tanh (approximation) or erf (exact).", kGeluNames);
     v("init_std", &self.init_std, "Std of the normal initialisation.");
+    v("num_experts", &self.num_experts, "Experts per MoE layer (0: a dense model).");
+    v("moe_router_topk", &self.moe_router_topk, "Experts each token is routed to.");
+    v("moe_aux_loss_coeff", &self.moe_aux_loss_coeff,
+      "Coefficient of the load-balancing loss E * sum_e f_e P_e.");
+    v("moe_z_loss_coeff", &self.moe_z_loss_coeff,
+      "Coefficient of the router z-loss mean(logsumexp(logits)^2).");
+    v("moe_expert_capacity_factor", &self.moe_expert_capacity_factor,
+      "Expert capacity as a factor of the even share tokens * topk / E (0: dropless).");
   }
 
   // The defaults with a family's standard vocabulary and token types (GPT-2 BPE; BERT WordPiece
@@ -91,6 +110,9 @@ struct ModelConfig {
   nn::TransformerLayerConfig LayerConfig(ops::CausalMask causal, nn::Recompute recompute) const;
   // InvalidArgument naming the problem: non-positive sizes, hidden not divisible by heads, ...
   absl::Status Validate() const;
+  // The mixture-of-experts fields alone (part of Validate): num_experts >= 0 and, with experts,
+  // 1 <= moe_router_topk <= num_experts and finite non-negative coefficients and capacity.
+  absl::Status ValidateExperts() const;
   // Validate() plus the TP constraints: heads and ffn divisible by tp, tp >= 1.
   absl::Status ValidateParallel(int tp) const;
   int64_t PaddedVocab(int tp) const;
@@ -100,8 +122,8 @@ struct ModelConfig {
   std::string DebugString() const;
   // Every field as a JSON object (stored in checkpoints and compared on load; ffn_hidden_size
   // resolved). "architecture" is written only when it is not the family's standard one, and
-  // "gelu" only when it is not tanh, so that checkpoints of the standard GPT-2 and BERT read the
-  // same with or without them.
+  // "gelu" only when it is not tanh, the moe_* fields only with experts, so that checkpoints of the
+  // standard GPT-2 and BERT read the same with or without them.
   std::string ToJson() const;
   // The inverse of ToJson (missing keys keep the family's defaults, ForFamily). InvalidArgument
   // naming the key for malformed JSON, a value of the wrong type, or an unknown family or norm.

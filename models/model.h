@@ -130,6 +130,10 @@ struct ModelOptions {
   // GPT-2 and BERT (and variants whose blocks support it) implement it; others refuse it.
   bool sequence_parallel = false;
   StageOptions stage;  // Pipeline parallelism: which part of the model to build.
+  // Expert parallelism (architectures with experts, ModelConfig::num_experts): the group of
+  // ranks that split each layer's experts among them and exchange tokens (null or one rank: every
+  // expert runs on every rank). Not owned; it must outlive the model. Others ignore it.
+  comm::Communicator* expert_parallel = nullptr;
 };
 
 class IncrementalDecoder;   // incremental_decoder.h
