@@ -92,9 +92,11 @@ inline Batch MultipleChoiceBatch(const TensorView& tokens, const TensorView& tok
 
 // What a forward pass reports.
 struct Losses {
-  double total = 0;           // The loss backward differentiates (the sum of the parts).
-  std::vector<double> parts;  // Named by Model::loss_names(), in order.
-  int64_t scored = 0;         // Targets scored by the language-model loss (labels != -100).
+  double total = 0;  // The loss backward differentiates (the sum of the parts that are losses).
+  // Named by Model::loss_names(), in order; a model may end them with metrics that are not losses
+  // (the mixture of experts' per-expert loads), logged with them.
+  std::vector<double> parts;
+  int64_t scored = 0;  // Targets scored by the language-model loss (labels != -100).
 };
 
 enum class Backward { kNo, kYes };

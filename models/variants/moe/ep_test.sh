@@ -3,7 +3,8 @@
 # 4 experts, top-2, aux loss on, dropout on, 20 iterations, ranks oversubscribed):
 #   - DP=2 with --expert_model_parallel_size=2 (each rank runs 2 of the 4 experts, tokens
 #     exchanged by all-to-all) logs the lm loss and the aux loss of DP=2 at EP=1 within 1e-5 at
-#     every iteration, and ends with its weights within 1e-5 of each tensor's largest value;
+#     every iteration (and each expert's load, which sums to 1), and ends with its weights within
+#     1e-5 of each tensor's largest value;
 #   - the same at TP=2 x DP=2 x EP=2 (4 ranks);
 #   - a checkpoint saved at EP=2 after 10 iterations resumes at EP=1 and continues the EP=1 curve;
 #   - the flags refuse an EP size that does not divide the DP size or the experts, and EP on a
@@ -62,8 +63,11 @@ def weights(name):
 
 base = curve("ep1", "lm_loss")
 assert len(base) == 20 and base[-1][1] < base[0][1], base
+# Each expert's share of the routed slots, logged beside the losses: they sum to 1.
+loads = [curve("ep1", "moe_load_%d" % e) for e in range(4)]
+assert all(abs(sum(l[i][1] for l in loads) - 1) < 1e-9 for i in range(20)), loads
 for name in ("ep2", "ep2_tp2"):
-    for key in ("lm_loss", "moe_aux_loss"):
+    for key in ("lm_loss", "moe_aux_loss", "moe_load_0"):
         a, b = curve("ep1", key), curve(name, key)
         d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
         print("%s %s over 20 iterations: %.6f -> %.6f, max |EP=2 - EP=1| %.3g" %

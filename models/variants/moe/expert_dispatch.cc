@@ -76,17 +76,23 @@ absl::Status ExpertDispatcher::Plan(const ExecContext& ec, const std::vector<int
   return absl::OkStatus();
 }
 
-absl::Status ExpertDispatcher::Dispatch(const ExecContext& ec, const TensorView& in,
+absl::Status ExpertDispatcher::Dispatch(const nn::StepContext& sc, const TensorView& in,
                                         const TensorView& out) {
+  const ExecContext& ec = *sc.exec;
   ASSIGN_OR_RETURN(Tensor received, Alloc(ec, out.shape, out.dtype));
-  RETURN_IF_ERROR(ep_->AllToAllV(in, send_rows_, received.view(), recv_rows_));
+  {
+    nn::TimerScope timed(sc.timers, "moe-all-to-all");
+    RETURN_IF_ERROR(ep_->AllToAllV(in, send_rows_, received.view(), recv_rows_));
+  }
   return GatherRows(ec, to_expert_host_, &to_expert_, received.view(), out);
 }
 
-absl::Status ExpertDispatcher::Return(const ExecContext& ec, const TensorView& in,
+absl::Status ExpertDispatcher::Return(const nn::StepContext& sc, const TensorView& in,
                                       const TensorView& out) {
+  const ExecContext& ec = *sc.exec;
   ASSIGN_OR_RETURN(Tensor by_source, Alloc(ec, in.shape, in.dtype));
   RETURN_IF_ERROR(GatherRows(ec, to_source_host_, &to_source_, in, by_source.view()));
+  nn::TimerScope timed(sc.timers, "moe-all-to-all");
   return ep_->AllToAllV(by_source.view(), recv_rows_, out, send_rows_);
 }
 

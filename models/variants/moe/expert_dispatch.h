@@ -24,6 +24,7 @@
 #include "comm/communicator.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
+#include "nn/context.h"
 
 namespace mt {
 namespace models {
@@ -44,10 +45,11 @@ class ExpertDispatcher {
   // Rows of local expert i in the expert-major buffer: [local_offsets()[i], [i + 1]).
   const std::vector<int64_t>& local_offsets() const { return local_offsets_; }
   int64_t local_rows() const { return local_offsets_.back(); }
-  // in [R, H], this rank's rows in dispatch order -> out [local_rows(), H], expert-major.
-  absl::Status Dispatch(const ExecContext& ec, const TensorView& in, const TensorView& out);
+  // in [R, H], this rank's rows in dispatch order -> out [local_rows(), H], expert-major. The
+  // all-to-all runs under sc.timers' "moe-all-to-all".
+  absl::Status Dispatch(const nn::StepContext& sc, const TensorView& in, const TensorView& out);
   // in [local_rows(), H], expert-major -> out [R, H], this rank's rows in dispatch order.
-  absl::Status Return(const ExecContext& ec, const TensorView& in, const TensorView& out);
+  absl::Status Return(const nn::StepContext& sc, const TensorView& in, const TensorView& out);
 
  private:
   comm::Communicator* ep_;

@@ -46,9 +46,9 @@ DecoderSpec MoeSpec(const RouterOptions& options, std::shared_ptr<MoeStats> stat
 
 absl::Status CheckSupported(const ModelConfig& config, const ModelOptions& options) {
   if (config.num_experts < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "moe: num_experts must be >= 1 for the mixture-of-experts architecture, got ",
-        config.num_experts));
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe: num_experts must be >= 1 for the mixture-of-experts architecture, got ",
+                     config.num_experts));
   }
   if (config.position_embeddings) {
     return absl::InvalidArgumentError(
@@ -96,6 +96,7 @@ absl::StatusOr<std::unique_ptr<MoeModel>> MoeModel::Create(const ModelConfig& co
 std::vector<std::string> MoeModel::loss_names() const {
   std::vector<std::string> names = {"lm loss", "moe aux loss"};
   if (config().moe_z_loss_coeff > 0) names.push_back("moe z loss");
+  for (int e = 0; e < config().num_experts; ++e) names.push_back(absl::StrCat("moe load ", e));
   return names;
 }
 
@@ -111,6 +112,7 @@ Losses MoeModel::WithAuxiliary(Losses l) const {
   l.parts.push_back(aux);
   if (config().moe_z_loss_coeff > 0) l.parts.push_back(z);
   l.total += aux + z;
+  for (double load : stats_->Loads()) l.parts.push_back(load);
   return l;
 }
 
@@ -169,10 +171,10 @@ ModelConfig MoeConfig(int layers, int64_t hidden, int heads, int64_t ffn, int ex
 std::vector<RegisteredModel> MoeModels() {
   ModelConfig tiny = MoeConfig(4, 128, 4, 172, 4);
   tiny.max_position_embeddings = 256;
-  return {{"moe-tiny", "A 4-layer mixture of 4 SwiGLU experts (top-2) in modern-decoder blocks",
-           tiny},
-          {"moe-8x124m", "GPT-2 small's shape with 8 SwiGLU experts of width 2048, top-2",
-           MoeConfig(12, 768, 12, 2048, 8)}};
+  return {
+      {"moe-tiny", "A 4-layer mixture of 4 SwiGLU experts (top-2) in modern-decoder blocks", tiny},
+      {"moe-8x124m", "GPT-2 small's shape with 8 SwiGLU experts of width 2048, top-2",
+       MoeConfig(12, 768, 12, 2048, 8)}};
 }
 
 MT_REGISTER_ARCHITECTURE(Moe);

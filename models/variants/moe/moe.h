@@ -4,7 +4,10 @@
 // that GptModel to add what the experts bring to the model interface:
 //   - the losses: "lm loss", then "moe aux loss" (the load-balancing losses of every layer,
 //     coefficient included) and, with moe_z_loss_coeff > 0, "moe z loss"; the objective is their
-//     sum, and ForwardBackward's loss_scale reaches the routers through MoeStats;
+//     sum, and ForwardBackward's loss_scale reaches the routers through MoeStats. After them, not
+//     losses and not in the objective, "moe load <e>" for each expert e: the share of the routed
+//     (token, expert) slots expert e got, over every layer (1 / E each when balanced), which the
+//     trainer logs, averaged over the micro-batches and data-parallel ranks, with the losses;
 //   - FLOPs of the ACTIVE weights: each token runs topk experts, not all of them;
 //   - the per-expert token counts of the last forward (stats()).
 // Tensor parallelism as the dense layers (two all-reduces per layer each way). Pipeline stages

@@ -74,6 +74,19 @@ double MoeStats::aux_loss() const {
   return s;
 }
 
+std::vector<double> MoeStats::Loads() const {
+  std::vector<double> load(routed_.empty() ? 0 : routed_[0].size(), 0.0);
+  double all = 0;
+  for (const std::vector<int64_t>& layer : routed_) {
+    for (size_t e = 0; e < layer.size(); ++e) {
+      load[e] += static_cast<double>(layer[e]);
+      all += static_cast<double>(layer[e]);
+    }
+  }
+  for (double& l : load) l = all > 0 ? l / all : 0.0;
+  return load;
+}
+
 double MoeStats::z_loss() const {
   double s = 0;
   for (double z : z_) s += z;
@@ -82,16 +95,13 @@ double MoeStats::z_loss() const {
 
 // ---------------------------------------------------------------- MoeMlp
 
-absl::StatusOr<std::unique_ptr<MoeMlp>> MoeMlp::Create(nn::ParameterStore* store,
-                                                       const std::string& prefix,
-                                                       const nn::TransformerLayerConfig& config,
-                                                       const RouterOptions& options,
-                                                       std::shared_ptr<MoeStats> stats,
-                                                       comm::Communicator* ep) {
+absl::StatusOr<std::unique_ptr<MoeMlp>> MoeMlp::Create(
+    nn::ParameterStore* store, const std::string& prefix, const nn::TransformerLayerConfig& config,
+    const RouterOptions& options, std::shared_ptr<MoeStats> stats, comm::Communicator* ep) {
   if (options.topk < 1 || options.topk > options.experts) {
-    return absl::InvalidArgumentError(absl::StrCat("moe: moe_router_topk ", options.topk,
-                                                   " must be in [1, num_experts = ",
-                                                   options.experts, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe: moe_router_topk ", options.topk,
+                     " must be in [1, num_experts = ", options.experts, "]"));
   }
   if (config.tp_reduce != nn::TpReduce::kYes) {
     return absl::InvalidArgumentError(
@@ -127,9 +137,8 @@ absl::Status MoeMlp::Forward(const nn::StepContext& sc, const TensorView& x, con
   (void)deferred_bias;  // No bias: the caller's stays null.
   const ExecContext& ec = *sc.exec;
   if (x.rank() != 2 || x.dim(1) != hidden_ || x.dtype != dtype_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("moe: input must be [N, ", hidden_, "] ", DTypeName(dtype_), ", got ",
-                     x.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat("moe: input must be [N, ", hidden_, "] ",
+                                                   DTypeName(dtype_), ", got ", x.DebugString()));
   }
   const int64_t N = x.dim(0), H = hidden_;
   x_ = x;
@@ -169,14 +178,14 @@ absl::Status MoeMlp::RunExperts(const nn::StepContext& sc) {
   const std::vector<int64_t>& off = dispatcher_.local_offsets();
   ASSIGN_OR_RETURN(xl_, Alloc(ec, {dispatcher_.local_rows(), hidden_}, dtype_));
   ASSIGN_OR_RETURN(Tensor ol, Alloc(ec, {dispatcher_.local_rows(), hidden_}, dtype_));
-  RETURN_IF_ERROR(dispatcher_.Dispatch(ec, xp_.view(), xl_.view()));
+  RETURN_IF_ERROR(dispatcher_.Dispatch(sc, xp_.view(), xl_.view()));
   for (int i = 0; i < dispatcher_.local_experts(); ++i) {
     if (off[i] == off[i + 1]) continue;
     RETURN_IF_ERROR(experts_[dispatcher_.first_expert() + i]->Forward(
         sc, xl_.view().Slice(off[i], off[i + 1]), ol.view().Slice(off[i], off[i + 1])));
   }
   RETURN_IF_ERROR(nn::GForward(sc, ol.view()));
-  return dispatcher_.Return(ec, ol.view(), out_.view());
+  return dispatcher_.Return(sc, ol.view(), out_.view());
 }
 
 absl::Status MoeMlp::ExpertsBackward(const nn::StepContext& sc, const TensorView& dout,
@@ -193,13 +202,13 @@ absl::Status MoeMlp::ExpertsBackward(const nn::StepContext& sc, const TensorView
   const std::vector<int64_t>& off = dispatcher_.local_offsets();
   ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, xl_.shape(), dtype_));
   ASSIGN_OR_RETURN(Tensor dxl, Alloc(ec, xl_.shape(), dtype_));
-  RETURN_IF_ERROR(dispatcher_.Dispatch(ec, dout, dl.view()));
+  RETURN_IF_ERROR(dispatcher_.Dispatch(sc, dout, dl.view()));
   for (int i = 0; i < dispatcher_.local_experts(); ++i) {
     if (off[i] == off[i + 1]) continue;
     RETURN_IF_ERROR(experts_[dispatcher_.first_expert() + i]->Backward(
         sc, dl.view().Slice(off[i], off[i + 1]), dxl.view().Slice(off[i], off[i + 1])));
   }
-  return dispatcher_.Return(ec, dxl.view(), dxp);
+  return dispatcher_.Return(sc, dxl.view(), dxp);
 }
 
 absl::Status MoeMlp::Combine(const ExecContext& ec, const TensorView& y) {
@@ -293,9 +302,9 @@ int64_t MoeMlp::ActivationBytes() const {
 
 nn::MlpFactory MoeMlpFactory(const RouterOptions& options, std::shared_ptr<MoeStats> stats,
                              comm::Communicator* ep) {
-  return [options, stats, ep](nn::ParameterStore* store, const std::string& prefix,
-                              const nn::TransformerLayerConfig& config)
-             -> absl::StatusOr<std::unique_ptr<nn::Mlp>> {
+  return [options, stats, ep](
+             nn::ParameterStore* store, const std::string& prefix,
+             const nn::TransformerLayerConfig& config) -> absl::StatusOr<std::unique_ptr<nn::Mlp>> {
     ASSIGN_OR_RETURN(std::unique_ptr<MoeMlp> m,
                      MoeMlp::Create(store, prefix, config, options, stats, ep));
     return std::unique_ptr<nn::Mlp>(std::move(m));

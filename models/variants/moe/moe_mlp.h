@@ -67,6 +67,9 @@ class MoeStats {
   // Sums over the layers of their last Forward.
   double aux_loss() const;
   double z_loss() const;
+  // Each expert's share of the slots routed in the last Forward of every layer (before
+  // dropping): [E], summing to 1.
+  std::vector<double> Loads() const;
   // Slots routed to each expert in the last Forward of `layer` (before dropping), and dropped.
   const std::vector<int64_t>& routed(int layer) const { return routed_[layer]; }
   int64_t dropped(int layer) const { return dropped_[layer]; }
@@ -129,11 +132,11 @@ class MoeMlp : public nn::Mlp {
   ExpertDispatcher dispatcher_;
   Routing routing_;
   bool saved_ = false;
-  TensorView x_;              // [N, H] the caller's input
-  Tensor logits_;             // [N, E] compute dtype
-  Tensor ids_host_, ids_;     // i32 [R]: the token of each dispatch row (host; device copy)
-  Tensor xp_, out_;           // [R, H] compute dtype: dispatched inputs, expert outputs
-  Tensor xl_;                 // [local rows, H]: the local experts' inputs (EP > 1)
+  TensorView x_;           // [N, H] the caller's input
+  Tensor logits_;          // [N, E] compute dtype
+  Tensor ids_host_, ids_;  // i32 [R]: the token of each dispatch row (host; device copy)
+  Tensor xp_, out_;        // [R, H] compute dtype: dispatched inputs, expert outputs
+  Tensor xl_;              // [local rows, H]: the local experts' inputs (EP > 1)
 };
 
 // The factory nn::LayerSpec::mlp takes: MoeMlps sharing `stats`, over the expert-parallel group

@@ -2,6 +2,8 @@
 // dense MLP) and their count by hand; FLOPs of the active weights; the losses it reports (the
 // load-balancing and z losses beside the LM loss, their sum the objective); gradients of that
 // objective against finite differences; a short training run that learns; and what it refuses.
+#include "models/variants/moe/moe.h"
+
 #include <cmath>
 #include <string>
 
@@ -10,7 +12,6 @@
 #include "models/flops.h"
 #include "models/registry.h"
 #include "models/testing/model_testutil.h"
-#include "models/variants/moe/moe.h"
 
 namespace mt {
 namespace models {
@@ -62,12 +63,13 @@ TEST(MoeTest, ReportsTheAuxiliaryLossesInItsObjective) {
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE(store.Allocate(1).ok());
   EXPECT_EQ((*model)->loss_names(),
-            (std::vector<std::string>{"lm loss", "moe aux loss", "moe z loss"}));
+            (std::vector<std::string>{"lm loss", "moe aux loss", "moe z loss", "moe load 0",
+                                      "moe load 1", "moe load 2", "moe load 3"}));
   const testing::LmBatch batch = testing::MakeLmBatch(2, 7, 11);
   const ExecContext ec;
   auto l = (*model)->ForwardBackward(nn::StepContext::Eval(&ec), batch.view(), Backward::kNo);
   ASSERT_TRUE(l.ok()) << l.status();
-  ASSERT_EQ(l->parts.size(), 3u);
+  ASSERT_EQ(l->parts.size(), 7u);
   // Balanced routing gives aux = coeff per layer; any routing gives at least about that.
   EXPECT_GT(l->parts[1], 0.5 * 2 * 0.1);
   EXPECT_LT(l->parts[1], 4 * 2 * 0.1);
@@ -76,8 +78,14 @@ TEST(MoeTest, ReportsTheAuxiliaryLossesInItsObjective) {
   const auto& stats = static_cast<moe::MoeModel&>(**model).stats();
   ASSERT_EQ(stats.layers(), 2);
   int64_t routed = 0;
+  std::vector<int64_t> per_expert(4, 0);
+  for (int layer = 0; layer < 2; ++layer) {
+    for (int e = 0; e < 4; ++e) per_expert[e] += stats.routed(layer)[e];
+  }
   for (int64_t n : stats.routed(0)) routed += n;
   EXPECT_EQ(routed, 2 * 7 * 2);  // Every token to its top-2.
+  // The loads: each expert's share of the 2 x 28 slots of both layers.
+  for (int e = 0; e < 4; ++e) EXPECT_DOUBLE_EQ(l->parts[3 + e], per_expert[e] / 56.0) << e;
 }
 
 TEST(MoeTest, GradientsMatchFiniteDifferences) {

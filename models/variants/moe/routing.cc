@@ -115,8 +115,8 @@ Routing Route(const double* logits, int64_t tokens, const RouterOptions& o) {
   return r;
 }
 
-void RouterBackward(const Routing& r, const RouterOptions& o, const double* dgate,
-                    double aux_scale, float* dlogits) {
+void RouterBackward(const Routing& r, const RouterOptions& o, const double* dgate, double aux_scale,
+                    float* dlogits) {
   const int E = r.experts, k = r.topk;
   const int64_t N = r.tokens;
   const std::vector<double> a = AuxProbGrad(o, r);
@@ -128,7 +128,8 @@ void RouterBackward(const Routing& r, const RouterOptions& o, const double* dgat
     for (int e = 0; e < E; ++e) pg += p[e] * a[e];
     const double z = o.z_coeff * 2.0 * r.lse[t] / static_cast<double>(N);
     for (int e = 0; e < E; ++e) dl[e] = aux_scale * (p[e] * (a[e] - pg) + z * p[e]);
-    // Through the gates, a softmax over the chosen logits: d/dl_j = gate_j (dgate_j - sum gate dgate).
+    // Through the gates, a softmax over the chosen logits: d/dl_j = gate_j (dgate_j - sum gate
+    // dgate).
     double gd = 0;
     for (int j = 0; j < k; ++j) gd += r.gate[t * k + j] * dgate[t * k + j];
     for (int j = 0; j < k; ++j) {
