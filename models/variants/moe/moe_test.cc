@@ -52,6 +52,8 @@ TEST(MoeTest, RegisteredWithItsOwnParameters) {
   auto count = CountParameters(m->config, 1);
   ASSERT_TRUE(count.ok()) << count.status();
   EXPECT_EQ(count->total, v * h + L * (4 * h * h + h * E + E * 3 * h * f + 2 * h) + h);
+  // A token runs 2 of the 8 experts of each layer.
+  EXPECT_EQ(count->active, count->total - L * (E - 2) * 3 * h * f);
   // FLOPs count what a token runs through: attention, the router and its top-2 experts.
   EXPECT_DOUBLE_EQ((*model)->TrainingFlops(8, 1024, 8 * 1024),
                    DecoderFlops(8, 1024, L, h, v, 4.0 * h * h + h * E + 2 * 3.0 * h * f, false));
