@@ -5,7 +5,7 @@
 #     exchanged by all-to-all) logs the lm loss and the aux loss of DP=2 at EP=1 within 1e-5 at
 #     every iteration (and each expert's load, which sums to 1), and ends with its weights within
 #     1e-5 of each tensor's largest value;
-#   - the same at TP=2 x DP=2 x EP=2 (4 ranks);
+#   - the same at TP=2 x DP=2 x EP=2 (4 ranks), and with the distributed optimizer;
 #   - a checkpoint saved at EP=2 after 10 iterations resumes at EP=1 and continues the EP=1 curve;
 #   - the flags refuse an EP size that does not divide the DP size or the experts, and EP on a
 #     model without experts, each with one line naming the flag.
@@ -31,6 +31,7 @@ run() {
 run ep1 2 --train_iters=20
 run ep2 2 --train_iters=20 --expert_model_parallel_size=2
 run ep2_tp2 4 --train_iters=20 --expert_model_parallel_size=2 --tensor_model_parallel_size=2
+run ep2_dist 2 --train_iters=20 --expert_model_parallel_size=2 --use_distributed_optimizer
 run ep2_half 2 --train_iters=10 --expert_model_parallel_size=2
 cp -r "$work/ep2_half" "$work/resumed"
 mpi 2 "$gpt" "${common[@]}" --train_iters=20 --load="$work/resumed" \
@@ -66,7 +67,7 @@ assert len(base) == 20 and base[-1][1] < base[0][1], base
 # Each expert's share of the routed slots, logged beside the losses: they sum to 1.
 loads = [curve("ep1", "moe_load_%d" % e) for e in range(4)]
 assert all(abs(sum(l[i][1] for l in loads) - 1) < 1e-9 for i in range(20)), loads
-for name in ("ep2", "ep2_tp2"):
+for name in ("ep2", "ep2_tp2", "ep2_dist"):
     for key in ("lm_loss", "moe_aux_loss", "moe_load_0"):
         a, b = curve("ep1", key), curve(name, key)
         d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
