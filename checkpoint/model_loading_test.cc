@@ -103,6 +103,19 @@ TEST(ModelLoadingTest, QueryGroupsSurviveResharding) {
   // At TP 4 the two groups cannot be split whole.
   EXPECT_EQ(LoadModel(dir, 0, 4, ExecContext{}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // Resuming training (LoadShard with this run's config) with another group count, or without
+  // grouped-query attention, names the differing keys before reading any tensor.
+  const absl::Status resume = LoadShard(dir, 7, 0, 2, other.ToJson(), {}, nullptr);
+  EXPECT_EQ(resume.code(), absl::StatusCode::kFailedPrecondition) << resume;
+  EXPECT_TRUE(absl::StrContains(
+      resume.message(),
+      "model config differs from this run's: num_query_groups (checkpoint: 2, this run: 4)"))
+      << resume;
+  const absl::Status plain = LoadShard(dir, 7, 0, 2, TinyGpt().ToJson(), {}, nullptr);
+  EXPECT_TRUE(absl::StrContains(plain.message(),
+                                "group_query_attention (checkpoint: true, this run: absent); "
+                                "num_query_groups (checkpoint: 2, this run: absent)"))
+      << plain;
 }
 
 // Checkpoints of pipeline stages (mp_rank_TT_PPP), here written by ReshardCheckpoint in the

@@ -29,7 +29,7 @@
 //   lse:               [B, NH, Tq] f32     padding_mask:  [B, Tk] i32 (optional)
 // q, k, v, out, dout, dq, dk, dv share one float dtype (f32, bf16, f16); math in f32 (one
 // rounding of each output). Outputs must not overlap any input or each other.
-// Devices: CPU (threads over (b, h, query tile) and (b, h, key tile) on ctx.pool; results are
+// Devices: CPU (threads over (b, h, query tile) and (b, g, key tile) on ctx.pool; results are
 // bitwise independent of the thread count; exp by core/ops/fast_math.h's polynomial, relative
 // error below 3e-7) and CUDA in CUDA builds (core/cuda/attention.cu; head dim D <= 128 there,
 // Unimplemented above it). Neither allocates device memory or keeps state between calls.
