@@ -40,11 +40,18 @@ CpuFeatures DetectCpuFeatures() {
     f.avx512dq = Bit(ebx, 17);
     f.avx512bw = Bit(ebx, 30);
     f.avx512vl = Bit(ebx, 31);
+    f.amx_bf16 = Bit(edx, 22);
+    f.amx_tile = Bit(edx, 24);
+    const uint32_t max_subleaf = eax;
+    if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
+      f.avx512_bf16 = Bit(eax, 5);
+    }
   }
   if (f.osxsave) {
     const uint64_t xcr0 = ReadXcr0();
     f.os_ymm = (xcr0 & 0x6) == 0x6;
     f.os_zmm = (xcr0 & 0xE0) == 0xE0;
+    f.os_amx = (xcr0 & 0x60000) == 0x60000;
   }
 #endif
   return f;
@@ -56,6 +63,8 @@ std::string CpuFeaturesString(const CpuFeatures& f) {
     if (present) names.push_back(enabled ? name : std::string(name) + " (not enabled by the OS)");
   };
   const bool ymm = f.osxsave && f.os_ymm, zmm = ymm && f.os_zmm;
+  add("amx_bf16", f.amx_tile && f.amx_bf16, zmm && f.os_amx);
+  add("avx512_bf16", f.avx512_bf16, zmm);
   add("avx512f", f.avx512f, zmm);
   add("avx512bw", f.avx512bw, zmm);
   add("avx512vl", f.avx512vl, zmm);

@@ -43,6 +43,9 @@ TEST(CpuFeaturesTest, AgreesWithTheKernelsCpuFlags) {
   EXPECT_EQ(has("avx512bw"), zmm && f.avx512bw);
   EXPECT_EQ(has("avx512vl"), zmm && f.avx512vl);
   EXPECT_EQ(has("avx512dq"), zmm && f.avx512dq);
+  EXPECT_EQ(has("avx512_bf16"), zmm && f.avx512_bf16);
+  EXPECT_EQ(has("amx_bf16"), f.amx_bf16 && f.os_amx);
+  EXPECT_EQ(has("amx_tile"), f.amx_tile && f.os_amx);
   EXPECT_EQ(f.UsableAvx512(), has("avx512f") && has("avx512bw") && has("avx512vl") &&
                                   has("avx512dq") && has("avx2") && has("fma"));
 }
@@ -59,6 +62,15 @@ TEST(CpuFeaturesTest, UsableSetsNeedTheOsToEnableTheRegisters) {
   EXPECT_FALSE(f.UsableAvx());
   EXPECT_FALSE(f.UsableAvx2Fma());
   f = Avx512CpuFeatures();
+  f.avx512_bf16 = f.amx_tile = f.amx_bf16 = true;
+  EXPECT_TRUE(f.UsableAvx512Bf16());
+  EXPECT_FALSE(f.UsableAmxBf16());  // The OS has not enabled the tile registers.
+  f.os_amx = true;
+  EXPECT_TRUE(f.UsableAmxBf16());
+  f.os_zmm = false;
+  EXPECT_FALSE(f.UsableAvx512Bf16());
+  EXPECT_FALSE(f.UsableAmxBf16());
+  f = Avx512CpuFeatures();
   f.osxsave = false;  // XCR0 cannot even be read.
   EXPECT_FALSE(f.UsableAvx());
   EXPECT_FALSE(f.UsableAvx512());
@@ -72,6 +84,11 @@ TEST(CpuFeaturesTest, StringListsUsableSetsAndMarksDisabledOnes) {
   f.os_zmm = false;
   f.avx512bw = f.avx512vl = f.avx512dq = false;
   EXPECT_EQ(CpuFeaturesString(f), "avx512f (not enabled by the OS) avx2 fma avx sse3");
+  f = Avx512CpuFeatures();
+  f.avx512_bf16 = f.amx_tile = f.amx_bf16 = true;
+  EXPECT_EQ(CpuFeaturesString(f),
+            "amx_bf16 (not enabled by the OS) avx512_bf16 avx512f avx512bw avx512vl avx512dq avx2 "
+            "fma avx sse3");
 }
 
 }  // namespace

@@ -4,10 +4,10 @@
 // leaves parameters and the LR schedule alone.
 // Mixed precision: f16 training from a loss scale of 2^32 overflows for real (the f16 logit
 // gradients become inf), skips steps and halves the scale until the gradients fit, then learns;
-// bf16 training tracks the f32 curve for 20 steps, serially and at TP=2. The DP gradient
-// all-reduce overlapped with backward gives the same curve as the all-reduce after backward.
-// The distributed optimizer (sharded Adam moments) trains as the serial run and resumes from its
-// checkpoints at another DP size.
+// bf16 training tracks the f32 curve in a band over 200 steps, and the serial bf16 curve at TP=2.
+// The DP gradient all-reduce overlapped with backward gives the same curve as the all-reduce after
+// backward. The distributed optimizer (sharded Adam moments) trains as the serial run and resumes
+// from its checkpoints at another DP size.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -207,41 +207,58 @@ TEST_F(MpiTest, F16DynamicLossScalingSkipsRealOverflowsThenLearns) {
   EXPECT_EQ(r.last_compute, ::mt::testing::ToDoubles(f16.view()));
 }
 
+// The mean of v[begin, end).
+double MeanOf(const std::vector<double>& v, size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += v[i];
+  return sum / static_cast<double>(end - begin);
+}
+
 TEST_F(MpiTest, Bf16TrainingTracksTheF32Curve) {
   ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
   const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
   ASSERT_NE(self, nullptr);
-  const int iters = 20;
+  const int iters = 200, tp_iters = 20;
   Result f32 = Train(*self, 1, 2, 4, iters, prefix);
   Result bf16 = Train(*self, 1, 2, 4, iters, prefix, {}, -1, DType::kBF16);
-  Result bf16_tp2 = Train(*comm_, 2, 2, 4, iters, prefix, {}, -1, DType::kBF16);
+  // TP=2 against a serial run of the same length (the learning-rate schedule follows it).
+  Result bf16_short = Train(*self, 1, 2, 4, tp_iters, prefix, {}, -1, DType::kBF16);
+  Result bf16_tp2 = Train(*comm_, 2, 2, 4, tp_iters, prefix, {}, -1, DType::kBF16);
   ASSERT_EQ(bf16.losses.size(), static_cast<size_t>(iters));
-  ASSERT_EQ(bf16_tp2.losses.size(), static_cast<size_t>(iters));
+  ASSERT_EQ(bf16_tp2.losses.size(), static_cast<size_t>(tp_iters));
   EXPECT_EQ(bf16.skipped, 0);
   EXPECT_EQ(bf16.final_scale, 1.0);  // bf16 needs no loss scaling.
-  double worst = 0, worst_tp = 0;
+  double worst = 0, worst_tp = 0, worst_window = 0;
   for (int i = 0; i < iters; ++i) {
     worst = std::max(worst, std::fabs(bf16.losses[i] - f32.losses[i]) / f32.losses[i]);
-    worst_tp = std::max(worst_tp, std::fabs(bf16_tp2.losses[i] - bf16.losses[i]) / bf16.losses[i]);
+    if (i < tp_iters) {
+      worst_tp = std::max(
+          worst_tp, std::fabs(bf16_tp2.losses[i] - bf16_short.losses[i]) / bf16_short.losses[i]);
+    }
+    if (i % 20 == 19) {  // Windows of 20 steps: the curves' trend, without per-batch noise.
+      const double a = MeanOf(bf16.losses, i - 19, i + 1), b = MeanOf(f32.losses, i - 19, i + 1);
+      worst_window = std::max(worst_window, std::fabs(a - b) / b);
+    }
   }
   if (comm_->rank() == 0) {
     std::printf(
-        "20-step curves: worst relative loss difference bf16 vs f32 %.3g, bf16 TP=2 vs "
-        "bf16 serial %.3g; bf16 loss %.4f -> %.4f (f32 %.4f -> %.4f)\n",
-        worst, worst_tp, bf16.losses.front(), bf16.losses.back(), f32.losses.front(),
+        "200-step curves: worst relative loss difference bf16 vs f32 %.3g per step, %.3g over "
+        "20-step windows; bf16 TP=2 vs bf16 serial (20 steps) %.3g; bf16 loss %.4f -> %.4f (f32 "
+        "%.4f -> %.4f)\n",
+        worst, worst_window, worst_tp, bf16.losses.front(), bf16.losses.back(), f32.losses.front(),
         f32.losses.back());
   }
-  // The first losses differ by bf16 rounding only (same masters); over 20 steps of a learning
-  // curve falling by more than 0.5 nats the curves stay within 1% (loose: training can amplify
-  // rounding differences; measured about 1e-4 on this small model, whose near-uniform logits make
-  // the loss insensitive to their rounding). They are not the f32 curve bit for bit.
+  // The first losses differ by bf16 rounding only (same masters). Over 200 steps of a curve
+  // falling by 3 nats the rounding differences grow but stay in a band: every step within 1% and
+  // every 20-step mean within 0.5% of f32's (measured: 0.12% and 0.02%). Not bit for bit.
   const double u = ::mt::testing::UnitRoundoff(DType::kBF16);
   EXPECT_LT(std::fabs(bf16.losses[0] - f32.losses[0]) / f32.losses[0], 16 * u);
   EXPECT_GT(worst, 0.0);
   EXPECT_LT(worst, 0.01);
+  EXPECT_LT(worst_window, 0.005);
   EXPECT_LT(worst_tp, 0.01);
-  EXPECT_LT(bf16.losses.back(), bf16.losses.front() - 0.5);
+  EXPECT_LT(bf16.losses.back(), bf16.losses.front() - 1.0);
 }
 
 // The largest |a_i - b_i| (infinite when the sizes differ).

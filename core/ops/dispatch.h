@@ -8,6 +8,7 @@
 #include "core/cuda/ops_cuda.h"
 #include "core/dtype.h"
 #include "core/ops/check.h"
+#include "core/ops/convert_simd.h"
 #include "glog/logging.h"
 
 // Inside an op, after its argument checks: returns `cuda_call` (a call into mt::cuda, or a
@@ -45,16 +46,27 @@ void DispatchFloat(DType dtype, Fn&& fn) {
   }
 }
 
-// dst[i] = src[i] as f32 for i < n: the CPU kernels' f32 working copies of bf16 and f16 data.
+// dst[i] = src[i] as f32 for i < n: the CPU kernels' f32 working copies of bf16 and f16 data
+// (SIMD for bf16 and f16: convert_simd.h, the same bits as ToFloat).
 template <typename T>
 void ToF32(const T* src, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = ToFloat(src[i]);
+  if constexpr (std::is_same_v<T, bf16>) {
+    Bf16ToF32Range(src, n, dst);
+  } else if constexpr (std::is_same_v<T, f16>) {
+    F16ToF32Range(src, n, dst);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = ToFloat(src[i]);
+  }
 }
 
-// dst[i] = src[i] rounded to T for i < n.
+// dst[i] = src[i] rounded to T for i < n (SIMD for bf16, the same bits as FromFloat).
 template <typename T>
 void FromF32(const float* src, int64_t n, T* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
+  if constexpr (std::is_same_v<T, bf16>) {
+    F32ToBf16Range(src, n, dst);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
+  }
 }
 
 }  // namespace internal

@@ -7,31 +7,20 @@
 #include <type_traits>
 #include <vector>
 
-#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/gemm_shape.h"
+#include "core/onednn.h"
 #include "core/openblas.h"
 #include "core/ops/check.h"
 #include "core/ops/dispatch.h"
-#include "core/ops/gelu_simd.h"
+#include "core/ops/gemm_cpu.h"
+#include "core/ops/gemm_onednn.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
 namespace mt {
 namespace ops {
 namespace {
-
-// OpenBLAS beats Eigen on the machines we measured (docs/perf/gemm.md).
-constexpr CpuGemmBackend kFastestCpuBackend = CpuGemmBackend::kOpenBlas;
-
-// Elements per chunk when widening/narrowing bf16 and f16 operands on the pool.
-constexpr int64_t kConvertGrain = 1 << 16;
-// Elements per chunk of the epilogue (whole rows; GeLU's tanh makes elements dearer).
-constexpr int64_t kEpilogueGrain = 1 << 14;
-
-CpuGemmBackend Resolve(CpuGemmBackend backend) {
-  return backend == CpuGemmBackend::kDefault ? kFastestCpuBackend : backend;
-}
 
 std::string Described(const TensorView& t, bool transposed) {
   return absl::StrCat(DTypeName(t.dtype), ShapeToString(t.shape),
@@ -148,195 +137,144 @@ absl::Status ValidateEpilogue(const char* op, int rank, const GemmShape& s, cons
   return absl::OkStatus();
 }
 
-// ---- f32 kernels: one [M, K] x [K, N] product, C = alpha op(A) op(B) + beta C. ----
+// ---- The CPU: f32 on the chosen kernel, bf16/f16 natively on oneDNN or widened to f32. ----
 
-using RowMajorMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// The epilogue of an f32 C that holds the f32 product, in place.
+void F32Epilogue(const ExecContext& ctx, const GemmShape& s, const GemmOptions& options,
+                 const TensorView& c) {
+  if (!HasEpilogue(options)) return;
+  float* pc = c.data_as<float>();
+  internal::ApplyEpilogue<float>(
+      ctx.pool, s, options, pc, pc,
+      options.pre_activation == nullptr ? nullptr : options.pre_activation->data_as<float>());
+}
 
-void EigenGemm(const GemmShape& s, int num_threads, float alpha, const float* a, const float* b,
-               float beta, float* c) {
-  // Process-wide (OpenMP); Eigen only splits products that are large enough.
-  Eigen::setNbThreads(num_threads);
-  Eigen::Map<const RowMajorMatrix> a_mat(a, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k);
-  Eigen::Map<const RowMajorMatrix> b_mat(b, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n);
-  Eigen::Map<RowMajorMatrix> c_mat(c, s.m, s.n);
-  // Transposed maps are free: Eigen's GEMM reads them through the other storage order.
-  auto run = [&](const auto& op_a, const auto& op_b) {
-    if (beta == 0.0f) {
-      c_mat.noalias() = alpha * op_a * op_b;  // Overwrites C: NaNs in it do not propagate.
-    } else {
-      if (beta != 1.0f) c_mat *= beta;
-      c_mat.noalias() += alpha * op_a * op_b;
-    }
-  };
-  if (!s.trans_a && !s.trans_b) {
-    run(a_mat, b_mat);
-  } else if (!s.trans_a && s.trans_b) {
-    run(a_mat, b_mat.transpose());
-  } else if (s.trans_a && !s.trans_b) {
-    run(a_mat.transpose(), b_mat);
+// A 16-bit C: the f32 product `p` with the epilogue, or narrowed, rounded once into C.
+template <typename T>
+void Finish16(const ExecContext& ctx, const GemmShape& s, const GemmOptions& options,
+              const float* p, const TensorView& c) {
+  if (HasEpilogue(options)) {
+    internal::ApplyEpilogue<T>(
+        ctx.pool, s, options, p, c.data_as<T>(),
+        options.pre_activation == nullptr ? nullptr : options.pre_activation->data_as<T>());
   } else {
-    run(a_mat.transpose(), b_mat.transpose());
+    internal::Narrow(ctx.pool, p, c.numel(), c.data_as<T>());
   }
 }
 
-// OpenBLAS's Fortran-ABI sgemm, loaded with the CPU's best kernel (core/openblas.h). Debian's
-// libopenblas uses 32-bit integers (the 64-bit-index build is libopenblas64).
-void OpenBlasGemm(const GemmShape& s, int num_threads, float alpha, const float* a, const float* b,
-                  float beta, float* c) {
-  const OpenBlas& blas = LoadOpenBlas();  // Run checked that it loaded.
-  blas.set_num_threads(num_threads);
-  // BLAS is column-major, and a row-major [R, C] buffer is the column-major [C, R] transpose, so
-  // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B first, then A, with
-  // their own transpose flags, and the leading dimensions of their row-major rows.
-  const char trans_b = s.trans_b ? 'T' : 'N';
-  const char trans_a = s.trans_a ? 'T' : 'N';
-  const int m = static_cast<int>(s.n);
-  const int n = static_cast<int>(s.m);
-  const int k = static_cast<int>(s.k);
-  const int ld_b = static_cast<int>(std::max<int64_t>(1, s.trans_b ? s.k : s.n));
-  const int ld_a = static_cast<int>(std::max<int64_t>(1, s.trans_a ? s.m : s.k));
-  const int ld_c = static_cast<int>(std::max<int64_t>(1, s.n));
-  // BLAS treats beta = 0 as "C is output only", so NaNs in C do not propagate.
-  blas.sgemm(&trans_b, &trans_a, &m, &n, &k, &alpha, b, &ld_b, a, &ld_a, &beta, c, &ld_c);
-}
-
-// All batch entries in f32. Degenerate problems are handled here so both backends agree: with
-// K = 0 or alpha = 0 the product is zero and A and B are not read (as in BLAS).
-void GemmF32(CpuGemmBackend backend, const GemmShape& s, int num_threads, float alpha,
-             const float* a, const float* b, float beta, float* c) {
-  if (s.m == 0 || s.n == 0) return;
-  const int64_t size_a = s.m * s.k;
-  const int64_t size_b = s.k * s.n;
-  const int64_t size_c = s.m * s.n;
-  if (s.k == 0 || alpha == 0.0f) {
-    for (int64_t i = 0; i < s.batch * size_c; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
-    return;
-  }
-  for (int64_t i = 0; i < s.batch; ++i) {
-    if (backend == CpuGemmBackend::kEigen) {
-      EigenGemm(s, num_threads, alpha, a + i * size_a, b + i * size_b, beta, c + i * size_c);
-    } else {
-      OpenBlasGemm(s, num_threads, alpha, a + i * size_a, b + i * size_b, beta, c + i * size_c);
-    }
-  }
-}
-
+// The f32 product of the operands' dtype T into `c32` (C itself for an f32 C).
 template <typename T>
-void Widen(ThreadPool* pool, const T* src, int64_t n, float* dst) {
-  ParallelFor(pool, n, kConvertGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dst[i] = ToFloat<T>(src[i]);
-  });
-}
-
-template <typename T>
-void Narrow(ThreadPool* pool, const float* src, int64_t n, T* dst) {
-  ParallelFor(pool, n, kConvertGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dst[i] = FromFloat<T>(src[i]);
-  });
-}
-
-// ---- Epilogue: bias and GeLU on the f32 product, then the one rounding to C's dtype. ----
-
-// The bias in f32 (empty without one).
-std::vector<float> WidenedBias(const TensorView* bias) {
-  std::vector<float> out;
-  if (bias == nullptr) return out;
-  out.resize(bias->numel());
-  internal::DispatchFloat(bias->dtype, [&](auto tag) {
-    using B = decltype(tag);
-    const B* p = bias->data_as<B>();
-    for (size_t j = 0; j < out.size(); ++j) out[j] = ToFloat<B>(p[j]);
-  });
-  return out;
-}
-
-// One row: v = p + bias (kBias), pre = v (when pre is set), c = GeLU(v) (kGelu, ops::Gelu's
-// kernel: gelu_simd.h) or v, each rounded to Out once. p may be c itself (Out = float): element j
-// is read before it is written. `scratch`: n floats for a 16-bit Out with GeLU.
-template <typename Out, bool kBias, bool kGelu>
-void EpilogueRow(int64_t n, const float* p, const float* bias, Out* c, Out* pre, float* scratch) {
-  constexpr bool kInPlace = kGelu && std::is_same_v<Out, float>;
-  float* v = kInPlace ? reinterpret_cast<float*>(c) : scratch;
-  for (int64_t j = 0; j < n; ++j) {
-    const float vj = kBias ? p[j] + bias[j] : p[j];
-    if (pre != nullptr) pre[j] = FromFloat<Out>(vj);
-    if (kGelu) {
-      v[j] = vj;
-    } else {
-      c[j] = FromFloat<Out>(vj);
-    }
-  }
-  if constexpr (kGelu) {
-    internal::GeluTanhRange(v, v, n);
-    if constexpr (!kInPlace) {
-      for (int64_t j = 0; j < n; ++j) c[j] = FromFloat<Out>(v[j]);
-    }
+void ProductF32(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape& s,
+                const GemmOptions& options, const TensorView& a, const TensorView& b, float* c32) {
+  if constexpr (std::is_same_v<T, float>) {
+    internal::GemmF32(backend, ctx, s, options.alpha, a.data_as<float>(), b.data_as<float>(),
+                      options.beta, c32);
+  } else {
+    internal::WidenedGemm<T>(backend, ctx, s, options.alpha, a.data_as<T>(), b.data_as<T>(),
+                             options.beta, c32);
   }
 }
 
-// The epilogue over the f32 product p [M, N] (which may be C's own storage when Out = float),
-// split over rows on the pool: element-wise, so the result does not depend on the thread count.
-template <typename Out>
-void ApplyEpilogue(ThreadPool* pool, const GemmShape& s, const GemmOptions& options, const float* p,
-                   Out* c, Out* pre) {
-  const std::vector<float> bias = WidenedBias(options.bias);
-  const bool gelu = options.epilogue == Epilogue::kGelu;
-  auto row = bias.empty()
-                 ? (gelu ? &EpilogueRow<Out, false, true> : &EpilogueRow<Out, false, false>)
-                 : (gelu ? &EpilogueRow<Out, true, true> : &EpilogueRow<Out, true, false>);
-  const int64_t n = s.n;
-  ParallelFor(pool, s.m, std::max<int64_t>(1, kEpilogueGrain / std::max<int64_t>(1, n)),
-              [&](int64_t begin, int64_t end) {
-                std::vector<float> scratch(gelu && !std::is_same_v<Out, float> ? n : 0);
-                for (int64_t i = begin; i < end; ++i) {
-                  row(n, p + i * n, bias.data(), c + i * n, pre == nullptr ? nullptr : pre + i * n,
-                      scratch.data());
-                }
-              });
-}
-
-// f32 runs in place; bf16 and f16 are widened to f32 scratch, multiplied with f32 accumulation,
-// and rounded back once (or, for an f32 C, written and accumulated in place without rounding).
+// OpenBLAS or Eigen. f32 runs in place; bf16 and f16 are widened to f32 piece by piece, multiplied
+// with f32 accumulation, and rounded back once (or, for an f32 C, written and accumulated in
+// place without rounding).
 template <typename T>
 void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
              const GemmOptions& options, const TensorView& a, const TensorView& b,
              const TensorView& c) {
-  const bool epilogue = HasEpilogue(options);
-  // An f32 C holds the f32 product, and the epilogue (if any) runs on it in place.
-  auto f32_epilogue = [&] {
-    if (!epilogue) return;
-    float* pc = c.data_as<float>();
-    ApplyEpilogue<float>(
-        ctx.pool, s, options, pc, pc,
-        options.pre_activation == nullptr ? nullptr : options.pre_activation->data_as<float>());
-  };
-  if constexpr (std::is_same_v<T, float>) {
-    GemmF32(backend, s, ctx.num_threads(), options.alpha, a.data_as<float>(), b.data_as<float>(),
-            options.beta, c.data_as<float>());
-    f32_epilogue();
-  } else {
-    std::vector<float> a32(a.numel()), b32(b.numel());
-    Widen(ctx.pool, a.data_as<T>(), a.numel(), a32.data());
-    Widen(ctx.pool, b.data_as<T>(), b.numel(), b32.data());
-    if (c.dtype == DType::kF32) {
-      GemmF32(backend, s, ctx.num_threads(), options.alpha, a32.data(), b32.data(), options.beta,
-              c.data_as<float>());
-      f32_epilogue();
-      return;
-    }
-    std::vector<float> c32(c.numel());
-    // With beta = 0, C is output only (and may hold NaNs or garbage): do not read it.
-    if (options.beta != 0.0f) Widen(ctx.pool, c.data_as<T>(), c.numel(), c32.data());
-    GemmF32(backend, s, ctx.num_threads(), options.alpha, a32.data(), b32.data(), options.beta,
-            c32.data());
-    if (epilogue) {
-      ApplyEpilogue<T>(
-          ctx.pool, s, options, c32.data(), c.data_as<T>(),
-          options.pre_activation == nullptr ? nullptr : options.pre_activation->data_as<T>());
-    } else {
-      Narrow(ctx.pool, c32.data(), c.numel(), c.data_as<T>());
+  if (std::is_same_v<T, float> || c.dtype == DType::kF32) {
+    ProductF32<T>(backend, ctx, s, options, a, b, c.data_as<float>());
+    F32Epilogue(ctx, s, options, c);
+    return;
+  }
+  float* c32 = internal::Scratch(2, c.numel());
+  // With beta = 0, C is output only (and may hold NaNs or garbage): do not read it.
+  if (options.beta != 0.0f) internal::Widen(ctx.pool, c.data_as<T>(), c.numel(), c32);
+  ProductF32<T>(backend, ctx, s, options, a, b, c32);
+  if constexpr (!std::is_same_v<T, float>) Finish16<T>(ctx, s, options, c32, c);
+}
+
+// ---- oneDNN: bf16 natively where it has a kernel, f32, and the rest widened to f32. ----
+
+// The bias as an f32 tensor (oneDNN's f32 matmul takes an f32 bias).
+std::vector<float> F32Bias(const TensorView& bias) {
+  std::vector<float> out(bias.numel());
+  internal::DispatchFloat(bias.dtype, [&](auto tag) {
+    internal::ToF32(bias.data_as<decltype(tag)>(), bias.numel(), out.data());
+  });
+  return out;
+}
+
+template <typename T>
+absl::Status GemmOneDnnTyped(const ExecContext& ctx, const GemmShape& s, const GemmOptions& options,
+                             const TensorView& a, const TensorView& b, const TensorView& c) {
+  if (s.m == 0 || s.n == 0) return absl::OkStatus();
+  if (s.k == 0 || options.alpha == 0.0f) {  // No product: as on the other backends.
+    GemmCpu<T>(ctx, CpuGemmBackend::kEigen, s, options, a, b, c);
+    return absl::OkStatus();
+  }
+  const TensorView* bias = options.bias;
+  // oneDNN cannot also write the pre-activation, and scales the bias with alpha.
+  const bool fuse = options.pre_activation == nullptr && (bias == nullptr || options.alpha == 1.0f);
+  const bool native = std::is_same_v<T, float> ||
+                      (a.dtype == DType::kBF16 && internal::OneDnnHasBf16Kernel(c.dtype));
+  internal::OneDnnProblem p;
+  p.shape = s;
+  p.alpha = options.alpha;
+  p.beta = options.beta;
+  p.bias = fuse && bias != nullptr;
+  p.gelu = fuse && options.epilogue == Epilogue::kGelu;
+  p.ab = native ? a.dtype : DType::kF32;
+  const void* a_data = a.data;
+  const void* b_data = b.data;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (!native) {
+      float* a32 = internal::Scratch(0, a.numel());
+      float* b32 = internal::Scratch(1, b.numel());
+      internal::Widen(ctx.pool, a.data_as<T>(), a.numel(), a32);
+      internal::Widen(ctx.pool, b.data_as<T>(), b.numel(), b32);
+      a_data = a32;
+      b_data = b32;
     }
   }
+  std::vector<float> bias32;
+  const void* bias_data = nullptr;
+  if (p.bias) {
+    p.bias_dtype = native ? bias->dtype : DType::kF32;
+    if (!native && bias->dtype != DType::kF32) bias32 = F32Bias(*bias);
+    bias_data = bias32.empty() ? bias->data : bias32.data();
+  }
+  // The product goes to C itself when oneDNN can write C as the op must; otherwise to f32 scratch
+  // that is then finished (epilogue, rounding) here.
+  const bool direct = c.dtype == DType::kF32 || (native && fuse);
+  p.c = direct ? c.dtype : DType::kF32;
+  float* c32 = direct ? nullptr : internal::Scratch(2, c.numel());
+  if constexpr (!std::is_same_v<T, float>) {
+    if (!direct && options.beta != 0.0f) {
+      internal::Widen(ctx.pool, c.data_as<T>(), c.numel(), c32);
+    }
+  }
+  RETURN_IF_ERROR(internal::OneDnnMatmul(p, ctx.num_threads(), a_data, b_data,
+                                         direct ? c.data : c32, bias_data));
+  if (c.dtype == DType::kF32) {
+    if (!fuse) F32Epilogue(ctx, s, options, c);
+    return absl::OkStatus();
+  }
+  if constexpr (!std::is_same_v<T, float>) {
+    if (!direct && fuse) internal::Narrow(ctx.pool, c32, c.numel(), c.data_as<T>());
+    if (!direct && !fuse) Finish16<T>(ctx, s, options, c32, c);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GemmOneDnn(const char* op, const ExecContext& ctx, const GemmShape& s,
+                        const GemmOptions& options, const TensorView& a, const TensorView& b,
+                        const TensorView& c) {
+  absl::Status st;
+  internal::DispatchFloat(
+      a.dtype, [&](auto tag) { st = GemmOneDnnTyped<decltype(tag)>(ctx, s, options, a, b, c); });
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat(op, ": ", st.message()));
 }
 
 // The CUDA backend's description of the product (cuda::Gemm).
@@ -356,7 +294,8 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
   ASSIGN_OR_RETURN(GemmShape s, Validate(op, rank, a, b, c, options));
   RETURN_IF_ERROR(ValidateEpilogue(op, rank, s, a, b, c, options));
   MT_ROUTE_DEVICE(op, a, cuda::Gemm(op, ctx, a, b, c, CudaDims(s, options)));
-  const CpuGemmBackend backend = Resolve(options.cpu_backend);
+  const CpuGemmBackend backend = ResolveCpuGemmBackend(options.cpu_backend, a.dtype);
+  if (backend == CpuGemmBackend::kOneDnn) return GemmOneDnn(op, ctx, s, options, a, b, c);
   if (backend == CpuGemmBackend::kOpenBlas && !LoadOpenBlas().status.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(op, ": ", LoadOpenBlas().status.message(), "; or use CpuGemmBackend::kEigen"));
@@ -395,17 +334,60 @@ absl::Status BatchedGemm(const ExecContext& ctx, const TensorView& a, const Tens
   return Run("BatchedGemm", 3, ctx, a, b, c, options);
 }
 
+CpuGemmBackend DefaultCpuGemmBackend(DType dtype, const CpuFeatures& features) {
+  if (dtype == DType::kBF16 && (features.UsableAvx512Bf16() || features.UsableAmxBf16())) {
+    return CpuGemmBackend::kOneDnn;
+  }
+  return CpuGemmBackend::kOpenBlas;
+}
+
+CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype) {
+  if (backend != CpuGemmBackend::kDefault) return backend;
+  static const CpuFeatures features = DetectCpuFeatures();
+  const CpuGemmBackend chosen = DefaultCpuGemmBackend(dtype, features);
+  if (chosen == CpuGemmBackend::kOneDnn && !LoadOneDnn().status.ok()) {
+    return CpuGemmBackend::kOpenBlas;
+  }
+  return chosen;
+}
+
 const char* CpuGemmBackendName(CpuGemmBackend backend) {
-  switch (Resolve(backend)) {
+  switch (ResolveCpuGemmBackend(backend, DType::kF32)) {
     case CpuGemmBackend::kEigen:
       return "eigen";
     case CpuGemmBackend::kOpenBlas:
       return "openblas";
+    case CpuGemmBackend::kOneDnn:
+      return "onednn";
     case CpuGemmBackend::kDefault:
       break;
   }
   LOG(FATAL) << "unresolved CPU GEMM backend";
   return "";
+}
+
+std::string CpuGemmRoute(DType dtype) {
+  const CpuGemmBackend backend = ResolveCpuGemmBackend(CpuGemmBackend::kDefault, dtype);
+  const char* name = CpuGemmBackendName(backend);
+  if (dtype == DType::kF32) return name;
+  if (backend == CpuGemmBackend::kOneDnn && dtype == DType::kBF16 &&
+      internal::OneDnnHasBf16Kernel(DType::kBF16)) {
+    return absl::StrCat(name, " (", LoadOneDnn().version, ", ",
+                        internal::OneDnnBf16Implementation(), ")");
+  }
+  return absl::StrCat(name, ", widened to f32");
+}
+
+std::string DescribeCpuGemm() {
+  static const CpuFeatures features = DetectCpuFeatures();
+  std::string why;
+  if (DefaultCpuGemmBackend(DType::kBF16, features) != CpuGemmBackend::kOneDnn) {
+    why = " (no AVX512-BF16 or AMX)";
+  } else if (!LoadOneDnn().status.ok()) {
+    why = absl::StrCat(" (", LoadOneDnn().status.message(), ")");
+  }
+  return absl::StrCat("f32: ", CpuGemmRoute(DType::kF32), "; bf16: ", CpuGemmRoute(DType::kBF16),
+                      why, "; f16: ", CpuGemmRoute(DType::kF16));
 }
 
 }  // namespace ops

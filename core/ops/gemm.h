@@ -12,7 +12,8 @@
 // Errors: InvalidArgument on shape/rank/contiguity/device/dtype mismatches (A and B differ, or C is
 // neither A's dtype nor f32), on C overlapping A or B, and for dimensions above 2^31 - 1 on the
 // OpenBLAS backend; FailedPrecondition when libopenblas cannot be loaded (OpenBLAS backend; the
-// kernel it runs is chosen from the CPU's features, core/openblas.h); Unimplemented for other
+// kernel it runs is chosen from the CPU's features, core/openblas.h) or libdnnl (kOneDnn asked for
+// by name; core/onednn.h), Internal when oneDNN fails a call; Unimplemented for other
 // dtypes (and CUDA tensors in CPU-only builds or without a device). CUDA tensors run on cuBLASLt
 // with f32 accumulation and need ctx.cuda (core/cuda).
 //
@@ -35,14 +36,27 @@
 // without Epilogue::kGelu; a bias or pre_activation of the wrong shape, dtype or device,
 // non-contiguous, or overlapping as above.
 //
-// CPU threads: ctx.num_threads() threads, run by the backend's own threads (OpenMP for Eigen,
-// OpenBLAS's pthreads), whose counts are process-wide settings that every call sets again; so
-// calls from several threads at once must use the same thread count. bf16/f16 conversions run on
-// ctx.pool, and so do epilogues (split over rows).
+// CPU backends (CpuGemmBackend): OpenBLAS's sgemm, Eigen's GEMM, or oneDNN's matmul. kDefault
+// picks one per dtype from the CPU's features by the fixed rule of DefaultCpuGemmBackend (never by
+// a timing, so results do not depend on a race): bf16 runs on oneDNN where the CPU multiplies bf16
+// in hardware (AVX512-BF16 or AMX) and oneDNN loads; everything else on OpenBLAS. On OpenBLAS and
+// Eigen, bf16/f16 operands are widened to f32 piece by piece (gemm_cpu.h); on oneDNN, bf16 runs
+// natively where it has a kernel and is widened otherwise (f16 always: oneDNN 2.6 has no f16 CPU
+// kernels), and a fused epilogue without pre_activation runs as oneDNN post-ops (its own tanh
+// GeLU: within a few f32 roundings of ours, not bitwise).
+// CPU threads: ctx.num_threads() threads: OpenBLAS's pthreads, oneDNN's OpenMP threads (passive
+// between calls, core/onednn.h) or ctx.pool for Eigen; the first two are process-wide counts that
+// every call sets again, so calls from several threads at once must use the same thread count.
+// bf16/f16 conversions and epilogues run on ctx.pool, between the backend's calls, never beside
+// them.
 #ifndef MT_CORE_OPS_GEMM_H_
 #define MT_CORE_OPS_GEMM_H_
 
+#include <string>
+
 #include "absl/status/status.h"
+#include "core/cpu_features.h"
+#include "core/dtype.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
 
@@ -51,11 +65,9 @@ namespace ops {
 
 enum class Transpose { kNo, kYes };
 
-// Which CPU GEMM kernel runs. kDefault is the faster of the two on the machines we measured:
-// OpenBLAS's sgemm (docs/perf/gemm.md: on a 2-core AVX2/FMA EPYC, Eigen 3.4 reaches about 87% of
-// OpenBLAS's rate over the GEMMs of a GPT-2 layer, and OpenBLAS is ahead on 24 of 25 shapes).
-// kEigen is Eigen's own GEMM (OpenMP); both are tested, and the benchmark compares them.
-enum class CpuGemmBackend { kDefault, kEigen, kOpenBlas };
+// Which CPU GEMM kernel runs. kDefault: DefaultCpuGemmBackend's choice for the dtype. All three are
+// tested, and //core/ops:gemm_bench compares them (docs/perf/gemm.md).
+enum class CpuGemmBackend { kDefault, kEigen, kOpenBlas, kOneDnn };
 
 // The element-wise function applied to the product (plus bias) before it is stored in C.
 enum class Epilogue {
@@ -81,8 +93,28 @@ absl::Status Gemm(const ExecContext& ctx, const TensorView& a, const TensorView&
 absl::Status BatchedGemm(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                          const TensorView& c, const GemmOptions& options = {});
 
-// The name printed by benchmarks: "eigen" or "openblas" (kDefault resolves to one of them).
+// The rule behind kDefault, measured (docs/perf/gemm.md): f32 and f16 on OpenBLAS (its f32 GEMM is
+// ahead of Eigen's and oneDNN's f32 matmul on the AVX2 and AVX-512 machines measured); bf16 on
+// oneDNN when the CPU has AVX512-BF16 or AMX-BF16 (oneDNN's bf16 kernels run at about twice the f32
+// rate there), else on OpenBLAS after widening (oneDNN 2.6 has no bf16 matmul below AVX-512).
+// Pure: the features decide, not whether libdnnl is installed (see ResolveCpuGemmBackend).
+CpuGemmBackend DefaultCpuGemmBackend(DType dtype, const CpuFeatures& features);
+
+// The backend a call with `backend` and operands of `dtype` runs on in this process: kDefault
+// resolved by the rule for the running CPU, falling back to OpenBLAS when the rule says oneDNN but
+// libdnnl cannot be loaded.
+CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype);
+
+// The name printed by benchmarks: "eigen", "openblas" or "onednn" (kDefault resolved for f32).
 const char* CpuGemmBackendName(CpuGemmBackend backend);
+
+// How `dtype` operands are multiplied on this CPU with kDefault, e.g. "openblas", "openblas,
+// widened to f32" or "onednn (brg:avx512_core_bf16)".
+std::string CpuGemmRoute(DType dtype);
+
+// One line for start-up logs: the route of each dtype and the reason, e.g. "f32: openblas; bf16:
+// openblas, widened to f32 (no AVX512-BF16 or AMX); f16: openblas, widened to f32".
+std::string DescribeCpuGemm();
 
 }  // namespace ops
 }  // namespace mt

@@ -1,10 +1,12 @@
-// f32 GEMM throughput of the two CPU backends (Eigen, OpenBLAS) on a square product and on the
-// GEMMs of one GPT-2 transformer layer (forward and backward) at hidden 768 and 1536 with
-// B*T = 8 * 1024 tokens. Prints a table of GFLOP/s (best of --reps after one warm-up), the peak
-// rate and the Eigen/OpenBLAS ratio, after the OpenBLAS kernel in use (core/openblas.h). Results:
-// docs/perf/gemm.md.
+// GEMM throughput of the three CPU backends (Eigen, OpenBLAS, oneDNN) in one dtype (--dtype: f32,
+// bf16 or f16 operands and C) on a square product and on the GEMMs of one GPT-2 transformer layer
+// (forward and backward) at hidden 768 and 1536 with B*T = --tokens tokens. Prints a table of
+// GFLOP/s (best of --reps after one warm-up, the backends taking turns), the peak rate and each
+// backend's rate over OpenBLAS's, after the OpenBLAS kernel and the routes kDefault takes
+// (gemm.h). Results: docs/perf/gemm.md.
 //
 //   bazel run -c opt //core/ops:gemm_bench -- --threads=2 --reps=3
+//   bazel run -c opt //core/ops:gemm_bench -- --threads=2 --dtype=bf16 --tokens=256
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -14,8 +16,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/exec_context.h"
+#include "core/onednn.h"
 #include "core/openblas.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -26,12 +31,12 @@
 DEFINE_int32(threads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
              "CPU threads per GEMM (default: hardware concurrency)");
 DEFINE_int32(reps, 3, "timed repetitions per shape and backend, after one warm-up; best is kept");
+DEFINE_string(dtype, "f32", "operand and output dtype: f32, bf16 or f16");
+DEFINE_int64(tokens, 8 * 1024, "B*T of the layer shapes (GPT-2 124M at B4 T64 is 256)");
 
 namespace mt {
 namespace ops {
 namespace {
-
-constexpr int64_t kTokens = 8 * 1024;  // B * T.
 
 struct BenchShape {
   std::string name;  // What the product is in the layer.
@@ -41,7 +46,7 @@ struct BenchShape {
 
 // One transformer layer: Y = X W for QKV [h, 3h], attention output [h, h], MLP up [h, 4h] and
 // MLP down [4h, h] (weights stored [in, out]); backward dX = dY W^T and dW = X^T dY.
-std::vector<BenchShape> LayerShapes(int64_t h) {
+std::vector<BenchShape> LayerShapes(int64_t h, int64_t tokens) {
   struct Linear {
     const char* name;
     int64_t in, out;
@@ -52,11 +57,11 @@ std::vector<BenchShape> LayerShapes(int64_t h) {
   for (const Linear& l : linears) {
     const std::string prefix = absl::StrCat("h", h, " ", l.name);
     shapes.push_back(
-        {absl::StrCat(prefix, " Y=X W"), kTokens, l.out, l.in, Transpose::kNo, Transpose::kNo});
-    shapes.push_back({absl::StrCat(prefix, " dX=dY W^T"), kTokens, l.in, l.out, Transpose::kNo,
-                      Transpose::kYes});
-    shapes.push_back({absl::StrCat(prefix, " dW=X^T dY"), l.in, l.out, kTokens, Transpose::kYes,
-                      Transpose::kNo});
+        {absl::StrCat(prefix, " Y=X W"), tokens, l.out, l.in, Transpose::kNo, Transpose::kNo});
+    shapes.push_back(
+        {absl::StrCat(prefix, " dX=dY W^T"), tokens, l.in, l.out, Transpose::kNo, Transpose::kYes});
+    shapes.push_back(
+        {absl::StrCat(prefix, " dW=X^T dY"), l.in, l.out, tokens, Transpose::kYes, Transpose::kNo});
   }
   return shapes;
 }
@@ -76,14 +81,17 @@ using Clock = std::chrono::steady_clock;
 
 // Best wall time per backend of --reps runs, after one warm-up run each. The backends take turns
 // within each repetition, so that load from other processes hits both alike.
-std::vector<double> BestSeconds(const ExecContext& ctx, const BenchShape& s,
+std::vector<double> BestSeconds(const ExecContext& ctx, const BenchShape& s, DType dtype,
                                 const std::vector<CpuGemmBackend>& backends) {
   const bool ta = s.ta == Transpose::kYes, tb = s.tb == Transpose::kYes;
-  Tensor a = Tensor::Host({ta ? s.k : s.m, ta ? s.m : s.k}, DType::kF32);
-  Tensor b = Tensor::Host({tb ? s.n : s.k, tb ? s.k : s.n}, DType::kF32);
-  Tensor c = Tensor::Host({s.m, s.n}, DType::kF32);
-  Fill(a, 1);
-  Fill(b, 2);
+  Tensor a32 = Tensor::Host({ta ? s.k : s.m, ta ? s.m : s.k}, DType::kF32);
+  Tensor b32 = Tensor::Host({tb ? s.n : s.k, tb ? s.k : s.n}, DType::kF32);
+  Fill(a32, 1);
+  Fill(b32, 2);
+  Tensor a = Tensor::Host(a32.shape(), dtype), b = Tensor::Host(b32.shape(), dtype);
+  CHECK(Convert(ctx, a32.view(), a.view()).ok());
+  CHECK(Convert(ctx, b32.view(), b.view()).ok());
+  Tensor c = Tensor::Host({s.m, s.n}, dtype);
   std::vector<double> best(backends.size(), 1e30);
   for (int rep = 0; rep <= FLAGS_reps; ++rep) {
     for (size_t i = 0; i < backends.size(); ++i) {
@@ -102,62 +110,83 @@ std::vector<double> BestSeconds(const ExecContext& ctx, const BenchShape& s,
 }
 
 absl::Status Main() {
-  if (FLAGS_threads < 1 || FLAGS_reps < 1) {
-    return absl::InvalidArgumentError("--threads and --reps must be at least 1");
+  if (FLAGS_threads < 1 || FLAGS_reps < 1 || FLAGS_tokens < 1) {
+    return absl::InvalidArgumentError("--threads, --reps and --tokens must be at least 1");
+  }
+  DType dtype;
+  if (FLAGS_dtype == "f32") {
+    dtype = DType::kF32;
+  } else if (FLAGS_dtype == "bf16") {
+    dtype = DType::kBF16;
+  } else if (FLAGS_dtype == "f16") {
+    dtype = DType::kF16;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype must be f32, bf16 or f16, got '", FLAGS_dtype, "'"));
   }
   ThreadPool pool(FLAGS_threads);
   ExecContext ctx;
   ctx.pool = &pool;
   std::printf(
-      "gemm_bench: f32 row-major C[M,N] = op(A)[M,K] op(B)[K,N]; threads=%d reps=%d "
-      "(best of reps after 1 warm-up, backends alternating); kDefault = %s\n",
-      FLAGS_threads, FLAGS_reps, CpuGemmBackendName(CpuGemmBackend::kDefault));
+      "gemm_bench: %s row-major C[M,N] = op(A)[M,K] op(B)[K,N]; threads=%d reps=%d "
+      "(best of reps after 1 warm-up, backends alternating)\n",
+      FLAGS_dtype.c_str(), FLAGS_threads, FLAGS_reps);
   std::printf("blas: %s\n", DescribeBlas().c_str());
+  std::printf("onednn: %s\n", DescribeOneDnn(LoadOneDnn()).c_str());
+  std::printf("kDefault routes: %s\n", DescribeCpuGemm().c_str());
   std::printf(
       "tokens B*T = %lld; weights stored [in, out]: Y=X W is NN, dX=dY W^T is NT, "
       "dW=X^T dY is TN\n\n",
-      static_cast<long long>(kTokens));
+      static_cast<long long>(FLAGS_tokens));
 
   std::vector<BenchShape> shapes = {
       {"square 2048", 2048, 2048, 2048, Transpose::kNo, Transpose::kNo}};
   for (int64_t h : {768, 1536}) {
-    for (BenchShape& s : LayerShapes(h)) shapes.push_back(std::move(s));
+    for (BenchShape& s : LayerShapes(h, FLAGS_tokens)) shapes.push_back(std::move(s));
   }
-  const std::vector<CpuGemmBackend> backends = {CpuGemmBackend::kEigen, CpuGemmBackend::kOpenBlas};
-
-  std::printf("%-28s %6s %6s %6s %3s %13s %13s %14s\n", "shape", "M", "N", "K", "op", "eigen GF/s",
-              "openblas GF/s", "eigen/openblas");
-  double total_flops = 0;
-  double total_seconds[2] = {0, 0};
-  double peak = 0;
+  std::vector<CpuGemmBackend> backends = {CpuGemmBackend::kEigen, CpuGemmBackend::kOpenBlas};
+  if (LoadOneDnn().status.ok()) backends.push_back(CpuGemmBackend::kOneDnn);
+  const size_t nb = backends.size();
+  std::printf("%-28s %6s %6s %6s %3s", "shape", "M", "N", "K", "op");
+  for (CpuGemmBackend b : backends) std::printf(" %9s GF/s", CpuGemmBackendName(b));
+  std::printf("  (each / openblas)\n");
+  double total_flops = 0, peak = 0;
+  std::vector<double> total_seconds(nb, 0.0);
   const char* peak_backend = "";
+  auto row = [&](const std::string& name, const std::vector<double>& rate) {
+    std::printf("%-28s", name.c_str());
+    for (double r : rate) std::printf(" %14.1f", r);
+    std::printf("  ");
+    for (double r : rate) std::printf(" %.2f", r / rate[1]);
+    std::printf("\n");
+  };
   for (const BenchShape& s : shapes) {
     const double flops = 2.0 * s.m * s.n * s.k;
-    const std::vector<double> seconds = BestSeconds(ctx, s, backends);
-    double rate[2];
-    for (int i = 0; i < 2; ++i) {
+    const std::vector<double> seconds = BestSeconds(ctx, s, dtype, backends);
+    std::vector<double> rate(nb);
+    const bool square = s.name.rfind("square", 0) == 0;  // A reference point, not in the totals.
+    for (size_t i = 0; i < nb; ++i) {
       rate[i] = flops / seconds[i] * 1e-9;
-      // The square product is a reference point; the layer totals cover the GPT-2 shapes only.
-      if (s.name.rfind("square", 0) != 0) total_seconds[i] += seconds[i];
+      if (!square) total_seconds[i] += seconds[i];
       if (rate[i] > peak) {
         peak = rate[i];
         peak_backend = CpuGemmBackendName(backends[i]);
       }
     }
-    if (s.name.rfind("square", 0) != 0) total_flops += flops;
-    std::printf("%-28s %6lld %6lld %6lld %c%c %13.1f %13.1f %14.2f\n", s.name.c_str(),
-                static_cast<long long>(s.m), static_cast<long long>(s.n),
-                static_cast<long long>(s.k), s.ta == Transpose::kYes ? 'T' : 'N',
-                s.tb == Transpose::kYes ? 'T' : 'N', rate[0], rate[1], rate[0] / rate[1]);
+    if (!square) total_flops += flops;
+    row(absl::StrFormat("%-28s %6lld %6lld %6lld %c%c", s.name, static_cast<long long>(s.m),
+                        static_cast<long long>(s.n), static_cast<long long>(s.k),
+                        s.ta == Transpose::kYes ? 'T' : 'N', s.tb == Transpose::kYes ? 'T' : 'N'),
+        rate);
     std::fflush(stdout);
   }
-  const double eigen_rate = total_flops / total_seconds[0] * 1e-9;
-  const double openblas_rate = total_flops / total_seconds[1] * 1e-9;
-  std::printf("%-28s %6s %6s %6s %3s %13.1f %13.1f %14.2f\n", "GPT-2 layers (all 24 GEMMs)", "", "",
-              "", "", eigen_rate, openblas_rate, eigen_rate / openblas_rate);
-  std::printf("\npeak f32 GEMM rate: %.1f GFLOP/s (%s)\n", peak, peak_backend);
+  std::vector<double> layer_rate(nb);
+  for (size_t i = 0; i < nb; ++i) layer_rate[i] = total_flops / total_seconds[i] * 1e-9;
+  row(absl::StrFormat("%-56s", "GPT-2 layers (all 24 GEMMs)"), layer_rate);
+  std::printf("\npeak %s GEMM rate: %.1f GFLOP/s (%s)\n", FLAGS_dtype.c_str(), peak, peak_backend);
   std::printf("eigen/openblas: %.2f (total time of the GPT-2 layer GEMMs, %.0f GFLOP)\n",
-              eigen_rate / openblas_rate, total_flops * 1e-9);
+              layer_rate[0] / layer_rate[1], total_flops * 1e-9);
+  if (nb > 2) std::printf("onednn/openblas: %.2f (the same)\n", layer_rate[2] / layer_rate[1]);
   return absl::OkStatus();
 }
 
@@ -166,6 +195,7 @@ absl::Status Main() {
 }  // namespace mt
 
 int main(int argc, char** argv) {
-  return mt::ToolMain("gemm_bench", "f32 GEMM throughput of the Eigen and OpenBLAS CPU backends",
-                      argc, argv, mt::ops::Main);
+  return mt::ToolMain("gemm_bench",
+                      "GEMM throughput of the Eigen, OpenBLAS and oneDNN CPU backends", argc, argv,
+                      mt::ops::Main);
 }

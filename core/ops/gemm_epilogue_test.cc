@@ -4,6 +4,7 @@
 // hand-computed cases; and the argument errors.
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -152,7 +153,7 @@ TEST(GemmEpilogueTest, MatchesFloat64ReferenceOnOddSizes) {
         cs.bias = e.bias;
         cs.epilogue = e.epilogue;
         cs.pre = e.pre;
-        cs.backend = kGemmBackends[seed % 3];
+        cs.backend = kGemmBackends[seed % std::size(kGemmBackends)];
         cs.seed = seed++;
         RunEpilogueCase(cs, seed % 2 == 0 ? &pool : nullptr);
         if (HasFailure()) return;

@@ -4,6 +4,7 @@
 // are in gemm_epilogue_test.cc.
 #include "core/ops/gemm.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu_features.h"
+#include "core/cpu_features_testutil.h"
 #include "core/ops/gemm_testutil.h"
 #include "core/ops/testutil.h"
 #include "core/thread_pool.h"
@@ -120,6 +123,27 @@ TEST_P(GemmDTypeBackendTest, BatchedMatchesFloat64Reference) {
                           {nullptr, &pool}, 2000));
 }
 
+// Shapes past one widened piece (4 Mi f32 elements of op(A) and op(B) together), one for each
+// dimension the 16-bit operands are split along on OpenBLAS and Eigen: N, M, then K (gemm_cpu.h).
+const std::vector<std::array<int64_t, 4>> kPiecewiseShapes = {
+    {0, 33, 8300, 127}, {0, 8300, 33, 127}, {0, 20, 36, 19000}};
+
+// One 16-bit dtype per backend and suite (they share the widening code): bf16 on OpenBLAS and f16
+// on Eigen with a 16-bit C, the other way round with an f32 C.
+bool WidensPiecewise(const GemmParam& param, bool f32_c) {
+  const auto [dtype, backend] = param;
+  const DType on_openblas = f32_c ? DType::kF16 : DType::kBF16;
+  const DType on_eigen = f32_c ? DType::kBF16 : DType::kF16;
+  return (backend == CpuGemmBackend::kOpenBlas && dtype == on_openblas) ||
+         (backend == CpuGemmBackend::kEigen && dtype == on_eigen);
+}
+
+TEST_P(GemmDTypeBackendTest, LargeHalfProductsWidenedPieceByPiece) {
+  if (!WidensPiecewise(GetParam(), false)) GTEST_SKIP() << "covered by another dtype or backend";
+  ThreadPool pool(2);
+  RunCases(TransposeSweep(Base(), kPiecewiseShapes, {&pool}, 5000));
+}
+
 TEST_P(GemmDTypeBackendTest, HandComputedProduct) {
   // [[1, 2, 3], [4, 5, 6]] x [[7, 8], [9, 10], [11, 12]] = [[58, 64], [139, 154]]; then
   // alpha = 2, beta = -1 over C = [[1, 2], [3, 4]]. Exact in f32; one rounding to the dtype (bf16
@@ -195,6 +219,12 @@ TEST_P(GemmMixedPrecisionTest, BatchedF32OutputMatchesFloat64Reference) {
       TransposeSweep(Base(), {{1, 3, 17, 65}, {3, 65, 17, 130}, {4, 17, 1, 3}}, {nullptr}, 4000));
 }
 
+TEST_P(GemmMixedPrecisionTest, LargeProductsWidenedPieceByPieceIntoF32) {
+  if (!WidensPiecewise(GetParam(), true)) GTEST_SKIP() << "covered by another dtype or backend";
+  ThreadPool pool(2);
+  RunCases(TransposeSweep(Base(), kPiecewiseShapes, {&pool}, 6000));
+}
+
 TEST_P(GemmMixedPrecisionTest, AccumulatesIntoF32WithoutRounding) {
   // A = [[1, 2^-7]], B = [[1 + 2^-7], [2^-7]] in bf16 (exact), C = [[2^-12]] f32, beta = 1:
   // C = 2^-12 + (1 + 2^-7) + 2^-14, exact in f32 but not representable in bf16 (or f16's 11 bits).
@@ -222,8 +252,31 @@ INSTANTIATE_TEST_SUITE_P(HalfInputsF32Output, GemmMixedPrecisionTest,
 TEST(GemmTest, BackendNames) {
   EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kEigen), "eigen");
   EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kOpenBlas), "openblas");
-  // The measured winner (docs/perf/gemm.md).
+  EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kOneDnn), "onednn");
+  // The measured winner for f32 (docs/perf/gemm.md).
   EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kDefault), "openblas");
+}
+
+// The fixed rule behind kDefault: bf16 goes to oneDNN only where the CPU multiplies bf16.
+TEST(GemmTest, DefaultBackendRule) {
+  CpuFeatures f = ::mt::testing::Avx512CpuFeatures();
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    EXPECT_EQ(DefaultCpuGemmBackend(t, f), CpuGemmBackend::kOpenBlas) << DTypeName(t);
+  }
+  f.avx512_bf16 = true;
+  EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOneDnn);
+  EXPECT_EQ(DefaultCpuGemmBackend(DType::kF32, f), CpuGemmBackend::kOpenBlas);
+  EXPECT_EQ(DefaultCpuGemmBackend(DType::kF16, f), CpuGemmBackend::kOpenBlas);
+  f = ::mt::testing::Avx512CpuFeatures();
+  f.amx_tile = f.amx_bf16 = f.os_amx = true;
+  EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOneDnn);
+  f.os_zmm = false;  // The OS has not enabled AVX-512: neither counts.
+  EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOpenBlas);
+  // This CPU's line names a route for every dtype.
+  const std::string line = DescribeCpuGemm();
+  EXPECT_NE(line.find("f32: "), std::string::npos) << line;
+  EXPECT_NE(line.find("; bf16: "), std::string::npos) << line;
+  EXPECT_NE(line.find("; f16: "), std::string::npos) << line;
 }
 
 TEST(GemmTest, BadShapesAreInvalidArgument) {

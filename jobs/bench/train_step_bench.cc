@@ -272,7 +272,7 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
       ModelDescription(c).c_str(), static_cast<long long>(T), static_cast<long long>(B),
       static_cast<long long>(mc.vocab_size), static_cast<long long>(model.padded_vocab()),
       parallel.tp_size(), dp_size, ranks, d.rank.threads, RecomputeName(c),
-      c.activations.sequence_parallel ? "yes" : "no", d.gpu ? "bf16" : "f32");
+      c.activations.sequence_parallel ? "yes" : "no", std::string(DTypeName(d.dtype)).c_str());
   std::printf("parameters: %lld\n", static_cast<long long>(parameters));
   PrintGemmRate(c, d, gemm);
   std::printf(
@@ -364,11 +364,11 @@ absl::Status Run(const BenchConfig& c, const comm::MpiProcess& process) {
   // Measure every rank's GEMM rate at once (they share the machine as in training).
   const int64_t n = bench::GemmRateSize(c.gemm_rate_size, d->gpu);
   const double gemm =
-      d->gpu ? bench::GpuGemmGflops(d->rank.exec, n) : bench::GemmGflops(d->rank.exec, n);
+      d->gpu ? bench::GpuGemmGflops(d->rank.exec, n) : bench::GemmGflops(d->rank.exec, n, d->dtype);
+  if (!d->gpu && d->dtype != DType::kF32) d->f32_gemm = bench::GemmGflops(d->rank.exec, n);
   if (parallel->pp_size() > 1) return bench::RunPipelined(c, world, *parallel, *d, gemm);
 
-  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(),
-                           d->gpu ? DType::kBF16 : DType::kF32, d->rank.exec.device);
+  nn::ParameterStore store(parallel->tp_rank(), parallel->tp_size(), d->dtype, d->rank.exec.device);
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
+#include "core/dtype.h"
 #include "core/exec_context.h"
 #include "core/rank_execution.h"
 #include "jobs/pretrain/pretrain.h"
@@ -43,6 +44,8 @@ struct BenchConfig {
   int threads = 0;
   bool recompute = false;
   DeviceType device = DeviceType::kCpu;
+  bool bf16 = false;  // CPU: the model in bf16 (a GPU always runs bf16).
+  bool fp16 = false;  // CPU: the model in f16.
   bool caching_allocator = true;
   int gemm_rate_size = 0;
   int breakdown_steps = 3;
@@ -83,6 +86,10 @@ struct BenchConfig {
     ActivationConfig::Fields(self.activations, v);
     v("device", &self.device, "cpu (f32) or cuda (bf16, rank r on GPU local_rank mod GPUs).",
       kDeviceTypeNames);
+    v("bf16", &self.bf16,
+      "CPU: parameters' compute copies, activations and gradients in bf16 (f32 masters and Adam "
+      "state, f32 math inside the kernels), as pretrain_gpt --bf16.");
+    v("fp16", &self.fp16, "CPU: the same in f16 (no loss scaling: random data, timing only).");
     v("caching_allocator", &self.caching_allocator,
       "With --device=cuda: tensors from a caching allocator.");
     v("gemm_rate_size", &self.gemm_rate_size,
@@ -100,9 +107,10 @@ double Seconds(std::chrono::steady_clock::time_point a);
 // The side of the reference GEMM.
 int64_t GemmRateSize(int flag, bool gpu);
 
-// f32 GEMM rate (GFLOP/s) of this rank's threads: best of 10 runs of an n^3 product after a
-// warm-up; on a shared machine the best of a few 0.1 s runs is often a loaded one.
-double GemmGflops(const ExecContext& ec, int64_t n);
+// CPU GEMM rate (GFLOP/s) of this rank's threads for `dtype` operands (a 16-bit C): best of 10
+// runs of an n^3 product after a warm-up; on a shared machine the best of a few 0.1 s runs is
+// often a loaded one.
+double GemmGflops(const ExecContext& ec, int64_t n, DType dtype = DType::kF32);
 
 // bf16 GEMM rate (GFLOP/s) of the GPU (cuBLASLt, f32 accumulation): best of 20 runs of an n^3
 // product after a warm-up (random data: a GPU's clocks and power depend on the bits it multiplies).
@@ -112,11 +120,14 @@ double GpuGemmGflops(const ExecContext& ec, int64_t n);
 struct Device {
   RankExecution rank;
   bool gpu = false;
+  DType dtype = DType::kF32;  // The model's compute dtype (bf16 on a GPU).
+  double f32_gemm = 0;        // CPU, dtype not f32: the f32 GEMM rate too (GFLOP/s), for reference.
 };
 absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int local_rank,
                                                     int local_size);
 
-// The reference GEMM rate's line(s): the device or the BLAS, and the rate `gemm` (GFLOP/s).
+// The reference GEMM rate's line(s): the device or the BLAS, and the rate `gemm` (GFLOP/s) in the
+// model's dtype (and the f32 rate beside it for a 16-bit model on the CPU).
 void PrintGemmRate(const BenchConfig& c, const Device& d, double gemm);
 
 // "no", "full" or "selective".

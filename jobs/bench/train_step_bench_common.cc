@@ -24,15 +24,18 @@ double Seconds(std::chrono::steady_clock::time_point a) {
 
 int64_t GemmRateSize(int flag, bool gpu) { return flag > 0 ? flag : (gpu ? 8192 : 2048); }
 
-double GemmGflops(const mt::ExecContext& ec, int64_t n) {
-  mt::Tensor a = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
-             b = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
-             c = mt::Tensor::Zeros({n, n}, mt::DType::kF32);
+double GemmGflops(const mt::ExecContext& ec, int64_t n, mt::DType dtype) {
+  mt::Tensor a32 = mt::Tensor::Zeros({n, n}, mt::DType::kF32),
+             b32 = mt::Tensor::Zeros({n, n}, mt::DType::kF32);
   std::mt19937 rng(1);
   for (int64_t i = 0; i < n * n; ++i) {
-    a.data_as<float>()[i] = static_cast<float>(rng() % 100) / 100.0f;
-    b.data_as<float>()[i] = static_cast<float>(rng() % 100) / 100.0f;
+    a32.data_as<float>()[i] = static_cast<float>(rng() % 100) / 100.0f;
+    b32.data_as<float>()[i] = static_cast<float>(rng() % 100) / 100.0f;
   }
+  mt::Tensor a = mt::Tensor::Zeros({n, n}, dtype), b = mt::Tensor::Zeros({n, n}, dtype),
+             c = mt::Tensor::Zeros({n, n}, dtype);
+  CHECK(mt::ops::Convert(ec, a32.view(), a.view()).ok());
+  CHECK(mt::ops::Convert(ec, b32.view(), b.view()).ok());
   double best = 1e30;
   for (int r = 0; r < 11; ++r) {
     auto t = std::chrono::steady_clock::now();
@@ -70,8 +73,13 @@ double GpuGemmGflops(const mt::ExecContext& ec, int64_t n) {
 
 absl::StatusOr<std::unique_ptr<Device>> SetUpDevice(const BenchConfig& c, int local_rank,
                                                     int local_size) {
+  if (c.bf16 && c.fp16) return absl::InvalidArgumentError("--bf16 and --fp16 exclude each other");
+  if (c.fp16 && c.device == DeviceType::kCuda) {
+    return absl::InvalidArgumentError("--fp16: the GPU benchmark runs bf16; drop --fp16");
+  }
   auto d = std::make_unique<Device>();
   d->gpu = c.device == DeviceType::kCuda;
+  d->dtype = d->gpu || c.bf16 ? DType::kBF16 : (c.fp16 ? DType::kF16 : DType::kF32);
   RankExecutionOptions ro;
   ro.cuda = d->gpu;
   ro.threads = c.threads;
@@ -89,9 +97,14 @@ void PrintGemmRate(const BenchConfig& c, const Device& d, double gemm) {
                 static_cast<long long>(GemmRateSize(c.gemm_rate_size, true)), gemm / 1e3);
   } else {
     std::printf("blas: %s\n", DescribeBlas().c_str());
-    std::printf("f32 GEMM rate per rank (%lld^3, %d threads, OpenBLAS core %s): %.1f GFLOP/s\n",
-                static_cast<long long>(GemmRateSize(c.gemm_rate_size, false)), d.rank.threads,
-                LoadOpenBlas().core.c_str(), gemm);
+    const long long n = static_cast<long long>(GemmRateSize(c.gemm_rate_size, false));
+    if (d.dtype != DType::kF32) {
+      std::printf("f32 GEMM rate per rank (%lld^3, %d threads): %.1f GFLOP/s\n", n, d.rank.threads,
+                  d.f32_gemm);
+    }
+    std::printf("%s GEMM rate per rank (%lld^3, %d threads, %s): %.1f GFLOP/s\n",
+                std::string(DTypeName(d.dtype)).c_str(), n, d.rank.threads,
+                ops::CpuGemmRoute(d.dtype).c_str(), gemm);
   }
 }
 

@@ -58,9 +58,8 @@ struct Pipeline {
 absl::StatusOr<Pipeline> BuildPipeline(const BenchConfig& c, const comm::PipelineSplit& split,
                                        comm::ParallelContext& parallel, const Device& d) {
   Pipeline p;
-  p.store =
-      std::make_unique<nn::ParameterStore>(parallel.tp_rank(), parallel.tp_size(),
-                                           d.gpu ? DType::kBF16 : DType::kF32, d.rank.exec.device);
+  p.store = std::make_unique<nn::ParameterStore>(parallel.tp_rank(), parallel.tp_size(), d.dtype,
+                                                 d.rank.exec.device);
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;
@@ -204,7 +203,7 @@ void PrintReport(const BenchConfig& c, const comm::ParallelContext& parallel,
       ModelDescription(c).c_str(), static_cast<long long>(T), static_cast<long long>(B), m,
       parallel.tp_size(), dp_size, P, V, ranks, d.rank.threads, RecomputeName(c),
       c.activations.sequence_parallel ? "yes" : "no", o.distributed() ? "yes" : "no",
-      d.gpu ? "bf16" : "f32");
+      std::string(DTypeName(d.dtype)).c_str());
   PrintGemmRate(c, d, gemm);
   std::printf(
       "step time (median of %d, %d micro-batches of %lld per DP rank): %.3f s | tokens/s: %.0f | "

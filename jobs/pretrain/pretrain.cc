@@ -15,6 +15,7 @@
 #include "core/cuda_device.h"
 #include "core/openblas.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
 #include "core/rank_execution.h"
 #include "core/status.h"
 #include "models/registry.h"
@@ -236,7 +237,9 @@ void PrintArguments(const PretrainConfig& c, const Job& job) {
       c.DebugString().c_str(), c.compute_dtype == DType::kF16 ? "dynamic" : "1",
       job.parallel->world_size(), job.parallel->dp_size());
   std::printf("blas: %s\n", DescribeBlas().c_str());
-  if (!job.rank.exec.device.is_cpu()) {
+  if (job.rank.exec.device.is_cpu()) {
+    std::printf("gemm: %s\n", ops::DescribeCpuGemm().c_str());
+  } else {
     std::printf("device: %s (of %d on this node), communicators: %s\n",
                 job.rank.exec.device.ToString().c_str(), cuda::DeviceCount(),
                 job.world.nccl() ? "nccl" : "mpi (CUDA tensors staged through host memory)");
