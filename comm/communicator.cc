@@ -6,8 +6,10 @@
 #include <cstring>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/ops/check.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -45,6 +47,22 @@ absl::Status CheckPair(absl::string_view op, const TensorView& in, const TensorV
   return absl::OkStatus();
 }
 
+// InvalidArgument unless `rows` has `size` entries >= 0 that sum to t's rows (an all-to-all's
+// blocks).
+absl::Status CheckBlocks(absl::string_view op, absl::string_view what,
+                         absl::Span<const int64_t> rows, const TensorView& t, int size) {
+  int64_t sum = 0;
+  bool valid = static_cast<int>(rows.size()) == size;
+  for (int64_t n : rows) {
+    valid = valid && n >= 0;
+    sum += n;
+  }
+  if (valid && sum == t.dim(0)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", what, " (", absl::StrJoin(rows, ","), ") must be ", size,
+                   " counts >= 0 that sum to its tensor's rows, ", t.dim(0)));
+}
+
 }  // namespace
 
 absl::string_view ReduceOpName(ReduceOp op) {
@@ -58,19 +76,21 @@ absl::string_view ReduceOpName(ReduceOp op) {
 }
 
 int64_t CommCounters::calls() const {
-  return all_reduce + all_gather + reduce_scatter + broadcast + barrier + send + recv;
+  return all_reduce + all_gather + reduce_scatter + broadcast + barrier + send + recv + all_to_all;
 }
 
 std::string CommCounters::DebugString() const {
   return absl::StrCat("all_reduce=", all_reduce, " all_gather=", all_gather,
                       " reduce_scatter=", reduce_scatter, " broadcast=", broadcast,
-                      " barrier=", barrier, " send=", send, " recv=", recv, " bytes=", bytes);
+                      " barrier=", barrier, " send=", send, " recv=", recv,
+                      " all_to_all=", all_to_all, " bytes=", bytes);
 }
 
 bool operator==(const CommCounters& a, const CommCounters& b) {
   return a.all_reduce == b.all_reduce && a.all_gather == b.all_gather &&
          a.reduce_scatter == b.reduce_scatter && a.broadcast == b.broadcast &&
-         a.barrier == b.barrier && a.send == b.send && a.recv == b.recv && a.bytes == b.bytes;
+         a.barrier == b.barrier && a.send == b.send && a.recv == b.recv &&
+         a.all_to_all == b.all_to_all && a.bytes == b.bytes;
 }
 
 namespace {
@@ -343,6 +363,24 @@ absl::Status Communicator::CheckAndCountP2p(const std::string& label, const Tens
   return absl::OkStatus();
 }
 
+absl::Status Communicator::AllToAllV(const TensorView& in, absl::Span<const int64_t> send_rows,
+                                     const TensorView& out, absl::Span<const int64_t> recv_rows) {
+  const std::string label = OpLabel("AllToAllV");
+  RETURN_IF_ERROR(CheckPair(label, in, out, kMoveDTypes));
+  if (in.rank() < 1 || out.rank() != in.rank() ||
+      !std::equal(in.shape.begin() + 1, in.shape.end(), out.shape.begin() + 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": in (", in.DebugString(), ") and out (",
+                                                   out.DebugString(),
+                                                   ") must have rank >= 1 and the same rows"));
+  }
+  RETURN_IF_ERROR(CheckBlocks(label, "send_rows", send_rows, in, size_));
+  RETURN_IF_ERROR(CheckBlocks(label, "recv_rows", recv_rows, out, size_));
+  ++counters_.all_to_all;
+  counters_.bytes += in.nbytes();
+  CallScope scope(monitor_, "AllToAllV");
+  return DoAllToAllV(in, send_rows, out, recv_rows);
+}
+
 absl::Status Communicator::Send(const TensorView& t, int peer, int tag) {
   RETURN_IF_ERROR(CheckAndCountP2p(OpLabel("Send"), t, peer, tag, /*recv=*/false));
   CallScope scope(monitor_, "Send");
@@ -393,6 +431,10 @@ absl::StatusOr<std::unique_ptr<CommRequest>> Communicator::DoRecvAsync(const Ten
 }
 
 namespace internal {
+
+int64_t RowBytes(const TensorView& t) {
+  return t.rank() < 1 || t.dim(0) == 0 ? 0 : static_cast<int64_t>(t.nbytes()) / t.dim(0);
+}
 
 namespace {
 class CompletedCommRequest final : public CommRequest {

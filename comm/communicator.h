@@ -52,10 +52,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/tensor.h"
 
 namespace mt {
@@ -80,6 +82,7 @@ struct CommCounters {
   int64_t barrier = 0;
   int64_t send = 0;
   int64_t recv = 0;
+  int64_t all_to_all = 0;
   // Payload bytes of this rank's inputs over all counted calls (an all-gather counts its input,
   // a reduce-scatter its whole input, a barrier nothing).
   int64_t bytes = 0;
@@ -228,6 +231,17 @@ class Communicator {
   // t <- root's t on every rank. root in [0, size()).
   absl::Status Broadcast(const TensorView& t, int root);
 
+  // Each rank sends a block of rows to every rank (itself included) and receives one from each:
+  // in [sum(send_rows), d1, ...] holds, in rank order, the send_rows[r] rows for rank r;
+  // out [sum(recv_rows), d1, ...] gets, in rank order, the recv_rows[r] rows rank r sent here
+  // (the mixture-of-experts dispatch). send_rows and recv_rows have size() entries >= 0, and
+  // recv_rows[r] must be what rank r's send_rows says for this rank (exchange the counts first,
+  // e.g. with AllGather); a block may be empty. in and out: rank >= 1, the same trailing
+  // dimensions, dtype and device, not overlapping; any dtype. Counted as one all_to_all with in's
+  // bytes. InvalidArgument for counts that do not fit the shapes.
+  absl::Status AllToAllV(const TensorView& in, absl::Span<const int64_t> send_rows,
+                         const TensorView& out, absl::Span<const int64_t> recv_rows);
+
   // Returns once every rank of the group has entered the barrier.
   absl::Status Barrier();
 
@@ -290,6 +304,10 @@ class Communicator {
                                                                             const TensorView& out,
                                                                             ReduceOp op);
   virtual absl::Status DoBroadcast(const TensorView& t, int root) = 0;
+  // send_rows / recv_rows: size() counts each, checked against the shapes (the blocks follow one
+  // another; internal::RowBytes gives a row's bytes).
+  virtual absl::Status DoAllToAllV(const TensorView& in, absl::Span<const int64_t> send_rows,
+                                   const TensorView& out, absl::Span<const int64_t> recv_rows) = 0;
   virtual absl::Status DoBarrier() = 0;
   virtual absl::Status DoSend(const TensorView& t, int peer, int tag) = 0;
   virtual absl::Status DoRecv(const TensorView& t, int peer, int tag) = 0;
@@ -324,6 +342,9 @@ class Communicator {
 
 // Host-side helpers shared by the backends.
 namespace internal {
+
+// Bytes of one row (one index of dimension 0) of a contiguous t; 0 for t without rows.
+int64_t RowBytes(const TensorView& t);
 
 // A request whose collective has already completed (Test() is true at once).
 std::unique_ptr<CommRequest> CompletedRequest(std::string label);

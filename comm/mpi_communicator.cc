@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_progress.h"
@@ -398,6 +399,28 @@ class MpiCommunicator final : public Communicator {
     MT_MPI_RETURN_IF_ERROR(MPI_Bcast(host, n, MpiType(t.dtype), root, comm_));
     if (rank() == root) return absl::OkStatus();
     return StageOut(host, t);
+  }
+
+  // Bytes over MPI_BYTE (the dtype does not matter to a copy); counts and displacements in int.
+  absl::Status DoAllToAllV(const TensorView& in, absl::Span<const int64_t> send_rows,
+                           const TensorView& out, absl::Span<const int64_t> recv_rows) override {
+    const std::string label = OpLabel("AllToAllV");
+    const int64_t in_row = internal::RowBytes(in), out_row = internal::RowBytes(out);
+    std::vector<int> sc(size()), sd(size()), rc(size()), rd(size());
+    int64_t so = 0, ro = 0;
+    for (int r = 0; r < size(); ++r) {
+      ASSIGN_OR_RETURN(sc[r], MpiCount(send_rows[r] * in_row, label));
+      ASSIGN_OR_RETURN(rc[r], MpiCount(recv_rows[r] * out_row, label));
+      ASSIGN_OR_RETURN(sd[r], MpiCount(so, label));
+      ASSIGN_OR_RETURN(rd[r], MpiCount(ro, label));
+      so += send_rows[r] * in_row;
+      ro += recv_rows[r] * out_row;
+    }
+    ASSIGN_OR_RETURN(void* host_in, StageIn(in, &stage_a_));
+    ASSIGN_OR_RETURN(void* host_out, HostFor(out, &stage_b_));
+    MT_MPI_RETURN_IF_ERROR(MPI_Alltoallv(host_in, sc.data(), sd.data(), MPI_BYTE, host_out,
+                                         rc.data(), rd.data(), MPI_BYTE, comm_));
+    return StageOut(host_out, out);
   }
 
   absl::Status DoBarrier() override {

@@ -96,6 +96,68 @@ TEST_F(MpiTest, AllGatherFirstDimConcatenatesInRankOrder) {
   }
 }
 
+// Rank s sends (s + 2 d + k) % 3 rows to rank d (zero-row blocks included), each value a small
+// integer exact in every dtype that names its sender, receiver, row and column.
+TEST_F(MpiTest, AllToAllVDeliversEachBlockInRankOrder) {
+  const int n = comm_->size(), me = comm_->rank();
+  auto rows = [](int s, int d, int k) -> int64_t { return (s + 2 * d + k) % 3; };
+  auto value = [](int s, int d, int64_t i, int64_t c) {
+    return static_cast<double>((s * 7 + d * 3 + i * 5 + c) % 61);
+  };
+  for (DType dtype :
+       {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU16}) {
+    for (int k = 0; k < 3; ++k) {
+      for (int64_t cols : {1, 3}) {
+        std::vector<int64_t> send(n), recv(n);
+        std::vector<double> in_values, want;
+        for (int d = 0; d < n; ++d) {
+          send[d] = rows(me, d, k);
+          for (int64_t i = 0; i < send[d]; ++i) {
+            for (int64_t c = 0; c < cols; ++c) in_values.push_back(value(me, d, i, c));
+          }
+        }
+        for (int s = 0; s < n; ++s) {
+          recv[s] = rows(s, me, k);
+          for (int64_t i = 0; i < recv[s]; ++i) {
+            for (int64_t c = 0; c < cols; ++c) want.push_back(value(s, me, i, c));
+          }
+        }
+        const int64_t in_rows = static_cast<int64_t>(in_values.size()) / cols;
+        const int64_t out_rows = static_cast<int64_t>(want.size()) / cols;
+        const Tensor in = ::mt::testing::FromDoubles({in_rows, cols}, dtype, in_values);
+        const Tensor out = ::mt::testing::FromDoubles({out_rows, cols}, dtype,
+                                                      std::vector<double>(want.size(), 60.0));
+        const std::string name = absl::StrCat(DTypeName(dtype), " k=", k, " cols=", cols);
+        ASSERT_TRUE(comm_->AllToAllV(in.view(), send, out.view(), recv).ok()) << name;
+        EXPECT_EQ(ToDoubles(out.view()), want) << name;
+      }
+    }
+  }
+}
+
+TEST_F(MpiTest, AllToAllVRefusesCountsThatDoNotFit) {
+  const int n = comm_->size();
+  const Tensor in = Tensor::Zeros({4, 2}, DType::kF32);
+  const Tensor out = Tensor::Zeros({4, 2}, DType::kF32);
+  std::vector<int64_t> counts(n, 0);
+  counts[0] = 3;  // Sums to 3, not 4.
+  const CommCounters before = comm_->counters();
+  const absl::Status s = comm_->AllToAllV(in.view(), counts, out.view(), counts);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("send_rows"), std::string::npos) << s;
+  const std::vector<int64_t> short_counts(n + 1, 0);
+  EXPECT_EQ(comm_->AllToAllV(in.view(), short_counts, out.view(), short_counts).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm_->counters(), before);
+  // Every rank sends everything to rank 0: then only rank 0 receives.
+  std::vector<int64_t> send(n, 0), recv(n, 0);
+  send[0] = 4;
+  if (comm_->rank() == 0) recv.assign(n, 4);
+  const Tensor got = Tensor::Zeros({comm_->rank() == 0 ? 4 * n : 0, 2}, DType::kF32);
+  ASSERT_TRUE(comm_->AllToAllV(in.view(), send, got.view(), recv).ok());
+  EXPECT_EQ(comm_->counters().all_to_all, before.all_to_all + 1);
+}
+
 TEST_F(MpiTest, AllGatherLastDimInterleavesColumns) {
   const int n = comm_->size();
   const Shape shapes[] = {{3}, {2, 5}, {3, 4, 7}, {1, 129}, {17, 1}, {300, 65}};

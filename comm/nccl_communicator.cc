@@ -187,6 +187,27 @@ class NcclCommunicator final : public Communicator {
     return Finish(label);
   }
 
+  // A grouped send and receive per peer (NCCL has no all-to-all); host tensors: the bootstrap's.
+  absl::Status DoAllToAllV(const TensorView& in, absl::Span<const int64_t> send_rows,
+                           const TensorView& out, absl::Span<const int64_t> recv_rows) override {
+    auto host = [&] { return bootstrap_->AllToAllV(in, send_rows, out, recv_rows); };
+    return Run("AllToAllV", in, host, [&]() -> absl::Status {
+      const int64_t in_row = internal::RowBytes(in), out_row = internal::RowBytes(out);
+      char *src = static_cast<char*>(in.data), *dst = static_cast<char*>(out.data);
+      MT_NCCL_RETURN_IF_ERROR(comm_, ncclGroupStart());
+      for (int r = 0; r < size(); ++r) {
+        const size_t sent = send_rows[r] * in_row, received = recv_rows[r] * out_row;
+        if (sent > 0)
+          MT_NCCL_RETURN_IF_ERROR(comm_, ncclSend(src, sent, ncclUint8, r, comm_, stream_));
+        if (received > 0)
+          MT_NCCL_RETURN_IF_ERROR(comm_, ncclRecv(dst, received, ncclUint8, r, comm_, stream_));
+        src += sent;
+        dst += received;
+      }
+      return MT_NCCL_STARTED(comm_, ncclGroupEnd());
+    });
+  }
+
   absl::Status DoSend(const TensorView& t, int peer, int tag) override {
     return Run(
         "Send", t, [&] { return bootstrap_->Send(t, peer, tag); },

@@ -32,6 +32,13 @@ absl::Status ModelConfig::Validate() const {
                                                    " is not divisible by num_attention_heads ",
                                                    num_attention_heads));
   }
+  if (group_query_attention &&
+      (num_query_groups < 1 || num_attention_heads % num_query_groups != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_query_groups ", num_query_groups, " does not divide num_attention_heads ",
+                     num_attention_heads,
+                     "; grouped-query attention needs a divisor of the heads (1: multi-query)"));
+  }
   if (ffn_hidden_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("ffn_hidden_size must be >= 0 (0: 4 x hidden_size), got ", ffn_hidden_size));
@@ -42,6 +49,26 @@ absl::Status ModelConfig::Validate() const {
   for (float p : {hidden_dropout, attention_dropout}) {
     if (!(p >= 0 && p < 1)) {
       return absl::InvalidArgumentError(absl::StrCat("dropout must be in [0, 1), got ", p));
+    }
+  }
+  return ValidateExperts();
+}
+
+absl::Status ModelConfig::ValidateExperts() const {
+  if (num_experts < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_experts must be >= 0 (0: dense), got ", num_experts));
+  }
+  if (num_experts == 0) return absl::OkStatus();
+  if (moe_router_topk < 1 || moe_router_topk > num_experts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "moe_router_topk ", moe_router_topk, " must be in [1, num_experts = ", num_experts, "]"));
+  }
+  for (auto [name, v] : {std::pair<const char*, double>{"moe_aux_loss_coeff", moe_aux_loss_coeff},
+                         {"moe_z_loss_coeff", moe_z_loss_coeff},
+                         {"moe_expert_capacity_factor", moe_expert_capacity_factor}}) {
+    if (!(v >= 0 && std::isfinite(v))) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be finite and >= 0, got ", v));
     }
   }
   return absl::OkStatus();
@@ -58,6 +85,11 @@ absl::Status ModelConfig::ValidateParallel(int tp) const {
         absl::StrCat("num_attention_heads ", num_attention_heads,
                      " is not divisible by tensor_model_parallel_size ", tp,
                      "; choose a tensor-parallel size that divides the number of heads"));
+  }
+  if (query_groups() % tp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_query_groups ", query_groups(), " is not divisible by tensor_model_parallel_size ", tp,
+        "; each tensor-parallel rank holds whole key/value groups"));
   }
   if (ffn() % tp != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -98,6 +130,7 @@ nn::TransformerLayerConfig ModelConfig::LayerConfig(ops::CausalMask causal,
   nn::TransformerLayerConfig lc;
   lc.hidden = hidden_size;
   lc.heads = num_attention_heads;
+  lc.num_query_groups = query_groups();
   lc.ffn = ffn();
   lc.norm = norm;
   lc.causal = causal;
@@ -120,6 +153,7 @@ namespace {
 ModelConfig Canonical(const ModelConfig& c) {
   ModelConfig out = c;
   out.ffn_hidden_size = c.ffn();
+  if (!c.group_query_attention) out.num_query_groups = ModelConfig().num_query_groups;
   if (c.ArchitectureName() == FamilyArchitecture(c.family)) out.architecture.clear();
   return out;
 }
@@ -134,6 +168,16 @@ std::string ModelConfig::DebugString() const {
 std::string ModelConfig::ToJson() const {
   nlohmann::json j = FieldsToJson(Canonical(*this));
   if (gelu == ops::GeluForm::kTanh) j.erase("gelu");
+  if (num_experts == 0) {
+    for (const char* key : {"num_experts", "moe_router_topk", "moe_aux_loss_coeff",
+                            "moe_z_loss_coeff", "moe_expert_capacity_factor"}) {
+      j.erase(key);
+    }
+  }
+  if (!group_query_attention) {
+    j.erase("group_query_attention");
+    j.erase("num_query_groups");
+  }
   return j.dump();
 }
 

@@ -36,6 +36,10 @@ struct ModelConfig {
   int num_layers = 4;
   int64_t hidden_size = 128;
   int num_attention_heads = 4;
+  // Grouped-query attention (Megatron's --group_query_attention --num_query_groups): K/V heads
+  // shared by groups of query heads. Without it every head has its own (num_query_groups unused).
+  bool group_query_attention = false;
+  int num_query_groups = 1;
   int64_t ffn_hidden_size = 0;                 // 0: 4 * hidden_size.
   int64_t vocab_size = 50257;                  // Real vocabulary (GPT-2 BPE: 50,257; BERT: 30,522).
   int64_t make_vocab_size_divisible_by = 128;  // Padded to a multiple of this times TP.
@@ -50,6 +54,17 @@ struct ModelConfig {
   // BERT).
   ops::GeluForm gelu = ops::GeluForm::kTanh;
   double init_std = 0.02;  // N(0, 0.02); output projections / sqrt(2 * layers).
+  // Mixture of experts (an architecture that has experts, e.g. models/variants/moe; others refuse
+  // num_experts > 0): each layer's MLP is num_experts SwiGLU experts of width ffn_hidden_size, a
+  // linear router choosing moe_router_topk of them per token, the load-balancing loss
+  // moe_aux_loss_coeff * E * sum_e f_e P_e and the router z-loss moe_z_loss_coeff * mean(lse^2)
+  // added to the objective; dropless when moe_expert_capacity_factor is 0, else each expert keeps
+  // at most ceil(factor * tokens * topk / E) of the tokens routed to it (the most probable).
+  int num_experts = 0;
+  int moe_router_topk = 2;
+  double moe_aux_loss_coeff = 0.0;
+  double moe_z_loss_coeff = 0.0;
+  double moe_expert_capacity_factor = 0.0;
 
   // Every field, declared once (core/fields.h): the printed description, the checkpoint JSON
   // and the drivers' flags walk this list.
@@ -61,6 +76,10 @@ struct ModelConfig {
     v("num_layers", &self.num_layers, "Transformer layers.");
     v("hidden_size", &self.hidden_size, "Hidden size.");
     v("num_attention_heads", &self.num_attention_heads, "Attention heads.");
+    v("group_query_attention", &self.group_query_attention,
+      "Grouped-query attention: key/value heads shared by groups of query heads.");
+    v("num_query_groups", &self.num_query_groups,
+      "Key/value heads with --group_query_attention (divides the heads; 1: multi-query).");
     v("ffn_hidden_size", &self.ffn_hidden_size, "MLP width (0: 4 x hidden_size).");
     v("vocab_size", &self.vocab_size, "Vocabulary size (before padding).");
     v("make_vocab_size_divisible_by", &self.make_vocab_size_divisible_by,
@@ -75,6 +94,14 @@ struct ModelConfig {
     v("layernorm_eps", &self.layernorm_eps, "Epsilon of the norms.");
     v("gelu", &self.gelu, "GeLU form: tanh (approximation) or erf (exact).", kGeluNames);
     v("init_std", &self.init_std, "Std of the normal initialisation.");
+    v("num_experts", &self.num_experts, "Experts per MoE layer (0: a dense model).");
+    v("moe_router_topk", &self.moe_router_topk, "Experts each token is routed to.");
+    v("moe_aux_loss_coeff", &self.moe_aux_loss_coeff,
+      "Coefficient of the load-balancing loss E * sum_e f_e P_e.");
+    v("moe_z_loss_coeff", &self.moe_z_loss_coeff,
+      "Coefficient of the router z-loss mean(logsumexp(logits)^2).");
+    v("moe_expert_capacity_factor", &self.moe_expert_capacity_factor,
+      "Expert capacity as a factor of the even share tokens * topk / E (0: dropless).");
   }
 
   // The defaults with a family's standard vocabulary and token types (GPT-2 BPE; BERT WordPiece
@@ -86,12 +113,19 @@ struct ModelConfig {
                            int64_t positions);
 
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  // Key/value heads: num_query_groups with grouped-query attention, else num_attention_heads.
+  int query_groups() const {
+    return group_query_attention ? num_query_groups : num_attention_heads;
+  }
   // The transformer layers' settings (nn/transformer.h): sizes, norm position, dropouts, eps and
   // the initialisation (output projections scaled by 1 / sqrt(2 * layers)).
   nn::TransformerLayerConfig LayerConfig(ops::CausalMask causal, nn::Recompute recompute) const;
   // InvalidArgument naming the problem: non-positive sizes, hidden not divisible by heads, ...
   absl::Status Validate() const;
-  // Validate() plus the TP constraints: heads and ffn divisible by tp, tp >= 1.
+  // The mixture-of-experts fields alone (part of Validate): num_experts >= 0 and, with experts,
+  // 1 <= moe_router_topk <= num_experts and finite non-negative coefficients and capacity.
+  absl::Status ValidateExperts() const;
+  // Validate() plus the TP constraints: heads, query groups and ffn divisible by tp, tp >= 1.
   absl::Status ValidateParallel(int tp) const;
   int64_t PaddedVocab(int tp) const;
   // architecture, or the family's standard one when it is empty.
@@ -99,9 +133,10 @@ struct ModelConfig {
   // Multi-line "key: value" description of every field (ffn_hidden_size resolved).
   std::string DebugString() const;
   // Every field as a JSON object (stored in checkpoints and compared on load; ffn_hidden_size
-  // resolved). "architecture" is written only when it is not the family's standard one, and
-  // "gelu" only when it is not tanh, so that checkpoints of the standard GPT-2 and BERT read the
-  // same with or without them.
+  // resolved). "architecture" is written only when it is not the family's standard one, "gelu"
+  // only when it is not tanh, the moe_* fields only with experts, and the query groups only with
+  // grouped-query attention, so that checkpoints of the standard GPT-2 and BERT read the same
+  // with or without them.
   std::string ToJson() const;
   // The inverse of ToJson (missing keys keep the family's defaults, ForFamily). InvalidArgument
   // naming the key for malformed JSON, a value of the wrong type, or an unknown family or norm.

@@ -15,6 +15,10 @@ struct ParameterCount {
   int64_t total = 0;     // In the serial model, including the vocabulary padding for tp.
   int64_t per_rank = 0;  // Held by one TP rank (replicated parameters counted on every rank).
   int64_t padded_vocab = 0;
+  // Used for one token: total less, in each layer, the experts a token is not routed to
+  // (num_experts - moe_router_topk of them, at their size: the parameters of a model with experts
+  // named "layers.<l>.mlp.experts.<e>.*"); total for a model without experts.
+  int64_t active = 0;
 };
 
 // Builds the model through the registry (every architecture the binary links). InvalidArgument if

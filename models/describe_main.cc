@@ -118,6 +118,17 @@ absl::Status Describe(const std::string& name, const mt::models::MemoryOptions& 
   std::printf("parameters: %lld\n", static_cast<long long>(count.total));
   std::printf("parameters per rank: %lld\n", static_cast<long long>(count.per_rank));
   std::printf("training FLOPs per sample of %lld tokens: %.4g\n", static_cast<long long>(s), flops);
+  if (model.config.num_experts > 0) {
+    std::printf("active parameters per token: %lld (of %lld: %d of %d experts per layer)\n",
+                static_cast<long long>(count.active), static_cast<long long>(count.total),
+                model.config.moe_router_topk, model.config.num_experts);
+    std::printf("training FLOPs per token: %.4g\n", flops / static_cast<double>(s));
+  }
+  std::printf("key/value heads: %d of %d (head dim %lld)\n", model.config.query_groups(),
+              model.config.num_attention_heads,
+              static_cast<long long>(model.config.hidden_size / model.config.num_attention_heads));
+  std::printf("KV cache per token and rank (generation, bf16): %.0f bytes\n",
+              KvCacheBytesPerToken(model.config, mt::DType::kBF16, tp));
   return PrintMemory(model.config, layout);
 }
 

@@ -92,9 +92,11 @@ inline Batch MultipleChoiceBatch(const TensorView& tokens, const TensorView& tok
 
 // What a forward pass reports.
 struct Losses {
-  double total = 0;           // The loss backward differentiates (the sum of the parts).
-  std::vector<double> parts;  // Named by Model::loss_names(), in order.
-  int64_t scored = 0;         // Targets scored by the language-model loss (labels != -100).
+  double total = 0;  // The loss backward differentiates (the sum of the parts that are losses).
+  // Named by Model::loss_names(), in order; a model may end them with metrics that are not losses
+  // (the mixture of experts' per-expert loads), logged with them.
+  std::vector<double> parts;
+  int64_t scored = 0;  // Targets scored by the language-model loss (labels != -100).
 };
 
 enum class Backward { kNo, kYes };
@@ -130,6 +132,10 @@ struct ModelOptions {
   // GPT-2 and BERT (and variants whose blocks support it) implement it; others refuse it.
   bool sequence_parallel = false;
   StageOptions stage;  // Pipeline parallelism: which part of the model to build.
+  // Expert parallelism (architectures with experts, ModelConfig::num_experts): the group of
+  // ranks that split each layer's experts among them and exchange tokens (null or one rank: every
+  // expert runs on every rank). Not owned; it must outlive the model. Others ignore it.
+  comm::Communicator* expert_parallel = nullptr;
 };
 
 class IncrementalDecoder;   // incremental_decoder.h

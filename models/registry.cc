@@ -137,6 +137,11 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config,
         absl::StrCat("architecture '", arch.name, "' is of the ", FamilyArchitecture(arch.family),
                      " family, but the config's family is ", FamilyArchitecture(config.family)));
   }
+  if (config.num_experts > 0 && !arch.has_experts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "architecture '", arch.name, "' has no experts, but num_experts is ", config.num_experts,
+        "; use an architecture with experts (--model=moe-tiny) or --num_experts=0"));
+  }
   const int first = store->size();
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, arch.create(config, store, options));
   RETURN_IF_ERROR(CheckVocabDeclarations(arch, config, *store, options, first));

@@ -41,6 +41,9 @@ struct Architecture {
   Family family = Family::kGpt2;  // Which data and drivers it trains with.
   std::string description;
   ModelFactory create;
+  // Whether its layers can be mixtures of experts (ModelConfig::num_experts > 0); CreateModel
+  // refuses experts for an architecture that has none rather than silently building it dense.
+  bool has_experts = false;
 };
 
 struct RegisteredModel {

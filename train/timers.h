@@ -68,6 +68,7 @@ inline constexpr TimerSpec kTimers[] = {
     {"forward-send", 2},
     {"backward-recv", 2},
     {"backward-send", 2},
+    {"moe-all-to-all", 2},  // Expert parallelism's token exchange (models/variants/moe).
     {"embedding-grads-all-reduce", 1},
     {"all-grads-sync", 1},
     {"params-all-gather", 1},

@@ -46,18 +46,18 @@ TEST(ConvertSimdTest, WideningEveryBf16AndF16ValueIsExact) {
 TEST(ConvertSimdTest, NarrowingToBf16RoundsAsTheScalarConversion) {
   std::mt19937 rng(11);
   std::vector<uint32_t> patterns = {
-      0x00000000u, 0x80000000u,  // Zeros.
-      0x7f800000u, 0xff800000u,  // Infinities.
+      0x00000000u, 0x80000000u,               // Zeros.
+      0x7f800000u, 0xff800000u,               // Infinities.
       0x7f800001u, 0xffc12345u, 0x7fbfffffu,  // NaNs (signalling and quiet, with payloads).
-      0x00000001u, 0x807fffffu,  // Subnormals.
-      0x7f7fffffu,               // The largest float: rounds up to infinity.
-      0x3f808000u, 0x3f818000u,  // Ties: to even (down), to even (up).
+      0x00000001u, 0x807fffffu,               // Subnormals.
+      0x7f7fffffu,                            // The largest float: rounds up to infinity.
+      0x3f808000u, 0x3f818000u,               // Ties: to even (down), to even (up).
       0x3f807fffu, 0x3f808001u};
   for (int i = 0; i < 1 << 20; ++i) patterns.push_back(rng());
   std::vector<float> in(patterns.size());
   std::memcpy(in.data(), patterns.data(), patterns.size() * sizeof(float));
-  for (int64_t n : {static_cast<int64_t>(in.size()), static_cast<int64_t>(in.size()) - 3,
-                    int64_t{7}}) {
+  for (int64_t n :
+       {static_cast<int64_t>(in.size()), static_cast<int64_t>(in.size()) - 3, int64_t{7}}) {
     std::vector<bf16> out(n);
     F32ToBf16Range(in.data(), n, out.data());
     for (int64_t i = 0; i < n; ++i) {

@@ -94,6 +94,22 @@ absl::Status ValidatePipelineFlags(const PretrainConfig& c, int64_t micro_batche
   return absl::OkStatus();
 }
 
+// The expert-parallel degree against the DP size and the experts.
+absl::Status ValidateExpertParallel(const PretrainConfig& c, int dp) {
+  const int ep = c.expert_model_parallel_size;
+  if (ep < 1 || dp % ep != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert_model_parallel_size ", ep, " must be >= 1 and divide the data-parallel size ", dp,
+        " (world / (tensor_model_parallel_size x pipeline_model_parallel_size))"));
+  }
+  if (ep > 1 && (c.model.num_experts < 1 || c.model.num_experts % ep != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_model_parallel_size ", ep,
+                                                   " must divide num_experts ", c.model.num_experts,
+                                                   " (a model with experts: --model=moe-tiny)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PretrainConfig::Validate(int world_size) const {
   RETURN_IF_ERROR(ValidateTrainerFlags(trainer));
   RETURN_IF_ERROR(activations.Validate(tensor_model_parallel_size, trainer.seq_length));
@@ -118,6 +134,7 @@ absl::Status PretrainConfig::Validate(int world_size) const {
         t.micro_batch_size, " x data-parallel size ", dp));
   }
   RETURN_IF_ERROR(ValidatePipelineFlags(*this, t.global_batch_size / (t.micro_batch_size * dp)));
+  RETURN_IF_ERROR(ValidateExpertParallel(*this, dp));
   if (t.seq_length < 1 || t.seq_length > model.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
         "seq_length ", t.seq_length,
@@ -200,6 +217,8 @@ struct Job {
   RankExecution rank;
   comm::WorldCommunicator world;  // NCCL, or the MPI world itself (--comm_backend).
   std::unique_ptr<comm::ParallelContext> parallel;
+  // The expert-parallel group (--expert_model_parallel_size > 1); the models hold it.
+  std::unique_ptr<comm::Communicator> ep;
   std::unique_ptr<nn::ParameterStore> store;
   // This rank's model chunks (one unless the interleaved pipeline schedule); `model` is the first.
   std::vector<std::unique_ptr<models::Model>> chunks;
@@ -267,6 +286,15 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.trainer.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;
+  if (c.expert_model_parallel_size > 1) {
+    // Consecutive DP ranks (same TP rank and stage) form a group: color = everything else.
+    const comm::ParallelContext& p = *job->parallel;
+    const int ep = c.expert_model_parallel_size;
+    const int color =
+        p.tp_rank() + p.tp_size() * (p.dp_rank() / ep + (p.dp_size() / ep) * p.pp_rank());
+    ASSIGN_OR_RETURN(job->ep, job->world.comm->Split(color, p.dp_rank() % ep, "ep"));
+    options.expert_parallel = job->ep.get();
+  }
   ASSIGN_OR_RETURN(const comm::PipelineSplit split,
                    comm::MakePipelineSplit(c.model.num_layers, c.pipeline_model_parallel_size,
                                            c.num_layers_per_virtual_pipeline_stage));

@@ -78,6 +78,10 @@ struct PretrainConfig {
   // Pipeline stages, and the layers of each model chunk of the interleaved schedule (0: 1F1B).
   int pipeline_model_parallel_size = 1;
   int num_layers_per_virtual_pipeline_stage = 0;
+  // Expert parallelism (models with experts): each layer's experts split over this many ranks
+  // carved out of the data-parallel ones (consecutive DP ranks form an expert-parallel group);
+  // tokens reach their experts by all-to-all. Divides the DP size and num_experts.
+  int expert_model_parallel_size = 1;
   // Mixed precision (f32 master weights and gradients either way): f32, bf16 (--bf16, loss scale 1)
   // or f16 (--fp16, with dynamic loss scaling from 2^32).
   DType compute_dtype = DType::kF32;
@@ -134,6 +138,9 @@ struct PretrainConfig {
       "Pipeline stages (divide the layers; world = TP x DP x PP); the 1F1B schedule.");
     v("num_layers_per_virtual_pipeline_stage", &self.num_layers_per_virtual_pipeline_stage,
       "Layers per model chunk of the interleaved pipeline schedule (0: plain 1F1B).");
+    v("expert_model_parallel_size", &self.expert_model_parallel_size,
+      "Ranks each MoE layer's experts split over, out of the data-parallel ranks (divides DP "
+      "and num_experts).");
     v("compute_dtype", &self.compute_dtype, "f32, bf16 or f16 (drivers: --fp32/--bf16/--fp16).",
       kFloatDTypeNames);
     v("data_path", &self.data_path,
