@@ -5,7 +5,8 @@
 #     tokens exchanged by all-to-all) logs the lm loss and the aux loss of DP=2 at EP=1 within
 #     1e-5 at every iteration (and each expert's load, which sums to 1), and ends with its weights
 #     within 1e-5 of each tensor's largest value (the EP=2 checkpoint holds all 4 experts);
-#   - the same at TP=2 x DP=2 x EP=2 (4 ranks);
+#   - the same at TP=2 x DP=2 x EP=2 and at DP=4 x EP=2 against DP=4 (4 ranks; the latter
+#     sums the experts' gradients over expert-data-parallel groups of 2);
 #   - each rank's parameters and Adam moments fall by half the experts' elements at EP=2
 #     (counted from the checkpoint's shapes, not the program's);
 #   - a checkpoint saved at EP=2 after 10 iterations resumes at EP=1 and at EP=2, one saved at
@@ -34,6 +35,8 @@ run() {
 run ep1 2 --train_iters=20
 run ep2 2 --train_iters=20 --expert_model_parallel_size=2
 run ep2_tp2 4 --train_iters=20 --expert_model_parallel_size=2 --tensor_model_parallel_size=2
+run ep1_dp4 4 --train_iters=20
+run ep2_dp4 4 --train_iters=20 --expert_model_parallel_size=2
 run ep2_half 2 --train_iters=10 --expert_model_parallel_size=2
 run ep1_half 2 --train_iters=10
 # resume NAME FROM EP: checkpoint FROM (saved at iteration 10) continued to 20 at EP.
@@ -77,21 +80,22 @@ assert len(base) == 20 and base[-1][1] < base[0][1], base
 # Each expert's share of the routed slots, logged beside the losses: they sum to 1.
 loads = [curve("ep1", "moe_load_%d" % e) for e in range(4)]
 assert all(abs(sum(l[i][1] for l in loads) - 1) < 1e-9 for i in range(20)), loads
-for name in ("ep2", "ep2_tp2"):
+for base_name, name in (("ep1", "ep2"), ("ep1", "ep2_tp2"), ("ep1_dp4", "ep2_dp4")):
     for key in ("lm_loss", "moe_aux_loss", "moe_load_0"):
-        a, b = curve("ep1", key), curve(name, key)
+        a, b = curve(base_name, key), curve(name, key)
         d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
         print("%s %s over 20 iterations: %.6f -> %.6f, max |EP=2 - EP=1| %.3g" %
               (name, key, b[0][1], b[-1][1], d))
         assert len(a) == len(b) and d <= 1e-5, (name, key, d)
 w1 = weights("ep1")
-for name in ("ep2",):
+for base_name, name in (("ep1", "ep2"), ("ep1_dp4", "ep2_dp4")):
+    w0 = weights(base_name)
     w = weights(name)
-    assert sorted(w) == sorted(w1), sorted(set(w) ^ set(w1))
+    assert sorted(w) == sorted(w0), sorted(set(w) ^ set(w0))
     worst = max((max(abs(x - y) for x, y in zip(a, w[k])) / (max(abs(x) for x in a) or 1), k)
-                for k, a in w1.items())
+                for k, a in w0.items())
     print("%s final weights (%d tensors): largest deviation from EP=1 relative to the tensor's "
-          "largest value: %.3g (%s)" % (name, len(w1), worst[0], worst[1]))
+          "largest value: %.3g (%s)" % (name, len(w0), worst[0], worst[1]))
     assert worst[0] <= 1e-5, worst
 assert any(".experts.3." in k for k in w1), "no experts in the checkpoint"
 for name in ("resumed", "resumed_ep2", "resumed_from_ep1"):
