@@ -84,9 +84,10 @@ class MoeStats {
 
 class MoeMlp : public nn::Mlp {
  public:
-  // Declares the router, then the experts, under `prefix`; hidden, ffn (each expert's width),
-  // init_std and output_init_std from `config`; `ep`: the expert-parallel group (null: every
-  // expert runs here), which must outlive the layer. InvalidArgument for options that are not
+  // Declares the router, then this rank's experts (all of them without `ep`), under `prefix`;
+  // hidden, ffn (each expert's width), init_std and output_init_std from `config`; `ep`: the
+  // expert-parallel group (null: every expert is held and runs here), which must outlive the
+  // layer. InvalidArgument for options that are not
   // 1 <= topk <= experts, experts not divisible by the EP size, an ffn not divisible by TP, or
   // config.tp_reduce = kPartial.
   static absl::StatusOr<std::unique_ptr<MoeMlp>> Create(nn::ParameterStore* store,
