@@ -126,6 +126,25 @@ TEST(HfCheckpointTest, OursToHuggingFaceToOursIsBitExact) {
   }
 }
 
+// Hugging Face's GPT-2 has no grouped-query attention: exporting a model with it is refused in
+// one line naming it, before anything is written.
+TEST(HfCheckpointTest, ExportRefusesGroupedQueryAttention) {
+  models::ModelConfig config = testing::TinyConfig(models::Family::kGpt2, 1, 4, 45, 128);
+  config.group_query_attention = true;
+  config.num_query_groups = 2;
+  const std::string dir = FreshDir("gqa_export");
+  auto ranks = testing::BuildRanks(config, 1, /*seed=*/3);
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  ASSERT_TRUE(testing::SaveRanks(dir + "/ours", 5, config.ToJson(), "", *ranks,
+                                 /*with_optimizer=*/false)
+                  .ok());
+  const absl::Status s = Export(dir + "/ours", dir + "/hf").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(s.message(),
+            "grouped-query attention (2 key/value heads): Hugging Face's GPT-2 and BERT cannot "
+            "express this model");
+}
+
 // A GPT-2 directory with one change, converted: the error's code and what it must name.
 struct BadCase {
   std::string what;

@@ -273,6 +273,10 @@ absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const std::stri
   if (gpt != (c.norm == nn::NormPosition::kPreNorm)) {
     return refuse(absl::StrCat("norm ", gpt ? "post" : "pre", " in a ", gpt ? "GPT-2" : "BERT"));
   }
+  if (c.group_query_attention) {
+    return refuse(
+        absl::StrCat("grouped-query attention (", c.num_query_groups, " key/value heads)"));
+  }
   if (!c.position_embeddings) return refuse("position_embeddings false");
   if (!gpt && c.num_token_types < 1) return refuse("num_token_types 0 in a BERT");
   const char* act = c.gelu == ops::GeluForm::kErf ? "gelu" : "gelu_new";

@@ -75,6 +75,49 @@ TEST(ModelLoadingTest, EveryTpDegreeHoldsTheSavedGlobalWeights) {
   }
 }
 
+// Grouped-query attention (4 heads, 2 key/value groups): the fused QKV columns are ordered by
+// group, so a checkpoint saved at TP 2 (one group per rank) loads at TP 1 and 2 with every
+// element at its global index, i.e. each group's query heads still beside their key and value. A
+// model with another group count is refused, naming the tensor whose shape differs.
+TEST(ModelLoadingTest, QueryGroupsSurviveResharding) {
+  models::ModelConfig config = TinyGpt();
+  config.group_query_attention = true;
+  config.num_query_groups = 2;
+  ASSERT_OK_AND_ASSIGN(const std::string dir, SavePattern("gqa", config, 2));
+  for (int tp : {1, 2}) {
+    for (int rank = 0; rank < tp; ++rank) {
+      SCOPED_TRACE(absl::StrCat("rank ", rank, " of ", tp));
+      auto m = LoadModel(dir, rank, tp, ExecContext{});
+      ASSERT_TRUE(m.ok()) << m.status();
+      EXPECT_EQ(m->checkpoint.config.query_groups(), 2);
+      EXPECT_TRUE(HoldsPattern(*m->store, ExecContext{}, config.vocab_size));
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(CheckpointModel ckpt, ReadCheckpointModel(dir));
+  models::ModelConfig other = config;
+  other.num_query_groups = 4;
+  ASSERT_OK_AND_ASSIGN(std::vector<RankModel> ranks, BuildRanks(other, 1, /*seed=*/3));
+  const absl::Status s = LoadParameters(ckpt, ExecContext{}, ranks[0].store.get()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("layers.0.attention.qkv.weight"), std::string::npos) << s;
+  // At TP 4 the two groups cannot be split whole.
+  EXPECT_EQ(LoadModel(dir, 0, 4, ExecContext{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Resuming training (LoadShard with this run's config) with another group count, or without
+  // grouped-query attention, names the differing keys before reading any tensor.
+  const absl::Status resume = LoadShard(dir, 7, 0, 2, other.ToJson(), {}, nullptr);
+  EXPECT_EQ(resume.code(), absl::StatusCode::kFailedPrecondition) << resume;
+  EXPECT_TRUE(absl::StrContains(
+      resume.message(),
+      "model config differs from this run's: num_query_groups (checkpoint: 2, this run: 4)"))
+      << resume;
+  const absl::Status plain = LoadShard(dir, 7, 0, 2, TinyGpt().ToJson(), {}, nullptr);
+  EXPECT_TRUE(absl::StrContains(plain.message(),
+                                "group_query_attention (checkpoint: true, this run: absent); "
+                                "num_query_groups (checkpoint: 2, this run: absent)"))
+      << plain;
+}
+
 // Checkpoints of pipeline stages (mp_rank_TT_PPP), here written by ReshardCheckpoint in the
 // layout StageParameterNames gives (the tied word embedding on both stages, the position
 // embedding on the first, the final norm on the last), load into the whole model at any TP

@@ -122,6 +122,16 @@ absl::Status Run() {
                                                    " lacks positive integers vocab_size and "
                                                    "make_vocab_size_divisible_by"));
   }
+  // Each TP rank holds whole key/value groups (the fused QKV columns are ordered by group, so a
+  // contiguous split keeps a group's query heads with its key and value).
+  int64_t groups = 0;
+  if (config.value("group_query_attention", false) &&
+      PositiveField(config, "num_query_groups", &groups) && groups % tp != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model in ", FLAGS_load, " has ", groups,
+                     " key/value groups (num_query_groups), which tensor_model_parallel_size ", tp,
+                     " does not divide; choose a TP size that divides them"));
+  }
   const int64_t old_padded = mt::nn::PaddedVocabSize(vocab, multiple, meta->tp_size);
   const int64_t new_padded = mt::nn::PaddedVocabSize(vocab, multiple, tp);
   mt::checkpoint::ReshardLayout layout;

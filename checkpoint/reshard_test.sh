@@ -1,7 +1,7 @@
 #!/bin/bash
 # End-to-end check of //checkpoint:reshard_checkpoint: converts a synthetic TP=2 checkpoint to TP=4,
 # TP=1 and back to 2, verifying every shard against the synthetic model; then its error paths,
-# each a one-line error with a non-zero exit.
+# each a one-line error with a non-zero exit (a TP size that splits key/value groups among them).
 set -uo pipefail
 tool="$1"
 fixture="$2"
@@ -81,5 +81,12 @@ expect_error "model_optim.safetensors has 100 bytes" --load="$tmp/truncated" --s
   fail "fixture write"
 expect_error "lacks positive integers vocab_size and make_vocab_size_divisible_by" \
   --load="$tmp/novocab" --save="$tmp/x" --tensor_model_parallel_size=2
+
+# Grouped-query attention: each rank must hold whole key/value groups.
+"$fixture" --mode=write --dir="$tmp/gqa" --tp=2 --config_json='{"vocab_size": 37,
+  "make_vocab_size_divisible_by": 8, "group_query_attention": true, "num_query_groups": 2}' ||
+  fail "fixture write"
+expect_error "has 2 key/value groups (num_query_groups), which tensor_model_parallel_size 4 does not divide" \
+  --load="$tmp/gqa" --save="$tmp/x" --tensor_model_parallel_size=4
 
 echo "PASS"

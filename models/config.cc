@@ -32,6 +32,13 @@ absl::Status ModelConfig::Validate() const {
                                                    " is not divisible by num_attention_heads ",
                                                    num_attention_heads));
   }
+  if (group_query_attention &&
+      (num_query_groups < 1 || num_attention_heads % num_query_groups != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_query_groups ", num_query_groups, " does not divide num_attention_heads ",
+                     num_attention_heads,
+                     "; grouped-query attention needs a divisor of the heads (1: multi-query)"));
+  }
   if (ffn_hidden_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("ffn_hidden_size must be >= 0 (0: 4 x hidden_size), got ", ffn_hidden_size));
@@ -79,6 +86,11 @@ absl::Status ModelConfig::ValidateParallel(int tp) const {
                      " is not divisible by tensor_model_parallel_size ", tp,
                      "; choose a tensor-parallel size that divides the number of heads"));
   }
+  if (query_groups() % tp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_query_groups ", query_groups(), " is not divisible by tensor_model_parallel_size ", tp,
+        "; each tensor-parallel rank holds whole key/value groups"));
+  }
   if (ffn() % tp != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ffn_hidden_size ", ffn(), " is not divisible by tensor_model_parallel_size ", tp));
@@ -118,6 +130,7 @@ nn::TransformerLayerConfig ModelConfig::LayerConfig(ops::CausalMask causal,
   nn::TransformerLayerConfig lc;
   lc.hidden = hidden_size;
   lc.heads = num_attention_heads;
+  lc.num_query_groups = query_groups();
   lc.ffn = ffn();
   lc.norm = norm;
   lc.causal = causal;
@@ -140,6 +153,7 @@ namespace {
 ModelConfig Canonical(const ModelConfig& c) {
   ModelConfig out = c;
   out.ffn_hidden_size = c.ffn();
+  if (!c.group_query_attention) out.num_query_groups = ModelConfig().num_query_groups;
   if (c.ArchitectureName() == FamilyArchitecture(c.family)) out.architecture.clear();
   return out;
 }
@@ -159,6 +173,10 @@ std::string ModelConfig::ToJson() const {
                             "moe_z_loss_coeff", "moe_expert_capacity_factor"}) {
       j.erase(key);
     }
+  }
+  if (!group_query_attention) {
+    j.erase("group_query_attention");
+    j.erase("num_query_groups");
   }
   return j.dump();
 }

@@ -36,6 +36,10 @@ struct ModelConfig {
   int num_layers = 4;
   int64_t hidden_size = 128;
   int num_attention_heads = 4;
+  // Grouped-query attention (Megatron's --group_query_attention --num_query_groups): K/V heads
+  // shared by groups of query heads. Without it every head has its own (num_query_groups unused).
+  bool group_query_attention = false;
+  int num_query_groups = 1;
   int64_t ffn_hidden_size = 0;                 // 0: 4 * hidden_size.
   int64_t vocab_size = 50257;                  // Real vocabulary (GPT-2 BPE: 50,257; BERT: 30,522).
   int64_t make_vocab_size_divisible_by = 128;  // Padded to a multiple of this times TP.
@@ -72,6 +76,10 @@ struct ModelConfig {
     v("num_layers", &self.num_layers, "Transformer layers.");
     v("hidden_size", &self.hidden_size, "Hidden size.");
     v("num_attention_heads", &self.num_attention_heads, "Attention heads.");
+    v("group_query_attention", &self.group_query_attention,
+      "Grouped-query attention: key/value heads shared by groups of query heads.");
+    v("num_query_groups", &self.num_query_groups,
+      "Key/value heads with --group_query_attention (divides the heads; 1: multi-query).");
     v("ffn_hidden_size", &self.ffn_hidden_size, "MLP width (0: 4 x hidden_size).");
     v("vocab_size", &self.vocab_size, "Vocabulary size (before padding).");
     v("make_vocab_size_divisible_by", &self.make_vocab_size_divisible_by,
@@ -105,6 +113,10 @@ struct ModelConfig {
                            int64_t positions);
 
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  // Key/value heads: num_query_groups with grouped-query attention, else num_attention_heads.
+  int query_groups() const {
+    return group_query_attention ? num_query_groups : num_attention_heads;
+  }
   // The transformer layers' settings (nn/transformer.h): sizes, norm position, dropouts, eps and
   // the initialisation (output projections scaled by 1 / sqrt(2 * layers)).
   nn::TransformerLayerConfig LayerConfig(ops::CausalMask causal, nn::Recompute recompute) const;
@@ -113,7 +125,7 @@ struct ModelConfig {
   // The mixture-of-experts fields alone (part of Validate): num_experts >= 0 and, with experts,
   // 1 <= moe_router_topk <= num_experts and finite non-negative coefficients and capacity.
   absl::Status ValidateExperts() const;
-  // Validate() plus the TP constraints: heads and ffn divisible by tp, tp >= 1.
+  // Validate() plus the TP constraints: heads, query groups and ffn divisible by tp, tp >= 1.
   absl::Status ValidateParallel(int tp) const;
   int64_t PaddedVocab(int tp) const;
   // architecture, or the family's standard one when it is empty.
@@ -121,9 +133,10 @@ struct ModelConfig {
   // Multi-line "key: value" description of every field (ffn_hidden_size resolved).
   std::string DebugString() const;
   // Every field as a JSON object (stored in checkpoints and compared on load; ffn_hidden_size
-  // resolved). "architecture" is written only when it is not the family's standard one, and
-  // "gelu" only when it is not tanh, the moe_* fields only with experts, so that checkpoints of the
-  // standard GPT-2 and BERT read the same with or without them.
+  // resolved). "architecture" is written only when it is not the family's standard one, "gelu"
+  // only when it is not tanh, the moe_* fields only with experts, and the query groups only with
+  // grouped-query attention, so that checkpoints of the standard GPT-2 and BERT read the same
+  // with or without them.
   std::string ToJson() const;
   // The inverse of ToJson (missing keys keep the family's defaults, ForFamily). InvalidArgument
   // naming the key for malformed JSON, a value of the wrong type, or an unknown family or norm.

@@ -1,5 +1,7 @@
 #include "models/config.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -26,6 +28,35 @@ TEST(ModelConfigTest, SizedIsTheFamilysDefaultsWithTheShape) {
   expect.vocab_size = 50;
   expect.max_position_embeddings = 16;
   EXPECT_EQ(gpt.ToJson(), expect.ToJson());
+}
+
+TEST(ModelConfigTest, QueryGroups) {
+  ModelConfig c = ModelConfig::Sized(Family::kGpt2, 2, 64, 8, 50, 16);
+  EXPECT_EQ(c.query_groups(), 8);  // Without grouped-query attention: one K/V head per head.
+  // Off, the JSON has no query-group keys (checkpoints of GPT-2 read as before).
+  EXPECT_EQ(c.ToJson().find("query"), std::string::npos);
+  c.group_query_attention = true;
+  c.num_query_groups = 2;
+  EXPECT_EQ(c.query_groups(), 2);
+  EXPECT_TRUE(c.ValidateParallel(2).ok());
+  // The groups round-trip through the JSON stored in checkpoints.
+  auto back = ModelConfig::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->group_query_attention);
+  EXPECT_EQ(back->num_query_groups, 2);
+  EXPECT_EQ(back->ToJson(), c.ToJson());
+  // TP must split whole groups; the groups must divide the heads.
+  const absl::Status tp = c.ValidateParallel(4);
+  EXPECT_EQ(tp.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tp.message(),
+            "num_query_groups 2 is not divisible by tensor_model_parallel_size 4; each "
+            "tensor-parallel rank holds whole key/value groups");
+  c.num_query_groups = 3;
+  EXPECT_EQ(c.Validate().message(),
+            "num_query_groups 3 does not divide num_attention_heads 8; grouped-query attention "
+            "needs a divisor of the heads (1: multi-query)");
+  c.num_query_groups = 0;
+  EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

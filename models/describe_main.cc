@@ -124,6 +124,11 @@ absl::Status Describe(const std::string& name, const mt::models::MemoryOptions& 
                 model.config.moe_router_topk, model.config.num_experts);
     std::printf("training FLOPs per token: %.4g\n", flops / static_cast<double>(s));
   }
+  std::printf("key/value heads: %d of %d (head dim %lld)\n", model.config.query_groups(),
+              model.config.num_attention_heads,
+              static_cast<long long>(model.config.hidden_size / model.config.num_attention_heads));
+  std::printf("KV cache per token and rank (generation, bf16): %.0f bytes\n",
+              KvCacheBytesPerToken(model.config, mt::DType::kBF16, tp));
   return PrintMemory(model.config, layout);
 }
 

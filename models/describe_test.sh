@@ -14,6 +14,11 @@ grep -q "^registered architectures: bert gpt2" <<<"$out" || fail "architectures 
 # 72 B s L h^2 (1 + s / (12 h) + V / (12 L h)) for B = 1, s = 1024, L = 40, h = 1536, V = 50304
 # (TP 2 pads to 50432: V = 50432 here).
 grep -qx "training FLOPs per sample of 1024 tokens: 7.82e+12" <<<"$out" || fail "FLOPs line: $out"
+# Every head its own key/value head; the cache per token and TP rank: 2 L h e / t = 2 x 40 x 1536
+# x 2 / 2 bytes.
+grep -qx "key/value heads: 16 of 16 (head dim 96)" <<<"$out" || fail "key/value heads: $out"
+grep -qx "KV cache per token and rank (generation, bf16): 122880 bytes" <<<"$out" ||
+  fail "KV cache line: $out"
 
 # Memory per rank, GPT-2 1.2B at TP 2 x PP 2 x DP 2, bf16, micro batch 4, 16 micro-batches per DP
 # rank: stage 0's parameters (embeddings + 20 layers, per TP rank) and bytes by hand.

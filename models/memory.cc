@@ -39,7 +39,17 @@ absl::Status CheckOptions(const ModelConfig& config, const MemoryOptions& o) {
   return absl::OkStatus();
 }
 
+// g d: the width of the keys (and of the values) of a position, all key/value heads.
+double KvWidth(const ModelConfig& config) {
+  return static_cast<double>(config.hidden_size) / config.num_attention_heads *
+         config.query_groups();
+}
+
 }  // namespace
+
+double KvCacheBytesPerToken(const ModelConfig& config, DType dtype, int tp) {
+  return 2.0 * config.num_layers * KvWidth(config) * static_cast<double>(DTypeSize(dtype)) / tp;
+}
 
 double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
   const double e = static_cast<double>(DTypeSize(o.compute_dtype));
@@ -48,13 +58,14 @@ double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
   const double h = static_cast<double>(config.hidden_size);
   const double f = static_cast<double>(config.ffn());
   const double a = config.num_attention_heads;
+  const double kv = KvWidth(config);
   const double t = o.tensor_parallel;
   const double sbh = s * b * h;
   if (o.recompute == nn::Recompute::kYes) {
     return e * sbh / (o.sequence_parallel ? t : 1.0);
   }
   const double whole = (4 * e + 2) * sbh / (o.sequence_parallel ? t : 1.0);
-  const double split = (4 * e + 2 * e * f / h) * sbh / t;
+  const double split = (2 * e + 2 * e * kv / h + 2 * e * f / h) * sbh / t;
   const double scores =
       o.recompute == nn::Recompute::kSelective ? 0.0 : (2 * e + 1) * a * s * s * b / t;
   return whole + split + scores;
@@ -67,11 +78,12 @@ double StackLayerActivationBytes(const ModelConfig& config, const MemoryOptions&
   const double h = static_cast<double>(config.hidden_size);
   const double f = static_cast<double>(config.ffn());
   const double a = config.num_attention_heads;
+  const double kv = KvWidth(config);
   const double t = o.tensor_parallel, sp = o.sequence_parallel ? t : 1.0;
   const double whole = (4 * e * h + 16) * rows / sp;
-  const double split = e * (4 * h + 2 * f) * rows / t;
+  const double split = e * (2 * h + 2 * kv + 2 * f) * rows / t;
   const double core =
-      o.recompute == nn::Recompute::kSelective ? 0.0 : (4 * e * h + 4 * a) * rows / t;
+      o.recompute == nn::Recompute::kSelective ? 0.0 : (e * (2 * h + 2 * kv) + 4 * a) * rows / t;
   return whole + split + core;
 }
 

@@ -15,7 +15,9 @@
 //   kept whole on every TP rank: (4 e + 2) s b h   (the two norms' inputs, the attention and MLP
 //                                                   inputs, the two dropout masks)
 //   split over TP:      (4 e + 2 e f / h) s b h / t (Q, K, V, the output projection's input, the
-//                                                   MLP's GeLU input and output)
+//                                                   MLP's GeLU input and output; with g key/value
+//                                                   heads of d, K and V are e g d / h each: 2 e + 2
+//                                                   e g d / h in place of the 4 e)
 //   attention scores:   (2 e + 1) a s^2 b / t      (softmax output, its dropout mask and output)
 // With e = 2 and f = 4 h this is the paper's s b h (10 + 24 / t + 5 a s / (h t)). Sequence
 // parallelism divides the whole-kept part by t too; selective recomputation drops the scores; full
@@ -36,6 +38,8 @@
 //                                       input and output)
 //   core:        4 e s b h / t + 4 a s b / t (Q, K, V and the context by head, the f32
 //                                       log-sum-exp per head and position), 0 when selective
+// where grouped-query attention (g key/value heads of d) makes K and V g d wide instead of h:
+// 2 h + 2 g d in place of 4 h in both the split and the core terms;
 // and 0 with full recomputation; the stack keeps its layers' inputs and output, (L + 1) e s b h
 // per chunk (/ t with sequence parallelism).
 //
@@ -116,6 +120,12 @@ struct MemoryEstimate {
   double layer_held = 0;         // The same as this stack holds (StackLayerActivationBytes).
   std::vector<StageMemory> stages;
 };
+
+// Bytes of the key/value cache of generation per token (position of one sequence) and TP rank:
+// keys and values of every layer, g / t key/value heads of d each (g = num_attention_heads
+// without grouped-query attention), in `dtype`: 2 L g d e / t. nn/attention.h's cache keeps as
+// much again as gather scratch.
+double KvCacheBytesPerToken(const ModelConfig& config, DType dtype, int tp);
 
 // Activation bytes of one transformer layer and one micro-batch (the formula above).
 double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& options);

@@ -93,6 +93,29 @@ TEST(MemoryTest, HeldActivationsAreWhatAForwardHolds) {
   ExpectHeldAsPredicted(c, BertBatch(t.view(), ty.view(), m.view(), l.view(), sop.view()), B, T);
 }
 
+// Grouped-query attention: K and V of G key/value heads (here 2 and 1 of 4), to the byte.
+TEST(MemoryTest, HeldActivationsWithQueryGroups) {
+  const int64_t B = 2, T = 16;
+  for (int groups : {2, 1}) {
+    ModelConfig c = Small(Gpt2_1_2b());
+    c.group_query_attention = true;
+    c.num_query_groups = groups;
+    const testing::LmBatch lm = testing::MakeLmBatch(B, T, c.vocab_size);
+    ExpectHeldAsPredicted(c, lm.view(), B, T);
+  }
+}
+
+// 2 L g d e / t bytes per token: GPT-2 1.2B (40 layers, 16 heads of 96) in bf16 at TP 2, with
+// every head its own K/V, then 4 groups (4 x fewer).
+TEST(MemoryTest, KvCacheBytesPerToken) {
+  ModelConfig c = Gpt2_1_2b();
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(c, DType::kBF16, 2), 2.0 * 40 * 16 * 96 * 2 / 2);
+  c.group_query_attention = true;
+  c.num_query_groups = 4;
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(c, DType::kBF16, 2), 2.0 * 40 * 4 * 96 * 2 / 2);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(c, DType::kF32, 1), 2.0 * 40 * 4 * 96 * 4);
+}
+
 // The paper's per-layer formulas (Korthikanti et al. 2022, section 4: 16-bit activations, byte
 // masks, f = 4 h), written out as published.
 TEST(MemoryTest, LayerActivationsAreThePapersFormulasInSixteenBits) {

@@ -37,6 +37,12 @@ absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(ParameterSto
                                                    "tensor-parallel size ",
                                                    tp));
   }
+  const int64_t groups = config.num_query_groups == 0 ? config.heads : config.num_query_groups;
+  if (groups < 1 || config.heads % groups != 0 || groups % tp != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention: ", groups, " query groups must divide the ", config.heads,
+                     " heads and be divisible by the tensor-parallel size ", tp));
+  }
   const int64_t head_dim = config.hidden / config.heads;
   if (!(std::isfinite(config.rotary_base) && config.rotary_base >= 0.0) ||
       (config.rotary_base > 0.0 && head_dim % 2 != 0)) {
@@ -48,10 +54,11 @@ absl::StatusOr<ParallelSelfAttention> ParallelSelfAttention::Create(ParameterSto
   a.config_ = config;
   a.dtype_ = store->compute_dtype();
   a.local_heads_ = config.heads / tp;
-  a.head_dim_ = config.hidden / config.heads;
-  ASSIGN_OR_RETURN(
-      a.qkv_, ColumnParallelLinear::Create(store, prefix + ".qkv", config.hidden, 3 * config.hidden,
-                                           config.bias, config.init_std));
+  a.local_groups_ = groups / tp;
+  a.head_dim_ = head_dim;
+  ASSIGN_OR_RETURN(a.qkv_, ColumnParallelLinear::Create(store, prefix + ".qkv", config.hidden,
+                                                        (config.heads + 2 * groups) * head_dim,
+                                                        config.bias, config.init_std));
   ASSIGN_OR_RETURN(a.proj_,
                    RowParallelLinear::Create(store, prefix + ".proj", config.hidden, config.hidden,
                                              config.bias, config.output_init_std));
@@ -63,12 +70,12 @@ absl::Status ParallelSelfAttention::EnsureBuffers(const ExecContext& ec, int64_t
       qkv_out_.device() == ec.device) {
     return absl::OkStatus();
   }
-  const int64_t NH = local_heads_, D = head_dim_;
+  const int64_t NH = local_heads_, G = local_groups_, D = head_dim_;
   B_ = T_ = 0;  // Until every buffer is allocated.
-  ASSIGN_OR_RETURN(qkv_out_, Alloc(ec, {B, T, 3 * NH * D}, dtype_));
+  ASSIGN_OR_RETURN(qkv_out_, Alloc(ec, {B, T, QkvWidth()}, dtype_));
   ASSIGN_OR_RETURN(q_, Alloc(ec, {B, NH, T, D}, dtype_));
-  ASSIGN_OR_RETURN(k_, Alloc(ec, {B, NH, T, D}, dtype_));
-  ASSIGN_OR_RETURN(v_, Alloc(ec, {B, NH, T, D}, dtype_));
+  ASSIGN_OR_RETURN(k_, Alloc(ec, {B, G, T, D}, dtype_));
+  ASSIGN_OR_RETURN(v_, Alloc(ec, {B, G, T, D}, dtype_));
   ASSIGN_OR_RETURN(lse_, Alloc(ec, {B, NH, T}, DType::kF32));
   ASSIGN_OR_RETURN(ctx_heads_, Alloc(ec, {B, NH, T, D}, dtype_));
   ASSIGN_OR_RETURN(ctx_, Alloc(ec, {B, T, NH * D}, dtype_));
@@ -83,11 +90,12 @@ void ParallelSelfAttention::ReleaseCore() {
 
 absl::Status ParallelSelfAttention::RunCore(const StepContext& sc) {
   const ExecContext& ec = *sc.exec;
-  const ops::HeadsShape hs{B_, T_, local_heads_, head_dim_};
+  const ops::HeadsShape hs{B_, T_, local_heads_, head_dim_, local_groups_};
   const Shape heads = {B_, local_heads_, T_, head_dim_};
+  const Shape groups = {B_, local_groups_, T_, head_dim_};
   for (Tensor* t : {&q_, &k_, &v_, &ctx_heads_}) {
     if (t->numel() == 0) {
-      ASSIGN_OR_RETURN(*t, Alloc(ec, heads, dtype_));
+      ASSIGN_OR_RETURN(*t, Alloc(ec, t == &k_ || t == &v_ ? groups : heads, dtype_));
     }
   }
   if (lse_.numel() == 0) {
@@ -169,7 +177,7 @@ absl::Status ParallelSelfAttention::Forward(const StepContext& sc, const TensorV
   const ExecContext& ec = *sc.exec;
 
   ASSIGN_OR_RETURN(TensorView x2, x.Reshape({B * T, config_.hidden}));
-  RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(qkv_out_, {B * T, 3 * NH * D})));
+  RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(qkv_out_, {B * T, QkvWidth()})));
   RETURN_IF_ERROR(RunCore(sc));
   RETURN_IF_ERROR(ops::MergeHeads(ec, hs, ctx_heads_.view(), ctx_.view()));
   if (config_.recompute_core) ReleaseCore();
@@ -195,21 +203,22 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   RETURN_IF_ERROR(ops::SplitHeads(ec, hs, dctx.view(), dctx_heads.view()));
 
   ASSIGN_OR_RETURN(Tensor dq, Alloc(ec, {B, NH, T, D}, dtype_));
-  ASSIGN_OR_RETURN(Tensor dk, Alloc(ec, {B, NH, T, D}, dtype_));
-  ASSIGN_OR_RETURN(Tensor dv, Alloc(ec, {B, NH, T, D}, dtype_));
+  ASSIGN_OR_RETURN(Tensor dk, Alloc(ec, {B, local_groups_, T, D}, dtype_));
+  ASSIGN_OR_RETURN(Tensor dv, Alloc(ec, {B, local_groups_, T, D}, dtype_));
   RETURN_IF_ERROR(ops::FusedAttentionBackward(ec, q_.view(), k_.view(), v_.view(),
                                               ctx_heads_.view(), dctx_heads.view(), lse_.view(),
                                               Args(sc), dq.view(), dk.view(), dv.view()));
   RETURN_IF_ERROR(Rotate(ec, dq.view(), dk.view(), Rotation::kBackward));
-  ASSIGN_OR_RETURN(Tensor dqkv, Alloc(ec, {B, T, 3 * NH * D}, dtype_));
-  RETURN_IF_ERROR(ops::MergeQkv(ec, hs, dq.view(), dk.view(), dv.view(), dqkv.view()));
+  ASSIGN_OR_RETURN(Tensor dqkv, Alloc(ec, {B, T, QkvWidth()}, dtype_));
+  const ops::HeadsShape qkv_shape{B, T, NH, D, local_groups_};
+  RETURN_IF_ERROR(ops::MergeQkv(ec, qkv_shape, dq.view(), dk.view(), dv.view(), dqkv.view()));
   ASSIGN_OR_RETURN(TensorView x2, x_.Reshape({B * T, config_.hidden}));
   ASSIGN_OR_RETURN(TensorView dx2, dx.Reshape({B * T, config_.hidden}));
   if (config_.recompute_core) ReleaseCore();
   if (config_.tp_reduce == TpReduce::kPartial) {
-    return qkv_.BackwardLocal(sc, x2, As(dqkv, {B * T, 3 * NH * D}), dx2, InputGrad::kOverwrite);
+    return qkv_.BackwardLocal(sc, x2, As(dqkv, {B * T, QkvWidth()}), dx2, InputGrad::kOverwrite);
   }
-  return qkv_.Backward(sc, x2, As(dqkv, {B * T, 3 * NH * D}), dx2);
+  return qkv_.Backward(sc, x2, As(dqkv, {B * T, QkvWidth()}), dx2);
 }
 
 // ---------------------------------------------------------------- incremental decoding
@@ -235,8 +244,8 @@ absl::Status ParallelSelfAttention::StartDecoding(const ExecContext& ec, int64_t
                                                    " sequences of up to ", max_length,
                                                    " positions (both must be >= 1)"));
   }
-  const Shape by_position = {max_length, batch, local_heads_, head_dim_};
-  const Shape by_head = {batch, local_heads_, max_length, head_dim_};
+  const Shape by_position = {max_length, batch, local_groups_, head_dim_};
+  const Shape by_head = {batch, local_groups_, max_length, head_dim_};
   KvCache c;
   ASSIGN_OR_RETURN(c.keys, Alloc(ec, by_position, dtype_));
   ASSIGN_OR_RETURN(c.values, Alloc(ec, by_position, dtype_));
@@ -258,11 +267,14 @@ int64_t ParallelSelfAttention::CacheBytes() const {
 absl::Status ParallelSelfAttention::EnsureStepBuffers(const ExecContext& ec, int64_t n) {
   KvCache& c = cache_;
   if (c.n == n) return absl::OkStatus();
-  const int64_t B = c.batch, NH = local_heads_, D = head_dim_;
+  const int64_t B = c.batch, NH = local_heads_, G = local_groups_, D = head_dim_;
   c.n = 0;  // Until every buffer is allocated.
-  ASSIGN_OR_RETURN(c.qkv, Alloc(ec, {B, n, 3 * NH * D}, dtype_));
-  for (Tensor* t : {&c.q, &c.k, &c.v, &c.ctx_heads}) {
+  ASSIGN_OR_RETURN(c.qkv, Alloc(ec, {B, n, QkvWidth()}, dtype_));
+  for (Tensor* t : {&c.q, &c.ctx_heads}) {
     ASSIGN_OR_RETURN(*t, Alloc(ec, {B, NH, n, D}, dtype_));
+  }
+  for (Tensor* t : {&c.k, &c.v}) {
+    ASSIGN_OR_RETURN(*t, Alloc(ec, {B, G, n, D}, dtype_));
   }
   ASSIGN_OR_RETURN(c.lse, Alloc(ec, {B, NH, n}, DType::kF32));
   ASSIGN_OR_RETURN(c.ctx, Alloc(ec, {B, n, NH * D}, dtype_));
@@ -273,9 +285,9 @@ absl::Status ParallelSelfAttention::EnsureStepBuffers(const ExecContext& ec, int
 absl::Status ParallelSelfAttention::AppendToCache(const ExecContext& ec, TensorView* keys,
                                                   TensorView* values) {
   KvCache& c = cache_;
-  const int64_t BH = c.batch * local_heads_, D = head_dim_, n = c.n, total = c.length + n;
-  // [B * NH, n, D] -> rows [length, length + n) of the [max_length, B * NH, D] cache: a swap of
-  // the two middle dims, which is what MergeHeads does to [1, B * NH, n, D].
+  const int64_t BH = c.batch * local_groups_, D = head_dim_, n = c.n, total = c.length + n;
+  // [B * G, n, D] -> rows [length, length + n) of the [max_length, B * G, D] cache: a swap of
+  // the two middle dims, which is what MergeHeads does to [1, B * G, n, D].
   const ops::HeadsShape append{1, n, BH, D};
   RETURN_IF_ERROR(ops::MergeHeads(ec, append, c.k.view(), CacheRows(c.keys, c.length, n)));
   RETURN_IF_ERROR(ops::MergeHeads(ec, append, c.v.view(), CacheRows(c.values, c.length, n)));
@@ -284,10 +296,10 @@ absl::Status ParallelSelfAttention::AppendToCache(const ExecContext& ec, TensorV
     *values = c.v.view();
     return absl::OkStatus();
   }
-  // Rows [0, total) back to head-major [B * NH, total, D] (SplitHeads, the inverse swap).
+  // Rows [0, total) back to head-major [B * G, total, D] (SplitHeads, the inverse swap).
   const ops::HeadsShape gather{1, total, BH, D};
-  *keys = As(c.gathered_keys, {c.batch, local_heads_, total, D});
-  *values = As(c.gathered_values, {c.batch, local_heads_, total, D});
+  *keys = As(c.gathered_keys, {c.batch, local_groups_, total, D});
+  *values = As(c.gathered_values, {c.batch, local_groups_, total, D});
   RETURN_IF_ERROR(ops::SplitHeads(ec, gather, CacheRows(c.keys, 0, total), *keys));
   return ops::SplitHeads(ec, gather, CacheRows(c.values, 0, total), *values);
 }
@@ -312,9 +324,9 @@ absl::Status ParallelSelfAttention::DecodeForward(const StepContext& sc, const T
   }
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(EnsureStepBuffers(ec, n));
-  const ops::HeadsShape hs{B, n, NH, D};
+  const ops::HeadsShape hs{B, n, NH, D, local_groups_};
   ASSIGN_OR_RETURN(TensorView x2, x.Reshape({B * n, config_.hidden}));
-  RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(c.qkv, {B * n, 3 * NH * D})));
+  RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(c.qkv, {B * n, QkvWidth()})));
   RETURN_IF_ERROR(ops::SplitQkv(ec, hs, c.qkv.view(), c.q.view(), c.k.view(), c.v.view()));
   RETURN_IF_ERROR(Rotate(ec, c.q.view(), c.k.view(), Rotation::kForward, c.length));
   TensorView keys, values;

@@ -1,11 +1,17 @@
-// ParallelSelfAttention: multi-head self-attention with the heads split across TP ranks.
+// ParallelSelfAttention: multi-head self-attention with the heads split across TP ranks, and
+// optionally grouped-query attention (Ainslie et al. 2023): G key/value heads ("query groups"),
+// each shared by NH / G query heads (G = NH: multi-head attention; G = 1: multi-query). Each TP
+// rank holds NH / tp query heads and the G / tp groups they read.
 //
-//   qkv = ColumnParallel(x)            [B, T, NH_local * 3 * D]  (columns ordered (head, q|k|v, d))
-//   q, k, v = SplitQkv(qkv)            [B, NH_local, T, D]
+//   qkv = ColumnParallel(x)            [B, T, (NH_local + 2 G_local) * D]  (columns ordered
+//                                      (group, {its NH / G queries, key, value}, d); with G = NH
+//                                      that is (head, q|k|v, d))
+//   q, k, v = SplitQkv(qkv)            q [B, NH_local, T, D], k, v [B, G_local, T, D]
 //   q, k = Rope(q), Rope(k)            only with rotary_base > 0: rotary position embeddings
 //                                      (core/ops/rope.h, rotate-half pairs, positions 0 .. T-1);
 //                                      backward rotates dq and dk back (RopeBackward)
-//   probs = softmax(q k^T / sqrt(D))   [B, NH_local, T, T]  causal (GPT) or padding-masked (BERT)
+//   probs = softmax(q k^T / sqrt(D))   [B, NH_local, T, T]  causal (GPT) or padding-masked (BERT);
+//                                      query head h against the keys of group h / (NH / G)
 //   probs = dropout(probs)             mask keyed by the GLOBAL head index
 //   ctx = MergeHeads(probs v)          [B, T, NH_local * D]
 //     (the three lines above are one fused op, ops::FusedAttention: the probabilities are never
@@ -41,6 +47,9 @@ namespace nn {
 struct AttentionConfig {
   int64_t hidden = 0;
   int64_t heads = 0;
+  // Key/value heads (grouped-query attention): divides heads, and is divisible by the TP size.
+  // 0: heads (multi-head attention, bitwise what it was before groups existed).
+  int64_t num_query_groups = 0;
   ops::CausalMask causal = ops::CausalMask::kYes;
   float dropout = 0.0f;
   double init_std = 0.02;
@@ -66,8 +75,9 @@ struct AttentionConfig {
 class ParallelSelfAttention {
  public:
   ParallelSelfAttention() = default;
-  // InvalidArgument if hidden % heads != 0 or heads % tp != 0, for a rotary_base that is negative
-  // or not finite, or for rotary embeddings with an odd head dim.
+  // InvalidArgument if hidden % heads != 0 or heads % tp != 0, for query groups that do not divide
+  // the heads or are not divisible by tp, for a rotary_base that is negative or not finite, or for
+  // rotary embeddings with an odd head dim.
   static absl::StatusOr<ParallelSelfAttention> Create(ParameterStore* store,
                                                       const std::string& prefix,
                                                       const AttentionConfig& config);
@@ -84,11 +94,13 @@ class ParallelSelfAttention {
   int64_t ActivationBytes() const;
 
   // ---- Incremental decoding with a key/value cache (causal attention only; no dropout).
-  // The cache holds this rank's heads (the TP ranks each cache their own) of every position seen,
-  // position-major so that appending positions writes one contiguous block:
-  //   keys, values [max_length, B, NH_local, D] in the compute dtype (keys after the rotation,
+  // The cache holds this rank's key/value heads (G_local = NH_local without grouped-query
+  // attention; the TP ranks each cache their own) of every position seen, position-major so that
+  // appending positions writes one contiguous block:
+  //   keys, values [max_length, B, G_local, D] in the compute dtype (keys after the rotation,
   //   with rotary embeddings).
-  // Each DecodeForward gathers the cached positions into head-major [B, NH_local, c + n, D]
+  // Grouped-query attention shrinks it by NH / G: the query heads of a group read its cached rows.
+  // Each DecodeForward gathers the cached positions into head-major [B, G_local, c + n, D]
   // scratch (allocated once, the cache's size again) for ops::FusedAttention, which takes
   // contiguous operands: a copy linear in the cache length per layer and step.
   //
@@ -114,11 +126,12 @@ class ParallelSelfAttention {
   // The decoding state: the cache, its gather scratch, and the buffers of one step of n positions.
   struct KvCache {
     int64_t batch = 0, max_length = 0, length = 0;
-    Tensor keys, values;                    // [max_length, B, NH_local, D]
-    Tensor gathered_keys, gathered_values;  // [B, NH_local, max_length, D] (prefixes used)
+    Tensor keys, values;                    // [max_length, B, G_local, D]
+    Tensor gathered_keys, gathered_values;  // [B, G_local, max_length, D] (prefixes used)
     int64_t n = 0;                          // Positions the step buffers hold.
-    Tensor qkv;                             // [B, n, 3 * H_local]
-    Tensor q, k, v, ctx_heads;              // [B, NH_local, n, D]
+    Tensor qkv;                             // [B, n, (NH_local + 2 G_local) * D]
+    Tensor q, ctx_heads;                    // [B, NH_local, n, D]
+    Tensor k, v;                            // [B, G_local, n, D]
     Tensor lse;                             // f32 [B, NH_local, n]
     Tensor ctx;                             // [B, n, H_local]
   };
@@ -143,15 +156,18 @@ class ParallelSelfAttention {
 
   AttentionConfig config_;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
-  int64_t local_heads_ = 0, head_dim_ = 0;
+  int64_t local_heads_ = 0, local_groups_ = 0, head_dim_ = 0;
+  // Columns of this rank's QKV projection: (NH_local + 2 G_local) * D.
+  int64_t QkvWidth() const { return (local_heads_ + 2 * local_groups_) * head_dim_; }
   ColumnParallelLinear qkv_;
   RowParallelLinear proj_;
   int64_t B_ = 0, T_ = 0;
   TensorView x_;  // The forward input (owned by the caller).
   TensorView padding_mask_;
   bool has_padding_mask_ = false;
-  Tensor qkv_out_;    // [B, T, 3 * H_local]
-  Tensor q_, k_, v_;  // [B, NH_local, T, D]
+  Tensor qkv_out_;    // [B, T, (NH_local + 2 G_local) * D]
+  Tensor q_;          // [B, NH_local, T, D]
+  Tensor k_, v_;      // [B, G_local, T, D]
   Tensor lse_;        // f32 [B, NH_local, T]: log-sum-exp of each query row (fused attention)
   Tensor ctx_heads_;  // [B, NH_local, T, D]
   Tensor ctx_;        // [B, T, H_local]

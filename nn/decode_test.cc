@@ -2,7 +2,8 @@
 // the outputs of positions decoded in chunks (a prompt prefix, single positions, a chunk of
 // several) equal the full-sequence forward's outputs of those positions within float rounding,
 // for GPT-2's layer and for the modern layer with rotary embeddings, pre-norm and post-norm, in
-// f32 and bf16; decoding leaves training untouched; and every misuse is an error: a block without
+// f32 and bf16, with grouped-query and multi-query attention too (whose cache is NH / G times
+// smaller); decoding leaves training untouched; and every misuse is an error: a block without
 // decoding (Unimplemented), bidirectional attention (FailedPrecondition), a step past the length
 // or of another batch (InvalidArgument), Backward after a decoding step (FailedPrecondition).
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "core/ops/testutil.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
+#include "nn/attention.h"
 #include "nn/context.h"
 #include "nn/layer.h"
 #include "nn/modern_blocks_testutil.h"
@@ -34,11 +36,32 @@ using ::mt::testing::UnitRoundoff;
 
 constexpr int64_t kHidden = 32, kHeads = 4, kFfn = 48;
 
-enum class Kind { kGpt2, kModernRotary };
+// kModernGqa: the modern layer with 2 key/value groups of the 4 heads; kGpt2Mqa: GPT-2's layer
+// with one (multi-query).
+enum class Kind { kGpt2, kModernRotary, kModernGqa, kGpt2Mqa };
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kGpt2:
+      return "gpt2";
+    case Kind::kModernRotary:
+      return "rotary";
+    case Kind::kModernGqa:
+      return "rotary-gqa2";
+    case Kind::kGpt2Mqa:
+      return "gpt2-mqa";
+  }
+  return "?";
+}
 
 LayerSpec Spec(Kind kind, NormPosition norm) {
-  if (kind == Kind::kModernRotary) return modern_testing::ModernSpec(kHidden, kHeads, kFfn, norm);
+  if (kind == Kind::kModernRotary || kind == Kind::kModernGqa) {
+    LayerSpec spec = modern_testing::ModernSpec(kHidden, kHeads, kFfn, norm);
+    if (kind == Kind::kModernGqa) spec.config.num_query_groups = 2;
+    return spec;
+  }
   TransformerLayerConfig c;
+  if (kind == Kind::kGpt2Mqa) c.num_query_groups = 1;
   c.hidden = kHidden;
   c.heads = kHeads;
   c.ffn = kFfn;
@@ -113,8 +136,7 @@ TEST_P(StackDecodingTest, ChunkedDecodingMatchesTheFullForward) {
     t += n;
   }
   EXPECT_EQ(t, T);
-  std::printf("%s %s %s: worst |decoded - full| %.3g (%.3g of the peak)\n",
-              kind == Kind::kGpt2 ? "gpt2" : "rotary",
+  std::printf("%s %s %s: worst |decoded - full| %.3g (%.3g of the peak)\n", KindName(kind),
               norm == NormPosition::kPreNorm ? "pre" : "post",
               std::string(DTypeName(dtype)).c_str(), worst, worst / peak);
   // The cache is full: one more position is refused (before anything runs: decoding goes on).
@@ -125,10 +147,40 @@ TEST_P(StackDecodingTest, ChunkedDecodingMatchesTheFullForward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, StackDecodingTest,
-                         ::testing::Combine(::testing::Values(Kind::kGpt2, Kind::kModernRotary),
+                         ::testing::Combine(::testing::Values(Kind::kGpt2, Kind::kModernRotary,
+                                                              Kind::kModernGqa, Kind::kGpt2Mqa),
                                             ::testing::Values(NormPosition::kPreNorm,
                                                               NormPosition::kPostNorm),
                                             ::testing::Values(DType::kF32, DType::kBF16)));
+
+// The key/value cache holds G key/value heads, not NH: its bytes (keys and values of every
+// position, and their head-major gather scratch) are 4 B L G D x the dtype's size, NH / G times
+// fewer than multi-head attention's.
+TEST(AttentionCacheTest, CacheShrinksByHeadsOverGroups) {
+  const int64_t B = 3, L = 17, H = 64, NH = 8, D = H / NH;
+  const ExecContext ec;
+  std::vector<int64_t> bytes;
+  for (int64_t G : {NH, int64_t{4}, int64_t{2}, int64_t{1}}) {
+    ParameterStore store(0, 1, DType::kBF16);
+    AttentionConfig ac;
+    ac.hidden = H;
+    ac.heads = NH;
+    ac.num_query_groups = G;
+    auto attn = ParallelSelfAttention::Create(&store, "attn", ac);
+    ASSERT_TRUE(attn.ok()) << attn.status();
+    ASSERT_TRUE(store.Allocate(1).ok());
+    ASSERT_TRUE(attn->StartDecoding(ec, B, L).ok());
+    EXPECT_EQ(attn->CacheBytes(), 4 * B * L * G * D * 2) << "G=" << G;
+    std::printf("KV cache, B=%lld L=%lld NH=%lld D=%lld bf16, G=%lld: %lld bytes\n",
+                static_cast<long long>(B), static_cast<long long>(L), static_cast<long long>(NH),
+                static_cast<long long>(D), static_cast<long long>(G),
+                static_cast<long long>(attn->CacheBytes()));
+    bytes.push_back(attn->CacheBytes());
+  }
+  EXPECT_EQ(bytes[0], 2 * bytes[1]);
+  EXPECT_EQ(bytes[0], 4 * bytes[2]);
+  EXPECT_EQ(bytes[0], 8 * bytes[3]);
+}
 
 TEST(StackDecodingTest, RestartingForgetsTheCacheAndTrainingIsUntouched) {
   const int64_t B = 2, T = 6;

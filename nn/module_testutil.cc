@@ -55,10 +55,13 @@ Vec RefMlp(const ParamMap& p, const std::string& prefix, const Vec& x, int64_t N
 
 Vec RefAttention(const ParamMap& p, const std::string& prefix, const Vec& x, const AttnDims& a) {
   const int64_t B = a.B, T = a.T, H = a.H, NH = a.heads, D = H / NH;
+  const int64_t G = a.groups > 0 ? a.groups : NH, per_group = NH / G, W = (NH + 2 * G) * D;
   const Vec qkv =
-      RefLinear(x, B * T, H, 3 * H, p.at(prefix + ".qkv.weight"), &p.at(prefix + ".qkv.bias"));
+      RefLinear(x, B * T, H, W, p.at(prefix + ".qkv.weight"), &p.at(prefix + ".qkv.bias"));
+  // which = 0: head h's query; 1, 2: the key and value of its group h / per_group.
   auto at = [&](int64_t b, int64_t t, int64_t h, int64_t which, int64_t d) {
-    return qkv[(b * T + t) * 3 * H + h * 3 * D + which * D + d];
+    const int64_t col = which == 0 ? h % per_group : per_group + which - 1;
+    return qkv[(b * T + t) * W + ((h / per_group) * (per_group + 2) + col) * D + d];
   };
   Vec ctx(B * T * H, 0.0);
   std::vector<double> s(T);

@@ -49,9 +49,11 @@ struct AttnDims {
   int64_t B, T, H, heads;
   bool causal;
   const std::vector<int32_t>* mask;  // [B, T], 0 = padded key; may be null.
+  int64_t groups = 0;                // Key/value heads (grouped-query attention); 0: heads.
 };
-// Self-attention with the fused QKV columns ordered (head, {q, k, v}, d) and the output
-// projection, parameters prefix.qkv.* and prefix.proj.*.
+// Self-attention with the fused QKV columns ordered (group, {its heads / groups queries, key,
+// value}, d) ((head, {q, k, v}, d) without groups) and the output projection, parameters
+// prefix.qkv.* and prefix.proj.*.
 Vec RefAttention(const ParamMap& p, const std::string& prefix, const Vec& x, const AttnDims& a);
 // A transformer layer (ln1, attention, ln2, mlp) in pre- or post-norm order, FFN width F.
 Vec RefTransformerLayer(const ParamMap& p, const std::string& prefix, const Vec& x,

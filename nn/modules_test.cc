@@ -193,10 +193,12 @@ struct AttentionCase {
   int64_t B, T, H, heads;
   ops::CausalMask causal;
   bool padded;
+  int64_t groups = 0;  // Key/value heads; 0: heads.
 };
 
 void PrintTo(const AttentionCase& c, std::ostream* os) {
   *os << "{B=" << c.B << " T=" << c.T << " H=" << c.H << " heads=" << c.heads
+      << " groups=" << c.groups
       << (c.causal == ops::CausalMask::kYes ? " causal" : " bidirectional")
       << (c.padded ? " padded}" : "}");
 }
@@ -211,7 +213,8 @@ struct AttentionHarness {
              c.H,
              c.heads,
              c.causal == ops::CausalMask::kYes,
-             c.padded ? &mask.values : nullptr},
+             c.padded ? &mask.values : nullptr,
+             c.groups},
         mask_view(c.padded ? &mask.tensor.view() : nullptr) {
     m.x_shape = {c.B, c.T, c.H};
     m.y_shape = {c.B, c.T, c.H};
@@ -241,6 +244,7 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   AttentionConfig ac;
   ac.hidden = c.H;
   ac.heads = c.heads;
+  ac.num_query_groups = c.groups;
   ac.causal = c.causal;
   auto attn = ParallelSelfAttention::Create(&store, "attn", ac);
   ASSERT_TRUE(attn.ok()) << attn.status();
@@ -256,12 +260,16 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
   EXPECT_EQ(attn->ActivationBytes(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Masks, AttentionTest,
-                         ::testing::Values(AttentionCase{2, 5, 6, 2, ops::CausalMask::kYes, false},
-                                           AttentionCase{1, 1, 3, 3, ops::CausalMask::kYes, false},
-                                           AttentionCase{3, 4, 9, 3, ops::CausalMask::kNo, true},
-                                           AttentionCase{2, 7, 4, 1, ops::CausalMask::kNo, true},
-                                           AttentionCase{2, 3, 4, 2, ops::CausalMask::kNo, false}));
+INSTANTIATE_TEST_SUITE_P(
+    Masks, AttentionTest,
+    ::testing::Values(AttentionCase{2, 5, 6, 2, ops::CausalMask::kYes, false},
+                      AttentionCase{1, 1, 3, 3, ops::CausalMask::kYes, false},
+                      AttentionCase{3, 4, 9, 3, ops::CausalMask::kNo, true},
+                      AttentionCase{2, 7, 4, 1, ops::CausalMask::kNo, true},
+                      AttentionCase{2, 3, 4, 2, ops::CausalMask::kNo, false},
+                      // Grouped-query attention: multi-query, 2 groups.
+                      AttentionCase{2, 5, 8, 4, ops::CausalMask::kYes, false, 1},
+                      AttentionCase{2, 4, 12, 6, ops::CausalMask::kNo, true, 2}));
 
 TEST(AttentionConfigTest, RejectsBadConfigs) {
   ParameterStore s1(0, 1);
@@ -277,6 +285,19 @@ TEST(AttentionConfigTest, RejectsBadConfigs) {
   a = ParallelSelfAttention::Create(&s2, "attn", ac);
   EXPECT_TRUE(::mt::testing::IsError(a.status(), absl::StatusCode::kInvalidArgument,
                                      "tensor-parallel size 2"));
+  // Query groups that do not divide the heads, or that TP cannot split.
+  ParameterStore s4(0, 2);
+  ac.hidden = 8;
+  ac.heads = 4;
+  ac.num_query_groups = 3;
+  EXPECT_TRUE(::mt::testing::IsError(
+      ParallelSelfAttention::Create(&s4, "attn", ac).status(), absl::StatusCode::kInvalidArgument,
+      "attention: 3 query groups must divide the 4 heads and be divisible by the tensor-parallel "
+      "size 2"));
+  ac.num_query_groups = 1;
+  EXPECT_EQ(ParallelSelfAttention::Create(&s4, "attn2", ac).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ac.num_query_groups = 0;
   // Missing Forward.
   ParameterStore s3(0, 1);
   ac.hidden = 4;

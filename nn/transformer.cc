@@ -68,6 +68,7 @@ AttentionConfig AttentionConfigOf(const TransformerLayerConfig& config, int laye
   AttentionConfig ac;
   ac.hidden = config.hidden;
   ac.heads = config.heads;
+  ac.num_query_groups = config.num_query_groups;
   ac.causal = config.causal;
   ac.dropout = config.attention_dropout;
   ac.init_std = config.init_std;

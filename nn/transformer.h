@@ -71,7 +71,8 @@ inline constexpr std::pair<absl::string_view, Recompute> kRecomputeNames[] = {
 struct TransformerLayerConfig {
   int64_t hidden = 0;
   int64_t heads = 0;
-  int64_t ffn = 0;  // 0: 4 * hidden.
+  int64_t num_query_groups = 0;  // Key/value heads (AttentionConfig); 0: heads.
+  int64_t ffn = 0;               // 0: 4 * hidden.
   NormPosition norm = NormPosition::kPreNorm;
   ops::CausalMask causal = ops::CausalMask::kYes;
   float hidden_dropout = 0.0f;

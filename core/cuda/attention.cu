@@ -35,6 +35,11 @@ __device__ __forceinline__ bool Visible(const int32_t* mask_row, int64_t kend, i
   return j < kend && (mask_row == nullptr || mask_row[j] != 0);
 }
 
+// The (batch, key/value head) pair of k and v that the (batch, query head) pair bh reads.
+__device__ __forceinline__ int64_t KvHead(const AttentionParams& a, int64_t bh) {
+  return (bh / a.heads) * a.groups + (bh % a.heads) / (a.heads / a.groups);
+}
+
 __device__ __forceinline__ const int32_t* MaskRow(const AttentionParams& a, int64_t bh) {
   return a.padding_mask == nullptr ? nullptr : a.padding_mask + (bh / a.heads) * a.tk;
 }
@@ -178,7 +183,8 @@ __global__ void __launch_bounds__(kFwdThreads)
   for (int64_t j0 = 0; j0 < kmax; j0 += kKeys) {
     const int n = static_cast<int>(kmax - j0 < kKeys ? kmax - j0 : kKeys);
     __syncthreads();  // qs is written (first tile); nobody reads the previous tile any more.
-    StageKeyValueTile(k + (bh * a.tk + j0) * D, v + (bh * a.tk + j0) * D, n, D, ks, vs);
+    const int64_t kv_at = (KvHead(a, bh) * a.tk + j0) * D;
+    StageKeyValueTile(k + kv_at, v + kv_at, n, D, ks, vs);
     __syncthreads();
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -224,50 +230,17 @@ __device__ __forceinline__ void ProbAndGrad(const AttentionParams& a, const floa
   *ds = a.scale * prob * (dp * factor - d_i);
 }
 
-size_t KeyGradSharedBytes(int d) {
-  // k, v, dk, dv tiles [kKeys][d + 1] (lane j owns row j) and one q and dout row [d].
-  return sizeof(float) * (4 * static_cast<size_t>(kKeys) * (d + 1) + 2 * d);
-}
-
-// One warp per (bh, key tile): lane jj accumulates dk and dv of key j0 + jj over the query rows
-// that see the tile, in increasing order.
+// Adds the terms of query head bh (rows i_start .. tq) to this lane's key j (of the n keys of the
+// tile in ks, vs) in dks and dvs, through the rows qrow and dorow [D] of shared memory.
 template <typename T>
-__global__ void __launch_bounds__(kWarp)
-    AttentionKeyGradKernel(const T* __restrict__ q, const T* __restrict__ k,
-                           const T* __restrict__ v, const T* __restrict__ out,
-                           const T* __restrict__ dout, const float* __restrict__ lse,
-                           T* __restrict__ dk, T* __restrict__ dv, AttentionParams a,
-                           int64_t k_tiles) {
-  MT_DYNAMIC_SHARED(float, smem);
+__device__ __forceinline__ void AccumulateQueryHead(
+    const AttentionParams& a, const T* __restrict__ q, const T* __restrict__ out,
+    const T* __restrict__ dout, const float* __restrict__ lse, int64_t bh, int64_t i_start,
+    int64_t j, int n, const int32_t* mask_row, const float* ks, const float* vs, float* qrow,
+    float* dorow, float* dks, float* dvs) {
   const int D = static_cast<int>(a.d);
   const int P = D + 1;
-  float* ks = smem;
-  float* vs = ks + kKeys * P;
-  float* dks = vs + kKeys * P;
-  float* dvs = dks + kKeys * P;
-  float* qrow = dvs + kKeys * P;
-  float* dorow = qrow + D;
-  const int64_t bh = blockIdx.x / k_tiles;
-  const int64_t j0 = (blockIdx.x % k_tiles) * kKeys;
-  const int n = static_cast<int>(a.tk - j0 < kKeys ? a.tk - j0 : kKeys);
   const int lane = threadIdx.x;
-  const int32_t* mask_row = MaskRow(a, bh);
-  const T* kb = k + (bh * a.tk + j0) * D;
-  const T* vb = v + (bh * a.tk + j0) * D;
-  for (int e = lane; e < kKeys * D; e += kWarp) {
-    const int jj = e / D, at = jj * P + e % D;
-    ks[at] = jj < n ? Load(kb + e) : 0.0f;
-    vs[at] = jj < n ? Load(vb + e) : 0.0f;
-    dks[at] = 0.0f;
-    dvs[at] = 0.0f;
-  }
-  __syncwarp();
-  const int64_t j = j0 + lane;
-  int64_t i_start = 0;  // Rows before it see none of the tile (causal).
-  if (a.causal) {
-    i_start = j0 - (a.tk - a.tq);
-    i_start = i_start < 0 ? 0 : (i_start > a.tq ? a.tq : i_start);
-  }
   for (int64_t i = i_start; i < a.tq; ++i) {
     const int64_t row = bh * a.tq + i;
     const float lse_i = lse[row];
@@ -293,8 +266,62 @@ __global__ void __launch_bounds__(kWarp)
     }
     __syncwarp();  // qrow and dorow are rewritten by the next row.
   }
-  T* dkb = dk + (bh * a.tk + j0) * D;
-  T* dvb = dv + (bh * a.tk + j0) * D;
+}
+
+size_t KeyGradSharedBytes(int d) {
+  // k, v, dk, dv tiles [kKeys][d + 1] (lane j owns row j) and one q and dout row [d].
+  return sizeof(float) * (4 * static_cast<size_t>(kKeys) * (d + 1) + 2 * d);
+}
+
+// One warp per (bg, key tile) of a (batch, key/value head) pair bg: lane jj accumulates dk and dv
+// of key j0 + jj over the group's query heads in order and, in each, over the query rows that see
+// the tile, in increasing order.
+template <typename T>
+__global__ void __launch_bounds__(kWarp)
+    AttentionKeyGradKernel(const T* __restrict__ q, const T* __restrict__ k,
+                           const T* __restrict__ v, const T* __restrict__ out,
+                           const T* __restrict__ dout, const float* __restrict__ lse,
+                           T* __restrict__ dk, T* __restrict__ dv, AttentionParams a,
+                           int64_t k_tiles) {
+  MT_DYNAMIC_SHARED(float, smem);
+  const int D = static_cast<int>(a.d);
+  const int P = D + 1;
+  float* ks = smem;
+  float* vs = ks + kKeys * P;
+  float* dks = vs + kKeys * P;
+  float* dvs = dks + kKeys * P;
+  float* qrow = dvs + kKeys * P;
+  float* dorow = qrow + D;
+  const int64_t bg = blockIdx.x / k_tiles;
+  const int64_t j0 = (blockIdx.x % k_tiles) * kKeys;
+  const int n = static_cast<int>(a.tk - j0 < kKeys ? a.tk - j0 : kKeys);
+  const int lane = threadIdx.x;
+  const int64_t per_group = a.heads / a.groups;
+  // The group's query heads: bh = b NH + g per_group + r.
+  const int64_t first_bh = (bg / a.groups) * a.heads + (bg % a.groups) * per_group;
+  const int32_t* mask_row = MaskRow(a, first_bh);
+  const T* kb = k + (bg * a.tk + j0) * D;
+  const T* vb = v + (bg * a.tk + j0) * D;
+  for (int e = lane; e < kKeys * D; e += kWarp) {
+    const int jj = e / D, at = jj * P + e % D;
+    ks[at] = jj < n ? Load(kb + e) : 0.0f;
+    vs[at] = jj < n ? Load(vb + e) : 0.0f;
+    dks[at] = 0.0f;
+    dvs[at] = 0.0f;
+  }
+  __syncwarp();
+  const int64_t j = j0 + lane;
+  int64_t i_start = 0;  // Rows before it see none of the tile (causal).
+  if (a.causal) {
+    i_start = j0 - (a.tk - a.tq);
+    i_start = i_start < 0 ? 0 : (i_start > a.tq ? a.tq : i_start);
+  }
+  for (int64_t bh = first_bh; bh < first_bh + per_group; ++bh) {
+    AccumulateQueryHead(a, q, out, dout, lse, bh, i_start, j, n, mask_row, ks, vs, qrow, dorow, dks,
+                        dvs);
+  }
+  T* dkb = dk + (bg * a.tk + j0) * D;
+  T* dvb = dv + (bg * a.tk + j0) * D;
   for (int e = lane; e < n * D; e += kWarp) {
     const int at = (e / D) * P + e % D;
     Store(dkb + e, dks[at]);
@@ -354,8 +381,8 @@ __global__ void __launch_bounds__(kWarp)
   for (int64_t j0 = 0; j0 < kmax; j0 += kKeys) {
     const int n = static_cast<int>(kmax - j0 < kKeys ? kmax - j0 : kKeys);
     __syncwarp();  // The rows are written (first tile); the previous tile is no longer read.
-    const T* kb = k + (bh * a.tk + j0) * D;
-    const T* vb = v + (bh * a.tk + j0) * D;
+    const T* kb = k + (KvHead(a, bh) * a.tk + j0) * D;
+    const T* vb = v + (KvHead(a, bh) * a.tk + j0) * D;
     for (int e = lane; e < kKeys * D; e += kWarp) {
       const bool in = e / D < n;
       kt[e] = in ? Load(kb + e) : 0.0f;
@@ -379,7 +406,8 @@ __global__ void __launch_bounds__(kWarp)
   for (int e = lane; e < rows * D; e += kWarp) Store(dqb + e, dqs[(e / D) * P + e % D]);
 }
 
-// Blocks for batch_heads * tiles, or 0 when that does not fit a grid.
+// Blocks for batch_heads * tiles (batch_heads: pairs of batch and query or key/value head), or 0
+// when that does not fit a grid.
 unsigned GridBlocks(int64_t batch_heads, int64_t tiles) {
   const int64_t blocks = batch_heads * tiles;
   return blocks > INT_MAX ? 0u : static_cast<unsigned>(blocks);
@@ -405,7 +433,8 @@ LaunchResult LaunchFusedAttention(ElemType type, const void* q, const void* k, c
                                   void* out, float* lse, const AttentionParams& params,
                                   void* stream) {
   if (params.batch_heads == 0 || params.tq == 0) return {};
-  if (params.d < 0 || params.d > kAttentionMaxHeadDim || params.heads < 1) {
+  if (params.d < 0 || params.d > kAttentionMaxHeadDim || params.heads < 1 || params.groups < 1 ||
+      params.heads % params.groups != 0) {
     return InvalidValue(__LINE__);
   }
   const int64_t q_tiles = (params.tq + kFwdRows - 1) / kFwdRows;
@@ -430,13 +459,16 @@ LaunchResult LaunchFusedAttentionBackward(ElemType type, const void* q, const vo
                                           const float* lse, void* dq, void* dk, void* dv,
                                           const AttentionParams& params, void* stream) {
   if (params.batch_heads == 0) return {};
-  if (params.d < 0 || params.d > kAttentionMaxHeadDim || params.heads < 1) {
+  if (params.d < 0 || params.d > kAttentionMaxHeadDim || params.heads < 1 || params.groups < 1 ||
+      params.heads % params.groups != 0) {
     return InvalidValue(__LINE__);
   }
   const int d = static_cast<int>(params.d);
   const int64_t k_tiles = (params.tk + kKeys - 1) / kKeys;
   const int64_t q_tiles = (params.tq + kWarp - 1) / kWarp;
-  const unsigned k_blocks = GridBlocks(params.batch_heads, k_tiles);
+  // Key tiles per (batch, key/value head) pair.
+  const int64_t batch_groups = params.batch_heads / params.heads * params.groups;
+  const unsigned k_blocks = GridBlocks(batch_groups, k_tiles);
   const unsigned q_blocks = GridBlocks(params.batch_heads, q_tiles);
   if ((k_tiles > 0 && k_blocks == 0) || (q_tiles > 0 && q_blocks == 0)) {
     return InvalidValue(__LINE__);

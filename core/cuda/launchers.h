@@ -131,6 +131,7 @@ constexpr int64_t kAttentionMaxHeadDim = 128;
 struct AttentionParams {
   int64_t batch_heads = 0;  // B * NH
   int64_t heads = 1;        // NH
+  int64_t groups = 1;       // G: key/value heads of k and v [B, G, tk, d]; divides NH
   int64_t tq = 0;
   int64_t tk = 0;
   int64_t d = 0;
@@ -143,8 +144,9 @@ struct AttentionParams {
 LaunchResult LaunchFusedAttention(ElemType type, const void* q, const void* k, const void* v,
                                   void* out, float* lse, const AttentionParams& params,
                                   void* stream);
-// dq, dk, dv (overwritten) from the forward's out and lse: one kernel per key tile for dk and dv,
-// one per query tile for dq (no atomics; deterministic).
+// dq, dk, dv (overwritten) from the forward's out and lse: one kernel per key tile of a key/value
+// head for dk and dv (summing its query heads in order), one per query tile for dq (no atomics;
+// deterministic).
 LaunchResult LaunchFusedAttentionBackward(ElemType type, const void* q, const void* k,
                                           const void* v, const void* out, const void* dout,
                                           const float* lse, void* dq, void* dk, void* dv,
@@ -199,11 +201,13 @@ LaunchResult LaunchShardedCrossEntropyBackward(IdType id_type, const float* logi
 
 // ---- heads.cu: pure permutations of elem_bytes (1, 2, 4 or 8) byte elements. ----
 
-// Between token-major [B, T, NH, slots, D] and `slots` (1 or 3) head-major [B, NH, T, D] tensors;
-// to_heads copies token-major -> head-major.
-LaunchResult LaunchHeadsPermute(int elem_bytes, int64_t b, int64_t t, int64_t nh, int64_t d,
-                                int slots, void* token_major, void* const head_major[3],
-                                bool to_heads, void* stream);
+// Between token-major [B, T, G, slots, D] and head-major tensors: slot r < per_group is head
+// g per_group + r of head_major[0] [B, G per_group, T, D]; slots per_group and per_group + 1 (when
+// slots = per_group + 2) are head g of head_major[1] and [2] [B, G, T, D]. slots = per_group = 1:
+// one [B, G, T, D] tensor. to_heads copies token-major -> head-major.
+LaunchResult LaunchHeadsPermute(int elem_bytes, int64_t b, int64_t t, int64_t g, int64_t per_group,
+                                int64_t d, int64_t slots, void* token_major,
+                                void* const head_major[3], bool to_heads, void* stream);
 
 // ---- reduce.cu: whole-tensor reductions in f64, fixed tree (deterministic). ----
 

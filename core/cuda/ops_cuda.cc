@@ -353,19 +353,20 @@ absl::Status ShardedCrossEntropyBackward(const ExecContext& ctx, const TensorVie
 // ---- Heads ----
 
 absl::Status HeadsPermute(absl::string_view op, const ExecContext& ctx, int64_t b, int64_t t,
-                          int64_t nh, int64_t d, const TensorView& token_major,
-                          const TensorView* const head_major[], int slots, bool to_heads) {
+                          int64_t g, int64_t per_group, int64_t d, const TensorView& token_major,
+                          const TensorView* const head_major[], int64_t slots, bool to_heads) {
+  const bool kv = slots > per_group;  // Key and value tensors too (SplitQkv, MergeQkv).
   RETURN_IF_ERROR(Enter(op, ctx, token_major.device,
                         {{"token-major tensor", &token_major},
                          {"head-major tensor", head_major[0]},
-                         {"head-major tensor", slots > 1 ? head_major[1] : nullptr},
-                         {"head-major tensor", slots > 2 ? head_major[2] : nullptr}},
+                         {"head-major tensor", kv ? head_major[1] : nullptr},
+                         {"head-major tensor", kv ? head_major[2] : nullptr}},
                         Needs::kNothing));
-  void* const hm[3] = {head_major[0]->data, slots > 1 ? head_major[1]->data : nullptr,
-                       slots > 2 ? head_major[2]->data : nullptr};
+  void* const hm[3] = {head_major[0]->data, kv ? head_major[1]->data : nullptr,
+                       kv ? head_major[2]->data : nullptr};
   return LaunchStatus(
-      op, LaunchHeadsPermute(static_cast<int>(DTypeSize(token_major.dtype)), b, t, nh, d, slots,
-                             token_major.data, hm, to_heads, ctx.cuda_stream));
+      op, LaunchHeadsPermute(static_cast<int>(DTypeSize(token_major.dtype)), b, t, g, per_group, d,
+                             slots, token_major.data, hm, to_heads, ctx.cuda_stream));
 }
 
 // ---- Reductions ----

@@ -138,10 +138,12 @@ absl::Status ShardedCrossEntropyBackward(const ExecContext& ctx, const TensorVie
                                          const TensorView& dlogits);
 
 // ---- Heads permutations (core/ops/heads.h) ----
-// Between token_major [B, T, NH, slots, D] and head_major[0 .. slots) [B, NH, T, D].
+// Between token_major [B, T, G, slots, D] and the head-major tensors: slots r < per_group go to
+// head_major[0] [B, G per_group, T, D] (head g per_group + r), slots per_group and per_group + 1
+// to head_major[1] and [2] [B, G, T, D] (slots = 1, per_group = 1: one [B, G, T, D]).
 absl::Status HeadsPermute(absl::string_view op, const ExecContext& ctx, int64_t b, int64_t t,
-                          int64_t nh, int64_t d, const TensorView& token_major,
-                          const TensorView* const head_major[], int slots, bool to_heads);
+                          int64_t g, int64_t per_group, int64_t d, const TensorView& token_major,
+                          const TensorView* const head_major[], int64_t slots, bool to_heads);
 
 // ---- Reductions (core/ops/reduce.h) ----
 // Needs ctx.cuda; synchronizes the stream.

@@ -174,8 +174,8 @@ absl::Status ShardedCrossEntropyBackward(const ExecContext&, const TensorView& l
 // ---- Heads, reductions, Adam, GEMM, decoder blocks ----
 
 absl::Status HeadsPermute(absl::string_view op, const ExecContext&, int64_t, int64_t, int64_t,
-                          int64_t, const TensorView& token_major, const TensorView* const[], int,
-                          bool) {
+                          int64_t, int64_t, const TensorView& token_major,
+                          const TensorView* const[], int64_t, bool) {
   return NoBackend(op, token_major);
 }
 

@@ -21,7 +21,8 @@ namespace {
 using Problem = internal::AttentionProblem;
 
 // Checks everything both directions share and fills `p` (masks and dropout from args).
-// `q_like` are [B, NH, Tq, D] and `k_like` [B, NH, Tk, D], of q's float dtype and device;
+// `q_like` are [B, NH, Tq, D] and `k_like` [B, G, Tk, D] (G = k.dim(1), dividing NH), of q's
+// float dtype and device;
 // `inputs` are read (q, k, v, then out, dout, lse in the backward); `outputs` are written.
 absl::Status CheckAttention(absl::string_view op, const TensorView& q, const TensorView& k,
                             const TensorView& lse, const AttentionArgs& args,
@@ -32,9 +33,15 @@ absl::Status CheckAttention(absl::string_view op, const TensorView& q, const Ten
   const NamedView qn{"q", &q};
   RETURN_IF_ERROR(CheckRank(op, "q", q, 4));
   RETURN_IF_ERROR(CheckRank(op, "k", k, 4));
-  const int64_t B = q.dim(0), NH = q.dim(1), Tq = q.dim(2), D = q.dim(3), Tk = k.dim(2);
+  const int64_t B = q.dim(0), NH = q.dim(1), Tq = q.dim(2), D = q.dim(3), G = k.dim(1),
+                Tk = k.dim(2);
+  if (G < 1 ? NH != 0 : NH % G != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": k ", k.DebugString(), " has ", G,
+                                                   " key/value heads, which do not divide the ", NH,
+                                                   " query heads of q ", q.DebugString()));
+  }
   RETURN_IF_ERROR(CheckMatching(op, qn, q_like, kFloatDTypes, {B, NH, Tq, D}));
-  RETURN_IF_ERROR(CheckMatching(op, qn, k_like, kFloatDTypes, {B, NH, Tk, D}));
+  RETURN_IF_ERROR(CheckMatching(op, qn, k_like, kFloatDTypes, {B, G, Tk, D}));
   RETURN_IF_ERROR(CheckContiguous(op, "lse", lse));
   RETURN_IF_ERROR(CheckDTypeIs(op, "lse", lse, DType::kF32));
   RETURN_IF_ERROR(CheckDeviceOf(op, {"lse", &lse}, qn));
@@ -53,6 +60,7 @@ absl::Status CheckAttention(absl::string_view op, const TensorView& q, const Ten
   RETURN_IF_ERROR(CheckNoOverlap(op, outputs, inputs));
   p->B = B;
   p->NH = NH;
+  p->G = G;
   p->Tq = Tq;
   p->Tk = Tk;
   p->D = D;
@@ -71,6 +79,7 @@ cuda::AttentionParams CudaParams(const Problem& p, const AttentionArgs& args) {
   cuda::AttentionParams c;
   c.batch_heads = p.B * p.NH;
   c.heads = p.NH;
+  c.groups = p.G;
   c.tq = p.Tq;
   c.tk = p.Tk;
   c.d = p.D;

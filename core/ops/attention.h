@@ -1,6 +1,10 @@
 // Fused scaled dot-product attention (flash-attention style): for each batch b and head h,
-//   out[b, h, i, :] = sum_j dropout(P)[i, j] v[b, h, j, :],
-//   P[i, :] = softmax_j(scale * q[b, h, i, :] . k[b, h, j, :]) over the visible keys j,
+//   out[b, h, i, :] = sum_j dropout(P)[i, j] v[b, g, j, :],
+//   P[i, :] = softmax_j(scale * q[b, h, i, :] . k[b, g, j, :]) over the visible keys j,
+// where g = h / (NH / G) is the key/value group of query head h: k and v hold G heads, G dividing
+// NH (grouped-query attention; G = NH is multi-head attention, G = 1 multi-query). The NH / G
+// query heads of a group read the same k and v rows; nothing is repeated in memory, and the
+// backward sums the gradients of a group's query heads into its dk and dv.
 // computed over tiles of keys with an online softmax (running maximum and sum), so that the
 // [Tq, Tk] probabilities are never stored. The log-sum-exp of each query row is saved for the
 // backward, which recomputes the probabilities tile by tile.
@@ -21,19 +25,19 @@
 //   normaliser is that of the probabilities before dropout. p = 0: no dropout.
 //
 // Shapes (row-major, contiguous, one device):
-//   q, out, dq, dout:  [B, NH, Tq, D]      k, v, dk, dv:  [B, NH, Tk, D]
+//   q, out, dq, dout:  [B, NH, Tq, D]      k, v, dk, dv:  [B, G, Tk, D]  (NH % G == 0)
 //   lse:               [B, NH, Tq] f32     padding_mask:  [B, Tk] i32 (optional)
 // q, k, v, out, dout, dq, dk, dv share one float dtype (f32, bf16, f16); math in f32 (one
 // rounding of each output). Outputs must not overlap any input or each other.
-// Devices: CPU (threads over (b, h, query tile) and (b, h, key tile) on ctx.pool; results are
+// Devices: CPU (threads over (b, h, query tile) and (b, g, key tile) on ctx.pool; results are
 // bitwise independent of the thread count; exp by core/ops/fast_math.h's polynomial, relative
 // error below 3e-7) and CUDA in CUDA builds (core/cuda/attention.cu; head dim D <= 128 there,
 // Unimplemented above it). Neither allocates device memory or keeps state between calls.
 // Errors: InvalidArgument (naming the op and the tensor) for a rank other than 4, mismatched
-// shapes, dtypes or devices, non-contiguous views, overlapping outputs, an lse that is not f32, a
-// non-finite scale, a bad padding mask shape or bad dropout arguments (as ops::Dropout checks
-// them); Unimplemented for non-float dtypes (the padding mask: not i32) or devices without a
-// kernel.
+// shapes (a k whose head count G does not divide NH among them), dtypes or devices, non-contiguous
+// views, overlapping outputs, an lse that is not f32, a non-finite scale, a bad padding mask shape
+// or bad dropout arguments (as ops::Dropout checks them); Unimplemented for non-float dtypes (the
+// padding mask: not i32) or devices without a kernel.
 #ifndef MT_CORE_OPS_ATTENTION_H_
 #define MT_CORE_OPS_ATTENTION_H_
 

@@ -1,9 +1,10 @@
 // CPU benchmark: the fused attention op (core/ops/attention.h) against the unfused chain that
 // nn/attention.cc runs (BatchedGemm + Softmax + Dropout + BatchedGemm, and its backward), forward
 // and backward, on one head shape. Prints the best milliseconds per call and the bytes of [T, T]
-// buffers the unfused chain needs.
+// buffers the unfused chain needs; with --query_groups=G, the fused op with G key/value heads too.
 //
 //   bazel run //core/ops:attention_bench -- --batch=2 --heads=8 --seq=512 --head_dim=64
+//   bazel run //core/ops:attention_bench -- --heads=8 --query_groups=2
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,6 +36,9 @@ DEFINE_int32(iters, 5, "timed calls (after one warm-up call); the fastest is rep
 DEFINE_double(dropout, 0.1, "attention dropout probability");
 DEFINE_bool(causal, true, "causal mask");
 DEFINE_string(dtype, "f32", "f32, bf16 or f16");
+DEFINE_int32(query_groups, 0,
+             "also time the fused op with this many key/value heads (grouped-query attention; "
+             "divides --heads; 0: not)");
 
 namespace mt {
 namespace {
@@ -77,7 +81,40 @@ absl::StatusOr<DType> CheckFlags() {
     return absl::InvalidArgumentError(
         "--batch, --heads, --seq, --head_dim and --iters must be >= 1");
   }
+  if (FLAGS_query_groups < 0 || (FLAGS_query_groups > 0 && FLAGS_heads % FLAGS_query_groups != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--query_groups=", FLAGS_query_groups,
+                                                   ": must divide --heads=", FLAGS_heads,
+                                                   " (0: no grouped timing)"));
+  }
   return *dt;
+}
+
+// The fused op with --query_groups key/value heads (k, v [B, G, T, D]) against the multi-head
+// times, forward and backward.
+absl::Status TimeGrouped(const ExecContext& ctx, DType dt, const ops::AttentionArgs& args,
+                         const Tensor& q, const Tensor& dout, double mha_fwd, double mha_bwd) {
+  const int64_t B = FLAGS_batch, NH = FLAGS_heads, G = FLAGS_query_groups, T = FLAGS_seq,
+                D = FLAGS_head_dim;
+  ASSIGN_OR_RETURN(const Tensor k, Random({B, G, T, D}, dt, 5));
+  ASSIGN_OR_RETURN(const Tensor v, Random({B, G, T, D}, dt, 6));
+  Tensor out = Tensor::Host({B, NH, T, D}, dt), lse = Tensor::Host({B, NH, T}, DType::kF32);
+  Tensor dq = Tensor::Host({B, NH, T, D}, dt), dk = Tensor::Host({B, G, T, D}, dt),
+         dv = Tensor::Host({B, G, T, D}, dt);
+  ASSIGN_OR_RETURN(const double fwd, TimeMs([&] {
+                     return ops::FusedAttention(ctx, q.view(), k.view(), v.view(), args, out.view(),
+                                                lse.view());
+                   }));
+  ASSIGN_OR_RETURN(const double bwd, TimeMs([&] {
+                     return ops::FusedAttentionBackward(ctx, q.view(), k.view(), v.view(),
+                                                        out.view(), dout.view(), lse.view(), args,
+                                                        dq.view(), dk.view(), dv.view());
+                   }));
+  std::printf("%-10s %12s %12s %8s  (G=%lld key/value heads, k and v %.1f MiB instead of %.1f)\n",
+              "", "fused GQA", "fused MHA", "ratio", static_cast<long long>(G),
+              2.0 * k.nbytes() / (1 << 20), 2.0 * k.nbytes() * NH / G / (1 << 20));
+  std::printf("%-10s %12.2f %12.2f %8.2f\n", "forward", fwd, mha_fwd, mha_fwd / fwd);
+  std::printf("%-10s %12.2f %12.2f %8.2f\n", "backward", bwd, mha_bwd, mha_bwd / bwd);
+  return absl::OkStatus();
 }
 
 absl::Status Run() {
@@ -154,7 +191,8 @@ absl::Status Run() {
               unfused_bwd / fused_bwd);
   std::printf("[T, T] buffers of the unfused chain: %.1f MiB (fused: lse %.3f MiB)\n",
               3.0 * probs.nbytes() / (1 << 20), lse.nbytes() / double(1 << 20));
-  return absl::OkStatus();
+  if (FLAGS_query_groups == 0) return absl::OkStatus();
+  return TimeGrouped(ctx, dt, args, q, dout, fused_fwd, fused_bwd);
 }
 
 }  // namespace
@@ -163,7 +201,7 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   return mt::ToolMain("attention_bench",
                       "[--batch=B --heads=NH --seq=T --head_dim=D --dtype=f32|bf16|f16 "
-                      "--causal --dropout=P --threads=N --iters=N]\nTimes the fused attention "
-                      "op against the unfused chain.",
+                      "--causal --dropout=P --threads=N --iters=N --query_groups=G]\nTimes the "
+                      "fused attention op against the unfused chain (and with G key/value heads).",
                       argc, argv, mt::Run);
 }

@@ -104,8 +104,8 @@ void ForwardTask(const Problem& p, const T* q, const T* k, const T* v, T* out, f
   const int64_t bh = task / q_tiles;
   const int64_t i0 = (task % q_tiles) * kQueryTile;
   const int64_t rows = std::min(kQueryTile, Tq - i0);
-  const T* kb = k + bh * Tk * D;
-  const T* vb = v + bh * Tk * D;
+  const T* kb = k + p.KvHead(bh) * Tk * D;
+  const T* vb = v + p.KvHead(bh) * Tk * D;
   ToF32(q + (bh * Tq + i0) * D, rows * D, w.qf.data());
   std::fill(w.acc.begin(), w.acc.begin() + rows * D, 0.0f);
   std::fill(w.m.begin(), w.m.end(), kNegInf);
@@ -155,7 +155,8 @@ void ForwardCpu(const ExecContext& ctx, const Problem& p, const TensorView& q, c
 // ---- Backward ----
 //
 // Two passes without atomics, each over tasks that own their outputs (deterministic): dk and dv
-// per (b, h, key tile), looping over the query rows that see the tile; then dq per (b, h, query
+// per (b, key/value head, key tile), looping over the group's query heads and, in each, the query
+// rows that see the tile; then dq per (b, h, query
 // tile), looping over key tiles. Both recompute the scores and dP = dout v^T tile by tile, and
 // the row terms D_i = dout_i . out_i, with the same code, so they see the same probabilities.
 
@@ -229,20 +230,13 @@ void TileScores(int64_t D, int64_t r0, int64_t rows, int64_t n, BackwardScratch&
   MatMulAcc(w.dof.data() + r0 * D, D, w.vt.data(), kKeyTile, dp0, kKeyTile, rows - r0, D, n);
 }
 
-// dk and dv of key tile (bh, j0 .. j0 + n), over query tiles in order.
+// Adds to dk_acc and dv_acc [n, D] the terms of query head bh for the key tile j0 .. j0 + n in
+// w.kt / w.vt, over its query tiles in order.
 template <typename T>
-void KeyTileTask(const Problem& p, const T* q, const T* k, const T* v, const T* out, const T* dout,
-                 const float* lse, T* dk, T* dv, int64_t task, BackwardScratch& w) {
+void AddQueryHeadToKeyTile(const Problem& p, const T* q, const T* out, const T* dout,
+                           const float* lse, int64_t bh, int64_t j0, int64_t n, BackwardScratch& w,
+                           float* dk_acc, float* dv_acc) {
   const int64_t D = p.D, Tq = p.Tq, Tk = p.Tk;
-  const int64_t k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
-  const int64_t bh = task / k_tiles;
-  const int64_t j0 = (task % k_tiles) * kKeyTile;
-  const int64_t n = std::min(kKeyTile, Tk - j0);
-  LoadTransposed(k + (bh * Tk + j0) * D, n, D, w.kt.data());
-  LoadTransposed(v + (bh * Tk + j0) * D, n, D, w.vt.data());
-  float* dk_acc = w.acc.data();
-  float* dv_acc = dk_acc + n * D;
-  std::fill(dk_acc, dk_acc + 2 * n * D, 0.0f);
   DropoutRow drop(p.dropout);
   // Rows before i_start see none of the tile (causal).
   const int64_t i_start = p.causal ? std::clamp<int64_t>(j0 - (Tk - Tq), 0, Tq) : 0;
@@ -269,8 +263,30 @@ void KeyTileTask(const Problem& p, const T* q, const T* k, const T* v, const T* 
     MatMulAcc(w.pd.data(), kQueryTile, w.dof.data(), D, dv_acc, D, n, rows, D);
     MatMulAcc(w.ds.data(), kQueryTile, w.qf.data(), D, dk_acc, D, n, rows, D);
   }
-  FromF32(dk_acc, n * D, dk + (bh * Tk + j0) * D);
-  FromF32(dv_acc, n * D, dv + (bh * Tk + j0) * D);
+}
+
+// dk and dv of key tile (bg, j0 .. j0 + n) of the (batch, key/value head) pair bg: the terms of
+// the group's query heads in order, each over its query tiles in order.
+template <typename T>
+void KeyTileTask(const Problem& p, const T* q, const T* k, const T* v, const T* out, const T* dout,
+                 const float* lse, T* dk, T* dv, int64_t task, BackwardScratch& w) {
+  const int64_t D = p.D, Tk = p.Tk, per_group = p.HeadsPerGroup();
+  const int64_t k_tiles = (Tk + kKeyTile - 1) / kKeyTile;
+  const int64_t bg = task / k_tiles;
+  const int64_t j0 = (task % k_tiles) * kKeyTile;
+  const int64_t n = std::min(kKeyTile, Tk - j0);
+  LoadTransposed(k + (bg * Tk + j0) * D, n, D, w.kt.data());
+  LoadTransposed(v + (bg * Tk + j0) * D, n, D, w.vt.data());
+  float* dk_acc = w.acc.data();
+  float* dv_acc = dk_acc + n * D;
+  std::fill(dk_acc, dk_acc + 2 * n * D, 0.0f);
+  // Query head h of batch b reads group h / per_group: bh = b NH + g per_group + r.
+  const int64_t first_bh = (bg / p.G) * p.NH + (bg % p.G) * per_group;
+  for (int64_t bh = first_bh; bh < first_bh + per_group; ++bh) {
+    AddQueryHeadToKeyTile(p, q, out, dout, lse, bh, j0, n, w, dk_acc, dv_acc);
+  }
+  FromF32(dk_acc, n * D, dk + (bg * Tk + j0) * D);
+  FromF32(dv_acc, n * D, dv + (bg * Tk + j0) * D);
 }
 
 // dq of query tile (bh, i0 .. i0 + rows), over key tiles in order.
@@ -289,9 +305,10 @@ void QueryTileTask(const Problem& p, const T* q, const T* k, const T* v, const T
   const int64_t kmax = p.KeyEnd(i0 + rows - 1);
   for (int64_t j0 = 0; j0 < kmax; j0 += kKeyTile) {
     const int64_t n = std::min(kKeyTile, kmax - j0);
-    LoadTransposed(k + (bh * Tk + j0) * D, n, D, w.kt.data());
-    LoadTransposed(v + (bh * Tk + j0) * D, n, D, w.vt.data());
-    ToF32(k + (bh * Tk + j0) * D, n * D, w.kf.data());
+    const int64_t at = (p.KvHead(bh) * Tk + j0) * D;
+    LoadTransposed(k + at, n, D, w.kt.data());
+    LoadTransposed(v + at, n, D, w.vt.data());
+    ToF32(k + at, n * D, w.kf.data());
     const int64_t r0 = FirstRowSeeing(p, i0, rows, j0);
     TileScores(D, r0, rows, n, w);
     for (int64_t r = r0; r < rows; ++r) {
@@ -321,7 +338,7 @@ void BackwardCpu(const ExecContext& ctx, const Problem& p, const TensorView& q, 
   const T* pdo = dout.data_as<T>();
   const float* plse = lse.data_as<float>();
   const int64_t k_tiles = (p.Tk + kKeyTile - 1) / kKeyTile;
-  ParallelFor(ctx.pool, p.B * p.NH * k_tiles, 1, [&](int64_t begin, int64_t end) {
+  ParallelFor(ctx.pool, p.B * p.G * k_tiles, 1, [&](int64_t begin, int64_t end) {
     BackwardScratch w(p.D);
     for (int64_t task = begin; task < end; ++task) {
       KeyTileTask<T>(p, pq, pk, pv, po, pdo, plse, dk.data_as<T>(), dv.data_as<T>(), task, w);

@@ -1,7 +1,8 @@
 // The fused attention op on the GPU: forward and backward against the float64 reference of the
 // unfused math (attention_testutil, the tolerances of the CPU kernel), repeatable bit for bit,
 // with exactly the dropout mask of ops::Dropout; every dtype, causal and padding masks (fully
-// masked rows included), Tq != Tk, head dims up to the kernels' limit. Skipped without a GPU.
+// masked rows included), Tq != Tk, head dims up to the kernels' limit, grouped keys and values
+// (G < NH). Skipped without a GPU.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -84,6 +85,25 @@ TEST_F(AttentionCudaTest, MatchesFloat64ReferenceAndRepeatsBitwise) {
             EXPECT_TRUE(SameBits(again, r));
           }
         }
+      }
+    }
+  }
+}
+
+TEST_F(AttentionCudaTest, GroupedQueryAttentionMatchesFloat64Reference) {
+  // k and v with G < NH heads: multi-query (G = 1) and G = 2 of 6 heads, several key tiles.
+  const std::vector<AttentionDims> dims = {{2, 4, 7, 9, 8, 1}, {1, 6, 33, 70, 24, 2}};
+  uint64_t seed = 700;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (const AttentionDims& d : dims) {
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(dt), " ", d.Name(), causal ? " causal" : ""));
+        const AttentionInputs in = RandomAttentionInputs(d, dt, seed);
+        seed += 4;
+        const Tensor mask = RandomPaddingMask(d.B, d.Tk, seed++);
+        const AttentionArgs args = MakeAttentionArgs(d, causal, &mask.view(), 0.3f);
+        const AttentionResult r = RunOnGpu(gpu_, d, in, args, &mask);
+        mt::testing::ExpectNearReference(r, AttentionReference(d, args, in), dt);
       }
     }
   }

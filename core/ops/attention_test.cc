@@ -179,11 +179,11 @@ TEST_F(AttentionTest, BackwardMatchesFiniteDifferences) {
     bool causal, padded;
     float p;
   };
-  const std::vector<FdCase> cases = {{{1, 2, 5, 5, 8}, false, false, 0.0f},
-                                     {{1, 2, 5, 5, 8}, true, false, 0.0f},
-                                     {{2, 1, 7, 4, 8}, true, true, 0.0f},
-                                     {{2, 1, 3, 6, 5}, false, true, 0.0f},
-                                     {{1, 2, 6, 6, 8}, true, true, 0.3f}};
+  const std::vector<FdCase> cases = {
+      {{1, 2, 5, 5, 8}, false, false, 0.0f},   {{1, 2, 5, 5, 8}, true, false, 0.0f},
+      {{2, 1, 7, 4, 8}, true, true, 0.0f},     {{2, 1, 3, 6, 5}, false, true, 0.0f},
+      {{1, 2, 6, 6, 8}, true, true, 0.3f},     {{2, 4, 5, 6, 4, 2}, true, true, 0.0f},
+      {{1, 3, 4, 5, 4, 1}, false, false, 0.3f}};
   uint64_t seed = 900;
   for (const FdCase& c : cases) {
     const Dims& d = c.d;
@@ -214,6 +214,73 @@ TEST_F(AttentionTest, BackwardMatchesFiniteDifferences) {
     EXPECT_TRUE(AllClose(r.dk.view(), NumericalGradient(loss_of(&k), k), 0, e * ref.dk_mag + 1e-7));
     EXPECT_TRUE(AllClose(r.dv.view(), NumericalGradient(loss_of(&v), v), 0, e * ref.dv_mag + 1e-7));
   }
+}
+
+TEST_F(AttentionTest, GroupedQueryAttentionMatchesFloat64Reference) {
+  // k and v with G < NH heads (query head h reads group h / (NH / G)): G = 1 (multi-query) and
+  // G = 2 of 4 and 6 heads, over several key tiles (dk and dv sum the group's heads).
+  const std::vector<Dims> dims = {{2, 4, 7, 7, 8, 1}, {1, 6, 33, 70, 24, 2}, {2, 4, 9, 5, 8, 2}};
+  uint64_t seed = 1300;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (const Dims& d : dims) {
+      for (bool causal : {false, true}) {
+        for (float p : {0.0f, 0.3f}) {
+          SCOPED_TRACE(
+              absl::StrCat(DTypeName(dt), " ", d.Name(), causal ? " causal" : "", " p=", p));
+          const Inputs in = MakeInputs(d, dt, seed);
+          seed += 4;
+          const Tensor mask = MakePaddingMask(d.B, d.Tk, seed++);
+          const AttentionArgs args = MakeArgs(d, causal, &mask, p);
+          const Result r = RunFused(ExecContext{}, d, in, args);
+          EXPECT_TRUE(SameBits(r, RunFused(ExecContext{&pool_}, d, in, args)));
+          ExpectNearReference(r, AttentionReference(d, args, in), dt);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(AttentionTest, GroupsReadTheSameRowsAsRepeatedKeysAndValues) {
+  // The same attention with each group's k and v copied to its NH / G query heads: the forward
+  // bitwise (the same rows are read), dq bitwise, and dk, dv of a group the sum of its copies'.
+  const Dims grouped{2, 6, 9, 11, 8, 3};
+  const Dims repeated{2, 6, 9, 11, 8};
+  const Inputs in = MakeInputs(grouped, DType::kF32, 1400);
+  const std::vector<double> k = ToDoubles(in.k.view()), v = ToDoubles(in.v.view());
+  std::vector<double> k_rep, v_rep;
+  const int64_t row = grouped.Tk * grouped.D;
+  for (int64_t bh = 0; bh < grouped.B * grouped.NH; ++bh) {
+    const int64_t kv = grouped.KvHead(bh);
+    k_rep.insert(k_rep.end(), k.begin() + kv * row, k.begin() + (kv + 1) * row);
+    v_rep.insert(v_rep.end(), v.begin() + kv * row, v.begin() + (kv + 1) * row);
+  }
+  Inputs in_rep = MakeInputs(repeated, DType::kF32, 1400);  // The same q and dout.
+  in_rep.k = FromDoubles(repeated.KShape(), DType::kF32, k_rep);
+  in_rep.v = FromDoubles(repeated.KShape(), DType::kF32, v_rep);
+  const Tensor mask = MakePaddingMask(grouped.B, grouped.Tk, 1401);
+  const AttentionArgs args = MakeArgs(grouped, /*causal=*/true, &mask, 0.3f);
+  const Result g = RunFused(ExecContext{&pool_}, grouped, in, args);
+  const Result r = RunFused(ExecContext{&pool_}, repeated, in_rep, args);
+  EXPECT_TRUE(::mt::testing::SameBits(g.out, r.out));
+  EXPECT_TRUE(::mt::testing::SameBits(g.lse, r.lse));
+  EXPECT_TRUE(::mt::testing::SameBits(g.dq, r.dq));
+  const std::vector<double> dk_rep = ToDoubles(r.dk.view()), dv_rep = ToDoubles(r.dv.view());
+  std::vector<double> dk_sum(k.size(), 0.0), dv_sum(v.size(), 0.0), dk_abs(k.size(), 0.0);
+  for (int64_t bh = 0; bh < grouped.B * grouped.NH; ++bh) {
+    const int64_t kv = grouped.KvHead(bh);
+    for (int64_t e = 0; e < row; ++e) {
+      dk_sum[kv * row + e] += dk_rep[bh * row + e];
+      dv_sum[kv * row + e] += dv_rep[bh * row + e];
+      dk_abs[kv * row + e] += std::fabs(dk_rep[bh * row + e]) + std::fabs(dv_rep[bh * row + e]);
+    }
+  }
+  double mag = 0;
+  for (double x : dk_abs) mag = std::max(mag, x);
+  ASSERT_GT(mag, 0.1);  // Not a degenerate case.
+  // Each copy's gradient is a sum of the same f32 terms in another grouping.
+  const double atol = 64.0 * grouped.Tq * kU32 * mag;
+  EXPECT_TRUE(AllClose(g.dk.view(), dk_sum, 0, atol));
+  EXPECT_TRUE(AllClose(g.dv.view(), dv_sum, 0, atol));
 }
 
 TEST_F(AttentionTest, MatchesTheUnfusedOpChainWithTheSameDropoutMask) {
@@ -351,6 +418,11 @@ TEST_F(AttentionErrorTest, RanksAndShapes) {
   TensorView k_bad(in_.k.data(), {2, 2, 5, 4}, DType::kF32);
   EXPECT_TRUE(IsError(Forward(q_, k_bad, v_, good_, out, lse), kInvalid,
                       "FusedAttention: k has shape [2, 2, 5, 4], expected [2, 2, 5, 5]"));
+  TensorView k_groups(in_.k.data(), {1, 3, 4, 5}, DType::kF32);
+  EXPECT_TRUE(
+      IsError(Forward(q_, k_groups, v_, good_, out, lse), kInvalid,
+              "FusedAttention: k f32[1, 3, 4, 5] on cpu has 3 key/value heads, which do not "
+              "divide the 2 query heads"));
   TensorView v_bad(in_.v.data(), {2, 2, 2, 5}, DType::kF32);
   EXPECT_TRUE(
       IsError(Forward(q_, k_, v_bad, good_, out, lse), kInvalid, "FusedAttention: v has shape"));

@@ -47,7 +47,8 @@ double MaxAbsRow(const std::vector<double>& x, int64_t row, int64_t D) {
 }  // namespace
 
 std::string AttentionDims::Name() const {
-  return absl::StrCat("B", B, " NH", NH, " Tq", Tq, " Tk", Tk, " D", D);
+  return absl::StrCat("B", B, " NH", NH, G > 0 ? absl::StrCat(" G", G) : "", " Tq", Tq, " Tk", Tk,
+                      " D", D);
 }
 
 ::testing::AssertionResult SameBits(const AttentionResult& a, const AttentionResult& b) {
@@ -109,14 +110,14 @@ class ReferenceRows {
         k_(k),
         v_(v),
         dout_(dout),
-        dk_mag_(dm.B * dm.NH * dm.Tk, 0.0),
-        dv_mag_(dm.B * dm.NH * dm.Tk, 0.0),
+        dk_mag_(dm.B * dm.Groups() * dm.Tk, 0.0),
+        dv_mag_(dm.B * dm.Groups() * dm.Tk, 0.0),
         s_(dm.Tk),
         prob_(dm.Tk),
         f_(dm.Tk),
         dp_(dm.Tk) {
     if (args.padding_mask != nullptr) mask_ = ToDoubles(*args.padding_mask);
-    const int64_t rows = dm.B * dm.NH * dm.Tq, keys = dm.B * dm.NH * dm.Tk;
+    const int64_t rows = dm.B * dm.NH * dm.Tq, keys = dm.B * dm.Groups() * dm.Tk;
     r_.out.assign(q.size(), 0.0);
     r_.lse.assign(rows, -INFINITY);
     r_.dq.assign(q.size(), 0.0);
@@ -151,13 +152,13 @@ class ReferenceRows {
 
   // The scores s_j of row i of head bh; returns their visible maximum (-inf if none is visible).
   double Scores(int64_t bh, int64_t i) {
-    const int64_t qi = bh * dm_.Tq + i, D = dm_.D;
+    const int64_t qi = bh * dm_.Tq + i, D = dm_.D, kv = dm_.KvHead(bh);
     double m = -INFINITY;
     for (int64_t j = 0; j < dm_.Tk; ++j) {
       double dot = 0, dot_abs = 0;
       for (int64_t d = 0; d < D; ++d) {
-        dot += q_[qi * D + d] * k_[(bh * dm_.Tk + j) * D + d];
-        dot_abs += std::fabs(q_[qi * D + d] * k_[(bh * dm_.Tk + j) * D + d]);
+        dot += q_[qi * D + d] * k_[(kv * dm_.Tk + j) * D + d];
+        dot_abs += std::fabs(q_[qi * D + d] * k_[(kv * dm_.Tk + j) * D + d]);
       }
       s_[j] = args_.scale * dot;
       if (Visible(bh, i, j)) {
@@ -170,7 +171,7 @@ class ReferenceRows {
 
   // The softmax of the scores (maximum m), the dropout factors, out and lse of the row.
   void Forward(int64_t bh, int64_t i, double m) {
-    const int64_t qi = bh * dm_.Tq + i, Tk = dm_.Tk, D = dm_.D;
+    const int64_t qi = bh * dm_.Tq + i, Tk = dm_.Tk, D = dm_.D, kv = dm_.KvHead(bh);
     double l = 0;
     for (int64_t j = 0; j < Tk; ++j) l += Visible(bh, i, j) ? std::exp(s_[j] - m) : 0.0;
     r_.lse[qi] = m + std::log(l);
@@ -181,23 +182,23 @@ class ReferenceRows {
       prob_[j] = Visible(bh, i, j) ? std::exp(s_[j] - m) / l : 0.0;
       f_[j] = DropFactor(args_.dropout, qi * Tk + j);
       for (int64_t d = 0; d < D; ++d) {
-        r_.out[qi * D + d] += prob_[j] * f_[j] * v_[(bh * Tk + j) * D + d];
+        r_.out[qi * D + d] += prob_[j] * f_[j] * v_[(kv * Tk + j) * D + d];
       }
-      out_mag += prob_[j] * f_[j] * MaxAbsRow(v_, bh * Tk + j, D);
-      if (prob_[j] * f_[j] != 0.0) r_.out_zero[qi] = r_.dv_zero[bh * Tk + j] = false;
-      if (prob_[j] != 0.0) r_.dk_zero[bh * Tk + j] = false;
+      out_mag += prob_[j] * f_[j] * MaxAbsRow(v_, kv * Tk + j, D);
+      if (prob_[j] * f_[j] != 0.0) r_.out_zero[qi] = r_.dv_zero[kv * Tk + j] = false;
+      if (prob_[j] != 0.0) r_.dk_zero[kv * Tk + j] = false;
     }
     r_.out_mag = std::max(r_.out_mag, out_mag);
   }
 
   // Backward of out_i = sum_j P_j f_j v_j, P = softmax(s).
   void Backward(int64_t bh, int64_t i) {
-    const int64_t qi = bh * dm_.Tq + i, Tk = dm_.Tk, D = dm_.D;
+    const int64_t qi = bh * dm_.Tq + i, Tk = dm_.Tk, D = dm_.D, kv = dm_.KvHead(bh);
     const double scale = args_.scale;
     double d_i = 0, d_abs = 0;
     for (int64_t j = 0; j < Tk; ++j) {
       double dot = 0;
-      for (int64_t d = 0; d < D; ++d) dot += dout_[qi * D + d] * v_[(bh * Tk + j) * D + d];
+      for (int64_t d = 0; d < D; ++d) dot += dout_[qi * D + d] * v_[(kv * Tk + j) * D + d];
       dp_[j] = f_[j] * dot;
       d_i += prob_[j] * dp_[j];
       d_abs += prob_[j] * std::fabs(dp_[j]);
@@ -207,7 +208,7 @@ class ReferenceRows {
     const double q_max = MaxAbsRow(q_, qi, D), dout_max = MaxAbsRow(dout_, qi, D);
     for (int64_t j = 0; j < Tk; ++j) {
       if (prob_[j] == 0.0) continue;
-      const int64_t kj = bh * Tk + j;
+      const int64_t kj = kv * Tk + j;
       const double ds = prob_[j] * (dp_[j] - d_i);
       const double ds_abs = prob_[j] * (std::fabs(dp_[j]) + d_abs);
       for (int64_t d = 0; d < D; ++d) {
@@ -226,12 +227,12 @@ class ReferenceRows {
   const ops::AttentionArgs& args_;
   const bool causal_;
   const std::vector<double>& q_;     // [B, NH, Tq, D]
-  const std::vector<double>& k_;     // [B, NH, Tk, D]
-  const std::vector<double>& v_;     // [B, NH, Tk, D]
+  const std::vector<double>& k_;     // [B, G, Tk, D]
+  const std::vector<double>& v_;     // [B, G, Tk, D]
   const std::vector<double>& dout_;  // [B, NH, Tq, D]
   std::vector<double> mask_;         // [B, Tk], empty without a padding mask
   AttentionRef r_;
-  std::vector<double> dk_mag_, dv_mag_;  // [B NH Tk]
+  std::vector<double> dk_mag_, dv_mag_;  // [B G Tk]
   double s_max_ = 0, lse_max_ = 0;
   std::vector<double> s_, prob_, f_, dp_;  // [Tk]: the current row's terms
 };

@@ -19,8 +19,12 @@ namespace testing {
 
 struct AttentionDims {
   int64_t B, NH, Tq, Tk, D;
+  int64_t G = 0;  // Key/value heads (grouped-query attention); 0: NH.
+  int64_t Groups() const { return G > 0 ? G : NH; }
+  // The (batch, key/value head) pair that the (batch, query head) pair bh reads.
+  int64_t KvHead(int64_t bh) const { return (bh / NH) * Groups() + (bh % NH) / (NH / Groups()); }
   Shape QShape() const { return {B, NH, Tq, D}; }
-  Shape KShape() const { return {B, NH, Tk, D}; }
+  Shape KShape() const { return {B, Groups(), Tk, D}; }
   Shape LseShape() const { return {B, NH, Tq}; }
   std::string Name() const;
 };

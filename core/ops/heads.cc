@@ -26,27 +26,39 @@ absl::Status CheckView(absl::string_view op, absl::string_view name, const Tenso
 }
 
 absl::Status CheckShapeArgs(absl::string_view op, const HeadsShape& s) {
-  if (s.batch < 0 || s.seq < 0 || s.heads < 0 || s.head_dim < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": negative dimension in B=", s.batch, " T=",
-                                                   s.seq, " NH=", s.heads, " D=", s.head_dim));
+  if (s.batch < 0 || s.seq < 0 || s.heads < 0 || s.head_dim < 0 || s.groups < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": negative dimension in B=", s.batch,
+                                                   " T=", s.seq, " NH=", s.heads, " D=", s.head_dim,
+                                                   " G=", s.groups));
+  }
+  if (s.groups > 0 && s.heads % s.groups != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", s.groups, " key/value groups do not divide ", s.heads, " heads"));
   }
   return absl::OkStatus();
 }
 
-// Copies D-element rows between the token-major index (b, t, h, slot) of a tensor with `slots`
-// rows per head and the head-major index (b, h, t) of `num_outputs` tensors. `to_heads` selects
-// the direction. Parallel over (b, t).
-void Permute(const ExecContext& ctx, const HeadsShape& s, int slots, char* token_major,
-             char* const* head_major, bool to_heads, size_t elem) {
-  const int64_t B = s.batch, T = s.seq, NH = s.heads, D = s.head_dim;
+// Copies D-element rows between the token-major index (b, t, g, slot) of a tensor with G groups
+// of `slots` rows and the head-major index (b, h, t) of up to three tensors: slot r < per_group
+// is row (b, g per_group + r, t) of head_major[0] (G per_group heads), slot per_group row
+// (b, g, t) of head_major[1] and slot per_group + 1 of head_major[2] (G heads). slots = 1,
+// per_group = 1 is the plain permutation [B, T, G, D] <-> [B, G, T, D]. `to_heads` selects the
+// direction. Parallel over (b, t).
+void Permute(const ExecContext& ctx, const HeadsShape& s, int64_t G, int64_t per_group, int slots,
+             char* token_major, char* const* head_major, bool to_heads, size_t elem) {
+  const int64_t B = s.batch, T = s.seq, D = s.head_dim;
   const size_t row = static_cast<size_t>(D) * elem;
   ParallelFor(ctx.pool, B * T, 16, [&](int64_t begin, int64_t end) {
     for (int64_t bt = begin; bt < end; ++bt) {
       const int64_t b = bt / T, t = bt % T;
-      for (int64_t h = 0; h < NH; ++h) {
+      for (int64_t g = 0; g < G; ++g) {
         for (int slot = 0; slot < slots; ++slot) {
-          char* tok = token_major + (((bt * NH + h) * slots + slot) * row);
-          char* hm = head_major[slot] + (((b * NH + h) * T + t) * row);
+          const bool query = slot < per_group;
+          const int64_t heads = query ? G * per_group : G;
+          const int64_t h = query ? g * per_group + slot : g;
+          char* tok = token_major + (((bt * G + g) * slots + slot) * row);
+          char* hm =
+              head_major[query ? 0 : slot - per_group + 1] + (((b * heads + h) * T + t) * row);
           if (to_heads) {
             std::memcpy(hm, tok, row);
           } else {
@@ -58,14 +70,18 @@ void Permute(const ExecContext& ctx, const HeadsShape& s, int slots, char* token
   });
 }
 
+// Query heads per key/value group (validated shapes).
+int64_t PerGroup(const HeadsShape& s) { return s.kv_heads() == 0 ? 1 : s.heads / s.kv_heads(); }
+
 absl::Status QkvCommon(absl::string_view op, const HeadsShape& s, const TensorView& qkv,
                        const TensorView& q, const TensorView& k, const TensorView& v) {
   RETURN_IF_ERROR(CheckShapeArgs(op, s));
   const int64_t n = s.batch * s.seq * s.heads * s.head_dim;
-  RETURN_IF_ERROR(CheckView(op, "qkv", qkv, 3 * n, qkv));
+  const int64_t n_kv = s.batch * s.seq * s.kv_heads() * s.head_dim;
+  RETURN_IF_ERROR(CheckView(op, "qkv", qkv, n + 2 * n_kv, qkv));
   RETURN_IF_ERROR(CheckView(op, "q", q, n, qkv));
-  RETURN_IF_ERROR(CheckView(op, "k", k, n, qkv));
-  RETURN_IF_ERROR(CheckView(op, "v", v, n, qkv));
+  RETURN_IF_ERROR(CheckView(op, "k", k, n_kv, qkv));
+  RETURN_IF_ERROR(CheckView(op, "v", v, n_kv, qkv));
   return absl::OkStatus();
 }
 
@@ -85,11 +101,12 @@ absl::Status SplitQkv(const ExecContext& ctx, const HeadsShape& s, const TensorV
   RETURN_IF_ERROR(QkvCommon("SplitQkv", s, qkv, q, k, v));
   const TensorView* hm[3] = {&q, &k, &v};
   MT_ROUTE_DEVICE("SplitQkv", qkv,
-                  cuda::HeadsPermute("SplitQkv", ctx, s.batch, s.seq, s.heads, s.head_dim, qkv, hm,
-                                     3, /*to_heads=*/true));
+                  cuda::HeadsPermute("SplitQkv", ctx, s.batch, s.seq, s.kv_heads(), PerGroup(s),
+                                     s.head_dim, qkv, hm, PerGroup(s) + 2, /*to_heads=*/true));
   char* outs[3] = {static_cast<char*>(q.data), static_cast<char*>(k.data),
                    static_cast<char*>(v.data)};
-  Permute(ctx, s, 3, static_cast<char*>(qkv.data), outs, /*to_heads=*/true, DTypeSize(qkv.dtype));
+  Permute(ctx, s, s.kv_heads(), PerGroup(s), PerGroup(s) + 2, static_cast<char*>(qkv.data), outs,
+          /*to_heads=*/true, DTypeSize(qkv.dtype));
   return absl::OkStatus();
 }
 
@@ -98,11 +115,12 @@ absl::Status MergeQkv(const ExecContext& ctx, const HeadsShape& s, const TensorV
   RETURN_IF_ERROR(QkvCommon("MergeQkv", s, qkv, q, k, v));
   const TensorView* hm[3] = {&q, &k, &v};
   MT_ROUTE_DEVICE("MergeQkv", qkv,
-                  cuda::HeadsPermute("MergeQkv", ctx, s.batch, s.seq, s.heads, s.head_dim, qkv, hm,
-                                     3, /*to_heads=*/false));
+                  cuda::HeadsPermute("MergeQkv", ctx, s.batch, s.seq, s.kv_heads(), PerGroup(s),
+                                     s.head_dim, qkv, hm, PerGroup(s) + 2, /*to_heads=*/false));
   char* ins[3] = {static_cast<char*>(q.data), static_cast<char*>(k.data),
                   static_cast<char*>(v.data)};
-  Permute(ctx, s, 3, static_cast<char*>(qkv.data), ins, /*to_heads=*/false, DTypeSize(qkv.dtype));
+  Permute(ctx, s, s.kv_heads(), PerGroup(s), PerGroup(s) + 2, static_cast<char*>(qkv.data), ins,
+          /*to_heads=*/false, DTypeSize(qkv.dtype));
   return absl::OkStatus();
 }
 
@@ -111,11 +129,11 @@ absl::Status MergeHeads(const ExecContext& ctx, const HeadsShape& s, const Tenso
   RETURN_IF_ERROR(HeadsCommon("MergeHeads", s, x, y));
   const TensorView* hm[1] = {&x};
   MT_ROUTE_DEVICE("MergeHeads", x,
-                  cuda::HeadsPermute("MergeHeads", ctx, s.batch, s.seq, s.heads, s.head_dim, y, hm,
-                                     1, /*to_heads=*/false));
+                  cuda::HeadsPermute("MergeHeads", ctx, s.batch, s.seq, s.heads, /*per_group=*/1,
+                                     s.head_dim, y, hm, 1, /*to_heads=*/false));
   char* head_major[1] = {static_cast<char*>(x.data)};
-  Permute(ctx, s, 1, static_cast<char*>(y.data), head_major, /*to_heads=*/false,
-          DTypeSize(x.dtype));
+  Permute(ctx, s, s.heads, /*per_group=*/1, 1, static_cast<char*>(y.data), head_major,
+          /*to_heads=*/false, DTypeSize(x.dtype));
   return absl::OkStatus();
 }
 
@@ -124,10 +142,11 @@ absl::Status SplitHeads(const ExecContext& ctx, const HeadsShape& s, const Tenso
   RETURN_IF_ERROR(HeadsCommon("SplitHeads", s, x, y));
   const TensorView* hm[1] = {&x};
   MT_ROUTE_DEVICE("SplitHeads", x,
-                  cuda::HeadsPermute("SplitHeads", ctx, s.batch, s.seq, s.heads, s.head_dim, y, hm,
-                                     1, /*to_heads=*/true));
+                  cuda::HeadsPermute("SplitHeads", ctx, s.batch, s.seq, s.heads, /*per_group=*/1,
+                                     s.head_dim, y, hm, 1, /*to_heads=*/true));
   char* head_major[1] = {static_cast<char*>(x.data)};
-  Permute(ctx, s, 1, static_cast<char*>(y.data), head_major, /*to_heads=*/true, DTypeSize(x.dtype));
+  Permute(ctx, s, s.heads, /*per_group=*/1, 1, static_cast<char*>(y.data), head_major,
+          /*to_heads=*/true, DTypeSize(x.dtype));
   return absl::OkStatus();
 }
 

@@ -31,15 +31,17 @@ using HeadsCudaTest = CudaOpTest;
 TEST_F(HeadsCudaTest, PermutationsAreBitwiseTheCpus) {
   uint64_t seed = 1;
   for (DType dt : {DType::kF32, DType::kBF16, DType::kI64, DType::kU16}) {
-    for (const HeadsShape& hs : {HeadsShape{1, 1, 1, 1}, HeadsShape{2, 3, 5, 7},
-                                 HeadsShape{3, 17, 4, 64}, HeadsShape{1, 129, 3, 33}}) {
+    for (const HeadsShape& hs :
+         {HeadsShape{1, 1, 1, 1}, HeadsShape{2, 3, 5, 7}, HeadsShape{3, 17, 4, 64},
+          HeadsShape{1, 129, 3, 33}, HeadsShape{2, 3, 6, 7, 2}, HeadsShape{1, 5, 4, 8, 1}}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(dt), " B ", hs.batch, " T ", hs.seq, " NH ", hs.heads,
-                                " D ", hs.head_dim));
+                                " D ", hs.head_dim, " G ", hs.kv_heads()));
       const Shape hm = {hs.batch, hs.heads, hs.seq, hs.head_dim};
+      const Shape kvm = {hs.batch, hs.kv_heads(), hs.seq, hs.head_dim};
       const Shape tm = {hs.batch, hs.seq, hs.heads * hs.head_dim};
-      const Shape fused = {hs.batch, hs.seq, hs.heads * 3 * hs.head_dim};
+      const Shape fused = {hs.batch, hs.seq, (hs.heads + 2 * hs.kv_heads()) * hs.head_dim};
       const Mirrored qkv = Random(fused, dt, seed++);
-      const Mirrored q = MirrorNaN(hm, dt), k = MirrorNaN(hm, dt), v = MirrorNaN(hm, dt);
+      const Mirrored q = MirrorNaN(hm, dt), k = MirrorNaN(kvm, dt), v = MirrorNaN(kvm, dt);
       ASSERT_TRUE(OnBoth(
           [&](const ExecContext& c, Side s) { return SplitQkv(c, hs, qkv[s], q[s], k[s], v[s]); }));
       EXPECT_TRUE(GpuMatchesCpu(q, kBitwise));
@@ -47,8 +49,8 @@ TEST_F(HeadsCudaTest, PermutationsAreBitwiseTheCpus) {
       EXPECT_TRUE(GpuMatchesCpu(v, kBitwise));
 
       // MergeQkv from fresh head-major tensors.
-      const Mirrored dq = Random(hm, dt, seed++), dk = Random(hm, dt, seed++),
-                     dv = Random(hm, dt, seed++);
+      const Mirrored dq = Random(hm, dt, seed++), dk = Random(kvm, dt, seed++),
+                     dv = Random(kvm, dt, seed++);
       const Mirrored dqkv = MirrorNaN(fused, dt);
       EXPECT_TRUE(OnBothMatch(dqkv, kBitwise, [&](const ExecContext& c, Side s) {
         return MergeQkv(c, hs, dq[s], dk[s], dv[s], dqkv[s]);

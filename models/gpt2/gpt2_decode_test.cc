@@ -2,7 +2,8 @@
 // recomputing the whole prefix with Model::Logits at every step: the same greedy tokens and the
 // logits within float rounding, in f32 and bf16, for GPT-2 (learned positions continuing from the
 // cache length) and for a small model on a TransformerStack with rotary embeddings
-// (models/testing's TinyLm: RMSNorm, SwiGLU, rotary attention). Also: the logits of every new
+// (models/testing's TinyLm: RMSNorm, SwiGLU, rotary attention), and GPT-2 with grouped-query and
+// multi-query attention. Also: the logits of every new
 // position, steps of several tokens, a restart, training unchanged after decoding, every argument
 // error, and that BERT has no decoding (Unimplemented when asked for it).
 #include <cmath>
@@ -71,6 +72,27 @@ TEST_P(GptDecodeTest, RotaryStackGreedyDecodingMatchesRecomputing) {
   ExpectGreedyDecodingMatchesRecompute((*lm)->Calls(&sc), RandomPrompts(3, 4, 203, 8), 12,
                                        DecodingBound(dtype),
                                        absl::StrCat("rotary ", DTypeName(dtype)));
+}
+
+// Grouped-query (2 key/value heads of 4) and multi-query attention: generation reads each
+// group's cached keys and values for all of its query heads.
+TEST_P(GptDecodeTest, QueryGroupsGreedyDecodingMatchesRecomputing) {
+  const DType dtype = GetParam();
+  const ExecContext ec;
+  for (int groups : {2, 1}) {
+    ModelConfig c = SmallConfig();
+    c.group_query_attention = true;
+    c.num_query_groups = groups;
+    nn::ParameterStore store(0, 1, dtype);
+    auto model = GptModel::Create(c, &store);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE(store.Allocate(3).ok());
+    ASSERT_TRUE(store.CopyValuesFromHost(ec, testing::NonTrivialMasters(store, 4).view()).ok());
+    const nn::StepContext sc = nn::StepContext::Eval(&ec);
+    ExpectGreedyDecodingMatchesRecompute(ForModel(model->get(), &sc), RandomPrompts(3, 5, 203, 9),
+                                         10, DecodingBound(dtype),
+                                         absl::StrCat("gpt2 G=", groups, " ", DTypeName(dtype)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GptDecodeTest, ::testing::Values(DType::kF32, DType::kBF16),

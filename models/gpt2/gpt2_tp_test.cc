@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "comm/mpi_testutil.h"
 #include "core/ops/testutil.h"
@@ -115,6 +116,28 @@ TEST_F(MpiTest, TwoAllReducesForwardAndTwoBackwardPerLayer) {
   // 2 per layer + the tied output layer's input gradient (1) backward.
   EXPECT_EQ(two.forward, 1 + 2 * 2 + 2);
   EXPECT_EQ(two.backward, 2 * 2 + 1);
+}
+
+// Grouped-query attention with G = 1 (multi-query), 2 and 4 (= heads) key/value groups: each TP
+// rank holds heads / TP query heads and G / TP groups, and the model is the serial one (loss,
+// weight and gradient slices, logits). A G that TP does not divide is refused.
+TEST_F(MpiTest, GroupedQueryAttentionMatchesSerial) {
+  const int tp = comm_->size();
+  const LmBatch batch = MakeLmBatch(3, 7, 37);
+  for (int groups : {1, 2, 4}) {
+    SCOPED_TRACE(::testing::Message() << "G=" << groups << " tp=" << tp);
+    ModelConfig c = SmallConfig(2);
+    c.group_query_attention = true;
+    c.num_query_groups = groups;
+    if (groups % tp != 0) {
+      nn::ParameterStore store(comm_->rank(), tp);
+      const absl::Status s = GptModel::Create(c, &store).status();
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_NE(s.message().find("num_query_groups"), std::string::npos) << s;
+      continue;
+    }
+    ExpectTensorParallelMatchesSerial(*comm_, c, batch.view());
+  }
 }
 
 // One layer, another seed: the logits gathered over the TP ranks are the serial ones (as well as

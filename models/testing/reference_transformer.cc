@@ -14,16 +14,20 @@ namespace testing {
 Mat ReferenceAttention(const ModelConfig& c, const ParamMap& p, const std::string& pre, int B,
                        int T, const Mat& in, const Visibility& visible) {
   const int H = static_cast<int>(c.hidden_size), NH = c.num_attention_heads, D = H / NH;
+  const int G = c.query_groups(), per_group = NH / G, W = (NH + 2 * G) * D;
   const int N = B * T;
-  Mat qkv = Linear(in, N, H, Get(p, pre + "attention.qkv.weight"),
-                   Get(p, pre + "attention.qkv.bias"), 3 * H);
+  Mat qkv =
+      Linear(in, N, H, Get(p, pre + "attention.qkv.weight"), Get(p, pre + "attention.qkv.bias"), W);
   Mat ctx(N * H);
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
       for (int i = 0; i < T; ++i) {
-        // Columns ordered (head, q|k|v, d).
+        // Columns ordered (group, {its per_group queries, key, value}, d): slot 0 is head h's
+        // query, slots 1 and 2 its group's key and value.
+        const int g = h / per_group;
         auto at = [&](int t, int slot, int d) {
-          return qkv[(b * T + t) * 3 * H + (h * 3 + slot) * D + d];
+          const int col = slot == 0 ? h % per_group : per_group + slot - 1;
+          return qkv[(b * T + t) * W + (g * (per_group + 2) + col) * D + d];
         };
         std::vector<double> w(T, 0.0);
         double mx = -1e300;

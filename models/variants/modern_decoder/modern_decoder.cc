@@ -7,7 +7,9 @@
 //
 // Registers the architecture "modern-decoder" and the configs "modern-decoder-tiny" (for tests
 // and quickstart-sized runs) and "modern-decoder-124m" (GPT-2 small's shape; the SwiGLU width 8h/3
-// keeps GPT-2's MLP parameter count).
+// keeps GPT-2's MLP parameter count), and their Llama-style grouped-query attention versions
+// "modern-decoder-gqa-tiny" (4 heads sharing 2 key/value heads) and "modern-decoder-gqa-124m"
+// (12 heads, 4 key/value heads, as Llama 2 70B's 8:1 and Mistral's 4:1 share them).
 #include <memory>
 #include <vector>
 
@@ -73,12 +75,27 @@ ModelConfig ModernConfig(int layers, int64_t hidden, int heads, int64_t ffn) {
   return c;
 }
 
+// `c` with grouped-query attention: `groups` key/value heads.
+ModelConfig WithQueryGroups(ModelConfig c, int groups) {
+  c.group_query_attention = true;
+  c.num_query_groups = groups;
+  return c;
+}
+
 std::vector<RegisteredModel> ModernDecoderModels() {
   ModelConfig tiny = ModernConfig(4, 128, 4, 344);
   tiny.max_position_embeddings = 256;
-  return {{"modern-decoder-tiny", "A 4-layer modern decoder (RMSNorm, SwiGLU, rotary)", tiny},
-          {"modern-decoder-124m", "GPT-2 small's shape as a modern decoder (SwiGLU width 2048)",
-           ModernConfig(12, 768, 12, 2048)}};
+  const ModelConfig small = ModernConfig(12, 768, 12, 2048);
+  return {
+      {"modern-decoder-tiny", "A 4-layer modern decoder (RMSNorm, SwiGLU, rotary)", tiny},
+      {"modern-decoder-124m", "GPT-2 small's shape as a modern decoder (SwiGLU width 2048)", small},
+      {"modern-decoder-gqa-tiny",
+       "modern-decoder-tiny with grouped-query attention: 2 key/value heads for 4 heads",
+       WithQueryGroups(tiny, 2)},
+      {"modern-decoder-gqa-124m",
+       "modern-decoder-124m with grouped-query attention (Llama-style): 4 key/value heads "
+       "for 12 heads",
+       WithQueryGroups(small, 4)}};
 }
 
 MT_REGISTER_ARCHITECTURE(ModernDecoder);

@@ -54,6 +54,40 @@ TEST(ModernDecoderTest, RegisteredWithItsOwnParameters) {
                    DecoderFlops(8, 1024, L, h, v, 4.0 * h * h + 3.0 * h * f, false));
 }
 
+TEST(ModernDecoderTest, GroupedQueryAttentionConfigIsRegistered) {
+  auto m = FindModel("modern-decoder-gqa-124m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->config.ArchitectureName(), "modern-decoder");
+  EXPECT_EQ(m->config.query_groups(), 4);
+  nn::ParameterStore store(0, 1);
+  auto model = CreateModel(m->config, &store);
+  ASSERT_TRUE(model.ok()) << model.status();
+  // The fused QKV projection: 12 query heads and 4 key and 4 value heads of 64 (h + 2 g d = 1280
+  // columns instead of 3 h = 2304).
+  auto qkv = store.Find("layers.0.attention.qkv.weight");
+  ASSERT_TRUE(qkv.ok());
+  EXPECT_EQ(NumElements(store.spec(*qkv).global_shape), 768 * 1280);
+  // V_pad h + L (h (h + 2 g d) + h^2 + 3 h f + 2 h) + h: the K/V projections are 3 x smaller.
+  const int64_t h = 768, kv = 4 * 64, f = 2048, L = 12, v = 50304;
+  auto count = CountParameters(m->config, 1);
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(count->total, v * h + L * (h * (h + 2 * kv) + h * h + 3 * h * f + 2 * h) + h);
+  // FLOPs count the smaller projections (the attention scores cost as before).
+  EXPECT_DOUBLE_EQ((*model)->TrainingFlops(8, 1024, 8 * 1024),
+                   DecoderFlops(8, 1024, L, h, v, 2.0 * h * h + 2.0 * h * kv + 3.0 * h * f, false));
+  // TP 4 splits the 4 groups; TP 8 cannot.
+  EXPECT_TRUE(CountParameters(m->config, 4).ok());
+  EXPECT_EQ(CountParameters(m->config, 8).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModernDecoderTest, GroupedQueryAttentionGradientsMatchFiniteDifferences) {
+  ModelConfig c = Small();
+  c.group_query_attention = true;
+  c.num_query_groups = 1;  // Multi-query: both heads read one key/value head.
+  const testing::LmBatch batch = testing::MakeLmBatch(2, 7, 11);
+  testing::ExpectGradientsMatchFiniteDifferences(c, batch.view());
+}
+
 TEST(ModernDecoderTest, GradientsMatchFiniteDifferences) {
   const testing::LmBatch batch = testing::MakeLmBatch(2, 7, 11);
   testing::ExpectGradientsMatchFiniteDifferences(Small(), batch.view());
