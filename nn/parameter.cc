@@ -147,6 +147,20 @@ absl::StatusOr<int> ParameterStore::Add(const ParamSpec& spec) {
   return static_cast<int>(specs_.size()) - 1;
 }
 
+void ParameterStore::MarkExpert(int handle) {
+  if (owner_ != nullptr) return;
+  CHECK(!allocated_) << "ParameterStore::MarkExpert after Allocate";
+  CHECK(handle >= 0 && handle < size()) << "ParameterStore::MarkExpert: no handle " << handle;
+  specs_[handle].expert = true;
+}
+
+bool ParameterStore::has_experts() const {
+  for (const ParamSpec& s : buffers().specs_) {
+    if (s.expert) return true;
+  }
+  return false;
+}
+
 absl::Status ParameterStore::Allocate(uint64_t seed) {
   if (owner_ != nullptr) {
     return absl::FailedPreconditionError(

@@ -74,6 +74,11 @@ struct ParamSpec {
   // copy (LayerNorm/RMSNorm gains and biases, the MLM output bias): when a distributed optimizer
   // shards the masters (ReleaseMasters), the store keeps these whole on every rank.
   bool f32_compute = false;
+  // Held only by the expert-parallel rank that runs it (a mixture of experts' expert,
+  // models/variants/moe): the optimizer reduces its gradient over the expert-data-parallel group
+  // and sums its norm over the expert-parallel group (train/optimizer.h). Set by
+  // ParameterStore::MarkExpert.
+  bool expert = false;
 };
 
 // Whether `a` and `b` declare the same parameter: name, global shape, split dimension and
@@ -117,6 +122,11 @@ class ParameterStore {
   // name, global shape, split dimension and vocabulary padding of the owner's parameter at the
   // next handle (see Mirror()).
   absl::StatusOr<int> Add(const ParamSpec& spec);
+  // Marks parameter `handle` an expert-parallel one (ParamSpec::expert). Only before Allocate();
+  // a no-op in a mirror (the owner's declaration counts).
+  void MarkExpert(int handle);
+  // Whether any parameter is an expert-parallel one.
+  bool has_experts() const;
   // Allocates values and gradients (zeroed) and initialises every value from `seed`; then the
   // compute copies (RefreshComputeWeights on the calling thread). On a GPU the values are
   // initialised on the host and uploaded, and the device is synchronized before returning.

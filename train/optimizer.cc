@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/communicator.h"
 #include "core/alloc.h"
 #include "core/ops/adam.h"
 #include "core/ops/elementwise.h"
@@ -23,8 +27,45 @@ absl::Status OptimizerConfig::Validate() const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The gradient reducer of a store with expert-parallel parameters: buckets of at most
+// config.dp_bucket_elements from the end of the flat buffer, none crossing between expert and
+// dense parameters; the dense ones all-reduced over `dp`, the expert ones over `edp` (nothing to
+// do when it has one rank).
+std::unique_ptr<GradReducer> ExpertGradReducer(const nn::ParameterStore* store,
+                                               const OptimizerConfig& config,
+                                               comm::Communicator* dp, comm::Communicator* edp) {
+  std::vector<std::pair<int64_t, int64_t>> buckets;
+  std::vector<bool> expert;
+  for (int last = store->size() - 1; last >= 0;) {
+    int first = last;
+    while (first > 0 && store->spec(first - 1).expert == store->spec(last).expert) --first;
+    const int64_t begin = store->offset(first);
+    const int64_t end = store->offset(last) + NumElements(store->local_shape(last));
+    for (int64_t e = end; e > begin; e -= config.dp_bucket_elements) {
+      buckets.push_back({std::max(begin, e - config.dp_bucket_elements), e});
+      expert.push_back(store->spec(last).expert);
+    }
+    last = first - 1;
+  }
+  auto reduce = [store, buckets, expert, dp,
+                 edp](size_t b) -> absl::StatusOr<std::unique_ptr<comm::CommRequest>> {
+    comm::Communicator* group = expert[b] ? edp : dp;
+    if (group == nullptr || group->size() == 1) {
+      return comm::internal::CompletedRequest("expert grads (one rank)");
+    }
+    return group->AllReduceAsync(store->flat_grads().Slice(buckets[b].first, buckets[b].second),
+                                 comm::ReduceOp::kSum);
+  };
+  return std::make_unique<GradReducer>(store, buckets, config.overlap_grad_reduce, reduce);
+}
+
+}  // namespace
+
 absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
-                                            const OptimizerConfig& config, comm::Communicator* dp) {
+                                            const OptimizerConfig& config, comm::Communicator* dp,
+                                            const ExpertGroups& experts) {
   RETURN_IF_ERROR(config.Validate());
   if (!store->masters_whole()) {
     return absl::FailedPreconditionError(
@@ -34,6 +75,18 @@ absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
   Optimizer o;
   o.store_ = store;
   o.config_ = config;
+  if (experts.ep != nullptr && experts.ep->size() > 1 && store->has_experts()) {
+    if (config.use_distributed_optimizer) {
+      return absl::InvalidArgumentError(
+          "use_distributed_optimizer is not supported with expert parallelism "
+          "(expert_model_parallel_size > 1)");
+    }
+    if (dp == nullptr) {
+      return absl::InvalidArgumentError(
+          "Optimizer::Create: expert parallelism needs the data-parallel group");
+    }
+    o.experts_ = experts;
+  }
   int64_t moment_elements = store->NumLocalElements();
   if (config.use_distributed_optimizer && dp != nullptr && dp->size() > 1) {
     ASSIGN_OR_RETURN(o.dist_,
@@ -43,6 +96,8 @@ absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
     o.reducer_ = std::make_unique<GradReducer>(
         store, dist->layout().Ranges(), config.overlap_grad_reduce,
         [dist](size_t bucket) { return dist->ReduceScatterBucket(bucket); });
+  } else if (o.experts_.ep != nullptr) {
+    o.reducer_ = ExpertGradReducer(store, config, dp, o.experts_.edp);
   } else {
     o.reducer_ =
         std::make_unique<GradReducer>(store, config.dp_bucket_elements, config.overlap_grad_reduce);
@@ -149,11 +204,28 @@ TensorView Optimizer::exp_avg_sq(int handle) const {
                     DType::kF32, v_.device());
 }
 
+namespace {
+
+// `x` summed over `group` in `reduce` (kI64 or kF32).
+absl::StatusOr<double> SumOver(comm::Communicator* group, DType reduce, double x) {
+  Tensor part = Tensor::Host({1}, reduce);
+  if (reduce == DType::kI64) {
+    part.data_as<int64_t>()[0] = static_cast<int64_t>(x);
+  } else {
+    part.data_as<float>()[0] = static_cast<float>(x);
+  }
+  RETURN_IF_ERROR(group->AllReduce(part.view(), comm::ReduceOp::kSum));
+  return reduce == DType::kI64 ? static_cast<double>(part.data_as<int64_t>()[0])
+                               : static_cast<double>(part.data_as<float>()[0]);
+}
+
+}  // namespace
+
 absl::StatusOr<double> Optimizer::UniqueSum(
     comm::Communicator* tp, bool grads, DType reduce, CopySum copy,
     const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const {
   const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
-  double local = 0;
+  double local = 0, expert = 0;
   if (dist_ != nullptr) {
     ASSIGN_OR_RETURN(local, dist_->OwnedSum(first_tp_rank, uncounted_handle_, copy, grads, fn));
   } else {
@@ -161,8 +233,14 @@ absl::StatusOr<double> Optimizer::UniqueSum(
       if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
       if (i == uncounted_handle_ && copy == CopySum::kLeaveOut) continue;
       ASSIGN_OR_RETURN(double s, fn(grads ? store_->grad(i) : store_->value(i)));
-      local += (i != uncounted_handle_ || !std::isfinite(s)) ? s : 0.0;
+      const double counted = (i != uncounted_handle_ || !std::isfinite(s)) ? s : 0.0;
+      (experts_.ep != nullptr && store_->spec(i).expert ? expert : local) += counted;
     }
+  }
+  if (experts_.ep != nullptr) {
+    // Each rank of the EP group holds other experts: theirs summed once (not over the DP group).
+    ASSIGN_OR_RETURN(const double all, SumOver(experts_.ep, reduce, expert));
+    local += all;
   }
   const bool over_tp = tp != nullptr && tp->size() > 1, over_pp = pp_ != nullptr && pp_->size() > 1;
   if (dist_ == nullptr && !over_tp && !over_pp) return local;

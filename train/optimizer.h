@@ -56,6 +56,16 @@ struct OptimizerConfig {
   absl::Status Validate() const;
 };
 
+// Expert parallelism: the groups over which the store's expert-parallel parameters
+// (nn::ParamSpec::expert, each held by one rank of `ep`) are reduced. `ep`: the ranks holding
+// different experts (their squared norms, zero counts and parameter norms are summed over it);
+// `edp`: the data-parallel ranks holding the same experts (their gradients are summed over it
+// instead of the whole DP group). Not owned; they must outlive the optimizer.
+struct ExpertGroups {
+  comm::Communicator* ep = nullptr;
+  comm::Communicator* edp = nullptr;
+};
+
 struct StepStats {
   double grad_norm = 0;  // Global L2 norm after unscaling, before clipping (NaN/inf if found).
   bool skipped = false;  // inf/NaN found: parameters untouched.
@@ -71,9 +81,16 @@ class Optimizer {
  public:
   // The store must be allocated; the moments are allocated (zeroed) on its device. `dp`: the
   // data-parallel group the steps will reduce over, needed (and kept) for
-  // use_distributed_optimizer; it must outlive the optimizer and be the `dp` of every call.
+  // use_distributed_optimizer and for expert parallelism; it must outlive the optimizer and be
+  // the `dp` of every call. `experts`: for a store with expert-parallel parameters over an `ep`
+  // of two or more ranks, whose gradients are then reduced over `experts.edp` in their own
+  // buckets (the dense ones over `dp`); InvalidArgument with use_distributed_optimizer (not
+  // supported with expert parallelism) or without `dp`.
   static absl::StatusOr<Optimizer> Create(nn::ParameterStore* store, const OptimizerConfig& config,
-                                          comm::Communicator* dp = nullptr);
+                                          comm::Communicator* dp = nullptr,
+                                          const ExpertGroups& experts = {});
+  // The expert-parallel group given to Create (null: none).
+  comm::Communicator* expert_parallel() const { return experts_.ep; }
 
   // Starts an iteration's data-parallel gradient reduction (train/grad_reducer.h); returns the
   // listener for the StepContext of the iteration's last backward pass, or null (no overlap, or
@@ -175,6 +192,7 @@ class Optimizer {
 
   nn::ParameterStore* store_ = nullptr;
   OptimizerConfig config_;
+  ExpertGroups experts_;  // ep set only when it has two or more ranks and the store experts.
   std::unique_ptr<DistributedOptimizerState> dist_;  // Null unless distributed.
   std::unique_ptr<GradReducer> reducer_;
   bool reduce_begun_ = false;

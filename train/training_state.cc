@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -105,12 +107,13 @@ CheckpointMetadata ShardMetadata(const comm::ParallelContext& parallel,
   return meta;
 }
 
-// Writes this rank's shard of `live` (called on data-parallel rank 0 only).
+// Writes this rank's shard of `live` and the `extra` records (called on data-parallel rank 0
+// only).
 absl::Status SaveThisShard(FileSystem& fs, const std::string& save_dir,
                            const comm::ParallelContext& parallel, const models::ModelConfig& config,
                            const nn::ParameterStore& store, const FlatState& live,
                            const std::string& trainer_state, const TrainingCounters& counters,
-                           const std::string& model_name) {
+                           const std::string& model_name, const std::vector<TensorRecord>& extra) {
   const CheckpointMetadata meta =
       ShardMetadata(parallel, config, trainer_state, counters, model_name);
   const ExecContext ctx = StoreContext(store);
@@ -119,7 +122,72 @@ absl::Status SaveThisShard(FileSystem& fs, const std::string& save_dir,
   ASSIGN_OR_RETURN(host.values, staging.values.Download(ctx, live.values));
   ASSIGN_OR_RETURN(host.exp_avg, staging.exp_avg.Download(ctx, live.exp_avg));
   ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.Download(ctx, live.exp_avg_sq));
-  return SaveShard(save_dir, meta, Records(store, host), fs);
+  std::vector<TensorRecord> records = Records(store, host);
+  records.insert(records.end(), extra.begin(), extra.end());
+  return SaveShard(save_dir, meta, records, fs);
+}
+
+// `name` ("<...>.experts.<e>.<...>", models/variants/moe's expert parameters) with e + shift.
+std::string ShiftExpert(const std::string& name, int shift) {
+  const std::string key = ".experts.";
+  const size_t at = name.find(key);
+  CHECK(at != std::string::npos) << "expert-parallel parameter " << name << " has no '" << key
+                                 << "<index>.' in its name";
+  const size_t begin = at + key.size(), end = name.find('.', begin);
+  const int e = std::stoi(name.substr(begin, end - begin));
+  return absl::StrCat(name.substr(0, begin), e + shift, name.substr(end));
+}
+
+// Expert parallelism: DP rank 0's checkpoint holds every expert, under its global index, as at
+// EP = 1 (so it loads at any EP size). Collective over the expert-parallel group `ep` of DP rank
+// 0 (its members call it): each member's expert values and moments (f32 [3, n] in handle order)
+// are all-gathered into *gathered (host); on `ep` rank 0 (DP rank 0) `records` gains the other
+// members' experts over it, rank r's local expert e being expert e + r * (num_experts / P).
+absl::Status AddOtherRanksExperts(const nn::ParameterStore& store, const FlatState& live,
+                                  comm::Communicator& ep, int num_experts, Tensor* gathered,
+                                  std::vector<TensorRecord>* records) {
+  const ExecContext ctx = StoreContext(store);
+  std::vector<int> handles;
+  int64_t n = 0;
+  for (int i = 0; i < store.size(); ++i) {
+    if (!store.spec(i).expert) continue;
+    handles.push_back(i);
+    n += NumElements(store.local_shape(i));
+  }
+  const TensorView flats[] = {live.values, live.exp_avg, live.exp_avg_sq};
+  ASSIGN_OR_RETURN(Tensor pack, Alloc(ctx, {3 * n}, DType::kF32));
+  ASSIGN_OR_RETURN(Tensor all, Alloc(ctx, {ep.size() * 3 * n}, DType::kF32));
+  int64_t at = 0;
+  for (const TensorView& flat : flats) {
+    for (int h : handles) {
+      const int64_t k = NumElements(store.local_shape(h));
+      RETURN_IF_ERROR(CopyTensor(ctx, flat.Slice(store.offset(h), store.offset(h) + k),
+                                 pack.view().Slice(at, at + k)));
+      at += k;
+    }
+  }
+  RETURN_IF_ERROR(ep.AllGather(pack.view(), all.view()));
+  *gathered = Tensor::Host({ep.size() * 3 * n}, DType::kF32);
+  RETURN_IF_ERROR(CopyTensor(ctx, all.view(), gathered->view()));
+  if (ep.rank() != 0) return absl::OkStatus();
+  const std::string prefixes[] = {"", absl::StrCat(kOptimizerTensorPrefix, kMomentTensorNames[0]),
+                                  absl::StrCat(kOptimizerTensorPrefix, kMomentTensorNames[1])};
+  for (int r = 1; r < ep.size(); ++r) {
+    float* p = gathered->data_as<float>() + r * 3 * n;
+    for (const std::string& prefix : prefixes) {
+      for (int h : handles) {
+        const nn::ParamSpec& spec = store.spec(h);
+        TensorRecord t;
+        t.name = absl::StrCat(prefix, ShiftExpert(spec.name, r * (num_experts / ep.size())));
+        t.global_shape = spec.global_shape;
+        t.split_dim = spec.split_dim;
+        t.local = TensorView(p, store.local_shape(h), DType::kF32, Device::Cpu());
+        records->push_back(t);
+        p += NumElements(store.local_shape(h));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Restores the optimizer step, loss scaler, LR schedule and counters from the shard's metadata.
@@ -144,20 +212,22 @@ absl::Status RestoreTrainerState(const std::string& load_dir, const CheckpointMe
 
 // Fills `records` (this rank's tensors) from checkpoint `iteration`: from the shard of this TP
 // rank and pipeline stage when the checkpoint has this run's layout, else, at the same TP degree,
-// from whichever stages of the checkpoint hold them (a pipeline laid out otherwise, or none).
+// from whichever stages of the checkpoint hold them (a pipeline laid out otherwise, or none, or
+// `experts_sharded`: this rank's experts are some of the checkpoint's).
 absl::Status LoadThisStage(FileSystem& fs, const std::string& load_dir, int64_t iteration,
                            const comm::ParallelContext& parallel, const models::ModelConfig& config,
-                           const std::vector<TensorRecord>& records, CheckpointMetadata* meta) {
+                           const std::vector<TensorRecord>& records, bool experts_sharded,
+                           CheckpointMetadata* meta) {
   ASSIGN_OR_RETURN(const CheckpointMetadata first,
                    ReadShardMetadata(load_dir, iteration, /*tp_rank=*/0, /*pp_rank=*/0, fs));
   const bool same_stages = first.pp_size == 1 && parallel.pp_size() == 1;
-  if (same_stages || first.tp_size != parallel.tp_size()) {
+  if ((same_stages && !experts_sharded) || first.tp_size != parallel.tp_size()) {
     // LoadShard also refuses another TP degree, saying how to convert the checkpoint.
     return LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(), config.ToJson(),
                      records, meta, parallel.pp_rank(), parallel.pp_size(), fs);
   }
   ReshardedLoadOptions options;
-  options.allow_unexpected = true;  // The other stages' tensors.
+  options.allow_unexpected = true;  // The other stages' tensors, the other EP ranks' experts.
   options.keep_padding_rows = true;
   options.expected_model_config_json = config.ToJson();
   ASSIGN_OR_RETURN(const ReshardedLoad loaded,
@@ -205,10 +275,17 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
     RETURN_IF_ERROR(optimizer.GatherStateToRoot(StoreContext(store), host_values.view(),
                                                 host_exp_avg.view(), host_exp_avg_sq.view()));
   }
+  Tensor gathered;
+  std::vector<TensorRecord> experts;
+  comm::Communicator* ep = optimizer.expert_parallel();
+  if (ep != nullptr && parallel.dp_rank() < ep->size()) {  // DP rank 0's EP group.
+    RETURN_IF_ERROR(
+        AddOtherRanksExperts(store, live, *ep, config.num_experts, &gathered, &experts));
+  }
   if (parallel.dp_rank() == 0) {
     RETURN_IF_ERROR(SaveThisShard(fs, save_dir, parallel, config, store, live,
                                   TrainerStateJson(optimizer, scaler, schedule, counters), counters,
-                                  model_name));
+                                  model_name, experts));
   }
   return CommitTrainingState(save_dir, keep_last, parallel, counters.iteration, fs);
 }
@@ -329,8 +406,8 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   ASSIGN_OR_RETURN(host.exp_avg, staging.exp_avg.ForWriting(live.exp_avg));
   ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.ForWriting(live.exp_avg_sq));
   CheckpointMetadata meta;
-  RETURN_IF_ERROR(
-      LoadThisStage(fs, load_dir, iteration, parallel, config, Records(*store, host), &meta));
+  RETURN_IF_ERROR(LoadThisStage(fs, load_dir, iteration, parallel, config, Records(*store, host),
+                                optimizer->expert_parallel() != nullptr, &meta));
   // The masters changed: LoadValues also sets the compute-dtype copies.
   RETURN_IF_ERROR(optimizer->LoadValues(ctx, host.values));
   RETURN_IF_ERROR(optimizer->LoadMoments(ctx, host.exp_avg, host.exp_avg_sq));

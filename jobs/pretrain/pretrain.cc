@@ -18,6 +18,7 @@
 #include "core/ops/gemm.h"
 #include "core/rank_execution.h"
 #include "core/status.h"
+#include "jobs/pretrain/expert_parallel.h"
 #include "models/registry.h"
 #include "models/stages.h"
 #include "nn/parameter.h"
@@ -90,22 +91,6 @@ absl::Status ValidatePipelineFlags(const PretrainConfig& c, int64_t micro_batche
         "the interleaved pipeline schedule (--num_layers_per_virtual_pipeline_stage) needs the ",
         micro_batches, " micro-batches per iteration (global_batch_size / (micro_batch_size x ",
         "data-parallel size)) to be a multiple of --pipeline_model_parallel_size=", pp));
-  }
-  return absl::OkStatus();
-}
-
-// The expert-parallel degree against the DP size and the experts.
-absl::Status ValidateExpertParallel(const PretrainConfig& c, int dp) {
-  const int ep = c.expert_model_parallel_size;
-  if (ep < 1 || dp % ep != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expert_model_parallel_size ", ep, " must be >= 1 and divide the data-parallel size ", dp,
-        " (world / (tensor_model_parallel_size x pipeline_model_parallel_size))"));
-  }
-  if (ep > 1 && (c.model.num_experts < 1 || c.model.num_experts % ep != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("expert_model_parallel_size ", ep,
-                                                   " must divide num_experts ", c.model.num_experts,
-                                                   " (a model with experts: --model=moe-tiny)"));
   }
   return absl::OkStatus();
 }
@@ -219,6 +204,7 @@ struct Job {
   std::unique_ptr<comm::ParallelContext> parallel;
   // The expert-parallel group (--expert_model_parallel_size > 1); the models hold it.
   std::unique_ptr<comm::Communicator> ep;
+  std::unique_ptr<comm::Communicator> edp;  // The expert-data-parallel group, with `ep`.
   std::unique_ptr<nn::ParameterStore> store;
   // This rank's model chunks (one unless the interleaved pipeline schedule); `model` is the first.
   std::vector<std::unique_ptr<models::Model>> chunks;
@@ -286,15 +272,9 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.trainer.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;
-  if (c.expert_model_parallel_size > 1) {
-    // Consecutive DP ranks (same TP rank and stage) form a group: color = everything else.
-    const comm::ParallelContext& p = *job->parallel;
-    const int ep = c.expert_model_parallel_size;
-    const int color =
-        p.tp_rank() + p.tp_size() * (p.dp_rank() / ep + (p.dp_size() / ep) * p.pp_rank());
-    ASSIGN_OR_RETURN(job->ep, job->world.comm->Split(color, p.dp_rank() % ep, "ep"));
-    options.expert_parallel = job->ep.get();
-  }
+  RETURN_IF_ERROR(CreateExpertGroups(c.expert_model_parallel_size, *job->parallel, *job->world.comm,
+                                     &job->ep, &job->edp));
+  options.expert_parallel = job->ep.get();
   ASSIGN_OR_RETURN(const comm::PipelineSplit split,
                    comm::MakePipelineSplit(c.model.num_layers, c.pipeline_model_parallel_size,
                                            c.num_layers_per_virtual_pipeline_stage));
@@ -315,8 +295,15 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   oc.log_num_zeros_in_grad = c.trainer.logging.log_num_zeros_in_grad;
   oc.log_params_norm = c.trainer.logging.log_params_norm;
   ASSIGN_OR_RETURN(train::Optimizer optimizer,
-                   train::Optimizer::Create(job->store.get(), oc, &job->parallel->dp()));
+                   train::Optimizer::Create(job->store.get(), oc, &job->parallel->dp(),
+                                            {job->ep.get(), job->edp.get()}));
   job->optimizer = std::make_unique<train::Optimizer>(std::move(optimizer));
+  if (job->verbose) {
+    // With expert parallelism every rank of an EP group holds as many (its own experts).
+    std::printf("parameter elements on rank 0: %lld; adam moments: 2 x %lld elements\n",
+                static_cast<long long>(job->store->NumLocalElements()),
+                static_cast<long long>(job->optimizer->exp_avg().numel()));
+  }
   job->schedule = std::make_unique<train::LrSchedule>(c.lr);
   train::LossScalerConfig scaler_config;
   scaler_config.dynamic = c.compute_dtype == DType::kF16;  // bf16 and f32 need no loss scaling.

@@ -1,14 +1,18 @@
 #!/bin/bash
 # Expert parallelism end to end through the variant's pretrain_gpt (a tiny moe-tiny: 2 layers,
 # 4 experts, top-2, aux loss on, dropout on, 20 iterations, ranks oversubscribed):
-#   - DP=2 with --expert_model_parallel_size=2 (each rank runs 2 of the 4 experts, tokens
-#     exchanged by all-to-all) logs the lm loss and the aux loss of DP=2 at EP=1 within 1e-5 at
-#     every iteration (and each expert's load, which sums to 1), and ends with its weights within
-#     1e-5 of each tensor's largest value;
-#   - the same at TP=2 x DP=2 x EP=2 (4 ranks), and with the distributed optimizer;
-#   - a checkpoint saved at EP=2 after 10 iterations resumes at EP=1 and continues the EP=1 curve;
-#   - the flags refuse an EP size that does not divide the DP size or the experts, and EP on a
-#     model without experts, each with one line naming the flag.
+#   - DP=2 with --expert_model_parallel_size=2 (each rank holds and runs 2 of the 4 experts,
+#     tokens exchanged by all-to-all) logs the lm loss and the aux loss of DP=2 at EP=1 within
+#     1e-5 at every iteration (and each expert's load, which sums to 1), and ends with its weights
+#     within 1e-5 of each tensor's largest value (the EP=2 checkpoint holds all 4 experts);
+#   - the same at TP=2 x DP=2 x EP=2 and at DP=4 x EP=2 against DP=4 (4 ranks; the latter
+#     sums the experts' gradients over expert-data-parallel groups of 2);
+#   - each rank's parameters and Adam moments fall by half the experts' elements at EP=2
+#     (counted from the checkpoint's shapes, not the program's);
+#   - a checkpoint saved at EP=2 after 10 iterations resumes at EP=1 and at EP=2, one saved at
+#     EP=1 resumes at EP=2, each continuing the EP=1 curve;
+#   - the flags refuse an EP size that does not divide the DP size or the experts, EP on a model
+#     without experts and EP with the distributed optimizer, each with one line naming the flag.
 #   ep_test.sh SYNTHETIC_CORPUS PRETRAIN_GPT
 set -uo pipefail
 corpus_bin="$1"; gpt="$2"
@@ -31,14 +35,23 @@ run() {
 run ep1 2 --train_iters=20
 run ep2 2 --train_iters=20 --expert_model_parallel_size=2
 run ep2_tp2 4 --train_iters=20 --expert_model_parallel_size=2 --tensor_model_parallel_size=2
-run ep2_dist 2 --train_iters=20 --expert_model_parallel_size=2 --use_distributed_optimizer
+run ep1_dp4 4 --train_iters=20
+run ep2_dp4 4 --train_iters=20 --expert_model_parallel_size=2
 run ep2_half 2 --train_iters=10 --expert_model_parallel_size=2
-cp -r "$work/ep2_half" "$work/resumed"
-mpi 2 "$gpt" "${common[@]}" --train_iters=20 --load="$work/resumed" \
-  --log_jsonl="$work/resumed.jsonl" > "$work/resumed.out" 2>&1 ||
-  { tail -20 "$work/resumed.out"; fail "resuming the EP=2 checkpoint at EP=1"; }
-grep -q "loaded checkpoint from .* at iteration 10" "$work/resumed.out" ||
-  fail "did not resume: $(head -3 "$work/resumed.out")"
+run ep1_half 2 --train_iters=10
+# resume NAME FROM EP: checkpoint FROM (saved at iteration 10) continued to 20 at EP.
+resume() {
+  local name="$1" from="$2" ep="$3"
+  cp -r "$work/$from" "$work/$name"
+  mpi 2 "$gpt" "${common[@]}" --train_iters=20 --load="$work/$name" \
+    --expert_model_parallel_size="$ep" --log_jsonl="$work/$name.jsonl" > "$work/$name.out" 2>&1 ||
+    { tail -20 "$work/$name.out"; fail "resuming $from at EP=$ep"; }
+  grep -q "loaded checkpoint from .* at iteration 10" "$work/$name.out" ||
+    fail "did not resume: $(head -3 "$work/$name.out")"
+}
+resume resumed ep2_half 1
+resume resumed_ep2 ep2_half 2
+resume resumed_from_ep1 ep1_half 2
 grep -q "expert_model_parallel_size: 2" "$work/ep2.out" || fail "flag not shown"
 
 python3 - "$work" <<'PY' || fail "expert parallelism changes the numbers"
@@ -67,26 +80,48 @@ assert len(base) == 20 and base[-1][1] < base[0][1], base
 # Each expert's share of the routed slots, logged beside the losses: they sum to 1.
 loads = [curve("ep1", "moe_load_%d" % e) for e in range(4)]
 assert all(abs(sum(l[i][1] for l in loads) - 1) < 1e-9 for i in range(20)), loads
-for name in ("ep2", "ep2_tp2", "ep2_dist"):
+for base_name, name in (("ep1", "ep2"), ("ep1", "ep2_tp2"), ("ep1_dp4", "ep2_dp4")):
     for key in ("lm_loss", "moe_aux_loss", "moe_load_0"):
-        a, b = curve("ep1", key), curve(name, key)
+        a, b = curve(base_name, key), curve(name, key)
         d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
         print("%s %s over 20 iterations: %.6f -> %.6f, max |EP=2 - EP=1| %.3g" %
               (name, key, b[0][1], b[-1][1], d))
         assert len(a) == len(b) and d <= 1e-5, (name, key, d)
 w1 = weights("ep1")
-for name in ("ep2",):
+for base_name, name in (("ep1", "ep2"), ("ep1_dp4", "ep2_dp4")):
+    w0 = weights(base_name)
     w = weights(name)
+    assert sorted(w) == sorted(w0), sorted(set(w) ^ set(w0))
     worst = max((max(abs(x - y) for x, y in zip(a, w[k])) / (max(abs(x) for x in a) or 1), k)
-                for k, a in w1.items())
+                for k, a in w0.items())
     print("%s final weights (%d tensors): largest deviation from EP=1 relative to the tensor's "
-          "largest value: %.3g (%s)" % (name, len(w1), worst[0], worst[1]))
+          "largest value: %.3g (%s)" % (name, len(w0), worst[0], worst[1]))
     assert worst[0] <= 1e-5, worst
 assert any(".experts.3." in k for k in w1), "no experts in the checkpoint"
-resumed = dict(curve("resumed", "lm_loss"))
-d = max(abs(resumed[i] - l) for i, l in base if i > 10)
-print("EP=2 checkpoint at iteration 10 resumed at EP=1: max |lm loss - EP=1's| over 11-20 %.3g" % d)
-assert sorted(resumed) == list(range(11, 21)) and d <= 1e-5, (sorted(resumed), d)
+for name in ("resumed", "resumed_ep2", "resumed_from_ep1"):
+    resumed = dict(curve(name, "lm_loss"))
+    d = max(abs(resumed[i] - l) for i, l in base if i > 10)
+    print("%s at iteration 10: max |lm loss - EP=1's| over 11-20 %.3g" % (name, d))
+    assert sorted(resumed) == list(range(11, 21)) and d <= 1e-5, (name, sorted(resumed), d)
+
+# Memory per rank: the parameters (and each Adam moment) a rank holds, as pretrain_gpt reports
+# them, fall at EP=2 by half the experts' elements, counted from the EP=1 checkpoint's shapes.
+def held(name):
+    for line in open(os.path.join(work, name + ".out")):
+        if line.startswith("parameter elements on rank 0: "):
+            p, m = line.split(": ", 1)[1].split("; adam moments: 2 x ")
+            return int(p), int(m.split()[0])
+    raise AssertionError("no parameter count in " + name)
+params = {k: a for k, a in w1.items() if not k.startswith("optimizer.")}
+total = sum(len(a) for a in params.values())
+experts = sum(len(a) for k, a in params.items() if ".mlp.experts." in k)
+assert experts == 2 * 4 * 3 * 32 * 32, experts  # layers x experts x (gate, up, down) x h x f
+p1, m1 = held("ep1")
+p2, m2 = held("ep2")
+print("elements per rank: EP=1 %d (moments 2 x %d), EP=2 %d (moments 2 x %d); experts %d of %d" %
+      (p1, m1, p2, m2, experts, total))
+assert p1 == total and m1 == total, (p1, m1, total)
+assert p2 == total - experts // 2 and m2 == p2, (p2, m2, total, experts)
 PY
 
 # Bad flags: one line naming the flag, non-zero exit.
@@ -102,4 +137,8 @@ bad 2 "expert_model_parallel_size 2 must divide num_experts 3" --expert_model_pa
   --num_experts=3
 bad 1 "moe_router_topk 5 must be in \[1, num_experts = 4\]" --moe_router_topk=5
 bad 2 "has no experts" --expert_model_parallel_size=2 --model= --position_embeddings
+bad 2 "use_distributed_optimizer is not supported with expert_model_parallel_size > 1" \
+  --expert_model_parallel_size=2 --use_distributed_optimizer
+bad 2 "async_save is not supported with expert_model_parallel_size > 1" \
+  --expert_model_parallel_size=2 --async_save --save="$work/bad_save"
 echo PASS

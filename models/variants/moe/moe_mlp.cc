@@ -122,11 +122,18 @@ absl::StatusOr<std::unique_ptr<MoeMlp>> MoeMlp::Create(
   ASSIGN_OR_RETURN(m->router_,
                    nn::ReplicatedLinear::Create(store, prefix + ".router", config.hidden,
                                                 options.experts, nn::Bias::kNo, config.init_std));
-  for (int e = 0; e < options.experts; ++e) {
+  // Only this rank's experts, under their global indices; with EP they are expert-parallel
+  // parameters (the optimizer reduces them over the expert-data-parallel group).
+  const int first = m->dispatcher_.first_expert();
+  for (int e = first; e < first + m->dispatcher_.local_experts(); ++e) {
+    const int begin = store->size();
     ASSIGN_OR_RETURN(nn::SwiGluMLP expert,
                      nn::SwiGluMLP::Create(store, absl::StrCat(prefix, ".experts.", e),
                                            config.hidden, config.ffn, config.init_std,
                                            config.output_init_std, nn::TpReduce::kPartial));
+    if (m->dispatcher_.active()) {
+      for (int h = begin; h < store->size(); ++h) store->MarkExpert(h);
+    }
     m->experts_.push_back(std::make_unique<nn::SwiGluMLP>(std::move(expert)));
   }
   return m;
@@ -181,8 +188,8 @@ absl::Status MoeMlp::RunExperts(const nn::StepContext& sc) {
   RETURN_IF_ERROR(dispatcher_.Dispatch(sc, xp_.view(), xl_.view()));
   for (int i = 0; i < dispatcher_.local_experts(); ++i) {
     if (off[i] == off[i + 1]) continue;
-    RETURN_IF_ERROR(experts_[dispatcher_.first_expert() + i]->Forward(
-        sc, xl_.view().Slice(off[i], off[i + 1]), ol.view().Slice(off[i], off[i + 1])));
+    RETURN_IF_ERROR(experts_[i]->Forward(sc, xl_.view().Slice(off[i], off[i + 1]),
+                                         ol.view().Slice(off[i], off[i + 1])));
   }
   RETURN_IF_ERROR(nn::GForward(sc, ol.view()));
   return dispatcher_.Return(sc, ol.view(), out_.view());
@@ -205,8 +212,8 @@ absl::Status MoeMlp::ExpertsBackward(const nn::StepContext& sc, const TensorView
   RETURN_IF_ERROR(dispatcher_.Dispatch(sc, dout, dl.view()));
   for (int i = 0; i < dispatcher_.local_experts(); ++i) {
     if (off[i] == off[i + 1]) continue;
-    RETURN_IF_ERROR(experts_[dispatcher_.first_expert() + i]->Backward(
-        sc, dl.view().Slice(off[i], off[i + 1]), dxl.view().Slice(off[i], off[i + 1])));
+    RETURN_IF_ERROR(experts_[i]->Backward(sc, dl.view().Slice(off[i], off[i + 1]),
+                                          dxl.view().Slice(off[i], off[i + 1])));
   }
   return dispatcher_.Return(sc, dxl.view(), dxp);
 }

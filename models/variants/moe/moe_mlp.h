@@ -11,12 +11,12 @@
 //
 // An expert that gets no rows is skipped (its gradient stays what it was: nothing to add).
 //
-// Expert parallelism (an `ep` group of P > 1 ranks, expert_dispatch.h): every rank declares all
-// E experts (the same parameters and checkpoints at any P) but runs only its E / P, on the rows
+// Expert parallelism (an `ep` group of P > 1 ranks, expert_dispatch.h): a rank declares (under
+// their global indices, marked ParamSpec::expert) and runs only its E / P experts, on the rows
 // every rank of the group routed to them, exchanged by all-to-all before and after the experts
-// (twice forward, twice backward). The experts it does not run get no gradient here: their
-// gradient comes from the rank of the group that runs them through the data-parallel reduction
-// (EP ranks are data-parallel ranks), which therefore gives every expert the gradient of EP = 1.
+// (twice forward, twice backward). Its experts' gradient covers the tokens of the whole EP group;
+// the optimizer sums it over the expert-data-parallel group (the DP ranks holding the same
+// experts), which gives every expert the gradient of EP = 1.
 //
 // Tensor parallelism: every TP rank routes the same (replicated) tokens the same way; the experts
 // run with TpReduce::kPartial and their partial outputs [R, H] are all-reduced once before the
@@ -84,9 +84,10 @@ class MoeStats {
 
 class MoeMlp : public nn::Mlp {
  public:
-  // Declares the router, then the experts, under `prefix`; hidden, ffn (each expert's width),
-  // init_std and output_init_std from `config`; `ep`: the expert-parallel group (null: every
-  // expert runs here), which must outlive the layer. InvalidArgument for options that are not
+  // Declares the router, then this rank's experts (all of them without `ep`), under `prefix`;
+  // hidden, ffn (each expert's width), init_std and output_init_std from `config`; `ep`: the
+  // expert-parallel group (null: every expert is held and runs here), which must outlive the
+  // layer. InvalidArgument for options that are not
   // 1 <= topk <= experts, experts not divisible by the EP size, an ffn not divisible by TP, or
   // config.tp_reduce = kPartial.
   static absl::StatusOr<std::unique_ptr<MoeMlp>> Create(nn::ParameterStore* store,
