@@ -196,15 +196,6 @@ void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
 
 // ---- oneDNN: bf16 natively where it has a kernel, f32, and the rest widened to f32. ----
 
-// The bias as an f32 tensor (oneDNN's f32 matmul takes an f32 bias).
-std::vector<float> F32Bias(const TensorView& bias) {
-  std::vector<float> out(bias.numel());
-  internal::DispatchFloat(bias.dtype, [&](auto tag) {
-    internal::ToF32(bias.data_as<decltype(tag)>(), bias.numel(), out.data());
-  });
-  return out;
-}
-
 template <typename T>
 absl::Status GemmOneDnnTyped(const ExecContext& ctx, const GemmShape& s, const GemmOptions& options,
                              const TensorView& a, const TensorView& b, const TensorView& c) {
@@ -241,7 +232,8 @@ absl::Status GemmOneDnnTyped(const ExecContext& ctx, const GemmShape& s, const G
   const void* bias_data = nullptr;
   if (p.bias) {
     p.bias_dtype = native ? bias->dtype : DType::kF32;
-    if (!native && bias->dtype != DType::kF32) bias32 = F32Bias(*bias);
+    // oneDNN's f32 matmul takes an f32 bias.
+    if (!native && bias->dtype != DType::kF32) bias32 = internal::WidenedBias(bias);
     bias_data = bias32.empty() ? bias->data : bias32.data();
   }
   // The product goes to C itself when oneDNN can write C as the op must; otherwise to f32 scratch

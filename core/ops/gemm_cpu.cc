@@ -239,9 +239,6 @@ void Narrow(ThreadPool* pool, const float* src, int64_t n, T* dst) {
               [&](int64_t begin, int64_t end) { FromF32(src + begin, end - begin, dst + begin); });
 }
 
-namespace {
-
-// The bias in f32 (empty without one).
 std::vector<float> WidenedBias(const TensorView* bias) {
   std::vector<float> out;
   if (bias == nullptr) return out;
@@ -252,6 +249,8 @@ std::vector<float> WidenedBias(const TensorView* bias) {
   });
   return out;
 }
+
+namespace {
 
 // One row: v = p + bias (kBias), pre = v (when pre is set), c = GeLU(v) (kGelu, ops::Gelu's
 // kernel: gelu_simd.h) or v, each rounded to Out once. p may be c itself (Out = float): element j

@@ -4,6 +4,7 @@
 #define MT_CORE_OPS_GEMM_CPU_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "core/exec_context.h"
 #include "core/gemm_shape.h"
@@ -35,6 +36,9 @@ template <typename T>
 void Widen(ThreadPool* pool, const T* src, int64_t n, float* dst);
 template <typename T>
 void Narrow(ThreadPool* pool, const float* src, int64_t n, T* dst);
+
+// The bias in f32 (empty without one).
+std::vector<float> WidenedBias(const TensorView* bias);
 
 // The epilogue (gemm.h) over the f32 product p [M, N] (which may be C's own storage when Out =
 // float): bias, GeLU, pre_activation, each output rounded once to Out. Split over rows on the
