@@ -154,6 +154,11 @@ class Model {
   // Log names of Losses::parts, in order ("lm loss", then e.g. "sop loss"); the first is a
   // language-model loss whose exp is reported as the perplexity.
   virtual std::vector<std::string> loss_names() const = 0;
+  // How many leading Losses::parts come from the pipeline stage holding the output alone (all of
+  // them by default). Each stage reports the parts after them for its own layers (the mixture of
+  // experts' auxiliary losses and expert loads) and adds its auxiliary losses to Losses::total;
+  // the trainer sums those over the stages.
+  virtual int output_stage_parts() const { return static_cast<int>(loss_names().size()); }
 
   // The pretraining objective on one micro-batch (sc.mode selects dropout). With Backward::kYes,
   // ACCUMULATES loss_scale * d(total)/d(parameters) into the store's gradients.

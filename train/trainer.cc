@@ -107,7 +107,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& co
 }
 
 Trainer::Trainer(const TrainerConfig& config, const TrainingParts& parts)
-    : config_(config), parts_(parts), loss_names_(parts.model->loss_names()) {}
+    : config_(config),
+      parts_(parts),
+      loss_names_(parts.model->loss_names()),
+      output_stage_parts_(parts.model->output_stage_parts()) {}
 
 Trainer::~Trainer() {
   if (timers_ != nullptr) parts_.optimizer->set_timers(nullptr);

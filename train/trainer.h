@@ -274,8 +274,12 @@ class Trainer {
   // Evaluation through the pipeline: the sums of the losses of up to eval_iters micro-batches
   // (on the last stage; zero elsewhere) and their number.
   absl::StatusOr<std::pair<models::Losses, int>> PipelinedEvalSums(BatchStream& valid);
-  // Sums the losses and FLOPs over the pipeline stages (one all-reduce; no-op without PP).
+  // Sums the losses and FLOPs over the pipeline stages (one all-reduce, two for a model whose
+  // stages report parts of their own; no-op without PP).
   absl::Status PpSum(models::Losses* losses, double* flops);
+  // PpSum's second half: the total and the parts each stage reports for its own layers
+  // (Model::output_stage_parts), `own` being this stage's {total, parts...}, summed over stages.
+  absl::Status PpSumStageParts(const std::vector<double>& own, models::Losses* losses);
   // Sums `values` over the DP ranks (one all-reduce, f32).
   absl::Status DpSum(std::vector<double>* values);
   // Means over the DP ranks of per-rank losses and the total FLOPs.
@@ -306,6 +310,7 @@ class Trainer {
   TrainerConfig config_;
   TrainingParts parts_;
   std::vector<std::string> loss_names_;
+  int output_stage_parts_;                    // The model's Model::output_stage_parts().
   std::unique_ptr<JsonlWriter> jsonl_;        // Global rank 0 with log_jsonl set.
   std::unique_ptr<PipelineRunner> pipeline_;  // PP > 1.
   std::unique_ptr<Timers> timers_;

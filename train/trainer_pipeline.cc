@@ -1,5 +1,6 @@
 // The Trainer's pipeline-parallel parts (PP > 1): the runner of the schedule, the reductions over
 // the pipeline and embedding groups, and evaluation through the stages.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -113,10 +114,37 @@ absl::Status Trainer::PpSum(models::Losses* losses, double* flops) {
   if (pc.is_last_stage()) std::memcpy(v, mine.data(), (parts + 1) * sizeof(double));
   v[parts + 1] = static_cast<int64_t>(std::llround(*flops));
   RETURN_IF_ERROR(pc.pp().AllReduce(t.view(), comm::ReduceOp::kSum));
+  const std::vector<double> own = mine;  // This stage's, before the sum.
   std::memcpy(mine.data(), v, (parts + 1) * sizeof(double));
   losses->total = mine[0];
   for (size_t k = 0; k < parts; ++k) losses->parts[k] = mine[1 + k];
   *flops = static_cast<double>(v[parts + 1]);
+  return PpSumStageParts(own, losses);
+}
+
+absl::Status Trainer::PpSumStageParts(const std::vector<double>& own, models::Losses* losses) {
+  const size_t first = static_cast<size_t>(std::max(0, output_stage_parts_));
+  if (first >= losses->parts.size()) return absl::OkStatus();
+  // Every stage's total and parts from `first` on, as bit patterns in the stage's own slot (an
+  // exact i64 sum), then added in stage order here: the same sum on every rank, every run.
+  comm::ParallelContext& pc = *parts_.parallel;
+  const int stages = pc.pp().size();
+  const size_t n = 1 + losses->parts.size() - first;
+  Tensor t = Tensor::Host({static_cast<int64_t>(n * stages)}, DType::kI64);
+  int64_t* v = t.data_as<int64_t>();
+  std::memset(v, 0, n * stages * sizeof(int64_t));
+  std::vector<double> mine = {own[0]};
+  mine.insert(mine.end(), own.begin() + 1 + first, own.end());
+  std::memcpy(v + n * pc.pp().rank(), mine.data(), n * sizeof(double));
+  RETURN_IF_ERROR(pc.pp().AllReduce(t.view(), comm::ReduceOp::kSum));
+  std::vector<double> sum(n, 0.0);
+  for (int s = 0; s < stages; ++s) {
+    std::vector<double> theirs(n);
+    std::memcpy(theirs.data(), v + n * s, n * sizeof(double));
+    for (size_t k = 0; k < n; ++k) sum[k] += theirs[k];
+  }
+  losses->total = sum[0];
+  for (size_t k = first; k < losses->parts.size(); ++k) losses->parts[k] = sum[1 + k - first];
   return absl::OkStatus();
 }
 

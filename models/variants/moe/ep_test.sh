@@ -6,7 +6,8 @@
 #     1e-5 at every iteration (and each expert's load, which sums to 1), and ends with its weights
 #     within 1e-5 of each tensor's largest value (the EP=2 checkpoint holds all 4 experts);
 #   - the same at TP=2 x DP=2 x EP=2 and at DP=4 x EP=2 against DP=4 (4 ranks; the latter
-#     sums the experts' gradients over expert-data-parallel groups of 2);
+#     sums the experts' gradients over expert-data-parallel groups of 2), and at PP=2 x DP=2 x
+#     EP=2 (one layer per stage: the logged aux loss and loads are summed over the stages);
 #   - each rank's parameters and Adam moments fall by half the experts' elements at EP=2
 #     (counted from the checkpoint's shapes, not the program's);
 #   - a checkpoint saved at EP=2 after 10 iterations resumes at EP=1 and at EP=2, one saved at
@@ -37,6 +38,7 @@ run ep2 2 --train_iters=20 --expert_model_parallel_size=2
 run ep2_tp2 4 --train_iters=20 --expert_model_parallel_size=2 --tensor_model_parallel_size=2
 run ep1_dp4 4 --train_iters=20
 run ep2_dp4 4 --train_iters=20 --expert_model_parallel_size=2
+run ep2_pp2 4 --train_iters=20 --expert_model_parallel_size=2 --pipeline_model_parallel_size=2
 run ep2_half 2 --train_iters=10 --expert_model_parallel_size=2
 run ep1_half 2 --train_iters=10
 # resume NAME FROM EP: checkpoint FROM (saved at iteration 10) continued to 20 at EP.
@@ -80,8 +82,9 @@ assert len(base) == 20 and base[-1][1] < base[0][1], base
 # Each expert's share of the routed slots, logged beside the losses: they sum to 1.
 loads = [curve("ep1", "moe_load_%d" % e) for e in range(4)]
 assert all(abs(sum(l[i][1] for l in loads) - 1) < 1e-9 for i in range(20)), loads
-for base_name, name in (("ep1", "ep2"), ("ep1", "ep2_tp2"), ("ep1_dp4", "ep2_dp4")):
-    for key in ("lm_loss", "moe_aux_loss", "moe_load_0"):
+for base_name, name in (("ep1", "ep2"), ("ep1", "ep2_tp2"), ("ep1_dp4", "ep2_dp4"),
+                        ("ep1", "ep2_pp2")):
+    for key in ("lm_loss", "moe_aux_loss", "moe_load_0", "moe_load_3"):
         a, b = curve(base_name, key), curve(name, key)
         d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
         print("%s %s over 20 iterations: %.6f -> %.6f, max |EP=2 - EP=1| %.3g" %

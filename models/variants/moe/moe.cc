@@ -90,6 +90,7 @@ absl::StatusOr<std::unique_ptr<MoeModel>> MoeModel::Create(const ModelConfig& co
   m->active_layer_weights_ = ActiveLayerWeights(config);
   m->recompute_ = options.recompute == nn::Recompute::kYes;
   m->holds_output_ = options.stage.holds_output;
+  m->layer_share_ = static_cast<double>(m->inner_->stack().num_layers()) / config.num_layers;
   return m;
 }
 
@@ -112,14 +113,14 @@ Losses MoeModel::WithAuxiliary(Losses l) const {
   l.parts.push_back(aux);
   if (config().moe_z_loss_coeff > 0) l.parts.push_back(z);
   l.total += aux + z;
-  for (double load : stats_->Loads()) l.parts.push_back(load);
+  for (double load : stats_->Loads()) l.parts.push_back(load * layer_share_);
   return l;
 }
 
 absl::StatusOr<Losses> MoeModel::StageForward(const nn::StepContext& sc, const Batch& batch,
                                               const TensorView& input, const TensorView& output) {
   ASSIGN_OR_RETURN(Losses l, inner_->StageForward(sc, batch, input, output));
-  if (!holds_output_) return l;
+  if (!holds_output_) l.parts = {0.0};  // No language-model loss here.
   return WithAuxiliary(std::move(l));
 }
 

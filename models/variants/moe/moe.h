@@ -8,12 +8,14 @@
 //     losses and not in the objective, "moe load <e>" for each expert e: the share of the routed
 //     (token, expert) slots expert e got, over every layer (1 / E each when balanced), which the
 //     trainer logs, averaged over the micro-batches and data-parallel ranks, with the losses;
+//     under pipeline parallelism each stage reports the auxiliary losses of its own layers and
+//     their loads weighted by its share of the layers, and the trainer sums them over the stages
+//     (output_stage_parts), so the logged values are the whole model's;
 //   - FLOPs of the ACTIVE weights: each token runs topk experts, not all of them;
 //   - the per-expert token counts of the last forward (stats()).
 // Tensor parallelism as the dense layers (two all-reduces per layer each way). Pipeline stages
 // (PipelineStage) delegate to the wrapped model's and set the routers' loss scale in
-// StageBackward; the stage holding the output reports the auxiliary losses of ITS layers only
-// (the gradients of every stage's are complete). Sequence parallelism is refused
+// StageBackward. Sequence parallelism is refused
 // (InvalidArgument); generation works (the experts run in eval mode through the key/value-cache
 // decoder of the wrapped model).
 #ifndef MT_MODELS_VARIANTS_MOE_MOE_H_
@@ -47,6 +49,8 @@ class MoeModel : public Model, public PipelineStage {
   const ModelConfig& config() const override { return inner_->config(); }
   int64_t padded_vocab() const override { return inner_->padded_vocab(); }
   std::vector<std::string> loss_names() const override;
+  // "lm loss" alone; the auxiliary losses and loads come from every stage.
+  int output_stage_parts() const override { return 1; }
   absl::StatusOr<Losses> ForwardBackward(const nn::StepContext& sc, const Batch& batch,
                                          Backward backward, double loss_scale = 1.0) override;
   // Megatron's formula with each layer's active matrix weights: attention, router and topk
@@ -60,7 +64,7 @@ class MoeModel : public Model, public PipelineStage {
   IncrementalDecoder* incremental_decoder() override { return inner_->incremental_decoder(); }
   PipelineStage* pipeline_stage() override { return this; }
 
-  // PipelineStage: the wrapped model's, with the auxiliary losses added on the last stage.
+  // PipelineStage: the wrapped model's, with this stage's auxiliary losses and loads added.
   absl::StatusOr<Losses> StageForward(const nn::StepContext& sc, const Batch& batch,
                                       const TensorView& input, const TensorView& output) override;
   absl::Status StageBackward(const nn::StepContext& sc, const TensorView& output_grad,
@@ -80,6 +84,7 @@ class MoeModel : public Model, public PipelineStage {
   double active_layer_weights_ = 0;
   bool recompute_ = false;
   bool holds_output_ = true;
+  double layer_share_ = 1.0;  // This stage's layers / the model's.
 };
 
 // Matrix weights of one MoE layer a token runs through: 4 h^2 (attention), h E (router) and
