@@ -302,7 +302,8 @@ absl::Status CommitTrainingState(const std::string& save_dir, int keep_last,
 }
 
 int64_t TrainingSnapshot::bytes() const {
-  return values_.view().nbytes() + exp_avg_.view().nbytes() + exp_avg_sq_.view().nbytes();
+  return values_.view().nbytes() + exp_avg_.view().nbytes() + exp_avg_sq_.view().nbytes() +
+         (writer_ ? experts_.view().nbytes() : 0);
 }
 
 absl::Status TrainingSnapshot::Write(const std::string& save_dir, FileSystem& fs) const {
@@ -375,6 +376,11 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
   if (snap->writer_) {
     snap->records_ =
         Records(store, {snap->values_.view(), snap->exp_avg_.view(), snap->exp_avg_sq_.view()});
+  }
+  comm::Communicator* ep = optimizer.expert_parallel();
+  if (ep != nullptr && parallel.dp_rank() < ep->size()) {  // DP rank 0's EP group, as saved.
+    RETURN_IF_ERROR(AddOtherRanksExperts(store, live, *ep, config.num_experts, &snap->experts_,
+                                         &snap->records_));
   }
   return snap;
 }

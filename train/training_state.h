@@ -90,12 +90,15 @@ class TrainingSnapshot {
       const std::string&, ThreadPool*, std::unique_ptr<TrainingSnapshot>);
   bool writer_ = false;
   Tensor values_, exp_avg_, exp_avg_sq_;
+  Tensor experts_;  // Expert parallelism: the other EP ranks' experts and moments (on EP rank 0).
   checkpoint::CheckpointMetadata meta_;
   std::vector<checkpoint::TensorRecord> records_;
 };
 
 // This rank's snapshot of the state SaveTrainingState would save (a distributed optimizer's
-// shards gathered to DP rank 0: collective over the DP group then; local otherwise). A store in
+// shards gathered to DP rank 0: collective over the DP group then; with expert parallelism, the
+// experts of DP rank 0's expert-parallel group gathered to it: collective over that group;
+// local otherwise). A store in
 // host memory is copied on `pool`'s threads (null: this thread). `reuse`: an earlier snapshot
 // whose host memory is taken over (allocating and first touching 12 bytes per parameter again
 // costs more than the copy).

@@ -23,10 +23,6 @@ absl::Status ValidateExpertParallel(const PretrainConfig& c, int dp) {
         "use_distributed_optimizer is not supported with expert_model_parallel_size > 1 (the "
         "experts' state is sharded over the expert-parallel group instead)");
   }
-  if (ep > 1 && c.async_save) {
-    return absl::InvalidArgumentError(
-        "async_save is not supported with expert_model_parallel_size > 1 (drop --async_save)");
-  }
   return absl::OkStatus();
 }
 
