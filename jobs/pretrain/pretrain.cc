@@ -327,8 +327,9 @@ absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Jo
   ASSIGN_OR_RETURN(const checkpoint::CheckpointModel ckpt,
                    checkpoint::ReadCheckpointModel(c.load, /*iteration=*/-1, *job->hooks.fs));
   checkpoint::ParameterLoadOptions options;
-  // A pipeline stage holds its own parameters only: the others' are not its to load.
-  options.allow_unexpected = job->parallel->pp_size() > 1;
+  // A pipeline stage holds its own parameters only, an expert-parallel rank its own experts: the
+  // others' are not its to load.
+  options.allow_unexpected = job->parallel->pp_size() > 1 || job->ep != nullptr;
   RETURN_IF_ERROR(
       train::LoadWeights(ckpt, job->rank.exec, job->store.get(), job->optimizer.get(), options)
           .status());

@@ -12,6 +12,8 @@
 #     (counted from the checkpoint's shapes, not the program's);
 #   - a checkpoint saved at EP=2 after 10 iterations resumes at EP=1 and at EP=2, one saved at
 #     EP=1 resumes at EP=2, each continuing the EP=1 curve;
+#   - --finetune from an EP=2 checkpoint at EP=2 follows the same at EP=1 (each rank loads its
+#     own experts);
 #   - an asynchronous save at EP=2 writes the same tensors, bit for bit, as the synchronous one;
 #   - the flags refuse an EP size that does not divide the DP size or the experts, EP on a model
 #     without experts and EP with the distributed optimizer, each with one line naming the flag.
@@ -56,6 +58,16 @@ resume() {
 resume resumed ep2_half 1
 resume resumed_ep2 ep2_half 2
 resume resumed_from_ep1 ep1_half 2
+# finetune NAME EP: the weights of ep2_half (all 4 experts) only, 10 iterations at EP.
+finetune() {
+  mpi 2 "$gpt" "${common[@]}" --train_iters=10 --load="$work/ep2_half" --finetune \
+    --expert_model_parallel_size="$2" --log_jsonl="$work/$1.jsonl" > "$work/$1.out" 2>&1 ||
+    { tail -20 "$work/$1.out"; fail "fine-tuning at EP=$2"; }
+  grep -q "loaded the weights of .* iteration 10 only" "$work/$1.out" ||
+    fail "did not load the weights: $(head -3 "$work/$1.out")"
+}
+finetune finetuned_ep1 1
+finetune finetuned_ep2 2
 grep -q "expert_model_parallel_size: 2" "$work/ep2.out" || fail "flag not shown"
 
 python3 - "$work" <<'PY' || fail "expert parallelism changes the numbers"
@@ -85,13 +97,13 @@ assert len(base) == 20 and base[-1][1] < base[0][1], base
 loads = [curve("ep1", "moe_load_%d" % e) for e in range(4)]
 assert all(abs(sum(l[i][1] for l in loads) - 1) < 1e-9 for i in range(20)), loads
 for base_name, name in (("ep1", "ep2"), ("ep1", "ep2_tp2"), ("ep1_dp4", "ep2_dp4"),
-                        ("ep1", "ep2_pp2")):
+                        ("ep1", "ep2_pp2"), ("finetuned_ep1", "finetuned_ep2")):
     for key in ("lm_loss", "moe_aux_loss", "moe_load_0", "moe_load_3"):
         a, b = curve(base_name, key), curve(name, key)
         d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
-        print("%s %s over 20 iterations: %.6f -> %.6f, max |EP=2 - EP=1| %.3g" %
-              (name, key, b[0][1], b[-1][1], d))
-        assert len(a) == len(b) and d <= 1e-5, (name, key, d)
+        print("%s %s over %d iterations: %.6f -> %.6f, max |EP=2 - EP=1| %.3g" %
+              (name, key, len(b), b[0][1], b[-1][1], d))
+        assert len(a) == len(b) and len(a) in (10, 20) and d <= 1e-5, (name, key, d)
 w1 = weights("ep1")
 for base_name, name in (("ep1", "ep2"), ("ep1_dp4", "ep2_dp4")):
     w0 = weights(base_name)
