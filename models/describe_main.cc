@@ -60,9 +60,10 @@ absl::Status PrintMemory(const mt::models::ModelConfig& config,
   using namespace mt::models;  // NOLINT: a main of this package.
   ASSIGN_OR_RETURN(const MemoryEstimate est, EstimateMemory(config, o));
   std::printf(
-      "memory per rank: TP %d x PP %d x DP %d, micro batch %lld x %lld tokens, %s compute, "
+      "memory per rank: TP %d x PP %d x DP %d%s, micro batch %lld x %lld tokens, %s compute, "
       "recompute %s%s%s%s\n",
       o.tensor_parallel, o.pipeline_parallel, o.data_parallel,
+      o.expert_parallel > 1 ? absl::StrCat(" (EP ", o.expert_parallel, ")").c_str() : "",
       static_cast<long long>(o.micro_batch),
       static_cast<long long>(o.seq_length > 0 ? o.seq_length : config.max_position_embeddings),
       std::string(mt::DTypeName(o.compute_dtype)).c_str(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "comm/parallel_context.h"
@@ -30,6 +31,18 @@ absl::Status CheckOptions(const ModelConfig& config, const MemoryOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("memory: --seq_length ", s,
                                                    " exceeds max_position_embeddings ",
                                                    config.max_position_embeddings));
+  }
+  const int ep = o.expert_parallel;
+  if (ep < 1 || o.data_parallel % ep != 0 ||
+      (ep > 1 && (config.num_experts < 1 || config.num_experts % ep != 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory: --expert_model_parallel_size ", ep, " must be >= 1 and divide the data-parallel ",
+        "size ", o.data_parallel, " and the experts (", config.num_experts, ")"));
+  }
+  if (ep > 1 && o.distributed_optimizer) {
+    return absl::InvalidArgumentError(
+        "memory: --use_distributed_optimizer is not supported with --expert_model_parallel_size "
+        "> 1");
   }
   if (o.sequence_parallel && (o.tensor_parallel < 2 || s % o.tensor_parallel != 0)) {
     return absl::InvalidArgumentError(
@@ -119,6 +132,13 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const M
     }
     StageMemory m;
     m.parameters = store.NumLocalElements();
+    if (o.expert_parallel > 1) {  // Each EP rank holds 1 / EP of the experts.
+      for (int i = 0; i < store.size(); ++i) {
+        if (store.spec(i).name.find(".experts.") == std::string::npos) continue;
+        const int64_t k = NumElements(store.local_shape(i));
+        m.parameters -= k - k / o.expert_parallel;
+      }
+    }
     const double n = static_cast<double>(m.parameters);
     // The distributed optimizer shards the f32 masters too when the modules compute with copies.
     const bool masters_sharded = o.distributed_optimizer && copy > 0;

@@ -77,6 +77,7 @@ struct MemoryOptions {
   bool distributed_optimizer = false;
   bool sequence_parallel = false;
   nn::Recompute recompute = nn::Recompute::kNo;
+  int expert_parallel = 1;  // EP: each rank holds num_experts / EP of every layer's experts.
 
   // The fields //models:describe takes as flags, named as the drivers' (core/config_flags.h);
   // micro_batches and compute_dtype come from its --global_batch_size and --bf16 / --fp16.
@@ -98,14 +99,19 @@ struct MemoryOptions {
     v("sequence_parallel", &self.sequence_parallel, "Sequence parallelism (needs TP > 1).");
     v("recompute_granularity", &self.recompute,
       "Activation recomputation: none, full or selective.", nn::kRecomputeNames);
+    v("expert_model_parallel_size", &self.expert_parallel,
+      "Expert-parallel ranks (EP, dividing DP and the experts) of a mixture of experts: each "
+      "holds num_experts / EP of every layer's experts.");
   }
 };
 
 // One pipeline stage's rank (every TP and DP rank of a stage holds the same amounts).
 struct StageMemory {
-  int64_t parameters = 0;  // This rank's (its chunks, a tied embedding's copy included).
-  double weights = 0;      // Bytes: f32 masters plus compute copies.
-  double gradients = 0;    // Bytes: f32.
+  // This rank's (its chunks, a tied embedding's copy included; with expert parallelism its own
+  // experts: the parameters named "<...>.experts.<e>.<...>", as models/variants/moe names them).
+  int64_t parameters = 0;
+  double weights = 0;     // Bytes: f32 masters plus compute copies.
+  double gradients = 0;   // Bytes: f32.
   double optimizer = 0;   // Bytes: Adam moments (this rank's shard with the distributed optimizer).
   int64_t in_flight = 0;  // Micro-batches in flight at the peak, in chunk units (see above).
   int64_t activation_sets = 0;  // Kept: the sum of the chunks' peaks (see above).

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "models/count.h"
 #include "models/flops.h"
+#include "models/memory.h"
 #include "models/registry.h"
 #include "models/testing/model_testutil.h"
 
@@ -57,6 +58,32 @@ TEST(MoeTest, RegisteredWithItsOwnParameters) {
   // FLOPs count what a token runs through: attention, the router and its top-2 experts.
   EXPECT_DOUBLE_EQ((*model)->TrainingFlops(8, 1024, 8 * 1024),
                    DecoderFlops(8, 1024, L, h, v, 4.0 * h * h + h * E + 2 * 3.0 * h * f, false));
+}
+
+// describe's memory per rank with expert parallelism: each EP rank holds 1 / EP of the experts
+// (here 8 x 3 h f per layer) and everything else whole, and the moments follow the parameters.
+TEST(MoeTest, MemoryPerRankHoldsItsShareOfTheExperts) {
+  const ModelConfig c = FindModel("moe-8x124m")->config;
+  const int64_t h = 768, f = 2048, L = 12, E = 8;
+  MemoryOptions o;
+  o.data_parallel = 4;
+  auto whole = EstimateMemory(c, o);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (int ep : {2, 4}) {
+    o.expert_parallel = ep;
+    auto split = EstimateMemory(c, o);
+    ASSERT_TRUE(split.ok()) << split.status();
+    const StageMemory& a = whole->stages[0];
+    const StageMemory& b = split->stages[0];
+    EXPECT_EQ(a.parameters - b.parameters, L * E * 3 * h * f * (ep - 1) / ep) << ep;
+    EXPECT_DOUBLE_EQ(b.optimizer, 8.0 * static_cast<double>(b.parameters)) << ep;
+    EXPECT_DOUBLE_EQ(b.activations, a.activations) << ep;
+  }
+  o.expert_parallel = 3;  // Divides neither DP = 4 nor the 8 experts.
+  EXPECT_EQ(EstimateMemory(c, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.expert_parallel = 2;
+  o.distributed_optimizer = true;
+  EXPECT_EQ(EstimateMemory(c, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MoeTest, ReportsTheAuxiliaryLossesInItsObjective) {
