@@ -171,17 +171,43 @@ absl::Status TransformerLayer::DecodeForward(const StepContext& sc, const Tensor
     return absl::FailedPreconditionError(absl::StrCat(
         "transformer layer ", layer_index_, ": no incremental decoding with sequence parallelism"));
   }
+  std::vector<DecodeSpan> spans;
+  for (int64_t b = 0; b < x.dim(0); ++b) spans.push_back(DecodeSpan{b, x.dim(1)});
+  return DecodeSlots(sc, x, spans, y);
+}
+
+absl::Status TransformerLayer::DecodeSlots(const StepContext& sc, const TensorView& x,
+                                           absl::Span<const DecodeSpan> spans,
+                                           const TensorView& y) {
+  if (config_.sequence_parallel) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "transformer layer ", layer_index_, ": no incremental decoding with sequence parallelism"));
+  }
+  // The rows as one sequence [1, N, H] (the layer's row-wise ops do not care; the attention
+  // reads the spans).
+  const int64_t H = config_.hidden;
+  if (x.numel() % H != 0 || y.numel() != x.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("transformer layer ", layer_index_,
+                                                   ": decoding tensors ", x.DebugString(), ", ",
+                                                   y.DebugString(), " must be [N, ", H, "]"));
+  }
+  ASSIGN_OR_RETURN(TensorView x3, x.Reshape({1, x.numel() / H, H}));
+  ASSIGN_OR_RETURN(TensorView y3, y.Reshape({1, x.numel() / H, H}));
+  RETURN_IF_ERROR(CheckInput(x3));
   // Nothing of a decoding step is kept for Backward.
   input_.Clear();
   saved_ = false;
   StepContext eval = sc;
   eval.mode = Mode::kEval;
-  return Run(eval, Pass::kDecode, x, y);
+  spans_ = spans;
+  const absl::Status s = Run(eval, Pass::kDecode, x3, y3);
+  spans_ = {};
+  return s;
 }
 
 absl::Status TransformerLayer::Attend(const StepContext& sc, Pass pass, const TensorView& x,
                                       const TensorView& y, const TensorView** bias) {
-  if (pass == Pass::kDecode) return attention_.DecodeForward(sc, x, y, bias);
+  if (pass == Pass::kDecode) return attention_.DecodeSlots(sc, x, spans_, y, bias);
   return attention_.Forward(sc, x, input_.padding_mask(), y, bias);
 }
 
@@ -496,14 +522,29 @@ absl::Status TransformerStack::StartDecoding(const StepContext& sc, int64_t batc
   }
   decode_batch_ = batch;
   decode_max_length_ = max_length;
+  slot_lengths_.assign(batch, 0);
   return absl::OkStatus();
 }
 
 void TransformerStack::StopDecoding() {
   for (auto& l : layers_) l->StopDecoding();
-  decode_batch_ = decode_max_length_ = decode_length_ = 0;
+  decode_batch_ = decode_max_length_ = 0;
+  slot_lengths_.clear();
   decode_out_[0] = Tensor();
   decode_out_[1] = Tensor();
+}
+
+absl::Status TransformerStack::ResetSlot(int64_t slot) {
+  if (slot < 0 || slot >= decode_batch_) {
+    return absl::InvalidArgumentError(absl::StrCat("transformer stack: slot ", slot,
+                                                   " outside [0, ", decode_batch_, ")"));
+  }
+  for (int i = 0; i < num_layers(); ++i) {
+    absl::Status s = layers_[i]->ResetSlot(slot);
+    if (!s.ok()) return InLayer(i, s);
+  }
+  slot_lengths_[slot] = 0;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorView> TransformerStack::DecodeForward(const StepContext& sc,
@@ -511,29 +552,68 @@ absl::StatusOr<TensorView> TransformerStack::DecodeForward(const StepContext& sc
   if (decode_batch_ == 0) {
     return absl::FailedPreconditionError("transformer stack: DecodeForward before StartDecoding");
   }
-  if (x.rank() != 3 || x.dim(0) != decode_batch_ || x.dim(1) < 1 ||
-      decode_length_ + x.dim(1) > decode_max_length_) {
+  const bool same = std::all_of(slot_lengths_.begin(), slot_lengths_.end(),
+                                [&](int64_t l) { return l == slot_lengths_[0]; });
+  if (x.rank() != 3 || x.dim(0) != decode_batch_ || x.dim(1) < 1 || !same ||
+      decode_length() + x.dim(1) > decode_max_length_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transformer stack: decoding input ", x.DebugString(), " must be [", decode_batch_,
-        ", n, H] with n >= 1 and at most ", decode_max_length_ - decode_length_,
-        " more positions (", decode_length_, " of ", decode_max_length_, " decoded)"));
+        ", n, H] with n >= 1 and at most ", decode_max_length_ - decode_length(),
+        " more positions (", decode_length(), " of ", decode_max_length_,
+        " decoded; every slot at the same length)"));
   }
+  std::vector<DecodeSpan> spans;
+  for (int64_t b = 0; b < decode_batch_; ++b) spans.push_back(DecodeSpan{b, x.dim(1)});
+  ASSIGN_OR_RETURN(TensorView out, RunDecode(sc, x, spans));
+  return out.Reshape(x.shape);
+}
+
+absl::StatusOr<TensorView> TransformerStack::DecodeSlots(const StepContext& sc,
+                                                         const TensorView& x,
+                                                         absl::Span<const DecodeSpan> spans) {
+  if (decode_batch_ == 0) {
+    return absl::FailedPreconditionError("transformer stack: DecodeSlots before StartDecoding");
+  }
+  std::vector<bool> seen(decode_batch_, false);
+  int64_t rows = 0;
+  for (const DecodeSpan& s : spans) {
+    if (s.slot < 0 || s.slot >= decode_batch_ || seen[s.slot] || s.count < 1 ||
+        slot_lengths_[s.slot] + s.count > decode_max_length_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "transformer stack: span (slot ", s.slot, ", count ", s.count, ") needs a slot in [0, ",
+          decode_batch_, ") given once and count >= 1 fitting the ", decode_max_length_,
+          " positions"));
+    }
+    seen[s.slot] = true;
+    rows += s.count;
+  }
+  if (spans.empty() || x.rank() != 2 || x.dim(0) != rows) {
+    return absl::InvalidArgumentError(absl::StrCat("transformer stack: decoding input ",
+                                                   x.DebugString(), " must be [", rows,
+                                                   ", H] (the spans' rows), with >= 1 span"));
+  }
+  return RunDecode(sc, x, spans);
+}
+
+absl::StatusOr<TensorView> TransformerStack::RunDecode(const StepContext& sc, const TensorView& x,
+                                                       absl::Span<const DecodeSpan> spans) {
+  const Shape rows = {x.numel() / x.shape.back(), x.shape.back()};
   for (Tensor& t : decode_out_) {
-    if (t.shape() != x.shape || t.dtype() != x.dtype || t.device() != sc.exec->device) {
-      ASSIGN_OR_RETURN(t, Alloc(*sc.exec, x.shape, x.dtype));
+    if (t.shape() != rows || t.dtype() != x.dtype || t.device() != sc.exec->device) {
+      ASSIGN_OR_RETURN(t, Alloc(*sc.exec, rows, x.dtype));
     }
   }
   TensorView in = x;
   for (int i = 0; i < num_layers(); ++i) {
     const TensorView out = decode_out_[i % 2].view();
-    absl::Status s = layers_[i]->DecodeForward(sc, in, out);
+    absl::Status s = layers_[i]->DecodeSlots(sc, in, spans, out);
     if (!s.ok()) {
       StopDecoding();
       return InLayer(i, s);
     }
     in = out;
   }
-  decode_length_ += x.dim(1);
+  for (const DecodeSpan& s : spans) slot_lengths_[s.slot] += s.count;
   return in;
 }
 

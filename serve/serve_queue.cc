@@ -8,6 +8,11 @@ namespace serve {
 std::optional<std::future<JobResult>> JobQueue::TryPush(GenerationRequest request) {
   auto job = std::make_unique<Job>();
   job->request = std::move(request);
+  return TryPush(std::move(job));
+}
+
+std::optional<std::future<JobResult>> JobQueue::TryPush(std::unique_ptr<Job> job) {
+  job->queued = std::chrono::steady_clock::now();
   std::future<JobResult> result = job->result.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
