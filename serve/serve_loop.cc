@@ -1,5 +1,6 @@
 #include "serve/serve_loop.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -144,6 +145,12 @@ class Loop {
     for (const auto& [id, f] : jobs_) {
       if (f.job->cancelled->load()) cancel.push_back(id);
     }
+    // Requests that can start at once are not refused (none while held).
+    const int64_t busy = engine_.running() + engine_.waiting() + static_cast<int64_t>(taken->size());
+    queue_->set_spare(Held(options_.hold_file)
+                          ? 0
+                          : static_cast<size_t>(std::max<int64_t>(
+                                0, options_.batch.max_batch_size - busy)));
     for (const auto& job : *taken) added.push_back(SerializeRequest(job->request));
     if (cancel.empty() && added.empty()) return std::string();
     return Json{{"new", added}, {"cancel", cancel}}.dump();

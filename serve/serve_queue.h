@@ -50,7 +50,7 @@ class JobQueue {
   explicit JobQueue(size_t capacity) : capacity_(capacity) {}
 
   // Queues `request` and returns the future of its result; nullopt when the queue holds
-  // `capacity` jobs or is closed.
+  // `capacity` + spare() jobs or is closed.
   std::optional<std::future<JobResult>> TryPush(GenerationRequest request);
   // The same for a job made by the caller (streaming, cancellation).
   std::optional<std::future<JobResult>> TryPush(std::unique_ptr<Job> job);
@@ -63,6 +63,14 @@ class JobQueue {
 
   size_t size() const;
   size_t capacity() const { return capacity_; }
+  // Extra room the consumer grants while it could start that many more jobs at once (the free
+  // slots of a continuous batch): a burst is not refused while the generation has room for it.
+  void set_spare(size_t spare);
+
+ private:
+  size_t spare_ = 0;  // Guarded by mu_.
+
+ public:
 
  private:
   const size_t capacity_;
