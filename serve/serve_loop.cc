@@ -130,6 +130,7 @@ class Loop {
         if (job == nullptr) break;
         if (job->cancelled->load()) {  // Its client went away while it waited.
           job->result.set_value({absl::CancelledError("the client went away"), {}});
+          if (job->on_answer) job->on_answer();
           continue;
         }
         taken->push_back(std::move(job));
@@ -219,6 +220,7 @@ class Loop {
       options_.metrics->Answered(outcome, Seconds(Clock::now() - it->second.job->queued));
     }
     it->second.job->result.set_value(std::move(result));
+    if (it->second.job->on_answer) it->second.job->on_answer();
     served_->fetch_add(1);
     jobs_.erase(it);
   }

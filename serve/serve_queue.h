@@ -39,6 +39,8 @@ struct Job {
   // Streaming: called on the generation thread with each token the request generates, before its
   // result is set; must not block. Null: none.
   std::function<void(const TokenEvent&)> on_token;
+  // Called on the generation thread right after `result` is set. Null: none.
+  std::function<void()> on_answer;
   // Set (by the handler) when its client has gone: the generation loop drops the request between
   // two steps, freeing its cache slots, and answers it Cancelled.
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);

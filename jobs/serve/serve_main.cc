@@ -21,7 +21,10 @@
 // rank; requests in flight or queued get 503. Bad flags print one line and exit 1; a failure after
 // start-up ends every rank (MpiRuntime::Abort).
 #include <atomic>
+#include <sys/socket.h>
+
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -143,6 +146,9 @@ class FrontEnd {
       return absl::UnavailableError(
           absl::StrCat("cannot listen on ", c_.host, ":", c_.port, " (in use, or a bad --host?)"));
     }
+    // cpp-httplib listens with a backlog of 5: a burst of clients would overflow it and wait for
+    // their SYN's retransmission (a second). Listening again on Linux only resizes the backlog.
+    if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
     listener_ = std::thread([this] { server_.listen_after_bind(); });
     return port;
   }
@@ -154,7 +160,12 @@ class FrontEnd {
 
  private:
   void Configure() {
-    const size_t threads = static_cast<size_t>(c_.queue_size) + 8;
+    server_.set_socket_options([this](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+      listen_fd_ = sock;
+    });
+    const size_t threads = static_cast<size_t>(c_.queue_size + c_.max_batch_size) + 8;
     server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server_.set_payload_max_length(static_cast<size_t>(c_.max_body_bytes));
     server_.set_read_timeout(c_.timeout_s, 0);
@@ -221,7 +232,9 @@ class FrontEnd {
     GenerationRequest request;
     std::unique_ptr<serve::CompletionStream> stream;
     std::mutex mu;
+    std::condition_variable ready;         // A token came, or the answer.
     std::deque<serve::TokenEvent> tokens;  // Guarded by mu (the generation thread pushes).
+    bool answered = false;                 // Guarded by mu.
     std::future<JobResult> result;
     std::shared_ptr<std::atomic<bool>> cancelled;
     bool finished = false;
@@ -238,6 +251,12 @@ class FrontEnd {
     job->on_token = [st](const serve::TokenEvent& t) {
       std::lock_guard<std::mutex> lock(st->mu);
       st->tokens.push_back(t);
+      st->ready.notify_one();
+    };
+    job->on_answer = [st] {
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->answered = true;
+      st->ready.notify_one();
     };
     st->cancelled = job->cancelled;
     std::optional<std::future<JobResult>> pending = queue_.TryPush(std::move(job));
@@ -255,16 +274,20 @@ class FrontEnd {
         });
   }
 
-  // Sends what has come since the last call (waiting up to 20 ms for something); false when the
+  // Sends what has come since the last call (waiting up to 100 ms for something); false when the
   // client cannot be written to.
   static bool SendEvents(StreamState& st, httplib::DataSink& sink) {
-    const bool done =
-        st.result.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready;
     std::deque<serve::TokenEvent> tokens;
+    bool done = false;
     {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::unique_lock<std::mutex> lock(st.mu);
+      st.ready.wait_for(lock, std::chrono::milliseconds(100),
+                        [&] { return !st.tokens.empty() || st.answered; });
       tokens.swap(st.tokens);
+      done = st.answered;
     }
+    // Answered without a call (the queue closed at shutdown).
+    done = done || st.result.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
     for (const serve::TokenEvent& t : tokens) {
       const absl::StatusOr<std::string> event = st.stream->Token(t);
       if (!event.ok() || !sink.write(event->data(), event->size())) return false;
@@ -290,6 +313,7 @@ class FrontEnd {
   const int64_t started_ = static_cast<int64_t>(std::time(nullptr));
   std::atomic<uint64_t> seed_;
   std::atomic<int64_t> ids_{0};
+  socket_t listen_fd_ = -1;
   httplib::Server server_;
   std::thread listener_;
 };
