@@ -302,9 +302,9 @@ absl::Status ParallelSelfAttention::CheckSpans(absl::Span<const DecodeSpan> span
   *rows = 0;
   for (const DecodeSpan& s : spans) {
     if (s.slot < 0 || s.slot >= c.batch || seen[s.slot] || s.count < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("attention: span (slot ", s.slot, ", count ", s.count,
-                       ") needs a slot in [0, ", c.batch, ") not given twice, and count >= 1"));
+      return absl::InvalidArgumentError(absl::StrCat("attention: span (slot ", s.slot, ", count ",
+                                                     s.count, ") needs a slot in [0, ", c.batch,
+                                                     ") not given twice, and count >= 1"));
     }
     seen[s.slot] = true;
     if (c.lengths[s.slot] + s.count > c.max_length) {

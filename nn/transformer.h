@@ -281,7 +281,7 @@ class TransformerStack {
   int64_t peak_backward_extra_ = 0;
   int64_t decode_batch_ = 0, decode_max_length_ = 0;
   std::vector<int64_t> slot_lengths_;  // [decode_batch_]
-  Tensor decode_out_[2];  // [N, H]: the blocks' decoding outputs, alternately.
+  Tensor decode_out_[2];               // [N, H]: the blocks' decoding outputs, alternately.
   // The blocks' step through decode_out_.
   absl::StatusOr<TensorView> RunDecode(const StepContext& sc, const TensorView& x,
                                        absl::Span<const DecodeSpan> spans);

@@ -13,13 +13,13 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(const nn::StepC
                                                                  models::Model& model,
                                                                  const BatchLimits& limits) {
   if (limits.max_batch_size < 1 || limits.max_batched_tokens < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_batch_size ", limits.max_batch_size, " and max_batched_tokens ",
-        limits.max_batched_tokens, " must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("max_batch_size ", limits.max_batch_size,
+                                                   " and max_batched_tokens ",
+                                                   limits.max_batched_tokens, " must be >= 1"));
   }
   ASSIGN_OR_RETURN(models::IncrementalDecoder * decoder, models::IncrementalDecoderOf(model));
-  RETURN_IF_ERROR(decoder->StartDecoding(sc, limits.max_batch_size,
-                                         model.config().max_position_embeddings));
+  RETURN_IF_ERROR(
+      decoder->StartDecoding(sc, limits.max_batch_size, model.config().max_position_embeddings));
   std::unique_ptr<BatchEngine> engine(new BatchEngine(model, *decoder, limits));
   // Probe the slotted entry points (a model may decode without them).
   const absl::Status probe = decoder->ResetSlot(0);
@@ -121,8 +121,7 @@ void BatchEngine::ScorePrompt(const Sequence& s, int64_t row) {
   }
 }
 
-absl::StatusOr<bool> BatchEngine::Advance(const Sequence& s, const float* row,
-                                          StepReport* report) {
+absl::StatusOr<bool> BatchEngine::Advance(const Sequence& s, const float* row, StepReport* report) {
   Request& r = requests_[s.request];
   Generation& g = r.generations[s.index];
   if (r.config.tokens_to_generate == 0) return true;
@@ -154,15 +153,15 @@ absl::StatusOr<StepReport> BatchEngine::Step(const nn::StepContext& sc) {
   bool every = false;
   for (const Sequence& s : running_) {
     const Request& r = requests_[s.request];
-    every = every || (!s.prefilled && r.config.logprobs && r.generations[s.index].prompt_length > 1);
+    every =
+        every || (!s.prefilled && r.config.logprobs && r.generations[s.index].prompt_length > 1);
   }
   RETURN_IF_ERROR(RunModel(sc, every));
   const int64_t Vp = model_.padded_vocab();
   std::vector<Sequence> still;
   int64_t row = 0;
   for (Sequence& s : running_) {
-    const int64_t n =
-        s.prefilled ? 1 : requests_[s.request].generations[s.index].prompt_length;
+    const int64_t n = s.prefilled ? 1 : requests_[s.request].generations[s.index].prompt_length;
     if (every && !s.prefilled && requests_[s.request].config.logprobs) ScorePrompt(s, row);
     const int64_t last = every ? row + n - 1 : static_cast<int64_t>(&s - running_.data());
     row += every ? n : 1;

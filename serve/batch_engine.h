@@ -133,7 +133,7 @@ class BatchEngine {
   models::IncrementalDecoder& decoder_;
   const BatchLimits limits_;
   std::map<int64_t, Request> requests_;
-  std::deque<Sequence> waiting_;  // Oldest first.
+  std::deque<Sequence> waiting_;   // Oldest first.
   std::vector<Sequence> running_;  // Oldest first.
   std::vector<int64_t> free_slots_;
   std::vector<int64_t> done_;  // Requests finished (kept until TakeResult).

@@ -106,8 +106,7 @@ class EngineFixture : public ::testing::Test {
   nn::StepContext sc_;
 };
 
-class BatchEngineTest : public EngineFixture,
-                        public ::testing::WithParamInterface<std::string> {
+class BatchEngineTest : public EngineFixture, public ::testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override { Build(GetParam()); }
 };
@@ -197,8 +196,8 @@ TEST_F(BatchEngineRulesTest, OldestFirstWithinTheTokenBudget) {
   std::unique_ptr<BatchEngine> engine = Engine(3, 8);
   ASSERT_NE(engine, nullptr);
   for (int64_t id = 0; id < 5; ++id) {
-    ASSERT_TRUE(engine->Add(id, {{1, 2, 3, 4, static_cast<int32_t>(10 + id)}}, Greedy(3, false))
-                    .ok());
+    ASSERT_TRUE(
+        engine->Add(id, {{1, 2, 3, 4, static_cast<int32_t>(10 + id)}}, Greedy(3, false)).ok());
   }
   std::map<int64_t, int> first_token_step;
   for (int step = 0; step < 40 && !engine->idle(); ++step) {

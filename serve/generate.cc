@@ -12,8 +12,8 @@ namespace mt {
 namespace serve {
 
 absl::Status CheckGenerateArguments(const models::Model& model,
-                                   const std::vector<std::vector<int32_t>>& prompts,
-                                   const GenerateConfig& config) {
+                                    const std::vector<std::vector<int32_t>>& prompts,
+                                    const GenerateConfig& config) {
   RETURN_IF_ERROR(config.sampling.Validate());
   if (config.tokens_to_generate < 0) {
     return absl::InvalidArgumentError(

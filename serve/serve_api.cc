@@ -237,6 +237,9 @@ absl::StatusOr<Json> MegatronJson(const GenerationRequest& request,
 absl::StatusOr<Json> CompletionLogprobs(const Generation& g, const data::Tokenizer& tokenizer) {
   Json tokens = Json::array(), values = Json::array(), offsets = Json::array();
   const int64_t n = g.generated();
+  if (static_cast<int64_t>(g.logprobs.size()) < n) {
+    return absl::InternalError("a generation without its log-probabilities");
+  }
   int64_t offset = 0;
   for (int64_t i = 0; i < n; ++i) {
     ASSIGN_OR_RETURN(std::string piece, tokenizer.Decode({g.tokens[g.prompt_length + i]}));

@@ -71,9 +71,9 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // One rank's loop state.
 class Loop {
  public:
-  Loop(comm::Communicator& world, const InferenceSession& session,
-       const data::Tokenizer& tokenizer, JobQueue* queue, const ServeLoopOptions& options,
-       std::atomic<int64_t>* served, BatchEngine& engine)
+  Loop(comm::Communicator& world, const InferenceSession& session, const data::Tokenizer& tokenizer,
+       JobQueue* queue, const ServeLoopOptions& options, std::atomic<int64_t>* served,
+       BatchEngine& engine)
       : world_(world),
         session_(session),
         tokenizer_(tokenizer),
@@ -138,7 +138,8 @@ class Loop {
       }
       // A hold that began while waiting applies to them too.
       if (Held(options_.hold_file)) {
-        for (auto it = taken->rbegin(); it != taken->rend(); ++it) queue_->PushFront(std::move(*it));
+        for (auto it = taken->rbegin(); it != taken->rend(); ++it)
+          queue_->PushFront(std::move(*it));
         taken->clear();
       }
     }
@@ -147,11 +148,11 @@ class Loop {
       if (f.job->cancelled->load()) cancel.push_back(id);
     }
     // Requests that can start at once are not refused (none while held).
-    const int64_t busy = engine_.running() + engine_.waiting() + static_cast<int64_t>(taken->size());
-    queue_->set_spare(Held(options_.hold_file)
-                          ? 0
-                          : static_cast<size_t>(std::max<int64_t>(
-                                0, options_.batch.max_batch_size - busy)));
+    const int64_t busy =
+        engine_.running() + engine_.waiting() + static_cast<int64_t>(taken->size());
+    queue_->set_spare(Held(options_.hold_file) ? 0
+                                               : static_cast<size_t>(std::max<int64_t>(
+                                                     0, options_.batch.max_batch_size - busy)));
     for (const auto& job : *taken) added.push_back(SerializeRequest(job->request));
     if (cancel.empty() && added.empty()) return std::string();
     return Json{{"new", added}, {"cancel", cancel}}.dump();

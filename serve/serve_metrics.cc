@@ -84,10 +84,9 @@ std::string ServeMetrics::Render(int64_t queue_depth) const {
                   Header("mt_serve_token_latency_seconds", "histogram",
                          "Between consecutive tokens of a sequence."),
                   token_gap_.Render("mt_serve_token_latency_seconds"));
-  absl::StrAppend(&o,
-                  Header("mt_serve_request_latency_seconds", "histogram",
-                         "From queued to answered."),
-                  request_.Render("mt_serve_request_latency_seconds"));
+  absl::StrAppend(
+      &o, Header("mt_serve_request_latency_seconds", "histogram", "From queued to answered."),
+      request_.Render("mt_serve_request_latency_seconds"));
   return o;
 }
 

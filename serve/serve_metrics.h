@@ -25,9 +25,8 @@ namespace serve {
 // Cumulative buckets with fixed upper bounds (seconds), as Prometheus histograms are.
 class LatencyHistogram {
  public:
-  static constexpr std::array<double, 14> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                     0.05,  0.1,    0.25,  0.5,  1.0,
-                                                     2.5,   5.0,    10.0,  30.0};
+  static constexpr std::array<double, 14> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                     0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
   void Record(double seconds);
   // The histogram's lines for metric `name` (its _bucket, _sum and _count samples).
   std::string Render(const std::string& name) const;

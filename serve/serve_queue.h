@@ -1,6 +1,6 @@
 // The generation server's queue: HTTP handler threads push checked requests and wait for their
-// results (or their tokens, streaming); the generation thread pops them. Bounded: a push into a full queue is
-// refused at once (the server answers 503), so a burst never piles up unbounded work.
+// results (or their tokens, streaming); the generation thread pops them. Bounded: a push into a
+// full queue is refused at once (the server answers 503), so a burst never piles up unbounded work.
 //
 // Thread-safe: any number of pushing threads and one popping thread.
 #ifndef MT_SERVE_SERVE_QUEUE_H_
@@ -73,7 +73,6 @@ class JobQueue {
   size_t spare_ = 0;  // Guarded by mu_.
 
  public:
-
  private:
   const size_t capacity_;
   mutable std::mutex mu_;

@@ -79,8 +79,8 @@ absl::StatusOr<std::string> CompletionStream::Text(const std::vector<int32_t>& g
 
 absl::StatusOr<std::string> CompletionStream::Token(const TokenEvent& t) {
   if (t.index < 0 || t.index >= static_cast<int64_t>(choices_.size())) {
-    return absl::InternalError(absl::StrCat("a token of choice ", t.index, " of a stream of ",
-                                            choices_.size()));
+    return absl::InternalError(
+        absl::StrCat("a token of choice ", t.index, " of a stream of ", choices_.size()));
   }
   Choice& c = choices_[t.index];
   c.generated.push_back(t.token);
@@ -103,8 +103,8 @@ absl::StatusOr<std::string> CompletionStream::Finish(const std::vector<Generatio
     ASSIGN_OR_RETURN(const std::string text, Text(generated, &stopped));
     const size_t sent = std::min(choices_[i].sent, text.size());
     const bool stop = stopped || g.finish != FinishReason::kLength;
-    absl::StrAppend(&out, Event(static_cast<int64_t>(i), text.substr(sent),
-                                stop ? "stop" : "length", nullptr));
+    absl::StrAppend(
+        &out, Event(static_cast<int64_t>(i), text.substr(sent), stop ? "stop" : "length", nullptr));
   }
   return absl::StrCat(out, kDone);
 }

@@ -20,9 +20,9 @@
 // (serve/serve_metrics.h), GET /v1/models the model. SIGTERM or SIGINT to any rank stops every
 // rank; requests in flight or queued get 503. Bad flags print one line and exit 1; a failure after
 // start-up ends every rank (MpiRuntime::Abort).
-#include <atomic>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>

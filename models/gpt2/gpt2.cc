@@ -390,15 +390,15 @@ absl::Status GptModel::DecodeSlots(const nn::StepContext& sc, absl::Span<const S
     const int64_t n = static_cast<int64_t>(t.tokens.size());
     if (t.slot < 0 || t.slot >= S || seen[t.slot] || n < 1 ||
         stack_->slot_length(t.slot) + n > stack_->decode_max_length()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GPT-2: slot ", t.slot, " with ", n, " tokens: need a slot in [0, ", S,
-          ") given once and 1 to ", stack_->decode_max_length(), " positions in all"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPT-2: slot ", t.slot, " with ", n, " tokens: need a slot in [0, ", S,
+                       ") given once and 1 to ", stack_->decode_max_length(), " positions in all"));
     }
     seen[t.slot] = true;
     for (int64_t i = 0; i < n; ++i) {
       if (t.tokens[i] < 0 || t.tokens[i] >= Vp) {
-        return absl::OutOfRangeError(absl::StrCat("GPT-2: token ", t.tokens[i], " outside [0, ",
-                                                  Vp, ")"));
+        return absl::OutOfRangeError(
+            absl::StrCat("GPT-2: token ", t.tokens[i], " outside [0, ", Vp, ")"));
       }
       ids.push_back(t.tokens[i]);
       positions.push_back(static_cast<int32_t>(stack_->slot_length(t.slot) + i));
@@ -410,8 +410,8 @@ absl::Status GptModel::DecodeSlots(const nn::StepContext& sc, absl::Span<const S
   const bool every = logits.shape == Shape{N, Vp};
   if (R == 0 || logits.dtype != DType::kF32 || !(every || logits.shape == Shape{R, Vp})) {
     return absl::InvalidArgumentError(absl::StrCat("GPT-2: slotted logits ", logits.DebugString(),
-                                                   " must be f32 [", R, ", ", Vp, "] or [", N,
-                                                   ", ", Vp, "], with >= 1 span"));
+                                                   " must be f32 [", R, ", ", Vp, "] or [", N, ", ",
+                                                   Vp, "], with >= 1 span"));
   }
   RETURN_IF_ERROR(CheckDevice(*sc.exec));
   nn::StepContext eval = sc;
@@ -451,8 +451,7 @@ absl::Status GptModel::Decode(const nn::StepContext& sc, const TensorView& token
   ASSIGN_OR_RETURN(TensorView ids, OnDevice(ec, tokens, &d.tokens_staging, "GPT-2: tokens"));
   RETURN_IF_ERROR(word_.Forward(sc, ids, d.emb.view()));
   if (config_.position_embeddings) {
-    const TensorView host(const_cast<int32_t*>(positions.data()), {N}, DType::kI32,
-                          Device::Cpu());
+    const TensorView host(const_cast<int32_t*>(positions.data()), {N}, DType::kI32, Device::Cpu());
     RETURN_IF_ERROR(CopyTensor(ec, host, d.positions.view()));
     RETURN_IF_ERROR(position_.Forward(sc, d.positions.view(), d.pos_emb.view()));
     RETURN_IF_ERROR(ops::Add(ec, d.emb.view(), d.pos_emb.view(), d.emb.view()));
