@@ -50,8 +50,8 @@ void TransformerStack::StopDecoding() {
 
 absl::Status TransformerStack::ResetSlot(int64_t slot) {
   if (slot < 0 || slot >= decode_batch_) {
-    return absl::InvalidArgumentError(absl::StrCat("transformer stack: slot ", slot,
-                                                   " outside [0, ", decode_batch_, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("transformer stack: slot ", slot, " outside [0, ", decode_batch_, ")"));
   }
   for (int i = 0; i < num_layers(); ++i) {
     absl::Status s = layers_[i]->ResetSlot(slot);
@@ -70,11 +70,11 @@ absl::StatusOr<TensorView> TransformerStack::DecodeForward(const StepContext& sc
                                 [&](int64_t l) { return l == slot_lengths_[0]; });
   if (x.rank() != 3 || x.dim(0) != decode_batch_ || x.dim(1) < 1 || !same ||
       decode_length() + x.dim(1) > decode_max_length_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transformer stack: decoding input ", x.DebugString(), " must be [", decode_batch_,
-        ", n, H] with n >= 1 and at most ", decode_max_length_ - decode_length(),
-        " more positions (", decode_length(), " of ", decode_max_length_,
-        " decoded; every slot at the same length)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("transformer stack: decoding input ", x.DebugString(), " must be [",
+                     decode_batch_, ", n, H] with n >= 1 and at most ",
+                     decode_max_length_ - decode_length(), " more positions (", decode_length(),
+                     " of ", decode_max_length_, " decoded; every slot at the same length)"));
   }
   std::vector<DecodeSpan> spans;
   for (int64_t b = 0; b < decode_batch_; ++b) spans.push_back(DecodeSpan{b, x.dim(1)});
@@ -82,8 +82,7 @@ absl::StatusOr<TensorView> TransformerStack::DecodeForward(const StepContext& sc
   return out.Reshape(x.shape);
 }
 
-absl::StatusOr<TensorView> TransformerStack::DecodeSlots(const StepContext& sc,
-                                                         const TensorView& x,
+absl::StatusOr<TensorView> TransformerStack::DecodeSlots(const StepContext& sc, const TensorView& x,
                                                          absl::Span<const DecodeSpan> spans) {
   if (decode_batch_ == 0) {
     return absl::FailedPreconditionError("transformer stack: DecodeSlots before StartDecoding");
