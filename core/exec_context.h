@@ -32,6 +32,12 @@ struct ExecContext {
   // only with cuda_stream); null: cudaMalloc / cudaFree for each tensor.
   DeviceMemoryPool* memory_pool = nullptr;
 
+  // CPU f32 GEMMs with an untransposed A run a kernel whose every output row is computed alone
+  // (core/ops/gemm_rows_simd.h): a row's result does not depend on the number or contents of the
+  // other rows. For batched decoding (serve/), where each row is a different request; slower
+  // than the BLAS for large products. CUDA GEMMs ignore it.
+  bool row_invariant_gemm = false;
+
   int num_threads() const { return pool == nullptr ? 1 : pool->num_threads(); }
 };
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/tensor.h"
 #include "models/model.h"
 #include "nn/context.h"
@@ -46,6 +47,40 @@ class IncrementalDecoder {
   virtual int64_t decode_length() const = 0;
   // Frees the caches.
   virtual void StopDecoding() = 0;
+
+  // ---- Slotted decoding (continuous batching; optional: the defaults say Unimplemented).
+  // After StartDecoding(sc, S, max_length) the S sequences are independent slots, each with its
+  // own length (slot_length), all empty at first. One DecodeSlots call runs the next tokens of
+  // any set of slots (a prompt's tokens for a slot just reset, one token for a running one), in
+  // one pass of the model; each sequence attends only to its own slot, and its logits do not
+  // depend on the other slots of the step (batch invariance: the same bits as the slot decoded
+  // alone). logits: f32 [R, padded_vocab], host or device, gathered across the TP ranks: R =
+  // spans.size() for each span's LAST new position, or R = the total number of tokens for every
+  // new position, span after span. FailedPrecondition without StartDecoding; InvalidArgument for
+  // no spans, a slot out of range or given twice, no tokens, slot_length + tokens > max_length,
+  // or logits of another shape; OutOfRange for a token outside [0, padded_vocab()). Errors other
+  // than those argument checks end decoding.
+  struct SlotTokens {
+    int64_t slot = 0;
+    absl::Span<const int32_t> tokens;
+  };
+  virtual absl::Status DecodeSlots(const nn::StepContext& sc, absl::Span<const SlotTokens> spans,
+                                   const TensorView& logits) {
+    (void)sc;
+    (void)spans;
+    (void)logits;
+    return absl::UnimplementedError("this model has no slotted decoding");
+  }
+  // Empties a slot: its next tokens start at position 0. InvalidArgument for a slot out of range.
+  virtual absl::Status ResetSlot(int64_t slot) {
+    (void)slot;
+    return absl::UnimplementedError("this model has no slotted decoding");
+  }
+  // Positions a slot holds (0 when not decoding).
+  virtual int64_t slot_length(int64_t slot) const {
+    (void)slot;
+    return 0;
+  }
 };
 
 // model.incremental_decoder(), or Unimplemented naming the architecture when it has none.

@@ -224,11 +224,10 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
 // ---------------------------------------------------------------- incremental decoding
 
 namespace {
-// Rows [start, start + count) of a position-major cache [max_length, B, NH, D], flattened.
-TensorView CacheRows(const Tensor& cache, int64_t start, int64_t count) {
-  const int64_t row = cache.numel() / cache.shape()[0];
-  char* base = static_cast<char*>(cache.data()) + start * row * DTypeSize(cache.dtype());
-  return TensorView(base, {count * row}, cache.dtype(), cache.device());
+// `count` elements of `t` from element `offset`, as `shape`.
+TensorView Slice(const Tensor& t, int64_t offset, Shape shape) {
+  char* base = static_cast<char*>(t.data()) + offset * DTypeSize(t.dtype());
+  return TensorView(base, std::move(shape), t.dtype(), t.device());
 }
 }  // namespace
 
@@ -244,7 +243,7 @@ absl::Status ParallelSelfAttention::StartDecoding(const ExecContext& ec, int64_t
                                                    " sequences of up to ", max_length,
                                                    " positions (both must be >= 1)"));
   }
-  const Shape by_position = {max_length, batch, local_groups_, head_dim_};
+  const Shape by_position = {batch, max_length, local_groups_, head_dim_};
   const Shape by_head = {batch, local_groups_, max_length, head_dim_};
   KvCache c;
   ASSIGN_OR_RETURN(c.keys, Alloc(ec, by_position, dtype_));
@@ -253,61 +252,143 @@ absl::Status ParallelSelfAttention::StartDecoding(const ExecContext& ec, int64_t
   ASSIGN_OR_RETURN(c.gathered_values, Alloc(ec, by_head, dtype_));
   c.batch = batch;
   c.max_length = max_length;
+  c.lengths.assign(batch, 0);
   cache_ = std::move(c);
   return absl::OkStatus();
 }
 
 void ParallelSelfAttention::StopDecoding() { cache_ = KvCache(); }
 
+absl::Status ParallelSelfAttention::ResetSlot(int64_t slot) {
+  if (slot < 0 || slot >= cache_.batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention: slot ", slot, " outside [0, ", cache_.batch, ")"));
+  }
+  cache_.lengths[slot] = 0;
+  return absl::OkStatus();
+}
+
 int64_t ParallelSelfAttention::CacheBytes() const {
   return cache_.keys.nbytes() + cache_.values.nbytes() + cache_.gathered_keys.nbytes() +
          cache_.gathered_values.nbytes();
 }
 
-absl::Status ParallelSelfAttention::EnsureStepBuffers(const ExecContext& ec, int64_t n) {
+absl::Status ParallelSelfAttention::EnsureStepBuffers(const ExecContext& ec, int64_t rows) {
   KvCache& c = cache_;
-  if (c.n == n) return absl::OkStatus();
-  const int64_t B = c.batch, NH = local_heads_, G = local_groups_, D = head_dim_;
-  c.n = 0;  // Until every buffer is allocated.
-  ASSIGN_OR_RETURN(c.qkv, Alloc(ec, {B, n, QkvWidth()}, dtype_));
+  if (c.rows == rows) return absl::OkStatus();
+  const int64_t N = rows, NH = local_heads_, G = local_groups_, D = head_dim_;
+  c.rows = 0;  // Until every buffer is allocated.
+  ASSIGN_OR_RETURN(c.qkv, Alloc(ec, {N, QkvWidth()}, dtype_));
   for (Tensor* t : {&c.q, &c.ctx_heads}) {
-    ASSIGN_OR_RETURN(*t, Alloc(ec, {B, NH, n, D}, dtype_));
+    ASSIGN_OR_RETURN(*t, Alloc(ec, {N * NH * D}, dtype_));
   }
   for (Tensor* t : {&c.k, &c.v}) {
-    ASSIGN_OR_RETURN(*t, Alloc(ec, {B, G, n, D}, dtype_));
+    ASSIGN_OR_RETURN(*t, Alloc(ec, {N * G * D}, dtype_));
   }
-  ASSIGN_OR_RETURN(c.lse, Alloc(ec, {B, NH, n}, DType::kF32));
-  ASSIGN_OR_RETURN(c.ctx, Alloc(ec, {B, n, NH * D}, dtype_));
-  c.n = n;
+  ASSIGN_OR_RETURN(c.lse, Alloc(ec, {N * NH}, DType::kF32));
+  ASSIGN_OR_RETURN(c.ctx, Alloc(ec, {N, NH * D}, dtype_));
+  c.rows = rows;
   return absl::OkStatus();
 }
 
-absl::Status ParallelSelfAttention::AppendToCache(const ExecContext& ec, TensorView* keys,
-                                                  TensorView* values) {
-  KvCache& c = cache_;
-  const int64_t BH = c.batch * local_groups_, D = head_dim_, n = c.n, total = c.length + n;
-  // [B * G, n, D] -> rows [length, length + n) of the [max_length, B * G, D] cache: a swap of
-  // the two middle dims, which is what MergeHeads does to [1, B * G, n, D].
-  const ops::HeadsShape append{1, n, BH, D};
-  RETURN_IF_ERROR(ops::MergeHeads(ec, append, c.k.view(), CacheRows(c.keys, c.length, n)));
-  RETURN_IF_ERROR(ops::MergeHeads(ec, append, c.v.view(), CacheRows(c.values, c.length, n)));
-  if (c.length == 0) {  // Nothing cached before: the new keys are all of them.
-    *keys = c.k.view();
-    *values = c.v.view();
-    return absl::OkStatus();
+absl::Status ParallelSelfAttention::CheckSpans(absl::Span<const DecodeSpan> spans,
+                                               int64_t* rows) const {
+  const KvCache& c = cache_;
+  if (c.batch == 0) {
+    return absl::FailedPreconditionError("attention: decoding before StartDecoding");
   }
-  // Rows [0, total) back to head-major [B * G, total, D] (SplitHeads, the inverse swap).
-  const ops::HeadsShape gather{1, total, BH, D};
-  *keys = As(c.gathered_keys, {c.batch, local_groups_, total, D});
-  *values = As(c.gathered_values, {c.batch, local_groups_, total, D});
-  RETURN_IF_ERROR(ops::SplitHeads(ec, gather, CacheRows(c.keys, 0, total), *keys));
-  return ops::SplitHeads(ec, gather, CacheRows(c.values, 0, total), *values);
+  if (spans.empty()) return absl::InvalidArgumentError("attention: a decoding step of no spans");
+  std::vector<bool> seen(c.batch, false);
+  *rows = 0;
+  for (const DecodeSpan& s : spans) {
+    if (s.slot < 0 || s.slot >= c.batch || seen[s.slot] || s.count < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("attention: span (slot ", s.slot, ", count ",
+                                                     s.count, ") needs a slot in [0, ", c.batch,
+                                                     ") not given twice, and count >= 1"));
+    }
+    seen[s.slot] = true;
+    if (c.lengths[s.slot] + s.count > c.max_length) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attention: ", s.count, " more positions after ", c.lengths[s.slot],
+                       " in slot ", s.slot, " exceed the cache's ", c.max_length));
+    }
+    *rows += s.count;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParallelSelfAttention::AttendSpan(const ExecContext& ec, const DecodeSpan& span,
+                                               int64_t row) {
+  KvCache& c = cache_;
+  const int64_t n = span.count, NH = local_heads_, G = local_groups_, D = head_dim_;
+  const int64_t length = c.lengths[span.slot], total = length + n;
+  const TensorView qkv = Slice(c.qkv, row * QkvWidth(), {1, n, QkvWidth()});
+  const TensorView q = Slice(c.q, row * NH * D, {1, NH, n, D});
+  const TensorView k = Slice(c.k, row * G * D, {1, G, n, D});
+  const TensorView v = Slice(c.v, row * G * D, {1, G, n, D});
+  RETURN_IF_ERROR(ops::SplitQkv(ec, ops::HeadsShape{1, n, NH, D, G}, qkv, q, k, v));
+  RETURN_IF_ERROR(Rotate(ec, q, k, Rotation::kForward, length));
+  // [G, n, D] -> the slot's rows [length, total) of its [max_length, G, D] cache (MergeHeads
+  // swaps the two leading dims), then, when earlier positions are cached, the slot's rows
+  // [0, total) back to head-major [G, total, D] (SplitHeads, the inverse swap).
+  const int64_t slot_base = span.slot * c.max_length * G * D;
+  const ops::HeadsShape append{1, n, G, D};
+  RETURN_IF_ERROR(
+      ops::MergeHeads(ec, append, k, Slice(c.keys, slot_base + length * G * D, {n * G * D})));
+  RETURN_IF_ERROR(
+      ops::MergeHeads(ec, append, v, Slice(c.values, slot_base + length * G * D, {n * G * D})));
+  TensorView keys = k, values = v;
+  if (length > 0) {
+    const ops::HeadsShape gather{1, total, G, D};
+    keys = Slice(c.gathered_keys, slot_base, {1, G, total, D});
+    values = Slice(c.gathered_values, slot_base, {1, G, total, D});
+    RETURN_IF_ERROR(ops::SplitHeads(ec, gather, Slice(c.keys, slot_base, {total * G * D}), keys));
+    RETURN_IF_ERROR(
+        ops::SplitHeads(ec, gather, Slice(c.values, slot_base, {total * G * D}), values));
+  }
+  ops::AttentionArgs args;  // Causal, no dropout: query i sees keys j <= i + length.
+  args.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  args.causal = ops::CausalMask::kYes;
+  const TensorView ctx_heads = Slice(c.ctx_heads, row * NH * D, {1, NH, n, D});
+  RETURN_IF_ERROR(ops::FusedAttention(ec, q, keys, values, args, ctx_heads,
+                                      Slice(c.lse, row * NH, {1, NH, n})));
+  RETURN_IF_ERROR(ops::MergeHeads(ec, ops::HeadsShape{1, n, NH, D}, ctx_heads,
+                                  Slice(c.ctx, row * NH * D, {1, n, NH * D})));
+  c.lengths[span.slot] = total;
+  return absl::OkStatus();
+}
+
+absl::Status ParallelSelfAttention::DecodeSlots(const StepContext& sc, const TensorView& x,
+                                                absl::Span<const DecodeSpan> spans,
+                                                const TensorView& y,
+                                                const TensorView** deferred_bias) {
+  int64_t N = 0;
+  RETURN_IF_ERROR(CheckSpans(spans, &N));
+  const int64_t H = config_.hidden;
+  for (const TensorView* t : {&x, &y}) {
+    if (t->numel() != N * H || !t->IsContiguous() || t->dtype != dtype_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attention: decoding tensor ", t->DebugString(), " must be ",
+                       DTypeName(dtype_), " [", N, ", ", H, "] (the spans' rows)"));
+    }
+  }
+  const ExecContext& ec = *sc.exec;
+  RETURN_IF_ERROR(EnsureStepBuffers(ec, N));
+  ASSIGN_OR_RETURN(TensorView x2, x.Reshape({N, H}));
+  RETURN_IF_ERROR(qkv_.Forward(sc, x2, cache_.qkv.view()));
+  int64_t row = 0;
+  for (const DecodeSpan& span : spans) {
+    RETURN_IF_ERROR(AttendSpan(ec, span, row));
+    row += span.count;
+  }
+  ASSIGN_OR_RETURN(TensorView y2, y.Reshape({N, H}));
+  return proj_.Forward(sc, cache_.ctx.view(), y2, deferred_bias);
 }
 
 absl::Status ParallelSelfAttention::DecodeForward(const StepContext& sc, const TensorView& x,
                                                   const TensorView& y,
                                                   const TensorView** deferred_bias) {
-  KvCache& c = cache_;
+  const KvCache& c = cache_;
   if (c.batch == 0) {
     return absl::FailedPreconditionError("attention: DecodeForward before StartDecoding");
   }
@@ -317,29 +398,15 @@ absl::Status ParallelSelfAttention::DecodeForward(const StepContext& sc, const T
         "attention: decoding input ", x.DebugString(), " must be ", DTypeName(dtype_), "[", c.batch,
         ", n >= 1, ", config_.hidden, "] (the started batch, the compute dtype)"));
   }
-  const int64_t B = c.batch, n = x.dim(1), NH = local_heads_, D = head_dim_;
-  if (c.length + n > c.max_length) {
-    return absl::InvalidArgumentError(absl::StrCat("attention: ", n, " more positions after ",
-                                                   c.length, " exceed the cache's ", c.max_length));
+  std::vector<DecodeSpan> spans;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    if (c.lengths[b] != c.lengths[0]) {
+      return absl::FailedPreconditionError(
+          "attention: DecodeForward needs every slot at the same length (use DecodeSlots)");
+    }
+    spans.push_back(DecodeSpan{b, x.dim(1)});
   }
-  const ExecContext& ec = *sc.exec;
-  RETURN_IF_ERROR(EnsureStepBuffers(ec, n));
-  const ops::HeadsShape hs{B, n, NH, D, local_groups_};
-  ASSIGN_OR_RETURN(TensorView x2, x.Reshape({B * n, config_.hidden}));
-  RETURN_IF_ERROR(qkv_.Forward(sc, x2, As(c.qkv, {B * n, QkvWidth()})));
-  RETURN_IF_ERROR(ops::SplitQkv(ec, hs, c.qkv.view(), c.q.view(), c.k.view(), c.v.view()));
-  RETURN_IF_ERROR(Rotate(ec, c.q.view(), c.k.view(), Rotation::kForward, c.length));
-  TensorView keys, values;
-  RETURN_IF_ERROR(AppendToCache(ec, &keys, &values));
-  ops::AttentionArgs args;  // Causal, no dropout: query i sees keys j <= i + length.
-  args.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  args.causal = ops::CausalMask::kYes;
-  RETURN_IF_ERROR(
-      ops::FusedAttention(ec, c.q.view(), keys, values, args, c.ctx_heads.view(), c.lse.view()));
-  RETURN_IF_ERROR(ops::MergeHeads(ec, hs, c.ctx_heads.view(), c.ctx.view()));
-  c.length += n;
-  ASSIGN_OR_RETURN(TensorView y2, y.Reshape({B * n, config_.hidden}));
-  return proj_.Forward(sc, As(c.ctx, {B * n, NH * D}), y2, deferred_bias);
+  return DecodeSlots(sc, x, spans, y, deferred_bias);
 }
 
 }  // namespace nn

@@ -30,9 +30,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/softmax.h"
@@ -94,50 +96,71 @@ class ParallelSelfAttention {
   int64_t ActivationBytes() const;
 
   // ---- Incremental decoding with a key/value cache (causal attention only; no dropout).
-  // The cache holds this rank's key/value heads (G_local = NH_local without grouped-query
-  // attention; the TP ranks each cache their own) of every position seen, position-major so that
-  // appending positions writes one contiguous block:
-  //   keys, values [max_length, B, G_local, D] in the compute dtype (keys after the rotation,
+  // The cache holds, for each of S slots (one sequence each, with its own length), this rank's
+  // key/value heads (G_local = NH_local without grouped-query attention; the TP ranks each cache
+  // their own) of every position seen, position-major within the slot so that appending
+  // positions writes one contiguous block:
+  //   keys, values [S, max_length, G_local, D] in the compute dtype (keys after the rotation,
   //   with rotary embeddings).
   // Grouped-query attention shrinks it by NH / G: the query heads of a group read its cached rows.
-  // Each DecodeForward gathers the cached positions into head-major [B, G_local, c + n, D]
-  // scratch (allocated once, the cache's size again) for ops::FusedAttention, which takes
-  // contiguous operands: a copy linear in the cache length per layer and step.
+  // Each step gathers a slot's cached positions into head-major [G_local, c + n, D] scratch (the
+  // cache's size again) for ops::FusedAttention, which takes contiguous operands: a copy linear in
+  // the cache length per layer, step and sequence.
   //
-  // Allocates the cache for `batch` sequences of up to `max_length` positions on ec.device,
-  // forgetting any earlier one. InvalidArgument for sizes < 1; FailedPrecondition for
+  // Batch invariance: the projections run once over all the step's rows (row r of a GEMM's
+  // output depends only on row r of its input, docs/generation.md), and everything between
+  // them runs per span on that span's rows alone, so a sequence's outputs do not depend on which
+  // other sequences share its step.
+  //
+  // Allocates the cache for `batch` slots of up to `max_length` positions on ec.device (every
+  // slot empty), forgetting any earlier one. InvalidArgument for sizes < 1; FailedPrecondition for
   // bidirectional (non-causal) attention; ResourceExhausted when out of memory.
   absl::Status StartDecoding(const ExecContext& ec, int64_t batch, int64_t max_length);
-  // x: [B, n, H] (compute dtype), positions c .. c + n - 1 (c = cache_length()) of the B
-  // sequences; y: [B, n, H] (one all-reduce). Position c + i attends to positions 0 .. c + i; with
-  // rotary embeddings q and k are rotated for positions c + i. The n positions join the cache.
-  // deferred_bias: as for Forward. FailedPrecondition before StartDecoding; InvalidArgument for
-  // another B, shape or dtype, or c + n > max_length.
+  // x: [B, n, H] (compute dtype), positions c .. c + n - 1 of slot b's sequence for b < B (every
+  // slot, all of the same length c = cache_length()); y: [B, n, H] (one all-reduce). Position c + i
+  // attends to positions 0 .. c + i; with rotary embeddings q and k are rotated for positions
+  // c + i. The n positions join the cache. deferred_bias: as for Forward. FailedPrecondition before
+  // StartDecoding or when the slots' lengths differ; InvalidArgument for another B, shape or
+  // dtype, or c + n > max_length.
   absl::Status DecodeForward(const StepContext& sc, const TensorView& x, const TensorView& y,
                              const TensorView** deferred_bias = nullptr);
+  // The slotted step (continuous batching): x [N, H] (compute dtype), the rows of `spans` packed
+  // (N = the sum of their counts; span s's rows are positions c_s .. c_s + count - 1 of its
+  // slot, c_s = slot_length(slot)); y [N, H]. InvalidArgument for no spans, a slot out of range
+  // or given twice, a count < 1, c_s + count > max_length, or x / y of another shape or dtype;
+  // FailedPrecondition before StartDecoding.
+  absl::Status DecodeSlots(const StepContext& sc, const TensorView& x,
+                           absl::Span<const DecodeSpan> spans, const TensorView& y,
+                           const TensorView** deferred_bias = nullptr);
+  // Empties a slot (its next span starts at position 0). InvalidArgument for a slot out of range.
+  absl::Status ResetSlot(int64_t slot);
   // Frees the cache and the decoding scratch.
   void StopDecoding();
-  // Positions cached per sequence (0 when not decoding).
-  int64_t cache_length() const { return cache_.length; }
+  // Positions cached in slot 0 (every slot's, for DecodeForward; 0 when not decoding).
+  int64_t cache_length() const { return cache_.lengths.empty() ? 0 : cache_.lengths[0]; }
+  int64_t slot_length(int64_t slot) const { return cache_.lengths[slot]; }
   // Bytes of the cache and its gather scratch.
   int64_t CacheBytes() const;
 
  private:
-  // The decoding state: the cache, its gather scratch, and the buffers of one step of n positions.
+  // The decoding state: the cache, its gather scratch, and the buffers of one step of N rows.
   struct KvCache {
-    int64_t batch = 0, max_length = 0, length = 0;
-    Tensor keys, values;                    // [max_length, B, G_local, D]
-    Tensor gathered_keys, gathered_values;  // [B, G_local, max_length, D] (prefixes used)
-    int64_t n = 0;                          // Positions the step buffers hold.
-    Tensor qkv;                             // [B, n, (NH_local + 2 G_local) * D]
-    Tensor q, ctx_heads;                    // [B, NH_local, n, D]
-    Tensor k, v;                            // [B, G_local, n, D]
-    Tensor lse;                             // f32 [B, NH_local, n]
-    Tensor ctx;                             // [B, n, H_local]
+    int64_t batch = 0, max_length = 0;
+    std::vector<int64_t> lengths;           // [S]: positions cached per slot.
+    Tensor keys, values;                    // [S, max_length, G_local, D]
+    Tensor gathered_keys, gathered_values;  // [S, G_local, max_length, D] (prefixes used)
+    int64_t rows = 0;                       // N: rows the step buffers hold.
+    Tensor qkv;                             // [N, (NH_local + 2 G_local) * D]
+    Tensor q, ctx_heads;                    // per span [NH_local, n, D], packed
+    Tensor k, v;                            // per span [G_local, n, D], packed
+    Tensor lse;                             // f32, per span [NH_local, n], packed
+    Tensor ctx;                             // [N, H_local]
   };
-  absl::Status EnsureStepBuffers(const ExecContext& ec, int64_t n);
-  // x's positions appended to the cache; *keys, *values: every cached position, head-major.
-  absl::Status AppendToCache(const ExecContext& ec, TensorView* keys, TensorView* values);
+  absl::Status EnsureStepBuffers(const ExecContext& ec, int64_t rows);
+  absl::Status CheckSpans(absl::Span<const DecodeSpan> spans, int64_t* rows) const;
+  // One span's attention: rows [row, row + n) of c.qkv into the same rows of c.ctx, its keys and
+  // values appended to its slot.
+  absl::Status AttendSpan(const ExecContext& ec, const DecodeSpan& span, int64_t row);
 
   absl::Status EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T);
   // The attention core: q, k, v from qkv_out_ (rotated), ctx_heads_ and lse_ from them.

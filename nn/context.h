@@ -19,6 +19,14 @@ namespace nn {
 
 enum class Mode { kTrain, kEval };
 
+// One sequence's part of a slotted decoding step (continuous batching: Layer::DecodeSlots): the
+// next `count` positions of the sequence held in cache slot `slot`. A step packs the rows of its
+// spans one after the other, span by span.
+struct DecodeSpan {
+  int64_t slot = 0;
+  int64_t count = 0;
+};
+
 // Megatron's named timers (train/timers.h) as the code below the trainer sees them: Start and
 // Stop around a phase ("forward-compute", "forward-recv", ...). A timer whose level is above the
 // run's --timing_log_level costs nothing.

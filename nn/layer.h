@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/tensor.h"
 #include "nn/context.h"
 #include "nn/parameter.h"
@@ -71,6 +72,26 @@ class Layer {
     (void)y;
     return absl::UnimplementedError(
         "this transformer block has no incremental decoding (nn::Layer::DecodeForward)");
+  }
+  // The slotted step (continuous batching): x [N, H], the rows of `spans` packed (span s: the
+  // next `count` positions of the sequence in cache slot `slot`, after the positions that slot
+  // holds; nn/context.h DecodeSpan); y [N, H], distinct from x. Each sequence attends only to its
+  // own slot, and its rows' outputs must not depend on the other spans (batch invariance).
+  // FailedPrecondition before StartDecoding; InvalidArgument for a bad span (slot out of range
+  // or given twice, count < 1, past max_length) or shape.
+  virtual absl::Status DecodeSlots(const StepContext& sc, const TensorView& x,
+                                   absl::Span<const DecodeSpan> spans, const TensorView& y) {
+    (void)sc;
+    (void)x;
+    (void)spans;
+    (void)y;
+    return absl::UnimplementedError(
+        "this transformer block has no slotted decoding (nn::Layer::DecodeSlots)");
+  }
+  // Empties one slot (its sequence is forgotten; the next span starts at position 0).
+  virtual absl::Status ResetSlot(int64_t slot) {
+    (void)slot;
+    return absl::UnimplementedError("this transformer block has no slotted decoding");
   }
   // Frees the cache (decoding must start again).
   virtual void StopDecoding() {}

@@ -171,17 +171,43 @@ absl::Status TransformerLayer::DecodeForward(const StepContext& sc, const Tensor
     return absl::FailedPreconditionError(absl::StrCat(
         "transformer layer ", layer_index_, ": no incremental decoding with sequence parallelism"));
   }
+  std::vector<DecodeSpan> spans;
+  for (int64_t b = 0; b < x.dim(0); ++b) spans.push_back(DecodeSpan{b, x.dim(1)});
+  return DecodeSlots(sc, x, spans, y);
+}
+
+absl::Status TransformerLayer::DecodeSlots(const StepContext& sc, const TensorView& x,
+                                           absl::Span<const DecodeSpan> spans,
+                                           const TensorView& y) {
+  if (config_.sequence_parallel) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "transformer layer ", layer_index_, ": no incremental decoding with sequence parallelism"));
+  }
+  // The rows as one sequence [1, N, H] (the layer's row-wise ops do not care; the attention
+  // reads the spans).
+  const int64_t H = config_.hidden;
+  if (x.numel() % H != 0 || y.numel() != x.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("transformer layer ", layer_index_,
+                                                   ": decoding tensors ", x.DebugString(), ", ",
+                                                   y.DebugString(), " must be [N, ", H, "]"));
+  }
+  ASSIGN_OR_RETURN(TensorView x3, x.Reshape({1, x.numel() / H, H}));
+  ASSIGN_OR_RETURN(TensorView y3, y.Reshape({1, x.numel() / H, H}));
+  RETURN_IF_ERROR(CheckInput(x3));
   // Nothing of a decoding step is kept for Backward.
   input_.Clear();
   saved_ = false;
   StepContext eval = sc;
   eval.mode = Mode::kEval;
-  return Run(eval, Pass::kDecode, x, y);
+  spans_ = spans;
+  const absl::Status s = Run(eval, Pass::kDecode, x3, y3);
+  spans_ = {};
+  return s;
 }
 
 absl::Status TransformerLayer::Attend(const StepContext& sc, Pass pass, const TensorView& x,
                                       const TensorView& y, const TensorView** bias) {
-  if (pass == Pass::kDecode) return attention_.DecodeForward(sc, x, y, bias);
+  if (pass == Pass::kDecode) return attention_.DecodeSlots(sc, x, spans_, y, bias);
   return attention_.Forward(sc, x, input_.padding_mask(), y, bias);
 }
 
@@ -469,72 +495,6 @@ int64_t TransformerStack::HeldActivationBytes() const {
   for (const auto& l : layers_) n += l->ActivationBytes();
   for (const Tensor& h : hidden_) n += h.nbytes();
   return n;
-}
-
-// ---------------------------------------------------------------- TransformerStack decoding
-
-namespace {
-// `s` with "layer i: " before its message.
-absl::Status InLayer(int i, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat("layer ", i, ": ", s.message()));
-}
-}  // namespace
-
-absl::Status TransformerStack::StartDecoding(const StepContext& sc, int64_t batch,
-                                             int64_t max_length) {
-  StopDecoding();
-  if (batch < 1 || max_length < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot decode ", batch, " sequences of up to ",
-                                                   max_length, " positions (both must be >= 1)"));
-  }
-  for (int i = 0; i < num_layers(); ++i) {
-    absl::Status s = layers_[i]->StartDecoding(sc, batch, max_length);
-    if (!s.ok()) {
-      StopDecoding();
-      return InLayer(i, s);
-    }
-  }
-  decode_batch_ = batch;
-  decode_max_length_ = max_length;
-  return absl::OkStatus();
-}
-
-void TransformerStack::StopDecoding() {
-  for (auto& l : layers_) l->StopDecoding();
-  decode_batch_ = decode_max_length_ = decode_length_ = 0;
-  decode_out_[0] = Tensor();
-  decode_out_[1] = Tensor();
-}
-
-absl::StatusOr<TensorView> TransformerStack::DecodeForward(const StepContext& sc,
-                                                           const TensorView& x) {
-  if (decode_batch_ == 0) {
-    return absl::FailedPreconditionError("transformer stack: DecodeForward before StartDecoding");
-  }
-  if (x.rank() != 3 || x.dim(0) != decode_batch_ || x.dim(1) < 1 ||
-      decode_length_ + x.dim(1) > decode_max_length_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transformer stack: decoding input ", x.DebugString(), " must be [", decode_batch_,
-        ", n, H] with n >= 1 and at most ", decode_max_length_ - decode_length_,
-        " more positions (", decode_length_, " of ", decode_max_length_, " decoded)"));
-  }
-  for (Tensor& t : decode_out_) {
-    if (t.shape() != x.shape || t.dtype() != x.dtype || t.device() != sc.exec->device) {
-      ASSIGN_OR_RETURN(t, Alloc(*sc.exec, x.shape, x.dtype));
-    }
-  }
-  TensorView in = x;
-  for (int i = 0; i < num_layers(); ++i) {
-    const TensorView out = decode_out_[i % 2].view();
-    absl::Status s = layers_[i]->DecodeForward(sc, in, out);
-    if (!s.ok()) {
-      StopDecoding();
-      return InLayer(i, s);
-    }
-    in = out;
-  }
-  decode_length_ += x.dim(1);
-  return in;
 }
 
 }  // namespace nn

@@ -155,6 +155,9 @@ class TransformerLayer : public Layer {
   absl::Status StartDecoding(const StepContext& sc, int64_t batch, int64_t max_length) override;
   absl::Status DecodeForward(const StepContext& sc, const TensorView& x,
                              const TensorView& y) override;
+  absl::Status DecodeSlots(const StepContext& sc, const TensorView& x,
+                           absl::Span<const DecodeSpan> spans, const TensorView& y) override;
+  absl::Status ResetSlot(int64_t slot) override { return attention_.ResetSlot(slot); }
   void StopDecoding() override { attention_.StopDecoding(); }
   bool sequence_parallel() const override { return config_.sequence_parallel; }
   // With sequence parallelism: the [B, T, H] gather buffers, shared with the other layers of a
@@ -206,6 +209,7 @@ class TransformerLayer : public Layer {
   std::shared_ptr<GatherBuffers> gather_;
   // [B, T, H] buffers. Pre-norm: ln1_out_, x1_, ln2_out_. Post-norm: s1_, x1_, s2_.
   Tensor ln1_out_, x1_, ln2_out_, s1_, s2_, branch_;
+  absl::Span<const DecodeSpan> spans_;  // The spans of the decoding step in progress.
 };
 
 // Builds TransformerLayers of this spec (a TransformerStack's blocks).
@@ -252,10 +256,20 @@ class TransformerStack {
   // decoding; InvalidArgument for another B or decode_length() + n > max_length (decoding goes
   // on). An error of a block ends decoding (StartDecoding again).
   absl::StatusOr<TensorView> DecodeForward(const StepContext& sc, const TensorView& x);
+  // The slotted step (continuous batching; nn::Layer::DecodeSlots): x [N, H], the packed rows of
+  // `spans`; returns a view of the stack's output [N, H] (valid until the next call).
+  // FailedPrecondition when not decoding; InvalidArgument for a bad span (decoding goes on). An
+  // error of a block ends decoding.
+  absl::StatusOr<TensorView> DecodeSlots(const StepContext& sc, const TensorView& x,
+                                         absl::Span<const DecodeSpan> spans);
+  // Empties a slot in every block. InvalidArgument for a slot out of range.
+  absl::Status ResetSlot(int64_t slot);
+  // Positions held by a slot (0 .. decode_batch() - 1).
+  int64_t slot_length(int64_t slot) const { return slot_lengths_[slot]; }
   // Frees every block's cache.
   void StopDecoding();
-  // Positions decoded so far per sequence; 0 when not decoding.
-  int64_t decode_length() const { return decode_length_; }
+  // Positions decoded so far per sequence (slot 0's with DecodeSlots); 0 when not decoding.
+  int64_t decode_length() const { return slot_lengths_.empty() ? 0 : slot_lengths_[0]; }
   // The started batch and maximum length; 0 when not decoding.
   int64_t decode_batch() const { return decode_batch_; }
   int64_t decode_max_length() const { return decode_max_length_; }
@@ -265,8 +279,12 @@ class TransformerStack {
   std::vector<int> first_handles_;  // The first parameter handle of each layer.
   std::vector<Tensor> hidden_;      // [L + 1] x [B, T, H]; hidden_[0] is a copy of the input.
   int64_t peak_backward_extra_ = 0;
-  int64_t decode_batch_ = 0, decode_max_length_ = 0, decode_length_ = 0;
-  Tensor decode_out_[2];  // [B, n, H]: the blocks' decoding outputs, alternately.
+  int64_t decode_batch_ = 0, decode_max_length_ = 0;
+  std::vector<int64_t> slot_lengths_;  // [decode_batch_]
+  Tensor decode_out_[2];               // [N, H]: the blocks' decoding outputs, alternately.
+  // The blocks' step through decode_out_.
+  absl::StatusOr<TensorView> RunDecode(const StepContext& sc, const TensorView& x,
+                                       absl::Span<const DecodeSpan> spans);
 };
 
 }  // namespace nn

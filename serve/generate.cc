@@ -11,11 +11,9 @@
 namespace mt {
 namespace serve {
 
-namespace {
-
-absl::Status CheckArguments(const models::Model& model,
-                            const std::vector<std::vector<int32_t>>& prompts,
-                            const GenerateConfig& config) {
+absl::Status CheckGenerateArguments(const models::Model& model,
+                                    const std::vector<std::vector<int32_t>>& prompts,
+                                    const GenerateConfig& config) {
   RETURN_IF_ERROR(config.sampling.Validate());
   if (config.tokens_to_generate < 0) {
     return absl::InvalidArgumentError(
@@ -41,6 +39,8 @@ absl::Status CheckArguments(const models::Model& model,
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // One batch's generation (the steps in generate.h).
 class Generator {
@@ -195,7 +195,7 @@ absl::StatusOr<std::vector<Generation>> Generate(const nn::StepContext& sc, mode
                                                  const std::vector<std::vector<int32_t>>& prompts,
                                                  const GenerateConfig& config,
                                                  const StopCondition& stop) {
-  RETURN_IF_ERROR(CheckArguments(model, prompts, config));
+  RETURN_IF_ERROR(CheckGenerateArguments(model, prompts, config));
   Generator generator(model, prompts, config, stop);
   absl::StatusOr<std::vector<Generation>> result = generator.Run(sc);
   models::IncrementalDecoder* decoder = model.incremental_decoder();

@@ -76,6 +76,11 @@ struct Generation {
 // function of its arguments (tensor-parallel ranks must agree).
 using StopCondition = std::function<bool(int64_t row, absl::Span<const int32_t> generated)>;
 
+// Generate's argument checks (the errors below, before the model's).
+absl::Status CheckGenerateArguments(const models::Model& model,
+                                    const std::vector<std::vector<int32_t>>& prompts,
+                                    const GenerateConfig& config);
+
 // Generates continuations of `prompts` (B >= 1 sequences of >= 1 tokens in [0, vocab_size)).
 // Errors: InvalidArgument (naming the prompt and token) for no prompts, an empty prompt, a token
 // outside the vocabulary, a prompt of L tokens with L + tokens_to_generate >

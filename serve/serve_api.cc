@@ -134,10 +134,11 @@ absl::Status ParseCompletion(const Json& o, const ServeLimits& limits, uint64_t 
   }
   ASSIGN_OR_RETURN(const int64_t n, Int(o, "n", 1, 1, 1));
   (void)n;
-  ASSIGN_OR_RETURN(const bool stream, Bool(o, "stream", false));
-  if (stream) return FieldError("stream", "streaming is not supported");
+  ASSIGN_OR_RETURN(r->stream, Bool(o, "stream", false));
   if (Get(o, "logprobs")) {
-    return FieldError("logprobs", "not supported here (PUT /api returns log-probabilities)");
+    ASSIGN_OR_RETURN(const int64_t logprobs, Int(o, "logprobs", 0, 0, 5));
+    (void)logprobs;  // The alternatives are not listed (top_logprobs is null).
+    c.logprobs = true;
   }
   return absl::OkStatus();
 }
@@ -231,6 +232,28 @@ absl::StatusOr<Json> MegatronJson(const GenerationRequest& request,
               {"logprobs", request.config.logprobs ? std::move(logprobs) : Json(nullptr)}};
 }
 
+// OpenAI's logprobs object for g's generated tokens (their log-probabilities are the last
+// generated() entries of g.logprobs; the ones before score the prompt).
+absl::StatusOr<Json> CompletionLogprobs(const Generation& g, const data::Tokenizer& tokenizer) {
+  Json tokens = Json::array(), values = Json::array(), offsets = Json::array();
+  const int64_t n = g.generated();
+  if (static_cast<int64_t>(g.logprobs.size()) < n) {
+    return absl::InternalError("a generation without its log-probabilities");
+  }
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(std::string piece, tokenizer.Decode({g.tokens[g.prompt_length + i]}));
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(piece.size());
+    tokens.push_back(std::move(piece));
+    values.push_back(g.logprobs[g.logprobs.size() - n + i]);
+  }
+  return Json{{"tokens", std::move(tokens)},
+              {"token_logprobs", std::move(values)},
+              {"top_logprobs", nullptr},
+              {"text_offset", std::move(offsets)}};
+}
+
 absl::StatusOr<Json> CompletionJson(const GenerationRequest& request,
                                     const std::vector<Generation>& generations,
                                     const data::Tokenizer& tokenizer) {
@@ -243,10 +266,14 @@ absl::StatusOr<Json> CompletionJson(const GenerationRequest& request,
     for (const std::string& s : request.stop) cut = std::min(cut, text.find(s));
     if (cut != std::string::npos) text.resize(cut);
     const bool stopped = g.finish != FinishReason::kLength || cut != std::string::npos;
+    Json logprobs = nullptr;
+    if (request.config.logprobs) {
+      ASSIGN_OR_RETURN(logprobs, CompletionLogprobs(g, tokenizer));
+    }
     choices.push_back({{"index", i},
                        {"text", std::move(text)},
                        {"finish_reason", stopped ? "stop" : "length"},
-                       {"logprobs", nullptr}});
+                       {"logprobs", std::move(logprobs)}});
     prompt_tokens += g.prompt_length;
     completion_tokens += g.generated();
   }
@@ -278,6 +305,12 @@ absl::StatusOr<std::string> ResponseJson(const GenerationRequest& request,
   j["created"] = created;
   j["model"] = model;
   return Dump(j);
+}
+
+std::string ModelsJson(const std::string& model, int64_t created) {
+  Json entry = {
+      {"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "megatron-cpp"}};
+  return Dump(Json{{"object", "list"}, {"data", Json::array({std::move(entry)})}});
 }
 
 int HttpStatus(const absl::Status& status) {

@@ -20,10 +20,20 @@
 //      "top_p": number,                  default 1 (no nucleus), in (0, 1]
 //      "seed": int,                      default: the server picks one, >= 0
 //      "stop": str or [str, ...],        up to 4 non-empty strings that end a completion
-//      "n": 1, "stream": false}          only these values; other keys (e.g. "model") are ignored
+//      "logprobs": int,                  default null; 0 .. 5: each generated token's
+//                                        log-probability (the alternatives are not listed:
+//                                        top_logprobs is null)
+//      "stream": bool,                   default false; true: server-sent events
+//                                        (serve/serve_stream.h)
+//      "n": 1}                           only this value; other keys (e.g. "model") are ignored
 //   -> {"id", "object": "text_completion", "created", "model",
-//       "choices": [{"index", "text", "finish_reason": "stop" | "length", "logprobs": null}],
+//       "choices": [{"index", "text", "finish_reason": "stop" | "length",
+//                    "logprobs": null or {"tokens", "token_logprobs", "top_logprobs": null,
+//                                         "text_offset"}}],
 //       "usage": {"prompt_tokens", "completion_tokens", "total_tokens"}}
+//
+//   GET /v1/models -> {"object": "list", "data": [{"id": model, "object": "model", "created",
+//                      "owned_by": "megatron-cpp"}]}
 //
 // Sampling is Megatron's (serve/sampling.h): top_k == 1 or temperature 0 (completions) is greedy.
 // A generation ends at <|endoftext|> (not part of a completion's text, but of Megatron's "text"
@@ -65,6 +75,7 @@ struct GenerationRequest {
   std::vector<std::vector<int32_t>> prompts;  // Token ids, each >= 1 token.
   GenerateConfig config;                      // With eod and the seed set.
   std::vector<std::string> stop;              // Completions' stop strings.
+  bool stream = false;                        // Completions: server-sent events.
 };
 
 // Parses and checks `body` for `api`, tokenizing the prompts. `seed` (its low 63 bits) is used
@@ -88,6 +99,9 @@ absl::StatusOr<std::string> ResponseJson(const GenerationRequest& request,
                                          const std::vector<Generation>& generations,
                                          const data::Tokenizer& tokenizer, const std::string& model,
                                          int64_t id, int64_t created);
+
+// GET /v1/models's body for the one model served.
+std::string ModelsJson(const std::string& model, int64_t created);
 
 // The HTTP status of an error: 400 for InvalidArgument, 503 for Unavailable, 500 otherwise.
 int HttpStatus(const absl::Status& status);

@@ -13,7 +13,9 @@
 #include "data/tokenizers/testutil.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "serve/serve_metrics.h"
 #include "serve/serve_queue.h"
+#include "serve/serve_stream.h"
 
 namespace mt {
 namespace serve {
@@ -119,8 +121,9 @@ TEST_F(ServeApiTest, BadRequestsNameTheirField) {
       {Api::kCompletions, R"({"prompt": "x", "stop": [""]})", "stop"},
       {Api::kCompletions, R"({"prompt": "x", "stop": 5})", "stop"},
       {Api::kCompletions, R"({"prompt": "x", "n": 2})", "n"},
-      {Api::kCompletions, R"({"prompt": "x", "stream": true})", "stream"},
-      {Api::kCompletions, R"({"prompt": "x", "logprobs": 2})", "logprobs"},
+      {Api::kCompletions, R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {Api::kCompletions, R"({"prompt": "x", "logprobs": 6})", "logprobs"},
+      {Api::kCompletions, R"({"prompt": "x", "logprobs": true})", "logprobs"},
       // A prompt of 30 tokens with 16 (11) more to generate exceeds the 40 positions.
       {Api::kCompletions, R"({"prompt": ")" + Words(30) + R"("})", "prompt"},
       {Api::kMegatron, R"({"prompts": [")" + Words(30) + R"("], "tokens_to_generate": 11})",
@@ -252,6 +255,118 @@ TEST(JobQueueTest, BoundedFifoThatClosesCleanly) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(empty.Pop(std::chrono::milliseconds(30)), nullptr);
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(30));
+}
+
+// The events' texts of a streamed completion add up to the unstreamed text: a stop string split
+// over tokens is held back and cut, a multi-byte character split over tokens waits for its end.
+TEST_F(ServeApiTest, StreamedTextsAddUpToTheCompletion) {
+  GenerationRequest r = Parse(Api::kCompletions, R"({"prompt": ["a", "b"], "stop": [" sat"],
+      "stream": true, "logprobs": 0})");
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.config.logprobs);
+  std::vector<Generation> out = {Gen("The cat", " did sit, then sat on", FinishReason::kStop),
+                                 Gen("Hi", " caf\u00e9 \u4e16\u754c", FinishReason::kLength)};
+  for (Generation& g : out) g.logprobs.assign(g.tokens.size() - 1, -0.5f);
+  GenerationRequest unstreamed = r;
+  unstreamed.stream = false;
+  const Json whole = Json::parse(*ResponseJson(unstreamed, out, Gpt2(), "ckpt", 7, 1700000000));
+  CompletionStream stream(r, Gpt2(), "ckpt", 7, 1700000000);
+  std::vector<std::string> texts(2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Generation& g = out[i];
+    for (size_t t = g.prompt_length; t < g.tokens.size(); ++t) {
+      absl::StatusOr<std::string> e =
+          stream.Token(TokenEvent{0, static_cast<int64_t>(i), g.tokens[t], -0.5f});
+      ASSERT_TRUE(e.ok());
+      ASSERT_EQ(e->substr(0, 6), "data: ");
+      ASSERT_EQ(e->substr(e->size() - 2), "\n\n");
+      const Json j = Json::parse(e->substr(6));
+      EXPECT_EQ(j["id"], "cmpl-7");
+      EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+      EXPECT_EQ(j["choices"][0]["logprobs"]["token_logprobs"][0], -0.5);
+      const std::string piece = j["choices"][0]["text"];
+      texts[i] += piece;
+      // Always a prefix of the whole text (nothing sent is taken back), never half a character.
+      const std::string& want = whole["choices"][i]["text"].get_ref<const std::string&>();
+      EXPECT_EQ(want.compare(0, texts[i].size(), texts[i]), 0) << texts[i];
+      EXPECT_TRUE(Json(texts[i]).dump().find("\\ufffd") == std::string::npos) << texts[i];
+    }
+  }
+  absl::StatusOr<std::string> last = stream.Finish(out);
+  ASSERT_TRUE(last.ok());
+  std::vector<std::string> events;
+  for (size_t at = 0, end; (end = last->find("\n\n", at)) != std::string::npos; at = end + 2) {
+    events.push_back(last->substr(at, end - at));
+  }
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2], "data: [DONE]");
+  const Json done0 = Json::parse(events[0].substr(6)), done1 = Json::parse(events[1].substr(6));
+  EXPECT_EQ(done0["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(done1["choices"][0]["finish_reason"], "length");
+  texts[0] += done0["choices"][0]["text"].get<std::string>();
+  texts[1] += done1["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(texts[0], whole["choices"][0]["text"]);
+  EXPECT_EQ(texts[0], " did sit, then");
+  EXPECT_EQ(texts[1], whole["choices"][1]["text"]);
+  EXPECT_EQ(CompletionStream::Error(absl::UnavailableError("busy")).substr(0, 15),
+            "data: {\"error\":");
+}
+
+TEST_F(ServeApiTest, CompletionLogprobsAndModels) {
+  GenerationRequest r = Parse(Api::kCompletions, R"({"prompt": "a", "logprobs": 1})");
+  Generation g = Gen("The cat", " sat down", FinishReason::kLength);
+  g.logprobs = {-1.0f, -2.0f, -3.0f};  // The prompt's second token, then the two generated.
+  const Json j = Json::parse(*ResponseJson(r, {g}, Gpt2(), "ckpt", 1, 2));
+  const Json& lp = j["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], Json({" sat", " down"}));
+  EXPECT_EQ(lp["token_logprobs"], Json({-2.0, -3.0}));
+  EXPECT_EQ(lp["text_offset"], Json({0, 4}));
+  EXPECT_TRUE(lp["top_logprobs"].is_null());
+  const Json m = Json::parse(ModelsJson("ckpt", 5));
+  EXPECT_EQ(m["object"], "list");
+  EXPECT_EQ(m["data"][0]["id"], "ckpt");
+  EXPECT_EQ(m["data"][0]["created"], 5);
+}
+
+TEST(ServeMetricsTest, PrometheusText) {
+  ServeMetrics m;
+  m.Step(3, 2, 3);
+  m.Step(2, 2, 2);
+  m.FirstToken(0.004);
+  m.FirstToken(0.2);
+  m.TokenGap(0.02);
+  m.Answered(RequestOutcome::kOk, 0.5);
+  m.Answered(RequestOutcome::kCancelled, 60.0);  // Past the last bound: only +Inf counts it.
+  const std::string t = m.Render(7);
+  for (const char* line :
+       {"# TYPE mt_serve_queue_depth gauge\nmt_serve_queue_depth 7\n", "\nmt_serve_batch_size 2\n",
+        "\nmt_serve_generated_tokens_total 5\n", "\nmt_serve_steps_total 2\n",
+        "mt_serve_requests_total{status=\"ok\"} 1\n",
+        "mt_serve_requests_total{status=\"cancelled\"} 1\n",
+        "# TYPE mt_serve_time_to_first_token_seconds histogram\n",
+        "mt_serve_time_to_first_token_seconds_bucket{le=\"0.0025\"} 0\n",
+        "mt_serve_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n",
+        "mt_serve_time_to_first_token_seconds_bucket{le=\"0.25\"} 2\n",
+        "mt_serve_time_to_first_token_seconds_count 2\n",
+        "mt_serve_request_latency_seconds_bucket{le=\"30\"} 1\n",
+        "mt_serve_request_latency_seconds_bucket{le=\"+Inf\"} 2\n",
+        "mt_serve_request_latency_seconds_sum 60.5\n"}) {
+    EXPECT_NE(t.find(line), std::string::npos) << line << " not in\n" << t;
+  }
+}
+
+TEST(JobQueueTest, SpareRoomTakesABurst) {
+  JobQueue q(1);
+  GenerationRequest a;
+  a.prompts = {{1}};
+  ASSERT_TRUE(q.TryPush(a));
+  EXPECT_FALSE(q.TryPush(a));
+  q.set_spare(2);  // Two free batch slots: two more may wait for the next step.
+  EXPECT_TRUE(q.TryPush(a));
+  EXPECT_TRUE(q.TryPush(a));
+  EXPECT_FALSE(q.TryPush(a));
+  EXPECT_EQ(q.size(), 3u);
+  q.Close(absl::UnavailableError("closing"));
 }
 
 }  // namespace

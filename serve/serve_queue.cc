@@ -8,10 +8,15 @@ namespace serve {
 std::optional<std::future<JobResult>> JobQueue::TryPush(GenerationRequest request) {
   auto job = std::make_unique<Job>();
   job->request = std::move(request);
+  return TryPush(std::move(job));
+}
+
+std::optional<std::future<JobResult>> JobQueue::TryPush(std::unique_ptr<Job> job) {
+  job->queued = std::chrono::steady_clock::now();
   std::future<JobResult> result = job->result.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || jobs_.size() >= capacity_) return std::nullopt;
+    if (closed_ || jobs_.size() >= capacity_ + spare_) return std::nullopt;
     jobs_.push_back(std::move(job));
   }
   ready_.notify_one();
@@ -48,6 +53,11 @@ void JobQueue::Close(const absl::Status& status) {
   }
   ready_.notify_all();
   for (auto& job : pending) job->result.set_value({status, {}});
+}
+
+void JobQueue::set_spare(size_t spare) {
+  std::lock_guard<std::mutex> lock(mu_);
+  spare_ = spare;
 }
 
 size_t JobQueue::size() const {

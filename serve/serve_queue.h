@@ -1,16 +1,18 @@
 // The generation server's queue: HTTP handler threads push checked requests and wait for their
-// results; the generation thread pops them one at a time. Bounded: a push into a full queue is
-// refused at once (the server answers 503), so a burst never piles up unbounded work.
+// results (or their tokens, streaming); the generation thread pops them. Bounded: a push into a
+// full queue is refused at once (the server answers 503), so a burst never piles up unbounded work.
 //
 // Thread-safe: any number of pushing threads and one popping thread.
 #ifndef MT_SERVE_SERVE_QUEUE_H_
 #define MT_SERVE_SERVE_QUEUE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "serve/batch_engine.h"
 #include "serve/generate.h"
 #include "serve/serve_api.h"
 
@@ -33,6 +36,15 @@ struct JobResult {
 struct Job {
   GenerationRequest request;
   std::promise<JobResult> result;
+  // Streaming: called on the generation thread with each token the request generates, before its
+  // result is set; must not block. Null: none.
+  std::function<void(const TokenEvent&)> on_token;
+  // Called on the generation thread right after `result` is set. Null: none.
+  std::function<void()> on_answer;
+  // Set (by the handler) when its client has gone: the generation loop drops the request between
+  // two steps, freeing its cache slots, and answers it Cancelled.
+  std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  std::chrono::steady_clock::time_point queued = std::chrono::steady_clock::now();
 };
 
 class JobQueue {
@@ -40,8 +52,10 @@ class JobQueue {
   explicit JobQueue(size_t capacity) : capacity_(capacity) {}
 
   // Queues `request` and returns the future of its result; nullopt when the queue holds
-  // `capacity` jobs or is closed.
+  // `capacity` + spare() jobs or is closed.
   std::optional<std::future<JobResult>> TryPush(GenerationRequest request);
+  // The same for a job made by the caller (streaming, cancellation).
+  std::optional<std::future<JobResult>> TryPush(std::unique_ptr<Job> job);
   // The oldest job, waiting up to `timeout` for one; null if none came (or the queue is closed).
   std::unique_ptr<Job> Pop(std::chrono::milliseconds timeout);
   // Puts a popped job back at the front (it may take the queue one over capacity for a moment).
@@ -51,7 +65,14 @@ class JobQueue {
 
   size_t size() const;
   size_t capacity() const { return capacity_; }
+  // Extra room the consumer grants while it could start that many more jobs at once (the free
+  // slots of a continuous batch): a burst is not refused while the generation has room for it.
+  void set_spare(size_t spare);
 
+ private:
+  size_t spare_ = 0;  // Guarded by mu_.
+
+ public:
  private:
   const size_t capacity_;
   mutable std::mutex mu_;

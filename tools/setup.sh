@@ -26,6 +26,7 @@ DEBIAN_PACKAGES=(
   nlohmann-json3-dev
   libicu-dev           # Unicode categories, case mapping and NFD for the BERT tokenizer
   libcpp-httplib-dev   # the HTTP server of //jobs/serve:serve (cpp-httplib)
+  curl                 # its streaming test's client (jobs/serve/serve_stream_test.sh)
   libdnnl-dev          # oneDNN: the bf16 GEMMs on CPUs with AVX512-BF16 or AMX (core/onednn.h)
   libssl-dev           # libcrypto's SHA-256 for the checkpoint digests (checkpoint/sha256.h)
   clang-format         # the tree's formatting, checked in CI (tools/check_format.sh)

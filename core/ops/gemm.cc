@@ -15,6 +15,7 @@
 #include "core/ops/dispatch.h"
 #include "core/ops/gemm_cpu.h"
 #include "core/ops/gemm_onednn.h"
+#include "core/ops/gemm_rows_simd.h"
 #include "core/status.h"
 #include "glog/logging.h"
 
@@ -286,6 +287,13 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
   ASSIGN_OR_RETURN(GemmShape s, Validate(op, rank, a, b, c, options));
   RETURN_IF_ERROR(ValidateEpilogue(op, rank, s, a, b, c, options));
   MT_ROUTE_DEVICE(op, a, cuda::Gemm(op, ctx, a, b, c, CudaDims(s, options)));
+  if (ctx.row_invariant_gemm && a.dtype == DType::kF32 && c.dtype == DType::kF32 && !s.trans_a &&
+      s.batch == 1) {
+    internal::RowInvariantGemmF32(ctx.pool, s.m, s.n, s.k, options.alpha, a.data_as<float>(),
+                                  b.data_as<float>(), s.trans_b, options.beta, c.data_as<float>());
+    F32Epilogue(ctx, s, options, c);
+    return absl::OkStatus();
+  }
   const CpuGemmBackend backend = ResolveCpuGemmBackend(options.cpu_backend, a.dtype);
   if (backend == CpuGemmBackend::kOneDnn) return GemmOneDnn(op, ctx, s, options, a, b, c);
   if (backend == CpuGemmBackend::kOpenBlas && !LoadOpenBlas().status.ok()) {

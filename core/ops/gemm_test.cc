@@ -4,9 +4,11 @@
 // are in gemm_epilogue_test.cc.
 #include "core/ops/gemm.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -248,6 +250,50 @@ INSTANTIATE_TEST_SUITE_P(AllDTypesAndBackends, GemmDTypeBackendTest, ::mt::testi
                          ::mt::testing::GemmParamName);
 INSTANTIATE_TEST_SUITE_P(HalfInputsF32Output, GemmMixedPrecisionTest,
                          ::mt::testing::HalfGemmParams(), ::mt::testing::GemmParamName);
+
+// ExecContext::row_invariant_gemm (core/ops/gemm_rows_simd.h): within the f32 bound of the float64
+// reference, on one thread or two, and every row of an M-row product is bitwise that row's product
+// computed alone (as a batched decoding step needs; the BLAS's blocking by rows breaks that).
+TEST(GemmTest, RowInvariantKernelMatchesReferenceAndEveryRowAlone) {
+  ThreadPool two(2);
+  uint64_t seed = 100;
+  for (const int64_t m : {1, 5, 13}) {
+    for (const int64_t k : {1, 17, 130}) {
+      for (const int64_t n : {3, 40, 65}) {
+        for (const Transpose tb : {Transpose::kNo, Transpose::kYes}) {
+          GemmCase cs;
+          cs.m = m;
+          cs.n = n;
+          cs.k = k;
+          cs.tb = tb;
+          cs.alpha = seed % 2 == 0 ? 1.0f : 0.5f;
+          cs.beta = seed % 3 == 0 ? 1.5f : 0.0f;
+          cs.seed = ++seed;
+          SCOPED_TRACE(cs.ToString());
+          Tensor a = RandomTensor(cs.AShape(), DType::kF32, 3 * cs.seed + 1);
+          Tensor b = RandomTensor(cs.BShape(), DType::kF32, 3 * cs.seed + 2);
+          Tensor c0 = RandomTensor(cs.CShape(), DType::kF32, 3 * cs.seed + 3);
+          const GemmReference ref = ::mt::testing::ReferenceGemm(
+              cs, ToDoubles(a.view()), ToDoubles(b.view()), ToDoubles(c0.view()));
+          ExecContext ctx;
+          ctx.row_invariant_gemm = true;
+          ctx.pool = seed % 2 == 0 ? &two : nullptr;
+          Tensor c = RandomTensor(cs.CShape(), DType::kF32, 3 * cs.seed + 3);
+          ASSERT_TRUE(Gemm(ctx, a.view(), b.view(), c.view(), cs.Options()).ok());
+          EXPECT_TRUE(WithinBound(ToDoubles(c.view()), ref, k, DType::kF32));
+          for (int64_t r = 0; r < m; ++r) {
+            const TensorView row_a(a.data_as<float>() + r * k, {1, k}, DType::kF32);
+            Tensor row_c = Tensor::Host({1, n}, DType::kF32);
+            std::copy_n(c0.data_as<float>() + r * n, n, row_c.data_as<float>());
+            ASSERT_TRUE(Gemm(ctx, row_a, b.view(), row_c.view(), cs.Options()).ok());
+            EXPECT_EQ(std::memcmp(row_c.data(), c.data_as<float>() + r * n, n * sizeof(float)), 0)
+                << "row " << r << " of " << m << " differs from the row alone";
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(GemmTest, BackendNames) {
   EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kEigen), "eigen");

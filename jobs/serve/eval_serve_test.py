@@ -153,7 +153,7 @@ def check_bad_requests(port):
                  "tokens_to_generate")
     # A body over --max_body_bytes, and a path that is not an endpoint.
     expect_error(port, "PUT", api, {"prompts": ["x" * 30000]}, 413, None)
-    expect_error(port, "GET", "/v1/models", None, 404, None, raw=b"")
+    expect_error(port, "GET", "/v1/engines", None, 404, None, raw=b"")
     ok(port, "PUT", api, {"prompts": ["still serving"], "tokens_to_generate": 2})
 
 

@@ -364,21 +364,74 @@ absl::Status GptModel::DecodeStep(const nn::StepContext& sc, const TensorView& t
   RETURN_IF_ERROR(CheckDevice(*sc.exec));
   nn::StepContext eval = sc;
   eval.mode = nn::Mode::kEval;
-  absl::Status s = Decode(eval, tokens, logits, every);
+  std::vector<int32_t> positions(B * n), last;
+  std::vector<nn::DecodeSpan> spans;
+  for (int64_t b = 0; b < B; ++b) {
+    spans.push_back(nn::DecodeSpan{b, n});
+    last.push_back(static_cast<int32_t>(b * n + n - 1));
+    for (int64_t i = 0; i < n; ++i) {
+      positions[b * n + i] = static_cast<int32_t>(stack_->decode_length() + i);
+    }
+  }
+  ASSIGN_OR_RETURN(TensorView flat, tokens.Reshape({B * n}));
+  absl::Status s = Decode(eval, flat, positions, spans, every || n == 1 ? nullptr : &last, logits);
+  if (!s.ok()) StopDecoding();
+  return s;
+}
+
+absl::Status GptModel::DecodeSlots(const nn::StepContext& sc, absl::Span<const SlotTokens> spans,
+                                   const TensorView& logits) {
+  const int64_t S = stack_->decode_batch(), Vp = padded_vocab();
+  if (S == 0) return absl::FailedPreconditionError("GPT-2: DecodeSlots before StartDecoding");
+  std::vector<nn::DecodeSpan> rows;
+  std::vector<int32_t> ids, positions, last;
+  std::vector<bool> seen(S, false);
+  for (const SlotTokens& t : spans) {
+    const int64_t n = static_cast<int64_t>(t.tokens.size());
+    if (t.slot < 0 || t.slot >= S || seen[t.slot] || n < 1 ||
+        stack_->slot_length(t.slot) + n > stack_->decode_max_length()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPT-2: slot ", t.slot, " with ", n, " tokens: need a slot in [0, ", S,
+                       ") given once and 1 to ", stack_->decode_max_length(), " positions in all"));
+    }
+    seen[t.slot] = true;
+    for (int64_t i = 0; i < n; ++i) {
+      if (t.tokens[i] < 0 || t.tokens[i] >= Vp) {
+        return absl::OutOfRangeError(
+            absl::StrCat("GPT-2: token ", t.tokens[i], " outside [0, ", Vp, ")"));
+      }
+      ids.push_back(t.tokens[i]);
+      positions.push_back(static_cast<int32_t>(stack_->slot_length(t.slot) + i));
+    }
+    rows.push_back(nn::DecodeSpan{t.slot, n});
+    last.push_back(static_cast<int32_t>(ids.size() - 1));
+  }
+  const int64_t N = static_cast<int64_t>(ids.size()), R = static_cast<int64_t>(spans.size());
+  const bool every = logits.shape == Shape{N, Vp};
+  if (R == 0 || logits.dtype != DType::kF32 || !(every || logits.shape == Shape{R, Vp})) {
+    return absl::InvalidArgumentError(absl::StrCat("GPT-2: slotted logits ", logits.DebugString(),
+                                                   " must be f32 [", R, ", ", Vp, "] or [", N, ", ",
+                                                   Vp, "], with >= 1 span"));
+  }
+  RETURN_IF_ERROR(CheckDevice(*sc.exec));
+  nn::StepContext eval = sc;
+  eval.mode = nn::Mode::kEval;
+  const TensorView tokens(ids.data(), {N}, DType::kI32, Device::Cpu());
+  absl::Status s = Decode(eval, tokens, positions, rows, every || N == R ? nullptr : &last, logits);
   if (!s.ok()) StopDecoding();
   return s;
 }
 
 absl::Status GptModel::EnsureDecodeBuffers(const ExecContext& ec, int64_t rows, int64_t out_rows) {
   DecodeBuffers& d = decode_;
-  const int64_t H = config_.hidden_size, B = stack_->decode_batch();
+  const int64_t H = config_.hidden_size;
   if (d.rows == rows && d.out_rows == out_rows) return absl::OkStatus();
   d.rows = d.out_rows = 0;  // Until every buffer is allocated.
   ASSIGN_OR_RETURN(d.positions, Alloc(ec, {rows}, DType::kI32));
   ASSIGN_OR_RETURN(d.emb, Alloc(ec, {rows, H}, dtype_));
   ASSIGN_OR_RETURN(d.pos_emb, Alloc(ec, {rows, H}, dtype_));
-  ASSIGN_OR_RETURN(d.last_index, Alloc(ec, {B}, DType::kI32));
-  ASSIGN_OR_RETURN(d.last, Alloc(ec, {B, H}, dtype_));
+  ASSIGN_OR_RETURN(d.last_index, Alloc(ec, {out_rows}, DType::kI32));
+  ASSIGN_OR_RETURN(d.last, Alloc(ec, {out_rows, H}, dtype_));
   ASSIGN_OR_RETURN(d.final, Alloc(ec, {out_rows, H}, dtype_));
   ASSIGN_OR_RETURN(d.logits, Alloc(ec, {out_rows, word_.local_vocab()}, DType::kF32));
   d.rows = rows;
@@ -387,33 +440,27 @@ absl::Status GptModel::EnsureDecodeBuffers(const ExecContext& ec, int64_t rows, 
 }
 
 absl::Status GptModel::Decode(const nn::StepContext& sc, const TensorView& tokens,
-                              const TensorView& logits, bool every) {
+                              const std::vector<int32_t>& positions,
+                              absl::Span<const nn::DecodeSpan> spans,
+                              const std::vector<int32_t>* last, const TensorView& logits) {
   const ExecContext& ec = *sc.exec;
-  const int64_t B = tokens.dim(0), n = tokens.dim(1), H = config_.hidden_size;
-  const int64_t start = stack_->decode_length();
-  RETURN_IF_ERROR(EnsureDecodeBuffers(ec, B * n, every ? B * n : B));
+  const int64_t N = tokens.numel();
+  const int64_t R = last == nullptr ? N : static_cast<int64_t>(last->size());
+  RETURN_IF_ERROR(EnsureDecodeBuffers(ec, N, R));
   DecodeBuffers& d = decode_;
   ASSIGN_OR_RETURN(TensorView ids, OnDevice(ec, tokens, &d.tokens_staging, "GPT-2: tokens"));
   RETURN_IF_ERROR(word_.Forward(sc, ids, d.emb.view()));
   if (config_.position_embeddings) {
-    Tensor positions = Tensor::Host({B * n}, DType::kI32);
-    for (int64_t i = 0; i < B * n; ++i) {
-      positions.data_as<int32_t>()[i] = static_cast<int32_t>(start + i % n);
-    }
-    RETURN_IF_ERROR(CopyTensor(ec, positions.view(), d.positions.view()));
+    const TensorView host(const_cast<int32_t*>(positions.data()), {N}, DType::kI32, Device::Cpu());
+    RETURN_IF_ERROR(CopyTensor(ec, host, d.positions.view()));
     RETURN_IF_ERROR(position_.Forward(sc, d.positions.view(), d.pos_emb.view()));
     RETURN_IF_ERROR(ops::Add(ec, d.emb.view(), d.pos_emb.view(), d.emb.view()));
   }
-  ASSIGN_OR_RETURN(TensorView x, d.emb.view().Reshape({B, n, H}));
-  ASSIGN_OR_RETURN(TensorView h, stack_->DecodeForward(sc, x));
-  ASSIGN_OR_RETURN(TensorView rows, h.Reshape({B * n, H}));
-  if (!every && n > 1) {
-    // Each sequence's last new position: row b * n + n - 1, gathered as an embedding lookup.
-    Tensor last = Tensor::Host({B}, DType::kI32);
-    for (int64_t b = 0; b < B; ++b) {
-      last.data_as<int32_t>()[b] = static_cast<int32_t>(b * n + n - 1);
-    }
-    RETURN_IF_ERROR(CopyTensor(ec, last.view(), d.last_index.view()));
+  ASSIGN_OR_RETURN(TensorView rows, stack_->DecodeSlots(sc, d.emb.view(), spans));
+  if (last != nullptr) {
+    // Each sequence's last new position, gathered as an embedding lookup.
+    const TensorView host(const_cast<int32_t*>(last->data()), {R}, DType::kI32, Device::Cpu());
+    RETURN_IF_ERROR(CopyTensor(ec, host, d.last_index.view()));
     RETURN_IF_ERROR(ops::Embedding(ec, d.last_index.view(), rows, d.last.view()));
     rows = d.last.view();
   }

@@ -21,7 +21,7 @@
 // when given on the device) to count the scored ones. Logits' `full` may be on the host or on the
 // device. The loss is returned as a host double.
 //
-// Incremental decoding (IncrementalDecoder: StartDecoding / DecodeStep): the transformer stack's
+// Incremental decoding (IncrementalDecoder: StartDecoding / DecodeStep, DecodeSlots): the stack's
 // key/value caches (nn/attention.h) hold every earlier position; a step embeds only the new tokens
 // (learned positions continuing from decode_length()) and computes the final LayerNorm and the
 // logits of only the positions asked for. Blocks without a cache (nn::Layer's defaults) make
@@ -110,6 +110,12 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
                           const TensorView& logits) override;
   int64_t decode_length() const override { return stack_->decode_length(); }
   void StopDecoding() override;
+  absl::Status DecodeSlots(const nn::StepContext& sc, absl::Span<const SlotTokens> spans,
+                           const TensorView& logits) override;
+  absl::Status ResetSlot(int64_t slot) override { return stack_->ResetSlot(slot); }
+  int64_t slot_length(int64_t slot) const override {
+    return stack_->decode_batch() == 0 ? 0 : stack_->slot_length(slot);
+  }
 
   ActivationBytes activation_bytes() const override {
     return {stack_->HeldActivationBytes(), stack_->peak_backward_extra_bytes()};
@@ -121,11 +127,11 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
  private:
   // Buffers of one decoding step of n positions per sequence, R of which get logits.
   struct DecodeBuffers {
-    int64_t rows = 0, out_rows = 0;  // B * n, R.
+    int64_t rows = 0, out_rows = 0;  // N (B * n), R.
     Tensor tokens_staging;           // Host tokens uploaded to a GPU.
-    Tensor positions;                // i32 [B * n]
-    Tensor emb, pos_emb;             // [B * n, H] compute dtype
-    Tensor last_index;               // i32 [B]: the row of each sequence's last new position
+    Tensor positions;                // i32 [N]
+    Tensor emb, pos_emb;             // [N, H] compute dtype
+    Tensor last_index;               // i32 [R]: the row of each sequence's last new position
     Tensor last, final;              // [R, H] compute dtype
     Tensor logits;                   // [R, V_pad / tp] f32
   };
@@ -156,9 +162,11 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
   absl::Status GatherInto(const nn::StepContext& sc, const TensorView& shard,
                           const TensorView& full);
   absl::Status EnsureDecodeBuffers(const ExecContext& ec, int64_t rows, int64_t out_rows);
-  // DecodeStep's work on checked arguments; `every`: logits of every new position.
-  absl::Status Decode(const nn::StepContext& sc, const TensorView& tokens, const TensorView& logits,
-                      bool every);
+  // A decoding step's work on checked arguments: tokens i32 [N] (host or device), the packed rows
+  // of `spans` at host `positions` [N]; the logits of the rows `last` names (null: every row).
+  absl::Status Decode(const nn::StepContext& sc, const TensorView& tokens,
+                      const std::vector<int32_t>& positions, absl::Span<const nn::DecodeSpan> spans,
+                      const std::vector<int32_t>* last, const TensorView& logits);
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc, int64_t T) const;
 
   ModelConfig config_;
