@@ -156,17 +156,20 @@ absl::StatusOr<std::unique_ptr<ParallelContext>> ParallelContext::Create(
   ASSIGN_OR_RETURN(ctx->tp_, world.Split(l.TpGroupOf(rank), rank, "tp"));
   ASSIGN_OR_RETURN(ctx->cp_, world.Split(l.CpGroupOf(rank), rank, "cp"));
   ASSIGN_OR_RETURN(ctx->dp_, world.Split(l.DpGroupOf(rank), rank, "dp"));
-  ASSIGN_OR_RETURN(ctx->dp_cp_, world.Split(l.DpCpGroupOf(rank), rank, "dp_cp"));
+  // DP x CP is the DP group itself at CP = 1 (dp_cp() returns it; no second communicator).
+  if (l.cp_size > 1) {
+    ASSIGN_OR_RETURN(ctx->dp_cp_, world.Split(l.DpCpGroupOf(rank), rank, "dp_cp"));
+  }
   ASSIGN_OR_RETURN(ctx->pp_, world.Split(l.PpGroupOf(rank), rank, "pp"));
   // An embedding group is named by its first stage's rank, a singleton by its own rank.
   ASSIGN_OR_RETURN(ctx->embedding_,
                    world.Split(l.EmbeddingGroupOf(rank).front(), rank, "embedding"));
   const int emb_size = static_cast<int>(l.EmbeddingGroupOf(rank).size());
   if (ctx->cp_->size() != l.cp_size || ctx->cp_->rank() != l.CpRank(rank) ||
-      ctx->dp_cp_->size() != l.cp_size * l.dp_size) {
+      ctx->dp_cp().size() != l.cp_size * l.dp_size) {
     return absl::InternalError(absl::StrCat(
         "ParallelContext::Create: the backend split world rank ", rank, " into cp ",
-        ctx->cp_->rank(), "/", ctx->cp_->size(), " and a DP x CP group of ", ctx->dp_cp_->size(),
+        ctx->cp_->rank(), "/", ctx->cp_->size(), " and a DP x CP group of ", ctx->dp_cp().size(),
         ", expected cp ", l.CpRank(rank), "/", l.cp_size, " and ", l.cp_size * l.dp_size));
   }
   if (ctx->tp_->size() != l.tp_size || ctx->tp_->rank() != l.TpRank(rank) ||

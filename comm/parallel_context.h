@@ -174,8 +174,9 @@ class ParallelContext {
   Communicator* cp_or_null() const { return cp_size() > 1 ? cp_.get() : nullptr; }
   // The replicas of this rank's shard that see other data (data loading, loss averaging).
   Communicator& dp() const { return *dp_; }
-  // DP x CP: every rank holding this rank's shard (the gradient all-reduce; dp() when CP = 1).
-  Communicator& dp_cp() const { return *dp_cp_; }
+  // DP x CP: every rank holding this rank's shard (the gradient all-reduce and the optimizer's
+  // group); dp() itself when CP = 1.
+  Communicator& dp_cp() const { return cp_size() > 1 ? *dp_cp_ : *dp_; }
   // The stages of this rank's pipeline (same tp and dp rank), in stage order: activations and
   // gradients between stages, the loss and gradient norm reduced across stages.
   Communicator& pp() const { return *pp_; }
@@ -194,7 +195,7 @@ class ParallelContext {
   std::unique_ptr<Communicator> tp_;
   std::unique_ptr<Communicator> cp_;
   std::unique_ptr<Communicator> dp_;
-  std::unique_ptr<Communicator> dp_cp_;
+  std::unique_ptr<Communicator> dp_cp_;  // CP > 1 only.
   std::unique_ptr<Communicator> pp_;
   std::unique_ptr<Communicator> embedding_;
 };

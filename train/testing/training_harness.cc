@@ -112,6 +112,7 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tp;
   pc.pipeline_parallel = c.pp;
+  pc.context_parallel = c.cp;
   auto split = comm::MakePipelineSplit(c.model.num_layers, c.pp, c.layers_per_virtual_stage);
   if (!Ok(split.status(), "pipeline split")) return out;
   auto parallel = comm::ParallelContext::Create(world, pc, c.model.num_attention_heads);
@@ -128,8 +129,10 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   if (!Ok(batches.status(), "batches")) return out;
 
   nn::ParameterStore store((*parallel)->tp_rank(), c.tp, c.compute_dtype, d.ec.device);
+  models::ModelOptions options = c.model_options;
+  options.context_parallel = c.cp;
   auto chunks =
-      models::CreateStageModels(c.model, &store, c.model_options, *split, (*parallel)->pp_rank());
+      models::CreateStageModels(c.model, &store, options, *split, (*parallel)->pp_rank());
   if (!Ok(chunks.status(), "model") || !Ok(store.Allocate(c.init_seed), "allocation")) return out;
   std::vector<models::Model*> chunk_ptrs;
   for (const auto& m : *chunks) chunk_ptrs.push_back(m.get());
@@ -137,11 +140,11 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   ChunkFactory more_chunks;
   if (c.pp > 1 && c.keep_activations) {
     auto factory =
-        StageChunkFactory(c.model, &store, c.model_options, *split, (*parallel)->pp_rank());
+        StageChunkFactory(c.model, &store, options, *split, (*parallel)->pp_rank());
     if (!Ok(factory.status(), "chunk factory")) return out;
     more_chunks = *std::move(factory);
   }
-  auto opt = Optimizer::Create(&store, c.optimizer, &(*parallel)->dp());
+  auto opt = Optimizer::Create(&store, c.optimizer, &(*parallel)->dp_cp());
   if (!Ok(opt.status(), "optimizer")) return out;
   LrSchedule schedule(c.lr);
   LossScaler scaler(c.scaler);
