@@ -119,10 +119,11 @@ TEST_F(MpiTest, InjectedOverflowSkipsStepAndHalvesScale) {
 // same config is the reference. `end` < `iters` stops early (the schedule still spans `iters`).
 Result TrainCp(comm::Communicator& world, int cp, int tp, int iters, const std::string& prefix,
                int start = 0, int end = -1, const std::string& load = "",
-               const std::string& save = "") {
+               const std::string& save = "", int pp = 1) {
   HarnessConfig c = GptConfig(tp, 2, 4, iters, {}, -1, DType::kF32, {});
   c.model.attention_dropout = 0;
   c.cp = cp;
+  c.pp = pp;
   c.start = start;
   c.end = end < 0 ? iters : end;
   c.load = load;
@@ -496,8 +497,8 @@ TEST_F(MpiTest, FourRanksTensorAndDataParallelDistributedOptimizer) {
   }
 }
 
-// CP=2 x TP=2 and CP=4 (4 ranks: gpt_trainer_test_np4) follow the serial curve within float32
-// rounding.
+// CP=2 x TP=2, CP=4 and CP=2 x PP=2 (4 ranks: gpt_trainer_test_np4) follow the serial curve
+// within float32 rounding.
 TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   if (comm_->size() != 4) GTEST_SKIP() << "run with 4 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
@@ -507,6 +508,10 @@ TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   Result serial = TrainCp(*self, 1, 1, iters, prefix);
   Result cp2tp2 = TrainCp(*comm_, 2, 2, iters, prefix);
   Result cp4 = TrainCp(*comm_, 4, 1, iters, prefix);
+  Result cp2pp2 = TrainCp(*comm_, 2, 1, iters, prefix, 0, -1, "", "", /*pp=*/2);
+  ASSERT_EQ(cp2pp2.losses.size(), static_cast<size_t>(iters));
+  const double worst_cp2pp2 = testing::WorstRelative(cp2pp2.losses, serial.losses);
+  EXPECT_LT(worst_cp2pp2, 1e-5);
   ASSERT_EQ(cp2tp2.losses.size(), static_cast<size_t>(iters));
   ASSERT_EQ(cp4.losses.size(), static_cast<size_t>(iters));
   const double worst_cp2tp2 = testing::WorstRelative(cp2tp2.losses, serial.losses);
@@ -518,8 +523,10 @@ TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   EXPECT_LT(worst_cp2tp2, 1e-5);
   EXPECT_LT(worst_cp4, 1e-5);
   if (comm_->rank() == 0) {
-    std::printf("20-step worst relative loss difference to serial: CP=2 x TP=2 %.3g, CP=4 %.3g\n",
-                worst_cp2tp2, worst_cp4);
+    std::printf(
+        "20-step worst relative loss difference to serial: CP=2 x TP=2 %.3g, CP=4 %.3g, CP=2 x "
+        "PP=2 %.3g\n",
+        worst_cp2tp2, worst_cp4, worst_cp2pp2);
   }
 }
 

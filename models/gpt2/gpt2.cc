@@ -167,7 +167,11 @@ Shape GptModel::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
 
 absl::Status GptModel::CheckHidden(const ExecContext& ec, const TensorView& t,
                                    const char* what) const {
-  return CheckStageBoundary("GPT-2", ec, t, dtype_, B_, T_, what);
+  // StageBoundaryShape takes the whole micro-batch; with context parallelism B_, T_ are this
+  // rank's chunk-major [2B, c].
+  const int cp = options_.context_parallel;
+  return CheckStageBoundary("GPT-2", ec, t, dtype_, cp > 1 ? B_ / 2 : B_,
+                            cp > 1 ? T_ * 2 * cp : T_, what);
 }
 
 absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const TensorView& tokens,
