@@ -61,9 +61,9 @@ absl::Status ValidateContextParallelSequence(int context_parallel, int64_t seq_l
                                              int tensor_parallel, bool sequence_parallel) {
   const int cp = context_parallel;
   if (cp < 1 || seq_length < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("context parallelism: --context_parallel_size ", cp, " and --seq_length ",
-                     seq_length, " must both be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("context parallelism: --context_parallel_size ",
+                                                   cp, " and --seq_length ", seq_length,
+                                                   " must both be >= 1"));
   }
   if (cp == 1) return absl::OkStatus();
   if (seq_length % (2 * cp) != 0) {
@@ -75,8 +75,8 @@ absl::Status ValidateContextParallelSequence(int context_parallel, int64_t seq_l
   const int64_t chunk = seq_length / (2 * cp);
   if (sequence_parallel && chunk % tensor_parallel != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "context parallelism: with --sequence_parallel each of the ", 2 * cp, " chunks of ",
-        chunk, " positions must divide over --tensor_model_parallel_size ", tensor_parallel,
+        "context parallelism: with --sequence_parallel each of the ", 2 * cp, " chunks of ", chunk,
+        " positions must divide over --tensor_model_parallel_size ", tensor_parallel,
         "; use a --seq_length that is a multiple of ", 2 * cp * tensor_parallel));
   }
   return absl::OkStatus();
@@ -190,10 +190,10 @@ absl::StatusOr<std::unique_ptr<ParallelContext>> ParallelContext::Create(
 std::string ParallelContext::DebugString() const {
   const int r = rank();
   const std::string cp =
-      cp_size() == 1 ? ""
-                     : absl::StrCat(", cp ", cp_rank(), " of ", cp_size(), " (group [",
-                                    absl::StrJoin(layout_.cp_groups[layout_.CpGroupOf(r)], ","),
-                                    "])");
+      cp_size() == 1
+          ? ""
+          : absl::StrCat(", cp ", cp_rank(), " of ", cp_size(), " (group [",
+                         absl::StrJoin(layout_.cp_groups[layout_.CpGroupOf(r)], ","), "])");
   return absl::StrCat("rank ", r, " of ", world_size(), ": tp ", tp_rank(), " of ", tp_size(),
                       " (group [", absl::StrJoin(layout_.tp_groups[layout_.TpGroupOf(r)], ","),
                       "])", cp, ", dp ", dp_rank(), " of ", dp_size(), " (group [",

@@ -14,8 +14,8 @@ namespace models {
 absl::Status CheckContextParallel(const std::string& model, const ModelConfig& config,
                                   int context_parallel, const Device& device) {
   if (context_parallel < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        model, ": context-parallel size ", context_parallel, " must be >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(model, ": context-parallel size ", context_parallel, " must be >= 1"));
   }
   if (context_parallel == 1) return absl::OkStatus();
   if (config.attention_dropout > 0) {
@@ -25,9 +25,9 @@ absl::Status CheckContextParallel(const std::string& model, const ModelConfig& c
         config.attention_dropout, ")"));
   }
   if (!device.is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        model, ": context parallelism runs on the CPU only (ring attention has no ",
-        device.ToString(), " kernels yet); use --context_parallel_size=1 on a GPU"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(model, ": context parallelism runs on the CPU only (ring attention has no ",
+                     device.ToString(), " kernels yet); use --context_parallel_size=1 on a GPU"));
   }
   return absl::OkStatus();
 }
@@ -35,9 +35,9 @@ absl::Status CheckContextParallel(const std::string& model, const ModelConfig& c
 absl::Status CheckStepContextParallel(const std::string& model, const nn::StepContext& sc,
                                       int context_parallel) {
   if (sc.cp_size() == context_parallel) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(model, ": built for context-parallel size ", context_parallel,
-                   " but the step's CP group has ", sc.cp_size(), " ranks"));
+  return absl::InvalidArgumentError(absl::StrCat(model, ": built for context-parallel size ",
+                                                 context_parallel, " but the step's CP group has ",
+                                                 sc.cp_size(), " ranks"));
 }
 
 namespace {
@@ -75,9 +75,9 @@ absl::StatusOr<Batch> ContextParallelBatch::Cut(const ExecContext& ec, const nn:
   if (C == 1) return whole;
   const TensorView& t = whole.tokens;
   if (t.rank() != 2 || t.dtype != DType::kI32 || t.dim(1) % (2 * C) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "context parallelism: tokens ", t.DebugString(), " must be i32 [B, T] with T divisible by ",
-        "2 x context-parallel size = ", 2 * C));
+    return absl::InvalidArgumentError(absl::StrCat("context parallelism: tokens ", t.DebugString(),
+                                                   " must be i32 [B, T] with T divisible by ",
+                                                   "2 x context-parallel size = ", 2 * C));
   }
   Batch local = whole;
   const TensorView* fields[] = {&whole.tokens, &whole.labels, &whole.token_types,
@@ -88,10 +88,9 @@ absl::StatusOr<Batch> ContextParallelBatch::Cut(const ExecContext& ec, const nn:
   for (int i = 0; i < 4; ++i) {
     if (fields[i]->data == nullptr) continue;
     if (fields[i]->shape != t.shape || fields[i]->dtype != DType::kI32) {
-      return absl::InvalidArgumentError(absl::StrCat("context parallelism: ", kNames[i], " ",
-                                                     fields[i]->DebugString(),
-                                                     " must be i32 with the tokens' shape ",
-                                                     t.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("context parallelism: ", kNames[i], " ", fields[i]->DebugString(),
+                       " must be i32 with the tokens' shape ", t.DebugString()));
     }
     ASSIGN_OR_RETURN(TensorView host, OnHost(ec, *fields[i], &staging_[i], kNames[i]));
     if (i == 3) {

@@ -32,10 +32,10 @@ absl::Status CheckOptions(const ModelConfig& config, const MemoryOptions& o) {
         ") and micro-batches per iteration >= 0 (got ", o.micro_batches, ")"));
   }
   if (o.context_parallel < 1 || (o.context_parallel > 1 && s % (2 * o.context_parallel) != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory: --context_parallel_size ", o.context_parallel,
-        " must be >= 1 and split the sequence of ", s, " into 2 x ", o.context_parallel,
-        " chunks"));
+    return absl::InvalidArgumentError(absl::StrCat("memory: --context_parallel_size ",
+                                                   o.context_parallel,
+                                                   " must be >= 1 and split the sequence of ", s,
+                                                   " into 2 x ", o.context_parallel, " chunks"));
   }
   if (s > config.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat("memory: --seq_length ", s,

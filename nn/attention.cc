@@ -126,8 +126,7 @@ absl::Status ParallelSelfAttention::RotateChunks(const StepContext& sc, const Te
   if (sc.cp_size() == 1) return Rotate(*sc.exec, q, k, rotation);
   // Context parallelism: half h holds positions [CpChunk(h) T, (CpChunk(h) + 1) T).
   for (int h = 0; h < 2; ++h) {
-    RETURN_IF_ERROR(
-        Rotate(*sc.exec, CpHalf(q, h), CpHalf(k, h), rotation, CpChunk(sc, h) * T_));
+    RETURN_IF_ERROR(Rotate(*sc.exec, CpHalf(q, h), CpHalf(k, h), rotation, CpChunk(sc, h) * T_));
   }
   return absl::OkStatus();
 }

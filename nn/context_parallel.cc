@@ -112,8 +112,8 @@ class RingExchange {
 
 absl::Status CheckRing(const StepContext& sc, const TensorView& q, const TensorView& k,
                        const TensorView& v, const ops::AttentionArgs& args) {
-  if (q.rank() != 4 || k.rank() != 4 || q.dim(0) < 2 || q.dim(0) % 2 != 0 ||
-      k.dim(0) != q.dim(0) || k.shape != v.shape || k.dim(2) != q.dim(2)) {
+  if (q.rank() != 4 || k.rank() != 4 || q.dim(0) < 2 || q.dim(0) % 2 != 0 || k.dim(0) != q.dim(0) ||
+      k.shape != v.shape || k.dim(2) != q.dim(2)) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring attention: q ", q.DebugString(), ", k ", k.DebugString(), ", v ",
                      v.DebugString(), " must be [2B, NH, c, D] and [2B, G, c, D] (two chunks)"));
@@ -124,9 +124,8 @@ absl::Status CheckRing(const StepContext& sc, const TensorView& q, const TensorV
         "implemented; set --attention_dropout=0 or --context_parallel_size=1");
   }
   const int64_t B = q.dim(0) / 2, C = sc.cp_size();
-  if (args.padding_mask != nullptr &&
-      (args.padding_mask->shape != Shape{2 * C * B, q.dim(2)} ||
-       args.padding_mask->dtype != DType::kI32)) {
+  if (args.padding_mask != nullptr && (args.padding_mask->shape != Shape{2 * C * B, q.dim(2)} ||
+                                       args.padding_mask->dtype != DType::kI32)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ring attention: padding mask ", args.padding_mask->DebugString(), " must be i32 [",
         2 * C * B, ", ", q.dim(2), "] (the whole sequence's, chunk-major)"));
@@ -212,8 +211,7 @@ absl::Status BackwardBlocks(const StepContext& sc, int64_t src, const TensorView
     const ops::AttentionArgs a = BlockArgs(args, blk, KvChunk(sc.cp_size(), src, blk.kh), B, &mask);
     RETURN_IF_ERROR(ops::FusedAttentionBackward(
         ec, CpHalf(q, blk.qh), CpHalf(k, blk.kh), CpHalf(v, blk.kh), CpHalf(out, blk.qh),
-        CpHalf(dout, blk.qh), CpHalf(lse, blk.qh), a, blk_dq.view(), blk_dk.view(),
-        blk_dv.view()));
+        CpHalf(dout, blk.qh), CpHalf(lse, blk.qh), a, blk_dq.view(), blk_dk.view(), blk_dv.view()));
     const TensorView dq_h = CpHalf(dq, blk.qh);
     const TensorView sk = CpHalf(stage_k, blk.kh), sv = CpHalf(stage_v, blk.kh);
     RETURN_IF_ERROR(ops::Add(ec, dq_h, blk_dq.view(), dq_h));

@@ -5,6 +5,8 @@
 // attention (2 key/value groups for 4 heads), bidirectional with a padding mask of the whole
 // sequence, and the exchange without overlap giving the same bits. The dropout keys of a rank's
 // chunks are those of the whole activation.
+#include "nn/context_parallel.h"
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -13,7 +15,6 @@
 #include "core/ops/attention.h"
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
-#include "nn/context_parallel.h"
 
 namespace mt {
 namespace nn {
@@ -88,15 +89,15 @@ void CheckRing(comm::Communicator& cp, bool causal) {
     whole_args.padding_mask = &mask.view();
     ring_args.padding_mask = &mask_chunks.view();
   }
-  Tensor out = Tensor::Host({B, NH, T, D}, DType::kF32), lse = Tensor::Host({B, NH, T}, DType::kF32);
+  Tensor out = Tensor::Host({B, NH, T, D}, DType::kF32),
+         lse = Tensor::Host({B, NH, T}, DType::kF32);
   Tensor dq = Tensor::Host(q.shape(), DType::kF32), dk = Tensor::Host(k.shape(), DType::kF32);
   Tensor dv = Tensor::Host(k.shape(), DType::kF32);
-  ASSERT_TRUE(ops::FusedAttention(ec, q.view(), k.view(), v.view(), whole_args, out.view(),
-                                  lse.view())
-                  .ok());
-  ASSERT_TRUE(ops::FusedAttentionBackward(ec, q.view(), k.view(), v.view(), out.view(),
-                                          dout.view(), lse.view(), whole_args, dq.view(),
-                                          dk.view(), dv.view())
+  ASSERT_TRUE(
+      ops::FusedAttention(ec, q.view(), k.view(), v.view(), whole_args, out.view(), lse.view())
+          .ok());
+  ASSERT_TRUE(ops::FusedAttentionBackward(ec, q.view(), k.view(), v.view(), out.view(), dout.view(),
+                                          lse.view(), whole_args, dq.view(), dk.view(), dv.view())
                   .ok());
   const Tensor lq = ChunkMajor(sc, q), lk = ChunkMajor(sc, k), lv = ChunkMajor(sc, v);
   const Tensor ldout = ChunkMajor(sc, dout);

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/sequence_parallel.h"
-#include "nn/context_parallel.h"
 #include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/status.h"
+#include "nn/context_parallel.h"
 
 namespace mt {
 namespace nn {
@@ -313,8 +313,7 @@ absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const Tenso
     RETURN_IF_ERROR(DropoutAdd(sc, branch, bias, kAttentionOutputDropoutSite, x2, x1));
     RETURN_IF_ERROR(ln2_->Forward(sc, x1, ln2));
     RETURN_IF_ERROR(MlpBranch(sc, ln2_out_.view(), &bias));
-    RETURN_IF_ERROR(
-        DropoutAdd(sc, branch, bias, kMlpOutputDropoutSite, x1, y2));
+    RETURN_IF_ERROR(DropoutAdd(sc, branch, bias, kMlpOutputDropoutSite, x1, y2));
   } else {
     RETURN_IF_ERROR(ensure(&s1_));
     RETURN_IF_ERROR(ensure(&s2_));
@@ -324,8 +323,7 @@ absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const Tenso
     RETURN_IF_ERROR(DropoutAdd(sc, branch, bias, kAttentionOutputDropoutSite, x2, s1));
     RETURN_IF_ERROR(ln1_->Forward(sc, s1, x1));
     RETURN_IF_ERROR(MlpBranch(sc, x1_.view(), &bias));
-    RETURN_IF_ERROR(
-        DropoutAdd(sc, branch, bias, kMlpOutputDropoutSite, x1, s2));
+    RETURN_IF_ERROR(DropoutAdd(sc, branch, bias, kMlpOutputDropoutSite, x1, s2));
     RETURN_IF_ERROR(ln2_->Forward(sc, s2, y2));
   }
   return absl::OkStatus();
@@ -388,8 +386,7 @@ absl::Status TransformerLayer::BackwardImpl(const StepContext& sc, const TensorV
     RETURN_IF_ERROR(ln2_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, dy2, db, da));  // da = dx1
     // x1 = x + drop(attn(LN1(x))): dx = dx1 + LN1'(attn'(drop'(dx1))).
-    RETURN_IF_ERROR(
-        DropoutGrad(sc, da, kAttentionOutputDropoutSite, db));
+    RETURN_IF_ERROR(DropoutGrad(sc, da, kAttentionOutputDropoutSite, db));
     RETURN_IF_ERROR(AttentionBranchBackward(sc, ln1_out_.view(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ln1_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, da, db, dx2));
@@ -401,8 +398,7 @@ absl::Status TransformerLayer::BackwardImpl(const StepContext& sc, const TensorV
     RETURN_IF_ERROR(ops::Add(ec, da, dc, db));  // db = dx1
     // x1 = LN1(s1), s1 = x + drop(attn(x)).
     RETURN_IF_ERROR(ln1_->Backward(sc, db, da));  // da = ds1
-    RETURN_IF_ERROR(
-        DropoutGrad(sc, da, kAttentionOutputDropoutSite, db));
+    RETURN_IF_ERROR(DropoutGrad(sc, da, kAttentionOutputDropoutSite, db));
     RETURN_IF_ERROR(AttentionBranchBackward(sc, input_.x(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ops::Add(ec, da, dc, dx2));
   }

@@ -158,9 +158,10 @@ TEST_F(MpiTest, ContextParallelCurveMatchesSerialAndResumesAtCp1) {
   const double worst_resumed = testing::WorstRelative(resumed.losses, second_half);
   EXPECT_LT(worst_resumed, 1e-5);
   if (comm_->rank() == 0) {
-    std::printf("CP=2: 20-step worst relative loss difference to serial %.3g; resumed at CP=1 "
-                "from its iteration-%d checkpoint %.3g\n",
-                worst, half, worst_resumed);
+    std::printf(
+        "CP=2: 20-step worst relative loss difference to serial %.3g; resumed at CP=1 "
+        "from its iteration-%d checkpoint %.3g\n",
+        worst, half, worst_resumed);
   }
 }
 

@@ -48,12 +48,11 @@ TEST(AttentionMergeTest, MergedHalvesEqualAttentionOverAllKeys) {
     AttentionArgs a = all, b = all;
     a.padding_mask = &mask_a.view();
     b.padding_mask = &mask_b.view();
-    ASSERT_TRUE(FusedAttention(ctx, in.q.view(), in.k.view(), in.v.view(), a, out.view(),
-                               lse.view())
-                    .ok());
-    ASSERT_TRUE(FusedAttention(ctx, in.q.view(), in.k.view(), in.v.view(), b, out_b.view(),
-                               lse_b.view())
-                    .ok());
+    ASSERT_TRUE(
+        FusedAttention(ctx, in.q.view(), in.k.view(), in.v.view(), a, out.view(), lse.view()).ok());
+    ASSERT_TRUE(
+        FusedAttention(ctx, in.q.view(), in.k.view(), in.v.view(), b, out_b.view(), lse_b.view())
+            .ok());
     // Batch row 1 of set a sees nothing: the case where the merge takes b alone.
     EXPECT_EQ(lse.data_as<float>()[d.NH * d.Tq], -std::numeric_limits<float>::infinity());
     ASSERT_TRUE(AttentionMerge(ctx, out.view(), lse.view(), out_b.view(), lse_b.view()).ok());

@@ -90,8 +90,8 @@ absl::StatusOr<int64_t> MaxOverRanks(comm::Communicator& world, int64_t value) {
 }
 
 struct Measured {
-  int64_t held = 0, peak = 0;       // Host tensor bytes above those in use before the step.
-  int64_t model_held = 0;           // Model::activation_bytes().held, for reference.
+  int64_t held = 0, peak = 0;  // Host tensor bytes above those in use before the step.
+  int64_t model_held = 0;      // Model::activation_bytes().held, for reference.
   std::vector<double> overlapped, waited;
 };
 
@@ -139,10 +139,9 @@ absl::Status Report(const CpBenchConfig& c, comm::Communicator& world, const Mea
   std::printf(
       "config: layers=%d hidden=%lld heads=%d vocab=%lld seq=%lld batch=%lld cp=%d "
       "threads/rank=%d f32\n",
-      c.model.num_layers, static_cast<long long>(c.model.hidden_size),
-      c.model.num_attention_heads, static_cast<long long>(c.model.vocab_size),
-      static_cast<long long>(c.seq_length), static_cast<long long>(c.micro_batch_size),
-      c.context_parallel_size, threads);
+      c.model.num_layers, static_cast<long long>(c.model.hidden_size), c.model.num_attention_heads,
+      static_cast<long long>(c.model.vocab_size), static_cast<long long>(c.seq_length),
+      static_cast<long long>(c.micro_batch_size), c.context_parallel_size, threads);
   std::printf(
       "activation memory per rank (host allocator, largest rank): held after forward %.1f MiB, "
       "peak over forward and backward %.1f MiB (the model's own count of its layers: %.1f MiB)\n",
@@ -168,10 +167,11 @@ absl::Status Run(const CpBenchConfig& c, const comm::MpiProcess& process) {
   comm::ParallelConfig pc;
   pc.context_parallel = c.context_parallel_size;
   if (world.size() != c.context_parallel_size) {
-    return absl::InvalidArgumentError(absl::StrCat("run with --context_parallel_size=",
-                                                   world.size(), " (the number of ranks)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("run with --context_parallel_size=", world.size(), " (the number of ranks)"));
   }
-  ASSIGN_OR_RETURN(auto parallel, comm::ParallelContext::Create(world, pc, c.model.num_attention_heads));
+  ASSIGN_OR_RETURN(auto parallel,
+                   comm::ParallelContext::Create(world, pc, c.model.num_attention_heads));
   RankExecutionOptions ro;
   ro.threads = c.threads;
   ro.local_rank = process.local_rank;

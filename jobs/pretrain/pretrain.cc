@@ -18,8 +18,8 @@
 #include "core/ops/gemm.h"
 #include "core/rank_execution.h"
 #include "core/status.h"
+#include "jobs/pretrain/context_parallel_flags.h"
 #include "jobs/pretrain/expert_parallel.h"
-#include "models/context_parallel.h"
 #include "models/registry.h"
 #include "models/stages.h"
 #include "nn/parameter.h"
@@ -103,35 +103,15 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   RETURN_IF_ERROR(model.ValidateParallel(tensor_model_parallel_size));
   RETURN_IF_ERROR(lr.Validate());
   const train::TrainerConfig& t = trainer;
+  RETURN_IF_ERROR(ValidateContextParallel(*this));
   const int cp = context_parallel_size;
-  if (cp < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("context_parallel_size must be >= 1 (got ", cp, ")"));
-  }
   const int model_parallel = tensor_model_parallel_size * cp * pipeline_model_parallel_size;
-  if (pipeline_model_parallel_size < 1 || cp < 1 || world_size % model_parallel != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "world size ", world_size, " is not divisible by tensor_model_parallel_size ",
-        tensor_model_parallel_size, " x context_parallel_size ", cp,
-        " x pipeline_model_parallel_size ", pipeline_model_parallel_size));
-  }
-  RETURN_IF_ERROR(comm::ValidateContextParallelSequence(
-      cp, trainer.seq_length, tensor_model_parallel_size, activations.sequence_parallel));
-  if (cp > 1 && expert_model_parallel_size > 1) {
+  if (pipeline_model_parallel_size < 1 || world_size % model_parallel != 0) {
     return absl::InvalidArgumentError(
-        "--context_parallel_size > 1 with --expert_model_parallel_size > 1 is not implemented");
+        absl::StrCat("world size ", world_size, " is not divisible by tensor_model_parallel_size ",
+                     tensor_model_parallel_size, " x context_parallel_size ", cp,
+                     " x pipeline_model_parallel_size ", pipeline_model_parallel_size));
   }
-  if (cp > 1 && model.family == models::Family::kBert) {
-    return absl::InvalidArgumentError(
-        "BERT: context parallelism is not implemented yet (the GPT family has it); use "
-        "--context_parallel_size=1");
-  }
-  if (cp > 1 && device != DeviceType::kCpu) {
-    return absl::InvalidArgumentError(
-        "--context_parallel_size > 1 runs on the CPU only (ring attention has no GPU kernels yet)");
-  }
-  // The models refuse these too, on every rank; here rank 0 says it once, before any collective.
-  RETURN_IF_ERROR(models::CheckContextParallel("the model", model, cp, Device::Cpu()));
   RETURN_IF_ERROR(comm::MakePipelineSplit(model.num_layers, pipeline_model_parallel_size,
                                           num_layers_per_virtual_pipeline_stage)
                       .status());

@@ -9,10 +9,10 @@
 #include "core/ops/embedding.h"
 #include "core/ops/reduce.h"
 #include "core/status.h"
-#include "nn/context_parallel.h"
 #include "models/context_parallel.h"
 #include "models/flops.h"
 #include "models/registry.h"
+#include "nn/context_parallel.h"
 
 namespace mt {
 namespace models {
@@ -59,8 +59,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
     return absl::InvalidArgumentError(
         "GPT: the blocks of this architecture do not run with sequence parallelism");
   }
-  RETURN_IF_ERROR(
-      CheckContextParallel("GPT", config, options.context_parallel, store->device()));
+  RETURN_IF_ERROR(CheckContextParallel("GPT", config, options.context_parallel, store->device()));
   if (options.context_parallel > 1 && !m->stack_->context_parallel()) {
     return absl::InvalidArgumentError(
         "GPT: the blocks of this architecture do not run with context parallelism");
@@ -124,7 +123,8 @@ absl::Status GptModel::PrepareForward(const nn::StepContext& sc, const TensorVie
         absl::StrCat("GPT-2: tokens ", tokens.DebugString(), " must be i32 [B, T]"));
   }
   const int64_t B = tokens.dim(0), T = tokens.dim(1), H = config_.hidden_size;
-  // Context parallel: [2B, c] chunk-major, of sequences of 2 C c positions (models/context_parallel.h).
+  // Context parallel: [2B, c] chunk-major, of sequences of 2 C c positions
+  // (models/context_parallel.h).
   const int64_t whole_T = sc.cp_size() > 1 ? 2 * sc.cp_size() * T : T;
   if (whole_T > config_.max_position_embeddings || T < 1 || B < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -170,8 +170,8 @@ absl::Status GptModel::CheckHidden(const ExecContext& ec, const TensorView& t,
   // StageBoundaryShape takes the whole micro-batch; with context parallelism B_, T_ are this
   // rank's chunk-major [2B, c].
   const int cp = options_.context_parallel;
-  return CheckStageBoundary("GPT-2", ec, t, dtype_, cp > 1 ? B_ / 2 : B_,
-                            cp > 1 ? T_ * 2 * cp : T_, what);
+  return CheckStageBoundary("GPT-2", ec, t, dtype_, cp > 1 ? B_ / 2 : B_, cp > 1 ? T_ * 2 * cp : T_,
+                            what);
 }
 
 absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const TensorView& tokens,

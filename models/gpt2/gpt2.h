@@ -186,10 +186,10 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
   nn::VocabParallelCrossEntropy loss_;
   // Activations of the last Forward.
   int64_t B_ = 0, T_ = 0;
-  int64_t scored_ = 0;  // Labels the last Loss scored.
-  int cp_layout_ = -1;  // The CP size and rank positions_ was built for.
+  int64_t scored_ = 0;             // Labels the last Loss scored.
+  int cp_layout_ = -1;             // The CP size and rank positions_ was built for.
   ContextParallelBatch cp_batch_;  // This CP rank's chunks of the micro-batch.
-  TensorView tokens_;   // On the store's device: the caller's tokens or tokens_staging_.
+  TensorView tokens_;              // On the store's device: the caller's tokens or tokens_staging_.
   Tensor tokens_staging_, labels_staging_;  // Host inputs uploaded to a GPU.
   Tensor labels_host_staging_;              // Device labels downloaded to be counted.
   Tensor positions_;                        // i32 [B * T]
