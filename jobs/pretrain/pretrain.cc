@@ -109,7 +109,8 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   if (pipeline_model_parallel_size < 1 || world_size % model_parallel != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("world size ", world_size, " is not divisible by tensor_model_parallel_size ",
-                     tensor_model_parallel_size, " x context_parallel_size ", cp,
+                     tensor_model_parallel_size,
+                     cp > 1 ? absl::StrCat(" x context_parallel_size ", cp) : std::string(),
                      " x pipeline_model_parallel_size ", pipeline_model_parallel_size));
   }
   RETURN_IF_ERROR(comm::MakePipelineSplit(model.num_layers, pipeline_model_parallel_size,
