@@ -21,6 +21,10 @@ absl::Status ValidateContextParallel(const PretrainConfig& c) {
     return absl::InvalidArgumentError(
         "--context_parallel_size > 1 with --expert_model_parallel_size > 1 is not implemented");
   }
+  if (c.activations.sequence_parallel) {
+    return absl::InvalidArgumentError(
+        "--context_parallel_size > 1 with --sequence_parallel is not implemented yet");
+  }
   if (c.model.family == models::Family::kBert) {
     return absl::InvalidArgumentError(
         "BERT: context parallelism is not implemented yet (the GPT family has it); use "

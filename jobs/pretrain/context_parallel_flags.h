@@ -11,7 +11,8 @@ namespace jobs {
 
 // InvalidArgument (one line naming the flag) for a CP size < 1, a --seq_length that does not split
 // into 2 x CP chunks (of a multiple of TP positions with --sequence_parallel), and with CP > 1 for
-// what it does not run with: expert parallelism, BERT, a GPU, attention dropout.
+// what it does not run with: expert parallelism, sequence parallelism, BERT, a GPU, attention
+// dropout.
 absl::Status ValidateContextParallel(const PretrainConfig& c);
 
 }  // namespace jobs
