@@ -138,7 +138,65 @@ TEST(ParallelConfigTest, InvalidDegreesGiveClearErrors) {
   // Boundaries that are valid: TP equal to the heads, TP equal to the world.
   EXPECT_TRUE(Tp(16).Validate(16, 16).ok());
   EXPECT_TRUE(Tp(4).Validate(4, 32).ok());
-  EXPECT_EQ(Tp(2).DebugString(), "tp=2 pp=1");
+  EXPECT_EQ(Tp(2).DebugString(), "tp=2 cp=1 pp=1");
+}
+
+// W = 8, T = 2, C = 2 (D = 2), worked by hand from rank = t + T * (c + C * d): Megatron's order.
+TEST(ParallelLayoutTest, World8Tp2Cp2ByHand) {
+  ParallelConfig config = Tp(2);
+  config.context_parallel = 2;
+  auto layout = MakeParallelLayout(8, config, /*num_attention_heads=*/4);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->cp_size, 2);
+  EXPECT_EQ(layout->dp_size, 2);
+  EXPECT_EQ(layout->tp_groups, (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(layout->cp_groups, (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(layout->dp_groups, (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(layout->dp_cp_groups, (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+  EXPECT_EQ(layout->pp_groups, (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
+  const int cp_rank[] = {0, 0, 1, 1, 0, 0, 1, 1};
+  const int dp_rank[] = {0, 0, 0, 0, 1, 1, 1, 1};
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(layout->CpRank(r), cp_rank[r]) << r;
+    EXPECT_EQ(layout->DpRank(r), dp_rank[r]) << r;
+  }
+  // CP = 4 alone: one group of every rank; TP x CP x PP = 2 x 2 x 2.
+  config = Tp(1);
+  config.context_parallel = 4;
+  layout = MakeParallelLayout(4, config, 4);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->cp_groups, (Groups{{0, 1, 2, 3}}));
+  EXPECT_EQ(layout->dp_groups, (Groups{{0}, {1}, {2}, {3}}));
+  config = Tp(2);
+  config.context_parallel = 2;
+  config.pipeline_parallel = 2;
+  layout = MakeParallelLayout(8, config, 4);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->cp_groups, (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(layout->pp_groups, (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(layout->dp_groups, (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
+  EXPECT_EQ(layout->EmbeddingGroupOf(2), (std::vector<int>{2, 6}));
+}
+
+TEST(ParallelConfigTest, ContextParallelErrorsNameTheFlags) {
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  ParallelConfig cp0 = Tp(1);
+  cp0.context_parallel = 0;
+  ExpectError(8, cp0, 16, kInvalid, "context-parallel degree 0 must be >= 1");
+  ParallelConfig cp3 = Tp(2);
+  cp3.context_parallel = 3;
+  ExpectError(8, cp3, 16, kInvalid, "context-parallel x pipeline-parallel degree 2 x 3 x 1");
+  EXPECT_TRUE(ValidateContextParallelSequence(1, 7, 1, false).ok());
+  EXPECT_TRUE(ValidateContextParallelSequence(2, 8, 2, true).ok());
+  const absl::Status odd = ValidateContextParallelSequence(2, 6, 1, false);
+  EXPECT_EQ(odd.code(), kInvalid);
+  EXPECT_NE(odd.message().find("--seq_length 6 does not split into 2 x --context_parallel_size = "
+                               "4 chunks"),
+            std::string::npos)
+      << odd;
+  const absl::Status sp = ValidateContextParallelSequence(2, 12, 2, true);
+  EXPECT_NE(sp.message().find("multiple of 8"), std::string::npos) << sp;
+  EXPECT_EQ(ValidateContextParallelSequence(0, 8, 1, false).code(), kInvalid);
 }
 
 ParallelConfig TpPp(int tp, int pp) {

@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -77,6 +78,26 @@ std::string TensorView::DebugString() const {
   return absl::StrCat(DTypeName(dtype), ShapeToString(shape), " on ", device.ToString());
 }
 
+namespace {
+std::atomic<int64_t> host_in_use{0};
+std::atomic<int64_t> host_peak{0};
+
+void CountHost(int64_t delta) {
+  const int64_t now = host_in_use.fetch_add(delta, std::memory_order_relaxed) + delta;
+  int64_t peak = host_peak.load(std::memory_order_relaxed);
+  while (now > peak && !host_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+HostTensorBytes HostTensorMemory() {
+  return {host_in_use.load(std::memory_order_relaxed), host_peak.load(std::memory_order_relaxed)};
+}
+
+void ResetHostTensorPeak() {
+  host_peak.store(host_in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
 absl::StatusOr<Buffer> Buffer::Allocate(Device device, size_t nbytes, DeviceMemoryPool* pool) {
   Buffer b;
   b.device_ = device;
@@ -89,6 +110,7 @@ absl::StatusOr<Buffer> Buffer::Allocate(Device device, size_t nbytes, DeviceMemo
       return absl::ResourceExhaustedError(
           absl::StrCat("host out of memory allocating ", nbytes, " bytes"));
     }
+    CountHost(static_cast<int64_t>(nbytes));
     return b;
   }
   if (pool != nullptr) {
@@ -110,6 +132,7 @@ void Buffer::Release() {
   if (data_ == nullptr) return;
   if (device_.is_cpu()) {
     std::free(data_);
+    CountHost(-static_cast<int64_t>(nbytes_));
   } else if (pool_ != nullptr) {
     pool_->Free(data_);
   } else {

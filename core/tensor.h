@@ -78,6 +78,18 @@ class DeviceMemoryPool {
   virtual void Free(void* ptr) = 0;
 };
 
+// The host memory of this process's host Buffers (every CPU tensor): bytes held now and the most
+// held at once since the process started or the last ResetHostTensorPeak. A process-wide
+// statistic (atomics, thread-safe), like the resident set it is a finer part of: what
+// measurements of activation memory read (docs/perf/context_parallel.md). Sizes as requested.
+struct HostTensorBytes {
+  int64_t in_use = 0;
+  int64_t peak = 0;
+};
+HostTensorBytes HostTensorMemory();
+// Sets the peak to the bytes held now.
+void ResetHostTensorPeak();
+
 // One allocation on one device. Move-only.
 class Buffer {
  public:

@@ -108,3 +108,31 @@ TEST(TensorTest, CudaBuffersComeFromAndReturnToTheirPool) {
 
 }  // namespace
 }  // namespace mt
+
+namespace mt {
+namespace {
+
+// The host tensor bytes follow allocations and frees exactly; the peak holds the most at once
+// until reset.
+TEST(HostTensorMemoryTest, CountsAllocationsFreesAndThePeak) {
+  const HostTensorBytes before = HostTensorMemory();
+  ResetHostTensorPeak();
+  {
+    Tensor a = Tensor::Host({1000}, DType::kF32);
+    EXPECT_EQ(HostTensorMemory().in_use, before.in_use + 4000);
+    {
+      Tensor b = Tensor::Host({250}, DType::kI64);
+      EXPECT_EQ(HostTensorMemory().in_use, before.in_use + 6000);
+    }
+    Tensor moved = std::move(a);  // A move neither allocates nor frees.
+    EXPECT_EQ(HostTensorMemory().in_use, before.in_use + 4000);
+    EXPECT_EQ(HostTensorMemory().peak, before.in_use + 6000);
+  }
+  EXPECT_EQ(HostTensorMemory().in_use, before.in_use);
+  EXPECT_EQ(HostTensorMemory().peak, before.in_use + 6000);
+  ResetHostTensorPeak();
+  EXPECT_EQ(HostTensorMemory().peak, before.in_use);
+}
+
+}  // namespace
+}  // namespace mt

@@ -19,6 +19,11 @@ int64_t SeqLength(const ModelConfig& config, const MemoryOptions& o) {
   return o.seq_length > 0 ? o.seq_length : config.max_position_embeddings;
 }
 
+// The positions of a sequence one rank holds: s / C with context parallelism.
+double LocalSeq(const ModelConfig& config, const MemoryOptions& o) {
+  return static_cast<double>(SeqLength(config, o)) / std::max(1, o.context_parallel);
+}
+
 absl::Status CheckOptions(const ModelConfig& config, const MemoryOptions& o) {
   const int64_t s = SeqLength(config, o);
   if (o.data_parallel < 1 || o.micro_batch < 1 || o.micro_batches < 0 || s < 1) {
@@ -26,6 +31,12 @@ absl::Status CheckOptions(const ModelConfig& config, const MemoryOptions& o) {
         "memory: need a data-parallel size >= 1 (got ", o.data_parallel,
         "), --micro_batch_size >= 1 (got ", o.micro_batch, "), a sequence length >= 1 (got ", s,
         ") and micro-batches per iteration >= 0 (got ", o.micro_batches, ")"));
+  }
+  if (o.context_parallel < 1 || (o.context_parallel > 1 && s % (2 * o.context_parallel) != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("memory: --context_parallel_size ",
+                                                   o.context_parallel,
+                                                   " must be >= 1 and split the sequence of ", s,
+                                                   " into 2 x ", o.context_parallel, " chunks"));
   }
   if (s > config.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat("memory: --seq_length ", s,
@@ -66,7 +77,8 @@ double KvCacheBytesPerToken(const ModelConfig& config, DType dtype, int tp) {
 
 double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
   const double e = static_cast<double>(DTypeSize(o.compute_dtype));
-  const double s = static_cast<double>(SeqLength(config, o));
+  // With context parallelism a rank holds s / C positions; its queries see all s keys.
+  const double s = LocalSeq(config, o), keys = static_cast<double>(SeqLength(config, o));
   const double b = static_cast<double>(o.micro_batch);
   const double h = static_cast<double>(config.hidden_size);
   const double f = static_cast<double>(config.ffn());
@@ -80,14 +92,14 @@ double LayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
   const double whole = (4 * e + 2) * sbh / (o.sequence_parallel ? t : 1.0);
   const double split = (2 * e + 2 * e * kv / h + 2 * e * f / h) * sbh / t;
   const double scores =
-      o.recompute == nn::Recompute::kSelective ? 0.0 : (2 * e + 1) * a * s * s * b / t;
+      o.recompute == nn::Recompute::kSelective ? 0.0 : (2 * e + 1) * a * s * keys * b / t;
   return whole + split + scores;
 }
 
 double StackLayerActivationBytes(const ModelConfig& config, const MemoryOptions& o) {
   if (o.recompute == nn::Recompute::kYes) return 0;
   const double e = static_cast<double>(DTypeSize(o.compute_dtype));
-  const double rows = static_cast<double>(SeqLength(config, o)) * o.micro_batch;
+  const double rows = LocalSeq(config, o) * o.micro_batch;
   const double h = static_cast<double>(config.hidden_size);
   const double f = static_cast<double>(config.ffn());
   const double a = config.num_attention_heads;
@@ -109,7 +121,7 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelConfig& config, const M
   const double e = static_cast<double>(DTypeSize(o.compute_dtype));
   const double master = 4, grad = 4, moments = 8;
   const double copy = o.compute_dtype == DType::kF32 ? 0.0 : e;
-  const double s = static_cast<double>(SeqLength(config, o));
+  const double s = LocalSeq(config, o);
   const double sbh = s * o.micro_batch * config.hidden_size;
   const double t = o.tensor_parallel, sp = o.sequence_parallel ? t : 1.0;
 

@@ -76,6 +76,9 @@ struct MemoryOptions {
   DType compute_dtype = DType::kF32;
   bool distributed_optimizer = false;
   bool sequence_parallel = false;
+  // Context parallelism: each rank holds s / C positions of every sequence (every activation term
+  // and the logits scale by 1 / C; the paper's attention scores become (s / C) x s).
+  int context_parallel = 1;
   nn::Recompute recompute = nn::Recompute::kNo;
   int expert_parallel = 1;  // EP: each rank holds num_experts / EP of every layer's experts.
 
@@ -97,6 +100,8 @@ struct MemoryOptions {
     v("use_distributed_optimizer", &self.distributed_optimizer,
       "Adam moments sharded over the DP ranks.");
     v("sequence_parallel", &self.sequence_parallel, "Sequence parallelism (needs TP > 1).");
+    v("context_parallel_size", &self.context_parallel,
+      "Context-parallel ranks (CP): each holds 1/CP of every sequence's positions.");
     v("recompute_granularity", &self.recompute,
       "Activation recomputation: none, full or selective.", nn::kRecomputeNames);
     v("expert_model_parallel_size", &self.expert_parallel,

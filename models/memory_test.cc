@@ -93,6 +93,26 @@ TEST(MemoryTest, HeldActivationsAreWhatAForwardHolds) {
   ExpectHeldAsPredicted(c, BertBatch(t.view(), ty.view(), m.view(), l.view(), sop.view()), B, T);
 }
 
+// Context parallelism: a rank of CP = 2 holds what CP = 1 holds for half the sequence (every term
+// is per position; the paper's scores are (s / 2) x s), and CP must split the sequence in 4.
+TEST(MemoryTest, ContextParallelHoldsItsShareOfTheSequence) {
+  const ModelConfig c = Small(Gpt2_1_2b());
+  MemoryOptions half, cp2;
+  half.seq_length = 8;
+  cp2.seq_length = 16;
+  cp2.context_parallel = 2;
+  auto a = EstimateMemory(c, half), b = EstimateMemory(c, cp2);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(b->layer_held, a->layer_held);
+  EXPECT_EQ(b->stages[0].held, a->stages[0].held);
+  EXPECT_EQ(b->stages[0].weights, a->stages[0].weights);
+  // The paper's count: everything halves but the scores, which see all 16 keys.
+  const double scores_half = (2 * 4 + 1) * c.num_attention_heads * 8.0 * 8.0;
+  EXPECT_DOUBLE_EQ(b->layer_activations - a->layer_activations, scores_half);
+  cp2.seq_length = 14;
+  EXPECT_EQ(EstimateMemory(c, cp2).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Grouped-query attention: K and V of G key/value heads (here 2 and 1 of 4), to the byte.
 TEST(MemoryTest, HeldActivationsWithQueryGroups) {
   const int64_t B = 2, T = 16;

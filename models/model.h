@@ -131,6 +131,11 @@ struct ModelOptions {
   // by TP): the stack's residual stream, norms and dropouts on this rank's slice of the sequence.
   // GPT-2 and BERT (and variants whose blocks support it) implement it; others refuse it.
   bool sequence_parallel = false;
+  // Context parallelism (models/context_parallel.h): the ranks of StepContext::cp each take the
+  // whole micro-batch and run their two chunks of every sequence, attention as a ring. Every step
+  // must then carry a CP group of this size. GPT-2, BERT and the variants whose blocks honour it
+  // implement it; others refuse it.
+  int context_parallel = 1;
   StageOptions stage;  // Pipeline parallelism: which part of the model to build.
   // Expert parallelism (architectures with experts, ModelConfig::num_experts): the group of
   // ranks that split each layer's experts among them and exchange tokens (null or one rank: every

@@ -10,6 +10,7 @@
 #include "core/ops/heads.h"
 #include "core/ops/rope.h"
 #include "core/status.h"
+#include "nn/context_parallel.h"
 
 namespace mt {
 namespace nn {
@@ -19,6 +20,14 @@ constexpr int kProbsDropoutSite = 1;
 
 TensorView As(const Tensor& t, Shape shape) {
   return TensorView(t.data(), std::move(shape), t.dtype(), t.device());
+}
+
+// The fused attention's backward with RingAttentionBackward's signature.
+absl::Status CoreBackward(const StepContext& sc, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out, const TensorView& dout,
+                          const TensorView& lse, const ops::AttentionArgs& args,
+                          const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+  return ops::FusedAttentionBackward(*sc.exec, q, k, v, out, dout, lse, args, dq, dk, dv);
 }
 }  // namespace
 
@@ -102,10 +111,24 @@ absl::Status ParallelSelfAttention::RunCore(const StepContext& sc) {
     ASSIGN_OR_RETURN(lse_, Alloc(ec, {B_, local_heads_, T_}, DType::kF32));
   }
   RETURN_IF_ERROR(ops::SplitQkv(ec, hs, qkv_out_.view(), q_.view(), k_.view(), v_.view()));
-  RETURN_IF_ERROR(Rotate(ec, q_.view(), k_.view(), Rotation::kForward));
+  RETURN_IF_ERROR(RotateChunks(sc, q_.view(), k_.view(), Rotation::kForward));
+  if (sc.cp_size() > 1) {  // Context parallelism: this rank's two chunks, keys around the ring.
+    return RingAttentionForward(sc, q_.view(), k_.view(), v_.view(), Args(sc), ctx_heads_.view(),
+                                lse_.view());
+  }
   // ctx = dropout(softmax(q k^T / sqrt(D))) v, fused: no [T, T] buffer is kept.
   return ops::FusedAttention(ec, q_.view(), k_.view(), v_.view(), Args(sc), ctx_heads_.view(),
                              lse_.view());
+}
+
+absl::Status ParallelSelfAttention::RotateChunks(const StepContext& sc, const TensorView& q,
+                                                 const TensorView& k, Rotation rotation) const {
+  if (sc.cp_size() == 1) return Rotate(*sc.exec, q, k, rotation);
+  // Context parallelism: half h holds positions [CpChunk(h) T, (CpChunk(h) + 1) T).
+  for (int h = 0; h < 2; ++h) {
+    RETURN_IF_ERROR(Rotate(*sc.exec, CpHalf(q, h), CpHalf(k, h), rotation, CpChunk(sc, h) * T_));
+  }
+  return absl::OkStatus();
 }
 
 void ParallelSelfAttention::Release() {
@@ -205,10 +228,11 @@ absl::Status ParallelSelfAttention::Backward(const StepContext& sc, const Tensor
   ASSIGN_OR_RETURN(Tensor dq, Alloc(ec, {B, NH, T, D}, dtype_));
   ASSIGN_OR_RETURN(Tensor dk, Alloc(ec, {B, local_groups_, T, D}, dtype_));
   ASSIGN_OR_RETURN(Tensor dv, Alloc(ec, {B, local_groups_, T, D}, dtype_));
-  RETURN_IF_ERROR(ops::FusedAttentionBackward(ec, q_.view(), k_.view(), v_.view(),
-                                              ctx_heads_.view(), dctx_heads.view(), lse_.view(),
-                                              Args(sc), dq.view(), dk.view(), dv.view()));
-  RETURN_IF_ERROR(Rotate(ec, dq.view(), dk.view(), Rotation::kBackward));
+  const auto backward = sc.cp_size() > 1 ? RingAttentionBackward : CoreBackward;
+  RETURN_IF_ERROR(backward(sc, q_.view(), k_.view(), v_.view(), ctx_heads_.view(),
+                           dctx_heads.view(), lse_.view(), Args(sc), dq.view(), dk.view(),
+                           dv.view()));
+  RETURN_IF_ERROR(RotateChunks(sc, dq.view(), dk.view(), Rotation::kBackward));
   ASSIGN_OR_RETURN(Tensor dqkv, Alloc(ec, {B, T, QkvWidth()}, dtype_));
   const ops::HeadsShape qkv_shape{B, T, NH, D, local_groups_};
   RETURN_IF_ERROR(ops::MergeQkv(ec, qkv_shape, dq.view(), dk.view(), dv.view(), dqkv.view()));

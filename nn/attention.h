@@ -18,6 +18,11 @@
 //     stored, only each query row's log-sum-exp; backward recomputes them tile by tile)
 //   y = RowParallel(ctx)               [B, T, H]  (one all-reduce; bias added once)
 //
+// Context parallelism (sc.cp_size() > 1, nn/context_parallel.h): x holds this rank's two chunks
+// chunk-major ([2B, c, H]); rotary positions are the chunks' own and the attention core runs as a
+// ring over sc.cp (RingAttentionForward/Backward), with a padding mask of the whole sequence
+// ([2C * B, c] chunk-major). Dropout on the probabilities is Unimplemented there.
+//
 // Incremental decoding (text generation): after StartDecoding, DecodeForward runs the next n
 // positions of every sequence against a key/value cache of the positions before them (see below).
 //
@@ -176,6 +181,10 @@ class ParallelSelfAttention {
   enum class Rotation { kForward, kBackward };
   absl::Status Rotate(const ExecContext& ec, const TensorView& q, const TensorView& k,
                       Rotation rotation, int64_t position_offset = 0) const;
+  // Rotate for a training step's q and k: positions 0 .. T-1, or with context parallelism
+  // (sc.cp_size() > 1) each chunk-major half at its chunk's positions (nn/context_parallel.h).
+  absl::Status RotateChunks(const StepContext& sc, const TensorView& q, const TensorView& k,
+                            Rotation rotation) const;
 
   AttentionConfig config_;
   DType dtype_ = DType::kF32;  // The store's compute dtype.

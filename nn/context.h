@@ -83,6 +83,12 @@ struct StepContext {
   GradReadyListener* grads_ready = nullptr;
   // Times the forward and backward compute of a training micro-batch; null: not timed.
   StepTimers* timers = nullptr;
+  // The context-parallel group (nn/context_parallel.h: this rank holds 2 of the 2 * size chunks
+  // of every sequence, and attention runs as a ring over the group); null means CP = 1.
+  comm::Communicator* cp = nullptr;
+  // Ring attention starts each key/value exchange before computing on the block it holds (true)
+  // or waits for it first (false: no overlap, to measure what the overlap saves).
+  bool cp_overlap = true;
 
   // A training micro-step on `exec` (tp null: TP = 1) whose dropout masks are keyed by
   // dropout_seed, micro_step and sample_offset.
@@ -98,6 +104,8 @@ struct StepContext {
 
   int tp_rank() const { return tp == nullptr ? 0 : tp->rank(); }
   int tp_size() const { return tp == nullptr ? 1 : tp->size(); }
+  int cp_rank() const { return cp == nullptr ? 0 : cp->rank(); }
+  int cp_size() const { return cp == nullptr ? 1 : cp->size(); }
   bool training() const { return mode == Mode::kTrain; }
   // Tells grads_ready (if any) that parameters first_handle.. are final.
   absl::Status NotifyGradsReady(int first_handle) const {

@@ -100,6 +100,10 @@ class Layer {
   // rank's slices [B, T / tp, H]). A model asked for sequence parallelism refuses blocks that
   // do not.
   virtual bool sequence_parallel() const { return false; }
+  // Whether the block honours context parallelism (nn/context_parallel.h: with sc.cp_size() > 1,
+  // x and y hold this rank's two chunks chunk-major, [2B, c, H], and its dropouts and attention
+  // treat them so). A model asked for context parallelism refuses blocks that do not.
+  virtual bool context_parallel() const { return false; }
 };
 
 // The forward input a block keeps for Backward (and for recomputing its forward under activation

@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/ops/elementwise.h"
 #include "core/status.h"
+#include "nn/context_parallel.h"
 
 namespace mt {
 namespace nn {
@@ -128,11 +129,43 @@ absl::StatusOr<std::unique_ptr<TransformerLayer>> TransformerLayer::Create(
   return l;
 }
 
-ops::DropoutArgs TransformerLayer::HiddenDropout(const StepContext& sc, int site) const {
-  // Keyed by the element's index in the whole [B, T, H] (sequence parallel: of this rank's slice).
-  const ops::DropoutArgs full =
-      sc.Dropout(config_.hidden_dropout, layer_index_, site, seq_ * config_.hidden);
-  return config_.sequence_parallel ? SliceDropout(sc, full, seq_, config_.hidden) : full;
+ops::DropoutArgs TransformerLayer::HiddenDropout(const StepContext& sc, int site, int half) const {
+  // Keyed by the element's index in the whole [B, T, H] (sequence parallel: of this rank's slice;
+  // context parallel: of half `half`, one of this rank's chunks of the whole sequence).
+  const int64_t H = config_.hidden;
+  if (sc.cp_size() > 1) {
+    const ops::DropoutArgs whole =
+        sc.Dropout(config_.hidden_dropout, layer_index_, site, 2 * sc.cp_size() * seq_ * H);
+    return CpChunkDropout(sc, whole, seq_, H, half, config_.sequence_parallel ? sc.tp_rank() : -1);
+  }
+  const ops::DropoutArgs full = sc.Dropout(config_.hidden_dropout, layer_index_, site, seq_ * H);
+  return config_.sequence_parallel ? SliceDropout(sc, full, seq_, H) : full;
+}
+
+absl::Status TransformerLayer::DropoutAdd(const StepContext& sc, const TensorView& branch,
+                                          const TensorView* bias, int site,
+                                          const TensorView& residual, const TensorView& out) const {
+  if (sc.cp_size() == 1) {
+    return ops::BiasDropoutAdd(*sc.exec, branch, bias, HiddenDropout(sc, site, 0), residual, out);
+  }
+  for (int h = 0; h < 2; ++h) {  // Context parallel: each chunk with its own keys.
+    RETURN_IF_ERROR(ops::BiasDropoutAdd(*sc.exec, CpHalf(branch, h), bias,
+                                        HiddenDropout(sc, site, h), CpHalf(residual, h),
+                                        CpHalf(out, h)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TransformerLayer::DropoutGrad(const StepContext& sc, const TensorView& dy, int site,
+                                           const TensorView& dx) const {
+  if (sc.cp_size() == 1) {
+    return ops::DropoutBackward(*sc.exec, dy, HiddenDropout(sc, site, 0), dx);
+  }
+  for (int h = 0; h < 2; ++h) {
+    RETURN_IF_ERROR(
+        ops::DropoutBackward(*sc.exec, CpHalf(dy, h), HiddenDropout(sc, site, h), CpHalf(dx, h)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TransformerLayer::CheckInput(const TensorView& x) const {
@@ -303,24 +336,20 @@ absl::Status TransformerLayer::Run(const StepContext& sc, Pass pass, const Tenso
     ASSIGN_OR_RETURN(TensorView ln2, As2D(ln2_out_.view()));
     RETURN_IF_ERROR(ln1_->Forward(sc, x2, ln1));
     RETURN_IF_ERROR(AttentionBranch(sc, pass, ln1_out_.view(), &bias));
-    RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
-                                        HiddenDropout(sc, kAttentionOutputDropoutSite), x2, x1));
+    RETURN_IF_ERROR(DropoutAdd(sc, branch, bias, kAttentionOutputDropoutSite, x2, x1));
     RETURN_IF_ERROR(ln2_->Forward(sc, x1, ln2));
     RETURN_IF_ERROR(MlpBranch(sc, ln2_out_.view(), &bias));
-    RETURN_IF_ERROR(
-        ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, y2));
+    RETURN_IF_ERROR(DropoutAdd(sc, branch, bias, kMlpOutputDropoutSite, x1, y2));
   } else {
     RETURN_IF_ERROR(ensure(&s1_));
     RETURN_IF_ERROR(ensure(&s2_));
     ASSIGN_OR_RETURN(TensorView s1, As2D(s1_.view()));
     ASSIGN_OR_RETURN(TensorView s2, As2D(s2_.view()));
     RETURN_IF_ERROR(AttentionBranch(sc, pass, x, &bias));
-    RETURN_IF_ERROR(ops::BiasDropoutAdd(ec, branch, bias,
-                                        HiddenDropout(sc, kAttentionOutputDropoutSite), x2, s1));
+    RETURN_IF_ERROR(DropoutAdd(sc, branch, bias, kAttentionOutputDropoutSite, x2, s1));
     RETURN_IF_ERROR(ln1_->Forward(sc, s1, x1));
     RETURN_IF_ERROR(MlpBranch(sc, x1_.view(), &bias));
-    RETURN_IF_ERROR(
-        ops::BiasDropoutAdd(ec, branch, bias, HiddenDropout(sc, kMlpOutputDropoutSite), x1, s2));
+    RETURN_IF_ERROR(DropoutAdd(sc, branch, bias, kMlpOutputDropoutSite, x1, s2));
     RETURN_IF_ERROR(ln2_->Forward(sc, s2, y2));
   }
   return absl::OkStatus();
@@ -378,26 +407,24 @@ absl::Status TransformerLayer::BackwardImpl(const StepContext& sc, const TensorV
   ASSIGN_OR_RETURN(TensorView dc, As2D(d_c.view()));
   if (config_.norm == NormPosition::kPreNorm) {
     // y = x1 + drop(mlp(LN2(x1))): dx1 = dy + LN2'(mlp'(drop'(dy))).
-    RETURN_IF_ERROR(ops::DropoutBackward(ec, dy2, HiddenDropout(sc, kMlpOutputDropoutSite), db));
+    RETURN_IF_ERROR(DropoutGrad(sc, dy2, kMlpOutputDropoutSite, db));
     RETURN_IF_ERROR(MlpBranchBackward(sc, ln2_out_.view(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ln2_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, dy2, db, da));  // da = dx1
     // x1 = x + drop(attn(LN1(x))): dx = dx1 + LN1'(attn'(drop'(dx1))).
-    RETURN_IF_ERROR(
-        ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
+    RETURN_IF_ERROR(DropoutGrad(sc, da, kAttentionOutputDropoutSite, db));
     RETURN_IF_ERROR(AttentionBranchBackward(sc, ln1_out_.view(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ln1_->Backward(sc, dc, db));
     RETURN_IF_ERROR(ops::Add(ec, da, db, dx2));
   } else {
     // y = LN2(s2), s2 = x1 + drop(mlp(x1)).
     RETURN_IF_ERROR(ln2_->Backward(sc, dy2, da));  // da = ds2
-    RETURN_IF_ERROR(ops::DropoutBackward(ec, da, HiddenDropout(sc, kMlpOutputDropoutSite), db));
+    RETURN_IF_ERROR(DropoutGrad(sc, da, kMlpOutputDropoutSite, db));
     RETURN_IF_ERROR(MlpBranchBackward(sc, x1_.view(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ops::Add(ec, da, dc, db));  // db = dx1
     // x1 = LN1(s1), s1 = x + drop(attn(x)).
     RETURN_IF_ERROR(ln1_->Backward(sc, db, da));  // da = ds1
-    RETURN_IF_ERROR(
-        ops::DropoutBackward(ec, da, HiddenDropout(sc, kAttentionOutputDropoutSite), db));
+    RETURN_IF_ERROR(DropoutGrad(sc, da, kAttentionOutputDropoutSite, db));
     RETURN_IF_ERROR(AttentionBranchBackward(sc, input_.x(), d_b.view(), d_c.view()));
     RETURN_IF_ERROR(ops::Add(ec, da, dc, dx2));
   }
@@ -486,6 +513,13 @@ absl::Status TransformerStack::Backward(const StepContext& sc, const TensorView&
 bool TransformerStack::sequence_parallel() const {
   for (const auto& l : layers_) {
     if (!l->sequence_parallel()) return false;
+  }
+  return true;
+}
+
+bool TransformerStack::context_parallel() const {
+  for (const auto& l : layers_) {
+    if (!l->context_parallel()) return false;
   }
   return true;
 }

@@ -160,6 +160,7 @@ class TransformerLayer : public Layer {
   absl::Status ResetSlot(int64_t slot) override { return attention_.ResetSlot(slot); }
   void StopDecoding() override { attention_.StopDecoding(); }
   bool sequence_parallel() const override { return config_.sequence_parallel; }
+  bool context_parallel() const override { return true; }
   // With sequence parallelism: the [B, T, H] gather buffers, shared with the other layers of a
   // stack (TransformerLayers does this); by default each layer has its own.
   void ShareGatherBuffers(std::shared_ptr<GatherBuffers> buffers) { gather_ = std::move(buffers); }
@@ -191,7 +192,14 @@ class TransformerLayer : public Layer {
   absl::Status GatherInput(const StepContext& sc, const TensorView& x);
   absl::Status BackwardImpl(const StepContext& sc, const TensorView& dy, const TensorView& dx);
   void ReleaseAll();
-  ops::DropoutArgs HiddenDropout(const StepContext& sc, int site) const;
+  ops::DropoutArgs HiddenDropout(const StepContext& sc, int site, int half) const;
+  // out = residual + dropout(branch + bias) at dropout site `site` (2-D views of the layer's
+  // activations), and its backward dx = dropout'(dy); with context parallelism one call per
+  // chunk-major half, each with its chunk's keys (HiddenDropout's half).
+  absl::Status DropoutAdd(const StepContext& sc, const TensorView& branch, const TensorView* bias,
+                          int site, const TensorView& residual, const TensorView& out) const;
+  absl::Status DropoutGrad(const StepContext& sc, const TensorView& dy, int site,
+                           const TensorView& dx) const;
 
   TransformerLayerConfig config_;
   ParameterStore* store_ = nullptr;
@@ -241,6 +249,8 @@ class TransformerStack {
   int num_layers() const { return static_cast<int>(layers_.size()); }
   // Whether every block runs with sequence parallelism (Layer::sequence_parallel).
   bool sequence_parallel() const;
+  // Whether every block honours context parallelism (Layer::context_parallel).
+  bool context_parallel() const;
   // Activation bytes held between Forward and Backward (layer internals plus the residual stream
   // buffers), and the largest transient extra seen during the last Backward (a recomputed layer).
   int64_t HeldActivationBytes() const;

@@ -7,7 +7,8 @@
 // bf16 training tracks the f32 curve in a band over 200 steps, and the serial bf16 curve at TP=2.
 // The DP gradient all-reduce overlapped with backward gives the same curve as the all-reduce after
 // backward. The distributed optimizer (sharded Adam moments) trains as the serial run and resumes
-// from its checkpoints at another DP size.
+// from its checkpoints at another DP size. Context parallelism (CP=2, CP=2 x TP=2, CP=4) follows
+// the serial curve, and a CP=2 checkpoint resumes at CP=1.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -111,6 +112,57 @@ TEST_F(MpiTest, InjectedOverflowSkipsStepAndHalvesScale) {
   EXPECT_EQ(more.skipped, 1);
   EXPECT_EQ(more.schedule_samples, 4);
   EXPECT_NE(more.first_values, more.last_values);
+}
+
+// Context parallelism (ring attention over load-balanced chunks): a GPT run with CP ranks and
+// TP ranks, attention dropout off (the ring has none) and hidden dropout on; the serial run of the
+// same config is the reference. `end` < `iters` stops early (the schedule still spans `iters`).
+Result TrainCp(comm::Communicator& world, int cp, int tp, int iters, const std::string& prefix,
+               int start = 0, int end = -1, const std::string& load = "",
+               const std::string& save = "", int pp = 1) {
+  HarnessConfig c = GptConfig(tp, 2, 4, iters, {}, -1, DType::kF32, {});
+  c.model.attention_dropout = 0;
+  c.cp = cp;
+  c.pp = pp;
+  c.start = start;
+  c.end = end < 0 ? iters : end;
+  c.load = load;
+  c.save = save;
+  return testing::RunTraining(world, c, testing::GptBatches(prefix, kSeq, 4 * iters, 3));
+}
+
+// CP=2 follows the serial curve within float32 rounding (the ring adds the attention's blocks in
+// another order), and a CP=2 checkpoint resumes at CP=1 (alone) on the serial curve.
+TEST_F(MpiTest, ContextParallelCurveMatchesSerialAndResumesAtCp1) {
+  ASSERT_EQ(comm_->size(), 2) << "run with 2 ranks";
+  const std::string prefix = MakeCorpus(comm_->rank());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
+  const int iters = 20, half = 10;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/cp2_ckpt";
+  Result serial = TrainCp(*self, 1, 1, iters, prefix);
+  Result cp2 = TrainCp(*comm_, 2, 1, iters, prefix);
+  ASSERT_EQ(serial.losses.size(), static_cast<size_t>(iters));
+  ASSERT_EQ(cp2.losses.size(), static_cast<size_t>(iters));
+  const double worst = testing::WorstRelative(cp2.losses, serial.losses);
+  for (int i = 0; i < iters; ++i) {
+    EXPECT_NEAR(cp2.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
+  }
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_LT(serial.losses.back(), serial.losses.front() - 0.5);  // It learns.
+  TrainCp(*comm_, 2, 1, iters, prefix, 0, half, "", dir);
+  Result resumed = TrainCp(*self, 1, 1, iters, prefix, half, iters, dir);
+  const std::vector<double> second_half(serial.losses.begin() + half, serial.losses.end());
+  ASSERT_EQ(resumed.losses.size(), second_half.size());
+  const double worst_resumed = testing::WorstRelative(resumed.losses, second_half);
+  EXPECT_LT(worst_resumed, 1e-5);
+  if (comm_->rank() == 0) {
+    std::printf(
+        "CP=2: 20-step worst relative loss difference to serial %.3g; resumed at CP=1 "
+        "from its iteration-%d checkpoint %.3g\n",
+        worst, half, worst_resumed);
+  }
 }
 
 // The data-parallel gradient all-reduce overlapped with backward (buckets started as the layers'
@@ -443,6 +495,39 @@ TEST_F(MpiTest, FourRanksTensorAndDataParallelDistributedOptimizer) {
         "distributed optimizer TP=2 x DP=2: 20-step worst relative loss difference to serial "
         "%.3g; %d steps without clipping identical to the unsharded optimizer\n",
         worst, short_iters);
+  }
+}
+
+// CP=2 x TP=2, CP=4 and CP=2 x PP=2 (4 ranks: gpt_trainer_test_np4) follow the serial curve
+// within float32 rounding.
+TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
+  if (comm_->size() != 4) GTEST_SKIP() << "run with 4 ranks";
+  const std::string prefix = MakeCorpus(comm_->rank());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
+  const int iters = 20;
+  Result serial = TrainCp(*self, 1, 1, iters, prefix);
+  Result cp2tp2 = TrainCp(*comm_, 2, 2, iters, prefix);
+  Result cp4 = TrainCp(*comm_, 4, 1, iters, prefix);
+  Result cp2pp2 = TrainCp(*comm_, 2, 1, iters, prefix, 0, -1, "", "", /*pp=*/2);
+  ASSERT_EQ(cp2pp2.losses.size(), static_cast<size_t>(iters));
+  const double worst_cp2pp2 = testing::WorstRelative(cp2pp2.losses, serial.losses);
+  EXPECT_LT(worst_cp2pp2, 1e-5);
+  ASSERT_EQ(cp2tp2.losses.size(), static_cast<size_t>(iters));
+  ASSERT_EQ(cp4.losses.size(), static_cast<size_t>(iters));
+  const double worst_cp2tp2 = testing::WorstRelative(cp2tp2.losses, serial.losses);
+  const double worst_cp4 = testing::WorstRelative(cp4.losses, serial.losses);
+  for (int i = 0; i < iters; ++i) {
+    EXPECT_NEAR(cp2tp2.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
+    EXPECT_NEAR(cp4.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
+  }
+  EXPECT_LT(worst_cp2tp2, 1e-5);
+  EXPECT_LT(worst_cp4, 1e-5);
+  if (comm_->rank() == 0) {
+    std::printf(
+        "20-step worst relative loss difference to serial: CP=2 x TP=2 %.3g, CP=4 %.3g, CP=2 x "
+        "PP=2 %.3g\n",
+        worst_cp2tp2, worst_cp4, worst_cp2pp2);
   }
 }
 

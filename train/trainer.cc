@@ -202,9 +202,15 @@ void Trainer::ReportMemory(const std::string& when) const {
 nn::StepContext TrainingMicroStep(const ExecContext* exec, const comm::ParallelContext& parallel,
                                   uint64_t seed, int64_t iteration, int64_t consumed_samples,
                                   int64_t micro_batch_size, int64_t micro) {
-  return nn::StepContext::Train(
+  nn::StepContext sc = nn::StepContext::Train(
       exec, parallel.tp_or_null(), seed, static_cast<uint64_t>(iteration),
       consumed_samples + micro_batch_size * (micro * parallel.dp_size() + parallel.dp_rank()));
+  sc.cp = parallel.cp_or_null();
+  return sc;
+}
+
+comm::Communicator* GradGroup(const comm::ParallelContext& parallel) {
+  return parallel.dp_cp().size() > 1 ? &parallel.dp_cp() : nullptr;
 }
 
 nn::StepContext Trainer::MicroStep(int64_t micro) const {
@@ -312,7 +318,8 @@ absl::Status Trainer::ReportTimings() {
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(BatchStream& valid) {
-  const nn::StepContext sc = nn::StepContext::Eval(parts_.exec, parts_.parallel->tp_or_null());
+  nn::StepContext sc = nn::StepContext::Eval(parts_.exec, parts_.parallel->tp_or_null());
+  sc.cp = parts_.parallel->cp_or_null();
   models::Losses sums;
   sums.parts.assign(loss_names_.size(), 0.0);
   int n = 0;
@@ -342,7 +349,7 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(BatchStream& valid) {
 
 absl::StatusOr<Trainer::Accumulated> Trainer::AccumulateGradients(BatchStream& data) {
   if (pipeline_ != nullptr) return AccumulatePipelined(data);
-  comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
+  comm::Communicator* dp = GradGroup(*parts_.parallel);
   const int64_t accumulation = data.accumulation_steps();
   Accumulated r;
   r.loss.parts.assign(loss_names_.size(), 0.0);
@@ -400,7 +407,7 @@ absl::Status Trainer::CheckNonfinite(const StepStats& stats, const models::Losse
 
 absl::StatusOr<StepStats> Trainer::OptimizerStep(const models::Losses& loss, double accumulation) {
   comm::Communicator* tp = parts_.parallel->tp_or_null();
-  comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
+  comm::Communicator* dp = GradGroup(*parts_.parallel);
   const double divisor = accumulation * parts_.parallel->dp_size() * parts_.scaler->scale();
   StepStats stats;
   if (std::isfinite(loss.total)) {

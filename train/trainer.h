@@ -163,9 +163,14 @@ class BatchStream {
 // = the global index of the micro-batch's first sample as the loaders lay samples out
 // (data/loader/loader.h: micro-step after micro-step, DP rank r taking the r-th micro_batch_size
 // slice of each).
+// With context parallelism the step carries the CP group (StepContext::cp).
 nn::StepContext TrainingMicroStep(const ExecContext* exec, const comm::ParallelContext& parallel,
                                   uint64_t seed, int64_t iteration, int64_t consumed_samples,
                                   int64_t micro_batch_size, int64_t micro);
+
+// The group the gradients are summed over: DP x CP (comm::ParallelContext::dp_cp(), the DP group
+// at CP = 1), or null when it is this rank alone.
+comm::Communicator* GradGroup(const comm::ParallelContext& parallel);
 
 // One line of the training log.
 struct LogRecord {

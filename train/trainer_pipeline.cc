@@ -57,7 +57,7 @@ absl::StatusOr<std::vector<OwnedBatch>> Trainer::TakeBatches(BatchStream& data, 
 }
 
 absl::StatusOr<Trainer::Accumulated> Trainer::AccumulatePipelined(BatchStream& data) {
-  comm::Communicator* dp = parts_.parallel->dp_size() > 1 ? &parts_.parallel->dp() : nullptr;
+  comm::Communicator* dp = GradGroup(*parts_.parallel);
   // Each chunk's backward of the last micro-batch is its last one: from there on it reports its
   // finished gradients, so their DP reduction overlaps the rest of the schedule. The chunks
   // declared their parameters in chunk order and finish in reverse chunk order, as the buckets
@@ -93,7 +93,8 @@ absl::StatusOr<std::pair<models::Losses, int>> Trainer::PipelinedEvalSums(BatchS
   for (const OwnedBatch& b : owned) batches.push_back(b.view());
   // Every stage has read the same number of micro-batches (the same data on every stage).
   if (batches.empty()) return std::make_pair(models::Losses(), 0);
-  const nn::StepContext sc = nn::StepContext::Eval(parts_.exec, parts_.parallel->tp_or_null());
+  nn::StepContext sc = nn::StepContext::Eval(parts_.exec, parts_.parallel->tp_or_null());
+  sc.cp = parts_.parallel->cp_or_null();
   ASSIGN_OR_RETURN(models::Losses sums,
                    pipeline_->Run(
                        batches, [&sc](int) { return sc; }, models::Backward::kNo, 1.0, nullptr));

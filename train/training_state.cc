@@ -38,6 +38,17 @@ using checkpoint::TensorRecord;
 
 namespace {
 
+// Whether this rank writes its TP/PP shard: DP rank 0 and CP rank 0 (the other ranks of a DP x CP
+// group hold the same shard; the distributed optimizer gathers its state to this rank, rank 0 of
+// DP x CP). A checkpoint therefore does not depend on the DP or CP size.
+bool WritesShard(const comm::ParallelContext& parallel) {
+  return parallel.dp_rank() == 0 && parallel.cp_rank() == 0;
+}
+
+}  // namespace
+
+namespace {
+
 // Flat f32 [store.NumLocalElements()] views of the master values and the two Adam moments.
 struct FlatState {
   TensorView values, exp_avg, exp_avg_sq;
@@ -261,7 +272,7 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
   // so the checkpoint has the unsharded layout and loads at any DP size.
   Tensor host_values, host_exp_avg, host_exp_avg_sq;
   if (optimizer.distributed()) {
-    if (parallel.dp_rank() == 0) {
+    if (WritesShard(parallel)) {
       const Shape flat = {store.NumLocalElements()};
       host_exp_avg = Tensor::Host(flat, DType::kF32);
       host_exp_avg_sq = Tensor::Host(flat, DType::kF32);
@@ -282,7 +293,7 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
     RETURN_IF_ERROR(
         AddOtherRanksExperts(store, live, *ep, config.num_experts, &gathered, &experts));
   }
-  if (parallel.dp_rank() == 0) {
+  if (WritesShard(parallel)) {
     RETURN_IF_ERROR(SaveThisShard(fs, save_dir, parallel, config, store, live,
                                   TrainerStateJson(optimizer, scaler, schedule, counters), counters,
                                   model_name, experts));
@@ -330,7 +341,7 @@ absl::Status CopyForSnapshot(const ExecContext& ctx, ThreadPool* pool, const Ten
 absl::StatusOr<std::unique_ptr<TrainingSnapshot>> ReserveTrainingSnapshot(
     const comm::ParallelContext& parallel, const nn::ParameterStore& store, ThreadPool* pool) {
   auto snap = std::make_unique<TrainingSnapshot>();
-  if (parallel.dp_rank() != 0) return snap;
+  if (!WritesShard(parallel)) return snap;
   ExecContext host;
   host.pool = pool;  // SetZero fills large host buffers on all of the pool's threads.
   for (Tensor* t : {&snap->values_, &snap->exp_avg_, &snap->exp_avg_sq_}) {
@@ -346,7 +357,7 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
     const LrSchedule& schedule, const TrainingCounters& counters, const std::string& model_name,
     ThreadPool* pool, std::unique_ptr<TrainingSnapshot> reuse) {
   auto snap = reuse != nullptr ? std::move(reuse) : std::make_unique<TrainingSnapshot>();
-  snap->writer_ = parallel.dp_rank() == 0;
+  snap->writer_ = WritesShard(parallel);
   snap->meta_ =
       ShardMetadata(parallel, config, TrainerStateJson(optimizer, scaler, schedule, counters),
                     counters, model_name);

@@ -18,6 +18,7 @@
 #include "core/ops/gemm.h"
 #include "core/rank_execution.h"
 #include "core/status.h"
+#include "jobs/pretrain/context_parallel_flags.h"
 #include "jobs/pretrain/expert_parallel.h"
 #include "models/registry.h"
 #include "models/stages.h"
@@ -102,12 +103,15 @@ absl::Status PretrainConfig::Validate(int world_size) const {
   RETURN_IF_ERROR(model.ValidateParallel(tensor_model_parallel_size));
   RETURN_IF_ERROR(lr.Validate());
   const train::TrainerConfig& t = trainer;
-  const int model_parallel = tensor_model_parallel_size * pipeline_model_parallel_size;
+  RETURN_IF_ERROR(ValidateContextParallel(*this));
+  const int cp = context_parallel_size;
+  const int model_parallel = tensor_model_parallel_size * cp * pipeline_model_parallel_size;
   if (pipeline_model_parallel_size < 1 || world_size % model_parallel != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("world size ", world_size, " is not divisible by tensor_model_parallel_size ",
-                     tensor_model_parallel_size, " x pipeline_model_parallel_size ",
-                     pipeline_model_parallel_size));
+                     tensor_model_parallel_size,
+                     cp > 1 ? absl::StrCat(" x context_parallel_size ", cp) : std::string(),
+                     " x pipeline_model_parallel_size ", pipeline_model_parallel_size));
   }
   RETURN_IF_ERROR(comm::MakePipelineSplit(model.num_layers, pipeline_model_parallel_size,
                                           num_layers_per_virtual_pipeline_stage)
@@ -261,6 +265,7 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
   pc.pipeline_parallel = c.pipeline_model_parallel_size;
+  pc.context_parallel = c.context_parallel_size;
   ASSIGN_OR_RETURN(job->parallel, comm::ParallelContext::Create(*job->world.comm, pc,
                                                                 c.model.num_attention_heads));
   job->rank0 = job->parallel->rank() == 0;
@@ -272,6 +277,7 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   models::ModelOptions options;
   ASSIGN_OR_RETURN(options.recompute, c.activations.Recompute(c.trainer.recompute));
   options.sequence_parallel = c.activations.sequence_parallel;
+  options.context_parallel = c.context_parallel_size;
   RETURN_IF_ERROR(CreateExpertGroups(c.expert_model_parallel_size, *job->parallel, *job->world.comm,
                                      &job->ep, &job->edp));
   options.expert_parallel = job->ep.get();
@@ -295,7 +301,7 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   oc.log_num_zeros_in_grad = c.trainer.logging.log_num_zeros_in_grad;
   oc.log_params_norm = c.trainer.logging.log_params_norm;
   ASSIGN_OR_RETURN(train::Optimizer optimizer,
-                   train::Optimizer::Create(job->store.get(), oc, &job->parallel->dp(),
+                   train::Optimizer::Create(job->store.get(), oc, &job->parallel->dp_cp(),
                                             {job->ep.get(), job->edp.get()}));
   job->optimizer = std::make_unique<train::Optimizer>(std::move(optimizer));
   if (job->verbose) {
@@ -541,8 +547,11 @@ absl::StatusOr<PretrainResult> Finish(const PretrainConfig& c, PretrainData& dat
     ASSIGN_OR_RETURN(result.valid, Evaluate(data, plan, job, trainer, "at the end"));
     result.has_valid = true;
   }
-  if (job.parallel->pp_size() > 1) {
-    if (job.verbose) std::printf("pipeline stages: no after-training step (generation)\n");
+  if (job.parallel->pp_size() > 1 || job.parallel->cp_size() > 1) {
+    if (job.verbose) {
+      std::printf("%s: no after-training step (generation)\n",
+                  job.parallel->pp_size() > 1 ? "pipeline stages" : "context parallelism");
+    }
     return result;
   }
   const nn::StepContext sc = nn::StepContext::Eval(&job.rank.exec, job.parallel->tp_or_null());

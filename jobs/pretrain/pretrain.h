@@ -78,6 +78,9 @@ struct PretrainConfig {
   // Pipeline stages, and the layers of each model chunk of the interleaved schedule (0: 1F1B).
   int pipeline_model_parallel_size = 1;
   int num_layers_per_virtual_pipeline_stage = 0;
+  // Context parallelism (models/context_parallel.h): each sequence split into 2 C chunks over C
+  // ranks (rank i: chunks i and 2C-1-i), attention as a ring; world = TP x CP x DP x PP.
+  int context_parallel_size = 1;
   // Expert parallelism (models with experts): each layer's experts split over this many ranks
   // carved out of the data-parallel ones (consecutive DP ranks form an expert-parallel group);
   // tokens reach their experts by all-to-all. Divides the DP size and num_experts.
@@ -135,9 +138,13 @@ struct PretrainConfig {
     v("tensor_model_parallel_size", &self.tensor_model_parallel_size,
       "Tensor-parallel degree (divides the heads).");
     v("pipeline_model_parallel_size", &self.pipeline_model_parallel_size,
-      "Pipeline stages (divide the layers; world = TP x DP x PP); the 1F1B schedule.");
+      "Pipeline stages (divide the layers; world = TP x CP x DP x PP); the 1F1B schedule.");
     v("num_layers_per_virtual_pipeline_stage", &self.num_layers_per_virtual_pipeline_stage,
       "Layers per model chunk of the interleaved pipeline schedule (0: plain 1F1B).");
+    v("context_parallel_size", &self.context_parallel_size,
+      "Context-parallel degree C: each sequence split into 2C chunks, rank i of a CP group holding "
+      "chunks i and 2C-1-i, attention as a ring (world = TP x CP x DP x PP; CPU; needs "
+      "--attention_dropout=0 and a --seq_length divisible by 2C).");
     v("expert_model_parallel_size", &self.expert_model_parallel_size,
       "Ranks each MoE layer's experts split over, out of the data-parallel ranks (divides DP "
       "and num_experts).");

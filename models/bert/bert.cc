@@ -32,6 +32,14 @@ absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape)
 }
 }  // namespace
 
+namespace {
+absl::Status NoContextParallel() {
+  return absl::UnimplementedError(
+      "BERT: context parallelism is not implemented yet (the GPT family has it); use "
+      "--context_parallel_size=1");
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& config,
                                                              nn::ParameterStore* store,
                                                              const ModelOptions& options) {
@@ -39,6 +47,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
     return absl::InvalidArgumentError("BERT: the config's family is not kBert");
   }
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
+  if (options.context_parallel != 1) return NoContextParallel();
   const StageOptions& stage = options.stage;
   if (!stage.whole() && options.heads != Heads::kPretraining) {
     return absl::UnimplementedError(

@@ -9,8 +9,10 @@
 #include "core/ops/embedding.h"
 #include "core/ops/reduce.h"
 #include "core/status.h"
+#include "models/context_parallel.h"
 #include "models/flops.h"
 #include "models/registry.h"
+#include "nn/context_parallel.h"
 
 namespace mt {
 namespace models {
@@ -57,6 +59,16 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
     return absl::InvalidArgumentError(
         "GPT: the blocks of this architecture do not run with sequence parallelism");
   }
+  RETURN_IF_ERROR(CheckContextParallel("GPT", config, options.context_parallel, store->device()));
+  if (options.context_parallel > 1 && !m->stack_->context_parallel()) {
+    return absl::InvalidArgumentError(
+        "GPT: the blocks of this architecture do not run with context parallelism");
+  }
+  if (options.context_parallel > 1 && options.sequence_parallel) {
+    return absl::InvalidArgumentError(
+        "GPT: context parallelism with sequence parallelism is not implemented yet; drop "
+        "--sequence_parallel or use --context_parallel_size=1");
+  }
   m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", stage.first_layer, "."));
   m->final_norm_handle_ = store->size();  // Its first parameter's handle (declaration order).
   if (!stage.holds_output) {
@@ -81,6 +93,20 @@ ops::DropoutArgs GptModel::EmbeddingDropout(const nn::StepContext& sc, int64_t T
   return sc.Dropout(config_.hidden_dropout, kEmbeddingDropoutLayer, 0, T * config_.hidden_size);
 }
 
+absl::Status GptModel::DropEmbedding(const nn::StepContext& sc, const TensorView& x2,
+                                     bool backward) const {
+  const auto drop = backward ? ops::DropoutBackward : ops::Dropout;
+  if (sc.cp_size() == 1) return drop(*sc.exec, x2, EmbeddingDropout(sc, T_), x2);
+  // Context parallel: each chunk-major half with the keys of its chunk in the whole sequence.
+  const ops::DropoutArgs whole = EmbeddingDropout(sc, 2 * sc.cp_size() * T_);
+  for (int h = 0; h < 2; ++h) {
+    const TensorView half = nn::CpHalf(x2, h);
+    RETURN_IF_ERROR(
+        drop(*sc.exec, half, nn::CpChunkDropout(sc, whole, T_, config_.hidden_size, h), half));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GptModel::CheckDevice(const ExecContext& ec) const {
   if (ec.device != store_->device()) {
     return absl::InvalidArgumentError(
@@ -90,26 +116,32 @@ absl::Status GptModel::CheckDevice(const ExecContext& ec) const {
   return absl::OkStatus();
 }
 
-absl::Status GptModel::PrepareForward(const ExecContext& ec, const TensorView& tokens) {
+absl::Status GptModel::PrepareForward(const nn::StepContext& sc, const TensorView& tokens) {
+  const ExecContext& ec = *sc.exec;
   if (tokens.rank() != 2 || tokens.dtype != DType::kI32) {
     return absl::InvalidArgumentError(
         absl::StrCat("GPT-2: tokens ", tokens.DebugString(), " must be i32 [B, T]"));
   }
   const int64_t B = tokens.dim(0), T = tokens.dim(1), H = config_.hidden_size;
-  if (T > config_.max_position_embeddings || T < 1 || B < 1) {
+  // Context parallel: [2B, c] chunk-major, of sequences of 2 C c positions
+  // (models/context_parallel.h).
+  const int64_t whole_T = sc.cp_size() > 1 ? 2 * sc.cp_size() * T : T;
+  if (whole_T > config_.max_position_embeddings || T < 1 || B < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "GPT-2: sequence length ", T,
+        "GPT-2: sequence length ", whole_T,
         " must be in [1, max_position_embeddings = ", config_.max_position_embeddings, "]"));
   }
   RETURN_IF_ERROR(CheckDevice(ec));
-  if (B == B_ && T == T_ && positions_.device() == ec.device) return absl::OkStatus();
+  const int cp_layout = sc.cp_size() * 65536 + sc.cp_rank();
+  if (B == B_ && T == T_ && cp_layout == cp_layout_ && positions_.device() == ec.device) {
+    return absl::OkStatus();
+  }
   B_ = T_ = 0;  // Until every buffer is allocated.
   has_forward_ = false;
   const StageOptions& stage = options_.stage;
   if (stage.holds_input) {
-    Tensor positions = Tensor::Host({B * T}, DType::kI32);  // Built here, uploaded.
-    int32_t* pos = positions.data_as<int32_t>();
-    for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T);
+    // Built here, uploaded.
+    const Tensor positions = CpPositions(sc, sc.cp_size() > 1 ? B / 2 : B, T);
     ASSIGN_OR_RETURN(positions_, CopyToDevice(ec, positions.view()));
     ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
     ASSIGN_OR_RETURN(pos_emb_, Alloc(ec, {B * T, H}, dtype_));
@@ -123,22 +155,30 @@ absl::Status GptModel::PrepareForward(const ExecContext& ec, const TensorView& t
   }
   B_ = B;
   T_ = T;
+  cp_layout_ = cp_layout;
   return absl::OkStatus();
 }
 
 Shape GptModel::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
+  const int cp = options_.context_parallel;
+  if (cp > 1) return {2 * batch, seq_length / (2 * cp), config_.hidden_size};
   return {batch, sp_ != nullptr ? seq_length / store_->tp_size() : seq_length, config_.hidden_size};
 }
 
 absl::Status GptModel::CheckHidden(const ExecContext& ec, const TensorView& t,
                                    const char* what) const {
-  return CheckStageBoundary("GPT-2", ec, t, dtype_, B_, T_, what);
+  // StageBoundaryShape takes the whole micro-batch; with context parallelism B_, T_ are this
+  // rank's chunk-major [2B, c].
+  const int cp = options_.context_parallel;
+  return CheckStageBoundary("GPT-2", ec, t, dtype_, cp > 1 ? B_ / 2 : B_, cp > 1 ? T_ * 2 * cp : T_,
+                            what);
 }
 
 absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const TensorView& tokens,
                                                const TensorView& input) {
   const ExecContext& ec = *sc.exec;
-  RETURN_IF_ERROR(PrepareForward(ec, tokens));
+  RETURN_IF_ERROR(CheckStepContextParallel("GPT-2", sc, options_.context_parallel));
+  RETURN_IF_ERROR(PrepareForward(sc, tokens));
   has_forward_ = true;
   if (!options_.stage.holds_input) {
     RETURN_IF_ERROR(CheckHidden(ec, input, "input"));
@@ -157,7 +197,7 @@ absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const 
     ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb_.view(), EmbeddingDropout(sc, T)));
     return stack_->Forward(sc, x, /*padding_mask=*/nullptr);
   }
-  RETURN_IF_ERROR(ops::Dropout(ec, emb2, EmbeddingDropout(sc, T), emb2));
+  RETURN_IF_ERROR(DropEmbedding(sc, emb2, /*backward=*/false));
   return stack_->Forward(sc, emb_.view(), /*padding_mask=*/nullptr);
 }
 
@@ -177,22 +217,25 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
   return word_.LogitsForward(sc, final_.view(), logits_.view());
 }
 
-absl::StatusOr<Losses> GptModel::Loss(const nn::StepContext& sc, const TensorView& labels) {
+absl::StatusOr<Losses> GptModel::Loss(const nn::StepContext& sc, const TensorView& labels,
+                                      const TensorView& whole_labels) {
   const int64_t N = B_ * T_;
   const ExecContext& ec = *sc.exec;
   ASSIGN_OR_RETURN(TensorView labels_dev, OnDevice(ec, labels, &labels_staging_, "GPT-2: labels"));
   ASSIGN_OR_RETURN(TensorView labels1, labels_dev.Reshape({N}));
   const ops::VocabShard shard{word_.vocab_start(sc), config_.vocab_size};
   RETURN_IF_ERROR(loss_.Forward(sc, logits_.view(), labels1, shard, losses_.view()));
-  // The labels are counted on the host (they usually come from there).
+  // The labels are counted on the host (they usually come from there); with context parallelism
+  // those of the whole micro-batch, so that each rank's share is of the whole batch's mean.
   ASSIGN_OR_RETURN(TensorView labels_host,
-                   OnHost(ec, labels, &labels_host_staging_, "GPT-2: labels"));
+                   OnHost(ec, whole_labels, &labels_host_staging_, "GPT-2: labels"));
   int64_t count = 0;
   const int32_t* lab = labels_host.data_as<int32_t>();
-  for (int64_t i = 0; i < N; ++i) count += lab[i] != ops::kIgnoreIndex;
+  for (int64_t i = 0; i < whole_labels.numel(); ++i) count += lab[i] != ops::kIgnoreIndex;
   if (count == 0) return absl::InvalidArgumentError("GPT-2: every label is ignored");
   scored_ = count;
-  ASSIGN_OR_RETURN(double total, ops::Sum(ec, losses_.view()));
+  ASSIGN_OR_RETURN(double local_total, ops::Sum(ec, losses_.view()));
+  ASSIGN_OR_RETURN(const double total, CpSum(sc, local_total));
   const double loss = total / static_cast<double>(count);
   return Losses{loss, {loss}, count};
 }
@@ -214,8 +257,9 @@ absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, cons
   Losses losses;
   {
     nn::TimerScope timed(sc.timers, "forward-compute");
-    RETURN_IF_ERROR(Forward(sc, batch.tokens));
-    ASSIGN_OR_RETURN(losses, Loss(sc, batch.labels));
+    ASSIGN_OR_RETURN(const Batch local, cp_batch_.Cut(*sc.exec, sc, batch));
+    RETURN_IF_ERROR(Forward(sc, local.tokens));
+    ASSIGN_OR_RETURN(losses, Loss(sc, local.labels, batch.labels));
   }
   if (backward == Backward::kNo) return losses;
   nn::TimerScope timed(sc.timers, "backward-compute");
@@ -226,7 +270,8 @@ absl::StatusOr<Losses> GptModel::ForwardBackward(const nn::StepContext& sc, cons
 absl::StatusOr<Losses> GptModel::StageForward(const nn::StepContext& sc, const Batch& batch,
                                               const TensorView& input, const TensorView& output) {
   if (options_.stage.holds_output) RETURN_IF_ERROR(CheckLabels(batch));
-  ASSIGN_OR_RETURN(TensorView h, RunLayers(sc, batch.tokens, input));
+  ASSIGN_OR_RETURN(const Batch local, cp_batch_.Cut(*sc.exec, sc, batch));
+  ASSIGN_OR_RETURN(TensorView h, RunLayers(sc, local.tokens, input));
   if (!options_.stage.holds_output) {
     RETURN_IF_ERROR(CheckHidden(*sc.exec, output, "output"));
     RETURN_IF_ERROR(CopyTensor(*sc.exec, h, output));
@@ -234,7 +279,7 @@ absl::StatusOr<Losses> GptModel::StageForward(const nn::StepContext& sc, const B
   }
   RETURN_IF_ERROR(FinalNorm(sc, h));
   RETURN_IF_ERROR(word_.LogitsForward(sc, final_.view(), logits_.view()));
-  return Loss(sc, batch.labels);
+  return Loss(sc, local.labels, batch.labels);
 }
 
 absl::Status GptModel::HeadBackward(const nn::StepContext& sc, double loss_scale,
@@ -284,7 +329,7 @@ absl::Status GptModel::StageBackward(const nn::StepContext& sc, const TensorView
     RETURN_IF_ERROR(sp_->EnterBackward(sc, dh.view(), EmbeddingDropout(sc, T_), dh2));
   } else {
     ASSIGN_OR_RETURN(dh2, dh.view().Reshape({N, H}));
-    RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc, T_), dh2));
+    RETURN_IF_ERROR(DropEmbedding(sc, dh2, /*backward=*/true));
   }
   RETURN_IF_ERROR(word_.Backward(sc, tokens_, dh2));
   if (config_.position_embeddings) RETURN_IF_ERROR(position_.Backward(sc, positions_.view(), dh2));
@@ -302,6 +347,9 @@ double GptModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored
 
 absl::Status GptModel::Logits(const nn::StepContext& sc, const TensorView& tokens,
                               const TensorView& full) {
+  if (sc.cp_size() > 1) {
+    return absl::UnimplementedError("GPT-2: Logits with context parallelism (run it with CP = 1)");
+  }
   RETURN_IF_ERROR(Forward(sc, tokens));
   return GatherInto(sc, logits_.view(), full);
 }

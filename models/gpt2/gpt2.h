@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
 #include "models/config.h"
+#include "models/context_parallel.h"
 #include "models/incremental_decoder.h"
 #include "models/model.h"
 #include "models/pipeline_stage.h"
@@ -141,15 +142,19 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
   absl::Status CheckDevice(const ExecContext& ec) const;
   // InvalidArgument for tokens that are not i32 [B, T] with 1 <= T <= max_position_embeddings;
   // (re)allocates the activation buffers for [B, T].
-  absl::Status PrepareForward(const ExecContext& ec, const TensorView& tokens);
+  // With context parallelism tokens are this rank's chunks ([2B, c], models/context_parallel.h).
+  absl::Status PrepareForward(const nn::StepContext& sc, const TensorView& tokens);
   // The embeddings (first stage) or `input` (the others) through this stage's layers: returns the
   // stack's output [B, T, H].
   absl::StatusOr<TensorView> RunLayers(const nn::StepContext& sc, const TensorView& tokens,
                                        const TensorView& input);
   // The whole model up to the logits (logits_).
   absl::Status Forward(const nn::StepContext& sc, const TensorView& tokens);
-  // The loss of logits_ against `labels` (counts the scored labels into scored_).
-  absl::StatusOr<Losses> Loss(const nn::StepContext& sc, const TensorView& labels);
+  // The loss of logits_ against `labels` (this rank's, chunk-major with context parallelism),
+  // normalised by the count of scored `whole_labels` (the whole micro-batch's; into scored_) and
+  // summed over the CP group.
+  absl::StatusOr<Losses> Loss(const nn::StepContext& sc, const TensorView& labels,
+                              const TensorView& whole_labels);
   // The backward of Loss and of the head: d(scaled loss)/d(stack output) into dh, [B, T, H]
   // ([B, T / tp, H], this rank's slice, with sequence parallelism).
   absl::Status HeadBackward(const nn::StepContext& sc, double loss_scale, const TensorView& dh);
@@ -168,6 +173,9 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
                       const std::vector<int32_t>& positions, absl::Span<const nn::DecodeSpan> spans,
                       const std::vector<int32_t>* last, const TensorView& logits);
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc, int64_t T) const;
+  // The embedding dropout (or its backward) in place on x2 [B_ * T_, H]: with context parallelism
+  // per chunk-major half, each keyed as its chunk of the whole sequence.
+  absl::Status DropEmbedding(const nn::StepContext& sc, const TensorView& x2, bool backward) const;
 
   ModelConfig config_;
   ModelOptions options_;
@@ -186,8 +194,10 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
   nn::VocabParallelCrossEntropy loss_;
   // Activations of the last Forward.
   int64_t B_ = 0, T_ = 0;
-  int64_t scored_ = 0;  // Labels the last Loss scored.
-  TensorView tokens_;   // On the store's device: the caller's tokens or tokens_staging_.
+  int64_t scored_ = 0;             // Labels the last Loss scored.
+  int cp_layout_ = -1;             // The CP size and rank positions_ was built for.
+  ContextParallelBatch cp_batch_;  // This CP rank's chunks of the micro-batch.
+  TensorView tokens_;              // On the store's device: the caller's tokens or tokens_staging_.
   Tensor tokens_staging_, labels_staging_;  // Host inputs uploaded to a GPU.
   Tensor labels_host_staging_;              // Device labels downloaded to be counted.
   Tensor positions_;                        // i32 [B * T]

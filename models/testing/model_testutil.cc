@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/ops/adam.h"
+#include "core/ops/testutil.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
 #include "models/multiple_choice.h"
@@ -259,6 +260,48 @@ AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const Model
   TensorParallelCheck check;
   check.loss_rel = check.grad_rel = rel;
   return ExpectTensorParallelMatchesSerial(tp, config, batch, check);
+}
+
+bool ExpectContextParallelMatchesSerialOrRefused(comm::Communicator& cp, const ModelConfig& config,
+                                                 const Batch& batch, double rel) {
+  ModelOptions options;
+  options.context_parallel = cp.size();
+  nn::ParameterStore probe(0, 1, DType::kF32);
+  const absl::Status refused = CreateModel(config, &probe, options).status();
+  if (!refused.ok()) {
+    EXPECT_TRUE(absl::IsInvalidArgument(refused) || absl::IsUnimplemented(refused)) << refused;
+    EXPECT_NE(refused.message().find("context parallel"), std::string::npos) << refused;
+    return false;
+  }
+  Built serial, split;
+  if (!Build(config, 0, 1, &serial) || !Build(config, 0, 1, &split, options)) return false;
+  const ExecContext cpu;
+  const nn::StepContext ssc = Context(&cpu, nullptr, nn::Mode::kTrain);
+  nn::StepContext sc = ssc;
+  sc.cp = cp.size() > 1 ? &cp : nullptr;
+  auto want = serial.model->ForwardBackward(ssc, batch, Backward::kYes);
+  auto got = split.model->ForwardBackward(sc, batch, Backward::kYes);
+  if (!Ok(want.status(), "serial step") || !Ok(got.status(), "CP step")) return false;
+  EXPECT_NEAR(got->total, want->total, rel * std::fabs(want->total)) << "cp=" << cp.size();
+  // Each CP rank holds its chunks' share of every gradient; their sum is the serial gradient.
+  if (!Ok(cp.AllReduce(split.store->flat_grads(), comm::ReduceOp::kSum), "gradient sum")) {
+    return false;
+  }
+  for (int i = 0; i < serial.store->size(); ++i) {
+    const std::vector<double> w = ::mt::testing::ToDoubles(serial.store->grad(i));
+    const std::vector<double> g = ::mt::testing::ToDoubles(split.store->grad(i));
+    const double scale = ::mt::testing::MaxAbs(w);
+    EXPECT_GT(scale, 0) << serial.store->spec(i).name;
+    size_t worst = 0;
+    for (size_t j = 0; j < w.size(); ++j) {
+      if (std::fabs(g[j] - w[j]) > std::fabs(g[worst] - w[worst])) worst = j;
+    }
+    if (!w.empty()) {
+      EXPECT_NEAR(g[worst], w[worst], rel * scale)
+          << serial.store->spec(i).name << "[" << worst << "] cp=" << cp.size();
+    }
+  }
+  return true;
 }
 
 void ExpectGradientsMatchFiniteDifferences(const ModelConfig& config, const Batch& batch,

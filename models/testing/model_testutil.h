@@ -84,6 +84,16 @@ AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const Model
 AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const ModelConfig& config,
                                              const Batch& batch, double rel = 1e-5);
 
+// Context parallelism (models/context_parallel.h) over `cp` (its size C): builds `config` with
+// ModelOptions::context_parallel = C; if the architecture refuses it, EXPECTs a clear error
+// (InvalidArgument or Unimplemented naming context parallelism) and returns false. Otherwise
+// EXPECTs that one training step on the whole `batch` (T divisible by 2C; dropout as configured,
+// attention dropout must be 0) gives the serial model's loss within `rel` and, summed over the CP
+// ranks, its gradients within `rel` of each tensor's largest, and returns true. Collective over
+// `cp`.
+bool ExpectContextParallelMatchesSerialOrRefused(comm::Communicator& cp, const ModelConfig& config,
+                                                 const Batch& batch, double rel = 2e-5);
+
 // Central finite differences of the loss (dropout off, f32) against the backward pass for
 // `samples` parameter elements spread over every parameter tensor of the model: EXPECTs each
 // within `rel` of max(|analytic|, |numerical|) plus `abs`.

@@ -3,7 +3,8 @@
 // test model holds the serial model's slices at TP = the number of ranks, gives its loss and
 // gradients within float32 rounding with dropout on, and each layer costs the all-reduces the
 // variant declares (GPT-2's layer: two each way). The model and the count come from the
-// generated kVariantModel / kAllReducesPerLayer.
+// generated kVariantModel / kAllReducesPerLayer. Under context parallelism (CP = the number of
+// ranks) it matches the serial model too, or refuses it clearly.
 #include "comm/mpi_testutil.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
@@ -44,6 +45,23 @@ TEST_F(MpiTest, VariantMatchesSerialWithItsAllReducesPerLayer) {
   if (comm_->size() == 1) return;  // No collectives at TP = 1.
   EXPECT_EQ(three.forward - two.forward, kAllReducesPerLayer) << kVariantModel;
   EXPECT_EQ(three.backward - two.backward, kAllReducesPerLayer) << kVariantModel;
+}
+
+// Context parallelism at CP = the number of ranks: the variant either refuses it clearly or gives
+// the serial loss and (summed over the ranks) gradients with hidden dropout on (attention dropout
+// off: the ring has none), with its own attention and, where the variant takes them, 2 key/value
+// groups for the 4 heads (grouped-query attention: only the groups travel the ring).
+TEST_F(MpiTest, VariantUnderContextParallelMatchesSerialOrRefusesIt) {
+  const LmBatch batch = MakeLmBatch(2, 8, 37);  // 8 positions: 2 x 4 chunks at CP = 4.
+  ModelConfig c = Small(2);
+  c.attention_dropout = 0;
+  const bool runs = ExpectContextParallelMatchesSerialOrRefused(*comm_, c, batch.view());
+  ModelConfig grouped = c;
+  grouped.num_query_groups = 2;
+  nn::ParameterStore probe(0, 1);
+  if (runs && CreateModel(grouped, &probe).ok()) {
+    EXPECT_TRUE(ExpectContextParallelMatchesSerialOrRefused(*comm_, grouped, batch.view()));
+  }
 }
 
 }  // namespace

@@ -98,6 +98,13 @@ void RecordByName(const nn::ParameterStore& store, HarnessResult* out) {
   }
 }
 
+// The model options of the run: the config's, at its CP size.
+models::ModelOptions OptionsOf(const HarnessConfig& c) {
+  models::ModelOptions o = c.model_options;
+  o.context_parallel = c.cp;
+  return o;
+}
+
 }  // namespace
 
 std::vector<double> HarnessResult::Part(size_t k) const {
@@ -109,9 +116,7 @@ std::vector<double> HarnessResult::Part(size_t k) const {
 HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
                           const MakeBatches& make_batches) {
   HarnessResult out;
-  comm::ParallelConfig pc;
-  pc.tensor_parallel = c.tp;
-  pc.pipeline_parallel = c.pp;
+  const comm::ParallelConfig pc{c.tp, c.pp, c.cp};
   auto split = comm::MakePipelineSplit(c.model.num_layers, c.pp, c.layers_per_virtual_stage);
   if (!Ok(split.status(), "pipeline split")) return out;
   auto parallel = comm::ParallelContext::Create(world, pc, c.model.num_attention_heads);
@@ -128,20 +133,19 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   if (!Ok(batches.status(), "batches")) return out;
 
   nn::ParameterStore store((*parallel)->tp_rank(), c.tp, c.compute_dtype, d.ec.device);
-  auto chunks =
-      models::CreateStageModels(c.model, &store, c.model_options, *split, (*parallel)->pp_rank());
+  const models::ModelOptions options = OptionsOf(c);
+  auto chunks = models::CreateStageModels(c.model, &store, options, *split, (*parallel)->pp_rank());
   if (!Ok(chunks.status(), "model") || !Ok(store.Allocate(c.init_seed), "allocation")) return out;
   std::vector<models::Model*> chunk_ptrs;
   for (const auto& m : *chunks) chunk_ptrs.push_back(m.get());
   models::Model* model = chunk_ptrs.front();
   ChunkFactory more_chunks;
   if (c.pp > 1 && c.keep_activations) {
-    auto factory =
-        StageChunkFactory(c.model, &store, c.model_options, *split, (*parallel)->pp_rank());
+    auto factory = StageChunkFactory(c.model, &store, options, *split, (*parallel)->pp_rank());
     if (!Ok(factory.status(), "chunk factory")) return out;
     more_chunks = *std::move(factory);
   }
-  auto opt = Optimizer::Create(&store, c.optimizer, &(*parallel)->dp());
+  auto opt = Optimizer::Create(&store, c.optimizer, &(*parallel)->dp_cp());
   if (!Ok(opt.status(), "optimizer")) return out;
   LrSchedule schedule(c.lr);
   LossScaler scaler(c.scaler);

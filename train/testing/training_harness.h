@@ -36,6 +36,7 @@ models::ModelConfig TinyModel(models::Family family, int64_t vocab, int64_t posi
 struct HarnessConfig {
   models::ModelConfig model;
   int tp = 1;                        // The rest of the world is data-parallel.
+  int cp = 1;                        // Context parallelism (model_options.context_parallel).
   int pp = 1;                        // Pipeline stages (the model built as this rank's stage).
   int layers_per_virtual_stage = 0;  // > 0: the interleaved schedule's model chunks.
   // PP > 1: a chunk instance per micro-batch in flight (as the drivers run); false: one instance,

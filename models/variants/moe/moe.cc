@@ -68,6 +68,11 @@ absl::Status CheckSupported(const ModelConfig& config, const ModelOptions& optio
         "moe: sequence parallelism is not supported for the mixture of experts; drop "
         "--sequence_parallel");
   }
+  if (options.context_parallel > 1) {
+    return absl::InvalidArgumentError(
+        "moe: context parallelism is not implemented for the mixture of experts (its router "
+        "statistics are per sequence); use --context_parallel_size=1");
+  }
   return absl::OkStatus();
 }
 

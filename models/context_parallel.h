@@ -1,0 +1,63 @@
+// Context parallelism at the model level (the layout and ring attention: nn/context_parallel.h).
+// Every rank of a CP group is given the WHOLE micro-batch (as every TP rank is) and cuts out its
+// two chunks of each sequence; the model runs its layers on them chunk-major and reduces only the
+// loss over the group. The gradients each rank accumulates are its chunks' share of the whole
+// micro-batch's loss (normalised by the whole batch's count of scored targets), which the trainer
+// sums over DP x CP (comm::ParallelContext::dp_cp()).
+//
+// Models that implement it (ModelOptions::context_parallel > 1): GPT-2 and the GPT-family
+// variants whose blocks honour it (nn::Layer::context_parallel), BERT. Not with dropout on the
+// attention probabilities, nor on a GPU, nor with incremental decoding or Logits.
+#ifndef MT_MODELS_CONTEXT_PARALLEL_H_
+#define MT_MODELS_CONTEXT_PARALLEL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "models/config.h"
+#include "models/model.h"
+#include "nn/context.h"
+
+namespace mt {
+namespace models {
+
+// InvalidArgument (naming `model`) unless a model built with `context_parallel` ranks can: 1
+// always; > 1 needs attention_dropout 0 and a CPU store.
+absl::Status CheckContextParallel(const std::string& model, const ModelConfig& config,
+                                  int context_parallel, const Device& device);
+
+// InvalidArgument unless sc's CP group has `context_parallel` ranks (the size the model was built
+// for; every CP rank runs with its group).
+absl::Status CheckStepContextParallel(const std::string& model, const nn::StepContext& sc,
+                                      int context_parallel);
+
+// This CP rank's part of a whole micro-batch.
+class ContextParallelBatch {
+ public:
+  // With sc.cp_size() = C > 1: tokens, labels, token_types of `whole` ([B, T] i32, on the host or
+  // the device) cut into this rank's chunks chunk-major ([2B, c], c = T / (2C)); the padding mask
+  // into the whole sequence's chunks ([2C B, c], what ring attention takes); sop_labels as they
+  // are. Host tensors owned by this object, valid until the next Cut. With C = 1: `whole`.
+  // InvalidArgument when T does not split into 2C chunks or a field is not i32 [B, T].
+  absl::StatusOr<Batch> Cut(const ExecContext& ec, const nn::StepContext& sc, const Batch& whole);
+
+ private:
+  Tensor tokens_, labels_, token_types_, mask_;
+  Tensor staging_[4];  // Device fields downloaded.
+};
+
+// The positions of this rank's tokens of `B` sequences cut so: i32 [2B * c], the token at
+// (half h, sample b, t) at position CpChunk(h) c + t. CP = 1: [B * c] of t (c = T).
+Tensor CpPositions(const nn::StepContext& sc, int64_t B, int64_t c);
+
+// The sum over sc's CP group of each rank's `local` (exact addition order: rank 0, 1, ...; the
+// same on every rank). `local` itself at CP = 1.
+absl::StatusOr<double> CpSum(const nn::StepContext& sc, double local);
+
+}  // namespace models
+}  // namespace mt
+
+#endif  // MT_MODELS_CONTEXT_PARALLEL_H_
