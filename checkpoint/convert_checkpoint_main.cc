@@ -1,5 +1,5 @@
-// Converts Hugging Face GPT-2 / BERT / Llama / Mistral checkpoints to the project's checkpoints and
-// back (checkpoint/hf_checkpoint.h):
+// Converts Hugging Face GPT-2 / BERT / Llama / Mistral / Mixtral checkpoints to the project's
+// checkpoints and back (checkpoint/hf_checkpoint.h):
 //
 //   convert_checkpoint --from=hf --input=HF_DIR --save=DIR [--tensor_model_parallel_size=N]
 //   convert_checkpoint --to=hf --input=CKPT_DIR --save=HF_DIR [--iteration=K] [--dtype=bf16]
@@ -113,7 +113,8 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   return mt::ToolMain(
       "convert_checkpoint",
-      "Converts Hugging Face GPT-2 / BERT / Llama / Mistral checkpoints to ours and back:\n"
+      "Converts Hugging Face GPT-2 / BERT / Llama / Mistral / Mixtral checkpoints to ours and "
+      "back:\n"
       "  convert_checkpoint --from=hf --input=HF_DIR --save=DIR [--tensor_model_parallel_size=N]\n"
       "  convert_checkpoint --to=hf --input=CKPT_DIR --save=HF_DIR [--iteration=K] [--dtype=bf16]",
       argc, argv, Run);

@@ -1,9 +1,9 @@
-// Converting Hugging Face GPT-2, BERT, Llama and Mistral checkpoints (config.json +
+// Converting Hugging Face GPT-2, BERT, Llama, Mistral and Mixtral checkpoints (config.json +
 // safetensors) to the project's checkpoints (checkpoint.h) and back;
 // //checkpoint:convert_checkpoint is the command. Llama and Mistral become the modern decoder
-// (kLlamaArchitecture), which the program must link (//models/variants/modern_decoder; the
-// command does): without it, import and export fail with the registry's unknown-architecture
-// error.
+// (kLlamaArchitecture), Mixtral the mixture of experts (kMixtralArchitecture), which the program
+// must link (//models/variants/modern_decoder, //models/variants/moe; the command does): without
+// it, import and export fail with the registry's unknown-architecture error.
 //
 // Import reads config.json (hf_config.h) and the weights (hf_files.h: f32, bf16 or f16; one file
 // or an index and shards), builds the model config.json names with pretraining heads at TP 1,

@@ -97,12 +97,13 @@ TEST(HfCheckpointTest, Gpt2HuggingFaceToOursToHuggingFaceReproducesEveryTensor) 
 }
 
 // Llama (grouped-query attention, untied lm_head, a sharded f32 file with "model." names and
-// rotary inv_freq buffers) and Mistral (tied, bf16, the lm_head copy in the file): HF -> ours at
-// TP 2 -> HF gives every tensor back bit for bit, and config.json the same model and model_type.
+// rotary inv_freq buffers), Mistral (tied, bf16, the lm_head copy in the file) and Mixtral (as
+// the Llama, with 4 experts, top 2): HF -> ours at TP 2 -> HF gives every tensor back bit for bit,
+// and config.json the same model and model_type.
 TEST(HfCheckpointTest, LlamaHuggingFaceToOursToHuggingFaceReproducesEveryTensor) {
-  for (const std::string type : {"llama", "mistral"}) {
+  for (const std::string type : {"llama", "mistral", "mixtral"}) {
     SCOPED_TRACE(type);
-    const bool llama = type == "llama";
+    const bool llama = type != "mistral";
     HfTestOptions opt;
     opt.dtype = llama ? DType::kF32 : DType::kBF16;
     opt.kv_heads = llama ? 2 : 4;
@@ -117,7 +118,8 @@ TEST(HfCheckpointTest, LlamaHuggingFaceToOursToHuggingFaceReproducesEveryTensor)
     ASSERT_TRUE(testing::WriteHfModel(model, dir + "/hf", write).ok());
     auto imported = Import(dir + "/hf", dir + "/ours", 2);
     ASSERT_TRUE(imported.ok()) << imported.status();
-    EXPECT_EQ(imported->config.model.ArchitectureName(), "modern-decoder");
+    EXPECT_EQ(imported->config.model.ArchitectureName(),
+              type == "mixtral" ? "moe" : "modern-decoder");
     EXPECT_EQ(imported->config.model.rotary_base, opt.rope_theta);
     EXPECT_EQ(imported->config.model.query_groups(), opt.kv_heads);
     auto exported = Export(dir + "/ours", dir + "/back");
@@ -128,6 +130,11 @@ TEST(HfCheckpointTest, LlamaHuggingFaceToOursToHuggingFaceReproducesEveryTensor)
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(again->config.model.ToJson(), imported->config.model.ToJson());
     EXPECT_EQ(again->config.model_type, type);
+    if (type == "mixtral") {
+      EXPECT_EQ(again->config.model.num_experts, 4);
+      EXPECT_EQ(again->config.model.moe_router_topk, 2);
+      EXPECT_EQ(again->config.model.moe_aux_loss_coeff, 0.04);  // router_aux_loss_coef 0.02 x k.
+    }
     EXPECT_EQ(again->config.eos_token_id, 2);
   }
 }
@@ -319,6 +326,20 @@ TEST(HfCheckpointTest, LlamaBadInputsNameTheTensorOrField) {
     w.omit = {"lm_head.weight"};  // Untied: the output layer is required.
     ExpectError(ConvertGpt2With("llama_missing", good, w),
                 {"missing lm_head", absl::StatusCode::kNotFound, "lm_head.weight"});
+  }
+  HfTestModel mixtral = testing::TinyLlama(opt, "mixtral");
+  const std::vector<std::pair<std::pair<std::string, nlohmann::json>, BadCase>> moe = {
+      {{"router_jitter_noise", 0.1},
+       {"jitter", absl::StatusCode::kUnimplemented, "router_jitter_noise"}},
+      {{"num_experts_per_tok", 5},
+       {"top k", absl::StatusCode::kInvalidArgument, "num_experts_per_tok"}},
+      {{"num_local_experts", 0},
+       {"experts", absl::StatusCode::kInvalidArgument, "num_local_experts"}},
+  };
+  for (const auto& [change, bad] : moe) {
+    HfTestModel m = mixtral;
+    m.config[change.first] = change.second;
+    ExpectError(ConvertGpt2With("mixtral_config", m, {}), bad);
   }
   {
     // A sliding window that covers every position is no window: accepted.

@@ -271,17 +271,49 @@ absl::Status ParseLlama(KeyReader& r, models::ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// Mixtral's experts (MixtralForCausalLM: Llama's keys plus these): the mixture-of-experts
+// architecture, dropless, routed as Mixtral routes (softmax over every expert, top-k,
+// renormalised over the chosen: models/variants/moe/routing.h). Hugging Face adds the
+// load-balancing loss only with output_router_logits, as router_aux_loss_coef * E * sum_e
+// (routed_e / N) P_e, k times ours (which divides by the N k slots): moe_aux_loss_coeff is
+// router_aux_loss_coef * k then, else 0.
+absl::Status ParseMixtralExperts(KeyReader& r, models::ModelConfig* c) {
+  c->architecture = kMixtralArchitecture;
+  RETURN_IF_ERROR(r.Positive("num_local_experts", &c->num_experts));
+  RETURN_IF_ERROR(r.Positive("num_experts_per_tok", &c->moe_router_topk));
+  if (c->moe_router_topk > c->num_experts) {
+    return r.Error("num_experts_per_tok", absl::StrCat(c->moe_router_topk, " exceeds the ",
+                                                       c->num_experts, " num_local_experts"));
+  }
+  double jitter = 0, coef = 0;
+  RETURN_IF_ERROR(r.Number("router_jitter_noise", &jitter, 0.0, 1e9));
+  if (jitter != 0) {
+    return r.Unsupported("router_jitter_noise",
+                         absl::StrCat(jitter, " is not supported (only 0: no noise)"));
+  }
+  RETURN_IF_ERROR(r.Number("router_aux_loss_coef", &coef, 0.0, 1e9));
+  const Json* logits = r.Find("output_router_logits");
+  if (logits != nullptr && !logits->is_boolean()) {
+    return r.Error("output_router_logits", absl::StrCat("must be a boolean, got ", logits->dump()));
+  }
+  const bool aux = logits != nullptr && logits->get<bool>();
+  c->moe_aux_loss_coeff = aux ? coef * c->moe_router_topk : 0.0;
+  c->moe_expert_capacity_factor = 0.0;
+  c->moe_z_loss_coeff = 0.0;
+  return absl::OkStatus();
+}
+
 // "gpt2" or "bert", from model_type or, without it, from the keys.
 absl::StatusOr<std::string> ModelType(KeyReader& r, const Json& j) {
   const Json* type = r.Find("model_type");
   if (type != nullptr) {
-    if (type->is_string() &&
-        (*type == "gpt2" || *type == "bert" || *type == "llama" || *type == "mistral")) {
+    if (type->is_string() && (*type == "gpt2" || *type == "bert" || *type == "llama" ||
+                              *type == "mistral" || *type == "mixtral")) {
       return type->get<std::string>();
     }
     return r.Unsupported("model_type", absl::StrCat(type->dump(),
                                                     " is not supported (supported: gpt2, bert, "
-                                                    "llama, mistral)"));
+                                                    "llama, mistral, mixtral)"));
   }
   if (j.contains("n_embd")) return std::string("gpt2");
   if (j.contains("hidden_size")) return std::string("bert");
@@ -315,8 +347,9 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& path, const std::strin
   HfConfig out;
   ASSIGN_OR_RETURN(const std::string type, ModelType(r, j));
   out.model_type = type;
-  if (type == "llama" || type == "mistral") {
+  if (type == "llama" || type == "mistral" || type == "mixtral") {
     RETURN_IF_ERROR(ParseLlama(r, &out.model));
+    if (type == "mixtral") RETURN_IF_ERROR(ParseMixtralExperts(r, &out.model));
   } else {
     RETURN_IF_ERROR(type == "gpt2" ? ParseGpt2(r, &out.model) : ParseBert(r, &out.model));
   }
@@ -333,7 +366,8 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& path, const std::strin
 
 namespace {
 
-// LlamaForCausalLM / MistralForCausalLM (config.model_type "mistral") of a modern decoder.
+// LlamaForCausalLM / MistralForCausalLM (config.model_type "mistral") of a modern decoder,
+// MixtralForCausalLM of a mixture of experts.
 absl::StatusOr<Json> LlamaJson(const HfConfig& config) {
   const models::ModelConfig& c = config.model;
   auto refuse = [](const std::string& what) {
@@ -342,10 +376,17 @@ absl::StatusOr<Json> LlamaJson(const HfConfig& config) {
   };
   if (c.position_embeddings) return refuse("position_embeddings true");
   if (c.norm != nn::NormPosition::kPreNorm) return refuse("norm post");
-  if (c.num_experts > 0) return refuse(absl::StrCat(c.num_experts, " experts"));
-  const bool mistral = config.model_type == "mistral";
-  Json j = {{"architectures", {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"}},
-            {"model_type", mistral ? "mistral" : "llama"},
+  const bool mixtral = c.ArchitectureName() == kMixtralArchitecture;
+  if (mixtral && (c.moe_expert_capacity_factor != 0 || c.moe_z_loss_coeff != 0)) {
+    return refuse("an expert capacity or a router z-loss");
+  }
+  const bool mistral = !mixtral && config.model_type == "mistral";
+  const char* type = mixtral ? "mixtral" : mistral ? "mistral" : "llama";
+  Json j = {{"architectures",
+             {mixtral   ? "MixtralForCausalLM"
+              : mistral ? "MistralForCausalLM"
+                        : "LlamaForCausalLM"}},
+            {"model_type", type},
             {"num_hidden_layers", c.num_layers},
             {"hidden_size", c.hidden_size},
             {"num_attention_heads", c.num_attention_heads},
@@ -361,7 +402,14 @@ absl::StatusOr<Json> LlamaJson(const HfConfig& config) {
             {"attention_dropout", ShortestEps(c.attention_dropout)},
             {"initializer_range", c.init_std},
             {"tie_word_embeddings", !c.untie_embeddings_and_output_weights}};
-  if (mistral) {
+  if (mixtral) {
+    j["num_local_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.moe_router_topk;
+    j["router_aux_loss_coef"] = c.moe_aux_loss_coeff / c.moe_router_topk;
+    j["output_router_logits"] = c.moe_aux_loss_coeff > 0;
+    j["router_jitter_noise"] = 0.0;
+  }
+  if (mistral || mixtral) {
     j["sliding_window"] = nullptr;
   } else {
     j["mlp_bias"] = false;
@@ -373,7 +421,7 @@ absl::StatusOr<Json> LlamaJson(const HfConfig& config) {
 
 absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const std::string& torch_dtype) {
   const models::ModelConfig& c = config.model;
-  if (c.ArchitectureName() == kLlamaArchitecture) {
+  if (c.ArchitectureName() == kLlamaArchitecture || c.ArchitectureName() == kMixtralArchitecture) {
     ASSIGN_OR_RETURN(Json j, LlamaJson(config));
     PutTokenIds(config, &j);
     j["torch_dtype"] = torch_dtype;

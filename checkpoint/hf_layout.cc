@@ -60,6 +60,18 @@ void LlamaMaps(const models::ModelConfig& c, std::vector<HfTensorMap>* maps) {
                      HfLayout::kQkvSeparate});
     Add(maps, ours + ".attention.proj.weight", attn + "o_proj.weight", HfLayout::kTranspose);
     Add(maps, ours + ".ln2.weight", hf + ".post_attention_layernorm.weight");
+    if (c.num_experts > 0) {  // Mixtral: w1 the gate, w3 the up, w2 the down projection.
+      const std::string moe = hf + ".block_sparse_moe.";
+      Add(maps, ours + ".mlp.router.weight", moe + "gate.weight", HfLayout::kTranspose);
+      for (int e = 0; e < c.num_experts; ++e) {
+        for (auto [part, w] :
+             {std::pair<const char*, const char*>{"gate", "w1"}, {"up", "w3"}, {"down", "w2"}}) {
+          Add(maps, absl::StrCat(ours, ".mlp.experts.", e, ".", part, ".weight"),
+              absl::StrCat(moe, "experts.", e, ".", w, ".weight"), HfLayout::kTranspose);
+        }
+      }
+      continue;
+    }
     for (const char* part : {"gate", "up", "down"}) {
       Add(maps, absl::StrCat(ours, ".mlp.", part, ".weight"),
           absl::StrCat(hf, ".mlp.", part, "_proj.weight"), HfLayout::kTranspose);
@@ -71,7 +83,9 @@ void LlamaMaps(const models::ModelConfig& c, std::vector<HfTensorMap>* maps) {
   }
 }
 
-bool IsLlama(const models::ModelConfig& c) { return c.ArchitectureName() == kLlamaArchitecture; }
+bool IsLlama(const models::ModelConfig& c) {
+  return c.ArchitectureName() == kLlamaArchitecture || c.ArchitectureName() == kMixtralArchitecture;
+}
 
 void BertMaps(const models::ModelConfig& c, std::vector<HfTensorMap>* maps) {
   Add(maps, "embedding.word.weight", "embeddings.word_embeddings.weight", HfLayout::kVocabRows);

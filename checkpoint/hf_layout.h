@@ -1,7 +1,9 @@
 // How the tensors of Hugging Face's GPT-2 (GPT2LMHeadModel), BERT (BertForPreTraining) and
 // Llama / Mistral (LlamaForCausalLM, MistralForCausalLM) map to the parameters of models/gpt2,
-// models/bert and the modern decoder (models/variants/modern_decoder), one parameter at a time,
-// in both directions. Llama's rotary embeddings pair element i with i + D/2 of each head
+// models/bert and the modern decoder (models/variants/modern_decoder), and Mixtral's
+// (MixtralForCausalLM: block_sparse_moe.gate the router, experts.<e>.w1 / w3 / w2 the gate, up and
+// down projections) to the mixture of experts (models/variants/moe), one parameter at a time, in
+// both directions. Llama's rotary embeddings pair element i with i + D/2 of each head
 // (rotate_half), as ours do (core/ops/rope.h), so q_proj and k_proj rows need no permutation
 // beyond the fused QKV's column order.
 //

@@ -115,7 +115,8 @@ TEST_F(HfLogitsTest, Gpt2LogitsMatchFloat64HuggingFace) {
 
 // Llama (grouped-query attention: 4 heads sharing 2 key/value heads, untied lm_head, rope_theta
 // 100 so that a wrong base moves the logits even at 7 positions; a sharded f32 file) and Mistral
-// (multi-head, tied, rope_theta 1e6; bf16), head dim 8.
+// (multi-head, tied, rope_theta 1e6; bf16), head dim 8; Mixtral (4 experts, top 2, untied, GQA;
+// f32) routed as Mixtral routes (hf_reference.cc).
 TEST_F(HfLogitsTest, LlamaLogitsMatchFloat64HuggingFace) {
   const int rank = comm_->rank(), tp = comm_->size();
   struct Case {
@@ -126,7 +127,8 @@ TEST_F(HfLogitsTest, LlamaLogitsMatchFloat64HuggingFace) {
     double theta;
   };
   for (const Case& c :
-       {Case{"llama", DType::kF32, 2, false, 100.0}, Case{"mistral", DType::kBF16, 4, true, 1e6}}) {
+       {Case{"llama", DType::kF32, 2, false, 100.0}, Case{"mistral", DType::kBF16, 4, true, 1e6},
+        Case{"mixtral", DType::kF32, 2, false, 1e6}}) {
     HfTestOptions opt;
     opt.dtype = c.dtype;
     opt.seed = 13;

@@ -3,6 +3,7 @@
 // [in, out], torch Linear weights [out, in], the fused c_attn split (q|k|v) in that order, GPT-2's
 // gelu_new, BERT's erf GeLU ("gelu") and post-norm layers; and LlamaForCausalLM /
 // MistralForCausalLM (RMSNorm, rotate_half rotary embeddings, repeat_kv, SwiGLU, lm_head).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -132,6 +133,46 @@ Mat RepeatKv(const Mat& x, int N, int G, int D, int rep) {
   return y;
 }
 
+// LlamaMLP: down(silu(gate(x)) * up(x)), the three torch Linear weights given.
+Mat SwiGlu(const Mat& x, int N, int H, int F, const Mat& gate, const Mat& up, const Mat& down) {
+  Mat f = TorchLinear(x, N, H, gate, Mat(F, 0.0), F);
+  const Mat u = TorchLinear(x, N, H, up, Mat(F, 0.0), F);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = f[i] / (1 + std::exp(-f[i])) * u[i];
+  return TorchLinear(f, N, F, down, Mat(H, 0.0), H);
+}
+
+// MixtralSparseMoeBlock of layer prefix p: routing_weights = softmax(gate(x)), the top k of them
+// (torch.topk), divided by their sum; y = sum over the chosen of weight * expert_e(x).
+Mat MixtralMoe(const HfTestModel& m, const std::string& p, const Mat& x, int N, int H, int F) {
+  const int E = m.config["num_local_experts"], k = m.config["num_experts_per_tok"];
+  const Mat logits =
+      TorchLinear(x, N, H, Get(m, p + "block_sparse_moe.gate.weight"), Mat(E, 0.0), E);
+  std::vector<Mat> out(E);
+  for (int e = 0; e < E; ++e) {
+    const std::string w = absl::StrCat(p, "block_sparse_moe.experts.", e, ".");
+    out[e] = SwiGlu(x, N, H, F, Get(m, w + "w1.weight"), Get(m, w + "w3.weight"),
+                    Get(m, w + "w2.weight"));
+  }
+  Mat y(static_cast<size_t>(N) * H, 0.0);
+  for (int n = 0; n < N; ++n) {
+    std::vector<double> prob(E);
+    double mx = -std::numeric_limits<double>::infinity(), z = 0;
+    for (int e = 0; e < E; ++e) mx = std::max(mx, logits[n * E + e]);
+    for (int e = 0; e < E; ++e) z += prob[e] = std::exp(logits[n * E + e] - mx);
+    for (double& q : prob) q /= z;
+    std::vector<int> order(E);
+    for (int e = 0; e < E; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+    double sum = 0;
+    for (int j = 0; j < k; ++j) sum += prob[order[j]];
+    for (int j = 0; j < k; ++j) {
+      const int e = order[j];
+      for (int h = 0; h < H; ++h) y[n * H + h] += prob[e] / sum * out[e][n * H + h];
+    }
+  }
+  return y;
+}
+
 }  // namespace
 
 std::vector<double> LlamaLogits(const HfTestModel& m, const std::vector<int>& ids, int B, int T) {
@@ -158,10 +199,10 @@ std::vector<double> LlamaLogits(const HfTestModel& m, const std::vector<int>& id
                               B, T, H, heads, /*causal=*/true, {});
     AddInto(x, Proj(ctx, H, "self_attn.o_proj", H));
     const Mat b = RmsNorm(x, N, H, Get(m, p + "post_attention_layernorm.weight"), eps);
-    Mat f = Proj(b, H, "mlp.gate_proj", F);
-    const Mat up = Proj(b, H, "mlp.up_proj", F);
-    for (size_t i = 0; i < f.size(); ++i) f[i] = f[i] / (1 + std::exp(-f[i])) * up[i];
-    AddInto(x, Proj(f, F, "mlp.down_proj", H));
+    AddInto(x, m.config.contains("num_local_experts")
+                   ? MixtralMoe(m, p, b, N, H, F)
+                   : SwiGlu(b, N, H, F, Get(m, p + "mlp.gate_proj.weight"),
+                            Get(m, p + "mlp.up_proj.weight"), Get(m, p + "mlp.down_proj.weight")));
   }
   x = RmsNorm(x, N, H, Get(m, "norm.weight"), eps);
   const bool tied = m.tensors.count("lm_head.weight") == 0;

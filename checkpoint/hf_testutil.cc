@@ -91,7 +91,8 @@ void LlamaExtras(const HfTestModel& m, const HfWriteOptions& o,
 // The extra tensors a file may carry (buffers, tied copies), canonical name -> tensor.
 std::map<std::string, HfTestTensor> Extras(const HfTestModel& m, const HfWriteOptions& o) {
   std::map<std::string, HfTestTensor> extras;
-  if (m.config["model_type"] == "llama" || m.config["model_type"] == "mistral") {
+  const std::string type = m.config["model_type"];
+  if (type == "llama" || type == "mistral" || type == "mixtral") {
     LlamaExtras(m, o, &extras);
     return extras;
   }
@@ -211,8 +212,11 @@ HfTestModel TinyLlama(const HfTestOptions& o, const std::string& model_type) {
   m.dtype = o.dtype;
   const int64_t H = o.hidden, F = o.intermediate, D = o.hidden / o.heads;
   const int64_t G = o.kv_heads > 0 ? o.kv_heads : o.heads;
-  const bool mistral = model_type == "mistral";
-  m.config = {{"architectures", {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"}},
+  const bool mistral = model_type == "mistral", mixtral = model_type == "mixtral";
+  m.config = {{"architectures",
+               {mixtral   ? "MixtralForCausalLM"
+                : mistral ? "MistralForCausalLM"
+                          : "LlamaForCausalLM"}},
               {"model_type", model_type},
               {"hidden_act", "silu"},
               {"num_hidden_layers", o.layers},
@@ -235,7 +239,14 @@ HfTestModel TinyLlama(const HfTestOptions& o, const std::string& model_type) {
               {"use_cache", true},
               {"torch_dtype", "bfloat16"},
               {"transformers_version", "4.40.0"}};
-  if (mistral) m.config["sliding_window"] = nullptr;
+  if (mistral || mixtral) m.config["sliding_window"] = nullptr;
+  if (mixtral) {
+    m.config["num_local_experts"] = o.experts;
+    m.config["num_experts_per_tok"] = o.topk;
+    m.config["router_aux_loss_coef"] = 0.02;
+    m.config["output_router_logits"] = true;
+    m.config["router_jitter_noise"] = 0.0;
+  }
   m.tensors["embed_tokens.weight"] = g.Normal({o.vocab, H}, 0, 0.5);
   for (int l = 0; l < o.layers; ++l) {
     const std::string p = absl::StrCat("layers.", l, ".");
@@ -245,6 +256,16 @@ HfTestModel TinyLlama(const HfTestOptions& o, const std::string& model_type) {
     m.tensors[p + "self_attn.v_proj.weight"] = g.Normal({G * D, H}, 0, 0.3);
     m.tensors[p + "self_attn.o_proj.weight"] = g.Normal({H, o.heads * D}, 0, 0.3);
     m.tensors[p + "post_attention_layernorm.weight"] = g.Normal({H}, 1, 0.1);
+    if (mixtral) {
+      m.tensors[p + "block_sparse_moe.gate.weight"] = g.Normal({o.experts, H}, 0, 0.5);
+      for (int e = 0; e < o.experts; ++e) {
+        const std::string x = absl::StrCat(p, "block_sparse_moe.experts.", e, ".");
+        m.tensors[x + "w1.weight"] = g.Normal({F, H}, 0, 0.3);
+        m.tensors[x + "w3.weight"] = g.Normal({F, H}, 0, 0.3);
+        m.tensors[x + "w2.weight"] = g.Normal({H, F}, 0, 0.3);
+      }
+      continue;
+    }
     m.tensors[p + "mlp.gate_proj.weight"] = g.Normal({F, H}, 0, 0.3);
     m.tensors[p + "mlp.up_proj.weight"] = g.Normal({F, H}, 0, 0.3);
     m.tensors[p + "mlp.down_proj.weight"] = g.Normal({H, F}, 0, 0.3);

@@ -46,6 +46,8 @@ struct HfTestOptions {
   bool tie = false;           // tie_word_embeddings.
   double rope_theta = 10000;  // rope_theta.
   int64_t intermediate = 24;  // intermediate_size.
+  int experts = 4;            // Mixtral: num_local_experts,
+  int topk = 2;               // and num_experts_per_tok.
 };
 
 // GPT-2 (GPT2LMHeadModel; activation gelu_new, layer_norm_epsilon 1e-5) and BERT
@@ -54,7 +56,8 @@ struct HfTestOptions {
 // 1 + N(0, 0.1^2), embeddings N(0, 0.5^2).
 HfTestModel TinyGpt2(const HfTestOptions& options);
 HfTestModel TinyBert(const HfTestOptions& options, const std::string& bert_act = "gelu");
-// Llama (LlamaForCausalLM; model_type "mistral": MistralForCausalLM with sliding_window null):
+// Llama (LlamaForCausalLM; model_type "mistral": MistralForCausalLM with sliding_window null;
+// "mixtral": MixtralForCausalLM, block_sparse_moe with options.experts experts, top-k):
 // rms_norm_eps 1e-6, silu, no biases, lm_head.weight unless options.tie; RMSNorm gains
 // 1 + N(0, 0.1^2), the rest as above.
 HfTestModel TinyLlama(const HfTestOptions& options, const std::string& model_type = "llama");
@@ -81,7 +84,8 @@ struct BertOutputs {
   std::vector<double> nsp_logits;
 };
 // Llama / Mistral: logits [B * T, vocab] (rotate_half rotary embeddings with rope_theta,
-// repeat_kv for grouped-query attention, RMSNorm, SwiGLU, lm_head or the tied embedding).
+// repeat_kv for grouped-query attention, RMSNorm, SwiGLU, lm_head or the tied embedding;
+// Mixtral: softmax over the experts, the top k, their weights renormalised to sum to 1).
 std::vector<double> LlamaLogits(const HfTestModel& model, const std::vector<int>& ids, int B,
                                 int T);
 BertOutputs BertForward(const HfTestModel& model, const std::vector<int>& ids,
