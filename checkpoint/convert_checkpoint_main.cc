@@ -1,5 +1,5 @@
-// Converts Hugging Face GPT-2 / BERT checkpoints to the project's checkpoints and back
-// (checkpoint/hf_checkpoint.h):
+// Converts Hugging Face GPT-2 / BERT / Llama / Mistral / Mixtral checkpoints to the project's
+// checkpoints and back (checkpoint/hf_checkpoint.h):
 //
 //   convert_checkpoint --from=hf --input=HF_DIR --save=DIR [--tensor_model_parallel_size=N]
 //   convert_checkpoint --to=hf --input=CKPT_DIR --save=HF_DIR [--iteration=K] [--dtype=bf16]
@@ -57,7 +57,7 @@ absl::Status Import() {
   std::printf(
       "converted %s (%s, %s) into %s: tensor_model_parallel_size %d, padded vocabulary "
       "%lld, iteration 0, no optimizer state (load it with --finetune)\n",
-      FLAGS_input.c_str(), mt::models::FamilyArchitecture(r->config.model.family),
+      FLAGS_input.c_str(), r->config.model.ArchitectureName().c_str(),
       std::string(mt::DTypeName(r->source_dtype)).c_str(), FLAGS_save.c_str(), o.tp_size,
       static_cast<long long>(r->padded_vocab));
   if (!r->initialized.empty()) {
@@ -88,8 +88,8 @@ absl::Status Export() {
   if (!r.ok()) return r.status();
   std::printf(
       "exported %s (%s) into %s: config.json, %s (%lld tensors, %s), tokenizer files: %s\n",
-      FLAGS_input.c_str(), mt::models::FamilyArchitecture(r->config.model.family),
-      FLAGS_save.c_str(), mt::checkpoint::kHfWeightsFile, static_cast<long long>(r->tensors),
+      FLAGS_input.c_str(), r->config.model.ArchitectureName().c_str(), FLAGS_save.c_str(),
+      mt::checkpoint::kHfWeightsFile, static_cast<long long>(r->tensors),
       std::string(mt::DTypeName(r->dtype)).c_str(),
       r->tokenizer_files.empty() ? "none" : absl::StrJoin(r->tokenizer_files, ", ").c_str());
   return absl::OkStatus();
@@ -113,7 +113,8 @@ absl::Status Run() {
 int main(int argc, char** argv) {
   return mt::ToolMain(
       "convert_checkpoint",
-      "Converts Hugging Face GPT-2 / BERT checkpoints to ours and back:\n"
+      "Converts Hugging Face GPT-2 / BERT / Llama / Mistral / Mixtral checkpoints to ours and "
+      "back:\n"
       "  convert_checkpoint --from=hf --input=HF_DIR --save=DIR [--tensor_model_parallel_size=N]\n"
       "  convert_checkpoint --to=hf --input=CKPT_DIR --save=HF_DIR [--iteration=K] [--dtype=bf16]",
       argc, argv, Run);

@@ -56,14 +56,15 @@ absl::StatusOr<SerialModel> BuildSerial(const models::ModelConfig& config, uint6
 absl::StatusOr<std::vector<Tensor>> ReadParts(const HfWeights& w,
                                               const std::map<std::string, std::string>& names,
                                               const HfTensorMap& map, const Shape& ours,
-                                              int64_t vocab_size, bool* absent) {
+                                              const models::ModelConfig& config, bool* absent) {
   int found = 0;
   for (const std::string& hf : map.hf) found += names.count(hf);
   *absent = found == 0;
   std::vector<Tensor> parts;
   if (*absent && map.optional) return parts;
-  const Shape want = HfShape(map, ours, vocab_size);
-  for (const std::string& hf : map.hf) {
+  for (size_t k = 0; k < map.hf.size(); ++k) {
+    const std::string& hf = map.hf[k];
+    const Shape want = HfShape(map, ours, config, k);
     auto it = names.find(hf);
     if (it == names.end()) {
       return absl::NotFoundError(absl::StrCat("missing tensor '", hf, "' (", DTypeName(DType::kF32),
@@ -115,7 +116,7 @@ absl::Status CheckExtras(const models::ModelConfig& c, const HfWeights& w,
 // file's dtype; buffers may be stored in another).
 absl::Status FillFromHf(const models::ModelConfig& c, const HfWeights& w, nn::ParameterStore* store,
                         std::vector<std::string>* initialized, DType* dtype) {
-  ASSIGN_OR_RETURN(const auto names, CanonicalHfNames(c.family, w.names()));
+  ASSIGN_OR_RETURN(const auto names, CanonicalHfNames(c, w.names()));
   std::set<std::string> used;
   const std::vector<HfTensorMap> maps = HfTensorMaps(c);
   CHECK_EQ(static_cast<int>(maps.size()), store->size()) << "hf_layout.cc is out of date";
@@ -123,26 +124,24 @@ absl::Status FillFromHf(const models::ModelConfig& c, const HfWeights& w, nn::Pa
     absl::StatusOr<int> handle = store->Find(map.ours);
     CHECK(handle.ok()) << map.ours << ": " << handle.status();
     bool absent = false;
-    ASSIGN_OR_RETURN(
-        std::vector<Tensor> parts,
-        ReadParts(w, names, map, store->spec(*handle).global_shape, c.vocab_size, &absent));
+    ASSIGN_OR_RETURN(std::vector<Tensor> parts,
+                     ReadParts(w, names, map, store->spec(*handle).global_shape, c, &absent));
     for (const std::string& hf : map.hf) used.insert(hf);
     if (parts.empty()) {
       initialized->push_back(map.ours);
       continue;
     }
     if (&map == &maps.front()) *dtype = w.entry(names.at(map.hf[0])).dtype;
-    HfToOurs(map, parts, c.num_attention_heads, store->value(*handle));
+    HfToOurs(map, parts, c, store->value(*handle));
   }
   return CheckExtras(c, w, names, &used);
 }
 
 std::string ConversionStateJson(const HfConfig& config, DType dtype) {
-  Json j = {{"converted_from", kConvertedFrom},
-            {"hf_dtype", std::string(SafetensorsDTypeName(dtype))},
-            {"bos_token_id", config.bos_token_id},
-            {"eos_token_id", config.eos_token_id},
-            {"pad_token_id", config.pad_token_id}};
+  Json j = {
+      {"converted_from", kConvertedFrom},    {"hf_dtype", std::string(SafetensorsDTypeName(dtype))},
+      {"model_type", config.model_type},     {"bos_token_id", config.bos_token_id},
+      {"eos_token_id", config.eos_token_id}, {"pad_token_id", config.pad_token_id}};
   return j.dump();
 }
 
@@ -233,6 +232,7 @@ std::optional<HfConversionState> ParseHfConversionState(const std::string& train
   HfConversionState s;
   absl::StatusOr<DType> dtype = ParseSafetensorsDType(j.value("hf_dtype", "F32"));
   if (dtype.ok() && IsFloating(*dtype)) s.hf_dtype = *dtype;
+  s.config.model_type = j.value("model_type", "");
   s.config.bos_token_id = j.value("bos_token_id", int64_t{-1});
   s.config.eos_token_id = j.value("eos_token_id", int64_t{-1});
   s.config.pad_token_id = j.value("pad_token_id", int64_t{-1});
@@ -288,6 +288,7 @@ absl::StatusOr<HfExportResult> ExportHfCheckpoint(const HfExportOptions& o) {
     result.config.bos_token_id = converted->config.bos_token_id;
     result.config.eos_token_id = converted->config.eos_token_id;
     result.config.pad_token_id = converted->config.pad_token_id;
+    result.config.model_type = converted->config.model_type;
   }
   result.dtype = o.dtype.value_or(converted.has_value() ? converted->hf_dtype : DType::kF32);
   if (!IsFloating(result.dtype)) {
@@ -302,8 +303,7 @@ absl::StatusOr<HfExportResult> ExportHfCheckpoint(const HfExportOptions& o) {
   std::vector<NamedTensor> tensors;
   for (const HfTensorMap& map : HfTensorMaps(ckpt.config)) {
     ASSIGN_OR_RETURN(const int handle, serial.store->Find(map.ours));
-    std::vector<Tensor> parts = OursToHf(map, serial.store->value(handle),
-                                         ckpt.config.num_attention_heads, ckpt.config.vocab_size);
+    std::vector<Tensor> parts = OursToHf(map, serial.store->value(handle), ckpt.config);
     for (size_t k = 0; k < parts.size(); ++k) {
       owned.push_back(Narrow(std::move(parts[k]), result.dtype));
       tensors.push_back({map.hf[k], owned.back().view()});

@@ -1,8 +1,12 @@
-// Converting Hugging Face GPT-2 and BERT checkpoints (config.json + safetensors) to the
-// project's checkpoints (checkpoint.h) and back; //checkpoint:convert_checkpoint is the command.
+// Converting Hugging Face GPT-2, BERT, Llama, Mistral and Mixtral checkpoints (config.json +
+// safetensors) to the project's checkpoints (checkpoint.h) and back;
+// //checkpoint:convert_checkpoint is the command. Llama and Mistral become the modern decoder
+// (kLlamaArchitecture), Mixtral the mixture of experts (kMixtralArchitecture), which the program
+// must link (//models/variants/modern_decoder, //models/variants/moe; the command does): without
+// it, import and export fail with the registry's unknown-architecture error.
 //
 // Import reads config.json (hf_config.h) and the weights (hf_files.h: f32, bf16 or f16; one file
-// or an index and shards), builds the family's standard model with pretraining heads at TP 1,
+// or an index and shards), builds the model config.json names with pretraining heads at TP 1,
 // fills every parameter from its Hugging Face tensor(s) (hf_layout.h), and saves iteration 0 as a
 // committed checkpoint with tp_size shards (the vocabulary padded for tp_size as every model
 // here pads it; the padding rows zero, and masked out of every softmax by the models). The
@@ -15,7 +19,8 @@
 // Export loads a checkpoint's parameters (any TP degree, resharded in memory to TP 1) and writes
 // config.json, model.safetensors (Hugging Face's canonical names, no prefix; the tied output
 // layers and the causal-mask buffers left out, as save_pretrained leaves them) in the source
-// dtype, and the tokenizer files.
+// dtype, and the tokenizer files. A modern decoder is written as Llama, or as Mistral when it was
+// converted from one.
 #ifndef MT_CHECKPOINT_HF_CHECKPOINT_H_
 #define MT_CHECKPOINT_HF_CHECKPOINT_H_
 
@@ -89,7 +94,7 @@ absl::StatusOr<HfExportResult> ExportHfCheckpoint(const HfExportOptions& options
 // (e.g. one pretraining wrote).
 struct HfConversionState {
   DType hf_dtype = DType::kF32;
-  HfConfig config;  // Token ids only (the model config is the checkpoint's).
+  HfConfig config;  // Token ids and model_type only (the model config is the checkpoint's).
 };
 std::optional<HfConversionState> ParseHfConversionState(const std::string& trainer_state_json);
 

@@ -96,12 +96,66 @@ TEST(HfCheckpointTest, Gpt2HuggingFaceToOursToHuggingFaceReproducesEveryTensor) 
   }
 }
 
+// Llama (grouped-query attention, untied lm_head, a sharded f32 file with "model." names and
+// rotary inv_freq buffers), Mistral (tied, bf16, the lm_head copy in the file) and Mixtral (as
+// the Llama, with 4 experts, top 2): HF -> ours at TP 2 -> HF gives every tensor back bit for bit,
+// and config.json the same model and model_type.
+TEST(HfCheckpointTest, LlamaHuggingFaceToOursToHuggingFaceReproducesEveryTensor) {
+  for (const std::string type : {"llama", "mistral", "mixtral"}) {
+    SCOPED_TRACE(type);
+    const bool llama = type != "mistral";
+    HfTestOptions opt;
+    opt.dtype = llama ? DType::kF32 : DType::kBF16;
+    opt.kv_heads = llama ? 2 : 4;
+    opt.tie = !llama;
+    opt.rope_theta = llama ? 500000.0 : 1e6;
+    const HfTestModel model = testing::TinyLlama(opt, type);
+    const std::string dir = FreshDir(absl::StrCat("llama_round_trip_", type));
+    HfWriteOptions write;
+    write.prefix = "model.";
+    write.tied_copies = !llama;
+    write.shards = llama ? 3 : 1;
+    ASSERT_TRUE(testing::WriteHfModel(model, dir + "/hf", write).ok());
+    auto imported = Import(dir + "/hf", dir + "/ours", 2);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+    EXPECT_EQ(imported->config.model.ArchitectureName(),
+              type == "mixtral" ? "moe" : "modern-decoder");
+    EXPECT_EQ(imported->config.model.rotary_base, opt.rope_theta);
+    EXPECT_EQ(imported->config.model.query_groups(), opt.kv_heads);
+    auto exported = Export(dir + "/ours", dir + "/back");
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    EXPECT_EQ(exported->dtype, opt.dtype);
+    ExpectSameTensors(model, dir + "/back");
+    auto again = Import(dir + "/back", dir + "/again", 1);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->config.model.ToJson(), imported->config.model.ToJson());
+    EXPECT_EQ(again->config.model_type, type);
+    if (type == "mixtral") {
+      EXPECT_EQ(again->config.model.num_experts, 4);
+      EXPECT_EQ(again->config.model.moe_router_topk, 2);
+      EXPECT_EQ(again->config.model.moe_aux_loss_coeff, 0.04);  // router_aux_loss_coef 0.02 x k.
+    }
+    EXPECT_EQ(again->config.eos_token_id, 2);
+  }
+}
+
 TEST(HfCheckpointTest, OursToHuggingFaceToOursIsBitExact) {
-  for (models::Family family : {models::Family::kGpt2, models::Family::kBert}) {
-    SCOPED_TRACE(models::FamilyArchitecture(family));
+  for (const std::string arch : {"gpt2", "bert", "modern-decoder"}) {
+    SCOPED_TRACE(arch);
+    const models::Family family = arch == "bert" ? models::Family::kBert : models::Family::kGpt2;
     // vocab 45 pads to 128 at any TP here; the pattern fills the padding rows too.
     models::ModelConfig config = testing::TinyConfig(family, 2, 4, 45, 128);
     if (family == models::Family::kBert) config.norm = nn::NormPosition::kPostNorm;
+    if (arch == "modern-decoder") {  // Llama's shape: GQA, untied, its own rope_theta and eps.
+      config.architecture = arch;
+      config.position_embeddings = false;
+      config.group_query_attention = true;
+      config.num_query_groups = 2;
+      config.untie_embeddings_and_output_weights = true;
+      config.rotary_base = 250000.0;
+      config.layernorm_eps = 1e-6f;
+      config.hidden_dropout = config.attention_dropout = 0.0f;
+    }
     const std::string dir = FreshDir(absl::StrCat("ours_round_trip_", config.ArchitectureName()));
     auto ranks = testing::BuildRanks(config, 2, /*seed=*/3);
     ASSERT_TRUE(ranks.ok()) << ranks.status();
@@ -240,6 +294,59 @@ TEST(HfCheckpointTest, BadInputsNameTheTensorOrField) {
   }
   ExpectError(Import(FreshDir("empty"), FreshDir("empty_out"), 1).status(),
               {"no config", absl::StatusCode::kNotFound, "config.json"});
+}
+
+// What Llama / Mistral features the modern decoder cannot run is refused, naming the field.
+TEST(HfCheckpointTest, LlamaBadInputsNameTheTensorOrField) {
+  HfTestOptions opt;
+  opt.kv_heads = 2;
+  const HfTestModel good = testing::TinyLlama(opt, "mistral");
+  const std::vector<std::pair<std::pair<std::string, nlohmann::json>, BadCase>> configs = {
+      {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}},
+       {"rope scaling", absl::StatusCode::kUnimplemented, "rope_scaling"}},
+      {{"sliding_window", 4},
+       {"sliding window", absl::StatusCode::kUnimplemented, "sliding_window"}},
+      {{"hidden_act", "gelu"}, {"activation", absl::StatusCode::kUnimplemented, "hidden_act"}},
+      {{"attention_bias", true},
+       {"attention bias", absl::StatusCode::kUnimplemented, "attention_bias"}},
+      {{"head_dim", 8}, {"head dim", absl::StatusCode::kUnimplemented, "head_dim"}},
+      {{"num_key_value_heads", 3},
+       {"groups", absl::StatusCode::kInvalidArgument, "num_query_groups"}},
+      {{"pretraining_tp", 2},
+       {"pretraining tp", absl::StatusCode::kUnimplemented, "pretraining_tp"}},
+      {{"rope_theta", -1.0}, {"theta", absl::StatusCode::kInvalidArgument, "rope_theta"}},
+  };
+  for (const auto& [change, bad] : configs) {
+    HfTestModel m = good;
+    m.config[change.first] = change.second;
+    ExpectError(ConvertGpt2With("llama_config", m, {}), bad);
+  }
+  {
+    HfWriteOptions w;
+    w.omit = {"lm_head.weight"};  // Untied: the output layer is required.
+    ExpectError(ConvertGpt2With("llama_missing", good, w),
+                {"missing lm_head", absl::StatusCode::kNotFound, "lm_head.weight"});
+  }
+  HfTestModel mixtral = testing::TinyLlama(opt, "mixtral");
+  const std::vector<std::pair<std::pair<std::string, nlohmann::json>, BadCase>> moe = {
+      {{"router_jitter_noise", 0.1},
+       {"jitter", absl::StatusCode::kUnimplemented, "router_jitter_noise"}},
+      {{"num_experts_per_tok", 5},
+       {"top k", absl::StatusCode::kInvalidArgument, "num_experts_per_tok"}},
+      {{"num_local_experts", 0},
+       {"experts", absl::StatusCode::kInvalidArgument, "num_local_experts"}},
+  };
+  for (const auto& [change, bad] : moe) {
+    HfTestModel m = mixtral;
+    m.config[change.first] = change.second;
+    ExpectError(ConvertGpt2With("mixtral_config", m, {}), bad);
+  }
+  {
+    // A sliding window that covers every position is no window: accepted.
+    HfTestModel m = good;
+    m.config["sliding_window"] = opt.positions;
+    EXPECT_TRUE(ConvertGpt2With("llama_window", m, {}).ok());
+  }
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ const std::set<std::string>& NeutralKeys() {
       "output_hidden_states",
       "return_dict",
       "prefix",
+      "pretraining_tp",
   };
   return *keys;
 }
@@ -209,13 +210,110 @@ absl::Status ParseBert(KeyReader& r, models::ModelConfig* c) {
   return r.Switch("tie_word_embeddings", true);
 }
 
+// Llama and Mistral (LlamaForCausalLM, MistralForCausalLM): the modern decoder.
+absl::Status ParseLlama(KeyReader& r, models::ModelConfig* c) {
+  *c = models::ModelConfig::ForFamily(models::Family::kGpt2);
+  c->architecture = kLlamaArchitecture;
+  c->position_embeddings = false;
+  c->hidden_dropout = 0.0f;
+  c->attention_dropout = 0.0f;
+  c->layernorm_eps = 1e-6f;
+  RETURN_IF_ERROR(r.Positive("num_hidden_layers", &c->num_layers));
+  RETURN_IF_ERROR(r.Positive("hidden_size", &c->hidden_size));
+  RETURN_IF_ERROR(r.Positive("num_attention_heads", &c->num_attention_heads));
+  RETURN_IF_ERROR(r.Positive("intermediate_size", &c->ffn_hidden_size));
+  RETURN_IF_ERROR(r.Positive("max_position_embeddings", &c->max_position_embeddings));
+  RETURN_IF_ERROR(r.Positive("vocab_size", &c->vocab_size));
+  c->num_query_groups = c->num_attention_heads;
+  if (r.Find("num_key_value_heads") != nullptr) {
+    RETURN_IF_ERROR(r.Positive("num_key_value_heads", &c->num_query_groups));
+  }
+  c->group_query_attention = c->num_query_groups != c->num_attention_heads;
+  const Json* head_dim = r.Find("head_dim");
+  if (head_dim != nullptr && !head_dim->is_null() &&
+      (!head_dim->is_number_integer() ||
+       head_dim->get<int64_t>() * c->num_attention_heads != c->hidden_size)) {
+    return r.Unsupported("head_dim", absl::StrCat(head_dim->dump(),
+                                                  " is not supported (only "
+                                                  "hidden_size / num_attention_heads)"));
+  }
+  RETURN_IF_ERROR(r.Choice("hidden_act", {"silu"}));
+  RETURN_IF_ERROR(r.Number("rms_norm_eps", &c->layernorm_eps, 0.0, 1.0));
+  RETURN_IF_ERROR(r.Number("rope_theta", &c->rotary_base, 1e-300, 1e300));
+  RETURN_IF_ERROR(r.Number("attention_dropout", &c->attention_dropout, 0.0, 1.0));
+  RETURN_IF_ERROR(r.Number("initializer_range", &c->init_std, 0.0, 1e9));
+  RETURN_IF_ERROR(r.Switch("attention_bias", false));
+  RETURN_IF_ERROR(r.Switch("mlp_bias", false));
+  const Json* scaling = r.Find("rope_scaling");
+  if (scaling != nullptr && !scaling->is_null()) {
+    return r.Unsupported("rope_scaling", absl::StrCat(scaling->dump(),
+                                                      " is not supported (only "
+                                                      "null: plain rotary embeddings)"));
+  }
+  const Json* tp = r.Find("pretraining_tp");
+  if (tp != nullptr && *tp != 1) {
+    return r.Unsupported("pretraining_tp", absl::StrCat(tp->dump(), " is not supported (only 1)"));
+  }
+  const Json* window = r.Find("sliding_window");
+  if (window != nullptr && !window->is_null() &&
+      !(window->is_number_integer() && window->get<int64_t>() >= c->max_position_embeddings)) {
+    return r.Unsupported("sliding_window",
+                         absl::StrCat(window->dump(),
+                                      " is not supported (only null or at least "
+                                      "max_position_embeddings: attention over every position)"));
+  }
+  const Json* tie = r.Find("tie_word_embeddings");
+  if (tie != nullptr && !tie->is_boolean()) {
+    return r.Error("tie_word_embeddings", absl::StrCat("must be a boolean, got ", tie->dump()));
+  }
+  // Hugging Face's LlamaConfig defaults to untied.
+  c->untie_embeddings_and_output_weights = tie == nullptr || !tie->get<bool>();
+  return absl::OkStatus();
+}
+
+// Mixtral's experts (MixtralForCausalLM: Llama's keys plus these): the mixture-of-experts
+// architecture, dropless, routed as Mixtral routes (softmax over every expert, top-k,
+// renormalised over the chosen: models/variants/moe/routing.h). Hugging Face adds the
+// load-balancing loss only with output_router_logits, as router_aux_loss_coef * E * sum_e
+// (routed_e / N) P_e, k times ours (which divides by the N k slots): moe_aux_loss_coeff is
+// router_aux_loss_coef * k then, else 0.
+absl::Status ParseMixtralExperts(KeyReader& r, models::ModelConfig* c) {
+  c->architecture = kMixtralArchitecture;
+  RETURN_IF_ERROR(r.Positive("num_local_experts", &c->num_experts));
+  RETURN_IF_ERROR(r.Positive("num_experts_per_tok", &c->moe_router_topk));
+  if (c->moe_router_topk > c->num_experts) {
+    return r.Error("num_experts_per_tok", absl::StrCat(c->moe_router_topk, " exceeds the ",
+                                                       c->num_experts, " num_local_experts"));
+  }
+  double jitter = 0, coef = 0;
+  RETURN_IF_ERROR(r.Number("router_jitter_noise", &jitter, 0.0, 1e9));
+  if (jitter != 0) {
+    return r.Unsupported("router_jitter_noise",
+                         absl::StrCat(jitter, " is not supported (only 0: no noise)"));
+  }
+  RETURN_IF_ERROR(r.Number("router_aux_loss_coef", &coef, 0.0, 1e9));
+  const Json* logits = r.Find("output_router_logits");
+  if (logits != nullptr && !logits->is_boolean()) {
+    return r.Error("output_router_logits", absl::StrCat("must be a boolean, got ", logits->dump()));
+  }
+  const bool aux = logits != nullptr && logits->get<bool>();
+  c->moe_aux_loss_coeff = aux ? coef * c->moe_router_topk : 0.0;
+  c->moe_expert_capacity_factor = 0.0;
+  c->moe_z_loss_coeff = 0.0;
+  return absl::OkStatus();
+}
+
 // "gpt2" or "bert", from model_type or, without it, from the keys.
 absl::StatusOr<std::string> ModelType(KeyReader& r, const Json& j) {
   const Json* type = r.Find("model_type");
   if (type != nullptr) {
-    if (type->is_string() && (*type == "gpt2" || *type == "bert")) return type->get<std::string>();
-    return r.Unsupported("model_type",
-                         absl::StrCat(type->dump(), " is not supported (supported: gpt2, bert)"));
+    if (type->is_string() && (*type == "gpt2" || *type == "bert" || *type == "llama" ||
+                              *type == "mistral" || *type == "mixtral")) {
+      return type->get<std::string>();
+    }
+    return r.Unsupported("model_type", absl::StrCat(type->dump(),
+                                                    " is not supported (supported: gpt2, bert, "
+                                                    "llama, mistral, mixtral)"));
   }
   if (j.contains("n_embd")) return std::string("gpt2");
   if (j.contains("hidden_size")) return std::string("bert");
@@ -248,7 +346,13 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& path, const std::strin
   KeyReader r(path, j);
   HfConfig out;
   ASSIGN_OR_RETURN(const std::string type, ModelType(r, j));
-  RETURN_IF_ERROR(type == "gpt2" ? ParseGpt2(r, &out.model) : ParseBert(r, &out.model));
+  out.model_type = type;
+  if (type == "llama" || type == "mistral" || type == "mixtral") {
+    RETURN_IF_ERROR(ParseLlama(r, &out.model));
+    if (type == "mixtral") RETURN_IF_ERROR(ParseMixtralExperts(r, &out.model));
+  } else {
+    RETURN_IF_ERROR(type == "gpt2" ? ParseGpt2(r, &out.model) : ParseBert(r, &out.model));
+  }
   RETURN_IF_ERROR(r.TokenId("bos_token_id", &out.bos_token_id));
   RETURN_IF_ERROR(r.TokenId("eos_token_id", &out.eos_token_id));
   RETURN_IF_ERROR(r.TokenId("pad_token_id", &out.pad_token_id));
@@ -260,8 +364,69 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& path, const std::strin
   return out;
 }
 
+namespace {
+
+// LlamaForCausalLM / MistralForCausalLM (config.model_type "mistral") of a modern decoder,
+// MixtralForCausalLM of a mixture of experts.
+absl::StatusOr<Json> LlamaJson(const HfConfig& config) {
+  const models::ModelConfig& c = config.model;
+  auto refuse = [](const std::string& what) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": Hugging Face's Llama cannot express this model"));
+  };
+  if (c.position_embeddings) return refuse("position_embeddings true");
+  if (c.norm != nn::NormPosition::kPreNorm) return refuse("norm post");
+  const bool mixtral = c.ArchitectureName() == kMixtralArchitecture;
+  if (mixtral && (c.moe_expert_capacity_factor != 0 || c.moe_z_loss_coeff != 0)) {
+    return refuse("an expert capacity or a router z-loss");
+  }
+  const bool mistral = !mixtral && config.model_type == "mistral";
+  const char* type = mixtral ? "mixtral" : mistral ? "mistral" : "llama";
+  Json j = {{"architectures",
+             {mixtral   ? "MixtralForCausalLM"
+              : mistral ? "MistralForCausalLM"
+                        : "LlamaForCausalLM"}},
+            {"model_type", type},
+            {"num_hidden_layers", c.num_layers},
+            {"hidden_size", c.hidden_size},
+            {"num_attention_heads", c.num_attention_heads},
+            {"num_key_value_heads", c.query_groups()},
+            {"intermediate_size", c.ffn()},
+            {"max_position_embeddings", c.max_position_embeddings},
+            {"vocab_size", c.vocab_size},
+            {"hidden_act", "silu"},
+            {"rms_norm_eps", ShortestEps(c.layernorm_eps)},
+            {"rope_theta", c.rotary_base},
+            {"rope_scaling", nullptr},
+            {"attention_bias", false},
+            {"attention_dropout", ShortestEps(c.attention_dropout)},
+            {"initializer_range", c.init_std},
+            {"tie_word_embeddings", !c.untie_embeddings_and_output_weights}};
+  if (mixtral) {
+    j["num_local_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.moe_router_topk;
+    j["router_aux_loss_coef"] = c.moe_aux_loss_coeff / c.moe_router_topk;
+    j["output_router_logits"] = c.moe_aux_loss_coeff > 0;
+    j["router_jitter_noise"] = 0.0;
+  }
+  if (mistral || mixtral) {
+    j["sliding_window"] = nullptr;
+  } else {
+    j["mlp_bias"] = false;
+  }
+  return j;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const std::string& torch_dtype) {
   const models::ModelConfig& c = config.model;
+  if (c.ArchitectureName() == kLlamaArchitecture || c.ArchitectureName() == kMixtralArchitecture) {
+    ASSIGN_OR_RETURN(Json j, LlamaJson(config));
+    PutTokenIds(config, &j);
+    j["torch_dtype"] = torch_dtype;
+    return j.dump(2) + "\n";
+  }
   const bool gpt = c.family == models::Family::kGpt2;
   auto refuse = [](const std::string& what) {
     return absl::FailedPreconditionError(
@@ -278,6 +443,7 @@ absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const std::stri
         absl::StrCat("grouped-query attention (", c.num_query_groups, " key/value heads)"));
   }
   if (!c.position_embeddings) return refuse("position_embeddings false");
+  if (c.untie_embeddings_and_output_weights) return refuse("an untied output layer");
   if (!gpt && c.num_token_types < 1) return refuse("num_token_types 0 in a BERT");
   const char* act = c.gelu == ops::GeluForm::kErf ? "gelu" : "gelu_new";
   Json j = Json::object();

@@ -1,5 +1,11 @@
-// How the tensors of Hugging Face's GPT-2 (GPT2LMHeadModel) and BERT (BertForPreTraining) map
-// to the parameters of models/gpt2 and models/bert, one parameter at a time, in both directions.
+// How the tensors of Hugging Face's GPT-2 (GPT2LMHeadModel), BERT (BertForPreTraining) and
+// Llama / Mistral (LlamaForCausalLM, MistralForCausalLM) map to the parameters of models/gpt2,
+// models/bert and the modern decoder (models/variants/modern_decoder), and Mixtral's
+// (MixtralForCausalLM: block_sparse_moe.gate the router, experts.<e>.w1 / w3 / w2 the gate, up and
+// down projections) to the mixture of experts (models/variants/moe), one parameter at a time, in
+// both directions. Llama's rotary embeddings pair element i with i + D/2 of each head
+// (rotate_half), as ours do (core/ops/rope.h), so q_proj and k_proj rows need no permutation
+// beyond the fused QKV's column order.
 //
 // Our linear weights are [in, out] (y = x W + b, nn/linear.h); the attention's fused QKV
 // projection orders its 3H output columns (head, q|k|v, d). GPT-2's Conv1D weights are [in, out]
@@ -7,8 +13,8 @@
 // separate query/key/value. Word embeddings (and BERT's MLM output bias) hold the real
 // vocabulary's rows in Hugging Face's files and our padded vocabulary's here (padding rows zero).
 //
-// Names are Hugging Face's canonical ones: without the "transformer." / "bert." prefix, with
-// LayerNorm parameters called weight/bias (CanonicalHfNames maps what a file stores to them).
+// Names are Hugging Face's canonical ones: without the "transformer." / "bert." / "model." prefix,
+// with LayerNorm parameters called weight/bias (CanonicalHfNames maps what a file stores to them).
 #ifndef MT_CHECKPOINT_HF_LAYOUT_H_
 #define MT_CHECKPOINT_HF_LAYOUT_H_
 
@@ -29,7 +35,9 @@ enum class HfLayout {
   kTranspose,    // Hugging Face [out, in] (torch Linear) <-> ours [in, out].
   kVocabRows,    // Hugging Face [V, ...] <-> ours [V_padded, ...] (padding rows zero).
   kQkvColumns,   // One [H, 3H] or [3H], columns (q|k|v, head, d) <-> ours (head, q|k|v, d).
-  kQkvSeparate,  // Three torch Linear [H, H] (or three [H] biases) <-> ours [H, 3H] / [3H].
+  kQkvSeparate,  // Three torch Linear [NH D, H], [G D, H], [G D, H] (q, k, v; or biases
+                 // [NH D], [G D], [G D]) <-> ours [H, (NH + 2G) D] / [(NH + 2G) D], ordered
+                 // (group, {its NH / G queries, key, value}, d); G = NH without GQA.
 };
 
 // One parameter of ours and the Hugging Face tensor(s) it comes from.
@@ -49,7 +57,8 @@ std::vector<HfTensorMap> HfTensorMaps(const models::ModelConfig& config);
 
 // Tensors that a Hugging Face file may hold besides those of HfTensorMaps and that are not
 // parameters of the model: GPT-2's causal-mask buffers h.<i>.attn.bias / attn.masked_bias and
-// BERT's embeddings.position_ids (ignored), and the tied output layers (lm_head.weight,
+// BERT's embeddings.position_ids and older Llama files' layers.<i>.self_attn.rotary_emb.inv_freq
+// (ignored), and the tied output layers (lm_head.weight, of a tied Llama too,
 // cls.predictions.decoder.weight / .bias), which must equal the tensor named here.
 struct HfExtraTensors {
   std::vector<std::string> ignored;
@@ -57,24 +66,26 @@ struct HfExtraTensors {
 };
 HfExtraTensors HfExtras(const models::ModelConfig& config);
 
-// Canonical name -> stored name for the tensors of a file: the "transformer." (GPT-2) or
-// "bert." (BERT; not in front of "cls.") prefix removed, legacy LayerNorm.gamma / .beta renamed
-// weight / bias. InvalidArgument naming both when two stored names map to one canonical name.
+// Canonical name -> stored name for the tensors of a file: the "transformer." (GPT-2), "bert."
+// (BERT; not in front of "cls.") or "model." (Llama; not in front of "lm_head.") prefix removed,
+// legacy LayerNorm.gamma / .beta renamed weight / bias. InvalidArgument naming both when two stored
+// names map to one canonical name.
 absl::StatusOr<std::map<std::string, std::string>> CanonicalHfNames(
-    models::Family family, const std::vector<std::string>& stored);
+    const models::ModelConfig& config, const std::vector<std::string>& stored);
 
 // The Hugging Face shape of hf tensor `index` of `map` for our parameter's global shape `ours`
-// (vocab_size: the real vocabulary).
-Shape HfShape(const HfTensorMap& map, const Shape& ours, int64_t vocab_size);
+// (config: the model's; its vocab_size is the real vocabulary).
+Shape HfShape(const HfTensorMap& map, const Shape& ours, const models::ModelConfig& config,
+              size_t index = 0);
 
 // Fills our f32 parameter `ours` (contiguous host, its global shape) from the map's Hugging Face
-// tensors `hf` (f32 host, shapes HfShape). heads: the config's attention heads.
-void HfToOurs(const HfTensorMap& map, const std::vector<Tensor>& hf, int64_t heads,
-              const TensorView& ours);
+// tensors `hf` (f32 host, shapes HfShape).
+void HfToOurs(const HfTensorMap& map, const std::vector<Tensor>& hf,
+              const models::ModelConfig& config, const TensorView& ours);
 // The inverse: the map's Hugging Face tensors (f32 host) from our parameter (the padding rows
 // of kVocabRows are dropped).
-std::vector<Tensor> OursToHf(const HfTensorMap& map, const TensorView& ours, int64_t heads,
-                             int64_t vocab_size);
+std::vector<Tensor> OursToHf(const HfTensorMap& map, const TensorView& ours,
+                             const models::ModelConfig& config);
 
 }  // namespace checkpoint
 }  // namespace mt

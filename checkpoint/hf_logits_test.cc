@@ -1,7 +1,7 @@
-// A tiny GPT-2 and BERT written in Hugging Face's exact layout (random weights, f32 / bf16 / f16
-// files, prefixed names, buffers), converted with ImportHfCheckpoint at TP = the number of MPI
-// ranks (1 and 2), loaded with LoadModel on every rank, and run: our logits against an
-// independent float64 implementation of Hugging Face's forward math (hf_reference.cc).
+// A tiny GPT-2, BERT, Llama and Mistral written in Hugging Face's exact layout (random weights, f32
+// / bf16 / f16 files, prefixed names, buffers), converted with ImportHfCheckpoint at TP = the
+// number of MPI ranks (1 and 2), loaded with LoadModel on every rank, and run: our logits against
+// an independent float64 implementation of Hugging Face's forward math (hf_reference.cc).
 //
 // Tolerance: the model computes in f32 (unit roundoff u = 2^-24) through ~10 roundings per layer
 // (sums of at most 4H = 64 terms, LayerNorm, softmax, GeLU); errors grow with the depth. With
@@ -109,6 +109,60 @@ TEST_F(HfLogitsTest, Gpt2LogitsMatchFloat64HuggingFace) {
     if (rank == 0) {
       std::printf("GPT-2 %s file, TP=%d: logits relative error %.3g (%.1f u)\n",
                   std::string(DTypeName(dtype)).c_str(), tp, err, err / kU);
+    }
+  }
+}
+
+// Llama (grouped-query attention: 4 heads sharing 2 key/value heads, untied lm_head, rope_theta
+// 100 so that a wrong base moves the logits even at 7 positions; a sharded f32 file) and Mistral
+// (multi-head, tied, rope_theta 1e6; bf16), head dim 8; Mixtral (4 experts, top 2, untied, GQA;
+// f32) routed as Mixtral routes (hf_reference.cc).
+TEST_F(HfLogitsTest, LlamaLogitsMatchFloat64HuggingFace) {
+  const int rank = comm_->rank(), tp = comm_->size();
+  struct Case {
+    std::string type;
+    DType dtype;
+    int kv_heads;
+    bool tie;
+    double theta;
+  };
+  for (const Case& c :
+       {Case{"llama", DType::kF32, 2, false, 100.0}, Case{"mistral", DType::kBF16, 4, true, 1e6},
+        Case{"mixtral", DType::kF32, 2, false, 1e6}}) {
+    HfTestOptions opt;
+    opt.dtype = c.dtype;
+    opt.seed = 13;
+    opt.hidden = 32;
+    opt.kv_heads = c.kv_heads;
+    opt.tie = c.tie;
+    opt.rope_theta = c.theta;
+    const HfTestModel hf = testing::TinyLlama(opt, c.type);
+    HfWriteOptions write;
+    write.prefix = "model.";
+    write.tied_copies = c.tie;
+    write.shards = c.tie ? 1 : 2;
+    const std::string ckpt = Convert(hf, write, c.type, rank, tp);
+    ExecContext ec;
+    absl::StatusOr<LoadedModel> m = LoadModel(ckpt, rank, tp, ec);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->checkpoint.config.untie_embeddings_and_output_weights, !c.tie);
+    const int B = 2, T = 7, V = static_cast<int>(opt.vocab);
+    const std::vector<int> ids = RandomIds(B * T, V, 8);
+    const int64_t padded = m->model->padded_vocab();
+    Tensor full = Tensor::Host({B * T, padded}, DType::kF32);
+    for (int64_t i = 0; i < full.numel(); ++i) full.data_as<float>()[i] = NAN;
+    const Tensor tokens = I32(ids, {B, T});
+    ASSERT_TRUE(m->model->Logits(EvalContext(&ec, comm_.get()), tokens.view(), full.view()).ok());
+    const std::vector<double> want = testing::LlamaLogits(hf, ids, B, T);
+    std::vector<double> got;
+    for (int n = 0; n < B * T; ++n) {
+      for (int v = 0; v < V; ++v) got.push_back(full.data_as<float>()[n * padded + v]);
+    }
+    const double err = RelativeError(got, want);
+    EXPECT_LE(err, kTolerance) << c.type << " tp=" << tp;
+    if (rank == 0) {
+      std::printf("%s %s file, TP=%d: logits relative error %.3g (%.1f u)\n", c.type.c_str(),
+                  std::string(DTypeName(c.dtype)).c_str(), tp, err, err / kU);
     }
   }
 }

@@ -1,7 +1,9 @@
 // Hugging Face's GPT2LMHeadModel and BertForPreTraining forward passes (eval mode) in float64,
 // written from their published definitions over the Hugging Face tensors: Conv1D weights
 // [in, out], torch Linear weights [out, in], the fused c_attn split (q|k|v) in that order, GPT-2's
-// gelu_new, BERT's erf GeLU ("gelu") and post-norm layers.
+// gelu_new, BERT's erf GeLU ("gelu") and post-norm layers; and LlamaForCausalLM /
+// MistralForCausalLM (RMSNorm, rotate_half rotary embeddings, repeat_kv, SwiGLU, lm_head).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -89,7 +91,123 @@ Mat TiedLogits(const Mat& x, int N, int H, const Mat& emb, int V) {
   return TorchLinear(x, N, H, emb, Mat(V, 0.0), V);
 }
 
+// LlamaRMSNorm: w * x / sqrt(mean(x^2) + eps), row by row of x [N, H].
+Mat RmsNorm(const Mat& x, int N, int H, const Mat& w, double eps) {
+  Mat y(x.size());
+  for (int n = 0; n < N; ++n) {
+    double ss = 0;
+    for (int h = 0; h < H; ++h) ss += x[n * H + h] * x[n * H + h];
+    const double r = 1 / std::sqrt(ss / H + eps);
+    for (int h = 0; h < H; ++h) y[n * H + h] = w[h] * (x[n * H + h] * r);
+  }
+  return y;
+}
+
+// apply_rotary_pos_emb on x [B * T, heads * D] in place, as LlamaRotaryEmbedding builds it:
+// inv_freq[i] = 1 / theta^(2i / D), emb = cat(freqs, freqs), x * cos(emb) +
+// rotate_half(x) * sin(emb) with rotate_half(x) = cat(-x[D/2:], x[:D/2]); position of row n:
+// n % T.
+void ApplyRotary(Mat& x, int N, int T, int heads, int D, double theta) {
+  std::vector<double> emb(D), rotated(D);
+  for (int n = 0; n < N; ++n) {
+    for (int i = 0; i < D / 2; ++i) {
+      const double inv_freq = 1.0 / std::pow(theta, (2.0 * i) / D);
+      emb[i] = emb[i + D / 2] = (n % T) * inv_freq;
+    }
+    for (int h = 0; h < heads; ++h) {
+      double* v = &x[(static_cast<size_t>(n) * heads + h) * D];
+      for (int i = 0; i < D; ++i) rotated[i] = i < D / 2 ? -v[i + D / 2] : v[i - D / 2];
+      for (int i = 0; i < D; ++i) v[i] = v[i] * std::cos(emb[i]) + rotated[i] * std::sin(emb[i]);
+    }
+  }
+}
+
+// repeat_kv: x [N, G * D] -> [N, G * rep * D], head j of the result being head j / rep of x.
+Mat RepeatKv(const Mat& x, int N, int G, int D, int rep) {
+  Mat y(static_cast<size_t>(N) * G * rep * D);
+  for (int n = 0; n < N; ++n) {
+    for (int j = 0; j < G * rep; ++j) {
+      for (int d = 0; d < D; ++d) y[(n * G * rep + j) * D + d] = x[(n * G + j / rep) * D + d];
+    }
+  }
+  return y;
+}
+
+// LlamaMLP: down(silu(gate(x)) * up(x)), the three torch Linear weights given.
+Mat SwiGlu(const Mat& x, int N, int H, int F, const Mat& gate, const Mat& up, const Mat& down) {
+  Mat f = TorchLinear(x, N, H, gate, Mat(F, 0.0), F);
+  const Mat u = TorchLinear(x, N, H, up, Mat(F, 0.0), F);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = f[i] / (1 + std::exp(-f[i])) * u[i];
+  return TorchLinear(f, N, F, down, Mat(H, 0.0), H);
+}
+
+// MixtralSparseMoeBlock of layer prefix p: routing_weights = softmax(gate(x)), the top k of them
+// (torch.topk), divided by their sum; y = sum over the chosen of weight * expert_e(x).
+Mat MixtralMoe(const HfTestModel& m, const std::string& p, const Mat& x, int N, int H, int F) {
+  const int E = m.config["num_local_experts"], k = m.config["num_experts_per_tok"];
+  const Mat logits =
+      TorchLinear(x, N, H, Get(m, p + "block_sparse_moe.gate.weight"), Mat(E, 0.0), E);
+  std::vector<Mat> out(E);
+  for (int e = 0; e < E; ++e) {
+    const std::string w = absl::StrCat(p, "block_sparse_moe.experts.", e, ".");
+    out[e] = SwiGlu(x, N, H, F, Get(m, w + "w1.weight"), Get(m, w + "w3.weight"),
+                    Get(m, w + "w2.weight"));
+  }
+  Mat y(static_cast<size_t>(N) * H, 0.0);
+  for (int n = 0; n < N; ++n) {
+    std::vector<double> prob(E);
+    double mx = -std::numeric_limits<double>::infinity(), z = 0;
+    for (int e = 0; e < E; ++e) mx = std::max(mx, logits[n * E + e]);
+    for (int e = 0; e < E; ++e) z += prob[e] = std::exp(logits[n * E + e] - mx);
+    for (double& q : prob) q /= z;
+    std::vector<int> order(E);
+    for (int e = 0; e < E; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+    double sum = 0;
+    for (int j = 0; j < k; ++j) sum += prob[order[j]];
+    for (int j = 0; j < k; ++j) {
+      const int e = order[j];
+      for (int h = 0; h < H; ++h) y[n * H + h] += prob[e] / sum * out[e][n * H + h];
+    }
+  }
+  return y;
+}
+
 }  // namespace
+
+std::vector<double> LlamaLogits(const HfTestModel& m, const std::vector<int>& ids, int B, int T) {
+  const int H = m.config["hidden_size"], heads = m.config["num_attention_heads"];
+  const int G = m.config["num_key_value_heads"], V = m.config["vocab_size"];
+  const int L = m.config["num_hidden_layers"], F = m.config["intermediate_size"], N = B * T;
+  const int D = H / heads;
+  const double eps = m.config["rms_norm_eps"], theta = m.config["rope_theta"];
+  Mat x(static_cast<size_t>(N) * H);
+  for (int n = 0; n < N; ++n) {
+    for (int h = 0; h < H; ++h) x[n * H + h] = Get(m, "embed_tokens.weight")[ids[n] * H + h];
+  }
+  for (int l = 0; l < L; ++l) {
+    const std::string p = absl::StrCat("layers.", l, ".");
+    const auto Proj = [&](const Mat& in, int I, const std::string& s, int O) {
+      return TorchLinear(in, N, I, Get(m, p + s + ".weight"), Mat(O, 0.0), O);
+    };
+    const Mat a = RmsNorm(x, N, H, Get(m, p + "input_layernorm.weight"), eps);
+    Mat q = Proj(a, H, "self_attn.q_proj", heads * D), k = Proj(a, H, "self_attn.k_proj", G * D);
+    const Mat v = Proj(a, H, "self_attn.v_proj", G * D);
+    ApplyRotary(q, N, T, heads, D, theta);
+    ApplyRotary(k, N, T, G, D, theta);
+    const Mat ctx = Attention(q, RepeatKv(k, N, G, D, heads / G), RepeatKv(v, N, G, D, heads / G),
+                              B, T, H, heads, /*causal=*/true, {});
+    AddInto(x, Proj(ctx, H, "self_attn.o_proj", H));
+    const Mat b = RmsNorm(x, N, H, Get(m, p + "post_attention_layernorm.weight"), eps);
+    AddInto(x, m.config.contains("num_local_experts")
+                   ? MixtralMoe(m, p, b, N, H, F)
+                   : SwiGlu(b, N, H, F, Get(m, p + "mlp.gate_proj.weight"),
+                            Get(m, p + "mlp.up_proj.weight"), Get(m, p + "mlp.down_proj.weight")));
+  }
+  x = RmsNorm(x, N, H, Get(m, "norm.weight"), eps);
+  const bool tied = m.tensors.count("lm_head.weight") == 0;
+  return TiedLogits(x, N, H, Get(m, tied ? "embed_tokens.weight" : "lm_head.weight"), V);
+}
 
 std::vector<double> Gpt2Logits(const HfTestModel& m, const std::vector<int>& ids, int B, int T) {
   const int H = m.config["n_embd"], heads = m.config["n_head"], V = m.config["vocab_size"];

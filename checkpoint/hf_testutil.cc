@@ -73,9 +73,29 @@ Tensor ToTensor(const HfTestTensor& t, DType dtype) {
   return out;
 }
 
+// Llama's buffers and tied copy.
+void LlamaExtras(const HfTestModel& m, const HfWriteOptions& o,
+                 std::map<std::string, HfTestTensor>* extras) {
+  const int64_t D =
+      m.config.value("hidden_size", int64_t{2}) / m.config.value("num_attention_heads", int64_t{1});
+  HfTestTensor inv{{D / 2}, {}};
+  for (int64_t i = 0; i < D / 2; ++i) inv.values.push_back(static_cast<float>(1.0 / (i + 1)));
+  for (int l = 0; o.buffers && l < m.config.value("num_hidden_layers", 0); ++l) {
+    (*extras)[absl::StrCat("layers.", l, ".self_attn.rotary_emb.inv_freq")] = inv;
+  }
+  if (o.tied_copies && m.tensors.count("lm_head.weight") == 0) {
+    (*extras)["lm_head.weight"] = m.tensors.at("embed_tokens.weight");
+  }
+}
+
 // The extra tensors a file may carry (buffers, tied copies), canonical name -> tensor.
 std::map<std::string, HfTestTensor> Extras(const HfTestModel& m, const HfWriteOptions& o) {
   std::map<std::string, HfTestTensor> extras;
+  const std::string type = m.config["model_type"];
+  if (type == "llama" || type == "mistral" || type == "mixtral") {
+    LlamaExtras(m, o, &extras);
+    return extras;
+  }
   const bool gpt = m.config["model_type"] == "gpt2";
   if (o.buffers && gpt) {
     const int64_t n = m.config.value("n_positions", int64_t{1});
@@ -186,6 +206,75 @@ HfTestModel TinyBert(const HfTestOptions& o, const std::string& bert_act) {
   return m;
 }
 
+HfTestModel TinyLlama(const HfTestOptions& o, const std::string& model_type) {
+  Generator g(o.seed, o.dtype);
+  HfTestModel m;
+  m.dtype = o.dtype;
+  const int64_t H = o.hidden, F = o.intermediate, D = o.hidden / o.heads;
+  const int64_t G = o.kv_heads > 0 ? o.kv_heads : o.heads;
+  const bool mistral = model_type == "mistral", mixtral = model_type == "mixtral";
+  m.config = {{"architectures",
+               {mixtral   ? "MixtralForCausalLM"
+                : mistral ? "MistralForCausalLM"
+                          : "LlamaForCausalLM"}},
+              {"model_type", model_type},
+              {"hidden_act", "silu"},
+              {"num_hidden_layers", o.layers},
+              {"hidden_size", H},
+              {"num_attention_heads", o.heads},
+              {"num_key_value_heads", G},
+              {"intermediate_size", F},
+              {"max_position_embeddings", o.positions},
+              {"vocab_size", o.vocab},
+              {"rms_norm_eps", 1e-6},
+              {"rope_theta", o.rope_theta},
+              {"rope_scaling", nullptr},
+              {"attention_bias", false},
+              {"attention_dropout", 0.0},
+              {"initializer_range", 0.02},
+              {"tie_word_embeddings", o.tie},
+              {"bos_token_id", 1},
+              {"eos_token_id", 2},
+              {"pretraining_tp", 1},
+              {"use_cache", true},
+              {"torch_dtype", "bfloat16"},
+              {"transformers_version", "4.40.0"}};
+  if (mistral || mixtral) m.config["sliding_window"] = nullptr;
+  if (mixtral) {
+    m.config["num_local_experts"] = o.experts;
+    m.config["num_experts_per_tok"] = o.topk;
+    m.config["router_aux_loss_coef"] = 0.02;
+    m.config["output_router_logits"] = true;
+    m.config["router_jitter_noise"] = 0.0;
+  }
+  m.tensors["embed_tokens.weight"] = g.Normal({o.vocab, H}, 0, 0.5);
+  for (int l = 0; l < o.layers; ++l) {
+    const std::string p = absl::StrCat("layers.", l, ".");
+    m.tensors[p + "input_layernorm.weight"] = g.Normal({H}, 1, 0.1);
+    m.tensors[p + "self_attn.q_proj.weight"] = g.Normal({o.heads * D, H}, 0, 0.3);
+    m.tensors[p + "self_attn.k_proj.weight"] = g.Normal({G * D, H}, 0, 0.3);
+    m.tensors[p + "self_attn.v_proj.weight"] = g.Normal({G * D, H}, 0, 0.3);
+    m.tensors[p + "self_attn.o_proj.weight"] = g.Normal({H, o.heads * D}, 0, 0.3);
+    m.tensors[p + "post_attention_layernorm.weight"] = g.Normal({H}, 1, 0.1);
+    if (mixtral) {
+      m.tensors[p + "block_sparse_moe.gate.weight"] = g.Normal({o.experts, H}, 0, 0.5);
+      for (int e = 0; e < o.experts; ++e) {
+        const std::string x = absl::StrCat(p, "block_sparse_moe.experts.", e, ".");
+        m.tensors[x + "w1.weight"] = g.Normal({F, H}, 0, 0.3);
+        m.tensors[x + "w3.weight"] = g.Normal({F, H}, 0, 0.3);
+        m.tensors[x + "w2.weight"] = g.Normal({H, F}, 0, 0.3);
+      }
+      continue;
+    }
+    m.tensors[p + "mlp.gate_proj.weight"] = g.Normal({F, H}, 0, 0.3);
+    m.tensors[p + "mlp.up_proj.weight"] = g.Normal({F, H}, 0, 0.3);
+    m.tensors[p + "mlp.down_proj.weight"] = g.Normal({H, F}, 0, 0.3);
+  }
+  m.tensors["norm.weight"] = g.Normal({H}, 1, 0.1);
+  if (!o.tie) m.tensors["lm_head.weight"] = g.Normal({o.vocab, H}, 0, 0.5);
+  return m;
+}
+
 absl::Status WriteHfModel(const HfTestModel& m, const std::string& dir, const HfWriteOptions& o) {
   RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(dir));
   RETURN_IF_ERROR(
@@ -202,7 +291,8 @@ absl::Status WriteHfModel(const HfTestModel& m, const std::string& dir, const Hf
     bool omitted = false;
     for (const std::string& x : o.omit) omitted |= x == name;
     if (omitted) continue;
-    const bool buffer = absl::EndsWith(name, ".attn.bias") || absl::EndsWith(name, "masked_bias");
+    const bool buffer = absl::EndsWith(name, ".attn.bias") || absl::EndsWith(name, "masked_bias") ||
+                        absl::EndsWith(name, "inv_freq");
     owned.push_back(ToTensor(t, buffer ? DType::kF32 : m.dtype));
     const std::string stored = StoredName(name, gpt, o);
     const int shard = i++ % o.shards;

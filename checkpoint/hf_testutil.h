@@ -41,6 +41,13 @@ struct HfTestOptions {
   int64_t hidden = 16;
   int64_t vocab = 37;
   int64_t positions = 8;
+  // Llama / Mistral only.
+  int kv_heads = 0;           // num_key_value_heads (0: heads).
+  bool tie = false;           // tie_word_embeddings.
+  double rope_theta = 10000;  // rope_theta.
+  int64_t intermediate = 24;  // intermediate_size.
+  int experts = 4;            // Mixtral: num_local_experts,
+  int topk = 2;               // and num_experts_per_tok.
 };
 
 // GPT-2 (GPT2LMHeadModel; activation gelu_new, layer_norm_epsilon 1e-5) and BERT
@@ -49,15 +56,20 @@ struct HfTestOptions {
 // 1 + N(0, 0.1^2), embeddings N(0, 0.5^2).
 HfTestModel TinyGpt2(const HfTestOptions& options);
 HfTestModel TinyBert(const HfTestOptions& options, const std::string& bert_act = "gelu");
+// Llama (LlamaForCausalLM; model_type "mistral": MistralForCausalLM with sliding_window null;
+// "mixtral": MixtralForCausalLM, block_sparse_moe with options.experts experts, top-k):
+// rms_norm_eps 1e-6, silu, no biases, lm_head.weight unless options.tie; RMSNorm gains
+// 1 + N(0, 0.1^2), the rest as above.
+HfTestModel TinyLlama(const HfTestOptions& options, const std::string& model_type = "llama");
 
 // How WriteHfModel lays the files out.
 struct HfWriteOptions {
-  std::string prefix;              // "transformer." / "bert." before the base model's names.
+  std::string prefix;  // "transformer." / "bert." / "model." before the base model's names.
   bool legacy_norm_names = false;  // LayerNorm.gamma / .beta.
-  bool buffers = true;             // GPT-2's attn.bias / attn.masked_bias, BERT's position_ids.
-  bool tied_copies = false;        // lm_head.weight / cls.predictions.decoder.* as well.
-  int shards = 1;                  // > 1: model.safetensors.index.json and that many shards.
-  std::vector<std::string> omit;   // Canonical names to leave out.
+  bool buffers = true;  // GPT-2's attn.bias / masked_bias, BERT's position_ids, Llama's inv_freq.
+  bool tied_copies = false;  // lm_head.weight / cls.predictions.decoder.* as well (tied models).
+  int shards = 1;            // > 1: model.safetensors.index.json and that many shards.
+  std::vector<std::string> omit;  // Canonical names to leave out.
 };
 
 // Writes config.json and the weights into dir (created).
@@ -71,6 +83,11 @@ struct BertOutputs {
   std::vector<double> mlm_logits;
   std::vector<double> nsp_logits;
 };
+// Llama / Mistral: logits [B * T, vocab] (rotate_half rotary embeddings with rope_theta,
+// repeat_kv for grouped-query attention, RMSNorm, SwiGLU, lm_head or the tied embedding;
+// Mixtral: softmax over the experts, the top k, their weights renormalised to sum to 1).
+std::vector<double> LlamaLogits(const HfTestModel& model, const std::vector<int>& ids, int B,
+                                int T);
 BertOutputs BertForward(const HfTestModel& model, const std::vector<int>& ids,
                         const std::vector<int>& token_types, const std::vector<int>& mask, int B,
                         int T);

@@ -43,6 +43,14 @@ absl::Status ModelConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("ffn_hidden_size must be >= 0 (0: 4 x hidden_size), got ", ffn_hidden_size));
   }
+  if (family == Family::kBert && untie_embeddings_and_output_weights) {
+    return absl::InvalidArgumentError(
+        "untie_embeddings_and_output_weights: BERT's output layer is tied to the word embedding");
+  }
+  if (!(rotary_base > 0 && std::isfinite(rotary_base))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rotary_base must be finite and > 0, got ", rotary_base));
+  }
   if (family == Family::kBert && num_token_types < 1) {
     return absl::InvalidArgumentError("BERT needs num_token_types >= 1");
   }
@@ -174,6 +182,8 @@ std::string ModelConfig::ToJson() const {
       j.erase(key);
     }
   }
+  if (!untie_embeddings_and_output_weights) j.erase("untie_embeddings_and_output_weights");
+  if (rotary_base == ModelConfig().rotary_base) j.erase("rotary_base");
   if (!group_query_attention) {
     j.erase("group_query_attention");
     j.erase("num_query_groups");

@@ -54,6 +54,13 @@ struct ModelConfig {
   // BERT).
   ops::GeluForm gelu = ops::GeluForm::kTanh;
   double init_std = 0.02;  // N(0, 0.02); output projections / sqrt(2 * layers).
+  // GPT family: a separate output layer "output_layer.weight" [V_padded, H] (split on the
+  // vocabulary like the word embedding) instead of logits from the word embedding (Megatron's
+  // --untie_embeddings_and_output_weights; Llama's tie_word_embeddings false). BERT refuses it.
+  bool untie_embeddings_and_output_weights = false;
+  // Base of the rotary position embeddings, theta_i = rotary_base^(-2i / D), in architectures
+  // that have them (models/variants/modern_decoder; Llama's rope_theta); others ignore it.
+  double rotary_base = 10000.0;
   // Mixture of experts (an architecture that has experts, e.g. models/variants/moe; others refuse
   // num_experts > 0): each layer's MLP is num_experts SwiGLU experts of width ffn_hidden_size, a
   // linear router choosing moe_router_topk of them per token, the load-balancing loss
@@ -94,6 +101,11 @@ struct ModelConfig {
     v("layernorm_eps", &self.layernorm_eps, "Epsilon of the norms.");
     v("gelu", &self.gelu, "GeLU form: tanh (approximation) or erf (exact).", kGeluNames);
     v("init_std", &self.init_std, "Std of the normal initialisation.");
+    v("untie_embeddings_and_output_weights", &self.untie_embeddings_and_output_weights,
+      "GPT family: an output layer of its own instead of the word embedding's transpose.");
+    v("rotary_base", &self.rotary_base,
+      "Base of the rotary position embeddings (architectures that have them; Llama's "
+      "rope_theta).");
     v("num_experts", &self.num_experts, "Experts per MoE layer (0: a dense model).");
     v("moe_router_topk", &self.moe_router_topk, "Experts each token is routed to.");
     v("moe_aux_loss_coeff", &self.moe_aux_loss_coeff,
@@ -135,7 +147,8 @@ struct ModelConfig {
   // Every field as a JSON object (stored in checkpoints and compared on load; ffn_hidden_size
   // resolved). "architecture" is written only when it is not the family's standard one, "gelu"
   // only when it is not tanh, the moe_* fields only with experts, and the query groups only with
-  // grouped-query attention, so that checkpoints of the standard GPT-2 and BERT read the same
+  // grouped-query attention, untie_embeddings_and_output_weights only when true and rotary_base
+  // only when it is not 10000, so that checkpoints of the standard GPT-2 and BERT read the same
   // with or without them.
   std::string ToJson() const;
   // The inverse of ToJson (missing keys keep the family's defaults, ForFamily). InvalidArgument

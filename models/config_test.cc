@@ -59,6 +59,27 @@ TEST(ModelConfigTest, QueryGroups) {
   EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The untied output layer and the rotary base (Llama's tie_word_embeddings, rope_theta): absent
+// from the JSON at their defaults, round-tripped otherwise, and checked.
+TEST(ModelConfigTest, UntiedOutputAndRotaryBase) {
+  ModelConfig c = ModelConfig::Sized(Family::kGpt2, 2, 64, 8, 50, 16);
+  EXPECT_EQ(c.ToJson().find("untie"), std::string::npos);
+  EXPECT_EQ(c.ToJson().find("rotary"), std::string::npos);
+  c.untie_embeddings_and_output_weights = true;
+  c.rotary_base = 500000.0;
+  auto back = ModelConfig::FromJson(c.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->untie_embeddings_and_output_weights);
+  EXPECT_EQ(back->rotary_base, 500000.0);
+  c.rotary_base = -1;
+  EXPECT_EQ(c.Validate().message(), "rotary_base must be finite and > 0, got -1");
+  ModelConfig bert = ModelConfig::Sized(Family::kBert, 2, 64, 8, 50, 16);
+  bert.untie_embeddings_and_output_weights = true;
+  EXPECT_EQ(bert.Validate().message(),
+            "untie_embeddings_and_output_weights: BERT's output layer is tied to the word "
+            "embedding");
+}
+
 }  // namespace
 }  // namespace models
 }  // namespace mt

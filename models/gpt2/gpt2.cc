@@ -37,7 +37,8 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
   m->options_ = options;
   m->store_ = store;
   m->dtype_ = store->compute_dtype();
-  if (stage.holds_input || stage.holds_output) {
+  const bool untied = config.untie_embeddings_and_output_weights;
+  if (stage.holds_input || (stage.holds_output && !untied)) {
     m->word_handle_ = store->size();
     ASSIGN_OR_RETURN(m->word_,
                      nn::VocabParallelEmbedding::Create(store, "embedding.word", config.vocab_size,
@@ -81,6 +82,12 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
   ASSIGN_OR_RETURN(m->final_norm_, spec.final_norm(store, spec.final_norm_name, lc));
   if (m->final_norm_ == nullptr) {
     return absl::InvalidArgumentError("GPT: the DecoderSpec's final_norm factory returned no norm");
+  }
+  if (untied) {  // After the final norm: HeadBackward's NotifyGradsReady covers it.
+    ASSIGN_OR_RETURN(m->output_,
+                     nn::VocabParallelEmbedding::Create(store, "output_layer", config.vocab_size,
+                                                        config.PaddedVocab(store->tp_size()),
+                                                        config.hidden_size, config.init_std));
   }
   if (options.sequence_parallel) {
     m->sp_ = std::make_unique<SequenceParallelEnds>(store, m->final_norm_.get(),
@@ -150,7 +157,7 @@ absl::Status GptModel::PrepareForward(const nn::StepContext& sc, const TensorVie
   }
   if (stage.holds_output) {
     ASSIGN_OR_RETURN(final_, Alloc(ec, {B * T, H}, dtype_));
-    ASSIGN_OR_RETURN(logits_, Alloc(ec, {B * T, word_.local_vocab()}, DType::kF32));
+    ASSIGN_OR_RETURN(logits_, Alloc(ec, {B * T, head().local_vocab()}, DType::kF32));
     ASSIGN_OR_RETURN(losses_, Alloc(ec, {B * T}, DType::kF32));
   }
   B_ = B;
@@ -214,7 +221,7 @@ absl::Status GptModel::Forward(const nn::StepContext& sc, const TensorView& toke
   }
   ASSIGN_OR_RETURN(TensorView h, RunLayers(sc, tokens, TensorView()));
   RETURN_IF_ERROR(FinalNorm(sc, h));
-  return word_.LogitsForward(sc, final_.view(), logits_.view());
+  return head().LogitsForward(sc, final_.view(), logits_.view());
 }
 
 absl::StatusOr<Losses> GptModel::Loss(const nn::StepContext& sc, const TensorView& labels,
@@ -223,7 +230,7 @@ absl::StatusOr<Losses> GptModel::Loss(const nn::StepContext& sc, const TensorVie
   const ExecContext& ec = *sc.exec;
   ASSIGN_OR_RETURN(TensorView labels_dev, OnDevice(ec, labels, &labels_staging_, "GPT-2: labels"));
   ASSIGN_OR_RETURN(TensorView labels1, labels_dev.Reshape({N}));
-  const ops::VocabShard shard{word_.vocab_start(sc), config_.vocab_size};
+  const ops::VocabShard shard{head().vocab_start(sc), config_.vocab_size};
   RETURN_IF_ERROR(loss_.Forward(sc, logits_.view(), labels1, shard, losses_.view()));
   // The labels are counted on the host (they usually come from there); with context parallelism
   // those of the whole micro-batch, so that each rank's share is of the whole batch's mean.
@@ -278,7 +285,7 @@ absl::StatusOr<Losses> GptModel::StageForward(const nn::StepContext& sc, const B
     return Losses();
   }
   RETURN_IF_ERROR(FinalNorm(sc, h));
-  RETURN_IF_ERROR(word_.LogitsForward(sc, final_.view(), logits_.view()));
+  RETURN_IF_ERROR(head().LogitsForward(sc, final_.view(), logits_.view()));
   return Loss(sc, local.labels, batch.labels);
 }
 
@@ -290,7 +297,7 @@ absl::Status GptModel::HeadBackward(const nn::StepContext& sc, double loss_scale
   RETURN_IF_ERROR(ops::Fill(ec, dlosses.view(), loss_scale / static_cast<double>(scored_)));
   RETURN_IF_ERROR(loss_.Backward(sc, dlosses.view(), logits_.view()));  // dlogits in place.
   ASSIGN_OR_RETURN(Tensor dfinal, Alloc(ec, {N, H}, dtype_));
-  RETURN_IF_ERROR(word_.LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));
+  RETURN_IF_ERROR(head().LogitsBackward(sc, final_.view(), logits_.view(), dfinal.view()));
   if (sp_ != nullptr) {
     RETURN_IF_ERROR(sp_->ExitBackward(sc, dfinal.view(), dh));  // dh: this rank's slice.
   } else {
@@ -336,7 +343,10 @@ absl::Status GptModel::StageBackward(const nn::StepContext& sc, const TensorView
   return sc.NotifyGradsReady(0);
 }
 
-int GptModel::tied_embedding_handle() const { return options_.stage.whole() ? -1 : word_handle_; }
+int GptModel::tied_embedding_handle() const {
+  if (options_.stage.whole() || config_.untie_embeddings_and_output_weights) return -1;
+  return word_handle_;
+}
 
 double GptModel::TrainingFlops(int64_t batch, int64_t seq_length, int64_t scored) const {
   (void)scored;
@@ -481,7 +491,7 @@ absl::Status GptModel::EnsureDecodeBuffers(const ExecContext& ec, int64_t rows, 
   ASSIGN_OR_RETURN(d.last_index, Alloc(ec, {out_rows}, DType::kI32));
   ASSIGN_OR_RETURN(d.last, Alloc(ec, {out_rows, H}, dtype_));
   ASSIGN_OR_RETURN(d.final, Alloc(ec, {out_rows, H}, dtype_));
-  ASSIGN_OR_RETURN(d.logits, Alloc(ec, {out_rows, word_.local_vocab()}, DType::kF32));
+  ASSIGN_OR_RETURN(d.logits, Alloc(ec, {out_rows, head().local_vocab()}, DType::kF32));
   d.rows = rows;
   d.out_rows = out_rows;
   return absl::OkStatus();
@@ -513,7 +523,7 @@ absl::Status GptModel::Decode(const nn::StepContext& sc, const TensorView& token
     rows = d.last.view();
   }
   RETURN_IF_ERROR(final_norm_->Forward(sc, rows, d.final.view()));
-  RETURN_IF_ERROR(word_.LogitsForward(sc, d.final.view(), d.logits.view()));
+  RETURN_IF_ERROR(head().LogitsForward(sc, d.final.view(), d.logits.view()));
   return GatherInto(sc, d.logits.view(), logits);
 }
 

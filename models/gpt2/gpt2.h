@@ -1,6 +1,8 @@
 // GPT-2 language model with Megatron tensor parallelism: vocab-parallel word embedding + learned
 // positions -> dropout -> N pre-norm TransformerLayers (causal) -> final LayerNorm -> logits from
-// the word embedding (tied) -> vocab-parallel cross-entropy. The same object serves TP = 1 (null
+// the word embedding (tied; or, with ModelConfig::untie_embeddings_and_output_weights, from an
+// output layer of its own, "output_layer.weight", declared after the final norm) ->
+// vocab-parallel cross-entropy. The same object serves TP = 1 (null
 // communicator) and TP > 1; every rank of a TP group calls it with the same tokens. With
 // ModelOptions::sequence_parallel the stack and the final LayerNorm run on this rank's slice of the
 // sequence (models/sequence_parallel.h), gathered before the output layer.
@@ -176,12 +178,19 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
   // The embedding dropout (or its backward) in place on x2 [B_ * T_, H]: with context parallelism
   // per chunk-major half, each keyed as its chunk of the whole sequence.
   absl::Status DropEmbedding(const nn::StepContext& sc, const TensorView& x2, bool backward) const;
+  // What the logits come from: output_ when untied, else word_.
+  nn::VocabParallelEmbedding& head() {
+    return config_.untie_embeddings_and_output_weights ? output_ : word_;
+  }
 
   ModelConfig config_;
   ModelOptions options_;
   nn::ParameterStore* store_ = nullptr;
   DType dtype_ = DType::kF32;  // The store's compute dtype.
   nn::VocabParallelEmbedding word_;
+  // With config.untie_embeddings_and_output_weights: the output layer, on the stage that holds
+  // the output (head() is it, else the word embedding).
+  nn::VocabParallelEmbedding output_;
   nn::ReplicatedEmbedding position_;
   std::unique_ptr<nn::TransformerStack> stack_;
   std::unique_ptr<nn::Norm> final_norm_;

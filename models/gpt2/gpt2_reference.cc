@@ -25,6 +25,7 @@ double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
     }
   x = layers(c, p, B, T, std::move(x), [](int, int i, int j) { return j <= i; });  // Causal.
   Mat f = LayerNorm(x, N, H, Get(p, "final_layernorm.weight"), Get(p, "final_layernorm.bias"), eps);
+  const Mat& out = c.untie_embeddings_and_output_weights ? Get(p, "output_layer.weight") : wte;
   double total = 0;
   int count = 0;
   for (int n = 0; n < N; ++n) {
@@ -33,7 +34,7 @@ double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
     double mx = -1e300;
     for (int v = 0; v < V; ++v) {
       double s = 0;
-      for (int h = 0; h < H; ++h) s += f[n * H + h] * wte[v * H + h];
+      for (int h = 0; h < H; ++h) s += f[n * H + h] * out[v * H + h];
       logits[v] = s;
       mx = std::max(mx, s);
     }

@@ -16,8 +16,10 @@ namespace mt {
 namespace models {
 namespace testing {
 
-// Mean cross-entropy over labels != -100; tokens/labels are [B, T] row-major. `layers` computes
-// the transformer stack (GPT-2's by default; a variant's reference passes its own).
+// Mean cross-entropy over labels != -100; tokens/labels are [B, T] row-major. The logits come
+// from "output_layer.weight" with c.untie_embeddings_and_output_weights, else the word embedding.
+// `layers` computes the transformer stack (GPT-2's by default; a variant's reference passes its
+// own).
 double ReferenceGptLoss(const ModelConfig& c, const ParamMap& p, int B, int T,
                         const std::vector<int>& tokens, const std::vector<int>& labels,
                         const ReferenceLayers& layers = ReferenceTransformerLayers);

@@ -1,5 +1,5 @@
 // Serial (TP = 1) tests of the GPT-2 model: loss and every gradient against a float64 reference
-// (finite differences), activation checkpointing, and bad configs.
+// (finite differences; tied and untied output layer), activation checkpointing, and bad configs.
 #include "models/gpt2/gpt2.h"
 
 #include <algorithm>
@@ -46,10 +46,8 @@ Batch MakeBatch(int B, int T, int V) {
   return b;
 }
 
-class GptGradientTest : public ::testing::TestWithParam<nn::NormPosition> {};
-
-TEST_P(GptGradientTest, LossAndAllGradientsMatchFloat64Reference) {
-  const ModelConfig c = TinyConfig(GetParam());
+// The loss of config c's model and every gradient against the float64 reference.
+void ExpectLossAndGradientsMatchReference(const ModelConfig& c) {
   nn::ParameterStore store(0, 1);
   auto model = GptModel::Create(c, &store);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -83,13 +81,27 @@ TEST_P(GptGradientTest, LossAndAllGradientsMatchFloat64Reference) {
     };
     std::vector<double> numeric = NumericalGradient(f, ref[name], 1e-5);
     std::vector<double> got = ToDoubles(store.grad(i));
-    if (name == "embedding.word.weight") {
+    if (name == "embedding.word.weight" || name == "output_layer.weight") {
       // The padded row is never used: its gradient is exactly zero.
       for (size_t j = numeric.size(); j < got.size(); ++j) EXPECT_EQ(got[j], 0.0);
       got.resize(numeric.size());
     }
     EXPECT_TRUE(AllClose(got, numeric, 2e-3, 2e-5)) << name;
   }
+}
+
+class GptGradientTest : public ::testing::TestWithParam<nn::NormPosition> {};
+
+TEST_P(GptGradientTest, LossAndAllGradientsMatchFloat64Reference) {
+  ExpectLossAndGradientsMatchReference(TinyConfig(GetParam()));
+}
+
+// An output layer of its own (Llama's untied lm_head): its gradient and the word embedding's
+// (now from the input side only) against the reference.
+TEST(GptModelTest, UntiedOutputLayerLossAndGradientsMatchFloat64Reference) {
+  ModelConfig c = TinyConfig(nn::NormPosition::kPreNorm);
+  c.untie_embeddings_and_output_weights = true;
+  ExpectLossAndGradientsMatchReference(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Norms, GptGradientTest,

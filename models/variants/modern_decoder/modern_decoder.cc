@@ -1,6 +1,10 @@
 // A model variant as its own package: the modern decoder (as in LLaMA): RMSNorm before attention
 // and the MLP and after the last layer, a SwiGLU MLP, rotary position embeddings on q and k
-// instead of learned positions, and no biases in the attention projections. Everything here is
+// instead of learned positions (base ModelConfig::rotary_base), and no biases in the attention
+// projections; the output layer is tied to the word embedding unless
+// ModelConfig::untie_embeddings_and_output_weights (as in Llama) says otherwise. This is the
+// architecture the Hugging Face converter maps Llama and Mistral checkpoints to
+// (checkpoint/hf_config.h). Everything here is
 // composition: the blocks are nn::TransformerLayers with RMSNorm and SwiGLU factories, in the
 // GPT-2 model's decoder (models/gpt2), so it trains, checkpoints, evaluates and runs under tensor
 // parallelism like GPT-2, with the same two all-reduces per layer each way.
@@ -24,13 +28,12 @@ namespace mt {
 namespace models {
 namespace {
 
-constexpr double kRotaryBase = 10000.0;
-
-DecoderSpec ModernDecoderSpec() {
+// rotary_base: ModelConfig::rotary_base (10000 unless a converted Llama says otherwise).
+DecoderSpec ModernDecoderSpec(double rotary_base) {
   DecoderSpec spec;
-  spec.blocks = [](const nn::TransformerLayerConfig& config) {
+  spec.blocks = [rotary_base](const nn::TransformerLayerConfig& config) {
     nn::LayerSpec layer{config};
-    layer.config.rotary_base = kRotaryBase;
+    layer.config.rotary_base = rotary_base;
     layer.config.attention_bias = nn::Bias::kNo;
     layer.norm = nn::RmsNormFactory();
     layer.mlp = nn::SwiGluMlpFactory();
@@ -52,7 +55,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModernDecoder(const ModelConfig& co
     return absl::InvalidArgumentError("modern-decoder: the norms are pre-norm only");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<GptModel> m,
-                   GptModel::Create(config, store, options, ModernDecoderSpec()));
+                   GptModel::Create(config, store, options, ModernDecoderSpec(config.rotary_base)));
   return std::unique_ptr<Model>(std::move(m));
 }
 

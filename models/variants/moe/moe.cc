@@ -16,8 +16,6 @@ namespace models {
 namespace moe {
 namespace {
 
-constexpr double kRotaryBase = 10000.0;
-
 RouterOptions RouterOptionsOf(const ModelConfig& c) {
   RouterOptions o;
   o.experts = c.num_experts;
@@ -28,12 +26,13 @@ RouterOptions RouterOptionsOf(const ModelConfig& c) {
   return o;
 }
 
+// rotary_base: ModelConfig::rotary_base (Mixtral's rope_theta).
 DecoderSpec MoeSpec(const RouterOptions& options, std::shared_ptr<MoeStats> stats,
-                    comm::Communicator* ep) {
+                    comm::Communicator* ep, double rotary_base) {
   DecoderSpec spec;
-  spec.blocks = [options, stats, ep](const nn::TransformerLayerConfig& config) {
+  spec.blocks = [options, stats, ep, rotary_base](const nn::TransformerLayerConfig& config) {
     nn::LayerSpec layer{config};
-    layer.config.rotary_base = kRotaryBase;
+    layer.config.rotary_base = rotary_base;
     layer.config.attention_bias = nn::Bias::kNo;
     layer.norm = nn::RmsNormFactory();
     layer.mlp = MoeMlpFactory(options, stats, ep);
@@ -89,9 +88,10 @@ absl::StatusOr<std::unique_ptr<MoeModel>> MoeModel::Create(const ModelConfig& co
   RETURN_IF_ERROR(CheckSupported(config, options));
   std::unique_ptr<MoeModel> m(new MoeModel());
   m->stats_ = std::make_shared<MoeStats>();
-  ASSIGN_OR_RETURN(m->inner_, GptModel::Create(config, store, options,
-                                               MoeSpec(RouterOptionsOf(config), m->stats_,
-                                                       options.expert_parallel)));
+  ASSIGN_OR_RETURN(m->inner_,
+                   GptModel::Create(config, store, options,
+                                    MoeSpec(RouterOptionsOf(config), m->stats_,
+                                            options.expert_parallel, config.rotary_base)));
   m->active_layer_weights_ = ActiveLayerWeights(config);
   m->recompute_ = options.recompute == nn::Recompute::kYes;
   m->holds_output_ = options.stage.holds_output;
