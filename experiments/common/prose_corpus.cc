@@ -287,8 +287,12 @@ absl::StatusOr<ProseCorpus> BuildProseCorpus(const ProseCorpusConfig& config) {
   if (split.train.empty() || split.heldout.empty()) {
     return absl::FailedPreconditionError("the prose corpus has no training or held-out documents");
   }
+  // A shortened corpus is kept apart, so that quick runs do not replace the full one's datasets.
   const std::string dir =
-      config.output_dir.empty() ? data::DefaultDataDir() + "/prose" : config.output_dir;
+      !config.output_dir.empty() ? config.output_dir
+      : config.max_documents > 0
+          ? absl::StrCat(data::DefaultDataDir(), "/prose_first", config.max_documents)
+          : data::DefaultDataDir() + "/prose";
   RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(dir));
   std::string jsonl;
   for (const ProseDocument& d : split.train) {

@@ -68,7 +68,8 @@ struct ProseCorpusConfig {
   std::string fortunes_dir = "/usr/share/games/fortunes";
   std::string bible_program = "bible";  // Found on PATH; empty: no Bible.
   std::string jargon_file = "/usr/share/doc/jargon-text/jargon.txt.gz";
-  std::string output_dir;  // Empty: DefaultDataDir()/prose.
+  // Empty: DefaultDataDir()/prose, or .../prose_first<max_documents> when max_documents > 0.
+  std::string output_dir;
   int heldout_every = 20;
   uint64_t seed = 1234;
   int64_t max_documents = 0;  // > 0: only the first this many documents (after shuffling).
