@@ -38,7 +38,7 @@ struct ZeroShotConfig {
   // (614,400 tokens), peak learning rate 2e-3, on the CPU.
   PretrainSchedule train = {128, 8, 8, 600, 2e-3};
   std::string wikitext, lambada;
-  int64_t heldout_docs = 1000, overlapping_eval = 32, max_corpus_documents = 0;
+  int64_t heldout_docs = 0, wikitext_docs = 500, overlapping_eval = 64, max_corpus_documents = 0;
   std::string launcher, work_dir, tensorboard_dir;
 
   template <typename Self, typename V>
@@ -67,8 +67,14 @@ struct ZeroShotConfig {
     v("lambada", &self.lambada,
       "Comma-separated LAMBADA jsonl files (e.g. lambada_test.jsonl; default: the held-out "
       "documents).");
-    v("heldout_docs", &self.heldout_docs, "Held-out documents written (0: none).");
-    v("overlapping_eval", &self.overlapping_eval, "WikiText window stride.");
+    v("heldout_docs", &self.heldout_docs,
+      "Held-out documents written in the LAMBADA format (0: all of the prose corpus's, or 200 "
+      "of --data_path's test split).");
+    v("wikitext_docs", &self.wikitext_docs,
+      "Of those, the first this many written in the WikiText format (perplexity needs fewer).");
+    v("overlapping_eval", &self.overlapping_eval,
+      "WikiText window stride (the paper: 32 with 1024-token windows; by default here half the "
+      "128-token window).");
     v("device", &self.train.device, "cpu or cuda, for training and scoring.", kDeviceTypeNames);
     v("launcher", &self.launcher,
       "Prefix of every training and scoring command, e.g. 'mpirun -np 8' (TP = ranks).");
@@ -113,20 +119,28 @@ absl::Status PrepareProse(const ZeroShotConfig& c, Setup* s) {
   s->data_prefix = corpus.gpt2_prefix;
   s->data_name = corpus.Describe();
   s->split = "95,5,0";
-  if (c.heldout_docs <= 0) return absl::OkStatus();
   std::vector<std::string> texts, train;
   for (const ProseDocument& d : corpus.heldout) {
-    if (static_cast<int64_t>(texts.size()) < c.heldout_docs) texts.push_back(d.text);
+    if (c.heldout_docs <= 0 || static_cast<int64_t>(texts.size()) < c.heldout_docs) {
+      texts.push_back(d.text);
+    }
   }
   for (const ProseDocument& d : corpus.train) train.push_back(d.text);
   ASSIGN_OR_RETURN(auto gpt2, data::CreateTokenizer("gpt2"));
   ASSIGN_OR_RETURN(HeldOutFiles h,
                    WriteHeldOutTexts(texts, c.train.seq_length, *gpt2, s->work_dir));
-  const std::string name =
-      absl::StrFormat("%lld held-out documents", static_cast<long long>(h.documents));
-  if (c.wikitext.empty()) s->wikitext.push_back({h.wikitext, name});
+  if (static_cast<int64_t>(texts.size()) > c.wikitext_docs) {
+    texts.resize(std::max<int64_t>(1, c.wikitext_docs));
+    RETURN_IF_ERROR(WriteFile(h.wikitext, WikiTextFile(texts)));
+  }
+  if (c.wikitext.empty()) {
+    s->wikitext.push_back(
+        {h.wikitext, absl::StrFormat("%d held-out documents", static_cast<int>(texts.size()))});
+  }
   if (c.lambada.empty() && h.lambada_examples > 0) {
-    s->lambada.push_back({h.lambada, name});
+    s->lambada.push_back({h.lambada, absl::StrFormat("%lld held-out documents (the %lld that fit)",
+                                                     static_cast<long long>(h.documents),
+                                                     static_cast<long long>(h.lambada_examples))});
     s->baseline.lambada_index = static_cast<int>(s->lambada.size()) - 1;
     s->baseline.examples = h.lambada_examples;
     s->baseline.bigram_correct = BigramBaseline::Build(train).CountCorrect(h.lambada_lines);
@@ -148,10 +162,11 @@ absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c) {
   for (const std::string& f : CommaList(c.lambada)) s.lambada.push_back({f, f});
   if (s.data_prefix.empty() && c.load.empty()) {
     RETURN_IF_ERROR(PrepareProse(c, &s));
-  } else if (!s.data_prefix.empty() && c.heldout_docs > 0) {
+  } else if (!s.data_prefix.empty()) {
     ASSIGN_OR_RETURN(auto gpt2, data::CreateTokenizer("gpt2"));
-    ASSIGN_OR_RETURN(HeldOutFiles h, WriteHeldOut(s.data_prefix, c.split, c.heldout_docs,
-                                                  c.train.seq_length, *gpt2, s.work_dir));
+    ASSIGN_OR_RETURN(HeldOutFiles h,
+                     WriteHeldOut(s.data_prefix, c.split, c.heldout_docs > 0 ? c.heldout_docs : 200,
+                                  c.train.seq_length, *gpt2, s.work_dir));
     const std::string name =
         absl::StrFormat("held-out %lld test-split documents", static_cast<long long>(h.documents));
     if (c.wikitext.empty()) s.wikitext.push_back({h.wikitext, name});
