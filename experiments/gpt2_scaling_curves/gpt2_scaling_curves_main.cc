@@ -49,6 +49,12 @@ struct ScalingConfig : InProcessFlags {
   double warmup_fraction = 0.1;
   int64_t seed = 1234;
 
+  // 200 iterations of 8 x 64 tokens (102,400 tokens) per equal-token run.
+  ScalingConfig() {
+    micro_batch_size = global_batch_size = 8;
+    train_iters = 200;
+  }
+
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
     InProcessFlags::Fields(self, v);
