@@ -179,7 +179,9 @@ std::string ZeroShotFinding(const std::vector<ModelScores>& unsorted, const Held
     absl::StrAppend(&ppl, ppl.empty() ? "" : " -> ", m.label, " ", Fixed(v, 1));
   }
   absl::StrAppend(&out, "- **WikiText-format perplexity falls with size: ",
-                  falls ? "supported" : "not supported",
+                  scores.size() < 2 ? "one size only, nothing to compare"
+                  : falls           ? "supported"
+                                    : "not supported",
                   "** (held-out documents, adjusted: ", ppl.empty() ? "not scored" : ppl, ").\n");
   if (b.lambada_index < 0 || scores.empty() || b.examples == 0) {
     absl::StrAppend(&out, "- LAMBADA-format accuracy: no held-out file scored.\n");

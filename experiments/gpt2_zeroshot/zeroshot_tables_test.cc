@@ -58,6 +58,8 @@ TEST(ZeroShotFindingTest, SupportedOnlyWhenTheNumbersSaySo) {
       ZeroShotFinding({Scores("small", 100, 300.0, 0.10), Scores("big", 200, 310.0, 0.06)}, b);
   EXPECT_NE(no.find("falls with size: not supported"), std::string::npos) << no;
   EXPECT_NE(no.find("bigram baseline: not supported"), std::string::npos) << no;
+  const std::string one = ZeroShotFinding({Scores("small", 100, 300.0, 0.10)}, b);
+  EXPECT_NE(one.find("falls with size: one size only"), std::string::npos) << one;
 }
 
 }  // namespace
