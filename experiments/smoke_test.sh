@@ -38,11 +38,11 @@ check table1_weak_scaling "$1" \
   "efficiency.csv:params,gpus,mode,paper_pct,model_pct" "measured.csv:config,threads per rank,GEMM (s),loss (s),optimizer (s),attention + LayerNorm (s),element-wise (s),all-reduce (s),predicted step (s),measured step (s),predicted / measured,measured efficiency %,predicted efficiency %,reference GEMM GFLOP/s per rank" \
   efficiency.png strong_scaling.png
 check gpt2_zeroshot "$2" \
-  "--models=1x16x2 --train_iters=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --heldout_docs=5 --overlapping_eval=8 --work_dir=$TMPDIR/gpt2_zeroshot_work --tensorboard_dir=$TMPDIR/tb_zeroshot" \
+  "--models=1x16x2 --train_iters=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --heldout_docs=60 --max_corpus_documents=1200 --overlapping_eval=8 --work_dir=$TMPDIR/gpt2_zeroshot_work --tensorboard_dir=$TMPDIR/tb_zeroshot" \
   "zeroshot.csv:model,params,dataset,metric,value" wikitext_ppl.png lambada_acc.png
 ls "$TMPDIR"/tb_zeroshot/*/events.out.tfevents.* >/dev/null || fail "gpt2_zeroshot: no event file"
 check race_finetune "$3" \
-  "--num_layers=1 --hidden_size=16 --num_attention_heads=2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=32 --epochs=1 --work_dir=$TMPDIR/race_finetune_work" \
+  "--models=1x16x2,1x32x2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=64 --epochs=1 --max_corpus_documents=2000 --work_dir=$TMPDIR/race_finetune_work" \
   "race.csv:model,split,subset,accuracy"
 # In-process training experiments (binaries from the runfiles; the corpus tokenised once into
 # $TMPDIR/data for both).
@@ -52,8 +52,10 @@ check bert_prenorm_vs_postnorm experiments/bert_prenorm_vs_postnorm/bert_prenorm
   "final_losses_per_seed.csv:layers,norm,seed,final_loss,outcome,hidden,series" "gaps.csv:hidden,layers,gap,stderr,z,pairs,paired_stderr,paired_z" \
   loss_curves_h16.png loss_curves_h32.png final_loss.png
 check gpt2_scaling_curves experiments/gpt2_scaling_curves/gpt2_scaling_curves \
-  "--data_dir=$TMPDIR/data --num_layers=1,1 --hidden_size=32,64 --num_attention_heads=2,2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --eval_interval=2 --eval_iters=1 --tensorboard_dir=$TMPDIR/tb_scaling" \
-  "val_curves.csv:model,params,iteration,val_loss,val_ppl" val_ppl.png
+  "--data_dir=$TMPDIR/data --num_layers=1,1,1 --hidden_size=16,32,64 --num_attention_heads=2,2,2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --eval_interval=2 --eval_iters=1 --tensorboard_dir=$TMPDIR/tb_scaling" \
+  "val_curves.csv:model,params,iteration,val_loss,val_ppl" "final_losses.csv:variant,model,non_embedding_params,train_flops,final_val_loss,fit_loss" \
+  "compute_curves.csv:model,non_embedding_params,iteration,tokens,train_flops,val_loss" val_ppl.png final_loss.png compute_loss.png
+grep -q "alpha = " "${TEST_TMPDIR:-$TMPDIR}/gpt2_scaling_curves/report.md" || fail "gpt2_scaling_curves: no fitted exponent in report.md"
 # --tensorboard_dir: each run's event files in a directory of its own (one per chunk of training).
 for run in 1L-32H 1L-64H; do
   [[ $(ls "$TMPDIR/tb_scaling/$run" | grep -c tfevents) -eq 2 ]] ||

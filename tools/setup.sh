@@ -32,6 +32,9 @@ DEBIAN_PACKAGES=(
   clang-format         # the tree's formatting, checked in CI (tools/check_format.sh)
   fortunes             # plain English prose: the embedded default corpus
   fortunes-min
+  bible-kjv            # the King James Bible (its `bible` program and bible-kjv-text's text) and
+  jargon-text          # the Jargon File: with the fortunes, the experiments' prose corpus
+                       # (experiments/common/prose_corpus.h)
   gnuplot-nox          # the experiments' PNG plots (experiments/common)
   clang-16             # --config=fuzz: libFuzzer binaries (tools/fuzz.sh)
   libclang-rt-16-dev   # libFuzzer and the sanitizer runtimes of clang-16

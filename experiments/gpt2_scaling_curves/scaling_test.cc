@@ -71,6 +71,42 @@ TEST(ScalingFindingTest, SaysWhereTheOrderingFails) {
             "Fewer than two sizes were evaluated: nothing to compare.");
 }
 
+TEST(PowerLawTest, ExactPowerLawAndNoisyPointsAgainstAnIndependentFit) {
+  // L = 10 N^-0.1 exactly: alpha 0.1, a zero-width interval, r2 1.
+  std::vector<double> n = {1e3, 1e4, 1e5, 1e6}, loss;
+  for (double v : n) loss.push_back(10 * std::pow(v, -0.1));
+  auto exact = FitPowerLaw(n, loss);
+  ASSERT_TRUE(exact.has_value());
+  EXPECT_NEAR(exact->alpha, 0.1, 1e-12);
+  EXPECT_NEAR(exact->alpha_high - exact->alpha_low, 0, 1e-9);
+  EXPECT_NEAR(exact->intercept, std::log(10.0), 1e-10);
+  // Noisy points; expected values from a float64 least-squares fit written separately in Python
+  // (t = 3.182 for 3 degrees of freedom).
+  auto f = FitPowerLaw({1e4, 3e4, 1e5, 3e5, 1e6}, {6.0, 5.6, 5.3, 5.05, 4.7});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->points, 5);
+  EXPECT_NEAR(f->alpha, 0.051398, 1e-6);
+  EXPECT_NEAR(f->alpha_low, 0.045360, 1e-6);
+  EXPECT_NEAR(f->alpha_high, 0.057436, 1e-6);
+  EXPECT_NEAR(f->intercept, 2.260491, 1e-6);
+  EXPECT_NEAR(f->r2, 0.995928, 1e-6);
+  EXPECT_FALSE(FitPowerLaw({1, 2}, {3, 2}).has_value());
+  EXPECT_FALSE(FitPowerLaw({5, 5, 5}, {3, 2, 1}).has_value());
+  EXPECT_NEAR(StudentT975(3), 3.182, 1e-9);
+  EXPECT_NEAR(StudentT975(60), 2.000, 2e-3);  // The table value is 2.000.
+}
+
+TEST(ScalingCountsTest, KaplanCounts) {
+  // 2 layers, hidden 64, padded vocab 50304, 64 positions: the embeddings are (50304 + 64) * 64.
+  EXPECT_EQ(NonEmbeddingParams(3323776, 50304, 64, 64), 3323776 - 50368 * 64);
+  // 6 (N + d V) + 6 L T d = 6 (100000 + 64 * 50304) + 6 * 2 * 64 * 64.
+  EXPECT_DOUBLE_EQ(TrainFlopsPerToken(100000, 2, 64, 50304, 64),
+                   6.0 * (100000 + 64 * 50304) + 6.0 * 2 * 64 * 64);
+  EXPECT_EQ(ComputeMatchedIters(100, 2e7, 1e7), 200);
+  EXPECT_EQ(ComputeMatchedIters(100, 1e7, 3e7), 33);
+  EXPECT_EQ(ComputeMatchedIters(1, 1e7, 3e9), 1);
+}
+
 }  // namespace
 }  // namespace experiments
 }  // namespace mt

@@ -1,9 +1,10 @@
 // ./bazelw run //experiments/gpt2_zeroshot: the paper's Tables 2-3 (GPT-2 zero-shot WikiText-103
 // perplexity and LAMBADA accuracy). Trains GPT-2 models of the sizes in --models on the embedded
-// corpus (or --data_path) with //jobs/pretrain:pretrain_gpt, or takes --load checkpoints,
-// and scores each with //jobs/eval:wikitext103 and //jobs/eval:lambada on the files given (default:
-// the eval/testdata fixtures and a held-out split of the training data written in both formats,
-// heldout.h). Writes results/gpt2_zeroshot/ (report.md, zeroshot.csv, two PNGs).
+// prose corpus (experiments/common/prose_corpus.h; or --data_path) with
+// //jobs/pretrain:pretrain_gpt, or takes --load checkpoints, and scores each with
+// //jobs/eval:wikitext103 and //jobs/eval:lambada on the files given (default: the eval/testdata
+// fixtures and a held-out split of the training data written in both formats, heldout.h). Writes
+// results/gpt2_zeroshot/ (report.md, zeroshot.csv, two PNGs).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,9 @@
 #include "data/tokenizers/factory.h"
 #include "experiments/common/eval_runs.h"
 #include "experiments/common/plot.h"
+#include "experiments/common/prose_corpus.h"
 #include "experiments/common/report.h"
+#include "experiments/gpt2_zeroshot/bigram.h"
 #include "experiments/gpt2_zeroshot/heldout.h"
 #include "experiments/gpt2_zeroshot/zeroshot_tables.h"
 
@@ -30,12 +33,12 @@ namespace {
 
 // The experiment's flags (one per field).
 struct ZeroShotConfig {
-  std::string results_dir, load, models = "2x48x4,4x96x4", data_path, split = "90,5,5";
-  // Every model's training: sequence length 64, global batch 8 in micro-batches of 8, 120 steps,
-  // peak learning rate 3e-3, on the CPU.
-  PretrainSchedule train = {64, 8, 8, 120, 3e-3};
+  std::string results_dir, load, models = "2x64x4,4x128x4", data_path, split = "90,5,5";
+  // Every model's training: sequence length 128, global batch 8 in micro-batches of 8, 600 steps
+  // (614,400 tokens), peak learning rate 2e-3, on the CPU.
+  PretrainSchedule train = {128, 8, 8, 600, 2e-3};
   std::string wikitext, lambada;
-  int64_t heldout_docs = 200, overlapping_eval = 32;
+  int64_t heldout_docs = 0, wikitext_docs = 500, overlapping_eval = 64, max_corpus_documents = 0;
   std::string launcher, work_dir, tensorboard_dir;
 
   template <typename Self, typename V>
@@ -45,21 +48,33 @@ struct ZeroShotConfig {
     v("load", &self.load, "Comma-separated GPT checkpoint directories to score (no training).");
     v("models", &self.models,
       "Models to train when no --load: comma-separated LAYERSxHIDDENxHEADS.");
-    v("data_path", &self.data_path, "GPT-2 indexed dataset prefix (default: the embedded corpus).");
-    v("split", &self.split, "Train/valid/test document split; the test split is held out.");
+    v("data_path", &self.data_path,
+      "GPT-2 indexed dataset prefix (default: the prose corpus, "
+      "experiments/common/prose_corpus.h).");
+    v("split", &self.split,
+      "Train/valid/test document split of --data_path; its test split is held out (the prose "
+      "corpus holds its held-out documents apart and trains on 95,5,0).");
+    v("max_corpus_documents", &self.max_corpus_documents,
+      "Prose corpus: use only this many documents (0: all; for quick runs).");
     v("train_iters", &self.train.iters, "Training steps per model.");
     v("seq_length", &self.train.seq_length, "Training and evaluation sequence length.");
     v("micro_batch_size", &self.train.micro_batch, "Training micro-batch size.");
     v("global_batch_size", &self.train.global_batch, "Training global batch size.");
     v("lr", &self.train.lr, "Peak learning rate (cosine decay to a tenth, 10% warmup).");
     v("wikitext", &self.wikitext,
-      "Comma-separated WikiText-format files (e.g. wiki.test.tokens; default: the fixture "
-      "eval/testdata/wiki_small.tokens and the held-out split).");
+      "Comma-separated WikiText-format files (e.g. wiki.test.tokens; default: the held-out "
+      "documents).");
     v("lambada", &self.lambada,
-      "Comma-separated LAMBADA jsonl files (e.g. lambada_test.jsonl; default: the fixture "
-      "eval/testdata/lambada_small.jsonl and the held-out split).");
-    v("heldout_docs", &self.heldout_docs, "Held-out test-split documents written (0: none).");
-    v("overlapping_eval", &self.overlapping_eval, "WikiText window stride.");
+      "Comma-separated LAMBADA jsonl files (e.g. lambada_test.jsonl; default: the held-out "
+      "documents).");
+    v("heldout_docs", &self.heldout_docs,
+      "Held-out documents written in the LAMBADA format (0: all of the prose corpus's, or 200 "
+      "of --data_path's test split).");
+    v("wikitext_docs", &self.wikitext_docs,
+      "Of those, the first this many written in the WikiText format (perplexity needs fewer).");
+    v("overlapping_eval", &self.overlapping_eval,
+      "WikiText window stride (the paper: 32 with 1024-token windows; by default here half the "
+      "128-token window).");
     v("device", &self.train.device, "cpu or cuda, for training and scoring.", kDeviceTypeNames);
     v("launcher", &self.launcher,
       "Prefix of every training and scoring command, e.g. 'mpirun -np 8' (TP = ranks).");
@@ -73,8 +88,9 @@ struct ZeroShotConfig {
 
 struct Setup {
   std::vector<std::string> launcher;
-  std::string work_dir, data_prefix, data_name;
+  std::string work_dir, data_prefix, data_name, split;
   std::vector<EvalData> wikitext, lambada;
+  HeldOutBaseline baseline;  // Of the held-out LAMBADA file, when the prose corpus is used.
 };
 
 // Trains one model with pretrain_gpt into work_dir/<label>; returns the checkpoint directory.
@@ -88,50 +104,83 @@ absl::StatusOr<std::string> Train(const ZeroShotConfig& c, const std::string& bi
   }
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
-  argv.push_back("--split=" + c.split);
+  argv.push_back("--split=" + s.split);
   argv.push_back(absl::StrCat("--log_jsonl=", save, ".log.jsonl"));
   RETURN_IF_ERROR(RunLaunched(s.launcher, argv).status());
   return save;
 }
 
+// The prose corpus's held-out documents as WikiText and LAMBADA files, and the bigram baseline of
+// the LAMBADA file from its training documents.
+absl::Status PrepareProse(const ZeroShotConfig& c, Setup* s) {
+  ProseCorpusConfig pc;
+  pc.max_documents = c.max_corpus_documents;
+  ASSIGN_OR_RETURN(ProseCorpus corpus, BuildProseCorpus(pc));
+  s->data_prefix = corpus.gpt2_prefix;
+  s->data_name = corpus.Describe();
+  s->split = "95,5,0";
+  std::vector<std::string> texts, train;
+  for (const ProseDocument& d : corpus.heldout) {
+    if (c.heldout_docs <= 0 || static_cast<int64_t>(texts.size()) < c.heldout_docs) {
+      texts.push_back(d.text);
+    }
+  }
+  for (const ProseDocument& d : corpus.train) train.push_back(d.text);
+  ASSIGN_OR_RETURN(auto gpt2, data::CreateTokenizer("gpt2"));
+  ASSIGN_OR_RETURN(HeldOutFiles h,
+                   WriteHeldOutTexts(texts, c.train.seq_length, *gpt2, s->work_dir));
+  if (static_cast<int64_t>(texts.size()) > c.wikitext_docs) {
+    texts.resize(std::max<int64_t>(1, c.wikitext_docs));
+    RETURN_IF_ERROR(WriteFile(h.wikitext, WikiTextFile(texts)));
+  }
+  if (c.wikitext.empty()) {
+    s->wikitext.push_back(
+        {h.wikitext, absl::StrFormat("%d held-out documents", static_cast<int>(texts.size()))});
+  }
+  if (c.lambada.empty() && h.lambada_examples > 0) {
+    s->lambada.push_back({h.lambada, absl::StrFormat("%lld held-out documents (the %lld that fit)",
+                                                     static_cast<long long>(h.documents),
+                                                     static_cast<long long>(h.lambada_examples))});
+    s->baseline.lambada_index = static_cast<int>(s->lambada.size()) - 1;
+    s->baseline.examples = h.lambada_examples;
+    s->baseline.bigram_correct = BigramBaseline::Build(train).CountCorrect(h.lambada_lines);
+  }
+  if (c.wikitext.empty()) s->baseline.wikitext_index = static_cast<int>(s->wikitext.size()) - 1;
+  return absl::OkStatus();
+}
+
 // The data, the held-out files and the evaluation sets.
-absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c, const std::string& argv0) {
+absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c) {
   Setup s;
   s.launcher = LauncherWords(c.launcher);
   s.work_dir = c.work_dir.empty() ? data::DefaultDataDir() + "/gpt2_zeroshot" : c.work_dir;
   RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(s.work_dir));
   s.data_prefix = c.data_path;
   s.data_name = c.data_path;
-  if (s.data_prefix.empty() && c.load.empty()) {
-    ASSIGN_OR_RETURN(data::DefaultData d, data::MakeDefaultData(data::DefaultDataConfig()));
-    s.data_prefix = d.gpt2_prefix;
-    s.data_name = "the embedded corpus (Debian fortunes)";
-  }
+  s.split = c.split;
   for (const std::string& f : CommaList(c.wikitext)) s.wikitext.push_back({f, f});
   for (const std::string& f : CommaList(c.lambada)) s.lambada.push_back({f, f});
-  if (c.wikitext.empty()) {
-    ASSIGN_OR_RETURN(std::string f, RunfilePath(argv0, "eval/testdata/wiki_small.tokens"));
-    s.wikitext.push_back({f, "eval/testdata WikiText-format fixture"});
-  }
-  if (c.lambada.empty()) {
-    ASSIGN_OR_RETURN(std::string f, RunfilePath(argv0, "eval/testdata/lambada_small.jsonl"));
-    s.lambada.push_back({f, "eval/testdata LAMBADA fixture"});
-  }
-  if (!s.data_prefix.empty() && c.heldout_docs > 0) {
+  if (s.data_prefix.empty() && c.load.empty()) {
+    RETURN_IF_ERROR(PrepareProse(c, &s));
+  } else if (!s.data_prefix.empty()) {
     ASSIGN_OR_RETURN(auto gpt2, data::CreateTokenizer("gpt2"));
-    ASSIGN_OR_RETURN(HeldOutFiles h, WriteHeldOut(s.data_prefix, c.split, c.heldout_docs,
-                                                  c.train.seq_length, *gpt2, s.work_dir));
+    ASSIGN_OR_RETURN(HeldOutFiles h,
+                     WriteHeldOut(s.data_prefix, c.split, c.heldout_docs > 0 ? c.heldout_docs : 200,
+                                  c.train.seq_length, *gpt2, s.work_dir));
     const std::string name =
         absl::StrFormat("held-out %lld test-split documents", static_cast<long long>(h.documents));
     if (c.wikitext.empty()) s.wikitext.push_back({h.wikitext, name});
     if (c.lambada.empty() && h.lambada_examples > 0) s.lambada.push_back({h.lambada, name});
+  }
+  if (s.wikitext.empty() && s.lambada.empty()) {
+    return absl::InvalidArgumentError("nothing to score: give --wikitext or --lambada");
   }
   return s;
 }
 
 absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment("gpt2_zeroshot", c.results_dir, argc, argv));
-  ASSIGN_OR_RETURN(Setup s, Prepare(c, argv[0]));
+  ASSIGN_OR_RETURN(Setup s, Prepare(c));
   std::vector<std::string> checkpoints = CommaList(c.load);
   std::vector<double> train_seconds;
   if (checkpoints.empty()) {
@@ -160,7 +209,7 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
     scores.push_back(std::move(m));
   }
   ZeroShotReportInputs in{s.data_name,        c.load.empty(), c.train.iters, c.train.global_batch,
-                          c.train.seq_length, s.wikitext,     s.lambada};
+                          c.train.seq_length, s.wikitext,     s.lambada,     s.baseline};
   return WriteZeroShotResults(run, in, scores);
 }
 

@@ -108,23 +108,34 @@ absl::StatusOr<HeldOutFiles> WriteHeldOut(const std::string& prefix, const std::
     return absl::FailedPreconditionError(absl::StrCat(
         "the test split of ", prefix, " under --split=", split, " holds no documents"));
   }
-  HeldOutFiles files;
-  files.first_document = bounds[2];
-  files.documents = std::min<int64_t>(max_documents, bounds[3] - bounds[2]);
   std::vector<std::string> texts;
-  std::string jsonl;
-  for (int64_t d = bounds[2]; d < bounds[2] + files.documents; ++d) {
+  const int64_t documents = std::min<int64_t>(max_documents, bounds[3] - bounds[2]);
+  for (int64_t d = bounds[2]; d < bounds[2] + documents; ++d) {
     std::vector<int32_t> ids;
     for (int64_t v : dataset->document(d).ToVector()) {
       if (v != gpt2.eod_id()) ids.push_back(static_cast<int32_t>(v));
     }
     ASSIGN_OR_RETURN(std::string text, gpt2.Decode(ids));
-    std::optional<std::string> line = ToLambadaText(text, 10);
-    if (line && static_cast<int64_t>(ids.size()) + 4 <= max_tokens) {
-      absl::StrAppend(&jsonl, nlohmann::json({{"text", *line}}).dump(), "\n");
-      ++files.lambada_examples;
-    }
     texts.push_back(std::move(text));
+  }
+  ASSIGN_OR_RETURN(HeldOutFiles files, WriteHeldOutTexts(texts, max_tokens, gpt2, dir));
+  files.first_document = bounds[2];
+  return files;
+}
+
+absl::StatusOr<HeldOutFiles> WriteHeldOutTexts(const std::vector<std::string>& texts,
+                                               int64_t max_tokens, const data::Tokenizer& gpt2,
+                                               const std::string& dir) {
+  HeldOutFiles files;
+  files.documents = static_cast<int64_t>(texts.size());
+  std::string jsonl;
+  for (const std::string& text : texts) {
+    std::optional<std::string> line = ToLambadaText(text, 10);
+    if (!line) continue;
+    if (static_cast<int64_t>(gpt2.Encode(text).size()) + 4 > max_tokens) continue;
+    absl::StrAppend(&jsonl, nlohmann::json({{"text", *line}}).dump(), "\n");
+    files.lambada_lines.push_back(std::move(*line));
+    ++files.lambada_examples;
   }
   files.wikitext = absl::StrCat(dir, "/heldout.wiki.tokens");
   files.lambada = absl::StrCat(dir, "/heldout_lambada.jsonl");

@@ -50,7 +50,15 @@ struct HeldOutFiles {
   int64_t documents = 0;  // Test-split documents used (at most max_documents).
   int64_t lambada_examples = 0;
   int64_t first_document = 0;  // Their index range in the dataset: [first, first + documents).
+  std::vector<std::string> lambada_lines;  // The LAMBADA file's texts, in order.
 };
+
+// Writes `dir`/heldout.wiki.tokens (every document of `texts`) and `dir`/heldout_lambada.jsonl
+// (the ToLambadaText(text, 10) line of each document of at most `max_tokens` - 4 GPT-2 tokens).
+// Internal naming a file that cannot be written; the tokenizer's errors.
+absl::StatusOr<HeldOutFiles> WriteHeldOutTexts(const std::vector<std::string>& texts,
+                                               int64_t max_tokens, const data::Tokenizer& gpt2,
+                                               const std::string& dir);
 
 // Decodes (with `gpt2`, dropping its end-of-document id) the first `max_documents` documents of
 // the test split of the dataset at `prefix` under `split` and writes `dir`/heldout.wiki.tokens and

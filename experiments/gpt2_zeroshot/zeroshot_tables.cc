@@ -1,5 +1,7 @@
 #include "experiments/gpt2_zeroshot/zeroshot_tables.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
@@ -11,6 +13,8 @@
 #include "core/status.h"
 #include "experiments/common/eval_runs.h"
 #include "experiments/common/plot.h"
+#include "experiments/common/report.h"
+#include "experiments/common/stats.h"
 #include "models/count.h"
 
 namespace mt {
@@ -125,7 +129,83 @@ Table LongTable(const std::vector<ModelScores>& scores, const ZeroShotReportInpu
   return t;
 }
 
+// Rows of the held-out LAMBADA-format file's statistics: each model's and the bigram's examples
+// and 95% Wilson interval.
+void AddIntervalRows(const std::vector<ModelScores>& scores, const ZeroShotReportInputs& in,
+                     Table* t) {
+  const HeldOutBaseline& b = in.baseline;
+  if (b.lambada_index < 0) return;
+  const std::string dataset = in.lambada[b.lambada_index].name;
+  auto add = [&](const std::string& model, const std::string& params, int64_t k, int64_t n) {
+    const Interval ci = WilsonInterval(k, n);
+    if (model == "bigram baseline") {
+      t->AddRow({model, params, dataset, "accuracy_pct", Fixed(100.0 * k / n, 2)});
+    }
+    t->AddRow({model, params, dataset, "examples", absl::StrCat(n)});
+    t->AddRow({model, params, dataset, "ci95_low_pct", Fixed(100 * ci.low, 2)});
+    t->AddRow({model, params, dataset, "ci95_high_pct", Fixed(100 * ci.high, 2)});
+  };
+  for (const ModelScores& m : scores) {
+    const int64_t n = m.lambada_examples[b.lambada_index];
+    add(m.label, absl::StrCat(m.params), std::llround(m.lambada_accuracy[b.lambada_index] * n), n);
+  }
+  add("bigram baseline", "", b.bigram_correct, b.examples);
+}
+
+std::string Percent(int64_t k, int64_t n) {
+  const Interval ci = WilsonInterval(k, n);
+  return absl::StrFormat("%lld / %lld = %.2f%% (95%% Wilson interval %.2f-%.2f%%)",
+                         static_cast<long long>(k), static_cast<long long>(n), 100.0 * k / n,
+                         100 * ci.low, 100 * ci.high);
+}
+
 }  // namespace
+
+std::string ZeroShotFinding(const std::vector<ModelScores>& unsorted, const HeldOutBaseline& b) {
+  std::vector<ModelScores> scores = unsorted;
+  std::sort(scores.begin(), scores.end(),
+            [](const ModelScores& x, const ModelScores& y) { return x.params < y.params; });
+  std::string out =
+      "**The paper's claim** (Tables 2-3): larger GPT-2 models reach lower WikiText-103 "
+      "perplexity and higher LAMBADA accuracy.\n\n";
+  bool falls = scores.size() >= 2 && b.wikitext_index >= 0;
+  std::string ppl;
+  for (const ModelScores& m : scores) {
+    if (b.wikitext_index < 0) break;
+    const double v = m.wikitext_adjusted_ppl[b.wikitext_index];
+    if (&m != &scores.front() && !(v < (&m - 1)->wikitext_adjusted_ppl[b.wikitext_index])) {
+      falls = false;
+    }
+    absl::StrAppend(&ppl, ppl.empty() ? "" : " -> ", m.label, " ", Fixed(v, 1));
+  }
+  absl::StrAppend(&out, "- **WikiText-format perplexity falls with size: ",
+                  scores.size() < 2 ? "one size only, nothing to compare"
+                  : falls           ? "supported"
+                                    : "not supported",
+                  "** (held-out documents, adjusted: ", ppl.empty() ? "not scored" : ppl, ").\n");
+  if (b.lambada_index < 0 || scores.empty() || b.examples == 0) {
+    absl::StrAppend(&out, "- LAMBADA-format accuracy: no held-out file scored.\n");
+    return out;
+  }
+  const ModelScores& big = scores.back();
+  const int64_t n = big.lambada_examples[b.lambada_index];
+  const int64_t k = std::llround(big.lambada_accuracy[b.lambada_index] * n);
+  const double z = TwoProportionZ(k, n, b.bigram_correct, b.examples);
+  const double p = NormalUpperTail(z);
+  const bool above = k > 0 && WilsonInterval(k, n).low > 0 && z > 0 && p < 0.05;
+  absl::StrAppend(&out, "- **LAMBADA-format accuracy above 0 and above a word-bigram baseline: ",
+                  above ? "supported" : "not supported", "**: the largest model, ", big.label, ", ",
+                  Percent(k, n),
+                  "; the bigram baseline (most frequent next word of the training text), ",
+                  Percent(b.bigram_correct, b.examples),
+                  absl::StrFormat("; one-sided two-proportion z = %.2f, p = %.2g.\n", z, p));
+  for (const ModelScores& m : scores) {
+    const int64_t mk = std::llround(m.lambada_accuracy[b.lambada_index] * n);
+    absl::StrAppend(&out, "  - ", m.label, ": ", Percent(mk, m.lambada_examples[b.lambada_index]),
+                    "\n");
+  }
+  return out;
+}
 
 std::string ModelSize::Label() const {
   return absl::StrCat("gpt2_", layers, "x", hidden, "x", heads);
@@ -197,9 +277,12 @@ Table PaperZeroShotRows() {
 
 absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReportInputs& in,
                                   const std::vector<ModelScores>& scores) {
-  RETURN_IF_ERROR(WriteCsv(run.Path("zeroshot.csv"), LongTable(scores, in)));
+  Table csv = LongTable(scores, in);
+  AddIntervalRows(scores, in, &csv);
+  RETURN_IF_ERROR(WriteCsv(run.Path("zeroshot.csv"), csv));
   RETURN_IF_ERROR(WritePlots(run, in, scores));
   Report report("Tables 2-3: GPT-2 zero-shot WikiText-103 perplexity and LAMBADA accuracy");
+  report.Paragraph(ZeroShotFinding(scores, in.baseline));
   report.Paragraph(
       "The paper's rows (Table 2; model shapes in Table 3) beside ours. Ours are scored with the "
       "same protocols (`eval/wikitext103`: detokenised text, windows of the model's sequence "
@@ -212,8 +295,8 @@ absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReport
       "- models: ",
       in.trained_here
           ? absl::StrFormat("trained here on %s (%lld steps of %lld sequences of %lld tokens "
-                            "each, a few hundred thousand tokens seen in all vs the paper's "
-                            "157B), the test split held out",
+                            "each, under a million tokens seen in all vs the paper's 157B), the "
+                            "held-out documents unseen",
                             in.data_name, static_cast<long long>(in.train_iters),
                             static_cast<long long>(in.global_batch_size),
                             static_cast<long long>(in.seq_length))
@@ -224,11 +307,13 @@ absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReport
   for (const EvalData& d : in.lambada)
     absl::StrAppend(&data, "- LAMBADA-format: ", d.name, " (`", d.path, "`)\n");
   absl::StrAppend(&data,
-                  "\nThe fixtures (eval/testdata) are a few paragraphs written for the harness "
-                  "tests, not WikiText-103 or LAMBADA. The held-out split is documents of the "
-                  "training data that training did not use, written as WikiText's tokenised "
-                  "format (one document per paragraph, no headings) and as LAMBADA lines (last "
-                  "word of each document of 10 or more words, trailing punctuation removed).");
+                  "\nThe held-out documents are documents of the corpus that training did not "
+                  "use and that share no 13-word run with the training text, written as "
+                  "WikiText's tokenised format (one document per paragraph, no headings) and as "
+                  "LAMBADA lines (last word of each document of 10 or more words that fits the "
+                  "model's context, trailing punctuation removed). The bigram baseline predicts "
+                  "each line's last word as the word that most often follows the one before it "
+                  "in the training text. They are not WikiText-103 or LAMBADA.");
   report.Paragraph(data);
   Table models({"model", "registered name", "shape", "params", "training wall time (s)"});
   for (const ModelScores& m : scores) {

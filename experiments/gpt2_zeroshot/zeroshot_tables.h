@@ -61,11 +61,24 @@ absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& settings,
                                             const std::vector<EvalData>& wikitext,
                                             const std::vector<EvalData>& lambada);
 
+// What the report tests the models against, when the held-out documents are scored.
+struct HeldOutBaseline {
+  int wikitext_index = -1, lambada_index = -1;  // The held-out files among the inputs' (-1: none).
+  int64_t examples = 0, bigram_correct = 0;     // Of the LAMBADA-format file.
+};
+
+// The report's opening: the paper's claim (perplexity falls and LAMBADA accuracy rises with
+// size) and whether these scores support it, with the statistics: every size step lowers the
+// held-out perplexity; the largest model's LAMBADA-format accuracy with its 95% Wilson interval,
+// above 0 and above the bigram baseline's (one-sided two-proportion z test, p < 0.05).
+std::string ZeroShotFinding(const std::vector<ModelScores>& scores, const HeldOutBaseline& b);
+
 struct ZeroShotReportInputs {
   std::string data_name;  // What the models were trained on.
   bool trained_here = true;
   int64_t train_iters = 0, global_batch_size = 0, seq_length = 0;
   std::vector<EvalData> wikitext, lambada;
+  HeldOutBaseline baseline;
 };
 
 // The paper's rows (Table 2: 355M, 2.5B, 8.3B and the previous state of the art) in the CSV's

@@ -31,6 +31,37 @@ TEST(PaperZeroShotRowsTest, Table2) {
   EXPECT_EQ(t.rows()[7][4], "63.24");
 }
 
+ModelScores Scores(const std::string& label, int64_t params, double ppl, double accuracy) {
+  ModelScores m;
+  m.label = label;
+  m.params = params;
+  m.wikitext_adjusted_ppl = {ppl};
+  m.wikitext_ppl = {ppl};
+  m.lambada_accuracy = {accuracy};
+  m.lambada_examples = {400};
+  return m;
+}
+
+TEST(ZeroShotFindingTest, SupportedOnlyWhenTheNumbersSaySo) {
+  HeldOutBaseline b{0, 0, 400, 20};  // Bigram: 20 / 400 = 5%.
+  // Given out of order; the larger model is better on both.
+  const std::string yes =
+      ZeroShotFinding({Scores("big", 200, 150.0, 0.10), Scores("small", 100, 300.0, 0.06)}, b);
+  EXPECT_NE(yes.find("falls with size: supported"), std::string::npos) << yes;
+  EXPECT_NE(yes.find("small 300.0 -> big 150.0"), std::string::npos) << yes;
+  // 40 / 400 vs 20 / 400: z = 0.05 / sqrt(0.075 * 0.925 * 2 / 400) = 2.6846.
+  EXPECT_NE(yes.find("bigram baseline: supported"), std::string::npos) << yes;
+  EXPECT_NE(yes.find("40 / 400 = 10.00%"), std::string::npos) << yes;
+  EXPECT_NE(yes.find("z = 2.68"), std::string::npos) << yes;
+  // The larger model is worse on perplexity, and only 6% on LAMBADA: not significant.
+  const std::string no =
+      ZeroShotFinding({Scores("small", 100, 300.0, 0.10), Scores("big", 200, 310.0, 0.06)}, b);
+  EXPECT_NE(no.find("falls with size: not supported"), std::string::npos) << no;
+  EXPECT_NE(no.find("bigram baseline: not supported"), std::string::npos) << no;
+  const std::string one = ZeroShotFinding({Scores("small", 100, 300.0, 0.10)}, b);
+  EXPECT_NE(one.find("falls with size: one size only"), std::string::npos) << one;
+}
+
 }  // namespace
 }  // namespace experiments
 }  // namespace mt

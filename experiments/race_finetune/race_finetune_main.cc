@@ -1,9 +1,13 @@
-// ./bazelw run //experiments/race_finetune: the paper's Table 5, RACE column. Pretrains a small
-// BERT on the embedded corpus with //jobs/pretrain:pretrain_bert (or takes --load), then
-// fine-tunes and scores it with //jobs/eval:race on --data (default: the eval/testdata RACE
-// fixture), middle / high / overall beside the paper's. Writes results/race_finetune/ (report.md,
+// ./bazelw run //experiments/race_finetune: the paper's Table 5, RACE column. Pretrains BERTs of
+// the sizes in --models on the prose corpus (experiments/common/prose_corpus.h) with
+// //jobs/pretrain:pretrain_bert (or takes --load), fine-tunes and scores each with //jobs/eval:race
+// on --data (the official RACE release) or, by default, on a RACE-format cloze task generated from
+// the corpus's held-out documents (cloze_race.h), beside a random initialisation of the largest
+// size, and tests the paper's claims on the numbers. Writes results/race_finetune/ (report.md,
 // race.csv).
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +22,10 @@
 #include "data/preprocessing/default_data.h"
 #include "experiments/common/eval_runs.h"
 #include "experiments/common/plot.h"
+#include "experiments/common/prose_corpus.h"
 #include "experiments/common/report.h"
+#include "experiments/gpt2_zeroshot/zeroshot_tables.h"
+#include "experiments/race_finetune/cloze_race.h"
 #include "experiments/race_finetune/race_tables.h"
 
 namespace mt {
@@ -29,15 +36,14 @@ namespace {
 // The experiment's flags (one per field).
 struct RaceFinetuneConfig {
   std::string results_dir, data, load, data_path;
-  int num_layers = 2;
-  int64_t hidden_size = 64;
-  int num_attention_heads = 4;
-  // The pretraining: sequence length 128, global batch 8, 100 steps, peak learning rate 3e-3, on
-  // the CPU; its sequence length and device are the fine-tuning's too.
-  PretrainSchedule pretrain = {128, 8, 0, 100, 3e-3};
+  std::string models = "2x64x4,4x128x4";
+  // The pretraining: sequence length 128, global batch 16, 400 steps, peak learning rate 2e-3,
+  // on the CPU; its sequence length and device are the fine-tuning's too.
+  PretrainSchedule pretrain = {128, 16, 0, 400, 2e-3};
+  bool random_init = true;
   int epochs = 3;
-  double lr = 1e-4;
-  int64_t global_batch_size = 2;
+  double lr = 2e-4;
+  int64_t global_batch_size = 8, max_corpus_documents = 0;
   std::string launcher, work_dir, tensorboard_dir;
 
   template <typename Self, typename V>
@@ -45,14 +51,14 @@ struct RaceFinetuneConfig {
     v("results_dir", &self.results_dir,
       "Where to write (default: <workspace>/results/race_finetune).");
     v("data", &self.data,
-      "The RACE directory ({train,dev,test}/{middle,high}/*.txt; default: the small "
-      "fixture eval/testdata/RACE).");
+      "The RACE directory ({train,dev,test}/{middle,high}/*.txt, e.g. the official release; "
+      "default: a cloze task generated from the prose corpus's held-out documents).");
     v("load", &self.load, "A BERT checkpoint to fine-tune (no pretraining here).");
     v("data_path", &self.data_path,
-      "BERT indexed dataset prefix to pretrain on (default: embedded).");
-    v("num_layers", &self.num_layers, "Pretrained BERT: layers.");
-    v("hidden_size", &self.hidden_size, "Pretrained BERT: hidden size.");
-    v("num_attention_heads", &self.num_attention_heads, "Pretrained BERT: attention heads.");
+      "BERT indexed dataset prefix to pretrain on (default: the prose corpus).");
+    v("models", &self.models, "BERT sizes to pretrain: comma-separated LAYERSxHIDDENxHEADS.");
+    v("random_init", &self.random_init,
+      "Also fine-tune the largest size from a random initialisation (the pretraining baseline).");
     v("pretrain_iters", &self.pretrain.iters, "Pretraining steps.");
     v("pretrain_batch_size", &self.pretrain.global_batch,
       "Pretraining global batch size (sequences).");
@@ -63,6 +69,8 @@ struct RaceFinetuneConfig {
     v("lr", &self.lr, "Fine-tuning peak learning rate (the paper: 2e-5 at 336M, 1e-5 at 1.3B).");
     v("global_batch_size", &self.global_batch_size,
       "Fine-tuning questions per step (the paper: 32 / 16).");
+    v("max_corpus_documents", &self.max_corpus_documents,
+      "Prose corpus: use only this many documents (0: all; for quick runs).");
     v("device", &self.pretrain.device, "cpu or cuda, for pretraining and fine-tuning.",
       kDeviceTypeNames);
     v("launcher", &self.launcher,
@@ -74,26 +82,32 @@ struct RaceFinetuneConfig {
   }
 };
 
-// Pretrains the BERT (MLM + sentence order) into work_dir/bert; returns the checkpoint.
+// A BERT to fine-tune.
+struct Candidate {
+  std::string label, checkpoint;
+  int64_t size_rank = 0;
+  bool pretrained = true;
+  double pretrain_seconds = 0;
+};
+
+// Pretrains one BERT (MLM + sentence order) into work_dir/<name>, or (pretrained false) writes a
+// random initialisation: one step at learning rate 0. Returns the checkpoint.
 absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::string& argv0,
-                                     const std::string& work_dir, std::string* data_name) {
-  std::string prefix = c.data_path;
-  *data_name = prefix;
-  if (prefix.empty()) {
-    ASSIGN_OR_RETURN(data::DefaultData d, data::MakeDefaultData(data::DefaultDataConfig()));
-    prefix = d.bert_prefix;
-    *data_name = "the embedded corpus (Debian fortunes, BERT WordPiece)";
-  }
+                                     const std::string& prefix, const std::string& work_dir,
+                                     const ModelSize& m, bool pretrained) {
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/pretrain/pretrain_bert"));
-  const std::string save = absl::StrCat(work_dir, "/bert_", c.num_layers, "x", c.hidden_size, "x",
-                                        c.num_attention_heads);
-  PretrainRun r{prefix, save, c.num_layers, c.hidden_size, c.num_attention_heads, c.pretrain};
-  if (!c.tensorboard_dir.empty()) {
+  const std::string save = absl::StrCat(work_dir, "/bert_", m.layers, "x", m.hidden, "x", m.heads,
+                                        pretrained ? "" : "_random");
+  PretrainSchedule schedule = c.pretrain;
+  if (!pretrained) schedule.iters = 1, schedule.lr = 0;
+  PretrainRun r{prefix, save, m.layers, m.hidden, m.heads, schedule};
+  if (!c.tensorboard_dir.empty() && pretrained) {
     r.tensorboard_dir =
         absl::StrCat(c.tensorboard_dir, "/", std::filesystem::path(save).filename().string());
   }
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
+  RETURN_IF_ERROR(DefaultFileSystem().RemoveAll(save));
   RETURN_IF_ERROR(RunLaunched(LauncherWords(c.launcher), argv).status());
   return save;
 }
@@ -113,39 +127,74 @@ absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& ar
        absl::StrCat("--device=", DeviceTypeName(c.pretrain.device)), "--save=" + save});
 }
 
-absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
-                          const std::vector<RaceAccuracy>& ours, const std::string& what) {
+// What the runs used and produced, for the report.
+struct Outcome {
+  std::string data, data_name, corpus;
+  std::vector<Candidate> candidates;
+  std::vector<std::vector<RaceAccuracy>> accuracies;  // Per candidate.
+  std::vector<double> seconds;                        // Pretraining + fine-tuning, per candidate.
+};
+
+absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run, const Outcome& o) {
   Table csv = PaperRaceRows();
   Table md({"model", "split", "middle %", "high %", "overall %", "questions (m/h/all)"});
   for (size_t i = 0; i < csv.rows().size(); i += 3) {
     const auto& r = csv.rows();
     md.AddRow({r[i][0], r[i][1], r[i][3], r[i + 1][3], r[i + 2][3], "-"});
   }
-  const std::string label =
-      absl::StrCat("ours BERT ", c.num_layers, "x", c.hidden_size, "x", c.num_attention_heads);
-  for (const char* split : {"dev", "test"}) {
-    std::vector<std::string> row = {c.load.empty() ? label : "ours --load", split, "-", "-", "-"};
-    std::string counts;
-    for (const RaceAccuracy& a : ours) {
-      if (a.split != split) continue;
-      csv.AddRow({row[0], a.split, a.subset, Fixed(a.accuracy_pct, 1)});
-      const int col = a.subset == "middle" ? 2 : a.subset == "high" ? 3 : 4;
-      row[col] = Fixed(a.accuracy_pct, 1);
-      absl::StrAppend(&counts, counts.empty() ? "" : "/", a.questions);
+  std::vector<RaceRun> runs;
+  for (size_t k = 0; k < o.candidates.size(); ++k) {
+    const std::string label = "ours " + o.candidates[k].label;
+    for (const char* split : {"dev", "test"}) {
+      std::vector<std::string> row = {label, split, "-", "-", "-"};
+      std::string counts;
+      for (const RaceAccuracy& a : o.accuracies[k]) {
+        if (a.split != split) continue;
+        csv.AddRow({label, a.split, a.subset, Fixed(a.accuracy_pct, 1)});
+        const int col = a.subset == "middle" ? 2 : a.subset == "high" ? 3 : 4;
+        row[col] = Fixed(a.accuracy_pct, 1);
+        absl::StrAppend(&counts, counts.empty() ? "" : "/", a.questions);
+        if (a.split == "test" && a.subset == "overall") {
+          runs.push_back({o.candidates[k].label, o.candidates[k].size_rank,
+                          o.candidates[k].pretrained, a.questions,
+                          std::llround(a.accuracy_pct / 100 * a.questions)});
+        }
+      }
+      row.push_back(counts);
+      if (!counts.empty()) md.AddRow(row);
     }
-    row.push_back(counts);
-    if (!counts.empty()) md.AddRow(row);
   }
   RETURN_IF_ERROR(WriteCsv(run.Path("race.csv"), csv));
   Report report("Table 5 (RACE column): BERT fine-tuned on RACE, middle / high / overall");
+  report.Paragraph(RaceFinding(runs));
+  report.Paragraph(absl::StrCat(
+      "The claims are tested on the test split of ", o.data_name,
+      "; the paper's numbers are on the official RACE test set, with models 100-1000 times "
+      "larger, and are not comparable with ours."));
   report.Paragraph(
-      "The paper's RACE test accuracies (Table 5) beside ours: a BERT fine-tuned and scored by "
+      "The paper's RACE test accuracies (Table 5) beside ours: BERTs fine-tuned and scored by "
       "`eval/race` with the paper's protocol (each question as four `[CLS] question+option [SEP] "
       "article [SEP]` sequences, the pooled output through a linear head, softmax cross-entropy "
       "over the four; accuracy per level and overall weighted by questions).");
   report.AddTable(md);
   report.Heading("What our numbers used");
-  report.Paragraph(what);
+  Table models({"model", "checkpoint", "pretrained", "pretraining + fine-tuning wall time (s)"});
+  for (size_t k = 0; k < o.candidates.size(); ++k) {
+    models.AddRow({o.candidates[k].label, "`" + o.candidates[k].checkpoint + "`",
+                   o.candidates[k].pretrained ? "yes" : "no (random initialisation)",
+                   Fixed(o.seconds[k], 1)});
+  }
+  report.AddTable(models);
+  report.Paragraph(absl::StrFormat(
+      "- pretraining: %s\n- RACE data: %s (`%s`)\n- fine-tuning: %d epochs, %lld questions per "
+      "step, lr %g, sequence length %lld",
+      c.load.empty() ? absl::StrFormat("%lld steps of %lld sequences of %lld tokens on %s",
+                                       static_cast<long long>(c.pretrain.iters),
+                                       static_cast<long long>(c.pretrain.global_batch),
+                                       static_cast<long long>(c.pretrain.seq_length), o.corpus)
+                     : absl::StrCat("none (`--load=", c.load, "`)"),
+      o.data_name, o.data, c.epochs, static_cast<long long>(c.global_batch_size), c.lr,
+      static_cast<long long>(c.pretrain.seq_length)));
   report.Paragraph(
       "At paper scale: `--load=` a pretrained Megatron-BERT checkpoint, `--data=RACE` (the "
       "official release unpacked), `--seq_length=512 --epochs=3 --global_batch_size=32 "
@@ -153,51 +202,78 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
   return report.Write(run);
 }
 
+// The corpus, the generated task (unless --data) and the checkpoints to fine-tune.
+absl::Status Prepare(const RaceFinetuneConfig& c, const ExperimentRun& run,
+                     const std::string& argv0, const std::string& work_dir, Outcome* o) {
+  o->data = c.data;
+  o->data_name = c.data;
+  std::string prefix = c.data_path;
+  o->corpus = prefix;
+  if (c.data.empty() || (prefix.empty() && c.load.empty())) {
+    ProseCorpusConfig pc;
+    pc.max_documents = c.max_corpus_documents;
+    ASSIGN_OR_RETURN(ProseCorpus corpus, BuildProseCorpus(pc));
+    if (prefix.empty()) prefix = corpus.bert_prefix, o->corpus = corpus.Describe();
+    if (c.data.empty()) {
+      std::vector<std::string> articles;
+      for (const ProseDocument& d : corpus.heldout) articles.push_back(d.text);
+      o->data = work_dir + "/cloze_race";
+      ASSIGN_OR_RETURN(ClozeRaceStats st, WriteClozeRace(articles, ClozeRaceConfig(), o->data));
+      o->data_name = absl::StrFormat(
+          "a RACE-format cloze task generated from the prose corpus's held-out documents "
+          "(cloze_race.h: a sentence of the article with one word blanked; the four options are "
+          "words of the same article): %lld articles, %lld / %lld / %lld train / dev / test "
+          "questions",
+          static_cast<long long>(st.articles), static_cast<long long>(st.questions[0]),
+          static_cast<long long>(st.questions[1]), static_cast<long long>(st.questions[2]));
+    }
+  }
+  if (!c.load.empty()) {
+    o->candidates.push_back({"--load", c.load, 0, true});
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::vector<ModelSize> sizes, ParseModelSizes(c.models));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const ModelSize& m = sizes[i];
+    const std::string label = absl::StrCat("BERT ", m.layers, "x", m.hidden, "x", m.heads);
+    const int64_t rank = m.layers * m.hidden * m.hidden;
+    o->candidates.push_back({label + " pretrained", "", rank, true});
+    if (c.random_init && i + 1 == sizes.size()) {
+      o->candidates.push_back({label + " random init", "", rank, false});
+    }
+  }
+  for (Candidate& k : o->candidates) {
+    const ModelSize m = *std::find_if(sizes.begin(), sizes.end(), [&](const ModelSize& s) {
+      return s.layers * s.hidden * s.hidden == k.size_rank;
+    });
+    std::printf("race_finetune: %s %s\n", k.pretrained ? "pretraining" : "initialising",
+                k.label.c_str());
+    std::fflush(stdout);
+    const double t0 = run.WallSeconds();
+    ASSIGN_OR_RETURN(k.checkpoint, Pretrain(c, argv0, prefix, work_dir, m, k.pretrained));
+    k.pretrain_seconds = run.WallSeconds() - t0;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(const RaceFinetuneConfig& c, int argc, char** argv) {
   ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment("race_finetune", c.results_dir, argc, argv));
   const std::string work_dir =
       c.work_dir.empty() ? data::DefaultDataDir() + "/race_finetune" : c.work_dir;
   RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(work_dir));
-  std::string data = c.data, data_name = c.data;
-  if (data.empty()) {
-    // The fixture (//eval:race_fixture) from the runfiles: the directory of one of its files.
-    ASSIGN_OR_RETURN(const std::string one,
-                     RunfilePath(argv[0], "eval/testdata/RACE/train/middle/1.txt"));
-    data = one.substr(0, one.size() - std::string("/train/middle/1.txt").size());
-    data_name =
-        "the small RACE-format fixture eval/testdata/RACE written for the harness tests "
-        "(3 training articles; not RACE)";
-  }
-  std::string checkpoint = c.load, pretrain_data;
-  double pretrain_s = 0;
-  if (checkpoint.empty()) {
-    std::printf("race_finetune: pretraining BERT\n");
+  Outcome o;
+  RETURN_IF_ERROR(Prepare(c, run, argv[0], work_dir, &o));
+  for (const Candidate& k : o.candidates) {
+    std::printf("race_finetune: fine-tuning %s on %s\n", k.label.c_str(), o.data.c_str());
     std::fflush(stdout);
-    ASSIGN_OR_RETURN(checkpoint, Pretrain(c, argv[0], work_dir, &pretrain_data));
-    pretrain_s = run.WallSeconds();
+    const double t0 = run.WallSeconds();
+    ASSIGN_OR_RETURN(Json results,
+                     FineTune(c, argv[0], k.checkpoint, o.data, work_dir + "/race_ckpt"));
+    ASSIGN_OR_RETURN(std::vector<RaceAccuracy> a, ReadRaceAccuracies(results));
+    o.accuracies.push_back(std::move(a));
+    o.seconds.push_back(run.WallSeconds() - t0 + k.pretrain_seconds);
   }
-  std::printf("race_finetune: fine-tuning %s on %s\n", checkpoint.c_str(), data.c_str());
-  std::fflush(stdout);
-  ASSIGN_OR_RETURN(Json results, FineTune(c, argv[0], checkpoint, data, work_dir + "/race_ckpt"));
-  ASSIGN_OR_RETURN(std::vector<RaceAccuracy> ours, ReadRaceAccuracies(results));
-  const std::string what = absl::StrFormat(
-      "- BERT: %s\n- RACE data: %s (`%s`)\n- fine-tuning: %d epochs, %lld questions per step, lr "
-      "%g, sequence length %lld (%.1f s in all)%s",
-      c.load.empty()
-          ? absl::StrFormat("%d layers, hidden %lld, %d heads, pretrained here for %lld steps of "
-                            "%lld sequences on %s (%.1f s)",
-                            c.num_layers, static_cast<long long>(c.hidden_size),
-                            c.num_attention_heads, static_cast<long long>(c.pretrain.iters),
-                            static_cast<long long>(c.pretrain.global_batch), pretrain_data,
-                            pretrain_s)
-          : absl::StrCat("`", c.load, "` (--load)"),
-      data_name, data, c.epochs, static_cast<long long>(c.global_batch_size), c.lr,
-      static_cast<long long>(c.pretrain.seq_length), run.WallSeconds() - pretrain_s,
-      c.data.empty() ? "\n\nThe fixture's handful of questions makes these accuracies coarse "
-                       "(each question is several points): they show the pipeline end to "
-                       "end, not a number comparable with the paper's."
-                     : "");
-  return WriteResults(c, run, ours, what);
+  return WriteResults(c, run, o);
 }
 
 }  // namespace

@@ -47,6 +47,26 @@ TEST(PaperRaceRowsTest, Table5) {
   EXPECT_EQ(t.rows()[10][3], "90.0");
 }
 
+TEST(RaceFindingTest, SupportedOnlyWhenTheNumbersSaySo) {
+  // 120 / 400 = 30%: P(X >= 120 | 400, 0.25) = 0.0133 (exact sum in float64):
+  // not below 0.01.
+  const std::string no = RaceFinding({{"small", 1, true, 400, 110},
+                                      {"big", 2, true, 400, 120},
+                                      {"big random", 2, false, 400, 118}});
+  EXPECT_NE(no.find("Above chance (25%), p < 0.01: not supported"), std::string::npos) << no;
+  EXPECT_NE(no.find("Pretrained above random initialisation: not supported"), std::string::npos);
+  EXPECT_NE(no.find("Larger above smaller: not supported"), std::string::npos) << no;
+  const std::string yes = RaceFinding({{"big random", 2, false, 400, 100},
+                                       {"big", 2, true, 400, 160},
+                                       {"small", 1, true, 400, 110}});
+  EXPECT_NE(yes.find("Above chance (25%), p < 0.01: supported**: big 160 / 400 = 40.0%"),
+            std::string::npos)
+      << yes;
+  EXPECT_NE(yes.find("Pretrained above random initialisation: supported"), std::string::npos);
+  EXPECT_NE(yes.find("Larger above smaller: supported"), std::string::npos) << yes;
+  EXPECT_NE(RaceFinding({{"big", 2, true, 400, 160}}).find("one size only"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace experiments
 }  // namespace mt

@@ -10,5 +10,4 @@ set key outside right top box
 set logscale x 2
 set logscale y
 plot "wikitext_points.csv" every ::1 using 2:(strcol(1) eq "paper" ? $3 : NaN) with linespoints title "paper (WikiText-103 test)", \
-     "wikitext_points.csv" every ::1 using 2:(strcol(1) eq "d0" ? $3 : NaN) with linespoints title "ours (eval/testdata WikiText-format fixture)", \
-     "wikitext_points.csv" every ::1 using 2:(strcol(1) eq "d1" ? $3 : NaN) with linespoints title "ours (held-out 200 test-split documents)"
+     "wikitext_points.csv" every ::1 using 2:(strcol(1) eq "d0" ? $3 : NaN) with linespoints title "ours (500 held-out documents)"

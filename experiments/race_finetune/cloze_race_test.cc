@@ -1,0 +1,71 @@
+#include "experiments/race_finetune/cloze_race.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "eval/race.h"
+#include "gtest/gtest.h"
+
+namespace mt {
+namespace experiments {
+namespace {
+
+constexpr char kArticle[] =
+    "And the king rose early in the morning, and went to the gate of the city. There he found "
+    "his servants waiting with horses and chariots. \"Where is the prophet?\" asked the king; "
+    "nobody answered him, for the prophet had gone down to the river before dawn.";
+
+TEST(ClozeRaceTest, SentencesSplitAfterTheirEndingPunctuation) {
+  EXPECT_EQ(Sentences("One two. \"Three?\" four; five"),
+            (std::vector<std::string>{"One two.", "\"Three?\"", "four;", "five"}));
+}
+
+TEST(ClozeRaceTest, OnlyTheAnswerGivesBackASentenceOfTheArticle) {
+  ClozeRaceConfig config;
+  config.questions_per_article = 3;
+  const std::vector<ClozeQuestion> qs = ClozeQuestions(kArticle, config, 7);
+  ASSERT_EQ(qs.size(), 3u);
+  const std::string article = kArticle;
+  for (const ClozeQuestion& q : qs) {
+    ASSERT_EQ(q.options.size(), 4u);
+    ASSERT_NE(q.question.find('_'), std::string::npos) << q.question;
+    for (int i = 0; i < 4; ++i) {
+      const std::string filled = absl::StrReplaceAll(q.question, {{"_", q.options[i]}});
+      EXPECT_EQ(article.find(filled) != std::string::npos, i == q.answer)
+          << q.question << " with " << q.options[i];
+      EXPECT_NE(article.find(q.options[i]), std::string::npos) << q.options[i];
+      EXPECT_GE(q.options[i].size(), 4u);
+      for (int j = 0; j < i; ++j) EXPECT_NE(q.options[i], q.options[j]);
+    }
+  }
+  // Too few candidate words: no question.
+  EXPECT_TRUE(ClozeQuestions("a b c d e f g. the cat sat on a mat.", config, 1).empty());
+}
+
+TEST(ClozeRaceTest, WritesWhatTheRaceReaderReads) {
+  std::vector<std::string> articles;
+  for (int i = 0; i < 12; ++i) articles.push_back(kArticle);
+  articles.push_back("too short to be an article.");
+  const std::string dir = absl::StrCat(testing::TempDir(), "/cloze_race");
+  ClozeRaceConfig config;
+  auto stats = WriteClozeRace(articles, config, dir);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->articles, 12);
+  // Articles 0, 5, 10 test; 1, 6, 11 dev; the other 6 train; 2 questions each.
+  EXPECT_EQ(stats->questions[0], 12);
+  EXPECT_EQ(stats->questions[1], 6);
+  EXPECT_EQ(stats->questions[2], 6);
+  auto groups = eval::ReadRace(dir, {"train", "dev", "test"});
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  int64_t total = 0;
+  for (const eval::RaceGroup& g : *groups) total += g.num_questions();
+  EXPECT_EQ(total, 24);
+  // Too few articles for every split and level.
+  EXPECT_FALSE(WriteClozeRace({kArticle, kArticle}, config, dir).ok());
+}
+
+}  // namespace
+}  // namespace experiments
+}  // namespace mt
