@@ -279,12 +279,9 @@ class Trainer {
   // Evaluation through the pipeline: the sums of the losses of up to eval_iters micro-batches
   // (on the last stage; zero elsewhere) and their number.
   absl::StatusOr<std::pair<models::Losses, int>> PipelinedEvalSums(BatchStream& valid);
-  // Sums the losses and FLOPs over the pipeline stages (one all-reduce, two for a model whose
-  // stages report parts of their own; no-op without PP).
+  // Sums the losses and FLOPs over the pipeline stages, and the total and parts each stage
+  // reports for its own layers (Model::output_stage_parts); one all-reduce, a no-op without PP.
   absl::Status PpSum(models::Losses* losses, double* flops);
-  // PpSum's second half: the total and the parts each stage reports for its own layers
-  // (Model::output_stage_parts), `own` being this stage's {total, parts...}, summed over stages.
-  absl::Status PpSumStageParts(const std::vector<double>& own, models::Losses* losses);
   // Sums `values` over the DP ranks (one all-reduce, f32).
   absl::Status DpSum(std::vector<double>* values);
   // Means over the DP ranks of per-rank losses and the total FLOPs.

@@ -104,48 +104,42 @@ absl::StatusOr<std::pair<models::Losses, int>> Trainer::PipelinedEvalSums(BatchS
 absl::Status Trainer::PpSum(models::Losses* losses, double* flops) {
   if (pipeline_ == nullptr) return absl::OkStatus();
   // One exact i64 sum: the last stage contributes the bit patterns of its f64 losses (the others
-  // zeros, so the sum is those bits), every stage its FLOPs rounded to an integer.
+  // zeros, so the sum is those bits), every stage its FLOPs rounded to an integer. A model whose
+  // stages report parts of their own (Model::output_stage_parts) adds a slot per stage: its total
+  // and those parts, as bit patterns, added up here in stage order (the same sum on every rank).
   comm::ParallelContext& pc = *parts_.parallel;
   const size_t parts = losses->parts.size();
+  const size_t first = std::min(parts, static_cast<size_t>(std::max(0, output_stage_parts_)));
+  const size_t n = first < parts ? 1 + parts - first : 0;  // One stage's slot.
+  const int stages = pc.pp().size();
   std::vector<double> mine = {losses->total};
   mine.insert(mine.end(), losses->parts.begin(), losses->parts.end());
-  Tensor t = Tensor::Host({static_cast<int64_t>(parts + 2)}, DType::kI64);
+  const size_t size = parts + 2 + n * stages;
+  Tensor t = Tensor::Host({static_cast<int64_t>(size)}, DType::kI64);
   int64_t* v = t.data_as<int64_t>();
-  std::memset(v, 0, (parts + 1) * sizeof(int64_t));
+  std::memset(v, 0, size * sizeof(int64_t));
   if (pc.is_last_stage()) std::memcpy(v, mine.data(), (parts + 1) * sizeof(double));
   v[parts + 1] = static_cast<int64_t>(std::llround(*flops));
+  int64_t* slots = v + parts + 2;
+  if (n > 0) {
+    std::vector<double> own = {mine[0]};
+    own.insert(own.end(), mine.begin() + 1 + first, mine.end());
+    std::memcpy(slots + n * pc.pp().rank(), own.data(), n * sizeof(double));
+  }
   RETURN_IF_ERROR(pc.pp().AllReduce(t.view(), comm::ReduceOp::kSum));
-  const std::vector<double> own = mine;  // This stage's, before the sum.
   std::memcpy(mine.data(), v, (parts + 1) * sizeof(double));
+  if (n > 0) {
+    std::vector<double> sum(n, 0.0), theirs(n);
+    for (int s = 0; s < stages; ++s) {
+      std::memcpy(theirs.data(), slots + n * s, n * sizeof(double));
+      for (size_t k = 0; k < n; ++k) sum[k] += theirs[k];
+    }
+    mine[0] = sum[0];
+    for (size_t k = first; k < parts; ++k) mine[1 + k] = sum[1 + k - first];
+  }
   losses->total = mine[0];
   for (size_t k = 0; k < parts; ++k) losses->parts[k] = mine[1 + k];
   *flops = static_cast<double>(v[parts + 1]);
-  return PpSumStageParts(own, losses);
-}
-
-absl::Status Trainer::PpSumStageParts(const std::vector<double>& own, models::Losses* losses) {
-  const size_t first = static_cast<size_t>(std::max(0, output_stage_parts_));
-  if (first >= losses->parts.size()) return absl::OkStatus();
-  // Every stage's total and parts from `first` on, as bit patterns in the stage's own slot (an
-  // exact i64 sum), then added in stage order here: the same sum on every rank, every run.
-  comm::ParallelContext& pc = *parts_.parallel;
-  const int stages = pc.pp().size();
-  const size_t n = 1 + losses->parts.size() - first;
-  Tensor t = Tensor::Host({static_cast<int64_t>(n * stages)}, DType::kI64);
-  int64_t* v = t.data_as<int64_t>();
-  std::memset(v, 0, n * stages * sizeof(int64_t));
-  std::vector<double> mine = {own[0]};
-  mine.insert(mine.end(), own.begin() + 1 + first, own.end());
-  std::memcpy(v + n * pc.pp().rank(), mine.data(), n * sizeof(double));
-  RETURN_IF_ERROR(pc.pp().AllReduce(t.view(), comm::ReduceOp::kSum));
-  std::vector<double> sum(n, 0.0);
-  for (int s = 0; s < stages; ++s) {
-    std::vector<double> theirs(n);
-    std::memcpy(theirs.data(), v + n * s, n * sizeof(double));
-    for (size_t k = 0; k < n; ++k) sum[k] += theirs[k];
-  }
-  losses->total = sum[0];
-  for (size_t k = first; k < losses->parts.size(); ++k) losses->parts[k] = sum[1 + k - first];
   return absl::OkStatus();
 }
 
