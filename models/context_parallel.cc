@@ -11,19 +11,13 @@
 namespace mt {
 namespace models {
 
-absl::Status CheckContextParallel(const std::string& model, const ModelConfig& config,
-                                  int context_parallel, const Device& device) {
+absl::Status CheckContextParallel(const std::string& model, int context_parallel,
+                                  const Device& device) {
   if (context_parallel < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(model, ": context-parallel size ", context_parallel, " must be >= 1"));
   }
   if (context_parallel == 1) return absl::OkStatus();
-  if (config.attention_dropout > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        model, ": context parallelism (--context_parallel_size=", context_parallel,
-        ") has no dropout on the attention probabilities; set --attention_dropout=0 (got ",
-        config.attention_dropout, ")"));
-  }
   if (!device.is_cpu()) {
     return absl::InvalidArgumentError(
         absl::StrCat(model, ": context parallelism runs on the CPU only (ring attention has no ",
@@ -101,6 +95,12 @@ absl::StatusOr<Batch> ContextParallelBatch::Cut(const ExecContext& ec, const nn:
     *dst[i] = cut[i]->view();
   }
   return local;
+}
+
+Shape ContextParallelBoundaryShape(int64_t batch, int64_t seq_length, int cp, int sp,
+                                   int64_t hidden) {
+  if (cp > 1) return {2 * batch, seq_length / (2 * cp) / sp, hidden};
+  return {batch, seq_length / sp, hidden};
 }
 
 Tensor CpPositions(const nn::StepContext& sc, int64_t B, int64_t c) {

@@ -6,8 +6,8 @@
 // sums over DP x CP (comm::ParallelContext::dp_cp()).
 //
 // Models that implement it (ModelOptions::context_parallel > 1): GPT-2 and the GPT-family
-// variants whose blocks honour it (nn::Layer::context_parallel), BERT. Not with dropout on the
-// attention probabilities, nor on a GPU, nor with incremental decoding or Logits.
+// variants whose blocks honour it (nn::Layer::context_parallel), BERT (pretraining heads). Not on
+// a GPU, nor with incremental decoding or Logits.
 #ifndef MT_MODELS_CONTEXT_PARALLEL_H_
 #define MT_MODELS_CONTEXT_PARALLEL_H_
 
@@ -25,9 +25,9 @@ namespace mt {
 namespace models {
 
 // InvalidArgument (naming `model`) unless a model built with `context_parallel` ranks can: 1
-// always; > 1 needs attention_dropout 0 and a CPU store.
-absl::Status CheckContextParallel(const std::string& model, const ModelConfig& config,
-                                  int context_parallel, const Device& device);
+// always; > 1 needs a CPU store.
+absl::Status CheckContextParallel(const std::string& model, int context_parallel,
+                                  const Device& device);
 
 // InvalidArgument unless sc's CP group has `context_parallel` ranks (the size the model was built
 // for; every CP rank runs with its group).
@@ -48,6 +48,12 @@ class ContextParallelBatch {
   Tensor tokens_, labels_, token_types_, mask_;
   Tensor staging_[4];  // Device fields downloaded.
 };
+
+// The activation between pipeline stages for `batch` sequences of `seq_length` positions:
+// [batch, seq_length / sp, hidden] at cp = 1, else this rank's chunks chunk-major
+// [2 batch, seq_length / (2 cp) / sp, hidden] (sp: the TP degree with sequence parallelism, else 1).
+Shape ContextParallelBoundaryShape(int64_t batch, int64_t seq_length, int cp, int sp,
+                                   int64_t hidden);
 
 // The positions of this rank's tokens of `B` sequences cut so: i32 [2B * c], the token at
 // (half h, sample b, t) at position CpChunk(h) c + t. CP = 1: [B * c] of t (c = T).

@@ -4,6 +4,7 @@
 #include "comm/sequence_parallel.h"
 #include "core/alloc.h"
 #include "core/status.h"
+#include "nn/context_parallel.h"
 
 namespace mt {
 namespace models {
@@ -46,9 +47,23 @@ absl::StatusOr<TensorView> SequenceParallelEnds::Enter(const nn::StepContext& sc
   }
   RETURN_IF_ERROR(Ensure(sc, &local_in_, {B_, T / n, H_}, emb.dtype));
   RETURN_IF_ERROR(comm::ScatterToSequenceParallelRegionForward(*sc.tp, emb, local_in_.view()));
-  RETURN_IF_ERROR(ops::Dropout(*sc.exec, local_in_.view(), nn::SliceDropout(sc, dropout, T, H_),
-                               local_in_.view()));
+  RETURN_IF_ERROR(DropSlice(sc, local_in_.view(), dropout, T, /*backward=*/false));
   return local_in_.view();
+}
+
+absl::Status SequenceParallelEnds::DropSlice(const nn::StepContext& sc, const TensorView& x_local,
+                                             const ops::DropoutArgs& dropout, int64_t T,
+                                             bool backward) const {
+  const auto drop = backward ? ops::DropoutBackward : ops::Dropout;
+  if (sc.cp_size() == 1) {
+    return drop(*sc.exec, x_local, nn::SliceDropout(sc, dropout, T, H_), x_local);
+  }
+  for (int h = 0; h < 2; ++h) {  // Context parallel: this TP rank's slice of each chunk.
+    const TensorView half = nn::CpHalf(x_local, h);
+    RETURN_IF_ERROR(
+        drop(*sc.exec, half, nn::CpChunkDropout(sc, dropout, T, H_, h, sc.tp_rank()), half));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SequenceParallelEnds::EnterBackward(const nn::StepContext& sc,
@@ -56,8 +71,7 @@ absl::Status SequenceParallelEnds::EnterBackward(const nn::StepContext& sc,
                                                  const ops::DropoutArgs& dropout,
                                                  const TensorView& demb) {
   ASSIGN_OR_RETURN(TensorView demb3, As3D(demb));
-  RETURN_IF_ERROR(ops::DropoutBackward(*sc.exec, dx_local,
-                                       nn::SliceDropout(sc, dropout, demb3.dim(1), H_), dx_local));
+  RETURN_IF_ERROR(DropSlice(sc, dx_local, dropout, demb3.dim(1), /*backward=*/true));
   return comm::ScatterToSequenceParallelRegionBackward(*sc.tp, dx_local, demb3);
 }
 

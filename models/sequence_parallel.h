@@ -10,6 +10,8 @@
 //   Exit:  out <- all-gather of norm(h_local)         ExitBackward: dh_local <- norm'(slice of
 //                                                       dout)   (dout complete on every rank)
 //
+// With context parallelism (nn/context_parallel.h) B counts this rank's chunk-major rows (2 per
+// sample), T the chunk's positions, and `dropout` is the whole sequence's.
 // Shapes: emb, demb, out, dout [B, T, H] (or [B * T, H]); the slices [B, T / tp, H]; compute dtype;
 // sc.tp must be set (TP > 1). Errors: those of the mappings and ops (InvalidArgument for a
 // sequence length not divisible by TP).
@@ -56,6 +58,11 @@ class SequenceParallelEnds {
   // t as [B, T', H] for the sequence's B and H.
   absl::StatusOr<TensorView> As3D(const TensorView& t) const;
   absl::Status Ensure(const nn::StepContext& sc, Tensor* t, const Shape& shape, DType dtype) const;
+  // The embeddings' dropout (or its backward) in place on this rank's slice x_local of an emb
+  // with T positions per row: with context parallelism ([2B, T, H] chunk-major, `dropout` the
+  // whole sequence's) each half keyed as its chunk's slice.
+  absl::Status DropSlice(const nn::StepContext& sc, const TensorView& x_local,
+                         const ops::DropoutArgs& dropout, int64_t T, bool backward) const;
 
   nn::ParameterStore* store_;
   nn::Norm* norm_;

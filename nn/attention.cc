@@ -152,14 +152,16 @@ int64_t ParallelSelfAttention::ActivationBytes() const {
 
 ops::DropoutArgs ParallelSelfAttention::ProbsDropout(const StepContext& sc) const {
   // Local probs [B, NH_local, T, T] are heads [tp_rank * NH_local, ...) of the global
-  // [B_global, NH, T, T] tensor; key each element by its global index.
-  const int64_t block = local_heads_ * T_ * T_;
+  // [B_global, NH, T, T] tensor; key each element by its global index. With context parallelism
+  // T is the whole sequence's (2 C chunks of T_), which ring attention keys its blocks from.
+  const int64_t T = sc.cp_size() > 1 ? 2 * sc.cp_size() * T_ : T_;
+  const int64_t block = local_heads_ * T * T;
   ops::DropoutArgs d;
   d.p = config_.dropout;
   d.seed = sc.dropout_seed;
   d.stream = sc.DropoutStream(config_.layer_index, kProbsDropoutSite);
   d.key_inner = block;
-  d.key_outer_stride = config_.heads * T_ * T_;
+  d.key_outer_stride = config_.heads * T * T;
   d.key_base = sc.sample_offset * d.key_outer_stride + sc.tp_rank() * block;
   return d;
 }

@@ -118,12 +118,12 @@ absl::Status CheckRing(const StepContext& sc, const TensorView& q, const TensorV
         absl::StrCat("ring attention: q ", q.DebugString(), ", k ", k.DebugString(), ", v ",
                      v.DebugString(), " must be [2B, NH, c, D] and [2B, G, c, D] (two chunks)"));
   }
-  if (args.dropout.p > 0) {
-    return absl::UnimplementedError(
-        "ring attention (context parallelism): dropout on the attention probabilities is not "
-        "implemented; set --attention_dropout=0 or --context_parallel_size=1");
+  const int64_t B = q.dim(0) / 2, C = sc.cp_size(), T = 2 * C * q.dim(2);
+  if (args.dropout.p > 0 && args.dropout.key_inner % (T * T) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ring attention: the dropout key mapping's key_inner ", args.dropout.key_inner,
+        " must be 0 or a multiple of the whole sequence's T x T = ", T * T));
   }
-  const int64_t B = q.dim(0) / 2, C = sc.cp_size();
   if (args.padding_mask != nullptr && (args.padding_mask->shape != Shape{2 * C * B, q.dim(2)} ||
                                        args.padding_mask->dtype != DType::kI32)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -131,6 +131,92 @@ absl::Status CheckRing(const StepContext& sc, const TensorView& q, const TensorV
         2 * C * B, ", ", q.dim(2), "] (the whole sequence's, chunk-major)"));
   }
   return absl::OkStatus();
+}
+
+// Element [b, x] of a contiguous [B, X, ...] as a [1, 1, ...] view.
+TensorView Item(const TensorView& t, int64_t b, int64_t x) {
+  Shape shape = t.shape;
+  const int64_t inner = t.numel() / (shape[0] * shape[1]);
+  shape[0] = shape[1] = 1;
+  char* base = static_cast<char*>(t.data) + (b * t.dim(1) + x) * inner * DTypeSize(t.dtype);
+  return TensorView(base, std::move(shape), t.dtype, t.device);
+}
+
+// Where a block's probabilities sit in the whole sequence's [B, NH, T, T] (T = 2 C c): query
+// chunk a, key chunk b of chunk length c.
+struct BlockPlace {
+  int64_t T, c, a, b;
+};
+
+// The dropout keys of matrix m (= sample * NH + head, local heads) of block `at`, for a fused call
+// on that one [c, c] block: the keys `whole` gives those elements in the whole probabilities
+// (whole.key_inner is 0 or a multiple of T^2, CheckRing).
+ops::DropoutArgs BlockKeys(const ops::DropoutArgs& whole, int64_t m, const BlockPlace& at) {
+  const int64_t matrix = m * at.T * at.T;
+  ops::DropoutArgs d = whole;
+  d.key_base = whole.key_inner > 0 ? whole.key_base + (matrix / whole.key_inner) *
+                                                          whole.key_outer_stride +
+                                         matrix % whole.key_inner
+                                   : whole.key_base + matrix;
+  d.key_base += at.a * at.c * at.T + at.b * at.c;
+  d.key_inner = at.c;
+  d.key_outer_stride = at.T;
+  return d;
+}
+
+// The (sample, head) pairs' arguments of a block with dropout: one fused call each, since the
+// rows of a block are not contiguous in the whole probabilities' keys.
+template <typename Fn>
+absl::Status ForEachHead(const TensorView& q, const TensorView& k, const ops::AttentionArgs& a,
+                         const BlockPlace& at, Fn fn) {
+  const int64_t B = q.dim(0), NH = q.dim(1), per_group = NH / k.dim(1);
+  for (int64_t b = 0; b < B; ++b) {
+    TensorView mask;
+    ops::AttentionArgs one = a;
+    if (a.padding_mask != nullptr) {
+      mask = a.padding_mask->Slice(b, b + 1);
+      one.padding_mask = &mask;
+    }
+    for (int64_t h = 0; h < NH; ++h) {
+      one.dropout = BlockKeys(a.dropout, b * NH + h, at);
+      RETURN_IF_ERROR(fn(b, h, h / per_group, one));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ops::FusedAttention of one block (q [B, NH, c, D], k, v [B, G, c, D]) at `at`.
+absl::Status BlockForward(const ExecContext& ec, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const ops::AttentionArgs& a, const BlockPlace& at,
+                          const TensorView& out, const TensorView& lse) {
+  if (a.dropout.p == 0) return ops::FusedAttention(ec, q, k, v, a, out, lse);
+  return ForEachHead(q, k, a, at, [&](int64_t b, int64_t h, int64_t g, const ops::AttentionArgs& one) {
+    return ops::FusedAttention(ec, Item(q, b, h), Item(k, b, g), Item(v, b, g), one,
+                               Item(out, b, h), Item(lse, b, h));
+  });
+}
+
+// ops::FusedAttentionBackward of one block at `at`: overwrites dq, dk, dv.
+absl::Status BlockBackward(const ExecContext& ec, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const TensorView& dout,
+                           const TensorView& lse, const ops::AttentionArgs& a,
+                           const BlockPlace& at, const TensorView& dq, const TensorView& dk,
+                           const TensorView& dv) {
+  if (a.dropout.p == 0) {
+    return ops::FusedAttentionBackward(ec, q, k, v, out, dout, lse, a, dq, dk, dv);
+  }
+  // A head's key and value gradients into scratch, added into its group's.
+  ASSIGN_OR_RETURN(Tensor hk, Alloc(ec, Item(k, 0, 0).shape, k.dtype));
+  ASSIGN_OR_RETURN(Tensor hv, Alloc(ec, Item(k, 0, 0).shape, k.dtype));
+  RETURN_IF_ERROR(SetZero(ec, dk));
+  RETURN_IF_ERROR(SetZero(ec, dv));
+  return ForEachHead(q, k, a, at, [&](int64_t b, int64_t h, int64_t g, const ops::AttentionArgs& one) {
+    RETURN_IF_ERROR(ops::FusedAttentionBackward(ec, Item(q, b, h), Item(k, b, g), Item(v, b, g),
+                                                Item(out, b, h), Item(dout, b, h), Item(lse, b, h),
+                                                one, Item(dq, b, h), hk.view(), hv.view()));
+    RETURN_IF_ERROR(ops::Add(ec, Item(dk, b, g), hk.view(), Item(dk, b, g)));
+    return ops::Add(ec, Item(dv, b, g), hv.view(), Item(dv, b, g));
+  });
 }
 
 // Two buffers of k's shape for each ring step's incoming keys and values (none when C = 1).
@@ -152,7 +238,7 @@ absl::Status RingAttentionForward(const StepContext& sc, const TensorView& q, co
   RETURN_IF_ERROR(CheckRing(sc, q, k, v, args));
   const ExecContext& ec = *sc.exec;
   const int C = sc.cp_size(), r = sc.cp_rank();
-  const int64_t B = q.dim(0) / 2;
+  const int64_t B = q.dim(0) / 2, c = q.dim(2), T = 2 * C * c;
   ASSIGN_OR_RETURN(std::vector<Tensor> ring, RingBuffers(sc, k));
   const TensorView q0 = CpHalf(q, 0), lse0 = CpHalf(lse, 0);
   ASSIGN_OR_RETURN(Tensor blk_out, Alloc(ec, q0.shape, q.dtype));
@@ -173,12 +259,13 @@ absl::Status RingAttentionForward(const StepContext& sc, const TensorView& q, co
       const TensorView qh = CpHalf(q, blk.qh), kh = CpHalf(cur_k, blk.kh);
       const TensorView vh = CpHalf(cur_v, blk.kh);
       const TensorView out_h = CpHalf(out, blk.qh), lse_h = CpHalf(lse, blk.qh);
+      const BlockPlace at{T, c, CpChunk(sc, blk.qh), KvChunk(C, src, blk.kh)};
       if (!have[blk.qh]) {  // The first block of these queries writes the output directly.
-        RETURN_IF_ERROR(ops::FusedAttention(ec, qh, kh, vh, a, out_h, lse_h));
+        RETURN_IF_ERROR(BlockForward(ec, qh, kh, vh, a, at, out_h, lse_h));
         have[blk.qh] = true;
         continue;
       }
-      RETURN_IF_ERROR(ops::FusedAttention(ec, qh, kh, vh, a, blk_out.view(), blk_lse.view()));
+      RETURN_IF_ERROR(BlockForward(ec, qh, kh, vh, a, at, blk_out.view(), blk_lse.view()));
       RETURN_IF_ERROR(ops::AttentionMerge(ec, out_h, lse_h, blk_out.view(), blk_lse.view()));
     }
     RETURN_IF_ERROR(exchange.Wait());
@@ -200,7 +287,7 @@ absl::Status BackwardBlocks(const StepContext& sc, int64_t src, const TensorView
                             const ops::AttentionArgs& args, const TensorView& dq,
                             const TensorView& stage_k, const TensorView& stage_v) {
   const ExecContext& ec = *sc.exec;
-  const int64_t B = q.dim(0) / 2;
+  const int64_t B = q.dim(0) / 2, C = sc.cp_size(), c = q.dim(2);
   ASSIGN_OR_RETURN(Tensor blk_dq, Alloc(ec, CpHalf(q, 0).shape, q.dtype));
   ASSIGN_OR_RETURN(Tensor blk_dk, Alloc(ec, CpHalf(k, 0).shape, k.dtype));
   ASSIGN_OR_RETURN(Tensor blk_dv, Alloc(ec, CpHalf(k, 0).shape, k.dtype));
@@ -208,10 +295,11 @@ absl::Status BackwardBlocks(const StepContext& sc, int64_t src, const TensorView
   RETURN_IF_ERROR(SetZero(ec, stage_v));
   for (const Block& blk : StepBlocks(sc, src, args.causal)) {
     TensorView mask;
-    const ops::AttentionArgs a = BlockArgs(args, blk, KvChunk(sc.cp_size(), src, blk.kh), B, &mask);
-    RETURN_IF_ERROR(ops::FusedAttentionBackward(
-        ec, CpHalf(q, blk.qh), CpHalf(k, blk.kh), CpHalf(v, blk.kh), CpHalf(out, blk.qh),
-        CpHalf(dout, blk.qh), CpHalf(lse, blk.qh), a, blk_dq.view(), blk_dk.view(), blk_dv.view()));
+    const ops::AttentionArgs a = BlockArgs(args, blk, KvChunk(C, src, blk.kh), B, &mask);
+    const BlockPlace at{2 * C * c, c, CpChunk(sc, blk.qh), KvChunk(C, src, blk.kh)};
+    RETURN_IF_ERROR(BlockBackward(ec, CpHalf(q, blk.qh), CpHalf(k, blk.kh), CpHalf(v, blk.kh),
+                                  CpHalf(out, blk.qh), CpHalf(dout, blk.qh), CpHalf(lse, blk.qh),
+                                  a, at, blk_dq.view(), blk_dk.view(), blk_dv.view()));
     const TensorView dq_h = CpHalf(dq, blk.qh);
     const TensorView sk = CpHalf(stage_k, blk.kh), sv = CpHalf(stage_v, blk.kh);
     RETURN_IF_ERROR(ops::Add(ec, dq_h, blk_dq.view(), dq_h));

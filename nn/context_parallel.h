@@ -19,8 +19,10 @@
 // sends the key/value gradients around the ring with their blocks (C exchanges: they end at home).
 // Bidirectional attention (BERT) visits every block; a padding mask then covers the whole
 // sequence, chunk-major: i32 [2C * B, c], rows [k B, (k + 1) B) the mask of chunk k.
-// Not implemented: dropout on the attention probabilities (Unimplemented: the ring's blocks would
-// need the serial run's keys), devices other than the CPU (ops::AttentionMerge).
+// Dropout on the probabilities keys each element by its place in the whole sequence's
+// probabilities, so the masks are the serial run's: a block with dropout is computed one (sample,
+// head) at a time, since its rows are not contiguous in those keys. Devices other than the CPU are
+// not implemented (ops::AttentionMerge).
 #ifndef MT_NN_CONTEXT_PARALLEL_H_
 #define MT_NN_CONTEXT_PARALLEL_H_
 
@@ -51,9 +53,10 @@ ops::DropoutArgs CpChunkDropout(const StepContext& sc, const ops::DropoutArgs& w
 // Ring attention over sc.cp (size C >= 1; C = 1 is plain fused attention over both halves).
 // q, out: [2B, NH, c, D]; k, v: [2B, G, c, D]; lse: f32 [2B, NH, c], chunk-major; args.causal as
 // for FusedAttention within a chunk, args.padding_mask null or i32 [2C * B, c] (the whole
-// sequence's, chunk-major), args.dropout.p must be 0. Overwrites out and lse. Collective over
-// sc.cp (every rank calls it with the same shapes). Errors: those of the ops, Unimplemented for
-// dropout, communicator errors.
+// sequence's, chunk-major), args.dropout keys the whole sequence's probabilities [B, NH, T, T]
+// (T = 2 C c) as ops::FusedAttention over the whole sequence would (key_inner 0 or a multiple of
+// T^2, as ParallelSelfAttention's are). Overwrites out and lse. Collective over sc.cp (every rank
+// calls it with the same shapes). Errors: those of the ops, communicator errors.
 absl::Status RingAttentionForward(const StepContext& sc, const TensorView& q, const TensorView& k,
                                   const TensorView& v, const ops::AttentionArgs& args,
                                   const TensorView& out, const TensorView& lse);

@@ -3,7 +3,7 @@
 // serial answer), and checks that the ring over its two chunks gives the serial output,
 // log-sum-exp and gradients of its chunks within float32 rounding; causal with grouped-query
 // attention (2 key/value groups for 4 heads), bidirectional with a padding mask of the whole
-// sequence, and the exchange without overlap giving the same bits. The dropout keys of a rank's
+// sequence, both with dropout on the probabilities, and the exchange without overlap. The dropout keys of a rank's
 // chunks are those of the whole activation.
 #include "nn/context_parallel.h"
 
@@ -69,7 +69,7 @@ void ExpectClose(const Tensor& got, const Tensor& want, const char* what) {
   for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], tol) << what << " " << i;
 }
 
-void CheckRing(comm::Communicator& cp, bool causal) {
+void CheckRing(comm::Communicator& cp, bool causal, float dropout = 0) {
   const ExecContext ec;
   StepContext sc = StepContext::Train(&ec);
   sc.cp = &cp;
@@ -88,6 +88,18 @@ void CheckRing(comm::Communicator& cp, bool causal) {
   if (!causal) {
     whole_args.padding_mask = &mask.view();
     ring_args.padding_mask = &mask_chunks.view();
+  }
+  if (dropout > 0) {
+    // Keyed as a tensor-parallel rank keys its heads: samples from 5 of a batch whose rows hold
+    // 3x these heads' probabilities (ParallelSelfAttention::ProbsDropout).
+    ops::DropoutArgs d;
+    d.p = dropout;
+    d.seed = 11;
+    d.stream = 7;
+    d.key_inner = NH * T * T;
+    d.key_outer_stride = 3 * NH * T * T;
+    d.key_base = 5 * d.key_outer_stride + NH * T * T;
+    whole_args.dropout = ring_args.dropout = d;
   }
   Tensor out = Tensor::Host({B, NH, T, D}, DType::kF32),
          lse = Tensor::Host({B, NH, T}, DType::kF32);
@@ -131,17 +143,11 @@ TEST_F(MpiTest, RingAttentionBidirectionalWithPaddingEqualsWholeSequence) {
   CheckRing(*comm_, false);
 }
 
-TEST_F(MpiTest, RingAttentionRefusesProbabilityDropout) {
-  const ExecContext ec;
-  StepContext sc = StepContext::Train(&ec);
-  sc.cp = comm_.get();
-  const Tensor q = RandomTensor({2, 1, 2, 4}, DType::kF32, 1);
-  Tensor out = Tensor::Host(q.shape(), DType::kF32), lse = Tensor::Host({2, 1, 2}, DType::kF32);
-  ops::AttentionArgs args;
-  args.dropout.p = 0.1f;
-  const absl::Status s =
-      RingAttentionForward(sc, q.view(), q.view(), q.view(), args, out.view(), lse.view());
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+// Dropout on the probabilities: each block's elements keyed by their place in the whole
+// sequence's probabilities, so the masks and results are the whole sequence's.
+TEST_F(MpiTest, RingAttentionWithProbabilityDropoutEqualsWholeSequence) {
+  CheckRing(*comm_, true, 0.3f);
+  CheckRing(*comm_, false, 0.3f);
 }
 
 // The chunks' dropout keys are the whole activation's: element (b, t, x) of half h has the key of

@@ -7,8 +7,9 @@
 // bf16 training tracks the f32 curve in a band over 200 steps, and the serial bf16 curve at TP=2.
 // The DP gradient all-reduce overlapped with backward gives the same curve as the all-reduce after
 // backward. The distributed optimizer (sharded Adam moments) trains as the serial run and resumes
-// from its checkpoints at another DP size. Context parallelism (CP=2, CP=2 x TP=2, CP=4) follows
-// the serial curve, and a CP=2 checkpoint resumes at CP=1.
+// from its checkpoints at another DP size. Context parallelism (CP=2, CP=2 x TP=2 with and without
+// sequence parallelism, CP=4, CP=2 x PP=2, CP=2 with the distributed optimizer; dropout on the
+// attention probabilities too) follows the serial curve, and a CP=2 checkpoint resumes at CP=1.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -114,16 +115,25 @@ TEST_F(MpiTest, InjectedOverflowSkipsStepAndHalvesScale) {
   EXPECT_NE(more.first_values, more.last_values);
 }
 
+// How a context-parallel run is laid out besides CP and TP.
+struct CpRun {
+  int pp = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+};
+
 // Context parallelism (ring attention over load-balanced chunks): a GPT run with CP ranks and
-// TP ranks, attention dropout off (the ring has none) and hidden dropout on; the serial run of the
-// same config is the reference. `end` < `iters` stops early (the schedule still spans `iters`).
+// TP ranks, dropout on (hidden and attention probabilities); the serial run of the same config is
+// the reference. `end` < `iters` stops early (the schedule still spans `iters`).
 Result TrainCp(comm::Communicator& world, int cp, int tp, int iters, const std::string& prefix,
                int start = 0, int end = -1, const std::string& load = "",
-               const std::string& save = "", int pp = 1) {
-  HarnessConfig c = GptConfig(tp, 2, 4, iters, {}, -1, DType::kF32, {});
-  c.model.attention_dropout = 0;
+               const std::string& save = "", const CpRun& run = {}) {
+  OptimizerConfig oc;
+  oc.use_distributed_optimizer = run.distributed_optimizer;
+  HarnessConfig c = GptConfig(tp, 2, 4, iters, {}, -1, DType::kF32, oc);
   c.cp = cp;
-  c.pp = pp;
+  c.pp = run.pp;
+  c.model_options.sequence_parallel = run.sequence_parallel;
   c.start = start;
   c.end = end < 0 ? iters : end;
   c.load = load;
@@ -157,11 +167,26 @@ TEST_F(MpiTest, ContextParallelCurveMatchesSerialAndResumesAtCp1) {
   ASSERT_EQ(resumed.losses.size(), second_half.size());
   const double worst_resumed = testing::WorstRelative(resumed.losses, second_half);
   EXPECT_LT(worst_resumed, 1e-5);
+  // The distributed optimizer shards the Adam state over DP x CP (here the 2 CP ranks); its
+  // checkpoint resumes at CP=1 with the plain optimizer.
+  CpRun dist;
+  dist.distributed_optimizer = true;
+  Result cp2_dist = TrainCp(*comm_, 2, 1, iters, prefix, 0, -1, "", "", dist);
+  EXPECT_TRUE(cp2_dist.moments_sharded);
+  const double worst_dist = testing::WorstRelative(cp2_dist.losses, serial.losses);
+  EXPECT_LT(worst_dist, 1e-5);
+  const std::string dist_dir = dir + "_dist";
+  TrainCp(*comm_, 2, 1, iters, prefix, 0, half, "", dist_dir, dist);
+  Result dist_resumed = TrainCp(*self, 1, 1, iters, prefix, half, iters, dist_dir);
+  ASSERT_EQ(dist_resumed.losses.size(), second_half.size());
+  const double worst_dist_resumed = testing::WorstRelative(dist_resumed.losses, second_half);
+  EXPECT_LT(worst_dist_resumed, 1e-5);
   if (comm_->rank() == 0) {
     std::printf(
         "CP=2: 20-step worst relative loss difference to serial %.3g; resumed at CP=1 "
-        "from its iteration-%d checkpoint %.3g\n",
-        worst, half, worst_resumed);
+        "from its iteration-%d checkpoint %.3g; with the distributed optimizer %.3g, resumed "
+        "%.3g\n",
+        worst, half, worst_resumed, worst_dist, worst_dist_resumed);
   }
 }
 
@@ -498,8 +523,8 @@ TEST_F(MpiTest, FourRanksTensorAndDataParallelDistributedOptimizer) {
   }
 }
 
-// CP=2 x TP=2, CP=4 and CP=2 x PP=2 (4 ranks: gpt_trainer_test_np4) follow the serial curve
-// within float32 rounding.
+// CP=2 x TP=2 (with and without sequence parallelism), CP=4 and CP=2 x PP=2 (4 ranks:
+// gpt_trainer_test_np4) follow the serial curve within float32 rounding.
 TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   if (comm_->size() != 4) GTEST_SKIP() << "run with 4 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
@@ -509,10 +534,17 @@ TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   Result serial = TrainCp(*self, 1, 1, iters, prefix);
   Result cp2tp2 = TrainCp(*comm_, 2, 2, iters, prefix);
   Result cp4 = TrainCp(*comm_, 4, 1, iters, prefix);
-  Result cp2pp2 = TrainCp(*comm_, 2, 1, iters, prefix, 0, -1, "", "", /*pp=*/2);
+  CpRun pp2, sp;
+  pp2.pp = 2;
+  sp.sequence_parallel = true;
+  Result cp2pp2 = TrainCp(*comm_, 2, 1, iters, prefix, 0, -1, "", "", pp2);
   ASSERT_EQ(cp2pp2.losses.size(), static_cast<size_t>(iters));
   const double worst_cp2pp2 = testing::WorstRelative(cp2pp2.losses, serial.losses);
   EXPECT_LT(worst_cp2pp2, 1e-5);
+  Result cp2tp2sp = TrainCp(*comm_, 2, 2, iters, prefix, 0, -1, "", "", sp);
+  ASSERT_EQ(cp2tp2sp.losses.size(), static_cast<size_t>(iters));
+  const double worst_cp2tp2sp = testing::WorstRelative(cp2tp2sp.losses, serial.losses);
+  EXPECT_LT(worst_cp2tp2sp, 1e-5);
   ASSERT_EQ(cp2tp2.losses.size(), static_cast<size_t>(iters));
   ASSERT_EQ(cp4.losses.size(), static_cast<size_t>(iters));
   const double worst_cp2tp2 = testing::WorstRelative(cp2tp2.losses, serial.losses);
@@ -526,8 +558,8 @@ TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   if (comm_->rank() == 0) {
     std::printf(
         "20-step worst relative loss difference to serial: CP=2 x TP=2 %.3g, CP=4 %.3g, CP=2 x "
-        "PP=2 %.3g\n",
-        worst_cp2tp2, worst_cp4, worst_cp2pp2);
+        "PP=2 %.3g, CP=2 x TP=2 with sequence parallelism %.3g\n",
+        worst_cp2tp2, worst_cp4, worst_cp2pp2, worst_cp2tp2sp);
   }
 }
 

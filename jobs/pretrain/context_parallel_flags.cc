@@ -21,21 +21,12 @@ absl::Status ValidateContextParallel(const PretrainConfig& c) {
     return absl::InvalidArgumentError(
         "--context_parallel_size > 1 with --expert_model_parallel_size > 1 is not implemented");
   }
-  if (c.activations.sequence_parallel) {
-    return absl::InvalidArgumentError(
-        "--context_parallel_size > 1 with --sequence_parallel is not implemented yet");
-  }
-  if (c.model.family == models::Family::kBert) {
-    return absl::InvalidArgumentError(
-        "BERT: context parallelism is not implemented yet (the GPT family has it); use "
-        "--context_parallel_size=1");
-  }
   if (c.device != DeviceType::kCpu) {
     return absl::InvalidArgumentError(
         "--context_parallel_size > 1 runs on the CPU only (ring attention has no GPU kernels yet)");
   }
   // The models refuse these too, on every rank; here rank 0 says it once.
-  return models::CheckContextParallel("the model", c.model, cp, Device::Cpu());
+  return models::CheckContextParallel("the model", cp, Device::Cpu());
 }
 
 }  // namespace jobs

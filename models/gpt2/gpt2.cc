@@ -60,15 +60,10 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(const ModelConfig& co
     return absl::InvalidArgumentError(
         "GPT: the blocks of this architecture do not run with sequence parallelism");
   }
-  RETURN_IF_ERROR(CheckContextParallel("GPT", config, options.context_parallel, store->device()));
+  RETURN_IF_ERROR(CheckContextParallel("GPT", options.context_parallel, store->device()));
   if (options.context_parallel > 1 && !m->stack_->context_parallel()) {
     return absl::InvalidArgumentError(
         "GPT: the blocks of this architecture do not run with context parallelism");
-  }
-  if (options.context_parallel > 1 && options.sequence_parallel) {
-    return absl::InvalidArgumentError(
-        "GPT: context parallelism with sequence parallelism is not implemented yet; drop "
-        "--sequence_parallel or use --context_parallel_size=1");
   }
   m->layer_weights_ = LayerMatrixWeights(*store, absl::StrCat("layers.", stage.first_layer, "."));
   m->final_norm_handle_ = store->size();  // Its first parameter's handle (declaration order).
@@ -105,7 +100,7 @@ absl::Status GptModel::DropEmbedding(const nn::StepContext& sc, const TensorView
   const auto drop = backward ? ops::DropoutBackward : ops::Dropout;
   if (sc.cp_size() == 1) return drop(*sc.exec, x2, EmbeddingDropout(sc, T_), x2);
   // Context parallel: each chunk-major half with the keys of its chunk in the whole sequence.
-  const ops::DropoutArgs whole = EmbeddingDropout(sc, 2 * sc.cp_size() * T_);
+  const ops::DropoutArgs whole = EmbeddingDropout(sc, WholeT());
   for (int h = 0; h < 2; ++h) {
     const TensorView half = nn::CpHalf(x2, h);
     RETURN_IF_ERROR(
@@ -167,9 +162,8 @@ absl::Status GptModel::PrepareForward(const nn::StepContext& sc, const TensorVie
 }
 
 Shape GptModel::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
-  const int cp = options_.context_parallel;
-  if (cp > 1) return {2 * batch, seq_length / (2 * cp), config_.hidden_size};
-  return {batch, sp_ != nullptr ? seq_length / store_->tp_size() : seq_length, config_.hidden_size};
+  return ContextParallelBoundaryShape(batch, seq_length, options_.context_parallel,
+                                      sp_ != nullptr ? store_->tp_size() : 1, config_.hidden_size);
 }
 
 absl::Status GptModel::CheckHidden(const ExecContext& ec, const TensorView& t,
@@ -201,7 +195,7 @@ absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const 
   }
   if (sp_ != nullptr) {
     // Sequence parallel: the stack on this rank's slice of the sequence.
-    ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb_.view(), EmbeddingDropout(sc, T)));
+    ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb_.view(), EmbeddingDropout(sc, WholeT())));
     return stack_->Forward(sc, x, /*padding_mask=*/nullptr);
   }
   RETURN_IF_ERROR(DropEmbedding(sc, emb2, /*backward=*/false));
@@ -333,7 +327,7 @@ absl::Status GptModel::StageBackward(const nn::StepContext& sc, const TensorView
   if (sp_ != nullptr) {
     ASSIGN_OR_RETURN(gathered, Alloc(ec, {N, H}, dtype_));
     dh2 = gathered.view();
-    RETURN_IF_ERROR(sp_->EnterBackward(sc, dh.view(), EmbeddingDropout(sc, T_), dh2));
+    RETURN_IF_ERROR(sp_->EnterBackward(sc, dh.view(), EmbeddingDropout(sc, WholeT()), dh2));
   } else {
     ASSIGN_OR_RETURN(dh2, dh.view().Reshape({N, H}));
     RETURN_IF_ERROR(DropEmbedding(sc, dh2, /*backward=*/true));

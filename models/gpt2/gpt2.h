@@ -175,6 +175,10 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
                       const std::vector<int32_t>& positions, absl::Span<const nn::DecodeSpan> spans,
                       const std::vector<int32_t>* last, const TensorView& logits);
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc, int64_t T) const;
+  // The whole sequence's length: T_, or with context parallelism the 2 C chunks of T_.
+  int64_t WholeT() const {
+    return options_.context_parallel > 1 ? 2 * options_.context_parallel * T_ : T_;
+  }
   // The embedding dropout (or its backward) in place on x2 [B_ * T_, H]: with context parallelism
   // per chunk-major half, each keyed as its chunk of the whole sequence.
   absl::Status DropEmbedding(const nn::StepContext& sc, const TensorView& x2, bool backward) const;

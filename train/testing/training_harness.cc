@@ -175,6 +175,7 @@ HarnessResult RunTraining(comm::Communicator& world, const HarnessConfig& c,
   out.schedule_samples = schedule.samples();
   out.buckets = opt->grad_reducer().num_buckets();
   out.masters_sharded = opt->masters_sharded();
+  out.moments_sharded = opt->distributed();
   out.buckets_in_backward = opt->grad_reducer().buckets_started_in_backward();
   out.last_values = Masters(store, *opt, d.ec);
   out.last_compute = ComputeCopies(store, d.ec);

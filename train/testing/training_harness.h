@@ -73,6 +73,7 @@ struct HarnessResult {
   int64_t schedule_samples = 0;
   std::vector<float> first_values, last_values;  // f32 masters before and after.
   bool masters_sharded = false;  // The optimizer held them as DP shards (Optimizer).
+  bool moments_sharded = false;  // The Adam moments were DP x CP shards (Optimizer).
   std::vector<double> first_compute, last_compute;  // Compute-dtype copies before and after.
   int64_t buckets = 0, buckets_in_backward = 0;     // Of the last iteration's DP reduction.
   comm::CommCounters dp_calls;                      // Of the DP group, over the training only.
