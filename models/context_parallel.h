@@ -51,7 +51,8 @@ class ContextParallelBatch {
 
 // The activation between pipeline stages for `batch` sequences of `seq_length` positions:
 // [batch, seq_length / sp, hidden] at cp = 1, else this rank's chunks chunk-major
-// [2 batch, seq_length / (2 cp) / sp, hidden] (sp: the TP degree with sequence parallelism, else 1).
+// [2 batch, seq_length / (2 cp) / sp, hidden] (sp: the TP degree with sequence parallelism, else
+// 1).
 Shape ContextParallelBoundaryShape(int64_t batch, int64_t seq_length, int cp, int sp,
                                    int64_t hidden);
 

@@ -120,9 +120,9 @@ absl::Status CheckRing(const StepContext& sc, const TensorView& q, const TensorV
   }
   const int64_t B = q.dim(0) / 2, C = sc.cp_size(), T = 2 * C * q.dim(2);
   if (args.dropout.p > 0 && args.dropout.key_inner % (T * T) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ring attention: the dropout key mapping's key_inner ", args.dropout.key_inner,
-        " must be 0 or a multiple of the whole sequence's T x T = ", T * T));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring attention: the dropout key mapping's key_inner ", args.dropout.key_inner,
+                     " must be 0 or a multiple of the whole sequence's T x T = ", T * T));
   }
   if (args.padding_mask != nullptr && (args.padding_mask->shape != Shape{2 * C * B, q.dim(2)} ||
                                        args.padding_mask->dtype != DType::kI32)) {
@@ -154,10 +154,10 @@ struct BlockPlace {
 ops::DropoutArgs BlockKeys(const ops::DropoutArgs& whole, int64_t m, const BlockPlace& at) {
   const int64_t matrix = m * at.T * at.T;
   ops::DropoutArgs d = whole;
-  d.key_base = whole.key_inner > 0 ? whole.key_base + (matrix / whole.key_inner) *
-                                                          whole.key_outer_stride +
-                                         matrix % whole.key_inner
-                                   : whole.key_base + matrix;
+  d.key_base = whole.key_inner > 0
+                   ? whole.key_base + (matrix / whole.key_inner) * whole.key_outer_stride +
+                         matrix % whole.key_inner
+                   : whole.key_base + matrix;
   d.key_base += at.a * at.c * at.T + at.b * at.c;
   d.key_inner = at.c;
   d.key_outer_stride = at.T;
@@ -190,18 +190,18 @@ absl::Status BlockForward(const ExecContext& ec, const TensorView& q, const Tens
                           const TensorView& v, const ops::AttentionArgs& a, const BlockPlace& at,
                           const TensorView& out, const TensorView& lse) {
   if (a.dropout.p == 0) return ops::FusedAttention(ec, q, k, v, a, out, lse);
-  return ForEachHead(q, k, a, at, [&](int64_t b, int64_t h, int64_t g, const ops::AttentionArgs& one) {
-    return ops::FusedAttention(ec, Item(q, b, h), Item(k, b, g), Item(v, b, g), one,
-                               Item(out, b, h), Item(lse, b, h));
-  });
+  return ForEachHead(q, k, a, at,
+                     [&](int64_t b, int64_t h, int64_t g, const ops::AttentionArgs& one) {
+                       return ops::FusedAttention(ec, Item(q, b, h), Item(k, b, g), Item(v, b, g),
+                                                  one, Item(out, b, h), Item(lse, b, h));
+                     });
 }
 
 // ops::FusedAttentionBackward of one block at `at`: overwrites dq, dk, dv.
 absl::Status BlockBackward(const ExecContext& ec, const TensorView& q, const TensorView& k,
                            const TensorView& v, const TensorView& out, const TensorView& dout,
-                           const TensorView& lse, const ops::AttentionArgs& a,
-                           const BlockPlace& at, const TensorView& dq, const TensorView& dk,
-                           const TensorView& dv) {
+                           const TensorView& lse, const ops::AttentionArgs& a, const BlockPlace& at,
+                           const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   if (a.dropout.p == 0) {
     return ops::FusedAttentionBackward(ec, q, k, v, out, dout, lse, a, dq, dk, dv);
   }
@@ -210,13 +210,14 @@ absl::Status BlockBackward(const ExecContext& ec, const TensorView& q, const Ten
   ASSIGN_OR_RETURN(Tensor hv, Alloc(ec, Item(k, 0, 0).shape, k.dtype));
   RETURN_IF_ERROR(SetZero(ec, dk));
   RETURN_IF_ERROR(SetZero(ec, dv));
-  return ForEachHead(q, k, a, at, [&](int64_t b, int64_t h, int64_t g, const ops::AttentionArgs& one) {
-    RETURN_IF_ERROR(ops::FusedAttentionBackward(ec, Item(q, b, h), Item(k, b, g), Item(v, b, g),
-                                                Item(out, b, h), Item(dout, b, h), Item(lse, b, h),
-                                                one, Item(dq, b, h), hk.view(), hv.view()));
-    RETURN_IF_ERROR(ops::Add(ec, Item(dk, b, g), hk.view(), Item(dk, b, g)));
-    return ops::Add(ec, Item(dv, b, g), hv.view(), Item(dv, b, g));
-  });
+  return ForEachHead(
+      q, k, a, at, [&](int64_t b, int64_t h, int64_t g, const ops::AttentionArgs& one) {
+        RETURN_IF_ERROR(ops::FusedAttentionBackward(
+            ec, Item(q, b, h), Item(k, b, g), Item(v, b, g), Item(out, b, h), Item(dout, b, h),
+            Item(lse, b, h), one, Item(dq, b, h), hk.view(), hv.view()));
+        RETURN_IF_ERROR(ops::Add(ec, Item(dk, b, g), hk.view(), Item(dk, b, g)));
+        return ops::Add(ec, Item(dv, b, g), hv.view(), Item(dv, b, g));
+      });
 }
 
 // Two buffers of k's shape for each ring step's incoming keys and values (none when C = 1).
@@ -298,8 +299,8 @@ absl::Status BackwardBlocks(const StepContext& sc, int64_t src, const TensorView
     const ops::AttentionArgs a = BlockArgs(args, blk, KvChunk(C, src, blk.kh), B, &mask);
     const BlockPlace at{2 * C * c, c, CpChunk(sc, blk.qh), KvChunk(C, src, blk.kh)};
     RETURN_IF_ERROR(BlockBackward(ec, CpHalf(q, blk.qh), CpHalf(k, blk.kh), CpHalf(v, blk.kh),
-                                  CpHalf(out, blk.qh), CpHalf(dout, blk.qh), CpHalf(lse, blk.qh),
-                                  a, at, blk_dq.view(), blk_dk.view(), blk_dv.view()));
+                                  CpHalf(out, blk.qh), CpHalf(dout, blk.qh), CpHalf(lse, blk.qh), a,
+                                  at, blk_dq.view(), blk_dk.view(), blk_dv.view()));
     const TensorView dq_h = CpHalf(dq, blk.qh);
     const TensorView sk = CpHalf(stage_k, blk.kh), sv = CpHalf(stage_v, blk.kh);
     RETURN_IF_ERROR(ops::Add(ec, dq_h, blk_dq.view(), dq_h));

@@ -3,8 +3,8 @@
 // serial answer), and checks that the ring over its two chunks gives the serial output,
 // log-sum-exp and gradients of its chunks within float32 rounding; causal with grouped-query
 // attention (2 key/value groups for 4 heads), bidirectional with a padding mask of the whole
-// sequence, both with dropout on the probabilities, and the exchange without overlap. The dropout keys of a rank's
-// chunks are those of the whole activation.
+// sequence, both with dropout on the probabilities, and the exchange without overlap. The dropout
+// keys of a rank's chunks are those of the whole activation.
 #include "nn/context_parallel.h"
 
 #include <cmath>
