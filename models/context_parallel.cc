@@ -97,6 +97,18 @@ absl::StatusOr<Batch> ContextParallelBatch::Cut(const ExecContext& ec, const nn:
   return local;
 }
 
+absl::Status CpDropout(const nn::StepContext& sc, const TensorView& x,
+                       const ops::DropoutArgs& whole, int64_t chunk_len, int64_t width,
+                       bool backward, const TensorView& y) {
+  const auto drop = backward ? ops::DropoutBackward : ops::Dropout;
+  if (sc.cp_size() == 1) return drop(*sc.exec, x, whole, y);
+  for (int h = 0; h < 2; ++h) {
+    RETURN_IF_ERROR(drop(*sc.exec, nn::CpHalf(x, h),
+                         nn::CpChunkDropout(sc, whole, chunk_len, width, h), nn::CpHalf(y, h)));
+  }
+  return absl::OkStatus();
+}
+
 Shape ContextParallelBoundaryShape(int64_t batch, int64_t seq_length, int cp, int sp,
                                    int64_t hidden) {
   if (cp > 1) return {2 * batch, seq_length / (2 * cp) / sp, hidden};

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ops/elementwise.h"
 #include "core/tensor.h"
 #include "models/config.h"
 #include "models/model.h"
@@ -55,6 +56,13 @@ class ContextParallelBatch {
 // 1).
 Shape ContextParallelBoundaryShape(int64_t batch, int64_t seq_length, int cp, int sp,
                                    int64_t hidden);
+
+// The dropout (or its backward) of x [2B * c, width] or [2B, c, width], this rank's chunks
+// chunk-major, into y (of x's shape; may be x): each half keyed as its chunk of the whole
+// activation that `whole` keys from its first element. CP = 1: `whole` on x as it is.
+absl::Status CpDropout(const nn::StepContext& sc, const TensorView& x,
+                       const ops::DropoutArgs& whole, int64_t chunk_len, int64_t width,
+                       bool backward, const TensorView& y);
 
 // The positions of this rank's tokens of `B` sequences cut so: i32 [2B * c], the token at
 // (half h, sample b, t) at position CpChunk(h) c + t. CP = 1: [B * c] of t (c = T).

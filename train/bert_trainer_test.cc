@@ -5,7 +5,9 @@
 // and the trainer's dropout sample offsets are the first samples it hands each rank.
 // The distributed optimizer's curve and weights equal the serial ones within float32 rounding, and
 // so do pipeline-parallel runs (PP=2, 1F1B and interleaved), 20 steps each; with 4 ranks
-// (bert_trainer_test_np4) PP=2 x DP=2 and PP=2 x TP=2 too.
+// (bert_trainer_test_np4) PP=2 x DP=2 and PP=2 x TP=2 too. Context parallelism (CP=2; with 4
+// ranks CP=2 x TP=2 with and without sequence parallelism, and CP=4) follows the serial curves,
+// and a CP=2 checkpoint resumes at CP=1.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -102,6 +104,10 @@ struct Layout {
   int pp = 1;
   int layers_per_virtual_stage = 0;
   int num_layers = 2;
+  int cp = 1;  // Context parallelism.
+  bool sequence_parallel = false;
+  int start = 0, end = -1;  // Iterations [start, end) of the schedule's `iters` (-1: all).
+  std::string load, save;   // Checkpoint directories.
 };
 
 Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, int iters,
@@ -111,12 +117,17 @@ Result Train(comm::Communicator& world, int tp, int64_t micro, int64_t global, i
   c.model = TinyBert();
   c.model.num_layers = lay.num_layers;
   c.pp = lay.pp;
+  c.cp = lay.cp;
+  c.model_options.sequence_parallel = lay.sequence_parallel;
+  c.start = lay.start;
+  c.load = lay.load;
+  c.save = lay.save;
   c.layers_per_virtual_stage = lay.layers_per_virtual_stage;
   c.tp = tp;
   c.micro_batch_size = micro;
   c.global_batch_size = global;
   c.seq_length = kSeq;
-  c.end = iters;
+  c.end = lay.end < 0 ? iters : lay.end;
   c.lr.max_lr = 1e-2;
   c.lr.min_lr = 1e-3;
   c.lr.warmup_samples = global * 2;
@@ -284,6 +295,49 @@ TEST_F(MpiTest, BertDistributedOptimizerMatchesSerial) {
   EXPECT_LT(dist.lm.back(), dist.lm.front() - 0.5);
 }
 
+// Context parallelism: each sequence in 2 CP chunks per rank (ring attention, bidirectional with
+// the padding mask split with the sequence; the sentence-order head on CP rank 0, which holds the
+// [CLS] positions), dropout on: CP=2 follows the serial MLM and SOP curves, and its checkpoint
+// resumes at CP=1 on the serial curve.
+TEST_F(MpiTest, BertContextParallelMatchesSerialAndResumesAtCp1) {
+  if (comm_->size() != 2) GTEST_SKIP() << "run with 2 ranks";
+  const std::string prefix = MakeCorpus(comm_->rank());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
+  const int iters = 16, half = 8;
+  const Result serial = Train(*self, 1, 4, 8, iters, prefix);
+  Layout cp2;
+  cp2.cp = 2;
+  const Result r = Train(*comm_, 1, 4, 8, iters, prefix, {}, cp2);
+  ASSERT_EQ(r.losses.size(), static_cast<size_t>(iters));
+  const double worst =
+      std::max(testing::WorstRelative(r.lm, serial.lm), testing::WorstRelative(r.sop, serial.sop));
+  for (int i = 0; i < iters; ++i) {
+    EXPECT_NEAR(r.grad_norms[i], serial.grad_norms[i], 1e-4 * serial.grad_norms[i]) << i;
+  }
+  EXPECT_LT(worst, 1e-5);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  cp2.save = std::string(tmp ? tmp : "/tmp") + "/bert_cp2_ckpt";
+  cp2.end = half;
+  Train(*comm_, 1, 4, 8, iters, prefix, {}, cp2);
+  Layout resume;
+  resume.load = cp2.save;
+  resume.start = half;
+  const Result resumed = Train(*self, 1, 4, 8, iters, prefix, {}, resume);
+  const std::vector<double> lm(serial.lm.begin() + half, serial.lm.end());
+  const std::vector<double> sop(serial.sop.begin() + half, serial.sop.end());
+  ASSERT_EQ(resumed.lm.size(), lm.size());
+  const double worst_resumed =
+      std::max(testing::WorstRelative(resumed.lm, lm), testing::WorstRelative(resumed.sop, sop));
+  EXPECT_LT(worst_resumed, 1e-5);
+  if (comm_->rank() == 0) {
+    std::printf(
+        "BERT CP=2: %d-step worst relative lm/sop loss difference to serial %.3g; resumed at "
+        "CP=1 from its iteration-%d checkpoint %.3g\n",
+        iters, worst, half, worst_resumed);
+  }
+}
+
 // Pipeline parallelism (two stages of a 4-layer BERT, 1F1B and interleaved with 2 model chunks of
 // one layer per stage) trains as the serial run for 20 steps: each stage's parameters (the word
 // embedding on both the first and the last) end equal to the serial model's, the MLM and SOP curves
@@ -371,6 +425,37 @@ TEST_F(MpiTest, FourRanksBertPipelineWithTensorAndDataParallelMatchesSerial) {
     EXPECT_LT(worst, 1e-5) << what;
     EXPECT_LT(norms, 1e-4) << what;
     EXPECT_LT(weights, 1.0) << what;
+  }
+}
+
+// CP=2 x TP=2, with and without sequence parallelism, and CP=4 (4 ranks: bert_trainer_test_np4)
+// follow the serial MLM and SOP curves.
+TEST_F(MpiTest, FourRanksBertContextParallelMatchesSerial) {
+  if (comm_->size() != 4) GTEST_SKIP() << "run with 4 ranks";
+  const std::string prefix = MakeCorpus(comm_->rank());
+  const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
+  ASSERT_NE(self, nullptr);
+  const int iters = 16;
+  const Result serial = Train(*self, 1, 4, 8, iters, prefix);
+  for (int run = 0; run < 3; ++run) {
+    Layout lay;
+    lay.cp = run == 2 ? 4 : 2;
+    lay.sequence_parallel = run == 1;
+    const int tp = run == 2 ? 1 : 2;
+    const Result r = Train(*comm_, tp, 4, 8, iters, prefix, {}, lay);
+    const std::string what = run == 0 ? "CP=2 x TP=2" : run == 1 ? "CP=2 x TP=2 with SP" : "CP=4";
+    ASSERT_EQ(r.losses.size(), static_cast<size_t>(iters)) << what;
+    const double worst = std::max(testing::WorstRelative(r.lm, serial.lm),
+                                  testing::WorstRelative(r.sop, serial.sop));
+    const double norms = testing::WorstRelative(r.grad_norms, serial.grad_norms);
+    if (comm_->rank() == 0) {
+      std::printf(
+          "BERT %s: %d-step worst relative lm/sop loss difference to serial %.3g, grad "
+          "norm %.3g\n",
+          what.c_str(), iters, worst, norms);
+    }
+    EXPECT_LT(worst, 1e-5) << what;
+    EXPECT_LT(norms, 1e-4) << what;
   }
 }
 

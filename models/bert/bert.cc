@@ -10,6 +10,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/tanh.h"
 #include "core/status.h"
+#include "models/context_parallel.h"
 #include "models/flops.h"
 #include "models/registry.h"
 #include "nn/linear.h"
@@ -32,14 +33,6 @@ absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape)
 }
 }  // namespace
 
-namespace {
-absl::Status NoContextParallel() {
-  return absl::UnimplementedError(
-      "BERT: context parallelism is not implemented yet (the GPT family has it); use "
-      "--context_parallel_size=1");
-}
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& config,
                                                              nn::ParameterStore* store,
                                                              const ModelOptions& options) {
@@ -47,7 +40,12 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
     return absl::InvalidArgumentError("BERT: the config's family is not kBert");
   }
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
-  if (options.context_parallel != 1) return NoContextParallel();
+  RETURN_IF_ERROR(CheckContextParallel("BERT", options.context_parallel, store->device()));
+  if (options.context_parallel > 1 && options.heads != Heads::kPretraining) {
+    return absl::UnimplementedError(
+        "BERT: context parallelism is implemented for the pretraining heads; fine-tune with "
+        "--context_parallel_size=1");
+  }
   const StageOptions& stage = options.stage;
   if (!stage.whole() && options.heads != Heads::kPretraining) {
     return absl::UnimplementedError(
@@ -129,18 +127,19 @@ absl::Status BertModel::CheckDevice(const ExecContext& ec) const {
 
 ops::DropoutArgs BertModel::EmbeddingDropout(const nn::StepContext& sc) const {
   return sc.Dropout(config_.hidden_dropout, kOutsideLayersDropout, kEmbeddingDropoutSite,
-                    T_ * config_.hidden_size);
+                    WholeT() * config_.hidden_size);
 }
 
-absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T) {
+absl::Status BertModel::EnsureBuffers(const nn::StepContext& sc, int64_t B, int64_t T) {
+  const ExecContext& ec = *sc.exec;
   if (B == B_ && T == T_ && positions_.device() == ec.device) return absl::OkStatus();
   const int64_t H = config_.hidden_size, N = B * T;
   B_ = T_ = 0;  // Until every buffer is allocated.
   has_forward_ = false;
   const StageOptions& stage = options_.stage;
-  // Index tensors are built on the host and uploaded.
-  Tensor positions = Tensor::Host({N}, DType::kI32);
-  for (int64_t i = 0; i < N; ++i) positions.data_as<int32_t>()[i] = static_cast<int32_t>(i % T);
+  const int64_t samples = options_.context_parallel > 1 ? B / 2 : B;
+  // Index tensors are built on the host and uploaded (context parallel: this rank's chunks).
+  const Tensor positions = CpPositions(sc, samples, T);
   ASSIGN_OR_RETURN(positions_, CopyToDevice(ec, positions.view()));
   if (stage.holds_input) {
     ASSIGN_OR_RETURN(emb_sum_, Alloc(ec, {N, H}, dtype_));
@@ -148,15 +147,18 @@ absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t 
     ASSIGN_OR_RETURN(emb_, Alloc(ec, {B, T, H}, dtype_));
   }
   if (stage.holds_output) {
-    Tensor cls_rows = Tensor::Host({B}, DType::kI32);
-    for (int64_t b = 0; b < B; ++b) cls_rows.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
+    // Position 0 of each sample (context parallel: CP rank 0's first half, chunk 0).
+    Tensor cls_rows = Tensor::Host({samples}, DType::kI32);
+    for (int64_t b = 0; b < samples; ++b) {
+      cls_rows.data_as<int32_t>()[b] = static_cast<int32_t>(b * T);
+    }
     ASSIGN_OR_RETURN(cls_rows_, CopyToDevice(ec, cls_rows.view()));
     if (config_.norm == nn::NormPosition::kPreNorm || sp_ != nullptr) {
       ASSIGN_OR_RETURN(final_out_, Alloc(ec, {N, H}, dtype_));
     }
-    ASSIGN_OR_RETURN(cls_, Alloc(ec, {B, H}, dtype_));
-    ASSIGN_OR_RETURN(pooled_pre_, Alloc(ec, {B, H}, dtype_));
-    ASSIGN_OR_RETURN(pooled_, Alloc(ec, {B, H}, dtype_));
+    ASSIGN_OR_RETURN(cls_, Alloc(ec, {samples, H}, dtype_));
+    ASSIGN_OR_RETURN(pooled_pre_, Alloc(ec, {samples, H}, dtype_));
+    ASSIGN_OR_RETURN(pooled_, Alloc(ec, {samples, H}, dtype_));
   }
   B_ = B;
   T_ = T;
@@ -164,12 +166,13 @@ absl::Status BertModel::EnsureBuffers(const ExecContext& ec, int64_t B, int64_t 
 }
 
 Shape BertModel::StageBoundaryShape(int64_t batch, int64_t seq_length) const {
-  return {batch, sp_ != nullptr ? seq_length / store_->tp_size() : seq_length, config_.hidden_size};
+  return ContextParallelBoundaryShape(batch, seq_length, options_.context_parallel,
+                                      sp_ != nullptr ? store_->tp_size() : 1, config_.hidden_size);
 }
 
 absl::Status BertModel::CheckHidden(const ExecContext& ec, const TensorView& t,
                                     const char* what) const {
-  return CheckStageBoundary("BERT", ec, t, dtype_, B_, T_, what);
+  return CheckStageBoundary("BERT", ec, t, dtype_, WholeB(), WholeT(), what);
 }
 
 absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& batch,
@@ -180,17 +183,21 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& b
         absl::StrCat("BERT: tokens ", tokens.DebugString(), " must be i32 [B, T]"));
   }
   const int64_t B = tokens.dim(0), T = tokens.dim(1), H = config_.hidden_size, N = B * T;
-  if (T > config_.max_position_embeddings || T < 1 || B < 1) {
+  // Context parallel: this rank's chunks [2 B', c] of sequences of 2 C c positions, and the
+  // padding mask of all of them ([2 C B', c], models/context_parallel.h).
+  const int cp = options_.context_parallel;
+  const int64_t whole_T = cp > 1 ? 2 * cp * T : T;
+  if (whole_T > config_.max_position_embeddings || T < 1 || B < 1 || (cp > 1 && B % 2 != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "BERT: tokens ", tokens.DebugString(), " need B >= 1 and a sequence length in [1, ",
         "max_position_embeddings = ", config_.max_position_embeddings, "]"));
   }
   RETURN_IF_ERROR(CheckI32("tokens", tokens, tokens.shape));
   RETURN_IF_ERROR(CheckI32("token_types", batch.token_types, tokens.shape));
-  RETURN_IF_ERROR(CheckI32("padding_mask", batch.padding_mask, tokens.shape));
+  RETURN_IF_ERROR(CheckI32("padding_mask", batch.padding_mask, {cp > 1 ? cp * B : B, T}));
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(CheckDevice(ec));
-  RETURN_IF_ERROR(EnsureBuffers(ec, B, T));
+  RETURN_IF_ERROR(EnsureBuffers(sc, B, T));
   ASSIGN_OR_RETURN(padding_mask_,
                    OnDevice(ec, batch.padding_mask, &padding_mask_staging_, "BERT: padding_mask"));
   const StageOptions& stage = options_.stage;
@@ -221,7 +228,7 @@ absl::Status BertModel::EncoderForward(const nn::StepContext& sc, const Batch& b
       ASSIGN_OR_RETURN(TensorView emb3, before_dropout.Reshape({B, T, H}));
       ASSIGN_OR_RETURN(x, sp_->Enter(sc, emb3, EmbeddingDropout(sc)));
     } else {
-      RETURN_IF_ERROR(ops::Dropout(ec, before_dropout, EmbeddingDropout(sc), emb2));
+      RETURN_IF_ERROR(CpDropout(sc, before_dropout, EmbeddingDropout(sc), T, H, false, emb2));
       x = emb_.view();
     }
   }
@@ -257,7 +264,7 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
     dh = dseq;  // The next stage's input gradient (StageBoundaryShape).
   } else {
     if (sp_ != nullptr) {
-      ASSIGN_OR_RETURN(dh_buffer, Alloc(ec, StageBoundaryShape(B_, T_), dtype_));
+      ASSIGN_OR_RETURN(dh_buffer, Alloc(ec, StageBoundaryShape(WholeB(), WholeT()), dtype_));
       RETURN_IF_ERROR(sp_->ExitBackward(sc, dseq, dh_buffer.view()));
       dh = dh_buffer.view();
     } else if (config_.norm == nn::NormPosition::kPreNorm) {
@@ -289,7 +296,7 @@ absl::Status BertModel::EncoderBackward(const nn::StepContext& sc, const TensorV
     return EmbeddingBackward(sc, demb);
   }
   ASSIGN_OR_RETURN(TensorView dh2, dh.Reshape({N, H}));
-  RETURN_IF_ERROR(ops::DropoutBackward(ec, dh2, EmbeddingDropout(sc), dh2));
+  RETURN_IF_ERROR(CpDropout(sc, dh2, EmbeddingDropout(sc), T_, H, true, dh2));
   return EmbeddingBackward(sc, dh2);
 }
 
@@ -347,17 +354,33 @@ absl::Status BertModel::CheckPretrainingLabels(const nn::StepContext& sc, const 
 
 absl::StatusOr<Losses> BertModel::PretrainingLosses(const nn::StepContext& sc, const Batch& batch) {
   const ExecContext& ec = *sc.exec;
-  const int64_t B = B_, N = B_ * T_;
+  const int64_t B = WholeB(), N = B_ * T_;
   ASSIGN_OR_RETURN(TensorView mlm_host,
                    OnHost(ec, batch.labels, &mlm_labels_host_staging_, "BERT: mlm_labels"));
   ASSIGN_OR_RETURN(TensorView mlm_flat, mlm_host.Reshape({N}));
+  // Context parallel: a rank's chunks may hold no scored position, and only CP rank 0 holds the
+  // [CLS] positions; the sums (and the count) are over the CP group.
+  int64_t scored_here = 0;
+  for (int64_t i = 0; i < N; ++i)
+    scored_here += mlm_flat.data_as<int32_t>()[i] != ops::kIgnoreIndex;
+  mlm_here_ = scored_here > 0 || sc.cp_size() == 1;
+  double mlm_local = 0, sop_local = 0;
   Losses losses;
-  ASSIGN_OR_RETURN(const double mlm_total, mlm_.Forward(sc, word_, seq_, mlm_flat, &losses.scored));
-  const double mlm = mlm_total / static_cast<double>(losses.scored);
-  RETURN_IF_ERROR(PoolerForward(sc));
-  ASSIGN_OR_RETURN(const TensorView sop_dev,
-                   OnDevice(ec, batch.sop_labels, &sop_labels_staging_, "BERT: sop_labels"));
-  ASSIGN_OR_RETURN(const double sop_total, sop_.Forward(sc, pooled_.view(), sop_dev));
+  if (mlm_here_) {
+    ASSIGN_OR_RETURN(mlm_local, mlm_.Forward(sc, word_, seq_, mlm_flat, &losses.scored));
+  }
+  if (sc.cp_rank() == 0) {
+    RETURN_IF_ERROR(PoolerForward(sc));
+    ASSIGN_OR_RETURN(const TensorView sop_dev,
+                     OnDevice(ec, batch.sop_labels, &sop_labels_staging_, "BERT: sop_labels"));
+    ASSIGN_OR_RETURN(sop_local, sop_.Forward(sc, pooled_.view(), sop_dev));
+  }
+  ASSIGN_OR_RETURN(const double mlm_total, CpSum(sc, mlm_local));
+  ASSIGN_OR_RETURN(const double scored, CpSum(sc, static_cast<double>(losses.scored)));
+  ASSIGN_OR_RETURN(const double sop_total, CpSum(sc, sop_local));
+  if (scored == 0) return absl::InvalidArgumentError("BERT: every MLM label is ignored (-100)");
+  losses.scored = static_cast<int64_t>(scored);
+  const double mlm = mlm_total / scored;
   const double sop_loss = sop_total / static_cast<double>(B);
   losses.total = mlm + sop_loss;
   losses.parts = {mlm, sop_loss};
@@ -369,10 +392,13 @@ absl::Status BertModel::PretrainingHeadsBackward(const nn::StepContext& sc, doub
                                                  const TensorView& dseq) {
   const ExecContext& ec = *sc.exec;
   RETURN_IF_ERROR(ops::Fill(ec, dseq, 0.0));
-  RETURN_IF_ERROR(
-      mlm_.Backward(sc, word_, loss_scale / static_cast<double>(stage_losses_.scored), dseq));
-  ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {B_, config_.hidden_size}, dtype_));
-  RETURN_IF_ERROR(sop_.Backward(sc, loss_scale / static_cast<double>(B_), dpooled.view()));
+  if (mlm_here_) {
+    RETURN_IF_ERROR(
+        mlm_.Backward(sc, word_, loss_scale / static_cast<double>(stage_losses_.scored), dseq));
+  }
+  if (sc.cp_rank() != 0) return absl::OkStatus();  // The [CLS] rows are CP rank 0's.
+  ASSIGN_OR_RETURN(Tensor dpooled, Alloc(ec, {WholeB(), config_.hidden_size}, dtype_));
+  RETURN_IF_ERROR(sop_.Backward(sc, loss_scale / static_cast<double>(WholeB()), dpooled.view()));
   return PoolerBackward(sc, dpooled.view(), dseq);
 }
 
@@ -391,8 +417,10 @@ absl::StatusOr<Losses> BertModel::ForwardBackward(const nn::StepContext& sc, con
   Losses losses;
   {
     nn::TimerScope timed(sc.timers, "forward-compute");
-    RETURN_IF_ERROR(EncoderForward(sc, batch));
-    ASSIGN_OR_RETURN(losses, PretrainingLosses(sc, batch));
+    RETURN_IF_ERROR(CheckStepContextParallel("BERT", sc, options_.context_parallel));
+    ASSIGN_OR_RETURN(const Batch local, cp_batch_.Cut(*sc.exec, sc, batch));
+    RETURN_IF_ERROR(EncoderForward(sc, local));
+    ASSIGN_OR_RETURN(losses, PretrainingLosses(sc, local));
   }
   if (backward == Backward::kNo) return losses;
   nn::TimerScope timed(sc.timers, "backward-compute");
@@ -410,14 +438,16 @@ absl::StatusOr<Losses> BertModel::StageForward(const nn::StepContext& sc, const 
   has_forward_ = false;
   const StageOptions& stage = options_.stage;
   if (stage.holds_output) RETURN_IF_ERROR(CheckPretrainingLabels(sc, batch));
-  RETURN_IF_ERROR(EncoderForward(sc, batch, input));
+  RETURN_IF_ERROR(CheckStepContextParallel("BERT", sc, options_.context_parallel));
+  ASSIGN_OR_RETURN(const Batch local, cp_batch_.Cut(*sc.exec, sc, batch));
+  RETURN_IF_ERROR(EncoderForward(sc, local, input));
   if (!stage.holds_output) {
     RETURN_IF_ERROR(CheckHidden(*sc.exec, output, "output"));
     RETURN_IF_ERROR(CopyTensor(*sc.exec, seq_, output));
     has_forward_ = true;
     return Losses();
   }
-  ASSIGN_OR_RETURN(Losses losses, PretrainingLosses(sc, batch));
+  ASSIGN_OR_RETURN(Losses losses, PretrainingLosses(sc, local));
   has_forward_ = true;
   return losses;
 }
@@ -434,7 +464,7 @@ absl::Status BertModel::StageBackward(const nn::StepContext& sc, const TensorVie
     ASSIGN_OR_RETURN(dseq, Alloc(ec, {B_ * T_, config_.hidden_size}, dtype_));
     RETURN_IF_ERROR(PretrainingHeadsBackward(sc, loss_scale, dseq.view()));
   } else {
-    ASSIGN_OR_RETURN(dseq, Alloc(ec, StageBoundaryShape(B_, T_), dtype_));
+    ASSIGN_OR_RETURN(dseq, Alloc(ec, StageBoundaryShape(WholeB(), WholeT()), dtype_));
     RETURN_IF_ERROR(CopyTensor(ec, output_grad, dseq.view()));
   }
   return EncoderBackward(sc, dseq.view(), input_grad);

@@ -65,6 +65,7 @@
 #include "core/tensor.h"
 #include "models/bert/bert_heads.h"
 #include "models/config.h"
+#include "models/context_parallel.h"
 #include "models/model.h"
 #include "models/multiple_choice.h"
 #include "models/pipeline_stage.h"
@@ -172,8 +173,15 @@ class BertModel : public Model, public PipelineStage, public MultipleChoiceModel
   // Accumulates the gradient of pooled_ (dpooled [B, H], overwritten) into dseq.
   absl::Status PoolerBackward(const nn::StepContext& sc, const TensorView& dpooled,
                               const TensorView& dseq);
-  // (Re)allocates the encoder's buffers for [B, T] inputs on ec's device.
-  absl::Status EnsureBuffers(const ExecContext& ec, int64_t B, int64_t T);
+  // (Re)allocates the encoder's buffers for [B, T] inputs on sc's device (context parallel: this
+  // rank's chunk-major rows).
+  absl::Status EnsureBuffers(const nn::StepContext& sc, int64_t B, int64_t T);
+  // The micro-batch's samples and sequence length: B_, T_, or with context parallelism the whole
+  // of which B_, T_ are this rank's chunks.
+  int64_t WholeB() const { return options_.context_parallel > 1 ? B_ / 2 : B_; }
+  int64_t WholeT() const {
+    return options_.context_parallel > 1 ? 2 * options_.context_parallel * T_ : T_;
+  }
   ops::DropoutArgs EmbeddingDropout(const nn::StepContext& sc) const;
   // InvalidArgument unless ec runs on the store's device.
   absl::Status CheckDevice(const ExecContext& ec) const;
@@ -199,6 +207,8 @@ class BertModel : public Model, public PipelineStage, public MultipleChoiceModel
 
   // Activations of the last forward. Buffers are reallocated only when B or T change.
   int64_t B_ = 0, T_ = 0;
+  bool mlm_here_ = false;  // The MLM head ran (context parallel: this rank's chunks score some).
+  ContextParallelBatch cp_batch_;                   // This CP rank's chunks of the micro-batch.
   bool has_forward_ = false;                        // A StageForward that StageBackward can follow.
   Losses stage_losses_;                             // The last stage's last StageForward.
   TensorView tokens_, token_types_, padding_mask_;  // On the store's device.

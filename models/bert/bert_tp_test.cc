@@ -2,7 +2,8 @@
 // rank): with the same seed, the TP model holds the serial model's weight slices and gives the
 // serial model's losses and gradients within float32 rounding, with dropout on, for pre-norm and
 // post-norm, the pretraining heads and the multiple-choice head; a transformer layer costs exactly
-// two all-reduces forward and two backward (models/testing/model_testutil).
+// two all-reduces forward and two backward (models/testing/model_testutil). With every rank a
+// context-parallel rank instead, the serial model's losses and gradients too.
 #include "comm/mpi_testutil.h"
 #include "gtest/gtest.h"
 #include "models/bert/bert.h"
@@ -14,6 +15,7 @@ namespace {
 
 using ::mt::comm::testing::MpiTest;
 using ::mt::models::testing::AllReduces;
+using ::mt::models::testing::ExpectContextParallelMatchesSerialOrRefused;
 using ::mt::models::testing::ExpectTensorParallelMatchesSerial;
 using ::mt::models::testing::Objective;
 using ::mt::models::testing::TensorParallelCheck;
@@ -151,6 +153,27 @@ TEST_F(MpiTest, SequenceParallelBertMatchesSerial) {
     EXPECT_EQ(counts[2].forward - counts[1].forward, 0);
     EXPECT_EQ(counts[2].backward - counts[1].backward, 1);
     EXPECT_EQ(counts[2].others - counts[1].others, 14);
+  }
+}
+
+// Context parallelism over every rank (CP = 1, 2, 4): one step's losses and summed gradients are
+// the serial model's, dropout on, pre- and post-norm; also when the MLM scores only positions of
+// the first chunk (the other CP ranks' chunks hold none, and only CP rank 0 holds the [CLS]
+// positions the sentence-order head reads).
+TEST_F(MpiTest, ContextParallelBertMatchesSerial) {
+  const int C = comm_->size();
+  for (nn::NormPosition norm : {nn::NormPosition::kPreNorm, nn::NormPosition::kPostNorm}) {
+    SCOPED_TRACE(norm == nn::NormPosition::kPreNorm ? "pre-norm" : "post-norm");
+    ModelConfig c = SmallConfig(2, norm);
+    const int chunk = 2, T = 2 * C * chunk;
+    c.max_position_embeddings = T;
+    BertInputs b = MakeInputs(3, T, static_cast<int>(c.vocab_size));
+    EXPECT_TRUE(ExpectContextParallelMatchesSerialOrRefused(*comm_, c, b.Pretraining()));
+    for (int i = 0; i < 3 * T; ++i) {
+      if (i % T >= chunk) b.mlm.data_as<int32_t>()[i] = -100;
+      if (i % T == 1) b.mlm.data_as<int32_t>()[i] = 7;
+    }
+    EXPECT_TRUE(ExpectContextParallelMatchesSerialOrRefused(*comm_, c, b.Pretraining()));
   }
 }
 

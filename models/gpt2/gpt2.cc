@@ -95,20 +95,6 @@ ops::DropoutArgs GptModel::EmbeddingDropout(const nn::StepContext& sc, int64_t T
   return sc.Dropout(config_.hidden_dropout, kEmbeddingDropoutLayer, 0, T * config_.hidden_size);
 }
 
-absl::Status GptModel::DropEmbedding(const nn::StepContext& sc, const TensorView& x2,
-                                     bool backward) const {
-  const auto drop = backward ? ops::DropoutBackward : ops::Dropout;
-  if (sc.cp_size() == 1) return drop(*sc.exec, x2, EmbeddingDropout(sc, T_), x2);
-  // Context parallel: each chunk-major half with the keys of its chunk in the whole sequence.
-  const ops::DropoutArgs whole = EmbeddingDropout(sc, WholeT());
-  for (int h = 0; h < 2; ++h) {
-    const TensorView half = nn::CpHalf(x2, h);
-    RETURN_IF_ERROR(
-        drop(*sc.exec, half, nn::CpChunkDropout(sc, whole, T_, config_.hidden_size, h), half));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status GptModel::CheckDevice(const ExecContext& ec) const {
   if (ec.device != store_->device()) {
     return absl::InvalidArgumentError(
@@ -198,7 +184,7 @@ absl::StatusOr<TensorView> GptModel::RunLayers(const nn::StepContext& sc, const 
     ASSIGN_OR_RETURN(TensorView x, sp_->Enter(sc, emb_.view(), EmbeddingDropout(sc, WholeT())));
     return stack_->Forward(sc, x, /*padding_mask=*/nullptr);
   }
-  RETURN_IF_ERROR(DropEmbedding(sc, emb2, /*backward=*/false));
+  RETURN_IF_ERROR(CpDropout(sc, emb2, EmbeddingDropout(sc, WholeT()), T_, H, false, emb2));
   return stack_->Forward(sc, emb_.view(), /*padding_mask=*/nullptr);
 }
 
@@ -330,7 +316,7 @@ absl::Status GptModel::StageBackward(const nn::StepContext& sc, const TensorView
     RETURN_IF_ERROR(sp_->EnterBackward(sc, dh.view(), EmbeddingDropout(sc, WholeT()), dh2));
   } else {
     ASSIGN_OR_RETURN(dh2, dh.view().Reshape({N, H}));
-    RETURN_IF_ERROR(DropEmbedding(sc, dh2, /*backward=*/true));
+    RETURN_IF_ERROR(CpDropout(sc, dh2, EmbeddingDropout(sc, WholeT()), T_, H, true, dh2));
   }
   RETURN_IF_ERROR(word_.Backward(sc, tokens_, dh2));
   if (config_.position_embeddings) RETURN_IF_ERROR(position_.Backward(sc, positions_.view(), dh2));

@@ -179,9 +179,6 @@ class GptModel : public Model, public PipelineStage, public IncrementalDecoder {
   int64_t WholeT() const {
     return options_.context_parallel > 1 ? 2 * options_.context_parallel * T_ : T_;
   }
-  // The embedding dropout (or its backward) in place on x2 [B_ * T_, H]: with context parallelism
-  // per chunk-major half, each keyed as its chunk of the whole sequence.
-  absl::Status DropEmbedding(const nn::StepContext& sc, const TensorView& x2, bool backward) const;
   // What the logits come from: output_ when untied, else word_.
   nn::VocabParallelEmbedding& head() {
     return config_.untie_embeddings_and_output_weights ? output_ : word_;

@@ -88,7 +88,7 @@ AllReduces ExpectTensorParallelMatchesSerial(comm::Communicator& tp, const Model
 // ModelOptions::context_parallel = C; if the architecture refuses it, EXPECTs a clear error
 // (InvalidArgument or Unimplemented naming context parallelism) and returns false. Otherwise
 // EXPECTs that one training step on the whole `batch` (T divisible by 2C; dropout as configured,
-// attention dropout must be 0) gives the serial model's loss within `rel` and, summed over the CP
+// attention dropout too) gives the serial model's loss within `rel` and, summed over the CP
 // ranks, its gradients within `rel` of each tensor's largest, and returns true. Collective over
 // `cp`.
 bool ExpectContextParallelMatchesSerialOrRefused(comm::Communicator& cp, const ModelConfig& config,

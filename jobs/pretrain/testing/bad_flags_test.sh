@@ -122,9 +122,6 @@ bad "x context_parallel_size 2" "$gpt" "${ok[@]}" --context_parallel_size=2 --at
 bad "context_parallel_size must be >= 1 (got 0)" "$gpt" "${ok[@]}" --context_parallel_size=0
 bad "--seq_length 30 does not split into 2 x --context_parallel_size = 4 chunks" \
   "${mpi[@]}" 2 "$gpt" "${ok[@]}" --context_parallel_size=2 --seq_length=30
-bad "set --attention_dropout=0 (got 0.1)" "${mpi[@]}" 2 "$gpt" "${ok[@]}" --context_parallel_size=2
-bad "BERT: context parallelism is not implemented yet" \
-  "${mpi[@]}" 2 "$bert" "${ok[@]}" --context_parallel_size=2 --attention_dropout=0
 
 # --- pretrain_bert ---
 bert_ok=(--data_path="$work/corpus" "${model[@]}" --train_iters=2)

@@ -10,8 +10,8 @@
 #     exactly); a wrong slice, mask or missing reduction is off by orders of magnitude more;
 #   - --recompute_granularity=selective and =full log bitwise the losses of the run without
 #     recomputation and end with the same weights, bit for bit;
-#   - --context_parallel_size=2 (GPT) logs the lm loss of CP=1, and its checkpoint resumes at CP=1
-#     on CP=1's curve (see below);
+#   - --context_parallel_size=2 (GPT and BERT) logs the losses of CP=1, and its checkpoint resumes
+#     at CP=1 on CP=1's curve (see below);
 #   - the flags refuse sequence parallelism at TP=1 and with a seq_length TP does not divide, and
 #     --recompute with --recompute_granularity=selective.
 #   sequence_parallel_test.sh TINY_JOB_SH SYNTHETIC_CORPUS PREPROCESS PRETRAIN_GPT PRETRAIN_BERT RESHARD
@@ -111,37 +111,42 @@ print("%s: selective and full recomputation: the same 20 losses and final weight
 PY
 done
 
-# Context parallelism end to end (GPT, hidden dropout on, attention dropout off: the ring has
-# none): CP=2 (ring attention over 2 x 2 chunks) logs the lm loss of CP=1 within 1e-5 relative at
-# every iteration, and its iteration-10 checkpoint (written by CP rank 0 in CP=1's layout) resumed
-# at CP=1 logs CP=1's iterations 11-20 within 1e-5.
-cp_common=("${common[@]/--attention_dropout=0.1/--attention_dropout=0}")
+# Context parallelism end to end (GPT and BERT, dropout on, attention probabilities too): CP=2
+# (ring attention over 2 x 2 chunks) logs the losses of CP=1 within 1e-5 relative at every
+# iteration (BERT: lm and sop), and its iteration-10 checkpoint (written by CP rank 0 in CP=1's
+# layout) resumed at CP=1 logs CP=1's iterations 11-20 within 1e-5.
 run_cp() {
   local name="$1" np="$2"; shift 2
-  mpi "$np" "$gpt" "${gpt_flags[@]}" "${cp_common[@]}" "$@" --log_jsonl="$work/$name.jsonl" \
+  mpi "$np" "$@" "${common[@]}" --log_jsonl="$work/$name.jsonl" \
     > "$work/$name.out" 2>&1 || { tail -20 "$work/$name.out"; fail "run $name"; }
 }
-run_cp gpt_cp1 1
-run_cp gpt_cp2 2 --context_parallel_size=2 --save="$work/gpt_cp2" --save_interval=10
-grep -q "context_parallel_size: 2" "$work/gpt_cp2.out" || fail "cp: flag not shown"
-cp -r "$work/gpt_cp2" "$work/gpt_cp2_at10"
-echo 10 > "$work/gpt_cp2_at10/latest_checkpointed_iteration.txt"
-run_cp gpt_cp1_resumed 1 --load="$work/gpt_cp2_at10"
-python3 - "$work" <<'PY' || fail "context parallelism differs from CP=1"
+for family in gpt bert; do
+  if [[ $family == gpt ]]; then bin=("$gpt" "${gpt_flags[@]}"); else bin=("$bert" "${bert_flags[@]}"); fi
+  run_cp ${family}_cp1 1 "${bin[@]}"
+  run_cp ${family}_cp2 2 "${bin[@]}" --context_parallel_size=2 --save="$work/${family}_cp2" \
+    --save_interval=10
+  grep -q "context_parallel_size: 2" "$work/${family}_cp2.out" || fail "cp: flag not shown"
+  cp -r "$work/${family}_cp2" "$work/${family}_cp2_at10"
+  echo 10 > "$work/${family}_cp2_at10/latest_checkpointed_iteration.txt"
+  run_cp ${family}_cp1_resumed 1 "${bin[@]}" --load="$work/${family}_cp2_at10"
+  python3 - "$work" "$family" <<'PY' || fail "$family: context parallelism differs from CP=1"
 import json, os, sys
-work = sys.argv[1]
+work, family = sys.argv[1:]
+keys = ["lm_loss"] + (["sop_loss"] if family == "bert" else [])
 def curve(name):
-    with open(os.path.join(work, name + ".jsonl")) as f:
-        return [(r["iteration"], r["lm_loss"]) for r in map(json.loads, f)]
-c1, c2, res = curve("gpt_cp1"), curve("gpt_cp2"), curve("gpt_cp1_resumed")
+    with open(os.path.join(work, "%s_%s.jsonl" % (family, name))) as f:
+        return [(r["iteration"], [r[k] for k in keys]) for r in map(json.loads, f)]
+c1, c2, res = curve("cp1"), curve("cp2"), curve("cp1_resumed")
 assert len(c1) == len(c2) == 20 and len(res) == 10, (len(c1), len(c2), len(res))
-worst = max(abs(a[1] - b[1]) / abs(a[1]) for a, b in zip(c1, c2))
+def worst(a, b):
+    return max(abs(x - y) / abs(x) for (_, xs), (_, ys) in zip(a, b) for x, y in zip(xs, ys))
 assert [i for i, _ in res] == [i for i, _ in c1[10:]], res
-worst_res = max(abs(a[1] - b[1]) / abs(a[1]) for a, b in zip(c1[10:], res))
-print("gpt lm loss, CP=2 against CP=1 over 20 iterations: worst relative %.3g; resumed at CP=1 "
-      "from CP=2's iteration 10: %.3g" % (worst, worst_res))
-assert worst < 1e-5 and worst_res < 1e-5, (worst, worst_res)
+w, w_res = worst(c1, c2), worst(c1[10:], res)
+print("%s %s, CP=2 against CP=1 over 20 iterations: worst relative %.3g; resumed at CP=1 from "
+      "CP=2's iteration 10: %.3g" % (family, " and ".join(keys), w, w_res))
+assert w < 1e-5 and w_res < 1e-5, (w, w_res)
 PY
+done
 
 # Bad flags: one line naming the flag, non-zero exit.
 bad() {
