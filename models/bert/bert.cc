@@ -31,6 +31,16 @@ absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape)
   }
   return absl::OkStatus();
 }
+// Context parallelism: on the CPU, for the pretraining heads.
+absl::Status CheckBertContextParallel(const ModelOptions& options, const Device& device) {
+  RETURN_IF_ERROR(CheckContextParallel("BERT", options.context_parallel, device));
+  if (options.context_parallel > 1 && options.heads != Heads::kPretraining) {
+    return absl::UnimplementedError(
+        "BERT: context parallelism is implemented for the pretraining heads; fine-tune with "
+        "--context_parallel_size=1");
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& config,
@@ -40,12 +50,7 @@ absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& 
     return absl::InvalidArgumentError("BERT: the config's family is not kBert");
   }
   RETURN_IF_ERROR(config.ValidateParallel(store->tp_size()));
-  RETURN_IF_ERROR(CheckContextParallel("BERT", options.context_parallel, store->device()));
-  if (options.context_parallel > 1 && options.heads != Heads::kPretraining) {
-    return absl::UnimplementedError(
-        "BERT: context parallelism is implemented for the pretraining heads; fine-tune with "
-        "--context_parallel_size=1");
-  }
+  RETURN_IF_ERROR(CheckBertContextParallel(options, store->device()));
   const StageOptions& stage = options.stage;
   if (!stage.whole() && options.heads != Heads::kPretraining) {
     return absl::UnimplementedError(
