@@ -304,7 +304,7 @@ TEST_F(MpiTest, BertContextParallelMatchesSerialAndResumesAtCp1) {
   const std::string prefix = MakeCorpus(comm_->rank());
   const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
   ASSERT_NE(self, nullptr);
-  const int iters = 16, half = 8;
+  const int iters = 20, half = 10;
   const Result serial = Train(*self, 1, 4, 8, iters, prefix);
   Layout cp2;
   cp2.cp = 2;
@@ -435,7 +435,7 @@ TEST_F(MpiTest, FourRanksBertContextParallelMatchesSerial) {
   const std::string prefix = MakeCorpus(comm_->rank());
   const std::unique_ptr<comm::Communicator> self = testing::Alone(*comm_);
   ASSERT_NE(self, nullptr);
-  const int iters = 16;
+  const int iters = 20;
   const Result serial = Train(*self, 1, 4, 8, iters, prefix);
   for (int run = 0; run < 3; ++run) {
     Layout lay;
