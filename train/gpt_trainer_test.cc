@@ -523,8 +523,9 @@ TEST_F(MpiTest, FourRanksTensorAndDataParallelDistributedOptimizer) {
   }
 }
 
-// CP=2 x TP=2 (with and without sequence parallelism), CP=4 and CP=2 x PP=2 (4 ranks:
-// gpt_trainer_test_np4) follow the serial curve within float32 rounding.
+// CP=2 x TP=2 (with and without sequence parallelism), CP=4, CP=2 x PP=2 and CP=2 x DP=2 (with
+// and without the distributed optimizer; 4 ranks: gpt_trainer_test_np4) follow the serial curve
+// within float32 rounding.
 TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   if (comm_->size() != 4) GTEST_SKIP() << "run with 4 ranks";
   const std::string prefix = MakeCorpus(comm_->rank());
@@ -545,6 +546,18 @@ TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   ASSERT_EQ(cp2tp2sp.losses.size(), static_cast<size_t>(iters));
   const double worst_cp2tp2sp = testing::WorstRelative(cp2tp2sp.losses, serial.losses);
   EXPECT_LT(worst_cp2tp2sp, 1e-5);
+  // CP=2 x DP=2 (the gradients summed over the 4 ranks of DP x CP), also with the Adam state
+  // sharded over them.
+  CpRun dist;
+  dist.distributed_optimizer = true;
+  Result cp2dp2 = TrainCp(*comm_, 2, 1, iters, prefix);
+  Result cp2dp2_dist = TrainCp(*comm_, 2, 1, iters, prefix, 0, -1, "", "", dist);
+  ASSERT_EQ(cp2dp2.losses.size(), static_cast<size_t>(iters));
+  ASSERT_EQ(cp2dp2_dist.losses.size(), static_cast<size_t>(iters));
+  EXPECT_TRUE(cp2dp2_dist.moments_sharded);
+  const double worst_cp2dp2 = std::max(testing::WorstRelative(cp2dp2.losses, serial.losses),
+                                       testing::WorstRelative(cp2dp2_dist.losses, serial.losses));
+  EXPECT_LT(worst_cp2dp2, 1e-5);
   ASSERT_EQ(cp2tp2.losses.size(), static_cast<size_t>(iters));
   ASSERT_EQ(cp4.losses.size(), static_cast<size_t>(iters));
   const double worst_cp2tp2 = testing::WorstRelative(cp2tp2.losses, serial.losses);
@@ -558,8 +571,9 @@ TEST_F(MpiTest, FourRanksContextParallelCurvesMatchSerial) {
   if (comm_->rank() == 0) {
     std::printf(
         "20-step worst relative loss difference to serial: CP=2 x TP=2 %.3g, CP=4 %.3g, CP=2 x "
-        "PP=2 %.3g, CP=2 x TP=2 with sequence parallelism %.3g\n",
-        worst_cp2tp2, worst_cp4, worst_cp2pp2, worst_cp2tp2sp);
+        "PP=2 %.3g, CP=2 x TP=2 with sequence parallelism %.3g, CP=2 x DP=2 (also with the "
+        "distributed optimizer) %.3g\n",
+        worst_cp2tp2, worst_cp4, worst_cp2pp2, worst_cp2tp2sp, worst_cp2dp2);
   }
 }
 
