@@ -142,6 +142,12 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config,
         "architecture '", arch.name, "' has no experts, but num_experts is ", config.num_experts,
         "; use an architecture with experts (--model=moe-tiny) or --num_experts=0"));
   }
+  if (config.rotary_base != ModelConfig().rotary_base && !arch.has_rotary) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "architecture '", arch.name, "' has no rotary position embeddings, but rotary_base is ",
+        config.rotary_base, " (not the default ", ModelConfig().rotary_base,
+        "); use an architecture with them (--model=modern-decoder-tiny) or drop rotary_base"));
+  }
   const int first = store->size();
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, arch.create(config, store, options));
   RETURN_IF_ERROR(CheckVocabDeclarations(arch, config, *store, options, first));

@@ -44,6 +44,10 @@ struct Architecture {
   // Whether its layers can be mixtures of experts (ModelConfig::num_experts > 0); CreateModel
   // refuses experts for an architecture that has none rather than silently building it dense.
   bool has_experts = false;
+  // Whether its attention rotates q and k (ModelConfig::rotary_base); CreateModel refuses a
+  // rotary_base other than the default for an architecture without, rather than ignore it (a
+  // converted checkpoint's rope_theta would otherwise be dropped silently).
+  bool has_rotary = false;
 };
 
 struct RegisteredModel {

@@ -60,10 +60,12 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModernDecoder(const ModelConfig& co
 }
 
 Architecture ModernDecoder() {
-  return {"modern-decoder", Family::kGpt2,
-          "pre-norm RMSNorm, SwiGLU MLP, rotary positions, no attention biases (models/variants/"
-          "modern_decoder)",
-          CreateModernDecoder};
+  Architecture a{"modern-decoder", Family::kGpt2,
+                 "pre-norm RMSNorm, SwiGLU MLP, rotary positions, no attention biases "
+                 "(models/variants/modern_decoder)",
+                 CreateModernDecoder};
+  a.has_rotary = true;
+  return a;
 }
 
 ModelConfig ModernConfig(int layers, int64_t hidden, int heads, int64_t ffn) {

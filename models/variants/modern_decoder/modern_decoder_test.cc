@@ -110,6 +110,19 @@ TEST(ModernDecoderTest, RefusesWhatItCannotBe) {
   const absl::Status s = CreateModel(c, &store2).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("even"), std::string::npos) << s;
+  // A rope_theta of a converted checkpoint is kept here (grouped-query config: another base),
+  // and refused by an architecture without rotary embeddings rather than dropped.
+  c = Small();
+  c.rotary_base = 500000.0;
+  nn::ParameterStore store3(0, 1);
+  EXPECT_TRUE(CreateModel(c, &store3).ok());
+  c.architecture = "gpt2";
+  c.position_embeddings = true;
+  nn::ParameterStore store4(0, 1);
+  const absl::Status no_rope = CreateModel(c, &store4).status();
+  EXPECT_EQ(no_rope.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_rope.message().find("has no rotary position embeddings"), std::string::npos)
+      << no_rope;
 }
 
 }  // namespace

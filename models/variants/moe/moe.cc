@@ -156,6 +156,7 @@ Architecture Moe() {
                  "(models/variants/moe)",
                  CreateMoe};
   a.has_experts = true;
+  a.has_rotary = true;
   return a;
 }
 
