@@ -62,12 +62,16 @@ void BiasAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView& b
   ParallelFor(ctx.pool, n, kGrain, [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
       AddBiasRange(px + begin, b.data(), N, begin, end - begin, py + begin);
-      return;
-    }
-    int64_t c = begin % N;
-    for (int64_t i = begin; i < end; ++i) {
-      py[i] = FromFloat<T>(ToFloat(px[i]) + b[c]);
-      if (++c == N) c = 0;
+    } else {
+      // 16-bit: blocks widened (SIMD), added in f32 and rounded once, as element by element.
+      constexpr int64_t kBlock = 256;  // Stays in L1.
+      float buf[kBlock];
+      for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
+        const int64_t len = std::min(end - b0, kBlock);
+        internal::ToF32(px + b0, len, buf);
+        AddBiasRange(buf, b.data(), N, b0, len, buf);
+        internal::FromF32(buf, len, py + b0);
+      }
     }
   });
 }
@@ -132,7 +136,13 @@ void ConvertCpu(const ExecContext& ctx, const TensorView& x, const TensorView& y
   To* py = y.data_as<To>();
   // Widening to f32 is exact, so the one rounding is FromFloat's (nearest even).
   ParallelFor(ctx.pool, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<To>(ToFloat(px[i]));
+    if constexpr (std::is_same_v<From, float>) {
+      internal::FromF32(px + begin, end - begin, py + begin);
+    } else if constexpr (std::is_same_v<To, float>) {
+      internal::ToF32(px + begin, end - begin, py + begin);
+    } else {
+      for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<To>(ToFloat(px[i]));
+    }
   });
 }
 
@@ -164,7 +174,7 @@ const float* AsFloat(const T* src, int64_t n, float* buf) {
   if constexpr (std::is_same_v<T, float>) {
     return src;
   } else {
-    for (int64_t i = 0; i < n; ++i) buf[i] = ToFloat(src[i]);
+    internal::ToF32(src, n, buf);  // SIMD for 16-bit types, bitwise ToFloat.
     return buf;
   }
 }
@@ -175,7 +185,7 @@ void StoreFloat(const float* src, int64_t n, T* dst) {
   if constexpr (std::is_same_v<T, float>) {
     if (src == dst) return;
   }
-  for (int64_t i = 0; i < n; ++i) dst[i] = FromFloat<T>(src[i]);
+  internal::FromF32(src, n, dst);  // SIMD for bf16, bitwise FromFloat.
 }
 
 template <typename T>

@@ -4,6 +4,7 @@
 #ifndef MT_CORE_OPS_ELEMENTWISE_LOOPS_H_
 #define MT_CORE_OPS_ELEMENTWISE_LOOPS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -49,6 +50,13 @@ void MapBinary(const ExecContext& ctx, const TensorView& a, const TensorView& b,
   });
 }
 
+// A thread's f32 scratch for the 16-bit ranges below: two blocks of kElementwiseGrain elements
+// (the ranges go through it a block at a time; every element is independent of the others).
+inline float* RangeScratch() {
+  thread_local std::vector<float> buf(2 * kElementwiseGrain);
+  return buf.data();
+}
+
 // y = fn(x) where fn works on f32 ranges, fn(const float* x, float* y, int64_t n) (a SIMD kernel
 // such as gelu_simd.h's): on the tensors themselves for T = float, else through f32 copies of each
 // chunk, so that every element is the f32 function of its widened value rounded once to T. y may
@@ -61,10 +69,13 @@ void MapUnaryRanges(const ExecContext& ctx, const TensorView& x, const TensorVie
     if constexpr (std::is_same_v<T, float>) {
       fn(px + begin, py + begin, end - begin);
     } else {
-      std::vector<float> buf(end - begin);
-      for (int64_t i = begin; i < end; ++i) buf[i - begin] = ToFloat(px[i]);
-      fn(buf.data(), buf.data(), end - begin);
-      for (int64_t i = begin; i < end; ++i) py[i] = FromFloat<T>(buf[i - begin]);
+      float* buf = RangeScratch();
+      for (int64_t b0 = begin; b0 < end; b0 += kElementwiseGrain) {
+        const int64_t n = std::min(end - b0, kElementwiseGrain);
+        ToF32(px + b0, n, buf);
+        fn(buf, buf, n);
+        FromF32(buf, n, py + b0);
+      }
     }
   });
 }
@@ -81,14 +92,14 @@ void MapBinaryRanges(const ExecContext& ctx, const TensorView& a, const TensorVi
     if constexpr (std::is_same_v<T, float>) {
       fn(pa + begin, pb + begin, po + begin, end - begin);
     } else {
-      const int64_t n = end - begin;
-      std::vector<float> buf(2 * n);
-      for (int64_t i = 0; i < n; ++i) {
-        buf[i] = ToFloat(pa[begin + i]);
-        buf[n + i] = ToFloat(pb[begin + i]);
+      float* buf = RangeScratch();
+      for (int64_t b0 = begin; b0 < end; b0 += kElementwiseGrain) {
+        const int64_t n = std::min(end - b0, kElementwiseGrain);
+        ToF32(pa + b0, n, buf);
+        ToF32(pb + b0, n, buf + kElementwiseGrain);
+        fn(buf, buf + kElementwiseGrain, buf, n);
+        FromF32(buf, n, po + b0);
       }
-      fn(buf.data(), buf.data() + n, buf.data(), n);
-      for (int64_t i = 0; i < n; ++i) po[begin + i] = FromFloat<T>(buf[i]);
     }
   });
 }

@@ -63,7 +63,7 @@ void LayerNormCpu(const ExecContext& ctx, const TensorView& x, const std::vector
         internal::ToF32(px + r * C, C, row.data());
         internal::LayerNormRow(row.data(), gamma.data(), beta.data(), eps, C, row.data(), &pmean[r],
                                &prstd[r]);
-        for (int64_t c = 0; c < C; ++c) py[r * C + c] = FromFloat<T>(row[c]);
+        internal::FromF32(row.data(), C, py + r * C);
       }
     }
   });
@@ -117,7 +117,7 @@ void LayerNormBackwardCpu(const ExecContext& ctx, const TensorView& x,
           internal::ToF32(pdy + r * C, C, dyf.data());
           internal::LayerNormGradRow(xf.data(), dyf.data(), gamma.data(), pmean[r], prstd[r], C,
                                      dxf.data(), dgam, dbet);
-          for (int64_t c = 0; c < C; ++c) pdx[r * C + c] = FromFloat<T>(dxf[c]);
+          internal::FromF32(dxf.data(), C, pdx + r * C);
         }
       }
     }
