@@ -148,10 +148,14 @@ absl::Status Run() {
   absl::Status status =
       mt::checkpoint::ReshardCheckpoint(FLAGS_load, iteration, FLAGS_save, vocab, layout);
   if (!status.ok()) return status;
-  const std::string stages =
+  std::string stages =
       meta->pp_size == 1 && layout.pp_size == 1
           ? std::string()
           : absl::StrCat(", pipeline_model_parallel_size ", meta->pp_size, " to ", layout.pp_size);
+  if (meta->ep_size > 1) {
+    absl::StrAppend(&stages, ", expert-parallel shards ", meta->ep_size,
+                    " to 1 (every expert in one shard, loadable at any EP size)");
+  }
   std::printf(
       "resharded iteration %lld of %s from tensor_model_parallel_size %d to %d%s "
       "(padded vocabulary %lld -> %lld) into %s\n",
