@@ -21,8 +21,12 @@
 #   - --finetune from an EP=2 checkpoint at EP=2 follows the same at EP=1 (each rank loads its
 #     own experts);
 #   - an asynchronous save at EP=2 writes the same tensors, bit for bit, as the synchronous one;
-#   - the flags refuse an EP size that does not divide the DP size or the experts, EP on a model
-#     without experts and EP with the distributed optimizer, each with one line naming the flag.
+#   - with --use_distributed_optimizer (dense state sharded over DP, the experts' over the
+#     expert-data-parallel group) DP=2 x EP=2 follows the EP=1 curve for 20 iterations, a DP=4 x
+#     EP=2 checkpoint of it holds the same weights and moments as the replicated optimizer's, and
+#     resumes with it (DP=4 x EP=2) and without it (DP=2, EP=1), continuing the curve;
+#   - the flags refuse an EP size that does not divide the DP size or the experts and EP on a
+#     model without experts, each with one line naming the flag.
 #   ep_test.sh SYNTHETIC_CORPUS PRETRAIN_GPT RESHARD_CHECKPOINT CONVERT_CHECKPOINT
 set -uo pipefail
 corpus_bin="$1"; gpt="$2"; reshard="$3"; convert="$4"
@@ -51,11 +55,15 @@ run ep2_pp2 4 --train_iters=20 --expert_model_parallel_size=2 --pipeline_model_p
 run ep2_half 2 --train_iters=10 --expert_model_parallel_size=2
 run ep2_half_async 2 --train_iters=10 --expert_model_parallel_size=2 --async_save
 run ep1_half 2 --train_iters=10
-# resume NAME FROM EP [NP]: checkpoint FROM (saved at iteration 10) continued to 20 at EP.
+run ep2_dist 2 --train_iters=20 --expert_model_parallel_size=2 --use_distributed_optimizer
+run ep2_dist_dp4_half 4 --train_iters=10 --expert_model_parallel_size=2 --use_distributed_optimizer
+# resume NAME FROM EP [NP [FLAGS...]]: checkpoint FROM (saved at iteration 10) continued to 20 at
+# EP.
 resume() {
   local name="$1" from="$2" ep="$3" np="${4:-2}"
+  shift 4 2> /dev/null || shift $#
   cp -r "$work/$from" "$work/$name"
-  mpi "$np" "$gpt" "${common[@]}" --train_iters=20 --load="$work/$name" \
+  mpi "$np" "$gpt" "${common[@]}" --train_iters=20 --load="$work/$name" "$@" \
     --expert_model_parallel_size="$ep" --log_jsonl="$work/$name.jsonl" > "$work/$name.out" 2>&1 ||
     { tail -20 "$work/$name.out"; fail "resuming $from at EP=$ep"; }
   grep -q "loaded checkpoint from .* at iteration 10" "$work/$name.out" ||
@@ -65,6 +73,8 @@ resume resumed ep2_half 1
 resume resumed_ep2 ep2_half 2
 resume resumed_from_ep1 ep1_half 2
 resume resumed_ep4 ep2_half 4 4
+resume resumed_dist ep2_dist_dp4_half 2 4 --use_distributed_optimizer
+resume resumed_dist_ep1 ep2_dist_dp4_half 1
 # refused NAME WANT: a copy of ep2_half, changed by the caller, does not resume.
 refused() {
   mpi 2 "$gpt" "${common[@]}" --train_iters=20 --load="$work/$1" \
@@ -144,7 +154,7 @@ assert len(base) == 20 and base[-1][1] < base[0][1], base
 loads = [curve("ep1", "moe_load_%d" % e) for e in range(4)]
 assert all(abs(sum(l[i][1] for l in loads) - 1) < 1e-9 for i in range(20)), loads
 for base_name, name in (("ep1", "ep2"), ("ep1", "ep2_tp2"), ("ep1_dp4", "ep2_dp4"),
-                        ("ep1", "ep2_pp2"), ("finetuned_ep1", "finetuned_ep2")):
+                        ("ep1", "ep2_pp2"), ("finetuned_ep1", "finetuned_ep2"), ("ep1", "ep2_dist")):
     for key in ("lm_loss", "moe_aux_loss", "moe_load_0", "moe_load_3"):
         a, b = curve(base_name, key), curve(name, key)
         d = max(abs(x[1] - y[1]) for x, y in zip(a, b))
@@ -186,7 +196,18 @@ resharded = weights("resharded")
 assert [os.path.basename(s) for s in shards("resharded")] == ["mp_rank_00"]
 assert sorted(resharded) == sorted(sync_w) and all(resharded[k] == sync_w[k] for k in sync_w)
 print("the reshard tool gathers the EP=2 shards into one (%d tensors, bit for bit)" % len(sync_w))
-for name in ("resumed", "resumed_ep2", "resumed_from_ep1", "resumed_ep4"):
+# The distributed optimizer's checkpoint (DP=4 x EP=2: its shards gathered to each EP shard's
+# writer) holds what the replicated optimizer's does (DP=2 x EP=2), moments included.
+dist_w = weights("ep2_dist_dp4_half")
+assert sorted(dist_w) == sorted(sync_w), sorted(set(dist_w) ^ set(sync_w))
+worst = max((max(abs(x - y) for x, y in zip(a, dist_w[k])) / (max(abs(x) for x in a) or 1), k)
+            for k, a in sync_w.items())
+print("distributed optimizer's checkpoint at DP=4 x EP=2 (%d tensors, moments included): largest "
+      "deviation from the replicated optimizer's relative to the tensor's largest value: %.3g (%s)"
+      % (len(sync_w), worst[0], worst[1]))
+assert worst[0] <= 1e-4, worst
+for name in ("resumed", "resumed_ep2", "resumed_from_ep1", "resumed_ep4", "resumed_dist",
+             "resumed_dist_ep1"):
     resumed = dict(curve(name, "lm_loss"))
     d = max(abs(resumed[i] - l) for i, l in base if i > 10)
     print("%s at iteration 10: max |lm loss - EP=1's| over 11-20 %.3g" % (name, d))
@@ -225,6 +246,4 @@ bad 2 "expert_model_parallel_size 2 must divide num_experts 3" --expert_model_pa
   --num_experts=3
 bad 1 "moe_router_topk 5 must be in \[1, num_experts = 4\]" --moe_router_topk=5
 bad 2 "has no experts" --expert_model_parallel_size=2 --model= --position_embeddings
-bad 2 "use_distributed_optimizer is not supported with expert_model_parallel_size > 1" \
-  --expert_model_parallel_size=2 --use_distributed_optimizer
 echo PASS
