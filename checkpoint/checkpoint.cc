@@ -99,11 +99,11 @@ absl::Status VerifyShard(FileSystem& fs, const std::string& dir, int64_t iterati
   auto info = ReadShardInfo(fs, dir, iteration, tp_rank, pp_rank, pp_size, ep_rank, ep_size);
   if (!info.ok()) {
     if (absl::IsNotFound(info.status())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, "shard ", name, " of ", tp_size * pp_size * ep_size,
-          " is missing (every TP rank of every pipeline stage",
-          ep_size > 1 ? " and expert-parallel rank" : "",
-          " must save its shard before the commit)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, "shard ", name, " of ", tp_size * pp_size * ep_size,
+                       " is missing (every TP rank of every pipeline stage",
+                       ep_size > 1 ? " and expert-parallel rank" : "",
+                       " must save its shard before the commit)"));
     }
     return info.status();
   }
@@ -117,9 +117,9 @@ absl::Status VerifyShard(FileSystem& fs, const std::string& dir, int64_t iterati
   if (tp_rank == 0 && pp_rank == 0 && ep_rank == 0) {
     *config = info->model_config;
   } else if (info->model_config != *config) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, "shard ", name, " has a different model config than ",
-                     ShardName(0, 0, pp_size, 0, ep_size)));
+    return absl::FailedPreconditionError(absl::StrCat(where, "shard ", name,
+                                                      " has a different model config than ",
+                                                      ShardName(0, 0, pp_size, 0, ep_size)));
   }
   const std::string tensors = JoinPath(info->shard_dir, kShardTensorsFile);
   auto size = fs.FileSize(tensors);

@@ -174,8 +174,8 @@ absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir,
                                         FileSystem& fs = DefaultFileSystem());
 
 // The metadata of one saved shard, TP rank tp_rank of pipeline stage pp_rank (of expert-parallel
-// rank 0), whatever the pipeline and expert-parallel sizes (model_config_json in canonical form). NotFound if the shard does not exist;
-// DataLoss if its metadata.json is malformed.
+// rank 0), whatever the pipeline and expert-parallel sizes (model_config_json in canonical form).
+// NotFound if the shard does not exist; DataLoss if its metadata.json is malformed.
 absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir, int64_t iteration,
                                                      int tp_rank, int pp_rank = 0,
                                                      FileSystem& fs = DefaultFileSystem());
@@ -230,23 +230,22 @@ struct ReshardedLoad {
 // (the first stage holding it is read; a pipeline stage of this run passes its own records and
 // allow_unexpected, as the other stages' tensors are not its own), and likewise in every
 // expert-parallel shard (an expert is read from the shard holding it, at whatever EP size the
-// checkpoint was saved; an expert-parallel rank of this run passes its own experts' records); a tensor saved with the same
-// global shape and degree is read directly from shard tp_rank of its stage; any other is
-// reassembled from that stage's shards (as ReshardCheckpoint does, one tensor at a time) and
-// sliced. Vocab-padded tensors may differ in their padded row count:
-// the first real_vocab rows are copied and the padding rows come out zero (also at the same
-// degree, unless options.keep_padding_rows). Names are matched exactly; the model config is
-// compared only when options.expected_model_config_json is given (else the caller decides what
-// it builds). Nothing is written into `into` until every check has passed.
-// Errors: InvalidArgument for bad arguments (tp_rank outside [0, tp_size), real_vocab < 1, a
-// record as LoadShard refuses it, a duplicate name); NotFound if the checkpoint or one of its
-// shards does not exist; DataLoss for corrupt files (a tensor failing its SHA-256 digest: `into`
-// may then be partly overwritten; two stages holding one name with different shapes);
-// FailedPrecondition for a model config other than options.expected_model_config_json (listing
-// the keys); FailedPrecondition, naming the checkpoint and
-// the tensor, for a tensor whose partitioning, global shape (besides padded rows) or dtype differs
-// from its record's, a vocab-padded tensor with fewer than real_vocab rows on either side, or the
-// missing / ignored names when not allowed (listing them).
+// checkpoint was saved; an expert-parallel rank of this run passes its own experts' records); a
+// tensor saved with the same global shape and degree is read directly from shard tp_rank of its
+// stage; any other is reassembled from that stage's shards (as ReshardCheckpoint does, one tensor
+// at a time) and sliced. Vocab-padded tensors may differ in their padded row count: the first
+// real_vocab rows are copied and the padding rows come out zero (also at the same degree, unless
+// options.keep_padding_rows). Names are matched exactly; the model config is compared only when
+// options.expected_model_config_json is given (else the caller decides what it builds). Nothing is
+// written into `into` until every check has passed. Errors: InvalidArgument for bad arguments
+// (tp_rank outside [0, tp_size), real_vocab < 1, a record as LoadShard refuses it, a duplicate
+// name); NotFound if the checkpoint or one of its shards does not exist; DataLoss for corrupt files
+// (a tensor failing its SHA-256 digest: `into` may then be partly overwritten; two stages holding
+// one name with different shapes); FailedPrecondition for a model config other than
+// options.expected_model_config_json (listing the keys); FailedPrecondition, naming the checkpoint
+// and the tensor, for a tensor whose partitioning, global shape (besides padded rows) or dtype
+// differs from its record's, a vocab-padded tensor with fewer than real_vocab rows on either side,
+// or the missing / ignored names when not allowed (listing them).
 absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t iteration,
                                             int tp_rank, int tp_size, int64_t real_vocab,
                                             const std::vector<TensorRecord>& into,
@@ -259,12 +258,13 @@ absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t
 // keep their first real_vocab rows and are zero-padded (or truncated) to new_padded_vocab rows.
 // Metadata is copied with tp_size and tp_rank changed (every new rank gets source rank 0's trainer
 // state and replicated tensors). Expert-parallel shards are read as LoadResharded reads them and
-// written in one shard per TP rank and stage (ep_size 1: every expert, as loadable at any EP). Holds the whole model in memory, plus one new shard.
-// InvalidArgument for bad arguments (new_tp_size < 1, real_vocab larger than a source tensor's
-// padded vocabulary or than new_padded_vocab, new_padded_vocab not divisible by new_tp_size, a
-// split dimension not divisible by new_tp_size (naming the tensor), dst_dir equal to src_dir);
-// AlreadyExists if dst_dir already holds that iteration; NotFound / DataLoss / FailedPrecondition
-// for a missing, corrupt or incomplete source.
+// written in one shard per TP rank and stage (ep_size 1: every expert, as loadable at any EP).
+// Holds the whole model in memory, plus one new shard. InvalidArgument for bad arguments
+// (new_tp_size < 1, real_vocab larger than a source tensor's padded vocabulary or than
+// new_padded_vocab, new_padded_vocab not divisible by new_tp_size, a split dimension not divisible
+// by new_tp_size (naming the tensor), dst_dir equal to src_dir); AlreadyExists if dst_dir already
+// holds that iteration; NotFound / DataLoss / FailedPrecondition for a missing, corrupt or
+// incomplete source.
 absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
                                const std::string& dst_dir, int new_tp_size, int64_t real_vocab,
                                int64_t new_padded_vocab, FileSystem& fs = DefaultFileSystem());

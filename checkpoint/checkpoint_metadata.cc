@@ -255,7 +255,8 @@ absl::StatusOr<ShardInfo> ReadNamedShard(FileSystem& fs, const std::string& dir,
   ASSIGN_OR_RETURN(ShardInfo info, ParseMetadata(path, *text));
   const CheckpointMetadata& m = info.meta;
   if (m.iteration != iteration || m.tp_rank != tp_rank || m.pp_rank != pp_rank ||
-      m.ep_rank != ep_rank || ShardName(m.tp_rank, m.pp_rank, m.pp_size, m.ep_rank, m.ep_size) != name) {
+      m.ep_rank != ep_rank ||
+      ShardName(m.tp_rank, m.pp_rank, m.pp_size, m.ep_rank, m.ep_size) != name) {
     return absl::DataLossError(absl::StrCat(
         path, ": describes iteration ", m.iteration, " rank ", m.tp_rank, " of pipeline stage ",
         m.pp_rank, " of ", m.pp_size, " and expert-parallel rank ", m.ep_rank, " of ", m.ep_size,
@@ -284,18 +285,18 @@ absl::StatusOr<ShardInfo> ReadShardInfo(FileSystem& fs, const std::string& dir, 
       }
     }
     if (found == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no checkpoint shard ", JoinPath(iter_dir, candidates[0]),
-                                              " (nor ", candidates[1], " or ", candidates[2], ")"));
+      return absl::NotFoundError(absl::StrCat("no checkpoint shard ",
+                                              JoinPath(iter_dir, candidates[0]), " (nor ",
+                                              candidates[1], " or ", candidates[2], ")"));
     }
     ASSIGN_OR_RETURN(ShardInfo first, ReadNamedShard(fs, dir, iteration, *found, 0, 0, 0));
     if (tp_rank == 0 && pp_rank == 0 && ep_rank == 0) return first;
     pp_size = first.meta.pp_size;
     ep_size = first.meta.ep_size;
     if (pp_rank >= pp_size || ep_rank >= ep_size) {
-      return absl::NotFoundError(absl::StrCat("no checkpoint shard of pipeline stage ", pp_rank,
-                                              " and expert-parallel rank ", ep_rank, " in ",
-                                              iter_dir, " (it has ", pp_size, " and ", ep_size,
-                                              ")"));
+      return absl::NotFoundError(absl::StrCat(
+          "no checkpoint shard of pipeline stage ", pp_rank, " and expert-parallel rank ", ep_rank,
+          " in ", iter_dir, " (it has ", pp_size, " and ", ep_size, ")"));
     }
   }
   return ReadNamedShard(fs, dir, iteration, ShardName(tp_rank, pp_rank, pp_size, ep_rank, ep_size),

@@ -157,8 +157,8 @@ absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_
         return absl::DataLossError(
             absl::StrCat(source.stages[p].first.shard_dir, ": tensor '", s.name, "' has ",
                          DescribeTensor(s.global_shape, s.split_dim, s.vocab_padded), ", ",
-                         DescribeTensor(a.global_shape, a.split_dim, a.vocab_padded),
-                         " in ", source.stages[source.tensors[it->second].second.stage].first.shard_dir));
+                         DescribeTensor(a.global_shape, a.split_dim, a.vocab_padded), " in ",
+                         source.stages[source.tensors[it->second].second.stage].first.shard_dir));
       }
     }
   }

@@ -329,8 +329,8 @@ TEST(CheckpointTest, ExpertParallelShardsLoadAtAnyExpertParallelSize) {
     for (int e = 0; e < 4; ++e) {
       Tensor w = Tensor::Host({6, 4}, DType::kF32);
       for (int64_t i = 0; i < 24; ++i) w.data_as<float>()[i] = 0.37f * i - 10.0f * e - layer;
-      model.push_back({absl::StrCat("layers.", layer, ".experts.", e, ".w"), {6, 4}, 1, false,
-                       std::move(w)});
+      model.push_back(
+          {absl::StrCat("layers.", layer, ".experts.", e, ".w"), {6, 4}, 1, false, std::move(w)});
     }
   }
   const std::string dir = FreshDir("ep_layout");

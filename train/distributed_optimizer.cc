@@ -80,10 +80,10 @@ absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerS
   std::unique_ptr<DistributedOptimizerState> s(new DistributedOptimizerState());
   s->store_ = store;
   s->dp_ = dp;
-  s->layout_ = segments.empty()
-                   ? PartitionBuckets(store->NumLocalElements(), bucket_elements, dp->size(),
-                                      dp->rank())
-                   : PartitionSegments(segments, bucket_elements, dp->size(), dp->rank());
+  s->layout_ =
+      segments.empty()
+          ? PartitionBuckets(store->NumLocalElements(), bucket_elements, dp->size(), dp->rank())
+          : PartitionSegments(segments, bucket_elements, dp->size(), dp->rank());
   for (const ShardBucket& b : s->layout_.buckets) {
     s->largest_part_ = std::max(s->largest_part_, b.padded / dp->size());
     // The parameters this part overlaps, in flat order (the store lays them out contiguously).

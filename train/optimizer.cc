@@ -124,7 +124,8 @@ absl::Status Optimizer::CreateExpertStates(comm::Communicator* dp) {
   std::vector<std::pair<int64_t, int64_t>> dense, expert;
   for (int first = 0; first < store_->size();) {
     int last = first;
-    while (last + 1 < store_->size() && store_->spec(last + 1).expert == store_->spec(first).expert) {
+    while (last + 1 < store_->size() &&
+           store_->spec(last + 1).expert == store_->spec(first).expert) {
       ++last;
     }
     const std::pair<int64_t, int64_t> run = {
@@ -134,8 +135,7 @@ absl::Status Optimizer::CreateExpertStates(comm::Communicator* dp) {
   }
   const int64_t bucket = config_.dp_bucket_elements;
   ASSIGN_OR_RETURN(dist_, DistributedOptimizerState::Create(store_, bucket, dp, dense));
-  ASSIGN_OR_RETURN(edist_,
-                   DistributedOptimizerState::Create(store_, bucket, experts_.edp, expert));
+  ASSIGN_OR_RETURN(edist_, DistributedOptimizerState::Create(store_, bucket, experts_.edp, expert));
   // One reducer over both states' buckets, from the end of the buffer (each bucket inside one
   // run), each reduce-scattered over its state's group.
   struct Bucket {

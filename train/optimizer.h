@@ -203,7 +203,7 @@ class Optimizer {
   nn::ParameterStore* store_ = nullptr;
   OptimizerConfig config_;
   ExpertGroups experts_;  // ep set only when it has two or more ranks and the store experts.
-  std::unique_ptr<DistributedOptimizerState> dist_;  // Null unless distributed.
+  std::unique_ptr<DistributedOptimizerState> dist_;   // Null unless distributed.
   std::unique_ptr<DistributedOptimizerState> edist_;  // The experts' (expert parallelism).
   std::unique_ptr<GradReducer> reducer_;
   bool reduce_begun_ = false;

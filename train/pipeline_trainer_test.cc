@@ -3,8 +3,9 @@
 // PP=2, PP=2 x TP=2 (with and without sequence parallelism), PP=2 x DP=2 (with and without the
 // distributed optimizer) and the
 // interleaved schedule (PP=2, 2 virtual stages) equal the serial run's within float32 rounding
-// (dropout on), and so do TP=2, PP=2 and PP=2 x TP=2 with an untied output layer; the sends and receives per micro-batch per
-// stage boundary are exactly the schedule's; the measured bubble is printed next to the theory.
+// (dropout on), and so do TP=2, PP=2 and PP=2 x TP=2 with an untied output layer; the sends and
+// receives per micro-batch per stage boundary are exactly the schedule's; the measured bubble is
+// printed next to the theory.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
