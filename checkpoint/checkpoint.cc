@@ -33,9 +33,11 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
-std::string ShardName(int tp_rank, int pp_rank, int pp_size) {
-  if (pp_size == 1) return absl::StrFormat("mp_rank_%02d", tp_rank);
-  return absl::StrFormat("mp_rank_%02d_%03d", tp_rank, pp_rank);
+std::string ShardName(int tp_rank, int pp_rank, int pp_size, int ep_rank, int ep_size) {
+  std::string name = pp_size == 1 ? absl::StrFormat("mp_rank_%02d", tp_rank)
+                                  : absl::StrFormat("mp_rank_%02d_%03d", tp_rank, pp_rank);
+  if (ep_size > 1) absl::StrAppendFormat(&name, "_%03d", ep_rank);
+  return name;
 }
 
 Shape LocalShape(const Shape& global, int split_dim, int tp_size) {
@@ -85,46 +87,63 @@ absl::Status ValidateRecord(absl::string_view op, const TensorRecord& t, int tp_
   return absl::OkStatus();
 }
 
-absl::Status VerifyComplete(FileSystem& fs, const std::string& dir, int64_t iteration, int tp_size,
-                            int pp_size) {
+namespace {
+
+// VerifyComplete for one shard (`config`: shard 0's, set when reading shard 0).
+absl::Status VerifyShard(FileSystem& fs, const std::string& dir, int64_t iteration, int tp_rank,
+                         int tp_size, int pp_rank, int pp_size, int ep_rank, int ep_size,
+                         Json* config) {
   const std::string where =
       absl::StrCat("checkpoint iteration ", iteration, " in ", dir, " is incomplete: ");
+  const std::string name = ShardName(tp_rank, pp_rank, pp_size, ep_rank, ep_size);
+  auto info = ReadShardInfo(fs, dir, iteration, tp_rank, pp_rank, pp_size, ep_rank, ep_size);
+  if (!info.ok()) {
+    if (absl::IsNotFound(info.status())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, "shard ", name, " of ", tp_size * pp_size * ep_size,
+                       " is missing (every TP rank of every pipeline stage",
+                       ep_size > 1 ? " and expert-parallel rank" : "",
+                       " must save its shard before the commit)"));
+    }
+    return info.status();
+  }
+  if (info->meta.tp_size != tp_size || info->meta.pp_size != pp_size ||
+      info->meta.ep_size != ep_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, "shard ", name, " was saved with tensor_model_parallel_size ", info->meta.tp_size,
+        ", pipeline_model_parallel_size ", info->meta.pp_size, " and expert_model_parallel_size ",
+        info->meta.ep_size, ", expected ", tp_size, ", ", pp_size, " and ", ep_size));
+  }
+  if (tp_rank == 0 && pp_rank == 0 && ep_rank == 0) {
+    *config = info->model_config;
+  } else if (info->model_config != *config) {
+    return absl::FailedPreconditionError(absl::StrCat(where, "shard ", name,
+                                                      " has a different model config than ",
+                                                      ShardName(0, 0, pp_size, 0, ep_size)));
+  }
+  const std::string tensors = JoinPath(info->shard_dir, kShardTensorsFile);
+  auto size = fs.FileSize(tensors);
+  if (!size.ok()) {
+    return absl::DataLossError(absl::StrCat(where, size.status().message()));
+  }
+  if (*size != info->tensors_file_bytes) {
+    return absl::DataLossError(absl::StrCat(where, tensors, " has ", *size, " bytes, ",
+                                            kShardMetadataFile, " records ",
+                                            info->tensors_file_bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VerifyComplete(FileSystem& fs, const std::string& dir, int64_t iteration, int tp_size,
+                            int pp_size, int ep_size) {
   Json config;
   for (int p = 0; p < pp_size; ++p) {
-    for (int r = 0; r < tp_size; ++r) {
-      const std::string name = ShardName(r, p, pp_size);
-      auto info = ReadShardInfo(fs, dir, iteration, r, p, pp_size);
-      if (!info.ok()) {
-        if (absl::IsNotFound(info.status())) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              where, "shard ", name, " of ", tp_size * pp_size,
-              " is missing (every TP rank of every pipeline stage must save its shard before the "
-              "commit)"));
-        }
-        return info.status();
-      }
-      if (info->meta.tp_size != tp_size || info->meta.pp_size != pp_size) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(where, "shard ", name, " was saved with tensor_model_parallel_size ",
-                         info->meta.tp_size, " and pipeline_model_parallel_size ",
-                         info->meta.pp_size, ", expected ", tp_size, " and ", pp_size));
-      }
-      if (r == 0 && p == 0) {
-        config = info->model_config;
-      } else if (info->model_config != config) {
-        return absl::FailedPreconditionError(absl::StrCat(where, "shard ", name,
-                                                          " has a different model config than ",
-                                                          ShardName(0, 0, pp_size)));
-      }
-      const std::string tensors = JoinPath(info->shard_dir, kShardTensorsFile);
-      auto size = fs.FileSize(tensors);
-      if (!size.ok()) {
-        return absl::DataLossError(absl::StrCat(where, size.status().message()));
-      }
-      if (*size != info->tensors_file_bytes) {
-        return absl::DataLossError(absl::StrCat(where, tensors, " has ", *size, " bytes, ",
-                                                kShardMetadataFile, " records ",
-                                                info->tensors_file_bytes));
+    for (int e = 0; e < ep_size; ++e) {
+      for (int r = 0; r < tp_size; ++r) {
+        RETURN_IF_ERROR(
+            VerifyShard(fs, dir, iteration, r, tp_size, p, pp_size, e, ep_size, &config));
       }
     }
   }
@@ -187,15 +206,18 @@ absl::Status PruneIterations(FileSystem& fs, const std::string& save_dir, int64_
   return removed ? fs.SyncDirectory(save_dir) : absl::OkStatus();
 }
 
-// Removes the shard directories of iteration `iteration` that the layout (tp_size x pp_size) does
-// not name: left by a save in another layout that was killed before its commit, they would
-// otherwise be read by the loaders' layout detection (mp_rank_TT before mp_rank_TT_000).
+// Removes the shard directories of iteration `iteration` that the layout (tp_size x pp_size x
+// ep_size) does not name: left by a save in another layout that was killed before its commit,
+// they would otherwise be read by the loaders' layout detection (mp_rank_TT before
+// mp_rank_TT_000).
 absl::Status RemoveOtherShards(FileSystem& fs, const std::string& save_dir, int64_t iteration,
-                               int tp_size, int pp_size) {
+                               int tp_size, int pp_size, int ep_size) {
   const std::string iter_dir = IterationDir(save_dir, iteration);
   std::set<std::string> wanted;
   for (int p = 0; p < pp_size; ++p) {
-    for (int r = 0; r < tp_size; ++r) wanted.insert(ShardName(r, p, pp_size));
+    for (int e = 0; e < ep_size; ++e) {
+      for (int r = 0; r < tp_size; ++r) wanted.insert(ShardName(r, p, pp_size, e, ep_size));
+    }
   }
   ASSIGN_OR_RETURN(const std::vector<std::string> entries, fs.ListDirectory(iter_dir));
   bool removed = false;
@@ -213,10 +235,15 @@ absl::Status ValidateSave(const CheckpointMetadata& meta, const Json& config,
                           std::vector<NamedTensor>* named) {
   constexpr char kOp[] = "SaveShard";
   if (meta.tp_size < 1 || meta.tp_rank < 0 || meta.tp_rank >= meta.tp_size || meta.dp_size < 1 ||
-      meta.pp_size < 1 || meta.pp_rank < 0 || meta.pp_rank >= meta.pp_size) {
+      meta.pp_size < 1 || meta.pp_rank < 0 || meta.pp_rank >= meta.pp_size || meta.ep_size < 1 ||
+      meta.ep_rank < 0 || meta.ep_rank >= meta.ep_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         kOp, ": bad parallel layout: tp_rank ", meta.tp_rank, " of tp_size ", meta.tp_size,
-        ", pp_rank ", meta.pp_rank, " of pp_size ", meta.pp_size, ", dp_size ", meta.dp_size));
+        ", pp_rank ", meta.pp_rank, " of pp_size ", meta.pp_size, ", ep_rank ", meta.ep_rank,
+        " of ep_size ", meta.ep_size, ", dp_size ", meta.dp_size));
+  }
+  for (int e : meta.experts) {
+    if (e < 0) return absl::InvalidArgumentError(absl::StrCat(kOp, ": negative expert ", e));
   }
   if (meta.iteration < 0 || meta.consumed_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": negative iteration ", meta.iteration,
@@ -255,6 +282,8 @@ absl::Status WriteShardFiles(FileSystem& fs, const std::string& dir, const Check
       {"tensor_model_parallel_size", absl::StrCat(meta.tp_size)},
       {"pipeline_model_parallel_rank", absl::StrCat(meta.pp_rank)},
       {"pipeline_model_parallel_size", absl::StrCat(meta.pp_size)},
+      {"expert_model_parallel_rank", absl::StrCat(meta.ep_rank)},
+      {"expert_model_parallel_size", absl::StrCat(meta.ep_size)},
   };
   // The digests of the bytes written, hashed from memory (the file holds them verbatim) while the
   // file is being written.
@@ -314,8 +343,9 @@ std::string IterationDir(const std::string& dir, int64_t iteration) {
 }
 
 std::string ShardDir(const std::string& dir, int64_t iteration, int tp_rank, int pp_rank,
-                     int pp_size) {
-  return JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, pp_rank, pp_size));
+                     int pp_size, int ep_rank, int ep_size) {
+  return JoinPath(IterationDir(dir, iteration),
+                  ShardName(tp_rank, pp_rank, pp_size, ep_rank, ep_size));
 }
 
 absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& meta,
@@ -325,7 +355,8 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
   RETURN_IF_ERROR(ValidateSave(meta, config, tensors, &named));
 
   const std::string iter_dir = IterationDir(save_dir, meta.iteration);
-  const std::string name = ShardName(meta.tp_rank, meta.pp_rank, meta.pp_size);
+  const std::string name =
+      ShardName(meta.tp_rank, meta.pp_rank, meta.pp_size, meta.ep_rank, meta.ep_size);
   const std::string final_dir = JoinPath(iter_dir, name);
   const std::string temp_dir = JoinPath(iter_dir, "." + name + ".tmp");
   const std::string old_dir = JoinPath(iter_dir, "." + name + ".old");
@@ -387,13 +418,14 @@ absl::Status PrepareSaveDirectory(const std::string& save_dir, FileSystem& fs) {
 }
 
 absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, int tp_size,
-                              int keep_last, int pp_size, FileSystem& fs) {
-  if (iteration < 0 || tp_size < 1 || pp_size < 1) {
+                              int keep_last, int pp_size, int ep_size, FileSystem& fs) {
+  if (iteration < 0 || tp_size < 1 || pp_size < 1 || ep_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("CommitCheckpoint: bad iteration ", iteration,
-                                                   ", tp_size ", tp_size, " or pp_size ", pp_size));
+                                                   ", tp_size ", tp_size, ", pp_size ", pp_size,
+                                                   " or ep_size ", ep_size));
   }
-  RETURN_IF_ERROR(internal::VerifyComplete(fs, save_dir, iteration, tp_size, pp_size));
-  RETURN_IF_ERROR(RemoveOtherShards(fs, save_dir, iteration, tp_size, pp_size));
+  RETURN_IF_ERROR(internal::VerifyComplete(fs, save_dir, iteration, tp_size, pp_size, ep_size));
+  RETURN_IF_ERROR(RemoveOtherShards(fs, save_dir, iteration, tp_size, pp_size, ep_size));
 
   const std::string pointer = JoinPath(save_dir, kLatestIterationFile);
   const std::string temp = JoinPath(save_dir, absl::StrCat(".", kLatestIterationFile, ".tmp"));
@@ -420,8 +452,8 @@ absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir, FileSystem&
   };
   auto first = internal::ReadShardInfo(fs, load_dir, iteration, 0);
   if (!first.ok()) return fail(first.status());
-  absl::Status complete =
-      internal::VerifyComplete(fs, load_dir, iteration, first->meta.tp_size, first->meta.pp_size);
+  absl::Status complete = internal::VerifyComplete(fs, load_dir, iteration, first->meta.tp_size,
+                                                   first->meta.pp_size, first->meta.ep_size);
   if (!complete.ok()) return fail(complete);
   return iteration;
 }

@@ -17,6 +17,13 @@
 // moments equal but for the distributed optimizer's rounding at DP >= 3 (the last stage's
 // update is replaced by the first's); loading reads the first stage's copy.
 //
+// With expert parallelism (ep_size E > 1, CheckpointMetadata) every TP rank and stage has E
+// shards, mp_rank_TT[_PPP]_EEE: the expert-parallel rank EEE writes its own experts (under
+// their global indices, "experts" in metadata.json listing them), EP rank 0 the dense tensors
+// too, so no rank gathers the others' experts. Every loader finds each name in whichever shard
+// holds it (LoadResharded, ReshardCheckpoint), so such a checkpoint loads at any EP size, and a
+// checkpoint holding every expert in one shard (ep_size 1) loads at any EP size as well.
+//
 // Integrity: each entry of metadata.json's "tensors" list carries "sha256", the lowercase hex
 // SHA-256 of that tensor's bytes as stored in the shard's safetensors file (the byte range its
 // data_offsets give past the header: `tail -c +$((8 + N + begin + 1)) FILE | head -c $((end -
@@ -26,10 +33,10 @@
 // existed have no "sha256" and load unchecked, silently (the field is optional in the format).
 //
 // Saving is crash-safe at every point:
-//   1. every TP rank of every pipeline stage (of data-parallel rank 0) calls SaveShard(), which
-//      writes its shard into a hidden temporary directory, fsyncs the files and the directory,
-//      and renames it to mp_rank_TT[_PPP], so a shard directory either is complete or does not
-//      exist;
+//   1. every TP rank of every pipeline stage (of data-parallel rank 0, or of each EP rank)
+//      calls SaveShard(), which writes its shard into a hidden temporary directory, fsyncs the
+//      files and the directory, and renames it to mp_rank_TT[_PPP][_EEE], so a shard directory
+//      either is complete or does not exist;
 //   2. after a barrier, one process calls CommitCheckpoint(), which checks that all shards exist,
 //      atomically replaces latest_checkpointed_iteration.txt, and deletes old iterations.
 // Until step 2 finishes the pointer names the previous checkpoint, which stays intact: a process
@@ -70,8 +77,10 @@ std::string IterationDirName(int64_t iteration);
 // "<dir>/iter_0000100", and the shard directory of TP rank tp_rank on pipeline stage pp_rank of
 // pp_size: "<dir>/iter_0000100/mp_rank_01" (pp_size 1), "<dir>/iter_0000100/mp_rank_01_002".
 std::string IterationDir(const std::string& dir, int64_t iteration);
+// With ep_size > 1 the name ends in the expert-parallel rank: mp_rank_01_001 (pp_size 1),
+// mp_rank_01_002_001.
 std::string ShardDir(const std::string& dir, int64_t iteration, int tp_rank, int pp_rank = 0,
-                     int pp_size = 1);
+                     int pp_size = 1, int ep_rank = 0, int ep_size = 1);
 
 // One tensor of a shard: this rank's slice `local` of a tensor whose serial-model shape is
 // `global_shape`. With split_dim d >= 0, rank r of tp holds the contiguous slice
@@ -99,6 +108,16 @@ struct CheckpointMetadata {
   // checkpoints written before pipeline parallelism).
   int pp_size = 1;
   int pp_rank = 0;
+  // Expert parallelism (metadata.json's expert_model_parallel_size and _rank; 1 and 0 in
+  // checkpoints written before expert-parallel shards, and in every checkpoint saved without
+  // expert parallelism, whose shards hold all experts). With ep_size E > 1 each TP rank and stage
+  // has E shards, mp_rank_TT[_PPP]_EEE (Megatron's names): EP rank 0's holds the dense tensors
+  // and its experts, each other EP rank's its experts only, all under their global names.
+  int ep_size = 1;
+  int ep_rank = 0;
+  // The global indices of the experts whose tensors this shard holds (metadata.json's
+  // "experts"; empty with ep_size 1). For the record and for checks: the tensor names say it too.
+  std::vector<int> experts;
   int64_t iteration = 0;
   int64_t consumed_samples = 0;
   // Opaque to this layer (optimizer step, loss scale, RNG state, schedule): stored and returned
@@ -133,8 +152,8 @@ absl::Status SaveShard(const std::string& save_dir, const CheckpointMetadata& me
 absl::Status PrepareSaveDirectory(const std::string& save_dir,
                                   FileSystem& fs = DefaultFileSystem());
 
-// Marks iteration `iteration` complete: checks that the tp_size x pp_size shards all exist and
-// agree (iteration, parallel layout, model config, file sizes), removes any other shard
+// Marks iteration `iteration` complete: checks that the tp_size x pp_size x ep_size shards all
+// exist and agree (iteration, parallel layout, model config, file sizes), removes any other shard
 // directory of that iteration (a save in another layout killed before its commit), atomically
 // rewrites
 // latest_checkpointed_iteration.txt, then deletes the oldest iter_* directories below `iteration`
@@ -144,7 +163,8 @@ absl::Status PrepareSaveDirectory(const std::string& save_dir,
 // FailedPrecondition naming the missing or inconsistent shard; DataLoss for an unreadable shard;
 // errno-derived statuses for file-system errors.
 absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, int tp_size,
-                              int keep_last, int pp_size = 1, FileSystem& fs = DefaultFileSystem());
+                              int keep_last, int pp_size = 1, int ep_size = 1,
+                              FileSystem& fs = DefaultFileSystem());
 
 // The iteration named by load_dir/latest_checkpointed_iteration.txt, after checking that its
 // directory holds every shard. NotFound if load_dir or the pointer file does not exist (no
@@ -153,9 +173,9 @@ absl::Status CommitCheckpoint(const std::string& save_dir, int64_t iteration, in
 absl::StatusOr<int64_t> LatestIteration(const std::string& load_dir,
                                         FileSystem& fs = DefaultFileSystem());
 
-// The metadata of one saved shard, TP rank tp_rank of pipeline stage pp_rank, whatever the
-// pipeline size (model_config_json in canonical form). NotFound if the shard does not exist;
-// DataLoss if its metadata.json is malformed.
+// The metadata of one saved shard, TP rank tp_rank of pipeline stage pp_rank (of expert-parallel
+// rank 0), whatever the pipeline and expert-parallel sizes (model_config_json in canonical form).
+// NotFound if the shard does not exist; DataLoss if its metadata.json is malformed.
 absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir, int64_t iteration,
                                                      int tp_rank, int pp_rank = 0,
                                                      FileSystem& fs = DefaultFileSystem());
@@ -166,7 +186,8 @@ absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir
 // returns its metadata in *meta (may be null).
 // FailedPrecondition, before anything is written into `into`, when the checkpoint does not fit
 // this run: saved with another tensor_model_parallel_size or pipeline_model_parallel_size (the
-// message says to run the reshard tool), a different model config (the message lists the differing
+// message says to run the reshard tool) or with expert-parallel shards (read those with
+// LoadResharded), a different model config (the message lists the differing
 // keys), a tensor missing from the checkpoint or from `into`, or a tensor whose shape, partitioning
 // or dtype differs (named). NotFound if the shard does not exist; DataLoss for corrupt files,
 // including a tensor whose bytes fail their SHA-256 digest (`into` may then be partly overwritten);
@@ -207,23 +228,24 @@ struct ReshardedLoad {
 // tp_rank's slice of its global shape) from checkpoint `iteration` of load_dir, whatever TP degree
 // and pipeline layout it was saved with: each name is looked up in every pipeline stage's shards
 // (the first stage holding it is read; a pipeline stage of this run passes its own records and
-// allow_unexpected, as the other stages' tensors are not its own); a tensor saved with the same
-// global shape and degree is read directly from shard tp_rank of its stage; any other is
-// reassembled from that stage's shards (as ReshardCheckpoint does, one tensor at a time) and
-// sliced. Vocab-padded tensors may differ in their padded row count:
-// the first real_vocab rows are copied and the padding rows come out zero (also at the same
-// degree, unless options.keep_padding_rows). Names are matched exactly; the model config is
-// compared only when options.expected_model_config_json is given (else the caller decides what
-// it builds). Nothing is written into `into` until every check has passed.
-// Errors: InvalidArgument for bad arguments (tp_rank outside [0, tp_size), real_vocab < 1, a
-// record as LoadShard refuses it, a duplicate name); NotFound if the checkpoint or one of its
-// shards does not exist; DataLoss for corrupt files (a tensor failing its SHA-256 digest: `into`
-// may then be partly overwritten; two stages holding one name with different shapes);
-// FailedPrecondition for a model config other than options.expected_model_config_json (listing
-// the keys); FailedPrecondition, naming the checkpoint and
-// the tensor, for a tensor whose partitioning, global shape (besides padded rows) or dtype differs
-// from its record's, a vocab-padded tensor with fewer than real_vocab rows on either side, or the
-// missing / ignored names when not allowed (listing them).
+// allow_unexpected, as the other stages' tensors are not its own), and likewise in every
+// expert-parallel shard (an expert is read from the shard holding it, at whatever EP size the
+// checkpoint was saved; an expert-parallel rank of this run passes its own experts' records); a
+// tensor saved with the same global shape and degree is read directly from shard tp_rank of its
+// stage; any other is reassembled from that stage's shards (as ReshardCheckpoint does, one tensor
+// at a time) and sliced. Vocab-padded tensors may differ in their padded row count: the first
+// real_vocab rows are copied and the padding rows come out zero (also at the same degree, unless
+// options.keep_padding_rows). Names are matched exactly; the model config is compared only when
+// options.expected_model_config_json is given (else the caller decides what it builds). Nothing is
+// written into `into` until every check has passed. Errors: InvalidArgument for bad arguments
+// (tp_rank outside [0, tp_size), real_vocab < 1, a record as LoadShard refuses it, a duplicate
+// name); NotFound if the checkpoint or one of its shards does not exist; DataLoss for corrupt files
+// (a tensor failing its SHA-256 digest: `into` may then be partly overwritten; two stages holding
+// one name with different shapes); FailedPrecondition for a model config other than
+// options.expected_model_config_json (listing the keys); FailedPrecondition, naming the checkpoint
+// and the tensor, for a tensor whose partitioning, global shape (besides padded rows) or dtype
+// differs from its record's, a vocab-padded tensor with fewer than real_vocab rows on either side,
+// or the missing / ignored names when not allowed (listing them).
 absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t iteration,
                                             int tp_rank, int tp_size, int64_t real_vocab,
                                             const std::vector<TensorRecord>& into,
@@ -235,12 +257,14 @@ absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t
 // tensor's global value is reassembled from the source slices and re-split; vocab_padded tensors
 // keep their first real_vocab rows and are zero-padded (or truncated) to new_padded_vocab rows.
 // Metadata is copied with tp_size and tp_rank changed (every new rank gets source rank 0's trainer
-// state and replicated tensors). Holds the whole model in memory, plus one new shard.
-// InvalidArgument for bad arguments (new_tp_size < 1, real_vocab larger than a source tensor's
-// padded vocabulary or than new_padded_vocab, new_padded_vocab not divisible by new_tp_size, a
-// split dimension not divisible by new_tp_size (naming the tensor), dst_dir equal to src_dir);
-// AlreadyExists if dst_dir already holds that iteration; NotFound / DataLoss / FailedPrecondition
-// for a missing, corrupt or incomplete source.
+// state and replicated tensors). Expert-parallel shards are read as LoadResharded reads them and
+// written in one shard per TP rank and stage (ep_size 1: every expert, as loadable at any EP).
+// Holds the whole model in memory, plus one new shard. InvalidArgument for bad arguments
+// (new_tp_size < 1, real_vocab larger than a source tensor's padded vocabulary or than
+// new_padded_vocab, new_padded_vocab not divisible by new_tp_size, a split dimension not divisible
+// by new_tp_size (naming the tensor), dst_dir equal to src_dir); AlreadyExists if dst_dir already
+// holds that iteration; NotFound / DataLoss / FailedPrecondition for a missing, corrupt or
+// incomplete source.
 absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
                                const std::string& dst_dir, int new_tp_size, int64_t real_vocab,
                                int64_t new_padded_vocab, FileSystem& fs = DefaultFileSystem());

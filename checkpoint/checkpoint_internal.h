@@ -33,19 +33,21 @@ using Json = nlohmann::json;
 
 // dir + "/" + name, without doubling a trailing slash.
 std::string JoinPath(const std::string& dir, const std::string& name);
-// "mp_rank_01" (pp_size 1), "mp_rank_01_002" (pp_rank 2 of any other pp_size).
-std::string ShardName(int tp_rank, int pp_rank = 0, int pp_size = 1);
+// "mp_rank_01" (pp_size 1), "mp_rank_01_002" (pp_rank 2 of any other pp_size); with ep_size > 1
+// the expert-parallel rank follows: "mp_rank_01_001" (pp_size 1), "mp_rank_01_002_001".
+std::string ShardName(int tp_rank, int pp_rank = 0, int pp_size = 1, int ep_rank = 0,
+                      int ep_size = 1);
 // Shape of a rank's slice of `global` (split_dim -1: the whole tensor). Assumes divisibility.
 Shape LocalShape(const Shape& global, int split_dim, int tp_size);
 // The checks SaveShard and LoadShard make on a caller's record (InvalidArgument naming `op` and
 // the tensor): a non-empty UTF-8 name, split_dim in range, divisibility, the local view being
 // the rank's slice, contiguous host memory.
 absl::Status ValidateRecord(absl::string_view op, const TensorRecord& t, int tp_size);
-// Every shard of the iteration (tp_size x pp_size) exists, has a tensors file of the recorded
-// size, and agrees with the first on the layout and model config. FailedPrecondition for a
-// missing or inconsistent shard, DataLoss for a tensors file of the wrong size.
+// Every shard of the iteration (tp_size x pp_size x ep_size) exists, has a tensors file of the
+// recorded size, and agrees with the first on the layout and model config. FailedPrecondition for
+// a missing or inconsistent shard, DataLoss for a tensors file of the wrong size.
 absl::Status VerifyComplete(FileSystem& fs, const std::string& dir, int64_t iteration, int tp_size,
-                            int pp_size = 1);
+                            int pp_size = 1, int ep_size = 1);
 
 // ---- metadata.json (checkpoint_metadata.cc).
 
@@ -82,12 +84,14 @@ Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
 // Parses the metadata.json at `path` (for messages). DataLoss naming the path and the field for
 // anything that is not this format and version or not self-consistent.
 absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::string& text);
-// Reads and parses the metadata of TP rank tp_rank's shard on pipeline stage pp_rank, checking
-// that it describes that iteration, rank and stage. pp_size 0: whatever the checkpoint's pipeline
-// size (for stage 0: mp_rank_TT, else mp_rank_TT_000). NotFound if the shard does not exist;
-// DataLoss as ParseMetadata.
+// Reads and parses the metadata of TP rank tp_rank's shard on pipeline stage pp_rank of
+// expert-parallel rank ep_rank, checking that it describes that iteration, rank, stage and EP
+// rank. pp_size 0: whatever the checkpoint's pipeline and expert-parallel sizes (ep_size is then
+// ignored), which the first of mp_rank_00, mp_rank_00_000 and mp_rank_00_000_000 that exists
+// gives. NotFound if the shard does not exist; DataLoss as ParseMetadata.
 absl::StatusOr<ShardInfo> ReadShardInfo(FileSystem& fs, const std::string& dir, int64_t iteration,
-                                        int tp_rank, int pp_rank = 0, int pp_size = 0);
+                                        int tp_rank, int pp_rank = 0, int pp_size = 0,
+                                        int ep_rank = 0, int ep_size = 1);
 // "a (checkpoint: 1, this run: 2); b (checkpoint: absent, this run: 3)".
 std::string ConfigDifferences(const Json& checkpoint, const Json& run);
 // OK when the configs are equal; else FailedPrecondition "<where>: model config differs from this
@@ -122,21 +126,23 @@ absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs, const 
                                                           int64_t iteration,
                                                           const ShardInfo& first);
 
-// One pipeline stage of a checkpoint: its TP rank 0's metadata and a reader per TP shard.
+// One pipeline stage (and expert-parallel rank) of a checkpoint: its TP rank 0's metadata and a
+// reader per TP shard.
 struct SourceStage {
   ShardInfo first;
   std::vector<SafetensorsReader> readers;
 };
 
-// A whole checkpoint, opened (every stage, checked complete first), and where each tensor name
-// is read from: the first stage holding it.
+// A whole checkpoint, opened (every stage and EP rank, checked complete first), and where each
+// tensor name is read from: the first stage holding it (stages in pipeline order, each stage's EP
+// ranks in order).
 struct Source {
   std::vector<SourceStage> stages;
   struct Entry {
     int stage;
     const StoredTensor* stored;  // In stages[stage].first.tensors.
   };
-  // In stored order: stage 0's tensors, then the later stages' new names.
+  // In stored order: stage 0's (EP rank 0's) tensors, then the later ones' new names.
   std::vector<std::pair<std::string, Entry>> tensors;
   const ShardInfo& first() const { return stages[0].first; }
 };

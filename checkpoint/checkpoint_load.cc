@@ -65,6 +65,12 @@ absl::StatusOr<ShardInfo> ReadMatchingShard(FileSystem& fs, const std::string& l
         " --save=<new dir> --tensor_model_parallel_size=", tp_size,
         " --pipeline_model_parallel_size=", pp_size, " --iteration=", iteration));
   }
+  if (first.meta.ep_size != 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, " holds its experts in ", first.meta.ep_size,
+        " expert-parallel shards (expert_model_parallel_size ", first.meta.ep_size,
+        "); read it with LoadResharded, which finds each expert in the shard holding it"));
+  }
   ASSIGN_OR_RETURN(ShardInfo info,
                    internal::ReadShardInfo(fs, load_dir, iteration, tp_rank, pp_rank, pp_size));
   RETURN_IF_ERROR(internal::CheckSameConfig(where, info.model_config, expected_config));

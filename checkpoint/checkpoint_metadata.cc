@@ -33,6 +33,35 @@ bool GetCount(const Json& j, const char* key, int64_t* out) {
   return true;
 }
 
+// The expert-parallel layout (absent in checkpoints written before expert-parallel shards: one
+// shard holding every expert) into *info.
+absl::Status ParseExpertLayout(const std::string& path, const Json& j, ShardInfo* info) {
+  int64_t ep_size = 1, ep_rank = 0;
+  const bool has_size = j.contains("expert_model_parallel_size");
+  const bool has_rank = j.contains("expert_model_parallel_rank");
+  if (has_size != has_rank ||
+      (has_size && (!GetCount(j, "expert_model_parallel_size", &ep_size) ||
+                    !GetCount(j, "expert_model_parallel_rank", &ep_rank)))) {
+    return Corrupt(path, "expert_model_parallel_size and _rank must both be non-negative integers");
+  }
+  if (ep_size < 1 || ep_size > (1 << 20) || ep_rank >= ep_size) {
+    return Corrupt(path, absl::StrCat("invalid expert-parallel layout: expert_model_parallel_rank ",
+                                      ep_rank, " of size ", ep_size));
+  }
+  info->meta.ep_size = static_cast<int>(ep_size);
+  info->meta.ep_rank = static_cast<int>(ep_rank);
+  auto experts = j.find("experts");
+  if (experts == j.end()) return absl::OkStatus();
+  if (!experts->is_array()) return Corrupt(path, "\"experts\" is not an array");
+  for (const Json& e : *experts) {
+    if (!e.is_number_unsigned() || e.get<uint64_t>() > (1u << 30)) {
+      return Corrupt(path, "\"experts\" holds something other than expert indices");
+    }
+    info->meta.experts.push_back(static_cast<int>(e.get<uint64_t>()));
+  }
+  return absl::OkStatus();
+}
+
 // The format, version and parallel layout fields of a parsed metadata.json into *info.
 absl::Status ParseHeader(const std::string& path, const Json& j, ShardInfo* info) {
   auto format = j.find("format");
@@ -81,7 +110,7 @@ absl::Status ParseHeader(const std::string& path, const Json& j, ShardInfo* info
   }
   info->meta.pp_size = static_cast<int>(pp_size);
   info->meta.pp_rank = static_cast<int>(pp_rank);
-  return absl::OkStatus();
+  return ParseExpertLayout(path, j, info);
 }
 
 // One entry of the "tensors" list, checked against the shard's tp_size.
@@ -158,6 +187,9 @@ Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
           {"data_parallel_size", meta.dp_size},
           {"pipeline_model_parallel_size", meta.pp_size},
           {"pipeline_model_parallel_rank", meta.pp_rank},
+          {"expert_model_parallel_size", meta.ep_size},
+          {"expert_model_parallel_rank", meta.ep_rank},
+          {"experts", meta.experts},
           {"model_config", model_config},
           {"trainer_state", meta.trainer_state_json},
           {"model_name", meta.model_name},
@@ -204,19 +236,14 @@ absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::stri
   return info;
 }
 
-absl::StatusOr<ShardInfo> ReadShardInfo(FileSystem& fs, const std::string& dir, int64_t iteration,
-                                        int tp_rank, int pp_rank, int pp_size) {
-  // One stage's shards are named mp_rank_TT, several stages' mp_rank_TT_PPP.
-  const bool one_stage = pp_size == 1 || (pp_size == 0 && pp_rank == 0 &&
-                                          fs.PathExists(ShardDir(dir, iteration, tp_rank)));
-  if (pp_size == 0 && pp_rank == 0 && !one_stage &&
-      !fs.PathExists(JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, 0, 0)))) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint shard ",
-                                            ShardDir(dir, iteration, tp_rank), " (nor ",
-                                            ShardName(tp_rank, 0, 0), ")"));
-  }
-  const std::string shard_dir =
-      JoinPath(IterationDir(dir, iteration), ShardName(tp_rank, pp_rank, one_stage ? 1 : 0));
+namespace {
+
+// Reads the metadata of the shard in directory `name` of the iteration and checks that it
+// describes that iteration, rank, stage and EP rank and is named for its layout.
+absl::StatusOr<ShardInfo> ReadNamedShard(FileSystem& fs, const std::string& dir, int64_t iteration,
+                                         const std::string& name, int tp_rank, int pp_rank,
+                                         int ep_rank) {
+  const std::string shard_dir = JoinPath(IterationDir(dir, iteration), name);
   const std::string path = JoinPath(shard_dir, kShardMetadataFile);
   auto text = fs.ReadFile(path);
   if (!text.ok()) {
@@ -226,15 +253,54 @@ absl::StatusOr<ShardInfo> ReadShardInfo(FileSystem& fs, const std::string& dir, 
     return text.status();
   }
   ASSIGN_OR_RETURN(ShardInfo info, ParseMetadata(path, *text));
-  if (info.meta.iteration != iteration || info.meta.tp_rank != tp_rank ||
-      info.meta.pp_rank != pp_rank || (info.meta.pp_size == 1) != one_stage) {
+  const CheckpointMetadata& m = info.meta;
+  if (m.iteration != iteration || m.tp_rank != tp_rank || m.pp_rank != pp_rank ||
+      m.ep_rank != ep_rank ||
+      ShardName(m.tp_rank, m.pp_rank, m.pp_size, m.ep_rank, m.ep_size) != name) {
     return absl::DataLossError(absl::StrCat(
-        path, ": describes iteration ", info.meta.iteration, " rank ", info.meta.tp_rank,
-        " of pipeline stage ", info.meta.pp_rank, " of ", info.meta.pp_size,
-        ", expected iteration ", iteration, " rank ", tp_rank, " of pipeline stage ", pp_rank));
+        path, ": describes iteration ", m.iteration, " rank ", m.tp_rank, " of pipeline stage ",
+        m.pp_rank, " of ", m.pp_size, " and expert-parallel rank ", m.ep_rank, " of ", m.ep_size,
+        ", expected iteration ", iteration, " rank ", tp_rank, " of pipeline stage ", pp_rank,
+        " and expert-parallel rank ", ep_rank, " (the shard ", name, ")"));
   }
   info.shard_dir = shard_dir;
   return info;
+}
+
+}  // namespace
+
+absl::StatusOr<ShardInfo> ReadShardInfo(FileSystem& fs, const std::string& dir, int64_t iteration,
+                                        int tp_rank, int pp_rank, int pp_size, int ep_rank,
+                                        int ep_size) {
+  if (pp_size == 0) {
+    // The layout from the first shard: one stage's shards are named mp_rank_TT, several stages'
+    // mp_rank_TT_PPP, and expert-parallel shards end in _EEE.
+    const std::string iter_dir = IterationDir(dir, iteration);
+    const std::string candidates[] = {ShardName(0), ShardName(0, 0, 0), ShardName(0, 0, 0, 0, 2)};
+    const std::string* found = nullptr;
+    for (const std::string& name : candidates) {
+      if (fs.PathExists(JoinPath(iter_dir, name))) {
+        found = &name;
+        break;
+      }
+    }
+    if (found == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no checkpoint shard ",
+                                              JoinPath(iter_dir, candidates[0]), " (nor ",
+                                              candidates[1], " or ", candidates[2], ")"));
+    }
+    ASSIGN_OR_RETURN(ShardInfo first, ReadNamedShard(fs, dir, iteration, *found, 0, 0, 0));
+    if (tp_rank == 0 && pp_rank == 0 && ep_rank == 0) return first;
+    pp_size = first.meta.pp_size;
+    ep_size = first.meta.ep_size;
+    if (pp_rank >= pp_size || ep_rank >= ep_size) {
+      return absl::NotFoundError(absl::StrCat(
+          "no checkpoint shard of pipeline stage ", pp_rank, " and expert-parallel rank ", ep_rank,
+          " in ", iter_dir, " (it has ", pp_size, " and ", ep_size, ")"));
+    }
+  }
+  return ReadNamedShard(fs, dir, iteration, ShardName(tp_rank, pp_rank, pp_size, ep_rank, ep_size),
+                        tp_rank, pp_rank, ep_rank);
 }
 
 std::string ConfigDifferences(const Json& checkpoint, const Json& run) {

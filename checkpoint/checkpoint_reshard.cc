@@ -50,11 +50,12 @@ absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs,
                                                           int64_t iteration,
                                                           const ShardInfo& first) {
   const int old_tp = first.meta.tp_size;
-  const std::string first_name = ShardName(0, first.meta.pp_rank, first.meta.pp_size);
+  const CheckpointMetadata& m = first.meta;
+  const std::string first_name = ShardName(0, m.pp_rank, m.pp_size, m.ep_rank, m.ep_size);
   std::vector<SafetensorsReader> readers;
   for (int r = 0; r < old_tp; ++r) {
-    ASSIGN_OR_RETURN(ShardInfo info, ReadShardInfo(fs, src_dir, iteration, r, first.meta.pp_rank,
-                                                   first.meta.pp_size));
+    ASSIGN_OR_RETURN(ShardInfo info, ReadShardInfo(fs, src_dir, iteration, r, m.pp_rank, m.pp_size,
+                                                   m.ep_rank, m.ep_size));
     ASSIGN_OR_RETURN(SafetensorsReader reader, OpenShardTensors(fs, info));
     if (info.tensors.size() != first.tensors.size()) {
       return absl::DataLossError(absl::StrCat(info.shard_dir, " lists ", info.tensors.size(),
@@ -126,21 +127,23 @@ absl::StatusOr<Tensor> Repad(Tensor old_global, const Shape& new_shape, int64_t 
 
 absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration) {
   ASSIGN_OR_RETURN(ShardInfo first, ReadShardInfo(fs, dir, iteration, 0));
-  const int pp_size = first.meta.pp_size;
-  RETURN_IF_ERROR(VerifyComplete(fs, dir, iteration, first.meta.tp_size, pp_size));
+  const int pp_size = first.meta.pp_size, ep_size = first.meta.ep_size;
+  RETURN_IF_ERROR(VerifyComplete(fs, dir, iteration, first.meta.tp_size, pp_size, ep_size));
   Source source;
   for (int p = 0; p < pp_size; ++p) {
-    SourceStage stage;
-    if (p == 0) {
-      stage.first = std::move(first);
-    } else {
-      ASSIGN_OR_RETURN(stage.first, ReadShardInfo(fs, dir, iteration, 0, p, pp_size));
+    for (int e = 0; e < ep_size; ++e) {
+      SourceStage stage;
+      if (p == 0 && e == 0) {
+        stage.first = std::move(first);
+      } else {
+        ASSIGN_OR_RETURN(stage.first, ReadShardInfo(fs, dir, iteration, 0, p, pp_size, e, ep_size));
+      }
+      ASSIGN_OR_RETURN(stage.readers, OpenShards(fs, dir, iteration, stage.first));
+      source.stages.push_back(std::move(stage));
     }
-    ASSIGN_OR_RETURN(stage.readers, OpenShards(fs, dir, iteration, stage.first));
-    source.stages.push_back(std::move(stage));
   }
   std::map<std::string, size_t> index;
-  for (int p = 0; p < pp_size; ++p) {
+  for (int p = 0; p < static_cast<int>(source.stages.size()); ++p) {
     for (const StoredTensor& s : source.stages[p].first.tensors) {
       auto [it, added] = index.emplace(s.name, source.tensors.size());
       if (added) {
@@ -154,8 +157,8 @@ absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_
         return absl::DataLossError(
             absl::StrCat(source.stages[p].first.shard_dir, ": tensor '", s.name, "' has ",
                          DescribeTensor(s.global_shape, s.split_dim, s.vocab_padded), ", ",
-                         DescribeTensor(a.global_shape, a.split_dim, a.vocab_padded),
-                         " in pipeline stage ", source.tensors[it->second].second.stage));
+                         DescribeTensor(a.global_shape, a.split_dim, a.vocab_padded), " in ",
+                         source.stages[source.tensors[it->second].second.stage].first.shard_dir));
       }
     }
   }
@@ -285,6 +288,9 @@ absl::Status WriteShards(FileSystem& fs, const std::string& dst_dir,
       meta.tp_rank = r;
       meta.pp_size = layout.pp_size;
       meta.pp_rank = p;
+      meta.ep_size = 1;  // Every expert in the one shard.
+      meta.ep_rank = 0;
+      meta.experts.clear();
       RETURN_IF_ERROR(SaveShard(dst_dir, meta, records, fs));
     }
   }
@@ -336,7 +342,8 @@ absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
   }
   RETURN_IF_ERROR(
       WriteShards(fs, dst_dir, source.first().meta, tensors, globals, new_shapes, stages, layout));
-  return CommitCheckpoint(dst_dir, iteration, layout.tp_size, /*keep_last=*/0, layout.pp_size, fs);
+  return CommitCheckpoint(dst_dir, iteration, layout.tp_size, /*keep_last=*/0, layout.pp_size,
+                          /*ep_size=*/1, fs);
 }
 
 }  // namespace checkpoint

@@ -1,11 +1,14 @@
 // Tests of ReshardCheckpoint (checkpoint_reshard.cc) and LoadResharded across TP degrees and
 // pipeline layouts (mp_rank_TT_PPP), against slices of the synthetic model's global tensors
-// computed by plain index arithmetic (checkpoint_testutil.h).
+// computed by plain index arithmetic (checkpoint_testutil.h); expert-parallel shards
+// (mp_rank_TT_PPP_EEE) too.
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_testutil.h"
@@ -302,6 +305,98 @@ TEST(CheckpointTest, ReshardBetweenPipelineLayouts) {
   EXPECT_STATUS(ReshardCheckpoint(a, 3, e, kRealVocab, three), absl::StatusCode::kInvalidArgument,
                 "needs the stages that hold each tensor");
   EXPECT_FALSE(fs::exists(e + "/iter_0000003"));
+}
+
+// Expert-parallel shards (mp_rank_TT_PPP_EEE): a TP=2 x PP=2 x EP=2 checkpoint of the synthetic
+// model plus 4 experts per stage, each EP rank's shards holding its 2 experts (EP rank 0's the
+// dense tensors too). It loads whole at TP 1, as one EP rank of EP=2 and EP=4 at TP 2, reshards
+// into one shard of every expert, and is refused by LoadShard and when an EP shard is missing.
+std::vector<int> StagesWithExperts(const std::string& name) {
+  if (absl::StartsWith(name, "layers.0.experts.")) return {0};
+  return testing::TwoStages(name);
+}
+
+int ExpertOf(const std::string& name) {
+  const size_t at = name.find(".experts.");
+  return at == std::string::npos ? -1 : name[at + 9] - '0';
+}
+
+TEST(CheckpointTest, ExpertParallelShardsLoadAtAnyExpertParallelSize) {
+  EXPECT_EQ(ShardDir("/ckpt", 5, 1, 2, 4, 3, 4), "/ckpt/iter_0000005/mp_rank_01_002_003");
+  EXPECT_EQ(ShardDir("/ckpt", 5, 1, 0, 1, 1, 2), "/ckpt/iter_0000005/mp_rank_01_001");
+  std::vector<SyntheticTensor> model = SyntheticModel(PaddedVocab(2), 34);
+  for (int layer : {0, 1}) {
+    for (int e = 0; e < 4; ++e) {
+      Tensor w = Tensor::Host({6, 4}, DType::kF32);
+      for (int64_t i = 0; i < 24; ++i) w.data_as<float>()[i] = 0.37f * i - 10.0f * e - layer;
+      model.push_back(
+          {absl::StrCat("layers.", layer, ".experts.", e, ".w"), {6, 4}, 1, false, std::move(w)});
+    }
+  }
+  const std::string dir = FreshDir("ep_layout");
+  for (int p = 0; p < 2; ++p) {
+    for (int ep = 0; ep < 2; ++ep) {
+      std::vector<SyntheticTensor> held;
+      for (SyntheticTensor& t : testing::StageTensors(model, p, StagesWithExperts)) {
+        const int e = ExpertOf(t.name);
+        if (e < 0 ? ep == 0 : e / 2 == ep) held.push_back(std::move(t));
+      }
+      for (int r = 0; r < 2; ++r) {
+        std::vector<Tensor> storage;
+        CheckpointMetadata meta = testing::SyntheticMeta(5, r, 2);
+        meta.pp_size = 2;
+        meta.pp_rank = p;
+        meta.ep_size = 2;
+        meta.ep_rank = ep;
+        meta.experts = {2 * ep, 2 * ep + 1};
+        ASSERT_TRUE(SaveShard(dir, meta, testing::FilledRecords(held, r, 2, &storage)).ok());
+      }
+    }
+  }
+  EXPECT_STATUS(CommitCheckpoint(dir, 5, 2, 0, 2), absl::StatusCode::kFailedPrecondition,
+                "shard mp_rank_00_000 of 4 is missing");
+  ASSERT_TRUE(CommitCheckpoint(dir, 5, 2, 0, 2, /*ep_size=*/2).ok());
+  EXPECT_EQ(testing::Entries(dir + "/iter_0000005").size(), 8u);
+  auto meta = ReadShardMetadata(dir, 5, 1, 1);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->ep_size, 2);
+  EXPECT_EQ(meta->ep_rank, 0);
+  EXPECT_EQ(meta->experts, (std::vector<int>{0, 1}));
+
+  // Whole at TP 1; as EP rank 1 of 2 (experts 2, 3) and rank 3 of 4 (expert 3) at TP 2.
+  for (auto [tp, ep_size, ep_rank] : {std::tuple{1, 1, 0}, {2, 2, 1}, {2, 4, 3}}) {
+    SCOPED_TRACE(absl::StrCat("TP ", tp, " EP rank ", ep_rank, " of ", ep_size));
+    std::vector<SyntheticTensor> want;
+    for (SyntheticTensor& t : Repadded(model, PaddedVocab(tp))) {
+      const int e = ExpertOf(t.name);
+      if (e < 0 || e / (4 / ep_size) == ep_rank) want.push_back(std::move(t));
+    }
+    ReshardedLoadOptions options;
+    options.allow_unexpected = ep_size > 1;
+    for (int r = 0; r < tp; ++r) {
+      std::vector<Tensor> storage;
+      const std::vector<TensorRecord> records = testing::ZeroRecords(want, r, tp, &storage);
+      auto loaded = LoadResharded(dir, 5, r, tp, kRealVocab, records, options);
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      EXPECT_EQ(loaded->ignored.size(), 2u * (4 - 4 / ep_size));  // 2 layers.
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(Bytes(records[i].local),
+                  Bytes(testing::SliceOf(want[i].global.view(), want[i].split_dim, r, tp).view()))
+            << want[i].name;
+      }
+    }
+  }
+  std::vector<Tensor> storage;
+  EXPECT_STATUS(LoadShard(dir, 5, 0, 2, testing::ConfigJson(),
+                          testing::ZeroRecords(model, 0, 2, &storage), nullptr, 0, 2),
+                absl::StatusCode::kFailedPrecondition, "in 2 expert-parallel shards");
+  // Resharded: one shard per TP rank holding every expert.
+  const std::string one = FreshDir("ep_reshard");
+  ASSERT_TRUE(ReshardCheckpoint(dir, 5, one, 2, kRealVocab, PaddedVocab(2)).ok());
+  EXPECT_TRUE(HoldsModel(one, 5, 2, Repadded(model, PaddedVocab(2))));
+  fs::remove_all(ShardDir(dir, 5, 1, 1, 2, 1, 2));
+  EXPECT_STATUS(LatestIteration(dir).status(), absl::StatusCode::kDataLoss,
+                "shard mp_rank_01_001_001 of 8 is missing");
 }
 
 }  // namespace

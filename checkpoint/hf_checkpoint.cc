@@ -162,13 +162,14 @@ absl::Status SaveConverted(const HfImportOptions& o, const HfImportResult& resul
   }
   if (o.tp_size == 1) {
     RETURN_IF_ERROR(SaveShard(o.save_dir, meta, records, fs));
-    return CommitCheckpoint(o.save_dir, 0, 1, /*keep_last=*/0, /*pp_size=*/1, fs);
+    return CommitCheckpoint(o.save_dir, 0, 1, /*keep_last=*/0, /*pp_size=*/1, /*ep_size=*/1, fs);
   }
   // Serial first, then split by the resharding code (vocabulary re-padded for tp_size).
   const std::string serial = HfPath(o.save_dir, ".hf_import_tp1");
   RETURN_IF_ERROR(fs.RemoveAll(serial));
   RETURN_IF_ERROR(SaveShard(serial, meta, records, fs));
-  RETURN_IF_ERROR(CommitCheckpoint(serial, 0, 1, /*keep_last=*/0, /*pp_size=*/1, fs));
+  RETURN_IF_ERROR(
+      CommitCheckpoint(serial, 0, 1, /*keep_last=*/0, /*pp_size=*/1, /*ep_size=*/1, fs));
   RETURN_IF_ERROR(ReshardCheckpoint(serial, 0, o.save_dir, o.tp_size,
                                     result.config.model.vocab_size, result.padded_vocab, fs));
   return fs.RemoveAll(serial);

@@ -31,7 +31,8 @@ absl::StatusOr<CheckpointModel> ReadCheckpointModel(const std::string& load_dir,
       models::ModelConfig::FromJson(meta.model_config_json);
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        ShardDir(load_dir, m.iteration, 0, 0, meta.pp_size), "/", kShardMetadataFile,
+        ShardDir(load_dir, m.iteration, 0, 0, meta.pp_size, 0, meta.ep_size), "/",
+        kShardMetadataFile,
         ": the stored model config is not a valid config: ", config.status().message()));
   }
   m.config = *std::move(config);

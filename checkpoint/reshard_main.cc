@@ -80,6 +80,20 @@ absl::StatusOr<std::function<std::vector<int>(const std::string&)>> StagesOf(
   };
 }
 
+// ", pipeline_model_parallel_size 2 to 1, expert-parallel shards 2 to 1 (...)" for the
+// printed summary: what changes besides the TP degree.
+std::string LayoutChange(const mt::checkpoint::CheckpointMetadata& meta, int new_pp) {
+  std::string change =
+      meta.pp_size == 1 && new_pp == 1
+          ? std::string()
+          : absl::StrCat(", pipeline_model_parallel_size ", meta.pp_size, " to ", new_pp);
+  if (meta.ep_size > 1) {
+    absl::StrAppend(&change, ", expert-parallel shards ", meta.ep_size,
+                    " to 1 (every expert in one shard, loadable at any EP size)");
+  }
+  return change;
+}
+
 absl::Status Run() {
   if (FLAGS_load.empty()) {
     return absl::InvalidArgumentError("--load is required (the checkpoint directory to read)");
@@ -148,10 +162,7 @@ absl::Status Run() {
   absl::Status status =
       mt::checkpoint::ReshardCheckpoint(FLAGS_load, iteration, FLAGS_save, vocab, layout);
   if (!status.ok()) return status;
-  const std::string stages =
-      meta->pp_size == 1 && layout.pp_size == 1
-          ? std::string()
-          : absl::StrCat(", pipeline_model_parallel_size ", meta->pp_size, " to ", layout.pp_size);
+  const std::string stages = LayoutChange(*meta, layout.pp_size);
   std::printf(
       "resharded iteration %lld of %s from tensor_model_parallel_size %d to %d%s "
       "(padded vocabulary %lld -> %lld) into %s\n",

@@ -69,7 +69,8 @@ absl::Status AsyncSaver::Settle(bool wait) {
   }
   if (f[0] > 0) return absl::OkStatus();
   spare_ = std::move(snapshot_);
-  RETURN_IF_ERROR(CommitTrainingState(save_dir_, keep_last_, *parallel_, iteration, *fs_));
+  RETURN_IF_ERROR(
+      CommitTrainingState(save_dir_, keep_last_, *parallel_, iteration, spare_->ep_size(), *fs_));
   committed_ = iteration;
   return absl::OkStatus();
 }

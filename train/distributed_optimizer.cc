@@ -52,13 +52,38 @@ ShardLayout PartitionBuckets(int64_t num_elements, int64_t bucket_elements, int 
   return layout;
 }
 
+ShardLayout PartitionSegments(const std::vector<std::pair<int64_t, int64_t>>& segments,
+                              int64_t bucket_elements, int dp_size, int dp_rank) {
+  ShardLayout layout;
+  for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
+    CHECK(it->first <= it->second && (it + 1 == segments.rend() || (it + 1)->second <= it->first))
+        << "segments must be sorted and disjoint";
+    const ShardLayout one =
+        PartitionBuckets(it->second - it->first, bucket_elements, dp_size, dp_rank);
+    for (ShardBucket b : one.buckets) {
+      b.begin += it->first;
+      b.end += it->first;
+      b.part_begin += it->first;
+      b.part_end += it->first;
+      b.shard_offset += layout.shard_elements;
+      layout.buckets.push_back(b);
+    }
+    layout.shard_elements += one.shard_elements;
+  }
+  return layout;
+}
+
 absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerState::Create(
-    nn::ParameterStore* store, int64_t bucket_elements, comm::Communicator* dp) {
-  CHECK(dp != nullptr && dp->size() >= 2);
+    nn::ParameterStore* store, int64_t bucket_elements, comm::Communicator* dp,
+    const std::vector<std::pair<int64_t, int64_t>>& segments) {
+  CHECK(dp != nullptr && dp->size() >= 1);
   std::unique_ptr<DistributedOptimizerState> s(new DistributedOptimizerState());
   s->store_ = store;
   s->dp_ = dp;
-  s->layout_ = PartitionBuckets(store->NumLocalElements(), bucket_elements, dp->size(), dp->rank());
+  s->layout_ =
+      segments.empty()
+          ? PartitionBuckets(store->NumLocalElements(), bucket_elements, dp->size(), dp->rank())
+          : PartitionSegments(segments, bucket_elements, dp->size(), dp->rank());
   for (const ShardBucket& b : s->layout_.buckets) {
     s->largest_part_ = std::max(s->largest_part_, b.padded / dp->size());
     // The parameters this part overlaps, in flat order (the store lays them out contiguously).
@@ -76,8 +101,16 @@ absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerS
   ASSIGN_OR_RETURN(Tensor part, AllocZeros(on_device, {s->largest_part_}, DType::kF32));
   s->parts_.push_back(std::move(part));
   s->free_parts_.push_back(0);
-  if (store->NumLocalElements() % dp->size() != 0) {
-    ASSIGN_OR_RETURN(s->reduce_staging_, AllocZeros(on_device, {dp->size()}, DType::kF32));
+  // A padded bucket (at most one per segment) has reduce-scatter staging of its own, as several
+  // may be pending at once.
+  s->reduce_staging_.resize(s->layout_.buckets.size());
+  for (size_t i = 0; i < s->layout_.buckets.size(); ++i) {
+    const ShardBucket& b = s->layout_.buckets[i];
+    if (b.padded == b.end - b.begin) continue;
+    ASSIGN_OR_RETURN(s->reduce_staging_[i], AllocZeros(on_device, {dp->size()}, DType::kF32));
+    s->padded_ = true;
+  }
+  if (s->padded_) {
     ASSIGN_OR_RETURN(s->gather_staging_, AllocZeros(on_device, {dp->size()}, DType::kF32));
   }
   return s;
@@ -86,7 +119,7 @@ absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> DistributedOptimizerS
 TensorView DistributedOptimizerState::Padded(const ShardBucket& b, const TensorView& flat,
                                              const Tensor& staging) const {
   if (b.padded == b.end - b.begin) return flat.Slice(b.begin, b.end);
-  return staging.view();
+  return staging.view().Slice(0, b.padded);
 }
 
 // A bucket's reduce-scatter: completes the communicator's request, then lands the part. If the
@@ -128,7 +161,7 @@ absl::StatusOr<std::unique_ptr<comm::CommRequest>> DistributedOptimizerState::Re
   const TensorView grads = store_->flat_grads();
   ExecContext ctx;
   ctx.device = store_->device();
-  const TensorView in = Padded(b, grads, reduce_staging_);
+  const TensorView in = Padded(b, grads, reduce_staging_[index]);
   if (in.data != grads.Slice(b.begin, b.end).data) {  // The padded bucket (zeros after the data).
     RETURN_IF_ERROR(CopyTensor(ctx, grads.Slice(b.begin, b.end), in.Slice(0, b.end - b.begin)));
   }
@@ -195,7 +228,7 @@ absl::Status DistributedOptimizerState::Update(const ExecContext& ctx, const ops
   return absl::OkStatus();
 }
 
-absl::Status DistributedOptimizerState::ShardMasters(const ExecContext& ctx) {
+absl::Status DistributedOptimizerState::ShardMasters(const ExecContext& ctx, bool release) {
   const DType dtype = store_->compute_dtype();
   if (masters_sharded_ || dtype == DType::kF32) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -205,10 +238,10 @@ absl::Status DistributedOptimizerState::ShardMasters(const ExecContext& ctx) {
   ASSIGN_OR_RETURN(master_, AllocZeros(ctx, {layout_.shard_elements}, DType::kF32));
   RETURN_IF_ERROR(Scatter(ctx, store_->flat_values(), master_.view()));
   ASSIGN_OR_RETURN(compute_part_, AllocZeros(ctx, {largest_part_}, dtype));
-  if (store_->NumLocalElements() % dp_->size() != 0) {
+  if (padded_) {
     ASSIGN_OR_RETURN(compute_staging_, AllocZeros(ctx, {dp_->size()}, dtype));
   }
-  RETURN_IF_ERROR(store_->ReleaseMasters(ctx));
+  if (release) RETURN_IF_ERROR(store_->ReleaseMasters(ctx));
   masters_sharded_ = true;
   return absl::OkStatus();
 }
@@ -235,6 +268,17 @@ absl::Status DistributedOptimizerState::AllGatherParts(const ExecContext& ctx,
 absl::Status DistributedOptimizerState::GatherKeptMasters(const ExecContext& ctx) {
   const TensorView kept = store_->flat_kept_values();
   if (kept.numel() == 0) return absl::OkStatus();
+  // The kept masters are all-reduced whole: this state must cover every kept parameter, or none
+  // (the expert-parallel state of an optimizer: experts have no f32_compute parameters).
+  bool covers_some = false, covers_all = true;
+  for (int h = 0; h < store_->size(); ++h) {
+    if (!store_->spec(h).f32_compute) continue;
+    const bool covered = Covers(store_->offset(h));
+    covers_some = covers_some || covered;
+    covers_all = covers_all && covered;
+  }
+  if (!covers_some) return absl::OkStatus();
+  CHECK(covers_all) << "the f32_compute parameters are split between distributed states";
   // In place: each kept element is owned by exactly one rank and the others add zeros, so the
   // sum is exact.
   RETURN_IF_ERROR(SetZero(ctx, kept));
@@ -313,6 +357,13 @@ absl::Status DistributedOptimizerState::GatherToRoot(const ExecContext& ctx,
     }
   }
   return absl::OkStatus();
+}
+
+bool DistributedOptimizerState::Covers(int64_t offset) const {
+  for (const ShardBucket& b : layout_.buckets) {
+    if (offset >= b.begin && offset < b.end) return true;
+  }
+  return false;
 }
 
 absl::Status DistributedOptimizerState::Scatter(const ExecContext& ctx, const TensorView& flat,

@@ -78,6 +78,11 @@ struct ShardLayout {
 // comment). Pure arithmetic; CHECK-fails on arguments out of range.
 ShardLayout PartitionBuckets(int64_t num_elements, int64_t bucket_elements, int dp_size,
                              int dp_rank);
+// The layout of several segments [begin, end) of the flat buffer (sorted, disjoint): each laid
+// out as PartitionBuckets lays out a buffer of its length, from the last segment to the first,
+// the shard being the concatenation. Elements outside the segments belong to no bucket.
+ShardLayout PartitionSegments(const std::vector<std::pair<int64_t, int64_t>>& segments,
+                              int64_t bucket_elements, int dp_size, int dp_rank);
 
 // How a sum over the parameters treats a copy that another pipeline stage counts (the last
 // stage's tied word embedding): left out, or adding only a sum that is not finite, so that every
@@ -88,10 +93,15 @@ enum class CopySum { kLeaveOut, kOnlyNonfinite };
 // train::Optimizer for --use_distributed_optimizer; not thread-safe.
 class DistributedOptimizerState {
  public:
-  // The store must be allocated and outlive this; dp (size >= 2) too. Allocates the bucket
-  // scratch on the store's device (ResourceExhausted/CUDA errors as core/alloc.h).
+  // The store must be allocated and outlive this; dp (size >= 1; one rank holds the whole state)
+  // too. `segments`: the parts of the flat buffer this state covers (PartitionSegments), empty:
+  // all of it. Expert parallelism gives the dense parameters' segments to a state over the DP
+  // group and the experts' to one over the expert-data-parallel group (train/optimizer.h).
+  // Allocates the bucket scratch on the store's device (ResourceExhausted/CUDA errors as
+  // core/alloc.h).
   static absl::StatusOr<std::unique_ptr<DistributedOptimizerState>> Create(
-      nn::ParameterStore* store, int64_t bucket_elements, comm::Communicator* dp);
+      nn::ParameterStore* store, int64_t bucket_elements, comm::Communicator* dp,
+      const std::vector<std::pair<int64_t, int64_t>>& segments = {});
 
   const ShardLayout& layout() const { return layout_; }
   comm::Communicator* dp() const { return dp_; }
@@ -121,10 +131,11 @@ class DistributedOptimizerState {
   absl::Status Update(const ExecContext& ctx, const ops::AdamArgs& args, const TensorView& m,
                       const TensorView& v) const;
 
-  // Takes this rank's shard of the store's f32 masters and releases the store's whole buffer (see
-  // the file comment). For a bf16/f16 compute dtype only; once. FailedPrecondition otherwise;
-  // allocation errors as core/alloc.h. Local.
-  absl::Status ShardMasters(const ExecContext& ctx);
+  // Takes this rank's shard of the store's f32 masters and (release) releases the store's whole
+  // buffer (see the file comment; a second state over other segments takes its shard first). For
+  // a bf16/f16 compute dtype only; once. FailedPrecondition otherwise; allocation errors as
+  // core/alloc.h. Local.
+  absl::Status ShardMasters(const ExecContext& ctx, bool release = true);
   // Whether ShardMasters() ran: the masters live here, f32 [shard_elements()].
   bool masters_sharded() const { return masters_sharded_; }
   TensorView master_shard() const { return master_.view(); }
@@ -177,6 +188,8 @@ class DistributedOptimizerState {
   // over zeros).
   absl::Status GatherKeptMasters(const ExecContext& ctx);
 
+  // Whether flat element `offset` is in one of the buckets.
+  bool Covers(int64_t offset) const;
   // Copies bucket `index`'s reduced part from part buffer `slot` to the flat gradients and frees
   // the slot.
   absl::Status Land(size_t index, size_t slot);
@@ -190,9 +203,12 @@ class DistributedOptimizerState {
   // free_parts_ lists the ones no pending reduce-scatter holds.
   std::vector<Tensor> parts_;
   std::vector<size_t> free_parts_;
-  // f32 [P] each when N mod P != 0: the padded bucket, for the reduce-scatter (only its first
-  // N mod P elements are ever written, so the padding stays zero) and for the all-gathers.
-  Tensor reduce_staging_, gather_staging_;
+  // f32 [P] for each padded bucket (by bucket index; empty for the others), for its
+  // reduce-scatter (only its real elements are ever written, so the padding stays zero), and
+  // one for the all-gathers; padded_: whether any bucket is padded.
+  std::vector<Tensor> reduce_staging_;
+  Tensor gather_staging_;
+  bool padded_ = false;
   // Masters sharded: the shard (f32 [shard_elements()]); a compute-dtype part buffer and padded
   // staging for the all-gather of the compute copies.
   bool masters_sharded_ = false;

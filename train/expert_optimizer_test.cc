@@ -1,7 +1,8 @@
 // The optimizer under expert parallelism on 4 ranks (DP=4, EP=2: EP groups {0, 1} and {2, 3},
 // expert-data-parallel groups {0, 2} and {1, 3}): dense gradients are summed over all 4 ranks,
 // a rank's expert gradient over its expert-data-parallel pair only, and the gradient norm counts
-// each expert once; all against sums written out by hand.
+// each expert once; all against sums written out by hand. With the distributed optimizer the
+// dense state is sharded over the 4 ranks and the expert's over its pair, with the same results.
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -58,9 +59,38 @@ TEST_F(MpiTest, ExpertGradientsReduceOverTheirGroupAndCountOnce) {
       2 * 100.0 + 1000.0 * 1000.0 + (40 * 40 + 42 * 42 + 44 * 44) + (60 * 60 + 62 * 62 + 64 * 64);
   EXPECT_NEAR(stats->grad_norm, std::sqrt(norm_sq), 1e-6 * std::sqrt(norm_sq));
 
+  // The distributed optimizer: the dense state sharded over the 4 ranks, the expert's over its
+  // expert-data-parallel pair; the same norm, and after an AdamW step with lr the same weights
+  // as the replicated optimizer's (each element's first Adam step moves it by -lr * sign(g) when
+  // weight decay is off).
   config.use_distributed_optimizer = true;
-  auto refused = Optimizer::Create(&store, config, comm_.get(), {ep->get(), edp->get()});
-  EXPECT_FALSE(refused.ok());
+  config.weight_decay = 0;
+  auto dist = Optimizer::Create(&store, config, comm_.get(), {ep->get(), edp->get()});
+  ASSERT_TRUE(dist.ok()) << dist.status();
+  // Shards (buckets of 2): the dense runs [0, 2) and [5, 6), each one bucket padded to 4, a part
+  // of 1 per rank for each; the expert's [2, 5), buckets [3, 5) and [2, 3) (padded to 2), a part
+  // of 1 per rank for each: 4 moment elements per rank.
+  EXPECT_EQ(dist->exp_avg().numel(), 4);
+  std::copy(std::begin(grads), std::end(grads), g);
+  float* w = store.flat_values().data_as<float>();
+  const float before[] = {1, 2, 3, 4, 5, 6};
+  std::copy(std::begin(before), std::end(before), w);
+  auto dstats = dist->Step(ctx, nullptr, comm_.get(), /*lr=*/0.5, /*grad_divisor=*/1.0);
+  ASSERT_TRUE(dstats.ok()) << dstats.status();
+  EXPECT_NEAR(dstats->grad_norm, std::sqrt(norm_sq), 1e-6 * std::sqrt(norm_sq));
+  // Adam's first step: m = (1 - b1) g, v = (1 - b2) g^2, update lr * m_hat / (sqrt(v_hat) + eps)
+  // = lr * g / (|g| + eps): -0.5 for every (positive) gradient.
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(w[i], before[i] - 0.5f, 1e-6) << "element " << i;
+  // The moments gathered for a checkpoint: DP rank 0 holds the dense ones, rank 0 of each
+  // expert-data-parallel pair (ranks 0 and 1) its expert's; m = 0.1 g of the reduced gradient.
+  Tensor m = Tensor::Host({6}, DType::kF32), v = Tensor::Host({6}, DType::kF32);
+  ASSERT_TRUE(dist->GatherStateToRoot(ctx, TensorView(), m.view(), v.view()).ok());
+  if (r < 2) {
+    for (int i = 2; i < 5; ++i) EXPECT_NEAR(m.data_as<float>()[i], 0.1f * want[i], 1e-4) << i;
+  }
+  if (r == 0) {
+    for (int i : {0, 1, 5}) EXPECT_NEAR(m.data_as<float>()[i], 0.1f * want[i], 1e-4) << i;
+  }
 }
 
 }  // namespace

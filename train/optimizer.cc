@@ -76,19 +76,19 @@ absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
   o.store_ = store;
   o.config_ = config;
   if (experts.ep != nullptr && experts.ep->size() > 1 && store->has_experts()) {
-    if (config.use_distributed_optimizer) {
+    if (dp == nullptr || experts.edp == nullptr) {
       return absl::InvalidArgumentError(
-          "use_distributed_optimizer is not supported with expert parallelism "
-          "(expert_model_parallel_size > 1)");
-    }
-    if (dp == nullptr) {
-      return absl::InvalidArgumentError(
-          "Optimizer::Create: expert parallelism needs the data-parallel group");
+          "Optimizer::Create: expert parallelism needs the data-parallel and "
+          "expert-data-parallel groups");
     }
     o.experts_ = experts;
   }
   int64_t moment_elements = store->NumLocalElements();
-  if (config.use_distributed_optimizer && dp != nullptr && dp->size() > 1) {
+  if (config.use_distributed_optimizer && dp != nullptr && dp->size() > 1 &&
+      o.experts_.ep != nullptr) {
+    RETURN_IF_ERROR(o.CreateExpertStates(dp));
+    moment_elements = o.dist_->shard_elements() + o.edist_->shard_elements();
+  } else if (config.use_distributed_optimizer && dp != nullptr && dp->size() > 1) {
     ASSIGN_OR_RETURN(o.dist_,
                      DistributedOptimizerState::Create(store, config.dp_bucket_elements, dp));
     moment_elements = o.dist_->shard_elements();
@@ -108,11 +108,65 @@ absl::StatusOr<Optimizer> Optimizer::Create(nn::ParameterStore* store,
   // With bf16/f16 compute the distributed optimizer keeps the f32 masters sharded too; the whole
   // masters are released before the moments exist, which keeps them out of the peak.
   if (o.dist_ != nullptr && store->compute_dtype() != DType::kF32) {
-    RETURN_IF_ERROR(o.dist_->ShardMasters(on_device));
+    RETURN_IF_ERROR(o.dist_->ShardMasters(on_device, /*release=*/o.edist_ == nullptr));
+    if (o.edist_ != nullptr) {
+      RETURN_IF_ERROR(o.edist_->ShardMasters(on_device, /*release=*/false));
+      RETURN_IF_ERROR(store->ReleaseMasters(on_device));
+    }
   }
   ASSIGN_OR_RETURN(o.m_, AllocZeros(on_device, {moment_elements}, DType::kF32));
   ASSIGN_OR_RETURN(o.v_, AllocZeros(on_device, {moment_elements}, DType::kF32));
   return o;
+}
+
+absl::Status Optimizer::CreateExpertStates(comm::Communicator* dp) {
+  // The flat buffer's runs of dense and of expert parameters.
+  std::vector<std::pair<int64_t, int64_t>> dense, expert;
+  for (int first = 0; first < store_->size();) {
+    int last = first;
+    while (last + 1 < store_->size() &&
+           store_->spec(last + 1).expert == store_->spec(first).expert) {
+      ++last;
+    }
+    const std::pair<int64_t, int64_t> run = {
+        store_->offset(first), store_->offset(last) + NumElements(store_->local_shape(last))};
+    (store_->spec(first).expert ? expert : dense).push_back(run);
+    first = last + 1;
+  }
+  const int64_t bucket = config_.dp_bucket_elements;
+  ASSIGN_OR_RETURN(dist_, DistributedOptimizerState::Create(store_, bucket, dp, dense));
+  ASSIGN_OR_RETURN(edist_, DistributedOptimizerState::Create(store_, bucket, experts_.edp, expert));
+  // One reducer over both states' buckets, from the end of the buffer (each bucket inside one
+  // run), each reduce-scattered over its state's group.
+  struct Bucket {
+    int64_t begin, end;
+    DistributedOptimizerState* state;
+    size_t index;
+  };
+  std::vector<Bucket> buckets;
+  for (DistributedOptimizerState* state : {dist_.get(), edist_.get()}) {
+    for (size_t i = 0; i < state->layout().buckets.size(); ++i) {
+      const ShardBucket& b = state->layout().buckets[i];
+      buckets.push_back({b.begin, b.end, state, i});
+    }
+  }
+  std::sort(buckets.begin(), buckets.end(),
+            [](const Bucket& a, const Bucket& b) { return a.begin > b.begin; });
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const Bucket& b : buckets) ranges.push_back({b.begin, b.end});
+  reducer_ = std::make_unique<GradReducer>(
+      store_, ranges, config_.overlap_grad_reduce,
+      [buckets](size_t i) { return buckets[i].state->ReduceScatterBucket(buckets[i].index); });
+  return absl::OkStatus();
+}
+
+TensorView Optimizer::DenseMoment(const Tensor& t) const {
+  return t.view().Slice(0, dist_->shard_elements());
+}
+
+TensorView Optimizer::ExpertMoment(const Tensor& t) const {
+  const int64_t begin = dist_->shard_elements();
+  return t.view().Slice(begin, begin + edist_->shard_elements());
 }
 
 void Optimizer::set_pipeline(comm::Communicator* pp, int uncounted_handle,
@@ -160,10 +214,21 @@ absl::Status Optimizer::GatherStateToRoot(const ExecContext& ctx, const TensorVi
     return absl::FailedPreconditionError(
         "Optimizer::GatherStateToRoot: the optimizer is not distributed; read its live tensors");
   }
-  RETURN_IF_ERROR(dist_->GatherToRoot(ctx, m_.view(), exp_avg));
-  RETURN_IF_ERROR(dist_->GatherToRoot(ctx, v_.view(), exp_avg_sq));
+  if (edist_ != nullptr) {
+    // The dense shards to DP rank 0, the experts' to rank 0 of each expert-data-parallel group.
+    RETURN_IF_ERROR(dist_->GatherToRoot(ctx, DenseMoment(m_), exp_avg));
+    RETURN_IF_ERROR(dist_->GatherToRoot(ctx, DenseMoment(v_), exp_avg_sq));
+    RETURN_IF_ERROR(edist_->GatherToRoot(ctx, ExpertMoment(m_), exp_avg));
+    RETURN_IF_ERROR(edist_->GatherToRoot(ctx, ExpertMoment(v_), exp_avg_sq));
+  } else {
+    RETURN_IF_ERROR(dist_->GatherToRoot(ctx, m_.view(), exp_avg));
+    RETURN_IF_ERROR(dist_->GatherToRoot(ctx, v_.view(), exp_avg_sq));
+  }
   if (dist_->masters_sharded()) {
     RETURN_IF_ERROR(dist_->GatherToRoot(ctx, dist_->master_shard(), values));
+    if (edist_ != nullptr) {
+      RETURN_IF_ERROR(edist_->GatherToRoot(ctx, edist_->master_shard(), values));
+    }
   }
   return absl::OkStatus();
 }
@@ -174,6 +239,12 @@ absl::Status Optimizer::LoadMoments(const ExecContext& ctx, const TensorView& ex
     RETURN_IF_ERROR(CopyTensor(ctx, exp_avg, m_.view()));
     return CopyTensor(ctx, exp_avg_sq, v_.view());
   }
+  if (edist_ != nullptr) {
+    RETURN_IF_ERROR(dist_->Scatter(ctx, exp_avg, DenseMoment(m_)));
+    RETURN_IF_ERROR(dist_->Scatter(ctx, exp_avg_sq, DenseMoment(v_)));
+    RETURN_IF_ERROR(edist_->Scatter(ctx, exp_avg, ExpertMoment(m_)));
+    return edist_->Scatter(ctx, exp_avg_sq, ExpertMoment(v_));
+  }
   RETURN_IF_ERROR(dist_->Scatter(ctx, exp_avg, m_.view()));
   return dist_->Scatter(ctx, exp_avg_sq, v_.view());
 }
@@ -183,12 +254,15 @@ bool Optimizer::masters_sharded() const { return dist_ != nullptr && dist_->mast
 absl::Status Optimizer::GatherValues(const ExecContext& ctx, const TensorView& host_values) const {
   RETURN_IF_ERROR(store_->CheckHostFlat("Optimizer::GatherValues", host_values));
   if (!masters_sharded()) return CopyTensor(ctx, store_->flat_values(), host_values);
-  return dist_->GatherToHost(ctx, dist_->master_shard(), host_values);
+  RETURN_IF_ERROR(dist_->GatherToHost(ctx, dist_->master_shard(), host_values));
+  if (edist_ == nullptr) return absl::OkStatus();
+  return edist_->GatherToHost(ctx, edist_->master_shard(), host_values);
 }
 
 absl::Status Optimizer::LoadValues(const ExecContext& ctx, const TensorView& host_values) {
   if (!masters_sharded()) return store_->CopyValuesFromHost(ctx, host_values);
   RETURN_IF_ERROR(store_->SetComputeWeightsFromHost(ctx, host_values));
+  if (edist_ != nullptr) RETURN_IF_ERROR(edist_->Scatter(ctx, host_values, edist_->master_shard()));
   return dist_->Scatter(ctx, host_values, dist_->master_shard());
 }
 
@@ -227,7 +301,14 @@ absl::StatusOr<double> Optimizer::UniqueSum(
   const bool first_tp_rank = tp == nullptr || tp->rank() == 0;
   double local = 0, expert = 0;
   if (dist_ != nullptr) {
+    // The shards summed over their groups: the dense ones over DP, an expert's over its
+    // expert-data-parallel group (then the experts over EP, below).
     ASSIGN_OR_RETURN(local, dist_->OwnedSum(first_tp_rank, uncounted_handle_, copy, grads, fn));
+    ASSIGN_OR_RETURN(local, SumOver(dist_->dp(), reduce, local));
+    if (edist_ != nullptr) {
+      ASSIGN_OR_RETURN(expert, edist_->OwnedSum(first_tp_rank, uncounted_handle_, copy, grads, fn));
+      ASSIGN_OR_RETURN(expert, SumOver(edist_->dp(), reduce, expert));
+    }
   } else {
     for (int i = 0; i < store_->size(); ++i) {
       if (store_->spec(i).split_dim < 0 && !first_tp_rank) continue;  // Counted on TP rank 0.
@@ -243,9 +324,9 @@ absl::StatusOr<double> Optimizer::UniqueSum(
     local += all;
   }
   const bool over_tp = tp != nullptr && tp->size() > 1, over_pp = pp_ != nullptr && pp_->size() > 1;
-  if (dist_ == nullptr && !over_tp && !over_pp) return local;
+  if (!over_tp && !over_pp) return local;
   // The communicator reduces f32 or i64: a summed square norm is exact to f32 rounding, which is
-  // ample for clipping and logging. A distributed optimizer's shards are summed over DP first; a
+  // ample for clipping and logging. A distributed optimizer's shards were summed over DP first; a
   // non-finite element anywhere makes every rank's sum non-finite, so all skip the step.
   Tensor part = Tensor::Host({1}, reduce);
   if (reduce == DType::kI64) {
@@ -253,7 +334,6 @@ absl::StatusOr<double> Optimizer::UniqueSum(
   } else {
     part.data_as<float>()[0] = static_cast<float>(local);
   }
-  if (dist_ != nullptr) RETURN_IF_ERROR(dist_->dp()->AllReduce(part.view(), comm::ReduceOp::kSum));
   if (over_tp) RETURN_IF_ERROR(tp->AllReduce(part.view(), comm::ReduceOp::kSum));
   if (over_pp) RETURN_IF_ERROR(pp_->AllReduce(part.view(), comm::ReduceOp::kSum));
   return reduce == DType::kI64 ? static_cast<double>(part.data_as<int64_t>()[0])
@@ -275,9 +355,15 @@ absl::StatusOr<double> CountZeros(const ExecContext& ctx, const TensorView& t, H
 
 absl::Status Optimizer::Update(const ExecContext& ctx, const ops::AdamArgs& args) {
   if (dist_ != nullptr) {
-    RETURN_IF_ERROR(dist_->Update(ctx, args, m_.view(), v_.view()));
+    if (edist_ != nullptr) {
+      RETURN_IF_ERROR(dist_->Update(ctx, args, DenseMoment(m_), DenseMoment(v_)));
+      RETURN_IF_ERROR(edist_->Update(ctx, args, ExpertMoment(m_), ExpertMoment(v_)));
+    } else {
+      RETURN_IF_ERROR(dist_->Update(ctx, args, m_.view(), v_.view()));
+    }
     nn::TimerScope timed(timers_, "params-all-gather");
     RETURN_IF_ERROR(dist_->GatherWeights(ctx));
+    if (edist_ != nullptr) RETURN_IF_ERROR(edist_->GatherWeights(ctx));
     if (embedding_ != nullptr && embedding_->size() > 1 && tied_handle_ >= 0) {
       // Sharded masters: the weights the last stage computes with; its own master shard of the
       // copy is then not the model's (the first stage's is, which checkpoints load).

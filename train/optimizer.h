@@ -84,8 +84,12 @@ class Optimizer {
   // use_distributed_optimizer and for expert parallelism; it must outlive the optimizer and be
   // the `dp` of every call. `experts`: for a store with expert-parallel parameters over an `ep`
   // of two or more ranks, whose gradients are then reduced over `experts.edp` in their own
-  // buckets (the dense ones over `dp`); InvalidArgument with use_distributed_optimizer (not
-  // supported with expert parallelism) or without `dp`.
+  // buckets (the dense ones over `dp`); with use_distributed_optimizer the experts' state is
+  // sharded over `experts.edp` and the dense parameters' over `dp` (Megatron's layout: two
+  // DistributedOptimizerStates over the flat buffer's expert and dense runs, the moments this
+  // rank holds being the dense shard followed by the expert shard), each expert counted once in
+  // the norm (its shards summed over edp, the experts over ep). InvalidArgument without `dp`
+  // or `experts.edp`.
   static absl::StatusOr<Optimizer> Create(nn::ParameterStore* store, const OptimizerConfig& config,
                                           comm::Communicator* dp = nullptr,
                                           const ExpertGroups& experts = {});
@@ -189,11 +193,18 @@ class Optimizer {
       const std::function<absl::StatusOr<double>(const TensorView&)>& fn) const;
   // AdamW with `args` (weight decay where the spec asks for it) on what this rank updates.
   absl::Status Update(const ExecContext& ctx, const ops::AdamArgs& args);
+  // Distributed with expert parallelism: dist_ over the dense runs and `dp`, edist_ over the
+  // expert runs and experts_.edp, and the reducer over both.
+  absl::Status CreateExpertStates(comm::Communicator* dp);
+  // The dense and the expert shard of a moment tensor (m_, v_) when edist_ is set.
+  TensorView DenseMoment(const Tensor& t) const;
+  TensorView ExpertMoment(const Tensor& t) const;
 
   nn::ParameterStore* store_ = nullptr;
   OptimizerConfig config_;
   ExpertGroups experts_;  // ep set only when it has two or more ranks and the store experts.
-  std::unique_ptr<DistributedOptimizerState> dist_;  // Null unless distributed.
+  std::unique_ptr<DistributedOptimizerState> dist_;   // Null unless distributed.
+  std::unique_ptr<DistributedOptimizerState> edist_;  // The experts' (expert parallelism).
   std::unique_ptr<GradReducer> reducer_;
   bool reduce_begun_ = false;
   bool tied_pending_ = false;  // The tied embedding's copies are still to be summed.

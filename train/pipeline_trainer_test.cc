@@ -3,8 +3,9 @@
 // PP=2, PP=2 x TP=2 (with and without sequence parallelism), PP=2 x DP=2 (with and without the
 // distributed optimizer) and the
 // interleaved schedule (PP=2, 2 virtual stages) equal the serial run's within float32 rounding
-// (dropout on); the sends and receives per micro-batch per
-// stage boundary are exactly the schedule's; the measured bubble is printed next to the theory.
+// (dropout on), and so do TP=2, PP=2 and PP=2 x TP=2 with an untied output layer; the sends and
+// receives per micro-batch per stage boundary are exactly the schedule's; the measured bubble is
+// printed next to the theory.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -189,6 +190,60 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
     EXPECT_LT(weight, 1.0) << k.name;
     ExpectRecomputedForwards(r, k.config, me, k.name);
     ExpectOverlappedBuckets(r, k.config, me, k.name);
+  }
+}
+
+// An output layer of its own (--untie_embeddings_and_output_weights, Llama's lm_head: a
+// vocab-parallel [padded_vocab, hidden] weight on the last stage only, the word embedding on the
+// first only): TP=2, PP=2 and PP=2 x TP=2 follow the serial untied run's curves and weights within
+// the tolerances above, so its backward (the output layer's gradient, the input gradient it
+// sends back, the embedding's gradient now from the input side alone) is the serial one's.
+TEST_F(MpiTest, UntiedOutputLayerMatchesSerial) {
+  ASSERT_EQ(comm_->size(), 4) << "run with 4 ranks";
+  const int me = comm_->rank();
+  absl::StatusOr<FourRanks> ranks = SplitFourRanks(*comm_);
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  auto untied = [](testing::HarnessConfig c) {
+    c.model.untie_embeddings_and_output_weights = true;
+    return c;
+  };
+  const Result serial = Train(*ranks->self, untied(Config(1, 1)), ranks->data);
+  ASSERT_EQ(serial.losses.size(), static_cast<size_t>(kIters));
+  EXPECT_LT(serial.losses.back(), serial.losses.front() - 0.5);  // It learns.
+  // The untied run is another model: its output layer's weights exist and moved.
+  ASSERT_EQ(serial.last_by_name.count("output_layer.weight"), 1u);
+  const struct {
+    const char* name;
+    comm::Communicator* world;
+    testing::HarnessConfig config;
+    int tp_rank;
+  } cases[] = {
+      {"untied, TP=2", ranks->pair.get(), untied(Config(2, 1)), me % 2},
+      {"untied, PP=2", ranks->pair.get(), untied(Config(1, 2)), 0},
+      {"untied, PP=2 x TP=2", comm_.get(), untied(Config(2, 2)), me % 2},
+  };
+  for (const auto& k : cases) {
+    const Result r = Train(*k.world, k.config, ranks->data);
+    ASSERT_EQ(r.losses.size(), static_cast<size_t>(kIters)) << k.name;
+    const double loss = testing::WorstRelative(r.losses, serial.losses);
+    const double norm = testing::WorstRelative(r.grad_norms, serial.grad_norms);
+    const double weight =
+        testing::WorstShardDifference(r.last_by_name, serial.first_by_name, serial.last_by_name,
+                                      k.tp_rank, k.config.tp, 32, kWeightAbs, kWeightRel);
+    if (me == 0) {
+      std::printf(
+          "%s: worst relative loss difference %.3g, grad norm %.3g, weight difference / bound "
+          "%.3g\n",
+          k.name, loss, norm, weight);
+    }
+    EXPECT_LT(loss, kLossRel) << k.name;
+    EXPECT_LT(norm, kLossRel) << k.name;
+    EXPECT_LT(weight, 1.0) << k.name;
+    // The last stage (or the whole model) holds the output layer, the first stage of two not
+    // (ranks are TP-fastest, then PP: stage = rank / TP in the case's world).
+    const int stage = k.world->rank() / k.config.tp;
+    EXPECT_EQ(r.last_by_name.count("output_layer.weight"), stage == k.config.pp - 1 ? 1u : 0u)
+        << k.name;
   }
 }
 

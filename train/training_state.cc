@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,32 @@ namespace {
 
 // Whether this rank writes its TP/PP shard: DP rank 0 and CP rank 0 (the other ranks of a DP x CP
 // group hold the same shard; the distributed optimizer gathers its state to this rank, rank 0 of
-// DP x CP). A checkpoint therefore does not depend on the DP or CP size.
-bool WritesShard(const comm::ParallelContext& parallel) {
-  return parallel.dp_rank() == 0 && parallel.cp_rank() == 0;
+// DP x CP). A checkpoint therefore does not depend on the DP or CP size. With expert parallelism
+// (`ep`, the optimizer's expert-parallel group; null without) every rank of DP rank 0's EP group
+// (DP ranks 0 .. E-1) writes the shard of its EP rank.
+bool WritesShard(const comm::ParallelContext& parallel, const comm::Communicator* ep) {
+  if (parallel.cp_rank() != 0) return false;
+  return ep != nullptr ? parallel.dp_rank() < ep->size() : parallel.dp_rank() == 0;
+}
+
+// The expert index e of `name` ("<...>.experts.<e>.<...>", models/variants/moe's expert
+// parameters, named by their global index).
+int ExpertIndex(const std::string& name) {
+  const std::string key = ".experts.";
+  const size_t at = name.find(key);
+  CHECK(at != std::string::npos) << "expert-parallel parameter " << name << " has no '" << key
+                                 << "<index>.' in its name";
+  const size_t begin = at + key.size(), end = name.find('.', begin);
+  return std::stoi(name.substr(begin, end - begin));
+}
+
+// The global indices of the store's expert-parallel parameters' experts, sorted.
+std::vector<int> StoreExperts(const nn::ParameterStore& store) {
+  std::set<int> experts;
+  for (int i = 0; i < store.size(); ++i) {
+    if (store.spec(i).expert) experts.insert(ExpertIndex(store.spec(i).name));
+  }
+  return std::vector<int>(experts.begin(), experts.end());
 }
 
 }  // namespace
@@ -54,12 +78,18 @@ struct FlatState {
   TensorView values, exp_avg, exp_avg_sq;
 };
 
-// The records of every parameter and its Adam moments over `flat`, in the store's layout.
-std::vector<TensorRecord> Records(const nn::ParameterStore& store, const FlatState& flat) {
+// Which parameters a shard holds: all, or (an expert-parallel rank other than 0) its experts.
+enum class Holds { kAll, kExperts };
+
+// The records of every parameter (or expert parameter) and its Adam moments over `flat`, in the
+// store's layout.
+std::vector<TensorRecord> Records(const nn::ParameterStore& store, const FlatState& flat,
+                                  Holds holds = Holds::kAll) {
   std::vector<TensorRecord> records;
   const TensorView moments[] = {flat.exp_avg, flat.exp_avg_sq};  // kMomentTensorNames' order.
   static_assert(std::size(moments) == std::size(kMomentTensorNames));
   for (int i = 0; i < store.size(); ++i) {
+    if (holds == Holds::kExperts && !store.spec(i).expert) continue;
     const std::string& name = store.spec(i).name;
     records.push_back(ParameterRecord(store, i, flat.values, name));
     for (size_t k = 0; k < std::size(moments); ++k) {
@@ -99,12 +129,18 @@ std::string TrainerStateJson(const Optimizer& optimizer, const LossScaler& scale
   return state.dump();
 }
 
-// The metadata of this rank's shard.
+// The metadata of this rank's shard (`ep`: the optimizer's expert-parallel group, or null).
 CheckpointMetadata ShardMetadata(const comm::ParallelContext& parallel,
                                  const models::ModelConfig& config,
                                  const std::string& trainer_state, const TrainingCounters& counters,
-                                 const std::string& model_name) {
+                                 const std::string& model_name, const nn::ParameterStore& store,
+                                 const comm::Communicator* ep) {
   CheckpointMetadata meta;
+  if (ep != nullptr) {
+    meta.ep_size = ep->size();
+    meta.ep_rank = ep->rank();
+    meta.experts = StoreExperts(store);
+  }
   meta.model_config_json = config.ToJson();
   meta.model_name = model_name;
   meta.tp_size = parallel.tp_size();
@@ -118,87 +154,22 @@ CheckpointMetadata ShardMetadata(const comm::ParallelContext& parallel,
   return meta;
 }
 
-// Writes this rank's shard of `live` and the `extra` records (called on data-parallel rank 0
-// only).
+// Writes this rank's shard of `live` (called on the writers only, WritesShard).
 absl::Status SaveThisShard(FileSystem& fs, const std::string& save_dir,
                            const comm::ParallelContext& parallel, const models::ModelConfig& config,
                            const nn::ParameterStore& store, const FlatState& live,
                            const std::string& trainer_state, const TrainingCounters& counters,
-                           const std::string& model_name, const std::vector<TensorRecord>& extra) {
+                           const std::string& model_name, const comm::Communicator* ep) {
   const CheckpointMetadata meta =
-      ShardMetadata(parallel, config, trainer_state, counters, model_name);
+      ShardMetadata(parallel, config, trainer_state, counters, model_name, store, ep);
   const ExecContext ctx = StoreContext(store);
   HostStagings staging;
   FlatState host;
   ASSIGN_OR_RETURN(host.values, staging.values.Download(ctx, live.values));
   ASSIGN_OR_RETURN(host.exp_avg, staging.exp_avg.Download(ctx, live.exp_avg));
   ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.Download(ctx, live.exp_avg_sq));
-  std::vector<TensorRecord> records = Records(store, host);
-  records.insert(records.end(), extra.begin(), extra.end());
-  return SaveShard(save_dir, meta, records, fs);
-}
-
-// `name` ("<...>.experts.<e>.<...>", models/variants/moe's expert parameters) with e + shift.
-std::string ShiftExpert(const std::string& name, int shift) {
-  const std::string key = ".experts.";
-  const size_t at = name.find(key);
-  CHECK(at != std::string::npos) << "expert-parallel parameter " << name << " has no '" << key
-                                 << "<index>.' in its name";
-  const size_t begin = at + key.size(), end = name.find('.', begin);
-  const int e = std::stoi(name.substr(begin, end - begin));
-  return absl::StrCat(name.substr(0, begin), e + shift, name.substr(end));
-}
-
-// Expert parallelism: DP rank 0's checkpoint holds every expert, under its global index, as at
-// EP = 1 (so it loads at any EP size). Collective over the expert-parallel group `ep` of DP rank
-// 0 (its members call it): each member's expert values and moments (f32 [3, n] in handle order)
-// are all-gathered into *gathered (host); on `ep` rank 0 (DP rank 0) `records` gains the other
-// members' experts over it, rank r's local expert e being expert e + r * (num_experts / P).
-absl::Status AddOtherRanksExperts(const nn::ParameterStore& store, const FlatState& live,
-                                  comm::Communicator& ep, int num_experts, Tensor* gathered,
-                                  std::vector<TensorRecord>* records) {
-  const ExecContext ctx = StoreContext(store);
-  std::vector<int> handles;
-  int64_t n = 0;
-  for (int i = 0; i < store.size(); ++i) {
-    if (!store.spec(i).expert) continue;
-    handles.push_back(i);
-    n += NumElements(store.local_shape(i));
-  }
-  const TensorView flats[] = {live.values, live.exp_avg, live.exp_avg_sq};
-  ASSIGN_OR_RETURN(Tensor pack, Alloc(ctx, {3 * n}, DType::kF32));
-  ASSIGN_OR_RETURN(Tensor all, Alloc(ctx, {ep.size() * 3 * n}, DType::kF32));
-  int64_t at = 0;
-  for (const TensorView& flat : flats) {
-    for (int h : handles) {
-      const int64_t k = NumElements(store.local_shape(h));
-      RETURN_IF_ERROR(CopyTensor(ctx, flat.Slice(store.offset(h), store.offset(h) + k),
-                                 pack.view().Slice(at, at + k)));
-      at += k;
-    }
-  }
-  RETURN_IF_ERROR(ep.AllGather(pack.view(), all.view()));
-  *gathered = Tensor::Host({ep.size() * 3 * n}, DType::kF32);
-  RETURN_IF_ERROR(CopyTensor(ctx, all.view(), gathered->view()));
-  if (ep.rank() != 0) return absl::OkStatus();
-  const std::string prefixes[] = {"", absl::StrCat(kOptimizerTensorPrefix, kMomentTensorNames[0]),
-                                  absl::StrCat(kOptimizerTensorPrefix, kMomentTensorNames[1])};
-  for (int r = 1; r < ep.size(); ++r) {
-    float* p = gathered->data_as<float>() + r * 3 * n;
-    for (const std::string& prefix : prefixes) {
-      for (int h : handles) {
-        const nn::ParamSpec& spec = store.spec(h);
-        TensorRecord t;
-        t.name = absl::StrCat(prefix, ShiftExpert(spec.name, r * (num_experts / ep.size())));
-        t.global_shape = spec.global_shape;
-        t.split_dim = spec.split_dim;
-        t.local = TensorView(p, store.local_shape(h), DType::kF32, Device::Cpu());
-        records->push_back(t);
-        p += NumElements(store.local_shape(h));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return SaveShard(save_dir, meta,
+                   Records(store, host, meta.ep_rank > 0 ? Holds::kExperts : Holds::kAll), fs);
 }
 
 // Restores the optimizer step, loss scaler, LR schedule and counters from the shard's metadata.
@@ -224,7 +195,8 @@ absl::Status RestoreTrainerState(const std::string& load_dir, const CheckpointMe
 // Fills `records` (this rank's tensors) from checkpoint `iteration`: from the shard of this TP
 // rank and pipeline stage when the checkpoint has this run's layout, else, at the same TP degree,
 // from whichever stages of the checkpoint hold them (a pipeline laid out otherwise, or none, or
-// `experts_sharded`: this rank's experts are some of the checkpoint's).
+// `experts_sharded`: this rank's experts are some of the checkpoint's; or the checkpoint's experts
+// are in expert-parallel shards, read from whichever holds each).
 absl::Status LoadThisStage(FileSystem& fs, const std::string& load_dir, int64_t iteration,
                            const comm::ParallelContext& parallel, const models::ModelConfig& config,
                            const std::vector<TensorRecord>& records, bool experts_sharded,
@@ -232,7 +204,8 @@ absl::Status LoadThisStage(FileSystem& fs, const std::string& load_dir, int64_t 
   ASSIGN_OR_RETURN(const CheckpointMetadata first,
                    ReadShardMetadata(load_dir, iteration, /*tp_rank=*/0, /*pp_rank=*/0, fs));
   const bool same_stages = first.pp_size == 1 && parallel.pp_size() == 1;
-  if ((same_stages && !experts_sharded) || first.tp_size != parallel.tp_size()) {
+  const bool same_experts = !experts_sharded && first.ep_size == 1;
+  if ((same_stages && same_experts) || first.tp_size != parallel.tp_size()) {
     // LoadShard also refuses another TP degree, saying how to convert the checkpoint.
     return LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(), config.ToJson(),
                      records, meta, parallel.pp_rank(), parallel.pp_size(), fs);
@@ -272,7 +245,7 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
   // so the checkpoint has the unsharded layout and loads at any DP size.
   Tensor host_values, host_exp_avg, host_exp_avg_sq;
   if (optimizer.distributed()) {
-    if (WritesShard(parallel)) {
+    if (WritesShard(parallel, optimizer.expert_parallel())) {
       const Shape flat = {store.NumLocalElements()};
       host_exp_avg = Tensor::Host(flat, DType::kF32);
       host_exp_avg_sq = Tensor::Host(flat, DType::kF32);
@@ -286,35 +259,30 @@ absl::Status SaveTrainingState(const std::string& save_dir, int keep_last,
     RETURN_IF_ERROR(optimizer.GatherStateToRoot(StoreContext(store), host_values.view(),
                                                 host_exp_avg.view(), host_exp_avg_sq.view()));
   }
-  Tensor gathered;
-  std::vector<TensorRecord> experts;
-  comm::Communicator* ep = optimizer.expert_parallel();
-  if (ep != nullptr && parallel.dp_rank() < ep->size()) {  // DP rank 0's EP group.
-    RETURN_IF_ERROR(
-        AddOtherRanksExperts(store, live, *ep, config.num_experts, &gathered, &experts));
-  }
-  if (WritesShard(parallel)) {
+  // With expert parallelism each rank of DP rank 0's EP group writes its own experts' shard.
+  const comm::Communicator* ep = optimizer.expert_parallel();
+  if (WritesShard(parallel, ep)) {
     RETURN_IF_ERROR(SaveThisShard(fs, save_dir, parallel, config, store, live,
                                   TrainerStateJson(optimizer, scaler, schedule, counters), counters,
-                                  model_name, experts));
+                                  model_name, ep));
   }
-  return CommitTrainingState(save_dir, keep_last, parallel, counters.iteration, fs);
+  return CommitTrainingState(save_dir, keep_last, parallel, counters.iteration,
+                             ep != nullptr ? ep->size() : 1, fs);
 }
 
 absl::Status CommitTrainingState(const std::string& save_dir, int keep_last,
-                                 comm::ParallelContext& parallel, int64_t iteration,
+                                 comm::ParallelContext& parallel, int64_t iteration, int ep_size,
                                  FileSystem& fs) {
   RETURN_IF_ERROR(parallel.world().Barrier());
   if (parallel.rank() == 0) {
     RETURN_IF_ERROR(CommitCheckpoint(save_dir, iteration, parallel.tp_size(), keep_last,
-                                     parallel.pp_size(), fs));
+                                     parallel.pp_size(), ep_size, fs));
   }
   return parallel.world().Barrier();
 }
 
 int64_t TrainingSnapshot::bytes() const {
-  return values_.view().nbytes() + exp_avg_.view().nbytes() + exp_avg_sq_.view().nbytes() +
-         (writer_ ? experts_.view().nbytes() : 0);
+  return values_.view().nbytes() + exp_avg_.view().nbytes() + exp_avg_sq_.view().nbytes();
 }
 
 absl::Status TrainingSnapshot::Write(const std::string& save_dir, FileSystem& fs) const {
@@ -339,9 +307,10 @@ absl::Status CopyForSnapshot(const ExecContext& ctx, ThreadPool* pool, const Ten
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainingSnapshot>> ReserveTrainingSnapshot(
-    const comm::ParallelContext& parallel, const nn::ParameterStore& store, ThreadPool* pool) {
+    const comm::ParallelContext& parallel, const nn::ParameterStore& store,
+    const Optimizer& optimizer, ThreadPool* pool) {
   auto snap = std::make_unique<TrainingSnapshot>();
-  if (!WritesShard(parallel)) return snap;
+  if (!WritesShard(parallel, optimizer.expert_parallel())) return snap;
   ExecContext host;
   host.pool = pool;  // SetZero fills large host buffers on all of the pool's threads.
   for (Tensor* t : {&snap->values_, &snap->exp_avg_, &snap->exp_avg_sq_}) {
@@ -357,10 +326,11 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
     const LrSchedule& schedule, const TrainingCounters& counters, const std::string& model_name,
     ThreadPool* pool, std::unique_ptr<TrainingSnapshot> reuse) {
   auto snap = reuse != nullptr ? std::move(reuse) : std::make_unique<TrainingSnapshot>();
-  snap->writer_ = WritesShard(parallel);
+  const comm::Communicator* ep = optimizer.expert_parallel();
+  snap->writer_ = WritesShard(parallel, ep);
   snap->meta_ =
       ShardMetadata(parallel, config, TrainerStateJson(optimizer, scaler, schedule, counters),
-                    counters, model_name);
+                    counters, model_name, store, ep);
   snap->records_.clear();
   const Shape flat = {store.NumLocalElements()};
   for (Tensor* t : {&snap->values_, &snap->exp_avg_, &snap->exp_avg_sq_}) {
@@ -384,14 +354,10 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
   if (snap->writer_ && !optimizer.masters_sharded()) {
     RETURN_IF_ERROR(CopyForSnapshot(ctx, pool, live.values, snap->values_.view()));
   }
-  if (snap->writer_) {
+  if (snap->writer_) {  // An EP rank other than 0: its own experts only.
     snap->records_ =
-        Records(store, {snap->values_.view(), snap->exp_avg_.view(), snap->exp_avg_sq_.view()});
-  }
-  comm::Communicator* ep = optimizer.expert_parallel();
-  if (ep != nullptr && parallel.dp_rank() < ep->size()) {  // DP rank 0's EP group, as saved.
-    RETURN_IF_ERROR(AddOtherRanksExperts(store, live, *ep, config.num_experts, &snap->experts_,
-                                         &snap->records_));
+        Records(store, {snap->values_.view(), snap->exp_avg_.view(), snap->exp_avg_sq_.view()},
+                snap->meta_.ep_rank > 0 ? Holds::kExperts : Holds::kAll);
   }
   return snap;
 }

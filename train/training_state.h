@@ -12,6 +12,11 @@
 // are all-gathered over the DP group first (transiently the whole moments on every DP rank), and
 // loading keeps each rank's shard of them, so a checkpoint loads at any DP size with or without the
 // distributed optimizer, and every consumer (the reshard tool too) reads it unchanged.
+// With expert parallelism (the optimizer's expert_parallel() group of E ranks) each rank of DP
+// rank 0's EP group writes its own shard, mp_rank_TT[_PPP]_EEE (checkpoint/checkpoint.h): EP rank
+// 0 the dense parameters and its experts, the others their experts only, so no rank gathers the
+// others' experts; loading reads each expert from the shard holding it, at any EP size (a
+// checkpoint of every expert in one shard, saved at EP 1 or before these shards, loads too).
 #ifndef MT_TRAIN_TRAINING_STATE_H_
 #define MT_TRAIN_TRAINING_STATE_H_
 
@@ -75,6 +80,9 @@ class TrainingSnapshot {
  public:
   int64_t iteration() const { return meta_.iteration; }
   bool writer() const { return writer_; }
+  // The expert-parallel shards per TP rank and stage of the checkpoint this snapshot is part of
+  // (CommitTrainingState's ep_size).
+  int ep_size() const { return meta_.ep_size; }
   // Bytes of tensors held (0 on a non-writer).
   int64_t bytes() const;
   // Writes this rank's shard under save_dir (checkpoint::SaveShard); no collective, so any thread
@@ -83,22 +91,21 @@ class TrainingSnapshot {
 
  private:
   friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> ReserveTrainingSnapshot(
-      const comm::ParallelContext&, const nn::ParameterStore&, ThreadPool*);
+      const comm::ParallelContext&, const nn::ParameterStore&, const Optimizer&, ThreadPool*);
   friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
       comm::ParallelContext&, const models::ModelConfig&, const nn::ParameterStore&,
       const Optimizer&, const LossScaler&, const LrSchedule&, const TrainingCounters&,
       const std::string&, ThreadPool*, std::unique_ptr<TrainingSnapshot>);
   bool writer_ = false;
   Tensor values_, exp_avg_, exp_avg_sq_;
-  Tensor experts_;  // Expert parallelism: the other EP ranks' experts and moments (on EP rank 0).
   checkpoint::CheckpointMetadata meta_;
   std::vector<checkpoint::TensorRecord> records_;
 };
 
 // This rank's snapshot of the state SaveTrainingState would save (a distributed optimizer's
-// shards gathered to DP rank 0: collective over the DP group then; with expert parallelism, the
-// experts of DP rank 0's expert-parallel group gathered to it: collective over that group;
-// local otherwise). A store in
+// shards gathered to DP rank 0: collective over the DP group then; local otherwise). With
+// expert parallelism each rank of DP rank 0's expert-parallel group snapshots its own shard
+// (EP rank 0: the dense parameters and its experts; the others: their experts). A store in
 // host memory is copied on `pool`'s threads (null: this thread). `reuse`: an earlier snapshot
 // whose host memory is taken over (allocating and first touching 12 bytes per parameter again
 // costs more than the copy).
@@ -111,15 +118,18 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
 
 // The host memory of a snapshot of this store, allocated and its pages touched (on `pool`'s
 // threads), for SnapshotTrainingState's `reuse`: taken at start-up, it keeps the first save's
-// page faults out of the training loop. Empty on a rank that does not write.
+// page faults out of the training loop. Empty on a rank that does not write (which ranks write
+// depends on the optimizer's expert-parallel group).
 absl::StatusOr<std::unique_ptr<TrainingSnapshot>> ReserveTrainingSnapshot(
-    const comm::ParallelContext& parallel, const nn::ParameterStore& store, ThreadPool* pool);
+    const comm::ParallelContext& parallel, const nn::ParameterStore& store,
+    const Optimizer& optimizer, ThreadPool* pool);
 
 // Collective over the world, once every rank's shard of `iteration` is written: rank 0 commits it
-// (checkpoint::CommitCheckpoint, keeping keep_last), between two barriers.
+// (checkpoint::CommitCheckpoint, keeping keep_last; ep_size: the expert-parallel shards per TP
+// rank and stage), between two barriers.
 absl::Status CommitTrainingState(const std::string& save_dir, int keep_last,
                                  comm::ParallelContext& parallel, int64_t iteration,
-                                 FileSystem& fs = DefaultFileSystem());
+                                 int ep_size = 1, FileSystem& fs = DefaultFileSystem());
 
 // Loads the latest checkpoint under load_dir into this rank's state (f32 master weights, then the
 // store's compute-dtype copies are refreshed from them). At this run's TP degree, any pipeline

@@ -18,11 +18,6 @@ absl::Status ValidateExpertParallel(const PretrainConfig& c, int dp) {
                                                    " must divide num_experts ", c.model.num_experts,
                                                    " (a model with experts: --model=moe-tiny)"));
   }
-  if (ep > 1 && c.use_distributed_optimizer) {
-    return absl::InvalidArgumentError(
-        "use_distributed_optimizer is not supported with expert_model_parallel_size > 1 (the "
-        "experts' state is sharded over the expert-parallel group instead)");
-  }
   return absl::OkStatus();
 }
 

@@ -13,8 +13,8 @@
 namespace mt {
 namespace jobs {
 
-// The expert-parallel degree against the DP size `dp`, the experts and the options that do not
-// support it (the distributed optimizer): InvalidArgument, one line.
+// The expert-parallel degree against the DP size `dp` and the experts: InvalidArgument, one
+// line.
 absl::Status ValidateExpertParallel(const PretrainConfig& c, int dp);
 
 // With ep_size > 1: *ep, ep_size consecutive DP ranks (same TP rank and stage; Megatron's

@@ -319,9 +319,9 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
     job->saver = std::make_unique<train::AsyncSaver>(c.save, c.keep_last, job->parallel.get(),
                                                      job->hooks.fs);
     // The snapshot's memory now, not at the first save (12 bytes per parameter, touched).
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<train::TrainingSnapshot> spare,
-        train::ReserveTrainingSnapshot(*job->parallel, *job->store, job->rank.exec.pool));
+    ASSIGN_OR_RETURN(std::unique_ptr<train::TrainingSnapshot> spare,
+                     train::ReserveTrainingSnapshot(*job->parallel, *job->store, *job->optimizer,
+                                                    job->rank.exec.pool));
     job->saver->set_spare(std::move(spare));
   }
   return job;
