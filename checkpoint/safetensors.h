@@ -120,16 +120,28 @@ class SafetensorsReader {
     std::string name;
     TensorView dst;
   };
+  // How ReadMany read its bytes.
+  struct ReadStats {
+    uint64_t direct_bytes = 0;    // Tensor bytes read around the page cache (O_DIRECT).
+    uint64_t buffered_bytes = 0;  // Tensor bytes read through it.
+  };
   // Read() of each request, as one pass over the file: every request is checked first (the
   // errors of Read(), before anything is read), then the tensors are read in the file's order in
   // large pieces while worker threads check the digests of what has been read, so that checking
   // overlaps reading. A digest mismatch is the DataLoss of Read() (the first tensor in the file
   // that fails); the destinations may then have been written.
-  absl::Status ReadMany(const std::vector<ReadRequest>& requests) const;
+  // From kDirectReadFrom bytes on, where the file system offers direct reads (FileSystem::
+  // NewDirectReadFile), the pieces are read around the page cache into aligned staging buffers
+  // and copied into the destinations (internal/direct_read.h); where the kernel refuses them,
+  // the rest is read through the page cache. The bytes, digests and errors are the same.
+  absl::Status ReadMany(const std::vector<ReadRequest>& requests,
+                        ReadStats* stats = nullptr) const;
+  static constexpr uint64_t kDirectReadFrom = uint64_t{8} << 20;
 
  private:
   std::string path_;
   std::unique_ptr<RandomAccessFile> file_;
+  std::unique_ptr<DirectReadFile> direct_;  // Null where the file system offers no direct reads.
   uint64_t data_start_ = 0;  // 8 + N.
   std::vector<SafetensorsEntry> entries_;
   absl::flat_hash_map<std::string, size_t> index_;  // Name -> position in entries_.
