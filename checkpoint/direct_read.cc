@@ -22,8 +22,8 @@ namespace internal {
 namespace {
 
 constexpr size_t kPieceBytes = size_t{4} << 20;
-constexpr size_t kSlots = 8;     // Staging buffers: 32 MiB in all.
-constexpr int kIoThreads = 2;    // Reads in flight, so that the device always has one queued.
+constexpr size_t kSlots = 8;   // Staging buffers: 32 MiB in all.
+constexpr int kIoThreads = 2;  // Reads in flight, so that the device always has one queued.
 constexpr uint64_t kMergeGap = uint64_t{1} << 20;  // Read through gaps up to this between spans.
 
 // An aligned piece of the file and how much of it the spans need.
@@ -165,8 +165,8 @@ absl::Status ReadSpansDirect(const DirectReadFile& file, const std::vector<ReadS
     const auto [data, got] = *read;
     const uint64_t piece_end = piece.offset + piece.length;
     if (piece.offset + got < std::min(piece_end, piece.needed_end)) {
-      return absl::DataLossError(absl::StrCat(file.path(), ": file ends at byte ",
-                                              piece.offset + got, " (truncated?)"));
+      return absl::DataLossError(
+          absl::StrCat(file.path(), ": file ends at byte ", piece.offset + got, " (truncated?)"));
     }
     for (; cursor < spans.size(); ++cursor) {
       const ReadSpan& s = spans[cursor];

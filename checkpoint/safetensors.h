@@ -134,15 +134,14 @@ class SafetensorsReader {
   // NewDirectReadFile), the pieces are read around the page cache into aligned staging buffers
   // and copied into the destinations (internal/direct_read.h); where the kernel refuses them,
   // the rest is read through the page cache. The bytes, digests and errors are the same.
-  absl::Status ReadMany(const std::vector<ReadRequest>& requests,
-                        ReadStats* stats = nullptr) const;
+  absl::Status ReadMany(const std::vector<ReadRequest>& requests, ReadStats* stats = nullptr) const;
   static constexpr uint64_t kDirectReadFrom = uint64_t{8} << 20;
 
  private:
   std::string path_;
   std::unique_ptr<RandomAccessFile> file_;
   std::unique_ptr<DirectReadFile> direct_;  // Null where the file system offers no direct reads.
-  uint64_t data_start_ = 0;  // 8 + N.
+  uint64_t data_start_ = 0;                 // 8 + N.
   std::vector<SafetensorsEntry> entries_;
   absl::flat_hash_map<std::string, size_t> index_;  // Name -> position in entries_.
   // The entry of `name` if `dst` can receive it (NotFound / InvalidArgument as Read()).

@@ -308,8 +308,8 @@ absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t 
   ASSIGN_OR_RETURN(const double dd_read,
                    TimeCommand({"dd", "if=" + ddfile, "of=/dev/null", "bs=8M"}));
   drop();
-  ASSIGN_OR_RETURN(const double dd_direct, TimeCommand({"dd", "if=" + ddfile, "of=/dev/null",
-                                                        "bs=8M", "iflag=direct"}));
+  ASSIGN_OR_RETURN(const double dd_direct,
+                   TimeCommand({"dd", "if=" + ddfile, "of=/dev/null", "bs=8M", "iflag=direct"}));
   std::filesystem::remove(ddfile);
 
   std::filesystem::remove_all(ckpt);
