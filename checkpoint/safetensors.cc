@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/direct_read.h"
+#include "checkpoint/direct_write.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/utf8.h"
 #include "core/alloc.h"
@@ -189,15 +190,31 @@ absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
     const std::string& path, const std::vector<NamedTensor>& tensors,
     const SafetensorsMetadata& metadata, Sync sync, FileSystem& fs) {
   ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
-  ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
   // The workers hash the tensors' memory, which is what the file receives, while it is written.
   // One thread fewer than for reading: the writing thread keeps a core to itself, and hashing has
   // the time of the fsync to catch up.
   std::vector<Sha256Workers::Buffer> buffers;
+  std::vector<internal::WritePart> parts = {{header.data(), header.size()}};
+  uint64_t total = header.size();
   buffers.reserve(tensors.size());
-  for (const NamedTensor& t : tensors) buffers.push_back({t.view.data, t.view.nbytes()});
+  for (const NamedTensor& t : tensors) {
+    buffers.push_back({t.view.data, t.view.nbytes()});
+    parts.push_back({t.view.data, t.view.nbytes()});
+    total += t.view.nbytes();
+  }
   Sha256Workers workers(std::move(buffers), std::max(1, Sha256Workers::DefaultThreads() - 1));
   workers.MarkAllReady();
+  if (total >= kDirectWriteFrom) {
+    // Around the page cache where the file system allows it; where the kernel refuses the direct
+    // writes (InvalidArgument), the file is written again through the page cache.
+    absl::StatusOr<std::unique_ptr<DirectWritableFile>> direct = fs.NewDirectWritableFile(path);
+    if (direct.ok()) {
+      const absl::Status written = internal::WriteDirect(**direct, parts, sync);
+      if (written.ok()) return workers.Finish();
+      if (!absl::IsInvalidArgument(written)) return written;
+    }
+  }
+  ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
   RETURN_IF_ERROR(WriteFileContents(*file, header, tensors, sync));
   return workers.Finish();
 }

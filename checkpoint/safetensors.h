@@ -61,7 +61,10 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTe
 // WriteSafetensors, returning the SHA-256 of each tensor's bytes as written (lowercase hex, in the
 // order of `tensors`), computed on worker threads while the file is written: the data go to the
 // file in large writes straight from the tensors' memory, and the digests cost no time of their
-// own where there are cores to spare.
+// own where there are cores to spare. From kDirectWriteFrom bytes on, where the file system offers
+// direct writes (FileSystem::NewDirectWritableFile), the file is written around the page cache
+// from aligned staging buffers (the same bytes; where the kernel refuses, through the cache).
+constexpr uint64_t kDirectWriteFrom = uint64_t{8} << 20;
 absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
     const std::string& path, const std::vector<NamedTensor>& tensors,
     const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,

@@ -81,11 +81,11 @@ struct TestTensor {
 };
 const std::vector<TestTensor>& Layout() {
   static const auto* layout = new std::vector<TestTensor>{
-      {"head", {5}, DType::kU16},              // 10 bytes, before the first aligned block ends
-      {"big", {2'500'001}, DType::kF32},       // spans three 4 MiB pieces, unaligned both ends
-      {"small", {777}, DType::kBF16},          // inside one block
-      {"aligned", {3, 2048}, DType::kU16},     // 12 KiB
-      {"tail", {1'000'003}, DType::kI32}};     // the last bytes of the file
+      {"head", {5}, DType::kU16},           // 10 bytes, before the first aligned block ends
+      {"big", {2'500'001}, DType::kF32},    // spans three 4 MiB pieces, unaligned both ends
+      {"small", {777}, DType::kBF16},       // inside one block
+      {"aligned", {3, 2048}, DType::kU16},  // 12 KiB
+      {"tail", {1'000'003}, DType::kI32}};  // the last bytes of the file
   return *layout;
 }
 
@@ -105,7 +105,8 @@ std::string WriteTestFile(const std::string& path, const std::vector<std::string
   std::vector<NamedTensor> tensors;
   for (size_t i = 0; i < Layout().size(); ++i) {
     const TestTensor& t = Layout()[i];
-    tensors.push_back({t.name, TensorView(const_cast<char*>(contents[i].data()), t.shape, t.dtype)});
+    tensors.push_back(
+        {t.name, TensorView(const_cast<char*>(contents[i].data()), t.shape, t.dtype)});
   }
   const absl::Status written = WriteSafetensors(path, tensors);
   EXPECT_TRUE(written.ok()) << written;

@@ -11,8 +11,9 @@
 //      an emptied DIR/checkpoint, after dropping the caches;
 //   4. caches dropped, train::LoadTrainingState (the job's resume, digests checked), timed, and the
 //      loaded state compared with the saved one;
-//   5. caches dropped, the same load through a file system without direct reads (the page cache's
-//      path, as the load was before it read around the cache), for a same-run comparison;
+//   5. caches dropped, the same save (before step 3) and load through a file system without direct
+//      reads and writes (the page cache's path, as they were before they went around it), for a
+//      same-run comparison;
 //   6. caches dropped, the shard's tensors file read by the same reader without checking digests
 //      (what reading alone costs).
 // Step 2 also times dd iflag=direct (the device without the page cache). Saves and loads print
@@ -83,9 +84,9 @@ double CpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-// The machine's file system without direct reads: the load as it was before they came, for the
-// same-run comparison.
-class BufferedReadsFileSystem : public FileSystem {
+// The machine's file system without direct reads and writes: the save and load as they were before
+// they came, for the same-run comparison.
+class BufferedFileSystem : public FileSystem {
  public:
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
     return base_.NewWritableFile(p);
@@ -178,9 +179,9 @@ struct BenchState {
   std::vector<TensorView> state;  // The values and the two moments.
   uint64_t fingerprint = 0;       // Of `state` as saved.
 
-  absl::Status Save(const std::string& ckpt) {
+  absl::Status Save(const std::string& ckpt, FileSystem& fs = DefaultFileSystem()) {
     return train::SaveTrainingState(ckpt, 1, *parallel, config, *store, *optimizer, scaler,
-                                    schedule, counters, FLAGS_model);
+                                    schedule, counters, FLAGS_model, fs);
   }
   absl::Status Load(const std::string& ckpt, FileSystem& fs = DefaultFileSystem()) {
     return train::LoadTrainingState(ckpt, *parallel, config, store.get(), optimizer.get(), &scaler,
@@ -243,8 +244,8 @@ void PrintHashRates(const std::vector<TensorView>& state) {
 
 // The rates of every round (MB/s) and the ratios save / dd write and load / dd read.
 struct Rates {
-  std::vector<double> save_ratio, load_ratio, buffered_ratio, save, load, buffered, dd_write,
-      dd_read, dd_direct, read_only;
+  std::vector<double> save_ratio, buffered_save_ratio, load_ratio, buffered_ratio, save,
+      buffered_save, load, buffered, dd_write, dd_read, dd_direct, read_only;
 };
 
 // Wall and CPU seconds of one timed step, the caches dropped before it.
@@ -312,10 +313,13 @@ absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t 
                    TimeCommand({"dd", "if=" + ddfile, "of=/dev/null", "bs=8M", "iflag=direct"}));
   std::filesystem::remove(ddfile);
 
+  BufferedFileSystem buffered_fs;
+  std::filesystem::remove_all(ckpt);
+  ASSIGN_OR_RETURN(const Timed buffered_save,
+                   TimeIt(drop, [&] { return b.Save(ckpt, buffered_fs); }));
   std::filesystem::remove_all(ckpt);
   ASSIGN_OR_RETURN(const Timed save, TimeIt(drop, [&] { return b.Save(ckpt); }));
   ASSIGN_OR_RETURN(const Timed load, TimedLoad(b, ckpt, DefaultFileSystem(), drop));
-  BufferedReadsFileSystem buffered_fs;
   ASSIGN_OR_RETURN(const Timed buffered, TimedLoad(b, ckpt, buffered_fs, drop));
   uint64_t direct_bytes = 0;
   ASSIGN_OR_RETURN(const Timed read_only, TimedReadOnly(b, ckpt, scratch, drop, &direct_bytes));
@@ -325,6 +329,8 @@ absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t 
   r.dd_read.push_back(dd_bytes / dd_read / 1e6);
   r.dd_direct.push_back(dd_bytes / dd_direct / 1e6);
   r.save.push_back(bytes / save.wall / 1e6);
+  r.buffered_save.push_back(bytes / buffered_save.wall / 1e6);
+  r.buffered_save_ratio.push_back(r.buffered_save.back() / r.dd_write.back());
   r.load.push_back(bytes / load.wall / 1e6);
   r.buffered.push_back(bytes / buffered.wall / 1e6);
   r.read_only.push_back(bytes / read_only.wall / 1e6);
@@ -332,14 +338,17 @@ absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t 
   r.load_ratio.push_back(r.load.back() / r.dd_read.back());
   r.buffered_ratio.push_back(r.buffered.back() / r.dd_read.back());
   std::printf(
-      "round %d: dd write %.0f MB/s, save %.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | dd read %.0f "
+      "round %d: dd write %.0f MB/s, save %.0f MB/s (%.2f s, cpu %.2f s): %.1f%%, buffered save "
+      "%.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | dd read %.0f "
       "MB/s, O_DIRECT %.0f MB/s | load %.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | buffered load "
       "%.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | read without digests %.0f MB/s (cpu %.2f s, %.0f "
       "MB direct)\n",
       round, r.dd_write.back(), r.save.back(), save.wall, save.cpu, 100 * r.save_ratio.back(),
-      r.dd_read.back(), r.dd_direct.back(), r.load.back(), load.wall, load.cpu,
-      100 * r.load_ratio.back(), r.buffered.back(), buffered.wall, buffered.cpu,
-      100 * r.buffered_ratio.back(), r.read_only.back(), read_only.cpu, direct_bytes / 1e6);
+      r.buffered_save.back(), buffered_save.wall, buffered_save.cpu,
+      100 * r.buffered_save_ratio.back(), r.dd_read.back(), r.dd_direct.back(), r.load.back(),
+      load.wall, load.cpu, 100 * r.load_ratio.back(), r.buffered.back(), buffered.wall,
+      buffered.cpu, 100 * r.buffered_ratio.back(), r.read_only.back(), read_only.cpu,
+      direct_bytes / 1e6);
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -353,6 +362,8 @@ void PrintSummary(const Rates& r) {
   summary("dd write", r.dd_write, 1, " MB/s");
   summary("save", r.save, 1, " MB/s");
   summary("save / dd write", r.save_ratio, 100, "%");
+  summary("buffered save", r.buffered_save, 1, " MB/s");
+  summary("buffered save / dd write", r.buffered_save_ratio, 100, "%");
   summary("dd read", r.dd_read, 1, " MB/s");
   summary("load", r.load, 1, " MB/s");
   summary("load / dd read", r.load_ratio, 100, "%");
