@@ -35,7 +35,8 @@ class PieceWriter {
       : file_(file), piece_bytes_(piece_bytes), lengths_(kSlots, 0) {
     const size_t bytes = kSlots * piece_bytes_;
     const size_t align = std::max<size_t>(file.alignment(), size_t{2} << 20);
-    memory_.reset(static_cast<char*>(std::aligned_alloc(align, (bytes + align - 1) / align * align)));
+    memory_.reset(
+        static_cast<char*>(std::aligned_alloc(align, (bytes + align - 1) / align * align)));
     CHECK(memory_ != nullptr) << "cannot allocate " << bytes << " bytes of staging buffers";
     ::madvise(memory_.get(), bytes, MADV_HUGEPAGE);  // Fewer page faults; advice only.
     for (int t = 0; t < kIoThreads; ++t) threads_.emplace_back([this] { Work(); });
@@ -140,8 +141,7 @@ class PieceWriter {
 
 }  // namespace
 
-absl::Status WriteDirect(DirectWritableFile& file, const std::vector<WritePart>& parts,
-                         Sync sync) {
+absl::Status WriteDirect(DirectWritableFile& file, const std::vector<WritePart>& parts, Sync sync) {
   const size_t a = file.alignment();
   const size_t piece_bytes = (kPieceBytes + a - 1) / a * a;
   uint64_t size = 0;

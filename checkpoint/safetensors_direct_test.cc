@@ -1,13 +1,16 @@
-// SafetensorsReader::ReadMany's direct reads (around the page cache, internal/direct_read.h): the
-// bytes, digests and errors are those of buffered reads whatever the tensors' offsets, the
-// destinations' addresses and the file system, and every request the reader makes is aligned.
+// SafetensorsReader::ReadMany's direct reads and WriteSafetensorsWithDigests' direct writes (around
+// the page cache, direct_read.h, direct_write.h): the bytes, digests and errors are those of the
+// page cache's path whatever the tensors' offsets, the destinations' addresses and the file
+// system, and every request is aligned.
 #include <unistd.h>
 
 #include <atomic>
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -66,11 +69,56 @@ class SimulatedDirectFileSystem : public FaultyFileSystem {
                      DefaultFileSystem().NewRandomAccessFile(path));
     return std::make_unique<SimulatedDirectFile>(std::move(file), alignment_, allowed_);
   }
+  absl::StatusOr<std::unique_ptr<DirectWritableFile>> NewDirectWritableFile(
+      const std::string& path) override;
+
+  // The status of the writes after the first `allowed` ones (InvalidArgument by default).
+  void set_write_failure(absl::Status s) { write_failure_ = std::move(s); }
 
  private:
   size_t alignment_;
   int allowed_;
+  absl::Status write_failure_ = absl::InvalidArgumentError("direct writes refused");
 };
+
+// A DirectWritableFile that checks alignment as the kernel does and keeps the bytes in memory
+// until Close(), which writes them to the file (cut to the size given).
+class SimulatedDirectWritableFile : public DirectWritableFile {
+ public:
+  SimulatedDirectWritableFile(std::string path, size_t alignment, int allowed, absl::Status fail)
+      : path_(std::move(path)), alignment_(alignment), allowed_(allowed), fail_(std::move(fail)) {}
+  absl::Status Write(uint64_t offset, size_t n, const void* src) override {
+    if (offset % alignment_ != 0 || n % alignment_ != 0 ||
+        reinterpret_cast<uintptr_t>(src) % alignment_ != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("misaligned direct write at ", offset));
+    }
+    if (allowed_.fetch_sub(1) <= 0) return fail_;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes_.size() < offset + n) bytes_.resize(offset + n, '\0');
+    std::memcpy(bytes_.data() + offset, src, n);
+    return absl::OkStatus();
+  }
+  absl::Status Close(uint64_t size, Sync sync) override {
+    bytes_.resize(size, '\0');
+    return WriteFile(DefaultFileSystem(), path_, bytes_, sync);
+  }
+  size_t alignment() const override { return alignment_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+  size_t alignment_;
+  std::atomic<int> allowed_;
+  absl::Status fail_;
+  std::mutex mu_;
+  std::string bytes_;
+};
+
+absl::StatusOr<std::unique_ptr<DirectWritableFile>>
+SimulatedDirectFileSystem::NewDirectWritableFile(const std::string& path) {
+  if (alignment_ == 0) return FileSystem::NewDirectWritableFile(path);
+  return std::make_unique<SimulatedDirectWritableFile>(path, alignment_, allowed_, write_failure_);
+}
 
 // Tensors of odd sizes, so that their offsets in the file fall on every kind of boundary; more
 // than kDirectReadFrom bytes in all.
@@ -111,6 +159,17 @@ std::string WriteTestFile(const std::string& path, const std::vector<std::string
   const absl::Status written = WriteSafetensors(path, tensors);
   EXPECT_TRUE(written.ok()) << written;
   return path;
+}
+
+// The tensors as NamedTensors over `contents`.
+std::vector<NamedTensor> Named(const std::vector<std::string>& contents) {
+  std::vector<NamedTensor> tensors;
+  for (size_t i = 0; i < Layout().size(); ++i) {
+    const TestTensor& t = Layout()[i];
+    tensors.push_back(
+        {t.name, TensorView(const_cast<char*>(contents[i].data()), t.shape, t.dtype)});
+  }
+  return tensors;
 }
 
 std::string TempPath(const std::string& name) {
@@ -301,6 +360,43 @@ TEST(SafetensorsDirectReadTest, AFileTruncatedSinceOpenIsDataLoss) {
     EXPECT_TRUE(absl::IsDataLoss(s)) << s;
     EXPECT_NE(s.message().find("file ends at byte"), std::string::npos) << s;
   }
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(SafetensorsDirectWriteTest, WritesTheSameBytesAndDigestsAroundThePageCache) {
+  const std::vector<std::string> contents = Contents(7);
+  const SafetensorsMetadata metadata = {{"format", "pt"}};
+  ASSERT_OK_AND_ASSIGN(const std::string expected, SerializeSafetensors(Named(contents), metadata));
+  ASSERT_GT(expected.size(), kDirectWriteFrom);
+  std::vector<std::string> want_digests;
+  for (const std::string& c : contents) want_digests.push_back(Sha256Hex(c));
+  // The machine's file system (O_DIRECT where the kernel takes it); simulated direct writes that
+  // refuse anything misaligned (so all of them aligned if the file is right); refused from the
+  // start and after three pieces (the file written again through the page cache); none offered.
+  SimulatedDirectFileSystem aligned512(512, INT_MAX), aligned64k(65536, INT_MAX);
+  SimulatedDirectFileSystem refused(4096, 0), refused_later(4096, 3), none(0, 0);
+  for (FileSystem* fs : std::vector<FileSystem*>{&DefaultFileSystem(), &aligned512, &aligned64k,
+                                                 &refused, &refused_later, &none}) {
+    const std::string path = TempPath("written");
+    ASSERT_OK_AND_ASSIGN(
+        const std::vector<std::string> digests,
+        WriteSafetensorsWithDigests(path, Named(contents), metadata, Sync::kFsync, *fs));
+    EXPECT_EQ(digests, want_digests);
+    EXPECT_TRUE(FileBytes(path) == expected) << "file of " << FileBytes(path).size() << " bytes";
+  }
+}
+
+TEST(SafetensorsDirectWriteTest, AFailedDirectWriteIsReported) {
+  const std::vector<std::string> contents = Contents(8);
+  SimulatedDirectFileSystem fs(4096, 2);
+  fs.set_write_failure(absl::ResourceExhaustedError("cannot write (O_DIRECT) x: No space left"));
+  const absl::StatusOr<std::vector<std::string>> digests =
+      WriteSafetensorsWithDigests(TempPath("full"), Named(contents), {}, Sync::kFsync, fs);
+  EXPECT_TRUE(absl::IsResourceExhausted(digests.status())) << digests.status();
 }
 
 }  // namespace
