@@ -9,6 +9,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/direct_read.h"
+#include "checkpoint/direct_write.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/utf8.h"
 #include "core/alloc.h"
@@ -188,15 +190,31 @@ absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
     const std::string& path, const std::vector<NamedTensor>& tensors,
     const SafetensorsMetadata& metadata, Sync sync, FileSystem& fs) {
   ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
-  ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
   // The workers hash the tensors' memory, which is what the file receives, while it is written.
   // One thread fewer than for reading: the writing thread keeps a core to itself, and hashing has
   // the time of the fsync to catch up.
   std::vector<Sha256Workers::Buffer> buffers;
+  std::vector<internal::WritePart> parts = {{header.data(), header.size()}};
+  uint64_t total = header.size();
   buffers.reserve(tensors.size());
-  for (const NamedTensor& t : tensors) buffers.push_back({t.view.data, t.view.nbytes()});
+  for (const NamedTensor& t : tensors) {
+    buffers.push_back({t.view.data, t.view.nbytes()});
+    parts.push_back({t.view.data, t.view.nbytes()});
+    total += t.view.nbytes();
+  }
   Sha256Workers workers(std::move(buffers), std::max(1, Sha256Workers::DefaultThreads() - 1));
   workers.MarkAllReady();
+  if (total >= kDirectWriteFrom) {
+    // Around the page cache where the file system allows it; where the kernel refuses the direct
+    // writes (InvalidArgument), the file is written again through the page cache.
+    absl::StatusOr<std::unique_ptr<DirectWritableFile>> direct = fs.NewDirectWritableFile(path);
+    if (direct.ok()) {
+      const absl::Status written = internal::WriteDirect(**direct, parts, sync);
+      if (written.ok()) return workers.Finish();
+      if (!absl::IsInvalidArgument(written)) return written;
+    }
+  }
+  ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, fs.NewWritableFile(path));
   RETURN_IF_ERROR(WriteFileContents(*file, header, tensors, sync));
   return workers.Finish();
 }
@@ -364,6 +382,24 @@ absl::Status SortAndCheckTiling(const std::string& path, uint64_t data_size,
   return absl::OkStatus();
 }
 
+// The rest of each span, from (*done)[i], through the page cache in pieces of a few MiB.
+absl::Status ReadSpansBuffered(const RandomAccessFile& file,
+                               const std::vector<internal::ReadSpan>& spans,
+                               const internal::ReadProgress& progress, std::vector<size_t>* done) {
+  constexpr size_t kPiece = size_t{4} << 20;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const internal::ReadSpan& s = spans[i];
+    for (size_t d = (*done)[i]; d < s.size;) {
+      const size_t n = std::min(kPiece, s.size - d);
+      RETURN_IF_ERROR(file.Read(s.offset + d, n, s.dst + d));
+      d += n;
+      (*done)[i] = d;
+      progress(i, d);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& path, FileSystem& fs) {
@@ -373,6 +409,9 @@ absl::StatusOr<SafetensorsReader> SafetensorsReader::Open(const std::string& pat
   if (absl::IsFailedPrecondition(file.status())) return Corrupt(path, "not a regular file");
   if (!file.ok()) return file.status();
   reader.file_ = *std::move(file);
+  // Large reads go around the page cache where the file system allows it (else: buffered).
+  absl::StatusOr<std::unique_ptr<DirectReadFile>> direct = fs.NewDirectReadFile(path);
+  if (direct.ok()) reader.direct_ = *std::move(direct);
   uint64_t data_size = 0;
   ASSIGN_OR_RETURN(const std::string text,
                    ReadHeaderText(*reader.file_, &reader.data_start_, &data_size));
@@ -425,7 +464,8 @@ absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& d
   return ReadMany({{std::string(name), dst}});
 }
 
-absl::Status SafetensorsReader::ReadMany(const std::vector<ReadRequest>& requests) const {
+absl::Status SafetensorsReader::ReadMany(const std::vector<ReadRequest>& requests,
+                                         ReadStats* stats) const {
   struct Item {
     const SafetensorsEntry* entry;
     char* dst;
@@ -443,28 +483,39 @@ absl::Status SafetensorsReader::ReadMany(const std::vector<ReadRequest>& request
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.entry->begin < b.entry->begin; });
   std::vector<Sha256Workers::Buffer> buffers;
+  std::vector<internal::ReadSpan> spans;
   size_t checked_bytes = 0;
+  uint64_t total_bytes = 0;
   for (Item& item : items) {
+    const size_t size = item.entry->end - item.entry->begin;
+    spans.push_back({data_start_ + item.entry->begin, size, item.dst});
+    total_bytes += size;
     if (item.expected == nullptr) continue;
     item.buffer = buffers.size();
-    buffers.push_back({item.dst, item.entry->end - item.entry->begin});
-    checked_bytes += buffers.back().size;
+    buffers.push_back({item.dst, size});
+    checked_bytes += size;
   }
-  // Read in pieces, reporting each to the workers, which hash behind the reads; below a few
-  // MiB the threads would cost more than they save, and the digests are computed after reading.
-  constexpr size_t kPiece = size_t{4} << 20;
+  // The workers hash behind the reads, told of each piece read; below a few MiB the threads
+  // would cost more than they save, and the digests are computed after reading.
   constexpr size_t kWorkersFrom = size_t{4} << 20;
   std::optional<Sha256Workers> workers;
   if (checked_bytes >= kWorkersFrom) workers.emplace(buffers, Sha256Workers::DefaultThreads());
-  for (const Item& item : items) {
-    const size_t size = item.entry->end - item.entry->begin;
-    for (size_t done = 0; done < size;) {
-      const size_t n = std::min(kPiece, size - done);
-      RETURN_IF_ERROR(file_->Read(data_start_ + item.entry->begin + done, n, item.dst + done));
-      done += n;
-      if (workers.has_value() && item.expected != nullptr) workers->MarkReady(item.buffer, done);
+  const internal::ReadProgress progress = [&](size_t i, size_t bytes) {
+    if (workers.has_value() && items[i].expected != nullptr) {
+      workers->MarkReady(items[i].buffer, bytes);
     }
+  };
+  std::vector<size_t> done(spans.size(), 0);
+  ReadStats read_stats;
+  if (direct_ != nullptr && total_bytes >= kDirectReadFrom) {
+    // InvalidArgument: the kernel refused direct reads; the rest goes through the page cache.
+    const absl::Status direct = internal::ReadSpansDirect(*direct_, spans, progress, &done);
+    if (!direct.ok() && !absl::IsInvalidArgument(direct)) return direct;
+    for (size_t d : done) read_stats.direct_bytes += d;
   }
+  RETURN_IF_ERROR(ReadSpansBuffered(*file_, spans, progress, &done));
+  read_stats.buffered_bytes = total_bytes - read_stats.direct_bytes;
+  if (stats != nullptr) *stats = read_stats;
   std::vector<std::string> actual;
   if (workers.has_value()) {
     workers->MarkAllReady();

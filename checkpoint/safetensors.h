@@ -61,7 +61,10 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTe
 // WriteSafetensors, returning the SHA-256 of each tensor's bytes as written (lowercase hex, in the
 // order of `tensors`), computed on worker threads while the file is written: the data go to the
 // file in large writes straight from the tensors' memory, and the digests cost no time of their
-// own where there are cores to spare.
+// own where there are cores to spare. From kDirectWriteFrom bytes on, where the file system offers
+// direct writes (FileSystem::NewDirectWritableFile), the file is written around the page cache
+// from aligned staging buffers (the same bytes; where the kernel refuses, through the cache).
+constexpr uint64_t kDirectWriteFrom = uint64_t{8} << 20;
 absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
     const std::string& path, const std::vector<NamedTensor>& tensors,
     const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,
@@ -120,17 +123,28 @@ class SafetensorsReader {
     std::string name;
     TensorView dst;
   };
+  // How ReadMany read its bytes.
+  struct ReadStats {
+    uint64_t direct_bytes = 0;    // Tensor bytes read around the page cache (O_DIRECT).
+    uint64_t buffered_bytes = 0;  // Tensor bytes read through it.
+  };
   // Read() of each request, as one pass over the file: every request is checked first (the
   // errors of Read(), before anything is read), then the tensors are read in the file's order in
   // large pieces while worker threads check the digests of what has been read, so that checking
   // overlaps reading. A digest mismatch is the DataLoss of Read() (the first tensor in the file
   // that fails); the destinations may then have been written.
-  absl::Status ReadMany(const std::vector<ReadRequest>& requests) const;
+  // From kDirectReadFrom bytes on, where the file system offers direct reads (FileSystem::
+  // NewDirectReadFile), the pieces are read around the page cache into aligned staging buffers
+  // and copied into the destinations (internal/direct_read.h); where the kernel refuses them,
+  // the rest is read through the page cache. The bytes, digests and errors are the same.
+  absl::Status ReadMany(const std::vector<ReadRequest>& requests, ReadStats* stats = nullptr) const;
+  static constexpr uint64_t kDirectReadFrom = uint64_t{8} << 20;
 
  private:
   std::string path_;
   std::unique_ptr<RandomAccessFile> file_;
-  uint64_t data_start_ = 0;  // 8 + N.
+  std::unique_ptr<DirectReadFile> direct_;  // Null where the file system offers no direct reads.
+  uint64_t data_start_ = 0;                 // 8 + N.
   std::vector<SafetensorsEntry> entries_;
   absl::flat_hash_map<std::string, size_t> index_;  // Name -> position in entries_.
   // The entry of `name` if `dst` can receive it (NotFound / InvalidArgument as Read()).

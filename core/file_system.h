@@ -58,6 +58,42 @@ class RandomAccessFile {
   virtual const std::string& path() const = 0;
 };
 
+// A file open for reading around the page cache (O_DIRECT): the device transfers straight into
+// the caller's memory, so a large sequential read costs the CPU no copy into the cache and leaves
+// no pages behind. File offsets, lengths and memory addresses must be multiples of alignment().
+// Read may be called from several threads at once.
+class DirectReadFile {
+ public:
+  virtual ~DirectReadFile() = default;
+  // Up to n bytes from `offset` into dst: the count read, less than n only where the file ends
+  // (EINTR and short reads retried). InvalidArgument (EINVAL) for a request the kernel refuses,
+  // a misaligned one among them: callers fall back to buffered reads.
+  virtual absl::StatusOr<size_t> Read(uint64_t offset, size_t n, void* dst) const = 0;
+  // The alignment of offsets, lengths and addresses, a power of two.
+  virtual size_t alignment() const = 0;
+  // The size when opened.
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// A file open for writing around the page cache (O_DIRECT): the device takes the bytes straight
+// from the caller's memory, so the CPU copies nothing into a cache and no writeback follows.
+// Offsets, lengths and addresses must be multiples of alignment(); Write may be called from
+// several threads at once (for different ranges). Destroying one that is still open closes it
+// without syncing.
+class DirectWritableFile {
+ public:
+  virtual ~DirectWritableFile() = default;
+  // All n bytes at `offset` (short writes retried). InvalidArgument (EINVAL) for a request the
+  // kernel refuses, a misaligned one among them; ResourceExhausted for a full disk.
+  virtual absl::Status Write(uint64_t offset, size_t n, const void* src) = 0;
+  // Cuts the file to `size` bytes (the last aligned write may have run past the end), optionally
+  // fsyncs, then closes. FailedPrecondition if already closed.
+  virtual absl::Status Close(uint64_t size, Sync sync) = 0;
+  virtual size_t alignment() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
@@ -68,6 +104,17 @@ class FileSystem {
   // A regular file (FailedPrecondition for anything else).
   virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) = 0;
+  // A regular file open for direct reads, where this file system offers them: Unimplemented
+  // where it does not (the default), InvalidArgument where the kernel refuses O_DIRECT for the
+  // file (EINVAL); NotFound etc. as NewRandomAccessFile. Callers that get no such file read
+  // through NewRandomAccessFile: the bytes are the same either way.
+  virtual absl::StatusOr<std::unique_ptr<DirectReadFile>> NewDirectReadFile(
+      const std::string& path);
+  // Created, or truncated, with mode 0644, for direct writes; Unimplemented where this file
+  // system offers none (the default), InvalidArgument where the kernel refuses O_DIRECT. Callers
+  // that get no such file write through NewWritableFile: the file's bytes are the same.
+  virtual absl::StatusOr<std::unique_ptr<DirectWritableFile>> NewDirectWritableFile(
+      const std::string& path);
   // The whole file.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // The size of a regular file (FailedPrecondition for anything else).

@@ -5,6 +5,8 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 
 #include "core/faulty_file_system.h"
@@ -88,6 +90,47 @@ TEST_F(FileSystemTest, ErrorsNameThePath) {
   ASSERT_OK(w->Close(Sync::kNone));
   EXPECT_TRUE(absl::IsFailedPrecondition(w->Close(Sync::kNone)));
   EXPECT_TRUE(absl::IsFailedPrecondition(w->Append("x", 1)));
+}
+
+TEST_F(FileSystemTest, DirectWritesAndReadsAroundThePageCache) {
+  const std::string path = dir_ + "/direct";
+  absl::StatusOr<std::unique_ptr<DirectWritableFile>> w = fs_.NewDirectWritableFile(path);
+  if (!w.ok()) GTEST_SKIP() << "no O_DIRECT on this file system: " << w.status();
+  const size_t a = (*w)->alignment();
+  ASSERT_GT(a, 0u);
+  ASSERT_EQ(a & (a - 1), 0u);
+  // Three aligned blocks of a known pattern, the last written past the file's end and cut back.
+  std::unique_ptr<char, decltype(&std::free)> block(
+      static_cast<char*>(std::aligned_alloc(a, 3 * a)), &std::free);
+  for (size_t i = 0; i < 3 * a; ++i) block.get()[i] = static_cast<char>(i * 7 + 1);
+  ASSERT_OK((*w)->Write(a, 2 * a, block.get() + a));  // Out of order, from two threads' view.
+  ASSERT_OK((*w)->Write(0, a, block.get()));
+  const uint64_t size = 2 * a + 5;
+  ASSERT_OK((*w)->Close(size, Sync::kFsync));
+  EXPECT_TRUE(absl::IsFailedPrecondition((*w)->Close(size, Sync::kNone)));
+  ASSERT_OK_AND_ASSIGN(const std::string bytes, fs_.ReadFile(path));
+  EXPECT_EQ(bytes, std::string(block.get(), size));
+
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DirectReadFile> r, fs_.NewDirectReadFile(path));
+  EXPECT_EQ(r->size(), size);
+  std::memset(block.get(), 0, 3 * a);
+  // A read past the end returns what the file holds.
+  ASSERT_OK_AND_ASSIGN(const size_t got, r->Read(a, 2 * a, block.get()));
+  EXPECT_EQ(got, a + 5);
+  EXPECT_EQ(std::string(block.get(), got), bytes.substr(a));
+  // A misaligned request is refused as the kernel refuses it: InvalidArgument.
+  const absl::StatusOr<size_t> misaligned = r->Read(1, a, block.get());
+  EXPECT_TRUE(absl::IsInvalidArgument(misaligned.status())) << misaligned.status();
+  EXPECT_TRUE(absl::IsNotFound(fs_.NewDirectReadFile(dir_ + "/missing").status()));
+  // A directory: FailedPrecondition, or InvalidArgument where O_DIRECT is refused at open.
+  EXPECT_FALSE(fs_.NewDirectReadFile(dir_ + "/sub").ok());
+}
+
+TEST_F(FileSystemTest, DirectIoIsOptionalForAFileSystem) {
+  ASSERT_OK(WriteFile(fs_, dir_ + "/f", "x", Sync::kNone));
+  FaultyFileSystem faulty(fs_, {FileFault::kNoSpace, 100});
+  EXPECT_TRUE(absl::IsUnimplemented(faulty.NewDirectReadFile(dir_ + "/f").status()));
+  EXPECT_TRUE(absl::IsUnimplemented(faulty.NewDirectWritableFile(dir_ + "/g").status()));
 }
 
 TEST(ParseFileFaultTest, ReadsTheThreeForms) {

@@ -11,12 +11,18 @@
 //      an emptied DIR/checkpoint, after dropping the caches;
 //   4. caches dropped, train::LoadTrainingState (the job's resume, digests checked), timed, and the
 //      loaded state compared with the saved one;
-//   5. caches dropped, the shard's tensors file read by the same reader without checking digests
+//   5. caches dropped, the same save (before step 3) and load through a file system without direct
+//      reads and writes (the page cache's path, as they were before they went around it), for a
+//      same-run comparison;
+//   6. caches dropped, the shard's tensors file read by the same reader without checking digests
 //      (what reading alone costs).
+// Step 2 also times dd iflag=direct (the device without the page cache). Saves and loads print
+// the CPU seconds of the process's threads beside their wall time.
 // Before the rounds it prints the SHA-256 rate of one thread and of the workers the checkpoint
 // code hashes on (checkpoint/sha256.h).
-// Each round prints the four rates and the ratios save / dd write and load / dd read; the end, the
+// Each round prints the rates and the ratios save / dd write and load / dd read; the end, the
 // minimum and median of each ratio. Everything written under --dir is removed at the end.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +45,7 @@
 #include "checkpoint/sha256.h"
 #include "comm/mpi_main.h"
 #include "comm/parallel_context.h"
+#include "core/file_system.h"
 #include "core/status.h"
 #include "core/subprocess.h"
 #include "core/tensor.h"
@@ -69,6 +76,50 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
+
+// CPU seconds (user + system) of this process's threads so far.
+double CpuSeconds() {
+  struct rusage u;
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// The machine's file system without direct reads and writes: the save and load as they were before
+// they came, for the same-run comparison.
+class BufferedFileSystem : public FileSystem {
+ public:
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return base_.NewWritableFile(p);
+  }
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& p) override {
+    return base_.NewRandomAccessFile(p);
+  }
+  absl::StatusOr<std::string> ReadFile(const std::string& p) override { return base_.ReadFile(p); }
+  absl::StatusOr<int64_t> FileSize(const std::string& p) override { return base_.FileSize(p); }
+  bool PathExists(const std::string& p) override { return base_.PathExists(p); }
+  bool IsDirectory(const std::string& p) override { return base_.IsDirectory(p); }
+  absl::Status CheckWritableDirectory(const std::string& p) override {
+    return base_.CheckWritableDirectory(p);
+  }
+  absl::Status SyncDirectory(const std::string& p) override { return base_.SyncDirectory(p); }
+  absl::Status CreateDirectories(const std::string& p) override {
+    return base_.CreateDirectories(p);
+  }
+  absl::Status Rename(const std::string& a, const std::string& b) override {
+    return base_.Rename(a, b);
+  }
+  absl::Status Exchange(const std::string& a, const std::string& b) override {
+    return base_.Exchange(a, b);
+  }
+  absl::Status RemoveAll(const std::string& p) override { return base_.RemoveAll(p); }
+  absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& p) override {
+    return base_.ListDirectory(p);
+  }
+
+ private:
+  FileSystem& base_ = DefaultFileSystem();
+};
 
 // sync, then echo 3 > /proc/sys/vm/drop_caches. sync(2) rather than a `sync` process: a fork
 // would leave this process's pages write-protected, and the next timed load would pay a page
@@ -128,13 +179,13 @@ struct BenchState {
   std::vector<TensorView> state;  // The values and the two moments.
   uint64_t fingerprint = 0;       // Of `state` as saved.
 
-  absl::Status Save(const std::string& ckpt) {
+  absl::Status Save(const std::string& ckpt, FileSystem& fs = DefaultFileSystem()) {
     return train::SaveTrainingState(ckpt, 1, *parallel, config, *store, *optimizer, scaler,
-                                    schedule, counters, FLAGS_model);
+                                    schedule, counters, FLAGS_model, fs);
   }
-  absl::Status Load(const std::string& ckpt) {
+  absl::Status Load(const std::string& ckpt, FileSystem& fs = DefaultFileSystem()) {
     return train::LoadTrainingState(ckpt, *parallel, config, store.get(), optimizer.get(), &scaler,
-                                    &schedule, &counters);
+                                    &schedule, &counters, fs);
   }
 };
 
@@ -193,10 +244,55 @@ void PrintHashRates(const std::vector<TensorView>& state) {
 
 // The rates of every round (MB/s) and the ratios save / dd write and load / dd read.
 struct Rates {
-  std::vector<double> save_ratio, load_ratio, save, load, dd_write, dd_read, read_only;
+  std::vector<double> save_ratio, buffered_save_ratio, load_ratio, buffered_ratio, save,
+      buffered_save, load, buffered, dd_write, dd_read, dd_direct, read_only;
 };
 
-// One round (the file comment's steps 1-5); appends to *rates. `bytes`: the checkpoint's size.
+// Wall and CPU seconds of one timed step, the caches dropped before it.
+struct Timed {
+  double wall = 0, cpu = 0;
+};
+absl::StatusOr<Timed> TimeIt(const std::function<void()>& drop,
+                             const std::function<absl::Status()>& step) {
+  drop();
+  const double cpu = CpuSeconds();
+  const Clock::time_point start = Clock::now();
+  RETURN_IF_ERROR(step());
+  return Timed{Seconds(start), CpuSeconds() - cpu};
+}
+
+// Loads the checkpoint over scribbled state through `fs` and checks what it restored.
+absl::StatusOr<Timed> TimedLoad(BenchState& b, const std::string& ckpt, FileSystem& fs,
+                                const std::function<void()>& drop) {
+  for (const TensorView& v : b.state) std::memset(v.data, 0xff, v.nbytes());
+  ASSIGN_OR_RETURN(const Timed t, TimeIt(drop, [&] { return b.Load(ckpt, fs); }));
+  if (Fingerprint(b.state) != b.fingerprint) {
+    return absl::InternalError("the loaded state differs from the saved one");
+  }
+  return t;
+}
+
+// The shard's tensors file read by the same reader without checking digests: what reading alone
+// costs (into memory written since the last fork, as the load's is).
+absl::StatusOr<Timed> TimedReadOnly(BenchState& b, const std::string& ckpt, Tensor& scratch,
+                                    const std::function<void()>& drop, uint64_t* direct_bytes) {
+  std::memset(scratch.data(), 0, scratch.nbytes());
+  ASSIGN_OR_RETURN(
+      const checkpoint::SafetensorsReader reader,
+      checkpoint::SafetensorsReader::Open(checkpoint::ShardDir(ckpt, b.counters.iteration, 0) +
+                                          "/" + checkpoint::kShardTensorsFile));
+  std::vector<checkpoint::SafetensorsReader::ReadRequest> reads;
+  for (const checkpoint::SafetensorsEntry& e : reader.entries()) {
+    reads.push_back(
+        {e.name, TensorView(static_cast<char*>(scratch.data()) + e.begin, e.shape, e.dtype)});
+  }
+  checkpoint::SafetensorsReader::ReadStats stats;
+  ASSIGN_OR_RETURN(const Timed t, TimeIt(drop, [&] { return reader.ReadMany(reads, &stats); }));
+  *direct_bytes = stats.direct_bytes;
+  return t;
+}
+
+// One round (the file comment's steps 1-6); appends to *rates. `bytes`: the checkpoint's size.
 absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t bytes,
                       Tensor& scratch, const std::function<void()>& drop, Rates* rates) {
   const std::string ckpt = dir + "/checkpoint";
@@ -212,55 +308,47 @@ absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t 
   drop();
   ASSIGN_OR_RETURN(const double dd_read,
                    TimeCommand({"dd", "if=" + ddfile, "of=/dev/null", "bs=8M"}));
+  drop();
+  ASSIGN_OR_RETURN(const double dd_direct,
+                   TimeCommand({"dd", "if=" + ddfile, "of=/dev/null", "bs=8M", "iflag=direct"}));
   std::filesystem::remove(ddfile);
 
+  BufferedFileSystem buffered_fs;
   std::filesystem::remove_all(ckpt);
-  drop();
-  Clock::time_point start = Clock::now();
-  RETURN_IF_ERROR(b.Save(ckpt));
-  const double save = Seconds(start);
-
-  // Scribble over the state so that the load must restore it.
-  for (const TensorView& v : b.state) std::memset(v.data, 0xff, v.nbytes());
-  drop();
-  start = Clock::now();
-  RETURN_IF_ERROR(b.Load(ckpt));
-  const double load = Seconds(start);
-  if (Fingerprint(b.state) != b.fingerprint) {
-    return absl::InternalError("the loaded state differs from the saved one");
-  }
-  // The shard's tensors file read by the same reader without checking digests: what reading
-  // alone costs (into memory written since the last fork, as the load's is).
-  std::memset(scratch.data(), 0, scratch.nbytes());
-  drop();
-  start = Clock::now();
-  {
-    ASSIGN_OR_RETURN(
-        const checkpoint::SafetensorsReader reader,
-        checkpoint::SafetensorsReader::Open(checkpoint::ShardDir(ckpt, b.counters.iteration, 0) +
-                                            "/" + checkpoint::kShardTensorsFile));
-    std::vector<checkpoint::SafetensorsReader::ReadRequest> reads;
-    for (const checkpoint::SafetensorsEntry& e : reader.entries()) {
-      reads.push_back(
-          {e.name, TensorView(static_cast<char*>(scratch.data()) + e.begin, e.shape, e.dtype)});
-    }
-    RETURN_IF_ERROR(reader.ReadMany(reads));
-  }
-  const double read_only = Seconds(start);
+  ASSIGN_OR_RETURN(const Timed buffered_save,
+                   TimeIt(drop, [&] { return b.Save(ckpt, buffered_fs); }));
+  std::filesystem::remove_all(ckpt);
+  ASSIGN_OR_RETURN(const Timed save, TimeIt(drop, [&] { return b.Save(ckpt); }));
+  ASSIGN_OR_RETURN(const Timed load, TimedLoad(b, ckpt, DefaultFileSystem(), drop));
+  ASSIGN_OR_RETURN(const Timed buffered, TimedLoad(b, ckpt, buffered_fs, drop));
+  uint64_t direct_bytes = 0;
+  ASSIGN_OR_RETURN(const Timed read_only, TimedReadOnly(b, ckpt, scratch, drop, &direct_bytes));
 
   Rates& r = *rates;
   r.dd_write.push_back(dd_bytes / dd_write / 1e6);
   r.dd_read.push_back(dd_bytes / dd_read / 1e6);
-  r.save.push_back(bytes / save / 1e6);
-  r.load.push_back(bytes / load / 1e6);
-  r.read_only.push_back(bytes / read_only / 1e6);
+  r.dd_direct.push_back(dd_bytes / dd_direct / 1e6);
+  r.save.push_back(bytes / save.wall / 1e6);
+  r.buffered_save.push_back(bytes / buffered_save.wall / 1e6);
+  r.buffered_save_ratio.push_back(r.buffered_save.back() / r.dd_write.back());
+  r.load.push_back(bytes / load.wall / 1e6);
+  r.buffered.push_back(bytes / buffered.wall / 1e6);
+  r.read_only.push_back(bytes / read_only.wall / 1e6);
   r.save_ratio.push_back(r.save.back() / r.dd_write.back());
   r.load_ratio.push_back(r.load.back() / r.dd_read.back());
+  r.buffered_ratio.push_back(r.buffered.back() / r.dd_read.back());
   std::printf(
-      "round %d: dd write %.0f MB/s, save %.0f MB/s (%.2f s): %.1f%% | dd read %.0f MB/s, load "
-      "%.0f MB/s (%.2f s): %.1f%% | read without digests %.0f MB/s\n",
-      round, r.dd_write.back(), r.save.back(), save, 100 * r.save_ratio.back(), r.dd_read.back(),
-      r.load.back(), load, 100 * r.load_ratio.back(), r.read_only.back());
+      "round %d: dd write %.0f MB/s, save %.0f MB/s (%.2f s, cpu %.2f s): %.1f%%, buffered save "
+      "%.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | dd read %.0f "
+      "MB/s, O_DIRECT %.0f MB/s | load %.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | buffered load "
+      "%.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | read without digests %.0f MB/s (cpu %.2f s, %.0f "
+      "MB direct)\n",
+      round, r.dd_write.back(), r.save.back(), save.wall, save.cpu, 100 * r.save_ratio.back(),
+      r.buffered_save.back(), buffered_save.wall, buffered_save.cpu,
+      100 * r.buffered_save_ratio.back(), r.dd_read.back(), r.dd_direct.back(), r.load.back(),
+      load.wall, load.cpu, 100 * r.load_ratio.back(), r.buffered.back(), buffered.wall,
+      buffered.cpu, 100 * r.buffered_ratio.back(), r.read_only.back(), read_only.cpu,
+      direct_bytes / 1e6);
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -274,9 +362,14 @@ void PrintSummary(const Rates& r) {
   summary("dd write", r.dd_write, 1, " MB/s");
   summary("save", r.save, 1, " MB/s");
   summary("save / dd write", r.save_ratio, 100, "%");
+  summary("buffered save", r.buffered_save, 1, " MB/s");
+  summary("buffered save / dd write", r.buffered_save_ratio, 100, "%");
   summary("dd read", r.dd_read, 1, " MB/s");
   summary("load", r.load, 1, " MB/s");
   summary("load / dd read", r.load_ratio, 100, "%");
+  summary("dd read O_DIRECT", r.dd_direct, 1, " MB/s");
+  summary("buffered load", r.buffered, 1, " MB/s");
+  summary("buffered load / dd read", r.buffered_ratio, 100, "%");
   summary("read without digests", r.read_only, 1, " MB/s");
 }
 
