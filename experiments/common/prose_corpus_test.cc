@@ -72,9 +72,9 @@ TEST(CorpusVocabTest, CharactersThenTheMostFrequentWords) {
   const std::vector<std::string> vocab =
       CorpusVocab({"The cat, the CAT sat.", "cats"}, **basic, /*max_words=*/3);
   EXPECT_EQ(vocab, (std::vector<std::string>{
-                       "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ",", "##,", ".", "##.", "a",
-                       "##a", "c", "##c", "e", "##e", "h", "##h", "s", "##s", "t", "##t", "cat",
-                       "the", "cats"}));
+                       "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ",",   "##,", ".",
+                       "##.",   "a",     "##a",   "c",     "##c",    "e",   "##e", "h",
+                       "##h",   "s",     "##s",   "t",     "##t",    "cat", "the", "cats"}));
 }
 
 std::string ReadAll(const std::string& path) {
@@ -114,8 +114,7 @@ TEST(CorpusVocabTest, TokenisesTheTrainingTextWithIt) {
   const auto written = std::filesystem::last_write_time(d->bert_prefix + ".bin");
   ASSERT_TRUE(BuildCorpusVocabDataset(corpus, 2).ok());
   EXPECT_EQ(std::filesystem::last_write_time(d->bert_prefix + ".bin"), written);
-  EXPECT_EQ(BuildCorpusVocabDataset(corpus, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildCorpusVocabDataset(corpus, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
