@@ -44,10 +44,11 @@ ls "$TMPDIR"/tb_zeroshot/*/events.out.tfevents.* >/dev/null || fail "gpt2_zerosh
 check race_finetune "$3" \
   "--models=1x16x2,1x32x2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=64 --epochs=1 --max_corpus_documents=2000 --work_dir=$TMPDIR/race_finetune_work" \
   "race.csv:model,split,subset,accuracy"
-# In-process training experiments (binaries from the runfiles; the corpus tokenised once into
-# $TMPDIR/data for both).
+# In-process training experiments (binaries from the runfiles): bert_prenorm_vs_postnorm on the
+# shortened prose corpus race_finetune built above (with a 50-word vocabulary of its own),
+# gpt2_scaling_curves on the embedded corpus tokenised into $TMPDIR/data.
 check bert_prenorm_vs_postnorm experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm \
-  "--data_dir=$TMPDIR/data --num_layers=1,2 --hidden_size=16,32 --num_attention_heads=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --seeds=1,2 --window=2" \
+  "--max_corpus_documents=2000 --vocab_words=50 --num_layers=1,2 --hidden_size=16,32 --num_attention_heads=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --seeds=1,2 --window=2" \
   "loss_curves.csv:iteration,depth,norm,seed,loss,hidden" "final_losses.csv:layers,norm,seeds,mean,stddev,min,max,diverged,stalled,learned,hidden,stderr,band_low,band_high,series" \
   "final_losses_per_seed.csv:layers,norm,seed,final_loss,outcome,hidden,series" "gaps.csv:hidden,layers,gap,stderr,z,pairs,paired_stderr,paired_z" \
   loss_curves_h16.png loss_curves_h32.png final_loss.png

@@ -289,9 +289,10 @@ std::string Finding(const NormTables& t, double lr, int64_t warmup_samples) {
         &out,
         "**Not supported at every width (%d of %d show it)**: at learning rate %g with %d warmup "
         "samples, post-norm does not fall behind pre-norm by more than 3 standard errors with a "
-        "gap growing with depth everywhere. To look for the regime, go deeper and raise the "
-        "learning rate with no warmup, e.g. `--num_layers=2,12,24 --lr=1e-2 "
-        "--lr_warmup_samples=0`.",
+        "gap growing with depth everywhere. To look for the regime, keep no warmup, train "
+        "longer and go deeper (a higher rate alone does not help while the models have not "
+        "left the unigram plateau: docs/experiments.md), e.g. `--num_layers=2,8,16 "
+        "--train_iters=1000 --lr_warmup_samples=0`.",
         v.shown, v.measured, lr, warmup_samples);
   }
   return out;

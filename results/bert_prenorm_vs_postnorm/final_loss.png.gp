@@ -2,7 +2,7 @@
 set terminal pngcairo size 1100,600 enhanced font "sans,11"
 set output "final_loss.png"
 set datafile separator ","
-set title "BERT final training loss vs depth (mean of the last 50 iterations; band ±1 sd over seeds)"
+set title "BERT final training loss vs depth (mean of the last 100 iterations; band ±1 sd over seeds)"
 set xlabel "transformer layers"
 set ylabel "final training loss, MLM + SOP (nats/token)"
 set grid

@@ -11,6 +11,10 @@ plot "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_2_h64" ? $7 : NaN):
      "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_2_h64" ? $6 : NaN) with lines title "post-norm, 2 layers", \
      "mean_curves.csv" every ::1 using 4:(strcol(1) eq "pre_2_h64" ? $7 : NaN):(strcol(1) eq "pre_2_h64" ? $8 : NaN) with filledcurves fill transparent solid 0.2 noborder title "pre-norm, 2 layers, ±1 sd", \
      "mean_curves.csv" every ::1 using 4:(strcol(1) eq "pre_2_h64" ? $6 : NaN) with lines title "pre-norm, 2 layers", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_4_h64" ? $7 : NaN):(strcol(1) eq "post_4_h64" ? $8 : NaN) with filledcurves fill transparent solid 0.2 noborder title "post-norm, 4 layers, ±1 sd", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_4_h64" ? $6 : NaN) with lines title "post-norm, 4 layers", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "pre_4_h64" ? $7 : NaN):(strcol(1) eq "pre_4_h64" ? $8 : NaN) with filledcurves fill transparent solid 0.2 noborder title "pre-norm, 4 layers, ±1 sd", \
+     "mean_curves.csv" every ::1 using 4:(strcol(1) eq "pre_4_h64" ? $6 : NaN) with lines title "pre-norm, 4 layers", \
      "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_8_h64" ? $7 : NaN):(strcol(1) eq "post_8_h64" ? $8 : NaN) with filledcurves fill transparent solid 0.2 noborder title "post-norm, 8 layers, ±1 sd", \
      "mean_curves.csv" every ::1 using 4:(strcol(1) eq "post_8_h64" ? $6 : NaN) with lines title "post-norm, 8 layers", \
      "mean_curves.csv" every ::1 using 4:(strcol(1) eq "pre_8_h64" ? $7 : NaN):(strcol(1) eq "pre_8_h64" ? $8 : NaN) with filledcurves fill transparent solid 0.2 noborder title "pre-norm, 8 layers, ±1 sd", \
