@@ -1,7 +1,5 @@
 #include "checkpoint/direct_read.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -14,16 +12,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
+#include "checkpoint/direct_staging.h"
 
 namespace mt {
 namespace checkpoint {
 namespace internal {
 namespace {
 
-constexpr size_t kPieceBytes = size_t{4} << 20;
-constexpr size_t kSlots = 8;   // Staging buffers: 32 MiB in all.
-constexpr int kIoThreads = 2;  // Reads in flight, so that the device always has one queued.
 constexpr uint64_t kMergeGap = uint64_t{1} << 20;  // Read through gaps up to this between spans.
 
 // An aligned piece of the file and how much of it the spans need.
@@ -32,9 +27,6 @@ struct Piece {
   size_t length = 0;
   uint64_t needed_end = 0;  // The file must reach here (the end of the piece's run of spans).
 };
-
-uint64_t AlignDown(uint64_t x, uint64_t a) { return x & ~(a - 1); }
-uint64_t AlignUp(uint64_t x, uint64_t a) { return AlignDown(x + a - 1, a); }
 
 // Runs of spans (neighbours closer than kMergeGap) cut into pieces of `piece` bytes on aligned
 // boundaries.
@@ -60,21 +52,16 @@ std::vector<Piece> PlanPieces(const std::vector<ReadSpan>& spans, uint64_t align
   return pieces;
 }
 
-struct FreeAligned {
-  void operator()(char* p) const { std::free(p); }
-};
-
 // The staging ring and the I/O threads that fill it: piece p goes to slot p % kSlots once the
 // consumer has released piece p - kSlots.
 class PieceRing {
  public:
   PieceRing(const DirectReadFile& file, const std::vector<Piece>& pieces, size_t piece_bytes)
-      : file_(file), pieces_(pieces), piece_bytes_(piece_bytes), slots_(kSlots) {
-    const size_t bytes = kSlots * piece_bytes_;
-    const size_t align = std::max<size_t>(file.alignment(), size_t{2} << 20);
-    memory_.reset(static_cast<char*>(std::aligned_alloc(align, AlignUp(bytes, align))));
-    CHECK(memory_ != nullptr) << "cannot allocate " << bytes << " bytes of staging buffers";
-    ::madvise(memory_.get(), bytes, MADV_HUGEPAGE);  // Fewer page faults; advice only.
+      : file_(file),
+        pieces_(pieces),
+        piece_bytes_(piece_bytes),
+        memory_(AllocateStaging(piece_bytes, file.alignment())),
+        slots_(kSlots) {
     const int n = static_cast<int>(std::min<size_t>(kIoThreads, pieces_.size()));
     for (int t = 0; t < n; ++t) threads_.emplace_back([this] { Work(); });
   }
@@ -137,7 +124,7 @@ class PieceRing {
   const DirectReadFile& file_;
   const std::vector<Piece>& pieces_;
   const size_t piece_bytes_;
-  std::unique_ptr<char, FreeAligned> memory_;
+  StagingMemory memory_;
   std::atomic<size_t> next_{0};
   std::mutex mu_;
   std::condition_variable cv_;

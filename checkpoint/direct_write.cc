@@ -1,7 +1,5 @@
 #include "checkpoint/direct_write.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -11,34 +9,23 @@
 #include <mutex>
 #include <thread>
 
+#include "checkpoint/direct_staging.h"
 #include "core/status.h"
-#include "glog/logging.h"
 
 namespace mt {
 namespace checkpoint {
 namespace internal {
 namespace {
 
-constexpr size_t kPieceBytes = size_t{4} << 20;
-constexpr size_t kSlots = 8;   // Staging buffers: 32 MiB in all.
-constexpr int kIoThreads = 2;  // Writes in flight.
-
-struct FreeAligned {
-  void operator()(char* p) const { std::free(p); }
-};
-
 // The staging ring: the producer fills piece p into slot p % kSlots once piece p - kSlots has
 // been written, and submits it; the I/O threads write the submitted pieces.
 class PieceWriter {
  public:
   PieceWriter(DirectWritableFile& file, size_t piece_bytes)
-      : file_(file), piece_bytes_(piece_bytes), lengths_(kSlots, 0) {
-    const size_t bytes = kSlots * piece_bytes_;
-    const size_t align = std::max<size_t>(file.alignment(), size_t{2} << 20);
-    memory_.reset(
-        static_cast<char*>(std::aligned_alloc(align, (bytes + align - 1) / align * align)));
-    CHECK(memory_ != nullptr) << "cannot allocate " << bytes << " bytes of staging buffers";
-    ::madvise(memory_.get(), bytes, MADV_HUGEPAGE);  // Fewer page faults; advice only.
+      : file_(file),
+        piece_bytes_(piece_bytes),
+        memory_(AllocateStaging(piece_bytes, file.alignment())),
+        lengths_(kSlots, 0) {
     for (int t = 0; t < kIoThreads; ++t) threads_.emplace_back([this] { Work(); });
   }
   ~PieceWriter() {
@@ -67,8 +54,7 @@ class PieceWriter {
   // Submits the last slot, padded with zeros to the alignment, and waits for every write.
   absl::Status Finish() {
     if (fill_ > 0) {
-      const size_t a = file_.alignment();
-      const size_t padded = (fill_ + a - 1) / a * a;
+      const size_t padded = AlignUp(fill_, file_.alignment());
       std::memset(Slot(submitted_) + fill_, 0, padded - fill_);
       Submit(padded);
     }
@@ -125,7 +111,7 @@ class PieceWriter {
 
   DirectWritableFile& file_;
   const size_t piece_bytes_;
-  std::unique_ptr<char, FreeAligned> memory_;
+  StagingMemory memory_;
   size_t fill_ = 0;  // Bytes in the slot being filled (the producer's).
   std::mutex mu_;
   std::condition_variable cv_;
@@ -142,8 +128,7 @@ class PieceWriter {
 }  // namespace
 
 absl::Status WriteDirect(DirectWritableFile& file, const std::vector<WritePart>& parts, Sync sync) {
-  const size_t a = file.alignment();
-  const size_t piece_bytes = (kPieceBytes + a - 1) / a * a;
+  const size_t piece_bytes = AlignUp(kPieceBytes, file.alignment());
   uint64_t size = 0;
   {
     PieceWriter writer(file, piece_bytes);

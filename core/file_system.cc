@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 
 namespace mt {
 
@@ -219,6 +220,32 @@ size_t DirectIoAlignment(int fd) {
   return 4096;
 }
 
+// The size of the regular file open at `fd`; otherwise closes fd and returns the error.
+absl::StatusOr<uint64_t> RegularFileSize(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "cannot stat", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  return static_cast<uint64_t>(st.st_size);
+}
+
+// DirectIoAlignment(fd) where it is a power of two; otherwise closes fd and returns
+// InvalidArgument (no direct I/O on this file system: the callers fall back).
+absl::StatusOr<size_t> DirectAlignmentOrClose(int fd, const std::string& path) {
+  const size_t alignment = DirectIoAlignment(fd);
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no direct I/O on this file system"));
+  }
+  return alignment;
+}
+
 class PosixFileSystem : public FileSystem {
  public:
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
@@ -231,51 +258,24 @@ class PosixFileSystem : public FileSystem {
       const std::string& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoStatus(errno, "cannot open", path);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, "cannot stat", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
-    }
-    return std::make_unique<PosixRandomAccessFile>(fd, static_cast<uint64_t>(st.st_size), path);
+    ASSIGN_OR_RETURN(const uint64_t size, RegularFileSize(fd, path));
+    return std::make_unique<PosixRandomAccessFile>(fd, size, path);
   }
 
   absl::StatusOr<std::unique_ptr<DirectReadFile>> NewDirectReadFile(
       const std::string& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
     if (fd < 0) return ErrnoStatus(errno, "cannot open (O_DIRECT)", path);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, "cannot stat", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
-    }
-    const size_t alignment = DirectIoAlignment(fd);
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(path, ": no direct I/O on this file system"));
-    }
-    return std::make_unique<PosixDirectReadFile>(fd, alignment, static_cast<uint64_t>(st.st_size),
-                                                 path);
+    ASSIGN_OR_RETURN(const uint64_t size, RegularFileSize(fd, path));
+    ASSIGN_OR_RETURN(const size_t alignment, DirectAlignmentOrClose(fd, path));
+    return std::make_unique<PosixDirectReadFile>(fd, alignment, size, path);
   }
 
   absl::StatusOr<std::unique_ptr<DirectWritableFile>> NewDirectWritableFile(
       const std::string& path) override {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoStatus(errno, "cannot create (O_DIRECT)", path);
-    const size_t alignment = DirectIoAlignment(fd);
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(path, ": no direct I/O on this file system"));
-    }
+    ASSIGN_OR_RETURN(const size_t alignment, DirectAlignmentOrClose(fd, path));
     return std::make_unique<PosixDirectWritableFile>(fd, alignment, path);
   }
 
