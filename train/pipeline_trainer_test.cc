@@ -123,6 +123,27 @@ void ExpectOverlappedBuckets(const Result& r, const testing::HarnessConfig& c, i
   EXPECT_LT(r.buckets_in_backward, r.buckets) << name;
 }
 
+// A pipelined run `r` (named `name`) against the serial one: its losses and gradient norms
+// within kLossRel, this rank's weights (TP rank tp_rank of tp) within the bounds kWeightAbs,
+// kWeightRel; rank `me` 0 prints the worst differences.
+void ExpectOnSerialCurve(const Result& r, const Result& serial, const char* name, int tp_rank,
+                         int tp, int me) {
+  const double loss = testing::WorstRelative(r.losses, serial.losses);
+  const double norm = testing::WorstRelative(r.grad_norms, serial.grad_norms);
+  const double weight =
+      testing::WorstShardDifference(r.last_by_name, serial.first_by_name, serial.last_by_name,
+                                    tp_rank, tp, 32, kWeightAbs, kWeightRel);
+  if (me == 0) {
+    std::printf(
+        "%s: worst relative loss difference %.3g, grad norm %.3g, weight difference / bound "
+        "%.3g\n",
+        name, loss, norm, weight);
+  }
+  EXPECT_LT(loss, kLossRel) << name;
+  EXPECT_LT(norm, kLossRel) << name;
+  EXPECT_LT(weight, 1.0) << name;
+}
+
 TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
   ASSERT_EQ(comm_->size(), 4) << "run with 4 ranks";
   const int me = comm_->rank();
@@ -174,20 +195,7 @@ TEST_F(MpiTest, PipelineCurvesAndWeightsMatchSerial) {
   for (const Case& k : cases) {
     const Result r = Train(*k.world, k.config, data);
     ASSERT_EQ(r.losses.size(), static_cast<size_t>(kIters)) << k.name;
-    const double loss = testing::WorstRelative(r.losses, serial.losses);
-    const double norm = testing::WorstRelative(r.grad_norms, serial.grad_norms);
-    const double weight =
-        testing::WorstShardDifference(r.last_by_name, serial.first_by_name, serial.last_by_name,
-                                      k.tp_rank, k.config.tp, 32, kWeightAbs, kWeightRel);
-    if (me == 0) {
-      std::printf(
-          "%s: worst relative loss difference %.3g, grad norm %.3g, weight difference / bound "
-          "%.3g\n",
-          k.name, loss, norm, weight);
-    }
-    EXPECT_LT(loss, kLossRel) << k.name;
-    EXPECT_LT(norm, kLossRel) << k.name;
-    EXPECT_LT(weight, 1.0) << k.name;
+    ExpectOnSerialCurve(r, serial, k.name, k.tp_rank, k.config.tp, me);
     ExpectRecomputedForwards(r, k.config, me, k.name);
     ExpectOverlappedBuckets(r, k.config, me, k.name);
   }
@@ -225,20 +233,7 @@ TEST_F(MpiTest, UntiedOutputLayerMatchesSerial) {
   for (const auto& k : cases) {
     const Result r = Train(*k.world, k.config, ranks->data);
     ASSERT_EQ(r.losses.size(), static_cast<size_t>(kIters)) << k.name;
-    const double loss = testing::WorstRelative(r.losses, serial.losses);
-    const double norm = testing::WorstRelative(r.grad_norms, serial.grad_norms);
-    const double weight =
-        testing::WorstShardDifference(r.last_by_name, serial.first_by_name, serial.last_by_name,
-                                      k.tp_rank, k.config.tp, 32, kWeightAbs, kWeightRel);
-    if (me == 0) {
-      std::printf(
-          "%s: worst relative loss difference %.3g, grad norm %.3g, weight difference / bound "
-          "%.3g\n",
-          k.name, loss, norm, weight);
-    }
-    EXPECT_LT(loss, kLossRel) << k.name;
-    EXPECT_LT(norm, kLossRel) << k.name;
-    EXPECT_LT(weight, 1.0) << k.name;
+    ExpectOnSerialCurve(r, serial, k.name, k.tp_rank, k.config.tp, me);
     // The last stage (or the whole model) holds the output layer, the first stage of two not
     // (ranks are TP-fastest, then PP: stage = rank / TP in the case's world).
     const int stage = k.world->rank() / k.config.tp;
