@@ -128,19 +128,29 @@ Tensor CpPositions(const nn::StepContext& sc, int64_t B, int64_t c) {
   return p;
 }
 
-absl::StatusOr<double> CpSum(const nn::StepContext& sc, double local) {
-  if (sc.cp_size() == 1) return local;
-  // Each rank's double as an i64 bit pattern, gathered and added in rank order (no f32 rounding).
-  Tensor in = Tensor::Host({1}, DType::kI64), out = Tensor::Host({sc.cp_size()}, DType::kI64);
-  std::memcpy(in.data(), &local, sizeof(double));
+absl::StatusOr<std::vector<double>> CpSum(const nn::StepContext& sc,
+                                          const std::vector<double>& local) {
+  if (sc.cp_size() == 1 || local.empty()) return local;
+  // Each rank's doubles as i64 bit patterns, gathered in one call and added in rank order (no
+  // f32 rounding).
+  const int64_t n = static_cast<int64_t>(local.size());
+  Tensor in = Tensor::Host({n}, DType::kI64), out = Tensor::Host({sc.cp_size() * n}, DType::kI64);
+  std::memcpy(in.data(), local.data(), n * sizeof(double));
   RETURN_IF_ERROR(sc.cp->AllGather(in.view(), out.view()));
-  double sum = 0;
+  std::vector<double> sum(n, 0.0);
   for (int r = 0; r < sc.cp_size(); ++r) {
-    double v;
-    std::memcpy(&v, out.data_as<int64_t>() + r, sizeof(double));
-    sum += v;
+    for (int64_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, out.data_as<int64_t>() + r * n + i, sizeof(double));
+      sum[i] += v;
+    }
   }
   return sum;
+}
+
+absl::StatusOr<double> CpSum(const nn::StepContext& sc, double local) {
+  ASSIGN_OR_RETURN(const std::vector<double> sum, CpSum(sc, std::vector<double>{local}));
+  return sum[0];
 }
 
 }  // namespace models

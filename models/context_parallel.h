@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -71,6 +72,9 @@ Tensor CpPositions(const nn::StepContext& sc, int64_t B, int64_t c);
 // The sum over sc's CP group of each rank's `local` (exact addition order: rank 0, 1, ...; the
 // same on every rank). `local` itself at CP = 1.
 absl::StatusOr<double> CpSum(const nn::StepContext& sc, double local);
+// The same for several values at once (one collective): element i summed over the group.
+absl::StatusOr<std::vector<double>> CpSum(const nn::StepContext& sc,
+                                          const std::vector<double>& local);
 
 }  // namespace models
 }  // namespace mt

@@ -380,9 +380,9 @@ absl::StatusOr<Losses> BertModel::PretrainingLosses(const nn::StepContext& sc, c
                      OnDevice(ec, batch.sop_labels, &sop_labels_staging_, "BERT: sop_labels"));
     ASSIGN_OR_RETURN(sop_local, sop_.Forward(sc, pooled_.view(), sop_dev));
   }
-  ASSIGN_OR_RETURN(const double mlm_total, CpSum(sc, mlm_local));
-  ASSIGN_OR_RETURN(const double scored, CpSum(sc, static_cast<double>(losses.scored)));
-  ASSIGN_OR_RETURN(const double sop_total, CpSum(sc, sop_local));
+  ASSIGN_OR_RETURN(const std::vector<double> sums,
+                   CpSum(sc, {mlm_local, static_cast<double>(losses.scored), sop_local}));
+  const double mlm_total = sums[0], scored = sums[1], sop_total = sums[2];
   if (scored == 0) return absl::InvalidArgumentError("BERT: every MLM label is ignored (-100)");
   losses.scored = static_cast<int64_t>(scored);
   const double mlm = mlm_total / scored;
