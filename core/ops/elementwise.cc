@@ -48,6 +48,10 @@ void AddBiasRange(const float* x, const float* bias, int64_t N, int64_t c0, int6
   }
 }
 
+// Elements per block of the kernels that work on f32 copies (16-bit BiasAdd, the dropouts): the
+// block's f32 values and dropout factors stay in L1.
+constexpr int64_t kDropoutBlock = 256;
+
 template <typename T>
 void BiasAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView& bias,
                 const TensorView& y) {
@@ -64,10 +68,9 @@ void BiasAddCpu(const ExecContext& ctx, const TensorView& x, const TensorView& b
       AddBiasRange(px + begin, b.data(), N, begin, end - begin, py + begin);
     } else {
       // 16-bit: blocks widened (SIMD), added in f32 and rounded once, as element by element.
-      constexpr int64_t kBlock = 256;  // Stays in L1.
-      float buf[kBlock];
-      for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
-        const int64_t len = std::min(end - b0, kBlock);
+      float buf[kDropoutBlock];
+      for (int64_t b0 = begin; b0 < end; b0 += kDropoutBlock) {
+        const int64_t len = std::min(end - b0, kDropoutBlock);
         internal::ToF32(px + b0, len, buf);
         AddBiasRange(buf, b.data(), N, b0, len, buf);
         internal::FromF32(buf, len, py + b0);
@@ -163,10 +166,6 @@ void FillCpu(const ExecContext& ctx, const TensorView& x, T value) {
     for (int64_t i = begin; i < end; ++i) p[i] = value;
   });
 }
-
-// Elements per block of the dropout kernels: the block's dropout factors and f32 values stay in
-// L1.
-constexpr int64_t kDropoutBlock = 256;
 
 // f32 values of src[0, n): src itself for T = float, else widened into buf.
 template <typename T>
