@@ -373,11 +373,17 @@ absl::Status Optimizer::Update(const ExecContext& ctx, const ops::AdamArgs& args
     }
     return absl::OkStatus();
   }
+  // Whole masters: each parameter's compute copy is rounded as its update ends (Step does not
+  // refresh them again).
+  const bool copies = store_->compute_dtype() != DType::kF32;
   for (int i = 0; i < store_->size(); ++i) {
     ops::AdamArgs a = args;
     if (!store_->spec(i).weight_decay) a.weight_decay = 0.0f;
-    RETURN_IF_ERROR(
-        ops::AdamUpdate(ctx, store_->value(i), store_->grad(i), exp_avg(i), exp_avg_sq(i), a));
+    RETURN_IF_ERROR(copies ? ops::AdamUpdateAndRound(ctx, store_->value(i), store_->grad(i),
+                                                     exp_avg(i), exp_avg_sq(i), a,
+                                                     store_->compute_value(i))
+                           : ops::AdamUpdate(ctx, store_->value(i), store_->grad(i), exp_avg(i),
+                                             exp_avg_sq(i), a));
   }
   return absl::OkStatus();
 }
@@ -436,9 +442,9 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
     nn::TimerScope timed(timers_, "optimizer-inner-step");
     RETURN_IF_ERROR(Update(ctx, a));
   }
-  // The modules compute with the compute-dtype copies: round the new masters into them (sharded
-  // masters: Update has set them).
-  if (!masters_sharded()) {
+  // The modules compute with the compute-dtype copies: round the new masters into them (without
+  // a distributed optimizer, or with sharded masters, Update has set them).
+  if (dist_ != nullptr && !masters_sharded()) {
     nn::TimerScope timed(timers_, "optimizer-copy-main-to-model-params");
     RETURN_IF_ERROR(store_->RefreshComputeWeights(ctx));
   }

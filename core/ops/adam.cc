@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -54,18 +55,22 @@ AdamConstants Constants(const AdamArgs& a) {
   return c;
 }
 
+// The update of [0, n) on the pool; with a 16-bit `compute` (T), each chunk of the new param is
+// also rounded into it right after its update.
+template <typename T = float>
 void AdamCpu(ThreadPool* pool, float* param, const float* grad, float* m, float* v, int64_t n,
-             const AdamArgs& a) {
+             const AdamArgs& a, T* compute = nullptr) {
   const AdamConstants c = Constants(a);
   ParallelFor(pool, n, int64_t{1} << 14, [&](int64_t begin, int64_t end) {
     internal::AdamRange(c, param + begin, grad + begin, m + begin, v + begin, end - begin);
+    if constexpr (!std::is_same_v<T, float>) {
+      internal::FromF32(param + begin, end - begin, compute + begin);
+    }
   });
 }
 
-}  // namespace
-
-absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const TensorView& grad,
-                        const TensorView& m, const TensorView& v, const AdamArgs& args) {
+absl::Status CheckAdamOperands(const TensorView& param, const TensorView& grad, const TensorView& m,
+                               const TensorView& v, const AdamArgs& args) {
   RETURN_IF_ERROR(CheckSameDevice(kOp, {&param, &grad, &m, &v}));
   RETURN_IF_ERROR(CheckDType(kOp, "param", param, {DType::kF32}));
   RETURN_IF_ERROR(CheckDType(kOp, "grad", grad, {DType::kF32}));
@@ -78,11 +83,47 @@ absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const T
   RETURN_IF_ERROR(CheckContiguous(kOp, "grad", grad));
   RETURN_IF_ERROR(CheckContiguous(kOp, "m", m));
   RETURN_IF_ERROR(CheckContiguous(kOp, "v", v));
-  RETURN_IF_ERROR(CheckHyperparameters(args));
+  return CheckHyperparameters(args);
+}
+
+}  // namespace
+
+absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const TensorView& grad,
+                        const TensorView& m, const TensorView& v, const AdamArgs& args) {
+  RETURN_IF_ERROR(CheckAdamOperands(param, grad, m, v, args));
   // The same f32 constants as AdamCpu, so the kernel's update is the CPU's.
   MT_ROUTE_DEVICE(kOp, param, cuda::AdamUpdate(ctx, param, grad, m, v, Constants(args)));
   AdamCpu(ctx.pool, param.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
           v.data_as<float>(), param.numel(), args);
+  return absl::OkStatus();
+}
+
+absl::Status AdamUpdateAndRound(const ExecContext& ctx, const TensorView& param,
+                                const TensorView& grad, const TensorView& m, const TensorView& v,
+                                const AdamArgs& args, const TensorView& compute) {
+  RETURN_IF_ERROR(CheckAdamOperands(param, grad, m, v, args));
+  RETURN_IF_ERROR(CheckSameDevice(kOp, {&param, &compute}));
+  RETURN_IF_ERROR(CheckDType(kOp, "compute", compute, {DType::kBF16, DType::kF16}));
+  RETURN_IF_ERROR(CheckShape(kOp, "compute", compute, param.shape));
+  RETURN_IF_ERROR(CheckContiguous(kOp, "compute", compute));
+  const char* lo = static_cast<const char*>(compute.data);
+  const char* p = static_cast<const char*>(param.data);
+  if (lo < p + param.nbytes() && p < lo + compute.nbytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": compute overlaps param in memory; round into a separate tensor"));
+  }
+  if (param.device.is_cuda()) {
+    RETURN_IF_ERROR(cuda::AdamUpdate(ctx, param, grad, m, v, Constants(args)));
+    return cuda::Convert(ctx, param, compute);
+  }
+  if (!param.device.is_cpu()) return UnsupportedDevice(kOp, param.device);
+  internal::DispatchFloat(compute.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, float>) {
+      AdamCpu<T>(ctx.pool, param.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
+                 v.data_as<float>(), param.numel(), args, compute.data_as<T>());
+    }
+  });
   return absl::OkStatus();
 }
 

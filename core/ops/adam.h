@@ -44,6 +44,15 @@ struct AdamArgs {
 absl::Status AdamUpdate(const ExecContext& ctx, const TensorView& param, const TensorView& grad,
                         const TensorView& m, const TensorView& v, const AdamArgs& args);
 
+// AdamUpdate, then the updated param rounded into `compute` (bf16 or f16, param's shape, its own
+// memory): the mixed-precision step's master-to-compute-copy, bitwise ops::Convert(param,
+// compute) after the update. On the CPU each chunk is rounded right after its update, while it is
+// in cache, so the masters are not read from memory a second time; on a GPU it is the update
+// followed by the conversion kernel.
+absl::Status AdamUpdateAndRound(const ExecContext& ctx, const TensorView& param,
+                                const TensorView& grad, const TensorView& m, const TensorView& v,
+                                const AdamArgs& args, const TensorView& compute);
+
 }  // namespace ops
 }  // namespace mt
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/elementwise.h"
 #include "core/ops/testutil.h"
 #include "core/simd.h"
 #include "core/thread_pool.h"
@@ -226,6 +227,67 @@ TEST(AdamTest, ResultIsBitwiseIndependentOfThreads) {
     results.push_back(std::move(all));
   }
   EXPECT_EQ(0, std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4));
+}
+
+// bf16 nearest-even of an f32's bits, written out here (finite inputs), as an independent check of
+// the rounding AdamUpdateAndRound fuses into the update.
+uint16_t Bf16Bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+TEST(AdamTest, UpdateAndRoundIsTheUpdateThenTheConversion) {
+  ThreadPool pool(2);
+  const int64_t n = 100003;  // Several chunks and a SIMD tail.
+  AdamArgs args;
+  args.weight_decay = 0.01f;
+  args.step = 5;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      SCOPED_TRACE(DTypeName(dt));
+      const ExecContext ctx{pl};
+      Tensor p = RandomTensor({n}, DType::kF32, 1), g = RandomTensor({n}, DType::kF32, 2);
+      Tensor m = RandomTensor({n}, DType::kF32, 3, -0.1, 0.1);
+      Tensor v = RandomTensor({n}, DType::kF32, 4, 0.0, 0.1);
+      Tensor ep = RandomTensor({n}, DType::kF32, 1),
+             em = RandomTensor({n}, DType::kF32, 3, -0.1, 0.1);
+      Tensor ev = RandomTensor({n}, DType::kF32, 4, 0.0, 0.1);
+      Tensor c = Tensor::Zeros({n}, dt), ec = Tensor::Zeros({n}, dt);
+      ASSERT_TRUE(
+          AdamUpdateAndRound(ctx, p.view(), g.view(), m.view(), v.view(), args, c.view()).ok());
+      ASSERT_TRUE(AdamUpdate(ctx, ep.view(), g.view(), em.view(), ev.view(), args).ok());
+      ASSERT_TRUE(Convert(ctx, ep.view(), ec.view()).ok());
+      EXPECT_EQ(0, std::memcmp(ep.data(), p.data(), n * 4));
+      EXPECT_EQ(0, std::memcmp(em.data(), m.data(), n * 4));
+      EXPECT_EQ(0, std::memcmp(ev.data(), v.data(), n * 4));
+      EXPECT_EQ(0, std::memcmp(ec.data(), c.data(), n * 2));
+      if (dt == DType::kBF16) {
+        const uint16_t* bits = static_cast<const uint16_t*>(c.data());
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i) wrong += bits[i] != Bf16Bits(p.data_as<float>()[i]);
+        EXPECT_EQ(wrong, 0);
+      }
+    }
+  }
+  // Bad compute copies: refused, nothing changed.
+  const ExecContext ctx;
+  Tensor p = RandomTensor({8}, DType::kF32, 1), g = RandomTensor({8}, DType::kF32, 2);
+  Tensor m = Tensor::Zeros({8}, DType::kF32), v = Tensor::Zeros({8}, DType::kF32);
+  const auto p0 = ToDoubles(p.view());
+  Tensor f32 = Tensor::Zeros({8}, DType::kF32), short16 = Tensor::Zeros({7}, DType::kBF16);
+  EXPECT_EQ(
+      AdamUpdateAndRound(ctx, p.view(), g.view(), m.view(), v.view(), args, f32.view()).code(),
+      absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(
+      AdamUpdateAndRound(ctx, p.view(), g.view(), m.view(), v.view(), args, short16.view()).code(),
+      absl::StatusCode::kInvalidArgument);
+  const TensorView inside(p.data(), {8}, DType::kBF16);  // The first half of p's bytes.
+  const absl::Status s =
+      AdamUpdateAndRound(ctx, p.view(), g.view(), m.view(), v.view(), args, inside);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("overlaps"), std::string::npos) << s;
+  EXPECT_TRUE(AllClose(p.view(), p0, 0, 0));
 }
 
 TEST(AdamTest, BadArgumentsAreErrorsAndChangeNothing) {
