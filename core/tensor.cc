@@ -104,8 +104,13 @@ absl::StatusOr<Buffer> Buffer::Allocate(Device device, size_t nbytes, DeviceMemo
   b.nbytes_ = nbytes;
   if (nbytes == 0) return b;
   if (device.is_cpu()) {
-    // 64-byte alignment for vector loads; aligned_alloc wants a multiple of the alignment.
-    b.data_ = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    // 64-byte alignment for vector loads; from 1 MiB on, a page's (4096), so that files can be
+    // read around the page cache straight into large tensors (O_DIRECT wants file offsets and
+    // addresses aligned alike; checkpoint/direct_read.h). aligned_alloc wants a multiple of the
+    // alignment.
+    constexpr size_t kPageAlignedFrom = size_t{1} << 20;
+    const size_t align = nbytes >= kPageAlignedFrom ? 4096 : 64;
+    b.data_ = std::aligned_alloc(align, (nbytes + align - 1) / align * align);
     if (b.data_ == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("host out of memory allocating ", nbytes, " bytes"));
