@@ -2,9 +2,9 @@
 // //checkpoint:safetensors): I/O threads write the file in pieces of a few MiB with direct writes,
 // two requests in flight (the device takes the bytes from memory; the CPU copies nothing into a
 // page cache and no writeback follows). Where a part's address and file offset agree modulo the
-// alignment, its aligned interior (1 MiB or more) is written straight from its memory; the rest
-// is gathered, in order, into a ring of aligned staging buffers. The last buffer is padded to the
-// alignment, and the file cut back to its size when it is closed.
+// alignment, its interior between 4096-byte file-system blocks (1 MiB or more) is written straight
+// from its memory; the rest is gathered, in order, into a ring of aligned staging buffers. The
+// last buffer is padded to the alignment, and the file cut back to its size when it is closed.
 #ifndef MT_CHECKPOINT_DIRECT_WRITE_H_
 #define MT_CHECKPOINT_DIRECT_WRITE_H_
 
