@@ -20,16 +20,39 @@ namespace internal {
 namespace {
 
 constexpr uint64_t kMergeGap = uint64_t{1} << 20;  // Read through gaps up to this between spans.
+// Spans whose aligned interior is at least this large have it read in place (below: a piece of
+// its own would cost more than copying it).
+constexpr uint64_t kInPlaceFrom = uint64_t{1} << 20;
+constexpr size_t kStaged = SIZE_MAX;
 
 // An aligned piece of the file and how much of it the spans need.
 struct Piece {
   uint64_t offset = 0;
   size_t length = 0;
   uint64_t needed_end = 0;  // The file must reach here (the end of the piece's run of spans).
+  size_t span = kStaged;    // The span it is read straight into, or kStaged: a staging buffer.
 };
 
+// The aligned interior [*begin, *end) of span `s` if it can be read straight into its destination:
+// the destination's address and the file offset agree modulo the alignment.
+bool InPlaceInterior(const ReadSpan& s, uint64_t align, uint64_t* begin, uint64_t* end) {
+  if (reinterpret_cast<uintptr_t>(s.dst) % align != s.offset % align) return false;
+  *begin = AlignUp(s.offset, align);
+  *end = AlignDown(s.offset + s.size, align);
+  return *end > *begin && *end - *begin >= kInPlaceFrom;
+}
+
+// [begin, end) cut into pieces of `piece` bytes.
+void AddPieces(uint64_t begin, uint64_t end, size_t piece, uint64_t needed_end, size_t span,
+               std::vector<Piece>* pieces) {
+  for (uint64_t o = begin; o < end; o += piece) {
+    pieces->push_back(
+        {o, static_cast<size_t>(std::min<uint64_t>(piece, end - o)), needed_end, span});
+  }
+}
+
 // Runs of spans (neighbours closer than kMergeGap) cut into pieces of `piece` bytes on aligned
-// boundaries.
+// boundaries, in file order: the in-place interiors of spans, and the bytes around them staged.
 std::vector<Piece> PlanPieces(const std::vector<ReadSpan>& spans, uint64_t align, size_t piece) {
   std::vector<Piece> pieces;
   size_t i = 0;
@@ -38,16 +61,22 @@ std::vector<Piece> PlanPieces(const std::vector<ReadSpan>& spans, uint64_t align
       ++i;
       continue;
     }
+    const size_t first = i;
     const uint64_t run_begin = spans[i].offset;
     uint64_t run_end = run_begin + spans[i].size;
     for (++i; i < spans.size() && (spans[i].size == 0 || spans[i].offset <= run_end + kMergeGap);
          ++i) {
       run_end = std::max<uint64_t>(run_end, spans[i].offset + spans[i].size);
     }
-    const uint64_t end = AlignUp(run_end, align);
-    for (uint64_t o = AlignDown(run_begin, align); o < end; o += piece) {
-      pieces.push_back({o, static_cast<size_t>(std::min<uint64_t>(piece, end - o)), run_end});
+    uint64_t pos = AlignDown(run_begin, align);  // Pieces cover the run up to here.
+    for (size_t k = first; k < i; ++k) {
+      uint64_t begin = 0, end = 0;
+      if (spans[k].size == 0 || !InPlaceInterior(spans[k], align, &begin, &end)) continue;
+      AddPieces(pos, begin, piece, run_end, kStaged, &pieces);
+      AddPieces(begin, end, piece, run_end, k, &pieces);
+      pos = end;
     }
+    AddPieces(pos, AlignUp(run_end, align), piece, run_end, kStaged, &pieces);
   }
   return pieces;
 }
@@ -56,8 +85,10 @@ std::vector<Piece> PlanPieces(const std::vector<ReadSpan>& spans, uint64_t align
 // consumer has released piece p - kSlots.
 class PieceRing {
  public:
-  PieceRing(const DirectReadFile& file, const std::vector<Piece>& pieces, size_t piece_bytes)
+  PieceRing(const DirectReadFile& file, const std::vector<ReadSpan>& spans,
+            const std::vector<Piece>& pieces, size_t piece_bytes)
       : file_(file),
+        spans_(spans),
         pieces_(pieces),
         piece_bytes_(piece_bytes),
         memory_(AllocateStaging(piece_bytes, file.alignment())),
@@ -74,13 +105,14 @@ class PieceRing {
     for (std::thread& t : threads_) t.join();
   }
 
-  // Waits for piece p; its bytes (how many the read returned) or the read's error.
+  // Waits for piece p; where its bytes are (a staging buffer, or the span's destination for a
+  // piece read in place) and how many the read returned, or the read's error.
   absl::StatusOr<std::pair<const char*, size_t>> Wait(size_t p) {
     std::unique_lock<std::mutex> lock(mu_);
     Slot& slot = slots_[p % kSlots];
     cv_.wait(lock, [&] { return slot.filled == p + 1; });
     if (!slot.status.ok()) return slot.status;
-    return std::make_pair(static_cast<const char*>(Buffer(p)), slot.got);
+    return std::make_pair(static_cast<const char*>(Destination(p)), slot.got);
   }
   // Piece p has been consumed; its slot may take piece p + kSlots.
   void Release(size_t p) {
@@ -98,7 +130,13 @@ class PieceRing {
     size_t got = 0;
   };
 
-  char* Buffer(size_t p) const { return memory_.get() + (p % kSlots) * piece_bytes_; }
+  // Where piece p is read to: its slot's staging buffer, or its place in its span's destination.
+  char* Destination(size_t p) const {
+    const Piece& piece = pieces_[p];
+    if (piece.span == kStaged) return memory_.get() + (p % kSlots) * piece_bytes_;
+    const ReadSpan& s = spans_[piece.span];
+    return s.dst + (piece.offset - s.offset);
+  }
 
   void Work() {
     for (;;) {
@@ -109,7 +147,7 @@ class PieceRing {
         cv_.wait(lock, [&] { return stop_ || consumed_ + kSlots > p; });
         if (stop_) return;
       }
-      absl::StatusOr<size_t> got = file_.Read(pieces_[p].offset, pieces_[p].length, Buffer(p));
+      absl::StatusOr<size_t> got = file_.Read(pieces_[p].offset, pieces_[p].length, Destination(p));
       {
         std::lock_guard<std::mutex> lock(mu_);
         Slot& slot = slots_[p % kSlots];
@@ -122,6 +160,7 @@ class PieceRing {
   }
 
   const DirectReadFile& file_;
+  const std::vector<ReadSpan>& spans_;
   const std::vector<Piece>& pieces_;
   const size_t piece_bytes_;
   StagingMemory memory_;
@@ -137,13 +176,15 @@ class PieceRing {
 }  // namespace
 
 absl::Status ReadSpansDirect(const DirectReadFile& file, const std::vector<ReadSpan>& spans,
-                             const ReadProgress& progress, std::vector<size_t>* done) {
+                             const ReadProgress& progress, std::vector<size_t>* done,
+                             uint64_t* in_place_bytes) {
   done->assign(spans.size(), 0);
+  *in_place_bytes = 0;
   const uint64_t align = file.alignment();
   const size_t piece_bytes = AlignUp(kPieceBytes, align);
   const std::vector<Piece> pieces = PlanPieces(spans, align, piece_bytes);
   if (pieces.empty()) return absl::OkStatus();
-  PieceRing ring(file, pieces, piece_bytes);
+  PieceRing ring(file, spans, pieces, piece_bytes);
   size_t cursor = 0;  // The first span not yet complete.
   for (size_t p = 0; p < pieces.size(); ++p) {
     const Piece& piece = pieces[p];
@@ -155,6 +196,8 @@ absl::Status ReadSpansDirect(const DirectReadFile& file, const std::vector<ReadS
       return absl::DataLossError(
           absl::StrCat(file.path(), ": file ends at byte ", piece.offset + got, " (truncated?)"));
     }
+    // A piece read in place lies inside its span, the first one not yet complete.
+    if (piece.span != kStaged) *in_place_bytes += piece.length;
     for (; cursor < spans.size(); ++cursor) {
       const ReadSpan& s = spans[cursor];
       const uint64_t s_end = s.offset + s.size;
@@ -163,7 +206,9 @@ absl::Status ReadSpansDirect(const DirectReadFile& file, const std::vector<ReadS
         const uint64_t lo = std::max(s.offset, piece.offset);
         const uint64_t hi = std::min(s_end, piece_end);
         if (hi > lo) {
-          std::memcpy(s.dst + (lo - s.offset), data + (lo - piece.offset), hi - lo);
+          if (piece.span == kStaged) {
+            std::memcpy(s.dst + (lo - s.offset), data + (lo - piece.offset), hi - lo);
+          }
           (*done)[cursor] = hi - s.offset;
           progress(cursor, (*done)[cursor]);
         }

@@ -1,8 +1,10 @@
 // Writing a file around the page cache (the safetensors writer's large files; internal to
-// //checkpoint:safetensors): the bytes are gathered, in order, into a ring of aligned staging
-// buffers of a few MiB, which I/O threads write with direct writes (the device takes them from
-// the buffers; the CPU copies nothing into a page cache and no writeback follows). The last
-// buffer is padded to the alignment, and the file cut back to its size when it is closed.
+// //checkpoint:safetensors): I/O threads write the file in pieces of a few MiB with direct writes,
+// two requests in flight (the device takes the bytes from memory; the CPU copies nothing into a
+// page cache and no writeback follows). Where a part's address and file offset agree modulo the
+// alignment, its interior between 4096-byte file-system blocks (1 MiB or more) is written straight
+// from its memory; the rest is gathered, in order, into a ring of aligned staging buffers. The
+// last buffer is padded to the alignment, and the file cut back to its size when it is closed.
 #ifndef MT_CHECKPOINT_DIRECT_WRITE_H_
 #define MT_CHECKPOINT_DIRECT_WRITE_H_
 

@@ -37,6 +37,9 @@ std::string Dump(const Json& j) {
   return j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
+// Where the writer starts the data region: a multiple of this (the format asks for 8).
+constexpr uint64_t kDataAlignment = 4096;
+
 // The 8-byte length, the JSON header and its space padding, for tensors laid out in order.
 absl::StatusOr<std::string> BuildHeader(const std::vector<NamedTensor>& tensors,
                                         const SafetensorsMetadata& metadata) {
@@ -82,8 +85,10 @@ absl::StatusOr<std::string> BuildHeader(const std::vector<NamedTensor>& tensors,
     }
     header[kMetadataKey] = std::move(meta);
   }
+  // Spaces up to the next multiple of kDataAlignment: the data region starts on a page boundary,
+  // so that tensors of whole blocks can be read around the page cache straight into memory.
   std::string json = Dump(header);
-  json.append((8 - json.size() % 8) % 8, ' ');
+  json.append((kDataAlignment - (8 + json.size()) % kDataAlignment) % kDataAlignment, ' ');
   const uint64_t n = json.size();
   std::string out(8, '\0');
   std::memcpy(out.data(), &n, 8);  // Little-endian (static_assert above).
@@ -509,7 +514,8 @@ absl::Status SafetensorsReader::ReadMany(const std::vector<ReadRequest>& request
   ReadStats read_stats;
   if (direct_ != nullptr && total_bytes >= kDirectReadFrom) {
     // InvalidArgument: the kernel refused direct reads; the rest goes through the page cache.
-    const absl::Status direct = internal::ReadSpansDirect(*direct_, spans, progress, &done);
+    const absl::Status direct =
+        internal::ReadSpansDirect(*direct_, spans, progress, &done, &read_stats.in_place_bytes);
     if (!direct.ok() && !absl::IsInvalidArgument(direct)) return direct;
     for (size_t d : done) read_stats.direct_bytes += d;
   }

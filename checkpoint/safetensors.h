@@ -3,7 +3,8 @@
 //
 //   bytes [0, 8)        N, the header length, uint64 little-endian
 //   bytes [8, 8 + N)    a UTF-8 JSON object, padded with trailing spaces so 8 + N is a multiple of
-//   8:
+//                       8 (this writer pads to a multiple of 4096, a page, so that tensors whose
+//                       offsets fall on blocks can be read straight into aligned memory):
 //                         {"<tensor name>": {"dtype": "F32", "shape": [2, 3],
 //                                            "data_offsets": [begin, end]}, ...,
 //                          "__metadata__": {"<key>": "<string value>", ...}}   (optional)
@@ -127,6 +128,7 @@ class SafetensorsReader {
   struct ReadStats {
     uint64_t direct_bytes = 0;    // Tensor bytes read around the page cache (O_DIRECT).
     uint64_t buffered_bytes = 0;  // Tensor bytes read through it.
+    uint64_t in_place_bytes = 0;  // Of direct_bytes, those read straight into the destinations.
   };
   // Read() of each request, as one pass over the file: every request is checked first (the
   // errors of Read(), before anything is read), then the tensors are read in the file's order in
@@ -134,9 +136,11 @@ class SafetensorsReader {
   // overlaps reading. A digest mismatch is the DataLoss of Read() (the first tensor in the file
   // that fails); the destinations may then have been written.
   // From kDirectReadFrom bytes on, where the file system offers direct reads (FileSystem::
-  // NewDirectReadFile), the pieces are read around the page cache into aligned staging buffers
-  // and copied into the destinations (internal/direct_read.h); where the kernel refuses them,
-  // the rest is read through the page cache. The bytes, digests and errors are the same.
+  // NewDirectReadFile), the pieces are read around the page cache: straight into the destinations
+  // where their addresses align as the file offsets do (tensors of whole blocks, in memory of
+  // 1 MiB or more, core/tensor.cc, from files this writer pads), else into aligned
+  // staging buffers and copied (internal/direct_read.h); where the kernel refuses them, the rest
+  // is read through the page cache. The bytes, digests and errors are the same.
   absl::Status ReadMany(const std::vector<ReadRequest>& requests, ReadStats* stats = nullptr) const;
   static constexpr uint64_t kDirectReadFrom = uint64_t{8} << 20;
 

@@ -162,13 +162,13 @@ struct HandParsed {
   size_t data_start = 0;
 };
 
-// The length prefix, the 8-byte alignment of the data region, the header's space padding and its
+// The length prefix, the 4096-byte alignment of the data region, the header's space padding and its
 // JSON object.
 void ParseByHand(const std::string& file, HandParsed* out) {
   ASSERT_GE(file.size(), 8u);
   const uint64_t n = GetLE(file, 0, 8);
   ASSERT_LE(8 + n, file.size());
-  EXPECT_EQ((8 + n) % 8, 0u) << "data region should start 8-byte aligned";
+  EXPECT_EQ((8 + n) % 4096, 0u) << "data region should start on a page (the format asks for 8)";
   const std::string header = file.substr(8, n);
   ASSERT_EQ(header.front(), '{');
   const size_t last_brace = header.find_last_of('}');

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -114,6 +116,25 @@ namespace {
 
 // The host tensor bytes follow allocations and frees exactly; the peak holds the most at once
 // until reset.
+TEST(TensorTest, LargeHostBuffersArePageAndHugePageAligned) {
+  // 64 bytes below 1 MiB, a page (4096) from 1 MiB, a huge page (2 MiB) from 32 MiB: what direct
+  // reads of files straight into tensors need (checkpoint/direct_read.h).
+  for (const auto& [bytes, alignment] :
+       std::vector<std::pair<size_t, uintptr_t>>{{100, 64},
+                                                 {(1u << 20) - 64, 64},
+                                                 {1u << 20, 4096},
+                                                 {(3u << 20) + 7, 4096},
+                                                 {32u << 20, 2u << 20},
+                                                 {(33u << 20) + 3, 2u << 20}}) {
+    for (int k = 0; k < 3; ++k) {  // Several, so that a lucky address does not pass.
+      absl::StatusOr<Buffer> b = Buffer::Allocate(Device::Cpu(), bytes);
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % alignment, 0u) << bytes << " bytes";
+      static_cast<char*>(b->data())[bytes - 1] = 1;  // The whole size is usable.
+    }
+  }
+}
+
 TEST(HostTensorMemoryTest, CountsAllocationsFreesAndThePeak) {
   const HostTensorBytes before = HostTensorMemory();
   ResetHostTensorPeak();

@@ -275,7 +275,8 @@ absl::StatusOr<Timed> TimedLoad(BenchState& b, const std::string& ckpt, FileSyst
 // The shard's tensors file read by the same reader without checking digests: what reading alone
 // costs (into memory written since the last fork, as the load's is).
 absl::StatusOr<Timed> TimedReadOnly(BenchState& b, const std::string& ckpt, Tensor& scratch,
-                                    const std::function<void()>& drop, uint64_t* direct_bytes) {
+                                    const std::function<void()>& drop,
+                                    checkpoint::SafetensorsReader::ReadStats* stats) {
   std::memset(scratch.data(), 0, scratch.nbytes());
   ASSIGN_OR_RETURN(
       const checkpoint::SafetensorsReader reader,
@@ -286,9 +287,7 @@ absl::StatusOr<Timed> TimedReadOnly(BenchState& b, const std::string& ckpt, Tens
     reads.push_back(
         {e.name, TensorView(static_cast<char*>(scratch.data()) + e.begin, e.shape, e.dtype)});
   }
-  checkpoint::SafetensorsReader::ReadStats stats;
-  ASSIGN_OR_RETURN(const Timed t, TimeIt(drop, [&] { return reader.ReadMany(reads, &stats); }));
-  *direct_bytes = stats.direct_bytes;
+  ASSIGN_OR_RETURN(const Timed t, TimeIt(drop, [&] { return reader.ReadMany(reads, stats); }));
   return t;
 }
 
@@ -321,8 +320,8 @@ absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t 
   ASSIGN_OR_RETURN(const Timed save, TimeIt(drop, [&] { return b.Save(ckpt); }));
   ASSIGN_OR_RETURN(const Timed load, TimedLoad(b, ckpt, DefaultFileSystem(), drop));
   ASSIGN_OR_RETURN(const Timed buffered, TimedLoad(b, ckpt, buffered_fs, drop));
-  uint64_t direct_bytes = 0;
-  ASSIGN_OR_RETURN(const Timed read_only, TimedReadOnly(b, ckpt, scratch, drop, &direct_bytes));
+  checkpoint::SafetensorsReader::ReadStats read_stats;
+  ASSIGN_OR_RETURN(const Timed read_only, TimedReadOnly(b, ckpt, scratch, drop, &read_stats));
 
   Rates& r = *rates;
   r.dd_write.push_back(dd_bytes / dd_write / 1e6);
@@ -342,13 +341,13 @@ absl::Status RunRound(int round, BenchState& b, const std::string& dir, int64_t 
       "%.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | dd read %.0f "
       "MB/s, O_DIRECT %.0f MB/s | load %.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | buffered load "
       "%.0f MB/s (%.2f s, cpu %.2f s): %.1f%% | read without digests %.0f MB/s (cpu %.2f s, %.0f "
-      "MB direct)\n",
+      "MB direct, %.0f MB of it in place)\n",
       round, r.dd_write.back(), r.save.back(), save.wall, save.cpu, 100 * r.save_ratio.back(),
       r.buffered_save.back(), buffered_save.wall, buffered_save.cpu,
       100 * r.buffered_save_ratio.back(), r.dd_read.back(), r.dd_direct.back(), r.load.back(),
       load.wall, load.cpu, 100 * r.load_ratio.back(), r.buffered.back(), buffered.wall,
       buffered.cpu, 100 * r.buffered_ratio.back(), r.read_only.back(), read_only.cpu,
-      direct_bytes / 1e6);
+      read_stats.direct_bytes / 1e6, read_stats.in_place_bytes / 1e6);
   std::fflush(stdout);
   return absl::OkStatus();
 }
