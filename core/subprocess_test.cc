@@ -1,5 +1,7 @@
 #include "core/subprocess.h"
 
+#include <cstdlib>
+
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -12,6 +14,17 @@ TEST(SubprocessTest, OutputAndExitStatus) {
   auto bad = RunCommand({"sh", "-c", "exit 3"});
   EXPECT_NE(bad.status().message().find("exited with status 3"), absl::string_view::npos);
   EXPECT_EQ(RunCommand({"no-such-program-xyz"}).status().code(), absl::StatusCode::kNotFound);
+  // The child gets the caller's environment.
+  setenv("MT_SUBPROCESS_TEST_VAR", "seen", 1);
+  auto env = RunCommand({"sh", "-c", "echo $MT_SUBPROCESS_TEST_VAR"});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(*env, "seen\n");
+  // A working directory that does not exist: the program does not run, and the error says where.
+  auto nowhere = RunCommand({"pwd"}, "/no-such-dir-xyz");
+  EXPECT_EQ(nowhere.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(nowhere.status().message().find("cannot run pwd in /no-such-dir-xyz"),
+            absl::string_view::npos)
+      << nowhere.status();
 }
 
 TEST(SubprocessTest, StandardErrorPassesThroughOrIsDiscarded) {
