@@ -37,15 +37,15 @@ namespace {
 struct RaceFinetuneConfig {
   std::string results_dir, data, load, data_path;
   std::string models = "2x64x4,4x128x4";
-  // The pretraining: sequence length 128, global batch 16, 400 steps, peak learning rate 2e-3,
+  // The pretraining: sequence length 128, global batch 16, 500 steps, peak learning rate 2e-3,
   // on the CPU; its sequence length and device are the fine-tuning's too.
-  PretrainSchedule pretrain = {128, 16, 0, 400, 2e-3};
+  PretrainSchedule pretrain = {128, 16, 0, 500, 2e-3};
   bool random_init = true;
-  int epochs = 3;
-  double lr = 2e-4;
+  int epochs = 2;
+  double lr = 5e-4;
   int64_t global_batch_size = 8, max_corpus_documents = 0;
-  int questions_per_article = 4;
-  int64_t train_questions = 3000;
+  int questions_per_article = 3;
+  int64_t train_questions = 2000;
   std::string launcher, work_dir, tensorboard_dir;
 
   template <typename Self, typename V>
