@@ -37,9 +37,9 @@ namespace {
 struct RaceFinetuneConfig {
   std::string results_dir, data, load, data_path;
   std::string models = "2x64x4,4x128x4";
-  // The pretraining: sequence length 128, global batch 16, 500 steps, peak learning rate 2e-3,
+  // The pretraining: sequence length 128, global batch 16, 1500 steps, peak learning rate 2e-3,
   // on the CPU; its sequence length and device are the fine-tuning's too.
-  PretrainSchedule pretrain = {128, 16, 0, 500, 2e-3};
+  PretrainSchedule pretrain = {128, 16, 0, 1500, 2e-3};
   bool random_init = true;
   int epochs = 2;
   double lr = 5e-4;
