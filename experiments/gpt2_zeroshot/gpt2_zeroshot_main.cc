@@ -72,9 +72,9 @@ struct ZeroShotConfig {
       "Held-out documents written in the LAMBADA format (0: all of the prose corpus's, or 200 "
       "of --data_path's test split).");
     v("lambada_copy_targets", &self.lambada_copy_targets,
-      "Held-out LAMBADA lines as LAMBADA designed its passages (heldout.h LambadaCopyPassage: per "
-      "document, its longest beginning ending with a sentence's last word that occurs earlier in "
-      "it); false: every document's own last word.");
+      "Prose corpus: held-out LAMBADA lines as LAMBADA designed its passages (heldout.h "
+      "LambadaCopyPassage: per document, its longest beginning ending with a sentence's last word "
+      "that occurs earlier in it); false: every document's own last word.");
     v("wikitext_docs", &self.wikitext_docs,
       "Of those, the first this many written in the WikiText format (perplexity needs fewer).");
     v("overlapping_eval", &self.overlapping_eval,
