@@ -42,7 +42,7 @@ check gpt2_zeroshot "$2" \
   "zeroshot.csv:model,params,dataset,metric,value" wikitext_ppl.png lambada_acc.png
 ls "$TMPDIR"/tb_zeroshot/*/events.out.tfevents.* >/dev/null || fail "gpt2_zeroshot: no event file"
 check race_finetune "$3" \
-  "--models=1x16x2,1x32x2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=64 --epochs=1 --max_corpus_documents=2000 --work_dir=$TMPDIR/race_finetune_work" \
+  "--models=1x16x2,1x32x2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=64 --epochs=1 --train_questions=40 --max_corpus_documents=2000 --work_dir=$TMPDIR/race_finetune_work" \
   "race.csv:model,split,subset,accuracy"
 # In-process training experiments (binaries from the runfiles): bert_prenorm_vs_postnorm on the
 # shortened prose corpus race_finetune built above (with a 50-word vocabulary of its own),

@@ -34,11 +34,12 @@ namespace {
 // The experiment's flags (one per field).
 struct ZeroShotConfig {
   std::string results_dir, load, models = "2x64x4,4x128x4", data_path, split = "90,5,5";
-  // Every model's training: sequence length 128, global batch 8 in micro-batches of 8, 600 steps
-  // (614,400 tokens), peak learning rate 2e-3, on the CPU.
-  PretrainSchedule train = {128, 8, 8, 600, 2e-3};
+  // Every model's training: sequence length 128, global batch 8 in micro-batches of 8, 1600 steps
+  // (1,638,400 tokens, about one pass over the prose corpus), peak learning rate 2e-3, on the CPU.
+  PretrainSchedule train = {128, 8, 8, 1600, 2e-3};
   std::string wikitext, lambada;
   int64_t heldout_docs = 0, wikitext_docs = 500, overlapping_eval = 64, max_corpus_documents = 0;
+  bool lambada_copy_targets = true;
   std::string launcher, work_dir, tensorboard_dir;
 
   template <typename Self, typename V>
@@ -70,6 +71,10 @@ struct ZeroShotConfig {
     v("heldout_docs", &self.heldout_docs,
       "Held-out documents written in the LAMBADA format (0: all of the prose corpus's, or 200 "
       "of --data_path's test split).");
+    v("lambada_copy_targets", &self.lambada_copy_targets,
+      "Prose corpus: held-out LAMBADA lines as LAMBADA designed its passages (heldout.h "
+      "LambadaCopyPassage: per document, its longest beginning ending with a sentence's last word "
+      "that occurs earlier in it); false: every document's own last word.");
     v("wikitext_docs", &self.wikitext_docs,
       "Of those, the first this many written in the WikiText format (perplexity needs fewer).");
     v("overlapping_eval", &self.overlapping_eval,
@@ -127,8 +132,8 @@ absl::Status PrepareProse(const ZeroShotConfig& c, Setup* s) {
   }
   for (const ProseDocument& d : corpus.train) train.push_back(d.text);
   ASSIGN_OR_RETURN(auto gpt2, data::CreateTokenizer("gpt2"));
-  ASSIGN_OR_RETURN(HeldOutFiles h,
-                   WriteHeldOutTexts(texts, c.train.seq_length, *gpt2, s->work_dir));
+  ASSIGN_OR_RETURN(HeldOutFiles h, WriteHeldOutTexts(texts, c.train.seq_length, *gpt2, s->work_dir,
+                                                     c.lambada_copy_targets));
   if (static_cast<int64_t>(texts.size()) > c.wikitext_docs) {
     texts.resize(std::max<int64_t>(1, c.wikitext_docs));
     RETURN_IF_ERROR(WriteFile(h.wikitext, WikiTextFile(texts)));
@@ -138,9 +143,11 @@ absl::Status PrepareProse(const ZeroShotConfig& c, Setup* s) {
         {h.wikitext, absl::StrFormat("%d held-out documents", static_cast<int>(texts.size()))});
   }
   if (c.lambada.empty() && h.lambada_examples > 0) {
-    s->lambada.push_back({h.lambada, absl::StrFormat("%lld held-out documents (the %lld that fit)",
-                                                     static_cast<long long>(h.documents),
-                                                     static_cast<long long>(h.lambada_examples))});
+    s->lambada.push_back(
+        {h.lambada, absl::StrFormat("%lld held-out documents (the %lld %s)",
+                                    static_cast<long long>(h.documents),
+                                    static_cast<long long>(h.lambada_examples),
+                                    c.lambada_copy_targets ? "with a copy passage" : "that fit")});
     s->baseline.lambada_index = static_cast<int>(s->lambada.size()) - 1;
     s->baseline.examples = h.lambada_examples;
     s->baseline.bigram_correct = BigramBaseline::Build(train).CountCorrect(h.lambada_lines);
@@ -210,6 +217,7 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   }
   ZeroShotReportInputs in{s.data_name,        c.load.empty(), c.train.iters, c.train.global_batch,
                           c.train.seq_length, s.wikitext,     s.lambada,     s.baseline};
+  in.lambada_copy_targets = c.lambada_copy_targets && s.baseline.lambada_index >= 0;
   return WriteZeroShotResults(run, in, scores);
 }
 

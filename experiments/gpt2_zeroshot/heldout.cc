@@ -2,7 +2,9 @@
 
 #include <cctype>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -90,6 +92,35 @@ std::optional<std::string> ToLambadaText(absl::string_view text, int min_words) 
   return absl::StrJoin(words, " ");
 }
 
+std::optional<std::string> LambadaCopyPassage(absl::string_view text, int min_words,
+                                              const std::function<bool(absl::string_view)>& fits) {
+  const std::vector<std::string> words = Words(text);
+  absl::flat_hash_set<std::string> seen;  // The edge-stripped words before position i.
+  std::optional<std::string> best;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    size_t end = w.size();
+    while (end > 0 && absl::string_view("\"')]}").find(w[end - 1]) != absl::string_view::npos) {
+      --end;
+    }
+    const bool sentence_end =
+        i + 1 == words.size() ||
+        (end > 0 && absl::string_view(".!?;:").find(w[end - 1]) != absl::string_view::npos);
+    size_t b = 0, e = w.size();
+    while (b < e && !IsAlnum(w[b])) ++b;
+    while (e > b && !IsAlnum(w[e - 1])) --e;
+    const std::string core = w.substr(b, e - b);
+    if (sentence_end && static_cast<int>(i) + 1 >= min_words && seen.contains(core)) {
+      std::vector<std::string> prefix(words.begin(), words.begin() + i + 1);
+      std::optional<std::string> line = ToLambadaText(absl::StrJoin(prefix, " "), min_words);
+      // ToLambadaText keeps a leading non-letter: the target must be `core` itself.
+      if (line && absl::EndsWith(*line, " " + core) && fits(*line)) best = std::move(line);
+    }
+    seen.insert(core);
+  }
+  return best;
+}
+
 std::string WikiTextFile(const std::vector<std::string>& documents) {
   std::string out = " \n";
   for (const std::string& d : documents) {
@@ -125,14 +156,17 @@ absl::StatusOr<HeldOutFiles> WriteHeldOut(const std::string& prefix, const std::
 
 absl::StatusOr<HeldOutFiles> WriteHeldOutTexts(const std::vector<std::string>& texts,
                                                int64_t max_tokens, const data::Tokenizer& gpt2,
-                                               const std::string& dir) {
+                                               const std::string& dir, bool copy_targets) {
   HeldOutFiles files;
   files.documents = static_cast<int64_t>(texts.size());
   std::string jsonl;
+  auto fits = [&](absl::string_view t) {
+    return static_cast<int64_t>(gpt2.Encode(std::string(t)).size()) + 4 <= max_tokens;
+  };
   for (const std::string& text : texts) {
-    std::optional<std::string> line = ToLambadaText(text, 10);
-    if (!line) continue;
-    if (static_cast<int64_t>(gpt2.Encode(text).size()) + 4 > max_tokens) continue;
+    std::optional<std::string> line =
+        copy_targets ? LambadaCopyPassage(text, 10, fits) : ToLambadaText(text, 10);
+    if (!line || (!copy_targets && !fits(text))) continue;
     absl::StrAppend(&jsonl, nlohmann::json({{"text", *line}}).dump(), "\n");
     files.lambada_lines.push_back(std::move(*line));
     ++files.lambada_examples;

@@ -13,6 +13,7 @@
 #define MT_EXPERIMENTS_GPT2_ZEROSHOT_HELDOUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,17 @@ std::string ToWikiTextTokens(absl::string_view text);
 //   "Never put off till tomorrow what you can do today." -> "... what you can do today"
 std::optional<std::string> ToLambadaText(absl::string_view text, int min_words);
 
+// LAMBADA's own design, in a rule applied to the text alone: its passages were kept when the last
+// word follows from the wider passage, not from the last sentence. Here: the longest prefix of
+// `text` that ends with a sentence's last word (before . ! ? ; : and closing quotes or brackets,
+// or at the end of the text) which also occurs earlier in the prefix (as a word with its leading
+// and trailing non-alphanumeric characters removed, case kept), written as ToLambadaText writes
+// it, with at least `min_words` words and accepted by `fits` (e.g. a token budget); nullopt when
+// no prefix qualifies.
+//   "The cat sat. A dog sat. Then the cat ran off." -> "The cat sat. A dog sat"  ("sat" again)
+std::optional<std::string> LambadaCopyPassage(absl::string_view text, int min_words,
+                                              const std::function<bool(absl::string_view)>& fits);
+
 // The WikiText file of `documents`: " \n" then, per document with any text, " " +
 // ToWikiTextTokens(doc) + " \n \n".
 std::string WikiTextFile(const std::vector<std::string>& documents);
@@ -53,12 +65,13 @@ struct HeldOutFiles {
   std::vector<std::string> lambada_lines;  // The LAMBADA file's texts, in order.
 };
 
-// Writes `dir`/heldout.wiki.tokens (every document of `texts`) and `dir`/heldout_lambada.jsonl
-// (the ToLambadaText(text, 10) line of each document of at most `max_tokens` - 4 GPT-2 tokens).
+// Writes `dir`/heldout.wiki.tokens (every document of `texts`) and `dir`/heldout_lambada.jsonl:
+// per document, its ToLambadaText(text, 10) line when the document has at most `max_tokens` - 4
+// GPT-2 tokens, or with `copy_targets` its LambadaCopyPassage(text, 10) of at most that many.
 // Internal naming a file that cannot be written; the tokenizer's errors.
 absl::StatusOr<HeldOutFiles> WriteHeldOutTexts(const std::vector<std::string>& texts,
                                                int64_t max_tokens, const data::Tokenizer& gpt2,
-                                               const std::string& dir);
+                                               const std::string& dir, bool copy_targets = false);
 
 // Decodes (with `gpt2`, dropping its end-of-document id) the first `max_documents` documents of
 // the test split of the dataset at `prefix` under `split` and writes `dir`/heldout.wiki.tokens and

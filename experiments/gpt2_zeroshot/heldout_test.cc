@@ -1,5 +1,6 @@
 #include "experiments/gpt2_zeroshot/heldout.h"
 
+#include "data/tokenizers/factory.h"
 #include "eval/wikitext.h"
 #include "gtest/gtest.h"
 
@@ -34,6 +35,36 @@ TEST(ToLambadaTextTest, LastWordCleanedAndChecked) {
   EXPECT_FALSE(ToLambadaText("It costs $5.", 2));  // Not all letters.
   EXPECT_FALSE(ToLambadaText("Plan b", 2));        // One letter.
   EXPECT_FALSE(ToLambadaText("  ", 0));
+}
+
+TEST(LambadaCopyPassageTest, LongestBeginningEndingWithAWordSeenBefore) {
+  auto any = [](absl::string_view) { return true; };
+  EXPECT_EQ(LambadaCopyPassage("The cat sat. A dog sat. Then the cat ran off.", 2, any).value(),
+            "The cat sat. A dog sat");
+  // The whole text when its own last word repeats one before it (case kept, edges stripped).
+  EXPECT_EQ(LambadaCopyPassage("\"Bob\" waved; then (Alice) called Bob!", 2, any).value(),
+            "\"Bob\" waved; then (Alice) called Bob");
+  EXPECT_FALSE(LambadaCopyPassage("The Cat sat on a mat. Then we saw the cat.", 2, any));
+  EXPECT_EQ(LambadaCopyPassage("ab b ab. c d ab.", 6, any).value(), "ab b ab. c d ab");
+  EXPECT_FALSE(LambadaCopyPassage("ab b ab. c d ab.", 7, any));  // Too few words.
+  // A sentence end inside a word does not count; the budget drops the longer passage.
+  EXPECT_EQ(LambadaCopyPassage("go now. then go.x stop go. z go", 2,
+                               [](absl::string_view t) { return t.size() <= 26; })
+                .value(),
+            "go now. then go.x stop go");
+  EXPECT_FALSE(LambadaCopyPassage("go now. then go.", 2, [](absl::string_view) { return false; }));
+}
+
+TEST(WriteHeldOutTextsTest, CopyTargetsWriteOnePassagePerDocument) {
+  auto gpt2 = data::CreateTokenizer("gpt2");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  const std::vector<std::string> texts = {
+      "one two three four five six seven eight nine ten two. more words here now.",
+      "no word here comes back at the end of this text at all really"};
+  auto files = WriteHeldOutTexts(texts, 128, **gpt2, testing::TempDir(), true);
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->lambada_examples, 1);
+  EXPECT_EQ(files->lambada_lines[0], "one two three four five six seven eight nine ten two");
 }
 
 }  // namespace

@@ -294,12 +294,13 @@ absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReport
   std::string data = absl::StrCat(
       "- models: ",
       in.trained_here
-          ? absl::StrFormat("trained here on %s (%lld steps of %lld sequences of %lld tokens "
-                            "each, under a million tokens seen in all vs the paper's 157B), the "
-                            "held-out documents unseen",
-                            in.data_name, static_cast<long long>(in.train_iters),
-                            static_cast<long long>(in.global_batch_size),
-                            static_cast<long long>(in.seq_length))
+          ? absl::StrFormat(
+                "trained here on %s (%lld steps of %lld sequences of %lld tokens "
+                "each, %.2fM tokens seen in all vs the paper's 157B), the held-out "
+                "documents unseen",
+                in.data_name, static_cast<long long>(in.train_iters),
+                static_cast<long long>(in.global_batch_size), static_cast<long long>(in.seq_length),
+                1e-6 * static_cast<double>(in.train_iters * in.global_batch_size * in.seq_length))
           : "the checkpoints given with --load",
       "\n");
   for (const EvalData& d : in.wikitext)
@@ -310,8 +311,17 @@ absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReport
                   "\nThe held-out documents are documents of the corpus that training did not "
                   "use and that share no 13-word run with the training text, written as "
                   "WikiText's tokenised format (one document per paragraph, no headings) and as "
-                  "LAMBADA lines (last word of each document of 10 or more words that fits the "
-                  "model's context, trailing punctuation removed). The bigram baseline predicts "
+                  "LAMBADA lines, ",
+                  in.lambada_copy_targets
+                      ? "LAMBADA's design as a rule on the text alone, applied before any model "
+                        "was scored and the same for every model and the baseline (LAMBADA kept "
+                        "passages whose last word follows from the wider context): per document "
+                        "its longest beginning of 10 or more words that fits the model's context "
+                        "and ends with a sentence's last word that also occurs earlier in it "
+                        "(trailing punctuation removed; documents without one give no line). "
+                      : "the last word of each document of 10 or more words that fits the "
+                        "model's context, trailing punctuation removed. ",
+                  "The bigram baseline predicts "
                   "each line's last word as the word that most often follows the one before it "
                   "in the training text. They are not WikiText-103 or LAMBADA.");
   report.Paragraph(data);

@@ -79,6 +79,7 @@ struct ZeroShotReportInputs {
   int64_t train_iters = 0, global_batch_size = 0, seq_length = 0;
   std::vector<EvalData> wikitext, lambada;
   HeldOutBaseline baseline;
+  bool lambada_copy_targets = false;  // The held-out LAMBADA lines: heldout.h's copy passages.
 };
 
 // The paper's rows (Table 2: 355M, 2.5B, 8.3B and the previous state of the art) in the CSV's

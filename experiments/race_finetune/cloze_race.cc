@@ -106,34 +106,64 @@ std::vector<ClozeQuestion> ClozeQuestions(absl::string_view article, const Cloze
   return out;
 }
 
+namespace {
+
+constexpr const char* kSplits[] = {"train", "dev", "test"};
+constexpr const char* kLevels[] = {"middle", "high"};
+
+// Writes one article's questions as RACE file `dir`/<split>/<level>/<id>.txt.
+absl::Status WriteArticle(const std::string& dir, int split, int level, const std::string& id,
+                          const std::string& article, const std::vector<ClozeQuestion>& qs) {
+  nlohmann::json j = {{"article", article}, {"id", absl::StrCat(id, ".txt")}};
+  for (const ClozeQuestion& q : qs) {
+    j["questions"].push_back(q.question);
+    j["options"].push_back(q.options);
+    j["answers"].push_back(std::string(1, static_cast<char>('A' + q.answer)));
+  }
+  const std::string sub = absl::StrCat(dir, "/", kSplits[split], "/", kLevels[level]);
+  RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(sub));
+  return WriteFile(absl::StrCat(sub, "/", id, ".txt"), j.dump());
+}
+
+// The questions of an article within the configured length (none outside it).
+std::vector<ClozeQuestion> ArticleQuestions(const std::string& article,
+                                            const ClozeRaceConfig& config, uint64_t seed) {
+  const int words = static_cast<int>(Words(article).size());
+  if (words < config.min_article_words || words > config.max_article_words) return {};
+  return ClozeQuestions(article, config, seed);
+}
+
+}  // namespace
+
 absl::StatusOr<ClozeRaceStats> WriteClozeRace(const std::vector<std::string>& articles,
-                                              const ClozeRaceConfig& config,
-                                              const std::string& dir) {
-  FileSystem& fs = DefaultFileSystem();
-  RETURN_IF_ERROR(fs.RemoveAll(dir));
-  static const char* kSplits[] = {"train", "dev", "test"};
-  static const char* kLevels[] = {"middle", "high"};
+                                              const ClozeRaceConfig& config, const std::string& dir,
+                                              const std::vector<std::string>& train_articles) {
+  RETURN_IF_ERROR(DefaultFileSystem().RemoveAll(dir));
+  const bool own_train = !train_articles.empty();
   int64_t per_group[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+  int64_t in_split[3] = {0, 0, 0};
   ClozeRaceStats stats;
   for (size_t a = 0; a < articles.size(); ++a) {
-    const int words = static_cast<int>(Words(articles[a]).size());
-    if (words < config.min_article_words || words > config.max_article_words) continue;
-    const std::vector<ClozeQuestion> qs = ClozeQuestions(articles[a], config, config.seed + a);
+    const std::vector<ClozeQuestion> qs = ArticleQuestions(articles[a], config, config.seed + a);
     if (qs.empty()) continue;
     const int64_t i = stats.articles++;
-    const int split = i % config.test_every == 0 ? 2 : i % config.dev_every == 1 ? 1 : 0;
-    const int level = static_cast<int>(i % 2);
-    nlohmann::json j = {{"article", articles[a]}, {"id", absl::StrCat(a, ".txt")}};
-    for (const ClozeQuestion& q : qs) {
-      j["questions"].push_back(q.question);
-      j["options"].push_back(q.options);
-      j["answers"].push_back(std::string(1, static_cast<char>('A' + q.answer)));
-    }
-    const std::string sub = absl::StrCat(dir, "/", kSplits[split], "/", kLevels[level]);
-    RETURN_IF_ERROR(fs.CreateDirectories(sub));
-    RETURN_IF_ERROR(WriteFile(absl::StrCat(sub, "/", a, ".txt"), j.dump()));
+    int split = i % config.test_every == 0 ? 2 : i % config.dev_every == 1 ? 1 : 0;
+    if (own_train) split = i % config.dev_every == 0 ? 1 : 2;
+    const int level = static_cast<int>(in_split[split]++ % 2);
+    RETURN_IF_ERROR(WriteArticle(dir, split, level, absl::StrCat(a), articles[a], qs));
     stats.questions[split] += static_cast<int64_t>(qs.size());
     ++per_group[split][level];
+  }
+  for (size_t a = 0; a < train_articles.size(); ++a) {
+    if (config.max_train_questions > 0 && stats.questions[0] >= config.max_train_questions) break;
+    const std::vector<ClozeQuestion> qs =
+        ArticleQuestions(train_articles[a], config, config.seed + articles.size() + a);
+    if (qs.empty()) continue;
+    ++stats.articles;
+    const int level = static_cast<int>(in_split[0]++ % 2);
+    RETURN_IF_ERROR(WriteArticle(dir, 0, level, absl::StrCat("train", a), train_articles[a], qs));
+    stats.questions[0] += static_cast<int64_t>(qs.size());
+    ++per_group[0][level];
   }
   for (int s = 0; s < 3; ++s) {
     for (int l = 0; l < 2; ++l) {

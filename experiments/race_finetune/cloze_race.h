@@ -29,7 +29,11 @@ struct ClozeRaceConfig {
   int min_article_words = 30, max_article_words = 90;  // Articles outside are skipped.
   int questions_per_article = 2;
   int min_word_length = 4;  // Blanked words and distractors: ASCII letters only, this long.
-  int dev_every = 5, test_every = 5;  // Article i: test if i % 5 == 0, dev if i % 5 == 1.
+  // Without training articles of their own (WriteClozeRace's `train_articles` empty), article i
+  // is test if i % test_every == 0, dev if i % dev_every == 1, else train. With them, held-out
+  // article i is dev if i % dev_every == 0, else test.
+  int dev_every = 5, test_every = 5;
+  int64_t max_train_questions = 0;  // With training articles: stop after this many (0: all).
   uint64_t seed = 1234;
 };
 
@@ -49,11 +53,14 @@ struct ClozeRaceStats {
 };
 
 // Writes the questions of `articles` in RACE's layout under `dir` (removed first): one file per
-// article with questions, levels middle and high alternating by article. FailedPrecondition when
-// a split of a level would be empty (too few articles); Internal naming a file not written.
+// article with questions, levels middle and high alternating by article within a split. The
+// train split comes from `train_articles` when it is not empty (e.g. documents a model was
+// pretrained on, so that every held-out article is dev or test), else from `articles`.
+// FailedPrecondition when a split of a level would be empty (too few articles); Internal naming
+// a file not written.
 absl::StatusOr<ClozeRaceStats> WriteClozeRace(const std::vector<std::string>& articles,
-                                              const ClozeRaceConfig& config,
-                                              const std::string& dir);
+                                              const ClozeRaceConfig& config, const std::string& dir,
+                                              const std::vector<std::string>& train_articles = {});
 
 }  // namespace experiments
 }  // namespace mt

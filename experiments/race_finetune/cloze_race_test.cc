@@ -66,6 +66,31 @@ TEST(ClozeRaceTest, WritesWhatTheRaceReaderReads) {
   EXPECT_FALSE(WriteClozeRace({kArticle, kArticle}, config, dir).ok());
 }
 
+TEST(ClozeRaceTest, TrainingArticlesOfTheirOwnLeaveTheHeldOutOnesToDevAndTest) {
+  const std::string dir = absl::StrCat(testing::TempDir(), "/cloze_race_own_train");
+  ClozeRaceConfig config;
+  config.dev_every = 3;
+  config.max_train_questions = 5;
+  const std::vector<std::string> heldout(6, kArticle), train(10, kArticle);
+  auto stats = WriteClozeRace(heldout, config, dir, train);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  // Held-out articles 0 and 3 dev, the other 4 test; training articles until 5 questions are
+  // reached (3 articles of 2), none held out.
+  EXPECT_EQ(stats->questions[1], 4);
+  EXPECT_EQ(stats->questions[2], 8);
+  EXPECT_EQ(stats->questions[0], 6);
+  EXPECT_EQ(stats->articles, 9);
+  auto train_groups = eval::ReadRace(dir, {"train"});
+  ASSERT_TRUE(train_groups.ok()) << train_groups.status();
+  int64_t files = 0;
+  for (const eval::RaceGroup& g : *train_groups) {
+    files += static_cast<int64_t>(g.articles.size());
+  }
+  EXPECT_EQ(files, 3);
+  // Two held-out articles cannot fill dev and test at both levels.
+  EXPECT_FALSE(WriteClozeRace({kArticle, kArticle}, config, dir, train).ok());
+}
+
 }  // namespace
 }  // namespace experiments
 }  // namespace mt

@@ -37,13 +37,15 @@ namespace {
 struct RaceFinetuneConfig {
   std::string results_dir, data, load, data_path;
   std::string models = "2x64x4,4x128x4";
-  // The pretraining: sequence length 128, global batch 16, 400 steps, peak learning rate 2e-3,
+  // The pretraining: sequence length 128, global batch 16, 1500 steps, peak learning rate 2e-3,
   // on the CPU; its sequence length and device are the fine-tuning's too.
-  PretrainSchedule pretrain = {128, 16, 0, 400, 2e-3};
+  PretrainSchedule pretrain = {128, 16, 0, 1500, 2e-3};
   bool random_init = true;
-  int epochs = 3;
-  double lr = 2e-4;
+  int epochs = 2;
+  double lr = 5e-4;
   int64_t global_batch_size = 8, max_corpus_documents = 0;
+  int questions_per_article = 3;
+  int64_t train_questions = 2000;
   std::string launcher, work_dir, tensorboard_dir;
 
   template <typename Self, typename V>
@@ -71,6 +73,12 @@ struct RaceFinetuneConfig {
       "Fine-tuning questions per step (the paper: 32 / 16).");
     v("max_corpus_documents", &self.max_corpus_documents,
       "Prose corpus: use only this many documents (0: all; for quick runs).");
+    v("questions_per_article", &self.questions_per_article,
+      "Generated task: cloze questions per article (each from a different sentence).");
+    v("train_questions", &self.train_questions,
+      "Generated task: about this many training questions from the corpus's training documents, "
+      "every held-out article then dev (1 in 3) or test; 0: train, dev and test all from the "
+      "held-out articles (3 / 1 / 1 in 5).");
     v("device", &self.pretrain.device, "cpu or cuda, for pretraining and fine-tuning.",
       kDeviceTypeNames);
     v("launcher", &self.launcher,
@@ -202,6 +210,34 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
   return report.Write(run);
 }
 
+// Writes the generated cloze task of the prose corpus to work_dir/cloze_race.
+absl::Status GenerateTask(const RaceFinetuneConfig& c, const ProseCorpus& corpus,
+                          const std::string& work_dir, Outcome* o) {
+  std::vector<std::string> articles, train;
+  for (const ProseDocument& d : corpus.heldout) articles.push_back(d.text);
+  ClozeRaceConfig rc;
+  rc.questions_per_article = c.questions_per_article;
+  if (c.train_questions > 0) {
+    for (const ProseDocument& d : corpus.train) train.push_back(d.text);
+    rc.dev_every = 3;
+    rc.max_train_questions = c.train_questions;
+  }
+  o->data = work_dir + "/cloze_race";
+  ASSIGN_OR_RETURN(ClozeRaceStats st, WriteClozeRace(articles, rc, o->data, train));
+  o->data_name = absl::StrFormat(
+      "a RACE-format cloze task generated from the prose corpus (cloze_race.h: a sentence of "
+      "the article with one word blanked; the four options are words of the same article; up "
+      "to %d questions per article): %lld articles, %lld / %lld / %lld train / dev / test "
+      "questions, %s",
+      c.questions_per_article, static_cast<long long>(st.articles),
+      static_cast<long long>(st.questions[0]), static_cast<long long>(st.questions[1]),
+      static_cast<long long>(st.questions[2]),
+      train.empty() ? "all from its held-out documents"
+                    : "dev and test from its held-out documents, train from its training "
+                      "documents (which pretraining saw)");
+  return absl::OkStatus();
+}
+
 // The corpus, the generated task (unless --data) and the checkpoints to fine-tune.
 absl::Status Prepare(const RaceFinetuneConfig& c, const ExperimentRun& run,
                      const std::string& argv0, const std::string& work_dir, Outcome* o) {
@@ -215,17 +251,7 @@ absl::Status Prepare(const RaceFinetuneConfig& c, const ExperimentRun& run,
     ASSIGN_OR_RETURN(ProseCorpus corpus, BuildProseCorpus(pc));
     if (prefix.empty()) prefix = corpus.bert_prefix, o->corpus = corpus.Describe();
     if (c.data.empty()) {
-      std::vector<std::string> articles;
-      for (const ProseDocument& d : corpus.heldout) articles.push_back(d.text);
-      o->data = work_dir + "/cloze_race";
-      ASSIGN_OR_RETURN(ClozeRaceStats st, WriteClozeRace(articles, ClozeRaceConfig(), o->data));
-      o->data_name = absl::StrFormat(
-          "a RACE-format cloze task generated from the prose corpus's held-out documents "
-          "(cloze_race.h: a sentence of the article with one word blanked; the four options are "
-          "words of the same article): %lld articles, %lld / %lld / %lld train / dev / test "
-          "questions",
-          static_cast<long long>(st.articles), static_cast<long long>(st.questions[0]),
-          static_cast<long long>(st.questions[1]), static_cast<long long>(st.questions[2]));
+      RETURN_IF_ERROR(GenerateTask(c, corpus, work_dir, o));
     }
   }
   if (!c.load.empty()) {
