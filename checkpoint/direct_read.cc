@@ -20,9 +20,6 @@ namespace internal {
 namespace {
 
 constexpr uint64_t kMergeGap = uint64_t{1} << 20;  // Read through gaps up to this between spans.
-// Spans whose aligned interior is at least this large have it read in place (below: a piece of
-// its own would cost more than copying it).
-constexpr uint64_t kInPlaceFrom = uint64_t{1} << 20;
 constexpr size_t kStaged = SIZE_MAX;
 
 // An aligned piece of the file and how much of it the spans need.
@@ -32,15 +29,6 @@ struct Piece {
   uint64_t needed_end = 0;  // The file must reach here (the end of the piece's run of spans).
   size_t span = kStaged;    // The span it is read straight into, or kStaged: a staging buffer.
 };
-
-// The aligned interior [*begin, *end) of span `s` if it can be read straight into its destination:
-// the destination's address and the file offset agree modulo the alignment.
-bool InPlaceInterior(const ReadSpan& s, uint64_t align, uint64_t* begin, uint64_t* end) {
-  if (reinterpret_cast<uintptr_t>(s.dst) % align != s.offset % align) return false;
-  *begin = AlignUp(s.offset, align);
-  *end = AlignDown(s.offset + s.size, align);
-  return *end > *begin && *end - *begin >= kInPlaceFrom;
-}
 
 // [begin, end) cut into pieces of `piece` bytes.
 void AddPieces(uint64_t begin, uint64_t end, size_t piece, uint64_t needed_end, size_t span,
@@ -71,7 +59,11 @@ std::vector<Piece> PlanPieces(const std::vector<ReadSpan>& spans, uint64_t align
     uint64_t pos = AlignDown(run_begin, align);  // Pieces cover the run up to here.
     for (size_t k = first; k < i; ++k) {
       uint64_t begin = 0, end = 0;
-      if (spans[k].size == 0 || !InPlaceInterior(spans[k], align, &begin, &end)) continue;
+      const ReadSpan& span = spans[k];
+      if (span.size == 0 ||
+          !InPlaceInterior(span.dst, span.offset, span.size, align, align, &begin, &end)) {
+        continue;
+      }
       AddPieces(pos, begin, piece, run_end, kStaged, &pieces);
       AddPieces(begin, end, piece, run_end, k, &pieces);
       pos = end;

@@ -25,6 +25,22 @@ inline constexpr int kIoThreads = 2;  // Requests in flight, so that the device 
 inline uint64_t AlignDown(uint64_t x, uint64_t a) { return x / a * a; }
 inline uint64_t AlignUp(uint64_t x, uint64_t a) { return AlignDown(x + a - 1, a); }
 
+// Ranges whose in-place interior is at least this large go straight between the file and their
+// memory (below: a request of its own would cost more than copying through the staging ring).
+inline constexpr uint64_t kInPlaceFrom = uint64_t{1} << 20;
+
+// The interior [*begin, *end) of the n bytes at `memory` that sit at file offset `offset`, cut on
+// multiples of `block` (a multiple of `align`), if it can be read or written in place: the memory
+// address and the file offset agree modulo the direct-I/O alignment, and it is kInPlaceFrom or
+// more.
+inline bool InPlaceInterior(const void* memory, uint64_t offset, uint64_t n, uint64_t align,
+                            uint64_t block, uint64_t* begin, uint64_t* end) {
+  if (reinterpret_cast<uintptr_t>(memory) % align != offset % align) return false;
+  *begin = AlignUp(offset, block);
+  *end = AlignDown(offset + n, block);
+  return *end > *begin && *end - *begin >= kInPlaceFrom;
+}
+
 struct FreeAligned {
   void operator()(char* p) const { std::free(p); }
 };

@@ -17,9 +17,6 @@ namespace checkpoint {
 namespace internal {
 namespace {
 
-// Parts whose aligned interior is at least this large have it written in place (below: a write of
-// its own would cost more than copying it).
-constexpr uint64_t kInPlaceFrom = uint64_t{1} << 20;
 // The file systems' block (ext4's and XFS's by default): in-place writes start and end on one.
 constexpr uint64_t kBlockBytes = 4096;
 
@@ -53,11 +50,8 @@ class PieceWriter {
     const uint64_t align = file_.alignment();
     const uint64_t block = std::max<uint64_t>(align, kBlockBytes);
     const uint64_t at = Position();
-    const uint64_t begin = AlignUp(at, block), end = AlignDown(at + n, block);
-    if (reinterpret_cast<uintptr_t>(data) % align != at % align || end <= begin ||
-        end - begin < kInPlaceFrom) {
-      return Copy(data, n);
-    }
+    uint64_t begin = 0, end = 0;
+    if (!InPlaceInterior(data, at, n, align, block, &begin, &end)) return Copy(data, n);
     RETURN_IF_ERROR(Copy(data, begin - at));
     if (fill_ > 0) Submit(nullptr, fill_);  // Ends at `begin`, aligned.
     for (uint64_t o = begin; o < end; o += piece_bytes_) {
