@@ -106,12 +106,8 @@ absl::Status AdamUpdateAndRound(const ExecContext& ctx, const TensorView& param,
   RETURN_IF_ERROR(CheckDType(kOp, "compute", compute, {DType::kBF16, DType::kF16}));
   RETURN_IF_ERROR(CheckShape(kOp, "compute", compute, param.shape));
   RETURN_IF_ERROR(CheckContiguous(kOp, "compute", compute));
-  const char* lo = static_cast<const char*>(compute.data);
-  const char* p = static_cast<const char*>(param.data);
-  if (lo < p + param.nbytes() && p < lo + compute.nbytes()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": compute overlaps param in memory; round into a separate tensor"));
-  }
+  RETURN_IF_ERROR(CheckNoOverlap(kOp, {{"compute", &compute}},
+                                 {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}}));
   if (param.device.is_cuda()) {
     RETURN_IF_ERROR(cuda::AdamUpdate(ctx, param, grad, m, v, Constants(args)));
     return cuda::Convert(ctx, param, compute);
