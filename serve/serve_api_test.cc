@@ -369,6 +369,23 @@ TEST(JobQueueTest, SpareRoomTakesABurst) {
   q.Close(absl::UnavailableError("closing"));
 }
 
+TEST(JobQueueTest, HeldQueueGrantsNoSpareRoom) {
+  JobQueue q(1);
+  bool held = true;
+  q.set_held([&held] { return held; });
+  q.set_spare(2);  // Granted before the hold began: not used while it lasts.
+  GenerationRequest a;
+  a.prompts = {{1}};
+  ASSERT_TRUE(q.TryPush(a));
+  EXPECT_FALSE(q.TryPush(a));
+  held = false;
+  EXPECT_TRUE(q.TryPush(a));
+  EXPECT_TRUE(q.TryPush(a));
+  EXPECT_FALSE(q.TryPush(a));
+  EXPECT_EQ(q.size(), 3u);
+  q.Close(absl::UnavailableError("closing"));
+}
+
 }  // namespace
 }  // namespace serve
 }  // namespace mt

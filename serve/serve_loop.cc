@@ -61,11 +61,6 @@ absl::StatusOr<std::string> BroadcastText(comm::Communicator& world, const std::
   return std::string(reinterpret_cast<const char*>(words.data()), bytes);
 }
 
-bool Held(const std::string& hold_file) {
-  std::error_code ec;
-  return !hold_file.empty() && std::filesystem::exists(hold_file, ec);
-}
-
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // One rank's loop state.
@@ -121,7 +116,7 @@ class Loop {
   // after up to `poll` for one), and the requests whose client has gone, as text ("" for none).
   std::string CollectEvents(std::vector<std::unique_ptr<Job>>* taken) {
     std::chrono::milliseconds wait = engine_.idle() ? options_.poll : std::chrono::milliseconds(0);
-    if (Held(options_.hold_file)) {
+    if (HoldFileExists(options_.hold_file)) {
       if (engine_.idle()) std::this_thread::sleep_for(options_.poll);
     } else {
       while (engine_.waiting() + static_cast<int64_t>(taken->size()) <
@@ -137,7 +132,7 @@ class Loop {
         wait = std::chrono::milliseconds(0);
       }
       // A hold that began while waiting applies to them too.
-      if (Held(options_.hold_file)) {
+      if (HoldFileExists(options_.hold_file)) {
         for (auto it = taken->rbegin(); it != taken->rend(); ++it)
           queue_->PushFront(std::move(*it));
         taken->clear();
@@ -150,9 +145,10 @@ class Loop {
     // Requests that can start at once are not refused (none while held).
     const int64_t busy =
         engine_.running() + engine_.waiting() + static_cast<int64_t>(taken->size());
-    queue_->set_spare(Held(options_.hold_file) ? 0
-                                               : static_cast<size_t>(std::max<int64_t>(
-                                                     0, options_.batch.max_batch_size - busy)));
+    queue_->set_spare(
+        HoldFileExists(options_.hold_file)
+            ? 0
+            : static_cast<size_t>(std::max<int64_t>(0, options_.batch.max_batch_size - busy)));
     for (const auto& job : *taken) added.push_back(SerializeRequest(job->request));
     if (cancel.empty() && added.empty()) return std::string();
     return Json{{"new", added}, {"cancel", cancel}}.dump();
@@ -243,6 +239,11 @@ class Loop {
 };
 
 }  // namespace
+
+bool HoldFileExists(const std::string& hold_file) {
+  std::error_code ec;
+  return !hold_file.empty() && std::filesystem::exists(hold_file, ec);
+}
 
 absl::Status RunServeLoop(comm::Communicator& world, const InferenceSession& session,
                           const data::Tokenizer& tokenizer, JobQueue* queue,

@@ -43,6 +43,10 @@ struct ServeLoopOptions {
   std::string hold_file;
 };
 
+// Whether `hold_file` is set and exists. The server also gives it to its queue
+// (JobQueue::set_held), so that a full queue is refused at once while held.
+bool HoldFileExists(const std::string& hold_file);
+
 // Runs until any rank's `stop` is set. `queue`: rank 0's (null on the other ranks). `served`
 // counts the jobs answered. Returns OK after a stop; the engine's InvalidArgument for a request
 // is answered to its client (deterministic on every rank); a collective's error or a model error

@@ -14,9 +14,10 @@ std::optional<std::future<JobResult>> JobQueue::TryPush(GenerationRequest reques
 std::optional<std::future<JobResult>> JobQueue::TryPush(std::unique_ptr<Job> job) {
   job->queued = std::chrono::steady_clock::now();
   std::future<JobResult> result = job->result.get_future();
+  const bool held = held_ && held_();  // Outside the lock: it may look at the file system.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || jobs_.size() >= capacity_ + spare_) return std::nullopt;
+    if (closed_ || jobs_.size() >= capacity_ + (held ? 0 : spare_)) return std::nullopt;
     jobs_.push_back(std::move(job));
   }
   ready_.notify_one();

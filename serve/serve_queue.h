@@ -68,12 +68,14 @@ class JobQueue {
   // Extra room the consumer grants while it could start that many more jobs at once (the free
   // slots of a continuous batch): a burst is not refused while the generation has room for it.
   void set_spare(size_t spare);
+  // While `held` returns true (the server's --hold_file), the queue takes `capacity` jobs and no
+  // spare room, whatever the consumer granted last: the consumer may not have run since the hold
+  // began, and a job admitted on that stale grant would wait out the hold. Set before any push.
+  void set_held(std::function<bool()> held) { held_ = std::move(held); }
 
  private:
   size_t spare_ = 0;  // Guarded by mu_.
-
- public:
- private:
+  std::function<bool()> held_;
   const size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable ready_;

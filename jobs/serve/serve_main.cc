@@ -343,6 +343,9 @@ absl::Status Serve(const ServeConfig& c, comm::Communicator& world, int local_ra
   std::unique_ptr<FrontEnd> front;
   if (world.rank() == 0) {
     queue = std::make_unique<JobQueue>(c.queue_size);
+    if (!c.hold_file.empty()) {
+      queue->set_held([f = c.hold_file] { return serve::HoldFileExists(f); });
+    }
     const std::string model = std::filesystem::path(c.inference.load).filename().string();
     front = std::make_unique<FrontEnd>(c, *tokenizer, *queue, limits, model, served, metrics);
     ASSIGN_OR_RETURN(const int port, front->Start());
