@@ -47,8 +47,8 @@ void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_
 
 absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs,
                                                           const std::string& src_dir,
-                                                          int64_t iteration,
-                                                          const ShardInfo& first) {
+                                                          int64_t iteration, const ShardInfo& first,
+                                                          CheckpointVerify verify) {
   const int old_tp = first.meta.tp_size;
   const CheckpointMetadata& m = first.meta;
   const std::string first_name = ShardName(0, m.pp_rank, m.pp_size, m.ep_rank, m.ep_size);
@@ -56,7 +56,7 @@ absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs,
   for (int r = 0; r < old_tp; ++r) {
     ASSIGN_OR_RETURN(ShardInfo info, ReadShardInfo(fs, src_dir, iteration, r, m.pp_rank, m.pp_size,
                                                    m.ep_rank, m.ep_size));
-    ASSIGN_OR_RETURN(SafetensorsReader reader, OpenShardTensors(fs, info));
+    ASSIGN_OR_RETURN(SafetensorsReader reader, OpenShardTensors(fs, info, verify));
     if (info.tensors.size() != first.tensors.size()) {
       return absl::DataLossError(absl::StrCat(info.shard_dir, " lists ", info.tensors.size(),
                                               " tensors, ", first_name, " lists ",
@@ -125,7 +125,8 @@ absl::StatusOr<Tensor> Repad(Tensor old_global, const Shape& new_shape, int64_t 
   return new_global;
 }
 
-absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration) {
+absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration,
+                                  CheckpointVerify verify) {
   ASSIGN_OR_RETURN(ShardInfo first, ReadShardInfo(fs, dir, iteration, 0));
   const int pp_size = first.meta.pp_size, ep_size = first.meta.ep_size;
   RETURN_IF_ERROR(VerifyComplete(fs, dir, iteration, first.meta.tp_size, pp_size, ep_size));
@@ -138,7 +139,7 @@ absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_
       } else {
         ASSIGN_OR_RETURN(stage.first, ReadShardInfo(fs, dir, iteration, 0, p, pp_size, e, ep_size));
       }
-      ASSIGN_OR_RETURN(stage.readers, OpenShards(fs, dir, iteration, stage.first));
+      ASSIGN_OR_RETURN(stage.readers, OpenShards(fs, dir, iteration, stage.first, verify));
       source.stages.push_back(std::move(stage));
     }
   }
@@ -318,7 +319,8 @@ absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
         kOp, ": pipeline_model_parallel_size ", layout.pp_size,
         " must be >= 1, and above 1 needs the stages that hold each tensor (stages_of)"));
   }
-  ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(fs, src_dir, iteration));
+  ASSIGN_OR_RETURN(internal::Source source,
+                   internal::OpenSource(fs, src_dir, iteration, layout.verify));
   if (fs.PathExists(IterationDir(dst_dir, iteration))) {
     return absl::AlreadyExistsError(absl::StrCat(kOp, ": ", IterationDir(dst_dir, iteration),
                                                  " already exists; choose another destination "
