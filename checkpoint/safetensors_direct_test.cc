@@ -111,14 +111,19 @@ TEST(SafetensorsDirectReadTest, ACorruptByteIsCaught) {
        std::vector<std::pair<std::string, uint64_t>>{{"big", 9'000'001}, {"head", 3}}) {
     const std::string path = WriteTestFile(TempPath("corrupt_" + tensor), contents);
     SimulatedDirectFileSystem simulated(4096, INT_MAX);
-    for (FileSystem* fs : {&DefaultFileSystem(), static_cast<FileSystem*>(&simulated)}) {
-      ASSERT_OK_AND_ASSIGN(SafetensorsReader reader, OpenChecked(path, *fs, contents));
+    for (const auto& [fs, crc32c] :
+         std::vector<std::pair<FileSystem*, bool>>{{&DefaultFileSystem(), false},
+                                                   {&simulated, false},
+                                                   {&DefaultFileSystem(), true},
+                                                   {&simulated, true}}) {
+      ASSERT_OK_AND_ASSIGN(SafetensorsReader reader, OpenChecked(path, *fs, contents, crc32c));
       FlipByte(path, reader, tensor, at);
       Destinations d = MakeDestinations(kAll);
       SafetensorsReader::ReadStats stats;
       const absl::Status s = reader.ReadMany(d.requests, &stats);
       EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-      EXPECT_NE(s.message().find(absl::StrCat("tensor '", tensor, "' fails its SHA-256 check")),
+      EXPECT_NE(s.message().find(absl::StrCat("tensor '", tensor, "' fails its ",
+                                              crc32c ? "CRC32C" : "SHA-256", " check")),
                 std::string::npos)
           << s;
       FlipByte(path, reader, tensor, at);  // Restored for the next file system.

@@ -163,13 +163,18 @@ TEST(SafetensorsDirectReadTest, InPlaceReadsFallBackAndCatchCorruption) {
   for (const auto& [tensor, at] : std::vector<std::pair<std::string, uint64_t>>{
            {"big", 5'000'000}, {"big", 1}, {"tail", 4'000'000}}) {
     SimulatedDirectFileSystem simulated(512, INT_MAX);
-    for (FileSystem* fs : {&DefaultFileSystem(), static_cast<FileSystem*>(&simulated)}) {
-      ASSERT_OK_AND_ASSIGN(SafetensorsReader reader, OpenChecked(path, *fs, contents));
+    for (const auto& [fs, crc32c] :
+         std::vector<std::pair<FileSystem*, bool>>{{&DefaultFileSystem(), false},
+                                                   {&simulated, false},
+                                                   {&DefaultFileSystem(), true},
+                                                   {&simulated, true}}) {
+      ASSERT_OK_AND_ASSIGN(SafetensorsReader reader, OpenChecked(path, *fs, contents, crc32c));
       FlipByte(path, reader, tensor, at);
       AlignedDestinations d = MakeAlignedDestinations(path, reader, 0);
       const absl::Status s = reader.ReadMany(d.requests);
       EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-      EXPECT_NE(s.message().find(absl::StrCat("tensor '", tensor, "' fails its SHA-256 check")),
+      EXPECT_NE(s.message().find(absl::StrCat("tensor '", tensor, "' fails its ",
+                                              crc32c ? "CRC32C" : "SHA-256", " check")),
                 std::string::npos)
           << s;
       FlipByte(path, reader, tensor, at);  // Restored.
