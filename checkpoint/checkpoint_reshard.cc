@@ -72,8 +72,11 @@ absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs,
                                                 "')"));
       }
       // A replicated tensor is stored by every rank and read from shard 0 alone: the copies
-      // must agree (each shard's digest was checked against its own bytes when it was opened).
-      if (a.split_dim < 0 && !a.sha256.empty() && !b.sha256.empty() && a.sha256 != b.sha256) {
+      // must agree (each shard's digest was checked against its own bytes when it was opened),
+      // by whichever digest both record.
+      const bool sha_differs = !a.sha256.empty() && !b.sha256.empty() && a.sha256 != b.sha256;
+      const bool crc_differs = a.crc32c.has_value() && b.crc32c.has_value() && a.crc32c != b.crc32c;
+      if (a.split_dim < 0 && (sha_differs || crc_differs)) {
         return absl::DataLossError(absl::StrCat(info.shard_dir, ": replicated tensor '", a.name,
                                                 "' differs from its copy in ", first_name));
       }
