@@ -287,11 +287,11 @@ absl::Status WriteShardFiles(FileSystem& fs, const std::string& dir, const Check
   };
   // The digests of the bytes written, hashed from memory (the file holds them verbatim) while the
   // file is being written.
-  ASSIGN_OR_RETURN(const std::vector<std::string> sha256,
+  ASSIGN_OR_RETURN(const std::vector<TensorDigests> digests,
                    WriteSafetensorsWithDigests(tensors_path, named, st_meta, Sync::kFsync, fs));
   ASSIGN_OR_RETURN(const int64_t bytes, fs.FileSize(tensors_path));
   const std::string metadata =
-      internal::Dump(internal::MetadataJson(meta, config, tensors, sha256, bytes), 1) + "\n";
+      internal::Dump(internal::MetadataJson(meta, config, tensors, digests, bytes), 1) + "\n";
   RETURN_IF_ERROR(WriteFile(fs, JoinPath(dir, kShardMetadataFile), metadata, Sync::kFsync));
   return fs.SyncDirectory(dir);
 }

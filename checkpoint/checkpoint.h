@@ -27,10 +27,19 @@
 // Integrity: each entry of metadata.json's "tensors" list carries "sha256", the lowercase hex
 // SHA-256 of that tensor's bytes as stored in the shard's safetensors file (the byte range its
 // data_offsets give past the header: `tail -c +$((8 + N + begin + 1)) FILE | head -c $((end -
-// begin)) | sha256sum`). Every load path (LoadShard, LoadResharded, ReshardCheckpoint and the
-// tools built on them) checks each tensor it reads against it: a changed byte is DataLoss
-// "<file>: tensor '<name>' fails its SHA-256 check ...". Checkpoints written before digests
-// existed have no "sha256" and load unchecked, silently (the field is optional in the format).
+// begin)) | sha256sum`), and "crc32c", the CRC32C (Castagnoli, as iSCSI and TFRecord use it;
+// core/crc32c.h) of the same bytes as 8 lowercase hex digits, most significant first
+// ("e3069283" for "123456789"; `python3 -c 'import crc32c,sys;
+// print("%08x" % crc32c.crc32c(sys.stdin.buffer.read()))'` with Debian's python3-crc32c). Both
+// are computed in one pass while the file is written. Every load path (LoadShard, LoadResharded,
+// ReshardCheckpoint and the tools built on them) checks each tensor it reads, by default against
+// its CRC32C (CheckpointVerify::kCrc32c: at several GB/s on one core, it keeps up with any disk;
+// SHA-256 needs every core of a small machine to), on request against its SHA-256 (kSha256), or
+// not at all (kNone): a changed byte is DataLoss "<file>: tensor '<name>' fails its CRC32C check
+// ..." (or SHA-256). A tensor with only one of the two is checked against that one whatever the
+// mode asks (checkpoints written before CRC32Cs have only "sha256"); checkpoints written before
+// digests existed have neither and load unchecked, silently (both fields are optional in the
+// format). A "crc32c" or "sha256" that is not of its form makes the metadata DataLoss.
 //
 // Saving is crash-safe at every point:
 //   1. every TP rank of every pipeline stage (of data-parallel rank 0, or of each EP rank)
@@ -58,10 +67,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/file_system.h"
 #include "core/tensor.h"
 
@@ -95,6 +106,13 @@ struct TensorRecord {
   bool vocab_padded = false;
   TensorView local;
 };
+
+// Which digest loading checks each tensor against (see Integrity above); --checkpoint_verify.
+enum class CheckpointVerify { kCrc32c, kSha256, kNone };
+inline constexpr std::pair<absl::string_view, CheckpointVerify> kCheckpointVerifyNames[] = {
+    {"crc32c", CheckpointVerify::kCrc32c},
+    {"sha256", CheckpointVerify::kSha256},
+    {"none", CheckpointVerify::kNone}};
 
 struct CheckpointMetadata {
   // The model's configuration as a JSON object. LoadShard compares it key by key with the run's;
@@ -190,13 +208,15 @@ absl::StatusOr<CheckpointMetadata> ReadShardMetadata(const std::string& load_dir
 // LoadResharded), a different model config (the message lists the differing
 // keys), a tensor missing from the checkpoint or from `into`, or a tensor whose shape, partitioning
 // or dtype differs (named). NotFound if the shard does not exist; DataLoss for corrupt files,
-// including a tensor whose bytes fail their SHA-256 digest (`into` may then be partly overwritten);
+// including a tensor whose bytes fail their digest (CRC32C or SHA-256, as `verify` says; `into` may
+// then be partly overwritten);
 // InvalidArgument for a bad `into` (non-contiguous view, local shape not the rank's slice, expected
 // config not JSON).
 absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_rank, int tp_size,
                        const std::string& expected_model_config_json,
                        const std::vector<TensorRecord>& into, CheckpointMetadata* meta,
-                       int pp_rank = 0, int pp_size = 1, FileSystem& fs = DefaultFileSystem());
+                       int pp_rank = 0, int pp_size = 1, FileSystem& fs = DefaultFileSystem(),
+                       CheckpointVerify verify = CheckpointVerify::kCrc32c);
 
 // How LoadResharded treats names that are not in both the checkpoint and the caller's records.
 struct ReshardedLoadOptions {
@@ -215,6 +235,8 @@ struct ReshardedLoadOptions {
   // Non-empty: the model config (JSON) the checkpoint must have been saved with;
   // FailedPrecondition listing the differing keys otherwise (as LoadShard).
   std::string expected_model_config_json;
+  // Which digest of each tensor is checked.
+  CheckpointVerify verify = CheckpointVerify::kCrc32c;
 };
 
 struct ReshardedLoad {
@@ -240,7 +262,8 @@ struct ReshardedLoad {
 // written into `into` until every check has passed. Errors: InvalidArgument for bad arguments
 // (tp_rank outside [0, tp_size), real_vocab < 1, a record as LoadShard refuses it, a duplicate
 // name); NotFound if the checkpoint or one of its shards does not exist; DataLoss for corrupt files
-// (a tensor failing its SHA-256 digest: `into` may then be partly overwritten; two stages holding
+// (a tensor failing its digest, as options.verify says: `into` may then be partly overwritten; two
+// stages holding
 // one name with different shapes); FailedPrecondition for a model config other than
 // options.expected_model_config_json (listing the keys); FailedPrecondition, naming the checkpoint
 // and the tensor, for a tensor whose partitioning, global shape (besides padded rows) or dtype
@@ -278,6 +301,8 @@ struct ReshardLayout {
   // name (the tied word embedding: the first and the last). Which layers a stage holds is the
   // model's business (models/stages.h, StageParameterNames), not this layer's.
   std::function<std::vector<int>(const std::string& name)> stages_of;
+  // Which digest of each source tensor is checked.
+  CheckpointVerify verify = CheckpointVerify::kCrc32c;
 };
 
 // ReshardCheckpoint into any layout: every tensor of the source (any TP degree and pipeline

@@ -1,7 +1,8 @@
-// The SHA-256 digests of checkpoint tensors: each tensor's entry in metadata.json carries the
-// digest of its bytes in the shard's tensors file (checked here with sha256sum on the extracted
-// byte range), a flipped byte inside a tensor is refused by every load path naming the tensor and
-// the file, and checkpoints written before digests existed still load.
+// The SHA-256 and CRC32C digests of checkpoint tensors: each tensor's entry in metadata.json
+// carries the digests of its bytes in the shard's tensors file (checked here with sha256sum and
+// Debian's python3-crc32c on the extracted byte range), a flipped byte inside a tensor is refused
+// by every load path naming the tensor and the file, checking either digest, and checkpoints
+// written before CRC32Cs, or before digests, still load (checked by the SHA-256, or unchecked).
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -21,6 +22,7 @@ namespace {
 
 using Json = nlohmann::json;
 using testing::ConfigJson;
+using testing::Crc32cOfFiles;
 using testing::FreshDir;
 using testing::HoldsModel;
 using testing::kRealVocab;
@@ -54,7 +56,7 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> FileRanges(const std::strin
   return ranges;
 }
 
-TEST(CheckpointIntegrityTest, DigestsAreSha256sumOfTheStoredBytes) {
+TEST(CheckpointIntegrityTest, DigestsAreSha256sumAndCrc32cOfTheStoredBytes) {
   const auto model = SyntheticModel(PaddedVocab(2), 21);
   const std::string dir = FreshDir("integrity_digests");
   ASSERT_TRUE(SaveModel(dir, model, 2, 5).ok());
@@ -65,19 +67,24 @@ TEST(CheckpointIntegrityTest, DigestsAreSha256sumOfTheStoredBytes) {
     const Json meta = Json::parse(ReadText(MetadataFile(dir, 5, rank)));
     std::vector<std::string> pieces;
     std::map<std::string, std::string> recorded;  // piece file -> digest in metadata.json
+    std::map<std::string, std::string> recorded_crc;
     for (const Json& t : meta["tensors"]) {
       const std::string name = t["name"].get<std::string>();
       ASSERT_TRUE(t.contains("sha256")) << name;
+      ASSERT_TRUE(t.contains("crc32c") && t["crc32c"].is_string()) << name;
       const auto [begin, end] = ranges.at(name);
       const std::string piece = absl::StrCat(dir, "/piece_", rank, "_", pieces.size());
       WriteText(piece, bytes.substr(begin, end - begin));
       pieces.push_back(piece);
       recorded[piece] = t["sha256"].get<std::string>();
+      recorded_crc[piece] = t["crc32c"].get<std::string>();
     }
     ASSERT_EQ(pieces.size(), model.size());
     const auto computed = Sha256sum(pieces);
+    const auto computed_crc = Crc32cOfFiles(pieces);
     for (const std::string& piece : pieces) {
       EXPECT_EQ(recorded[piece], computed.at(piece)) << piece;
+      EXPECT_EQ(recorded_crc[piece], computed_crc.at(piece)) << piece;
     }
   }
 }
@@ -91,8 +98,45 @@ void FlipByte(const std::string& dir, int64_t iteration, int rank, const std::st
   WriteText(file, bytes);
 }
 
+// Every load path of checkpoint `dir` iteration 7 (saved at TP=2 from `model`, SyntheticModel
+// seed `seed`), checking `verify`, fails with DataLoss containing `what` (empty: succeeds).
+void ExpectEveryLoad(const std::string& dir, int rank,
+                     const std::vector<testing::SyntheticTensor>& model, uint64_t seed,
+                     CheckpointVerify verify, const std::string& what) {
+  const auto expect = [&](const absl::Status& s, const char* path) {
+    SCOPED_TRACE(absl::StrCat(path, ", verify ", static_cast<int>(verify)));
+    if (what.empty()) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_STATUS(s, absl::StatusCode::kDataLoss, what);
+      EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << s;  // One line.
+    }
+  };
+  std::vector<Tensor> storage;
+  expect(LoadShard(dir, 7, rank, 2, ConfigJson(), ZeroRecords(model, rank, 2, &storage), nullptr, 0,
+                   1, DefaultFileSystem(), verify),
+         "LoadShard");
+  // Resharded loads: the same degree (read directly), and TP=1 (reassembled from both shards).
+  ReshardedLoadOptions options;
+  options.verify = verify;
+  expect(LoadResharded(dir, 7, rank, 2, kRealVocab, ZeroRecords(model, rank, 2, &storage), options)
+             .status(),
+         "LoadResharded at TP=2");
+  const auto serial = SyntheticModel(PaddedVocab(1), seed);
+  expect(LoadResharded(dir, 7, 0, 1, kRealVocab, ZeroRecords(serial, 0, 1, &storage), options)
+             .status(),
+         "LoadResharded at TP=1");
+  ReshardLayout layout;
+  layout.tp_size = 4;
+  layout.padded_vocab = PaddedVocab(4);
+  layout.verify = verify;
+  const std::string out = absl::StrCat(dir, "_tp4_", static_cast<int>(verify));
+  expect(ReshardCheckpoint(dir, 7, out, kRealVocab, layout), "ReshardCheckpoint");
+}
+
 // Split tensors are flipped in shard 1; replicated ones in shard 0, the copy that reassembling
-// loads read (the other shards' copies are not read then, so cannot mislead).
+// loads read (the other shards' copies are not read then, so cannot mislead). Refused checking
+// the CRC32C (the default) and the SHA-256; loaded without checking.
 TEST(CheckpointIntegrityTest, AFlippedByteIsRefusedByEveryLoadPath) {
   const auto model = SyntheticModel(PaddedVocab(2), 22);
   const std::map<std::string, int> flips = {{"embedding.word.weight", 1},
@@ -105,27 +149,16 @@ TEST(CheckpointIntegrityTest, AFlippedByteIsRefusedByEveryLoadPath) {
     ASSERT_TRUE(SaveModel(dir, model, 2, 7).ok());
     FlipByte(dir, 7, rank, name);
     const std::string file = TensorsFile(dir, 7, rank);
-    const std::string what = absl::StrCat(file, ": tensor '", name, "' fails its SHA-256 check");
+    const std::string what = absl::StrCat(file, ": tensor '", name, "' fails its ");
     // The committed checkpoint still looks complete (sizes agree): only the digest tells.
     ASSERT_TRUE(LatestIteration(dir).ok());
     std::vector<Tensor> storage;
     EXPECT_STATUS(
         LoadShard(dir, 7, rank, 2, ConfigJson(), ZeroRecords(model, rank, 2, &storage), nullptr),
-        absl::StatusCode::kDataLoss, what);
-    // Resharded loads: the same degree (read directly), and TP=1 (reassembled from both shards).
-    EXPECT_STATUS(
-        LoadResharded(dir, 7, rank, 2, kRealVocab, ZeroRecords(model, rank, 2, &storage)).status(),
-        absl::StatusCode::kDataLoss, what);
-    const auto serial = SyntheticModel(PaddedVocab(1), 22);
-    EXPECT_STATUS(
-        LoadResharded(dir, 7, 0, 1, kRealVocab, ZeroRecords(serial, 0, 1, &storage)).status(),
-        absl::StatusCode::kDataLoss, what);
-    EXPECT_STATUS(ReshardCheckpoint(dir, 7, dir + "_tp4", 4, kRealVocab, PaddedVocab(4)),
-                  absl::StatusCode::kDataLoss, what);
-    // The message is one line.
-    const absl::Status s =
-        LoadShard(dir, 7, rank, 2, ConfigJson(), ZeroRecords(model, rank, 2, &storage), nullptr);
-    EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << s;
+        absl::StatusCode::kDataLoss, what + "CRC32C check");
+    ExpectEveryLoad(dir, rank, model, 22, CheckpointVerify::kCrc32c, what + "CRC32C check");
+    ExpectEveryLoad(dir, rank, model, 22, CheckpointVerify::kSha256, what + "SHA-256 check");
+    ExpectEveryLoad(dir, rank, model, 22, CheckpointVerify::kNone, "");
     // The other shard is intact.
     EXPECT_TRUE(LoadShard(dir, 7, 1 - rank, 2, ConfigJson(),
                           ZeroRecords(model, 1 - rank, 2, &storage), nullptr)
@@ -157,20 +190,43 @@ TEST(CheckpointIntegrityTest, ReplicatedTensorsMustAgreeAcrossShards) {
                 absl::StatusCode::kDataLoss, what);
 }
 
+// Erases `fields` from every tensor entry of both shards' metadata.json (iteration 7).
+void EraseDigests(const std::string& dir, const std::vector<std::string>& fields) {
+  for (int rank = 0; rank < 2; ++rank) {
+    Json meta = Json::parse(ReadText(MetadataFile(dir, 7, rank)));
+    for (Json& t : meta["tensors"]) {
+      for (const std::string& f : fields) t.erase(f);
+    }
+    WriteText(MetadataFile(dir, 7, rank), meta.dump(1));
+  }
+}
+
 TEST(CheckpointIntegrityTest, CheckpointsWithoutDigestsStillLoad) {
   const auto model = SyntheticModel(PaddedVocab(2), 23);
   const std::string dir = FreshDir("integrity_old");
-  ASSERT_TRUE(SaveModel(dir, model, 2, 4).ok());
-  for (int rank = 0; rank < 2; ++rank) {
-    Json meta = Json::parse(ReadText(MetadataFile(dir, 4, rank)));
-    for (Json& t : meta["tensors"]) t.erase("sha256");
-    WriteText(MetadataFile(dir, 4, rank), meta.dump(1));
+  ASSERT_TRUE(SaveModel(dir, model, 2, 7).ok());
+  EraseDigests(dir, {"sha256", "crc32c"});
+  EXPECT_TRUE(HoldsModel(dir, 7, 2, model));
+  ExpectEveryLoad(dir, 0, model, 23, CheckpointVerify::kCrc32c, "");
+  ExpectEveryLoad(dir, 0, model, 23, CheckpointVerify::kSha256, "");
+}
+
+// Written before CRC32Cs (only "sha256"): checked by the SHA-256 whatever the mode; and with only
+// "crc32c", by the CRC32C.
+TEST(CheckpointIntegrityTest, ATensorWithOneDigestIsCheckedByIt) {
+  const auto model = SyntheticModel(PaddedVocab(2), 27);
+  for (const auto& [erase, check] :
+       {std::pair<std::string, std::string>{"crc32c", "SHA-256"}, {"sha256", "CRC32C"}}) {
+    const std::string dir = FreshDir("integrity_only_" + check);
+    ASSERT_TRUE(SaveModel(dir, model, 2, 7).ok());
+    EraseDigests(dir, {erase});
+    EXPECT_TRUE(HoldsModel(dir, 7, 2, model));
+    FlipByte(dir, 7, 1, "layers.0.heads");
+    const std::string what =
+        absl::StrCat(TensorsFile(dir, 7, 1), ": tensor 'layers.0.heads' fails its ", check);
+    ExpectEveryLoad(dir, 1, model, 27, CheckpointVerify::kCrc32c, what);
+    ExpectEveryLoad(dir, 1, model, 27, CheckpointVerify::kSha256, what);
   }
-  EXPECT_TRUE(HoldsModel(dir, 4, 2, model));
-  std::vector<Tensor> storage;
-  const auto serial = SyntheticModel(PaddedVocab(1), 23);
-  EXPECT_TRUE(LoadResharded(dir, 4, 0, 1, kRealVocab, ZeroRecords(serial, 0, 1, &storage)).ok());
-  EXPECT_TRUE(ReshardCheckpoint(dir, 4, dir + "_tp1", 1, kRealVocab, PaddedVocab(1)).ok());
 }
 
 TEST(CheckpointIntegrityTest, MalformedDigestsAreRefused) {
@@ -187,6 +243,15 @@ TEST(CheckpointIntegrityTest, MalformedDigestsAreRefused) {
     EXPECT_STATUS(
         LoadShard(dir, 2, 0, 1, ConfigJson(), ZeroRecords(model, 0, 1, &storage), nullptr),
         absl::StatusCode::kDataLoss, "\"sha256\" is not 64 lowercase hex digits");
+  }
+  for (const Json& bad : {Json(0xE3069283u), Json("E3069283"), Json("e306928"), Json("e3069283 "),
+                          Json("0xe30692"), Json(nullptr)}) {
+    Json meta = good;
+    meta["tensors"][1]["crc32c"] = bad;
+    WriteText(path, meta.dump(1));
+    EXPECT_STATUS(
+        LoadShard(dir, 2, 0, 1, ConfigJson(), ZeroRecords(model, 0, 1, &storage), nullptr),
+        absl::StatusCode::kDataLoss, "\"crc32c\" is not 8 lowercase hex digits");
   }
   auto reader = SafetensorsReader::Open(TensorsFile(dir, 2, 0));
   ASSERT_TRUE(reader.ok()) << reader.status();

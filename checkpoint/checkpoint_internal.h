@@ -11,6 +11,7 @@
 #define MT_CHECKPOINT_CHECKPOINT_INTERNAL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,8 @@ struct StoredTensor {
   // Lowercase hex SHA-256 of the tensor's bytes in the shard's tensors file; empty in checkpoints
   // written before digests were recorded (loaded unchecked).
   std::string sha256;
+  // Its CRC32C; absent in checkpoints written before CRC32Cs were recorded.
+  std::optional<uint32_t> crc32c;
 };
 
 // A shard's parsed metadata.json.
@@ -77,10 +80,10 @@ std::string Dump(const Json& j, int indent = -1);
 // `text` parsed as a JSON object; a discarded value (is_discarded()) for anything else.
 Json ParseObject(absl::string_view text);
 // The metadata.json document of a shard holding `tensors` (model_config: meta's config, parsed;
-// sha256: each tensor's digest, in the order of `tensors`).
+// digests: each tensor's SHA-256 and CRC32C, in the order of `tensors`).
 Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
-                  const std::vector<TensorRecord>& tensors, const std::vector<std::string>& sha256,
-                  int64_t tensors_file_bytes);
+                  const std::vector<TensorRecord>& tensors,
+                  const std::vector<TensorDigests>& digests, int64_t tensors_file_bytes);
 // Parses the metadata.json at `path` (for messages). DataLoss naming the path and the field for
 // anything that is not this format and version or not self-consistent.
 absl::StatusOr<ShardInfo> ParseMetadata(const std::string& path, const std::string& text);
@@ -103,9 +106,11 @@ std::string DescribeTensor(const Shape& global_shape, int split_dim, bool vocab_
 // ---- Loading (checkpoint_load.cc).
 
 // The shard's tensors file, open, with every tensor that metadata.json gives a digest for checked
-// against it on each read (SafetensorsReader::ExpectSha256). The reader's errors; DataLoss for a
-// tensor listed in metadata.json but absent from the file.
-absl::StatusOr<SafetensorsReader> OpenShardTensors(FileSystem& fs, const ShardInfo& info);
+// against it on each read, as `verify` says (checkpoint.h, CheckpointVerify; SafetensorsReader::
+// ExpectCrc32c, ExpectSha256). The reader's errors; DataLoss for a tensor listed in metadata.json
+// but absent from the file.
+absl::StatusOr<SafetensorsReader> OpenShardTensors(FileSystem& fs, const ShardInfo& info,
+                                                   CheckpointVerify verify);
 
 // FailedPrecondition "<where><verb>N tensor(s) <which>: a, b, c" (at most 8 names), e.g.
 // where + " lacks " ... "of this model".
@@ -123,8 +128,8 @@ void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_
 // first.meta.tp_size ranks; `first` is the stage's TP rank 0's info), each checked to list
 // first's tensors as the rank's slices. NotFound / DataLoss for a missing or inconsistent shard.
 absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs, const std::string& dir,
-                                                          int64_t iteration,
-                                                          const ShardInfo& first);
+                                                          int64_t iteration, const ShardInfo& first,
+                                                          CheckpointVerify verify);
 
 // One pipeline stage (and expert-parallel rank) of a checkpoint: its TP rank 0's metadata and a
 // reader per TP shard.
@@ -150,7 +155,8 @@ struct Source {
 // Opens checkpoint `iteration` of dir. NotFound / DataLoss / FailedPrecondition for a missing,
 // corrupt or incomplete checkpoint; DataLoss when two stages hold one name with different
 // global shapes or partitioning.
-absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration);
+absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration,
+                                  CheckpointVerify verify);
 // Stored tensor `s` assembled from every reader's slice, in its stored global shape and dtype.
 // DataLoss when the shards disagree on its dtype; the readers' errors.
 absl::StatusOr<Tensor> ReadGlobal(const StoredTensor& s, std::vector<SafetensorsReader>& readers);

@@ -25,12 +25,19 @@ absl::Status NamesError(absl::string_view where, absl::string_view verb,
       names.size() > 8 ? ", ..." : ""));
 }
 
-absl::StatusOr<SafetensorsReader> OpenShardTensors(FileSystem& fs, const ShardInfo& info) {
+absl::StatusOr<SafetensorsReader> OpenShardTensors(FileSystem& fs, const ShardInfo& info,
+                                                   CheckpointVerify verify) {
   ASSIGN_OR_RETURN(SafetensorsReader reader,
                    SafetensorsReader::Open(JoinPath(info.shard_dir, kShardTensorsFile), fs));
   for (const StoredTensor& s : info.tensors) {
-    if (s.sha256.empty()) continue;  // A checkpoint from before digests: read unchecked.
-    absl::Status expected = reader.ExpectSha256(s.name, s.sha256);
+    // The digest `verify` asks for, else the other one the tensor has (a checkpoint from before
+    // CRC32Cs has SHA-256s only); none in checkpoints from before digests: read unchecked.
+    if (verify == CheckpointVerify::kNone) break;
+    const bool crc32c =
+        s.crc32c.has_value() && (verify == CheckpointVerify::kCrc32c || s.sha256.empty());
+    if (!crc32c && s.sha256.empty()) continue;
+    absl::Status expected =
+        crc32c ? reader.ExpectCrc32c(s.name, *s.crc32c) : reader.ExpectSha256(s.name, s.sha256);
     if (absl::IsNotFound(expected)) {
       return absl::DataLossError(absl::StrCat(reader.path(), ": tensor '", s.name,
                                               "' is listed in ", kShardMetadataFile,
@@ -143,7 +150,7 @@ absl::Status CheckAllFit(const ShardInfo& info, const SafetensorsReader& reader,
 absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_rank, int tp_size,
                        const std::string& expected_model_config_json,
                        const std::vector<TensorRecord>& into, CheckpointMetadata* meta, int pp_rank,
-                       int pp_size, FileSystem& fs) {
+                       int pp_size, FileSystem& fs, CheckpointVerify verify) {
   constexpr char kOp[] = "LoadShard";
   if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || pp_size < 1 || pp_rank < 0 ||
       pp_rank >= pp_size) {
@@ -169,7 +176,7 @@ absl::Status LoadShard(const std::string& load_dir, int64_t iteration, int tp_ra
                    ReadMatchingShard(fs, load_dir, iteration, tp_rank, tp_size, pp_rank, pp_size,
                                      expected_config, where));
   // Does the checkpoint fit `into`? All of this is checked before anything is overwritten.
-  ASSIGN_OR_RETURN(SafetensorsReader reader, internal::OpenShardTensors(fs, info));
+  ASSIGN_OR_RETURN(SafetensorsReader reader, internal::OpenShardTensors(fs, info, verify));
   RETURN_IF_ERROR(CheckAllFit(info, reader, wanted, tp_size, where));
   std::vector<SafetensorsReader::ReadRequest> reads;
   reads.reserve(into.size());

@@ -156,7 +156,8 @@ absl::StatusOr<ReshardedLoad> LoadResharded(const std::string& load_dir, int64_t
     }
   }
   const std::string where = absl::StrCat("checkpoint ", load_dir, " iteration ", iteration);
-  ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(fs, load_dir, iteration));
+  ASSIGN_OR_RETURN(internal::Source source,
+                   internal::OpenSource(fs, load_dir, iteration, options.verify));
   if (!expected_config.is_null()) {
     RETURN_IF_ERROR(internal::CheckSameConfig(where, source.first().model_config, expected_config));
   }

@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_internal.h"
 #include "checkpoint/sha256.h"
+#include "core/crc32c.h"
 #include "core/status.h"
 
 namespace mt {
@@ -149,6 +150,16 @@ absl::StatusOr<StoredTensor> ParseTensor(const std::string& path, const Json& t,
     }
     s.sha256 = sha256->get<std::string>();
   }
+  auto crc32c = t.find("crc32c");  // Absent in checkpoints written before CRC32Cs.
+  if (crc32c != t.end()) {
+    const std::optional<uint32_t> value =
+        crc32c->is_string() ? ParseCrc32cHex(crc32c->get<std::string>()) : std::nullopt;
+    if (!value.has_value()) {
+      return Corrupt(
+          path, absl::StrCat("tensor '", s.name, "': \"crc32c\" is not 8 lowercase hex digits"));
+    }
+    s.crc32c = *value;
+  }
   return s;
 }
 
@@ -166,8 +177,8 @@ Json ParseObject(absl::string_view text) {
 }
 
 Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
-                  const std::vector<TensorRecord>& tensors, const std::vector<std::string>& sha256,
-                  int64_t tensors_file_bytes) {
+                  const std::vector<TensorRecord>& tensors,
+                  const std::vector<TensorDigests>& digests, int64_t tensors_file_bytes) {
   Json list = Json::array();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorRecord& t = tensors[i];
@@ -176,7 +187,8 @@ Json MetadataJson(const CheckpointMetadata& meta, const Json& model_config,
          {"global_shape", Json(std::vector<int64_t>(t.global_shape.begin(), t.global_shape.end()))},
          {"split_dim", t.split_dim},
          {"vocab_padded", t.vocab_padded},
-         {"sha256", sha256[i]}});
+         {"sha256", digests[i].sha256},
+         {"crc32c", Crc32cHex(digests[i].crc32c)}});
   }
   return {{"format", kFormat},
           {"version", kVersion},

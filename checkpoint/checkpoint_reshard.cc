@@ -47,8 +47,8 @@ void CopySlice(const Shape& global_shape, int split_dim, int rank, int tp, size_
 
 absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs,
                                                           const std::string& src_dir,
-                                                          int64_t iteration,
-                                                          const ShardInfo& first) {
+                                                          int64_t iteration, const ShardInfo& first,
+                                                          CheckpointVerify verify) {
   const int old_tp = first.meta.tp_size;
   const CheckpointMetadata& m = first.meta;
   const std::string first_name = ShardName(0, m.pp_rank, m.pp_size, m.ep_rank, m.ep_size);
@@ -56,7 +56,7 @@ absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs,
   for (int r = 0; r < old_tp; ++r) {
     ASSIGN_OR_RETURN(ShardInfo info, ReadShardInfo(fs, src_dir, iteration, r, m.pp_rank, m.pp_size,
                                                    m.ep_rank, m.ep_size));
-    ASSIGN_OR_RETURN(SafetensorsReader reader, OpenShardTensors(fs, info));
+    ASSIGN_OR_RETURN(SafetensorsReader reader, OpenShardTensors(fs, info, verify));
     if (info.tensors.size() != first.tensors.size()) {
       return absl::DataLossError(absl::StrCat(info.shard_dir, " lists ", info.tensors.size(),
                                               " tensors, ", first_name, " lists ",
@@ -72,8 +72,11 @@ absl::StatusOr<std::vector<SafetensorsReader>> OpenShards(FileSystem& fs,
                                                 "')"));
       }
       // A replicated tensor is stored by every rank and read from shard 0 alone: the copies
-      // must agree (each shard's digest was checked against its own bytes when it was opened).
-      if (a.split_dim < 0 && !a.sha256.empty() && !b.sha256.empty() && a.sha256 != b.sha256) {
+      // must agree (each shard's digest was checked against its own bytes when it was opened),
+      // by whichever digest both record.
+      const bool sha_differs = !a.sha256.empty() && !b.sha256.empty() && a.sha256 != b.sha256;
+      const bool crc_differs = a.crc32c.has_value() && b.crc32c.has_value() && a.crc32c != b.crc32c;
+      if (a.split_dim < 0 && (sha_differs || crc_differs)) {
         return absl::DataLossError(absl::StrCat(info.shard_dir, ": replicated tensor '", a.name,
                                                 "' differs from its copy in ", first_name));
       }
@@ -125,7 +128,8 @@ absl::StatusOr<Tensor> Repad(Tensor old_global, const Shape& new_shape, int64_t 
   return new_global;
 }
 
-absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration) {
+absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_t iteration,
+                                  CheckpointVerify verify) {
   ASSIGN_OR_RETURN(ShardInfo first, ReadShardInfo(fs, dir, iteration, 0));
   const int pp_size = first.meta.pp_size, ep_size = first.meta.ep_size;
   RETURN_IF_ERROR(VerifyComplete(fs, dir, iteration, first.meta.tp_size, pp_size, ep_size));
@@ -138,7 +142,7 @@ absl::StatusOr<Source> OpenSource(FileSystem& fs, const std::string& dir, int64_
       } else {
         ASSIGN_OR_RETURN(stage.first, ReadShardInfo(fs, dir, iteration, 0, p, pp_size, e, ep_size));
       }
-      ASSIGN_OR_RETURN(stage.readers, OpenShards(fs, dir, iteration, stage.first));
+      ASSIGN_OR_RETURN(stage.readers, OpenShards(fs, dir, iteration, stage.first, verify));
       source.stages.push_back(std::move(stage));
     }
   }
@@ -318,7 +322,8 @@ absl::Status ReshardCheckpoint(const std::string& src_dir, int64_t iteration,
         kOp, ": pipeline_model_parallel_size ", layout.pp_size,
         " must be >= 1, and above 1 needs the stages that hold each tensor (stages_of)"));
   }
-  ASSIGN_OR_RETURN(internal::Source source, internal::OpenSource(fs, src_dir, iteration));
+  ASSIGN_OR_RETURN(internal::Source source,
+                   internal::OpenSource(fs, src_dir, iteration, layout.verify));
   if (fs.PathExists(IterationDir(dst_dir, iteration))) {
     return absl::AlreadyExistsError(absl::StrCat(kOp, ": ", IterationDir(dst_dir, iteration),
                                                  " already exists; choose another destination "

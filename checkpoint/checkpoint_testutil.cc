@@ -296,6 +296,29 @@ std::map<std::string, std::string> Sha256sum(const std::vector<std::string>& fil
   return out;
 }
 
+std::map<std::string, std::string> Crc32cOfFiles(const std::vector<std::string>& files) {
+  // Debian's python3-crc32c is visible to the system Python only.
+  std::string command =
+      "/usr/bin/python3 -c 'import crc32c, sys\n"
+      "for f in sys.argv[1:]: print(\"%08x %s\" % (crc32c.crc32c(open(f, \"rb\").read()), f))'";
+  for (const std::string& f : files) absl::StrAppend(&command, " '", f, "'");
+  std::map<std::string, std::string> out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "cannot run " << command;
+    return out;
+  }
+  char line[4096];
+  while (fgets(line, sizeof line, pipe) != nullptr) {
+    std::istringstream fields(line);
+    std::string crc, path;
+    fields >> crc >> path;
+    out[path] = crc;
+  }
+  EXPECT_EQ(pclose(pipe), 0) << command;
+  return out;
+}
+
 }  // namespace testing
 }  // namespace checkpoint
 }  // namespace mt

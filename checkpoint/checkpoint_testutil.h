@@ -100,6 +100,9 @@ std::vector<std::string> Entries(const std::string& dir);
 // Each file's digest as the system's sha256sum prints it (an independent SHA-256), by path;
 // files it cannot read are absent (and a gtest failure is recorded).
 std::map<std::string, std::string> Sha256sum(const std::vector<std::string>& files);
+// Each file's CRC32C as 8 lowercase hex digits, computed by Debian's python3-crc32c (an independent
+// CRC32C), by path; likewise.
+std::map<std::string, std::string> Crc32cOfFiles(const std::vector<std::string>& files);
 
 // Expects `expr` (an absl::Status) to have `status_code` and a message containing `substring`.
 #define EXPECT_STATUS(expr, status_code, substring)                                 \

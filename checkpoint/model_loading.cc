@@ -49,6 +49,7 @@ absl::StatusOr<ParameterLoad> ReadParameters(const CheckpointModel& checkpoint,
     records.push_back(ParameterRecord(store, i, host_values, store.spec(i).name));
   }
   ReshardedLoadOptions reshard;
+  reshard.verify = options.verify;
   reshard.allow_missing = options.allow_missing;
   reshard.allow_unexpected = options.allow_unexpected;
   reshard.skip_prefixes = {kOptimizerTensorPrefix};

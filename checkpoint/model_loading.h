@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/checkpoint.h"
 #include "core/dtype.h"
 #include "core/exec_context.h"
 #include "core/file_system.h"
@@ -73,6 +74,8 @@ struct ParameterLoadOptions {
   // Checkpoint parameters the store lacks are ignored (e.g. pretraining heads when
   // fine-tuning); false: FailedPrecondition listing them.
   bool allow_unexpected = false;
+  // Which digest of each tensor is checked (checkpoint.h).
+  CheckpointVerify verify = CheckpointVerify::kCrc32c;
 };
 
 // What LoadParameters did besides filling the store.

@@ -28,6 +28,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/parameter_records.h"
 #include "comm/parallel_context.h"
+#include "core/fields.h"
 #include "core/status.h"
 #include "core/tool_main.h"
 #include "gflags/gflags.h"
@@ -47,6 +48,9 @@ DEFINE_int32(num_layers_per_virtual_pipeline_stage, 0,
              "Layers per model chunk of the interleaved schedule the new checkpoint is for (0: "
              "plain 1F1B).");
 DEFINE_int64(iteration, -1, "Iteration to convert (-1: the latest).");
+DEFINE_string(checkpoint_verify, "crc32c",
+              "What each tensor read is checked against: crc32c, sha256 or none (a tensor with "
+              "only one of the two is checked against that one).");
 
 namespace {
 
@@ -151,6 +155,9 @@ absl::Status Run() {
   mt::checkpoint::ReshardLayout layout;
   layout.tp_size = tp;
   layout.padded_vocab = new_padded;
+  ASSIGN_OR_RETURN(layout.verify, mt::ParseEnum<mt::checkpoint::CheckpointVerify>(
+                                      "checkpoint_verify", FLAGS_checkpoint_verify,
+                                      mt::checkpoint::kCheckpointVerifyNames));
   layout.pp_size =
       FLAGS_pipeline_model_parallel_size > 0 ? FLAGS_pipeline_model_parallel_size : meta->pp_size;
   if (layout.pp_size > 1 || FLAGS_num_layers_per_virtual_pipeline_stage > 0) {

@@ -9,11 +9,13 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/digest_workers.h"
 #include "checkpoint/direct_read.h"
 #include "checkpoint/direct_write.h"
 #include "checkpoint/sha256.h"
 #include "checkpoint/utf8.h"
 #include "core/alloc.h"
+#include "core/crc32c.h"
 #include "core/status.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
@@ -191,23 +193,23 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTe
   return WriteFileContents(*file, header, tensors, sync);
 }
 
-absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
+absl::StatusOr<std::vector<TensorDigests>> WriteSafetensorsWithDigests(
     const std::string& path, const std::vector<NamedTensor>& tensors,
     const SafetensorsMetadata& metadata, Sync sync, FileSystem& fs) {
   ASSIGN_OR_RETURN(const std::string header, BuildHeader(tensors, metadata));
-  // The workers hash the tensors' memory, which is what the file receives, while it is written.
-  // One thread fewer than for reading: the writing thread keeps a core to itself, and hashing has
-  // the time of the fsync to catch up.
-  std::vector<Sha256Workers::Buffer> buffers;
+  // The workers digest the tensors' memory, which is what the file receives, while it is written:
+  // SHA-256 and CRC32C in one pass over each piece. One thread fewer than for reading: the
+  // writing thread keeps a core to itself, and hashing has the time of the fsync to catch up.
+  std::vector<DigestWorkers::Buffer> buffers;
   std::vector<internal::WritePart> parts = {{header.data(), header.size()}};
   uint64_t total = header.size();
   buffers.reserve(tensors.size());
   for (const NamedTensor& t : tensors) {
-    buffers.push_back({t.view.data, t.view.nbytes()});
+    buffers.push_back({t.view.data, t.view.nbytes(), /*sha256=*/true, /*crc32c=*/true});
     parts.push_back({t.view.data, t.view.nbytes()});
     total += t.view.nbytes();
   }
-  Sha256Workers workers(std::move(buffers), std::max(1, Sha256Workers::DefaultThreads() - 1));
+  DigestWorkers workers(std::move(buffers), std::max(1, DigestWorkers::DefaultThreads() - 1));
   workers.MarkAllReady();
   if (total >= kDirectWriteFrom) {
     // Around the page cache where the file system allows it; where the kernel refuses the direct
@@ -469,42 +471,65 @@ absl::Status SafetensorsReader::Read(absl::string_view name, const TensorView& d
   return ReadMany({{std::string(name), dst}});
 }
 
+absl::Status SafetensorsReader::CheckDigests(const SafetensorsEntry& e, const Expected& expected,
+                                             const TensorDigests& actual) const {
+  const auto fails = [&](absl::string_view check, absl::string_view got, absl::string_view want) {
+    return Corrupt(path_,
+                   absl::StrCat("tensor '", e.name, "' fails its ", check, " check (bytes ",
+                                data_start_ + e.begin, "..", data_start_ + e.end, " hash to ", got,
+                                ", expected ", want, "): the file is corrupt"));
+  };
+  if (expected.crc32c.has_value() && actual.crc32c != *expected.crc32c) {
+    return fails("CRC32C", Crc32cHex(actual.crc32c), Crc32cHex(*expected.crc32c));
+  }
+  if (!expected.sha256.empty() && actual.sha256 != expected.sha256) {
+    return fails("SHA-256", actual.sha256, expected.sha256);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SafetensorsReader::ReadMany(const std::vector<ReadRequest>& requests,
                                          ReadStats* stats) const {
   struct Item {
     const SafetensorsEntry* entry;
     char* dst;
-    const std::string* expected;  // The digest to check, or null.
-    size_t buffer;                // Its index among the workers' buffers.
+    const Expected* expected;  // The digests to check, or null.
+    size_t buffer;             // Its index among the workers' buffers.
   };
   std::vector<Item> items;
   items.reserve(requests.size());
   for (const ReadRequest& r : requests) {
     ASSIGN_OR_RETURN(const SafetensorsEntry* e, CheckRead(r.name, r.dst));
-    auto expected = expected_sha256_.find(r.name);
+    auto expected = expected_.find(r.name);
     items.push_back({e, static_cast<char*>(r.dst.data),
-                     expected == expected_sha256_.end() ? nullptr : &expected->second, 0});
+                     expected == expected_.end() ? nullptr : &expected->second, 0});
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.entry->begin < b.entry->begin; });
-  std::vector<Sha256Workers::Buffer> buffers;
+  std::vector<DigestWorkers::Buffer> buffers;
   std::vector<internal::ReadSpan> spans;
   size_t checked_bytes = 0;
   uint64_t total_bytes = 0;
+  bool any_sha256 = false;
   for (Item& item : items) {
     const size_t size = item.entry->end - item.entry->begin;
     spans.push_back({data_start_ + item.entry->begin, size, item.dst});
     total_bytes += size;
     if (item.expected == nullptr) continue;
     item.buffer = buffers.size();
-    buffers.push_back({item.dst, size});
+    const bool sha256 = !item.expected->sha256.empty();
+    buffers.push_back({item.dst, size, sha256, item.expected->crc32c.has_value()});
+    any_sha256 = any_sha256 || sha256;
     checked_bytes += size;
   }
-  // The workers hash behind the reads, told of each piece read; below a few MiB the threads
-  // would cost more than they save, and the digests are computed after reading.
+  // The workers digest behind the reads, told of each piece read; below a few MiB the threads
+  // would cost more than they save, and the digests are computed after reading. SHA-256 needs
+  // every core to keep up with a disk; CRC32C, at several GB/s, one.
   constexpr size_t kWorkersFrom = size_t{4} << 20;
-  std::optional<Sha256Workers> workers;
-  if (checked_bytes >= kWorkersFrom) workers.emplace(buffers, Sha256Workers::DefaultThreads());
+  std::optional<DigestWorkers> workers;
+  if (checked_bytes >= kWorkersFrom) {
+    workers.emplace(buffers, any_sha256 ? DigestWorkers::DefaultThreads() : 1);
+  }
   const internal::ReadProgress progress = [&](size_t i, size_t bytes) {
     if (workers.has_value() && items[i].expected != nullptr) {
       workers->MarkReady(items[i].buffer, bytes);
@@ -522,20 +547,18 @@ absl::Status SafetensorsReader::ReadMany(const std::vector<ReadRequest>& request
   RETURN_IF_ERROR(ReadSpansBuffered(*file_, spans, progress, &done));
   read_stats.buffered_bytes = total_bytes - read_stats.direct_bytes;
   if (stats != nullptr) *stats = read_stats;
-  std::vector<std::string> actual;
+  std::vector<TensorDigests> actual;
   if (workers.has_value()) {
     workers->MarkAllReady();
     actual = workers->Finish();
   } else {
-    for (const Sha256Workers::Buffer& b : buffers) actual.push_back(Sha256Hex(b.data, b.size));
+    for (const DigestWorkers::Buffer& b : buffers) {
+      actual.push_back(Digest(b.data, b.size, b.sha256, b.crc32c));
+    }
   }
   for (const Item& item : items) {
-    if (item.expected == nullptr || actual[item.buffer] == *item.expected) continue;
-    const SafetensorsEntry& e = *item.entry;
-    return Corrupt(path_, absl::StrCat("tensor '", e.name, "' fails its SHA-256 check (bytes ",
-                                       data_start_ + e.begin, "..", data_start_ + e.end,
-                                       " hash to ", actual[item.buffer], ", expected ",
-                                       *item.expected, "): the file is corrupt"));
+    if (item.expected == nullptr) continue;
+    RETURN_IF_ERROR(CheckDigests(*item.entry, *item.expected, actual[item.buffer]));
   }
   return absl::OkStatus();
 }
@@ -549,7 +572,15 @@ absl::Status SafetensorsReader::ExpectSha256(absl::string_view name,
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': '", sha256_hex,
                                                    "' is not a lowercase hex SHA-256 digest"));
   }
-  expected_sha256_[std::string(name)] = sha256_hex;
+  expected_[std::string(name)].sha256 = sha256_hex;
+  return absl::OkStatus();
+}
+
+absl::Status SafetensorsReader::ExpectCrc32c(absl::string_view name, uint32_t crc32c) {
+  if (Find(name) == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "'"));
+  }
+  expected_[std::string(name)].crc32c = crc32c;
   return absl::OkStatus();
 }
 

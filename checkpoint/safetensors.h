@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/digest_workers.h"
 #include "core/file_system.h"
 #include "core/tensor.h"
 
@@ -59,14 +61,15 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTe
                               const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,
                               FileSystem& fs = DefaultFileSystem());
 
-// WriteSafetensors, returning the SHA-256 of each tensor's bytes as written (lowercase hex, in the
-// order of `tensors`), computed on worker threads while the file is written: the data go to the
+// WriteSafetensors, returning the SHA-256 (lowercase hex) and the CRC32C of each tensor's bytes as
+// written (in the order of `tensors`), both computed in one pass on worker threads while the file
+// is written (checkpoint/digest_workers.h): the data go to the
 // file in large writes straight from the tensors' memory, and the digests cost no time of their
 // own where there are cores to spare. From kDirectWriteFrom bytes on, where the file system offers
 // direct writes (FileSystem::NewDirectWritableFile), the file is written around the page cache
 // from aligned staging buffers (the same bytes; where the kernel refuses, through the cache).
 constexpr uint64_t kDirectWriteFrom = uint64_t{8} << 20;
-absl::StatusOr<std::vector<std::string>> WriteSafetensorsWithDigests(
+absl::StatusOr<std::vector<TensorDigests>> WriteSafetensorsWithDigests(
     const std::string& path, const std::vector<NamedTensor>& tensors,
     const SafetensorsMetadata& metadata = {}, Sync sync = Sync::kNone,
     FileSystem& fs = DefaultFileSystem());
@@ -111,6 +114,10 @@ class SafetensorsReader {
   // for that byte range): a mismatch is DataLoss "<path>: tensor '<name>' fails its SHA-256
   // check ...". NotFound if there is no such tensor; InvalidArgument for a malformed digest.
   absl::Status ExpectSha256(absl::string_view name, const std::string& sha256_hex);
+  // Likewise with the CRC32C of the tensor's bytes (core/crc32c.h): DataLoss "<path>: tensor
+  // '<name>' fails its CRC32C check ..."; NotFound if there is no such tensor. A tensor may be
+  // given both; each is then checked.
+  absl::Status ExpectCrc32c(absl::string_view name, uint32_t crc32c);
 
   // Copies the tensor into `dst` (a contiguous CPU view of the same dtype and shape).
   // NotFound if there is no such tensor; InvalidArgument (naming the tensor) for a mismatched
@@ -133,7 +140,8 @@ class SafetensorsReader {
   // Read() of each request, as one pass over the file: every request is checked first (the
   // errors of Read(), before anything is read), then the tensors are read in the file's order in
   // large pieces while worker threads check the digests of what has been read, so that checking
-  // overlaps reading. A digest mismatch is the DataLoss of Read() (the first tensor in the file
+  // overlaps reading (one worker where only CRC32Cs are checked, one per core, up to 4, for
+  // SHA-256s). A digest mismatch is the DataLoss of Read() (the first tensor in the file
   // that fails); the destinations may then have been written.
   // From kDirectReadFrom bytes on, where the file system offers direct reads (FileSystem::
   // NewDirectReadFile), the pieces are read around the page cache: straight into the destinations
@@ -155,7 +163,15 @@ class SafetensorsReader {
   absl::StatusOr<const SafetensorsEntry*> CheckRead(absl::string_view name,
                                                     const TensorView& dst) const;
 
-  absl::flat_hash_map<std::string, std::string> expected_sha256_;  // Name -> hex digest.
+  // The digests a tensor is checked against: a hex SHA-256 (empty: none), a CRC32C.
+  struct Expected {
+    std::string sha256;
+    std::optional<uint32_t> crc32c;
+  };
+  absl::flat_hash_map<std::string, Expected> expected_;  // By tensor name.
+  // DataLoss naming the tensor, the byte range and both values for the first mismatch.
+  absl::Status CheckDigests(const SafetensorsEntry& e, const Expected& expected,
+                            const TensorDigests& actual) const;
   SafetensorsMetadata metadata_;
 };
 

@@ -16,6 +16,7 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_direct_testutil.h"
 #include "checkpoint/sha256.h"
+#include "core/crc32c.h"
 #include "core/status_testutil.h"
 #include "gtest/gtest.h"
 
@@ -110,14 +111,19 @@ TEST(SafetensorsDirectReadTest, ACorruptByteIsCaught) {
        std::vector<std::pair<std::string, uint64_t>>{{"big", 9'000'001}, {"head", 3}}) {
     const std::string path = WriteTestFile(TempPath("corrupt_" + tensor), contents);
     SimulatedDirectFileSystem simulated(4096, INT_MAX);
-    for (FileSystem* fs : {&DefaultFileSystem(), static_cast<FileSystem*>(&simulated)}) {
-      ASSERT_OK_AND_ASSIGN(SafetensorsReader reader, OpenChecked(path, *fs, contents));
+    for (const auto& [fs, crc32c] :
+         std::vector<std::pair<FileSystem*, bool>>{{&DefaultFileSystem(), false},
+                                                   {&simulated, false},
+                                                   {&DefaultFileSystem(), true},
+                                                   {&simulated, true}}) {
+      ASSERT_OK_AND_ASSIGN(SafetensorsReader reader, OpenChecked(path, *fs, contents, crc32c));
       FlipByte(path, reader, tensor, at);
       Destinations d = MakeDestinations(kAll);
       SafetensorsReader::ReadStats stats;
       const absl::Status s = reader.ReadMany(d.requests, &stats);
       EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-      EXPECT_NE(s.message().find(absl::StrCat("tensor '", tensor, "' fails its SHA-256 check")),
+      EXPECT_NE(s.message().find(absl::StrCat("tensor '", tensor, "' fails its ",
+                                              crc32c ? "CRC32C" : "SHA-256", " check")),
                 std::string::npos)
           << s;
       FlipByte(path, reader, tensor, at);  // Restored for the next file system.
@@ -144,8 +150,12 @@ TEST(SafetensorsDirectWriteTest, WritesTheSameBytesAndDigestsAroundThePageCache)
   const SafetensorsMetadata metadata = {{"format", "pt"}};
   ASSERT_OK_AND_ASSIGN(const std::string expected, SerializeSafetensors(Named(contents), metadata));
   ASSERT_GT(expected.size(), kDirectWriteFrom);
-  std::vector<std::string> want_digests;
-  for (const std::string& c : contents) want_digests.push_back(Sha256Hex(c));
+  std::vector<std::string> want_sha256;
+  std::vector<uint32_t> want_crc32c;
+  for (const std::string& c : contents) {
+    want_sha256.push_back(Sha256Hex(c));
+    want_crc32c.push_back(Crc32c(c.data(), c.size()));
+  }
   // The machine's file system (O_DIRECT where the kernel takes it); simulated direct writes that
   // refuse anything misaligned (so all of them aligned if the file is right); refused from the
   // start and after three pieces (the file written again through the page cache); none offered.
@@ -155,9 +165,13 @@ TEST(SafetensorsDirectWriteTest, WritesTheSameBytesAndDigestsAroundThePageCache)
                                                  &refused, &refused_later, &none}) {
     const std::string path = TempPath("written");
     ASSERT_OK_AND_ASSIGN(
-        const std::vector<std::string> digests,
+        const std::vector<TensorDigests> digests,
         WriteSafetensorsWithDigests(path, Named(contents), metadata, Sync::kFsync, *fs));
-    EXPECT_EQ(digests, want_digests);
+    ASSERT_EQ(digests.size(), contents.size());
+    for (size_t i = 0; i < contents.size(); ++i) {
+      EXPECT_EQ(digests[i].sha256, want_sha256[i]) << "tensor " << i;
+      EXPECT_EQ(digests[i].crc32c, want_crc32c[i]) << "tensor " << i;
+    }
     EXPECT_TRUE(FileBytes(path) == expected) << "file of " << FileBytes(path).size() << " bytes";
   }
 }
@@ -166,7 +180,7 @@ TEST(SafetensorsDirectWriteTest, AFailedDirectWriteIsReported) {
   const std::vector<std::string> contents = Contents(8);
   SimulatedDirectFileSystem fs(4096, 2);
   fs.set_write_failure(absl::ResourceExhaustedError("cannot write (O_DIRECT) x: No space left"));
-  const absl::StatusOr<std::vector<std::string>> digests =
+  const absl::StatusOr<std::vector<TensorDigests>> digests =
       WriteSafetensorsWithDigests(TempPath("full"), Named(contents), {}, Sync::kFsync, fs);
   EXPECT_TRUE(absl::IsResourceExhausted(digests.status())) << digests.status();
 }

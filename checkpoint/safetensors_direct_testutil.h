@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/sha256.h"
+#include "core/crc32c.h"
 #include "core/faulty_file_system.h"
 #include "core/status.h"
 #include "gtest/gtest.h"
@@ -232,12 +233,16 @@ inline uint64_t Bytes(const std::vector<size_t>& which) {
   return total;
 }
 
-// Opens `path` through fs with every tensor's digest expected.
+// Opens `path` through fs with every tensor's SHA-256 (or CRC32C) expected.
 inline absl::StatusOr<SafetensorsReader> OpenChecked(const std::string& path, FileSystem& fs,
-                                                     const std::vector<std::string>& contents) {
+                                                     const std::vector<std::string>& contents,
+                                                     bool crc32c = false) {
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(path, fs));
   for (size_t i = 0; i < Layout().size(); ++i) {
-    RETURN_IF_ERROR(reader.ExpectSha256(Layout()[i].name, Sha256Hex(contents[i])));
+    const std::string& name = Layout()[i].name;
+    RETURN_IF_ERROR(crc32c
+                        ? reader.ExpectCrc32c(name, Crc32c(contents[i].data(), contents[i].size()))
+                        : reader.ExpectSha256(name, Sha256Hex(contents[i])));
   }
   return reader;
 }

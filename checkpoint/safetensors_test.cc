@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/sha256.h"
+#include "core/crc32c.h"
 #include "core/ops/testutil.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -257,7 +258,8 @@ TEST(SafetensorsTest, WriterOutputParsesIndependently) {
   EXPECT_EQ(*serialized, file);
 
   // So does WriteSafetensorsWithDigests, whose digests are those of each tensor's byte range in
-  // the file (hashed here in one piece by Sha256Hex, which sha256_test holds to sha256sum).
+  // the file (hashed here in one piece by Sha256Hex, which sha256_test holds to sha256sum, and
+  // Crc32c, which core/crc32c_test holds to the definition).
   const std::string path2 = TempPath("writer_digests.safetensors");
   auto digests = WriteSafetensorsWithDigests(path2, tensors, metadata, Sync::kFsync);
   ASSERT_TRUE(digests.ok()) << digests.status();
@@ -267,7 +269,9 @@ TEST(SafetensorsTest, WriterOutputParsesIndependently) {
     const Json& offsets = j[specs[i].name]["data_offsets"];
     const uint64_t begin = parsed.data_start + offsets[0].get<uint64_t>();
     const uint64_t end = parsed.data_start + offsets[1].get<uint64_t>();
-    EXPECT_EQ((*digests)[i], Sha256Hex(file.substr(begin, end - begin))) << specs[i].name;
+    const std::string bytes = file.substr(begin, end - begin);
+    EXPECT_EQ((*digests)[i].sha256, Sha256Hex(bytes)) << specs[i].name;
+    EXPECT_EQ((*digests)[i].crc32c, Crc32c(bytes.data(), bytes.size())) << specs[i].name;
   }
 }
 
@@ -465,7 +469,7 @@ TEST(SafetensorsTest, ReadErrors) {
 // ReadMany over more than the few MiB from which worker threads check the digests behind the
 // reads: a tensor of several read pieces among small ones, read bit for bit in any request
 // order; a flipped byte in a later piece is caught, and of two bad tensors the first in the file
-// is named.
+// is named; all of it checking SHA-256s and checking CRC32Cs.
 TEST(SafetensorsTest, ReadManyChecksDigestsBehindTheReads) {
   std::vector<Tensor> owned;
   owned.push_back(RandomBits({7}, DType::kF32, 11));
@@ -479,29 +483,36 @@ TEST(SafetensorsTest, ReadManyChecksDigestsBehindTheReads) {
   auto digests = WriteSafetensorsWithDigests(path, tensors);
   ASSERT_TRUE(digests.ok()) << digests.status();
   for (size_t i = 0; i < owned.size(); ++i) {
-    ASSERT_EQ((*digests)[i], Sha256Hex(Bytes(owned[i].view()))) << names[i];
+    const std::string bytes = Bytes(owned[i].view());
+    ASSERT_EQ((*digests)[i].sha256, Sha256Hex(bytes)) << names[i];
+    ASSERT_EQ((*digests)[i].crc32c, Crc32c(bytes.data(), bytes.size())) << names[i];
   }
-  auto read_all = [&](std::vector<Tensor>* dst) {
+  auto read = [&](std::vector<Tensor>* dst, bool crc32c, std::vector<size_t> which) {
     auto reader = SafetensorsReader::Open(path);
     EXPECT_TRUE(reader.ok()) << reader.status();
     if (!reader.ok()) return reader.status();
     for (size_t i = 0; i < owned.size(); ++i) {
-      EXPECT_TRUE(reader->ExpectSha256(names[i], (*digests)[i]).ok());
+      EXPECT_TRUE((crc32c ? reader->ExpectCrc32c(names[i], (*digests)[i].crc32c)
+                          : reader->ExpectSha256(names[i], (*digests)[i].sha256))
+                      .ok());
     }
     dst->clear();
     std::vector<SafetensorsReader::ReadRequest> requests;
-    for (size_t i : {3, 1, 0, 2}) {  // Not the file's order.
+    for (size_t i : which) {
       dst->push_back(Tensor::Zeros(owned[i].shape(), owned[i].dtype()));
       requests.push_back({names[i], dst->back().view()});
     }
     return reader->ReadMany(requests);
   };
-  std::vector<Tensor> back;
-  ASSERT_TRUE(read_all(&back).ok());
-  EXPECT_EQ(Bytes(back[0].view()), Bytes(owned[3].view()));
-  EXPECT_EQ(Bytes(back[1].view()), Bytes(owned[1].view()));
-  EXPECT_EQ(Bytes(back[2].view()), Bytes(owned[0].view()));
-  EXPECT_EQ(Bytes(back[3].view()), Bytes(owned[2].view()));
+  const std::vector<size_t> all = {3, 1, 0, 2};  // Not the file's order.
+  for (bool crc32c : {false, true}) {
+    std::vector<Tensor> back;
+    ASSERT_TRUE(read(&back, crc32c, all).ok());
+    EXPECT_EQ(Bytes(back[0].view()), Bytes(owned[3].view()));
+    EXPECT_EQ(Bytes(back[1].view()), Bytes(owned[1].view()));
+    EXPECT_EQ(Bytes(back[2].view()), Bytes(owned[0].view()));
+    EXPECT_EQ(Bytes(back[3].view()), Bytes(owned[2].view()));
+  }
 
   // A bad request is refused before anything is read.
   auto reader = SafetensorsReader::Open(path);
@@ -517,13 +528,56 @@ TEST(SafetensorsTest, ReadManyChecksDigestsBehindTheReads) {
   const size_t big_end = file.size() - owned[3].nbytes() - owned[2].nbytes();
   file[big_end - 5] ^= 1;
   WriteBytes(path, file);
-  absl::Status s = read_all(&back);
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_NE(s.message().find("tensor 'big' fails its SHA-256 check"), std::string::npos) << s;
+  std::vector<Tensor> back;
+  for (bool crc32c : {false, true}) {
+    const std::string want =
+        crc32c ? "tensor 'big' fails its CRC32C check" : "tensor 'big' fails its SHA-256 check";
+    const absl::Status s = read(&back, crc32c, all);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find(want), std::string::npos) << s;
+    EXPECT_NE(s.message().find(path), std::string::npos) << s;
+  }
   file[file.size() - 1] ^= 1;
   WriteBytes(path, file);
-  s = read_all(&back);
-  EXPECT_NE(s.message().find("tensor 'big' fails its SHA-256 check"), std::string::npos) << s;
+  for (bool crc32c : {false, true}) {
+    const std::string check = crc32c ? "CRC32C" : "SHA-256";
+    const absl::Status s = read(&back, crc32c, all);
+    EXPECT_NE(s.message().find("tensor 'big' fails its " + check + " check"), std::string::npos)
+        << s;
+  }
+}
+
+// Below the few MiB of the workers the digests are computed after the reads: a flipped byte is
+// caught checking SHA-256s and CRC32Cs alike.
+TEST(SafetensorsTest, ReadManyChecksSmallTensorsAfterTheReads) {
+  const Tensor a = RandomBits({7, 3}, DType::kF32, 15);
+  const Tensor b = RandomBits({1000}, DType::kI64, 16);
+  const std::string path = TempPath("read_small.safetensors");
+  auto digests = WriteSafetensorsWithDigests(path, {{"a", a.view()}, {"b", b.view()}});
+  ASSERT_TRUE(digests.ok()) << digests.status();
+  std::string file = ReadBytes(path);
+  file[file.size() - 3] ^= 4;  // In "b".
+  WriteBytes(path, file);
+  for (bool crc32c : {false, true}) {
+    auto reader = SafetensorsReader::Open(path);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    for (size_t i = 0; i < 2; ++i) {
+      const std::string name = i == 0 ? "a" : "b";
+      ASSERT_TRUE((crc32c ? reader->ExpectCrc32c(name, (*digests)[i].crc32c)
+                          : reader->ExpectSha256(name, (*digests)[i].sha256))
+                      .ok());
+    }
+    Tensor ra = Tensor::Zeros({7, 3}, DType::kF32);
+    Tensor rb = Tensor::Zeros({1000}, DType::kI64);
+    EXPECT_TRUE(reader->Read("a", ra.view()).ok());
+    EXPECT_EQ(Bytes(ra.view()), Bytes(a.view()));
+    const absl::Status s = reader->ReadMany({{"a", ra.view()}, {"b", rb.view()}});
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    const std::string check = crc32c ? "CRC32C" : "SHA-256";
+    EXPECT_NE(s.message().find("tensor 'b' fails its " + check + " check"), std::string::npos) << s;
+    // A CRC32C for a tensor the file does not have.
+    EXPECT_EQ(reader->ExpectCrc32c("no such tensor", 0).code(), absl::StatusCode::kNotFound);
+  }
 }
 
 }  // namespace

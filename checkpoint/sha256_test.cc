@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_testutil.h"
+#include "checkpoint/digest_workers.h"
+#include "core/crc32c.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -73,28 +75,48 @@ TEST(Sha256Test, RandomLengthsMatchSha256sum) {
     EXPECT_TRUE(IsSha256Hex(expected.at(paths[len])));
   }
 
-  // The same inputs hashed by three workers while the bytes are reported ready in uneven pieces
-  // (as a reader reports what it has read), and with everything ready at once (as a writer).
-  std::vector<Sha256Workers::Buffer> buffers;
-  for (const std::string& in : inputs) buffers.push_back({in.data(), in.size()});
-  for (bool piecewise : {true, false}) {
-    Sha256Workers workers(buffers, 3);
-    if (piecewise) {
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        for (size_t bytes = 0; bytes < inputs[i].size(); bytes += 1 + bytes % 37) {
-          workers.MarkReady(i, bytes);
+  // The same inputs digested by three workers while the bytes are reported ready in uneven pieces
+  // (as a reader reports what it has read), and with everything ready at once (as a writer):
+  // SHA-256 and CRC32C together (as a save), and each alone (as a load checks one of them).
+  for (const auto& [sha256, crc32c] : {std::pair{true, true}, {true, false}, {false, true}}) {
+    std::vector<DigestWorkers::Buffer> buffers;
+    for (const std::string& in : inputs) buffers.push_back({in.data(), in.size(), sha256, crc32c});
+    for (bool piecewise : {true, false}) {
+      DigestWorkers workers(buffers, 3);
+      if (piecewise) {
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          for (size_t bytes = 0; bytes < inputs[i].size(); bytes += 1 + bytes % 37) {
+            workers.MarkReady(i, bytes);
+          }
         }
       }
-    }
-    workers.MarkAllReady();
-    const std::vector<std::string> digests = workers.Finish();
-    ASSERT_EQ(digests.size(), inputs.size());
-    for (size_t len = 0; len < inputs.size(); ++len) {
-      EXPECT_EQ(digests[len], expected.at(paths[len])) << "length " << len;
+      workers.MarkAllReady();
+      const std::vector<TensorDigests> digests = workers.Finish();
+      ASSERT_EQ(digests.size(), inputs.size());
+      for (size_t len = 0; len < inputs.size(); ++len) {
+        EXPECT_EQ(digests[len].sha256, sha256 ? expected.at(paths[len]) : "") << "length " << len;
+        const uint32_t crc = Crc32c(inputs[len].data(), inputs[len].size());
+        EXPECT_EQ(digests[len].crc32c, crc32c ? crc : 0u) << "length " << len;
+      }
     }
   }
+  // Both digests of a buffer several pieces long, fed in pieces that straddle them.
+  std::string big(3 * DigestWorkers::kPiece + 12345, '\0');
+  std::mt19937 big_rng(3);
+  for (char& c : big) c = static_cast<char>(big_rng());
+  const TensorDigests whole = Digest(big.data(), big.size(), true, true);
+  EXPECT_EQ(whole.sha256, Sha256Hex(big));
+  EXPECT_EQ(whole.crc32c, Crc32c(big.data(), big.size()));
+  DigestWorkers workers({{big.data(), big.size(), true, true}}, 2);
+  for (size_t bytes = 0; bytes < big.size(); bytes += 100003) workers.MarkReady(0, bytes);
+  workers.MarkAllReady();
+  const std::vector<TensorDigests> pieces = workers.Finish();
+  EXPECT_EQ(pieces[0].sha256, whole.sha256);
+  EXPECT_EQ(pieces[0].crc32c, whole.crc32c);
   // Abandoned half way (a failed read): the destructor stops the waiting workers.
-  Sha256Workers abandoned(buffers, 2);
+  std::vector<DigestWorkers::Buffer> buffers;
+  for (const std::string& in : inputs) buffers.push_back({in.data(), in.size(), true, true});
+  DigestWorkers abandoned(buffers, 2);
   abandoned.MarkReady(100, 50);
 }
 

@@ -11,35 +11,14 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/crc32c.h"
 #include "core/file_system.h"
 #include "core/status.h"
-
-#if defined(__x86_64__)
-#include <nmmintrin.h>
-#endif
 
 namespace mt {
 namespace train {
 namespace tfevents {
 namespace {
-
-// The table of the byte-at-a-time CRC: entry b is the CRC register after shifting byte b through
-// it, low bit first (the reflected form of the polynomial).
-struct CrcTable {
-  uint32_t entry[256];
-};
-
-constexpr CrcTable MakeCrcTable() {
-  CrcTable t{};
-  for (uint32_t b = 0; b < 256; ++b) {
-    uint32_t r = b;
-    for (int bit = 0; bit < 8; ++bit) r = (r & 1) ? (r >> 1) ^ 0x82F63B78u : r >> 1;
-    t.entry[b] = r;
-  }
-  return t;
-}
-
-constexpr CrcTable kCrcTable = MakeCrcTable();
 
 void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
@@ -83,49 +62,6 @@ std::string Hostname() {
 }
 
 }  // namespace
-
-uint32_t Crc32cPortable(const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t crc = ~0u;
-  for (size_t i = 0; i < n; ++i) crc = kCrcTable.entry[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
-
-#if defined(__x86_64__)
-
-bool CpuHasSse42() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sse4.2") != 0;
-  }();
-  return has;
-}
-
-// The instruction takes the register as it stands (no inversion) and consumes its operand's bytes
-// in memory order (x86 is little-endian), as the table does one at a time.
-__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t crc = 0xffffffffu;
-  for (; n >= 8; n -= 8, p += 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8);  // any alignment
-    crc = _mm_crc32_u64(crc, word);
-  }
-  auto crc32 = static_cast<uint32_t>(crc);
-  for (; n > 0; --n, ++p) crc32 = _mm_crc32_u8(crc32, *p);
-  return ~crc32;
-}
-
-#else
-
-bool CpuHasSse42() { return false; }
-uint32_t Crc32cSse42(const void* data, size_t n) { return Crc32cPortable(data, n); }
-
-#endif
-
-uint32_t Crc32c(const void* data, size_t n) {
-  return CpuHasSse42() ? Crc32cSse42(data, n) : Crc32cPortable(data, n);
-}
 
 uint32_t MaskCrc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 

@@ -76,15 +76,7 @@ class EventFileWriter {
 // The pieces of the format, for tests.
 namespace tfevents {
 
-// CRC32C of n bytes: the SSE4.2 crc32 instruction where the CPU has it, else a table.
-uint32_t Crc32c(const void* data, size_t n);
-// The table-driven CRC32C, on every CPU.
-uint32_t Crc32cPortable(const void* data, size_t n);
-// Whether this CPU has SSE4.2 (checked once, at run time).
-bool CpuHasSse42();
-// CRC32C with the crc32 instruction; only where CpuHasSse42() (x86-64), the table elsewhere.
-uint32_t Crc32cSse42(const void* data, size_t n);
-// mask(crc) as above, and the masked CRC32C of n bytes.
+// mask(crc) as above, and the masked CRC32C (core/crc32c.h) of n bytes.
 uint32_t MaskCrc32c(uint32_t crc);
 uint32_t MaskedCrc32c(const void* data, size_t n);
 

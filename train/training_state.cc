@@ -200,7 +200,7 @@ absl::Status RestoreTrainerState(const std::string& load_dir, const CheckpointMe
 absl::Status LoadThisStage(FileSystem& fs, const std::string& load_dir, int64_t iteration,
                            const comm::ParallelContext& parallel, const models::ModelConfig& config,
                            const std::vector<TensorRecord>& records, bool experts_sharded,
-                           CheckpointMetadata* meta) {
+                           checkpoint::CheckpointVerify verify, CheckpointMetadata* meta) {
   ASSIGN_OR_RETURN(const CheckpointMetadata first,
                    ReadShardMetadata(load_dir, iteration, /*tp_rank=*/0, /*pp_rank=*/0, fs));
   const bool same_stages = first.pp_size == 1 && parallel.pp_size() == 1;
@@ -208,12 +208,13 @@ absl::Status LoadThisStage(FileSystem& fs, const std::string& load_dir, int64_t 
   if ((same_stages && same_experts) || first.tp_size != parallel.tp_size()) {
     // LoadShard also refuses another TP degree, saying how to convert the checkpoint.
     return LoadShard(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(), config.ToJson(),
-                     records, meta, parallel.pp_rank(), parallel.pp_size(), fs);
+                     records, meta, parallel.pp_rank(), parallel.pp_size(), fs, verify);
   }
   ReshardedLoadOptions options;
   options.allow_unexpected = true;  // The other stages' tensors, the other EP ranks' experts.
   options.keep_padding_rows = true;
   options.expected_model_config_json = config.ToJson();
+  options.verify = verify;
   ASSIGN_OR_RETURN(const ReshardedLoad loaded,
                    LoadResharded(load_dir, iteration, parallel.tp_rank(), parallel.tp_size(),
                                  config.vocab_size, records, options, fs));
@@ -365,7 +366,8 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
 absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContext& parallel,
                                const models::ModelConfig& config, nn::ParameterStore* store,
                                Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
-                               TrainingCounters* counters, FileSystem& fs) {
+                               TrainingCounters* counters, FileSystem& fs,
+                               checkpoint::CheckpointVerify verify) {
   ASSIGN_OR_RETURN(int64_t iteration, LatestIteration(load_dir, fs));
   // Read into the live tensors in host memory, else into host staging that is then uploaded.
   const ExecContext ctx = StoreContext(*store);
@@ -390,7 +392,7 @@ absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContex
   ASSIGN_OR_RETURN(host.exp_avg_sq, staging.exp_avg_sq.ForWriting(live.exp_avg_sq));
   CheckpointMetadata meta;
   RETURN_IF_ERROR(LoadThisStage(fs, load_dir, iteration, parallel, config, Records(*store, host),
-                                optimizer->expert_parallel() != nullptr, &meta));
+                                optimizer->expert_parallel() != nullptr, verify, &meta));
   // The masters changed: LoadValues also sets the compute-dtype copies.
   RETURN_IF_ERROR(optimizer->LoadValues(ctx, host.values));
   RETURN_IF_ERROR(optimizer->LoadMoments(ctx, host.exp_avg, host.exp_avg_sq));

@@ -135,11 +135,13 @@ absl::Status CommitTrainingState(const std::string& save_dir, int keep_last,
 // store's compute-dtype copies are refreshed from them). At this run's TP degree, any pipeline
 // layout loads into any other (each stage reads its tensors from the checkpoint's stages holding
 // them, bit for bit). NotFound if there is none; FailedPrecondition for a mismatched config or TP
-// degree (with what to do) or a tensor of this stage that the checkpoint lacks.
-absl::Status LoadTrainingState(const std::string& load_dir, comm::ParallelContext& parallel,
-                               const models::ModelConfig& config, nn::ParameterStore* store,
-                               Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
-                               TrainingCounters* counters, FileSystem& fs = DefaultFileSystem());
+// degree (with what to do) or a tensor of this stage that the checkpoint lacks; DataLoss for a
+// tensor failing the digest `verify` checks (checkpoint/checkpoint.h).
+absl::Status LoadTrainingState(
+    const std::string& load_dir, comm::ParallelContext& parallel, const models::ModelConfig& config,
+    nn::ParameterStore* store, Optimizer* optimizer, LossScaler* scaler, LrSchedule* schedule,
+    TrainingCounters* counters, FileSystem& fs = DefaultFileSystem(),
+    checkpoint::CheckpointVerify verify = checkpoint::CheckpointVerify::kCrc32c);
 
 // The weights only, into the store of a training job (--finetune): checkpoint::LoadParameters
 // (checkpoint/model_loading.h), or, when `optimizer` holds the masters sharded

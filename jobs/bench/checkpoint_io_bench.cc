@@ -9,8 +9,9 @@
 //      of=/dev/null bs=8M: its sequential read rate from the device;
 //   3. train::SaveTrainingState (the training job's save: shard files, fsyncs, commit), timed, into
 //      an emptied DIR/checkpoint, after dropping the caches;
-//   4. caches dropped, train::LoadTrainingState (the job's resume, digests checked), timed, and the
-//      loaded state compared with the saved one;
+//   4. caches dropped, train::LoadTrainingState (the job's resume, each tensor checked against the
+//      digest --checkpoint_verify names: its CRC32C by default), timed, and the loaded state
+//      compared with the saved one;
 //   5. caches dropped, the same save (before step 3) and load through a file system without direct
 //      reads and writes (the page cache's path, as they were before they went around it), for a
 //      same-run comparison;
@@ -19,7 +20,8 @@
 // Step 2 also times dd iflag=direct (the device without the page cache). Saves and loads print
 // the CPU seconds of the process's threads beside their wall time.
 // Before the rounds it prints the SHA-256 rate of one thread and of the workers the checkpoint
-// code hashes on (checkpoint/sha256.h).
+// code hashes on (checkpoint/digest_workers.h), and the CRC32C rate of one thread with the table,
+// the crc32 instruction on one stream, and on three (core/crc32c.h).
 // Each round prints the rates and the ratios save / dd write and load / dd read; the end, the
 // minimum and median of each ratio. Everything written under --dir is removed at the end.
 #include <sys/resource.h>
@@ -41,10 +43,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/digest_workers.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/sha256.h"
 #include "comm/mpi_main.h"
 #include "comm/parallel_context.h"
+#include "core/crc32c.h"
+#include "core/fields.h"
 #include "core/file_system.h"
 #include "core/status.h"
 #include "core/subprocess.h"
@@ -63,6 +68,9 @@ DEFINE_string(dir, "/tmp/checkpoint_io_bench",
               "A directory on the disk to measure; created, and what the benchmark writes in it is "
               "removed at the end.");
 DEFINE_int32(rounds, 3, "Rounds of (dd write, dd read, save, load).");
+DEFINE_string(checkpoint_verify, "crc32c",
+              "What the timed loads check each tensor against: crc32c, sha256 or none (as the "
+              "training job's --checkpoint_verify).");
 DEFINE_bool(drop_caches, true,
             "Drop the page cache before each read and each save (needs root; without it the reads "
             "may come from memory, which the output then says).");
@@ -185,8 +193,9 @@ struct BenchState {
   }
   absl::Status Load(const std::string& ckpt, FileSystem& fs = DefaultFileSystem()) {
     return train::LoadTrainingState(ckpt, *parallel, config, store.get(), optimizer.get(), &scaler,
-                                    &schedule, &counters, fs);
+                                    &schedule, &counters, fs, verify);
   }
+  checkpoint::CheckpointVerify verify = checkpoint::CheckpointVerify::kCrc32c;
 };
 
 absl::StatusOr<std::unique_ptr<BenchState>> MakeState(comm::Communicator& world) {
@@ -224,22 +233,53 @@ void PrintHashRates(const std::vector<TensorView>& state) {
   Clock::time_point start = Clock::now();
   const std::string digest = checkpoint::Sha256Hex(values.data, hash_bytes);
   const double sha_rate = hash_bytes / Seconds(start) / 1e6;
-  const int workers = checkpoint::Sha256Workers::DefaultThreads();
+  const int workers = checkpoint::DigestWorkers::DefaultThreads();
   start = Clock::now();
   {
-    std::vector<checkpoint::Sha256Workers::Buffer> buffers;
+    std::vector<checkpoint::DigestWorkers::Buffer> buffers;
     for (const TensorView& v : state) {
       for (size_t at = 0; at < v.nbytes(); at += hash_bytes) {
         buffers.push_back({static_cast<char*>(v.data) + at, std::min(hash_bytes, v.nbytes() - at)});
       }
     }
-    checkpoint::Sha256Workers hashing(buffers, workers);
+    checkpoint::DigestWorkers hashing(buffers, workers);
     hashing.MarkAllReady();
     hashing.Finish();
   }
   const double sha_workers_rate = 3.0 * values.nbytes() / Seconds(start) / 1e6;
   std::printf("sha256: one thread %.0f MB/s (%s...), %d workers %.0f MB/s\n", sha_rate,
               digest.substr(0, 8).c_str(), workers, sha_workers_rate);
+}
+
+// Prints the CRC32C rate of one thread: the table, the crc32 instruction on one stream and on
+// three (core/crc32c.h), over `n` bytes of the values (from memory) and over one 256 KiB piece of
+// them hashed over and over (from the cache, as the digest workers hash a piece the SHA-256 has
+// just read).
+void PrintCrcRates(const TensorView& values, size_t n) {
+  using Crc = uint32_t (*)(uint32_t, const void*, size_t);
+  const auto rate = [&](Crc crc, size_t bytes, size_t piece, uint32_t* value) {
+    const Clock::time_point at = Clock::now();
+    for (size_t done = 0; done < bytes; done += piece) *value = crc(*value, values.data, piece);
+    return bytes / Seconds(at) / 1e6;
+  };
+  const size_t piece = size_t{256} << 10;
+  uint32_t table = 0, one = 0, three = 0, cached_one = 0, cached_three = 0;
+  // The table is slow: 64 MiB of it.
+  const double table_rate = rate(crc32c_internal::Portable, std::min(n, size_t{64} << 20),
+                                 std::min(n, size_t{64} << 20), &table);
+  const double one_rate = rate(crc32c_internal::Sse42, n, n, &one);
+  const double three_rate = rate(crc32c_internal::Sse42ThreeWay, n, n, &three);
+  const double cached_one_rate = rate(crc32c_internal::Sse42, n, piece, &cached_one);
+  const double cached_three_rate = rate(crc32c_internal::Sse42ThreeWay, n, piece, &cached_three);
+  std::printf(
+      "crc32c: one thread, table %.0f MB/s; crc32 instruction from memory: one stream %.0f MB/s, "
+      "three %.0f MB/s (%.2fx); from the cache: one stream %.0f MB/s, three %.0f MB/s (%.2fx)%s\n",
+      table_rate, one_rate, three_rate, three_rate / one_rate, cached_one_rate, cached_three_rate,
+      cached_three_rate / cached_one_rate,
+      crc32c_internal::CpuHasSse42() ? "" : " [no SSE4.2: all are the table]");
+  if (one != three || cached_one != cached_three) {
+    std::printf("error: the CRC32C paths disagree\n");
+  }
 }
 
 // The rates of every round (MB/s) and the ratios save / dd write and load / dd read.
@@ -377,7 +417,12 @@ absl::Status Run(const comm::MpiProcess& process) {
     return absl::InvalidArgumentError("checkpoint_io_bench runs as one process");
   }
   if (FLAGS_rounds < 1) return absl::InvalidArgumentError("--rounds must be >= 1");
+  ASSIGN_OR_RETURN(
+      const checkpoint::CheckpointVerify verify,
+      ParseEnum<checkpoint::CheckpointVerify>("checkpoint_verify", FLAGS_checkpoint_verify,
+                                              checkpoint::kCheckpointVerifyNames));
   ASSIGN_OR_RETURN(std::unique_ptr<BenchState> b, MakeState(process.world));
+  b->verify = verify;
   // Where the reads without digests go: memory of the state's size, touched once beforehand.
   Tensor scratch = Tensor::Zeros({3 * b->state[0].numel()}, DType::kF32);
   const std::string dir = FLAGS_dir;
@@ -398,6 +443,9 @@ absl::Status Run(const comm::MpiProcess& process) {
       "moments, one shard) in %s\n",
       FLAGS_model.c_str(), static_cast<long long>(b->state[0].numel()), bytes / 1e6, dir.c_str());
   PrintHashRates(b->state);
+  PrintCrcRates(b->state[0], std::min<size_t>(size_t{256} << 20, b->state[0].nbytes()));
+  std::printf("loads check each tensor's %s (--checkpoint_verify)\n",
+              FLAGS_checkpoint_verify.c_str());
   Rates rates;
   for (int round = 1; round <= FLAGS_rounds; ++round) {
     RETURN_IF_ERROR(RunRound(round, *b, dir, bytes, scratch, drop, &rates));

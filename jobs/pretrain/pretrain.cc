@@ -336,6 +336,7 @@ absl::Status LoadWeightsOnly(const PretrainConfig& c, const std::string& why, Jo
   ASSIGN_OR_RETURN(const checkpoint::CheckpointModel ckpt,
                    checkpoint::ReadCheckpointModel(c.load, /*iteration=*/-1, *job->hooks.fs));
   checkpoint::ParameterLoadOptions options;
+  options.verify = c.checkpoint_verify;
   // A pipeline stage holds its own parameters only, an expert-parallel rank its own experts: the
   // others' are not its to load.
   options.allow_unexpected = job->parallel->pp_size() > 1 || job->ep != nullptr;
@@ -368,9 +369,9 @@ absl::Status Resume(const PretrainConfig& c, Job* job) {
   if (checkpoint::ParseHfConversionState(meta.trainer_state_json).has_value()) {
     return LoadWeightsOnly(c, "a converted checkpoint without optimizer state, as --finetune", job);
   }
-  RETURN_IF_ERROR(train::LoadTrainingState(c.load, *job->parallel, c.model, job->store.get(),
-                                           job->optimizer.get(), job->scaler.get(),
-                                           job->schedule.get(), &job->counters, fs));
+  RETURN_IF_ERROR(train::LoadTrainingState(
+      c.load, *job->parallel, c.model, job->store.get(), job->optimizer.get(), job->scaler.get(),
+      job->schedule.get(), &job->counters, fs, c.checkpoint_verify));
   if (c.no_load_optim) {
     RETURN_IF_ERROR(ops::Fill(job->rank.exec, job->optimizer->exp_avg(), 0.0));
     RETURN_IF_ERROR(ops::Fill(job->rank.exec, job->optimizer->exp_avg_sq(), 0.0));

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/checkpoint.h"
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
 #include "comm/world_communicator.h"
@@ -102,6 +103,8 @@ struct PretrainConfig {
   bool finetune = false;
   bool no_load_optim = false;
   bool no_load_rng = false;
+  // The digest each loaded tensor is checked against (checkpoint/checkpoint.h, CheckpointVerify).
+  checkpoint::CheckpointVerify checkpoint_verify = checkpoint::CheckpointVerify::kCrc32c;
   int save_interval = 0;  // Iterations between checkpoints (0: only at the end / SIGTERM).
   // Write checkpoints in the background (train/async_save.h): training waits only for the copy of
   // the state to host memory.
@@ -162,6 +165,12 @@ struct PretrainConfig {
       "Resume from --load but with fresh Adam moments and optimizer step.");
     v("no_load_rng", &self.no_load_rng,
       "Resume from --load but record this run's --seed (dropout always follows --seed).");
+    v("checkpoint_verify", &self.checkpoint_verify,
+      "What loading a checkpoint checks each tensor against: crc32c (its CRC32C, fast enough to "
+      "keep up with the disk), sha256 (its SHA-256, slower than a fast disk on a few cores) or "
+      "none. A tensor with only one of the two (a checkpoint written before CRC32Cs) is checked "
+      "against that one; a mismatch stops the load naming the tensor and file.",
+      checkpoint::kCheckpointVerifyNames);
     v("save_interval", &self.save_interval,
       "Iterations between checkpoints (0: at the end and on SIGTERM).");
     v("keep_last", &self.keep_last, "Checkpoints to keep.");

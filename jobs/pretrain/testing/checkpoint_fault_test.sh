@@ -133,16 +133,21 @@ for kind in enospc:"No space left on device" eio:"Input/output error"; do
 done
 echo "ENOSPC/EIO cases: $faults, previous checkpoint intact and resumed bit-exact: $faults"
 
-# 3. A flipped byte inside a tensor of the final checkpoint.
+# 3. A flipped byte inside a tensor of the final checkpoint: refused by its CRC32C (the default
+# check), and by its SHA-256 under --checkpoint_verify=sha256.
 file="$(shard "$work/ref" 6)/model_optim.safetensors"
 offset=$(( h + (t - h) / 2 ))
 byte=$(od -An -t u1 -j "$offset" -N 1 "$file" | tr -d ' ')
 printf "$(printf '\\%03o' $(( byte ^ 1 )))" | dd of="$file" bs=1 seek="$offset" conv=notrunc status=none
-run --load="$work/ref" > "$work/flip.out" 2>&1 && fail "a flipped byte was loaded"
-line=$(grep -i "error\|fatal" "$work/flip.out")
-[[ $(echo "$line" | wc -l) -eq 1 ]] || fail "flipped byte: $(cat "$work/flip.out")"
-echo "$line" | grep -q "$file: tensor '.*' fails its SHA-256 check" || fail "flipped byte: $line"
-echo "flipped byte refused: $line"
+for verify in crc32c:CRC32C sha256:SHA-256; do
+  run --load="$work/ref" --checkpoint_verify="${verify%%:*}" > "$work/flip.out" 2>&1 &&
+    fail "a flipped byte was loaded (${verify%%:*})"
+  line=$(grep -i "error\|fatal" "$work/flip.out")
+  [[ $(echo "$line" | wc -l) -eq 1 ]] || fail "flipped byte: $(cat "$work/flip.out")"
+  echo "$line" | grep -q "$file: tensor '.*' fails its ${verify#*:} check" ||
+    fail "flipped byte: $line"
+  echo "flipped byte refused: $line"
+done
 
 # 4. The same faults with --async_save: the background writer's bytes are counted the same way
 # (the save at iteration 2 is committed before the one at 4 starts, and 4's before 6's).

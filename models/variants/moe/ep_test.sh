@@ -89,7 +89,7 @@ import sys
 with open(sys.argv[1], "r+b") as f:
     f.seek(-5, 2); b = f.read(1); f.seek(-5, 2); f.write(bytes([b[0] ^ 1]))
 PY
-refused corrupt "mp_rank_00_001/model_optim.safetensors: tensor '.*' fails its SHA-256 check"
+refused corrupt "mp_rank_00_001/model_optim.safetensors: tensor '.*' fails its CRC32C check"
 "$reshard" --load="$work/ep2_half" --save="$work/resharded" --tensor_model_parallel_size=1 \
   > "$work/resharded.out" 2>&1 || { cat "$work/resharded.out"; fail "resharding the EP=2 checkpoint"; }
 for name in ep2_half resharded; do
