@@ -40,8 +40,8 @@ absl::Status PinCurrentThread(const std::vector<int>& cpus) {
   }
   const int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   if (err != 0) {
-    return absl::InternalError(absl::StrCat("PinCurrentThread: CPUs ", DescribeCpus(cpus), ": ",
-                                            std::strerror(err)));
+    return absl::InternalError(
+        absl::StrCat("PinCurrentThread: CPUs ", DescribeCpus(cpus), ": ", std::strerror(err)));
   }
   return absl::OkStatus();
 }
