@@ -34,9 +34,10 @@ namespace {
 // The experiment's flags (one per field).
 struct ZeroShotConfig {
   std::string results_dir, load, models = "2x64x4,4x128x4", data_path, split = "90,5,5";
-  // Every model's training: sequence length 128, global batch 8 in micro-batches of 8, 1600 steps
-  // (1,638,400 tokens, about one pass over the prose corpus), peak learning rate 2e-3, on the CPU.
-  PretrainSchedule train = {128, 8, 8, 1600, 2e-3};
+  // Every model's training: sequence length 128, global batch 8 in micro-batches of 8, 2200 steps
+  // (2,252,800 tokens, about 1.3 passes over the prose corpus's 1.7M training tokens), peak
+  // learning rate 2e-3, on the CPU.
+  PretrainSchedule train = {128, 8, 8, 2200, 2e-3};
   std::string wikitext, lambada;
   int64_t heldout_docs = 0, wikitext_docs = 500, overlapping_eval = 64, max_corpus_documents = 0;
   bool lambada_copy_targets = true;
@@ -72,7 +73,8 @@ struct ZeroShotConfig {
       "Held-out documents written in the LAMBADA format (0: all of the prose corpus's, or 200 "
       "of --data_path's test split).");
     v("lambada_copy_targets", &self.lambada_copy_targets,
-      "Prose corpus: held-out LAMBADA lines as LAMBADA designed its passages (heldout.h "
+      "Held-out LAMBADA lines (the prose corpus's, or --data_path's test split) as LAMBADA "
+      "designed its passages (heldout.h "
       "LambadaCopyPassage: per document, its longest beginning ending with a sentence's last word "
       "that occurs earlier in it); false: every document's own last word.");
     v("wikitext_docs", &self.wikitext_docs,
@@ -173,11 +175,22 @@ absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c) {
     ASSIGN_OR_RETURN(auto gpt2, data::CreateTokenizer("gpt2"));
     ASSIGN_OR_RETURN(HeldOutFiles h,
                      WriteHeldOut(s.data_prefix, c.split, c.heldout_docs > 0 ? c.heldout_docs : 200,
-                                  c.train.seq_length, *gpt2, s.work_dir));
+                                  c.train.seq_length, *gpt2, s.work_dir, c.lambada_copy_targets));
     const std::string name =
         absl::StrFormat("held-out %lld test-split documents", static_cast<long long>(h.documents));
-    if (c.wikitext.empty()) s.wikitext.push_back({h.wikitext, name});
-    if (c.lambada.empty() && h.lambada_examples > 0) s.lambada.push_back({h.lambada, name});
+    if (c.wikitext.empty()) {
+      s.wikitext.push_back({h.wikitext, name});
+      s.baseline.wikitext_index = static_cast<int>(s.wikitext.size()) - 1;
+    }
+    if (c.lambada.empty() && h.lambada_examples > 0) {
+      s.lambada.push_back({h.lambada, name});
+      // The bigram baseline from the training split's documents.
+      ASSIGN_OR_RETURN(std::vector<std::string> train,
+                       DecodeSplit(s.data_prefix, c.split, 0, *gpt2));
+      s.baseline.lambada_index = static_cast<int>(s.lambada.size()) - 1;
+      s.baseline.examples = h.lambada_examples;
+      s.baseline.bigram_correct = BigramBaseline::Build(train).CountCorrect(h.lambada_lines);
+    }
   }
   if (s.wikitext.empty() && s.lambada.empty()) {
     return absl::InvalidArgumentError("nothing to score: give --wikitext or --lambada");
@@ -217,7 +230,7 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   }
   ZeroShotReportInputs in{s.data_name,        c.load.empty(), c.train.iters, c.train.global_batch,
                           c.train.seq_length, s.wikitext,     s.lambada,     s.baseline};
-  in.lambada_copy_targets = c.lambada_copy_targets && s.baseline.lambada_index >= 0;
+  in.lambada_copy_targets = c.lambada_copy_targets && c.lambada.empty() && !s.lambada.empty();
   return WriteZeroShotResults(run, in, scores);
 }
 

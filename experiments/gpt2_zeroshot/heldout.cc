@@ -130,26 +130,52 @@ std::string WikiTextFile(const std::vector<std::string>& documents) {
   return out;
 }
 
+namespace {
+
+// Documents [first, end) of `dataset` decoded with `gpt2`, its end-of-document id dropped.
+absl::StatusOr<std::vector<std::string>> DecodeDocuments(const data::IndexedDataset& dataset,
+                                                         int64_t first, int64_t end,
+                                                         const data::Tokenizer& gpt2) {
+  std::vector<std::string> texts;
+  for (int64_t d = first; d < end; ++d) {
+    std::vector<int32_t> ids;
+    for (int64_t v : dataset.document(d).ToVector()) {
+      if (v != gpt2.eod_id()) ids.push_back(static_cast<int32_t>(v));
+    }
+    ASSIGN_OR_RETURN(std::string text, gpt2.Decode(ids));
+    texts.push_back(std::move(text));
+  }
+  return texts;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> DecodeSplit(const std::string& prefix,
+                                                     const std::string& split, int which,
+                                                     const data::Tokenizer& gpt2) {
+  if (which < 0 || which > 2) {
+    return absl::InvalidArgumentError(absl::StrCat("split index ", which, " is not 0, 1 or 2"));
+  }
+  ASSIGN_OR_RETURN(auto dataset, data::IndexedDataset::Open(prefix));
+  ASSIGN_OR_RETURN(auto bounds, data::SplitDocuments(split, dataset->num_documents()));
+  return DecodeDocuments(*dataset, bounds[which], bounds[which + 1], gpt2);
+}
+
 absl::StatusOr<HeldOutFiles> WriteHeldOut(const std::string& prefix, const std::string& split,
                                           int64_t max_documents, int64_t max_tokens,
-                                          const data::Tokenizer& gpt2, const std::string& dir) {
+                                          const data::Tokenizer& gpt2, const std::string& dir,
+                                          bool copy_targets) {
   ASSIGN_OR_RETURN(auto dataset, data::IndexedDataset::Open(prefix));
   ASSIGN_OR_RETURN(auto bounds, data::SplitDocuments(split, dataset->num_documents()));
   if (bounds[3] <= bounds[2]) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the test split of ", prefix, " under --split=", split, " holds no documents"));
   }
-  std::vector<std::string> texts;
   const int64_t documents = std::min<int64_t>(max_documents, bounds[3] - bounds[2]);
-  for (int64_t d = bounds[2]; d < bounds[2] + documents; ++d) {
-    std::vector<int32_t> ids;
-    for (int64_t v : dataset->document(d).ToVector()) {
-      if (v != gpt2.eod_id()) ids.push_back(static_cast<int32_t>(v));
-    }
-    ASSIGN_OR_RETURN(std::string text, gpt2.Decode(ids));
-    texts.push_back(std::move(text));
-  }
-  ASSIGN_OR_RETURN(HeldOutFiles files, WriteHeldOutTexts(texts, max_tokens, gpt2, dir));
+  ASSIGN_OR_RETURN(std::vector<std::string> texts,
+                   DecodeDocuments(*dataset, bounds[2], bounds[2] + documents, gpt2));
+  ASSIGN_OR_RETURN(HeldOutFiles files,
+                   WriteHeldOutTexts(texts, max_tokens, gpt2, dir, copy_targets));
   files.first_document = bounds[2];
   return files;
 }

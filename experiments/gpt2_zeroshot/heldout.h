@@ -76,12 +76,21 @@ absl::StatusOr<HeldOutFiles> WriteHeldOutTexts(const std::vector<std::string>& t
 // Decodes (with `gpt2`, dropping its end-of-document id) the first `max_documents` documents of
 // the test split of the dataset at `prefix` under `split` and writes `dir`/heldout.wiki.tokens and
 // `dir`/heldout_lambada.jsonl (documents of at least 10 words and at most `max_tokens` - 4 GPT-2
-// tokens, so that a model of `max_tokens` positions fits them). Errors: the dataset's and
+// tokens, so that a model of `max_tokens` positions fits them; with `copy_targets` their
+// LambadaCopyPassage lines, as WriteHeldOutTexts writes them). Errors: the dataset's and
 // SplitDocuments's; FailedPrecondition when the test split is empty (naming the split); Internal
 // naming a file that cannot be written.
+// The documents of split `which` (0 train, 1 valid, 2 test) of the dataset at `prefix` under
+// `split`, decoded with `gpt2` (its end-of-document id dropped): e.g. the training text of a
+// baseline. InvalidArgument for another `which`; the dataset's and SplitDocuments's errors.
+absl::StatusOr<std::vector<std::string>> DecodeSplit(const std::string& prefix,
+                                                     const std::string& split, int which,
+                                                     const data::Tokenizer& gpt2);
+
 absl::StatusOr<HeldOutFiles> WriteHeldOut(const std::string& prefix, const std::string& split,
                                           int64_t max_documents, int64_t max_tokens,
-                                          const data::Tokenizer& gpt2, const std::string& dir);
+                                          const data::Tokenizer& gpt2, const std::string& dir,
+                                          bool copy_targets = false);
 
 }  // namespace experiments
 }  // namespace mt

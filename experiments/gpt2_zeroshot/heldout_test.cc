@@ -1,5 +1,6 @@
 #include "experiments/gpt2_zeroshot/heldout.h"
 
+#include "data/indexed/indexed_dataset.h"
 #include "data/tokenizers/factory.h"
 #include "eval/wikitext.h"
 #include "gtest/gtest.h"
@@ -65,6 +66,41 @@ TEST(WriteHeldOutTextsTest, CopyTargetsWriteOnePassagePerDocument) {
   ASSERT_TRUE(files.ok()) << files.status();
   ASSERT_EQ(files->lambada_examples, 1);
   EXPECT_EQ(files->lambada_lines[0], "one two three four five six seven eight nine ten two");
+}
+
+// The splits of an indexed dataset: the training documents' text; the test split's LAMBADA lines,
+// every document's own last word, or with copy_targets only the documents with a copy passage.
+TEST(WriteHeldOutTest, TrainingTextAndCopyTargetsOfTheSplits) {
+  auto gpt2 = data::CreateTokenizer("gpt2");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status();
+  const std::string prefix = testing::TempDir() + "/heldout_split";
+  auto writer = data::IndexedDatasetWriter::CreateForVocab(prefix, (*gpt2)->vocab_size());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (const std::string& text :
+       {std::string("the training document, never written out at all here ok"),
+        std::string("one two three four five six seven eight nine ten two. more words here now."),
+        std::string("no word here comes back at the end of this text at all really")}) {
+    auto ids = (*gpt2)->Encode(text);
+    ASSERT_TRUE((*writer)->AddDocument(ids).ok());
+  }
+  ASSERT_TRUE((*writer)->Finalize().ok());
+  // "1,0,2": the first document trains, the other two are the test split.
+  auto train = DecodeSplit(prefix, "1,0,2", 0, **gpt2);
+  ASSERT_TRUE(train.ok()) << train.status();
+  EXPECT_EQ(*train,
+            std::vector<std::string>{"the training document, never written out at all here ok"});
+  EXPECT_FALSE(DecodeSplit(prefix, "1,0,2", 3, **gpt2).ok());
+  auto last = WriteHeldOut(prefix, "1,0,2", 10, 128, **gpt2, testing::TempDir());
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->first_document, 1);
+  EXPECT_EQ(last->lambada_lines,
+            (std::vector<std::string>{
+                "one two three four five six seven eight nine ten two. more words here now",
+                "no word here comes back at the end of this text at all really"}));
+  auto copy = WriteHeldOut(prefix, "1,0,2", 10, 128, **gpt2, testing::TempDir(), true);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_EQ(copy->lambada_lines,
+            std::vector<std::string>{"one two three four five six seven eight nine ten two"});
 }
 
 }  // namespace
