@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/cpu_affinity.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -26,13 +25,6 @@ AsyncSaver::AsyncSaver(std::string save_dir, int keep_last, comm::ParallelContex
 
 AsyncSaver::~AsyncSaver() { Join(); }
 
-std::string AsyncSaver::PlaceWriter(int64_t training_threads) {
-  writer_cpus_ = SpareCpus(CurrentThreadCpus(), training_threads);
-  if (writer_cpus_.empty()) return "beside the training threads, at nice 10 (no CPU left free)";
-  return absl::StrCat("on CPUs ", DescribeCpus(writer_cpus_), ", beside ", training_threads,
-                      " training thread(s)");
-}
-
 void AsyncSaver::Join() {
   if (writer_.joinable()) writer_.join();
 }
@@ -47,9 +39,6 @@ absl::Status AsyncSaver::Start(std::unique_ptr<TrainingSnapshot> snapshot) {
     // Below the training threads: where they keep every core busy, the write waits for them
     // rather than they for it. The hashing workers this thread starts inherit the priority.
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNice);
-    // Off the training threads' cores where they leave some free; inherited the same way. Best
-    // effort: a refused set changes only where the write runs, not what it writes.
-    if (!writer_cpus_.empty()) PinCurrentThread(writer_cpus_).IgnoreError();
     const auto start = std::chrono::steady_clock::now();
     write_status_ = snap->Write(save_dir_, *fs_);
     write_seconds_ =

@@ -13,10 +13,8 @@
 //
 // The writer (and the hashing threads it starts) runs at nice 10, below the training threads: on
 // a machine whose cores training keeps busy the write then takes longer rather than slowing the
-// steps. Where the rank's training threads leave CPUs free (set_writer_cpus, from
-// core/cpu_affinity.h's SpareCpus), the writer and every thread it starts run only on those. One
-// save at a time: Start waits for the one in flight and commits it first. A failed write is
-// reported by the Poll or Finish that sees it, on every rank (the job then ends, the previous
+// steps. One save at a time: Start waits for the one in flight and commits it first. A failed write
+// is reported by the Poll or Finish that sees it, on every rank (the job then ends, the previous
 // checkpoint intact). Poll and Finish are collective over the world (Poll: one small all-reduce
 // while a save is in flight, none otherwise); the background thread makes no communicator call.
 #ifndef MT_TRAIN_ASYNC_SAVE_H_
@@ -28,7 +26,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "comm/parallel_context.h"
@@ -64,12 +61,6 @@ class AsyncSaver {
   std::unique_ptr<TrainingSnapshot> TakeSpare() { return std::move(spare_); }
   // Hands the saver host memory for its first snapshot (ReserveTrainingSnapshot).
   void set_spare(std::unique_ptr<TrainingSnapshot> spare) { spare_ = std::move(spare); }
-  // Restricts the writer and the threads it starts, from the next Start, to the CPUs that
-  // `training_threads` (this machine's, all ranks) leave free (core/cpu_affinity.h's SpareCpus),
-  // if any; returns where it will run, for the log: "on CPUs 1, beside 1 training thread(s)" or
-  // "beside the training threads, at nice 10 (no CPU left free)". A failure to pin (a CPU
-  // outside the cgroup) leaves the writer unpinned: the set decides where, not what, it writes.
-  std::string PlaceWriter(int64_t training_threads);
   // The iteration of the last committed save (-1: none yet).
   int64_t committed_iteration() const { return committed_; }
   // Seconds the background thread took to write the last committed save.
@@ -88,7 +79,6 @@ class AsyncSaver {
   std::unique_ptr<TrainingSnapshot> snapshot_;  // The save in flight.
   std::unique_ptr<TrainingSnapshot> spare_;     // The last committed one.
   std::thread writer_;
-  std::vector<int> writer_cpus_;
   std::atomic<bool> written_{false};
   absl::Status write_status_;  // Set by the writer before `written_`.
   double write_seconds_ = 0;

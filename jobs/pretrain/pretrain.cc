@@ -323,9 +323,6 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
                      train::ReserveTrainingSnapshot(*job->parallel, *job->store, *job->optimizer,
                                                     job->rank.exec.pool));
     job->saver->set_spare(std::move(spare));
-    const std::string writer =
-        job->saver->PlaceWriter(int64_t{job->rank.threads} * local.local_size);
-    if (job->verbose) std::printf("async save: the writer runs %s\n", writer.c_str());
   }
   return job;
 }

@@ -178,9 +178,7 @@ struct PretrainConfig {
       "Write checkpoints in the background: training waits only while the state is copied to "
       "host memory; the checkpoint is committed once every rank has written its shard (the "
       "previous one stays the latest until then). A second save waits for the first. Holds 12 "
-      "bytes of host memory per parameter of the rank's shard. The writer runs on the CPUs the "
-      "training threads of this machine's ranks leave free, if any (--threads below cores / "
-      "ranks).");
+      "bytes of host memory per parameter of the rank's shard.");
     v("eval_interval", &self.eval_interval,
       "Iterations between validation runs (0: only at the end).");
     v("threads", &self.threads, "CPU threads per rank (0: cores / ranks).");
