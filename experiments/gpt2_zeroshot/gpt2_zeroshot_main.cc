@@ -78,7 +78,8 @@ struct ZeroShotConfig {
       "LambadaCopyPassage: per document, its longest beginning ending with a sentence's last word "
       "that occurs earlier in it); false: every document's own last word.");
     v("wikitext_docs", &self.wikitext_docs,
-      "Of those, the first this many written in the WikiText format (perplexity needs fewer).");
+      "Of the prose corpus's held-out documents, the first this many written in the WikiText "
+      "format (perplexity needs fewer); with --data_path all --heldout_docs of them are.");
     v("overlapping_eval", &self.overlapping_eval,
       "WikiText window stride (the paper: 32 with 1024-token windows; by default here half the "
       "128-token window).");
@@ -98,6 +99,8 @@ struct Setup {
   std::string work_dir, data_prefix, data_name, split;
   std::vector<EvalData> wikitext, lambada;
   HeldOutBaseline baseline;  // Of the held-out LAMBADA file, when the prose corpus is used.
+  // The held-out documents were screened against the training text (the prose corpus's are).
+  bool screened = false;
 };
 
 // Trains one model with pretrain_gpt into work_dir/<label>; returns the checkpoint directory.
@@ -126,6 +129,7 @@ absl::Status PrepareProse(const ZeroShotConfig& c, Setup* s) {
   s->data_prefix = corpus.gpt2_prefix;
   s->data_name = corpus.Describe();
   s->split = "95,5,0";
+  s->screened = true;
   std::vector<std::string> texts, train;
   for (const ProseDocument& d : corpus.heldout) {
     if (c.heldout_docs <= 0 || static_cast<int64_t>(texts.size()) < c.heldout_docs) {
@@ -231,6 +235,7 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   ZeroShotReportInputs in{s.data_name,        c.load.empty(), c.train.iters, c.train.global_batch,
                           c.train.seq_length, s.wikitext,     s.lambada,     s.baseline};
   in.lambada_copy_targets = c.lambada_copy_targets && c.lambada.empty() && !s.lambada.empty();
+  in.heldout_screened = s.screened;
   return WriteZeroShotResults(run, in, scores);
 }
 

@@ -307,23 +307,27 @@ absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReport
     absl::StrAppend(&data, "- WikiText-format: ", d.name, " (`", d.path, "`)\n");
   for (const EvalData& d : in.lambada)
     absl::StrAppend(&data, "- LAMBADA-format: ", d.name, " (`", d.path, "`)\n");
-  absl::StrAppend(&data,
-                  "\nThe held-out documents are documents of the corpus that training did not "
-                  "use and that share no 13-word run with the training text, written as "
-                  "WikiText's tokenised format (one document per paragraph, no headings) and as "
-                  "LAMBADA lines, ",
-                  in.lambada_copy_targets
-                      ? "LAMBADA's design as a rule on the text alone, applied before any model "
-                        "was scored and the same for every model and the baseline (LAMBADA kept "
-                        "passages whose last word follows from the wider context): per document "
-                        "its longest beginning of 10 or more words that fits the model's context "
-                        "and ends with a sentence's last word that also occurs earlier in it "
-                        "(trailing punctuation removed; documents without one give no line). "
-                      : "the last word of each document of 10 or more words that fits the "
-                        "model's context, trailing punctuation removed. ",
-                  "The bigram baseline predicts "
-                  "each line's last word as the word that most often follows the one before it "
-                  "in the training text. They are not WikiText-103 or LAMBADA.");
+  absl::StrAppend(
+      &data,
+      "\nThe held-out documents are documents of the corpus that training did not "
+      "use ",
+      in.heldout_screened ? "and that share no 13-word run with the training text"
+                          : "(the test split of the data; not screened for text shared with the "
+                            "training split)",
+      ", written as WikiText's tokenised format (one document per paragraph, no headings) and as "
+      "LAMBADA lines, ",
+      in.lambada_copy_targets
+          ? "LAMBADA's design as a rule on the text alone, applied before any model "
+            "was scored and the same for every model and the baseline (LAMBADA kept "
+            "passages whose last word follows from the wider context): per document "
+            "its longest beginning of 10 or more words that fits the model's context "
+            "and ends with a sentence's last word that also occurs earlier in it "
+            "(trailing punctuation removed; documents without one give no line). "
+          : "the last word of each document of 10 or more words that fits the "
+            "model's context, trailing punctuation removed. ",
+      "The bigram baseline predicts "
+      "each line's last word as the word that most often follows the one before it "
+      "in the training text. They are not WikiText-103 or LAMBADA.");
   report.Paragraph(data);
   Table models({"model", "registered name", "shape", "params", "training wall time (s)"});
   for (const ModelScores& m : scores) {

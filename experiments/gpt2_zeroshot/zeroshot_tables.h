@@ -80,6 +80,9 @@ struct ZeroShotReportInputs {
   std::vector<EvalData> wikitext, lambada;
   HeldOutBaseline baseline;
   bool lambada_copy_targets = false;  // The held-out LAMBADA lines: heldout.h's copy passages.
+  // The held-out documents share no 13-word run with the training text (the prose corpus's);
+  // false: --data_path's test split, not screened.
+  bool heldout_screened = false;
 };
 
 // The paper's rows (Table 2: 355M, 2.5B, 8.3B and the previous state of the art) in the CSV's

@@ -1,5 +1,11 @@
 #include "experiments/gpt2_zeroshot/zeroshot_tables.h"
 
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -60,6 +66,37 @@ TEST(ZeroShotFindingTest, SupportedOnlyWhenTheNumbersSaySo) {
   EXPECT_NE(no.find("bigram baseline: not supported"), std::string::npos) << no;
   const std::string one = ZeroShotFinding({Scores("small", 100, 300.0, 0.10)}, b);
   EXPECT_NE(one.find("falls with size: one size only"), std::string::npos) << one;
+}
+
+// The report says the held-out documents were screened against the training text only when
+// they were (the prose corpus's), not for --data_path's test split.
+TEST(WriteZeroShotResultsTest, ReportSaysWhetherTheHeldOutTextWasScreened) {
+  for (const bool screened : {true, false}) {
+    ExperimentRun run;
+    run.name = "gpt2_zeroshot";
+    run.results_dir = std::string(std::getenv("TEST_TMPDIR")) + (screened ? "/s" : "/u");
+    std::filesystem::create_directories(run.results_dir);
+    run.started = std::chrono::system_clock::now();
+    run.started_steady = std::chrono::steady_clock::now();
+    ZeroShotReportInputs in;
+    in.data_name = "a corpus";
+    in.train_iters = 10;
+    in.global_batch_size = 2;
+    in.seq_length = 16;
+    in.wikitext = {{"w.tokens", "held-out documents"}};
+    in.lambada = {{"l.jsonl", "held-out documents"}};
+    in.baseline = {0, 0, 400, 20};
+    in.heldout_screened = screened;
+    ASSERT_TRUE(WriteZeroShotResults(
+                    run, in, {Scores("small", 100, 300.0, 0.06), Scores("big", 200, 150.0, 0.10)})
+                    .ok());
+    std::ifstream f(run.Path("report.md"));
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::string report = text.str();
+    EXPECT_EQ(report.find("share no 13-word run") != std::string::npos, screened) << report;
+    EXPECT_EQ(report.find("not screened") != std::string::npos, !screened) << report;
+  }
 }
 
 }  // namespace
