@@ -276,9 +276,10 @@ std::vector<std::string> Entries(const std::string& dir) {
   return names;
 }
 
-std::map<std::string, std::string> Sha256sum(const std::vector<std::string>& files) {
-  std::string command = "sha256sum";
-  for (const std::string& f : files) absl::StrAppend(&command, " '", f, "'");
+namespace {
+
+// Runs `command`, which prints "<digest> <path>" lines, and maps each path to its digest.
+std::map<std::string, std::string> DigestsPrinted(const std::string& command) {
   std::map<std::string, std::string> out;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
@@ -296,27 +297,21 @@ std::map<std::string, std::string> Sha256sum(const std::vector<std::string>& fil
   return out;
 }
 
+}  // namespace
+
+std::map<std::string, std::string> Sha256sum(const std::vector<std::string>& files) {
+  std::string command = "sha256sum";
+  for (const std::string& f : files) absl::StrAppend(&command, " '", f, "'");
+  return DigestsPrinted(command);
+}
+
 std::map<std::string, std::string> Crc32cOfFiles(const std::vector<std::string>& files) {
   // Debian's python3-crc32c is visible to the system Python only.
   std::string command =
       "/usr/bin/python3 -c 'import crc32c, sys\n"
       "for f in sys.argv[1:]: print(\"%08x %s\" % (crc32c.crc32c(open(f, \"rb\").read()), f))'";
   for (const std::string& f : files) absl::StrAppend(&command, " '", f, "'");
-  std::map<std::string, std::string> out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return out;
-  }
-  char line[4096];
-  while (fgets(line, sizeof line, pipe) != nullptr) {
-    std::istringstream fields(line);
-    std::string crc, path;
-    fields >> crc >> path;
-    out[path] = crc;
-  }
-  EXPECT_EQ(pclose(pipe), 0) << command;
-  return out;
+  return DigestsPrinted(command);
 }
 
 }  // namespace testing
