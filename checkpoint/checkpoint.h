@@ -113,6 +113,12 @@ inline constexpr std::pair<absl::string_view, CheckpointVerify> kCheckpointVerif
     {"crc32c", CheckpointVerify::kCrc32c},
     {"sha256", CheckpointVerify::kSha256},
     {"none", CheckpointVerify::kNone}};
+// The help of every binary's --checkpoint_verify.
+inline constexpr char kCheckpointVerifyHelp[] =
+    "What loading a checkpoint checks each tensor against: crc32c (its CRC32C, fast enough to "
+    "keep up with the disk), sha256 (its SHA-256, slower than a fast disk on a few cores) or "
+    "none. A tensor with only one of the two (a checkpoint written before CRC32Cs) is checked "
+    "against that one; a mismatch stops the load naming the tensor and file.";
 
 struct CheckpointMetadata {
   // The model's configuration as a JSON object. LoadShard compares it key by key with the run's;

@@ -48,9 +48,7 @@ DEFINE_int32(num_layers_per_virtual_pipeline_stage, 0,
              "Layers per model chunk of the interleaved schedule the new checkpoint is for (0: "
              "plain 1F1B).");
 DEFINE_int64(iteration, -1, "Iteration to convert (-1: the latest).");
-DEFINE_string(checkpoint_verify, "crc32c",
-              "What each tensor read is checked against: crc32c, sha256 or none (a tensor with "
-              "only one of the two is checked against that one).");
+DEFINE_string(checkpoint_verify, "crc32c", mt::checkpoint::kCheckpointVerifyHelp);
 
 namespace {
 

@@ -59,6 +59,7 @@ Harness::~Harness() = default;
 absl::Status Harness::LoadModel(checkpoint::LoadModelOptions options) {
   options.iteration = checkpoint_.iteration;
   options.compute_dtype = compute_dtype_;
+  options.load.verify = config_.checkpoint_verify;
   ASSIGN_OR_RETURN(loaded_, checkpoint::LoadModel(config_.load, placement_.rank,
                                                   placement_.world_size, rank_.exec, options));
   return absl::OkStatus();

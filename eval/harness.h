@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/model_loading.h"
 #include "comm/communicator.h"
 #include "comm/parallel_context.h"
@@ -64,6 +65,7 @@ struct HarnessConfig {
   PrecisionFlags precision;       // --fp16 / --bf16 / --fp32, as every binary takes them.
   int threads = 0;                // CPU threads per rank (0: cores / ranks on this host).
   double progress_interval = 30;  // Seconds between progress lines (0: after every batch).
+  checkpoint::CheckpointVerify checkpoint_verify = checkpoint::CheckpointVerify::kCrc32c;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -88,6 +90,8 @@ struct HarnessConfig {
     v("threads", &self.threads, "CPU threads per rank (0: cores / ranks on this host).");
     v("progress_interval", &self.progress_interval,
       "Seconds between progress lines (0: after every micro-batch).");
+    v("checkpoint_verify", &self.checkpoint_verify, checkpoint::kCheckpointVerifyHelp,
+      checkpoint::kCheckpointVerifyNames);
   }
 
   // InvalidArgument naming the flag: no --load, micro_batch_size < 1, more than one precision

@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<InferenceSession>> LoadForInference(const Inferen
   }
   checkpoint::LoadModelOptions options;
   options.compute_dtype = compute_dtype;
+  options.load.verify = config.checkpoint_verify;
   ASSIGN_OR_RETURN(
       checkpoint::LoadedModel loaded,
       checkpoint::LoadModel(config.load, world.rank(), world.size(), s->rank.exec, options));

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/checkpoint.h"
 #include "comm/communicator.h"
 #include "comm/world_communicator.h"
 #include "core/device.h"
@@ -41,6 +42,7 @@ struct InferenceConfig {
   comm::CommBackend comm_backend = comm::CommBackend::kAuto;
   PrecisionFlags precision;
   int threads = 0;  // CPU threads per rank (0: cores / ranks on this host).
+  checkpoint::CheckpointVerify checkpoint_verify = checkpoint::CheckpointVerify::kCrc32c;
 
   template <typename Self, typename V>
   static void Fields(Self& self, V& v) {
@@ -53,6 +55,8 @@ struct InferenceConfig {
       comm::kCommBackendNames);
     PrecisionFlags::Fields(self.precision, v);
     v("threads", &self.threads, "CPU threads per rank (0: cores / ranks on this host).");
+    v("checkpoint_verify", &self.checkpoint_verify, checkpoint::kCheckpointVerifyHelp,
+      checkpoint::kCheckpointVerifyNames);
   }
 };
 

@@ -116,6 +116,30 @@ expect_error "max_position_embeddings 64" "$wikitext" --load="$work/zero" --data
 expect_error "$work/nodir/x.jsonl" "$lambada" --load="$work/zero" --data="$lambada_data" \
   --per_example_jsonl="$work/nodir/x.jsonl"
 expect_error "exclusive" "$lambada" --load="$work/zero" --data="$lambada_data" --bf16 --fp16
+expect_error "must be one of crc32c, sha256, none" "$lambada" --load="$work/zero" \
+  --data="$lambada_data" --checkpoint_verify=md5
+# A flipped byte in the weights: refused by its CRC32C (the default) and its SHA-256, read as is
+# with --checkpoint_verify=none.
+cp -r "$work/zero" "$work/flipped"
+tensors=$(find "$work/flipped" -name '*.safetensors' | head -1)
+python3 - "$tensors" <<'PY' || fail "flip a byte"
+import json, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    # A model weight (not an optimizer moment, which inference does not read), mid-tensor.
+    name = next(k for k in sorted(header) if k.endswith("weight") and "optimizer" not in k)
+    begin, end = header[name]["data_offsets"]
+    f.seek(8 + n + (begin + end) // 2)
+    b = f.read(1)
+    f.seek(-1, 1)
+    f.write(bytes([b[0] ^ 0x40]))
+PY
+expect_error "fails its CRC32C check" "$lambada" --load="$work/flipped" --data="$lambada_data"
+expect_error "fails its SHA-256 check" "$lambada" --load="$work/flipped" --data="$lambada_data" \
+  --checkpoint_verify=sha256
+"$lambada" --load="$work/flipped" --data="$lambada_data" --checkpoint_verify=none > /dev/null \
+  2>&1 || fail "--checkpoint_verify=none did not load the flipped checkpoint"
 # Two processes that cannot split 4 heads three ways: one line, before any collective.
 timeout 60 mpirun --oversubscribe --bind-to none -np 3 --mca btl self,vader \
   "$wikitext" --load="$work/zero" --data="$wiki" > "$work/np3.out" 2> "$work/np3.err" &&

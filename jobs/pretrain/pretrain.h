@@ -165,11 +165,7 @@ struct PretrainConfig {
       "Resume from --load but with fresh Adam moments and optimizer step.");
     v("no_load_rng", &self.no_load_rng,
       "Resume from --load but record this run's --seed (dropout always follows --seed).");
-    v("checkpoint_verify", &self.checkpoint_verify,
-      "What loading a checkpoint checks each tensor against: crc32c (its CRC32C, fast enough to "
-      "keep up with the disk), sha256 (its SHA-256, slower than a fast disk on a few cores) or "
-      "none. A tensor with only one of the two (a checkpoint written before CRC32Cs) is checked "
-      "against that one; a mismatch stops the load naming the tensor and file.",
+    v("checkpoint_verify", &self.checkpoint_verify, checkpoint::kCheckpointVerifyHelp,
       checkpoint::kCheckpointVerifyNames);
     v("save_interval", &self.save_interval,
       "Iterations between checkpoints (0: at the end and on SIGTERM).");
