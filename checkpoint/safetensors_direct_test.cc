@@ -111,11 +111,7 @@ TEST(SafetensorsDirectReadTest, ACorruptByteIsCaught) {
        std::vector<std::pair<std::string, uint64_t>>{{"big", 9'000'001}, {"head", 3}}) {
     const std::string path = WriteTestFile(TempPath("corrupt_" + tensor), contents);
     SimulatedDirectFileSystem simulated(4096, INT_MAX);
-    for (const auto& [fs, crc32c] :
-         std::vector<std::pair<FileSystem*, bool>>{{&DefaultFileSystem(), false},
-                                                   {&simulated, false},
-                                                   {&DefaultFileSystem(), true},
-                                                   {&simulated, true}}) {
+    for (const auto& [fs, crc32c] : EveryFileSystemAndDigest(&simulated)) {
       ASSERT_OK_AND_ASSIGN(SafetensorsReader reader, OpenChecked(path, *fs, contents, crc32c));
       FlipByte(path, reader, tensor, at);
       Destinations d = MakeDestinations(kAll);

@@ -233,6 +233,15 @@ inline uint64_t Bytes(const std::vector<size_t>& which) {
   return total;
 }
 
+// The file systems and digests a corruption test reads through: the default file system and
+// `simulated`, each checking SHA-256s (false) and then CRC32Cs (true), as OpenChecked's crc32c.
+inline std::vector<std::pair<FileSystem*, bool>> EveryFileSystemAndDigest(FileSystem* simulated) {
+  return {{&DefaultFileSystem(), false},
+          {simulated, false},
+          {&DefaultFileSystem(), true},
+          {simulated, true}};
+}
+
 // Opens `path` through fs with every tensor's SHA-256 (or CRC32C) expected.
 inline absl::StatusOr<SafetensorsReader> OpenChecked(const std::string& path, FileSystem& fs,
                                                      const std::vector<std::string>& contents,

@@ -163,11 +163,7 @@ TEST(SafetensorsDirectReadTest, InPlaceReadsFallBackAndCatchCorruption) {
   for (const auto& [tensor, at] : std::vector<std::pair<std::string, uint64_t>>{
            {"big", 5'000'000}, {"big", 1}, {"tail", 4'000'000}}) {
     SimulatedDirectFileSystem simulated(512, INT_MAX);
-    for (const auto& [fs, crc32c] :
-         std::vector<std::pair<FileSystem*, bool>>{{&DefaultFileSystem(), false},
-                                                   {&simulated, false},
-                                                   {&DefaultFileSystem(), true},
-                                                   {&simulated, true}}) {
+    for (const auto& [fs, crc32c] : EveryFileSystemAndDigest(&simulated)) {
       ASSERT_OK_AND_ASSIGN(SafetensorsReader reader, OpenChecked(path, *fs, contents, crc32c));
       FlipByte(path, reader, tensor, at);
       AlignedDestinations d = MakeAlignedDestinations(path, reader, 0);
