@@ -236,22 +236,27 @@ TEST(CheckpointIntegrityTest, MalformedDigestsAreRefused) {
   const std::string path = MetadataFile(dir, 2, 0);
   const Json good = Json::parse(ReadText(path));
   std::vector<Tensor> storage;
-  for (const Json& bad : {Json(42), Json("ABC"), Json(std::string(64, 'A'))}) {
-    Json meta = good;
-    meta["tensors"][1]["sha256"] = bad;
-    WriteText(path, meta.dump(1));
-    EXPECT_STATUS(
-        LoadShard(dir, 2, 0, 1, ConfigJson(), ZeroRecords(model, 0, 1, &storage), nullptr),
-        absl::StatusCode::kDataLoss, "\"sha256\" is not 64 lowercase hex digits");
-  }
-  for (const Json& bad : {Json(0xE3069283u), Json("E3069283"), Json("e306928"), Json("e3069283 "),
-                          Json("0xe30692"), Json(nullptr)}) {
-    Json meta = good;
-    meta["tensors"][1]["crc32c"] = bad;
-    WriteText(path, meta.dump(1));
-    EXPECT_STATUS(
-        LoadShard(dir, 2, 0, 1, ConfigJson(), ZeroRecords(model, 0, 1, &storage), nullptr),
-        absl::StatusCode::kDataLoss, "\"crc32c\" is not 8 lowercase hex digits");
+  struct Malformed {
+    const char* field;
+    std::vector<Json> values;
+    const char* error;
+  };
+  const Malformed cases[] = {{"sha256",
+                              {Json(42), Json("ABC"), Json(std::string(64, 'A'))},
+                              "\"sha256\" is not 64 lowercase hex digits"},
+                             {"crc32c",
+                              {Json(0xE3069283u), Json("E3069283"), Json("e306928"),
+                               Json("e3069283 "), Json("0xe30692"), Json(nullptr)},
+                              "\"crc32c\" is not 8 lowercase hex digits"}};
+  for (const Malformed& c : cases) {
+    for (const Json& bad : c.values) {
+      Json meta = good;
+      meta["tensors"][1][c.field] = bad;
+      WriteText(path, meta.dump(1));
+      EXPECT_STATUS(
+          LoadShard(dir, 2, 0, 1, ConfigJson(), ZeroRecords(model, 0, 1, &storage), nullptr),
+          absl::StatusCode::kDataLoss, c.error);
+    }
   }
   auto reader = SafetensorsReader::Open(TensorsFile(dir, 2, 0));
   ASSERT_TRUE(reader.ok()) << reader.status();
