@@ -48,10 +48,14 @@ check race_finetune "$3" \
 # shortened prose corpus race_finetune built above (with a 50-word vocabulary of its own),
 # gpt2_scaling_curves on the embedded corpus tokenised into $TMPDIR/data.
 check bert_prenorm_vs_postnorm experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm \
-  "--max_corpus_documents=2000 --vocab_words=50 --num_layers=1,2 --hidden_size=16,32 --num_attention_heads=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --seeds=1,2 --window=2" \
+  "--max_corpus_documents=2000 --vocab_words=50 --num_layers=1,2 --hidden_size=16,32 --num_attention_heads=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters_per_width=16:4,32:6 --seeds=1,2 --window=2" \
   "loss_curves.csv:iteration,depth,norm,seed,loss,hidden" "final_losses.csv:layers,norm,seeds,mean,stddev,min,max,diverged,stalled,learned,hidden,stderr,band_low,band_high,series" \
   "final_losses_per_seed.csv:layers,norm,seed,final_loss,outcome,hidden,series" "gaps.csv:hidden,layers,gap,stderr,z,pairs,paired_stderr,paired_z" \
   loss_curves_h16.png loss_curves_h32.png final_loss.png
+# --train_iters_per_width: each width trains its own steps (loss_curves.csv: iteration ... hidden).
+[[ "$(awk -F, 'NR > 1 && $1 > n[$6] { n[$6] = $1 } END { print n[16], n[32] }' \
+  "${TEST_TMPDIR:-$TMPDIR}/bert_prenorm_vs_postnorm/loss_curves.csv")" == "4 6" ]] ||
+  fail "bert_prenorm_vs_postnorm: hidden 16 and 32 did not train 4 and 6 iterations"
 check gpt2_scaling_curves experiments/gpt2_scaling_curves/gpt2_scaling_curves \
   "--data_dir=$TMPDIR/data --num_layers=1,1,1 --hidden_size=16,32,64 --num_attention_heads=2,2,2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --train_iters=4 --eval_interval=2 --eval_iters=1 --tensorboard_dir=$TMPDIR/tb_scaling" \
   "val_curves.csv:model,params,iteration,val_loss,val_ppl" "final_losses.csv:variant,model,non_embedding_params,train_flops,final_val_loss,fit_loss" \
@@ -72,4 +76,10 @@ for bin in "$2" "$3" experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postno
   [[ ! -e "$work/bad_device" ]] || fail "$bin --device=gpu wrote $work/bad_device"
 done
 echo "ok: --device=gpu refused"
+# A width without steps is refused before any work, in one line.
+err=$(experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm --hidden_size=16 \
+  --train_iters_per_width=32:5 --results_dir="$work/no_steps" 2>&1 >/dev/null)
+[[ $? -eq 1 && "$err" == *"no steps for --hidden_size 16"* && $(grep -c . <<<"$err") -eq 1 ]] ||
+  fail "a width without steps: stderr '$err'"
+[[ ! -e "$work/no_steps" ]] || fail "a width without steps wrote $work/no_steps"
 echo PASS

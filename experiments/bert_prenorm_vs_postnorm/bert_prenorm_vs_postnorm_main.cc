@@ -51,11 +51,12 @@ struct PrenormConfig : InProcessFlags {
   std::string corpus = "prose";
   int64_t max_corpus_documents = 0;
   int vocab_words = 2000;
+  std::string train_iters_per_width = "32:1000,64:500";
 
   PrenormConfig() {
     seq_length = 32;
     micro_batch_size = global_batch_size = 32;
-    train_iters = 500;
+    train_iters = 0;  // Per width: train_iters_per_width.
     lr = 3e-3;
   }
 
@@ -82,8 +83,59 @@ struct PrenormConfig : InProcessFlags {
     v("vocab_words", &self.vocab_words,
       "--corpus=prose: a WordPiece vocabulary of the corpus's characters and its this many most "
       "frequent words (experiments/common/corpus_vocab.h); 0: bert-base-uncased's.");
+    v("train_iters_per_width", &self.train_iters_per_width,
+      "Optimizer steps at each width, WIDTH:STEPS pairs (comma-separated), when --train_iters "
+      "is 0 (its default here; a positive --train_iters sets every width's): a narrower model "
+      "leaves the unigram plateau later.");
   }
 };
+
+// The optimizer steps of each of `widths`: --train_iters at every width when positive, else
+// --train_iters_per_width's entry for it. InvalidArgument for a negative --train_iters, a
+// malformed list, or a width it does not name.
+absl::StatusOr<std::map<int64_t, int64_t>> StepsPerWidth(const PrenormConfig& f,
+                                                         const std::vector<int64_t>& widths) {
+  if (f.train_iters < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--train_iters=%d: must be positive, or 0 for --train_iters_per_width", f.train_iters));
+  }
+  std::map<int64_t, int64_t> steps;
+  if (f.train_iters > 0) {
+    for (int64_t w : widths) steps[w] = f.train_iters;
+    return steps;
+  }
+  using StepsMap = std::map<int64_t, int64_t>;
+  ASSIGN_OR_RETURN(StepsMap given,
+                   ParsePositiveMap("train_iters_per_width", f.train_iters_per_width));
+  for (int64_t w : widths) {
+    if (given.count(w) == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--train_iters_per_width=%s: no steps for --hidden_size %d (add %d:STEPS, or give "
+          "--train_iters)",
+          f.train_iters_per_width, w, w));
+    }
+    steps[w] = given[w];
+  }
+  return steps;
+}
+
+// "1000 iterations at hidden 32 (1024000 tokens per run), 500 at hidden 64 (512000 tokens per
+// run)", or "500 iterations (512000 tokens per run)" when every width trains as long.
+std::string DescribeSteps(const PrenormConfig& f, const std::map<int64_t, int64_t>& steps) {
+  const int64_t tokens_per_step = f.global_batch_size * f.seq_length;
+  const bool same = std::all_of(steps.begin(), steps.end(),
+                                [&](const auto& e) { return e.second == steps.begin()->second; });
+  if (same && !steps.empty()) {
+    const int64_t n = steps.begin()->second;
+    return absl::StrFormat("%d iterations (%d tokens per run)", n, n * tokens_per_step);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [w, n] : steps) {
+    parts.push_back(absl::StrFormat("%d%s at hidden %d (%d tokens per run)", n,
+                                    parts.empty() ? " iterations" : "", w, n * tokens_per_step));
+  }
+  return absl::StrJoin(parts, ", ");
+}
 
 // The dataset the runs train on, with its vocabulary and the report's description.
 struct Corpus {
@@ -93,9 +145,10 @@ struct Corpus {
 };
 
 PretrainBertConfig MakeConfig(const PrenormConfig& f, const Corpus& corpus, RunShape shape,
-                              nn::NormPosition norm, const std::string& log) {
+                              int64_t steps, nn::NormPosition norm, const std::string& log) {
   PretrainBertConfig c;
   ApplyRunShape(f, shape, &c);
+  c.trainer.train_iters = steps;
   if (!corpus.vocab_file.empty()) {
     c.vocab_file = corpus.vocab_file;
     c.model.vocab_size = corpus.vocab_size;
@@ -109,14 +162,14 @@ PretrainBertConfig MakeConfig(const PrenormConfig& f, const Corpus& corpus, RunS
   c.trainer.log_jsonl = log;
   c.lr.max_lr = c.lr.min_lr = f.lr;
   c.lr.warmup_samples = f.lr_warmup_samples;
-  c.lr.decay_samples = f.train_iters * f.global_batch_size;
+  c.lr.decay_samples = steps * f.global_batch_size;
   c.lr.style = train::DecayStyle::kConstant;
   return c;
 }
 
-// Trains one (width, depth, norm, seed) and prints its line.
+// Trains one (width, depth, norm, seed) for `steps` iterations and prints its line.
 absl::StatusOr<NormRun> TrainOne(const PrenormConfig& f, const Corpus& corpus, RunShape shape,
-                                 nn::NormPosition norm, const std::string& scratch,
+                                 int64_t steps, nn::NormPosition norm, const std::string& scratch,
                                  const LocalRanks& local, comm::Communicator& world) {
   const std::string log = absl::StrCat(scratch, "/run.jsonl");
   std::filesystem::remove(log);
@@ -125,7 +178,8 @@ absl::StatusOr<NormRun> TrainOne(const PrenormConfig& f, const Corpus& corpus, R
   shape.name = absl::StrFormat("h%d-%dL-%s-seed%d", shape.hidden, shape.layers,
                                pre ? "prenorm" : "postnorm", shape.seed);
   RETURN_IF_ERROR(
-      RunPretrainBert(MakeConfig(f, corpus, shape, norm, log), local, world, nullptr).status());
+      RunPretrainBert(MakeConfig(f, corpus, shape, steps, norm, log), local, world, nullptr)
+          .status());
   NormRun r{shape.layers, pre, static_cast<int64_t>(shape.seed)};
   r.hidden = shape.hidden;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -176,23 +230,39 @@ absl::StatusOr<Corpus> MakeCorpus(const PrenormConfig& f) {
   return c;
 }
 
-// Trains every (width, depth, norm, seed) in turn; `corpus_name` gets the corpus's description.
-absl::StatusOr<std::vector<NormRun>> TrainAll(const PrenormConfig& f, const LocalRanks& local,
-                                              comm::Communicator& world, std::string* corpus_name) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> widths, ParsePositiveList("hidden_size", f.hidden_size));
-  ASSIGN_OR_RETURN(std::vector<int64_t> depths, ParsePositiveList("num_layers", f.num_layers));
-  ASSIGN_OR_RETURN(std::vector<int64_t> seeds, ParsePositiveList("seeds", f.seeds));
+// What the flags ask to train: the widths, depths and seeds, and each width's steps.
+struct Plan {
+  std::vector<int64_t> widths, depths, seeds;
+  std::map<int64_t, int64_t> steps;  // By width.
+};
+
+// The plan of `f`, checked before anything is written: InvalidArgument for a malformed list, a
+// width the heads do not divide, or a width without steps.
+absl::StatusOr<Plan> MakePlan(const PrenormConfig& f) {
+  Plan p;
+  ASSIGN_OR_RETURN(p.widths, ParsePositiveList("hidden_size", f.hidden_size));
+  ASSIGN_OR_RETURN(p.depths, ParsePositiveList("num_layers", f.num_layers));
+  ASSIGN_OR_RETURN(p.seeds, ParsePositiveList("seeds", f.seeds));
   if (f.num_attention_heads < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--num_attention_heads=%d: must be at least 1", f.num_attention_heads));
   }
-  for (int64_t w : widths) {
+  for (int64_t w : p.widths) {
     if (w % f.num_attention_heads != 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("--hidden_size=%d: not a multiple of --num_attention_heads=%d", w,
                           f.num_attention_heads));
     }
   }
+  ASSIGN_OR_RETURN(p.steps, StepsPerWidth(f, p.widths));
+  return p;
+}
+
+// Trains every (width, depth, norm, seed) of `plan` in turn; `corpus_name` gets the corpus's
+// description.
+absl::StatusOr<std::vector<NormRun>> TrainAll(const PrenormConfig& f, const Plan& plan,
+                                              const LocalRanks& local, comm::Communicator& world,
+                                              std::string* corpus_name) {
   RunShape shape;
   ASSIGN_OR_RETURN(Corpus corpus, MakeCorpus(f));
   shape.data_path = corpus.prefix;
@@ -200,14 +270,15 @@ absl::StatusOr<std::vector<NormRun>> TrainAll(const PrenormConfig& f, const Loca
   shape.heads = f.num_attention_heads;
   ASSIGN_OR_RETURN(std::string scratch, ScratchDir(kName));
   std::vector<NormRun> runs;
-  for (int64_t width : widths) {
-    for (int64_t depth : depths) {
+  for (int64_t width : plan.widths) {
+    for (int64_t depth : plan.depths) {
       for (nn::NormPosition norm : {nn::NormPosition::kPostNorm, nn::NormPosition::kPreNorm}) {
-        for (int64_t seed : seeds) {
+        for (int64_t seed : plan.seeds) {
           shape.hidden = width;
           shape.layers = depth;
           shape.seed = static_cast<uint64_t>(seed);
-          ASSIGN_OR_RETURN(NormRun r, TrainOne(f, corpus, shape, norm, scratch, local, world));
+          ASSIGN_OR_RETURN(NormRun r, TrainOne(f, corpus, shape, plan.steps.at(width), norm,
+                                               scratch, local, world));
           runs.push_back(std::move(r));
         }
       }
@@ -320,8 +391,8 @@ std::string Knob(const PrenormConfig& f) {
 }
 
 absl::Status WriteReport(const PrenormConfig& f, const NormTables& t,
-                         const std::vector<int64_t>& widths, const std::string& corpus_name,
-                         const ExperimentRun& run) {
+                         const std::vector<int64_t>& widths, const std::string& steps,
+                         const std::string& corpus_name, const ExperimentRun& run) {
   Report report("BERT: post-norm vs pre-norm at increasing depth (paper Figure 7)");
   const Verdict v = Judge(t, 3.0);
   report.Paragraph(absl::StrFormat(
@@ -337,15 +408,15 @@ absl::Status WriteReport(const PrenormConfig& f, const NormTables& t,
   report.Paragraph(absl::StrFormat(
       "Setup: BERT (MLM + sentence-order prediction, whole-word masking; WordPiece) on %s, "
       "hidden sizes %s, %d heads, depths %s, sequence %d, "
-      "batch %d, %d iterations (%d tokens per run), %g of the tokens masked, Adam at a constant "
+      "batch %d, %s, %g of the tokens masked, Adam at a constant "
       "learning rate %g with %d "
       "warmup samples, weight decay 0.01, gradient clipping %g, dropout 0.1, initialisation "
       "N(0, %g) (output projections / sqrt(2 * layers)), f32, seeds %s (each seed sets the "
       "initialisation, data order and dropout; the two norms at one seed see the same batches). "
       "Every setting but the norm's position is the same for both norms.",
       corpus_name, f.hidden_size, f.num_attention_heads, f.num_layers, f.seq_length,
-      f.global_batch_size, f.train_iters, f.train_iters * f.global_batch_size * f.seq_length,
-      f.mask_prob, f.lr, f.lr_warmup_samples, f.clip_grad, f.init_std, f.seeds));
+      f.global_batch_size, steps, f.mask_prob, f.lr, f.lr_warmup_samples, f.clip_grad, f.init_std,
+      f.seeds));
   report.Paragraph(Knob(f));
   report.Heading("Finding");
   report.Paragraph(Finding(t, f.lr, f.lr_warmup_samples));
@@ -377,20 +448,19 @@ absl::Status WriteReport(const PrenormConfig& f, const NormTables& t,
 
 absl::Status Run(const PrenormConfig& f, int argc, char** argv, const LocalRanks& local,
                  comm::Communicator& world) {
+  ASSIGN_OR_RETURN(const Plan plan, MakePlan(f));
   ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment(kName, f.results_dir, argc, argv));
   std::string corpus_name;
-  ASSIGN_OR_RETURN(std::vector<NormRun> runs, TrainAll(f, local, world, &corpus_name));
+  ASSIGN_OR_RETURN(std::vector<NormRun> runs, TrainAll(f, plan, local, world, &corpus_name));
   if (world.rank() != 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::vector<int64_t> depths, ParsePositiveList("num_layers", f.num_layers));
-  ASSIGN_OR_RETURN(std::vector<int64_t> widths, ParsePositiveList("hidden_size", f.hidden_size));
   const NormTables t = MakeNormTables(runs, f.window, /*smooth=*/f.window);
   RETURN_IF_ERROR(WriteCsv(run.Path("loss_curves.csv"), t.curves));
   RETURN_IF_ERROR(WriteCsv(run.Path("mean_curves.csv"), t.mean_curves));
   RETURN_IF_ERROR(WriteCsv(run.Path("final_losses.csv"), t.final_csv));
   RETURN_IF_ERROR(WriteCsv(run.Path("final_losses_per_seed.csv"), t.per_seed));
   RETURN_IF_ERROR(WriteCsv(run.Path("gaps.csv"), t.gaps_csv));
-  RETURN_IF_ERROR(DrawPlots(f, run, depths, widths));
-  return WriteReport(f, t, widths, corpus_name, run);
+  RETURN_IF_ERROR(DrawPlots(f, run, plan.depths, plan.widths));
+  return WriteReport(f, t, plan.widths, DescribeSteps(f, plan.steps), corpus_name, run);
 }
 
 }  // namespace

@@ -131,5 +131,25 @@ absl::StatusOr<std::vector<int64_t>> ParsePositiveList(absl::string_view flag,
   return out;
 }
 
+absl::StatusOr<std::map<int64_t, int64_t>> ParsePositiveMap(absl::string_view flag,
+                                                            absl::string_view text) {
+  std::map<int64_t, int64_t> out;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    const std::vector<absl::string_view> kv = absl::StrSplit(item, ':');
+    int64_t k = 0, v = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &k) || !absl::SimpleAtoi(kv[1], &v) || k < 1 ||
+        v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", text, ": '", item,
+                                                     "' is not a pair of positive integers "
+                                                     "(want e.g. 32:1000,64:500)"));
+    }
+    if (!out.emplace(k, v).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", text, ": ", k, " is given twice"));
+    }
+  }
+  return out;
+}
+
 }  // namespace experiments
 }  // namespace mt

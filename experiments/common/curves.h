@@ -6,6 +6,7 @@
 #define MT_EXPERIMENTS_COMMON_CURVES_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,12 @@ std::vector<double> MovingAverage(const std::vector<double>& values, int window)
 // empty list or item, a non-integer, or a value < 1.
 absl::StatusOr<std::vector<int64_t>> ParsePositiveList(absl::string_view flag,
                                                        absl::string_view text);
+
+// Comma-separated KEY:VALUE pairs of positive integers ("32:1000,64:500"). InvalidArgument naming
+// `flag` for an empty list or item, a pair without one ':', a part that is not a positive
+// integer, or a key given twice.
+absl::StatusOr<std::map<int64_t, int64_t>> ParsePositiveMap(absl::string_view flag,
+                                                            absl::string_view text);
 
 }  // namespace experiments
 }  // namespace mt

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,21 @@ TEST(ParsePositiveListTest, ListsAndErrors) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(r.status().message().find("--num_layers"), std::string::npos);
   }
+}
+
+TEST(ParsePositiveMapTest, PairsAndErrors) {
+  auto ok = ParsePositiveMap("train_iters_per_width", "32:1000,64:500");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*ok, (std::map<int64_t, int64_t>{{32, 1000}, {64, 500}}));
+  EXPECT_EQ(*ParsePositiveMap("x", "7:3"), (std::map<int64_t, int64_t>{{7, 3}}));
+  for (const char* bad : {"", "32", "32:", ":5", "32:1000,", "32:1000:5", "32:0", "0:5", "32:x",
+                          "32:2.5", "32:1,32:2"}) {
+    auto r = ParsePositiveMap("train_iters_per_width", bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("--train_iters_per_width"), std::string::npos) << bad;
+  }
+  EXPECT_NE(ParsePositiveMap("x", "32:1,32:2").status().message().find("32 is given twice"),
+            std::string::npos);
 }
 
 }  // namespace
