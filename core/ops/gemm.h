@@ -116,6 +116,11 @@ std::string CpuGemmRoute(DType dtype);
 // openblas, widened to f32 (no AVX512-BF16 or AMX); f16: openblas, widened to f32".
 std::string DescribeCpuGemm();
 
+// Nonzero while this thread is inside a oneDNN GEMM. oneDNN's kernels are JIT code, with no
+// symbols and no unwind tables, so a sampling profiler cannot name them from the stack; it reads
+// this from its signal handler on the sampled thread instead (jobs/bench/step_profile.h).
+int OneDnnCallsOnThisThread();
+
 }  // namespace ops
 }  // namespace mt
 

@@ -14,6 +14,9 @@
 namespace mt {
 namespace ops {
 namespace internal {
+
+thread_local int t_onednn_calls = 0;
+
 namespace {
 
 // Primitives kept; the cache is emptied when full (decoding with a growing context creates one
@@ -204,8 +207,10 @@ absl::Status Execute(const OneDnn& d, const Entry& e, bool with_bias, int num_th
                                      {DNNL_ARG_DST, mem[2]},
                                      {DNNL_ARG_BIAS, mem[3]}};
     d.set_num_threads(num_threads);
+    ++t_onednn_calls;
     ok = d.primitive_execute(e.primitive, stream, args_n, args) == dnnl_success &&
          d.stream_wait(stream) == dnnl_success;
+    --t_onednn_calls;
   }
   for (dnnl_memory_t m : mem) {
     if (m != nullptr) d.memory_destroy(m);
@@ -255,5 +260,8 @@ const char* OneDnnBf16Implementation() {
 }
 
 }  // namespace internal
+
+int OneDnnCallsOnThisThread() { return internal::t_onednn_calls; }
+
 }  // namespace ops
 }  // namespace mt

@@ -268,10 +268,12 @@ StackSampler::StackSampler(double interval_s, int64_t max_samples)
       max_samples_(max_samples),
       pcs_(max_samples * kMaxDepth),
       depth_(max_samples, 0),
-      weight_(max_samples, 0) {}
+      weight_(max_samples, 0),
+      jit_gemm_(max_samples, 0) {}
 
 absl::StatusOr<std::unique_ptr<StackSampler>> StackSampler::Create(double interval_s,
-                                                                   int64_t max_samples) {
+                                                                   int64_t max_samples,
+                                                                   int (*in_jit_gemm)()) {
   if (!(interval_s > 0) || max_samples < 1) {
     return absl::InvalidArgumentError(absl::StrCat("StackSampler: interval ", interval_s,
                                                    " s and max_samples ", max_samples,
@@ -283,6 +285,7 @@ absl::StatusOr<std::unique_ptr<StackSampler>> StackSampler::Create(double interv
     return absl::FailedPreconditionError("StackSampler: another sampler exists");
   }
   s->no_unwind_ = ExecutableRanges("libopenblas");
+  s->in_jit_gemm_ = in_jit_gemm;
   // The first backtrace() loads the unwinder (dlopen, malloc): not in a signal handler.
   void* warm_up[4];
   backtrace(warm_up, 4);
@@ -339,6 +342,11 @@ void StackSampler::Record(uintptr_t pc, int overruns) {
   weight_[i] = 1 + std::max(0, overruns);
   void** out = &pcs_[i * kMaxDepth];
   out[0] = reinterpret_cast<void*>(pc);
+  if (in_jit_gemm_ != nullptr && in_jit_gemm_() != 0) {
+    jit_gemm_[i] = 1;
+    depth_[i] = 1;
+    return;
+  }
   for (const auto& [begin, end] : no_unwind_) {
     if (pc >= begin && pc < end) {
       depth_[i] = 1;
@@ -370,6 +378,11 @@ StackSampler::Profile StackSampler::Summarize() const {
   Symbolizer symbolizer;
   std::map<std::string, int64_t> other;
   for (int64_t i = 0; i < recorded; ++i) {
+    p.intervals += weight_[i];
+    if (jit_gemm_[i]) {
+      p.by_class[static_cast<int>(OpClass::kGemm)] += weight_[i];
+      continue;
+    }
     std::vector<StackFrame> frames;
     const std::vector<uintptr_t> stack = Stack(i);
     for (size_t d = 0; d < stack.size(); ++d) {
@@ -377,7 +390,6 @@ StackSampler::Profile StackSampler::Summarize() const {
       frames.push_back(symbolizer.Resolve(d == 0 ? stack[d] : stack[d] - 1));
     }
     const OpClass c = ClassifyStack(frames);
-    p.intervals += weight_[i];
     p.by_class[static_cast<int>(c)] += weight_[i];
     if (c != OpClass::kOther) continue;
     std::string name = "(unknown)";

@@ -58,7 +58,9 @@ std::string StripSignature(const std::string& demangled);
 //  2. the mt::ops frames, outermost first (the op the model called, then what it calls): the first
 //     whose name names a class decides: Gemm, Epilogue -> GEMM; Attention, Softmax, Qkv, Heads ->
 //     attention; LayerNorm; CrossEntropy, Sharded -> loss; Adam, L2Norm, SumOfSquares -> optimizer;
-//  3. a frame in libopenblas (its kernels have no unwind tables, so a stack may end there) -> GEMM;
+//  3. a frame in libopenblas (its kernels have no unwind tables, so a stack may end there) -> GEMM
+//     (a sample taken inside a oneDNN GEMM is GEMM before any of these: see Create's
+//     `in_jit_gemm`);
 //  4. any other mt::ops frame -> element-wise (bias, GeLU, dropout, adds, embedding, conversions);
 //  5. a frame in mt::train:: or in ZeroGrads -> optimizer (the update, gradient zeroing);
 //  6. otherwise other (model code between ops, allocation, the step loop's own work).
@@ -69,10 +71,13 @@ OpClass ClassifyStack(const std::vector<StackFrame>& innermost_first);
 class StackSampler {
  public:
   // interval_s > 0; at most max_samples stacks are kept (later ones are counted as dropped).
-  // Errors: InvalidArgument for bad arguments, FailedPrecondition when another sampler exists or
-  // the timer cannot be created.
+  // `in_jit_gemm` (may be null; ops::OneDnnCallsOnThisThread) is called in the signal handler:
+  // nonzero means the thread is in a GEMM whose JIT code has no symbols or unwind tables, so the
+  // sample is GEMM and is not unwound. Errors: InvalidArgument for bad arguments,
+  // FailedPrecondition when another sampler exists or the timer cannot be created.
   static absl::StatusOr<std::unique_ptr<StackSampler>> Create(double interval_s,
-                                                              int64_t max_samples);
+                                                              int64_t max_samples,
+                                                              int (*in_jit_gemm)() = nullptr);
   ~StackSampler();
   StackSampler(const StackSampler&) = delete;
   StackSampler& operator=(const StackSampler&) = delete;
@@ -104,9 +109,11 @@ class StackSampler {
 
   double interval_s_;
   int64_t max_samples_;
-  std::vector<void*> pcs_;   // [max_samples, kMaxDepth]: the pc, then backtrace()'s frames.
-  std::vector<int> depth_;   // [max_samples]
-  std::vector<int> weight_;  // [max_samples]
+  std::vector<void*> pcs_;      // [max_samples, kMaxDepth]: the pc, then backtrace()'s frames.
+  std::vector<int> depth_;      // [max_samples]
+  std::vector<int> weight_;     // [max_samples]
+  std::vector<char> jit_gemm_;  // [max_samples]: taken while in_jit_gemm_() was nonzero.
+  int (*in_jit_gemm_)() = nullptr;
   std::atomic<int64_t> next_{0};
   // The executable code of libopenblas, [begin, end) pairs: a sample whose pc is there keeps the
   // pc alone (rule 3 of ClassifyStack makes it GEMM). Its hand-written kernels carry no reliable

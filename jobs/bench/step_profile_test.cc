@@ -1,5 +1,6 @@
 #include "jobs/bench/step_profile.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -177,6 +178,51 @@ TEST(StepProfileTest, SampledSharesMatchTheTimeSpent) {
   EXPECT_NEAR(share(OpClass::kOther), other_s / total_s, 0.1);
   ASSERT_FALSE(p.other_top.empty());
   EXPECT_NE(p.other_top[0].first.find("SpinOutsideOps"), std::string::npos) << p.other_top[0].first;
+}
+
+// A sample taken while `in_jit_gemm` says the thread is in a JIT GEMM is GEMM, whatever its
+// stack; with the marker at zero the same code is "other".
+std::atomic<int> g_in_fake_jit_gemm{0};
+int InFakeJitGemm() { return g_in_fake_jit_gemm.load(std::memory_order_relaxed); }
+
+TEST(StepProfileTest, SamplesInsideAJitGemmAreGemm) {
+  auto sampler = StackSampler::Create(1e-3, 100000, &InFakeJitGemm);
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  ASSERT_TRUE((*sampler)->Start().ok());
+  g_in_fake_jit_gemm = 1;
+  const double jit_s = RunFor(0.3, [] { SpinOutsideOps(0.01); });
+  g_in_fake_jit_gemm = 0;
+  const double other_s = RunFor(0.2, [] { SpinOutsideOps(0.01); });
+  (*sampler)->Stop();
+  const StackSampler::Profile p = (*sampler)->Summarize();
+  ASSERT_GE(p.samples, 200);
+  const double gemm = static_cast<double>(p.by_class[static_cast<int>(OpClass::kGemm)]);
+  const double other = static_cast<double>(p.by_class[static_cast<int>(OpClass::kOther)]);
+  EXPECT_NEAR(gemm / p.intervals, jit_s / (jit_s + other_s), 0.1);
+  EXPECT_NEAR(other / p.intervals, other_s / (jit_s + other_s), 0.1);
+}
+
+// On a CPU whose bf16 GEMMs run on oneDNN's JIT kernels (AVX512-BF16, AMX), a sampler given
+// ops::OneDnnCallsOnThisThread counts them as GEMM; skipped elsewhere.
+TEST(StepProfileTest, OneDnnGemmsAreGemm) {
+  if (ops::CpuGemmRoute(DType::kBF16).rfind("onednn (", 0) != 0) {
+    GTEST_SKIP() << "bf16 GEMMs are not on oneDNN's kernels here: " << ops::DescribeCpuGemm();
+  }
+  ThreadPool pool(1);
+  ExecContext ctx;
+  ctx.pool = &pool;
+  const int64_t n = 256;
+  Tensor a = Tensor::Zeros({n, n}, DType::kBF16), b = Tensor::Zeros({n, n}, DType::kBF16),
+         c = Tensor::Zeros({n, n}, DType::kBF16);
+  auto sampler = StackSampler::Create(1e-3, 100000, &ops::OneDnnCallsOnThisThread);
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  ASSERT_TRUE((*sampler)->Start().ok());
+  RunFor(0.3, [&] { ASSERT_TRUE(ops::Gemm(ctx, a.view(), b.view(), c.view()).ok()); });
+  (*sampler)->Stop();
+  const StackSampler::Profile p = (*sampler)->Summarize();
+  ASSERT_GE(p.samples, 100);
+  // The loop's own work and oneDNN's argument set-up outside the kernel call are small.
+  EXPECT_GT(static_cast<double>(p.by_class[static_cast<int>(OpClass::kGemm)]) / p.intervals, 0.8);
 }
 
 }  // namespace

@@ -57,6 +57,7 @@
 #include "core/alloc.h"
 #include "core/config_flags.h"
 #include "core/cuda_device.h"
+#include "core/ops/gemm.h"
 #include "core/rank_execution.h"
 #include "core/status.h"
 #include "gflags/gflags.h"
@@ -135,8 +136,9 @@ constexpr double kSampleInterval = 1e-3;  // Seconds.
 absl::Status ProfileSteps(const BenchConfig& c, StepRunner& run, train::Optimizer& o,
                           int first_step, int mode, Timings* t) {
   const double expected = c.breakdown_steps * MedianOf(t->times[mode]) / kSampleInterval;
-  ASSIGN_OR_RETURN(auto sampler, StackSampler::Create(kSampleInterval,
-                                                      static_cast<int64_t>(2 * expected) + 1000));
+  ASSIGN_OR_RETURN(auto sampler,
+                   StackSampler::Create(kSampleInterval, static_cast<int64_t>(2 * expected) + 1000,
+                                        &ops::OneDnnCallsOnThisThread));
   for (int i = 0; i < c.breakdown_steps; ++i) {
     RETURN_IF_ERROR(sampler->Start());
     auto step = run.Run(o, first_step + i, nullptr, /*overlap=*/mode == 0);
