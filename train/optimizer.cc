@@ -398,18 +398,20 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
         "Optimizer::Step: a distributed optimizer steps over the data-parallel communicator it "
         "was created with");
   }
-  const TensorView flat = store_->flat_grads();
   if (!reduce_begun_) (void)BeginGradReduce(dp);
   reduce_begun_ = false;
   RETURN_IF_ERROR(FinishGradReduce());
   StepStats stats;
+  // The gradients are the sums over the micro-batches (and the loss scale's multiple): the norm
+  // and the update take them divided by grad_divisor, which the update folds into its gradient
+  // scale rather than a pass over every gradient.
+  const double inverse_divisor = 1.0 / grad_divisor;
   {
     nn::TimerScope timed(timers_, "optimizer-clip-main-grad");
-    RETURN_IF_ERROR(ops::Scale(ctx, flat, static_cast<float>(1.0 / grad_divisor), flat));
     ASSIGN_OR_RETURN(const double norm_sq,
                      UniqueSum(tp, /*grads=*/true, DType::kF32, CopySum::kOnlyNonfinite,
                                [&](const TensorView& g) { return ops::SumOfSquares(ctx, g); }));
-    stats.grad_norm = std::sqrt(norm_sq);
+    stats.grad_norm = std::sqrt(norm_sq) * inverse_divisor;
   }
   if (config_.log_num_zeros_in_grad) {
     nn::TimerScope timed(timers_, "optimizer-count-zeros");
@@ -437,7 +439,7 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
   a.weight_decay = config_.weight_decay;
   a.mode = ops::WeightDecayMode::kAdamW;
   a.step = step_;
-  a.grad_scale = clip;
+  a.grad_scale = static_cast<float>(clip * inverse_divisor);
   {
     nn::TimerScope timed(timers_, "optimizer-inner-step");
     RETURN_IF_ERROR(Update(ctx, a));

@@ -114,8 +114,10 @@ class Optimizer {
   const GradReducer& grad_reducer() const { return *reducer_; }
 
   // Completes one step from the gradients accumulated in the store:
-  //   grads <- DP-sum(grads) / grad_divisor        (grad_divisor = dp_size x micro-batches x loss
-  //                                                  scale, so grads become d(mean loss)/dθ)
+  //   g     =  DP-sum(grads) / grad_divisor        (grad_divisor = dp_size x micro-batches x loss
+  //                                                  scale, so g is d(mean loss)/dθ; the stored
+  //                                                  grads keep the sums: the division is folded
+  //                                                  into the norm and Adam's gradient scale)
   //   norm  <- sqrt(TP-sum(split ||g||^2 + [tp_rank == 0] replicated ||g||^2))
   //   skip if norm is not finite; else clip by clip_grad / (norm + 1e-6), AdamW with `lr`, and
   //   store->RefreshComputeWeights (a no-op for f32 compute; sharded masters: the all-gather of
