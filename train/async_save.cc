@@ -34,12 +34,24 @@ absl::Status AsyncSaver::Start(std::unique_ptr<TrainingSnapshot> snapshot) {
   snapshot_ = std::move(snapshot);
   written_.store(false);
   write_status_ = absl::OkStatus();
-  const TrainingSnapshot* snap = snapshot_.get();
+  {
+    std::lock_guard<std::mutex> lock(copy_mu_);
+    copied_ = !snapshot_->copy_deferred();
+  }
+  TrainingSnapshot* snap = snapshot_.get();
   writer_ = std::thread([this, snap] {
-    // Below the training threads: where they keep every core busy, the write waits for them
+    const auto start = std::chrono::steady_clock::now();
+    // The copy first, at the training threads' priority: the next optimizer update waits for it.
+    if (snap->copy_deferred()) {
+      if (before_copy_for_testing_) before_copy_for_testing_();
+      snap->CopyDeferred();
+      std::lock_guard<std::mutex> lock(copy_mu_);
+      copied_ = true;
+      copy_cv_.notify_all();
+    }
+    // The write below the training threads: where they keep every core busy, it waits for them
     // rather than they for it. The hashing workers this thread starts inherit the priority.
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNice);
-    const auto start = std::chrono::steady_clock::now();
     write_status_ = snap->Write(save_dir_, *fs_);
     write_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -73,6 +85,15 @@ absl::Status AsyncSaver::Settle(bool wait) {
       CommitTrainingState(save_dir_, keep_last_, *parallel_, iteration, spare_->ep_size(), *fs_));
   committed_ = iteration;
   return absl::OkStatus();
+}
+
+void AsyncSaver::WaitForCopy() {
+  std::unique_lock<std::mutex> lock(copy_mu_);
+  if (copied_) return;
+  const auto start = std::chrono::steady_clock::now();
+  copy_cv_.wait(lock, [this] { return copied_; });
+  copy_wait_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 absl::Status AsyncSaver::Poll() { return in_flight() ? Settle(/*wait=*/false) : absl::OkStatus(); }

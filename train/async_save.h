@@ -1,12 +1,19 @@
 // Checkpoints written while training goes on (--async_save): the training state is copied to host
-// memory between two iterations (train/training_state.h's TrainingSnapshot: the only time training
-// waits), a background thread writes this rank's shard from the copy through the same atomic
-// SaveShard, and once every rank has written its shard the checkpoint is committed, on the
-// training thread, by the same CommitCheckpoint as a synchronous save. So a process killed at any
-// point of an async save leaves the previous checkpoint the latest, and loadable: the new shard
-// directories appear complete or not at all, and the pointer moves only at the commit.
+// memory (train/training_state.h's TrainingSnapshot), a background thread writes this rank's shard
+// from the copy through the same atomic SaveShard, and once every rank has written its shard the
+// checkpoint is committed, on the training thread, by the same CommitCheckpoint as a synchronous
+// save. So a process killed at any point of an async save leaves the previous checkpoint the
+// latest, and loadable: the new shard directories appear complete or not at all, and the pointer
+// moves only at the commit.
+//
+// The copy: a store in host memory is copied by the background thread itself, first, while the
+// next iteration's forward and backward passes run (they read the masters and write only
+// gradients and activations); the optimizer waits for it before its update changes the masters
+// and the moments (WaitForCopy, from Optimizer::set_before_update). Otherwise (a GPU store, a
+// distributed optimizer's gather) the training thread copies between two iterations.
 //
 //   AsyncSaver saver(save_dir, keep_last, &parallel, &fs);
+//   optimizer.set_before_update([&] { saver.WaitForCopy(); });
 //   every iteration:   RETURN_IF_ERROR(saver.Poll());          // commits a finished save
 //   at a save:         RETURN_IF_ERROR(saver.Start(std::move(snapshot)));
 //   at the end:        RETURN_IF_ERROR(saver.Finish());        // waits for it, and commits
@@ -22,10 +29,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "comm/parallel_context.h"
@@ -54,6 +65,17 @@ class AsyncSaver {
   // Waits for this rank's write and every other's, then commits. OK with none in flight.
   // Collective over the world.
   absl::Status Finish();
+  // Blocks until the save in flight has made the copies its snapshot deferred
+  // (TrainingSnapshot::copy_deferred): call before anything changes the masters or the moments.
+  // At once when there are none. Adds the time waited to copy_wait_seconds().
+  void WaitForCopy();
+  // Seconds WaitForCopy has blocked, summed over the run.
+  double copy_wait_seconds() const { return copy_wait_seconds_; }
+  // Tests: run on the writer's thread before it makes a snapshot's deferred copies (to hold them
+  // back). Set before Start.
+  void set_before_copy_for_testing(std::function<void()> hook) {
+    before_copy_for_testing_ = std::move(hook);
+  }
 
   bool in_flight() const { return snapshot_ != nullptr; }
   // The host memory of the last committed save, for the next snapshot to take over
@@ -80,6 +102,11 @@ class AsyncSaver {
   std::unique_ptr<TrainingSnapshot> spare_;     // The last committed one.
   std::thread writer_;
   std::atomic<bool> written_{false};
+  std::mutex copy_mu_;
+  std::condition_variable copy_cv_;
+  bool copied_ = true;  // Guarded by copy_mu_: the snapshot in flight holds its copies.
+  double copy_wait_seconds_ = 0;
+  std::function<void()> before_copy_for_testing_;
   absl::Status write_status_;  // Set by the writer before `written_`.
   double write_seconds_ = 0;
   int64_t committed_ = -1;

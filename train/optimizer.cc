@@ -440,6 +440,7 @@ absl::StatusOr<StepStats> Optimizer::Step(const ExecContext& ctx, comm::Communic
   a.mode = ops::WeightDecayMode::kAdamW;
   a.step = step_;
   a.grad_scale = static_cast<float>(clip * inverse_divisor);
+  if (before_update_) before_update_();
   {
     nn::TimerScope timed(timers_, "optimizer-inner-step");
     RETURN_IF_ERROR(Update(ctx, a));

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -159,6 +160,11 @@ class Optimizer {
   // Not owned.
   void set_timers(nn::StepTimers* timers) { timers_ = timers; }
 
+  // Called by Step right before it changes the masters and the moments (after the gradient norm),
+  // e.g. to wait for an --async_save snapshot still copying them (train/async_save.h); empty:
+  // none. Runs on the calling thread.
+  void set_before_update(std::function<void()> hook) { before_update_ = std::move(hook); }
+
   // Adam steps taken (skipped steps excluded).
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
@@ -217,6 +223,7 @@ class Optimizer {
   comm::Communicator* embedding_ = nullptr;
   int tied_handle_ = -1;
   nn::StepTimers* timers_ = nullptr;
+  std::function<void()> before_update_;
 };
 
 }  // namespace train

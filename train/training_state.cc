@@ -291,6 +291,11 @@ absl::Status TrainingSnapshot::Write(const std::string& save_dir, FileSystem& fs
   return SaveShard(save_dir, meta_, records_, fs);
 }
 
+void TrainingSnapshot::CopyDeferred() {
+  for (const Copy& c : deferred_) std::memcpy(c.to.data, c.from.data, c.from.nbytes());
+  deferred_.clear();
+}
+
 namespace {
 
 // dst <- src (same shape, f32): in parallel chunks on `pool` when both are in host memory.
@@ -325,8 +330,9 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
     comm::ParallelContext& parallel, const models::ModelConfig& config,
     const nn::ParameterStore& store, const Optimizer& optimizer, const LossScaler& scaler,
     const LrSchedule& schedule, const TrainingCounters& counters, const std::string& model_name,
-    ThreadPool* pool, std::unique_ptr<TrainingSnapshot> reuse) {
+    ThreadPool* pool, std::unique_ptr<TrainingSnapshot> reuse, bool defer_copy) {
   auto snap = reuse != nullptr ? std::move(reuse) : std::make_unique<TrainingSnapshot>();
+  snap->deferred_.clear();
   const comm::Communicator* ep = optimizer.expert_parallel();
   snap->writer_ = WritesShard(parallel, ep);
   snap->meta_ =
@@ -343,7 +349,12 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
   }
   const ExecContext ctx = StoreContext(store);
   const FlatState live = LiveState(store, optimizer);
-  if (optimizer.distributed()) {
+  if (snap->writer_ && defer_copy && !optimizer.distributed() && InHostMemory(live.values) &&
+      InHostMemory(live.exp_avg) && InHostMemory(live.exp_avg_sq)) {
+    snap->deferred_ = {{live.values, snap->values_.view()},
+                       {live.exp_avg, snap->exp_avg_.view()},
+                       {live.exp_avg_sq, snap->exp_avg_sq_.view()}};
+  } else if (optimizer.distributed()) {
     // The moments (and sharded masters) are gathered into the snapshot on DP rank 0.
     RETURN_IF_ERROR(optimizer.GatherStateToRoot(
         ctx, optimizer.masters_sharded() ? snap->values_.view() : TensorView(),
@@ -352,7 +363,7 @@ absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
     RETURN_IF_ERROR(CopyForSnapshot(ctx, pool, live.exp_avg, snap->exp_avg_.view()));
     RETURN_IF_ERROR(CopyForSnapshot(ctx, pool, live.exp_avg_sq, snap->exp_avg_sq_.view()));
   }
-  if (snap->writer_ && !optimizer.masters_sharded()) {
+  if (snap->writer_ && !optimizer.masters_sharded() && !snap->copy_deferred()) {
     RETURN_IF_ERROR(CopyForSnapshot(ctx, pool, live.values, snap->values_.view()));
   }
   if (snap->writer_) {  // An EP rank other than 0: its own experts only.

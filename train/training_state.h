@@ -86,8 +86,14 @@ class TrainingSnapshot {
   // Bytes of tensors held (0 on a non-writer).
   int64_t bytes() const;
   // Writes this rank's shard under save_dir (checkpoint::SaveShard); no collective, so any thread
-  // may call it. A no-op on a non-writer.
+  // may call it. A no-op on a non-writer. After CopyDeferred when copy_deferred().
   absl::Status Write(const std::string& save_dir, FileSystem& fs) const;
+  // Whether part of the state is still to be copied from the live tensors
+  // (SnapshotTrainingState's `defer_copy`): until CopyDeferred returns, nothing may change the
+  // masters or the moments.
+  bool copy_deferred() const { return !deferred_.empty(); }
+  // Makes the deferred copies on this thread (no collective, so any thread may call it).
+  void CopyDeferred();
 
  private:
   friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> ReserveTrainingSnapshot(
@@ -95,9 +101,13 @@ class TrainingSnapshot {
   friend absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
       comm::ParallelContext&, const models::ModelConfig&, const nn::ParameterStore&,
       const Optimizer&, const LossScaler&, const LrSchedule&, const TrainingCounters&,
-      const std::string&, ThreadPool*, std::unique_ptr<TrainingSnapshot>);
+      const std::string&, ThreadPool*, std::unique_ptr<TrainingSnapshot>, bool);
   bool writer_ = false;
   Tensor values_, exp_avg_, exp_avg_sq_;
+  struct Copy {
+    TensorView from, to;  // The live tensor and its place in the snapshot, both host f32.
+  };
+  std::vector<Copy> deferred_;
   checkpoint::CheckpointMetadata meta_;
   std::vector<checkpoint::TensorRecord> records_;
 };
@@ -108,13 +118,16 @@ class TrainingSnapshot {
 // (EP rank 0: the dense parameters and its experts; the others: their experts). A store in
 // host memory is copied on `pool`'s threads (null: this thread). `reuse`: an earlier snapshot
 // whose host memory is taken over (allocating and first touching 12 bytes per parameter again
-// costs more than the copy).
+// costs more than the copy). `defer_copy`: a store in host memory without a distributed
+// optimizer is not copied now but by the snapshot's CopyDeferred (e.g. on the background writer,
+// while the next iteration's forward and backward passes, which do not change the masters or the
+// moments, run); the other cases copy now.
 absl::StatusOr<std::unique_ptr<TrainingSnapshot>> SnapshotTrainingState(
     comm::ParallelContext& parallel, const models::ModelConfig& config,
     const nn::ParameterStore& store, const Optimizer& optimizer, const LossScaler& scaler,
     const LrSchedule& schedule, const TrainingCounters& counters,
     const std::string& model_name = std::string(), ThreadPool* pool = nullptr,
-    std::unique_ptr<TrainingSnapshot> reuse = nullptr);
+    std::unique_ptr<TrainingSnapshot> reuse = nullptr, bool defer_copy = false);
 
 // The host memory of a snapshot of this store, allocated and its pages touched (on `pool`'s
 // threads), for SnapshotTrainingState's `reuse`: taken at start-up, it keeps the first save's

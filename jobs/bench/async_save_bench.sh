@@ -9,8 +9,9 @@
 # --save_interval=8 --async_save, for 24 iterations of one 64-token sample (saves at 8 and 16 are
 # measured, far enough apart for a background write to finish before the next save; the final
 # save at 24 ends the run and is not). A run's lost time per save is the time the saves held the
-# loop (a synchronous save's "saved ... in S s"; an async save's "copied ... in S s" and any wait
-# for the one before) plus the slowdown of the iterations after them, over two saves, taken two
+# loop (a synchronous save's "saved ... in S s"; an async save's set-up "... in S s" and any wait
+# for the one before; a wait of the next update for the writer's copy of the state is inside that
+# iteration's time) plus the slowdown of the iterations after them, over two saves, taken two
 # ways: against the no-save run of the same round (the sum of its iteration times), and against
 # the run's own iterations 2-8, before any save (24 x their median; runs here differ in speed by a
 # few percent, which the second way does not see). Prints each round, the medians, and the ratio
@@ -62,7 +63,8 @@ def held(name):  # Seconds the saves at iterations 8 and 16 held the loop.
         if m:
             total += float(m.group(1))
             continue
-        m = re.search(rf"checkpoint at iteration {it}: state copied to host memory \(\d+ MB\) "
+        m = re.search(rf"checkpoint at iteration {it}: state (?:copied to|handed to the "
+                      rf"background writer to copy to) host memory \(\d+ MB\) "
                       rf"in ([0-9.]+) s(?: after waiting ([0-9.]+) s)?", out)
         assert m, (name, it)
         total += float(m.group(1)) + float(m.group(2) or 0)

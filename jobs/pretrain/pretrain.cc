@@ -318,6 +318,10 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   if (c.async_save && !c.save.empty()) {
     job->saver = std::make_unique<train::AsyncSaver>(c.save, c.keep_last, job->parallel.get(),
                                                      job->hooks.fs);
+    // A save's copy of a store in host memory is made by the writer during the next iteration's
+    // forward and backward passes; the update waits for it.
+    train::AsyncSaver* saver = job->saver.get();
+    job->optimizer->set_before_update([saver] { saver->WaitForCopy(); });
     // The snapshot's memory now, not at the first save (12 bytes per parameter, touched).
     ASSIGN_OR_RETURN(std::unique_ptr<train::TrainingSnapshot> spare,
                      train::ReserveTrainingSnapshot(*job->parallel, *job->store, *job->optimizer,
@@ -392,9 +396,11 @@ absl::Status SettleAsyncSave(const PretrainConfig& c, const Job& job, bool wait)
   const int64_t before = job.saver->committed_iteration();
   RETURN_IF_ERROR(wait ? job.saver->Finish() : job.saver->Poll());
   if (job.verbose && job.saver->committed_iteration() != before) {
-    std::printf("saved checkpoint at iteration %lld to %s (written in the background in %.2f s)\n",
-                static_cast<long long>(job.saver->committed_iteration()), c.save.c_str(),
-                job.saver->last_write_seconds());
+    std::printf(
+        "saved checkpoint at iteration %lld to %s (written in the background in %.2f s; the "
+        "optimizer has waited %.3f s for the saves' copies in all)\n",
+        static_cast<long long>(job.saver->committed_iteration()), c.save.c_str(),
+        job.saver->last_write_seconds(), job.saver->copy_wait_seconds());
     std::fflush(stdout);
   }
   return absl::OkStatus();
@@ -420,17 +426,21 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
         std::unique_ptr<train::TrainingSnapshot> snapshot,
         train::SnapshotTrainingState(*job.parallel, c.model, *job.store, *job.optimizer,
                                      *job.scaler, *job.schedule, now, c.model_name,
-                                     job.rank.exec.pool, job.saver->TakeSpare()));
+                                     job.rank.exec.pool, job.saver->TakeSpare(),
+                                     /*defer_copy=*/true));
     const double copy_bytes = static_cast<double>(snapshot->bytes());
+    const bool deferred = snapshot->copy_deferred();
     RETURN_IF_ERROR(job.saver->Start(std::move(snapshot)));
     if (job.verbose) {
       const std::string wait =
           waited > 1e-3 ? absl::StrFormat(" after waiting %.3f s for the previous save", waited)
                         : "";
       std::printf(
-          "checkpoint at iteration %lld: state copied to host memory (%.0f MB) in %.3f s%s, "
-          "writing in the background\n",
-          static_cast<long long>(iteration), copy_bytes / 1e6, since(copy_start), wait.c_str());
+          "checkpoint at iteration %lld: state %s host memory (%.0f MB) in %.3f s%s, writing in "
+          "the background\n",
+          static_cast<long long>(iteration),
+          deferred ? "handed to the background writer to copy to" : "copied to", copy_bytes / 1e6,
+          since(copy_start), wait.c_str());
       std::fflush(stdout);
     }
     return absl::OkStatus();
