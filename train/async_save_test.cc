@@ -32,10 +32,10 @@ namespace {
 
 using comm::testing::MpiTest;
 
-#define EXPECT_STATUS_OK(expr)                 \
-  do {                                         \
-    const absl::Status status_ = (expr);       \
-    EXPECT_TRUE(status_.ok()) << status_;      \
+#define EXPECT_STATUS_OK(expr)            \
+  do {                                    \
+    const absl::Status status_ = (expr);  \
+    EXPECT_TRUE(status_.ok()) << status_; \
   } while (false)
 
 // A store of two parameters with an optimizer that has taken one step (non-zero moments).
@@ -105,8 +105,8 @@ std::vector<float> SaveDuringNextStep(comm::Communicator& world, State& s, const
   s.optimizer->set_before_update(nullptr);
   State loaded;  // Another initialisation, overwritten by the load.
   EXPECT_STATUS_OK(LoadTrainingState(dir, **parallel, config, &loaded.store, loaded.optimizer.get(),
-                              &loaded.scaler, &loaded.schedule, &loaded.counters,
-                              DefaultFileSystem(), checkpoint::CheckpointVerify::kCrc32c));
+                                     &loaded.scaler, &loaded.schedule, &loaded.counters,
+                                     DefaultFileSystem(), checkpoint::CheckpointVerify::kCrc32c));
   EXPECT_EQ(loaded.counters.iteration, 1);
   return loaded.Flat();
 }

@@ -67,7 +67,7 @@ def held(name):  # Seconds the saves at iterations 8 and 16 held the loop.
             total += float(m.group(1))
             continue
         m = re.search(rf"checkpoint at iteration {it}: state (?:copied to|handed to the "
-                      rf"background writer to copy to) host memory \(\d+ MB\) "
+                      rf"writer to copy to) host memory \(\d+ MB\) "
                       rf"in ([0-9.]+) s(?: after waiting ([0-9.]+) s)?", out)
         assert m, (name, it)
         total += float(m.group(1)) + float(m.group(2) or 0)

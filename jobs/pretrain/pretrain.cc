@@ -318,10 +318,7 @@ absl::StatusOr<std::unique_ptr<Job>> SetUp(const PretrainConfig& c, const LocalR
   if (c.async_save && !c.save.empty()) {
     job->saver = std::make_unique<train::AsyncSaver>(c.save, c.keep_last, job->parallel.get(),
                                                      job->hooks.fs);
-    // A save's copy of a store in host memory is made by the writer during the next iteration's
-    // forward and backward passes; the update waits for it.
-    train::AsyncSaver* saver = job->saver.get();
-    job->optimizer->set_before_update([saver] { saver->WaitForCopy(); });
+    job->optimizer->set_before_update([s = job->saver.get()] { s->WaitForCopy(); });
     // The snapshot's memory now, not at the first save (12 bytes per parameter, touched).
     ASSIGN_OR_RETURN(std::unique_ptr<train::TrainingSnapshot> spare,
                      train::ReserveTrainingSnapshot(*job->parallel, *job->store, *job->optimizer,
@@ -398,7 +395,7 @@ absl::Status SettleAsyncSave(const PretrainConfig& c, const Job& job, bool wait)
   if (job.verbose && job.saver->committed_iteration() != before) {
     std::printf(
         "saved checkpoint at iteration %lld to %s (written in the background in %.2f s; the "
-        "optimizer has waited %.3f s for the saves' copies in all)\n",
+        "updates have waited %.3f s for copies)\n",
         static_cast<long long>(job.saver->committed_iteration()), c.save.c_str(),
         job.saver->last_write_seconds(), job.saver->copy_wait_seconds());
     std::fflush(stdout);
@@ -429,7 +426,7 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
                                      job.rank.exec.pool, job.saver->TakeSpare(),
                                      /*defer_copy=*/true));
     const double copy_bytes = static_cast<double>(snapshot->bytes());
-    const bool deferred = snapshot->copy_deferred();
+    const char* how = snapshot->copy_deferred() ? "handed to the writer to copy to" : "copied to";
     RETURN_IF_ERROR(job.saver->Start(std::move(snapshot)));
     if (job.verbose) {
       const std::string wait =
@@ -438,9 +435,8 @@ absl::Status Save(const PretrainConfig& c, const Job& job, const train::Trainer&
       std::printf(
           "checkpoint at iteration %lld: state %s host memory (%.0f MB) in %.3f s%s, writing in "
           "the background\n",
-          static_cast<long long>(iteration),
-          deferred ? "handed to the background writer to copy to" : "copied to", copy_bytes / 1e6,
-          since(copy_start), wait.c_str());
+          static_cast<long long>(iteration), how, copy_bytes / 1e6, since(copy_start),
+          wait.c_str());
       std::fflush(stdout);
     }
     return absl::OkStatus();
