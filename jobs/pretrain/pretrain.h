@@ -171,10 +171,11 @@ struct PretrainConfig {
       "Iterations between checkpoints (0: at the end and on SIGTERM).");
     v("keep_last", &self.keep_last, "Checkpoints to keep.");
     v("async_save", &self.async_save,
-      "Write checkpoints in the background: training waits only while the state is copied to "
-      "host memory; the checkpoint is committed once every rank has written its shard (the "
-      "previous one stays the latest until then). A second save waits for the first. Holds 12 "
-      "bytes of host memory per parameter of the rank's shard.");
+      "Write checkpoints in the background: the state is copied to host memory (a CPU store's "
+      "by the writer, during the next forward and backward, the update waiting for it; a GPU "
+      "store's between iterations), then written; the checkpoint is committed once every rank "
+      "has written its shard (the previous one stays the latest until then). A second save "
+      "waits for the first. Holds 12 bytes of host memory per parameter of the rank's shard.");
     v("eval_interval", &self.eval_interval,
       "Iterations between validation runs (0: only at the end).");
     v("threads", &self.threads, "CPU threads per rank (0: cores / ranks).");
