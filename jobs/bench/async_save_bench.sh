@@ -16,8 +16,9 @@
 # the run's own iterations 2-8, before any save (24 x their median; runs here differ in speed by a
 # few percent, which the second way does not see). Both sum the noise of 16 iterations; a third way
 # counts only the iterations an async save's write was in flight (logged between the save and its
-# "saved checkpoint" line), each against that median, plus the held time, and sets it against the
-# time a synchronous save held the loop (its write is all inside it). Prints each round, the
+# "saved checkpoint" line), each against that median and, in a fourth, against the same iteration
+# of the no-save run, plus the held time, and sets it against the time a synchronous save held the
+# loop (its write is all inside it). Prints each round, the
 # medians, and the ratio async / sync of the lost time per save. Needs the tokenised default corpus
 # ($MT_DATA_DIR or ~/.cache/megatron-cpp/data: any experiment builds it) and ~2 x 1.5 GB of disk
 # in DIR (default: $TMPDIR or /tmp).
@@ -76,9 +77,11 @@ def own(name):  # Lost per save against the run's own iterations before any save
     ms = [json.loads(l)["ms_per_iteration"] for l in open(f"{w}/{name}.jsonl")]
     before = sorted(ms[1:8])[3]
     return (sum(m - before for m in ms[8:]) / 1e3 + held(name)) / 2
-def overlap(name):  # Lost per save over the iterations its background write was in flight.
-    ms = {json.loads(l)["iteration"]: json.loads(l)["ms_per_iteration"]
-          for l in open(f"{w}/{name}.jsonl")}
+def per_iteration(name):
+    return {json.loads(l)["iteration"]: json.loads(l)["ms_per_iteration"]
+            for l in open(f"{w}/{name}.jsonl")}
+def overlap(name, against_none=False):  # Lost per save over the iterations its write was in flight.
+    ms, none = per_iteration(name), per_iteration("none")
     before = sorted(ms[i] for i in range(2, 9))[3]
     in_flight, excess = set(), 0.0
     for line in open(f"{w}/{name}.out"):
@@ -90,14 +93,15 @@ def overlap(name):  # Lost per save over the iterations its background write was
             in_flight.discard(int(m.group(1)))
         m = re.match(r"\s*iteration\s+(\d+)/", line)
         if m and in_flight:
-            excess += (ms[int(m.group(1))] - before) / 1e3
+            i = int(m.group(1))
+            excess += (ms[i] - (none[i] if against_none else before)) / 1e3
     return (held(name) + excess) / 2
 base = steps("none")
 lost = {n: steps(n) + held(n) - base for n in ("sync", "async")}
 print(r, f"{base:.3f}", f"{steps('sync'):.3f}", f"{held('sync'):.3f}", f"{lost['sync'] / 2:.3f}",
       f"{own('sync'):.3f}", f"{steps('async'):.3f}", f"{held('async'):.3f}",
       f"{lost['async'] / 2:.3f}", f"{own('async'):.3f}", f"{held('sync') / 2:.3f}",
-      f"{overlap('async'):.3f}")
+      f"{overlap('async'):.3f}", f"{overlap('async', against_none=True):.3f}")
 PY
   tail -1 "$results"
 done
@@ -109,11 +113,12 @@ print(f"\n{sys.argv[2]}, 24 iterations, saves at 8 and 16 ({len(rows)} rounds)")
 print("round | steps, no save (s) | sync: steps (s) | sync: held (s) | sync: lost per save vs "
       "no save (s) | sync: vs own (s) | async: steps (s) | async: held (s) | async: lost per save "
       "vs no save (s) | async: vs own (s) | sync: held per save (s) | async: lost per save over "
-      "its write (s)")
+      "its write (s) | async: the same against the no-save run's iterations (s)")
 for r in rows:
     print(" | ".join(r))
 for label, s_col, a_col in (("against the no-save run", 4, 8), ("against the run's own", 5, 9),
-                            ("while the write was in flight (sync: held)", 10, 11)):
+                            ("while the write was in flight (sync: held)", 10, 11),
+                            ("while the write was in flight, against the no-save run", 10, 12)):
     sync = statistics.median(float(r[s_col]) for r in rows)
     asyn = statistics.median(float(r[a_col]) for r in rows)
     print(f"median lost per save {label}: sync {sync:.3f} s, async {asyn:.3f} s; async / sync = "
