@@ -7,7 +7,9 @@
 //   ASSERT_OK_AND_ASSIGN(ds, IndexedDataset::Open(other));   // Or into an existing variable.
 //
 // ASSERT_OK_AND_ASSIGN is several statements (like ASSIGN_OR_RETURN): brace it under an `if`. A
-// helper that returns a value returns absl::StatusOr instead, and its callers use these.
+// helper that returns a value returns absl::StatusOr instead, and its callers use these. Where
+// neither fits (a fixture's constructor), EXPECT_OK(expr) records a failed status with its message
+// and goes on.
 #ifndef MT_CORE_STATUS_TESTUTIL_H_
 #define MT_CORE_STATUS_TESTUTIL_H_
 
@@ -22,6 +24,12 @@
   do {                                                                         \
     const ::absl::Status mt_assert_status_ = (expr);                           \
     ASSERT_TRUE(mt_assert_status_.ok()) << #expr << ": " << mt_assert_status_; \
+  } while (0)
+
+#define EXPECT_OK(expr)                                                        \
+  do {                                                                         \
+    const ::absl::Status mt_expect_status_ = (expr);                           \
+    EXPECT_TRUE(mt_expect_status_.ok()) << #expr << ": " << mt_expect_status_; \
   } while (0)
 
 #define MT_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, expr)          \

@@ -32,12 +32,6 @@ namespace {
 
 using comm::testing::MpiTest;
 
-#define EXPECT_STATUS_OK(expr)            \
-  do {                                    \
-    const absl::Status status_ = (expr);  \
-    EXPECT_TRUE(status_.ok()) << status_; \
-  } while (false)
-
 // A store of two parameters with an optimizer that has taken one step (non-zero moments).
 struct State {
   nn::ParameterStore store{0, 1};
@@ -47,11 +41,11 @@ struct State {
   TrainingCounters counters;
 
   State() {
-    EXPECT_STATUS_OK(store.Add({"w", {256, 512}, -1, nn::Init::kNormal, 0.5, true}).status());
-    EXPECT_STATUS_OK(store.Add({"b", {512}, -1, nn::Init::kNormal, 0.5, false}).status());
-    EXPECT_STATUS_OK(store.Allocate(7));
+    EXPECT_OK(store.Add({"w", {256, 512}, -1, nn::Init::kNormal, 0.5, true}).status());
+    EXPECT_OK(store.Add({"b", {512}, -1, nn::Init::kNormal, 0.5, false}).status());
+    EXPECT_OK(store.Allocate(7));
     auto o = Optimizer::Create(&store, OptimizerConfig{});
-    EXPECT_STATUS_OK(o.status());
+    EXPECT_OK(o.status());
     optimizer = std::make_unique<Optimizer>(std::move(*o));
     Step(1);
     counters.iteration = 1;
@@ -61,7 +55,7 @@ struct State {
     const int64_t n = store.NumLocalElements();
     Tensor g = ::mt::testing::RandomTensor({n}, DType::kF32, seed, -1, 1);
     std::memcpy(store.flat_grads().data, g.data(), g.nbytes());
-    EXPECT_STATUS_OK(optimizer->Step(ExecContext{}, nullptr, nullptr, 1e-2, 1.0).status());
+    EXPECT_OK(optimizer->Step(ExecContext{}, nullptr, nullptr, 1e-2, 1.0).status());
   }
   // The masters and both moments, concatenated.
   std::vector<float> Flat() const {
@@ -80,12 +74,12 @@ struct State {
 std::vector<float> SaveDuringNextStep(comm::Communicator& world, State& s, const std::string& dir,
                                       bool wait, double* waited) {
   auto parallel = comm::ParallelContext::Create(world, {}, 1);
-  EXPECT_STATUS_OK(parallel.status());
+  EXPECT_OK(parallel.status());
   const models::ModelConfig config;
   auto snapshot = SnapshotTrainingState(**parallel, config, s.store, *s.optimizer, s.scaler,
                                         s.schedule, s.counters, "", nullptr, nullptr,
                                         /*defer_copy=*/true);
-  EXPECT_STATUS_OK(snapshot.status());
+  EXPECT_OK(snapshot.status());
   EXPECT_TRUE((*snapshot)->copy_deferred());
   AsyncSaver saver(dir, 0, parallel->get(), &DefaultFileSystem());
   std::atomic<bool> release{false};
@@ -93,20 +87,20 @@ std::vector<float> SaveDuringNextStep(comm::Communicator& world, State& s, const
     while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   if (wait) s.optimizer->set_before_update([&] { saver.WaitForCopy(); });
-  EXPECT_STATUS_OK(saver.Start(std::move(*snapshot)));
+  EXPECT_OK(saver.Start(std::move(*snapshot)));
   std::thread releaser([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     release.store(true);
   });
   s.Step(2);
   releaser.join();
-  EXPECT_STATUS_OK(saver.Finish());
+  EXPECT_OK(saver.Finish());
   *waited = saver.copy_wait_seconds();
   s.optimizer->set_before_update(nullptr);
   State loaded;  // Another initialisation, overwritten by the load.
-  EXPECT_STATUS_OK(LoadTrainingState(dir, **parallel, config, &loaded.store, loaded.optimizer.get(),
-                                     &loaded.scaler, &loaded.schedule, &loaded.counters,
-                                     DefaultFileSystem(), checkpoint::CheckpointVerify::kCrc32c));
+  EXPECT_OK(LoadTrainingState(dir, **parallel, config, &loaded.store, loaded.optimizer.get(),
+                              &loaded.scaler, &loaded.schedule, &loaded.counters,
+                              DefaultFileSystem(), checkpoint::CheckpointVerify::kCrc32c));
   EXPECT_EQ(loaded.counters.iteration, 1);
   return loaded.Flat();
 }
