@@ -18,7 +18,10 @@
 # counts only the iterations an async save's write was in flight (logged between the save and its
 # "saved checkpoint" line), each against that median and, in a fourth, against the same iteration
 # of the no-save run, plus the held time, and sets it against the time a synchronous save held the
-# loop (its write is all inside it). Prints each round, the
+# loop (its write is all inside it). A fifth way takes the fourth's differences less the two runs'
+# median difference over the iterations 2-24 outside the writes: how much slower the write's
+# iterations were than the same iterations without a save, beyond the runs' own difference in
+# speed (a few percent between any two runs, the same run twice included). Prints each round, the
 # medians, and the ratio async / sync of the lost time per save. Needs the tokenised default corpus
 # ($MT_DATA_DIR or ~/.cache/megatron-cpp/data: any experiment builds it) and ~2 x 1.5 GB of disk
 # in DIR (default: $TMPDIR or /tmp).
@@ -55,7 +58,7 @@ for r in $(seq 1 "$rounds"); do
   run sync --save="$work/ckpt" --save_interval=8 --keep_last=1
   run async --save="$work/ckpt" --save_interval=8 --keep_last=1 --async_save
   python3 - "$work" "$r" >> "$results" <<'PY'
-import json, re, sys
+import json, re, statistics, sys
 w, r = sys.argv[1], sys.argv[2]
 def steps(name):
     return sum(json.loads(l)["ms_per_iteration"] for l in open(f"{w}/{name}.jsonl")) / 1e3
@@ -80,10 +83,8 @@ def own(name):  # Lost per save against the run's own iterations before any save
 def per_iteration(name):
     return {json.loads(l)["iteration"]: json.loads(l)["ms_per_iteration"]
             for l in open(f"{w}/{name}.jsonl")}
-def overlap(name, against_none=False):  # Lost per save over the iterations its write was in flight.
-    ms, none = per_iteration(name), per_iteration("none")
-    before = sorted(ms[i] for i in range(2, 9))[3]
-    in_flight, excess = set(), 0.0
+def written(name):  # The iterations logged while a save's write was in flight.
+    in_flight, out = set(), []
     for line in open(f"{w}/{name}.out"):
         m = re.match(r"checkpoint at iteration (8|16): state", line)
         if m:
@@ -93,15 +94,24 @@ def overlap(name, against_none=False):  # Lost per save over the iterations its 
             in_flight.discard(int(m.group(1)))
         m = re.match(r"\s*iteration\s+(\d+)/", line)
         if m and in_flight:
-            i = int(m.group(1))
-            excess += (ms[i] - (none[i] if against_none else before)) / 1e3
+            out.append(int(m.group(1)))
+    return out
+def overlap_level(name):  # The fourth way less the runs' difference outside the writes.
+    ms, none, inside = per_iteration(name), per_iteration("none"), written(name)
+    level = statistics.median(ms[i] - none[i] for i in sorted(ms)[1:] if i not in inside)
+    return (held(name) + sum(ms[i] - none[i] - level for i in inside) / 1e3) / 2
+def overlap(name, against_none=False):  # Lost per save over the iterations its write was in flight.
+    ms, none = per_iteration(name), per_iteration("none")
+    before = sorted(ms[i] for i in range(2, 9))[3]
+    excess = sum(ms[i] - (none[i] if against_none else before) for i in written(name)) / 1e3
     return (held(name) + excess) / 2
 base = steps("none")
 lost = {n: steps(n) + held(n) - base for n in ("sync", "async")}
 print(r, f"{base:.3f}", f"{steps('sync'):.3f}", f"{held('sync'):.3f}", f"{lost['sync'] / 2:.3f}",
       f"{own('sync'):.3f}", f"{steps('async'):.3f}", f"{held('async'):.3f}",
       f"{lost['async'] / 2:.3f}", f"{own('async'):.3f}", f"{held('sync') / 2:.3f}",
-      f"{overlap('async'):.3f}", f"{overlap('async', against_none=True):.3f}")
+      f"{overlap('async'):.3f}", f"{overlap('async', against_none=True):.3f}",
+      f"{overlap_level('async'):.3f}")
 PY
   tail -1 "$results"
 done
@@ -113,12 +123,15 @@ print(f"\n{sys.argv[2]}, 24 iterations, saves at 8 and 16 ({len(rows)} rounds)")
 print("round | steps, no save (s) | sync: steps (s) | sync: held (s) | sync: lost per save vs "
       "no save (s) | sync: vs own (s) | async: steps (s) | async: held (s) | async: lost per save "
       "vs no save (s) | async: vs own (s) | sync: held per save (s) | async: lost per save over "
-      "its write (s) | async: the same against the no-save run's iterations (s)")
+      "its write (s) | async: the same against the no-save run's iterations (s) | async: the same "
+      "less the runs' difference outside the writes (s)")
 for r in rows:
     print(" | ".join(r))
 for label, s_col, a_col in (("against the no-save run", 4, 8), ("against the run's own", 5, 9),
                             ("while the write was in flight (sync: held)", 10, 11),
-                            ("while the write was in flight, against the no-save run", 10, 12)):
+                            ("while the write was in flight, against the no-save run", 10, 12),
+                            ("while the write was in flight, against the no-save run, less the "
+                             "runs' difference outside the writes", 10, 13)):
     sync = statistics.median(float(r[s_col]) for r in rows)
     asyn = statistics.median(float(r[a_col]) for r in rows)
     print(f"median lost per save {label}: sync {sync:.3f} s, async {asyn:.3f} s; async / sync = "
