@@ -289,9 +289,21 @@ absl::StatusOr<std::unique_ptr<StackSampler>> StackSampler::Create(double interv
   // The first backtrace() loads the unwinder (dlopen, malloc): not in a signal handler.
   void* warm_up[4];
   backtrace(warm_up, 4);
+  // The handler's own stack: the sampled thread may be running with its stack pointer anywhere
+  // (oneDNN's AVX2 f32 GEMM kernels point it into heap memory), and the kernel writes the signal
+  // frame (with the AVX-512 and AMX registers, several KiB) below it.
+  s->signal_stack_.resize(size_t{256} << 10);
+  stack_t alt = {};
+  alt.ss_sp = s->signal_stack_.data();
+  alt.ss_size = s->signal_stack_.size();
+  if (sigaltstack(&alt, &s->previous_signal_stack_) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("StackSampler: sigaltstack failed: ", std::strerror(errno)));
+  }
+  s->signal_stack_set_ = true;
   struct sigaction action = {};
   action.sa_sigaction = &OnSignal;
-  action.sa_flags = SA_RESTART | SA_SIGINFO;
+  action.sa_flags = SA_RESTART | SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&action.sa_mask);
   sigaction(SIGPROF, &action, &g_previous_action);
   // Wall-clock expirations, delivered to this thread only.
@@ -316,6 +328,7 @@ StackSampler::~StackSampler() {
   if (g_sampler.compare_exchange_strong(self, nullptr)) {
     sigaction(SIGPROF, &g_previous_action, nullptr);
   }
+  if (signal_stack_set_) sigaltstack(&previous_signal_stack_, nullptr);
 }
 
 absl::Status StackSampler::Start() {

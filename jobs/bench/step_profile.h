@@ -12,6 +12,7 @@
 #ifndef MT_JOBS_BENCH_STEP_PROFILE_H_
 #define MT_JOBS_BENCH_STEP_PROFILE_H_
 
+#include <signal.h>
 #include <time.h>
 
 #include <atomic>
@@ -67,7 +68,10 @@ std::string StripSignature(const std::string& demangled);
 OpClass ClassifyStack(const std::vector<StackFrame>& innermost_first);
 
 // Samples the thread that creates it. At most one sampler exists at a time: it owns SIGPROF's
-// handler while it lives. Not thread-safe; Start/Stop from the sampled thread.
+// handler while it lives. Not thread-safe; Start/Stop from the sampled thread, which must also
+// destroy it (the handler runs on an alternate signal stack set for that thread: some of
+// oneDNN's JIT GEMMs point the stack pointer into heap memory, where a signal frame written below
+// it corrupted the heap).
 class StackSampler {
  public:
   // interval_s > 0; at most max_samples stacks are kept (later ones are counted as dropped).
@@ -122,6 +126,9 @@ class StackSampler {
   std::vector<std::pair<uintptr_t, uintptr_t>> no_unwind_;
   timer_t timer_{};
   bool timer_created_ = false;
+  std::vector<char> signal_stack_;  // The handler's stack (sigaltstack), and the one it replaced.
+  stack_t previous_signal_stack_{};
+  bool signal_stack_set_ = false;
 };
 
 }  // namespace jobs

@@ -1,5 +1,6 @@
 #include "jobs/bench/step_profile.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -224,6 +225,44 @@ TEST(StepProfileTest, OneDnnGemmsAreGemm) {
   // The loop's own work and oneDNN's argument set-up outside the kernel call are small.
   EXPECT_GT(static_cast<double>(p.by_class[static_cast<int>(OpClass::kGemm)]) / p.intervals, 0.8);
 }
+
+#if defined(__x86_64__)
+int InJitCode() { return 1; }  // As inside a oneDNN kernel: the sample is not unwound.
+
+// Counts down `iterations` in registers with the stack pointer at `stack_top` (16-byte aligned),
+// as some of oneDNN's JIT GEMMs run with it pointing into heap memory; no call, no push.
+void SpinWithStackPointerAt(char* stack_top, uint64_t iterations) {
+  asm volatile(
+      "mov %%rsp, %%rbx\n\t"
+      "mov %[top], %%rsp\n\t"
+      "1:\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      "mov %%rbx, %%rsp\n\t"
+      : [n] "+r"(iterations)
+      : [top] "r"(stack_top)
+      : "rbx", "memory", "cc");
+}
+
+// The signal frames go to the sampler's own stack, not below the interrupted stack pointer:
+// with the thread's stack pointer in a heap buffer, the buffer below it stays as it was. (Before
+// the sampler had its own stack, each sample wrote a frame of several KiB there, which corrupted
+// the heap under oneDNN's AVX2 GEMMs and aborted train_step_bench --bf16 --breakdown_steps.)
+TEST(StepProfileTest, SamplesDoNotWriteBelowAForeignStackPointer) {
+  std::vector<char> buffer(size_t{1} << 20, '\x5a');
+  char* top = buffer.data() + buffer.size() / 2;
+  top -= reinterpret_cast<uintptr_t>(top) % 16;
+  auto sampler = StackSampler::Create(1e-3, 100000, &InJitCode);
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  ASSERT_TRUE((*sampler)->Start().ok());
+  RunFor(0.2, [&] { SpinWithStackPointerAt(top, 1000000); });
+  (*sampler)->Stop();
+  const StackSampler::Profile p = (*sampler)->Summarize();
+  ASSERT_GE(p.samples, 50);
+  EXPECT_EQ(std::count(buffer.begin(), buffer.end(), '\x5a'),
+            static_cast<std::ptrdiff_t>(buffer.size()));
+}
+#endif
 
 }  // namespace
 }  // namespace jobs
