@@ -76,13 +76,14 @@ def held(name):  # Seconds the saves at iterations 8 and 16 held the loop.
         assert m, (name, it)
         total += float(m.group(1)) + float(m.group(2) or 0)
     return total
-def own(name):  # Lost per save against the run's own iterations before any save.
-    ms = [json.loads(l)["ms_per_iteration"] for l in open(f"{w}/{name}.jsonl")]
-    before = sorted(ms[1:8])[3]
-    return (sum(m - before for m in ms[8:]) / 1e3 + held(name)) / 2
 def per_iteration(name):
     return {json.loads(l)["iteration"]: json.loads(l)["ms_per_iteration"]
             for l in open(f"{w}/{name}.jsonl")}
+def before(ms):  # The median of iterations 2-8, before any save.
+    return sorted(ms[i] for i in range(2, 9))[3]
+def own(name):  # Lost per save against the run's own iterations before any save.
+    ms = per_iteration(name)
+    return (sum(ms[i] - before(ms) for i in ms if i > 8) / 1e3 + held(name)) / 2
 def written(name):  # The iterations logged while a save's write was in flight.
     in_flight, out = set(), []
     for line in open(f"{w}/{name}.out"):
@@ -102,8 +103,7 @@ def overlap_level(name):  # The fourth way less the runs' difference outside the
     return (held(name) + sum(ms[i] - none[i] - level for i in inside) / 1e3) / 2
 def overlap(name, against_none=False):  # Lost per save over the iterations its write was in flight.
     ms, none = per_iteration(name), per_iteration("none")
-    before = sorted(ms[i] for i in range(2, 9))[3]
-    excess = sum(ms[i] - (none[i] if against_none else before) for i in written(name)) / 1e3
+    excess = sum(ms[i] - (none[i] if against_none else before(ms)) for i in written(name)) / 1e3
     return (held(name) + excess) / 2
 base = steps("none")
 lost = {n: steps(n) + held(n) - base for n in ("sync", "async")}
