@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -348,6 +349,12 @@ CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype) {
   if (chosen == CpuGemmBackend::kOneDnn && !LoadOneDnn().status.ok()) {
     return CpuGemmBackend::kOpenBlas;
   }
+  // oneDNN held below its bf16 kernels (ONEDNN_MAX_CPU_ISA) would widen onto its own f32 matmul,
+  // which is slower than OpenBLAS's: widen onto OpenBLAS, as on a CPU without the features.
+  if (chosen == CpuGemmBackend::kOneDnn && dtype == DType::kBF16 &&
+      !internal::OneDnnHasBf16Kernel(DType::kBF16)) {
+    return CpuGemmBackend::kOpenBlas;
+  }
   return chosen;
 }
 
@@ -385,6 +392,11 @@ std::string DescribeCpuGemm() {
     why = " (no AVX512-BF16 or AMX)";
   } else if (!LoadOneDnn().status.ok()) {
     why = absl::StrCat(" (", LoadOneDnn().status.message(), ")");
+  } else if (!internal::OneDnnHasBf16Kernel(DType::kBF16)) {
+    const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+    if (cap == nullptr) cap = std::getenv("DNNL_MAX_CPU_ISA");
+    why = absl::StrCat(" (oneDNN has no bf16 kernel",
+                       cap == nullptr ? "" : absl::StrCat(" under ONEDNN_MAX_CPU_ISA=", cap), ")");
   }
   return absl::StrCat("f32: ", CpuGemmRoute(DType::kF32), "; bf16: ", CpuGemmRoute(DType::kBF16),
                       why, "; f16: ", CpuGemmRoute(DType::kF16));

@@ -102,7 +102,8 @@ CpuGemmBackend DefaultCpuGemmBackend(DType dtype, const CpuFeatures& features);
 
 // The backend a call with `backend` and operands of `dtype` runs on in this process: kDefault
 // resolved by the rule for the running CPU, falling back to OpenBLAS when the rule says oneDNN but
-// libdnnl cannot be loaded.
+// libdnnl cannot be loaded or (ONEDNN_MAX_CPU_ISA below AVX512_CORE) has no bf16 kernel: it
+// would widen onto its own f32 matmul, slower than OpenBLAS's.
 CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype);
 
 // The name printed by benchmarks: "eigen", "openblas" or "onednn" (kDefault resolved for f32).

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cpu_features.h"
 #include "core/cpu_features_testutil.h"
+#include "core/onednn.h"
 #include "core/ops/gemm_testutil.h"
 #include "core/ops/testutil.h"
 #include "core/thread_pool.h"
@@ -323,6 +325,27 @@ TEST(GemmTest, DefaultBackendRule) {
   EXPECT_NE(line.find("f32: "), std::string::npos) << line;
   EXPECT_NE(line.find("; bf16: "), std::string::npos) << line;
   EXPECT_NE(line.find("; f16: "), std::string::npos) << line;
+}
+
+// kDefault's bf16 route in this process: oneDNN where the rule says so and oneDNN has a bf16 kernel
+// (not under ONEDNN_MAX_CPU_ISA=AVX2, as in the gemm_onednn_avx2_test variant), else OpenBLAS.
+TEST(GemmTest, DefaultBf16RouteNeedsAOneDnnBf16Kernel) {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  const bool capped_below_bf16 = cap != nullptr && std::string(cap) == "AVX2";
+  const bool rule_says_onednn =
+      DefaultCpuGemmBackend(DType::kBF16, DetectCpuFeatures()) == CpuGemmBackend::kOneDnn;
+  const bool onednn = rule_says_onednn && LoadOneDnn().status.ok() && !capped_below_bf16;
+  EXPECT_EQ(ResolveCpuGemmBackend(CpuGemmBackend::kDefault, DType::kBF16),
+            onednn ? CpuGemmBackend::kOneDnn : CpuGemmBackend::kOpenBlas);
+  const std::string line = DescribeCpuGemm();
+  EXPECT_NE(line.find(onednn ? "bf16: onednn (" : "bf16: openblas, widened to f32 ("),
+            std::string::npos)
+      << line;
+  if (rule_says_onednn && LoadOneDnn().status.ok() && capped_below_bf16) {
+    EXPECT_NE(line.find("(oneDNN has no bf16 kernel under ONEDNN_MAX_CPU_ISA=AVX2)"),
+              std::string::npos)
+        << line;
+  }
 }
 
 TEST(GemmTest, BadShapesAreInvalidArgument) {
