@@ -24,6 +24,11 @@ namespace mt {
 namespace ops {
 namespace {
 
+// The operands' 16-bit dtype, or f32 when both are f32.
+DType HalfDType(const TensorView& a, const TensorView& b) {
+  return a.dtype == DType::kF32 ? b.dtype : a.dtype;
+}
+
 std::string Described(const TensorView& t, bool transposed) {
   return absl::StrCat(DTypeName(t.dtype), ShapeToString(t.shape),
                       transposed ? " (transposed)" : "");
@@ -38,10 +43,15 @@ absl::StatusOr<GemmShape> Validate(const char* op, int rank, const TensorView& a
   RETURN_IF_ERROR(CheckRank(op, "C", c, rank));
   RETURN_IF_ERROR(CheckSameDevice(op, {&a, &b, &c}));
   RETURN_IF_ERROR(CheckDType(op, "A", a, {DType::kF32, DType::kBF16, DType::kF16}));
-  if (b.dtype != a.dtype || (c.dtype != a.dtype && c.dtype != DType::kF32)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": A and B must share one dtype and C must have it or be f32, got A ",
-                     DTypeName(a.dtype), ", B ", DTypeName(b.dtype), ", C ", DTypeName(c.dtype)));
+  RETURN_IF_ERROR(CheckDType(op, "B", b, {DType::kF32, DType::kBF16, DType::kF16}));
+  // On the CPU a 16-bit operand may meet an f32 one (f32 weights beside 16-bit activations).
+  const bool mixed = b.dtype != a.dtype && (a.dtype == DType::kF32 || b.dtype == DType::kF32) &&
+                     a.device.type == DeviceType::kCpu;
+  if ((b.dtype != a.dtype && !mixed) || (c.dtype != HalfDType(a, b) && c.dtype != DType::kF32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": A and B must share one dtype (on the CPU one of them may be f32 beside a 16-bit ",
+        "one) and C must have the 16-bit one or be f32, got A ", DTypeName(a.dtype), ", B ",
+        DTypeName(b.dtype), ", C ", DTypeName(c.dtype)));
   }
   RETURN_IF_ERROR(CheckContiguous(op, "A", a));
   RETURN_IF_ERROR(CheckContiguous(op, "B", b));
@@ -107,10 +117,10 @@ absl::Status ValidateEpilogue(const char* op, int rank, const GemmShape& s, cons
   const NamedView c_named{"C", &c};
   if (const TensorView* bias = options.bias; bias != nullptr) {
     RETURN_IF_ERROR(CheckShape(op, "bias", *bias, {s.n}));
-    if (bias->dtype != a.dtype && bias->dtype != DType::kF32) {
+    if (bias->dtype != HalfDType(a, b) && bias->dtype != DType::kF32) {
       return absl::InvalidArgumentError(
           absl::StrCat(op, ": bias has dtype ", DTypeName(bias->dtype), ", expected ",
-                       DTypeName(a.dtype), " (the dtype of A) or f32"));
+                       DTypeName(HalfDType(a, b)), " (the dtype of the operands) or f32"));
     }
     RETURN_IF_ERROR(CheckDeviceOf(op, {"bias", bias}, c_named));
     RETURN_IF_ERROR(CheckContiguous(op, "bias", *bias));
@@ -164,36 +174,38 @@ void Finish16(const ExecContext& ctx, const GemmShape& s, const GemmOptions& opt
   }
 }
 
-// The f32 product of the operands' dtype T into `c32` (C itself for an f32 C).
-template <typename T>
+// The f32 product of operands A (TA) and B (TB) into `c32` (C itself for an f32 C).
+template <typename TA, typename TB>
 void ProductF32(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape& s,
                 const GemmOptions& options, const TensorView& a, const TensorView& b, float* c32) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<TA, float> && std::is_same_v<TB, float>) {
     internal::GemmF32(backend, ctx, s, options.alpha, a.data_as<float>(), b.data_as<float>(),
                       options.beta, c32);
   } else {
-    internal::WidenedGemm<T>(backend, ctx, s, options.alpha, a.data_as<T>(), b.data_as<T>(),
-                             options.beta, c32);
+    internal::WidenedGemm<TA, TB>(backend, ctx, s, options.alpha, a.data_as<TA>(), b.data_as<TB>(),
+                                  options.beta, c32);
   }
 }
 
-// OpenBLAS or Eigen. f32 runs in place; bf16 and f16 are widened to f32 piece by piece, multiplied
-// with f32 accumulation, and rounded back once (or, for an f32 C, written and accumulated in
-// place without rounding).
-template <typename T>
+// OpenBLAS or Eigen. f32 runs in place; bf16 and f16 operands are widened to f32 piece by piece
+// (an f32 operand beside a 16-bit one is read in place), multiplied with f32 accumulation, and
+// rounded back once to a 16-bit C (or, for an f32 C, written and accumulated in place without
+// rounding). H: the operands' 16-bit dtype (float when both are f32), the dtype of a 16-bit C.
+template <typename TA, typename TB = TA>
 void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
              const GemmOptions& options, const TensorView& a, const TensorView& b,
              const TensorView& c) {
-  if (std::is_same_v<T, float> || c.dtype == DType::kF32) {
-    ProductF32<T>(backend, ctx, s, options, a, b, c.data_as<float>());
+  using H = std::conditional_t<std::is_same_v<TA, float>, TB, TA>;
+  if (std::is_same_v<H, float> || c.dtype == DType::kF32) {
+    ProductF32<TA, TB>(backend, ctx, s, options, a, b, c.data_as<float>());
     F32Epilogue(ctx, s, options, c);
     return;
   }
   float* c32 = internal::Scratch(2, c.numel());
   // With beta = 0, C is output only (and may hold NaNs or garbage): do not read it.
-  if (options.beta != 0.0f) internal::Widen(ctx.pool, c.data_as<T>(), c.numel(), c32);
-  ProductF32<T>(backend, ctx, s, options, a, b, c32);
-  if constexpr (!std::is_same_v<T, float>) Finish16<T>(ctx, s, options, c32, c);
+  if (options.beta != 0.0f) internal::Widen(ctx.pool, c.data_as<H>(), c.numel(), c32);
+  ProductF32<TA, TB>(backend, ctx, s, options, a, b, c32);
+  if constexpr (!std::is_same_v<H, float>) Finish16<H>(ctx, s, options, c32, c);
 }
 
 // ---- oneDNN: bf16 natively where it has a kernel, f32, and the rest widened to f32. ----
@@ -288,14 +300,19 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
   ASSIGN_OR_RETURN(GemmShape s, Validate(op, rank, a, b, c, options));
   RETURN_IF_ERROR(ValidateEpilogue(op, rank, s, a, b, c, options));
   MT_ROUTE_DEVICE(op, a, cuda::Gemm(op, ctx, a, b, c, CudaDims(s, options)));
-  if (ctx.row_invariant_gemm && a.dtype == DType::kF32 && c.dtype == DType::kF32 && !s.trans_a &&
-      s.batch == 1) {
+  if (ctx.row_invariant_gemm && a.dtype == DType::kF32 && b.dtype == DType::kF32 &&
+      c.dtype == DType::kF32 && !s.trans_a && s.batch == 1) {
     internal::RowInvariantGemmF32(ctx.pool, s.m, s.n, s.k, options.alpha, a.data_as<float>(),
                                   b.data_as<float>(), s.trans_b, options.beta, c.data_as<float>());
     F32Epilogue(ctx, s, options, c);
     return absl::OkStatus();
   }
-  const CpuGemmBackend backend = ResolveCpuGemmBackend(options.cpu_backend, a.dtype);
+  const bool mixed = a.dtype != b.dtype;
+  // Mixed operands widen onto OpenBLAS (or Eigen when asked for): oneDNN 2.6 has no such matmul.
+  const CpuGemmBackend backend =
+      mixed ? (options.cpu_backend == CpuGemmBackend::kEigen ? CpuGemmBackend::kEigen
+                                                             : CpuGemmBackend::kOpenBlas)
+            : ResolveCpuGemmBackend(options.cpu_backend, a.dtype);
   if (backend == CpuGemmBackend::kOneDnn) return GemmOneDnn(op, ctx, s, options, a, b, c);
   if (backend == CpuGemmBackend::kOpenBlas && !LoadOpenBlas().status.ok()) {
     return absl::FailedPreconditionError(
@@ -306,6 +323,17 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": M = ", s.m, ", N = ", s.n, ", K = ", s.k,
         " exceed OpenBLAS's 32-bit dimensions; split the product or use CpuGemmBackend::kEigen"));
+  }
+  if (mixed) {
+    const bool bf = HalfDType(a, b) == DType::kBF16;
+    if (a.dtype == DType::kF32) {
+      bf ? GemmCpu<float, bf16>(ctx, backend, s, options, a, b, c)
+         : GemmCpu<float, f16>(ctx, backend, s, options, a, b, c);
+    } else {
+      bf ? GemmCpu<bf16, float>(ctx, backend, s, options, a, b, c)
+         : GemmCpu<f16, float>(ctx, backend, s, options, a, b, c);
+    }
+    return absl::OkStatus();
   }
   switch (a.dtype) {
     case DType::kF32:

@@ -36,6 +36,10 @@
 // without Epilogue::kGelu; a bias or pre_activation of the wrong shape, dtype or device,
 // non-contiguous, or overlapping as above.
 //
+// Mixed operands (CPU only): one of A and B f32, the other bf16 or f16; C and the bias then have
+// the 16-bit dtype or f32. The 16-bit operand is widened and the product runs on OpenBLAS (Eigen
+// when asked for): the f32 operand is read in place.
+//
 // CPU backends (CpuGemmBackend): OpenBLAS's sgemm, Eigen's GEMM, or oneDNN's matmul. kDefault
 // picks one per dtype from the CPU's features by the fixed rule of DefaultCpuGemmBackend (never by
 // a timing, so results do not depend on a race): bf16 runs on oneDNN where the CPU multiplies bf16

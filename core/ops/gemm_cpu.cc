@@ -120,6 +120,23 @@ void WidenBlock(ThreadPool* pool, const T* src, int64_t ld, int64_t r0, int64_t 
               });
 }
 
+template <typename T>
+constexpr bool kIsF32 = std::is_same_v<T, float>;
+
+// The block rows [r0, r1) x cols [c0, c1) of a row-major operand with leading dimension `ld`, as
+// an f32 matrix: the stored block itself for f32, else widened into Scratch(`slot`) (contiguous).
+template <typename T>
+F32Matrix BlockF32(ThreadPool* pool, const T* src, int64_t ld, int64_t r0, int64_t r1, int64_t c0,
+                   int64_t c1, int slot) {
+  if constexpr (kIsF32<T>) {
+    return {src + r0 * ld + c0, ld};
+  } else {
+    float* dst = Scratch(slot, (r1 - r0) * (c1 - c0));
+    WidenBlock(pool, src, ld, r0, r1, c0, c1, dst);
+    return {dst, c1 - c0};
+  }
+}
+
 }  // namespace
 
 void GemmF32(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape& s, float alpha,
@@ -153,76 +170,61 @@ float* Scratch(int slot, int64_t n) {
   return buf.data.get();
 }
 
-template <typename T>
+template <typename TA, typename TB>
 void WidenedGemm(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape& s, float alpha,
-                 const T* a, const T* b, float beta, float* c) {
+                 const TA* a, const TB* b, float beta, float* c) {
   if (s.m == 0 || s.n == 0) return;
-  if (s.k == 0 || alpha == 0.0f || s.batch > 1 || s.m * s.k + s.k * s.n <= kPieceElements) {
-    // Small or batched: widen whole (attention's batched products are small per entry).
-    float* a32 = Scratch(0, s.batch * s.m * s.k);
-    float* b32 = Scratch(1, s.batch * s.k * s.n);
-    Widen(ctx.pool, a, s.batch * s.m * s.k, a32);
-    Widen(ctx.pool, b, s.batch * s.k * s.n, b32);
-    GemmF32(backend, ctx, s, alpha, a32, b32, beta, c);
-    return;
-  }
   // op(A) [M, K] is stored [M, K] (lda K) or [K, M] (lda M); op(B) [K, N] as [K, N] or [N, K].
   const int64_t lda = Ld(s.m, s.k, s.trans_a), ldb = Ld(s.k, s.n, s.trans_b);
+  const int64_t rows_a = s.trans_a ? s.k : s.m, cols_a = s.trans_a ? s.m : s.k;
+  const int64_t rows_b = s.trans_b ? s.n : s.k, cols_b = s.trans_b ? s.k : s.n;
+  // The 16-bit operands' elements: an f32 operand is read where it is stored, never copied.
+  const int64_t widened = (kIsF32<TA> ? 0 : s.m * s.k) + (kIsF32<TB> ? 0 : s.k * s.n);
+  if (s.k == 0 || alpha == 0.0f || s.batch > 1 || widened <= kPieceElements) {
+    // Small or batched: widen whole (attention's batched products are small per entry).
+    const F32Matrix a32 = BlockF32(ctx.pool, a, lda, 0, s.batch * rows_a, 0, cols_a, 0);
+    const F32Matrix b32 = BlockF32(ctx.pool, b, ldb, 0, s.batch * rows_b, 0, cols_b, 1);
+    GemmF32(backend, ctx, s, alpha, a32.data, b32.data, beta, c);
+    return;
+  }
   const int64_t largest = std::max({s.m, s.n, s.k});
   if (largest == s.n) {  // Pieces of op(B)'s columns; op(A) whole.
-    float* a32 = Scratch(0, s.m * s.k);
-    Widen(ctx.pool, a, s.m * s.k, a32);
+    const F32Matrix a32 = BlockF32(ctx.pool, a, lda, 0, rows_a, 0, cols_a, 0);
     const int64_t step = std::max<int64_t>(64, kPieceElements / s.k);
-    float* b32 = Scratch(1, step * s.k);
     for (int64_t j0 = 0; j0 < s.n; j0 += step) {
-      const int64_t j1 = std::min(s.n, j0 + step), w = j1 - j0;
+      const int64_t j1 = std::min(s.n, j0 + step);
       GemmShape piece = s;
-      piece.n = w;
-      if (s.trans_b) {
-        WidenBlock(ctx.pool, b, ldb, j0, j1, 0, s.k, b32);  // Rows of the stored [N, K].
-      } else {
-        WidenBlock(ctx.pool, b, ldb, 0, s.k, j0, j1, b32);  // Columns of the stored [K, N].
-      }
-      F32Product(backend, ctx, piece, alpha, {a32, lda}, {b32, s.trans_b ? s.k : w}, beta, c + j0,
-                 s.n);
+      piece.n = j1 - j0;
+      // Rows of the stored [N, K], or columns of the stored [K, N].
+      const F32Matrix b32 = s.trans_b ? BlockF32(ctx.pool, b, ldb, j0, j1, 0, s.k, 1)
+                                      : BlockF32(ctx.pool, b, ldb, 0, s.k, j0, j1, 1);
+      F32Product(backend, ctx, piece, alpha, a32, b32, beta, c + j0, s.n);
     }
   } else if (largest == s.m) {  // Pieces of op(A)'s rows; op(B) whole.
-    float* b32 = Scratch(1, s.k * s.n);
-    Widen(ctx.pool, b, s.k * s.n, b32);
+    const F32Matrix b32 = BlockF32(ctx.pool, b, ldb, 0, rows_b, 0, cols_b, 1);
     const int64_t step = std::max<int64_t>(64, kPieceElements / s.k);
-    float* a32 = Scratch(0, step * s.k);
     for (int64_t i0 = 0; i0 < s.m; i0 += step) {
-      const int64_t i1 = std::min(s.m, i0 + step), h = i1 - i0;
+      const int64_t i1 = std::min(s.m, i0 + step);
       GemmShape piece = s;
-      piece.m = h;
-      if (s.trans_a) {
-        WidenBlock(ctx.pool, a, lda, 0, s.k, i0, i1, a32);  // Columns of the stored [K, M].
-      } else {
-        WidenBlock(ctx.pool, a, lda, i0, i1, 0, s.k, a32);  // Rows of the stored [M, K].
-      }
-      F32Product(backend, ctx, piece, alpha, {a32, s.trans_a ? h : s.k}, {b32, ldb}, beta,
-                 c + i0 * s.n, s.n);
+      piece.m = i1 - i0;
+      // Columns of the stored [K, M], or rows of the stored [M, K].
+      const F32Matrix a32 = s.trans_a ? BlockF32(ctx.pool, a, lda, 0, s.k, i0, i1, 0)
+                                      : BlockF32(ctx.pool, a, lda, i0, i1, 0, s.k, 0);
+      F32Product(backend, ctx, piece, alpha, a32, b32, beta, c + i0 * s.n, s.n);
     }
   } else {  // Pieces of K: op(A)[:, k0:k1] op(B)[k0:k1, :], accumulated into C.
     const int64_t step = std::max<int64_t>(256, kPieceElements / (s.m + s.n));
-    float* a32 = Scratch(0, s.m * step);
-    float* b32 = Scratch(1, step * s.n);
     for (int64_t k0 = 0; k0 < s.k; k0 += step) {
-      const int64_t k1 = std::min(s.k, k0 + step), d = k1 - k0;
+      const int64_t k1 = std::min(s.k, k0 + step);
       GemmShape piece = s;
-      piece.k = d;
-      if (s.trans_a) {
-        WidenBlock(ctx.pool, a, lda, k0, k1, 0, s.m, a32);  // Rows of the stored [K, M].
-      } else {
-        WidenBlock(ctx.pool, a, lda, 0, s.m, k0, k1, a32);  // Columns of the stored [M, K].
-      }
-      if (s.trans_b) {
-        WidenBlock(ctx.pool, b, ldb, 0, s.n, k0, k1, b32);  // Columns of the stored [N, K].
-      } else {
-        WidenBlock(ctx.pool, b, ldb, k0, k1, 0, s.n, b32);  // Rows of the stored [K, N].
-      }
-      F32Product(backend, ctx, piece, alpha, {a32, s.trans_a ? s.m : d}, {b32, s.trans_b ? d : s.n},
-                 k0 == 0 ? beta : 1.0f, c, s.n);
+      piece.k = k1 - k0;
+      // Rows of the stored [K, M] or columns of the stored [M, K]; columns of the stored [N, K]
+      // or rows of the stored [K, N].
+      const F32Matrix a32 = s.trans_a ? BlockF32(ctx.pool, a, lda, k0, k1, 0, s.m, 0)
+                                      : BlockF32(ctx.pool, a, lda, 0, s.m, k0, k1, 0);
+      const F32Matrix b32 = s.trans_b ? BlockF32(ctx.pool, b, ldb, 0, s.n, k0, k1, 1)
+                                      : BlockF32(ctx.pool, b, ldb, k0, k1, 0, s.n, 1);
+      F32Product(backend, ctx, piece, alpha, a32, b32, k0 == 0 ? beta : 1.0f, c, s.n);
     }
   }
 }
@@ -297,12 +299,16 @@ void ApplyEpilogue(ThreadPool* pool, const GemmShape& s, const GemmOptions& opti
               });
 }
 
-#define MT_GEMM_CPU_INSTANTIATE(T)                                                                \
-  template void WidenedGemm<T>(CpuGemmBackend, const ExecContext&, const GemmShape&, float,       \
-                               const T*, const T*, float, float*);                                \
-  template void Widen<T>(ThreadPool*, const T*, int64_t, float*);                                 \
-  template void Narrow<T>(ThreadPool*, const float*, int64_t, T*);                                \
-  template void ApplyEpilogue<T>(ThreadPool*, const GemmShape&, const GemmOptions&, const float*, \
+#define MT_GEMM_CPU_INSTANTIATE(T)                                                                 \
+  template void WidenedGemm<T, T>(CpuGemmBackend, const ExecContext&, const GemmShape&, float,     \
+                                  const T*, const T*, float, float*);                              \
+  template void WidenedGemm<T, float>(CpuGemmBackend, const ExecContext&, const GemmShape&, float, \
+                                      const T*, const float*, float, float*);                      \
+  template void WidenedGemm<float, T>(CpuGemmBackend, const ExecContext&, const GemmShape&, float, \
+                                      const float*, const T*, float, float*);                      \
+  template void Widen<T>(ThreadPool*, const T*, int64_t, float*);                                  \
+  template void Narrow<T>(ThreadPool*, const float*, int64_t, T*);                                 \
+  template void ApplyEpilogue<T>(ThreadPool*, const GemmShape&, const GemmOptions&, const float*,  \
                                  T*, T*);
 MT_GEMM_CPU_INSTANTIATE(bf16)
 MT_GEMM_CPU_INSTANTIATE(f16)

@@ -21,15 +21,16 @@ namespace internal {
 void GemmF32(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape& s, float alpha,
              const float* a, const float* b, float beta, float* c);
 
-// The same for bf16 or f16 operands (T) and an f32 C: op(A) and op(B) are widened to f32 piece by
-// piece into reused scratch, each piece a few MiB along the problem's largest dimension (M, N or K;
-// along K the partial products accumulate into C), so that the widened operand stays in the
-// caches instead of a full f32 copy going to memory and back. Splitting M or N leaves every C
+// The same for bf16 or f16 operands and an f32 C: each 16-bit operand (TA, TB: bf16, f16 or
+// float, at least one of them 16-bit) is widened to f32 piece by piece into reused scratch, each
+// piece a few MiB along the problem's largest dimension (M, N or K; along K the partial products
+// accumulate into C), so that the widened operand stays in the caches instead of a full f32 copy
+// going to memory and back; an f32 operand is read in place. Splitting M or N leaves every C
 // element's sum as the unsplit product computes it; splitting K (only when K is the largest
 // dimension) changes where the f32 partial sums are rounded, by the problem's own fixed rule.
-template <typename T>
+template <typename TA, typename TB>
 void WidenedGemm(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape& s, float alpha,
-                 const T* a, const T* b, float beta, float* c);
+                 const TA* a, const TB* b, float beta, float* c);
 
 // dst[i] = float(src[i]) / T(src[i]) for i < n, split over ctx.pool.
 template <typename T>

@@ -371,7 +371,8 @@ TEST_F(GemmEpilogueArgumentsTest, BadBiasesAreInvalidArgument) {
   EXPECT_TRUE(Invalid(Run(o), "Gemm: bias"));
   Tensor bias_f16 = RandomTensor({6}, DType::kF16, 7);
   o.bias = &bias_f16.view();
-  EXPECT_TRUE(Invalid(Run(o), "Gemm: bias has dtype f16, expected bf16 (the dtype of A) or f32"));
+  EXPECT_TRUE(Invalid(
+      Run(o), "Gemm: bias has dtype f16, expected bf16 (the dtype of the operands) or f32"));
   Tensor bias_2d = RandomTensor({1, 6}, DType::kBF16, 8);
   o.bias = &bias_2d.view();
   EXPECT_TRUE(Invalid(Run(o), "Gemm: bias"));

@@ -54,11 +54,11 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   return ::mt::testing::WithinBounds(actual, ref.value, bound);
 }
 
-// Random A, B and C; C is NaN when beta = 0 (it must not be read). Runs the op and checks it.
-void RunCase(const GemmCase& cs) {
-  SCOPED_TRACE(cs.ToString());
-  Tensor a = RandomTensor(cs.AShape(), cs.dtype, 3 * cs.seed + 1);
-  Tensor b = RandomTensor(cs.BShape(), cs.dtype, 3 * cs.seed + 2);
+// Random A (a_dtype), B (b_dtype) and C; C is NaN when beta = 0 (it must not be read). Runs the
+// op and checks it.
+void RunCaseWith(const GemmCase& cs, DType a_dtype, DType b_dtype) {
+  Tensor a = RandomTensor(cs.AShape(), a_dtype, 3 * cs.seed + 1);
+  Tensor b = RandomTensor(cs.BShape(), b_dtype, 3 * cs.seed + 2);
   Tensor c = RandomTensor(cs.CShape(), cs.c_dtype, 3 * cs.seed + 3);
   if (cs.beta == 0.0f) WriteDoubles(std::vector<double>(c.numel(), kNaN), c.view());
   const GemmReference ref = ::mt::testing::ReferenceGemm(cs, ToDoubles(a.view()),
@@ -71,6 +71,18 @@ void RunCase(const GemmCase& cs) {
   ASSERT_TRUE(status.ok()) << status;
   // The only rounding beyond f32 accumulation is the one to C's dtype.
   EXPECT_TRUE(WithinBound(ToDoubles(c.view()), ref, cs.k, cs.c_dtype));
+}
+
+// A and B in cs.dtype.
+void RunCase(const GemmCase& cs) {
+  SCOPED_TRACE(cs.ToString());
+  RunCaseWith(cs, cs.dtype, cs.dtype);
+}
+
+// Mixed operands: A (f32_a) or B f32, the other in cs.dtype.
+void RunMixedCase(const GemmCase& cs, bool f32_a) {
+  SCOPED_TRACE(absl::StrCat(cs.ToString(), f32_a ? ", A f32" : ", B f32"));
+  RunCaseWith(cs, f32_a ? DType::kF32 : cs.dtype, f32_a ? cs.dtype : DType::kF32);
 }
 
 // Runs the cases in order; stops at the first failure.
@@ -248,6 +260,81 @@ TEST_P(GemmMixedPrecisionTest, AccumulatesIntoF32WithoutRounding) {
   EXPECT_EQ(ToDoubles(c.view())[0], expected + 1 + e7 + std::ldexp(1.0, -14));
 }
 
+// Mixed operands (gemm.h): an f32 A or B beside a 16-bit one, on every backend a caller can ask
+// for (they run on OpenBLAS, or Eigen). The f32 operand is read as it is: with an f32 C the bound
+// leaves no room for rounding it to 16 bits. The last shape splits K into widened pieces of the
+// 16-bit operand beside views of the f32 one.
+class GemmMixedOperandsTest : public GemmParamTest {};
+
+TEST_P(GemmMixedOperandsTest, MatchFloat64Reference) {
+  ThreadPool pool(2);
+  uint64_t seed = 7000;
+  for (const bool f32_a : {true, false}) {
+    for (const DType c_dtype : {DType::kF32, std::get<0>(GetParam())}) {
+      for (const GemmCase& cs :
+           TransposeSweep(Base(c_dtype), {{0, 3, 17, 65}, {0, 65, 130, 17}, {0, 1, 3, 1}},
+                          {nullptr, &pool}, seed)) {
+        RunMixedCase(cs, f32_a);
+      }
+      seed += 100;
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  for (const bool f32_a : {true, false}) {
+    for (GemmCase cs : TransposeSweep(Base(DType::kF32), {{0, 8, 8, 140000}}, {&pool}, seed)) {
+      RunMixedCase(cs, f32_a);
+    }
+    seed += 100;
+  }
+}
+
+// A 16-bit bias and GeLU after a mixed product, into a 16-bit C: within the bound of the rounded
+// result of the float64 reference.
+TEST_P(GemmMixedOperandsTest, BiasAndGeluEpilogue) {
+  const DType dtype = std::get<0>(GetParam());
+  Tensor a = FromDoubles({2, 3}, dtype, {1, 2, 3, 4, 5, 6});
+  Tensor b = FromDoubles({3, 2}, DType::kF32, {0.5, -0.25, 0.125, 1, -1, 0.75});
+  Tensor bias = FromDoubles({2}, dtype, {0.5, -2});
+  Tensor c = Tensor::Host({2, 2}, dtype);
+  GemmOptions options;
+  options.cpu_backend = std::get<1>(GetParam());
+  options.bias = &bias.view();
+  options.epilogue = Epilogue::kGelu;
+  const absl::Status status = GemmOf(a, b, c, options);
+  ASSERT_TRUE(status.ok()) << status;
+  // Products: [[-2.25, 4], [-3.375, 8.5]]; plus the bias: [[-1.75, 2], [-2.875, 6.5]].
+  const double v[] = {-1.75, 2, -2.875, 6.5};
+  const std::vector<double> got = ToDoubles(c.view());
+  for (int i = 0; i < 4; ++i) {
+    const double gelu =
+        0.5 * v[i] * (1 + std::tanh(std::sqrt(2 / M_PI) * (v[i] + 0.044715 * v[i] * v[i] * v[i])));
+    EXPECT_NEAR(got[i], gelu, 2 * UnitRoundoff(dtype) * std::abs(gelu) + 1e-5) << i;
+  }
+}
+
+TEST(GemmTest, MixedOperandsNeedOne16BitAndOneF32) {
+  Tensor a = RandomTensor({2, 3}, DType::kBF16, 1);
+  Tensor b16 = RandomTensor({3, 4}, DType::kF16, 2);
+  Tensor c = RandomTensor({2, 4}, DType::kF32, 3);
+  EXPECT_TRUE(
+      IsError(GemmOf(a, b16, c), absl::StatusCode::kInvalidArgument,
+              "Gemm: A and B must share one dtype (on the CPU one of them may be f32 beside "
+              "a 16-bit one) and C must have the 16-bit one or be f32, got A bf16, B f16, "
+              "C f32"));
+  Tensor b32 = RandomTensor({3, 4}, DType::kF32, 4);
+  Tensor c16 = RandomTensor({2, 4}, DType::kF16, 5);
+  EXPECT_TRUE(IsError(GemmOf(a, b32, c16), absl::StatusCode::kInvalidArgument,
+                      "C must have the 16-bit one or be f32, got A bf16, B f32, C f16"));
+  Tensor bias = RandomTensor({4}, DType::kF16, 6);
+  GemmOptions options;
+  options.bias = &bias.view();
+  EXPECT_TRUE(
+      IsError(GemmOf(a, b32, c, options), absl::StatusCode::kInvalidArgument,
+              "Gemm: bias has dtype f16, expected bf16 (the dtype of the operands) or f32"));
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfWithF32, GemmMixedOperandsTest, ::mt::testing::HalfGemmParams(),
+                         ::mt::testing::GemmParamName);
 INSTANTIATE_TEST_SUITE_P(AllDTypesAndBackends, GemmDTypeBackendTest, ::mt::testing::AllGemmParams(),
                          ::mt::testing::GemmParamName);
 INSTANTIATE_TEST_SUITE_P(HalfInputsF32Output, GemmMixedPrecisionTest,
@@ -403,11 +490,7 @@ TEST(GemmTest, NonContiguousOverlappingAndMixedInputsAreInvalidArgument) {
                       "Gemm: B (f32[4, 3] on cpu) must be contiguous"));
 
   Tensor b_bf16 = RandomTensor({4, 6}, DType::kBF16, 5);
-  s = GemmOf(a, b_bf16, c);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "Gemm: A and B must share one dtype and C must have it or be f32, got A f32, B bf16, "
-            "C f32");
+  EXPECT_TRUE(GemmOf(a, b_bf16, c).ok());  // Mixed operands (GemmMixedOperandsTest).
   // An f32 C is allowed for 16-bit inputs, a 16-bit C for f32 inputs is not, nor two 16-bit types.
   Tensor a_bf16 = RandomTensor({3, 4}, DType::kBF16, 6);
   Tensor c_bf16 = RandomTensor({3, 6}, DType::kBF16, 7);
@@ -416,8 +499,8 @@ TEST(GemmTest, NonContiguousOverlappingAndMixedInputsAreInvalidArgument) {
   s = GemmOf(a, b, c_bf16);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "Gemm: A and B must share one dtype and C must have it or be f32, got A f32, B f32, "
-            "C bf16");
+            "Gemm: A and B must share one dtype (on the CPU one of them may be f32 beside a 16-bit "
+            "one) and C must have the 16-bit one or be f32, got A f32, B f32, C bf16");
   s = GemmOf(a_bf16, b_bf16, c_f16);
   EXPECT_TRUE(IsError(s, absl::StatusCode::kInvalidArgument, "C f16"));
 
