@@ -50,7 +50,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_main.h"
 #include "comm/parallel_context.h"
@@ -59,6 +61,7 @@
 #include "core/cuda_device.h"
 #include "core/ops/gemm.h"
 #include "core/rank_execution.h"
+#include "core/simd.h"
 #include "core/status.h"
 #include "gflags/gflags.h"
 #include "jobs/bench/step_profile.h"
@@ -355,7 +358,24 @@ absl::Status ReportMemory(const BenchConfig& c, comm::Communicator& world, int d
   return absl::OkStatus();
 }
 
+// The target --simd_target names among this CPU's; InvalidArgument listing them otherwise.
+absl::StatusOr<SimdTarget> FindSimdTarget(const std::string& name) {
+  std::vector<std::string> names;
+  for (const SimdTarget& t : SimdTargets()) {
+    if (t.name == name) return t;
+    names.push_back(t.name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--simd_target=", name,
+                                                 ": not a SIMD target of this CPU (it has ",
+                                                 absl::StrJoin(names, ", "), ")"));
+}
+
 absl::Status Run(const BenchConfig& c, const comm::MpiProcess& process) {
+  std::optional<ScopedSimdTarget> simd;  // Before any kernel runs.
+  if (!c.simd_target.empty()) {
+    ASSIGN_OR_RETURN(const SimdTarget target, FindSimdTarget(c.simd_target));
+    simd.emplace(target);
+  }
   comm::Communicator& world = process.world;
   comm::ParallelConfig pc;
   pc.tensor_parallel = c.tensor_model_parallel_size;
@@ -436,6 +456,7 @@ absl::Status ResolveConfig(const ConfigFlags<BenchConfig>& flags, BenchConfig* c
                       .status());
   RETURN_IF_ERROR(c->activations.Validate(c->tensor_model_parallel_size, c->seq_length));
   RETURN_IF_ERROR(c->activations.Recompute(c->recompute).status());
+  if (!c->simd_target.empty()) RETURN_IF_ERROR(FindSimdTarget(c->simd_target).status());
   return absl::OkStatus();
 }
 

@@ -49,6 +49,7 @@ struct BenchConfig {
   bool caching_allocator = true;
   int gemm_rate_size = 0;
   int breakdown_steps = 3;
+  std::string simd_target;       // CPU: our SIMD kernels' target (empty: the CPU's best).
   ActivationConfig activations;  // --sequence_parallel, --recompute_granularity.
 
   BenchConfig() {
@@ -95,6 +96,10 @@ struct BenchConfig {
     v("gemm_rate_size", &self.gemm_rate_size,
       "Side of the square GEMM timed as the reference rate (0: 8192 on a GPU, 2048 on the CPU); "
       "small sizes only for smoke runs, e.g. under the CUDA emulator.");
+    v("simd_target", &self.simd_target,
+      "CPU: run our SIMD kernels at this target, one this CPU supports (e.g. AVX2 on an AVX-512 "
+      "CPU, with ONEDNN_MAX_CPU_ISA and OPENBLAS_CORETYPE, to imitate an older CPU; empty: the "
+      "best).");
     v("breakdown_steps", &self.breakdown_steps,
       "CPU: steps after the timed ones, sampled every millisecond to split the step time by op "
       "class (0: no breakdown).");

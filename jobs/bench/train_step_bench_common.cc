@@ -10,6 +10,7 @@
 #include "core/openblas.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
+#include "core/simd.h"
 #include "core/status.h"
 #include "glog/logging.h"
 #include "jobs/bench/train_step_bench.h"
@@ -97,6 +98,7 @@ void PrintGemmRate(const BenchConfig& c, const Device& d, double gemm) {
                 static_cast<long long>(GemmRateSize(c.gemm_rate_size, true)), gemm / 1e3);
   } else {
     std::printf("blas: %s\n", DescribeBlas().c_str());
+    std::printf("simd: %s\n", SimdTargetName().c_str());
     const long long n = static_cast<long long>(GemmRateSize(c.gemm_rate_size, false));
     if (d.dtype != DType::kF32) {
       std::printf("f32 GEMM rate per rank (%lld^3, %d threads): %.1f GFLOP/s\n", n, d.rank.threads,

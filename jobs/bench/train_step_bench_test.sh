@@ -7,7 +7,8 @@
 #   - PP=2 x DP=2 interleaved with the distributed optimizer (4 ranks): each rank's Adam moments
 #     are its 1/DP shard (half its parameters, rounded up), and DP buckets start during the
 #     schedule;
-#   - bad pipeline flags end with one line naming the flag and a non-zero exit.
+#   - bad pipeline flags and an unknown --simd_target end with one line naming the flag and a
+#     non-zero exit; --simd_target=SSE4 runs and prints its "simd:" line.
 #   train_step_bench_test.sh TRAIN_STEP_BENCH_BIN
 set -uo pipefail
 bench="$1"
@@ -66,4 +67,12 @@ bad num_layers_per_virtual_pipeline_stage --pipeline_model_parallel_size=2 \
   --num_layers_per_virtual_pipeline_stage=3
 bad pipeline_model_parallel_size --pipeline_model_parallel_size=3
 bad num_micro_batches --num_micro_batches=-1
+bad "--simd_target=NOSUCH: not a SIMD target of this CPU" --simd_target=NOSUCH
+
+# --simd_target: the kernels run at the target named (SSE4: the build's baseline, on every CPU
+# it runs on), and the run says so; a run without it names the CPU's best.
+timeout 120 "$bench" "${tiny[@]}" --simd_target=SSE4 > "$work/sse4.out" 2>&1 ||
+  { cat "$work/sse4.out"; fail "--simd_target=SSE4 run"; }
+grep -q '^simd: SSE4$' "$work/sse4.out" || { cat "$work/sse4.out"; fail "no 'simd: SSE4' line"; }
+grep -q '^simd: ' "$work/serial.out" || { cat "$work/serial.out"; fail "no simd line"; }
 echo PASS
