@@ -261,9 +261,9 @@ TEST_P(GemmMixedPrecisionTest, AccumulatesIntoF32WithoutRounding) {
 }
 
 // Mixed operands (gemm.h): an f32 A or B beside a 16-bit one, on every backend a caller can ask
-// for (they run on OpenBLAS, or Eigen). The f32 operand is read as it is: with an f32 C the bound
-// leaves no room for rounding it to 16 bits. The last shape splits K into widened pieces of the
-// 16-bit operand beside views of the f32 one.
+// for (they run on OpenBLAS, or Eigen), in Gemm and BatchedGemm. The f32 operand is read as it
+// is: with an f32 C the bound leaves no room for rounding it to 16 bits. The last shape splits K
+// into widened pieces of the 16-bit operand beside views of the f32 one.
 class GemmMixedOperandsTest : public GemmParamTest {};
 
 TEST_P(GemmMixedOperandsTest, MatchFloat64Reference) {
@@ -271,9 +271,9 @@ TEST_P(GemmMixedOperandsTest, MatchFloat64Reference) {
   uint64_t seed = 7000;
   for (const bool f32_a : {true, false}) {
     for (const DType c_dtype : {DType::kF32, std::get<0>(GetParam())}) {
-      for (const GemmCase& cs :
-           TransposeSweep(Base(c_dtype), {{0, 3, 17, 65}, {0, 65, 130, 17}, {0, 1, 3, 1}},
-                          {nullptr, &pool}, seed)) {
+      for (const GemmCase& cs : TransposeSweep(
+               Base(c_dtype), {{0, 3, 17, 65}, {0, 65, 130, 17}, {0, 1, 3, 1}, {3, 17, 5, 33}},
+               {nullptr, &pool}, seed)) {
         RunMixedCase(cs, f32_a);
       }
       seed += 100;
