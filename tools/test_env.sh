@@ -5,7 +5,8 @@
 # /tmp/NAME.XXXXXX removed at exit, the TMPDIR of everything the test starts (a short path:
 # OpenMPI's socket paths are limited to 108 bytes); lets mpirun run as root (CI containers); keeps
 # OpenMPI's shared memory in $work (not /dev/shm: see comm/mpi_test.sh); unsets the variables
-# through which a gtest binary the test starts would overwrite Bazel's own reports; and defines
+# through which a gtest binary the test starts would overwrite Bazel's own reports; under
+# --config=asan, drops OpenMPI's own leaks as comm/mpi_test.sh does; and defines
 #   fail MESSAGE...  "FAIL: MESSAGE" on stderr, exit 1;
 #   mpi NP ARGS...   ARGS under mpirun with NP ranks on this machine, bounded by $mpi_timeout
 #                    seconds (default 200): a hang fails the test (exit code 124);
@@ -18,6 +19,17 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_backing_directory="$TMPDIR"
 unset XML_OUTPUT_FILE GTEST_OUTPUT TEST_PREMATURE_EXIT_FILE
+# Under --config=asan, as comm/mpi_test.sh: OpenMPI's memory kept until exit is dropped by
+# lsan_suppressions.txt (next to this file's source), which needs the slow unwinder to see
+# OpenMPI's frames, without LSan's table of the suppressions used (tests read the output of the
+# binaries they run); leak detection stays on for our own code.
+if [[ -n "${ASAN_OPTIONS:-}" ]]; then
+  lsan_suppressions="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lsan_suppressions.txt"
+  if [[ -f "$lsan_suppressions" ]]; then
+    export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
+    export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$lsan_suppressions:print_suppressions=0"
+  fi
+fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
 mpi() {
   local np="$1"
