@@ -4,7 +4,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -421,10 +420,7 @@ std::string DescribeCpuGemm() {
   } else if (!LoadOneDnn().status.ok()) {
     why = absl::StrCat(" (", LoadOneDnn().status.message(), ")");
   } else if (!internal::OneDnnHasBf16Kernel(DType::kBF16)) {
-    const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
-    if (cap == nullptr) cap = std::getenv("DNNL_MAX_CPU_ISA");
-    why = absl::StrCat(" (oneDNN has no bf16 kernel",
-                       cap == nullptr ? "" : absl::StrCat(" under ONEDNN_MAX_CPU_ISA=", cap), ")");
+    why = absl::StrCat(" (no bf16 kernel in ", DescribeOneDnn(LoadOneDnn()), ")");
   }
   return absl::StrCat("f32: ", CpuGemmRoute(DType::kF32), "; bf16: ", CpuGemmRoute(DType::kBF16),
                       why, "; f16: ", CpuGemmRoute(DType::kF16));
