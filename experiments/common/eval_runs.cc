@@ -54,6 +54,10 @@ std::vector<std::string> PretrainArgs(const PretrainRun& r) {
       absl::StrCat("--device=", DeviceTypeName(s.device)),
       "--save=" + r.save,
       "--keep_last=1"};
+  if (s.dropout >= 0) {
+    args.push_back(absl::StrCat("--hidden_dropout=", s.dropout));
+    args.push_back(absl::StrCat("--attention_dropout=", s.dropout));
+  }
   if (!r.tensorboard_dir.empty()) args.push_back("--tensorboard_dir=" + r.tensorboard_dir);
   return args;
 }

@@ -57,12 +57,15 @@ struct PretrainSchedule {
   int64_t seq_length = 0, global_batch = 0, micro_batch = 0, iters = 0;
   double lr = 0;
   DeviceType device = DeviceType::kCpu;
+  // Hidden and attention dropout; below 0: the binary's default (0.1).
+  double dropout = -1;
 };
 
 // A short pretraining run of pretrain_gpt or pretrain_bert as the experiments launch one: linear
 // warmup over the first tenth of the samples and decay to lr / 10 over all of them, a log line
 // every tenth of the run, one validation (2 batches) at the end, the last checkpoint kept in
-// `save`; TensorBoard event files in `tensorboard_dir` when it is set.
+// `save`; TensorBoard event files in `tensorboard_dir` when it is set; the schedule's dropout
+// when it is set.
 struct PretrainRun {
   std::string data_path, save;
   int64_t layers = 0, hidden = 0, heads = 0;

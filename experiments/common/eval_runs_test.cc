@@ -69,6 +69,11 @@ TEST(PretrainArgsTest, SpellsTheShortRunsSchedule) {
   EXPECT_EQ(args[6], "--micro_batch_size=2");
   EXPECT_EQ(args[13], "--log_interval=1");  // At least every step.
   EXPECT_EQ(args[16], "--device=cpu");
+  one.schedule.dropout = 0;  // Set: both dropouts, after the schedule's flags.
+  const std::vector<std::string> with_dropout = PretrainArgs(one);
+  ASSERT_EQ(with_dropout.size(), args.size() + 2);
+  EXPECT_EQ(with_dropout[args.size()], "--hidden_dropout=0");
+  EXPECT_EQ(with_dropout[args.size() + 1], "--attention_dropout=0");
 }
 
 TEST(CommaListTest, DropsEmptyItems) {

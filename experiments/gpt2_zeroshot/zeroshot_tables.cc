@@ -296,11 +296,12 @@ absl::Status WriteZeroShotResults(const ExperimentRun& run, const ZeroShotReport
       in.trained_here
           ? absl::StrFormat(
                 "trained here on %s (%lld steps of %lld sequences of %lld tokens "
-                "each, %.2fM tokens seen in all vs the paper's 157B), the held-out "
-                "documents unseen",
+                "each, %.2fM tokens seen in all vs the paper's 157B; peak learning rate %g, "
+                "dropout %g), the held-out documents unseen",
                 in.data_name, static_cast<long long>(in.train_iters),
                 static_cast<long long>(in.global_batch_size), static_cast<long long>(in.seq_length),
-                1e-6 * static_cast<double>(in.train_iters * in.global_batch_size * in.seq_length))
+                1e-6 * static_cast<double>(in.train_iters * in.global_batch_size * in.seq_length),
+                in.lr, in.dropout)
           : "the checkpoints given with --load",
       "\n");
   for (const EvalData& d : in.wikitext)

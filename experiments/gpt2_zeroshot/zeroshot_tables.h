@@ -83,6 +83,7 @@ struct ZeroShotReportInputs {
   // The held-out documents share no 13-word run with the training text (the prose corpus's);
   // false: --data_path's test split, not screened.
   bool heldout_screened = false;
+  double lr = 0, dropout = 0;  // The training's peak learning rate and dropout.
 };
 
 // The paper's rows (Table 2: 355M, 2.5B, 8.3B and the previous state of the art) in the CSV's

@@ -83,6 +83,8 @@ TEST(WriteZeroShotResultsTest, ReportSaysWhetherTheHeldOutTextWasScreened) {
     in.train_iters = 10;
     in.global_batch_size = 2;
     in.seq_length = 16;
+    in.lr = 2e-3;
+    in.dropout = 0;
     in.wikitext = {{"w.tokens", "held-out documents"}};
     in.lambada = {{"l.jsonl", "held-out documents"}};
     in.baseline = {0, 0, 400, 20};
@@ -96,6 +98,10 @@ TEST(WriteZeroShotResultsTest, ReportSaysWhetherTheHeldOutTextWasScreened) {
     const std::string report = text.str();
     EXPECT_EQ(report.find("share no 13-word run") != std::string::npos, screened) << report;
     EXPECT_EQ(report.find("not screened") != std::string::npos, !screened) << report;
+    EXPECT_NE(report.find("10 steps of 2 sequences of 16 tokens each, 0.00M tokens seen in all "
+                          "vs the paper's 157B; peak learning rate 0.002, dropout 0)"),
+              std::string::npos)
+        << report;
   }
 }
 
