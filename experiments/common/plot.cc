@@ -87,9 +87,10 @@ absl::StatusOr<std::string> PlotScript(const Plot& plot, const std::string& dir,
       "set output %s\n"
       "set datafile separator \",\"\n"
       "set title %s\nset xlabel %s\nset ylabel %s\n"
-      "set grid\nset key outside right top box\n",
+      "set grid\nset key %s\n",
       png_name, plot.width, plot.height, Quoted(png_name), Quoted(plot.title), Quoted(plot.xlabel),
-      Quoted(plot.ylabel));
+      Quoted(plot.ylabel),
+      plot.key_below ? "below vertical maxrows 4 box\nset bmargin 8" : "outside right top box");
   if (plot.logx) absl::StrAppend(&s, "set logscale x 2\n");
   if (plot.logy) absl::StrAppend(&s, "set logscale y\n");
   if (plot.ymin || plot.ymax) {

@@ -45,6 +45,7 @@ struct Plot {
   bool logy = false;
   std::optional<double> ymin, ymax;
   int width = 900, height = 600;  // Pixels.
+  bool key_below = false;  // The legend under the plot, one series a line (long labels), not right.
   std::vector<PlotSeries> series;
 };
 

@@ -48,6 +48,13 @@ TEST(PlotTest, ScriptResolvesColumnsAndFilters) {
       << *s;
   EXPECT_NE(s->find("\"e.csv\" every ::1 using 1:3 with points title \"all\""), std::string::npos)
       << *s;
+  EXPECT_NE(s->find("set key outside right top box\n"), std::string::npos) << *s;
+  Plot below = TwoSeries();
+  below.key_below = true;  // Long series names: the legend under the plot, with room for it.
+  auto b = PlotScript(below, Dir(), "e.png");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE(b->find("set key below vertical maxrows 4 box\nset bmargin 8\n"), std::string::npos)
+      << *b;
 }
 
 TEST(PlotTest, BandFillsBetweenTwoColumns) {

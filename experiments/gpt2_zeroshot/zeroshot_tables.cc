@@ -67,6 +67,7 @@ absl::Status WritePlots(const ExperimentRun& run, const ZeroShotReportInputs& in
     Plot p;
     p.xlabel = "parameters (millions, log scale)";
     p.logx = true;
+    p.key_below = true;  // The series' names are long.
     p.series.push_back(
         {absl::StrCat("paper (", paper, ")"), csv, "params_m", y, "series", "paper"});
     for (size_t d = 0; d < data.size(); ++d) {
