@@ -94,6 +94,7 @@ struct Timings {
   double part_buffer_mib = 0;
   std::vector<double> profiled;  // The sampled steps' times.
   StackSampler::Profile profile;
+  std::vector<double> f32_times;  // --vs_f32: the f32 copy's steps, paired with times[0]'s.
 };
 
 // What one training step runs on.
@@ -153,10 +154,18 @@ absl::Status ProfileSteps(const BenchConfig& c, StepRunner& run, train::Optimize
   return absl::OkStatus();
 }
 
+// --vs_f32: the f32 copy of the model whose steps take turns with the timed model's.
+struct F32Partner {
+  nn::ParameterStore& store;
+  models::Model& model;
+  nn::StepContext& sc;
+};
+
 absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& world,
                                   comm::ParallelContext& parallel, const Device& d,
                                   nn::ParameterStore& store, models::Model& model,
-                                  const models::Batch& batch, nn::StepContext& sc) {
+                                  const models::Batch& batch, nn::StepContext& sc,
+                                  const F32Partner* partner) {
   train::OptimizerConfig oc;
   oc.dp_bucket_elements = c.ddp_bucket_size;
   oc.overlap_grad_reduce = true;
@@ -174,6 +183,21 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
     ASSIGN_OR_RETURN(after, train::Optimizer::Create(&store, oc, dp));
   }
   StepRunner run{world, dp, d, store, model, batch, sc};
+  Timings t;
+  std::optional<train::Optimizer> partner_optimizer;
+  std::optional<StepRunner> partner_run;
+  if (partner != nullptr) {  // One rank (ResolveConfig, Run): no DP.
+    ASSIGN_OR_RETURN(partner_optimizer, train::Optimizer::Create(&partner->store, oc, nullptr));
+    partner_run.emplace(
+        StepRunner{world, nullptr, d, partner->store, partner->model, batch, partner->sc});
+  }
+  // The partner's step before the timed model's in even steps, after it in odd ones: neither
+  // always follows the other (whose memory traffic leaves the caches and pages as it does).
+  auto partner_step = [&](int step) -> absl::Status {
+    ASSIGN_OR_RETURN(auto times, partner_run->Run(*partner_optimizer, step, nullptr));
+    if (step >= 1) t.f32_times.push_back(times.first);
+    return absl::OkStatus();
+  };
   // The kinds of step timed: index 0 overlapped, 1 after backward (by the after-backward
   // optimizer: each bucket all-reduced and waited for in turn after backward, as pretrain_gpt
   // --overlap_grad_reduce=false).
@@ -181,9 +205,9 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
   if (dp != nullptr && c.dp_modes == "both") kinds = {0, 1};
   if (dp != nullptr && c.dp_modes == "after") kinds = {1};
   const int modes = static_cast<int>(kinds.size());
-  Timings t;
   for (int step = 0; step < (c.steps + 1) * modes; ++step) {
     const int mode = kinds[step % modes];
+    if (partner_run && step % 2 == 0) RETURN_IF_ERROR(partner_step(step));
     ASSIGN_OR_RETURN(auto times, run.Run(mode == 0 || !after ? overlapped : *after, step,
                                          mode == 0 ? &t.started_in_backward : nullptr,
                                          /*overlap=*/mode == 0));
@@ -191,6 +215,7 @@ absl::StatusOr<Timings> TimeSteps(const BenchConfig& c, comm::Communicator& worl
       t.times[mode].push_back(times.first);
       t.exposed[mode].push_back(times.second);
     }
+    if (partner_run && step % 2 == 1) RETURN_IF_ERROR(partner_step(step));
   }
   t.buckets = overlapped.grad_reducer().num_buckets();
   t.moment_elements = overlapped.exp_avg().numel();
@@ -287,6 +312,19 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
       d.gpu ? " (MFU)" : "", 100.0 * per_rank_gflops / gemm);
   std::printf("step time (best of %d%s): %.3f s\n", c.steps, kind_label,
               *std::min_element(t.times[main_kind].begin(), t.times[main_kind].end()));
+  if (!t.f32_times.empty()) {  // --vs_f32: one rank, so main_kind is 0.
+    std::vector<double> ratios;
+    for (size_t i = 0; i < t.f32_times.size() && i < t.times[0].size(); ++i) {
+      ratios.push_back(t.times[0][i] / t.f32_times[i]);
+    }
+    const std::string dtype(DTypeName(d.dtype));
+    std::printf(
+        "f32 copy, its steps taking turns with these (median of %zu): %.3f s | %s / f32: median "
+        "of the %zu pairs' ratios %.3f (lowest %.3f, highest %.3f)\n",
+        t.f32_times.size(), MedianOf(t.f32_times), dtype.c_str(), ratios.size(),
+        MedianOf(ratios), *std::min_element(ratios.begin(), ratios.end()),
+        *std::max_element(ratios.begin(), ratios.end()));
+  }
   if (d.gpu) {
     std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
                 device_in_use / 1073741824.0);
@@ -407,7 +445,24 @@ absl::Status Run(const BenchConfig& c, const comm::MpiProcess& process) {
   batch.tokens = tokens.view();
   batch.labels = labels.view();
   nn::StepContext sc = nn::StepContext::Train(&d->rank.exec, parallel->tp_or_null(), 1);
-  ASSIGN_OR_RETURN(Timings t, TimeSteps(c, world, *parallel, *d, store, *model, batch, sc));
+  // --vs_f32: the same model in f32, from the same seed.
+  std::optional<nn::ParameterStore> f32_store;
+  std::unique_ptr<models::Model> f32_model;
+  std::optional<nn::StepContext> f32_sc;
+  std::optional<F32Partner> partner;
+  if (c.vs_f32) {
+    if (world.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vs_f32 runs one rank, not ", world.size()));
+    }
+    f32_store.emplace(0, 1, DType::kF32, d->rank.exec.device);
+    ASSIGN_OR_RETURN(f32_model, models::CreateModel(c.model, &*f32_store, options));
+    RETURN_IF_ERROR(f32_store->Allocate(1));
+    f32_sc.emplace(nn::StepContext::Train(&d->rank.exec, nullptr, 1));
+    partner.emplace(F32Partner{*f32_store, *f32_model, *f32_sc});
+  }
+  ASSIGN_OR_RETURN(Timings t, TimeSteps(c, world, *parallel, *d, store, *model, batch, sc,
+                                        partner ? &*partner : nullptr));
   // Activation memory: held between forward and backward, plus the transient of one recomputed
   // layer during backward (activation checkpointing).
   RETURN_IF_ERROR(model->ForwardBackward(sc, batch, models::Backward::kNo).status());
@@ -457,6 +512,12 @@ absl::Status ResolveConfig(const ConfigFlags<BenchConfig>& flags, BenchConfig* c
   RETURN_IF_ERROR(c->activations.Validate(c->tensor_model_parallel_size, c->seq_length));
   RETURN_IF_ERROR(c->activations.Recompute(c->recompute).status());
   if (!c->simd_target.empty()) RETURN_IF_ERROR(FindSimdTarget(c->simd_target).status());
+  if (c->vs_f32 && (c->device != DeviceType::kCpu || !(c->bf16 || c->fp16) ||
+                    c->pipeline_model_parallel_size > 1)) {
+    return absl::InvalidArgumentError(
+        "--vs_f32 compares a CPU model's --bf16 or --fp16 steps with f32 ones, without pipeline "
+        "stages");
+  }
   return absl::OkStatus();
 }
 

@@ -46,6 +46,7 @@ struct BenchConfig {
   DeviceType device = DeviceType::kCpu;
   bool bf16 = false;  // CPU: the model in bf16 (a GPU always runs bf16).
   bool fp16 = false;  // CPU: the model in f16.
+  bool vs_f32 = false;  // CPU, 16-bit, one rank: an f32 copy of the model stepped in turn.
   bool caching_allocator = true;
   int gemm_rate_size = 0;
   int breakdown_steps = 3;
@@ -91,6 +92,11 @@ struct BenchConfig {
       "CPU: parameters' compute copies, activations and gradients in bf16 (f32 masters and Adam "
       "state, f32 math inside the kernels), as pretrain_gpt --bf16.");
     v("fp16", &self.fp16, "CPU: the same in f16 (no loss scaling: random data, timing only).");
+    v("vs_f32", &self.vs_f32,
+      "CPU, with --bf16 or --fp16, one rank: also an f32 copy of the model, its steps taking "
+      "turns with the 16-bit model's (f32 first in every other pair), and the 16-bit / f32 "
+      "ratio of each pair: the comparison in one run, which the machine's drift moves far less "
+      "than two separate runs (the memory lines then count both models).");
     v("caching_allocator", &self.caching_allocator,
       "With --device=cuda: tensors from a caching allocator.");
     v("gemm_rate_size", &self.gemm_rate_size,

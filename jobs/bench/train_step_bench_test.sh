@@ -8,7 +8,10 @@
 #     are its 1/DP shard (half its parameters, rounded up), and DP buckets start during the
 #     schedule;
 #   - bad pipeline flags and an unknown --simd_target end with one line naming the flag and a
-#     non-zero exit; --simd_target=SSE4 runs and prints its "simd:" line.
+#     non-zero exit; --simd_target=SSE4 runs and prints its "simd:" line;
+#   - --bf16 --vs_f32 times an f32 copy in turn with the bf16 model: one ratio per timed step,
+#     their median between the lowest and the highest; refused without a 16-bit dtype, with
+#     pipeline stages or on more than one rank.
 #   train_step_bench_test.sh TRAIN_STEP_BENCH_BIN
 set -uo pipefail
 bench="$1"
@@ -68,6 +71,19 @@ bad num_layers_per_virtual_pipeline_stage --pipeline_model_parallel_size=2 \
 bad pipeline_model_parallel_size --pipeline_model_parallel_size=3
 bad num_micro_batches --num_micro_batches=-1
 bad "--simd_target=NOSUCH: not a SIMD target of this CPU" --simd_target=NOSUCH
+bad "--vs_f32 compares a CPU model's --bf16 or --fp16 steps" --vs_f32
+bad "--vs_f32 compares a CPU model's --bf16 or --fp16 steps" --vs_f32 --bf16 \
+  --pipeline_model_parallel_size=2
+out=$(mpi_timeout=60 mpi 2 "$bench" "${tiny[@]}" --bf16 --vs_f32 2>&1) && fail "--vs_f32 on 2 ranks"
+grep -q -- "--vs_f32 runs one rank, not 2" <<<"$out" || fail "--vs_f32 on 2 ranks: $out"
+
+# --vs_f32: the pairs' line, with as many pairs as timed steps.
+timeout 120 "$bench" "${tiny[@]}" --steps=3 --bf16 --vs_f32 > "$work/vs.out" 2>&1 ||
+  { cat "$work/vs.out"; fail "--bf16 --vs_f32 run"; }
+pairs=$(sed -n 's/^f32 copy, its steps taking turns with these (median of 3): [0-9.]* s | bf16 \/ f32: median of the 3 pairs. ratios \([0-9.]*\) (lowest \([0-9.]*\), highest \([0-9.]*\))$/\2 \1 \3/p' "$work/vs.out")
+[[ -n "$pairs" ]] || { cat "$work/vs.out"; fail "no pairs line"; }
+awk -v p="$pairs" 'BEGIN { split(p, r, " "); exit !(r[1] > 0 && r[1] <= r[2] && r[2] <= r[3]) }' ||
+  fail "pair ratios out of order: $pairs"
 
 # --simd_target: the kernels run at the target named (SSE4: the build's baseline, on every CPU
 # it runs on), and the run says so; a run without it names the CPU's best.
