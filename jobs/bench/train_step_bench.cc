@@ -280,6 +280,22 @@ void ReportBreakdown(const BenchConfig& c, const comm::ParallelContext& parallel
               step - gemm_s + gemm_flops / gemm / 1e9);
 }
 
+// --vs_f32: the f32 copy's median step and the median of the pairs' 16-bit / f32 ratios (one
+// rank, so the timed steps are times[0]).
+void PrintF32Pairs(const Device& d, const Timings& t) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < t.f32_times.size() && i < t.times[0].size(); ++i) {
+    ratios.push_back(t.times[0][i] / t.f32_times[i]);
+  }
+  const std::string dtype(DTypeName(d.dtype));
+  std::printf(
+      "f32 copy, its steps taking turns with these (median of %zu): %.3f s | %s / f32: median "
+      "of the %zu pairs' ratios %.3f (lowest %.3f, highest %.3f)\n",
+      t.f32_times.size(), MedianOf(t.f32_times), dtype.c_str(), ratios.size(), MedianOf(ratios),
+      *std::min_element(ratios.begin(), ratios.end()),
+      *std::max_element(ratios.begin(), ratios.end()));
+}
+
 void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const Device& d,
             const models::Model& model, int64_t parameters, double gemm, const Timings& t,
             const models::Model::ActivationBytes& act, size_t device_in_use, size_t peak_bytes) {
@@ -312,19 +328,7 @@ void Report(const BenchConfig& c, const comm::ParallelContext& parallel, const D
       d.gpu ? " (MFU)" : "", 100.0 * per_rank_gflops / gemm);
   std::printf("step time (best of %d%s): %.3f s\n", c.steps, kind_label,
               *std::min_element(t.times[main_kind].begin(), t.times[main_kind].end()));
-  if (!t.f32_times.empty()) {  // --vs_f32: one rank, so main_kind is 0.
-    std::vector<double> ratios;
-    for (size_t i = 0; i < t.f32_times.size() && i < t.times[0].size(); ++i) {
-      ratios.push_back(t.times[0][i] / t.f32_times[i]);
-    }
-    const std::string dtype(DTypeName(d.dtype));
-    std::printf(
-        "f32 copy, its steps taking turns with these (median of %zu): %.3f s | %s / f32: median "
-        "of the %zu pairs' ratios %.3f (lowest %.3f, highest %.3f)\n",
-        t.f32_times.size(), MedianOf(t.f32_times), dtype.c_str(), ratios.size(),
-        MedianOf(ratios), *std::min_element(ratios.begin(), ratios.end()),
-        *std::max_element(ratios.begin(), ratios.end()));
-  }
+  if (!t.f32_times.empty()) PrintF32Pairs(d, t);
   if (d.gpu) {
     std::printf("device memory in use after a forward pass (cudaMemGetInfo): %.2f GiB\n",
                 device_in_use / 1073741824.0);
@@ -452,8 +456,7 @@ absl::Status Run(const BenchConfig& c, const comm::MpiProcess& process) {
   std::optional<F32Partner> partner;
   if (c.vs_f32) {
     if (world.size() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--vs_f32 runs one rank, not ", world.size()));
+      return absl::InvalidArgumentError(absl::StrCat("--vs_f32 runs one rank, not ", world.size()));
     }
     f32_store.emplace(0, 1, DType::kF32, d->rank.exec.device);
     ASSIGN_OR_RETURN(f32_model, models::CreateModel(c.model, &*f32_store, options));

@@ -44,8 +44,8 @@ struct BenchConfig {
   int threads = 0;
   bool recompute = false;
   DeviceType device = DeviceType::kCpu;
-  bool bf16 = false;  // CPU: the model in bf16 (a GPU always runs bf16).
-  bool fp16 = false;  // CPU: the model in f16.
+  bool bf16 = false;    // CPU: the model in bf16 (a GPU always runs bf16).
+  bool fp16 = false;    // CPU: the model in f16.
   bool vs_f32 = false;  // CPU, 16-bit, one rank: an f32 copy of the model stepped in turn.
   bool caching_allocator = true;
   int gemm_rate_size = 0;
