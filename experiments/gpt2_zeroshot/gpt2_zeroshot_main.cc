@@ -25,6 +25,7 @@
 #include "experiments/gpt2_zeroshot/bigram.h"
 #include "experiments/gpt2_zeroshot/heldout.h"
 #include "experiments/gpt2_zeroshot/zeroshot_tables.h"
+#include "models/config.h"
 
 namespace mt {
 namespace experiments {
@@ -238,7 +239,8 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   ZeroShotReportInputs in{s.data_name,        c.load.empty(), c.train.iters, c.train.global_batch,
                           c.train.seq_length, s.wikitext,     s.lambada,     s.baseline};
   in.lr = c.train.lr;
-  in.dropout = c.train.dropout >= 0 ? c.train.dropout : 0.1;
+  // Below 0: pretrain_gpt's own, the model configuration's default.
+  in.dropout = c.train.dropout >= 0 ? c.train.dropout : models::ModelConfig().hidden_dropout;
   in.lambada_copy_targets = c.lambada_copy_targets && c.lambada.empty() && !s.lambada.empty();
   in.heldout_screened = s.screened;
   return WriteZeroShotResults(run, in, scores);
