@@ -10,8 +10,8 @@
 #   - bad pipeline flags and an unknown --simd_target end with one line naming the flag and a
 #     non-zero exit; --simd_target=SSE4 runs and prints its "simd:" line;
 #   - --bf16 --vs_f32 times an f32 copy in turn with the bf16 model: one ratio per timed step,
-#     their median between the lowest and the highest; refused without a 16-bit dtype, with
-#     pipeline stages or on more than one rank.
+#     their median between the lowest and the highest, and each side's fastest step; refused
+#     without a 16-bit dtype, with pipeline stages or on more than one rank.
 #   train_step_bench_test.sh TRAIN_STEP_BENCH_BIN
 set -uo pipefail
 bench="$1"
@@ -84,6 +84,14 @@ pairs=$(sed -n 's/^f32 copy, its steps taking turns with these (median of 3): [0
 [[ -n "$pairs" ]] || { cat "$work/vs.out"; fail "no pairs line"; }
 awk -v p="$pairs" 'BEGIN { split(p, r, " "); exit !(r[1] > 0 && r[1] <= r[2] && r[2] <= r[3]) }' ||
   fail "pair ratios out of order: $pairs"
+# The fastest steps' line: the bf16 one is the run's best step, the f32 one at most the f32 median.
+fastest=$(sed -n 's/^fastest steps: bf16 \([0-9.]*\) s, f32 \([0-9.]*\) s | bf16 \/ f32: \([0-9.]*\)$/\1 \2 \3/p' "$work/vs.out")
+[[ -n "$fastest" ]] || { cat "$work/vs.out"; fail "no fastest steps line"; }
+best=$(sed -n 's/^step time (best of 3): \([0-9.]*\) s.*/\1/p' "$work/vs.out")
+f32_median=$(sed -n 's/^f32 copy, its steps taking turns with these (median of 3): \([0-9.]*\) s .*/\1/p' "$work/vs.out")
+awk -v p="$fastest" -v best="$best" -v med="$f32_median" \
+  'BEGIN { split(p, r, " "); exit !(r[1] == best && r[2] > 0 && r[2] <= med && r[3] > 0) }' ||
+  fail "fastest steps $fastest against best $best and f32 median $f32_median"
 
 # --simd_target: the kernels run at the target named (SSE4: the build's baseline, on every CPU
 # it runs on), and the run says so; a run without it names the CPU's best.
