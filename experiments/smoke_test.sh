@@ -41,6 +41,9 @@ check gpt2_zeroshot "$2" \
   "--models=1x16x2 --train_iters=2 --seq_length=32 --micro_batch_size=2 --global_batch_size=2 --heldout_docs=60 --max_corpus_documents=1200 --overlapping_eval=8 --work_dir=$TMPDIR/gpt2_zeroshot_work --tensorboard_dir=$TMPDIR/tb_zeroshot" \
   "zeroshot.csv:model,params,dataset,metric,value" wikitext_ppl.png lambada_acc.png
 ls "$TMPDIR"/tb_zeroshot/*/events.out.tfevents.* >/dev/null || fail "gpt2_zeroshot: no event file"
+# The model and the bigram compared line by line (the harness's per-example lines read back).
+grep -q "exact one-sided McNemar test p = " "${TEST_TMPDIR:-$TMPDIR}/gpt2_zeroshot/report.md" ||
+  fail "gpt2_zeroshot: no paired test in report.md"
 check race_finetune "$3" \
   "--models=1x16x2,1x32x2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=64 --epochs=1 --train_questions=40 --max_corpus_documents=2000 --work_dir=$TMPDIR/race_finetune_work" \
   "race.csv:model,split,subset,accuracy"

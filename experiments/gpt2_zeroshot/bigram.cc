@@ -1,5 +1,6 @@
 #include "experiments/gpt2_zeroshot/bigram.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -57,13 +58,19 @@ std::string BigramBaseline::Predict(absl::string_view previous_word) const {
   return it == best_.end() ? fallback_ : it->second;
 }
 
-int64_t BigramBaseline::CountCorrect(const std::vector<std::string>& lines) const {
-  int64_t correct = 0;
+std::vector<bool> BigramBaseline::CorrectPerLine(const std::vector<std::string>& lines) const {
+  std::vector<bool> correct;
+  correct.reserve(lines.size());
   for (const std::string& line : lines) {
     const std::vector<absl::string_view> w = Words(line);
-    if (w.size() >= 2 && Predict(w[w.size() - 2]) == w.back()) ++correct;
+    correct.push_back(w.size() >= 2 && Predict(w[w.size() - 2]) == w.back());
   }
   return correct;
+}
+
+int64_t BigramBaseline::CountCorrect(const std::vector<std::string>& lines) const {
+  const std::vector<bool> correct = CorrectPerLine(lines);
+  return std::count(correct.begin(), correct.end(), true);
 }
 
 }  // namespace experiments

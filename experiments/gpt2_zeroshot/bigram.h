@@ -29,6 +29,8 @@ class BigramBaseline {
   // The lines (LAMBADA texts: the last word is the target) whose last word Predict(the word
   // before it) gives exactly; lines of fewer than 2 words count as wrong.
   int64_t CountCorrect(const std::vector<std::string>& lines) const;
+  // The same per line, in order: whether Predict gives that line's last word.
+  std::vector<bool> CorrectPerLine(const std::vector<std::string>& lines) const;
 
  private:
   absl::flat_hash_map<std::string, std::string> best_;  // Context -> prediction.

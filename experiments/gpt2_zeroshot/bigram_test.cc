@@ -19,6 +19,9 @@ TEST(BigramTest, PredictsTheMostFrequentFollowerByHand) {
   // Only "said" follows "LORD" as written.
   EXPECT_EQ(b.Predict("LORD"), "said");
   EXPECT_EQ(b.CountCorrect({"so he went unto the LORD", "so he went unto the ark", "LORD"}), 1);
+  // Per line, in order (a one-word line is wrong).
+  EXPECT_EQ(b.CorrectPerLine({"unto the ark", "LORD", "went unto the LORD", "the LORD said"}),
+            (std::vector<bool>{false, false, true, true}));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // //jobs/eval:wikitext103 and //jobs/eval:lambada on the files given (default: the eval/testdata
 // fixtures and a held-out split of the training data written in both formats, heldout.h). Writes
 // results/gpt2_zeroshot/ (report.md, zeroshot.csv, two PNGs).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -160,7 +161,10 @@ absl::Status PrepareProse(const ZeroShotConfig& c, Setup* s) {
                                     c.lambada_copy_targets ? "with a copy passage" : "that fit")});
     s->baseline.lambada_index = static_cast<int>(s->lambada.size()) - 1;
     s->baseline.examples = h.lambada_examples;
-    s->baseline.bigram_correct = BigramBaseline::Build(train).CountCorrect(h.lambada_lines);
+    s->baseline.bigram_example_correct =
+        BigramBaseline::Build(train).CorrectPerLine(h.lambada_lines);
+    s->baseline.bigram_correct = std::count(s->baseline.bigram_example_correct.begin(),
+                                            s->baseline.bigram_example_correct.end(), true);
   }
   if (c.wikitext.empty()) s->baseline.wikitext_index = static_cast<int>(s->wikitext.size()) - 1;
   return absl::OkStatus();
@@ -197,7 +201,10 @@ absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c) {
                        DecodeSplit(s.data_prefix, c.split, 0, *gpt2));
       s.baseline.lambada_index = static_cast<int>(s.lambada.size()) - 1;
       s.baseline.examples = h.lambada_examples;
-      s.baseline.bigram_correct = BigramBaseline::Build(train).CountCorrect(h.lambada_lines);
+      s.baseline.bigram_example_correct =
+          BigramBaseline::Build(train).CorrectPerLine(h.lambada_lines);
+      s.baseline.bigram_correct = std::count(s.baseline.bigram_example_correct.begin(),
+                                             s.baseline.bigram_example_correct.end(), true);
     }
   }
   if (s.wikitext.empty() && s.lambada.empty()) {

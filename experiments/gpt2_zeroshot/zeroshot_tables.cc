@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/model_loading.h"
+#include "core/file_system.h"
 #include "core/status.h"
 #include "experiments/common/eval_runs.h"
 #include "experiments/common/plot.h"
@@ -162,6 +164,21 @@ std::string Percent(int64_t k, int64_t n) {
 
 }  // namespace
 
+absl::StatusOr<PairedComparison> ComparePaired(const std::vector<bool>& first,
+                                               const std::vector<bool>& second) {
+  if (first.size() != second.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ComparePaired: ", first.size(), " against ", second.size(), " outcomes"));
+  }
+  PairedComparison c;
+  for (size_t i = 0; i < first.size(); ++i) {
+    c.only_first += first[i] && !second[i];
+    c.only_second += !first[i] && second[i];
+  }
+  c.p = BinomialUpperTail(c.only_first, c.only_first + c.only_second, 0.5);
+  return c;
+}
+
 std::string ZeroShotFinding(const std::vector<ModelScores>& unsorted, const HeldOutBaseline& b) {
   std::vector<ModelScores> scores = unsorted;
   std::sort(scores.begin(), scores.end(),
@@ -192,14 +209,26 @@ std::string ZeroShotFinding(const std::vector<ModelScores>& unsorted, const Held
   const int64_t n = big.lambada_examples[b.lambada_index];
   const int64_t k = std::llround(big.lambada_accuracy[b.lambada_index] * n);
   const double z = TwoProportionZ(k, n, b.bigram_correct, b.examples);
-  const double p = NormalUpperTail(z);
-  const bool above = k > 0 && WilsonInterval(k, n).low > 0 && z > 0 && p < 0.05;
+  // The same lines for both: the paired test where both per-line outcomes are at hand.
+  absl::StatusOr<PairedComparison> paired = absl::NotFoundError("no per-line outcomes");
+  if (static_cast<size_t>(b.lambada_index) < big.lambada_example_correct.size()) {
+    paired = ComparePaired(big.lambada_example_correct[b.lambada_index], b.bigram_example_correct);
+  }
+  const double p = paired.ok() ? paired->p : NormalUpperTail(z);
+  const bool above = k > 0 && WilsonInterval(k, n).low > 0 && k > b.bigram_correct && p < 0.05;
+  std::string test =
+      paired.ok() ? absl::StrFormat(
+                        "; on the same %lld lines the model alone is right on %lld and the "
+                        "bigram alone on %lld: exact one-sided McNemar test p = %.2g (the "
+                        "two-proportion z, which ignores the pairing, is %.2f)",
+                        static_cast<long long>(n), static_cast<long long>(paired->only_first),
+                        static_cast<long long>(paired->only_second), p, z)
+                  : absl::StrFormat("; one-sided two-proportion z = %.2f, p = %.2g", z, p);
   absl::StrAppend(&out, "- **LAMBADA-format accuracy above 0 and above a word-bigram baseline: ",
                   above ? "supported" : "not supported", "**: the largest model, ", big.label, ", ",
                   Percent(k, n),
                   "; the bigram baseline (most frequent next word of the training text), ",
-                  Percent(b.bigram_correct, b.examples),
-                  absl::StrFormat("; one-sided two-proportion z = %.2f, p = %.2g.\n", z, p));
+                  Percent(b.bigram_correct, b.examples), test, ".\n");
   for (const ModelScores& m : scores) {
     const int64_t mk = std::llround(m.lambada_accuracy[b.lambada_index] * n);
     absl::StrAppend(&out, "  - ", m.label, ": ", Percent(mk, m.lambada_examples[b.lambada_index]),
@@ -230,6 +259,68 @@ absl::StatusOr<std::vector<ModelSize>> ParseModelSizes(absl::string_view list) {
   return out;
 }
 
+namespace {
+
+// Whether each example was right, from the lambada harness's per-example lines (one per example,
+// each naming its index). InvalidArgument for another count, a repeated or missing index.
+absl::StatusOr<std::vector<bool>> ExampleOutcomes(const std::string& path, int64_t examples) {
+  ASSIGN_OR_RETURN(const std::string text, DefaultFileSystem().ReadFile(path));
+  std::vector<bool> correct(static_cast<size_t>(examples), false);
+  std::vector<bool> seen(static_cast<size_t>(examples), false);
+  int64_t lines = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    const Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    const bool ok = j.is_object() && j.contains("example") && j["example"].is_number_integer() &&
+                    j.contains("correct") && j["correct"].is_boolean();
+    const int64_t i = ok ? j["example"].get<int64_t>() : -1;
+    if (i < 0 || i >= examples || seen[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("lambada's per-example line ", lines + 1,
+                                                     " of ", path, " is not one of examples 0..",
+                                                     examples - 1, " seen once: '", line, "'"));
+    }
+    seen[i] = true;
+    correct[i] = j["correct"].get<bool>();
+    ++lines;
+  }
+  if (lines != examples) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " has ", lines, " per-example lines for ", examples, " examples"));
+  }
+  return correct;
+}
+
+// The lambada harness on each file, its per-example lines in `dir`, into `m`.
+absl::Status ScoreLambada(const ScoringSettings& s, const std::vector<std::string>& common,
+                          const std::vector<EvalData>& lambada, const std::string& dir,
+                          ModelScores* m) {
+  for (size_t f = 0; f < lambada.size(); ++f) {
+    const std::string lines = absl::StrCat(dir, "/lambada_", f, ".jsonl");
+    std::vector<std::string> argv = {s.lambada_bin, "--data=" + lambada[f].path,
+                                     "--per_example_jsonl=" + lines};
+    argv.insert(argv.end(), common.begin(), common.end());
+    ASSIGN_OR_RETURN(Json r, RunForJson(s.launcher, argv));
+    ASSIGN_OR_RETURN(double accuracy, NumberAt(r, {"accuracy"}, "lambada"));
+    ASSIGN_OR_RETURN(double examples, NumberAt(r, {"examples"}, "lambada"));
+    m->lambada_accuracy.push_back(accuracy);
+    m->lambada_examples.push_back(static_cast<int64_t>(examples));
+    if (!DefaultFileSystem().PathExists(lines)) {
+      // A launcher that ran rank 0 on another node wrote them there: compare unpaired.
+      std::fprintf(stderr,
+                   "gpt2_zeroshot: no per-example lines at %s (lambada's rank 0 ran on another "
+                   "node?): the report compares with the bigram unpaired\n",
+                   lines.c_str());
+      m->lambada_example_correct.emplace_back();
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::vector<bool> outcomes,
+                     ExampleOutcomes(lines, static_cast<int64_t>(examples)));
+    m->lambada_example_correct.push_back(std::move(outcomes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s, const std::string& checkpoint,
                                             const std::vector<EvalData>& wikitext,
                                             const std::vector<EvalData>& lambada) {
@@ -254,15 +345,16 @@ absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s, const std:
     m.wikitext_adjusted_ppl.push_back(adjusted);
     m.wikitext_ppl.push_back(ppl);
   }
-  for (const EvalData& d : lambada) {
-    std::vector<std::string> argv = {s.lambada_bin, "--data=" + d.path};
-    argv.insert(argv.end(), common.begin(), common.end());
-    ASSIGN_OR_RETURN(Json r, RunForJson(s.launcher, argv));
-    ASSIGN_OR_RETURN(double accuracy, NumberAt(r, {"accuracy"}, "lambada"));
-    ASSIGN_OR_RETURN(double examples, NumberAt(r, {"examples"}, "lambada"));
-    m.lambada_accuracy.push_back(accuracy);
-    m.lambada_examples.push_back(static_cast<int64_t>(examples));
+  if (lambada.empty()) return m;
+  char dir_template[] = "/tmp/gpt2_zeroshot_XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    return absl::InternalError("cannot create a directory in /tmp for the per-example lines");
   }
+  const std::string dir = dir_template;
+  const absl::Status scored = ScoreLambada(s, common, lambada, dir, &m);
+  const absl::Status removed = DefaultFileSystem().RemoveAll(dir);
+  RETURN_IF_ERROR(scored);
+  RETURN_IF_ERROR(removed);
   return m;
 }
 

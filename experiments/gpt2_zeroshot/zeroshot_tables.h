@@ -52,10 +52,15 @@ struct ModelScores {
   std::vector<double> wikitext_adjusted_ppl, wikitext_ppl;  // Per WikiText file, in order.
   std::vector<double> lambada_accuracy;                     // Per LAMBADA file.
   std::vector<int64_t> lambada_examples;
+  // Per LAMBADA file, per example in the file's order: whether the model got it right (the
+  // harness's --per_example_jsonl; empty where rank 0 wrote them on another node).
+  std::vector<std::vector<bool>> lambada_example_correct;
 };
 
-// Runs both harnesses on `checkpoint` for every file. Errors: the checkpoint's
-// (checkpoint::ReadCheckpointModel), the harnesses' (their exit and message), missing result keys.
+// Runs both harnesses on `checkpoint` for every file (LAMBADA's per-example lines in a temporary
+// directory, removed afterwards). Errors: the checkpoint's (checkpoint::ReadCheckpointModel), the
+// harnesses' (their exit and message), missing result keys, per-example lines that are not one
+// per example.
 absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& settings,
                                             const std::string& checkpoint,
                                             const std::vector<EvalData>& wikitext,
@@ -65,12 +70,25 @@ absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& settings,
 struct HeldOutBaseline {
   int wikitext_index = -1, lambada_index = -1;  // The held-out files among the inputs' (-1: none).
   int64_t examples = 0, bigram_correct = 0;     // Of the LAMBADA-format file.
+  std::vector<bool> bigram_example_correct;     // Per line of that file, in order.
 };
+
+// The paired comparison of two predictors on the same examples: `only_first` examples the first
+// gets right and the second wrong, `only_second` the reverse, and the exact one-sided McNemar
+// (sign) test of "the first is right more often": P(X >= only_first) for X ~ Binomial(only_first
+// + only_second, 1/2), 1 when they never disagree. InvalidArgument when the lengths differ.
+struct PairedComparison {
+  int64_t only_first = 0, only_second = 0;
+  double p = 1;
+};
+absl::StatusOr<PairedComparison> ComparePaired(const std::vector<bool>& first,
+                                               const std::vector<bool>& second);
 
 // The report's opening: the paper's claim (perplexity falls and LAMBADA accuracy rises with
 // size) and whether these scores support it, with the statistics: every size step lowers the
 // held-out perplexity; the largest model's LAMBADA-format accuracy with its 95% Wilson interval,
-// above 0 and above the bigram baseline's (one-sided two-proportion z test, p < 0.05).
+// above 0 and above the bigram baseline's on the same lines (exact one-sided McNemar test,
+// p < 0.05; the two-proportion z test when the per-line outcomes are not both at hand).
 std::string ZeroShotFinding(const std::vector<ModelScores>& scores, const HeldOutBaseline& b);
 
 struct ZeroShotReportInputs {

@@ -68,6 +68,50 @@ TEST(ZeroShotFindingTest, SupportedOnlyWhenTheNumbersSaySo) {
   EXPECT_NE(one.find("falls with size: one size only"), std::string::npos) << one;
 }
 
+// Paired outcomes (the same lines for the model and the bigram): the exact McNemar test, which
+// can call a difference significant that the unpaired z test cannot; without matching per-line
+// outcomes the report falls back to the z test.
+TEST(ZeroShotFindingTest, PairedLinesUseTheExactMcNemarTest) {
+  HeldOutBaseline b{0, 0, 400, 20};
+  b.bigram_example_correct.assign(400, false);
+  for (int i = 0; i < 20; ++i) b.bigram_example_correct[i] = true;  // Lines 0-19.
+  ModelScores big = Scores("big", 200, 150.0, 28.0 / 400);
+  big.lambada_example_correct.assign(1, std::vector<bool>(400, false));
+  for (int i = 4; i < 32; ++i) big.lambada_example_correct[0][i] = true;  // Lines 4-31.
+  // Discordant: the model alone on 20-31 (12), the bigram alone on 0-3 (4). P(X >= 12) for
+  // X ~ Binomial(16, 1/2) = (1820 + 560 + 120 + 16 + 1) / 65536 = 0.03841. Unpaired, 28 vs 20
+  // of 400: z = 0.02 / sqrt(0.06 * 0.94 * 2 / 400) = 1.191, p = 0.117.
+  const std::string paired = ZeroShotFinding({big, Scores("small", 100, 300.0, 0.06)}, b);
+  EXPECT_NE(paired.find("bigram baseline: supported"), std::string::npos) << paired;
+  EXPECT_NE(paired.find("the model alone is right on 12 and the bigram alone on 4"),
+            std::string::npos)
+      << paired;
+  EXPECT_NE(paired.find("McNemar test p = 0.038"), std::string::npos) << paired;
+  EXPECT_NE(paired.find("ignores the pairing, is 1.19"), std::string::npos) << paired;
+  b.bigram_example_correct.resize(399);  // Not the model's lines: unpaired.
+  const std::string unpaired = ZeroShotFinding({big, Scores("small", 100, 300.0, 0.06)}, b);
+  EXPECT_NE(unpaired.find("bigram baseline: not supported"), std::string::npos) << unpaired;
+  EXPECT_NE(unpaired.find("two-proportion z = 1.19, p = 0.12"), std::string::npos) << unpaired;
+  EXPECT_EQ(unpaired.find("McNemar"), std::string::npos) << unpaired;
+}
+
+TEST(ComparePairedTest, CountsTheDisagreementsAndTestsThem) {
+  auto c = ComparePaired({true, true, true, false, true}, {false, false, false, false, true});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->only_first, 3);
+  EXPECT_EQ(c->only_second, 0);
+  EXPECT_DOUBLE_EQ(c->p, 0.125);  // 3 of 3 disagreements by chance: 1/8.
+  c = ComparePaired({false, true}, {true, true});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->only_second, 1);
+  EXPECT_DOUBLE_EQ(c->p, 1.0);  // None for the first.
+  c = ComparePaired({true}, {true});
+  ASSERT_TRUE(c.ok());
+  EXPECT_DOUBLE_EQ(c->p, 1.0);  // Never disagree.
+  EXPECT_EQ(ComparePaired({true}, {true, false}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // The report says the held-out documents were screened against the training text only when
 // they were (the prose corpus's), not for --data_path's test split.
 TEST(WriteZeroShotResultsTest, ReportSaysWhetherTheHeldOutTextWasScreened) {
