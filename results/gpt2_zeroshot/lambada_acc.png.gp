@@ -6,7 +6,8 @@ set title "Zero-shot LAMBADA-format last-word accuracy vs model size (paper Tabl
 set xlabel "parameters (millions, log scale)"
 set ylabel "accuracy (% of examples, strict whole word)"
 set grid
-set key outside right top box
+set key below vertical maxrows 4 box
+set bmargin 8
 set logscale x 2
 set yrange [0:100]
 plot "lambada_points.csv" every ::1 using 2:(strcol(1) eq "paper" ? $3 : NaN) with linespoints title "paper (LAMBADA test)", \
