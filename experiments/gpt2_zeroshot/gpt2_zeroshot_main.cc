@@ -232,8 +232,9 @@ absl::Status Run(const ZeroShotConfig& c, int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(const std::string wikitext_bin, RunfilePath(argv[0], "jobs/eval/wikitext103"));
   ASSIGN_OR_RETURN(const std::string lambada_bin, RunfilePath(argv[0], "jobs/eval/lambada"));
-  ScoringSettings settings{s.launcher, wikitext_bin, lambada_bin, c.train.device,
-                           c.overlapping_eval};
+  ScoringSettings settings{s.launcher,     wikitext_bin,       lambada_bin,
+                           c.train.device, c.overlapping_eval, s.baseline.lambada_index,
+                           s.work_dir};
   std::vector<ModelScores> scores;
   for (size_t i = 0; i < checkpoints.size(); ++i) {
     std::printf("gpt2_zeroshot: scoring %s\n", checkpoints[i].c_str());

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -211,8 +210,15 @@ std::string ZeroShotFinding(const std::vector<ModelScores>& unsorted, const Held
   const double z = TwoProportionZ(k, n, b.bigram_correct, b.examples);
   // The same lines for both: the paired test where both per-line outcomes are at hand.
   absl::StatusOr<PairedComparison> paired = absl::NotFoundError("no per-line outcomes");
-  if (static_cast<size_t>(b.lambada_index) < big.lambada_example_correct.size()) {
+  if (static_cast<size_t>(b.lambada_index) < big.lambada_example_correct.size() &&
+      !big.lambada_example_correct[b.lambada_index].empty()) {
     paired = ComparePaired(big.lambada_example_correct[b.lambada_index], b.bigram_example_correct);
+    if (!paired.ok()) {
+      absl::StrAppend(&out,
+                      "- (The per-line outcomes of the model and the bigram differ in "
+                      "length, which they must not: ",
+                      paired.status().message(), "; compared unpaired below.)\n");
+    }
   }
   const double p = paired.ok() ? paired->p : NormalUpperTail(z);
   const bool above = k > 0 && WilsonInterval(k, n).low > 0 && k > b.bigram_correct && p < 0.05;
@@ -259,28 +265,31 @@ absl::StatusOr<std::vector<ModelSize>> ParseModelSizes(absl::string_view list) {
   return out;
 }
 
-namespace {
-
-// Whether each example was right, from the lambada harness's per-example lines (one per example,
-// each naming its index). InvalidArgument for another count, a repeated or missing index.
 absl::StatusOr<std::vector<bool>> ExampleOutcomes(const std::string& path, int64_t examples) {
   ASSIGN_OR_RETURN(const std::string text, DefaultFileSystem().ReadFile(path));
   std::vector<bool> correct(static_cast<size_t>(examples), false);
   std::vector<bool> seen(static_cast<size_t>(examples), false);
   int64_t lines = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    ++lines;
     const Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-    const bool ok = j.is_object() && j.contains("example") && j["example"].is_number_integer() &&
-                    j.contains("correct") && j["correct"].is_boolean();
-    const int64_t i = ok ? j["example"].get<int64_t>() : -1;
+    if (!j.is_object() || !j.contains("example") || !j["example"].is_number_integer() ||
+        !j.contains("correct") || !j["correct"].is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", lines,
+                       ": not an object with an integer \"example\" and a boolean "
+                       "\"correct\": '",
+                       line, "'"));
+    }
+    const int64_t i = j["example"].get<int64_t>();
     if (i < 0 || i >= examples || seen[i]) {
-      return absl::InvalidArgumentError(absl::StrCat("lambada's per-example line ", lines + 1,
-                                                     " of ", path, " is not one of examples 0..",
-                                                     examples - 1, " seen once: '", line, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(path, " line ", lines, ": example ", i,
+                                                     i < 0 || i >= examples
+                                                         ? absl::StrCat(" is not below ", examples)
+                                                         : std::string(" again")));
     }
     seen[i] = true;
     correct[i] = j["correct"].get<bool>();
-    ++lines;
   }
   if (lines != examples) {
     return absl::InvalidArgumentError(
@@ -289,32 +298,36 @@ absl::StatusOr<std::vector<bool>> ExampleOutcomes(const std::string& path, int64
   return correct;
 }
 
-// The lambada harness on each file, its per-example lines in `dir`, into `m`.
+namespace {
+
+// The lambada harness on each file into `m`; for settings.paired_lambada with its per-example
+// lines, read back and checked against its count of right answers.
 absl::Status ScoreLambada(const ScoringSettings& s, const std::vector<std::string>& common,
-                          const std::vector<EvalData>& lambada, const std::string& dir,
+                          const std::vector<EvalData>& lambada, const std::string& label,
                           ModelScores* m) {
   for (size_t f = 0; f < lambada.size(); ++f) {
-    const std::string lines = absl::StrCat(dir, "/lambada_", f, ".jsonl");
-    std::vector<std::string> argv = {s.lambada_bin, "--data=" + lambada[f].path,
-                                     "--per_example_jsonl=" + lines};
+    const bool paired = static_cast<int>(f) == s.paired_lambada;
+    const std::string lines = absl::StrCat(s.example_dir, "/", label, ".lambada.jsonl");
+    std::vector<std::string> argv = {s.lambada_bin, "--data=" + lambada[f].path};
+    if (paired) argv.push_back("--per_example_jsonl=" + lines);
     argv.insert(argv.end(), common.begin(), common.end());
     ASSIGN_OR_RETURN(Json r, RunForJson(s.launcher, argv));
     ASSIGN_OR_RETURN(double accuracy, NumberAt(r, {"accuracy"}, "lambada"));
     ASSIGN_OR_RETURN(double examples, NumberAt(r, {"examples"}, "lambada"));
     m->lambada_accuracy.push_back(accuracy);
     m->lambada_examples.push_back(static_cast<int64_t>(examples));
-    if (!DefaultFileSystem().PathExists(lines)) {
-      // A launcher that ran rank 0 on another node wrote them there: compare unpaired.
-      std::fprintf(stderr,
-                   "gpt2_zeroshot: no per-example lines at %s (lambada's rank 0 ran on another "
-                   "node?): the report compares with the bigram unpaired\n",
-                   lines.c_str());
-      m->lambada_example_correct.emplace_back();
-      continue;
-    }
+    m->lambada_example_correct.emplace_back();
+    if (!paired) continue;
     ASSIGN_OR_RETURN(std::vector<bool> outcomes,
                      ExampleOutcomes(lines, static_cast<int64_t>(examples)));
-    m->lambada_example_correct.push_back(std::move(outcomes));
+    const int64_t right = std::count(outcomes.begin(), outcomes.end(), true);
+    if (right != std::llround(accuracy * examples)) {
+      return absl::InternalError(absl::StrCat(lines, " counts ", right,
+                                              " right answers; lambada "
+                                              "reported accuracy ",
+                                              accuracy, " of ", examples));
+    }
+    m->lambada_example_correct.back() = std::move(outcomes);
   }
   return absl::OkStatus();
 }
@@ -345,16 +358,7 @@ absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& s, const std:
     m.wikitext_adjusted_ppl.push_back(adjusted);
     m.wikitext_ppl.push_back(ppl);
   }
-  if (lambada.empty()) return m;
-  char dir_template[] = "/tmp/gpt2_zeroshot_XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return absl::InternalError("cannot create a directory in /tmp for the per-example lines");
-  }
-  const std::string dir = dir_template;
-  const absl::Status scored = ScoreLambada(s, common, lambada, dir, &m);
-  const absl::Status removed = DefaultFileSystem().RemoveAll(dir);
-  RETURN_IF_ERROR(scored);
-  RETURN_IF_ERROR(removed);
+  RETURN_IF_ERROR(ScoreLambada(s, common, lambada, m.label, &m));
   return m;
 }
 

@@ -41,6 +41,11 @@ struct ScoringSettings {
   std::string wikitext_bin, lambada_bin;
   DeviceType device = DeviceType::kCpu;
   int64_t overlapping_eval = 32;
+  // The LAMBADA file (an index into the files scored) whose per-example outcomes to keep, and the
+  // directory (one the harness's rank 0 can write, e.g. the experiment's work directory beside
+  // the held-out files) for the harness's per-example lines; -1: none kept.
+  int paired_lambada = -1;
+  std::string example_dir;
 };
 
 struct ModelScores {
@@ -53,18 +58,25 @@ struct ModelScores {
   std::vector<double> lambada_accuracy;                     // Per LAMBADA file.
   std::vector<int64_t> lambada_examples;
   // Per LAMBADA file, per example in the file's order: whether the model got it right (the
-  // harness's --per_example_jsonl; empty where rank 0 wrote them on another node).
+  // harness's --per_example_jsonl); empty but for ScoringSettings::paired_lambada.
   std::vector<std::vector<bool>> lambada_example_correct;
 };
 
-// Runs both harnesses on `checkpoint` for every file (LAMBADA's per-example lines in a temporary
-// directory, removed afterwards). Errors: the checkpoint's (checkpoint::ReadCheckpointModel), the
-// harnesses' (their exit and message), missing result keys, per-example lines that are not one
-// per example.
+// Runs both harnesses on `checkpoint` for every file; for settings.paired_lambada, the per-example
+// lines go to <example_dir>/<checkpoint's last component>.lambada.jsonl (kept) and are read back.
+// Errors: the checkpoint's (checkpoint::ReadCheckpointModel), the harnesses' (their exit and
+// message), missing result keys, ExampleOutcomes', and outcomes whose count of right answers is
+// not the harness's.
 absl::StatusOr<ModelScores> ScoreCheckpoint(const ScoringSettings& settings,
                                             const std::string& checkpoint,
                                             const std::vector<EvalData>& wikitext,
                                             const std::vector<EvalData>& lambada);
+
+// Whether each example was right, from the lambada harness's --per_example_jsonl file at `path`
+// (one JSON object per example, naming its index "example" and "correct" true or false).
+// InvalidArgument naming the line for a line that is not such an object, an index outside
+// [0, examples) or repeated, and for fewer lines than examples; the file system's errors.
+absl::StatusOr<std::vector<bool>> ExampleOutcomes(const std::string& path, int64_t examples);
 
 // What the report tests the models against, when the held-out documents are scored.
 struct HeldOutBaseline {

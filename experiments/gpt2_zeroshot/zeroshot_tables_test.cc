@@ -88,11 +88,53 @@ TEST(ZeroShotFindingTest, PairedLinesUseTheExactMcNemarTest) {
       << paired;
   EXPECT_NE(paired.find("McNemar test p = 0.038"), std::string::npos) << paired;
   EXPECT_NE(paired.find("ignores the pairing, is 1.19"), std::string::npos) << paired;
-  b.bigram_example_correct.resize(399);  // Not the model's lines: unpaired.
-  const std::string unpaired = ZeroShotFinding({big, Scores("small", 100, 300.0, 0.06)}, b);
+  // Without the model's per-line outcomes: the unpaired z test.
+  ModelScores counts_only = big;
+  counts_only.lambada_example_correct[0].clear();
+  const std::string unpaired = ZeroShotFinding({counts_only}, b);
   EXPECT_NE(unpaired.find("bigram baseline: not supported"), std::string::npos) << unpaired;
   EXPECT_NE(unpaired.find("two-proportion z = 1.19, p = 0.12"), std::string::npos) << unpaired;
   EXPECT_EQ(unpaired.find("McNemar"), std::string::npos) << unpaired;
+  EXPECT_EQ(unpaired.find("differ in length"), std::string::npos) << unpaired;
+  // Outcomes of different lengths are not the same lines: said, and compared unpaired.
+  b.bigram_example_correct.resize(399);
+  const std::string mismatched = ZeroShotFinding({big}, b);
+  EXPECT_NE(mismatched.find("differ in length, which they must not: ComparePaired: 400 against "
+                            "399 outcomes"),
+            std::string::npos)
+      << mismatched;
+  EXPECT_NE(mismatched.find("two-proportion z = 1.19, p = 0.12"), std::string::npos) << mismatched;
+}
+
+// The harness's per-example lines read back: in any order, each example once; anything else is
+// an error naming the line.
+TEST(ExampleOutcomesTest, ReadsEachExampleOnceAndRefusesTheRest) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/outcomes";
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  const std::string good =
+      write("good.jsonl",
+            "{\"example\": 2, \"correct\": true, \"target\": [5]}\n"
+            "{\"example\": 0, \"correct\": false}\n{\"example\": 1, \"correct\": true}\n");
+  auto read = ExampleOutcomes(good, 3);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, (std::vector<bool>{false, true, true}));
+  auto refused = [&](const std::string& text, int64_t n, const std::string& says) {
+    const absl::StatusOr<std::vector<bool>> r = ExampleOutcomes(write("bad.jsonl", text), n);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status();
+  };
+  refused("{\"example\": 0, \"correct\": true}\n{\"example\": 0, \"correct\": true}\n", 2,
+          "line 2: example 0 again");
+  refused("{\"example\": 3, \"correct\": true}\n", 1, "line 1: example 3 is not below 1");
+  refused("{\"example\": 0, \"correct\": 1}\n", 1, "line 1: not an object");
+  refused("not json\n", 1, "line 1: not an object");
+  refused("{\"example\": 0, \"correct\": true}\n", 2, "1 per-example lines for 2 examples");
+  EXPECT_EQ(ExampleOutcomes(dir + "/missing.jsonl", 1).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(ComparePairedTest, CountsTheDisagreementsAndTestsThem) {

@@ -280,8 +280,8 @@ void ReportBreakdown(const BenchConfig& c, const comm::ParallelContext& parallel
               step - gemm_s + gemm_flops / gemm / 1e9);
 }
 
-// --vs_f32: the f32 copy's median step and the median of the pairs' 16-bit / f32 ratios (one
-// rank, so the timed steps are times[0]).
+// --vs_f32: the f32 copy's median step and the median of the pairs' 16-bit / f32 ratios, then
+// each side's fastest step and their ratio (one rank, so the timed steps are times[0]).
 void PrintF32Pairs(const Device& d, const Timings& t) {
   std::vector<double> ratios;
   for (size_t i = 0; i < t.f32_times.size() && i < t.times[0].size(); ++i) {
