@@ -221,7 +221,8 @@ std::string ZeroShotFinding(const std::vector<ModelScores>& unsorted, const Held
     }
   }
   const double p = paired.ok() ? paired->p : NormalUpperTail(z);
-  const bool above = k > 0 && WilsonInterval(k, n).low > 0 && k > b.bigram_correct && p < 0.05;
+  const bool higher = k * b.examples > b.bigram_correct * n;  // k / n above the bigram's share.
+  const bool above = k > 0 && WilsonInterval(k, n).low > 0 && higher && p < 0.05;
   std::string test =
       paired.ok() ? absl::StrFormat(
                         "; on the same %lld lines the model alone is right on %lld and the "
