@@ -256,25 +256,22 @@ namespace {
 
 // One row: v = p + bias (kBias), pre = v (when pre is set), c = GeLU(v) (kGelu, ops::Gelu's
 // kernel: gelu_simd.h) or v, each rounded to Out once. p may be c itself (Out = float): element j
-// is read before it is written. `scratch`: n floats for a 16-bit Out with GeLU.
+// is read before it is written. `scratch`: n floats for a 16-bit Out, where v is formed in f32
+// and then rounded by the SIMD conversion (FromF32: the bits of FromFloat).
 template <typename Out, bool kBias, bool kGelu>
 void EpilogueRow(int64_t n, const float* p, const float* bias, Out* c, Out* pre, float* scratch) {
-  constexpr bool kInPlace = kGelu && std::is_same_v<Out, float>;
-  float* v = kInPlace ? reinterpret_cast<float*>(c) : scratch;
-  for (int64_t j = 0; j < n; ++j) {
-    const float vj = kBias ? p[j] + bias[j] : p[j];
-    if (pre != nullptr) pre[j] = FromFloat<Out>(vj);
-    if (kGelu) {
-      v[j] = vj;
-    } else {
-      c[j] = FromFloat<Out>(vj);
+  if constexpr (std::is_same_v<Out, float>) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float vj = kBias ? p[j] + bias[j] : p[j];
+      if (pre != nullptr) pre[j] = vj;
+      c[j] = vj;
     }
-  }
-  if constexpr (kGelu) {
-    GeluTanhRange(v, v, n);
-    if constexpr (!kInPlace) {
-      for (int64_t j = 0; j < n; ++j) c[j] = FromFloat<Out>(v[j]);
-    }
+    if constexpr (kGelu) GeluTanhRange(c, c, n);
+  } else {
+    for (int64_t j = 0; j < n; ++j) scratch[j] = kBias ? p[j] + bias[j] : p[j];
+    if (pre != nullptr) FromF32(scratch, n, pre);
+    if constexpr (kGelu) GeluTanhRange(scratch, scratch, n);
+    FromF32(scratch, n, c);
   }
 }
 
@@ -291,7 +288,7 @@ void ApplyEpilogue(ThreadPool* pool, const GemmShape& s, const GemmOptions& opti
   const int64_t n = s.n;
   ParallelFor(pool, s.m, std::max<int64_t>(1, kEpilogueGrain / std::max<int64_t>(1, n)),
               [&](int64_t begin, int64_t end) {
-                std::vector<float> scratch(gelu && !std::is_same_v<Out, float> ? n : 0);
+                std::vector<float> scratch(std::is_same_v<Out, float> ? 0 : n);
                 for (int64_t i = begin; i < end; ++i) {
                   row(n, p + i * n, bias.data(), c + i * n, pre == nullptr ? nullptr : pre + i * n,
                       scratch.data());
