@@ -125,6 +125,14 @@ absl::StatusOr<std::string> Train(const ZeroShotConfig& c, const std::string& bi
   return save;
 }
 
+// The bigram baseline of `train` on the LAMBADA-format `lines`: per line and counted.
+void SetBigramBaseline(const std::vector<std::string>& train, const std::vector<std::string>& lines,
+                       HeldOutBaseline* b) {
+  b->bigram_example_correct = BigramBaseline::Build(train).CorrectPerLine(lines);
+  b->bigram_correct =
+      std::count(b->bigram_example_correct.begin(), b->bigram_example_correct.end(), true);
+}
+
 // The prose corpus's held-out documents as WikiText and LAMBADA files, and the bigram baseline of
 // the LAMBADA file from its training documents.
 absl::Status PrepareProse(const ZeroShotConfig& c, Setup* s) {
@@ -161,10 +169,7 @@ absl::Status PrepareProse(const ZeroShotConfig& c, Setup* s) {
                                     c.lambada_copy_targets ? "with a copy passage" : "that fit")});
     s->baseline.lambada_index = static_cast<int>(s->lambada.size()) - 1;
     s->baseline.examples = h.lambada_examples;
-    s->baseline.bigram_example_correct =
-        BigramBaseline::Build(train).CorrectPerLine(h.lambada_lines);
-    s->baseline.bigram_correct = std::count(s->baseline.bigram_example_correct.begin(),
-                                            s->baseline.bigram_example_correct.end(), true);
+    SetBigramBaseline(train, h.lambada_lines, &s->baseline);
   }
   if (c.wikitext.empty()) s->baseline.wikitext_index = static_cast<int>(s->wikitext.size()) - 1;
   return absl::OkStatus();
@@ -201,10 +206,7 @@ absl::StatusOr<Setup> Prepare(const ZeroShotConfig& c) {
                        DecodeSplit(s.data_prefix, c.split, 0, *gpt2));
       s.baseline.lambada_index = static_cast<int>(s.lambada.size()) - 1;
       s.baseline.examples = h.lambada_examples;
-      s.baseline.bigram_example_correct =
-          BigramBaseline::Build(train).CorrectPerLine(h.lambada_lines);
-      s.baseline.bigram_correct = std::count(s.baseline.bigram_example_correct.begin(),
-                                             s.baseline.bigram_example_correct.end(), true);
+      SetBigramBaseline(train, h.lambada_lines, &s.baseline);
     }
   }
   if (s.wikitext.empty() && s.lambada.empty()) {
