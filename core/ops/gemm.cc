@@ -4,10 +4,12 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/gemm_shape.h"
 #include "core/onednn.h"
 #include "core/openblas.h"
@@ -15,6 +17,7 @@
 #include "core/ops/dispatch.h"
 #include "core/ops/gemm_cpu.h"
 #include "core/ops/gemm_onednn.h"
+#include "core/ops/gemm_packed.h"
 #include "core/ops/gemm_rows_simd.h"
 #include "core/status.h"
 #include "glog/logging.h"
@@ -177,7 +180,10 @@ void Finish16(const ExecContext& ctx, const GemmShape& s, const GemmOptions& opt
 template <typename TA, typename TB>
 void ProductF32(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape& s,
                 const GemmOptions& options, const TensorView& a, const TensorView& b, float* c32) {
-  if constexpr (std::is_same_v<TA, float> && std::is_same_v<TB, float>) {
+  if (backend == CpuGemmBackend::kPacked) {
+    internal::PackedGemm<TA, TB>(ctx, s, options.alpha, a.data_as<TA>(), b.data_as<TB>(),
+                                 options.beta, c32);
+  } else if constexpr (std::is_same_v<TA, float> && std::is_same_v<TB, float>) {
     internal::GemmF32(backend, ctx, s, options.alpha, a.data_as<float>(), b.data_as<float>(),
                       options.beta, c32);
   } else {
@@ -186,8 +192,9 @@ void ProductF32(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape&
   }
 }
 
-// OpenBLAS or Eigen. f32 runs in place; bf16 and f16 operands are widened to f32 piece by piece
-// (an f32 operand beside a 16-bit one is read in place), multiplied with f32 accumulation, and
+// OpenBLAS, Eigen or the packed GEMM. f32 runs in place; bf16 and f16 operands are widened to f32
+// piece by piece, or by the packed GEMM's packing (an f32 operand beside a 16-bit one is read in
+// place), multiplied with f32 accumulation, and
 // rounded back once to a 16-bit C (or, for an f32 C, written and accumulated in place without
 // rounding). H: the operands' 16-bit dtype (float when both are f32), the dtype of a 16-bit C.
 template <typename TA, typename TB = TA>
@@ -294,6 +301,18 @@ cuda::GemmDims CudaDims(const GemmShape& s, const GemmOptions& options) {
   return dims;
 }
 
+// Mixed operands (one f32, one of `half`): oneDNN 2.6 has no such matmul, so they run on Eigen or
+// the packed GEMM when asked for, else where kDefault sends `half` if that is the packed GEMM, else
+// on OpenBLAS.
+CpuGemmBackend MixedBackend(CpuGemmBackend asked, DType half) {
+  if (asked == CpuGemmBackend::kEigen || asked == CpuGemmBackend::kPacked) return asked;
+  if (asked == CpuGemmBackend::kDefault &&
+      ResolveCpuGemmBackend(asked, half) == CpuGemmBackend::kPacked) {
+    return CpuGemmBackend::kPacked;
+  }
+  return CpuGemmBackend::kOpenBlas;
+}
+
 absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorView& a,
                  const TensorView& b, const TensorView& c, const GemmOptions& options) {
   ASSIGN_OR_RETURN(GemmShape s, Validate(op, rank, a, b, c, options));
@@ -307,11 +326,13 @@ absl::Status Run(const char* op, int rank, const ExecContext& ctx, const TensorV
     return absl::OkStatus();
   }
   const bool mixed = a.dtype != b.dtype;
-  // Mixed operands widen onto OpenBLAS (or Eigen when asked for): oneDNN 2.6 has no such matmul.
-  const CpuGemmBackend backend =
-      mixed ? (options.cpu_backend == CpuGemmBackend::kEigen ? CpuGemmBackend::kEigen
-                                                             : CpuGemmBackend::kOpenBlas)
-            : ResolveCpuGemmBackend(options.cpu_backend, a.dtype);
+  const CpuGemmBackend backend = mixed ? MixedBackend(options.cpu_backend, HalfDType(a, b))
+                                       : ResolveCpuGemmBackend(options.cpu_backend, a.dtype);
+  if (backend == CpuGemmBackend::kPacked && !PackedGemmAvailable()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, ": the packed GEMM needs AVX2 and FMA, which this CPU lacks (",
+                     CpuFeaturesString(DetectCpuFeatures()), ")"));
+  }
   if (backend == CpuGemmBackend::kOneDnn) return GemmOneDnn(op, ctx, s, options, a, b, c);
   if (backend == CpuGemmBackend::kOpenBlas && !LoadOpenBlas().status.ok()) {
     return absl::FailedPreconditionError(
@@ -362,27 +383,53 @@ absl::Status BatchedGemm(const ExecContext& ctx, const TensorView& a, const Tens
   return Run("BatchedGemm", 3, ctx, a, b, c, options);
 }
 
+bool PackedGemmAvailable() {
+  static const bool supported = internal::PackedGemmSupported(DetectCpuFeatures());
+  return supported;
+}
+
+namespace {
+
+// Whether OpenBLAS's `core` (openblas_get_corename) runs AVX-512 kernels.
+bool Avx512BlasCore(absl::string_view core) {
+  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+}
+
+// bf16 where no bf16 kernel runs: the packed GEMM, which widens while it packs, where it competes
+// with OpenBLAS's AVX2 kernel (whose rate it matches, without the widening pass); on OpenBLAS
+// after widening where OpenBLAS runs an AVX-512 kernel (1.5 times the packed GEMM's rate there)
+// or the CPU lacks AVX2 and FMA (docs/perf/gemm.md).
+CpuGemmBackend WidenedBf16Backend(const CpuFeatures& features, absl::string_view blas_core) {
+  return internal::PackedGemmSupported(features) && !Avx512BlasCore(blas_core)
+             ? CpuGemmBackend::kPacked
+             : CpuGemmBackend::kOpenBlas;
+}
+
+}  // namespace
+
 CpuGemmBackend DefaultCpuGemmBackend(DType dtype, const CpuFeatures& features) {
-  if (dtype == DType::kBF16 && (features.UsableAvx512Bf16() || features.UsableAmxBf16())) {
-    return CpuGemmBackend::kOneDnn;
-  }
-  return CpuGemmBackend::kOpenBlas;
+  if (dtype != DType::kBF16) return CpuGemmBackend::kOpenBlas;
+  if (features.UsableAvx512Bf16() || features.UsableAmxBf16()) return CpuGemmBackend::kOneDnn;
+  const char* core = OpenBlasCoreForFeatures(features);
+  return WidenedBf16Backend(features, core != nullptr ? core : "");
 }
 
 CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype) {
   if (backend != CpuGemmBackend::kDefault) return backend;
   static const CpuFeatures features = DetectCpuFeatures();
   const CpuGemmBackend chosen = DefaultCpuGemmBackend(dtype, features);
-  if (chosen == CpuGemmBackend::kOneDnn && !LoadOneDnn().status.ok()) {
-    return CpuGemmBackend::kOpenBlas;
-  }
+  if (dtype != DType::kBF16) return chosen;
   // oneDNN held below its bf16 kernels (ONEDNN_MAX_CPU_ISA) would widen onto its own f32 matmul,
-  // which is slower than OpenBLAS's: widen onto OpenBLAS, as on a CPU without the features.
-  if (chosen == CpuGemmBackend::kOneDnn && dtype == DType::kBF16 &&
-      !internal::OneDnnHasBf16Kernel(DType::kBF16)) {
-    return CpuGemmBackend::kOpenBlas;
+  // which is slower: widen as on a CPU without the features.
+  if (chosen == CpuGemmBackend::kOneDnn && LoadOneDnn().status.ok() &&
+      internal::OneDnnHasBf16Kernel(DType::kBF16)) {
+    return chosen;
   }
-  return chosen;
+  // The OpenBLAS kernel in use decides (OPENBLAS_CORETYPE may have set another than the CPU's).
+  const OpenBlas& blas = LoadOpenBlas();
+  const char* core = OpenBlasCoreForFeatures(features);
+  return WidenedBf16Backend(
+      features, blas.status.ok() ? blas.core : std::string(core != nullptr ? core : ""));
 }
 
 const char* CpuGemmBackendName(CpuGemmBackend backend) {
@@ -393,6 +440,8 @@ const char* CpuGemmBackendName(CpuGemmBackend backend) {
       return "openblas";
     case CpuGemmBackend::kOneDnn:
       return "onednn";
+    case CpuGemmBackend::kPacked:
+      return "packed";
     case CpuGemmBackend::kDefault:
       break;
   }
@@ -409,6 +458,8 @@ std::string CpuGemmRoute(DType dtype) {
     return absl::StrCat(name, " (", LoadOneDnn().version, ", ",
                         internal::OneDnnBf16Implementation(), ")");
   }
+  if (backend == CpuGemmBackend::kPacked)
+    return absl::StrCat(name, ", widened to f32 while packed");
   return absl::StrCat(name, ", widened to f32");
 }
 

@@ -37,22 +37,26 @@
 // non-contiguous, or overlapping as above.
 //
 // Mixed operands (CPU only): one of A and B f32, the other bf16 or f16; C and the bias then have
-// the 16-bit dtype or f32. The 16-bit operand is widened and the product runs on OpenBLAS (Eigen
-// when asked for): the f32 operand is read in place.
+// the 16-bit dtype or f32. The 16-bit operand is widened and the f32 operand read in place: on
+// OpenBLAS, on Eigen or the packed GEMM when asked for, or on the packed GEMM where kDefault sends
+// the 16-bit dtype there.
 //
-// CPU backends (CpuGemmBackend): OpenBLAS's sgemm, Eigen's GEMM, or oneDNN's matmul. kDefault
+// CPU backends (CpuGemmBackend): OpenBLAS's sgemm, Eigen's GEMM, oneDNN's matmul, or our packed
+// GEMM (gemm_packed.h: AVX2 and FMA, which widens 16-bit operands while it packs them). kDefault
 // picks one per dtype from the CPU's features by the fixed rule of DefaultCpuGemmBackend (never by
 // a timing, so results do not depend on a race): bf16 runs on oneDNN where the CPU multiplies bf16
-// in hardware (AVX512-BF16 or AMX) and oneDNN loads; everything else on OpenBLAS. On OpenBLAS and
+// in hardware (AVX512-BF16 or AMX) and oneDNN loads; elsewhere bf16 runs on the packed GEMM where
+// OpenBLAS's kernel is an AVX2 one, else on OpenBLAS; f32 and f16 on OpenBLAS. On OpenBLAS and
 // Eigen, bf16/f16 operands are widened to f32 piece by piece (gemm_cpu.h); on oneDNN, bf16 runs
 // natively where it has a kernel and is widened otherwise (f16 always: oneDNN 2.6 has no f16 CPU
 // kernels), and a fused epilogue without pre_activation runs as oneDNN post-ops (its own tanh
-// GeLU: within a few f32 roundings of ours, not bitwise).
+// GeLU: within a few f32 roundings of ours, not bitwise). The packed GEMM is x86-64 only:
+// FailedPrecondition when asked for on a CPU without AVX2 and FMA.
 // CPU threads: ctx.num_threads() threads: OpenBLAS's pthreads, oneDNN's OpenMP threads (passive
-// between calls, core/onednn.h) or ctx.pool for Eigen; the first two are process-wide counts that
-// every call sets again, so calls from several threads at once must use the same thread count.
-// bf16/f16 conversions and epilogues run on ctx.pool, between the backend's calls, never beside
-// them.
+// between calls, core/onednn.h) or ctx.pool for Eigen and the packed GEMM; the first two are
+// process-wide counts that every call sets again, so calls from several threads at once must use
+// the same thread count. bf16/f16 conversions and epilogues run on ctx.pool, between the backend's
+// calls, never beside them.
 #ifndef MT_CORE_OPS_GEMM_H_
 #define MT_CORE_OPS_GEMM_H_
 
@@ -69,9 +73,9 @@ namespace ops {
 
 enum class Transpose { kNo, kYes };
 
-// Which CPU GEMM kernel runs. kDefault: DefaultCpuGemmBackend's choice for the dtype. All three are
+// Which CPU GEMM kernel runs. kDefault: DefaultCpuGemmBackend's choice for the dtype. All four are
 // tested, and //core/ops:gemm_bench compares them (docs/perf/gemm.md).
-enum class CpuGemmBackend { kDefault, kEigen, kOpenBlas, kOneDnn };
+enum class CpuGemmBackend { kDefault, kEigen, kOpenBlas, kOneDnn, kPacked };
 
 // The element-wise function applied to the product (plus bias) before it is stored in C.
 enum class Epilogue {
@@ -100,21 +104,29 @@ absl::Status BatchedGemm(const ExecContext& ctx, const TensorView& a, const Tens
 // The rule behind kDefault, measured (docs/perf/gemm.md): f32 and f16 on OpenBLAS (its f32 GEMM is
 // ahead of Eigen's and oneDNN's f32 matmul on the AVX2 and AVX-512 machines measured); bf16 on
 // oneDNN when the CPU has AVX512-BF16 or AMX-BF16 (oneDNN's bf16 kernels run at about twice the f32
-// rate there), else on OpenBLAS after widening (oneDNN 2.6 has no bf16 matmul below AVX-512).
+// rate there); else, with AVX2 and FMA but no AVX-512 (OpenBLAS's kernel would be AVX2), on the
+// packed GEMM, which matches that kernel's f32 rate without a separate widening pass; else on
+// OpenBLAS after widening (its AVX-512 kernel is 1.5 times the packed GEMM's rate).
 // Pure: the features decide, not whether libdnnl is installed (see ResolveCpuGemmBackend).
 CpuGemmBackend DefaultCpuGemmBackend(DType dtype, const CpuFeatures& features);
 
 // The backend a call with `backend` and operands of `dtype` runs on in this process: kDefault
-// resolved by the rule for the running CPU, falling back to OpenBLAS when the rule says oneDNN but
-// libdnnl cannot be loaded or (ONEDNN_MAX_CPU_ISA below AVX512_CORE) has no bf16 kernel: it
-// would widen onto its own f32 matmul, slower than OpenBLAS's.
+// resolved by the rule for the running CPU. bf16 goes to oneDNN only where the rule says so,
+// libdnnl loads and it has a bf16 kernel (not under ONEDNN_MAX_CPU_ISA below AVX512_CORE: it would
+// widen onto its own f32 matmul, which is slower); otherwise the OpenBLAS kernel actually loaded
+// decides as above (so OPENBLAS_CORETYPE=Haswell on an AVX-512 machine sends bf16 to the packed
+// GEMM, as on a CPU with AVX2 only).
 CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype);
 
-// The name printed by benchmarks: "eigen", "openblas" or "onednn" (kDefault resolved for f32).
+// Whether CpuGemmBackend::kPacked runs on this CPU (x86-64 with AVX2 and FMA).
+bool PackedGemmAvailable();
+
+// The name printed by benchmarks: "eigen", "openblas", "onednn" or "packed" (kDefault resolved for
+// f32).
 const char* CpuGemmBackendName(CpuGemmBackend backend);
 
 // How `dtype` operands are multiplied on this CPU with kDefault, e.g. "openblas", "openblas,
-// widened to f32" or "onednn (brg:avx512_core_bf16)".
+// widened to f32", "packed, widened to f32 while packed" or "onednn (brg:avx512_core_bf16)".
 std::string CpuGemmRoute(DType dtype);
 
 // One line for start-up logs: the route of each dtype and the reason, e.g. "f32: openblas; bf16:

@@ -1,9 +1,9 @@
-// GEMM throughput of the three CPU backends (Eigen, OpenBLAS, oneDNN) in one dtype (--dtype: f32,
-// bf16 or f16 operands and C) on a square product and on the GEMMs of one GPT-2 transformer layer
-// (forward and backward) at hidden 768 and 1536 with B*T = --tokens tokens. Prints a table of
-// GFLOP/s (best of --reps after one warm-up, the backends taking turns), the peak rate and each
-// backend's rate over OpenBLAS's, after the OpenBLAS kernel and the routes kDefault takes
-// (gemm.h). Results: docs/perf/gemm.md.
+// GEMM throughput of the CPU backends (Eigen, OpenBLAS, oneDNN, and the packed GEMM where it runs)
+// in one dtype (--dtype: f32, bf16 or f16 operands and C) on a square product and on the GEMMs of
+// one GPT-2 transformer layer (forward and backward) at hidden 768 and 1536 with B*T = --tokens
+// tokens. Prints a table of GFLOP/s (best of --reps after one warm-up, the backends taking turns),
+// the peak rate and each backend's rate over OpenBLAS's, after the OpenBLAS kernel and the routes
+// kDefault takes (gemm.h). Results: docs/perf/gemm.md.
 //
 //   bazel run -c opt //core/ops:gemm_bench -- --threads=2 --reps=3
 //   bazel run -c opt //core/ops:gemm_bench -- --threads=2 --dtype=bf16 --tokens=256
@@ -146,6 +146,7 @@ absl::Status Main() {
   }
   std::vector<CpuGemmBackend> backends = {CpuGemmBackend::kEigen, CpuGemmBackend::kOpenBlas};
   if (LoadOneDnn().status.ok()) backends.push_back(CpuGemmBackend::kOneDnn);
+  if (PackedGemmAvailable()) backends.push_back(CpuGemmBackend::kPacked);
   const size_t nb = backends.size();
   std::printf("%-28s %6s %6s %6s %3s", "shape", "M", "N", "K", "op");
   for (CpuGemmBackend b : backends) std::printf(" %9s GF/s", CpuGemmBackendName(b));
@@ -196,6 +197,6 @@ absl::Status Main() {
 
 int main(int argc, char** argv) {
   return mt::ToolMain("gemm_bench",
-                      "GEMM throughput of the Eigen, OpenBLAS and oneDNN CPU backends", argc, argv,
-                      mt::ops::Main);
+                      "GEMM throughput of the Eigen, OpenBLAS, oneDNN and packed CPU backends",
+                      argc, argv, mt::ops::Main);
 }

@@ -388,6 +388,7 @@ TEST(GemmTest, BackendNames) {
   EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kEigen), "eigen");
   EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kOpenBlas), "openblas");
   EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kOneDnn), "onednn");
+  EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kPacked), "packed");
   // The measured winner for f32 (docs/perf/gemm.md).
   EXPECT_STREQ(CpuGemmBackendName(CpuGemmBackend::kDefault), "openblas");
 }
@@ -405,8 +406,9 @@ TEST(GemmTest, DefaultBackendRule) {
   f = ::mt::testing::Avx512CpuFeatures();
   f.amx_tile = f.amx_bf16 = f.os_amx = true;
   EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOneDnn);
-  f.os_zmm = false;  // The OS has not enabled AVX-512: neither counts.
-  EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOpenBlas);
+  f.os_zmm =
+      false;  // The OS has not enabled AVX-512: neither counts (AVX2 only: gemm_packed_test).
+  EXPECT_NE(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOneDnn);
   // This CPU's line names a route for every dtype.
   const std::string line = DescribeCpuGemm();
   EXPECT_NE(line.find("f32: "), std::string::npos) << line;
@@ -415,23 +417,28 @@ TEST(GemmTest, DefaultBackendRule) {
 }
 
 // kDefault's bf16 route in this process: oneDNN where the rule says so and oneDNN has a bf16 kernel
-// (not under ONEDNN_MAX_CPU_ISA=AVX2, as in the gemm_onednn_avx2_test variant), else OpenBLAS.
+// (not under ONEDNN_MAX_CPU_ISA=AVX2, as in the gemm_onednn_avx2_test variant), else widened: on
+// OpenBLAS's AVX-512 kernel, or while packed where OpenBLAS's kernel is AVX2 (gemm_packed_test).
 TEST(GemmTest, DefaultBf16RouteNeedsAOneDnnBf16Kernel) {
   const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
   const bool capped_below_bf16 = cap != nullptr && std::string(cap) == "AVX2";
   const bool rule_says_onednn =
       DefaultCpuGemmBackend(DType::kBF16, DetectCpuFeatures()) == CpuGemmBackend::kOneDnn;
   const bool onednn = rule_says_onednn && LoadOneDnn().status.ok() && !capped_below_bf16;
-  EXPECT_EQ(ResolveCpuGemmBackend(CpuGemmBackend::kDefault, DType::kBF16),
-            onednn ? CpuGemmBackend::kOneDnn : CpuGemmBackend::kOpenBlas);
+  const CpuGemmBackend route = ResolveCpuGemmBackend(CpuGemmBackend::kDefault, DType::kBF16);
+  if (onednn) {
+    EXPECT_EQ(route, CpuGemmBackend::kOneDnn);
+  } else {
+    EXPECT_TRUE(route == CpuGemmBackend::kOpenBlas || route == CpuGemmBackend::kPacked);
+  }
+  const char* widened = route == CpuGemmBackend::kPacked
+                            ? "bf16: packed, widened to f32 while packed ("
+                            : "bf16: openblas, widened to f32 (";
   const std::string line = DescribeCpuGemm();
-  EXPECT_NE(line.find(onednn ? "bf16: onednn (" : "bf16: openblas, widened to f32 ("),
-            std::string::npos)
-      << line;
+  EXPECT_NE(line.find(onednn ? "bf16: onednn (" : widened), std::string::npos) << line;
   if (rule_says_onednn && LoadOneDnn().status.ok() && capped_below_bf16) {
     EXPECT_NE(line.find(", ISA avx2, capped by ONEDNN_MAX_CPU_ISA)"), std::string::npos) << line;
-    EXPECT_NE(line.find("bf16: openblas, widened to f32 (no bf16 kernel in oneDNN "),
-              std::string::npos)
+    EXPECT_NE(line.find(absl::StrCat(widened, "no bf16 kernel in oneDNN ")), std::string::npos)
         << line;
   }
 }

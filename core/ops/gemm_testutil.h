@@ -72,7 +72,7 @@ using GemmParam = std::tuple<DType, ops::CpuGemmBackend>;
 std::string GemmParamName(const ::testing::TestParamInfo<GemmParam>& info);
 inline constexpr ops::CpuGemmBackend kGemmBackends[] = {
     ops::CpuGemmBackend::kEigen, ops::CpuGemmBackend::kOpenBlas, ops::CpuGemmBackend::kOneDnn,
-    ops::CpuGemmBackend::kDefault};
+    ops::CpuGemmBackend::kPacked, ops::CpuGemmBackend::kDefault};
 // Every float dtype, or the 16-bit ones, with every backend.
 inline auto AllGemmParams() {
   return ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
