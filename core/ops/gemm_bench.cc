@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/exec_context.h"
@@ -109,21 +110,21 @@ std::vector<double> BestSeconds(const ExecContext& ctx, const BenchShape& s, DTy
   return best;
 }
 
+absl::StatusOr<DType> BenchDType(const std::string& name) {
+  if (name == "f32") return DType::kF32;
+  if (name == "bf16") return DType::kBF16;
+  if (name == "f16") return DType::kF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dtype must be f32, bf16 or f16, got '", name, "'"));
+}
+
 absl::Status Main() {
   if (FLAGS_threads < 1 || FLAGS_reps < 1 || FLAGS_tokens < 1) {
     return absl::InvalidArgumentError("--threads, --reps and --tokens must be at least 1");
   }
-  DType dtype;
-  if (FLAGS_dtype == "f32") {
-    dtype = DType::kF32;
-  } else if (FLAGS_dtype == "bf16") {
-    dtype = DType::kBF16;
-  } else if (FLAGS_dtype == "f16") {
-    dtype = DType::kF16;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dtype must be f32, bf16 or f16, got '", FLAGS_dtype, "'"));
-  }
+  const absl::StatusOr<DType> parsed = BenchDType(FLAGS_dtype);
+  if (!parsed.ok()) return parsed.status();
+  const DType dtype = *parsed;
   ThreadPool pool(FLAGS_threads);
   ExecContext ctx;
   ctx.pool = &pool;
@@ -187,7 +188,10 @@ absl::Status Main() {
   std::printf("\npeak %s GEMM rate: %.1f GFLOP/s (%s)\n", FLAGS_dtype.c_str(), peak, peak_backend);
   std::printf("eigen/openblas: %.2f (total time of the GPT-2 layer GEMMs, %.0f GFLOP)\n",
               layer_rate[0] / layer_rate[1], total_flops * 1e-9);
-  if (nb > 2) std::printf("onednn/openblas: %.2f (the same)\n", layer_rate[2] / layer_rate[1]);
+  for (size_t i = 2; i < nb; ++i) {
+    std::printf("%s/openblas: %.2f (the same)\n", CpuGemmBackendName(backends[i]),
+                layer_rate[i] / layer_rate[1]);
+  }
   return absl::OkStatus();
 }
 
