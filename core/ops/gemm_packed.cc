@@ -46,7 +46,8 @@ struct AlignedDelete {
 using AlignedFloats = std::unique_ptr<float[], AlignedDelete>;
 
 AlignedFloats AllocateAligned(int64_t n) {
-  return AlignedFloats(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t(64))));
+  return AlignedFloats(
+      static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t(64))));
 }
 
 // The calling thread's packed blocks, allocated on its first product and kept.
@@ -183,27 +184,27 @@ MT_AVX2_FMA void Kernel(int64_t kc, const float* a, const float* b, float* c, in
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 // One k of the tile: 2 loads of op(B)'s row, 6 broadcasts of op(A)'s column, 12 FMAs.
-#define MT_PACKED_STEP(ak, bk)                                        \
-  do {                                                                \
+#define MT_PACKED_STEP(ak, bk)                                         \
+  do {                                                                 \
     const __m256 b0 = _mm256_load_ps(bk), b1 = _mm256_load_ps(bk + 8); \
-    __m256 x = _mm256_broadcast_ss(ak);                               \
-    c00 = _mm256_fmadd_ps(x, b0, c00);                                \
-    c01 = _mm256_fmadd_ps(x, b1, c01);                                \
-    x = _mm256_broadcast_ss(ak + 1);                                  \
-    c10 = _mm256_fmadd_ps(x, b0, c10);                                \
-    c11 = _mm256_fmadd_ps(x, b1, c11);                                \
-    x = _mm256_broadcast_ss(ak + 2);                                  \
-    c20 = _mm256_fmadd_ps(x, b0, c20);                                \
-    c21 = _mm256_fmadd_ps(x, b1, c21);                                \
-    x = _mm256_broadcast_ss(ak + 3);                                  \
-    c30 = _mm256_fmadd_ps(x, b0, c30);                                \
-    c31 = _mm256_fmadd_ps(x, b1, c31);                                \
-    x = _mm256_broadcast_ss(ak + 4);                                  \
-    c40 = _mm256_fmadd_ps(x, b0, c40);                                \
-    c41 = _mm256_fmadd_ps(x, b1, c41);                                \
-    x = _mm256_broadcast_ss(ak + 5);                                  \
-    c50 = _mm256_fmadd_ps(x, b0, c50);                                \
-    c51 = _mm256_fmadd_ps(x, b1, c51);                                \
+    __m256 x = _mm256_broadcast_ss(ak);                                \
+    c00 = _mm256_fmadd_ps(x, b0, c00);                                 \
+    c01 = _mm256_fmadd_ps(x, b1, c01);                                 \
+    x = _mm256_broadcast_ss(ak + 1);                                   \
+    c10 = _mm256_fmadd_ps(x, b0, c10);                                 \
+    c11 = _mm256_fmadd_ps(x, b1, c11);                                 \
+    x = _mm256_broadcast_ss(ak + 2);                                   \
+    c20 = _mm256_fmadd_ps(x, b0, c20);                                 \
+    c21 = _mm256_fmadd_ps(x, b1, c21);                                 \
+    x = _mm256_broadcast_ss(ak + 3);                                   \
+    c30 = _mm256_fmadd_ps(x, b0, c30);                                 \
+    c31 = _mm256_fmadd_ps(x, b1, c31);                                 \
+    x = _mm256_broadcast_ss(ak + 4);                                   \
+    c40 = _mm256_fmadd_ps(x, b0, c40);                                 \
+    c41 = _mm256_fmadd_ps(x, b1, c41);                                 \
+    x = _mm256_broadcast_ss(ak + 5);                                   \
+    c50 = _mm256_fmadd_ps(x, b0, c50);                                 \
+    c51 = _mm256_fmadd_ps(x, b1, c51);                                 \
   } while (0)
   int64_t k = 0;
   for (; k + 4 <= kc; k += 4, a += 4 * kMr, b += 4 * kNr) {
@@ -312,7 +313,7 @@ void PackedGemm(const ExecContext&, const GemmShape&, float, const TA*, const TB
 
 #endif
 
-#define MT_PACKED_GEMM_INSTANTIATE(TA, TB) \
+#define MT_PACKED_GEMM_INSTANTIATE(TA, TB)                                                 \
   template void PackedGemm<TA, TB>(const ExecContext&, const GemmShape&, float, const TA*, \
                                    const TB*, float, float*);
 MT_PACKED_GEMM_INSTANTIATE(float, float)

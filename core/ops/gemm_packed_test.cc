@@ -33,8 +33,8 @@ using ::mt::testing::UnitRoundoff;
 // and the other way round (split over rows); both with K past one K block and every edge partial.
 constexpr int64_t kShapes[][3] = {{151, 3090, 389}, {3100, 37, 770}};
 
-GemmCase Case(int64_t m, int64_t n, int64_t k, Transpose ta, Transpose tb, DType dtype,
-              float alpha, float beta, uint64_t seed) {
+GemmCase Case(int64_t m, int64_t n, int64_t k, Transpose ta, Transpose tb, DType dtype, float alpha,
+              float beta, uint64_t seed) {
   GemmCase cs;
   cs.m = m;
   cs.n = n;
@@ -81,8 +81,8 @@ TEST_F(PackedGemmTest, CrossesEveryBlockWithinF32Bounds) {
   ThreadPool pool(2);
   const struct {
     DType a, b;
-  } operands[] = {{DType::kBF16, DType::kBF16}, {DType::kF32, DType::kF32},
-                  {DType::kBF16, DType::kF32}};
+  } operands[] = {
+      {DType::kBF16, DType::kBF16}, {DType::kF32, DType::kF32}, {DType::kBF16, DType::kF32}};
   uint64_t seed = 0;
   for (const auto& shape : kShapes) {
     for (Transpose ta : {Transpose::kNo, Transpose::kYes}) {
@@ -96,8 +96,8 @@ TEST_F(PackedGemmTest, CrossesEveryBlockWithinF32Bounds) {
         const std::vector<float> got = Product(cs, op.a, op.b, &pool, &ref);
         // f32 accumulation over K terms (statistical bound for random signs): no 16-bit rounding
         // of an f32 C.
-        const double rel = 4.0 * std::sqrt(static_cast<double>(cs.k) + 2.0) *
-                           UnitRoundoff(DType::kF32);
+        const double rel =
+            4.0 * std::sqrt(static_cast<double>(cs.k) + 2.0) * UnitRoundoff(DType::kF32);
         std::vector<double> bound(ref.magnitude.size());
         for (size_t i = 0; i < bound.size(); ++i) bound[i] = rel * ref.magnitude[i];
         std::vector<double> actual(got.begin(), got.end());
