@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "core/gemm_shape.h"
 #include "core/onednn.h"
 #include "core/openblas.h"
@@ -390,19 +389,12 @@ bool PackedGemmAvailable() {
 
 namespace {
 
-// Whether OpenBLAS's `core` (openblas_get_corename) runs AVX-512 kernels.
-bool Avx512BlasCore(absl::string_view core) {
-  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
-}
-
-// bf16 where no bf16 kernel runs: the packed GEMM, which widens while it packs, where it competes
-// with OpenBLAS's AVX2 kernel (whose rate it matches, without the widening pass); on OpenBLAS
-// after widening where OpenBLAS runs an AVX-512 kernel (1.5 times the packed GEMM's rate there)
-// or the CPU lacks AVX2 and FMA (docs/perf/gemm.md).
-CpuGemmBackend WidenedBf16Backend(const CpuFeatures& features, absl::string_view blas_core) {
-  return internal::PackedGemmSupported(features) && !Avx512BlasCore(blas_core)
-             ? CpuGemmBackend::kPacked
-             : CpuGemmBackend::kOpenBlas;
+// bf16 where no bf16 kernel runs: the packed GEMM, which widens while it packs and runs at
+// OpenBLAS's f32 rate (AVX2 or AVX-512 kernel), without OpenBLAS's separate widening pass; OpenBLAS
+// after widening only on a CPU without AVX2 and FMA (docs/perf/gemm.md).
+CpuGemmBackend WidenedBf16Backend(const CpuFeatures& features) {
+  return internal::PackedGemmSupported(features) ? CpuGemmBackend::kPacked
+                                                 : CpuGemmBackend::kOpenBlas;
 }
 
 }  // namespace
@@ -410,8 +402,7 @@ CpuGemmBackend WidenedBf16Backend(const CpuFeatures& features, absl::string_view
 CpuGemmBackend DefaultCpuGemmBackend(DType dtype, const CpuFeatures& features) {
   if (dtype != DType::kBF16) return CpuGemmBackend::kOpenBlas;
   if (features.UsableAvx512Bf16() || features.UsableAmxBf16()) return CpuGemmBackend::kOneDnn;
-  const char* core = OpenBlasCoreForFeatures(features);
-  return WidenedBf16Backend(features, core != nullptr ? core : "");
+  return WidenedBf16Backend(features);
 }
 
 CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype) {
@@ -425,11 +416,7 @@ CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype) {
       internal::OneDnnHasBf16Kernel(DType::kBF16)) {
     return chosen;
   }
-  // The OpenBLAS kernel in use decides (OPENBLAS_CORETYPE may have set another than the CPU's).
-  const OpenBlas& blas = LoadOpenBlas();
-  const char* core = OpenBlasCoreForFeatures(features);
-  return WidenedBf16Backend(
-      features, blas.status.ok() ? blas.core : std::string(core != nullptr ? core : ""));
+  return WidenedBf16Backend(features);
 }
 
 const char* CpuGemmBackendName(CpuGemmBackend backend) {

@@ -38,20 +38,20 @@
 //
 // Mixed operands (CPU only): one of A and B f32, the other bf16 or f16; C and the bias then have
 // the 16-bit dtype or f32. The 16-bit operand is widened and the f32 operand read in place: on
-// OpenBLAS, on Eigen or the packed GEMM when asked for, or on the packed GEMM where kDefault sends
-// the 16-bit dtype there.
+// the packed GEMM where kDefault sends the 16-bit dtype there (or when asked for), else on
+// OpenBLAS (Eigen when asked for).
 //
 // CPU backends (CpuGemmBackend): OpenBLAS's sgemm, Eigen's GEMM, oneDNN's matmul, or our packed
-// GEMM (gemm_packed.h: AVX2 and FMA, which widens 16-bit operands while it packs them). kDefault
+// GEMM (gemm_packed.h: AVX2 and FMA, or AVX-512; 16-bit operands widened while packed). kDefault
 // picks one per dtype from the CPU's features by the fixed rule of DefaultCpuGemmBackend (never by
 // a timing, so results do not depend on a race): bf16 runs on oneDNN where the CPU multiplies bf16
-// in hardware (AVX512-BF16 or AMX) and oneDNN loads; elsewhere bf16 runs on the packed GEMM where
-// OpenBLAS's kernel is an AVX2 one, else on OpenBLAS; f32 and f16 on OpenBLAS. On OpenBLAS and
-// Eigen, bf16/f16 operands are widened to f32 piece by piece (gemm_cpu.h); on oneDNN, bf16 runs
-// natively where it has a kernel and is widened otherwise (f16 always: oneDNN 2.6 has no f16 CPU
-// kernels), and a fused epilogue without pre_activation runs as oneDNN post-ops (its own tanh
-// GeLU: within a few f32 roundings of ours, not bitwise). The packed GEMM is x86-64 only:
-// FailedPrecondition when asked for on a CPU without AVX2 and FMA.
+// in hardware (AVX512-BF16 or AMX) and oneDNN loads, else on the packed GEMM (on OpenBLAS on a CPU
+// without AVX2 and FMA); f32 and f16 on OpenBLAS. On OpenBLAS and Eigen, bf16/f16 operands are
+// widened to f32 piece by piece (gemm_cpu.h); on oneDNN, bf16 runs natively where it has a kernel
+// and is widened otherwise (f16 always: oneDNN 2.6 has no f16 CPU kernels), and a fused epilogue
+// without pre_activation runs as oneDNN post-ops (its own tanh GeLU: within a few f32 roundings of
+// ours, not bitwise). The packed GEMM is x86-64 only: FailedPrecondition when asked for on a CPU
+// without AVX2 and FMA.
 // CPU threads: ctx.num_threads() threads: OpenBLAS's pthreads, oneDNN's OpenMP threads (passive
 // between calls, core/onednn.h) or ctx.pool for Eigen and the packed GEMM; the first two are
 // process-wide counts that every call sets again, so calls from several threads at once must use
@@ -104,18 +104,16 @@ absl::Status BatchedGemm(const ExecContext& ctx, const TensorView& a, const Tens
 // The rule behind kDefault, measured (docs/perf/gemm.md): f32 and f16 on OpenBLAS (its f32 GEMM is
 // ahead of Eigen's and oneDNN's f32 matmul on the AVX2 and AVX-512 machines measured); bf16 on
 // oneDNN when the CPU has AVX512-BF16 or AMX-BF16 (oneDNN's bf16 kernels run at about twice the f32
-// rate there); else, with AVX2 and FMA but no AVX-512 (OpenBLAS's kernel would be AVX2), on the
-// packed GEMM, which matches that kernel's f32 rate without a separate widening pass; else on
-// OpenBLAS after widening (its AVX-512 kernel is 1.5 times the packed GEMM's rate).
+// rate there); else on the packed GEMM, which runs at about OpenBLAS's f32 rate without a separate
+// widening pass (on OpenBLAS after widening where the CPU lacks AVX2 and FMA).
 // Pure: the features decide, not whether libdnnl is installed (see ResolveCpuGemmBackend).
 CpuGemmBackend DefaultCpuGemmBackend(DType dtype, const CpuFeatures& features);
 
 // The backend a call with `backend` and operands of `dtype` runs on in this process: kDefault
 // resolved by the rule for the running CPU. bf16 goes to oneDNN only where the rule says so,
 // libdnnl loads and it has a bf16 kernel (not under ONEDNN_MAX_CPU_ISA below AVX512_CORE: it would
-// widen onto its own f32 matmul, which is slower); otherwise the OpenBLAS kernel actually loaded
-// decides as above (so OPENBLAS_CORETYPE=Haswell on an AVX-512 machine sends bf16 to the packed
-// GEMM, as on a CPU with AVX2 only).
+// widen onto its own f32 matmul, which is slower); otherwise to the packed GEMM, as on a CPU
+// without bf16 instructions.
 CpuGemmBackend ResolveCpuGemmBackend(CpuGemmBackend backend, DType dtype);
 
 // Whether CpuGemmBackend::kPacked runs on this CPU (x86-64 with AVX2 and FMA).

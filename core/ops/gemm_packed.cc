@@ -5,15 +5,18 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <string>
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "glog/logging.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define MT_AVX2_FMA __attribute__((target("avx2,fma")))
+#define MT_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
 #endif
 
 namespace mt {
@@ -32,13 +35,21 @@ bool PackedGemmSupported(const CpuFeatures& features) {
 #if defined(__x86_64__)
 namespace {
 
-// The register tile (6 rows of 16 floats: 12 of the 16 YMM registers) and the cache blocks: an
-// op(A) block of kMc x kKc floats (216 KiB, in L2), an op(B) panel of kKc x kNr (24 KiB, in L1),
-// and op(B) blocks of kKc x kNc (4.5 MiB, in L3). Measured on a 2-core Xeon with AVX2 only
-// (OPENBLAS_CORETYPE=Haswell for the comparison): kKc 384 beat 256, 512 and 768 at GPT-2's shapes.
-constexpr int kMr = 6, kNr = 16;
+// The register tiles: 6 rows of 16 floats (12 of AVX2's 16 YMM registers) and, with AVX-512,
+// 12 rows of 32 floats (24 of its 32 ZMM registers). The cache blocks: an op(A) block of kMc x kKc
+// floats (216 KiB, in L2), op(B) panels of kKc x kNr (24 or 48 KiB, in L1 or streamed from L2),
+// and op(B) blocks of kKc x kNc (4.5 MiB, in L3). Both tiles share kKc, so each C element is
+// summed in the same order by either kernel: the same bits whatever the instruction set.
+// kKc: 384 was ahead of 256, 512 and 768 for the AVX2 kernel at GPT-2's shapes on a 2-core Xeon.
+template <int kMrT, int kNrT>
+struct Tile {
+  static constexpr int kMr = kMrT, kNr = kNrT;
+};
+using Avx2Tile = Tile<6, 16>;
+using Avx512Tile = Tile<12, 32>;
+constexpr int kMaxMr = 12;
 constexpr int64_t kKc = 384, kMc = 144, kNc = 3072;
-static_assert(kMc % kMr == 0 && kNc % kNr == 0, "blocks hold whole tiles");
+static_assert(kMc % 6 == 0 && kMc % 12 == 0 && kNc % 32 == 0, "blocks hold whole tiles");
 
 struct AlignedDelete {
   void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
@@ -52,7 +63,7 @@ AlignedFloats AllocateAligned(int64_t n) {
 
 // The calling thread's packed blocks, allocated on its first product and kept.
 struct PackBuffers {
-  // The op(A) block, plus the 2 floats the last transposed store of a panel writes past it.
+  // The op(A) block, plus the floats the last transposed store of a panel writes past it.
   AlignedFloats a = AllocateAligned(kMc * kKc + 8);
   AlignedFloats b = AllocateAligned(kKc * kNc);
 };
@@ -104,8 +115,9 @@ struct Stored {
 
 // Packs op(A)[i0 : i0 + mc, k0 : k0 + kc] into panels of kMr rows: panel p holds, for each k, its
 // kMr row values (rows past mc are 0), at out + p * kMr * kc.
-template <typename T>
+template <int kMr, typename T>
 MT_AVX2_FMA void PackA(Stored<T> a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* out) {
+  constexpr int kGroups = (kMr + 7) / 8;  // Of 8 rows, transposed together.
   for (int64_t ip = 0; ip < mc; ip += kMr) {
     const int mr = static_cast<int>(std::min<int64_t>(kMr, mc - ip));
     float* o = out + ip * kc;
@@ -120,14 +132,20 @@ MT_AVX2_FMA void PackA(Stored<T> a, int64_t i0, int64_t mc, int64_t k0, int64_t 
     for (int r = 0; r < kMr; ++r) rows[r] = a.data + (i0 + ip + std::min(r, mr - 1)) * a.ld + k0;
     int64_t k = 0;
     if (mr == kMr) {
-      // 8 k at a time: the 6 rows and 2 zero rows transposed; each store writes its k's 6 values
-      // and 2 more that the next store (or the next panel) overwrites.
+      // 8 k at a time, 8 rows at a time (zero rows past kMr): each k's stores, in order, write its
+      // kMr values and up to 7 more that the next k's first store (or the next panel)
+      // overwrites.
       for (; k + 8 <= kc; k += 8) {
-        __m256 v[8];
-        for (int r = 0; r < kMr; ++r) v[r] = Load8(rows[r] + k);
-        v[6] = v[7] = _mm256_setzero_ps();
-        Transpose8(v);
-        for (int q = 0; q < 8; ++q) _mm256_storeu_ps(o + (k + q) * kMr, v[q]);
+        __m256 v[kGroups][8];
+        for (int g = 0; g < kGroups; ++g) {
+          for (int r = 0; r < 8; ++r) {
+            v[g][r] = 8 * g + r < kMr ? Load8(rows[8 * g + r] + k) : _mm256_setzero_ps();
+          }
+          Transpose8(v[g]);
+        }
+        for (int q = 0; q < 8; ++q) {
+          for (int g = 0; g < kGroups; ++g) _mm256_storeu_ps(o + (k + q) * kMr + 8 * g, v[g][q]);
+        }
       }
     }
     for (; k < kc; ++k) {
@@ -138,15 +156,14 @@ MT_AVX2_FMA void PackA(Stored<T> a, int64_t i0, int64_t mc, int64_t k0, int64_t 
 
 // Packs op(B)[k0 : k0 + kc, j0 : j0 + nr] (nr <= kNr) into one panel: for each k, kNr column
 // values (columns past nr are 0).
-template <typename T>
+template <int kNr, typename T>
 MT_AVX2_FMA void PackB(Stored<T> b, int64_t k0, int64_t kc, int64_t j0, int64_t nr, float* out) {
   if (!b.trans) {  // Stored [K, N]: each k's columns are contiguous.
     for (int64_t k = 0; k < kc; ++k) {
       const T* src = b.data + (k0 + k) * b.ld + j0;
       float* o = out + k * kNr;
       if (nr == kNr) {
-        _mm256_store_ps(o, Load8(src));
-        _mm256_store_ps(o + 8, Load8(src + 8));
+        for (int h = 0; h < kNr; h += 8) _mm256_store_ps(o + h, Load8(src + h));
       } else {
         for (int j = 0; j < kNr; ++j) o[j] = j < nr ? ToFloat(src[j]) : 0.0f;
       }
@@ -158,11 +175,11 @@ MT_AVX2_FMA void PackB(Stored<T> b, int64_t k0, int64_t kc, int64_t j0, int64_t 
   int64_t k = 0;
   if (nr == kNr) {
     for (; k + 8 <= kc; k += 8) {
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < kNr; h += 8) {
         __m256 v[8];
-        for (int j = 0; j < 8; ++j) v[j] = Load8(cols + (h * 8 + j) * b.ld + k);
+        for (int j = 0; j < 8; ++j) v[j] = Load8(cols + (h + j) * b.ld + k);
         Transpose8(v);
-        for (int q = 0; q < 8; ++q) _mm256_store_ps(out + (k + q) * kNr + h * 8, v[q]);
+        for (int q = 0; q < 8; ++q) _mm256_store_ps(out + (k + q) * kNr + h, v[q]);
       }
     }
   }
@@ -171,11 +188,25 @@ MT_AVX2_FMA void PackB(Stored<T> b, int64_t k0, int64_t kc, int64_t j0, int64_t 
   }
 }
 
+// The scalar store of a partial tile (rows mr <= kMr, columns nr <= kNr of `tile`, which holds
+// alpha * sum): the bits of the vector store, v or fma(C, beta, v).
+template <int kNr>
+void StorePartial(const float* tile, float* c, int64_t ldc, int mr, int nr, float beta) {
+  for (int r = 0; r < mr; ++r) {
+    for (int j = 0; j < nr; ++j) {
+      const float v = tile[r * kNr + j];
+      float& out = c[r * ldc + j];
+      out = beta != 0.0f ? std::fma(out, beta, v) : v;
+    }
+  }
+}
+
 // C[0 : mr, 0 : nr] = alpha * (a panel . b panel) + beta * C (C not read when beta = 0). Each
 // element is alpha * sum, rounded, then fused with beta * C: the same bits in the vector and the
 // scalar store, so a tile's position in the split never changes its values.
-MT_AVX2_FMA void Kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr,
-                        int nr, float alpha, float beta) {
+MT_AVX2_FMA void Kernel(Avx2Tile, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                        int mr, int nr, float alpha, float beta) {
+  constexpr int kMr = Avx2Tile::kMr, kNr = Avx2Tile::kNr;
   // C's tile is first needed at the end: fetch its lines while the products run.
   for (int r = 0; r < mr; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
@@ -232,19 +263,81 @@ MT_AVX2_FMA void Kernel(int64_t kc, const float* a, const float* b, float* c, in
   }
   alignas(32) float tile[kMr * kNr];
   for (int i = 0; i < 2 * kMr; ++i) _mm256_store_ps(tile + 8 * i, _mm256_mul_ps(acc[i], va));
-  for (int r = 0; r < mr; ++r) {
-    for (int j = 0; j < nr; ++j) {
-      const float v = tile[r * kNr + j];
-      float& out = c[r * ldc + j];
-      out = beta != 0.0f ? std::fma(out, beta, v) : v;
-    }
-  }
+  StorePartial<kNr>(tile, c, ldc, mr, nr, beta);
 }
 
-// C[i0 : i1, j0 : j1] of one product, on the calling thread.
-template <typename TA, typename TB>
-MT_AVX2_FMA void Block(const GemmShape& s, float alpha, Stored<TA> a, Stored<TB> b, float beta,
-                       float* c, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+// The same with AVX-512: a 12 x 32 tile, each k 2 loads of op(B)'s row, 12 broadcasts, 24 FMAs.
+MT_AVX512 void Kernel(Avx512Tile, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                      int mr, int nr, float alpha, float beta) {
+  constexpr int kMr = Avx512Tile::kMr, kNr = Avx512Tile::kNr;
+  for (int r = 0; r < mr; ++r) {
+    for (int j = 0; j < kNr; j += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + j), _MM_HINT_T0);
+    }
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
+  }
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
+  __m512 c90 = c00, c91 = c00, ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00;
+#define MT_PACKED_ROW(ak, r, lo, hi)          \
+  do {                                        \
+    const __m512 x = _mm512_set1_ps((ak)[r]); \
+    lo = _mm512_fmadd_ps(x, b0, lo);          \
+    hi = _mm512_fmadd_ps(x, b1, hi);          \
+  } while (0)
+#define MT_PACKED_STEP512(ak, bk)                                         \
+  do {                                                                    \
+    const __m512 b0 = _mm512_load_ps(bk), b1 = _mm512_load_ps((bk) + 16); \
+    MT_PACKED_ROW(ak, 0, c00, c01);                                       \
+    MT_PACKED_ROW(ak, 1, c10, c11);                                       \
+    MT_PACKED_ROW(ak, 2, c20, c21);                                       \
+    MT_PACKED_ROW(ak, 3, c30, c31);                                       \
+    MT_PACKED_ROW(ak, 4, c40, c41);                                       \
+    MT_PACKED_ROW(ak, 5, c50, c51);                                       \
+    MT_PACKED_ROW(ak, 6, c60, c61);                                       \
+    MT_PACKED_ROW(ak, 7, c70, c71);                                       \
+    MT_PACKED_ROW(ak, 8, c80, c81);                                       \
+    MT_PACKED_ROW(ak, 9, c90, c91);                                       \
+    MT_PACKED_ROW(ak, 10, ca0, ca1);                                      \
+    MT_PACKED_ROW(ak, 11, cb0, cb1);                                      \
+  } while (0)
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4, a += 4 * kMr, b += 4 * kNr) {
+    _mm_prefetch(reinterpret_cast<const char*>(a + 8 * kMr), _MM_HINT_T0);
+    MT_PACKED_STEP512(a, b);
+    MT_PACKED_STEP512(a + kMr, b + kNr);
+    MT_PACKED_STEP512(a + 2 * kMr, b + 2 * kNr);
+    MT_PACKED_STEP512(a + 3 * kMr, b + 3 * kNr);
+  }
+  for (; k < kc; ++k, a += kMr, b += kNr) MT_PACKED_STEP512(a, b);
+#undef MT_PACKED_STEP512
+#undef MT_PACKED_ROW
+  const __m512 acc[2 * kMr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51,
+                               c60, c61, c70, c71, c80, c81, c90, c91, ca0, ca1, cb0, cb1};
+  const __m512 va = _mm512_set1_ps(alpha);
+  if (mr == kMr && nr == kNr) {
+    const __m512 vb = _mm512_set1_ps(beta);
+    for (int r = 0; r < kMr; ++r) {
+      float* row = c + r * ldc;
+      for (int h = 0; h < 2; ++h) {
+        __m512 v = _mm512_mul_ps(acc[2 * r + h], va);
+        if (beta != 0.0f) v = _mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * h), vb, v);
+        _mm512_storeu_ps(row + 16 * h, v);
+      }
+    }
+    return;
+  }
+  alignas(64) float tile[kMr * kNr];
+  for (int i = 0; i < 2 * kMr; ++i) _mm512_store_ps(tile + 16 * i, _mm512_mul_ps(acc[i], va));
+  StorePartial<kNr>(tile, c, ldc, mr, nr, beta);
+}
+
+// C[i0 : i1, j0 : j1] of one product with `tile`'s kernel, on the calling thread.
+template <typename TileT, typename TA, typename TB>
+MT_AVX2_FMA void Block(TileT tile, const GemmShape& s, float alpha, Stored<TA> a, Stored<TB> b,
+                       float beta, float* c, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  constexpr int kMr = TileT::kMr, kNr = TileT::kNr;
   PackBuffers& buffers = ThreadBuffers();
   float* pa = buffers.a.get();
   float* pb = buffers.b.get();
@@ -255,13 +348,13 @@ MT_AVX2_FMA void Block(const GemmShape& s, float alpha, Stored<TA> a, Stored<TB>
       const float scale_c = pc == 0 ? beta : 1.0f;  // Later K blocks add to the earlier ones.
       for (int64_t ic = i0; ic < i1; ic += kMc) {
         const int64_t mc = std::min(kMc, i1 - ic);
-        PackA(a, ic, mc, pc, kc, pa);
+        PackA<kMr>(a, ic, mc, pc, kc, pa);
         for (int64_t jr = 0; jr < nc; jr += kNr) {
           const int64_t nr = std::min<int64_t>(kNr, nc - jr);
           // Each op(B) panel is packed by the first row block, right before it is multiplied.
-          if (ic == i0) PackB(b, pc, kc, jc + jr, nr, pb + jr * kc);
+          if (ic == i0) PackB<kNr>(b, pc, kc, jc + jr, nr, pb + jr * kc);
           for (int64_t ir = 0; ir < mc; ir += kMr) {
-            Kernel(kc, pa + ir * kc, pb + jr * kc, c + (ic + ir) * s.n + jc + jr, s.n,
+            Kernel(tile, kc, pa + ir * kc, pb + jr * kc, c + (ic + ir) * s.n + jc + jr, s.n,
                    static_cast<int>(std::min<int64_t>(kMr, mc - ir)), static_cast<int>(nr), alpha,
                    scale_c);
           }
@@ -269,6 +362,33 @@ MT_AVX2_FMA void Block(const GemmShape& s, float alpha, Stored<TA> a, Stored<TB>
       }
     }
   }
+}
+
+// One product's C split over the pool into ranges of whole tiles along its longer side.
+template <typename TileT, typename TA, typename TB>
+void Split(const ExecContext& ctx, TileT tile, const GemmShape& s, float alpha, Stored<TA> a,
+           Stored<TB> b, float beta, float* c) {
+  const bool split_n = s.n >= s.m;
+  const int64_t unit = split_n ? TileT::kNr : TileT::kMr;
+  const int64_t tiles = ((split_n ? s.n : s.m) + unit - 1) / unit;
+  const int64_t parts = std::min<int64_t>(ctx.num_threads(), tiles);
+  ParallelFor(ctx.pool, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t lo = tiles * p / parts * unit, hi = tiles * (p + 1) / parts * unit;
+      if (split_n) {
+        Block(tile, s, alpha, a, b, beta, c, 0, s.m, lo, std::min(hi, s.n));
+      } else {
+        Block(tile, s, alpha, a, b, beta, c, lo, std::min(hi, s.m), 0, s.n);
+      }
+    }
+  });
+}
+
+// The AVX-512 kernel where the CPU has AVX-512 and our SIMD kernels run at an AVX-512 target
+// (core/simd.h: --simd_target=AVX2 imitates an AVX2 CPU here too).
+bool UseAvx512() {
+  static const bool usable = DetectCpuFeatures().UsableAvx512();
+  return usable && SimdTargetName().rfind("AVX3", 0) == 0;
 }
 
 }  // namespace
@@ -282,25 +402,15 @@ void PackedGemm(const ExecContext& ctx, const GemmShape& s, float alpha, const T
     for (int64_t i = 0; i < s.batch * size_c; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
     return;
   }
-  // Threads own ranges of whole tiles along C's longer side.
-  const bool split_n = s.n >= s.m;
-  const int64_t tile = split_n ? kNr : kMr;
-  const int64_t tiles = ((split_n ? s.n : s.m) + tile - 1) / tile;
-  const int64_t parts = std::min<int64_t>(ctx.num_threads(), tiles);
+  const bool wide = UseAvx512();
   for (int64_t e = 0; e < s.batch; ++e) {
     const Stored<TA> sa{a + e * size_a, s.trans_a ? s.m : s.k, s.trans_a};
     const Stored<TB> sb{b + e * size_b, s.trans_b ? s.k : s.n, s.trans_b};
-    float* ce = c + e * size_c;
-    ParallelFor(ctx.pool, parts, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const int64_t lo = tiles * p / parts * tile, hi = tiles * (p + 1) / parts * tile;
-        if (split_n) {
-          Block(s, alpha, sa, sb, beta, ce, 0, s.m, lo, std::min(hi, s.n));
-        } else {
-          Block(s, alpha, sa, sb, beta, ce, lo, std::min(hi, s.m), 0, s.n);
-        }
-      }
-    });
+    if (wide) {
+      Split(ctx, Avx512Tile(), s, alpha, sa, sb, beta, c + e * size_c);
+    } else {
+      Split(ctx, Avx2Tile(), s, alpha, sa, sb, beta, c + e * size_c);
+    }
   }
 }
 

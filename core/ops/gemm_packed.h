@@ -1,16 +1,20 @@
 // The packed GEMM behind CpuGemmBackend::kPacked (gemm.h): our own blocked f32 product for x86
-// CPUs with AVX2 and FMA, written for 16-bit operands on CPUs that have no bf16 instructions.
+// CPUs with AVX2 and FMA (and AVX-512), written for 16-bit operands on CPUs that have no bf16
+// instructions.
 //
 // OpenBLAS and Eigen multiply only f32, so a bf16 operand headed for them is first widened into an
 // f32 copy (gemm_cpu.h), which they then read again to copy it into their own packed blocks. Here
 // the widening happens inside the packing: a block of op(A) or op(B) is read in its stored dtype
-// (2 bytes per element for bf16) and written once, as f32, in the layout the register kernel
-// reads. The blocking is the usual one for a 6 x 16 AVX2 kernel (12 accumulators of 8 floats):
-// op(A) in blocks of 144 x 384 (in L2), op(B) in panels of 384 x 16 (in L1), each panel packed
-// just before its first use so that the packing overlaps the arithmetic; K goes in blocks of 384
-// whose partial products are added into C in order. Every thread owns a range of C's columns (or
-// of its rows when M > N) and packs what it needs: the result does not depend on the thread
-// count, and no C element is summed in a different order by a different split.
+// (2 bytes per bf16 element) and written once, as f32, in the layout the register kernel reads.
+// The blocking is the usual one for such kernels: a register tile of 6 x 16 floats with AVX2
+// (12 YMM accumulators) or 12 x 32 with AVX-512 (24 ZMM accumulators), op(A) in blocks of 144 x
+// 384 (in L2), op(B) in panels of 384 x 16 or 384 x 32, each panel packed just before its first
+// use so that the packing overlaps the arithmetic; K goes in blocks of 384 whose partial products
+// are added into C in order. The AVX-512 kernel runs where the CPU has AVX-512 and our SIMD
+// kernels run at an AVX-512 target (core/simd.h: ScopedSimdTarget, `--simd_target=AVX2`, selects
+// the AVX2 one). Every thread owns a range of C's columns (or of its rows when M > N) and packs
+// what it needs, and every C element is summed in the same order by either kernel: the bits do
+// not depend on the thread count or the instruction set.
 //
 // Internal to //core/ops:gemm.
 #ifndef MT_CORE_OPS_GEMM_PACKED_H_

@@ -1,8 +1,9 @@
 // CpuGemmBackend::kPacked beyond the sweeps every backend runs in gemm_test (odd sizes up to 130,
-// which stay inside one of its cache blocks): products that cross every block boundary (rows past
-// one 144-row block, columns past one 3,072-column block, K past one 384-deep block, with partial
-// tiles at each edge) against the float64 reference, the same bits for every thread count, and
-// the fixed rule that sends bf16 to it.
+// which stay inside one of its cache blocks, at the CPU's best SIMD target): products that cross
+// every block boundary (rows past one 144-row block, columns past one 3,072-column block, K past
+// one 384-deep block, with partial tiles at each edge) against the float64 reference with both
+// kernels (AVX2, and AVX-512 where the CPU has it), the same bits for every thread count and
+// either kernel, and the fixed rule that sends bf16 to it.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "core/cpu_features.h"
 #include "core/cpu_features_testutil.h"
-#include "core/openblas.h"
 #include "core/ops/gemm.h"
 #include "core/ops/gemm_testutil.h"
 #include "core/ops/testutil.h"
+#include "core/simd.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"
 
@@ -69,6 +70,21 @@ std::vector<float> Product(const GemmCase& cs, DType a_dtype, DType b_dtype, Thr
   return out;
 }
 
+// The SIMD targets that pick the packed GEMM's kernels: AVX2, and the first AVX-512 one (AVX3...)
+// where this CPU has it.
+std::vector<SimdTarget> KernelTargets() {
+  std::vector<SimdTarget> out;
+  bool avx3 = false;
+  for (const SimdTarget& t : SimdTargets()) {
+    if (t.name == "AVX2") out.push_back(t);
+    if (!avx3 && t.name.rfind("AVX3", 0) == 0) {
+      out.push_back(t);
+      avx3 = true;
+    }
+  }
+  return out;
+}
+
 class PackedGemmTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -76,59 +92,73 @@ class PackedGemmTest : public ::testing::Test {
   }
 };
 
-// Every block boundary, all transposes, alpha/beta; bf16, f32 and bf16 beside f32 operands.
+// Every block boundary, all transposes, alpha/beta; bf16, f32 and bf16 beside f32 operands; with
+// each kernel.
 TEST_F(PackedGemmTest, CrossesEveryBlockWithinF32Bounds) {
   ThreadPool pool(2);
   const struct {
     DType a, b;
   } operands[] = {
       {DType::kBF16, DType::kBF16}, {DType::kF32, DType::kF32}, {DType::kBF16, DType::kF32}};
-  uint64_t seed = 0;
-  for (const auto& shape : kShapes) {
-    for (Transpose ta : {Transpose::kNo, Transpose::kYes}) {
-      for (Transpose tb : {Transpose::kNo, Transpose::kYes}) {
-        const auto& op = operands[seed % 3];
-        const float* ab = ::mt::testing::kAlphaBeta[seed % 4];
-        const DType half = op.a == DType::kF32 ? op.b : op.a;
-        const GemmCase cs = Case(shape[0], shape[1], shape[2], ta, tb, half, ab[0], ab[1], ++seed);
-        SCOPED_TRACE(absl::StrCat(cs.ToString(), " A ", DTypeName(op.a), " B ", DTypeName(op.b)));
-        GemmReference ref;
-        const std::vector<float> got = Product(cs, op.a, op.b, &pool, &ref);
-        // f32 accumulation over K terms (statistical bound for random signs): no 16-bit rounding
-        // of an f32 C.
-        const double rel =
-            4.0 * std::sqrt(static_cast<double>(cs.k) + 2.0) * UnitRoundoff(DType::kF32);
-        std::vector<double> bound(ref.magnitude.size());
-        for (size_t i = 0; i < bound.size(); ++i) bound[i] = rel * ref.magnitude[i];
-        std::vector<double> actual(got.begin(), got.end());
-        EXPECT_TRUE(::mt::testing::WithinBounds(actual, ref.value, bound));
+  for (const SimdTarget& target : KernelTargets()) {
+    ScopedSimdTarget scoped(target);
+    uint64_t seed = 0;
+    for (const auto& shape : kShapes) {
+      for (Transpose ta : {Transpose::kNo, Transpose::kYes}) {
+        for (Transpose tb : {Transpose::kNo, Transpose::kYes}) {
+          const auto& op = operands[seed % 3];
+          const float* ab = ::mt::testing::kAlphaBeta[seed % 4];
+          const DType half = op.a == DType::kF32 ? op.b : op.a;
+          const GemmCase cs =
+              Case(shape[0], shape[1], shape[2], ta, tb, half, ab[0], ab[1], ++seed);
+          SCOPED_TRACE(absl::StrCat(target.name, " ", cs.ToString(), " A ", DTypeName(op.a), " B ",
+                                    DTypeName(op.b)));
+          GemmReference ref;
+          const std::vector<float> got = Product(cs, op.a, op.b, &pool, &ref);
+          // f32 accumulation over K terms (statistical bound for random signs): no 16-bit
+          // rounding of an f32 C.
+          const double rel =
+              4.0 * std::sqrt(static_cast<double>(cs.k) + 2.0) * UnitRoundoff(DType::kF32);
+          std::vector<double> bound(ref.magnitude.size());
+          for (size_t i = 0; i < bound.size(); ++i) bound[i] = rel * ref.magnitude[i];
+          std::vector<double> actual(got.begin(), got.end());
+          EXPECT_TRUE(::mt::testing::WithinBounds(actual, ref.value, bound));
+        }
       }
     }
   }
 }
 
-// Each C element is summed in one fixed order whatever range of C a thread owns.
-TEST_F(PackedGemmTest, SameBitsForEveryThreadCount) {
+// Each C element is summed in one fixed order whatever range of C a thread owns, and in the same
+// order by both kernels (they share the K blocking).
+TEST_F(PackedGemmTest, SameBitsForEveryThreadCountAndKernel) {
   ThreadPool two(2), three(3);
+  const std::vector<SimdTarget> targets = KernelTargets();
   for (const auto& shape : kShapes) {
     const GemmCase cs = Case(shape[0], shape[1], shape[2], Transpose::kNo, Transpose::kYes,
                              DType::kBF16, -0.75f, 0.5f, 77);
     const std::vector<float> serial = Product(cs, DType::kBF16, DType::kBF16, nullptr, nullptr);
-    for (ThreadPool* pool : {&two, &three}) {
-      const std::vector<float> split = Product(cs, DType::kBF16, DType::kBF16, pool, nullptr);
-      ASSERT_EQ(std::memcmp(serial.data(), split.data(), serial.size() * sizeof(float)), 0)
-          << cs.ToString() << " on " << pool->num_threads() << " threads";
+    for (const SimdTarget& target : targets) {
+      ScopedSimdTarget scoped(target);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+        const std::vector<float> split = Product(cs, DType::kBF16, DType::kBF16, pool, nullptr);
+        ASSERT_EQ(std::memcmp(serial.data(), split.data(), serial.size() * sizeof(float)), 0)
+            << cs.ToString() << " at " << target.name << " on "
+            << (pool == nullptr ? 1 : pool->num_threads()) << " threads";
+      }
     }
   }
 }
 
-// bf16 without a bf16 kernel goes to the packed GEMM where OpenBLAS's kernel would be AVX2, to
-// OpenBLAS where it would be AVX-512 (or AVX2 is missing); f32 and f16 never.
-TEST(PackedGemmRuleTest, Bf16WithoutBf16KernelsOnAvx2Only) {
+// bf16 without bf16 instructions goes to the packed GEMM on CPUs with AVX2 and FMA (with AVX-512
+// or without), to OpenBLAS without them; f32 and f16 never.
+TEST(PackedGemmRuleTest, Bf16WithoutBf16Instructions) {
   CpuFeatures f = ::mt::testing::Avx512CpuFeatures();
-  EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOpenBlas);
-  f.os_zmm = false;  // AVX-512 not enabled by the OS: an AVX2 machine to OpenBLAS and to us.
-  ASSERT_STREQ(OpenBlasCoreForFeatures(f), "Haswell");
+  EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kPacked);
+  f.avx512_bf16 = true;
+  EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOneDnn);
+  f.avx512_bf16 = false;
+  f.os_zmm = false;  // AVX-512 not enabled by the OS: an AVX2 machine.
   EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kPacked);
   EXPECT_EQ(DefaultCpuGemmBackend(DType::kF32, f), CpuGemmBackend::kOpenBlas);
   EXPECT_EQ(DefaultCpuGemmBackend(DType::kF16, f), CpuGemmBackend::kOpenBlas);
@@ -136,16 +166,12 @@ TEST(PackedGemmRuleTest, Bf16WithoutBf16KernelsOnAvx2Only) {
   EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOpenBlas);
 }
 
-// In this process: where kDefault's bf16 does not go to oneDNN, the OpenBLAS kernel actually
-// loaded (OPENBLAS_CORETYPE included) decides, and the start-up line says which.
-TEST(PackedGemmRuleTest, ProcessRouteFollowsTheLoadedOpenBlasKernel) {
+// In this process: where kDefault's bf16 does not go to oneDNN (ONEDNN_MAX_CPU_ISA=AVX2 in the
+// gemm_packed_avx2_test variant), it goes to the packed GEMM, and the start-up line says so.
+TEST(PackedGemmRuleTest, ProcessRouteWithoutOneDnnBf16Kernel) {
   const CpuGemmBackend route = ResolveCpuGemmBackend(CpuGemmBackend::kDefault, DType::kBF16);
   if (route == CpuGemmBackend::kOneDnn) GTEST_SKIP() << "bf16 runs on oneDNN's bf16 kernel here";
-  const std::string core = LoadOpenBlas().core;
-  const bool avx512_core = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
-  EXPECT_EQ(route, PackedGemmAvailable() && !avx512_core ? CpuGemmBackend::kPacked
-                                                         : CpuGemmBackend::kOpenBlas)
-      << core;
+  EXPECT_EQ(route, PackedGemmAvailable() ? CpuGemmBackend::kPacked : CpuGemmBackend::kOpenBlas);
   EXPECT_NE(DescribeCpuGemm().find(route == CpuGemmBackend::kPacked
                                        ? "bf16: packed, widened to f32 while packed"
                                        : "bf16: openblas, widened to f32"),

@@ -396,9 +396,11 @@ TEST(GemmTest, BackendNames) {
 // The fixed rule behind kDefault: bf16 goes to oneDNN only where the CPU multiplies bf16.
 TEST(GemmTest, DefaultBackendRule) {
   CpuFeatures f = ::mt::testing::Avx512CpuFeatures();
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+  for (DType t : {DType::kF32, DType::kF16}) {
     EXPECT_EQ(DefaultCpuGemmBackend(t, f), CpuGemmBackend::kOpenBlas) << DTypeName(t);
   }
+  // Without bf16 instructions bf16 is widened, by the packed GEMM (gemm_packed_test).
+  EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kPacked);
   f.avx512_bf16 = true;
   EXPECT_EQ(DefaultCpuGemmBackend(DType::kBF16, f), CpuGemmBackend::kOneDnn);
   EXPECT_EQ(DefaultCpuGemmBackend(DType::kF32, f), CpuGemmBackend::kOpenBlas);
@@ -417,8 +419,8 @@ TEST(GemmTest, DefaultBackendRule) {
 }
 
 // kDefault's bf16 route in this process: oneDNN where the rule says so and oneDNN has a bf16 kernel
-// (not under ONEDNN_MAX_CPU_ISA=AVX2, as in the gemm_onednn_avx2_test variant), else widened: on
-// OpenBLAS's AVX-512 kernel, or while packed where OpenBLAS's kernel is AVX2 (gemm_packed_test).
+// (not under ONEDNN_MAX_CPU_ISA=AVX2, as in the gemm_onednn_avx2_test variant), else widened by the
+// packed GEMM (or by OpenBLAS on a CPU without AVX2 and FMA).
 TEST(GemmTest, DefaultBf16RouteNeedsAOneDnnBf16Kernel) {
   const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
   const bool capped_below_bf16 = cap != nullptr && std::string(cap) == "AVX2";
@@ -426,11 +428,9 @@ TEST(GemmTest, DefaultBf16RouteNeedsAOneDnnBf16Kernel) {
       DefaultCpuGemmBackend(DType::kBF16, DetectCpuFeatures()) == CpuGemmBackend::kOneDnn;
   const bool onednn = rule_says_onednn && LoadOneDnn().status.ok() && !capped_below_bf16;
   const CpuGemmBackend route = ResolveCpuGemmBackend(CpuGemmBackend::kDefault, DType::kBF16);
-  if (onednn) {
-    EXPECT_EQ(route, CpuGemmBackend::kOneDnn);
-  } else {
-    EXPECT_TRUE(route == CpuGemmBackend::kOpenBlas || route == CpuGemmBackend::kPacked);
-  }
+  EXPECT_EQ(route, onednn                  ? CpuGemmBackend::kOneDnn
+                   : PackedGemmAvailable() ? CpuGemmBackend::kPacked
+                                           : CpuGemmBackend::kOpenBlas);
   const char* widened = route == CpuGemmBackend::kPacked
                             ? "bf16: packed, widened to f32 while packed ("
                             : "bf16: openblas, widened to f32 (";
