@@ -274,7 +274,14 @@ TEST(GemmEpilogueTest, HandComputedBiasWithOneRounding) {
   }
 }
 
-class GemmEpilogueDTypeTest : public ::testing::TestWithParam<GemmParam> {};
+class GemmEpilogueDTypeTest : public ::testing::TestWithParam<GemmParam> {
+ protected:
+  void SetUp() override {
+    if (!::mt::testing::BackendRunsHere(std::get<1>(GetParam()))) {
+      GTEST_SKIP() << "the packed GEMM needs AVX2 and FMA";
+    }
+  }
+};
 
 TEST_P(GemmEpilogueDTypeTest, ZeroProductGivesTheEpilogueOfTheBias) {
   const auto [dtype, backend] = GetParam();

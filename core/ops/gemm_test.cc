@@ -104,6 +104,12 @@ const std::vector<int64_t> kOddSizes = {1, 3, 17, 65, 130};
 // Parameterised by (dtype of A and B, CPU backend).
 class GemmParamTest : public ::testing::TestWithParam<GemmParam> {
  protected:
+  void SetUp() override {
+    if (!::mt::testing::BackendRunsHere(std::get<1>(GetParam()))) {
+      GTEST_SKIP() << "the packed GEMM needs AVX2 and FMA";
+    }
+  }
+
   // A case in the parameter's dtype and backend, with C of c_dtype.
   GemmCase Base(DType c_dtype) const {
     GemmCase cs;

@@ -73,6 +73,11 @@ std::string GemmParamName(const ::testing::TestParamInfo<GemmParam>& info);
 inline constexpr ops::CpuGemmBackend kGemmBackends[] = {
     ops::CpuGemmBackend::kEigen, ops::CpuGemmBackend::kOpenBlas, ops::CpuGemmBackend::kOneDnn,
     ops::CpuGemmBackend::kPacked, ops::CpuGemmBackend::kDefault};
+// Whether `backend` runs on this CPU: all do but the packed GEMM without AVX2 and FMA, whose
+// parameterised cases then skip.
+inline bool BackendRunsHere(ops::CpuGemmBackend backend) {
+  return backend != ops::CpuGemmBackend::kPacked || ops::PackedGemmAvailable();
+}
 // Every float dtype, or the 16-bit ones, with every backend.
 inline auto AllGemmParams() {
   return ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
