@@ -193,9 +193,9 @@ void ProductF32(CpuGemmBackend backend, const ExecContext& ctx, const GemmShape&
 
 // OpenBLAS, Eigen or the packed GEMM. f32 runs in place; bf16 and f16 operands are widened to f32
 // piece by piece, or by the packed GEMM's packing (an f32 operand beside a 16-bit one is read in
-// place), multiplied with f32 accumulation, and
-// rounded back once to a 16-bit C (or, for an f32 C, written and accumulated in place without
-// rounding). H: the operands' 16-bit dtype (float when both are f32), the dtype of a 16-bit C.
+// place), multiplied with f32 accumulation, and rounded back once to a 16-bit C (or, for an f32
+// C, written and accumulated in place without rounding). H: the operands' 16-bit dtype (float
+// when both are f32), the dtype of a 16-bit C.
 template <typename TA, typename TB = TA>
 void GemmCpu(const ExecContext& ctx, CpuGemmBackend backend, const GemmShape& s,
              const GemmOptions& options, const TensorView& a, const TensorView& b,
