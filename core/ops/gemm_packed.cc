@@ -6,7 +6,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/simd.h"
@@ -47,9 +46,10 @@ struct Tile {
 };
 using Avx2Tile = Tile<6, 16>;
 using Avx512Tile = Tile<12, 32>;
-constexpr int kMaxMr = 12;
 constexpr int64_t kKc = 384, kMc = 144, kNc = 3072;
-static_assert(kMc % 6 == 0 && kMc % 12 == 0 && kNc % 32 == 0, "blocks hold whole tiles");
+static_assert(kMc % Avx2Tile::kMr == 0 && kMc % Avx512Tile::kMr == 0 && kNc % Avx2Tile::kNr == 0 &&
+                  kNc % Avx512Tile::kNr == 0,
+              "blocks hold whole tiles");
 
 struct AlignedDelete {
   void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
