@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/dtype.h"
 #include "core/exec_context.h"
 #include "core/onednn.h"
 #include "core/openblas.h"
@@ -111,9 +112,8 @@ std::vector<double> BestSeconds(const ExecContext& ctx, const BenchShape& s, DTy
 }
 
 absl::StatusOr<DType> BenchDType(const std::string& name) {
-  if (name == "f32") return DType::kF32;
-  if (name == "bf16") return DType::kBF16;
-  if (name == "f16") return DType::kF16;
+  const absl::StatusOr<DType> dtype = ParseDType(name);
+  if (dtype.ok() && IsFloating(*dtype)) return *dtype;
   return absl::InvalidArgumentError(
       absl::StrCat("--dtype must be f32, bf16 or f16, got '", name, "'"));
 }
