@@ -58,6 +58,9 @@ namespace models {
 //   GPT family:       tokens, labels.
 //   BERT pretraining: tokens, token_types, padding_mask, labels (MLM), sop_labels.
 //   multiple choice:  tokens, token_types, padding_mask [Q * C, T]; labels [Q] (the right choice).
+//   masked choice:    tokens, token_types, padding_mask [Q * C, T] with each option's word pieces
+//                     replaced by [MASK]; labels [Q * C, T] (those pieces at their positions);
+//                     choices [Q] (the right choice).
 struct Batch {
   TensorView tokens;        // [B, T], B >= 1, 1 <= T <= max_position_embeddings
   TensorView labels;        // [B, T] targets (GPT: the next token; BERT: the original token at
@@ -65,6 +68,7 @@ struct Batch {
   TensorView token_types;   // [B, T] in [0, num_token_types)
   TensorView padding_mask;  // [B, T] 0 at padded positions (never attended to), nonzero elsewhere
   TensorView sop_labels;    // [B] in {0, 1}: sentence order swapped
+  TensorView choices;       // [Q] masked choice: the right choice (empty otherwise)
 };
 
 // The batches of each kind from their views.
@@ -88,6 +92,13 @@ inline Batch BertBatch(const TensorView& tokens, const TensorView& token_types,
 inline Batch MultipleChoiceBatch(const TensorView& tokens, const TensorView& token_types,
                                  const TensorView& padding_mask, const TensorView& labels) {
   return BertBatch(tokens, token_types, padding_mask, labels, TensorView());
+}
+inline Batch MaskedChoiceBatch(const TensorView& tokens, const TensorView& token_types,
+                               const TensorView& padding_mask, const TensorView& mlm_labels,
+                               const TensorView& choices) {
+  Batch b = BertBatch(tokens, token_types, padding_mask, mlm_labels, TensorView());
+  b.choices = choices;
+  return b;
 }
 
 // What a forward pass reports.

@@ -24,7 +24,10 @@ class MultipleChoiceModel {
 
   // Multiple choice (RACE): see Batch. Returns the mean cross-entropy over the questions and each
   // question's predicted choice; with Backward::kYes ACCUMULATES loss_scale * d(loss)/d(params).
-  // FailedPrecondition for a model built without the multiple-choice head.
+  // A batch with `choices` is a masked choice: each row's score is the masked-LM head's mean
+  // log-probability of its labelled pieces (the option written into the question's blank), so
+  // the pretrained head answers the cloze; without, the choice head scores the pooled [CLS]
+  // (Megatron's RACE). FailedPrecondition for a model built without the head the batch needs.
   virtual absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc,
                                                               const Batch& batch, Backward backward,
                                                               double loss_scale = 1.0) = 0;

@@ -24,13 +24,6 @@ namespace {
 constexpr int kOutsideLayersDropout = 4095;
 constexpr int kEmbeddingDropoutSite = 0;
 
-absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape) {
-  if (t.dtype != DType::kI32 || t.shape != shape || !t.IsContiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "BERT: ", what, " ", t.DebugString(), " must be contiguous i32 ", ShapeToString(shape)));
-  }
-  return absl::OkStatus();
-}
 // Context parallelism: on the CPU, for the pretraining heads.
 absl::Status CheckBertContextParallel(const ModelOptions& options, const Device& device) {
   RETURN_IF_ERROR(CheckContextParallel("BERT", options.context_parallel, device));
@@ -42,6 +35,14 @@ absl::Status CheckBertContextParallel(const ModelOptions& options, const Device&
   return absl::OkStatus();
 }
 }  // namespace
+
+absl::Status BertModel::CheckI32(const char* what, const TensorView& t, const Shape& shape) {
+  if (t.dtype != DType::kI32 || t.shape != shape || !t.IsContiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BERT: ", what, " ", t.DebugString(), " must be contiguous i32 ", ShapeToString(shape)));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& config,
                                                              nn::ParameterStore* store,
@@ -497,6 +498,7 @@ absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoice(const nn::StepCon
                                                                const Batch& batch,
                                                                Backward backward,
                                                                double loss_scale) {
+  if (batch.choices.data != nullptr) return MaskedChoice(sc, batch, backward, loss_scale);
   if (!has_multiple_choice_head()) {
     return absl::FailedPreconditionError(
         "BERT: this model has no multiple-choice head (created with Heads::kPretraining)");

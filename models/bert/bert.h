@@ -117,7 +117,10 @@ class BertModel : public Model, public PipelineStage, public MultipleChoiceModel
   // [Q * C, T], the C choices of question q in rows q * C .. q * C + C - 1; labels: i32 [Q] in
   // [0, C). In eval mode (sc.mode) no dropout. Errors: as ForwardBackward (InvalidArgument if
   // tokens' rows are not a multiple of Q, OutOfRange for a label outside [0, C));
-  // FailedPrecondition without the multiple-choice head.
+  // FailedPrecondition without the multiple-choice head. A masked choice (batch.choices set):
+  // labels i32 [Q * C, T] (at least one scored position per row), choices i32 [Q]; the MLM head
+  // scores each row by the mean log-probability of its labelled tokens; FailedPrecondition without
+  // the MLM head, Unimplemented for a pipeline stage or context parallelism.
   absl::StatusOr<MultipleChoiceResult> MultipleChoice(const nn::StepContext& sc, const Batch& batch,
                                                       Backward backward,
                                                       double loss_scale = 1.0) override;
@@ -155,6 +158,11 @@ class BertModel : public Model, public PipelineStage, public MultipleChoiceModel
   // writes the gradient of its input into input_grad (StageBoundaryShape).
   absl::Status EncoderBackward(const nn::StepContext& sc, const TensorView& dseq,
                                const TensorView& input_grad = TensorView());
+  // InvalidArgument unless t is contiguous i32 of `shape`.
+  static absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape);
+  // MultipleChoice with batch.choices: the masked-LM readout (bert_masked_choice.cc).
+  absl::StatusOr<MultipleChoiceResult> MaskedChoice(const nn::StepContext& sc, const Batch& batch,
+                                                    Backward backward, double loss_scale);
   // InvalidArgument for MLM or SOP labels of the wrong shape or dtype, or a SOP label outside
   // {0, 1} (read on the host).
   absl::Status CheckPretrainingLabels(const nn::StepContext& sc, const Batch& batch);
@@ -215,7 +223,7 @@ class BertModel : public Model, public PipelineStage, public MultipleChoiceModel
   // Host inputs uploaded to a GPU, and device labels downloaded to be read on the host.
   Tensor tokens_staging_, token_types_staging_, padding_mask_staging_, sop_labels_staging_,
       mc_labels_staging_;
-  Tensor mlm_labels_host_staging_, sop_labels_host_staging_;
+  Tensor mlm_labels_host_staging_, sop_labels_host_staging_, choices_host_staging_;
   Tensor positions_;   // i32 [B * T]
   Tensor cls_rows_;    // i32 [B]: b * T, the rows of seq_ holding position 0.
   Tensor emb_sum_;     // [B * T, H] word + position + type (post-norm: the LayerNorm input)

@@ -104,6 +104,13 @@ TEST_P(BertCudaTest, LossesGradientsAndPredictionsMatchTheCpuModel) {
   ASSERT_TRUE(m.ExpectMultipleChoiceMatches(Step(nullptr, 2), mc.Choices(labels), *choices,
                                             label + " multiple choice",
                                             {"multiple_choice_head.bias"}));
+
+  // The masked choice (the MLM head scores each row's labelled tokens), host inputs.
+  const Batch masked = MaskedChoiceBatch(mc.tokens.view(), mc.types.view(), mc.mask.view(),
+                                         mc.mlm.view(), labels.view());
+  ASSERT_TRUE(m.ZeroGrads());
+  ASSERT_TRUE(
+      m.ExpectMultipleChoiceMatches(Step(nullptr, 3), masked, masked, label + " masked choice"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

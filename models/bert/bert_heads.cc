@@ -90,11 +90,16 @@ absl::StatusOr<double> MlmHead::Forward(const nn::StepContext& sc, nn::VocabPara
 
 absl::Status MlmHead::Backward(const nn::StepContext& sc, nn::VocabParallelEmbedding& word,
                                double scale, const TensorView& dseq) {
+  ASSIGN_OR_RETURN(Tensor dl, Alloc(*sc.exec, {M_}, DType::kF32));
+  RETURN_IF_ERROR(ops::Fill(*sc.exec, dl.view(), scale));
+  return BackwardWeighted(sc, word, dl.view(), dseq);
+}
+
+absl::Status MlmHead::BackwardWeighted(const nn::StepContext& sc, nn::VocabParallelEmbedding& word,
+                                       const TensorView& dlosses, const TensorView& dseq) {
   const ExecContext& ec = *sc.exec;
   const int64_t M = M_, H = in_.shape()[1];
-  ASSIGN_OR_RETURN(Tensor dl, Alloc(ec, {M}, DType::kF32));
-  RETURN_IF_ERROR(ops::Fill(ec, dl.view(), scale));
-  RETURN_IF_ERROR(loss_.Backward(sc, dl.view(), logits_.view()));  // dlogits in place.
+  RETURN_IF_ERROR(loss_.Backward(sc, dlosses, logits_.view()));  // dlogits in place.
   RETURN_IF_ERROR(nn::AccumulateBiasGrad(sc, logits_.view(), store_->grad(bias_), &bias_scratch_));
   ASSIGN_OR_RETURN(Tensor d1, Alloc(ec, {M, H}, in_.dtype()));
   ASSIGN_OR_RETURN(Tensor d2, Alloc(ec, {M, H}, in_.dtype()));

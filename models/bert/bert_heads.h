@@ -49,6 +49,12 @@ class MlmHead {
   // ACCUMULATES d(scale * sum of losses) into the parameters and into dseq [N, H].
   absl::Status Backward(const nn::StepContext& sc, nn::VocabParallelEmbedding& word, double scale,
                         const TensorView& dseq);
+  // The last Forward's loss of each scored position, in row order (f32 [M] on the device).
+  TensorView losses() const { return losses_.view(); }
+  // As Backward, with a weight per scored position: d(sum_m dlosses[m] * loss_m), dlosses f32 [M]
+  // on the device (overwritten).
+  absl::Status BackwardWeighted(const nn::StepContext& sc, nn::VocabParallelEmbedding& word,
+                                const TensorView& dlosses, const TensorView& dseq);
 
  private:
   nn::ParameterStore* store_ = nullptr;

@@ -60,25 +60,20 @@ Mat Pooled(const ModelConfig& c, const ParamMap& p, const BertInputs& in, const 
   for (double& v : pooled) v = std::tanh(v);
   return pooled;
 }
-}  // namespace
 
-ReferenceBertLosses ReferenceBertPretrainingLoss(const ModelConfig& c, const ParamMap& p,
-                                                 const BertInputs& in,
-                                                 const std::vector<int>& mlm_labels,
-                                                 const std::vector<int>& sop_labels) {
+// The MLM head's cross-entropy at each position with a label (mlm_labels != -100), in order.
+std::vector<double> MlmLosses(const ModelConfig& c, const ParamMap& p, const BertInputs& in,
+                              const Mat& seq, const std::vector<int>& mlm_labels) {
   const int H = static_cast<int>(c.hidden_size), V = static_cast<int>(c.vocab_size);
   const int N = in.rows * in.T;
-  const double eps = c.layernorm_eps;
-  const Mat seq = Encoder(c, p, in);
-  // MLM head, applied to every position (only the scored ones enter the loss).
+  // The head applied to every position (only the scored ones are kept).
   Mat d = Linear(seq, N, H, Get(p, "lm_head.dense.weight"), Get(p, "lm_head.dense.bias"), H);
   for (double& v : d) v = Gelu(v);
-  const Mat t =
-      LayerNorm(d, N, H, Get(p, "lm_head.layernorm.weight"), Get(p, "lm_head.layernorm.bias"), eps);
+  const Mat t = LayerNorm(d, N, H, Get(p, "lm_head.layernorm.weight"),
+                          Get(p, "lm_head.layernorm.bias"), c.layernorm_eps);
   const Mat& wte = Get(p, "embedding.word.weight");
   const Mat& bias = Get(p, "lm_head.bias");
-  ReferenceBertLosses out;
-  int count = 0;
+  std::vector<double> out;
   for (int n = 0; n < N; ++n) {
     if (mlm_labels[n] == -100) continue;
     std::vector<double> logits(V);
@@ -87,10 +82,22 @@ ReferenceBertLosses ReferenceBertPretrainingLoss(const ModelConfig& c, const Par
       for (int h = 0; h < H; ++h) s += t[n * H + h] * wte[v * H + h];
       logits[v] = s;
     }
-    out.mlm += CrossEntropy(logits, mlm_labels[n]);
-    ++count;
+    out.push_back(CrossEntropy(logits, mlm_labels[n]));
   }
-  out.mlm /= count;
+  return out;
+}
+}  // namespace
+
+ReferenceBertLosses ReferenceBertPretrainingLoss(const ModelConfig& c, const ParamMap& p,
+                                                 const BertInputs& in,
+                                                 const std::vector<int>& mlm_labels,
+                                                 const std::vector<int>& sop_labels) {
+  const int H = static_cast<int>(c.hidden_size);
+  const Mat seq = Encoder(c, p, in);
+  ReferenceBertLosses out;
+  const std::vector<double> mlm = MlmLosses(c, p, in, seq, mlm_labels);
+  for (double l : mlm) out.mlm += l;
+  out.mlm /= static_cast<double>(mlm.size());
   const Mat pooled = Pooled(c, p, in, seq);
   const Mat sop = Linear(pooled, in.rows, H, Get(p, "sop_head.weight"), Get(p, "sop_head.bias"), 2);
   for (int b = 0; b < in.rows; ++b) {
@@ -114,6 +121,28 @@ double ReferenceBertMultipleChoiceLoss(const ModelConfig& c, const ParamMap& p,
   for (int q = 0; q < Q; ++q) {
     loss +=
         CrossEntropy(std::vector<double>(s.begin() + q * C, s.begin() + (q + 1) * C), labels[q]);
+  }
+  return loss / Q;
+}
+
+double ReferenceBertMaskedChoiceLoss(const ModelConfig& c, const ParamMap& p, const BertInputs& in,
+                                     const std::vector<int>& mlm_labels,
+                                     const std::vector<int>& choices, std::vector<double>* scores) {
+  const int Q = static_cast<int>(choices.size()), C = in.rows / Q;
+  const std::vector<double> losses = MlmLosses(c, p, in, Encoder(c, p, in), mlm_labels);
+  std::vector<double> s(in.rows, 0.0);
+  std::vector<int> count(in.rows, 0);
+  for (int n = 0, m = 0; n < in.rows * in.T; ++n) {
+    if (mlm_labels[n] == -100) continue;
+    s[n / in.T] -= losses[m++];
+    ++count[n / in.T];
+  }
+  for (int r = 0; r < in.rows; ++r) s[r] /= count[r];
+  if (scores != nullptr) *scores = s;
+  double loss = 0;
+  for (int q = 0; q < Q; ++q) {
+    loss +=
+        CrossEntropy(std::vector<double>(s.begin() + q * C, s.begin() + (q + 1) * C), choices[q]);
   }
   return loss / Q;
 }

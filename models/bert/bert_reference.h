@@ -39,6 +39,14 @@ double ReferenceBertMultipleChoiceLoss(const ModelConfig& c, const ParamMap& p,
                                        const BertInputs& in, const std::vector<int>& labels,
                                        std::vector<double>* scores = nullptr);
 
+// The masked choice: row r's score is minus the mean MLM cross-entropy of its labelled positions
+// (mlm_labels [rows, T], at least one per row); the mean over the questions of the cross-entropy
+// of the scores, choices [questions] the right ones. Writes the scores ([rows]) when non-null.
+double ReferenceBertMaskedChoiceLoss(const ModelConfig& c, const ParamMap& p, const BertInputs& in,
+                                     const std::vector<int>& mlm_labels,
+                                     const std::vector<int>& choices,
+                                     std::vector<double>* scores = nullptr);
+
 }  // namespace testing
 }  // namespace models
 }  // namespace mt

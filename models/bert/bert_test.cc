@@ -167,6 +167,40 @@ TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference)
   });
 }
 
+TEST_P(BertGradientTest, MaskedChoiceLossAndAllGradientsMatchFloat64Reference) {
+  const ModelConfig c = TinyConfig(GetParam());
+  nn::ParameterStore store(0, 1);
+  auto model = BertModel::Create(c, &store);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(store.Allocate(/*seed=*/44).ok());
+  RandomizeNonNormal(&store);
+
+  const int Q = 2, C = 3, T = 5;
+  Batch b = MakeBatch(Q * C, T, static_cast<int>(c.vocab_size));  // 1-3 labels a row.
+  const std::vector<int> choices = {1, 2};
+  Tensor ch = I32(choices, {Q});
+  ExecContext ec;
+  nn::StepContext sc = nn::StepContext::Train(&ec);
+  const models::Batch masked =
+      MaskedChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), b.mlm.view(), ch.view());
+  auto result = (*model)->MultipleChoice(sc, masked, Backward::kYes, /*loss_scale=*/2.0);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const testing::ParamMap ref = testing::ToParamMap(store, c.vocab_size);
+  std::vector<double> scores;
+  EXPECT_NEAR(result->loss,
+              testing::ReferenceBertMaskedChoiceLoss(c, ref, b.in, b.mlm_labels, choices, &scores),
+              1e-5);
+  ASSERT_EQ(result->predictions.size(), static_cast<size_t>(Q));
+  for (int q = 0; q < Q; ++q) {
+    int best = 0;
+    for (int k = 1; k < C; ++k) best = scores[q * C + k] > scores[q * C + best] ? k : best;
+    EXPECT_EQ(result->predictions[q], best) << "question " << q;
+  }
+  ExpectGradientsMatch(store, c, ref, [&](const testing::ParamMap& q) {
+    return 2.0 * testing::ReferenceBertMaskedChoiceLoss(c, q, b.in, b.mlm_labels, choices);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Norms, BertGradientTest,
                          ::testing::Values(nn::NormPosition::kPreNorm,
                                            nn::NormPosition::kPostNorm));
@@ -477,6 +511,37 @@ TEST_F(BertInputTest, MultipleChoiceNeedsItsHeadAndValidLabels) {
   Tensor out_of_range = I32({2}, {1});  // One question with 2 choices: label 2 is no choice.
   EXPECT_EQ((*mc)->MultipleChoice(sc, b.Choices(out_of_range), Backward::kNo).status().code(),
             absl::StatusCode::kOutOfRange);
+}
+
+// The masked choice needs the MLM head, a scored position in every row and choices in range.
+TEST_F(BertInputTest, MaskedChoiceNeedsTheMlmHeadAndValidLabels) {
+  const Batch& b = b_;  // 2 rows of 5, each with a scored position.
+  const nn::StepContext& sc = sc_;
+  auto masked = [&](const Tensor& mlm, const Tensor& choices) {
+    return MaskedChoiceBatch(b.tokens.view(), b.types.view(), b.mask.view(), mlm.view(),
+                             choices.view());
+  };
+  Tensor second = I32({1}, {1});
+  EXPECT_TRUE(model_->MultipleChoice(sc, masked(b.mlm, second), Backward::kNo).ok());
+  Tensor two = I32({2}, {1});
+  EXPECT_EQ(model_->MultipleChoice(sc, masked(b.mlm, two), Backward::kNo).status().code(),
+            absl::StatusCode::kOutOfRange);
+  Tensor three = I32({0, 1, 0}, {3});
+  EXPECT_EQ(model_->MultipleChoice(sc, masked(b.mlm, three), Backward::kNo).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<int> first_row_only = b.mlm_labels;
+  for (int t = 5; t < 10; ++t) first_row_only[t] = -100;
+  Tensor unscored = I32(first_row_only, {2, 5});
+  const absl::Status s =
+      model_->MultipleChoice(sc, masked(unscored, second), Backward::kNo).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("row 1 scores no token"), std::string::npos) << s;
+  nn::ParameterStore mc_store(0, 1);
+  auto mc = BertModel::Create(c_, &mc_store, {nn::Recompute::kNo, Heads::kMultipleChoice});
+  ASSERT_TRUE(mc.ok());
+  ASSERT_TRUE(mc_store.Allocate(2).ok());
+  EXPECT_EQ((*mc)->MultipleChoice(sc, masked(b.mlm, second), Backward::kNo).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

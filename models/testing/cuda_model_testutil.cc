@@ -247,7 +247,9 @@ bool CpuAndGpuModel::ExpectMultipleChoiceMatches(const nn::StepContext& sc, cons
   if (dtype_ == DType::kF32) {
     EXPECT_EQ(mg->predictions, mc->predictions) << what;
   }
-  EXPECT_EQ(mg->predictions.size(), static_cast<size_t>(cpu_batch.labels.numel())) << what;
+  const TensorView& right =
+      cpu_batch.choices.data != nullptr ? cpu_batch.choices : cpu_batch.labels;
+  EXPECT_EQ(mg->predictions.size(), static_cast<size_t>(right.numel())) << what;
   ExpectGradsClose(gpu_store_, gpu_exec_, scale_, cpu_store_, scale_, GpuGradBound(dtype_), what,
                    skip);
   return true;
