@@ -1,11 +1,13 @@
 #include "eval/race.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "core/status.h"
 #include "eval/python_text.h"
 #include "eval/text_file.h"
@@ -89,10 +91,15 @@ std::string QuestionWithOption(const std::string& question, const std::string& o
   return absl::StrCat(question, " ", option);
 }
 
+// An unscored label: the models' ignore index (core/ops/cross_entropy.h kIgnoreIndex).
+constexpr int32_t kUnscored = -100;
+
 // Appends one row: [CLS] qa [SEP] article, cut to L - 1 if it has L or more tokens, then [SEP]
-// of type 1, then padding.
-void AppendRow(absl::Span<const int32_t> qa, absl::Span<const int32_t> article,
-               const data::SpecialTokens& special, int64_t L, RaceRows* rows) {
+// of type 1, then padding. qa_labels (masked readout; empty otherwise): qa's MLM labels; returns
+// how many of its scored positions the row kept.
+int64_t AppendRow(absl::Span<const int32_t> qa, absl::Span<const int32_t> article,
+                  absl::Span<const int32_t> qa_labels, const data::SpecialTokens& special,
+                  int64_t L, RaceRows* rows) {
   std::vector<int32_t> ids = {special.cls};
   ids.insert(ids.end(), qa.begin(), qa.end());
   ids.push_back(special.sep);
@@ -101,14 +108,53 @@ void AppendRow(absl::Span<const int32_t> qa, absl::Span<const int32_t> article,
   if (static_cast<int64_t>(ids.size()) >= L) ids.resize(L - 1);
   ids.push_back(special.sep);
   const size_t used = ids.size();
+  int64_t kept = 0;
   for (size_t j = 0; j < static_cast<size_t>(L); ++j) {
     rows->tokens.push_back(j < used ? ids[j] : special.pad);
     rows->token_types.push_back(j < used && (j >= first_article || j + 1 == used) ? 1 : 0);
     rows->padding_mask.push_back(j < used ? 1 : 0);
+    if (qa_labels.empty()) continue;
+    // Position j holds qa[j - 1] when 1 <= j <= qa.size() and the row was not cut before it.
+    const bool in_qa = j >= 1 && j <= qa.size() && j + 1 < used;
+    const int32_t label = in_qa ? qa_labels[j - 1] : kUnscored;
+    rows->mlm_labels.push_back(label);
+    kept += label != kUnscored ? 1 : 0;
   }
+  return kept;
+}
+
+// The masked readout's qa for one option: the question's text around each "_" tokenized, the
+// option's pieces masked at every blank; *labels the pieces there, -100 elsewhere.
+std::vector<int32_t> MaskedQa(const data::Tokenizer& tokenizer, const std::string& question,
+                              absl::Span<const int32_t> option, int32_t mask,
+                              std::vector<int32_t>* labels) {
+  std::vector<int32_t> qa;
+  labels->clear();
+  bool first = true;
+  for (absl::string_view part : absl::StrSplit(question, '_')) {
+    if (!first) {
+      for (int32_t piece : option) {
+        qa.push_back(mask);
+        labels->push_back(piece);
+      }
+    }
+    first = false;
+    for (int32_t id : tokenizer.Encode(CleanRaceText(part))) {
+      qa.push_back(id);
+      labels->push_back(kUnscored);
+    }
+  }
+  return qa;
 }
 
 }  // namespace
+
+absl::StatusOr<RaceReadout> ParseRaceReadout(absl::string_view name) {
+  if (name == "pooled") return RaceReadout::kPooled;
+  if (name == "masked") return RaceReadout::kMasked;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown RACE readout '", name, "'; known: pooled, masked"));
+}
 
 absl::string_view RaceLevelName(RaceLevel level) {
   return level == RaceLevel::kMiddle ? "middle" : "high";
@@ -198,16 +244,54 @@ absl::Status AppendRaceArticle(const data::Tokenizer& tokenizer, const RaceArtic
     return absl::InvalidArgumentError(absl::StrCat("RACE layout: rows of seq_length ",
                                                    rows->seq_length, " cannot take rows of ", L));
   }
-  rows->seq_length = L;
+  const bool masked = options.readout == RaceReadout::kMasked;
+  if (masked && special.mask == data::kNoToken) {
+    return absl::InvalidArgumentError(absl::StrCat("RACE layout: tokenizer '", tokenizer.name(),
+                                                   "' has no [MASK] for the masked readout"));
+  }
+  // Built apart and appended at the end, so that *rows is unchanged on error.
+  RaceRows out;
   const std::vector<int32_t> article_ids = tokenizer.Encode(CleanRaceText(article.article));
-  for (const RaceQuestion& q : article.questions) {
-    for (const std::string& option : q.options) {
-      std::vector<int32_t> qa =
-          tokenizer.Encode(CleanRaceText(QuestionWithOption(q.question, option)));
-      if (static_cast<int64_t>(qa.size()) > options.max_qa_length) qa.resize(options.max_qa_length);
-      AppendRow(qa, article_ids, special, L, rows);
+  std::vector<int32_t> qa_labels;
+  for (size_t n = 0; n < article.questions.size(); ++n) {
+    const RaceQuestion& q = article.questions[n];
+    auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat(article.path, ": question ", n, " ", why));
+    };
+    if (masked && !absl::StrContains(q.question, '_')) {
+      return bad("has no blank \"_\" for the masked readout (cloze questions only)");
     }
-    rows->labels.push_back(q.label);
+    for (const std::string& option : q.options) {
+      std::vector<int32_t> qa;
+      if (masked) {
+        const std::vector<int32_t> pieces = tokenizer.Encode(CleanRaceText(option));
+        if (pieces.empty())
+          return bad(absl::StrCat("has an option without tokens: '", option, "'"));
+        qa = MaskedQa(tokenizer, q.question, pieces, special.mask, &qa_labels);
+      } else {
+        qa = tokenizer.Encode(CleanRaceText(QuestionWithOption(q.question, option)));
+      }
+      const int64_t blanks = static_cast<int64_t>(std::count_if(
+          qa_labels.begin(), qa_labels.end(), [](int32_t l) { return l != kUnscored; }));
+      if (static_cast<int64_t>(qa.size()) > options.max_qa_length) {
+        qa.resize(options.max_qa_length);
+        if (masked) qa_labels.resize(options.max_qa_length);
+      }
+      const int64_t kept = AppendRow(qa, article_ids, qa_labels, special, L, &out);
+      if (masked && kept < blanks) {
+        return bad(absl::StrCat("has its blank past the first ",
+                                std::min(options.max_qa_length, L - 2),
+                                " qa tokens the rows keep (--max_qa_length, --seq_length)"));
+      }
+    }
+    out.labels.push_back(q.label);
+  }
+  rows->seq_length = L;
+  for (auto [to, from] :
+       {std::pair{&rows->tokens, &out.tokens}, std::pair{&rows->token_types, &out.token_types},
+        std::pair{&rows->padding_mask, &out.padding_mask}, std::pair{&rows->labels, &out.labels},
+        std::pair{&rows->mlm_labels, &out.mlm_labels}}) {
+    to->insert(to->end(), from->begin(), from->end());
   }
   return absl::OkStatus();
 }

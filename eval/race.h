@@ -82,10 +82,19 @@ absl::StatusOr<std::vector<RaceGroup>> ReadRace(const std::string& root,
 // WordPiece, which splits punctuation off words, the dot rule and the strip change no token.
 std::string CleanRaceText(absl::string_view text);
 
+// How a model reads its answer off the rows: the pooled [CLS] through a choice head (Megatron's
+// RACE), or the masked-LM head at the question's blank (the option's word pieces masked in qa,
+// scored by their mean log-probability; cloze questions only).
+enum class RaceReadout { kPooled, kMasked };
+
 struct RaceLayoutOptions {
   int64_t seq_length = 512;     // L: every sequence is padded or cut to this many tokens, >= 2.
   int64_t max_qa_length = 128;  // qa tokens kept, >= 1.
+  RaceReadout readout = RaceReadout::kPooled;
 };
+
+// "pooled" or "masked" (the --readout flag's values), InvalidArgument otherwise.
+absl::StatusOr<RaceReadout> ParseRaceReadout(absl::string_view name);
 
 // The model inputs of some questions, 4 rows a question (option A..D), L tokens a row.
 // Row layout (Megatron's): qa = question with every "_" replaced by the option if the question
@@ -94,12 +103,16 @@ struct RaceLayoutOptions {
 // [SEP] and 1 for the article; if ids has L or more tokens it is cut to L - 1 (the cut can reach
 // into qa when qa is long); then one [SEP] of type 1 is appended; then [PAD] up to L, with token
 // type 0 and padding mask 0 (the mask is 1 on every other position).
+// The masked readout writes qa as the question with every "_" replaced by as many [MASK] tokens
+// as the option has word pieces (the question's other text tokenized around them), and
+// mlm_labels holds those pieces at the [MASK] positions; the rest of the row is as above.
 struct RaceRows {
   int64_t seq_length = 0;
   std::vector<int32_t> tokens;        // [Q * 4, L]
   std::vector<int32_t> token_types;   // [Q * 4, L] in {0, 1}
   std::vector<int32_t> padding_mask;  // [Q * 4, L] in {0, 1}
   std::vector<int32_t> labels;        // [Q] in 0..3
+  std::vector<int32_t> mlm_labels;    // [Q * 4, L] masked readout (else empty), -100 unscored
 
   int64_t num_questions() const { return static_cast<int64_t>(labels.size()); }
 };
@@ -107,7 +120,9 @@ struct RaceRows {
 // Appends the rows of every question of `article` to *rows (whose seq_length must be 0, for an
 // empty RaceRows, or options.seq_length). InvalidArgument if the tokenizer lacks [CLS], [SEP] or
 // [PAD] (RACE needs BERT's), if seq_length < 2 or max_qa_length < 1, or if rows->seq_length
-// differs; *rows is unchanged on error.
+// differs; for the masked readout also (naming the file and question) without [MASK], for a
+// question without "_", an option without word pieces, or a blank cut off by max_qa_length or
+// seq_length. *rows is unchanged on error.
 absl::Status AppendRaceArticle(const data::Tokenizer& tokenizer, const RaceArticle& article,
                                const RaceLayoutOptions& options, RaceRows* rows);
 

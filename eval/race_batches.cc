@@ -59,6 +59,7 @@ absl::StatusOr<models::Batch> RaceBatcher::Layout(absl::Span<const RaceGroup> gr
   rows_.token_types.clear();
   rows_.padding_mask.clear();
   rows_.labels.clear();
+  rows_.mlm_labels.clear();
   for (size_t k = 0; k < questions.size();) {
     // The run of questions [k, end) of one article, tokenised together.
     const RaceArticle& source = groups[questions[k].group].articles[questions[k].article];
@@ -76,6 +77,13 @@ absl::StatusOr<models::Batch> RaceBatcher::Layout(absl::Span<const RaceGroup> gr
   }
   const int64_t Q = rows_.num_questions(), L = rows_.seq_length;
   const Shape shape = {Q * kRaceChoices, L};
+  if (options_.readout == RaceReadout::kMasked) {
+    return models::MaskedChoiceBatch(TensorView(rows_.tokens.data(), shape, DType::kI32),
+                                     TensorView(rows_.token_types.data(), shape, DType::kI32),
+                                     TensorView(rows_.padding_mask.data(), shape, DType::kI32),
+                                     TensorView(rows_.mlm_labels.data(), shape, DType::kI32),
+                                     TensorView(rows_.labels.data(), {Q}, DType::kI32));
+  }
   return models::MultipleChoiceBatch(TensorView(rows_.tokens.data(), shape, DType::kI32),
                                      TensorView(rows_.token_types.data(), shape, DType::kI32),
                                      TensorView(rows_.padding_mask.data(), shape, DType::kI32),

@@ -149,6 +149,60 @@ TEST_F(RaceLayoutTest, BlanksAreFilledWithTheOption) {
               ElementsAre(kCls, 3419, 2938, 2006, 1996, 3419, kSep));
 }
 
+TEST_F(RaceLayoutTest, MaskedReadoutMasksTheOptionsPiecesAtEveryBlank) {
+  constexpr int32_t kMask = 103, kU = -100;
+  RaceArticle a = CatArticle();
+  a.questions = {{"The cat sat on the _ .", {"mat", "on the mat", "cat", "sat"}, 1},
+                 {"_ sat on the _", {"cat", "x", "x", "x"}, 0}};
+  const int64_t L = 24;
+  RaceRows rows;
+  ASSERT_TRUE(AppendRaceArticle(Bert(), a, {L, 128, RaceReadout::kMasked}, &rows).ok());
+  EXPECT_THAT(rows.labels, ElementsAre(1, 0));
+  ASSERT_EQ(rows.mlm_labels.size(), 8u * L);
+  EXPECT_THAT(Prefix(Row(rows.tokens, L, 0), 9),
+              ElementsAre(kCls, 1996, 4937, 2938, 2006, 1996, kMask, 1012, kSep));
+  EXPECT_THAT(Prefix(Row(rows.mlm_labels, L, 0), 9),
+              ElementsAre(kU, kU, kU, kU, kU, kU, 13523, kU, kU));
+  // A 3-piece option takes 3 [MASK]s; the article follows as in the pooled layout.
+  EXPECT_THAT(
+      Row(rows.tokens, L, 1),
+      ElementsAreArray(Cat({{kCls, 1996, 4937, 2938, 2006, 1996, kMask, kMask, kMask, 1012, kSep},
+                            kArticleIds,
+                            {kSep, kPad}})));
+  EXPECT_THAT(Row(rows.mlm_labels, L, 1),
+              ElementsAreArray(Cat({{kU, kU, kU, kU, kU, kU, 2006, 1996, 13523}, Ids(L - 9, kU)})));
+  EXPECT_THAT(Row(rows.token_types, L, 1), ElementsAreArray(Cat({Ids(11, 0), Ids(12, 1), {0}})));
+  // Every blank is masked and scored.
+  EXPECT_THAT(Prefix(Row(rows.tokens, L, 4), 7),
+              ElementsAre(kCls, kMask, 2938, 2006, 1996, kMask, kSep));
+  EXPECT_THAT(Prefix(Row(rows.mlm_labels, L, 4), 7), ElementsAre(kU, 4937, kU, kU, kU, 4937, kU));
+  // The pooled readout writes no MLM labels.
+  EXPECT_TRUE(Layout(a, L).mlm_labels.empty());
+}
+
+TEST_F(RaceLayoutTest, MaskedReadoutNeedsAKeptBlank) {
+  RaceArticle a = CatArticle();  // "Where did the cat sit?": no blank.
+  RaceRows rows;
+  absl::Status s = AppendRaceArticle(Bert(), a, {24, 128, RaceReadout::kMasked}, &rows);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("cat.txt: question 0 has no blank"));
+  a.questions = {{"The cat sat on the _ .", {"mat", "on the mat", "cat", "sat"}, 1}};
+  // qa cut after 5 tokens: "The cat sat on the" keeps no [MASK].
+  s = AppendRaceArticle(Bert(), a, {24, 5, RaceReadout::kMasked}, &rows);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("blank past the first 5 qa tokens"));
+  // The 3-piece option keeps only 2 of its [MASK]s in rows of 9 tokens.
+  s = AppendRaceArticle(Bert(), a, {9, 128, RaceReadout::kMasked}, &rows);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(rows.tokens.empty() && rows.mlm_labels.empty() && rows.labels.empty());
+  a.questions[0].options[2] = " ";
+  s = AppendRaceArticle(Bert(), a, {24, 128, RaceReadout::kMasked}, &rows);
+  EXPECT_THAT(s.message(), HasSubstr("an option without tokens"));
+  ASSERT_TRUE(ParseRaceReadout("masked").ok());
+  EXPECT_EQ(*ParseRaceReadout("masked"), RaceReadout::kMasked);
+  EXPECT_EQ(ParseRaceReadout("cls").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(RaceLayoutTest, GroupRowsFollowTheFixture) {
   absl::StatusOr<RaceGroup> g = ReadRaceGroup(TestDataPath("RACE"), "dev", RaceLevel::kMiddle);
   ASSERT_TRUE(g.ok()) << g.status();

@@ -157,6 +157,45 @@ print("trained: train %.3f -> %.3f, dev %.3f, test %.3f; untrained overall %.3f"
     untrained["overall"]["accuracy"]))
 PY
 
+# The masked readout (no new head: the checkpoint's MLM head scores the option at the blank) on the
+# same tree with every question a cloze: learns the colours in 3 epochs, TP=2 follows TP=1, and
+# --eval_only scores the pretraining checkpoint itself.
+python3 - "$work/RACE" "$work/cloze/RACE" <<'PY' || fail "cloze tree"
+import json, os, shutil, sys
+shutil.copytree(sys.argv[1], sys.argv[2])
+for root, _, files in os.walk(sys.argv[2]):
+    for f in files:
+        j = json.load(open(os.path.join(root, f)))
+        j["questions"] = ["It was about _ ." for _ in j["questions"]]
+        json.dump(j, open(os.path.join(root, f), "w"))
+PY
+masked=(--load="$work/bert" --data="$work/cloze/RACE" --readout=masked --seq_length=64
+        --global_batch_size=8 --micro_batch_size=4 --lr=1e-2)
+run masked1 1 "${masked[@]}" --epochs=3 --log_jsonl="$work/masked1.steps.jsonl"
+run masked2 2 "${masked[@]}" --epochs=3 --log_jsonl="$work/masked2.steps.jsonl"
+run masked0 1 "${masked[@]}" --eval_only
+grep -q "initialised from --seed" "$work/masked1.out" && fail "masked readout: a new parameter"
+python3 - "$work" <<'PY' || fail "masked readout numbers"
+import json, os, sys
+w = sys.argv[1]
+load = lambda n: json.load(open(os.path.join(w, n + ".json")))
+jsonl = lambda n: [json.loads(l) for l in open(os.path.join(w, n))]
+close = lambda a, b, tol: abs(a - b) <= tol * max(abs(a), abs(b))
+m1, m2, m0 = load("masked1"), load("masked2"), load("masked0")
+assert m1["readout"] == "masked" and m1["epochs"] == 3, m1
+for split in ("dev", "test"):
+    assert m1["splits"][split]["accuracy"] >= 0.75, m1["splits"][split]
+assert m0["overall"]["accuracy"] <= 0.5, m0["overall"]
+s1, s2 = jsonl("masked1.steps.jsonl"), jsonl("masked2.steps.jsonl")
+assert len(s1) == len(s2) > 10, (len(s1), len(s2))
+for a, b in zip(s1, s2):
+    assert close(a["loss"], b["loss"], 1e-6 if a["step"] <= 10 else 1e-4), (a, b)
+    assert a["correct"] == b["correct"], (a, b)
+assert m1["overall"]["correct"] == m2["overall"]["correct"], (m1["overall"], m2["overall"])
+print("masked readout: untrained %.3f, trained dev %.3f, test %.3f" % (
+    m0["overall"]["accuracy"], m1["splits"]["dev"]["accuracy"], m1["splits"]["test"]["accuracy"]))
+PY
+
 # The fixture tree: one question per micro-batch, 2 per step (its 6 training questions: 3 steps).
 run fixture 1 --load="$work/bert" --data="$fixture" --seq_length=48 --epochs=1 \
   --global_batch_size=2 --micro_batch_size=1 --lr=1e-3
@@ -216,6 +255,10 @@ expect_error "--global_batch_size=6 must be a positive multiple of --micro_batch
   --load="$work/bert" "${ok[@]}" --global_batch_size=6
 expect_error "--global_batch_size=4000 exceeds the " --load="$work/bert" "${ok[@]}" \
   --global_batch_size=4000
+expect_error "has no blank \"_\" for the masked readout (cloze questions only)" --load="$work/bert" \
+  "${ok[@]}" --readout=masked
+expect_error "unknown RACE readout 'cls'; known: pooled, masked" --load="$work/bert" "${ok[@]}" \
+  --readout=cls
 expect_error "--merge_file is GPT-2's" --load="$work/bert" "${ok[@]}" --merge_file=x
 expect_error "--data is required" --load="$work/bert"
 expect_error "--load is required" --data="$work/RACE"

@@ -134,6 +134,7 @@ absl::Status RaceConfig::Validate() const {
                                                    "[0, 1] (got ", lr, " and ", lr_warmup_fraction,
                                                    ")"));
   }
+  RETURN_IF_ERROR(eval::ParseRaceReadout(readout).status());
   if (eval_only && !save.empty()) {
     return absl::InvalidArgumentError("--save with --eval_only: nothing is trained to save");
   }
@@ -147,6 +148,7 @@ absl::Status RaceTask::Prepare(const checkpoint::CheckpointModel& checkpoint, bo
   layout_.seq_length =
       config_.seq_length > 0 ? config_.seq_length : std::min<int64_t>(512, positions);
   layout_.max_qa_length = config_.max_qa_length;
+  ASSIGN_OR_RETURN(layout_.readout, eval::ParseRaceReadout(config_.readout));
   if (layout_.seq_length > positions || layout_.seq_length < 2) {
     return absl::InvalidArgumentError(absl::StrCat("--seq_length=", layout_.seq_length,
                                                    " must be in [2, ", positions,
@@ -161,6 +163,22 @@ absl::Status RaceTask::Prepare(const checkpoint::CheckpointModel& checkpoint, bo
       return absl::InvalidArgumentError(
           absl::StrCat("--global_batch_size=", config_.global_batch_size, " exceeds the ",
                        train_questions_.size(), " training questions of ", config_.data, "/train"));
+    }
+  }
+  if (layout_.readout == eval::RaceReadout::kMasked) {
+    // Every question, before any step: the masked readout needs a blank in each.
+    for (const std::vector<RaceGroup>* groups : {&eval_, &train_}) {
+      for (const RaceGroup& g : *groups) {
+        for (const eval::RaceArticle& a : g.articles) {
+          for (size_t n = 0; n < a.questions.size(); ++n) {
+            if (!absl::StrContains(a.questions[n].question, '_')) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  a.path, ": question ", n,
+                  " has no blank \"_\" for the masked readout (cloze questions only)"));
+            }
+          }
+        }
+      }
     }
   }
   batcher_ = std::make_unique<RaceBatcher>(tokenizer_.get(), layout_);
@@ -187,7 +205,9 @@ absl::Status RaceTask::Prepare(const checkpoint::CheckpointModel& checkpoint, bo
 
 checkpoint::LoadModelOptions RaceTask::LoadOptions() const {
   checkpoint::LoadModelOptions options;
-  options.model.heads = models::Heads::kMultipleChoice;
+  // The masked readout scores with the checkpoint's own MLM head; the pooled one adds a head.
+  options.model.heads =
+      config_.readout == "masked" ? models::Heads::kPretraining : models::Heads::kMultipleChoice;
   options.load.allow_missing = true;
   options.load.allow_unexpected = true;  // The pretraining heads.
   options.seed = config_.seed;
@@ -396,6 +416,7 @@ absl::StatusOr<Json> RaceTask::Run(Harness& harness) {
   results["epochs"] = epochs;
   results["steps"] = tuner_ != nullptr ? tuner_->steps() : 0;
   results["seq_length"] = layout_.seq_length;
+  results["readout"] = config_.readout;
   results["model"] = model_name_;
   if (epochs > 0) results["train"] = train_json;
   return results;

@@ -57,6 +57,7 @@ struct RaceConfig {
   std::string data;             // The RACE directory: {train,dev,test}/{middle,high}/*.txt.
   int64_t seq_length = 0;       // 0: min(512, the model's max_position_embeddings).
   int64_t max_qa_length = 128;
+  std::string readout = "pooled";  // eval::ParseRaceReadout's names.
   int epochs = 3;
   int64_t global_batch_size = 32;  // Questions per optimizer step.
   double lr = 2e-5;
@@ -76,6 +77,10 @@ struct RaceConfig {
     v("seq_length", &self.seq_length,
       "Tokens per option sequence (0: 512 or the model's max_position_embeddings if fewer).");
     v("max_qa_length", &self.max_qa_length, "Question + option tokens kept.");
+    v("readout", &self.readout,
+      "pooled: the pooled [CLS] through a new choice head (Megatron's RACE); masked: each "
+      "option's word pieces masked at the question's blank \"_\" and scored by the checkpoint's "
+      "masked-LM head (mean log-probability; cloze questions only, no new head).");
     v("epochs", &self.epochs, "Passes over the training questions.");
     v("global_batch_size", &self.global_batch_size,
       "Questions per optimizer step (a multiple of --micro_batch_size).");
@@ -94,9 +99,9 @@ struct RaceConfig {
 
   // HarnessConfig::Validate (but for its GPT-2 --vocab_file / --merge_file pairing: RACE takes a
   // vocab.txt alone), plus (InvalidArgument naming the flag): --data given, no --merge_file,
-  // seq_length >= 0, max_qa_length >= 1, epochs >= 1, global_batch_size a positive multiple of
-  // micro_batch_size, lr >= 0, lr_warmup_fraction in [0, 1], log_interval >= 1, and no --save
-  // with --eval_only (nothing would be trained to save).
+  // seq_length >= 0, max_qa_length >= 1, a known readout, epochs >= 1, global_batch_size a positive
+  // multiple of micro_batch_size, lr >= 0, lr_warmup_fraction in [0, 1], log_interval >= 1, and no
+  // --save with --eval_only (nothing would be trained to save).
   absl::Status Validate() const;
 };
 
