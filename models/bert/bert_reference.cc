@@ -61,6 +61,16 @@ Mat Pooled(const ModelConfig& c, const ParamMap& p, const BertInputs& in, const 
   return pooled;
 }
 
+// The mean over the questions of the cross-entropy of their scores (s: [questions * choices]).
+double ChoiceLoss(const std::vector<double>& s, const std::vector<int>& right) {
+  const size_t Q = right.size(), C = s.size() / Q;
+  double loss = 0;
+  for (size_t q = 0; q < Q; ++q) {
+    loss += CrossEntropy(std::vector<double>(s.begin() + q * C, s.begin() + (q + 1) * C), right[q]);
+  }
+  return loss / static_cast<double>(Q);
+}
+
 // The MLM head's cross-entropy at each position with a label (mlm_labels != -100), in order.
 std::vector<double> MlmLosses(const ModelConfig& c, const ParamMap& p, const BertInputs& in,
                               const Mat& seq, const std::vector<int>& mlm_labels) {
@@ -112,23 +122,16 @@ double ReferenceBertMultipleChoiceLoss(const ModelConfig& c, const ParamMap& p,
                                        const BertInputs& in, const std::vector<int>& labels,
                                        std::vector<double>* scores) {
   const int H = static_cast<int>(c.hidden_size);
-  const int Q = static_cast<int>(labels.size()), C = in.rows / Q;
   const Mat pooled = Pooled(c, p, in, Encoder(c, p, in));
   const Mat s = Linear(pooled, in.rows, H, Get(p, "multiple_choice_head.weight"),
                        Get(p, "multiple_choice_head.bias"), 1);
   if (scores != nullptr) *scores = s;
-  double loss = 0;
-  for (int q = 0; q < Q; ++q) {
-    loss +=
-        CrossEntropy(std::vector<double>(s.begin() + q * C, s.begin() + (q + 1) * C), labels[q]);
-  }
-  return loss / Q;
+  return ChoiceLoss(s, labels);
 }
 
 double ReferenceBertMaskedChoiceLoss(const ModelConfig& c, const ParamMap& p, const BertInputs& in,
                                      const std::vector<int>& mlm_labels,
                                      const std::vector<int>& choices, std::vector<double>* scores) {
-  const int Q = static_cast<int>(choices.size()), C = in.rows / Q;
   const std::vector<double> losses = MlmLosses(c, p, in, Encoder(c, p, in), mlm_labels);
   std::vector<double> s(in.rows, 0.0);
   std::vector<int> count(in.rows, 0);
@@ -139,12 +142,7 @@ double ReferenceBertMaskedChoiceLoss(const ModelConfig& c, const ParamMap& p, co
   }
   for (int r = 0; r < in.rows; ++r) s[r] /= count[r];
   if (scores != nullptr) *scores = s;
-  double loss = 0;
-  for (int q = 0; q < Q; ++q) {
-    loss +=
-        CrossEntropy(std::vector<double>(s.begin() + q * C, s.begin() + (q + 1) * C), choices[q]);
-  }
-  return loss / Q;
+  return ChoiceLoss(s, choices);
 }
 
 }  // namespace testing

@@ -101,6 +101,17 @@ void ExpectGradientsMatch(const nn::ParameterStore& store, const ModelConfig& c,
   }
 }
 
+// predictions: the argmax (first on ties) of each question's C scores.
+void ExpectArgmaxPredictions(const std::vector<int>& predictions, const std::vector<double>& scores,
+                             int Q, int C) {
+  ASSERT_EQ(predictions.size(), static_cast<size_t>(Q));
+  for (int q = 0; q < Q; ++q) {
+    int best = 0;
+    for (int k = 1; k < C; ++k) best = scores[q * C + k] > scores[q * C + best] ? k : best;
+    EXPECT_EQ(predictions[q], best) << "question " << q;
+  }
+}
+
 class BertGradientTest : public ::testing::TestWithParam<nn::NormPosition> {};
 
 TEST_P(BertGradientTest, PretrainingLossAndAllGradientsMatchFloat64Reference) {
@@ -156,12 +167,7 @@ TEST_P(BertGradientTest, MultipleChoiceLossAndAllGradientsMatchFloat64Reference)
   std::vector<double> scores;
   EXPECT_NEAR(result->loss, testing::ReferenceBertMultipleChoiceLoss(c, ref, b.in, labels, &scores),
               1e-5);
-  ASSERT_EQ(result->predictions.size(), static_cast<size_t>(Q));
-  for (int q = 0; q < Q; ++q) {
-    int best = 0;
-    for (int k = 1; k < C; ++k) best = scores[q * C + k] > scores[q * C + best] ? k : best;
-    EXPECT_EQ(result->predictions[q], best) << "question " << q;
-  }
+  ExpectArgmaxPredictions(result->predictions, scores, Q, C);
   ExpectGradientsMatch(store, c, ref, [&](const testing::ParamMap& q) {
     return testing::ReferenceBertMultipleChoiceLoss(c, q, b.in, labels);
   });
@@ -190,12 +196,7 @@ TEST_P(BertGradientTest, MaskedChoiceLossAndAllGradientsMatchFloat64Reference) {
   EXPECT_NEAR(result->loss,
               testing::ReferenceBertMaskedChoiceLoss(c, ref, b.in, b.mlm_labels, choices, &scores),
               1e-5);
-  ASSERT_EQ(result->predictions.size(), static_cast<size_t>(Q));
-  for (int q = 0; q < Q; ++q) {
-    int best = 0;
-    for (int k = 1; k < C; ++k) best = scores[q * C + k] > scores[q * C + best] ? k : best;
-    EXPECT_EQ(result->predictions[q], best) << "question " << q;
-  }
+  ExpectArgmaxPredictions(result->predictions, scores, Q, C);
   ExpectGradientsMatch(store, c, ref, [&](const testing::ParamMap& q) {
     return 2.0 * testing::ReferenceBertMaskedChoiceLoss(c, q, b.in, b.mlm_labels, choices);
   });
