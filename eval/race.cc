@@ -265,8 +265,9 @@ absl::Status AppendRaceArticle(const data::Tokenizer& tokenizer, const RaceArtic
       std::vector<int32_t> qa;
       if (masked) {
         const std::vector<int32_t> pieces = tokenizer.Encode(CleanRaceText(option));
-        if (pieces.empty())
+        if (pieces.empty()) {
           return bad(absl::StrCat("has an option without tokens: '", option, "'"));
+        }
         qa = MaskedQa(tokenizer, q.question, pieces, special.mask, &qa_labels);
       } else {
         qa = tokenizer.Encode(CleanRaceText(QuestionWithOption(q.question, option)));
