@@ -156,6 +156,17 @@ absl::StatusOr<RaceReadout> ParseRaceReadout(absl::string_view name) {
       absl::StrCat("unknown RACE readout '", name, "'; known: pooled, masked"));
 }
 
+absl::Status CheckRaceBlanks(const RaceArticle& article) {
+  for (size_t n = 0; n < article.questions.size(); ++n) {
+    if (!absl::StrContains(article.questions[n].question, '_')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(article.path, ": question ", n,
+                       " has no blank \"_\" for the masked readout (cloze questions only)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::string_view RaceLevelName(RaceLevel level) {
   return level == RaceLevel::kMiddle ? "middle" : "high";
 }
@@ -249,6 +260,7 @@ absl::Status AppendRaceArticle(const data::Tokenizer& tokenizer, const RaceArtic
     return absl::InvalidArgumentError(absl::StrCat("RACE layout: tokenizer '", tokenizer.name(),
                                                    "' has no [MASK] for the masked readout"));
   }
+  if (masked) RETURN_IF_ERROR(CheckRaceBlanks(article));
   // Built apart and appended at the end, so that *rows is unchanged on error.
   RaceRows out;
   const std::vector<int32_t> article_ids = tokenizer.Encode(CleanRaceText(article.article));
@@ -258,9 +270,6 @@ absl::Status AppendRaceArticle(const data::Tokenizer& tokenizer, const RaceArtic
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(article.path, ": question ", n, " ", why));
     };
-    if (masked && !absl::StrContains(q.question, '_')) {
-      return bad("has no blank \"_\" for the masked readout (cloze questions only)");
-    }
     for (const std::string& option : q.options) {
       std::vector<int32_t> qa;
       if (masked) {

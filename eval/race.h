@@ -117,6 +117,10 @@ struct RaceRows {
   int64_t num_questions() const { return static_cast<int64_t>(labels.size()); }
 };
 
+// InvalidArgument naming the file and the first question of `article` without a blank "_" (the
+// masked readout answers cloze questions only); OK when every question has one.
+absl::Status CheckRaceBlanks(const RaceArticle& article);
+
 // Appends the rows of every question of `article` to *rows (whose seq_length must be 0, for an
 // empty RaceRows, or options.seq_length). InvalidArgument if the tokenizer lacks [CLS], [SEP] or
 // [PAD] (RACE needs BERT's), if seq_length < 2 or max_qa_length < 1, or if rows->seq_length

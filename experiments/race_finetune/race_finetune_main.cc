@@ -183,20 +183,17 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
       "The claims are tested on the test split of ", o.data_name,
       "; the paper's numbers are on the official RACE test set, with models 100-1000 times "
       "larger, and are not comparable with ours."));
-  report.Paragraph(
+  report.Paragraph(absl::StrCat(
+      "The paper's RACE test accuracies (Table 5) beside ours: BERTs fine-tuned and scored by ",
       c.readout == "masked"
-          ? "The paper's RACE test accuracies (Table 5) beside ours: BERTs fine-tuned and scored "
-            "by "
-            "`eval/race --readout=masked`, not the paper's protocol: each question as four "
-            "`[CLS] question [SEP] article [SEP]` sequences with the option's word pieces masked "
-            "at the question's blank, scored by the pretrained MLM head's mean log-probability "
-            "of those pieces, softmax cross-entropy over the four; accuracy per level and overall "
-            "weighted by questions."
-          : "The paper's RACE test accuracies (Table 5) beside ours: BERTs fine-tuned and scored "
-            "by `eval/race` with the paper's protocol (each question as four `[CLS] "
-            "question+option [SEP] article [SEP]` sequences, the pooled output through a linear "
-            "head, softmax cross-entropy over the four; accuracy per level and overall weighted "
-            "by questions).");
+          ? "`eval/race --readout=masked`, not the paper's protocol (each question as four `[CLS] "
+            "question [SEP] article [SEP]` sequences with the option's word pieces masked at the "
+            "question's blank, scored by the pretrained MLM head's mean log-probability of those "
+            "pieces"
+          : "`eval/race` with the paper's protocol (each question as four `[CLS] question+option "
+            "[SEP] article [SEP]` sequences, the pooled output through a linear head",
+      ", softmax cross-entropy over the four; accuracy per level and overall weighted by "
+      "questions)."));
   report.AddTable(md);
   report.Heading("What our numbers used");
   Table models({"model", "checkpoint", "pretrained", "pretraining + fine-tuning wall time (s)"});

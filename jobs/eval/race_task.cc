@@ -169,15 +169,7 @@ absl::Status RaceTask::Prepare(const checkpoint::CheckpointModel& checkpoint, bo
     // Every question, before any step: the masked readout needs a blank in each.
     for (const std::vector<RaceGroup>* groups : {&eval_, &train_}) {
       for (const RaceGroup& g : *groups) {
-        for (const eval::RaceArticle& a : g.articles) {
-          for (size_t n = 0; n < a.questions.size(); ++n) {
-            if (!absl::StrContains(a.questions[n].question, '_')) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  a.path, ": question ", n,
-                  " has no blank \"_\" for the masked readout (cloze questions only)"));
-            }
-          }
-        }
+        for (const eval::RaceArticle& a : g.articles) RETURN_IF_ERROR(eval::CheckRaceBlanks(a));
       }
     }
   }

@@ -44,6 +44,17 @@ absl::Status BertModel::CheckI32(const char* what, const TensorView& t, const Sh
   return absl::OkStatus();
 }
 
+absl::Status BertModel::CheckChoiceRows(const char* readout, const char* what,
+                                        const TensorView& right, const TensorView& tokens) {
+  if (right.rank() != 1 || right.dtype != DType::kI32 || right.numel() < 1 || tokens.rank() != 2 ||
+      tokens.dim(0) % right.numel() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BERT ", readout, ": ", what, " ", right.DebugString(), " must be i32 [Q] with Q >= 1 ",
+        "dividing the rows of tokens ", tokens.DebugString(), " ([Q * choices, T])"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<BertModel>> BertModel::Create(const ModelConfig& config,
                                                              nn::ParameterStore* store,
                                                              const ModelOptions& options) {
@@ -505,12 +516,7 @@ absl::StatusOr<MultipleChoiceResult> BertModel::MultipleChoice(const nn::StepCon
   }
   const TensorView& tokens = batch.tokens;
   const TensorView& labels = batch.labels;
-  if (labels.rank() != 1 || labels.dtype != DType::kI32 || labels.numel() < 1 ||
-      tokens.rank() != 2 || tokens.dim(0) % labels.numel() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "BERT multiple choice: labels ", labels.DebugString(), " must be i32 [Q] with Q >= 1 ",
-        "dividing the rows of tokens ", tokens.DebugString(), " ([Q * choices, T])"));
-  }
+  RETURN_IF_ERROR(CheckChoiceRows("multiple choice", "labels", labels, tokens));
   RETURN_IF_ERROR(EncoderForward(sc, batch));
   const int64_t B = B_, N = B_ * T_, H = config_.hidden_size, Q = labels.numel();
   const ExecContext& ec = *sc.exec;

@@ -160,6 +160,10 @@ class BertModel : public Model, public PipelineStage, public MultipleChoiceModel
                                const TensorView& input_grad = TensorView());
   // InvalidArgument unless t is contiguous i32 of `shape`.
   static absl::Status CheckI32(const char* what, const TensorView& t, const Shape& shape);
+  // InvalidArgument unless `right` (the right choices, named `what` in "BERT <readout>: <what>")
+  // is i32 [Q], Q >= 1, dividing the rows of tokens [Q * choices, T].
+  static absl::Status CheckChoiceRows(const char* readout, const char* what,
+                                      const TensorView& right, const TensorView& tokens);
   // MultipleChoice with batch.choices: the masked-LM readout (bert_masked_choice.cc).
   absl::StatusOr<MultipleChoiceResult> MaskedChoice(const nn::StepContext& sc, const Batch& batch,
                                                     Backward backward, double loss_scale);

@@ -72,12 +72,7 @@ absl::StatusOr<MultipleChoiceResult> BertModel::MaskedChoice(const nn::StepConte
   }
   const TensorView& tokens = batch.tokens;
   const TensorView& choices = batch.choices;
-  if (choices.rank() != 1 || choices.dtype != DType::kI32 || choices.numel() < 1 ||
-      tokens.rank() != 2 || tokens.dim(0) % choices.numel() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "BERT masked choice: choices ", choices.DebugString(), " must be i32 [Q] with Q >= 1 ",
-        "dividing the rows of tokens ", tokens.DebugString(), " ([Q * choices, T])"));
-  }
+  RETURN_IF_ERROR(CheckChoiceRows("masked choice", "choices", choices, tokens));
   RETURN_IF_ERROR(CheckI32("mlm_labels", batch.labels, tokens.shape));
   const ExecContext& ec = *sc.exec;
   const int64_t rows = tokens.dim(0), T = tokens.dim(1), Q = choices.numel(), C = rows / Q;
