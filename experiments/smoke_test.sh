@@ -45,7 +45,7 @@ ls "$TMPDIR"/tb_zeroshot/*/events.out.tfevents.* >/dev/null || fail "gpt2_zerosh
 grep -q "exact one-sided McNemar test p = " "${TEST_TMPDIR:-$TMPDIR}/gpt2_zeroshot/report.md" ||
   fail "gpt2_zeroshot: no paired test in report.md"
 check race_finetune "$3" \
-  "--models=1x16x2,1x32x2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=64 --epochs=1 --train_questions=40 --max_corpus_documents=2000 --work_dir=$TMPDIR/race_finetune_work" \
+  "--models=1x16x2,1x32x2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=64 --train_questions=40 --max_corpus_documents=2000 --work_dir=$TMPDIR/race_finetune_work" \
   "race.csv:model,split,subset,accuracy"
 # In-process training experiments (binaries from the runfiles): bert_prenorm_vs_postnorm on the
 # shortened prose corpus race_finetune built above (with a 50-word vocabulary of its own),
@@ -79,6 +79,12 @@ for bin in "$2" "$3" experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postno
   [[ ! -e "$work/bad_device" ]] || fail "$bin --device=gpu wrote $work/bad_device"
 done
 echo "ok: --device=gpu refused"
+# The paper's pooled readout without fine-tuning (an untrained choice head) is refused before
+# any work, in one line.
+err=$("$3" --readout=pooled --results_dir="$work/pooled_zero_shot" 2>&1 >/dev/null)
+[[ $? -eq 1 && "$err" == *"--readout=pooled with --epochs=0: "* && $(grep -c . <<<"$err") -eq 1 ]] ||
+  fail "race_finetune --readout=pooled --epochs=0: stderr '$err'"
+[[ ! -e "$work/pooled_zero_shot" ]] || fail "race_finetune --readout=pooled wrote $work/pooled_zero_shot"
 # A width without steps is refused before any work, in one line.
 err=$(experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm --hidden_size=16 \
   --train_iters_per_width=32:5 --results_dir="$work/no_steps" 2>&1 >/dev/null)

@@ -1,10 +1,11 @@
 // ./bazelw run //experiments/race_finetune: the paper's Table 5, RACE column. Pretrains BERTs of
 // the sizes in --models on the prose corpus (experiments/common/prose_corpus.h) with
-// //jobs/pretrain:pretrain_bert (or takes --load), fine-tunes and scores each with //jobs/eval:race
-// on --data (the official RACE release) or, by default, on a RACE-format cloze task generated from
-// the corpus's held-out documents (cloze_race.h), beside a random initialisation of the largest
-// size, and tests the paper's claims on the numbers. Writes results/race_finetune/ (report.md,
-// race.csv).
+// //jobs/pretrain:pretrain_bert (or takes --load) and scores each with //jobs/eval:race on --data
+// (the official RACE release) or, by default, on a RACE-format cloze task generated from the
+// corpus's held-out documents (cloze_race.h), beside a random initialisation of the largest size,
+// and tests the paper's claims on the numbers. By default each BERT answers through its MLM head
+// without fine-tuning (--readout=masked --epochs=0); --readout=pooled --epochs=3 is the paper's
+// protocol. Writes results/race_finetune/ (report.md, race.csv).
 
 #include <algorithm>
 #include <cmath>
@@ -37,12 +38,13 @@ namespace {
 struct RaceFinetuneConfig {
   std::string results_dir, data, load, data_path;
   std::string models = "2x64x4,4x128x4";
-  // The pretraining: sequence length 128, global batch 16, 1500 steps, peak learning rate 2e-3,
-  // on the CPU; its sequence length and device are the fine-tuning's too.
-  PretrainSchedule pretrain = {128, 16, 0, 1500, 2e-3};
+  // The pretraining: sequence length 128, global batch 16, 3000 steps, peak learning rate 2e-3,
+  // on the CPU; its sequence length and device are the scoring's too.
+  PretrainSchedule pretrain = {128, 16, 0, 3000, 2e-3};
   bool random_init = true;
-  int epochs = 2;
-  std::string readout = "pooled";
+  // No fine-tuning: the MLM head reads each option at the blank (why: docs/experiments.md).
+  int epochs = 0;
+  std::string readout = "masked";
   double lr = 5e-4;
   int64_t global_batch_size = 8, max_corpus_documents = 0;
   int questions_per_article = 3;
@@ -61,17 +63,21 @@ struct RaceFinetuneConfig {
       "BERT indexed dataset prefix to pretrain on (default: the prose corpus).");
     v("models", &self.models, "BERT sizes to pretrain: comma-separated LAYERSxHIDDENxHEADS.");
     v("random_init", &self.random_init,
-      "Also fine-tune the largest size from a random initialisation (the pretraining baseline).");
+      "Also score (and fine-tune, with --epochs) a random initialisation of the largest size "
+      "(the pretraining baseline).");
     v("pretrain_iters", &self.pretrain.iters, "Pretraining steps.");
     v("pretrain_batch_size", &self.pretrain.global_batch,
       "Pretraining global batch size (sequences).");
     v("pretrain_lr", &self.pretrain.lr,
       "Pretraining peak learning rate (linear decay to a tenth).");
     v("seq_length", &self.pretrain.seq_length, "Pretraining and fine-tuning sequence length.");
-    v("epochs", &self.epochs, "Fine-tuning epochs (the paper: 3).");
+    v("epochs", &self.epochs,
+      "Fine-tuning epochs (the paper: 3); 0: score each BERT as pretrained, without fine-tuning "
+      "(--readout=masked only).");
     v("readout", &self.readout,
-      "How the fine-tuned BERT answers (//jobs/eval:race --readout): pooled (the paper's pooled "
-      "[CLS] and a new choice head) or masked (the MLM head scores the option at the blank).");
+      "How a BERT answers (//jobs/eval:race --readout): masked (the MLM head scores the option "
+      "at the blank; no new parameters) or pooled (the paper's: the pooled [CLS] and a choice "
+      "head learned in fine-tuning).");
     v("lr", &self.lr, "Fine-tuning peak learning rate (the paper: 2e-5 at 336M, 1e-5 at 1.3B).");
     v("global_batch_size", &self.global_batch_size,
       "Fine-tuning questions per step (the paper: 32 / 16).");
@@ -124,19 +130,44 @@ absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::str
   return save;
 }
 
-// Fine-tunes and scores with eval/race; returns its results object.
+// The flag errors that would otherwise surface only after pretraining.
+absl::Status CheckConfig(const RaceFinetuneConfig& c) {
+  if (c.readout != "pooled" && c.readout != "masked") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--readout=", c.readout, ": expected pooled or masked"));
+  }
+  if (c.epochs < 0) return absl::InvalidArgumentError("--epochs must be >= 0");
+  if (c.epochs == 0 && c.readout != "masked") {
+    return absl::InvalidArgumentError(
+        "--readout=pooled with --epochs=0: the pooled readout's choice head is learned in "
+        "fine-tuning; give --epochs >= 1 (the paper: 3), or --readout=masked");
+  }
+  return absl::OkStatus();
+}
+
+// Fine-tunes (unless --epochs=0) and scores with eval/race; returns its results object.
 absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& argv0,
                               const std::string& checkpoint, const std::string& data,
                               const std::string& save) {
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/eval/race"));
-  RETURN_IF_ERROR(DefaultFileSystem().RemoveAll(save));
-  return RunForJson(
-      LauncherWords(c.launcher),
-      {bin, "--load=" + checkpoint, "--data=" + data, absl::StrCat("--epochs=", c.epochs),
-       absl::StrCat("--lr=", c.lr), absl::StrCat("--global_batch_size=", c.global_batch_size),
-       absl::StrCat("--micro_batch_size=", c.global_batch_size),
-       absl::StrCat("--seq_length=", c.pretrain.seq_length), "--readout=" + c.readout,
-       absl::StrCat("--device=", DeviceTypeName(c.pretrain.device)), "--save=" + save});
+  std::vector<std::string> argv = {bin,
+                                   "--load=" + checkpoint,
+                                   "--data=" + data,
+                                   absl::StrCat("--micro_batch_size=", c.global_batch_size),
+                                   absl::StrCat("--seq_length=", c.pretrain.seq_length),
+                                   "--readout=" + c.readout,
+                                   absl::StrCat("--device=", DeviceTypeName(c.pretrain.device))};
+  if (c.epochs == 0) {
+    argv.push_back("--eval_only");
+  } else {
+    RETURN_IF_ERROR(DefaultFileSystem().RemoveAll(save));
+    for (std::string flag :
+         {absl::StrCat("--epochs=", c.epochs), absl::StrCat("--lr=", c.lr),
+          absl::StrCat("--global_batch_size=", c.global_batch_size), "--save=" + save}) {
+      argv.push_back(std::move(flag));
+    }
+  }
+  return RunForJson(LauncherWords(c.launcher), argv);
 }
 
 // What the runs used and produced, for the report.
@@ -183,39 +214,54 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
       "The claims are tested on the test split of ", o.data_name,
       "; the paper's numbers are on the official RACE test set, with models 100-1000 times "
       "larger, and are not comparable with ours."));
+  const bool zero_shot = c.epochs == 0;
   report.Paragraph(absl::StrCat(
-      "The paper's RACE test accuracies (Table 5) beside ours: BERTs fine-tuned and scored by ",
+      "The paper's RACE test accuracies (Table 5) beside ours: BERTs ",
+      zero_shot ? "scored without fine-tuning by `eval/race --readout=masked --eval_only`"
+                : "fine-tuned and scored by `eval/race",
       c.readout == "masked"
-          ? "`eval/race --readout=masked`, not the paper's protocol (each question as four `[CLS] "
-            "question [SEP] article [SEP]` sequences with the option's word pieces masked at the "
-            "question's blank, scored by the pretrained MLM head's mean log-probability of those "
-            "pieces"
-          : "`eval/race` with the paper's protocol (each question as four `[CLS] question+option "
-            "[SEP] article [SEP]` sequences, the pooled output through a linear head",
-      ", softmax cross-entropy over the four; accuracy per level and overall weighted by "
-      "questions)."));
+          ? absl::StrCat(zero_shot ? "" : " --readout=masked`",
+                         ", not the paper's protocol (each question as four `[CLS] question [SEP] "
+                         "article [SEP]` sequences with the option's word pieces masked at the "
+                         "question's blank, scored by the pretrained MLM head's mean "
+                         "log-probability of those pieces")
+          : "` with the paper's protocol (each question as four `[CLS] question+option [SEP] "
+            "article [SEP]` sequences, the pooled output through a linear head",
+      zero_shot ? ", the highest of the four the answer" : ", softmax cross-entropy over the four",
+      "; accuracy per level and overall weighted by questions).",
+      c.readout == "masked"
+          ? " docs/experiments.md (race_finetune) tells why the default run reads the MLM head "
+            "instead of fine-tuning the paper's pooled [CLS]: BERTs this small stay at chance "
+            "with it."
+          : ""));
   report.AddTable(md);
   report.Heading("What our numbers used");
-  Table models({"model", "checkpoint", "pretrained", "pretraining + fine-tuning wall time (s)"});
+  Table models(
+      {"model", "checkpoint", "pretrained", "wall time (s): pretraining, fine-tuning, scoring"});
   for (size_t k = 0; k < o.candidates.size(); ++k) {
     models.AddRow({o.candidates[k].label, "`" + o.candidates[k].checkpoint + "`",
                    o.candidates[k].pretrained ? "yes" : "no (random initialisation)",
                    Fixed(o.seconds[k], 1)});
   }
   report.AddTable(models);
+  const std::string tuning =
+      zero_shot ? absl::StrFormat("none (scored as pretrained), sequence length %lld",
+                                  static_cast<long long>(c.pretrain.seq_length))
+                : absl::StrFormat("%d epochs, %lld questions per step, lr %g, sequence length %lld",
+                                  c.epochs, static_cast<long long>(c.global_batch_size), c.lr,
+                                  static_cast<long long>(c.pretrain.seq_length));
   report.Paragraph(absl::StrFormat(
-      "- pretraining: %s\n- RACE data: %s (`%s`)\n- fine-tuning: %d epochs, %lld questions per "
-      "step, lr %g, sequence length %lld",
+      "- pretraining: %s\n- RACE data: %s (`%s`)\n- fine-tuning: %s",
       c.load.empty() ? absl::StrFormat("%lld steps of %lld sequences of %lld tokens on %s",
                                        static_cast<long long>(c.pretrain.iters),
                                        static_cast<long long>(c.pretrain.global_batch),
                                        static_cast<long long>(c.pretrain.seq_length), o.corpus)
                      : absl::StrCat("none (`--load=", c.load, "`)"),
-      o.data_name, o.data, c.epochs, static_cast<long long>(c.global_batch_size), c.lr,
-      static_cast<long long>(c.pretrain.seq_length)));
+      o.data_name, o.data, tuning));
   report.Paragraph(
       "At paper scale: `--load=` a pretrained Megatron-BERT checkpoint, `--data=RACE` (the "
-      "official release unpacked), `--seq_length=512 --epochs=3 --global_batch_size=32 "
+      "official release unpacked), `--readout=pooled --seq_length=512 --epochs=3 "
+      "--global_batch_size=32 "
       "--lr=2e-5` (336M; 16 and 1e-5 for 1.3B), `--device=cuda --launcher='mpirun -np 8'`.");
   return report.Write(run);
 }
@@ -293,6 +339,7 @@ absl::Status Prepare(const RaceFinetuneConfig& c, const ExperimentRun& run,
 }
 
 absl::Status Run(const RaceFinetuneConfig& c, int argc, char** argv) {
+  RETURN_IF_ERROR(CheckConfig(c));
   ASSIGN_OR_RETURN(ExperimentRun run, StartExperiment("race_finetune", c.results_dir, argc, argv));
   const std::string work_dir =
       c.work_dir.empty() ? data::DefaultDataDir() + "/race_finetune" : c.work_dir;
@@ -300,7 +347,8 @@ absl::Status Run(const RaceFinetuneConfig& c, int argc, char** argv) {
   Outcome o;
   RETURN_IF_ERROR(Prepare(c, run, argv[0], work_dir, &o));
   for (const Candidate& k : o.candidates) {
-    std::printf("race_finetune: fine-tuning %s on %s\n", k.label.c_str(), o.data.c_str());
+    std::printf("race_finetune: %s %s on %s\n", c.epochs > 0 ? "fine-tuning" : "scoring",
+                k.label.c_str(), o.data.c_str());
     std::fflush(stdout);
     const double t0 = run.WallSeconds();
     ASSIGN_OR_RETURN(Json results,
