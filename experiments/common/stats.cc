@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
 namespace mt {
@@ -44,6 +45,21 @@ double TwoProportionZ(int64_t k1, int64_t n1, int64_t k2, int64_t n2) {
 }
 
 double NormalUpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+
+absl::StatusOr<PairedComparison> ComparePaired(const std::vector<bool>& first,
+                                               const std::vector<bool>& second) {
+  if (first.size() != second.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ComparePaired: ", first.size(), " against ", second.size(), " outcomes"));
+  }
+  PairedComparison c;
+  for (size_t i = 0; i < first.size(); ++i) {
+    c.only_first += first[i] && !second[i];
+    c.only_second += !first[i] && second[i];
+  }
+  c.p = BinomialUpperTail(c.only_first, c.only_first + c.only_second, 0.5);
+  return c;
+}
 
 }  // namespace experiments
 }  // namespace mt

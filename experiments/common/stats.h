@@ -1,9 +1,12 @@
-// Binomial statistics for the experiments' accuracies: a confidence interval for a proportion and
-// the one-sided test of an accuracy against chance.
+// Binomial statistics for the experiments' accuracies: a confidence interval for a proportion,
+// the one-sided test of an accuracy against chance, and of one predictor against another.
 #ifndef MT_EXPERIMENTS_COMMON_STATS_H_
 #define MT_EXPERIMENTS_COMMON_STATS_H_
 
 #include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace mt {
 namespace experiments {
@@ -26,6 +29,17 @@ double TwoProportionZ(int64_t k1, int64_t n1, int64_t k2, int64_t n2);
 
 // P(Z >= z) for a standard normal Z.
 double NormalUpperTail(double z);
+
+// The paired comparison of two predictors on the same examples: `only_first` examples the first
+// gets right and the second wrong, `only_second` the reverse, and the exact one-sided McNemar
+// (sign) test of "the first is right more often": P(X >= only_first) for X ~ Binomial(only_first
+// + only_second, 1/2), 1 when they never disagree. InvalidArgument when the lengths differ.
+struct PairedComparison {
+  int64_t only_first = 0, only_second = 0;
+  double p = 1;
+};
+absl::StatusOr<PairedComparison> ComparePaired(const std::vector<bool>& first,
+                                               const std::vector<bool>& second);
 
 }  // namespace experiments
 }  // namespace mt

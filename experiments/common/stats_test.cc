@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -42,6 +43,23 @@ TEST(StatsTest, TwoProportionZ) {
   EXPECT_NEAR(TwoProportionZ(60, 100, 40, 100), 2.8284271, 1e-6);
   EXPECT_EQ(TwoProportionZ(0, 10, 0, 10), 0);
   EXPECT_NEAR(NormalUpperTail(1.959963984540054), 0.025, 1e-9);
+}
+
+TEST(ComparePairedTest, CountsTheDisagreementsAndTestsThem) {
+  auto c = ComparePaired({true, true, true, false, true}, {false, false, false, false, true});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->only_first, 3);
+  EXPECT_EQ(c->only_second, 0);
+  EXPECT_DOUBLE_EQ(c->p, 0.125);  // 3 of 3 disagreements by chance: 1/8.
+  c = ComparePaired({false, true}, {true, true});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->only_second, 1);
+  EXPECT_DOUBLE_EQ(c->p, 1.0);  // None for the first.
+  c = ComparePaired({true}, {true});
+  ASSERT_TRUE(c.ok());
+  EXPECT_DOUBLE_EQ(c->p, 1.0);  // Never disagree.
+  EXPECT_EQ(ComparePaired({true}, {true, false}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

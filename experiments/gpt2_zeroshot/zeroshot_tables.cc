@@ -163,21 +163,6 @@ std::string Percent(int64_t k, int64_t n) {
 
 }  // namespace
 
-absl::StatusOr<PairedComparison> ComparePaired(const std::vector<bool>& first,
-                                               const std::vector<bool>& second) {
-  if (first.size() != second.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ComparePaired: ", first.size(), " against ", second.size(), " outcomes"));
-  }
-  PairedComparison c;
-  for (size_t i = 0; i < first.size(); ++i) {
-    c.only_first += first[i] && !second[i];
-    c.only_second += !first[i] && second[i];
-  }
-  c.p = BinomialUpperTail(c.only_first, c.only_first + c.only_second, 0.5);
-  return c;
-}
-
 std::string ZeroShotFinding(const std::vector<ModelScores>& unsorted, const HeldOutBaseline& b) {
   std::vector<ModelScores> scores = unsorted;
   std::sort(scores.begin(), scores.end(),

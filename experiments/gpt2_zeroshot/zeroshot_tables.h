@@ -85,17 +85,6 @@ struct HeldOutBaseline {
   std::vector<bool> bigram_example_correct;     // Per line of that file, in order.
 };
 
-// The paired comparison of two predictors on the same examples: `only_first` examples the first
-// gets right and the second wrong, `only_second` the reverse, and the exact one-sided McNemar
-// (sign) test of "the first is right more often": P(X >= only_first) for X ~ Binomial(only_first
-// + only_second, 1/2), 1 when they never disagree. InvalidArgument when the lengths differ.
-struct PairedComparison {
-  int64_t only_first = 0, only_second = 0;
-  double p = 1;
-};
-absl::StatusOr<PairedComparison> ComparePaired(const std::vector<bool>& first,
-                                               const std::vector<bool>& second);
-
 // The report's opening: the paper's claim (perplexity falls and LAMBADA accuracy rises with
 // size) and whether these scores support it, with the statistics: every size step lowers the
 // held-out perplexity; the largest model's LAMBADA-format accuracy with its 95% Wilson interval,

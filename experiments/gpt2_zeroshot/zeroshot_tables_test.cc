@@ -137,23 +137,6 @@ TEST(ExampleOutcomesTest, ReadsEachExampleOnceAndRefusesTheRest) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(ComparePairedTest, CountsTheDisagreementsAndTestsThem) {
-  auto c = ComparePaired({true, true, true, false, true}, {false, false, false, false, true});
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->only_first, 3);
-  EXPECT_EQ(c->only_second, 0);
-  EXPECT_DOUBLE_EQ(c->p, 0.125);  // 3 of 3 disagreements by chance: 1/8.
-  c = ComparePaired({false, true}, {true, true});
-  ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->only_second, 1);
-  EXPECT_DOUBLE_EQ(c->p, 1.0);  // None for the first.
-  c = ComparePaired({true}, {true});
-  ASSERT_TRUE(c.ok());
-  EXPECT_DOUBLE_EQ(c->p, 1.0);  // Never disagree.
-  EXPECT_EQ(ComparePaired({true}, {true, false}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
 // The report says the held-out documents were screened against the training text only when
 // they were (the prose corpus's), not for --data_path's test split.
 TEST(WriteZeroShotResultsTest, ReportSaysWhetherTheHeldOutTextWasScreened) {
