@@ -47,6 +47,9 @@ grep -q "exact one-sided McNemar test p = " "${TEST_TMPDIR:-$TMPDIR}/gpt2_zerosh
 check race_finetune "$3" \
   "--models=1x16x2,1x32x2 --pretrain_iters=2 --pretrain_batch_size=2 --seq_length=64 --train_questions=40 --max_corpus_documents=2000 --work_dir=$TMPDIR/race_finetune_work" \
   "race.csv:model,split,subset,accuracy"
+# The models compared question by question (eval/race's per-question lines read back).
+grep -q "exact one-sided McNemar test p = " "${TEST_TMPDIR:-$TMPDIR}/race_finetune/report.md" ||
+  fail "race_finetune: no paired test in report.md"
 # In-process training experiments (binaries from the runfiles): bert_prenorm_vs_postnorm on the
 # shortened prose corpus race_finetune built above (with a 50-word vocabulary of its own),
 # gpt2_scaling_curves on the embedded corpus tokenised into $TMPDIR/data.

@@ -145,10 +145,26 @@ absl::Status CheckConfig(const RaceFinetuneConfig& c) {
   return absl::OkStatus();
 }
 
-// Fine-tunes (unless --epochs=0) and scores with eval/race; returns its results object.
+// The test questions' outcomes from eval/race's per-question lines at `path`, checked against
+// its results object (Internal when the counts of right answers differ).
+absl::StatusOr<std::vector<bool>> ReadOutcomes(const Json& results, const std::string& path) {
+  ASSIGN_OR_RETURN(double questions, NumberAt(results, {"splits", "test", "questions"}, "race"));
+  ASSIGN_OR_RETURN(double correct, NumberAt(results, {"splits", "test", "correct"}, "race"));
+  ASSIGN_OR_RETURN(std::vector<bool> outcomes,
+                   RaceTestOutcomes(path, static_cast<int64_t>(questions)));
+  const int64_t right = std::count(outcomes.begin(), outcomes.end(), true);
+  if (right != static_cast<int64_t>(correct)) {
+    return absl::InternalError(
+        absl::StrCat(path, " counts ", right, " right test answers; race reported ", correct));
+  }
+  return outcomes;
+}
+
+// Fine-tunes (unless --epochs=0) and scores with eval/race, its per-question lines to
+// `per_example`; returns its results object.
 absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& argv0,
                               const std::string& checkpoint, const std::string& data,
-                              const std::string& save) {
+                              const std::string& save, const std::string& per_example) {
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/eval/race"));
   std::vector<std::string> argv = {bin,
                                    "--load=" + checkpoint,
@@ -156,7 +172,8 @@ absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& ar
                                    absl::StrCat("--micro_batch_size=", c.global_batch_size),
                                    absl::StrCat("--seq_length=", c.pretrain.seq_length),
                                    "--readout=" + c.readout,
-                                   absl::StrCat("--device=", DeviceTypeName(c.pretrain.device))};
+                                   absl::StrCat("--device=", DeviceTypeName(c.pretrain.device)),
+                                   "--per_example_jsonl=" + per_example};
   if (c.epochs == 0) {
     argv.push_back("--eval_only");
   } else {
@@ -175,8 +192,33 @@ struct Outcome {
   std::string data, data_name, corpus;
   std::vector<Candidate> candidates;
   std::vector<std::vector<RaceAccuracy>> accuracies;  // Per candidate.
+  std::vector<std::vector<bool>> test_correct;        // Per candidate: RaceTestOutcomes.
   std::vector<double> seconds;                        // Pretraining + fine-tuning, per candidate.
 };
+
+// The paragraph above the accuracies: how the BERTs were scored.
+std::string ProtocolParagraph(const RaceFinetuneConfig& c) {
+  const bool zero_shot = c.epochs == 0;
+  return absl::StrCat(
+      "The paper's RACE test accuracies (Table 5) beside ours: BERTs ",
+      zero_shot ? "scored without fine-tuning by `eval/race --readout=masked --eval_only`"
+                : "fine-tuned and scored by `eval/race",
+      c.readout == "masked"
+          ? absl::StrCat(zero_shot ? "" : " --readout=masked`",
+                         ", not the paper's protocol (each question as four `[CLS] question [SEP] "
+                         "article [SEP]` sequences with the option's word pieces masked at the "
+                         "question's blank, scored by the pretrained MLM head's mean "
+                         "log-probability of those pieces")
+          : "` with the paper's protocol (each question as four `[CLS] question+option [SEP] "
+            "article [SEP]` sequences, the pooled output through a linear head",
+      zero_shot ? ", the highest of the four the answer" : ", softmax cross-entropy over the four",
+      "; accuracy per level and overall weighted by questions).",
+      c.readout == "masked"
+          ? " docs/experiments.md (race_finetune) tells why the default run reads the MLM head "
+            "instead of fine-tuning the paper's pooled [CLS]: BERTs this small stay at chance "
+            "with it."
+          : "");
+}
 
 absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run, const Outcome& o) {
   Table csv = PaperRaceRows();
@@ -200,7 +242,7 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
         if (a.split == "test" && a.subset == "overall") {
           runs.push_back({o.candidates[k].label, o.candidates[k].size_rank,
                           o.candidates[k].pretrained, a.questions,
-                          std::llround(a.accuracy_pct / 100 * a.questions)});
+                          std::llround(a.accuracy_pct / 100 * a.questions), o.test_correct[k]});
         }
       }
       row.push_back(counts);
@@ -215,25 +257,7 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
       "; the paper's numbers are on the official RACE test set, with models 100-1000 times "
       "larger, and are not comparable with ours."));
   const bool zero_shot = c.epochs == 0;
-  report.Paragraph(absl::StrCat(
-      "The paper's RACE test accuracies (Table 5) beside ours: BERTs ",
-      zero_shot ? "scored without fine-tuning by `eval/race --readout=masked --eval_only`"
-                : "fine-tuned and scored by `eval/race",
-      c.readout == "masked"
-          ? absl::StrCat(zero_shot ? "" : " --readout=masked`",
-                         ", not the paper's protocol (each question as four `[CLS] question [SEP] "
-                         "article [SEP]` sequences with the option's word pieces masked at the "
-                         "question's blank, scored by the pretrained MLM head's mean "
-                         "log-probability of those pieces")
-          : "` with the paper's protocol (each question as four `[CLS] question+option [SEP] "
-            "article [SEP]` sequences, the pooled output through a linear head",
-      zero_shot ? ", the highest of the four the answer" : ", softmax cross-entropy over the four",
-      "; accuracy per level and overall weighted by questions).",
-      c.readout == "masked"
-          ? " docs/experiments.md (race_finetune) tells why the default run reads the MLM head "
-            "instead of fine-tuning the paper's pooled [CLS]: BERTs this small stay at chance "
-            "with it."
-          : ""));
+  report.Paragraph(ProtocolParagraph(c));
   report.AddTable(md);
   report.Heading("What our numbers used");
   Table models(
@@ -261,8 +285,8 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
   report.Paragraph(
       "At paper scale: `--load=` a pretrained Megatron-BERT checkpoint, `--data=RACE` (the "
       "official release unpacked), `--readout=pooled --seq_length=512 --epochs=3 "
-      "--global_batch_size=32 "
-      "--lr=2e-5` (336M; 16 and 1e-5 for 1.3B), `--device=cuda --launcher='mpirun -np 8'`.");
+      "--global_batch_size=32 --lr=2e-5` (336M; 16 and 1e-5 for 1.3B), `--device=cuda "
+      "--launcher='mpirun -np 8'`.");
   return report.Write(run);
 }
 
@@ -346,15 +370,20 @@ absl::Status Run(const RaceFinetuneConfig& c, int argc, char** argv) {
   RETURN_IF_ERROR(DefaultFileSystem().CreateDirectories(work_dir));
   Outcome o;
   RETURN_IF_ERROR(Prepare(c, run, argv[0], work_dir, &o));
-  for (const Candidate& k : o.candidates) {
+  for (size_t i = 0; i < o.candidates.size(); ++i) {
+    const Candidate& k = o.candidates[i];
     std::printf("race_finetune: %s %s on %s\n", c.epochs > 0 ? "fine-tuning" : "scoring",
                 k.label.c_str(), o.data.c_str());
     std::fflush(stdout);
     const double t0 = run.WallSeconds();
+    // Each question's outcome, for the paired tests (kept beside the checkpoints).
+    const std::string lines = absl::StrCat(work_dir, "/race_outcomes_", i, ".jsonl");
     ASSIGN_OR_RETURN(Json results,
-                     FineTune(c, argv[0], k.checkpoint, o.data, work_dir + "/race_ckpt"));
+                     FineTune(c, argv[0], k.checkpoint, o.data, work_dir + "/race_ckpt", lines));
     ASSIGN_OR_RETURN(std::vector<RaceAccuracy> a, ReadRaceAccuracies(results));
+    ASSIGN_OR_RETURN(std::vector<bool> outcomes, ReadOutcomes(results, lines));
     o.accuracies.push_back(std::move(a));
+    o.test_correct.push_back(std::move(outcomes));
     o.seconds.push_back(run.WallSeconds() - t0 + k.pretrain_seconds);
   }
   return WriteResults(c, run, o);

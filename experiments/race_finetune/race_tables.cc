@@ -1,9 +1,13 @@
 #include "experiments/race_finetune/race_tables.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/file_system.h"
 #include "core/status.h"
 #include "experiments/common/stats.h"
 
@@ -32,6 +36,43 @@ absl::StatusOr<std::vector<RaceAccuracy>> ReadRaceAccuracies(const Json& results
   return out;
 }
 
+absl::StatusOr<std::vector<bool>> RaceTestOutcomes(const std::string& path, int64_t questions) {
+  ASSIGN_OR_RETURN(const std::string text, DefaultFileSystem().ReadFile(path));
+  std::map<std::tuple<std::string, std::string, int64_t>, bool> outcome;
+  int64_t lines = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    ++lines;
+    const Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    const bool shaped = j.is_object() && j.contains("split") && j["split"].is_string() &&
+                        j.contains("level") && j["level"].is_string() && j.contains("file") &&
+                        j["file"].is_string() && j.contains("question") &&
+                        j["question"].is_number_integer() && j.contains("correct") &&
+                        j["correct"].is_boolean();
+    if (!shaped) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", lines,
+                       ": not an object with string \"split\", \"level\" and \"file\", an integer "
+                       "\"question\" and a boolean \"correct\": '",
+                       line, "'"));
+    }
+    if (j["split"].get<std::string>() != "test") continue;
+    const auto key = std::make_tuple(j["level"].get<std::string>(), j["file"].get<std::string>(),
+                                     j["question"].get<int64_t>());
+    if (!outcome.emplace(key, j["correct"].get<bool>()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " line ", lines, ": question ",
+                                                     std::get<2>(key), " of ", std::get<1>(key),
+                                                     " (", std::get<0>(key), ") again"));
+    }
+  }
+  if (static_cast<int64_t>(outcome.size()) != questions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " has ", outcome.size(), " test questions for ", questions));
+  }
+  std::vector<bool> correct;
+  for (const auto& [key, right] : outcome) correct.push_back(right);
+  return correct;
+}
+
 namespace {
 
 std::string Accuracy(const RaceRun& r) {
@@ -42,15 +83,30 @@ std::string Accuracy(const RaceRun& r) {
                          100 * ci.high);
 }
 
-// "**<claim>: supported**: a vs b, z, p" for a one-sided test of a above b.
+// "**<claim>: supported**: a vs b, test, p" for a one-sided test of a above b: McNemar's on the
+// same questions when both outcomes are at hand, else the two-proportion z.
 std::string Compare(const std::string& claim, const RaceRun& a, const RaceRun& b) {
   const double z = TwoProportionZ(a.correct, a.questions, b.correct, b.questions);
-  const double p = NormalUpperTail(z);
-  return absl::StrFormat(
-      "- **%s: %s**: %s %s vs %s %s; one-sided two-proportion z = %.2f, p = "
-      "%.2g.\n",
-      claim, z > 0 && p < 0.05 ? "supported" : "not supported", a.label, Accuracy(a), b.label,
-      Accuracy(b), z, p);
+  double p = NormalUpperTail(z);
+  bool above = z > 0 && p < 0.05;
+  std::string test = absl::StrFormat("one-sided two-proportion z = %.2f, p = %.2g", z, p);
+  if (!a.test_correct.empty() && !b.test_correct.empty()) {
+    const absl::StatusOr<PairedComparison> c = ComparePaired(a.test_correct, b.test_correct);
+    if (c.ok()) {
+      above = c->only_first > c->only_second && c->p < 0.05;
+      test = absl::StrFormat(
+          "on the same %zu questions the first alone is right on %lld and the second alone on "
+          "%lld: exact one-sided McNemar test p = %.2g (the two-proportion z, which ignores the "
+          "pairing, is %.2f)",
+          a.test_correct.size(), static_cast<long long>(c->only_first),
+          static_cast<long long>(c->only_second), c->p, z);
+    } else {
+      absl::StrAppend(&test, " (unpaired: ", c.status().message(), ")");
+    }
+  }
+  return absl::StrFormat("- **%s: %s**: %s %s vs %s %s; %s.\n", claim,
+                         above ? "supported" : "not supported", a.label, Accuracy(a), b.label,
+                         Accuracy(b), test);
 }
 
 }  // namespace

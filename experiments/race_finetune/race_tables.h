@@ -27,19 +27,29 @@ struct RaceAccuracy {
 // object has no "splits" or an entry lacks questions or accuracy.
 absl::StatusOr<std::vector<RaceAccuracy>> ReadRaceAccuracies(const Json& results);
 
-// One fine-tuned model's test result, for the finding.
+// Whether each test question was answered right, from eval/race's --per_example_jsonl file at
+// `path` (one object per question of the last evaluation: "split", "level", "file", "question",
+// "correct"), ordered by level, file and question so that two models' outcomes line up. Lines of
+// other splits are skipped. InvalidArgument naming the line for a line without those keys or a
+// question seen twice, and when the test lines are not `questions` in number; the file system's
+// errors.
+absl::StatusOr<std::vector<bool>> RaceTestOutcomes(const std::string& path, int64_t questions);
+
+// One model's test result, for the finding.
 struct RaceRun {
   std::string label;                   // "BERT 4x128x4 pretrained".
   int64_t size_rank = 0;               // Orders the sizes: larger is higher.
-  bool pretrained = true;              // False: fine-tuned from a random initialisation.
+  bool pretrained = true;              // False: a random initialisation.
   int64_t questions = 0, correct = 0;  // Test split, both levels.
+  std::vector<bool> test_correct;      // RaceTestOutcomes; empty when not at hand.
 };
 
 // The report's opening: the paper's claim (a pretrained BERT answers RACE well, the larger the
 // better) and whether `runs` support it on their task: the largest pretrained model's test
 // accuracy above chance (25%; exact one-sided binomial p < 0.01), pretrained above a random
 // initialisation of the same size, and each larger pretrained size above the next smaller
-// (one-sided two-proportion z tests, p < 0.05). A comparison without its runs says so.
+// (p < 0.05: the exact one-sided McNemar test on the same questions when both runs' outcomes are
+// at hand, else the one-sided two-proportion z test). A comparison without its runs says so.
 std::string RaceFinding(const std::vector<RaceRun>& runs);
 
 // Paper Table 5's RACE test accuracies (%): BERT-style 336M, 1.3B, 3.9B and the 3.9B ensemble,

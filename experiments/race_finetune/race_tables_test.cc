@@ -1,5 +1,10 @@
 #include "experiments/race_finetune/race_tables.h"
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/file_system.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -65,6 +70,65 @@ TEST(RaceFindingTest, SupportedOnlyWhenTheNumbersSaySo) {
   EXPECT_NE(yes.find("Pretrained above random initialisation: supported"), std::string::npos);
   EXPECT_NE(yes.find("Larger above smaller: supported"), std::string::npos) << yes;
   EXPECT_NE(RaceFinding({{"big", 2, true, 400, 160}}).find("one size only"), std::string::npos);
+}
+
+// Two models right on the same 108 of 400 questions, the larger alone on 12 more and the smaller
+// alone on 2: unpaired, 120 against 110 is z = 0.025 / 0.0320 = 0.78 (p = 0.22); paired, 12 of the
+// 14 disagreements is P(X >= 12 | 14, 1/2) = (91 + 14 + 1) / 2^14 = 0.0065.
+TEST(RaceFindingTest, PairedOutcomesAreComparedQuestionByQuestion) {
+  std::vector<bool> big(400, false), small(400, false);
+  for (int i = 0; i < 108; ++i) big[i] = small[i] = true;
+  for (int i = 108; i < 120; ++i) big[i] = true;
+  for (int i = 120; i < 122; ++i) small[i] = true;
+  const std::string paired =
+      RaceFinding({{"small", 1, true, 400, 110, small}, {"big", 2, true, 400, 120, big}});
+  EXPECT_NE(paired.find("Larger above smaller: supported**"), std::string::npos) << paired;
+  EXPECT_NE(paired.find("on the same 400 questions the first alone is right on 12 and the "
+                        "second alone on 2: exact one-sided McNemar test p = 0.0065 (the "
+                        "two-proportion z, which ignores the pairing, is 0.78)"),
+            std::string::npos)
+      << paired;
+  const std::string unpaired =
+      RaceFinding({{"small", 1, true, 400, 110}, {"big", 2, true, 400, 120, big}});
+  EXPECT_NE(unpaired.find("Larger above smaller: not supported**"), std::string::npos);
+  EXPECT_NE(unpaired.find("one-sided two-proportion z = 0.78, p = 0.22."), std::string::npos)
+      << unpaired;
+  small.pop_back();
+  const std::string mismatched =
+      RaceFinding({{"small", 1, true, 400, 110, small}, {"big", 2, true, 400, 120, big}});
+  EXPECT_NE(mismatched.find("(unpaired: ComparePaired: 400 against 399 outcomes)"),
+            std::string::npos)
+      << mismatched;
+}
+
+TEST(RaceTestOutcomesTest, TestLinesInLevelFileQuestionOrder) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  const std::string path = dir + "/outcomes.jsonl";
+  auto line = [](const char* split, const char* level, const char* file, int q, bool right) {
+    return absl::StrCat(R"({"split": ")", split, R"(", "level": ")", level, R"(", "file": ")", file,
+                        R"(", "question": )", q, R"(, "answer": 0, "predicted": 1, )",
+                        R"("correct": )", right ? "true" : "false", "}\n");
+  };
+  ASSERT_TRUE(WriteFile(path, absl::StrCat(line("test", "middle", "2.txt", 0, true),
+                                           line("dev", "high", "1.txt", 0, true),
+                                           line("test", "high", "1.txt", 1, false),
+                                           line("test", "high", "1.txt", 0, true),
+                                           line("test", "middle", "10.txt", 0, false)))
+                  .ok());
+  auto o = RaceTestOutcomes(path, 4);
+  ASSERT_TRUE(o.ok()) << o.status();
+  // high/1.txt#0, high/1.txt#1, middle/10.txt#0, middle/2.txt#0.
+  EXPECT_EQ(*o, (std::vector<bool>{true, false, false, true}));
+  EXPECT_EQ(RaceTestOutcomes(path, 5).status().message(), path + " has 4 test questions for 5");
+  ASSERT_TRUE(WriteFile(path, absl::StrCat(line("test", "high", "1.txt", 0, true),
+                                           line("test", "high", "1.txt", 0, false)))
+                  .ok());
+  EXPECT_EQ(RaceTestOutcomes(path, 2).status().message(),
+            path + " line 2: question 0 of 1.txt (high) again");
+  ASSERT_TRUE(WriteFile(path, "{\"split\": \"test\"}\n").ok());
+  EXPECT_EQ(RaceTestOutcomes(path, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RaceTestOutcomes(dir + "/missing.jsonl", 1).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace
