@@ -87,7 +87,7 @@ std::string Accuracy(const RaceRun& r) {
 // same questions when both outcomes are at hand, else the two-proportion z.
 std::string Compare(const std::string& claim, const RaceRun& a, const RaceRun& b) {
   const double z = TwoProportionZ(a.correct, a.questions, b.correct, b.questions);
-  double p = NormalUpperTail(z);
+  const double p = NormalUpperTail(z);
   bool above = z > 0 && p < 0.05;
   std::string test = absl::StrFormat("one-sided two-proportion z = %.2f, p = %.2g", z, p);
   if (!a.test_correct.empty() && !b.test_correct.empty()) {
