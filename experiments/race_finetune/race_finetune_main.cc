@@ -21,6 +21,7 @@
 #include "core/file_system.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
+#include "eval/race.h"
 #include "experiments/common/eval_runs.h"
 #include "experiments/common/plot.h"
 #include "experiments/common/prose_corpus.h"
@@ -132,12 +133,12 @@ absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::str
 
 // The flag errors that would otherwise surface only after pretraining.
 absl::Status CheckConfig(const RaceFinetuneConfig& c) {
-  if (c.readout != "pooled" && c.readout != "masked") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--readout=", c.readout, ": expected pooled or masked"));
+  const absl::StatusOr<eval::RaceReadout> readout = eval::ParseRaceReadout(c.readout);
+  if (!readout.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--readout: ", readout.status().message()));
   }
   if (c.epochs < 0) return absl::InvalidArgumentError("--epochs must be >= 0");
-  if (c.epochs == 0 && c.readout != "masked") {
+  if (c.epochs == 0 && *readout != eval::RaceReadout::kMasked) {
     return absl::InvalidArgumentError(
         "--readout=pooled with --epochs=0: the pooled readout's choice head is learned in "
         "fine-tuning; give --epochs >= 1 (the paper: 3), or --readout=masked");
@@ -178,11 +179,9 @@ absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& ar
     argv.push_back("--eval_only");
   } else {
     RETURN_IF_ERROR(DefaultFileSystem().RemoveAll(save));
-    for (std::string flag :
-         {absl::StrCat("--epochs=", c.epochs), absl::StrCat("--lr=", c.lr),
-          absl::StrCat("--global_batch_size=", c.global_batch_size), "--save=" + save}) {
-      argv.push_back(std::move(flag));
-    }
+    argv.insert(argv.end(),
+                {absl::StrCat("--epochs=", c.epochs), absl::StrCat("--lr=", c.lr),
+                 absl::StrCat("--global_batch_size=", c.global_batch_size), "--save=" + save});
   }
   return RunForJson(LauncherWords(c.launcher), argv);
 }
