@@ -88,6 +88,11 @@ err=$("$3" --readout=pooled --results_dir="$work/pooled_zero_shot" 2>&1 >/dev/nu
 [[ $? -eq 1 && "$err" == *"--readout=pooled with --epochs=0: "* && $(grep -c . <<<"$err") -eq 1 ]] ||
   fail "race_finetune --readout=pooled --epochs=0: stderr '$err'"
 [[ ! -e "$work/pooled_zero_shot" ]] || fail "race_finetune --readout=pooled wrote $work/pooled_zero_shot"
+# --vocab_file without --load or --data_path (the prose corpus has --vocab_words), likewise.
+err=$("$3" --vocab_file=vocab.txt --results_dir="$work/vocab_file_alone" 2>&1 >/dev/null)
+[[ $? -eq 1 && "$err" == *"--vocab_file is the vocabulary of --load or --data_path"* && $(grep -c . <<<"$err") -eq 1 ]] ||
+  fail "race_finetune --vocab_file alone: stderr '$err'"
+[[ ! -e "$work/vocab_file_alone" ]] || fail "race_finetune --vocab_file alone wrote $work/vocab_file_alone"
 # A width without steps is refused before any work, in one line.
 err=$(experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm --hidden_size=16 \
   --train_iters_per_width=32:5 --results_dir="$work/no_steps" 2>&1 >/dev/null)

@@ -32,9 +32,10 @@ absl::string_view Core(absl::string_view word, size_t* begin = nullptr) {
   return word.substr(b, e - b);
 }
 
-bool IsCandidate(absl::string_view core, int min_length) {
-  return static_cast<int>(core.size()) >= min_length &&
-         std::all_of(core.begin(), core.end(), IsAlpha);
+bool IsCandidate(absl::string_view core, const ClozeRaceConfig& config) {
+  return static_cast<int>(core.size()) >= config.min_word_length &&
+         std::all_of(core.begin(), core.end(), IsAlpha) &&
+         (config.tokenizer == nullptr || config.tokenizer->Encode(core).size() == 1);
 }
 
 // A uniform index below n (n > 0).
@@ -65,8 +66,7 @@ std::vector<ClozeQuestion> ClozeQuestions(absl::string_view article, const Cloze
   absl::flat_hash_set<std::string> lower_seen;
   for (const std::string& w : Words(article)) {
     const absl::string_view core = Core(w);
-    if (IsCandidate(core, config.min_word_length) &&
-        lower_seen.insert(absl::AsciiStrToLower(core)).second) {
+    if (IsCandidate(core, config) && lower_seen.insert(absl::AsciiStrToLower(core)).second) {
       candidates.emplace_back(core);
     }
   }
@@ -78,12 +78,16 @@ std::vector<ClozeQuestion> ClozeQuestions(absl::string_view article, const Cloze
     if (static_cast<int>(out.size()) >= config.questions_per_article) break;
     std::vector<std::string> words = Words(sentence);
     if (words.size() < 6 || sentence.find('_') != std::string::npos) continue;
+    if (config.tokenizer != nullptr && config.tokenizer->Encode(sentence).size() >
+                                           static_cast<size_t>(config.max_question_tokens)) {
+      continue;
+    }
     absl::flat_hash_set<std::string> in_sentence;
     std::vector<size_t> blankable;
     for (size_t i = 0; i < words.size(); ++i) {
       const absl::string_view core = Core(words[i]);
       in_sentence.insert(absl::AsciiStrToLower(core));
-      if (IsCandidate(core, config.min_word_length)) blankable.push_back(i);
+      if (IsCandidate(core, config)) blankable.push_back(i);
     }
     std::vector<std::string> distractors;
     for (const std::string& c : candidates) {

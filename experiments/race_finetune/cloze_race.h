@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "data/tokenizers/tokenizer.h"
 
 namespace mt {
 namespace experiments {
@@ -35,6 +36,12 @@ struct ClozeRaceConfig {
   int dev_every = 5, test_every = 5;
   int64_t max_train_questions = 0;  // With training articles: stop after this many (0: all).
   uint64_t seed = 1234;
+  // When set (not owned): blanked words and distractors only among the words `tokenizer` encodes
+  // as one token, so that a masked-LM readout scores each option by one logit at one [MASK], and
+  // questions only from sentences of at most `max_question_tokens` tokens, so that a question
+  // fits ahead of its article (where a small vocabulary spells rare words out letter by letter).
+  const data::Tokenizer* tokenizer = nullptr;
+  int max_question_tokens = 64;
 };
 
 // The sentences of `text`: split after ".", "!", "?", ";" or ":" (with the closing quotes and
@@ -42,8 +49,8 @@ struct ClozeRaceConfig {
 std::vector<std::string> Sentences(absl::string_view text);
 
 // Up to `config.questions_per_article` questions from one article (each from a different
-// sentence of at least 6 words), chosen with `seed`; none when the article has fewer than 4
-// distinct candidate words.
+// sentence of at least 6 words, and within config.max_question_tokens with a tokenizer), chosen
+// with `seed`; none when the article has fewer than 4 distinct candidate words.
 std::vector<ClozeQuestion> ClozeQuestions(absl::string_view article, const ClozeRaceConfig& config,
                                           uint64_t seed);
 

@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "data/tokenizers/wordpiece.h"
 #include "eval/race.h"
+#include "experiments/common/report.h"
 #include "gtest/gtest.h"
 
 namespace mt {
@@ -42,6 +44,47 @@ TEST(ClozeRaceTest, OnlyTheAnswerGivesBackASentenceOfTheArticle) {
   }
   // Too few candidate words: no question.
   EXPECT_TRUE(ClozeQuestions("a b c d e f g. the cat sat on a mat.", config, 1).empty());
+}
+
+// A vocabulary that holds eight of the article's words whole and spells every other word.
+std::unique_ptr<data::WordPiece> SmallVocab() {
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (char c = 'a'; c <= 'z'; ++c) {
+    const std::string letter(1, c);
+    absl::StrAppend(&vocab, letter, "\n##", letter, "\n");
+  }
+  for (const char* w :
+       {"king", "morning", "gate", "city", "servants", "horses", "prophet", "river"}) {
+    absl::StrAppend(&vocab, w, "\n");
+  }
+  const std::string path = absl::StrCat(testing::TempDir(), "/cloze_vocab.txt");
+  EXPECT_TRUE(WriteFile(path, vocab).ok());
+  auto wordpiece = data::WordPiece::Load(path);
+  EXPECT_TRUE(wordpiece.ok()) << wordpiece.status();
+  return *std::move(wordpiece);
+}
+
+TEST(ClozeRaceTest, WithATokenizerEveryOptionIsOneTokenAndEveryQuestionFits) {
+  const std::unique_ptr<data::WordPiece> vocab = SmallVocab();
+  ClozeRaceConfig config;
+  config.questions_per_article = 3;
+  config.tokenizer = vocab.get();
+  config.max_question_tokens = 1000;
+  std::vector<ClozeQuestion> qs = ClozeQuestions(kArticle, config, 7);
+  // One from each sentence of 6 words or more (each holds a whole word of the vocabulary).
+  ASSERT_EQ(qs.size(), 3u);
+  for (const ClozeQuestion& q : qs) {
+    for (const std::string& option : q.options) {
+      EXPECT_EQ(vocab->Encode(option).size(), 1u) << option;
+    }
+  }
+  // Only the shortest of them within the cap: one question, from it.
+  const std::string servants = "There he found his servants waiting with horses and chariots.";
+  config.max_question_tokens = static_cast<int>(vocab->Encode(servants).size());
+  qs = ClozeQuestions(kArticle, config, 7);
+  ASSERT_EQ(qs.size(), 1u);
+  EXPECT_EQ(absl::StrReplaceAll(qs[0].question, {{"_", qs[0].options[qs[0].answer]}}), servants);
+  EXPECT_TRUE(qs[0].options[qs[0].answer] == "servants" || qs[0].options[qs[0].answer] == "horses");
 }
 
 TEST(ClozeRaceTest, WritesWhatTheRaceReaderReads) {

@@ -21,7 +21,9 @@
 #include "core/file_system.h"
 #include "core/status.h"
 #include "data/preprocessing/default_data.h"
+#include "data/tokenizers/wordpiece.h"
 #include "eval/race.h"
+#include "experiments/common/corpus_vocab.h"
 #include "experiments/common/eval_runs.h"
 #include "experiments/common/plot.h"
 #include "experiments/common/prose_corpus.h"
@@ -37,11 +39,16 @@ namespace {
 
 // The experiment's flags (one per field).
 struct RaceFinetuneConfig {
-  std::string results_dir, data, load, data_path;
-  std::string models = "2x64x4,4x128x4";
-  // The pretraining: sequence length 128, global batch 16, 3000 steps, peak learning rate 2e-3,
+  std::string results_dir, data, load, data_path, vocab_file;
+  // Two sizes 32 times apart in non-embedding parameters, pretrained on the prose corpus
+  // tokenised with a vocabulary of its own, 40% of it masked: what lets the larger one become
+  // the better masked-word model within the budget (docs/experiments.md).
+  std::string models = "2x32x2,4x128x4";
+  int vocab_words = 2000;
+  double mask_prob = 0.4;
+  // The pretraining: sequence length 128, global batch 16, 4000 steps, peak learning rate 2e-3,
   // on the CPU; its sequence length and device are the scoring's too.
-  PretrainSchedule pretrain = {128, 16, 0, 3000, 2e-3};
+  PretrainSchedule pretrain = {128, 16, 0, 4000, 2e-3};
   bool random_init = true;
   // No fine-tuning: the MLM head reads each option at the blank (why: docs/experiments.md).
   int epochs = 0;
@@ -62,6 +69,13 @@ struct RaceFinetuneConfig {
     v("load", &self.load, "A BERT checkpoint to fine-tune (no pretraining here).");
     v("data_path", &self.data_path,
       "BERT indexed dataset prefix to pretrain on (default: the prose corpus).");
+    v("vocab_words", &self.vocab_words,
+      "Pretrain on the prose corpus tokenised with a WordPiece vocabulary of its own: its "
+      "characters and this many most frequent words (experiments/common/corpus_vocab.h); 0: "
+      "bert-base-uncased's. With --load or --data_path, --vocab_file is the vocabulary instead.");
+    v("vocab_file", &self.vocab_file,
+      "The WordPiece vocab.txt of --load or --data_path (default: bert-base-uncased's).");
+    v("mask_prob", &self.mask_prob, "Pretraining: fraction of tokens masked for the MLM loss.");
     v("models", &self.models, "BERT sizes to pretrain: comma-separated LAYERSxHIDDENxHEADS.");
     v("random_init", &self.random_init,
       "Also score (and fine-tune, with --epochs) a random initialisation of the largest size "
@@ -109,23 +123,38 @@ struct Candidate {
   double pretrain_seconds = 0;
 };
 
+// What the runs used and produced, for the report.
+struct Outcome {
+  std::string data, data_name, corpus;
+  std::string prefix;      // The pretraining dataset.
+  std::string vocab_file;  // Empty: bert-base-uncased's.
+  int64_t vocab_size = 30522;
+  std::vector<Candidate> candidates;
+  std::vector<std::vector<RaceAccuracy>> accuracies;  // Per candidate.
+  std::vector<std::vector<bool>> test_correct;        // Per candidate: RaceTestOutcomes.
+  std::vector<double> seconds;                        // Pretraining + fine-tuning, per candidate.
+};
+
 // Pretrains one BERT (MLM + sentence order) into work_dir/<name>, or (pretrained false) writes a
 // random initialisation: one step at learning rate 0. Returns the checkpoint.
 absl::StatusOr<std::string> Pretrain(const RaceFinetuneConfig& c, const std::string& argv0,
-                                     const std::string& prefix, const std::string& work_dir,
+                                     const Outcome& o, const std::string& work_dir,
                                      const ModelSize& m, bool pretrained) {
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/pretrain/pretrain_bert"));
   const std::string save = absl::StrCat(work_dir, "/bert_", m.layers, "x", m.hidden, "x", m.heads,
                                         pretrained ? "" : "_random");
   PretrainSchedule schedule = c.pretrain;
   if (!pretrained) schedule.iters = 1, schedule.lr = 0;
-  PretrainRun r{prefix, save, m.layers, m.hidden, m.heads, schedule};
+  PretrainRun r{o.prefix, save, m.layers, m.hidden, m.heads, schedule};
   if (!c.tensorboard_dir.empty() && pretrained) {
     r.tensorboard_dir =
         absl::StrCat(c.tensorboard_dir, "/", std::filesystem::path(save).filename().string());
   }
   std::vector<std::string> argv = PretrainArgs(r);
   argv.insert(argv.begin(), bin);
+  argv.insert(argv.end(), {absl::StrCat("--mask_prob=", c.mask_prob),
+                           absl::StrCat("--vocab_size=", o.vocab_size)});
+  if (!o.vocab_file.empty()) argv.push_back("--vocab_file=" + o.vocab_file);
   RETURN_IF_ERROR(DefaultFileSystem().RemoveAll(save));
   RETURN_IF_ERROR(RunLaunched(LauncherWords(c.launcher), argv).status());
   return save;
@@ -138,6 +167,12 @@ absl::Status CheckConfig(const RaceFinetuneConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat("--readout: ", readout.status().message()));
   }
   if (c.epochs < 0) return absl::InvalidArgumentError("--epochs must be >= 0");
+  if (c.vocab_words < 0) return absl::InvalidArgumentError("--vocab_words must be >= 0");
+  if (!c.vocab_file.empty() && c.load.empty() && c.data_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--vocab_file is the vocabulary of --load or --data_path; the prose corpus's is set by "
+        "--vocab_words");
+  }
   if (c.epochs == 0 && *readout != eval::RaceReadout::kMasked) {
     return absl::InvalidArgumentError(
         "--readout=pooled with --epochs=0: the pooled readout's choice head is learned in "
@@ -164,17 +199,18 @@ absl::StatusOr<std::vector<bool>> ReadOutcomes(const Json& results, const std::s
 // Fine-tunes (unless --epochs=0) and scores with eval/race, its per-question lines to
 // `per_example`; returns its results object.
 absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& argv0,
-                              const std::string& checkpoint, const std::string& data,
+                              const std::string& checkpoint, const Outcome& o,
                               const std::string& save, const std::string& per_example) {
   ASSIGN_OR_RETURN(std::string bin, RunfilePath(argv0, "jobs/eval/race"));
   std::vector<std::string> argv = {bin,
                                    "--load=" + checkpoint,
-                                   "--data=" + data,
+                                   "--data=" + o.data,
                                    absl::StrCat("--micro_batch_size=", c.global_batch_size),
                                    absl::StrCat("--seq_length=", c.pretrain.seq_length),
                                    "--readout=" + c.readout,
                                    absl::StrCat("--device=", DeviceTypeName(c.pretrain.device)),
                                    "--per_example_jsonl=" + per_example};
+  if (!o.vocab_file.empty()) argv.push_back("--vocab_file=" + o.vocab_file);
   if (c.epochs == 0) {
     argv.push_back("--eval_only");
   } else {
@@ -185,15 +221,6 @@ absl::StatusOr<Json> FineTune(const RaceFinetuneConfig& c, const std::string& ar
   }
   return RunForJson(LauncherWords(c.launcher), argv);
 }
-
-// What the runs used and produced, for the report.
-struct Outcome {
-  std::string data, data_name, corpus;
-  std::vector<Candidate> candidates;
-  std::vector<std::vector<RaceAccuracy>> accuracies;  // Per candidate.
-  std::vector<std::vector<bool>> test_correct;        // Per candidate: RaceTestOutcomes.
-  std::vector<double> seconds;                        // Pretraining + fine-tuning, per candidate.
-};
 
 // The paragraph above the accuracies: how the BERTs were scored.
 std::string ProtocolParagraph(const RaceFinetuneConfig& c) {
@@ -275,11 +302,14 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
                                   static_cast<long long>(c.pretrain.seq_length));
   report.Paragraph(absl::StrFormat(
       "- pretraining: %s\n- RACE data: %s (`%s`)\n- fine-tuning: %s",
-      c.load.empty() ? absl::StrFormat("%lld steps of %lld sequences of %lld tokens on %s",
-                                       static_cast<long long>(c.pretrain.iters),
-                                       static_cast<long long>(c.pretrain.global_batch),
-                                       static_cast<long long>(c.pretrain.seq_length), o.corpus)
-                     : absl::StrCat("none (`--load=", c.load, "`)"),
+      c.load.empty()
+          ? absl::StrFormat(
+                "%lld steps of %lld sequences of %lld tokens, %g%% of the tokens masked, "
+                "on %s",
+                static_cast<long long>(c.pretrain.iters),
+                static_cast<long long>(c.pretrain.global_batch),
+                static_cast<long long>(c.pretrain.seq_length), 100 * c.mask_prob, o.corpus)
+          : absl::StrCat("none (`--load=", c.load, "`)"),
       o.data_name, o.data, tuning));
   report.Paragraph(
       "At paper scale: `--load=` a pretrained Megatron-BERT checkpoint, `--data=RACE` (the "
@@ -291,11 +321,14 @@ absl::Status WriteResults(const RaceFinetuneConfig& c, const ExperimentRun& run,
 
 // Writes the generated cloze task of the prose corpus to work_dir/cloze_race.
 absl::Status GenerateTask(const RaceFinetuneConfig& c, const ProseCorpus& corpus,
-                          const std::string& work_dir, Outcome* o) {
+                          const data::Tokenizer& tokenizer, const std::string& work_dir,
+                          Outcome* o) {
   std::vector<std::string> articles, train;
   for (const ProseDocument& d : corpus.heldout) articles.push_back(d.text);
   ClozeRaceConfig rc;
   rc.questions_per_article = c.questions_per_article;
+  rc.tokenizer = &tokenizer;
+  rc.max_question_tokens = static_cast<int>(c.pretrain.seq_length / 2);
   if (c.train_questions > 0) {
     for (const ProseDocument& d : corpus.train) train.push_back(d.text);
     rc.dev_every = 3;
@@ -305,10 +338,10 @@ absl::Status GenerateTask(const RaceFinetuneConfig& c, const ProseCorpus& corpus
   ASSIGN_OR_RETURN(ClozeRaceStats st, WriteClozeRace(articles, rc, o->data, train));
   o->data_name = absl::StrFormat(
       "a RACE-format cloze task generated from the prose corpus (cloze_race.h: a sentence of "
-      "the article with one word blanked; the four options are words of the same article; up "
-      "to %d questions per article): %lld articles, %lld / %lld / %lld train / dev / test "
-      "questions, %s",
-      c.questions_per_article, static_cast<long long>(st.articles),
+      "the article with one word blanked; the four options are words of the same article that "
+      "the vocabulary holds whole; up to %d questions per article, each of at most %d tokens): "
+      "%lld articles, %lld / %lld / %lld train / dev / test questions, %s",
+      c.questions_per_article, rc.max_question_tokens, static_cast<long long>(st.articles),
       static_cast<long long>(st.questions[0]), static_cast<long long>(st.questions[1]),
       static_cast<long long>(st.questions[2]),
       train.empty() ? "all from its held-out documents"
@@ -322,15 +355,33 @@ absl::Status Prepare(const RaceFinetuneConfig& c, const ExperimentRun& run,
                      const std::string& argv0, const std::string& work_dir, Outcome* o) {
   o->data = c.data;
   o->data_name = c.data;
-  std::string prefix = c.data_path;
-  o->corpus = prefix;
-  if (c.data.empty() || (prefix.empty() && c.load.empty())) {
+  o->prefix = o->corpus = c.data_path;
+  o->vocab_file = c.vocab_file;
+  const bool on_prose = c.data_path.empty() && c.load.empty();
+  if (c.data.empty() || on_prose) {
     ProseCorpusConfig pc;
     pc.max_documents = c.max_corpus_documents;
     ASSIGN_OR_RETURN(ProseCorpus corpus, BuildProseCorpus(pc));
-    if (prefix.empty()) prefix = corpus.bert_prefix, o->corpus = corpus.Describe();
+    if (on_prose) {
+      o->prefix = corpus.bert_prefix;
+      o->corpus = absl::StrCat("the prose corpus (", corpus.Describe(), ")");
+      if (c.vocab_words > 0) {
+        ASSIGN_OR_RETURN(CorpusVocabDataset d, BuildCorpusVocabDataset(corpus, c.vocab_words));
+        o->prefix = d.bert_prefix;
+        o->vocab_file = d.vocab_file;
+        absl::StrAppend(&o->corpus, " tokenised with a WordPiece vocabulary of its own (",
+                        d.vocab_size, " tokens: its characters and its ", c.vocab_words,
+                        " most frequent words)");
+      } else {
+        absl::StrAppend(&o->corpus, " tokenised with bert-base-uncased's WordPiece");
+      }
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<data::WordPiece> tokenizer,
+                     o->vocab_file.empty() ? data::WordPiece::LoadDefault()
+                                           : data::WordPiece::Load(o->vocab_file));
+    o->vocab_size = tokenizer->vocab_size();
     if (c.data.empty()) {
-      RETURN_IF_ERROR(GenerateTask(c, corpus, work_dir, o));
+      RETURN_IF_ERROR(GenerateTask(c, corpus, *tokenizer, work_dir, o));
     }
   }
   if (!c.load.empty()) {
@@ -355,7 +406,7 @@ absl::Status Prepare(const RaceFinetuneConfig& c, const ExperimentRun& run,
                 k.label.c_str());
     std::fflush(stdout);
     const double t0 = run.WallSeconds();
-    ASSIGN_OR_RETURN(k.checkpoint, Pretrain(c, argv0, prefix, work_dir, m, k.pretrained));
+    ASSIGN_OR_RETURN(k.checkpoint, Pretrain(c, argv0, *o, work_dir, m, k.pretrained));
     k.pretrain_seconds = run.WallSeconds() - t0;
   }
   return absl::OkStatus();
@@ -378,7 +429,7 @@ absl::Status Run(const RaceFinetuneConfig& c, int argc, char** argv) {
     // Each question's outcome, for the paired tests (kept beside the checkpoints).
     const std::string lines = absl::StrCat(work_dir, "/race_outcomes_", i, ".jsonl");
     ASSIGN_OR_RETURN(Json results,
-                     FineTune(c, argv[0], k.checkpoint, o.data, work_dir + "/race_ckpt", lines));
+                     FineTune(c, argv[0], k.checkpoint, o, work_dir + "/race_ckpt", lines));
     ASSIGN_OR_RETURN(std::vector<RaceAccuracy> a, ReadRaceAccuracies(results));
     ASSIGN_OR_RETURN(std::vector<bool> outcomes, ReadOutcomes(results, lines));
     o.accuracies.push_back(std::move(a));
