@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -358,32 +360,32 @@ absl::Status Prepare(const RaceFinetuneConfig& c, const ExperimentRun& run,
   o->prefix = o->corpus = c.data_path;
   o->vocab_file = c.vocab_file;
   const bool on_prose = c.data_path.empty() && c.load.empty();
+  std::optional<ProseCorpus> corpus;
   if (c.data.empty() || on_prose) {
     ProseCorpusConfig pc;
     pc.max_documents = c.max_corpus_documents;
-    ASSIGN_OR_RETURN(ProseCorpus corpus, BuildProseCorpus(pc));
-    if (on_prose) {
-      o->prefix = corpus.bert_prefix;
-      o->corpus = absl::StrCat("the prose corpus (", corpus.Describe(), ")");
-      if (c.vocab_words > 0) {
-        ASSIGN_OR_RETURN(CorpusVocabDataset d, BuildCorpusVocabDataset(corpus, c.vocab_words));
-        o->prefix = d.bert_prefix;
-        o->vocab_file = d.vocab_file;
-        absl::StrAppend(&o->corpus, " tokenised with a WordPiece vocabulary of its own (",
-                        d.vocab_size, " tokens: its characters and its ", c.vocab_words,
-                        " most frequent words)");
-      } else {
-        absl::StrAppend(&o->corpus, " tokenised with bert-base-uncased's WordPiece");
-      }
-    }
-    ASSIGN_OR_RETURN(std::unique_ptr<data::WordPiece> tokenizer,
-                     o->vocab_file.empty() ? data::WordPiece::LoadDefault()
-                                           : data::WordPiece::Load(o->vocab_file));
-    o->vocab_size = tokenizer->vocab_size();
-    if (c.data.empty()) {
-      RETURN_IF_ERROR(GenerateTask(c, corpus, *tokenizer, work_dir, o));
+    ASSIGN_OR_RETURN(corpus, BuildProseCorpus(pc));
+  }
+  if (on_prose) {
+    o->prefix = corpus->bert_prefix;
+    o->corpus = absl::StrCat("the prose corpus (", corpus->Describe(), ")");
+    if (c.vocab_words > 0) {
+      ASSIGN_OR_RETURN(CorpusVocabDataset d, BuildCorpusVocabDataset(*corpus, c.vocab_words));
+      o->prefix = d.bert_prefix;
+      o->vocab_file = d.vocab_file;
+      absl::StrAppend(&o->corpus, " tokenised with a WordPiece vocabulary of its own (",
+                      d.vocab_size, " tokens: its characters and its ", c.vocab_words,
+                      " most frequent words)");
+    } else {
+      absl::StrAppend(&o->corpus, " tokenised with bert-base-uncased's WordPiece");
     }
   }
+  // The vocabulary of the pretraining, the task and the scoring.
+  ASSIGN_OR_RETURN(std::unique_ptr<data::WordPiece> tokenizer,
+                   o->vocab_file.empty() ? data::WordPiece::LoadDefault()
+                                         : data::WordPiece::Load(o->vocab_file));
+  o->vocab_size = tokenizer->vocab_size();
+  if (c.data.empty()) RETURN_IF_ERROR(GenerateTask(c, *corpus, *tokenizer, work_dir, o));
   if (!c.load.empty()) {
     o->candidates.push_back({"--load", c.load, 0, true});
     return absl::OkStatus();
