@@ -50,6 +50,8 @@ check race_finetune "$3" \
 # The models compared question by question (eval/race's per-question lines read back).
 grep -q "exact one-sided McNemar test p = " "${TEST_TMPDIR:-$TMPDIR}/race_finetune/report.md" ||
   fail "race_finetune: no paired test in report.md"
+grep -q "The dev split, a second sample: " "${TEST_TMPDIR:-$TMPDIR}/race_finetune/report.md" ||
+  fail "race_finetune: no dev-split test in report.md"
 # In-process training experiments (binaries from the runfiles): bert_prenorm_vs_postnorm on the
 # shortened prose corpus race_finetune built above (with a 50-word vocabulary of its own),
 # gpt2_scaling_curves on the embedded corpus tokenised into $TMPDIR/data.
@@ -88,11 +90,15 @@ err=$("$3" --readout=pooled --results_dir="$work/pooled_zero_shot" 2>&1 >/dev/nu
 [[ $? -eq 1 && "$err" == *"--readout=pooled with --epochs=0: "* && $(grep -c . <<<"$err") -eq 1 ]] ||
   fail "race_finetune --readout=pooled --epochs=0: stderr '$err'"
 [[ ! -e "$work/pooled_zero_shot" ]] || fail "race_finetune --readout=pooled wrote $work/pooled_zero_shot"
-# --vocab_file without --load or --data_path (the prose corpus has --vocab_words), likewise.
-err=$("$3" --vocab_file=vocab.txt --results_dir="$work/vocab_file_alone" 2>&1 >/dev/null)
-[[ $? -eq 1 && "$err" == *"--vocab_file is the vocabulary of --load or --data_path"* && $(grep -c . <<<"$err") -eq 1 ]] ||
-  fail "race_finetune --vocab_file alone: stderr '$err'"
-[[ ! -e "$work/vocab_file_alone" ]] || fail "race_finetune --vocab_file alone wrote $work/vocab_file_alone"
+# --vocab_file without --load or --data_path (the prose corpus has --vocab_words), and a masking
+# fraction outside (0, 1], likewise.
+for flags in "--vocab_file=vocab.txt|--vocab_file is the vocabulary of --load or --data_path" \
+  "--mask_prob=1.5|--mask_prob=1.5: must be in (0, 1]"; do
+  err=$("$3" "${flags%%|*}" --results_dir="$work/bad_flag" 2>&1 >/dev/null)
+  [[ $? -eq 1 && "$err" == *"${flags#*|}"* && $(grep -c . <<<"$err") -eq 1 ]] ||
+    fail "race_finetune ${flags%%|*}: stderr '$err'"
+  [[ ! -e "$work/bad_flag" ]] || fail "race_finetune ${flags%%|*} wrote $work/bad_flag"
+done
 # A width without steps is refused before any work, in one line.
 err=$(experiments/bert_prenorm_vs_postnorm/bert_prenorm_vs_postnorm --hidden_size=16 \
   --train_iters_per_width=32:5 --results_dir="$work/no_steps" 2>&1 >/dev/null)

@@ -33,9 +33,14 @@ absl::string_view Core(absl::string_view word, size_t* begin = nullptr) {
 }
 
 bool IsCandidate(absl::string_view core, const ClozeRaceConfig& config) {
-  return static_cast<int>(core.size()) >= config.min_word_length &&
-         std::all_of(core.begin(), core.end(), IsAlpha) &&
-         (config.tokenizer == nullptr || config.tokenizer->Encode(core).size() == 1);
+  if (static_cast<int>(core.size()) < config.min_word_length ||
+      !std::all_of(core.begin(), core.end(), IsAlpha)) {
+    return false;
+  }
+  if (config.tokenizer == nullptr) return true;
+  // One token, and not [UNK] (which would give options the same score).
+  const std::vector<int32_t> ids = config.tokenizer->Encode(core);
+  return ids.size() == 1 && ids[0] != config.tokenizer->special_tokens().unk;
 }
 
 // A uniform index below n (n > 0).
@@ -174,7 +179,8 @@ absl::StatusOr<ClozeRaceStats> WriteClozeRace(const std::vector<std::string>& ar
       if (per_group[s][l] == 0) {
         return absl::FailedPreconditionError(absl::StrCat(
             "the generated RACE task has no ", kSplits[s], "/", kLevels[l], " article (",
-            stats.articles, " articles gave questions); use more held-out documents"));
+            stats.articles, " articles gave questions); use more held-out documents",
+            config.tokenizer != nullptr ? " (or a larger vocabulary or question length)" : ""));
       }
     }
   }

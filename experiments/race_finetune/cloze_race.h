@@ -37,9 +37,10 @@ struct ClozeRaceConfig {
   int64_t max_train_questions = 0;  // With training articles: stop after this many (0: all).
   uint64_t seed = 1234;
   // When set (not owned): blanked words and distractors only among the words `tokenizer` encodes
-  // as one token, so that a masked-LM readout scores each option by one logit at one [MASK], and
-  // questions only from sentences of at most `max_question_tokens` tokens, so that a question
-  // fits ahead of its article (where a small vocabulary spells rare words out letter by letter).
+  // as one token other than [UNK], so that a masked-LM readout scores each option by one logit at
+  // one [MASK], and questions only from sentences of at most `max_question_tokens` tokens, so that
+  // a question fits ahead of its article (where a small vocabulary spells rare words out letter by
+  // letter).
   const data::Tokenizer* tokenizer = nullptr;
   int max_question_tokens = 64;
 };

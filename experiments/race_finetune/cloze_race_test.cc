@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "core/status.h"
 #include "data/tokenizers/wordpiece.h"
 #include "eval/race.h"
 #include "experiments/common/report.h"
@@ -15,7 +16,7 @@ namespace experiments {
 namespace {
 
 constexpr char kArticle[] =
-    "And the king rose early in the morning, and went to the gate of the city. There he found "
+    "And the King rose early in the morning, and went to the gate of the city. There he found "
     "his servants waiting with horses and chariots. \"Where is the prophet?\" asked the king; "
     "nobody answered him, for the prophet had gone down to the river before dawn.";
 
@@ -46,10 +47,11 @@ TEST(ClozeRaceTest, OnlyTheAnswerGivesBackASentenceOfTheArticle) {
   EXPECT_TRUE(ClozeQuestions("a b c d e f g. the cat sat on a mat.", config, 1).empty());
 }
 
-// A vocabulary that holds eight of the article's words whole and spells every other word.
-std::unique_ptr<data::WordPiece> SmallVocab() {
+// A vocabulary that holds eight of the article's words whole and spells every other word made
+// of `letters` (any other word is one [UNK]).
+absl::StatusOr<std::unique_ptr<data::WordPiece>> SmallVocab(absl::string_view letters) {
   std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
-  for (char c = 'a'; c <= 'z'; ++c) {
+  for (char c : letters) {
     const std::string letter(1, c);
     absl::StrAppend(&vocab, letter, "\n##", letter, "\n");
   }
@@ -58,33 +60,52 @@ std::unique_ptr<data::WordPiece> SmallVocab() {
     absl::StrAppend(&vocab, w, "\n");
   }
   const std::string path = absl::StrCat(testing::TempDir(), "/cloze_vocab.txt");
-  EXPECT_TRUE(WriteFile(path, vocab).ok());
-  auto wordpiece = data::WordPiece::Load(path);
-  EXPECT_TRUE(wordpiece.ok()) << wordpiece.status();
-  return *std::move(wordpiece);
+  RETURN_IF_ERROR(WriteFile(path, vocab));
+  return data::WordPiece::Load(path);
 }
 
+constexpr char kLetters[] = "abcdefghijklmnopqrstuvwxyz";
+
 TEST(ClozeRaceTest, WithATokenizerEveryOptionIsOneTokenAndEveryQuestionFits) {
-  const std::unique_ptr<data::WordPiece> vocab = SmallVocab();
+  auto vocab = SmallVocab(kLetters);
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
   ClozeRaceConfig config;
   config.questions_per_article = 3;
-  config.tokenizer = vocab.get();
+  config.tokenizer = vocab->get();
   config.max_question_tokens = 1000;
   std::vector<ClozeQuestion> qs = ClozeQuestions(kArticle, config, 7);
   // One from each sentence of 6 words or more (each holds a whole word of the vocabulary).
   ASSERT_EQ(qs.size(), 3u);
   for (const ClozeQuestion& q : qs) {
     for (const std::string& option : q.options) {
-      EXPECT_EQ(vocab->Encode(option).size(), 1u) << option;
+      EXPECT_EQ((*vocab)->Encode(option).size(), 1u) << option;
     }
   }
   // Only the shortest of them within the cap: one question, from it.
   const std::string servants = "There he found his servants waiting with horses and chariots.";
-  config.max_question_tokens = static_cast<int>(vocab->Encode(servants).size());
+  config.max_question_tokens = static_cast<int>((*vocab)->Encode(servants).size());
   qs = ClozeQuestions(kArticle, config, 7);
   ASSERT_EQ(qs.size(), 1u);
   EXPECT_EQ(absl::StrReplaceAll(qs[0].question, {{"_", qs[0].options[qs[0].answer]}}), servants);
   EXPECT_TRUE(qs[0].options[qs[0].answer] == "servants" || qs[0].options[qs[0].answer] == "horses");
+}
+
+TEST(ClozeRaceTest, AWordTheVocabularyCannotSpellIsNoOption) {
+  // Without "w", "went", "waiting", "with", "answered", "down" and "dawn" are each one [UNK].
+  auto vocab = SmallVocab("abcdefghijklmnopqrstuvxyz");
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  ASSERT_EQ((*vocab)->Encode("waiting"), std::vector<int32_t>{1});
+  ClozeRaceConfig config;
+  config.questions_per_article = 3;
+  config.tokenizer = vocab->get();
+  config.max_question_tokens = 1000;
+  const std::vector<ClozeQuestion> qs = ClozeQuestions(kArticle, config, 7);
+  ASSERT_FALSE(qs.empty());
+  for (const ClozeQuestion& q : qs) {
+    for (const std::string& option : q.options) {
+      EXPECT_EQ(option.find('w'), std::string::npos) << option;
+    }
+  }
 }
 
 TEST(ClozeRaceTest, WritesWhatTheRaceReaderReads) {

@@ -36,7 +36,8 @@ absl::StatusOr<std::vector<RaceAccuracy>> ReadRaceAccuracies(const Json& results
   return out;
 }
 
-absl::StatusOr<std::vector<bool>> RaceTestOutcomes(const std::string& path, int64_t questions) {
+absl::StatusOr<std::vector<bool>> RaceOutcomes(const std::string& path, const std::string& split,
+                                               int64_t questions) {
   ASSIGN_OR_RETURN(const std::string text, DefaultFileSystem().ReadFile(path));
   std::map<std::tuple<std::string, std::string, int64_t>, bool> outcome;
   int64_t lines = 0;
@@ -55,7 +56,7 @@ absl::StatusOr<std::vector<bool>> RaceTestOutcomes(const std::string& path, int6
                        "\"question\" and a boolean \"correct\": '",
                        line, "'"));
     }
-    if (j["split"].get<std::string>() != "test") continue;
+    if (j["split"].get<std::string>() != split) continue;
     const auto key = std::make_tuple(j["level"].get<std::string>(), j["file"].get<std::string>(),
                                      j["question"].get<int64_t>());
     if (!outcome.emplace(key, j["correct"].get<bool>()).second) {
@@ -66,7 +67,7 @@ absl::StatusOr<std::vector<bool>> RaceTestOutcomes(const std::string& path, int6
   }
   if (static_cast<int64_t>(outcome.size()) != questions) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " has ", outcome.size(), " test questions for ", questions));
+        absl::StrCat(path, " has ", outcome.size(), " ", split, " questions for ", questions));
   }
   std::vector<bool> correct;
   for (const auto& [key, right] : outcome) correct.push_back(right);
@@ -104,9 +105,24 @@ std::string Compare(const std::string& claim, const RaceRun& a, const RaceRun& b
       absl::StrAppend(&test, " (unpaired: ", c.status().message(), ")");
     }
   }
-  return absl::StrFormat("- **%s: %s**: %s %s vs %s %s; %s.\n", claim,
-                         above ? "supported" : "not supported", a.label, Accuracy(a), b.label,
-                         Accuracy(b), test);
+  std::string out = absl::StrFormat("- **%s: %s**: %s %s vs %s %s; %s.\n", claim,
+                                    above ? "supported" : "not supported", a.label, Accuracy(a),
+                                    b.label, Accuracy(b), test);
+  if (!a.dev_correct.empty() && !b.dev_correct.empty()) {
+    const absl::StatusOr<PairedComparison> d = ComparePaired(a.dev_correct, b.dev_correct);
+    if (d.ok()) {
+      const auto right = [](const std::vector<bool>& v) {
+        return static_cast<long long>(std::count(v.begin(), v.end(), true));
+      };
+      absl::StrAppendFormat(
+          &out,
+          "  - The dev split, a second sample: %lld against %lld right of %zu; the first alone "
+          "right on %lld and the second alone on %lld: exact one-sided McNemar test p = %.2g.\n",
+          right(a.dev_correct), right(b.dev_correct), a.dev_correct.size(),
+          static_cast<long long>(d->only_first), static_cast<long long>(d->only_second), d->p);
+    }
+  }
+  return out;
 }
 
 }  // namespace

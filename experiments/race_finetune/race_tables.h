@@ -27,13 +27,14 @@ struct RaceAccuracy {
 // object has no "splits" or an entry lacks questions or accuracy.
 absl::StatusOr<std::vector<RaceAccuracy>> ReadRaceAccuracies(const Json& results);
 
-// Whether each test question was answered right, from eval/race's --per_example_jsonl file at
-// `path` (one object per question of the last evaluation: "split", "level", "file", "question",
-// "correct"), ordered by level, file and question so that two models' outcomes line up. Lines of
-// other splits are skipped. InvalidArgument naming the line for a line without those keys or a
-// question seen twice, and when the test lines are not `questions` in number; the file system's
-// errors.
-absl::StatusOr<std::vector<bool>> RaceTestOutcomes(const std::string& path, int64_t questions);
+// Whether each question of `split` ("dev" or "test") was answered right, from eval/race's
+// --per_example_jsonl file at `path` (one object per question of the last evaluation: "split",
+// "level", "file", "question", "correct"), ordered by level, file and question so that two
+// models' outcomes line up. Lines of other splits are skipped. InvalidArgument naming the line
+// for a line without those keys or a question seen twice, and when the split's lines are not
+// `questions` in number; the file system's errors.
+absl::StatusOr<std::vector<bool>> RaceOutcomes(const std::string& path, const std::string& split,
+                                               int64_t questions);
 
 // One model's test result, for the finding.
 struct RaceRun {
@@ -41,7 +42,8 @@ struct RaceRun {
   int64_t size_rank = 0;               // Orders the sizes: larger is higher.
   bool pretrained = true;              // False: a random initialisation.
   int64_t questions = 0, correct = 0;  // Test split, both levels.
-  std::vector<bool> test_correct;      // RaceTestOutcomes; empty when not at hand.
+  std::vector<bool> test_correct;      // RaceOutcomes; empty when not at hand.
+  std::vector<bool> dev_correct;       // The dev split's likewise: a second sample.
 };
 
 // The report's opening: the paper's claim (a pretrained BERT answers RACE well, the larger the
@@ -50,6 +52,8 @@ struct RaceRun {
 // initialisation of the same size, and each larger pretrained size above the next smaller
 // (p < 0.05: the exact one-sided McNemar test on the same questions when both runs' outcomes are
 // at hand, else the one-sided two-proportion z test). A comparison without its runs says so.
+// Where both runs' dev outcomes are at hand, each comparison also gives McNemar's test on the dev
+// split, a second sample that does not enter the verdict.
 std::string RaceFinding(const std::vector<RaceRun>& runs);
 
 // Paper Table 5's RACE test accuracies (%): BERT-style 336M, 1.3B, 3.9B and the 3.9B ensemble,

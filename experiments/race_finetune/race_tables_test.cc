@@ -93,6 +93,21 @@ TEST(RaceFindingTest, PairedOutcomesAreComparedQuestionByQuestion) {
   EXPECT_NE(unpaired.find("Larger above smaller: not supported**"), std::string::npos);
   EXPECT_NE(unpaired.find("one-sided two-proportion z = 0.78, p = 0.22."), std::string::npos)
       << unpaired;
+  // Dev outcomes beside them: a second McNemar test (the larger alone right on 3, the smaller on
+  // 1: P(X >= 3 | 4, 1/2) = 5/16), which leaves the verdict to the test split.
+  std::vector<bool> big_dev(20, false), small_dev(20, false);
+  for (int i = 0; i < 5; ++i) big_dev[i] = small_dev[i] = true;
+  for (int i = 5; i < 8; ++i) big_dev[i] = true;
+  small_dev[8] = true;
+  const std::string with_dev = RaceFinding(
+      {{"small", 1, true, 400, 110, small, small_dev}, {"big", 2, true, 400, 120, big, big_dev}});
+  EXPECT_NE(with_dev.find("Larger above smaller: supported**"), std::string::npos) << with_dev;
+  EXPECT_NE(with_dev.find("  - The dev split, a second sample: 8 against 6 right of 20; the first "
+                          "alone right on 3 and the second alone on 1: exact one-sided McNemar "
+                          "test p = 0.31.\n"),
+            std::string::npos)
+      << with_dev;
+  EXPECT_EQ(paired.find("The dev split"), std::string::npos);
   small.pop_back();
   const std::string mismatched =
       RaceFinding({{"small", 1, true, 400, 110, small}, {"big", 2, true, 400, 120, big}});
@@ -101,7 +116,7 @@ TEST(RaceFindingTest, PairedOutcomesAreComparedQuestionByQuestion) {
       << mismatched;
 }
 
-TEST(RaceTestOutcomesTest, TestLinesInLevelFileQuestionOrder) {
+TEST(RaceOutcomesTest, OneSplitsLinesInLevelFileQuestionOrder) {
   const std::string dir = std::getenv("TEST_TMPDIR");
   const std::string path = dir + "/outcomes.jsonl";
   auto line = [](const char* split, const char* level, const char* file, int q, bool right) {
@@ -115,19 +130,22 @@ TEST(RaceTestOutcomesTest, TestLinesInLevelFileQuestionOrder) {
                                            line("test", "high", "1.txt", 0, true),
                                            line("test", "middle", "10.txt", 0, false)))
                   .ok());
-  auto o = RaceTestOutcomes(path, 4);
+  auto o = RaceOutcomes(path, "test", 4);
   ASSERT_TRUE(o.ok()) << o.status();
   // high/1.txt#0, high/1.txt#1, middle/10.txt#0, middle/2.txt#0.
   EXPECT_EQ(*o, (std::vector<bool>{true, false, false, true}));
-  EXPECT_EQ(RaceTestOutcomes(path, 5).status().message(), path + " has 4 test questions for 5");
+  EXPECT_EQ(RaceOutcomes(path, "test", 5).status().message(), path + " has 4 test questions for 5");
+  auto dev = RaceOutcomes(path, "dev", 1);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  EXPECT_EQ(*dev, std::vector<bool>{true});
   ASSERT_TRUE(WriteFile(path, absl::StrCat(line("test", "high", "1.txt", 0, true),
                                            line("test", "high", "1.txt", 0, false)))
                   .ok());
-  EXPECT_EQ(RaceTestOutcomes(path, 2).status().message(),
+  EXPECT_EQ(RaceOutcomes(path, "test", 2).status().message(),
             path + " line 2: question 0 of 1.txt (high) again");
   ASSERT_TRUE(WriteFile(path, "{\"split\": \"test\"}\n").ok());
-  EXPECT_EQ(RaceTestOutcomes(path, 1).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(RaceTestOutcomes(dir + "/missing.jsonl", 1).status().code(),
+  EXPECT_EQ(RaceOutcomes(path, "test", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RaceOutcomes(dir + "/missing.jsonl", "test", 1).status().code(),
             absl::StatusCode::kNotFound);
 }
 
